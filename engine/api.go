@@ -1,0 +1,128 @@
+// Package engine is qshare's scheduler: a deterministic, in-memory state
+// machine that decides which service jobs start, which borrow idle capacity,
+// and which are preempted, under the rules of AWS Batch quota management.
+//
+// The engine holds no I/O, no goroutines and no clock. The caller (the daemon
+// in production, the simulator in a replay) tells it about configuration and
+// jobs, passes the current time into Schedule, and carries out the Decisions
+// it returns: it persists them, then starts or stops attempts, and reports
+// back when an attempt has really stopped (Release). Same inputs, same
+// decisions, byte for byte.
+//
+// Capacity is held by a job from the Decision that starts it until the
+// caller releases it. A preempted job keeps holding its capacity until it is
+// released: capacity held by a stopping job is never free. The job a
+// preemption makes room for is reserved: capacity its victims give back is
+// kept for it, and it starts (a DecisionStart) in the first Schedule after
+// the last of them has been released.
+//
+// An Engine is not safe for concurrent use.
+package engine
+
+import (
+	"time"
+
+	"qshare"
+)
+
+// EnvironmentConfig is a service environment as the engine sees it.
+type EnvironmentConfig struct {
+	Name string
+	// Limits is the environment's maxCapacity per instance type. Usage of a
+	// type never exceeds it; a type it does not name has no capacity.
+	Limits qshare.Capacity
+}
+
+// QueueConfig is a job queue as the engine sees it: a set of quota shares
+// drawing on one service environment.
+type QueueConfig struct {
+	Name        string
+	Environment string
+}
+
+// ShareConfig is a quota share as the engine sees it.
+type ShareConfig struct {
+	Queue string
+	Name  string
+	// Limits is the share's own maxCapacity per instance type.
+	Limits   qshare.Capacity
+	Strategy qshare.Strategy
+	// BorrowLimit is a percentage of each own maxCapacity that a
+	// LEND_AND_BORROW share may use on top of it; -1 means unlimited.
+	BorrowLimit       int64
+	InSharePreemption bool
+	// Disabled shares accept no new jobs (the caller enforces that), but
+	// their queued jobs still run and they still lend and borrow.
+	Disabled bool
+}
+
+// JobSpec describes a job to the engine.
+type JobSpec struct {
+	ID    string
+	Queue string
+	Share string
+	// Priority is schedulingPriority: higher runs first within a share.
+	Priority int
+	// Created orders jobs of equal priority (earlier first); ties are broken by ID.
+	Created time.Time
+	// Demand is the capacity the job needs, all or nothing.
+	Demand qshare.Capacity
+	// PreemptionRetries is preemptionRetriesBeforeTermination; -1 means unlimited.
+	PreemptionRetries int
+	// Preemptions is how many times the job has been preempted so far
+	// (non-zero when the engine is rebuilt from a store).
+	Preemptions int
+}
+
+// DecisionKind says what a Decision asks the caller to do.
+type DecisionKind int
+
+// The kinds of decision.
+const (
+	// DecisionStart: the job now holds its demand; start an attempt.
+	DecisionStart DecisionKind = iota + 1
+	// DecisionPreempt: stop the job's attempt (gracefully) and Release it
+	// once it has stopped. If Final, the job then fails; otherwise it
+	// returns to RUNNABLE in its original place.
+	DecisionPreempt
+	// DecisionWait: the job is at the head of its share and waits; Reason
+	// says why. Emitted when the reason changes, so a caller can set the
+	// job's statusReason (MISCONFIGURATION reasons among them).
+	DecisionWait
+)
+
+// String returns the kind's name.
+func (k DecisionKind) String() string {
+	switch k {
+	case DecisionStart:
+		return "start"
+	case DecisionPreempt:
+		return "preempt"
+	case DecisionWait:
+		return "wait"
+	}
+	return "unknown"
+}
+
+// Decision is one thing the engine decided in a Schedule call.
+type Decision struct {
+	Kind  DecisionKind
+	Job   string
+	Queue string
+	Share string
+	// For is, on a preemption, the job it makes room for.
+	For string
+	// CrossShare is true for a cross-share preemption (reclaim or a lowered
+	// limit), false for an in-share preemption.
+	CrossShare bool
+	// Final is true on a preemption that exhausts the job's preemption
+	// retries: the job fails instead of returning to RUNNABLE.
+	Final bool
+	// Borrowed is, on a start, the part of the demand beyond the share's own
+	// capacity, per type.
+	Borrowed qshare.Capacity
+	// Reason is a human-readable account that names the other party, e.g.
+	// "borrowed 1 ml.g5.xlarge from QS2" or "preempted by cross-share
+	// preemption to return capacity to share QS2 for job X".
+	Reason string
+}

@@ -1,0 +1,61 @@
+package qshare
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrorCode classifies an Error. The API layer maps each code to an AWS error
+// type in exactly one table.
+type ErrorCode string
+
+// Error codes.
+const (
+	// EINVALID: the request is wrong; the caller must change it (ClientException).
+	EINVALID ErrorCode = "invalid"
+	// ENOTFOUND: the named resource does not exist (ClientException).
+	ENOTFOUND ErrorCode = "not_found"
+	// ECONFLICT: the resource's state forbids the request now (ClientException).
+	ECONFLICT ErrorCode = "conflict"
+	// EINTERNAL: qshare failed; the request may be retried (ServerException).
+	EINTERNAL ErrorCode = "internal"
+)
+
+// Error is the error every layer of qshare returns for a failure the caller
+// should see. Message is written for the person who made the request: it says
+// what is wrong and, where it can, how to fix it.
+type Error struct {
+	Code    ErrorCode
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code ErrorCode, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCodeOf returns the code of the first *Error in err's chain, EINTERNAL
+// for any other non-nil error, and "" for nil.
+func ErrorCodeOf(err error) ErrorCode {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessageOf returns the message of the first *Error in err's chain, or a
+// generic message for any other error (whose text may hold internal detail).
+func ErrorMessageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error; the request was not applied and may be retried"
+}

@@ -1,0 +1,113 @@
+// Package executor declares how qshare runs the attempts of service jobs. The
+// daemon decides (through the engine) and an Executor carries out: it starts
+// an attempt, stops it with a grace period, reports how it ended, and on a
+// restart recovers the attempts that were running.
+//
+// Implementations live in their own packages (process/, simulated/, later
+// kubernetes/ and slurm/) and must all pass the conformance suite in
+// executortest/.
+package executor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"qshare"
+)
+
+// Spec is everything an executor needs to start one attempt.
+type Spec struct {
+	JobID     string
+	JobName   string
+	AttemptID string
+	// Attempt numbers the job's attempts from 1.
+	Attempt int
+	Queue   string
+	Share   string
+	// Demand is the capacity the attempt holds, per instance type.
+	Demand qshare.Capacity
+	// Payload is the SageMaker CreateTrainingJob request, as submitted.
+	Payload string
+}
+
+// Handle is what an executor returns for a started attempt. The daemon
+// persists it with the attempt and gives it back to Recover after a restart.
+type Handle struct {
+	AttemptID string
+	StartedAt time.Time
+	// LogPath is where the attempt's output goes, if the executor keeps it.
+	LogPath string
+	// State is the executor's own record of the attempt (for example a pid
+	// and the process's start time), opaque to everyone else.
+	State []byte
+}
+
+// Exit is how an attempt ended.
+type Exit struct {
+	AttemptID string
+	// ExitCode is the process's exit code, or -1 when it was ended by a signal.
+	ExitCode int
+	// Signal names the signal that ended it, if any ("SIGKILL").
+	Signal string
+	// Reason is the attempt's status reason: "Essential process exited with
+	// code 3", the first line of a failure file, and so on.
+	Reason string
+	// Stopped is true when the attempt ended after a Stop.
+	Stopped bool
+	At      time.Time
+}
+
+// Succeeded reports whether the attempt exited with code 0 on its own.
+func (x Exit) Succeeded() bool { return x.ExitCode == 0 && x.Signal == "" && !x.Stopped }
+
+// ErrUnknownAttempt is returned by Wait and Stop for an attempt the executor
+// neither started nor recovered.
+var ErrUnknownAttempt = errors.New("executor: unknown attempt")
+
+// Recovery is what Recover found about an attempt after a restart.
+type Recovery int
+
+// Recovery outcomes.
+const (
+	// Running: the attempt is still running and the executor re-attached to
+	// it; Wait reports its end.
+	Running Recovery = iota + 1
+	// Exited: the attempt ended while the server was down; Wait returns its Exit at once.
+	Exited
+	// Lost: its fate cannot be known; the daemon requeues the job.
+	Lost
+)
+
+// Executor runs attempts. Implementations are safe for concurrent use.
+//
+// Start and Stop are idempotent by attempt ID, so a daemon that crashed
+// between persisting a decision and acting on it can simply act again.
+type Executor interface {
+	// Name identifies the executor ("process", "simulated").
+	Name() string
+	// Validate checks a job's payload at submit time; it returns a
+	// *qshare.Error with code EINVALID that says what is wrong.
+	Validate(payload string, demand qshare.Capacity) error
+	// Start prepares and launches an attempt and returns once it runs.
+	// Starting an attempt ID that was already started returns its handle.
+	Start(ctx context.Context, s Spec) (Handle, error)
+	// Stop ends an attempt: a polite signal, then a forced kill after grace
+	// (0 means the executor's default). It returns without waiting for the
+	// end; Wait reports it. Stopping an attempt that has ended is a no-op.
+	Stop(ctx context.Context, attemptID string, grace time.Duration) error
+	// Wait blocks until the attempt has ended (its processes, and whatever
+	// capacity it held, are gone) and returns how.
+	Wait(ctx context.Context, attemptID string) (Exit, error)
+	// Recover re-attaches to an attempt started before a restart.
+	Recover(ctx context.Context, h Handle) (Recovery, error)
+	// Close releases the executor's resources. Attempts keep running.
+	Close() error
+}
+
+// CapacityChecker is implemented by executors whose hosts have a fixed
+// amount of some resource (GPUs). CheckCapacity returns a warning, or "",
+// for a service environment with these limits.
+type CapacityChecker interface {
+	CheckCapacity(limits qshare.Capacity) string
+}
