@@ -8,9 +8,14 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"qshare"
 )
+
+// ErrClosed is returned (possibly wrapped) by Commit and Load on a Store that
+// has been closed.
+var ErrClosed = errors.New("store is closed")
 
 // Store persists resources and jobs.
 //
@@ -19,6 +24,14 @@ import (
 // machine; when it returns an error, none of it was applied. Implementations
 // may group concurrent commits into one transaction (group commit), as long
 // as each caller sees that contract.
+//
+// Records come back as they were put, with two normalisations a caller must
+// not depend on either way: an empty slice, map or []byte may come back nil
+// (and a nil one empty), and a time comes back as the same instant (compare
+// with time.Time.Equal), possibly in another location and without its
+// monotonic clock reading. A put of a job whose Version is lower than
+// the stored job's is ignored: the store keeps the newest. A change that
+// puts a record with an empty key is rejected whole.
 type Store interface {
 	// Load returns everything stored. Jobs are returned in CreatedAt order,
 	// ties broken by ID.

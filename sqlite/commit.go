@@ -1,0 +1,442 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"qshare/store"
+)
+
+// Group commit.
+//
+// Commit encodes its change in the caller's goroutine (so JSON encoding runs
+// on every core and an invalid change fails without touching the database)
+// and hands it to the one writer goroutine through d.reqs. The writer takes
+// the first waiting request, then every other one already waiting (up to
+// maxBatch requests or about maxRows rows), applies them all inside one
+// BEGIN IMMEDIATE ... COMMIT, and answers each caller after the COMMIT has
+// returned, which with synchronous=FULL is after the WAL was fsynced. While
+// it waits for the fsync the next requests queue up, so the batch size
+// follows the load without any timer: one caller alone pays one fsync, and
+// 64 callers share one.
+//
+// Each caller's change stays atomic: if applying one change fails, the
+// transaction is rolled back, that caller gets the error, and the batch is
+// tried again without it. If the COMMIT itself fails, every caller in the
+// batch gets the error and none of their changes is applied.
+
+// Request states: a request is pending until the writer claims it (it will
+// then be applied or answered with an error) or its caller abandons it
+// (cancelled while queued; the writer then skips it).
+const (
+	pending int32 = iota
+	claimed
+	abandoned
+)
+
+// maxIsolations bounds how many failing changes one batch sets aside before
+// it gives up on the rest: a failure that repeats is the database's, not
+// one change's, and retrying would only slow the error down.
+const maxIsolations = 3
+
+type request struct {
+	state atomic.Int32
+	enc   *encoded
+	err   chan error // buffered: the writer never blocks on an answer
+}
+
+// Commit applies c atomically and durably; see store.Store. It waits while
+// other commits are being written and then shares their transaction. If ctx
+// ends while the change is still queued, Commit returns ctx's error and the
+// change is never applied; once the writer has taken the change into a
+// transaction, Commit waits for that transaction to finish (a few
+// milliseconds) so that its answer is always the truth.
+func (d *DB) Commit(ctx context.Context, c *store.Change) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	enc, err := encode(c)
+	if err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	r := &request{enc: enc, err: make(chan error, 1)}
+	d.mu.RLock()
+	if d.closed {
+		d.mu.RUnlock()
+		return fmt.Errorf("sqlite: commit: %w", store.ErrClosed)
+	}
+	if enc.rows == 0 {
+		d.mu.RUnlock()
+		return nil
+	}
+	select {
+	case d.reqs <- r:
+		d.mu.RUnlock()
+	case <-ctx.Done():
+		d.mu.RUnlock()
+		return fmt.Errorf("sqlite: commit: %w", ctx.Err())
+	}
+	select {
+	case err := <-r.err:
+		return err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(pending, abandoned) {
+			return fmt.Errorf("sqlite: commit: %w", ctx.Err())
+		}
+		return <-r.err
+	}
+}
+
+// run is the writer goroutine. It exits when Close has closed d.reqs and
+// every request sent before that has been answered.
+func (d *DB) run() {
+	defer close(d.done)
+	batch := make([]*request, 0, d.opts.maxBatch)
+	for r := range d.reqs {
+		batch = append(batch[:0], r)
+		rows := r.enc.rows
+	drain:
+		for len(batch) < d.opts.maxBatch && rows < d.opts.maxRows {
+			select {
+			case r, ok := <-d.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+				rows += r.enc.rows
+			default:
+				break drain
+			}
+		}
+		d.commitBatch(batch)
+		clear(batch) // drop references to answered requests
+	}
+}
+
+// commitBatch writes the claimable requests of batch in one transaction and
+// answers each of them.
+func (d *DB) commitBatch(batch []*request) {
+	live := make([]*request, 0, len(batch))
+	for _, r := range batch {
+		if r.state.CompareAndSwap(pending, claimed) {
+			live = append(live, r)
+		}
+	}
+	isolations := 0
+	for len(live) > 0 {
+		failed, err := d.w.apply(live)
+		if err == nil {
+			rows := 0
+			for _, r := range live {
+				rows += r.enc.rows
+				r.err <- nil
+			}
+			d.stats.batches.Add(1)
+			d.stats.commits.Add(int64(len(live)))
+			d.stats.rows.Add(int64(rows))
+			return
+		}
+		err = fmt.Errorf("sqlite: commit to %s: %w", d.path, err)
+		if failed < 0 || isolations == maxIsolations {
+			for _, r := range live {
+				r.err <- err
+			}
+			d.stats.failed.Add(int64(len(live)))
+			return
+		}
+		isolations++
+		live[failed].err <- err
+		d.stats.failed.Add(1)
+		live = append(live[:failed], live[failed+1:]...)
+	}
+}
+
+// writer owns the connection that every write goes through, and its
+// prepared statements. Only the writer goroutine uses it after Open.
+type writer struct {
+	db    *sql.DB
+	conn  *sql.Conn // nil after a failure, until the next apply reopens it
+	stmts struct {
+		putEnv, putPolicy, putQueue, putShare, putJob *sql.Stmt
+		delEnv, delPolicy, delQueue, delShare, delJob *sql.Stmt
+	}
+}
+
+func newWriter(ctx context.Context, db *sql.DB) (*writer, error) {
+	w := &writer{db: db}
+	if err := w.open(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// open takes a connection from the pool for the writer and prepares the
+// statements on it.
+func (w *writer) open(ctx context.Context) error {
+	conn, err := w.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("open writer connection: %w", err)
+	}
+	s := &w.stmts
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&s.putEnv, `INSERT INTO environments (name, data) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET data = excluded.data`},
+		{&s.putPolicy, `INSERT INTO policies (name, data) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET data = excluded.data`},
+		{&s.putQueue, `INSERT INTO queues (name, data) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET data = excluded.data`},
+		{&s.putShare, `INSERT INTO shares (queue, name, data) VALUES (?, ?, ?)
+			ON CONFLICT (queue, name) DO UPDATE SET data = excluded.data`},
+		// The store keeps the newest version of a job.
+		{&s.putJob, `INSERT INTO jobs (id, queue, share, status, created_at, version, data) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, share = excluded.share,
+				status = excluded.status, created_at = excluded.created_at,
+				version = excluded.version, data = excluded.data
+			WHERE excluded.version >= jobs.version`},
+		{&s.delEnv, `DELETE FROM environments WHERE name = ?`},
+		{&s.delPolicy, `DELETE FROM policies WHERE name = ?`},
+		{&s.delQueue, `DELETE FROM queues WHERE name = ?`},
+		{&s.delShare, `DELETE FROM shares WHERE queue = ? AND name = ?`},
+		{&s.delJob, `DELETE FROM jobs WHERE id = ?`},
+	} {
+		if *p.stmt, err = conn.PrepareContext(ctx, p.sql); err != nil {
+			w.conn = conn
+			w.discard()
+			return fmt.Errorf("prepare statement: %w", err)
+		}
+	}
+	w.conn = conn
+	return nil
+}
+
+// discard closes the statements and throws the connection away.
+func (w *writer) discard() {
+	s := &w.stmts
+	for _, st := range []**sql.Stmt{&s.putEnv, &s.putPolicy, &s.putQueue, &s.putShare, &s.putJob,
+		&s.delEnv, &s.delPolicy, &s.delQueue, &s.delShare, &s.delJob} {
+		if *st != nil {
+			(*st).Close()
+			*st = nil
+		}
+	}
+	if w.conn != nil {
+		discardConn(w.conn)
+		w.conn = nil
+	}
+}
+
+// close releases the connection for good.
+func (w *writer) close() error {
+	s := &w.stmts
+	var err error
+	for _, st := range []**sql.Stmt{&s.putEnv, &s.putPolicy, &s.putQueue, &s.putShare, &s.putJob,
+		&s.delEnv, &s.delPolicy, &s.delQueue, &s.delShare, &s.delJob} {
+		if *st != nil {
+			err = errors.Join(err, (*st).Close())
+			*st = nil
+		}
+	}
+	if w.conn != nil {
+		err = errors.Join(err, w.conn.Close())
+		w.conn = nil
+	}
+	return err
+}
+
+// apply writes the changes of reqs in one transaction. On failure it rolls
+// back, throws the connection away (a failed write may leave it in a state
+// not worth trusting; the next apply opens a fresh one) and returns the
+// index of the request whose change failed, or -1 if the failure was not
+// one change's (BEGIN or COMMIT).
+func (w *writer) apply(reqs []*request) (int, error) {
+	ctx := context.Background()
+	if w.conn == nil {
+		if err := w.open(ctx); err != nil {
+			return -1, err
+		}
+	}
+	if _, err := w.conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		w.discard()
+		return -1, fmt.Errorf("begin transaction: %w", err)
+	}
+	for i, r := range reqs {
+		if err := w.applyOne(ctx, r.enc); err != nil {
+			w.conn.ExecContext(ctx, `ROLLBACK`) //nolint:errcheck // the connection is discarded anyway
+			w.discard()
+			return i, err
+		}
+	}
+	if _, err := w.conn.ExecContext(ctx, `COMMIT`); err != nil {
+		w.conn.ExecContext(ctx, `ROLLBACK`) //nolint:errcheck // SQLite may have rolled back already
+		w.discard()
+		return -1, fmt.Errorf("commit transaction (nothing in it was applied): %w", err)
+	}
+	return -1, nil
+}
+
+// applyOne writes one change: its puts, then its deletes.
+func (w *writer) applyOne(ctx context.Context, e *encoded) error {
+	s := &w.stmts
+	for _, r := range e.putEnvs {
+		if _, err := s.putEnv.ExecContext(ctx, r.key, r.data); err != nil {
+			return fmt.Errorf("put service environment %q: %w", r.key, err)
+		}
+	}
+	for _, r := range e.putPolicies {
+		if _, err := s.putPolicy.ExecContext(ctx, r.key, r.data); err != nil {
+			return fmt.Errorf("put scheduling policy %q: %w", r.key, err)
+		}
+	}
+	for _, r := range e.putQueues {
+		if _, err := s.putQueue.ExecContext(ctx, r.key, r.data); err != nil {
+			return fmt.Errorf("put job queue %q: %w", r.key, err)
+		}
+	}
+	for _, r := range e.putShares {
+		if _, err := s.putShare.ExecContext(ctx, r.queue, r.name, r.data); err != nil {
+			return fmt.Errorf("put quota share %q of queue %q: %w", r.name, r.queue, err)
+		}
+	}
+	for _, r := range e.putJobs {
+		if _, err := s.putJob.ExecContext(ctx, r.id, r.queue, r.share, r.status, r.created, r.version, r.data); err != nil {
+			return fmt.Errorf("put job %q: %w", r.id, err)
+		}
+	}
+	for _, k := range e.delEnvs {
+		if _, err := s.delEnv.ExecContext(ctx, k); err != nil {
+			return fmt.Errorf("delete service environment %q: %w", k, err)
+		}
+	}
+	for _, k := range e.delPolicies {
+		if _, err := s.delPolicy.ExecContext(ctx, k); err != nil {
+			return fmt.Errorf("delete scheduling policy %q: %w", k, err)
+		}
+	}
+	for _, k := range e.delQueues {
+		if _, err := s.delQueue.ExecContext(ctx, k); err != nil {
+			return fmt.Errorf("delete job queue %q: %w", k, err)
+		}
+	}
+	for _, k := range e.delShares {
+		if _, err := s.delShare.ExecContext(ctx, k.Queue, k.Name); err != nil {
+			return fmt.Errorf("delete quota share %q of queue %q: %w", k.Name, k.Queue, err)
+		}
+	}
+	for _, k := range e.delJobs {
+		if _, err := s.delJob.ExecContext(ctx, k); err != nil {
+			return fmt.Errorf("delete job %q: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// encoded is a change turned into the rows it writes.
+type encoded struct {
+	putEnvs, putPolicies, putQueues []keyedRow
+	putShares                       []shareRow
+	putJobs                         []jobRow
+	delEnvs, delPolicies, delQueues []string
+	delShares                       []store.ShareKey
+	delJobs                         []string
+	rows                            int
+}
+
+type keyedRow struct{ key, data string }
+
+type shareRow struct{ queue, name, data string }
+
+type jobRow struct {
+	id, queue, share, status, created string
+	version                           int64
+	data                              string
+}
+
+// encode validates c and turns it into rows. A record with an empty key
+// fails the whole change.
+func encode(c *store.Change) (*encoded, error) {
+	if c == nil {
+		return &encoded{}, nil
+	}
+	e := &encoded{}
+	var err error
+	for i := range c.PutEnvironments {
+		v := &c.PutEnvironments[i]
+		if v.Name == "" {
+			return nil, fmt.Errorf("put service environment #%d has an empty name; every record needs its key", i+1)
+		}
+		if e.putEnvs, err = appendKeyed(e.putEnvs, v.Name, v); err != nil {
+			return nil, fmt.Errorf("encode service environment %q: %w", v.Name, err)
+		}
+	}
+	for i := range c.PutPolicies {
+		v := &c.PutPolicies[i]
+		if v.Name == "" {
+			return nil, fmt.Errorf("put scheduling policy #%d has an empty name; every record needs its key", i+1)
+		}
+		if e.putPolicies, err = appendKeyed(e.putPolicies, v.Name, v); err != nil {
+			return nil, fmt.Errorf("encode scheduling policy %q: %w", v.Name, err)
+		}
+	}
+	for i := range c.PutQueues {
+		v := &c.PutQueues[i]
+		if v.Name == "" {
+			return nil, fmt.Errorf("put job queue #%d has an empty name; every record needs its key", i+1)
+		}
+		if e.putQueues, err = appendKeyed(e.putQueues, v.Name, v); err != nil {
+			return nil, fmt.Errorf("encode job queue %q: %w", v.Name, err)
+		}
+	}
+	for i := range c.PutShares {
+		v := &c.PutShares[i]
+		if v.Name == "" || v.JobQueue == "" {
+			return nil, fmt.Errorf("put quota share #%d (%q of queue %q) has an empty key; a share needs its name and its job queue", i+1, v.Name, v.JobQueue)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode quota share %q of queue %q: %w", v.Name, v.JobQueue, err)
+		}
+		e.putShares = append(e.putShares, shareRow{queue: v.JobQueue, name: v.Name, data: string(b)})
+	}
+	if len(c.PutJobs) > 0 {
+		e.putJobs = make([]jobRow, 0, len(c.PutJobs))
+	}
+	for i := range c.PutJobs {
+		v := &c.PutJobs[i]
+		if v.ID == "" {
+			return nil, fmt.Errorf("put job #%d (%q) has an empty ID; every job needs one", i+1, v.Name)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode job %q: %w", v.ID, err)
+		}
+		e.putJobs = append(e.putJobs, jobRow{
+			id: v.ID, queue: v.JobQueue, share: v.QuotaShare, status: string(v.Status),
+			created: timeKey(v.CreatedAt), version: v.Version, data: string(b),
+		})
+	}
+	// Copy the delete keys: the caller may reuse its Change once Commit
+	// returns, and a cancelled Commit returns before the writer is done.
+	e.delEnvs = append([]string(nil), c.DeleteEnvironments...)
+	e.delPolicies = append([]string(nil), c.DeletePolicies...)
+	e.delQueues = append([]string(nil), c.DeleteQueues...)
+	e.delShares = append([]store.ShareKey(nil), c.DeleteShares...)
+	e.delJobs = append([]string(nil), c.DeleteJobs...)
+	e.rows = len(e.putEnvs) + len(e.putPolicies) + len(e.putQueues) + len(e.putShares) + len(e.putJobs) +
+		len(e.delEnvs) + len(e.delPolicies) + len(e.delQueues) + len(e.delShares) + len(e.delJobs)
+	return e, nil
+}
+
+func appendKeyed(rows []keyedRow, key string, v any) ([]keyedRow, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return rows, err
+	}
+	return append(rows, keyedRow{key: key, data: string(b)}), nil
+}

@@ -1,0 +1,112 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migrations are the schema changes, in order: migrations[i] brings the
+// schema from version i to version i+1. Never edit one that has shipped;
+// append a new one.
+//
+// Every record is kept whole as JSON in the data column (the domain types
+// carry JSON tags). The other columns are its key and what queries need:
+// jobs keep their queue, share, status and creation time beside the JSON.
+var migrations = []string{
+	// 1: the first schema.
+	`CREATE TABLE environments (
+		name TEXT PRIMARY KEY,
+		data TEXT NOT NULL
+	) STRICT;
+	CREATE TABLE policies (
+		name TEXT PRIMARY KEY,
+		data TEXT NOT NULL
+	) STRICT;
+	CREATE TABLE queues (
+		name TEXT PRIMARY KEY,
+		data TEXT NOT NULL
+	) STRICT;
+	CREATE TABLE shares (
+		queue TEXT NOT NULL,
+		name  TEXT NOT NULL,
+		data  TEXT NOT NULL,
+		PRIMARY KEY (queue, name)
+	) STRICT;
+	CREATE TABLE jobs (
+		id         TEXT PRIMARY KEY,
+		queue      TEXT NOT NULL,
+		share      TEXT NOT NULL,
+		status     TEXT NOT NULL,
+		created_at TEXT NOT NULL,  -- fixed-width UTC, sorts like the time
+		version    INTEGER NOT NULL,
+		data       TEXT NOT NULL
+	) STRICT;
+	CREATE INDEX jobs_by_created ON jobs (created_at, id);
+	CREATE INDEX jobs_by_queue ON jobs (queue, share, status);`,
+}
+
+// timeKey formats t as a fixed-width UTC string whose byte order is the
+// order of the instants, for every year from 0 to 9999.
+func timeKey(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
+}
+
+// migrate creates the schema_version table if needed and applies the
+// migrations the database has not seen, each in its own transaction. It
+// refuses a database written by a newer qshare.
+func (d *DB) migrate(ctx context.Context) error {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+		version    INTEGER PRIMARY KEY,
+		applied_at TEXT NOT NULL
+	) STRICT`); err != nil {
+		return fmt.Errorf("create schema_version table (is the data directory writable?): %w", err)
+	}
+	for {
+		done, err := d.migrateOne(ctx, c)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// migrateOne applies the next migration, if any, in one transaction, and
+// reports whether the schema was already current.
+func (d *DB) migrateOne(ctx context.Context, c *sql.Conn) (done bool, err error) {
+	if _, err := c.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		return false, fmt.Errorf("migrate schema: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			c.ExecContext(context.Background(), `ROLLBACK`) //nolint:errcheck // best effort; the error is err
+		}
+	}()
+	var v int
+	if err := c.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v); err != nil {
+		return false, fmt.Errorf("read schema version: %w", err)
+	}
+	if v > len(migrations) {
+		return false, fmt.Errorf("the database has schema version %d but this qshare knows only up to %d; run a newer qshare or use another data directory", v, len(migrations))
+	}
+	if v == len(migrations) {
+		_, err := c.ExecContext(ctx, `COMMIT`)
+		return true, err
+	}
+	if _, err := c.ExecContext(ctx, migrations[v]); err != nil {
+		return false, fmt.Errorf("migrate schema to version %d: %w", v+1, err)
+	}
+	if _, err := c.ExecContext(ctx, `INSERT INTO schema_version (version, applied_at) VALUES (?, ?)`,
+		v+1, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return false, fmt.Errorf("record schema version %d: %w", v+1, err)
+	}
+	if _, err := c.ExecContext(ctx, `COMMIT`); err != nil {
+		return false, fmt.Errorf("commit schema version %d: %w", v+1, err)
+	}
+	return false, nil
+}

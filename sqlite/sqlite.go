@@ -1,0 +1,281 @@
+// Package sqlite is qshare's embedded, default store: a store.Store kept in
+// one SQLite database file, through the pure-Go driver modernc.org/sqlite (so
+// a CGO_ENABLED=0 build works).
+//
+// The daemon writes every change through Commit before it acts on it, and
+// rebuilds its state from Load when it starts. Commit is durable when it
+// returns: the database runs in WAL mode with synchronous=FULL, so the WAL is
+// fsynced before a commit is acknowledged. To make durability cheap under
+// load, concurrent commits are grouped: one writer goroutine applies every
+// change that is waiting into a single transaction, commits it with one
+// fsync, and then answers each caller (see commit.go and docs/store.md).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"qshare"
+	"qshare/store"
+)
+
+var _ store.Store = (*DB)(nil)
+
+// DB is a store.Store backed by one SQLite database file. It is safe for
+// concurrent use. Open it with Open and release it with Close.
+type DB struct {
+	path string
+	db   *sql.DB
+	opts options
+	lock *fileLock
+
+	// mu guards closed and the send side of reqs: Commit holds it for
+	// reading while it hands a request over, Close takes it for writing
+	// before it closes reqs, so no request is ever sent on a closed channel.
+	mu     sync.RWMutex
+	closed bool
+	reqs   chan *request
+	done   chan struct{} // closed when the writer goroutine has exited
+
+	w *writer // owned by the writer goroutine after Open
+
+	stats struct {
+		commits, batches, failed, rows atomic.Int64
+	}
+}
+
+type options struct {
+	maxBatch    int
+	maxRows     int
+	busyTimeout time.Duration
+}
+
+// Option configures Open.
+type Option func(*options)
+
+// WithMaxBatch bounds how many concurrent commits are grouped into one
+// transaction (default 1024). A batch also stops growing once it holds
+// about 20,000 rows; a single larger change is still committed whole.
+// WithMaxBatch(1) turns group commit off: one transaction per Commit.
+func WithMaxBatch(n int) Option {
+	return func(o *options) {
+		if n >= 1 {
+			o.maxBatch = n
+		}
+	}
+}
+
+// WithBusyTimeout sets how long SQLite waits for a lock that another
+// connection holds before it fails (default 10s).
+func WithBusyTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.busyTimeout = d
+		}
+	}
+}
+
+// Open opens the database file at path, creating it and its directory if
+// they do not exist, and brings its schema up to date. It takes an exclusive
+// lock on path+".lock", so two processes never write one database: a second
+// Open of the same path fails until the first DB is closed (or its process
+// has died). The caller must Close the DB.
+func Open(path string, opts ...Option) (*DB, error) {
+	o := options{maxBatch: 1024, maxRows: 20000, busyTimeout: 10 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if path == "" {
+		return nil, errors.New("sqlite: open: empty database path; give the path of the database file")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: cannot create its directory (check that the parent is writable): %w", path, err)
+	}
+	lock, err := lockFile(abs + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", dsn(abs, o))
+	if err != nil {
+		lock.unlock()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	// The writer holds one connection for good; the others serve Load.
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxIdleTime(0)
+	d := &DB{
+		path: abs,
+		db:   db,
+		opts: o,
+		lock: lock,
+		reqs: make(chan *request, 4096),
+		done: make(chan struct{}),
+	}
+	ctx := context.Background()
+	if err := d.migrate(ctx); err != nil {
+		db.Close()
+		lock.unlock()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w, err := newWriter(ctx, db)
+	if err != nil {
+		db.Close()
+		lock.unlock()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	d.w = w
+	go d.run()
+	return d, nil
+}
+
+// dsn builds the driver's data source name: a SQLite URI for the file, with
+// the pragmas every connection runs when it opens.
+func dsn(abs string, o options) string {
+	p := filepath.ToSlash(abs)
+	if p[0] != '/' {
+		p = "/" + p // a Windows volume: file:/C:/...
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	// FULL: the WAL is fsynced at every commit, so an acknowledged commit
+	// survives a power loss, not only a crash of the process.
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(OFF)")
+	q.Add("_pragma", "cache_size(-32768)")
+	// Keep the WAL file from staying large after a burst.
+	q.Add("_pragma", "journal_size_limit(67108864)")
+	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
+}
+
+// Path returns the absolute path of the database file.
+func (d *DB) Path() string { return d.path }
+
+// Stats counts what the DB has done since it was opened.
+type Stats struct {
+	// Commits is the number of Commit calls that succeeded.
+	Commits int64
+	// Failed is the number of Commit calls that returned an error from the
+	// database (not counting cancelled or invalid ones).
+	Failed int64
+	// Batches is the number of transactions committed; Commits/Batches is
+	// the mean group-commit batch size.
+	Batches int64
+	// Rows is the number of records put or deleted by successful commits.
+	Rows int64
+}
+
+// Stats returns the DB's counters. It is safe to call at any time.
+func (d *DB) Stats() Stats {
+	return Stats{
+		Commits: d.stats.commits.Load(),
+		Failed:  d.stats.failed.Load(),
+		Batches: d.stats.batches.Load(),
+		Rows:    d.stats.rows.Load(),
+	}
+}
+
+// Close waits for the commits already handed over to finish, stops the
+// writer and closes the database. Commit and Load fail with store.ErrClosed
+// afterwards. Closing a closed DB does nothing and returns nil.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.reqs)
+	d.mu.Unlock()
+	<-d.done
+	err := d.w.close()
+	if cerr := d.db.Close(); err == nil {
+		err = cerr
+	}
+	d.lock.unlock()
+	if err != nil {
+		return fmt.Errorf("sqlite: close %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// Load returns everything stored, read in one transaction so that it is a
+// consistent snapshot even while commits go on. Jobs come in CreatedAt order,
+// ties broken by ID.
+func (d *DB) Load(ctx context.Context) (*store.State, error) {
+	d.mu.RLock()
+	closed := d.closed
+	d.mu.RUnlock()
+	if closed {
+		return nil, fmt.Errorf("sqlite: load: %w", store.ErrClosed)
+	}
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: load from %s: %w", d.path, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only; nothing to undo
+	st := &store.State{}
+	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data FROM environments ORDER BY name`); err != nil {
+		return nil, fmt.Errorf("sqlite: load environments from %s: %w", d.path, err)
+	}
+	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data FROM policies ORDER BY name`); err != nil {
+		return nil, fmt.Errorf("sqlite: load policies from %s: %w", d.path, err)
+	}
+	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data FROM queues ORDER BY name`); err != nil {
+		return nil, fmt.Errorf("sqlite: load queues from %s: %w", d.path, err)
+	}
+	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data FROM shares ORDER BY queue, name`); err != nil {
+		return nil, fmt.Errorf("sqlite: load shares from %s: %w", d.path, err)
+	}
+	if st.Jobs, err = loadAll[qshare.Job](ctx, tx, `SELECT data FROM jobs ORDER BY created_at, id`); err != nil {
+		return nil, fmt.Errorf("sqlite: load jobs from %s: %w", d.path, err)
+	}
+	return st, nil
+}
+
+// loadAll runs query, which selects one JSON column, and decodes every row.
+func loadAll[T any](ctx context.Context, tx *sql.Tx, query string) ([]T, error) {
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	var data []byte
+	for rows.Next() {
+		if err := rows.Scan(&data); err != nil {
+			return nil, err
+		}
+		var v T
+		if err := json.Unmarshal(data, &v); err != nil {
+			return nil, fmt.Errorf("decode record %d: %w", len(out)+1, err)
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// discardConn makes database/sql close c's driver connection instead of
+// returning it to the pool, so that a connection left in an unknown state by
+// a failed write is never used again.
+func discardConn(c *sql.Conn) {
+	c.Raw(func(any) error { return driver.ErrBadConn }) //nolint:errcheck // the point is the error
+	c.Close()
+}
