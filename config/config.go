@@ -1,0 +1,455 @@
+// Package config reads qshare's configuration as code: one YAML (or JSON)
+// file that declares service environments, scheduling policies, job queues
+// and their quota shares, with the AWS Batch API's own wire names as keys.
+//
+// It sits at the edge of the flow. `qshare apply` parses a file here and
+// turns it into API requests; `qshare simulate` parses the same file and
+// turns it into engine configuration; `qshare check-events` parses it to
+// know the limits an event log must respect. One parser, one set of
+// validation rules (those of the root package's validate.go, which the API
+// also uses), so the three can never disagree about what a file means.
+//
+// Parse reports every problem of a file at once, each with its line and its
+// field path, for example
+//
+//	line 14: jobQueues[0].quotaShares[1].capacityLimits[0].maxCapacity 0 is not valid: it must be at least 1
+package config
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+
+	"qshare"
+	"qshare/engine"
+)
+
+// SageMakerTraining is the only service environment and job queue type that
+// quota management supports.
+const SageMakerTraining = "SAGEMAKER_TRAINING"
+
+// File is a parsed configuration file. Build one with Parse, or in Go (the
+// benchmark workloads do) and check it with Validate.
+type File struct {
+	ServiceEnvironments []Environment
+	SchedulingPolicies  []Policy
+	JobQueues           []Queue
+
+	// pos maps a field path (jobQueues[0].priority) to where it was set.
+	pos map[string]Pos
+}
+
+// Environment is a service environment: `serviceEnvironments[]`.
+type Environment struct {
+	// Name is serviceEnvironmentName.
+	Name string
+	// Type is serviceEnvironmentType; "" means SAGEMAKER_TRAINING.
+	Type string
+	// State is "" (ENABLED) or a qshare.State.
+	State          qshare.State
+	CapacityLimits []qshare.CapacityLimit
+	Tags           map[string]string
+}
+
+// Policy is a scheduling policy: `schedulingPolicies[]`. Exactly one of
+// QuotaSharePolicy and FairsharePolicy is set in a valid file.
+type Policy struct {
+	Name             string
+	QuotaSharePolicy *qshare.QuotaSharePolicy
+	FairsharePolicy  *FairsharePolicy
+	Tags             map[string]string
+}
+
+// FairsharePolicy is a fair-share scheduling policy. qshare stores it as
+// given; only quota-share policies schedule quota shares.
+type FairsharePolicy struct {
+	ShareDecaySeconds  *int64        `json:"shareDecaySeconds,omitempty"`
+	ComputeReservation *int64        `json:"computeReservation,omitempty"`
+	ShareDistribution  []ShareWeight `json:"shareDistribution,omitempty"`
+}
+
+// ShareWeight is one entry of a fair-share policy's shareDistribution.
+type ShareWeight struct {
+	ShareIdentifier string  `json:"shareIdentifier"`
+	WeightFactor    float64 `json:"weightFactor,omitempty"`
+}
+
+// Queue is a job queue: `jobQueues[]`, with its quota shares.
+type Queue struct {
+	// Name is jobQueueName.
+	Name string
+	// Type is jobQueueType; "" means SAGEMAKER_TRAINING.
+	Type string
+	// Priority is required by the API; nil when the file omits it.
+	Priority *int64
+	State    qshare.State
+	// SchedulingPolicy and ServiceEnvironment are references as written in
+	// the file: a name or an ARN. Use PolicyName and EnvironmentName for the
+	// name they resolve to.
+	SchedulingPolicy         string
+	ServiceEnvironment       string
+	JobStateTimeLimitActions []qshare.JobStateTimeLimitAction
+	Tags                     map[string]string
+	QuotaShares              []Share
+}
+
+// Share is a quota share: `jobQueues[].quotaShares[]`.
+type Share struct {
+	// Name is quotaShareName.
+	Name           string
+	CapacityLimits []qshare.CapacityLimit
+	// Strategy is resourceSharingConfiguration.strategy.
+	Strategy qshare.Strategy
+	// BorrowLimit is resourceSharingConfiguration.borrowLimit; nil when
+	// omitted, which means -1 (unlimited) for LEND_AND_BORROW.
+	BorrowLimit *int64
+	// InSharePreemption is preemptionConfiguration.inSharePreemption.
+	InSharePreemption qshare.State
+	State             qshare.State
+	Tags              map[string]string
+}
+
+// EffectiveBorrowLimit returns the share's borrow limit with the default
+// applied: -1 when none was given.
+func (s *Share) EffectiveBorrowLimit() int64 {
+	if s.BorrowLimit == nil {
+		return qshare.BorrowUnlimited
+	}
+	return *s.BorrowLimit
+}
+
+// Pos says where a field was set: a line and column of the file, or, for a
+// value changed after parsing, the change that set it (Origin).
+type Pos struct {
+	Line, Column int
+	Origin       string
+}
+
+// String renders the position as "line 12" or the origin.
+func (p Pos) String() string {
+	if p.Origin != "" {
+		return p.Origin
+	}
+	if p.Line == 0 {
+		return ""
+	}
+	return "line " + strconv.Itoa(p.Line)
+}
+
+// refName returns the name a reference (a name or an ARN) points at, and
+// whether the reference is well formed for the resource kind ("scheduling-
+// policy", "service-environment"). An ARN's resource part is KIND/NAME.
+func refName(ref, kind string) (string, bool) {
+	if !strings.HasPrefix(ref, "arn:") {
+		return ref, true
+	}
+	parts := strings.SplitN(ref, ":", 6)
+	if len(parts) != 6 || parts[2] != "batch" {
+		return "", false
+	}
+	res, ok := strings.CutPrefix(parts[5], kind+"/")
+	if !ok || res == "" || strings.Contains(res, "/") {
+		return "", false
+	}
+	return res, true
+}
+
+// PolicyName returns the name of the scheduling policy the queue refers to
+// ("" when it names none or the reference is not well formed).
+func (q *Queue) PolicyName() string {
+	n, _ := refName(q.SchedulingPolicy, "scheduling-policy")
+	return n
+}
+
+// EnvironmentName returns the name of the service environment the queue
+// draws on ("" when the reference is not well formed).
+func (q *Queue) EnvironmentName() string {
+	n, _ := refName(q.ServiceEnvironment, "service-environment")
+	return n
+}
+
+// Environment returns the environment with the given name, or nil.
+func (f *File) Environment(name string) *Environment {
+	for i := range f.ServiceEnvironments {
+		if f.ServiceEnvironments[i].Name == name {
+			return &f.ServiceEnvironments[i]
+		}
+	}
+	return nil
+}
+
+// Policy returns the scheduling policy with the given name, or nil.
+func (f *File) Policy(name string) *Policy {
+	for i := range f.SchedulingPolicies {
+		if f.SchedulingPolicies[i].Name == name {
+			return &f.SchedulingPolicies[i]
+		}
+	}
+	return nil
+}
+
+// Queue returns the job queue with the given name, or nil.
+func (f *File) Queue(name string) *Queue {
+	for i := range f.JobQueues {
+		if f.JobQueues[i].Name == name {
+			return &f.JobQueues[i]
+		}
+	}
+	return nil
+}
+
+// Share returns the quota share of the queue with the given name, or nil.
+func (q *Queue) Share(name string) *Share {
+	for i := range q.QuotaShares {
+		if q.QuotaShares[i].Name == name {
+			return &q.QuotaShares[i]
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy of f, so that what-if changes leave f untouched.
+func (f *File) Clone() *File {
+	out := &File{pos: make(map[string]Pos, len(f.pos))}
+	for k, v := range f.pos {
+		out.pos[k] = v
+	}
+	for _, e := range f.ServiceEnvironments {
+		e.CapacityLimits = append([]qshare.CapacityLimit(nil), e.CapacityLimits...)
+		e.Tags = cloneTags(e.Tags)
+		out.ServiceEnvironments = append(out.ServiceEnvironments, e)
+	}
+	for _, p := range f.SchedulingPolicies {
+		if p.QuotaSharePolicy != nil {
+			q := *p.QuotaSharePolicy
+			p.QuotaSharePolicy = &q
+		}
+		if p.FairsharePolicy != nil {
+			fp := *p.FairsharePolicy
+			fp.ShareDistribution = append([]ShareWeight(nil), fp.ShareDistribution...)
+			p.FairsharePolicy = &fp
+		}
+		p.Tags = cloneTags(p.Tags)
+		out.SchedulingPolicies = append(out.SchedulingPolicies, p)
+	}
+	for _, q := range f.JobQueues {
+		if q.Priority != nil {
+			v := *q.Priority
+			q.Priority = &v
+		}
+		q.JobStateTimeLimitActions = append([]qshare.JobStateTimeLimitAction(nil), q.JobStateTimeLimitActions...)
+		q.Tags = cloneTags(q.Tags)
+		shares := q.QuotaShares
+		q.QuotaShares = nil
+		for _, s := range shares {
+			s.CapacityLimits = append([]qshare.CapacityLimit(nil), s.CapacityLimits...)
+			if s.BorrowLimit != nil {
+				v := *s.BorrowLimit
+				s.BorrowLimit = &v
+			}
+			s.Tags = cloneTags(s.Tags)
+			q.QuotaShares = append(q.QuotaShares, s)
+		}
+		out.JobQueues = append(out.JobQueues, q)
+	}
+	return out
+}
+
+func cloneTags(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// EngineConfig is a file's configuration as the engine takes it.
+type EngineConfig struct {
+	Environments []engine.EnvironmentConfig
+	Queues       []engine.QueueConfig
+	Shares       []engine.ShareConfig
+}
+
+// Engine converts a valid file to engine configuration: every environment,
+// every job queue that has a quota-share policy, and its shares. Queues
+// without a quota-share policy are left out: the engine schedules quota
+// shares only.
+func (f *File) Engine() EngineConfig {
+	var c EngineConfig
+	for _, e := range f.ServiceEnvironments {
+		c.Environments = append(c.Environments, engine.EnvironmentConfig{Name: e.Name, Limits: qshare.Limits(e.CapacityLimits)})
+	}
+	for _, q := range f.JobQueues {
+		if p := f.Policy(q.PolicyName()); p == nil || p.QuotaSharePolicy == nil {
+			continue
+		}
+		c.Queues = append(c.Queues, engine.QueueConfig{Name: q.Name, Environment: q.EnvironmentName()})
+		for _, s := range q.QuotaShares {
+			c.Shares = append(c.Shares, engine.ShareConfig{
+				Queue:             q.Name,
+				Name:              s.Name,
+				Limits:            qshare.Limits(s.CapacityLimits),
+				Strategy:          s.Strategy,
+				BorrowLimit:       s.EffectiveBorrowLimit(),
+				InSharePreemption: s.InSharePreemption == qshare.Enabled,
+				Disabled:          s.State == qshare.Disabled,
+			})
+		}
+	}
+	return c
+}
+
+// Load gives the engine every environment, queue and share of c, in that
+// order. It stops at the first error, which is the engine's.
+func (c EngineConfig) Load(e *engine.Engine) error {
+	for _, x := range c.Environments {
+		if err := e.SetEnvironment(x); err != nil {
+			return err
+		}
+	}
+	for _, x := range c.Queues {
+		if err := e.SetQueue(x); err != nil {
+			return err
+		}
+	}
+	for _, x := range c.Shares {
+		if err := e.SetShare(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ARNs makes the ARN of each kind of resource; the server passes its own
+// (partition, region and account). A nil ARNs leaves ARNs empty.
+type ARNs interface {
+	ServiceEnvironment(name string) string
+	SchedulingPolicy(name string) string
+	JobQueue(name string) string
+	QuotaShare(queue, name string) string
+}
+
+// Resources are a file's declarations as domain records.
+type Resources struct {
+	Environments []qshare.ServiceEnvironment
+	Policies     []qshare.SchedulingPolicy
+	Queues       []qshare.JobQueue
+	Shares       []qshare.QuotaShare
+}
+
+// Resources converts a valid file to the domain records it declares, with
+// the defaults of the API applied (state ENABLED, type SAGEMAKER_TRAINING,
+// borrowLimit -1). Statuses and creation times are left for the server to
+// set. References are resolved to names and then to ARNs with arns.
+func (f *File) Resources(arns ARNs) Resources {
+	arn := func(fn func(ARNs) string) string {
+		if arns == nil {
+			return ""
+		}
+		return fn(arns)
+	}
+	var r Resources
+	for _, e := range f.ServiceEnvironments {
+		r.Environments = append(r.Environments, qshare.ServiceEnvironment{
+			Name:           e.Name,
+			ARN:            arn(func(a ARNs) string { return a.ServiceEnvironment(e.Name) }),
+			Type:           orDefault(e.Type, SageMakerTraining),
+			State:          stateOrEnabled(e.State),
+			CapacityLimits: append([]qshare.CapacityLimit(nil), e.CapacityLimits...),
+			Tags:           cloneTags(e.Tags),
+		})
+	}
+	for _, p := range f.SchedulingPolicies {
+		sp := qshare.SchedulingPolicy{
+			Name: p.Name,
+			ARN:  arn(func(a ARNs) string { return a.SchedulingPolicy(p.Name) }),
+			Tags: cloneTags(p.Tags),
+		}
+		if p.QuotaSharePolicy != nil {
+			q := *p.QuotaSharePolicy
+			sp.QuotaSharePolicy = &q
+		}
+		if p.FairsharePolicy != nil {
+			sp.FairsharePolicy = p.FairsharePolicy.json()
+		}
+		r.Policies = append(r.Policies, sp)
+	}
+	for _, q := range f.JobQueues {
+		jq := qshare.JobQueue{
+			Name:                     q.Name,
+			ARN:                      arn(func(a ARNs) string { return a.JobQueue(q.Name) }),
+			Type:                     orDefault(q.Type, SageMakerTraining),
+			State:                    stateOrEnabled(q.State),
+			JobStateTimeLimitActions: append([]qshare.JobStateTimeLimitAction(nil), q.JobStateTimeLimitActions...),
+			Tags:                     cloneTags(q.Tags),
+		}
+		if q.Priority != nil {
+			jq.Priority = int(*q.Priority)
+		}
+		if q.SchedulingPolicy != "" {
+			if strings.HasPrefix(q.SchedulingPolicy, "arn:") {
+				jq.SchedulingPolicyARN = q.SchedulingPolicy
+			} else {
+				jq.SchedulingPolicyARN = arn(func(a ARNs) string { return a.SchedulingPolicy(q.PolicyName()) })
+			}
+		}
+		if q.ServiceEnvironment != "" {
+			envARN := q.ServiceEnvironment
+			if !strings.HasPrefix(envARN, "arn:") {
+				envARN = arn(func(a ARNs) string { return a.ServiceEnvironment(q.EnvironmentName()) })
+			}
+			jq.ServiceEnvironmentOrder = []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: envARN}}
+		}
+		r.Queues = append(r.Queues, jq)
+		for _, s := range q.QuotaShares {
+			r.Shares = append(r.Shares, qshare.QuotaShare{
+				Name:              s.Name,
+				ARN:               arn(func(a ARNs) string { return a.QuotaShare(q.Name, s.Name) }),
+				JobQueue:          q.Name,
+				CapacityLimits:    append([]qshare.CapacityLimit(nil), s.CapacityLimits...),
+				Strategy:          s.Strategy,
+				BorrowLimit:       s.EffectiveBorrowLimit(),
+				InSharePreemption: s.InSharePreemption,
+				State:             stateOrEnabled(s.State),
+				Tags:              cloneTags(s.Tags),
+			})
+		}
+	}
+	return r
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func stateOrEnabled(s qshare.State) qshare.State {
+	if s == "" {
+		return qshare.Enabled
+	}
+	return s
+}
+
+// ShareNames returns "queue/share" for every share of the file, sorted.
+func (f *File) ShareNames() []string {
+	var out []string
+	for _, q := range f.JobQueues {
+		for _, s := range q.QuotaShares {
+			out = append(out, q.Name+"/"+s.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// json returns the fair-share policy in its wire form.
+func (p *FairsharePolicy) json() []byte {
+	b, _ := json.Marshal(p) // cannot fail: plain numbers and strings
+	return b
+}

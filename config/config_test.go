@@ -1,0 +1,313 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"qshare"
+	"qshare/engine"
+)
+
+func parseExample(t *testing.T) *File {
+	t.Helper()
+	data, err := os.ReadFile("../examples/three-shares.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse("three-shares.yaml", data, Options{})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return f
+}
+
+func TestParseExample(t *testing.T) {
+	f := parseExample(t)
+	got := f.Engine()
+	want := EngineConfig{
+		Environments: []engine.EnvironmentConfig{{Name: "gpu-pool", Limits: qshare.Capacity{"ml.g5.xlarge": 3}}},
+		Queues:       []engine.QueueConfig{{Name: "training", Environment: "gpu-pool"}},
+		Shares: []engine.ShareConfig{
+			{Queue: "training", Name: "QS1", Limits: qshare.Capacity{"ml.g5.xlarge": 1}, Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: 200, InSharePreemption: true},
+			{Queue: "training", Name: "QS2", Limits: qshare.Capacity{"ml.g5.xlarge": 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1},
+			{Queue: "training", Name: "QS3", Limits: qshare.Capacity{"ml.g5.xlarge": 1}, Strategy: qshare.StrategyReserve, BorrowLimit: -1},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Engine():\n got %+v\nwant %+v", got, want)
+	}
+	r := f.Resources(testARNs{})
+	if len(r.Shares) != 3 || r.Shares[0].ARN != "arn:aws:batch:us-east-1:000000000000:job-queue/training/quota-share/QS1" ||
+		r.Queues[0].SchedulingPolicyARN != "arn:aws:batch:us-east-1:000000000000:scheduling-policy/qm" ||
+		r.Queues[0].ServiceEnvironmentOrder[0].ServiceEnvironment != "arn:aws:batch:us-east-1:000000000000:service-environment/gpu-pool" ||
+		r.Queues[0].Priority != 1 || r.Shares[1].State != qshare.Enabled || r.Environments[0].Type != SageMakerTraining {
+		t.Fatalf("Resources: %+v", r)
+	}
+}
+
+type testARNs struct{}
+
+const arnPrefix = "arn:aws:batch:us-east-1:000000000000:"
+
+func (testARNs) ServiceEnvironment(n string) string { return arnPrefix + "service-environment/" + n }
+func (testARNs) SchedulingPolicy(n string) string   { return arnPrefix + "scheduling-policy/" + n }
+func (testARNs) JobQueue(n string) string           { return arnPrefix + "job-queue/" + n }
+func (testARNs) QuotaShare(q, n string) string {
+	return arnPrefix + "job-queue/" + q + "/quota-share/" + n
+}
+
+func TestParseJSONAndARNReferences(t *testing.T) {
+	doc := `{
+  "serviceEnvironments": [{"serviceEnvironmentName": "se", "capacityLimits": [{"capacityUnit": "ml.p4d.24xlarge", "maxCapacity": 8}]}],
+  "schedulingPolicies": [{"name": "qm", "quotaSharePolicy": {"idleResourceAssignmentStrategy": "FIFO"}}],
+  "jobQueues": [{"jobQueueName": "q", "priority": 1,
+    "schedulingPolicy": "arn:aws:batch:us-west-2:123456789012:scheduling-policy/qm",
+    "serviceEnvironment": "arn:aws:batch:us-west-2:123456789012:service-environment/se",
+    "quotaShares": [{"quotaShareName": "a", "capacityLimits": [{"capacityUnit": "ml.p4d.24xlarge", "maxCapacity": 4}],
+      "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW"},
+      "preemptionConfiguration": {"inSharePreemption": "DISABLED"}, "tags": {"team": "x"}}]}]
+}`
+	f, err := Parse("c.json", []byte(doc), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := f.Engine()
+	if len(ec.Queues) != 1 || ec.Queues[0].Environment != "se" || ec.Shares[0].BorrowLimit != -1 {
+		t.Fatalf("Engine(): %+v", ec)
+	}
+}
+
+// TestParseErrors checks that every problem is reported at once, each with
+// its line and its field path.
+func TestParseErrors(t *testing.T) {
+	doc := `serviceEnvironments:
+  - serviceEnvironmentName: gpu pool
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 3}]
+  - serviceEnvironmentName: other
+    capacityLimits: []
+schedulingPolicies:
+  - name: qm
+    quotaSharePolicy: {idleResourceAssignmentStrategy: LIFO}
+jobQueues:
+  - jobQueueName: training
+    schedulingPolicy: qm
+    serviceEnvironment: nowhere
+    quotaShares:
+      - quotaShareName: QS1
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+        resourceSharingConfiguration: {strategy: LEND, borrowLimit: 200}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+      - quotaShareName: QS1
+        capacityLimits:
+          - {capacityUnit: ml.g5.xlarge, maxCapacity: 0}
+        resourceSharingConfiguration: {strategy: SHARE}
+        preemptionConfiguration: {}
+      - quotaShareName: QS3
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+        resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: -2}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+`
+	_, err := Parse("bad.yaml", []byte(doc), Options{})
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want *Errors, got %v", err)
+	}
+	if qshare.ErrorCodeOf(err) != qshare.EINVALID {
+		t.Fatalf("code %q, want EINVALID", qshare.ErrorCodeOf(err))
+	}
+	want := []struct {
+		line int
+		path string
+		text string
+	}{
+		{2, "serviceEnvironments[0].serviceEnvironmentName", "is not valid"},
+		{5, "serviceEnvironments[1].capacityLimits", "is required"},
+		{8, "schedulingPolicies[0].quotaSharePolicy.idleResourceAssignmentStrategy", "use FIFO"},
+		{10, "jobQueues[0].priority", "is required"},
+		{12, "jobQueues[0].serviceEnvironment", "names no service environment"},
+		{16, "jobQueues[0].quotaShares[0].resourceSharingConfiguration.borrowLimit", "only allowed with strategy LEND_AND_BORROW"},
+		{18, "jobQueues[0].quotaShares[1].quotaShareName", "already declared"},
+		{20, "jobQueues[0].quotaShares[1].capacityLimits[0].maxCapacity", "at least 1"},
+		{21, "jobQueues[0].quotaShares[1].resourceSharingConfiguration.strategy", "not valid"},
+		{22, "jobQueues[0].quotaShares[1].preemptionConfiguration.inSharePreemption", "is required"},
+		{25, "jobQueues[0].quotaShares[2].resourceSharingConfiguration.borrowLimit", "-2 is not valid"},
+	}
+	if len(errs.Problems) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(errs.Problems), len(want), err)
+	}
+	for i, w := range want {
+		p := errs.Problems[i]
+		if p.Pos.Line != w.line || p.Path != w.path || !strings.Contains(p.Message, w.text) {
+			t.Errorf("problem %d = line %d %s %q; want line %d %s ...%q...", i, p.Pos.Line, p.Path, p.Message, w.line, w.path, w.text)
+		}
+	}
+	if !strings.Contains(err.Error(), "line 20: jobQueues[0].quotaShares[1].capacityLimits[0].maxCapacity 0 is not valid") {
+		t.Errorf("message does not show line and path:\n%v", err)
+	}
+}
+
+func TestParseShapeErrors(t *testing.T) {
+	doc := `serviceEnvironments:
+  - serviceEnvironmentName: se
+    capacityLimit: [{capacityUnit: ml.g5.xlarge, maxCapacity: 3}]
+schedulingPolicies: {name: qm}
+jobQueues:
+  - jobQueueName: q
+    priority: high
+    serviceEnvironment: se
+    quotaShares:
+      - quotaShareName: [a]
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1.5}]
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+extra: 1
+`
+	_, err := Parse("shape.yaml", []byte(doc), Options{})
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want *Errors, got %v", err)
+	}
+	want := []string{
+		`line 3: serviceEnvironments[0]: unknown key "capacityLimit" (did you mean "capacityLimits"?)`,
+		`line 4: schedulingPolicies must be a list`,
+		`line 7: jobQueues[0].priority must be an integer, not "high"`,
+		`line 10: jobQueues[0].quotaShares[0].quotaShareName must be a string, not a list`,
+		`line 11: jobQueues[0].quotaShares[0].capacityLimits[0].maxCapacity must be an integer, not 1.5`,
+		`line 13: jobQueues[0].quotaShares[0].preemptionConfiguration is given more than once`,
+		`line 14: the top level: unknown key "extra"`,
+	}
+	if len(errs.Problems) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(errs.Problems), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(errs.Problems[i].String(), w) {
+			t.Errorf("problem %d = %q, want prefix %q", i, errs.Problems[i].String(), w)
+		}
+	}
+}
+
+func TestParseLimits(t *testing.T) {
+	base := parseExample(t)
+	// Too many shares for the default limit, fine with a raised one.
+	many := base.Clone()
+	q := &many.JobQueues[0]
+	for i := 0; i < 20; i++ {
+		s := q.QuotaShares[1]
+		s.Name = "extra" + string(rune('a'+i))
+		q.QuotaShares = append(q.QuotaShares, s)
+	}
+	if err := many.Validate(Options{}); err == nil || !strings.Contains(err.Error(), "23 quota shares: at most 20") {
+		t.Fatalf("want share-count error, got %v", err)
+	}
+	if err := many.Validate(Options{MaxSharesPerQueue: 100}); err != nil {
+		t.Fatalf("with MaxSharesPerQueue 100: %v", err)
+	}
+	// Six capacity limits.
+	six := base.Clone()
+	for i := 0; i < 5; i++ {
+		six.JobQueues[0].QuotaShares[0].CapacityLimits = append(six.JobQueues[0].QuotaShares[0].CapacityLimits,
+			qshare.CapacityLimit{CapacityUnit: "ml.t" + string(rune('a'+i)), MaxCapacity: 1})
+	}
+	if err := six.Validate(Options{}); err == nil || !strings.Contains(err.Error(), "at most 5") {
+		t.Fatalf("want capacity-limit count error, got %v", err)
+	}
+	// A 129-character name.
+	long := base.Clone()
+	long.JobQueues[0].QuotaShares[0].Name = strings.Repeat("a", 129)
+	if err := long.Validate(Options{}); err == nil || !strings.Contains(err.Error(), "1 to 128") {
+		t.Fatalf("want name error, got %v", err)
+	}
+	// An unknown policy, unless external references are allowed.
+	ext := base.Clone()
+	ext.JobQueues[0].SchedulingPolicy = "arn:aws:batch:us-east-1:1:scheduling-policy/elsewhere"
+	if err := ext.Validate(Options{}); err == nil || !strings.Contains(err.Error(), "names no scheduling policy") {
+		t.Fatalf("want reference error, got %v", err)
+	}
+	if err := ext.Validate(Options{AllowExternalReferences: true}); err != nil {
+		t.Fatalf("external reference allowed: %v", err)
+	}
+	bad := base.Clone()
+	bad.JobQueues[0].ServiceEnvironment = "arn:aws:batch:us-east-1:1:job-queue/gpu-pool"
+	if err := bad.Validate(Options{}); err == nil || !strings.Contains(err.Error(), "is not a service-environment ARN") {
+		t.Fatalf("want ARN kind error, got %v", err)
+	}
+	// Two quota-share queues on one environment.
+	two := base.Clone()
+	q2 := two.JobQueues[0]
+	q2.Name = "second"
+	two.JobQueues = append(two.JobQueues, q2)
+	if err := two.Validate(Options{}); err == nil || !strings.Contains(err.Error(), "already serves jobQueues[0]") {
+		t.Fatalf("want one-queue-per-environment error, got %v", err)
+	}
+}
+
+func TestParseNotYAML(t *testing.T) {
+	for _, doc := range []string{"", "a: [", "- 1\n- 2\n"} {
+		_, err := Parse("x", []byte(doc), Options{})
+		if qshare.ErrorCodeOf(err) != qshare.EINVALID {
+			t.Errorf("Parse(%q) = %v, want an invalid-input error", doc, err)
+		}
+	}
+}
+
+func TestWhatIf(t *testing.T) {
+	base := parseExample(t)
+	f, err := base.WhatIf([]string{
+		"share.QS1.strategy=RESERVE",
+		"share.training/QS2.maxCapacity.ml.g5.xlarge=4",
+		"share.QS2.maxCapacity.ml.p4d.24xlarge=2",
+		"env.gpu-pool.maxCapacity.ml.g5.xlarge=120",
+		"share.QS3.inSharePreemption=ENABLED",
+		"queue.training.priority=7",
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := f.JobQueues[0].Share("QS1")
+	if s1.Strategy != qshare.StrategyReserve || s1.BorrowLimit != nil {
+		t.Errorf("QS1 = %+v: strategy RESERVE without borrowLimit expected", s1)
+	}
+	if got := qshare.Limits(f.JobQueues[0].Share("QS2").CapacityLimits); !reflect.DeepEqual(got, qshare.Capacity{"ml.g5.xlarge": 4, "ml.p4d.24xlarge": 2}) {
+		t.Errorf("QS2 limits %v", got)
+	}
+	if f.ServiceEnvironments[0].CapacityLimits[0].MaxCapacity != 120 || *f.JobQueues[0].Priority != 7 {
+		t.Errorf("env or queue not changed: %+v %d", f.ServiceEnvironments[0], *f.JobQueues[0].Priority)
+	}
+	// The base is untouched.
+	if base.JobQueues[0].Share("QS1").Strategy != qshare.StrategyLendAndBorrow || base.ServiceEnvironments[0].CapacityLimits[0].MaxCapacity != 3 {
+		t.Error("WhatIf changed its receiver")
+	}
+	d := Describe(base, f)
+	wantDiff := []string{
+		"env gpu-pool maxCapacity ml.g5.xlarge: 3 -> 120",
+		"queue training priority: 1 -> 7",
+		"share training/QS1 strategy: LEND_AND_BORROW -> RESERVE",
+		"share training/QS1 borrowLimit: 200 -> -1",
+		"share training/QS2 maxCapacity ml.g5.xlarge: 1 -> 4",
+		"share training/QS2 maxCapacity ml.p4d.24xlarge: 0 -> 2",
+		"share training/QS3 inSharePreemption: DISABLED -> ENABLED",
+	}
+	if !reflect.DeepEqual(d, wantDiff) {
+		t.Errorf("Describe:\n got %q\nwant %q", d, wantDiff)
+	}
+
+	for _, tc := range []struct{ kv, want string }{
+		{"share.QS9.strategy=LEND", `no quota share "QS9" (known: training/QS1, training/QS2, training/QS3)`},
+		{"share.QS1.strategy=SOMETIMES", `--what-if share.QS1.strategy=SOMETIMES: jobQueues[0].quotaShares[0].resourceSharingConfiguration.strategy "SOMETIMES" is not valid`},
+		{"share.QS2.borrowLimit=10", "only allowed with strategy LEND_AND_BORROW"},
+		{"share.QS1.maxCapacity.ml.g5.xlarge=0", "capacityLimits is required"},
+		{"env.nope.state=DISABLED", `no service environment "nope"`},
+		{"share.QS1", "is not KEY=VALUE"},
+		{"pool.x.y=1", "must start with env., share. or queue."},
+		{"share.QS1.colour=red", `unknown field "colour"`},
+		{"share.QS1.borrowLimit=lots", `"lots" is not an integer`},
+	} {
+		_, err := base.WhatIf([]string{tc.kv}, Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("WhatIf(%q) = %v, want ...%q...", tc.kv, err, tc.want)
+		}
+	}
+}

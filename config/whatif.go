@@ -1,0 +1,291 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"qshare"
+)
+
+// WhatIf returns a copy of f with each KEY=VALUE change applied, validated
+// as a whole; f itself is left untouched. The keys are:
+//
+//	env.ENV.maxCapacity.TYPE=N          an environment's limit of an instance type (0 removes it)
+//	env.ENV.state=ENABLED|DISABLED
+//	share.[QUEUE/]SHARE.maxCapacity.TYPE=N   a share's limit of an instance type (0 removes it)
+//	share.[QUEUE/]SHARE.strategy=RESERVE|LEND|LEND_AND_BORROW
+//	share.[QUEUE/]SHARE.borrowLimit=N   (-1 for unlimited; "none" removes it)
+//	share.[QUEUE/]SHARE.inSharePreemption=ENABLED|DISABLED
+//	share.[QUEUE/]SHARE.state=ENABLED|DISABLED
+//	queue.QUEUE.priority=N
+//	queue.QUEUE.state=ENABLED|DISABLED
+//
+// A share may be named without its queue when no other queue has a share
+// of that name. Instance types may contain dots (ml.g5.xlarge): everything
+// after "maxCapacity." is the type. A problem the change causes is reported
+// at the change ("--what-if share.QS1.strategy=RESERVE").
+func (f *File) WhatIf(changes []string, opts Options) (*File, error) {
+	out := f.Clone()
+	var probs []Problem
+	for _, kv := range changes {
+		if err := out.set(kv); err != nil {
+			probs = append(probs, Problem{Pos: Pos{Origin: "--what-if " + kv}, Message: err.Error()})
+		}
+	}
+	if len(probs) == 0 {
+		probs = out.check(opts)
+	}
+	if len(probs) > 0 {
+		sortProblems(probs)
+		return nil, &Errors{Name: "configuration after --what-if", Problems: probs}
+	}
+	return out, nil
+}
+
+func (f *File) set(kv string) error {
+	key, val, ok := strings.Cut(kv, "=")
+	if !ok {
+		return fmt.Errorf("%q is not KEY=VALUE: write for example share.QS1.strategy=RESERVE", kv)
+	}
+	kind, rest, _ := strings.Cut(key, ".")
+	name, field, ok := strings.Cut(rest, ".")
+	if !ok || name == "" || field == "" {
+		return fmt.Errorf("key %q must have the form env.NAME.FIELD, share.NAME.FIELD or queue.NAME.FIELD", key)
+	}
+	origin := Pos{Origin: "--what-if " + kv}
+	switch kind {
+	case "env":
+		i := -1
+		for k := range f.ServiceEnvironments {
+			if f.ServiceEnvironments[k].Name == name {
+				i = k
+			}
+		}
+		if i < 0 {
+			return fmt.Errorf("no service environment %q (known: %s)", name, names(f.ServiceEnvironments, func(e Environment) string { return e.Name }))
+		}
+		e := &f.ServiceEnvironments[i]
+		p := fmt.Sprintf("serviceEnvironments[%d]", i)
+		switch {
+		case strings.HasPrefix(field, "maxCapacity."):
+			n, err := parseInt(val)
+			if err != nil {
+				return err
+			}
+			e.CapacityLimits = setLimit(e.CapacityLimits, strings.TrimPrefix(field, "maxCapacity."), n)
+			f.mark(p+".capacityLimits", origin)
+		case field == "state":
+			e.State = qshare.State(val)
+			f.mark(p+".state", origin)
+		default:
+			return fmt.Errorf("unknown field %q of an environment: use maxCapacity.TYPE or state", field)
+		}
+	case "queue":
+		i := -1
+		for k := range f.JobQueues {
+			if f.JobQueues[k].Name == name {
+				i = k
+			}
+		}
+		if i < 0 {
+			return fmt.Errorf("no job queue %q (known: %s)", name, names(f.JobQueues, func(q Queue) string { return q.Name }))
+		}
+		q := &f.JobQueues[i]
+		p := fmt.Sprintf("jobQueues[%d]", i)
+		switch field {
+		case "priority":
+			n, err := parseInt(val)
+			if err != nil {
+				return err
+			}
+			q.Priority = &n
+			f.mark(p+".priority", origin)
+		case "state":
+			q.State = qshare.State(val)
+			f.mark(p+".state", origin)
+		default:
+			return fmt.Errorf("unknown field %q of a job queue: use priority or state", field)
+		}
+	case "share":
+		qi, si, err := f.findShare(name)
+		if err != nil {
+			return err
+		}
+		s := &f.JobQueues[qi].QuotaShares[si]
+		p := fmt.Sprintf("jobQueues[%d].quotaShares[%d]", qi, si)
+		switch {
+		case strings.HasPrefix(field, "maxCapacity."):
+			n, err := parseInt(val)
+			if err != nil {
+				return err
+			}
+			s.CapacityLimits = setLimit(s.CapacityLimits, strings.TrimPrefix(field, "maxCapacity."), n)
+			f.mark(p+".capacityLimits", origin)
+		case field == "strategy":
+			s.Strategy = qshare.Strategy(val)
+			if s.Strategy != qshare.StrategyLendAndBorrow {
+				s.BorrowLimit = nil // only LEND_AND_BORROW has one
+			}
+			f.mark(p+".resourceSharingConfiguration", origin)
+		case field == "borrowLimit":
+			if val == "none" {
+				s.BorrowLimit = nil
+			} else {
+				n, err := parseInt(val)
+				if err != nil {
+					return err
+				}
+				s.BorrowLimit = &n
+			}
+			f.mark(p+".resourceSharingConfiguration", origin)
+		case field == "inSharePreemption":
+			s.InSharePreemption = qshare.State(val)
+			f.mark(p+".preemptionConfiguration", origin)
+		case field == "state":
+			s.State = qshare.State(val)
+			f.mark(p+".state", origin)
+		default:
+			return fmt.Errorf("unknown field %q of a quota share: use maxCapacity.TYPE, strategy, borrowLimit, inSharePreemption or state", field)
+		}
+	default:
+		return fmt.Errorf("key %q must start with env., share. or queue.", key)
+	}
+	return nil
+}
+
+// mark records that everything at or under path was set by origin.
+func (f *File) mark(path string, origin Pos) {
+	if f.pos == nil {
+		f.pos = map[string]Pos{}
+	}
+	for k := range f.pos {
+		if k == path || strings.HasPrefix(k, path+".") || strings.HasPrefix(k, path+"[") {
+			f.pos[k] = origin
+		}
+	}
+	f.pos[path] = origin
+}
+
+func (f *File) findShare(name string) (qi, si int, err error) {
+	queue, share, qualified := strings.Cut(name, "/")
+	if !qualified {
+		share, queue = queue, ""
+	}
+	var found [][2]int
+	for i, q := range f.JobQueues {
+		if queue != "" && q.Name != queue {
+			continue
+		}
+		for k, s := range q.QuotaShares {
+			if s.Name == share {
+				found = append(found, [2]int{i, k})
+			}
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0][0], found[0][1], nil
+	case 0:
+		return 0, 0, fmt.Errorf("no quota share %q (known: %s)", name, strings.Join(f.ShareNames(), ", "))
+	}
+	return 0, 0, fmt.Errorf("quota share %q is in several queues: name it as QUEUE/%s", share, share)
+}
+
+func setLimit(ls []qshare.CapacityLimit, unit string, n int64) []qshare.CapacityLimit {
+	out := make([]qshare.CapacityLimit, 0, len(ls)+1)
+	found := false
+	for _, l := range ls {
+		if l.CapacityUnit == unit {
+			found = true
+			if n == 0 {
+				continue
+			}
+			l.MaxCapacity = n
+		}
+		out = append(out, l)
+	}
+	if !found && n != 0 {
+		out = append(out, qshare.CapacityLimit{CapacityUnit: unit, MaxCapacity: n})
+	}
+	return out
+}
+
+func parseInt(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an integer", s)
+	}
+	return n, nil
+}
+
+// Describe returns a short, stable account of the differences between two
+// configurations (base and what-if), one line per changed field, for the
+// simulator's --compare output.
+func Describe(base, other *File) []string {
+	var out []string
+	for _, e := range other.ServiceEnvironments {
+		b := base.Environment(e.Name)
+		if b == nil {
+			continue
+		}
+		out = append(out, diffLimits("env "+e.Name, b.CapacityLimits, e.CapacityLimits)...)
+		if b.State != e.State {
+			out = append(out, fmt.Sprintf("env %s state: %s -> %s", e.Name, stateOrEnabled(b.State), stateOrEnabled(e.State)))
+		}
+	}
+	for _, q := range other.JobQueues {
+		bq := base.Queue(q.Name)
+		if bq == nil {
+			continue
+		}
+		if bq.Priority != nil && q.Priority != nil && *bq.Priority != *q.Priority {
+			out = append(out, fmt.Sprintf("queue %s priority: %d -> %d", q.Name, *bq.Priority, *q.Priority))
+		}
+		for _, s := range q.QuotaShares {
+			b := bq.Share(s.Name)
+			if b == nil {
+				continue
+			}
+			who := "share " + q.Name + "/" + s.Name
+			out = append(out, diffLimits(who, b.CapacityLimits, s.CapacityLimits)...)
+			if b.Strategy != s.Strategy {
+				out = append(out, fmt.Sprintf("%s strategy: %s -> %s", who, b.Strategy, s.Strategy))
+			}
+			if b.EffectiveBorrowLimit() != s.EffectiveBorrowLimit() {
+				out = append(out, fmt.Sprintf("%s borrowLimit: %d -> %d", who, b.EffectiveBorrowLimit(), s.EffectiveBorrowLimit()))
+			}
+			if b.InSharePreemption != s.InSharePreemption {
+				out = append(out, fmt.Sprintf("%s inSharePreemption: %s -> %s", who, b.InSharePreemption, s.InSharePreemption))
+			}
+			if stateOrEnabled(b.State) != stateOrEnabled(s.State) {
+				out = append(out, fmt.Sprintf("%s state: %s -> %s", who, stateOrEnabled(b.State), stateOrEnabled(s.State)))
+			}
+		}
+	}
+	return out
+}
+
+func diffLimits(who string, a, b []qshare.CapacityLimit) []string {
+	la, lb := qshare.Limits(a), qshare.Limits(b)
+	types := map[string]bool{}
+	for t := range la {
+		types[t] = true
+	}
+	for t := range lb {
+		types[t] = true
+	}
+	keys := make([]string, 0, len(types))
+	for t := range types {
+		keys = append(keys, t)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, t := range keys {
+		if la[t] != lb[t] {
+			out = append(out, fmt.Sprintf("%s maxCapacity %s: %d -> %d", who, t, la[t], lb[t]))
+		}
+	}
+	return out
+}
