@@ -1,0 +1,475 @@
+// Package executortest is the conformance suite of executor.Executor. Every
+// executor (simulated, process, and any later one) runs the same suite, so
+// the daemon can rely on one contract: Start and Stop are idempotent by
+// attempt ID, exit codes and signals are reported the same way, a stop is
+// polite first and forced after the grace period, Wait returns only when the
+// attempt is really gone, and a new executor over the same data directory
+// recovers what the old one started.
+//
+// An executor takes part by describing, in a Harness, how to build itself
+// and how to express a test Job (run this long, exit with this code, react to
+// a stop this way) as a payload it understands.
+package executortest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+)
+
+// OnStop says how a test job reacts to the polite stop signal (SIGTERM).
+type OnStop int
+
+// Reactions to a stop.
+const (
+	// StopDie: the job does not handle the signal and dies of it.
+	StopDie OnStop = iota
+	// StopCheckpoint: the job traps the signal, spends Job.CheckpointTime
+	// saving a checkpoint, and exits with code 0.
+	StopCheckpoint
+	// StopIgnore: the job ignores the signal and must be killed.
+	StopIgnore
+)
+
+// Job describes a test job in executor-neutral terms.
+type Job struct {
+	// Run is how long the job runs on its own before it exits.
+	Run time.Duration
+	// ExitCode is the code it exits with when it ends on its own.
+	ExitCode int
+	// OnStop is how it reacts to a stop.
+	OnStop OnStop
+	// CheckpointTime is how long a StopCheckpoint job takes to exit.
+	CheckpointTime time.Duration
+	// Env is added to the payload's Environment.
+	Env map[string]string
+	// RecordEnv asks the job to record the environment it sees, for
+	// Harness.Observed.
+	RecordEnv bool
+}
+
+// Harness describes an executor to the suite.
+type Harness struct {
+	// New returns an executor whose state lives under dir. Calling it again
+	// with the same dir, after Close of the first, is a restart.
+	New func(t testing.TB, dir string) executor.Executor
+	// Payload returns a CreateTrainingJob payload that makes the executor
+	// run j. It must ask for capacity the executor can always give (no GPUs).
+	Payload func(t testing.TB, j Job) string
+	// Observed returns the environment a RecordEnv job saw, once it has
+	// exited. Nil means the executor runs no process, and the environment
+	// subtest is skipped.
+	Observed func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string
+	// Slack bounds how long any attempt may take beyond what the test
+	// expects (process start-up, a loaded machine). Zero means 30s.
+	Slack time.Duration
+}
+
+// Run runs the conformance suite against the executor h describes.
+func Run(t *testing.T, h Harness) {
+	if h.Slack == 0 {
+		h.Slack = 30 * time.Second
+	}
+	s := &suite{Harness: h}
+	t.Run("ExitCodes", s.exitCodes)
+	t.Run("ValidateRejectsGarbage", s.validate)
+	t.Run("UnknownAttempt", s.unknown)
+	t.Run("IdempotentStart", s.idempotentStart)
+	t.Run("StopDies", s.stopDies)
+	t.Run("StopCheckpointsWithinGrace", s.stopCheckpoint)
+	t.Run("KillAfterGrace", s.killAfterGrace)
+	t.Run("JobGraceFromEnvironment", s.jobGrace)
+	t.Run("IdempotentStop", s.idempotentStop)
+	t.Run("RecoverAfterRestart", s.recover)
+	t.Run("Environment", s.environment)
+	t.Run("Concurrent", s.concurrent)
+}
+
+type suite struct {
+	Harness
+	n sync.Mutex
+	k int
+}
+
+func (s *suite) spec(t testing.TB, j Job) executor.Spec {
+	s.n.Lock()
+	s.k++
+	k := s.k
+	s.n.Unlock()
+	return executor.Spec{
+		JobID:     fmt.Sprintf("job-%d", k),
+		JobName:   fmt.Sprintf("conformance-%d", k),
+		AttemptID: fmt.Sprintf("job-%d-attempt-1", k),
+		Attempt:   1,
+		Queue:     "q",
+		Share:     "team-a",
+		Demand:    qshare.Capacity{"ml.m5.large": 1},
+		Payload:   s.Payload(t, j),
+	}
+}
+
+func (s *suite) newExec(t *testing.T) (executor.Executor, string) {
+	dir := t.TempDir()
+	e := s.New(t, dir)
+	t.Cleanup(func() { e.Close() })
+	return e, dir
+}
+
+// wait waits for the attempt with a bound of d plus the slack.
+func (s *suite) wait(t testing.TB, e executor.Executor, id string, d time.Duration) executor.Exit {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d+s.Slack)
+	defer cancel()
+	x, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatalf("Wait(%s): %v", id, err)
+	}
+	if x.AttemptID != id {
+		t.Errorf("Exit.AttemptID = %q, want %q", x.AttemptID, id)
+	}
+	return x
+}
+
+func (s *suite) start(t testing.TB, e executor.Executor, sp executor.Spec) executor.Handle {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), s.Slack)
+	defer cancel()
+	h, err := e.Start(ctx, sp)
+	if err != nil {
+		t.Fatalf("Start(%s): %v", sp.AttemptID, err)
+	}
+	if h.AttemptID != sp.AttemptID {
+		t.Fatalf("Handle.AttemptID = %q, want %q", h.AttemptID, sp.AttemptID)
+	}
+	if h.StartedAt.IsZero() {
+		t.Errorf("Handle.StartedAt is zero")
+	}
+	return h
+}
+
+func (s *suite) exitCodes(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	for _, code := range []int{0, 1, 3, 137} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
+			sp := s.spec(t, Job{Run: 20 * time.Millisecond, ExitCode: code})
+			s.start(t, e, sp)
+			x := s.wait(t, e, sp.AttemptID, 20*time.Millisecond)
+			if x.ExitCode != code || x.Signal != "" || x.Stopped {
+				t.Fatalf("exit = %+v, want code %d, no signal, not stopped", x, code)
+			}
+			if want := fmt.Sprintf("Essential process exited with code %d", code); x.Reason != want {
+				t.Errorf("reason = %q, want %q", x.Reason, want)
+			}
+			if got := x.Succeeded(); got != (code == 0) {
+				t.Errorf("Succeeded() = %v for code %d", got, code)
+			}
+			if x.At.IsZero() {
+				t.Errorf("Exit.At is zero")
+			}
+			// Wait again: the same answer.
+			if y := s.wait(t, e, sp.AttemptID, 0); y != x {
+				t.Errorf("second Wait = %+v, want %+v", y, x)
+			}
+		})
+	}
+}
+
+func (s *suite) validate(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	for _, p := range []string{"", "not json", "[1,2]"} {
+		err := e.Validate(p, qshare.Capacity{"ml.m5.large": 1})
+		if qshare.ErrorCodeOf(err) != qshare.EINVALID {
+			t.Errorf("Validate(%q) = %v, want an EINVALID *qshare.Error", p, err)
+		}
+	}
+	if err := e.Validate(s.Payload(t, Job{Run: time.Second}), qshare.Capacity{"ml.m5.large": 1}); err != nil {
+		t.Errorf("Validate(good payload) = %v", err)
+	}
+	sp := s.spec(t, Job{})
+	sp.Payload = "not json"
+	if _, err := e.Start(context.Background(), sp); err == nil {
+		t.Errorf("Start with a garbage payload succeeded")
+	}
+}
+
+func (s *suite) unknown(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	ctx, cancel := context.WithTimeout(context.Background(), s.Slack)
+	defer cancel()
+	if _, err := e.Wait(ctx, "no-such-attempt"); !errors.Is(err, executor.ErrUnknownAttempt) {
+		t.Errorf("Wait(unknown) = %v, want ErrUnknownAttempt", err)
+	}
+	if err := e.Stop(ctx, "no-such-attempt", 0); !errors.Is(err, executor.ErrUnknownAttempt) {
+		t.Errorf("Stop(unknown) = %v, want ErrUnknownAttempt", err)
+	}
+}
+
+func (s *suite) idempotentStart(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	sp := s.spec(t, Job{Run: 200 * time.Millisecond, RecordEnv: s.Observed != nil})
+	h1 := s.start(t, e, sp)
+	h2 := s.start(t, e, sp)
+	if !h1.StartedAt.Equal(h2.StartedAt) || string(h1.State) != string(h2.State) || h1.LogPath != h2.LogPath {
+		t.Errorf("second Start returned another handle:\n%+v\n%+v", h1, h2)
+	}
+	x := s.wait(t, e, sp.AttemptID, 200*time.Millisecond)
+	if !x.Succeeded() {
+		t.Errorf("exit = %+v, want success", x)
+	}
+	// Starting it again after its end must not run it again.
+	h3 := s.start(t, e, sp)
+	if !h3.StartedAt.Equal(h1.StartedAt) {
+		t.Errorf("Start after the end started a new run: %v then %v", h1.StartedAt, h3.StartedAt)
+	}
+	if y := s.wait(t, e, sp.AttemptID, 0); y != x {
+		t.Errorf("Wait after a repeated Start = %+v, want %+v", y, x)
+	}
+}
+
+func (s *suite) stopDies(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	sp := s.spec(t, Job{Run: time.Hour})
+	s.start(t, e, sp)
+	if err := e.Stop(context.Background(), sp.AttemptID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	x := s.wait(t, e, sp.AttemptID, 0)
+	if !x.Stopped || x.Signal != "SIGTERM" || x.ExitCode != -1 || x.Succeeded() {
+		t.Errorf("exit = %+v, want stopped by SIGTERM, code -1", x)
+	}
+	if x.Reason == "" {
+		t.Errorf("no reason")
+	}
+}
+
+func (s *suite) stopCheckpoint(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	sp := s.spec(t, Job{Run: time.Hour, OnStop: StopCheckpoint, CheckpointTime: 200 * time.Millisecond})
+	s.start(t, e, sp)
+	time.Sleep(100 * time.Millisecond) // let a real job install its trap
+	t0 := time.Now()
+	if err := e.Stop(context.Background(), sp.AttemptID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	x := s.wait(t, e, sp.AttemptID, 200*time.Millisecond)
+	if el := time.Since(t0); el < 200*time.Millisecond {
+		t.Errorf("Wait returned %v after Stop, before the job finished its %v checkpoint", el, 200*time.Millisecond)
+	}
+	if !x.Stopped || x.Signal != "" || x.ExitCode != 0 {
+		t.Errorf("exit = %+v, want stopped, exit code 0, no signal", x)
+	}
+	if x.Succeeded() {
+		t.Errorf("a stopped attempt reports Succeeded")
+	}
+}
+
+func (s *suite) killAfterGrace(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	sp := s.spec(t, Job{Run: time.Hour, OnStop: StopIgnore})
+	s.start(t, e, sp)
+	time.Sleep(100 * time.Millisecond)
+	const grace = 300 * time.Millisecond
+	t0 := time.Now()
+	if err := e.Stop(context.Background(), sp.AttemptID, grace); err != nil {
+		t.Fatal(err)
+	}
+	x := s.wait(t, e, sp.AttemptID, grace)
+	if el := time.Since(t0); el < grace {
+		t.Errorf("the job was gone %v after Stop, before the %v grace period ended", el, grace)
+	}
+	if !x.Stopped || x.Signal != "SIGKILL" || x.ExitCode != -1 {
+		t.Errorf("exit = %+v, want stopped by SIGKILL", x)
+	}
+}
+
+func (s *suite) jobGrace(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t) // the executor's default grace is long (120s)
+	sp := s.spec(t, Job{Run: time.Hour, OnStop: StopIgnore, Env: map[string]string{"QSHARE_STOP_GRACE": "300ms"}})
+	s.start(t, e, sp)
+	time.Sleep(100 * time.Millisecond)
+	if err := e.Stop(context.Background(), sp.AttemptID, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Far less than the 120s default: the job's own grace applied.
+	x := s.wait(t, e, sp.AttemptID, 300*time.Millisecond)
+	if x.Signal != "SIGKILL" || !x.Stopped {
+		t.Errorf("exit = %+v, want stopped by SIGKILL", x)
+	}
+}
+
+func (s *suite) idempotentStop(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	sp := s.spec(t, Job{Run: time.Hour})
+	s.start(t, e, sp)
+	for i := 0; i < 3; i++ {
+		if err := e.Stop(context.Background(), sp.AttemptID, time.Hour); err != nil {
+			t.Fatalf("Stop #%d: %v", i+1, err)
+		}
+	}
+	x := s.wait(t, e, sp.AttemptID, 0)
+	if err := e.Stop(context.Background(), sp.AttemptID, 0); err != nil {
+		t.Errorf("Stop after the end = %v, want nil", err)
+	}
+	if !x.Stopped {
+		t.Errorf("exit = %+v, want stopped", x)
+	}
+	// Stop of an attempt that ended on its own is a no-op too.
+	sp2 := s.spec(t, Job{Run: 10 * time.Millisecond, ExitCode: 2})
+	s.start(t, e, sp2)
+	x2 := s.wait(t, e, sp2.AttemptID, 10*time.Millisecond)
+	if err := e.Stop(context.Background(), sp2.AttemptID, 0); err != nil {
+		t.Errorf("Stop after a natural end = %v", err)
+	}
+	if y := s.wait(t, e, sp2.AttemptID, 0); y != x2 || y.Stopped {
+		t.Errorf("Wait after Stop of an ended attempt = %+v, want %+v", y, x2)
+	}
+}
+
+func (s *suite) recover(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e1 := s.New(t, dir)
+	long := s.spec(t, Job{Run: time.Hour, OnStop: StopCheckpoint, CheckpointTime: 50 * time.Millisecond})
+	short := s.spec(t, Job{Run: 50 * time.Millisecond, ExitCode: 4})
+	hl := s.start(t, e1, long)
+	hs := s.start(t, e1, short)
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The short one ends while no executor watches it.
+	time.Sleep(500 * time.Millisecond)
+
+	e2 := s.New(t, dir)
+	t.Cleanup(func() { e2.Close() })
+	ctx := context.Background()
+	if r, err := e2.Recover(ctx, hs); err != nil || r != executor.Exited {
+		t.Fatalf("Recover(short) = %v, %v; want Exited", r, err)
+	}
+	xs := s.wait(t, e2, short.AttemptID, 0)
+	if xs.ExitCode != 4 || xs.Stopped {
+		t.Errorf("recovered exit = %+v, want code 4", xs)
+	}
+	if r, err := e2.Recover(ctx, hl); err != nil || r != executor.Running {
+		t.Fatalf("Recover(long) = %v, %v; want Running", r, err)
+	}
+	// Recovering twice is harmless.
+	if r, err := e2.Recover(ctx, hl); err != nil || r != executor.Running {
+		t.Fatalf("second Recover(long) = %v, %v; want Running", r, err)
+	}
+	// Start after Recover returns the handle; it does not run the job again.
+	if h := s.start(t, e2, long); !h.StartedAt.Equal(hl.StartedAt) {
+		t.Errorf("Start after Recover gave a new run: %v, was %v", h.StartedAt, hl.StartedAt)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, err := e2.Wait(wctx, long.AttemptID); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait on a recovered running attempt returned early: %v", err)
+	}
+	cancel()
+	if err := e2.Stop(ctx, long.AttemptID, time.Hour); err != nil {
+		t.Fatalf("Stop(recovered): %v", err)
+	}
+	xl := s.wait(t, e2, long.AttemptID, 50*time.Millisecond)
+	if !xl.Stopped || xl.ExitCode != 0 {
+		t.Errorf("recovered attempt's exit after Stop = %+v, want stopped with code 0", xl)
+	}
+
+	// A handle the executor knows nothing about is Lost, not an error.
+	bogus := executor.Handle{AttemptID: "never-started", StartedAt: time.Now(), State: []byte(`{}`)}
+	if r, err := e2.Recover(ctx, bogus); err != nil || r != executor.Lost {
+		t.Errorf("Recover(bogus) = %v, %v; want Lost", r, err)
+	}
+}
+
+func (s *suite) environment(t *testing.T) {
+	if s.Observed == nil {
+		t.Skip("the executor runs no process")
+	}
+	t.Parallel()
+	e, _ := s.newExec(t)
+	j := Job{Run: 10 * time.Millisecond, RecordEnv: true, Env: map[string]string{"MY_SETTING": "a b=c"}}
+	sp := s.spec(t, j)
+	sp.Share = "team-b"
+	h := s.start(t, e, sp)
+	if x := s.wait(t, e, sp.AttemptID, 0); !x.Succeeded() {
+		t.Fatalf("env job: %+v", x)
+	}
+	env := s.Observed(t, sp, h)
+	want := map[string]string{
+		"QSHARE_JOB_ID":      sp.JobID,
+		"QSHARE_ATTEMPT":     "1",
+		"QSHARE_QUOTA_SHARE": "team-b",
+		"MY_SETTING":         "a b=c",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	ckpt := env["SM_CHECKPOINT_DIR"]
+	if ckpt == "" {
+		t.Fatalf("SM_CHECKPOINT_DIR not set")
+	}
+	// The second attempt of the same job sees the same checkpoint directory.
+	sp2 := sp
+	sp2.Attempt = 2
+	sp2.AttemptID = sp.JobID + "-attempt-2"
+	h2 := s.start(t, e, sp2)
+	if x := s.wait(t, e, sp2.AttemptID, 0); !x.Succeeded() {
+		t.Fatalf("env job, attempt 2: %+v", x)
+	}
+	env2 := s.Observed(t, sp2, h2)
+	if env2["QSHARE_ATTEMPT"] != "2" {
+		t.Errorf("QSHARE_ATTEMPT = %q on attempt 2", env2["QSHARE_ATTEMPT"])
+	}
+	if env2["SM_CHECKPOINT_DIR"] != ckpt {
+		t.Errorf("SM_CHECKPOINT_DIR changed between attempts: %q then %q", ckpt, env2["SM_CHECKPOINT_DIR"])
+	}
+}
+
+func (s *suite) concurrent(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	const n = 16
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sp := s.spec(t, Job{Run: time.Duration(i%4) * 20 * time.Millisecond, ExitCode: i % 3})
+			// Two racing Starts of one attempt.
+			var wg2 sync.WaitGroup
+			for k := 0; k < 2; k++ {
+				wg2.Add(1)
+				go func() { defer wg2.Done(); s.start(t, e, sp) }()
+			}
+			wg2.Wait()
+			if i%2 == 1 {
+				if err := e.Stop(context.Background(), sp.AttemptID, time.Hour); err != nil {
+					t.Errorf("Stop: %v", err)
+				}
+			}
+			x := s.wait(t, e, sp.AttemptID, 100*time.Millisecond)
+			if !x.Stopped && x.ExitCode != i%3 {
+				t.Errorf("attempt %d: exit %+v, want code %d", i, x, i%3)
+			}
+		}(i)
+	}
+	wg.Wait()
+}
