@@ -1,0 +1,647 @@
+package event
+
+import (
+	"container/heap"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"qshare"
+	"qshare/config"
+)
+
+// Rules the checker enforces: the guarantees of the engine (issue 2, rule 9)
+// that can be seen in a capacity log, and the consistency of the log itself.
+const (
+	// RuleEnvironmentCapacity: usage of a type never exceeds the environment's limit.
+	RuleEnvironmentCapacity = "environment-capacity"
+	// RuleShareLimit: a LEND or RESERVE share never exceeds its own maxCapacity.
+	RuleShareLimit = "share-limit"
+	// RuleBorrowCap: a LEND_AND_BORROW share never exceeds maxCapacity plus its borrow limit.
+	RuleBorrowCap = "borrow-cap"
+	// RuleBorrowSource: nobody uses a RESERVE share's idle capacity: what
+	// shares borrow never exceeds the idle capacity of lending shares plus
+	// the environment capacity that no share owns.
+	RuleBorrowSource = "borrow-source"
+	// RuleHeadWaits: no share's head job waits while it fits its share's own
+	// maxCapacity and the environment has free room for it.
+	RuleHeadWaits = "head-waits"
+	// RuleReservePreempted: a job of a RESERVE share with in-share
+	// preemption DISABLED is never preempted (the configuration is fixed).
+	RuleReservePreempted = "reserve-preempted"
+	// RuleInSharePriority: an in-share preemption takes only jobs of
+	// strictly lower priority than the job it makes room for.
+	RuleInSharePriority = "in-share-priority"
+	// RuleReclaimVictim: a cross-share victim belongs to a share that uses
+	// more than its own maxCapacity of a type the victim holds.
+	RuleReclaimVictim = "reclaim-victim"
+	// RulePreemptedForNothing: a job preempted to make room for another is
+	// followed by that job's start.
+	RulePreemptedForNothing = "preempted-for-nothing"
+	// RuleDoubleHold: a job never holds capacity twice at once.
+	RuleDoubleHold = "double-hold"
+	// RuleLog: the log is consistent: time never goes back, a job gives back
+	// only what it holds, it is submitted before it starts, and it names a
+	// share the configuration has.
+	RuleLog = "log"
+)
+
+// Violation is one broken guarantee.
+type Violation struct {
+	// T is the time of the event at which it was seen.
+	T float64 `json:"t"`
+	// Line is the log line of that event (0 when found at the end).
+	Line int    `json:"line,omitempty"`
+	Rule string `json:"rule"`
+	// Jobs are the jobs involved, the one whose event revealed it first.
+	Jobs    []string `json:"jobs"`
+	Message string   `json:"message"`
+}
+
+// String renders the violation on one line.
+func (v Violation) String() string {
+	loc := ""
+	if v.Line > 0 {
+		loc = fmt.Sprintf(" (line %d)", v.Line)
+	}
+	return fmt.Sprintf("t=%s%s [%s] %s", formatT(v.T), loc, v.Rule, v.Message)
+}
+
+func formatT(t float64) string { return string(appendFloat(nil, t)) }
+
+// CheckOptions tune a Checker.
+type CheckOptions struct {
+	// Settle is how long, in seconds, a head job may wait while it fits
+	// before that counts as a violation. 0 (a simulation, where every pass
+	// runs at the instant of the change) flags it at the end of the
+	// instant; a server's log, whose pass runs a moment after the change,
+	// needs a little.
+	Settle float64
+	// MaxViolations bounds how many violations are kept (the rest are
+	// counted); 0 means 10,000.
+	MaxViolations int
+}
+
+// Summary counts what a Checker saw.
+type Summary struct {
+	Lines      int `json:"lines"`
+	Jobs       int `json:"jobs"`
+	Starts     int `json:"starts"`
+	Preempts   int `json:"preempts"`
+	Finishes   int `json:"finishes"`
+	Fails      int `json:"fails"`
+	Violations int `json:"violations"`
+}
+
+// Checker replays an event log against a configuration and records every
+// violation of the engine's guarantees. Feed it lines in log order with Add,
+// then call Close. A Checker is not safe for concurrent use.
+type Checker struct {
+	opts   CheckOptions
+	envs   map[string]*envState
+	shares map[string]*shareState // "queue\x00share"
+	jobs   map[string]*jobState
+
+	group     []Event
+	groupLine int
+	now       float64
+	started   bool
+	touched   map[*envState]bool
+	pending   map[*shareState]pendingHead
+	reported  map[string]bool // head jobs already reported waiting
+	forJobs   map[string]*forState
+	summary   Summary
+	violation []Violation
+}
+
+type envState struct {
+	name    string
+	limits  qshare.Capacity
+	usage   qshare.Capacity
+	unowned qshare.Capacity // limit minus the sum of the shares' limits, at least 0
+	shares  []*shareState
+}
+
+type shareState struct {
+	queue, name string
+	env         *envState
+	limits      qshare.Capacity
+	strategy    qshare.Strategy
+	borrowLimit int64
+	inShare     bool
+	usage       qshare.Capacity
+	waiting     waitHeap
+}
+
+type jobState struct {
+	id       string
+	share    *shareState
+	priority int
+	submitT  float64
+	want     qshare.Capacity // its demand, from its submit lines
+	demand   qshare.Capacity // what it holds; nil when it holds nothing
+	waiting  bool
+	version  int
+	done     bool
+}
+
+type pendingHead struct {
+	job   string
+	since float64
+}
+
+type forState struct {
+	victims []string
+	t       float64
+	line    int
+}
+
+// NewChecker returns a Checker for the configuration cfg (which must be
+// valid: see config.Parse).
+func NewChecker(cfg *config.File, opts CheckOptions) *Checker {
+	if opts.MaxViolations <= 0 {
+		opts.MaxViolations = 10000
+	}
+	c := &Checker{
+		opts:     opts,
+		envs:     map[string]*envState{},
+		shares:   map[string]*shareState{},
+		jobs:     map[string]*jobState{},
+		touched:  map[*envState]bool{},
+		pending:  map[*shareState]pendingHead{},
+		reported: map[string]bool{},
+		forJobs:  map[string]*forState{},
+	}
+	ec := cfg.Engine()
+	for _, e := range ec.Environments {
+		c.envs[e.Name] = &envState{name: e.Name, limits: e.Limits.Clone(), usage: qshare.Capacity{}}
+	}
+	queueEnv := map[string]*envState{}
+	for _, q := range ec.Queues {
+		queueEnv[q.Name] = c.envs[q.Environment]
+	}
+	for _, s := range ec.Shares {
+		env := queueEnv[s.Queue]
+		if env == nil {
+			continue
+		}
+		st := &shareState{queue: s.Queue, name: s.Name, env: env, limits: s.Limits.Clone(), strategy: s.Strategy,
+			borrowLimit: s.BorrowLimit, inShare: s.InSharePreemption, usage: qshare.Capacity{}}
+		c.shares[s.Queue+"\x00"+s.Name] = st
+		env.shares = append(env.shares, st)
+	}
+	for _, env := range c.envs {
+		env.unowned = qshare.Capacity{}
+		for t, n := range env.limits {
+			owned := int64(0)
+			for _, s := range env.shares {
+				owned += s.limits[t]
+			}
+			env.unowned[t] = max(0, n-owned)
+		}
+	}
+	return c
+}
+
+// Check reads a whole log from r and checks it against cfg.
+func Check(cfg *config.File, r io.Reader, opts CheckOptions) ([]Violation, Summary, error) {
+	c := NewChecker(cfg, opts)
+	rd := NewReader(r)
+	for {
+		e, err := rd.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, Summary{}, err
+		}
+		c.Add(e, rd.Line())
+	}
+	v, s := c.Close()
+	return v, s, nil
+}
+
+// Add feeds one line of the log; line is its line number (for messages).
+func (c *Checker) Add(e Event, line int) {
+	c.summary.Lines++
+	if len(c.group) > 0 {
+		g := c.group[0]
+		if g.Job == e.Job && g.Event == e.Event && g.T == e.T && e.Event != Priority {
+			c.group = append(c.group, e)
+			return
+		}
+		c.flushGroup()
+	}
+	if c.started && e.T < c.now {
+		c.fail(e.T, line, RuleLog, []string{e.Job}, "time goes back from %s to %s", formatT(c.now), formatT(e.T))
+	}
+	if c.started && e.T > c.now {
+		c.endInstant()
+	}
+	if !c.started || e.T > c.now {
+		c.now = e.T
+	}
+	c.started = true
+	c.group = append(c.group[:0], e)
+	c.groupLine = line
+}
+
+// Close ends the log: it checks the last instant and the preemptions whose
+// job never started, and returns every violation found, in order, with a
+// summary.
+func (c *Checker) Close() ([]Violation, Summary) {
+	if len(c.group) > 0 {
+		c.flushGroup()
+	}
+	c.endInstant()
+	var late []string
+	for job := range c.forJobs {
+		late = append(late, job)
+	}
+	sort.Strings(late)
+	for _, job := range late {
+		f := c.forJobs[job]
+		c.fail(f.t, f.line, RulePreemptedForNothing, append([]string{job}, f.victims...),
+			"%s were preempted for job %s, which never started", strings.Join(f.victims, ", "), job)
+	}
+	c.summary.Jobs = len(c.jobs)
+	return c.violation, c.summary
+}
+
+func (c *Checker) fail(t float64, line int, rule string, jobs []string, format string, args ...any) {
+	c.summary.Violations++
+	if len(c.violation) < c.opts.MaxViolations {
+		c.violation = append(c.violation, Violation{T: t, Line: line, Rule: rule, Jobs: jobs, Message: fmt.Sprintf(format, args...)})
+	}
+}
+
+// flushGroup applies the lines of one job's event (one per instance type).
+func (c *Checker) flushGroup() {
+	g := c.group
+	e := g[0]
+	line := c.groupLine
+	c.group = c.group[:0]
+	demand := qshare.Capacity{}
+	for _, x := range g {
+		if x.Instances < 0 {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s has %d instances of %s: counts are never negative", e.Job, x.Instances, x.InstanceType)
+			continue
+		}
+		if x.Instances > 0 {
+			demand[x.InstanceType] += x.Instances
+		}
+	}
+	j := c.jobs[e.Job]
+	switch e.Event {
+	case Submit:
+		s := c.shares[e.Queue+"\x00"+e.Share]
+		if s == nil {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s is submitted to share %s of queue %s, which the configuration does not have", e.Job, e.Share, e.Queue)
+			return
+		}
+		if j != nil && !j.done {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s is submitted again while it is still in the system", e.Job)
+			return
+		}
+		j = &jobState{id: e.Job, share: s, priority: e.Priority, submitT: e.T, want: demand}
+		c.jobs[e.Job] = j
+		c.wait(j)
+		c.touched[s.env] = true
+	case Priority:
+		if j == nil || j.done {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "priority of job %s changes, but it is not in the system", e.Job)
+			return
+		}
+		j.priority = e.Priority
+		if j.waiting {
+			c.wait(j) // re-queue at its new place
+		}
+		c.touched[j.share.env] = true
+	case Start:
+		c.summary.Starts++
+		if j == nil || j.done {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s starts without having been submitted", e.Job)
+			return
+		}
+		if j.demand != nil {
+			c.fail(e.T, line, RuleDoubleHold, []string{e.Job}, "job %s starts while it already holds %s", e.Job, j.demand)
+			return
+		}
+		if len(demand) == 0 {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s starts holding nothing", e.Job)
+		}
+		c.unwait(j)
+		j.demand = demand
+		s := j.share
+		s.usage.Add(demand)
+		s.env.usage.Add(demand)
+		c.touched[s.env] = true
+		delete(c.reported, j.id)
+		delete(c.forJobs, j.id)
+		c.checkStart(e.T, line, j)
+	case Preempt, Finish, Fail:
+		switch e.Event {
+		case Preempt:
+			c.summary.Preempts++
+		case Finish:
+			c.summary.Finishes++
+		default:
+			c.summary.Fails++
+		}
+		if j == nil || j.done {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s ends (%s), but it is not in the system", e.Job, e.Event)
+			return
+		}
+		if j.demand == nil {
+			if e.Event == Fail && len(demand) == 0 {
+				// A job that held nothing fails: it leaves the queue.
+				c.unwait(j)
+				j.done = true
+				c.touched[j.share.env] = true
+				if f := c.forJobs[j.id]; f != nil {
+					delete(c.forJobs, j.id)
+					c.fail(e.T, line, RulePreemptedForNothing, append([]string{j.id}, f.victims...),
+						"%s were preempted for job %s, which failed without starting", strings.Join(f.victims, ", "), j.id)
+				}
+				return
+			}
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s gives back %s (%s) but holds nothing", e.Job, demand, e.Event)
+			return
+		}
+		if !sameCapacity(demand, j.demand) {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s gives back %s (%s) but holds %s", e.Job, demand, e.Event, j.demand)
+		}
+		if e.Event == Preempt {
+			c.checkPreempt(e, line, j)
+		}
+		s := j.share
+		for t, n := range j.demand {
+			s.usage[t] -= n
+			s.env.usage[t] -= n
+		}
+		j.demand = nil
+		c.touched[s.env] = true
+		if e.Event == Preempt {
+			c.wait(j) // back in its original place; a final preemption is followed by a fail
+		} else {
+			j.done = true
+		}
+	}
+}
+
+func sameCapacity(a, b qshare.Capacity) bool {
+	for t, n := range a {
+		if b[t] != n {
+			return false
+		}
+	}
+	for t, n := range b {
+		if a[t] != n {
+			return false
+		}
+	}
+	return true
+}
+
+// maxUsage returns the most share s may use of type t, and false for no bound.
+func (s *shareState) maxUsage(t string) (int64, bool) {
+	own := s.limits[t]
+	if s.strategy != qshare.StrategyLendAndBorrow {
+		return own, true
+	}
+	if s.borrowLimit < 0 {
+		return 0, false
+	}
+	return own + own*s.borrowLimit/100, true
+}
+
+func (c *Checker) checkStart(t float64, line int, j *jobState) {
+	s := j.share
+	env := s.env
+	for _, typ := range j.demand.Types() {
+		if u, lim := env.usage[typ], env.limits[typ]; u > lim {
+			c.fail(t, line, RuleEnvironmentCapacity, c.holders(env, typ, j.id),
+				"job %s starts and environment %s uses %d %s, above its limit of %d", j.id, env.name, u, typ, lim)
+		}
+		if m, bounded := s.maxUsage(typ); bounded && s.usage[typ] > m {
+			rule, what := RuleShareLimit, "its own maxCapacity"
+			if s.strategy == qshare.StrategyLendAndBorrow {
+				rule, what = RuleBorrowCap, "its borrow cap"
+			}
+			c.fail(t, line, rule, []string{j.id},
+				"job %s starts and %s share %s uses %d %s, above %s of %d", j.id, s.strategy, s.name, s.usage[typ], typ, what, m)
+		}
+		// What borrowers use must come from lenders' idle capacity or from
+		// capacity no share owns, never from a RESERVE share's idle part.
+		var borrowed, lendable int64
+		for _, o := range env.shares {
+			u, l := o.usage[typ], o.limits[typ]
+			if u > l {
+				borrowed += u - l
+			} else if o.strategy.Lends() {
+				lendable += l - u
+			}
+		}
+		if avail := env.unowned[typ] + lendable; borrowed > avail {
+			var reserve []string
+			for _, o := range env.shares {
+				if o.strategy == qshare.StrategyReserve && o.usage[typ] < o.limits[typ] {
+					reserve = append(reserve, fmt.Sprintf("%s (%d idle)", o.name, o.limits[typ]-o.usage[typ]))
+				}
+			}
+			c.fail(t, line, RuleBorrowSource, []string{j.id},
+				"job %s starts and shares of %s borrow %d %s, but lenders' idle capacity and unowned capacity come to %d: the rest is RESERVE capacity of %s",
+				j.id, env.name, borrowed, typ, avail, strings.Join(reserve, ", "))
+		}
+	}
+}
+
+// holders lists the jobs that hold typ in env, first the one named.
+func (c *Checker) holders(env *envState, typ, first string) []string {
+	out := []string{first}
+	var ids []string
+	for id, j := range c.jobs {
+		if id != first && j.demand != nil && j.demand[typ] > 0 && j.share.env == env {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	if len(ids) > 20 {
+		ids = ids[:20]
+	}
+	return append(out, ids...)
+}
+
+func (c *Checker) checkPreempt(e Event, line int, j *jobState) {
+	s := j.share
+	if s.strategy == qshare.StrategyReserve && !s.inShare {
+		c.fail(e.T, line, RuleReservePreempted, []string{j.id, e.For},
+			"job %s of RESERVE share %s (in-share preemption DISABLED) is preempted for %s", j.id, s.name, orUnknown(e.For))
+	}
+	if e.For == "" {
+		return
+	}
+	f := c.jobs[e.For]
+	if f == nil || f.done {
+		c.fail(e.T, line, RuleLog, []string{j.id, e.For}, "job %s is preempted for job %s, which is not in the system", j.id, e.For)
+		return
+	}
+	if f.share == s {
+		if j.priority >= f.priority {
+			c.fail(e.T, line, RuleInSharePriority, []string{j.id, e.For},
+				"job %s (priority %d) is preempted in share %s for job %s of priority %d: only strictly lower priorities may be", j.id, j.priority, s.name, f.id, f.priority)
+		}
+	} else {
+		over := false
+		for t, n := range j.demand {
+			if n > 0 && s.usage[t] > s.limits[t] {
+				over = true
+			}
+		}
+		if !over {
+			c.fail(e.T, line, RuleReclaimVictim, []string{j.id, e.For},
+				"job %s of share %s is preempted for job %s of share %s, but share %s uses no more than its own maxCapacity (%s of %s)",
+				j.id, s.name, f.id, f.share.name, s.name, s.usage, s.limits)
+		}
+	}
+	fs := c.forJobs[e.For]
+	if fs == nil {
+		fs = &forState{t: e.T, line: line}
+		c.forJobs[e.For] = fs
+	}
+	fs.victims = append(fs.victims, j.id)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unnamed job"
+	}
+	return s
+}
+
+// endInstant checks, once every event of the instant has been applied, that
+// no head job waits while it fits its own share and the environment.
+func (c *Checker) endInstant() {
+	check := map[*shareState]bool{}
+	for env := range c.touched {
+		for _, s := range env.shares {
+			check[s] = true
+		}
+	}
+	for s := range c.pending {
+		check[s] = true
+	}
+	clear(c.touched)
+	// Visit shares in a fixed order so the violations come out the same way.
+	order := make([]*shareState, 0, len(check))
+	for s := range check {
+		order = append(order, s)
+	}
+	sort.Slice(order, func(a, b int) bool {
+		if order[a].queue != order[b].queue {
+			return order[a].queue < order[b].queue
+		}
+		return order[a].name < order[b].name
+	})
+	for _, s := range order {
+		h := c.head(s)
+		if h == nil || c.reported[h.id] || !c.fitsNow(s, c.jobs[h.id]) {
+			delete(c.pending, s)
+			continue
+		}
+		p, ok := c.pending[s]
+		if !ok || p.job != h.id {
+			p = pendingHead{job: h.id, since: c.now}
+			c.pending[s] = p
+		}
+		if c.now-p.since >= c.opts.Settle {
+			delete(c.pending, s)
+			c.reported[h.id] = true
+			j := c.jobs[h.id]
+			c.fail(c.now, 0, RuleHeadWaits, []string{h.id},
+				"job %s, head of share %s, waits (since t=%s) although it fits: it needs %s, the share uses %s of %s and environment %s has %s free",
+				h.id, s.name, formatT(p.since), c.demandOf(j), s.usage, s.limits, s.env.name, free(s.env))
+		}
+	}
+}
+
+func free(env *envState) qshare.Capacity {
+	out := qshare.Capacity{}
+	for t, n := range env.limits {
+		out[t] = n - env.usage[t]
+	}
+	return out
+}
+
+// demandOf returns the demand a waiting job will take: the checker learns it
+// from the job's submit lines.
+func (c *Checker) demandOf(j *jobState) qshare.Capacity { return j.want }
+
+// fitsNow reports whether j fits its share's own maxCapacity and the
+// environment's free room.
+func (c *Checker) fitsNow(s *shareState, j *jobState) bool {
+	d := c.demandOf(j)
+	if len(d) == 0 {
+		return false
+	}
+	for t, n := range d {
+		if s.usage[t]+n > s.limits[t] || s.env.usage[t]+n > s.env.limits[t] {
+			return false
+		}
+	}
+	return true
+}
+
+// The waiting jobs of a share, best first: priority descending, then
+// submission time, then ID (the engine's order).
+type waitEntry struct {
+	priority int
+	t        float64
+	id       string
+	version  int
+}
+
+type waitHeap []waitEntry
+
+func (h waitHeap) Len() int { return len(h) }
+func (h waitHeap) Less(a, b int) bool {
+	if h[a].priority != h[b].priority {
+		return h[a].priority > h[b].priority
+	}
+	if h[a].t != h[b].t {
+		return h[a].t < h[b].t
+	}
+	return h[a].id < h[b].id
+}
+func (h waitHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *waitHeap) Push(x any)   { *h = append(*h, x.(waitEntry)) }
+func (h *waitHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (c *Checker) wait(j *jobState) {
+	j.version++
+	j.waiting = true
+	heap.Push(&j.share.waiting, waitEntry{priority: j.priority, t: j.submitT, id: j.id, version: j.version})
+}
+
+func (c *Checker) unwait(j *jobState) {
+	j.version++
+	j.waiting = false
+}
+
+// head returns the share's first waiting job, dropping stale entries.
+func (c *Checker) head(s *shareState) *waitEntry {
+	for s.waiting.Len() > 0 {
+		top := &s.waiting[0]
+		if j := c.jobs[top.id]; j != nil && j.waiting && j.version == top.version {
+			return top
+		}
+		heap.Pop(&s.waiting)
+	}
+	return nil
+}

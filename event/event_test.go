@@ -1,0 +1,416 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"qshare"
+	"qshare/config"
+)
+
+func TestAppendRoundTrip(t *testing.T) {
+	for _, e := range []Event{
+		{T: 0, Job: "j1", Event: Submit, Share: "QS1", Queue: "q", InstanceType: "ml.g5.xlarge", Instances: 2, Priority: 3},
+		{T: 1234.5678, Job: "a\"b\\c\n\t\x01é", Event: Preempt, Share: "s", Queue: "q", InstanceType: "t", Instances: 1,
+			Priority: 9999, Reason: "preempted by cross-share preemption <&>", For: "j2"},
+		{T: 1.7e9 + 0.125, Job: "x", Event: Fail, Instances: 0},
+	} {
+		b := Append(nil, e)
+		var back Event
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if !reflect.DeepEqual(back, e) {
+			t.Errorf("round trip of %s:\n got %+v\nwant %+v", b, back, e)
+		}
+	}
+	if got := string(Append(nil, Event{T: 2, Job: "\xff", Event: Start})); !strings.Contains(got, `"job":"\ufffd"`) {
+		t.Errorf("invalid UTF-8 not replaced: %s", got)
+	}
+}
+
+func TestWriterReader(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	in := Lines(Event{T: 1, Job: "j", Event: Start, Share: "s", Queue: "q", Priority: 1},
+		qshare.Capacity{"ml.p4d.24xlarge": 2, "ml.g5.xlarge": 3})
+	for _, e := range in {
+		if err := w.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	buf.WriteString("\n   \n")
+	r := NewReader(&buf)
+	var out []Event
+	for {
+		e, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	if !reflect.DeepEqual(in, out) || in[0].InstanceType != "ml.g5.xlarge" || in[1].Instances != 2 {
+		t.Fatalf("got %+v, want %+v", out, in)
+	}
+	for _, bad := range []string{`{"t":1,"job":"j","event":"explode"}`, `{"t":1,"event":"start"}`, `not json`} {
+		_, err := NewReader(strings.NewReader("\n" + bad + "\n")).Read()
+		if err == nil || !strings.HasPrefix(err.Error(), "line 2:") {
+			t.Errorf("Read(%q) = %v, want an error on line 2", bad, err)
+		}
+	}
+}
+
+const threeShares = "../examples/three-shares.yaml"
+
+func loadConfig(t *testing.T, path string) *config.File {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := config.Parse(path, data, config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func inlineConfig(t *testing.T, envCap int, shares ...string) *config.File {
+	t.Helper()
+	doc := `serviceEnvironments:
+  - serviceEnvironmentName: env
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: ` + strconv.Itoa(envCap) + `}]
+schedulingPolicies: [{name: qm, quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}}]
+jobQueues:
+  - jobQueueName: training
+    priority: 1
+    schedulingPolicy: qm
+    serviceEnvironment: env
+    quotaShares:
+`
+	for _, s := range shares {
+		// NAME LIMIT STRATEGY [BORROW]
+		f := strings.Fields(s)
+		doc += "      - {quotaShareName: " + f[0] + ", capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: " + f[1] +
+			"}], preemptionConfiguration: {inSharePreemption: ENABLED}, resourceSharingConfiguration: {strategy: " + f[2]
+		if len(f) > 3 {
+			doc += ", borrowLimit: " + f[3]
+		}
+		doc += "}}\n"
+	}
+	cfg, err := config.Parse("inline", []byte(doc), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// parseLog reads the tests' shorthand: "T JOB EVENT SHARE INSTANCES PRIORITY [FOR]",
+// one event a line, queue "training", instance type ml.g5.xlarge (or TYPE=N,TYPE=N
+// in the INSTANCES column for several types).
+func parseLog(t *testing.T, log string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		tm, _ := strconv.ParseFloat(f[0], 64)
+		prio, _ := strconv.Atoi(f[5])
+		e := Event{T: tm, Job: f[1], Event: Kind(f[2]), Share: f[3], Queue: "training", Priority: prio}
+		if len(f) > 6 {
+			e.For = f[6]
+		}
+		demand := qshare.Capacity{}
+		if n, err := strconv.ParseInt(f[4], 10, 64); err == nil {
+			if n > 0 {
+				demand["ml.g5.xlarge"] = n
+			}
+		} else {
+			for _, kv := range strings.Split(f[4], ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				demand[k] = n
+			}
+		}
+		for _, x := range Lines(e, demand) {
+			w.Write(x)
+		}
+	}
+	w.Flush()
+	return buf.Bytes()
+}
+
+func rulesOf(vs []Violation) []string {
+	seen := map[string]bool{}
+	for _, v := range vs {
+		seen[v.Rule] = true
+	}
+	var out []string
+	for r := range seen {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// The worked example of the spec, played to the end: clean.
+const workedExample = `
+0 high submit QS1 1 3
+0 med submit QS1 1 2
+0 low submit QS1 1 1
+0 high start QS1 1 3
+0 med start QS1 1 2
+10 q2 submit QS2 1 1
+10 med preempt QS1 1 2 q2
+10 q2 start QS2 1 1
+20 low priority QS1 1 4
+20 high preempt QS1 1 3 low
+20 low start QS1 1 4
+30 low finish QS1 1 4
+30 high start QS1 1 3
+40 q2 finish QS2 1 1
+40 med start QS1 1 2
+50 high finish QS1 1 3
+50 med finish QS1 1 2
+`
+
+func TestCheckCleanLogs(t *testing.T) {
+	cfg := loadConfig(t, threeShares)
+	for name, log := range map[string]string{
+		"worked example": workedExample,
+		"reserve share runs alone": `
+0 r1 submit QS3 1 0
+0 r1 start QS3 1 0
+0 a submit QS1 1 0
+0 a start QS1 1 0
+0 b submit QS1 1 0
+0 b start QS1 1 0
+5 r1 finish QS3 1 0
+5 a finish QS1 1 0
+5 b finish QS1 1 0`,
+		"a misconfigured head waits without blocking others": `
+0 big submit QS2 2 5
+0 x submit QS1 1 0
+0 x start QS1 1 0
+3 x finish QS1 1 0
+3 big fail QS2 0 5`,
+		"final preemption": `
+0 a submit QS1 1 0
+0 a start QS1 1 0
+0 b submit QS1 1 0
+0 b start QS1 1 0
+1 c submit QS2 1 0
+1 b preempt QS1 1 0 c
+1 b fail QS1 0 0
+1 c start QS2 1 0
+2 c finish QS2 1 0
+2 a finish QS1 1 0`,
+	} {
+		vs, sum, err := Check(cfg, bytes.NewReader(parseLog(t, log)), CheckOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vs) != 0 {
+			t.Errorf("%s: want no violation, got:\n%v", name, vs)
+		}
+		if sum.Violations != 0 || sum.Starts == 0 {
+			t.Errorf("%s: summary %+v", name, sum)
+		}
+	}
+}
+
+func TestCheckMultiTypeJob(t *testing.T) {
+	doc := `serviceEnvironments:
+  - serviceEnvironmentName: env
+    capacityLimits: [{capacityUnit: a, maxCapacity: 2}, {capacityUnit: b, maxCapacity: 2}]
+schedulingPolicies: [{name: qm, quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}}]
+jobQueues:
+  - {jobQueueName: training, priority: 1, schedulingPolicy: qm, serviceEnvironment: env, quotaShares: [
+      {quotaShareName: S, capacityLimits: [{capacityUnit: a, maxCapacity: 2}, {capacityUnit: b, maxCapacity: 2}],
+       resourceSharingConfiguration: {strategy: LEND}, preemptionConfiguration: {inSharePreemption: DISABLED}}]}
+`
+	cfg, err := config.Parse("multi", []byte(doc), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := `
+0 j submit S a=2,b=1 0
+0 j start S a=2,b=1 0
+0 k submit S a=1,b=1 0
+4 j finish S a=2,b=1 0
+4 k start S a=1,b=1 0
+5 k finish S a=1,b=1 0`
+	if vs, _, _ := Check(cfg, bytes.NewReader(parseLog(t, clean)), CheckOptions{}); len(vs) != 0 {
+		t.Fatalf("clean multi-type log: %v", vs)
+	}
+	// k fits at t=0 as far as type b goes, but not type a: no violation
+	// there; a partial give-back is one.
+	bad := `
+0 j submit S a=2,b=1 0
+0 j start S a=2,b=1 0
+4 j finish S a=2 0`
+	vs, _, _ := Check(cfg, bytes.NewReader(parseLog(t, bad)), CheckOptions{})
+	if got := rulesOf(vs); !reflect.DeepEqual(got, []string{RuleLog}) {
+		t.Fatalf("partial give-back: rules %v: %v", got, vs)
+	}
+}
+
+// TestCheckCatchesEachRule feeds one hand-written log per guarantee, each
+// breaking it, and checks that exactly that rule is reported.
+func TestCheckCatchesEachRule(t *testing.T) {
+	three := loadConfig(t, threeShares)
+	for _, tc := range []struct {
+		name  string
+		cfg   *config.File
+		log   string
+		rules []string
+		jobs  []string
+	}{
+		{"environment capacity", inlineConfig(t, 2, "A 2 LEND", "B 2 LEND"), `
+0 a1 submit A 2 0
+0 a1 start A 2 0
+0 b1 submit B 1 0
+0 b1 start B 1 0`, []string{RuleEnvironmentCapacity}, []string{"b1", "a1"}},
+		{"LEND share above its own limit", three, `
+0 x submit QS2 1 0
+0 y submit QS2 1 0
+0 x start QS2 1 0
+0 y start QS2 1 0`, []string{RuleShareLimit}, []string{"y"}},
+		{"borrow cap", inlineConfig(t, 4, "A 1 LEND_AND_BORROW 100", "B 3 LEND"), `
+0 a1 submit A 1 0
+0 a2 submit A 1 0
+0 a3 submit A 1 0
+0 a1 start A 1 0
+0 a2 start A 1 0
+0 a3 start A 1 0`, []string{RuleBorrowCap}, []string{"a3"}},
+		{"RESERVE capacity used by a borrower", three, `
+0 h submit QS1 1 3
+0 m submit QS1 1 2
+0 l submit QS1 1 1
+0 h start QS1 1 3
+0 m start QS1 1 2
+0 l start QS1 1 1`, []string{RuleBorrowSource}, []string{"l"}},
+		{"head waits while it fits", three, `
+0 a submit QS2 1 0
+5 b submit QS1 1 0
+5 b start QS1 1 0`, []string{RuleHeadWaits}, []string{"a"}},
+		{"stopping job's capacity is not free, but free capacity is", three, `
+0 a submit QS1 1 0
+0 a start QS1 1 0
+0 b submit QS1 1 0
+0 b start QS1 1 0
+1 c submit QS2 1 0
+2 b preempt QS1 1 0 c
+3 c start QS2 1 0`, []string{RuleHeadWaits}, []string{"c"}},
+		{"RESERVE job preempted", three, `
+0 r submit QS3 1 0
+0 r start QS3 1 0
+1 x submit QS1 1 0
+1 r preempt QS3 1 0 x
+1 x start QS1 1 0`, []string{RuleHeadWaits, RuleReclaimVictim, RuleReservePreempted}, []string{"r", "x"}},
+		{"in-share preemption of an equal priority", three, `
+0 a submit QS1 1 2
+0 a start QS1 1 2
+0 b submit QS1 1 2
+0 c submit QS2 1 0
+0 c start QS2 1 0
+1 a preempt QS1 1 2 b
+1 b start QS1 1 2`, []string{RuleInSharePriority}, []string{"a", "b"}},
+		{"reclaim from a share within its own capacity", three, `
+0 a submit QS1 1 0
+0 a start QS1 1 0
+0 b submit QS2 1 0
+0 b start QS2 1 0
+1 c submit QS2 1 0
+1 a preempt QS1 1 0 c
+1 c start QS2 1 0`, []string{RuleHeadWaits, RuleReclaimVictim, RuleShareLimit}, []string{"a", "c"}},
+		{"preempted for a job that never starts", three, `
+0 a submit QS1 1 0
+0 a start QS1 1 0
+0 m submit QS1 1 0
+0 m start QS1 1 0
+1 b submit QS2 1 0
+1 m preempt QS1 1 0 b
+1 b fail QS2 0 0`, []string{RulePreemptedForNothing}, []string{"b", "m"}},
+		{"preempted for a job still waiting at the end", three, `
+0 a submit QS1 1 0
+0 a start QS1 1 0
+0 m submit QS1 1 0
+0 m start QS1 1 0
+1 b submit QS2 2 0
+1 m preempt QS1 1 0 b`, []string{RulePreemptedForNothing}, []string{"b", "m"}},
+		{"holding twice", three, `
+0 a submit QS1 1 0
+0 a start QS1 1 0
+0 b submit QS2 1 0
+0 b start QS2 1 0
+1 a start QS1 1 0`, []string{RuleDoubleHold}, []string{"a"}},
+		{"inconsistent log", three, `
+0 a submit QS1 1 0
+0 a start QS1 1 0
+2 a finish QS1 1 0
+1 z submit QS9 1 0
+3 a finish QS1 1 0
+4 q start QS2 1 0`, []string{RuleLog}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs, sum, err := Check(tc.cfg, bytes.NewReader(parseLog(t, tc.log)), CheckOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rulesOf(vs); !reflect.DeepEqual(got, tc.rules) {
+				t.Fatalf("rules %v, want %v:\n%v", got, tc.rules, vs)
+			}
+			if sum.Violations != len(vs) {
+				t.Errorf("summary counts %d violations, list has %d", sum.Violations, len(vs))
+			}
+			if tc.jobs != nil {
+				found := false
+				for _, v := range vs {
+					found = found || reflect.DeepEqual(v.Jobs, tc.jobs)
+				}
+				if !found {
+					t.Errorf("no violation names jobs %v: %v", tc.jobs, vs)
+				}
+			}
+			for _, v := range vs {
+				if v.Message == "" || !strings.Contains(v.String(), "t=") {
+					t.Errorf("violation without time or message: %+v", v)
+				}
+			}
+		})
+	}
+}
+
+// A server's pass runs a moment after the change that allows it: with
+// Settle, a short wait is no violation and a long one is.
+func TestCheckSettle(t *testing.T) {
+	cfg := loadConfig(t, threeShares)
+	log := `
+100.000 a submit QS2 1 0
+100.002 a start QS2 1 0
+101 b submit QS1 1 0
+101.5 x submit QS3 1 0
+101.6 x start QS3 1 0
+200 b start QS1 1 0`
+	vs, _, _ := Check(cfg, bytes.NewReader(parseLog(t, log)), CheckOptions{Settle: 0.5})
+	if len(vs) != 1 || vs[0].Rule != RuleHeadWaits || vs[0].Jobs[0] != "b" {
+		t.Fatalf("want one head-waits violation for b, got %v", vs)
+	}
+}
