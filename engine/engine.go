@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sort"
 	"time"
 
 	"qshare"
@@ -8,139 +9,739 @@ import (
 
 // Engine is the scheduler's state: configuration, jobs, and the capacity
 // they hold. Create one with New.
+//
+// Instance types are interned to small integers; capacities are vectors
+// indexed by them. Each share keeps its RUNNABLE jobs in a heap and its
+// holding jobs in a slice, so that a pass touches only shares of
+// environments whose situation changed since the last pass (dirty), and
+// within them only share heads.
 type Engine struct {
-	// TODO(engine): implementation.
+	envs   map[string]*environment
+	queues map[string]*queue
+	jobs   map[string]*job
+
+	typeIndex map[string]int32
+	typeNames []string
+
+	dirty []*environment
+
+	startSeq uint64
+	simGen   uint64
+
+	stats Stats
+
+	// Scratch buffers reused by passes, so that the hot path allocates
+	// nothing once warm.
+	out       []Decision
+	work      shareHeap
+	failed    []*share
+	cands     []*job
+	chosen    []*job
+	inChosen  []*job
+	blocked   vec
+	removed   vec
+	need      vec
+	supply    vec
+	touched   []*share
+	readyBuf  []*job
+	envsToRun []*environment
+}
+
+// vec is a capacity vector indexed by interned instance type. A vector may
+// be shorter than the number of known types; missing entries are zero.
+type vec []int64
+
+func (v vec) at(t int32) int64 {
+	if int(t) < len(v) {
+		return v[t]
+	}
+	return 0
+}
+
+func (v *vec) add(t int32, n int64) {
+	for int(t) >= len(*v) {
+		*v = append(*v, 0)
+	}
+	(*v)[t] += n
+}
+
+func (v vec) clear() {
+	for i := range v {
+		v[i] = 0
+	}
+}
+
+// amount is n instances of the interned type t.
+type amount struct {
+	t int32
+	n int64
+}
+
+// environment is a service environment and everything that draws on it.
+// Every share of every queue on the environment borrows from and lends to
+// the same pool: the environment is the unit a pass schedules.
+type environment struct {
+	name   string
+	limit  vec
+	used   vec // held by jobs, stopping and reserved-partial holdings included
+	queues map[string]*queue
+	// shares lists every share of every queue on the environment, sorted by
+	// queue then name; reserves is its RESERVE subset.
+	shares   []*share
+	reserves []*share
+	dirty    bool
+	// ready holds reserved jobs whose last victim has been released; they
+	// start at the next Schedule.
+	ready []*job
+}
+
+type queue struct {
+	name   string
+	env    *environment
+	shares map[string]*share
+}
+
+// share is a quota share's configuration and its accounting.
+type share struct {
+	q        *queue
+	name     string
+	cfg      ShareConfig
+	strategy qshare.Strategy
+	limit    vec
+	// maxUse is the most the share may ever use per type (own plus borrow
+	// cap); unlimited is set for LEND_AND_BORROW with borrowLimit -1.
+	maxUse    vec
+	unlimited bool
+
+	used    vec // held now, including stopping jobs and reserved partial holdings
+	pending vec // what its reserved jobs still wait to receive from victims
+	claimed vec // held by stopping jobs (victims, or stopped by the caller)
+
+	runq    jobHeap
+	holding []*job // holding and stopping jobs; job.hidx is the index
+
+	reserved int // reserved jobs
+
+	// sim is scratch future usage used while choosing victims; valid when
+	// simGen equals the engine's.
+	sim    vec
+	simGen uint64
+}
+
+// committed is what the share will hold once its reservations complete.
+func (s *share) committed(t int32) int64 { return s.used.at(t) + s.pending.at(t) }
+
+// future is what the share will hold once its stopping jobs have stopped
+// and its reservations completed: what decides whether it is above quota.
+func (s *share) future(t int32) int64 {
+	return s.used.at(t) - s.claimed.at(t) + s.pending.at(t)
+}
+
+func (s *share) maxUseAt(t int32) (int64, bool) {
+	if s.unlimited {
+		return 0, true
+	}
+	return s.maxUse.at(t), false
+}
+
+func (s *share) head() *job {
+	if len(s.runq) == 0 {
+		return nil
+	}
+	return s.runq[0]
+}
+
+func (s *share) jobCount() int { return len(s.runq) + len(s.holding) + s.reserved }
+
+// job is a job the engine knows.
+type job struct {
+	id      string
+	sh      *share
+	prio    int
+	created int64 // UnixNano
+	dem     []amount
+	state   JobState
+
+	preemptions int
+	retries     int // -1: unlimited
+
+	idx  int // index in the share's runq (RUNNABLE) or holding slice
+	done bool
+
+	started  int64
+	startSeq uint64
+
+	// Reservation (state JobReserved): got is what it already holds, per
+	// entry of dem; waitFor counts victims not yet released; epoch tells
+	// this reservation from an earlier, cancelled one.
+	got     []int64
+	waitFor int
+	epoch   uint32
+	// startWhy is the reason of the DecisionStart of a reserved job.
+	startWhy string
+	borrowed []amount
+
+	// Victim (state JobStopping after a preemption): who receives its
+	// capacity, and for which reservation.
+	reserver *job
+	resEpoch uint32
+
+	why    waitWhy
+	reason string
+
+	// Scratch for victim selection: the type, usage and limit that made
+	// the job's share above quota when the job was chosen.
+	vt   int32
+	vuse int64
+	vlim int64
 }
 
 // New returns an empty engine.
-func New() *Engine { return &Engine{} }
+func New() *Engine {
+	return &Engine{
+		envs:      map[string]*environment{},
+		queues:    map[string]*queue{},
+		jobs:      map[string]*job{},
+		typeIndex: map[string]int32{},
+	}
+}
+
+func (e *Engine) intern(t string) int32 {
+	if i, ok := e.typeIndex[t]; ok {
+		return i
+	}
+	i := int32(len(e.typeNames))
+	e.typeIndex[t] = i
+	e.typeNames = append(e.typeNames, t)
+	return i
+}
+
+func (e *Engine) toVec(c qshare.Capacity) vec {
+	var v vec
+	for _, t := range c.Types() {
+		v.add(e.intern(t), c[t])
+	}
+	return v
+}
+
+func (e *Engine) toCapacity(v vec) qshare.Capacity {
+	c := qshare.Capacity{}
+	for i, n := range v {
+		if n != 0 {
+			c[e.typeNames[i]] = n
+		}
+	}
+	return c
+}
+
+func (e *Engine) markDirty(env *environment) {
+	if !env.dirty {
+		env.dirty = true
+		e.dirty = append(e.dirty, env)
+	}
+}
 
 // SetEnvironment creates or updates a service environment. Raising a limit
 // takes effect at the next Schedule; lowering one below its usage preempts
 // nothing, it only stops new starts until usage drops.
-func (e *Engine) SetEnvironment(c EnvironmentConfig) error { panic("unimplemented") }
+func (e *Engine) SetEnvironment(c EnvironmentConfig) error {
+	if c.Name == "" {
+		return qshare.Errorf(qshare.EINVALID, "service environment name must not be empty")
+	}
+	for t, n := range c.Limits {
+		if n < 0 {
+			return qshare.Errorf(qshare.EINVALID, "service environment %s: maxCapacity of %s is %d; it must be at least 0", c.Name, t, n)
+		}
+	}
+	env := e.envs[c.Name]
+	if env == nil {
+		env = &environment{name: c.Name, queues: map[string]*queue{}}
+		e.envs[c.Name] = env
+	}
+	env.limit = e.toVec(c.Limits)
+	e.markDirty(env)
+	return nil
+}
 
 // RemoveEnvironment forgets an environment. It fails with ECONFLICT while a
 // queue draws on it.
-func (e *Engine) RemoveEnvironment(name string) error { panic("unimplemented") }
+func (e *Engine) RemoveEnvironment(name string) error {
+	env := e.envs[name]
+	if env == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "service environment %s does not exist", name)
+	}
+	if len(env.queues) > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "service environment %s is used by %d job queue(s); remove or move them first", name, len(env.queues))
+	}
+	delete(e.envs, name)
+	return nil
+}
 
 // SetQueue creates or updates a job queue. It fails with ENOTFOUND when the
 // environment does not exist.
-func (e *Engine) SetQueue(c QueueConfig) error { panic("unimplemented") }
+func (e *Engine) SetQueue(c QueueConfig) error {
+	if c.Name == "" {
+		return qshare.Errorf(qshare.EINVALID, "job queue name must not be empty")
+	}
+	env := e.envs[c.Environment]
+	if env == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "service environment %s does not exist; create it before job queue %s", c.Environment, c.Name)
+	}
+	q := e.queues[c.Name]
+	if q == nil {
+		q = &queue{name: c.Name, env: env, shares: map[string]*share{}}
+		e.queues[c.Name] = q
+		env.queues[q.name] = q
+		e.markDirty(env)
+		return nil
+	}
+	if q.env == env {
+		return nil
+	}
+	for _, s := range q.shares {
+		if s.jobCount() > 0 {
+			return qshare.Errorf(qshare.ECONFLICT, "job queue %s has jobs in quota share %s; it cannot move to service environment %s until they are gone", q.name, s.name, env.name)
+		}
+	}
+	old := q.env
+	delete(old.queues, q.name)
+	q.env = env
+	env.queues[q.name] = q
+	e.reindex(old)
+	e.reindex(env)
+	e.markDirty(old)
+	e.markDirty(env)
+	return nil
+}
 
 // RemoveQueue forgets a queue. It fails with ECONFLICT while it has shares.
-func (e *Engine) RemoveQueue(name string) error { panic("unimplemented") }
+func (e *Engine) RemoveQueue(name string) error {
+	q := e.queues[name]
+	if q == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job queue %s does not exist", name)
+	}
+	if len(q.shares) > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "job queue %s still has %d quota share(s); remove them first", name, len(q.shares))
+	}
+	delete(q.env.queues, name)
+	delete(e.queues, name)
+	return nil
+}
+
+// reindex rebuilds an environment's sorted share lists.
+func (e *Engine) reindex(env *environment) {
+	env.shares = env.shares[:0]
+	env.reserves = env.reserves[:0]
+	for _, q := range env.queues {
+		for _, s := range q.shares {
+			env.shares = append(env.shares, s)
+		}
+	}
+	sort.Slice(env.shares, func(i, j int) bool {
+		a, b := env.shares[i], env.shares[j]
+		if a.q.name != b.q.name {
+			return a.q.name < b.q.name
+		}
+		return a.name < b.name
+	})
+	for _, s := range env.shares {
+		if s.strategy == qshare.StrategyReserve {
+			env.reserves = append(env.reserves, s)
+		}
+	}
+}
 
 // SetShare creates or updates a quota share. Lowering a limit below the
 // share's usage makes its jobs above the new limit reclaimable.
-func (e *Engine) SetShare(c ShareConfig) error { panic("unimplemented") }
+func (e *Engine) SetShare(c ShareConfig) error {
+	q := e.queues[c.Queue]
+	if q == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job queue %s does not exist; create it before quota share %s", c.Queue, c.Name)
+	}
+	if c.Name == "" {
+		return qshare.Errorf(qshare.EINVALID, "quota share name must not be empty")
+	}
+	if !c.Strategy.Valid() {
+		return qshare.Errorf(qshare.EINVALID, "quota share %s: strategy %q is not one of RESERVE, LEND, LEND_AND_BORROW", c.Name, c.Strategy)
+	}
+	if c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit < qshare.BorrowUnlimited {
+		return qshare.Errorf(qshare.EINVALID, "quota share %s: borrowLimit %d is below -1; use -1 for unlimited or a percentage of at least 0", c.Name, c.BorrowLimit)
+	}
+	for t, n := range c.Limits {
+		if n < 0 {
+			return qshare.Errorf(qshare.EINVALID, "quota share %s: maxCapacity of %s is %d; it must be at least 0", c.Name, t, n)
+		}
+	}
+	s := q.shares[c.Name]
+	isNew := s == nil
+	if isNew {
+		s = &share{q: q, name: c.Name}
+		q.shares[c.Name] = s
+	}
+	s.cfg = c
+	s.cfg.Limits = c.Limits.Clone()
+	s.strategy = c.Strategy
+	s.limit = e.toVec(c.Limits)
+	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited
+	s.maxUse = make(vec, len(s.limit))
+	for i, l := range s.limit {
+		s.maxUse[i] = l
+		if c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit > 0 {
+			s.maxUse[i] = l + l*c.BorrowLimit/100
+		}
+	}
+	e.reindex(q.env)
+	e.markDirty(q.env)
+	return nil
+}
 
 // RemoveShare forgets a share. It fails with ECONFLICT while the share has
 // jobs (the caller terminates and releases them first).
-func (e *Engine) RemoveShare(queue, name string) error { panic("unimplemented") }
+func (e *Engine) RemoveShare(queue, name string) error {
+	q := e.queues[queue]
+	if q == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job queue %s does not exist", queue)
+	}
+	s := q.shares[name]
+	if s == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "quota share %s does not exist in job queue %s", name, queue)
+	}
+	if n := s.jobCount(); n > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "quota share %s still has %d job(s); terminate and release them first", name, n)
+	}
+	delete(q.shares, name)
+	e.reindex(q.env)
+	e.markDirty(q.env)
+	return nil
+}
+
+func (e *Engine) newJob(j JobSpec) (*job, error) {
+	if j.ID == "" {
+		return nil, qshare.Errorf(qshare.EINVALID, "job ID must not be empty")
+	}
+	if _, ok := e.jobs[j.ID]; ok {
+		return nil, qshare.Errorf(qshare.ECONFLICT, "job %s already exists", j.ID)
+	}
+	q := e.queues[j.Queue]
+	if q == nil {
+		return nil, qshare.Errorf(qshare.ENOTFOUND, "job queue %s does not exist", j.Queue)
+	}
+	s := q.shares[j.Share]
+	if s == nil {
+		return nil, qshare.Errorf(qshare.ENOTFOUND, "quota share %s does not exist in job queue %s", j.Share, j.Queue)
+	}
+	if j.Priority < qshare.MinPriority || j.Priority > qshare.MaxPriority {
+		return nil, qshare.Errorf(qshare.EINVALID, "job %s: schedulingPriority %d is outside %d..%d", j.ID, j.Priority, qshare.MinPriority, qshare.MaxPriority)
+	}
+	if j.PreemptionRetries < -1 {
+		return nil, qshare.Errorf(qshare.EINVALID, "job %s: preemption retries %d is below -1 (-1 means unlimited)", j.ID, j.PreemptionRetries)
+	}
+	var dem []amount
+	for _, t := range j.Demand.Types() {
+		n := j.Demand[t]
+		if n < 0 {
+			return nil, qshare.Errorf(qshare.EINVALID, "job %s: demand of %s is %d; it must be positive", j.ID, t, n)
+		}
+		dem = append(dem, amount{e.intern(t), n})
+	}
+	if len(dem) == 0 {
+		return nil, qshare.Errorf(qshare.EINVALID, "job %s demands no capacity; a job needs at least one instance of one instance type", j.ID)
+	}
+	sort.Slice(dem, func(a, b int) bool { return dem[a].t < dem[b].t })
+	return &job{
+		id:          j.ID,
+		sh:          s,
+		prio:        j.Priority,
+		created:     j.Created.UnixNano(),
+		dem:         dem,
+		preemptions: j.Preemptions,
+		retries:     j.PreemptionRetries,
+		idx:         -1,
+	}, nil
+}
 
 // Submit adds a RUNNABLE job. It fails with ENOTFOUND for an unknown queue
 // or share and ECONFLICT for a job ID the engine already has.
-func (e *Engine) Submit(j JobSpec) error { panic("unimplemented") }
+func (e *Engine) Submit(j JobSpec) error {
+	jb, err := e.newJob(j)
+	if err != nil {
+		return err
+	}
+	e.jobs[jb.id] = jb
+	jb.state = JobRunnable
+	jb.sh.runq.push(jb)
+	e.stats.Runnable++
+	e.markDirty(jb.sh.q.env)
+	return nil
+}
 
 // Restore adds a job that already holds its demand, started at startedAt:
 // the caller rebuilding the engine after a restart uses it for attempts that
 // are still running. Limits are not checked: the job holds what it holds.
-func (e *Engine) Restore(j JobSpec, startedAt time.Time) error { panic("unimplemented") }
+func (e *Engine) Restore(j JobSpec, startedAt time.Time) error {
+	jb, err := e.newJob(j)
+	if err != nil {
+		return err
+	}
+	e.jobs[jb.id] = jb
+	e.hold(jb, startedAt.UnixNano())
+	e.markDirty(jb.sh.q.env)
+	return nil
+}
+
+// hold makes a job hold its whole demand (the caller has already taken it
+// out of the queue or reservation).
+func (e *Engine) hold(j *job, now int64) {
+	s := j.sh
+	if j.state != JobReserved { // a reserved job already holds everything
+		env := s.q.env
+		for _, a := range j.dem {
+			s.used.add(a.t, a.n)
+			env.used.add(a.t, a.n)
+		}
+	}
+	j.state = JobHolding
+	j.started = now
+	e.startSeq++
+	j.startSeq = e.startSeq
+	j.idx = len(s.holding)
+	s.holding = append(s.holding, j)
+	j.why = waitWhy{}
+	j.reason = ""
+	e.stats.Holding++
+}
+
+func (e *Engine) unhold(j *job) {
+	s := j.sh
+	last := len(s.holding) - 1
+	if j.idx != last {
+		s.holding[j.idx] = s.holding[last]
+		s.holding[j.idx].idx = j.idx
+	}
+	s.holding[last] = nil
+	s.holding = s.holding[:last]
+	j.idx = -1
+	e.stats.Holding--
+}
 
 // SetPriority changes a job's schedulingPriority. A RUNNABLE job moves to its
 // new place; the change can trigger preemption at the next Schedule.
-func (e *Engine) SetPriority(id string, priority int) error { panic("unimplemented") }
+func (e *Engine) SetPriority(id string, priority int) error {
+	j := e.jobs[id]
+	if j == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
+	}
+	if priority < qshare.MinPriority || priority > qshare.MaxPriority {
+		return qshare.Errorf(qshare.EINVALID, "job %s: schedulingPriority %d is outside %d..%d", id, priority, qshare.MinPriority, qshare.MaxPriority)
+	}
+	if j.prio == priority {
+		return nil
+	}
+	j.prio = priority
+	if j.state == JobRunnable {
+		j.sh.runq.fix(j.idx)
+	}
+	e.markDirty(j.sh.q.env)
+	return nil
+}
 
 // Stopping tells the engine that the caller is stopping a job that holds
 // capacity for its own reasons (termination, timeout). The job keeps holding
 // its capacity until Release, but is no longer a preemption candidate. For a
 // RUNNABLE or reserved job, Stopping removes it at once and it holds nothing.
-func (e *Engine) Stopping(id string) error { panic("unimplemented") }
+func (e *Engine) Stopping(id string) error {
+	j := e.jobs[id]
+	if j == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
+	}
+	switch j.state {
+	case JobRunnable:
+		j.sh.runq.remove(j.idx)
+		e.stats.Runnable--
+		e.forget(j)
+	case JobReserved:
+		e.cancelReservation(j)
+		e.forget(j)
+	case JobHolding:
+		j.state = JobStopping
+		for _, a := range j.dem {
+			j.sh.claimed.add(a.t, a.n)
+		}
+	case JobStopping:
+	}
+	e.markDirty(j.sh.q.env)
+	return nil
+}
+
+func (e *Engine) forget(j *job) {
+	delete(e.jobs, j.id)
+	j.done = true
+	j.state = 0
+}
+
+// cancelReservation gives back what a reserved job holds; its victims, when
+// released, give their capacity to nobody.
+func (e *Engine) cancelReservation(j *job) {
+	s := j.sh
+	env := s.q.env
+	for i, a := range j.dem {
+		s.used.add(a.t, -j.got[i])
+		env.used.add(a.t, -j.got[i])
+		s.pending.add(a.t, -(a.n - j.got[i]))
+	}
+	j.got = j.got[:0]
+	j.waitFor = 0
+	j.epoch++
+	s.reserved--
+	// It may sit in env.ready; startReady skips jobs no longer reserved.
+	j.state = 0
+	j.startWhy = ""
+	j.borrowed = nil
+}
 
 // Release reports that the job's attempt has really stopped: its capacity is
 // free. With requeue the job returns to RUNNABLE in its original place (after
 // a preemption with retries left, or a retry after a failure); otherwise the
 // engine forgets it. Releasing an unknown job fails with ENOTFOUND.
-func (e *Engine) Release(id string, requeue bool) error { panic("unimplemented") }
+func (e *Engine) Release(id string, requeue bool) error {
+	j := e.jobs[id]
+	if j == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
+	}
+	s := j.sh
+	env := s.q.env
+	e.markDirty(env)
+	switch j.state {
+	case JobRunnable:
+		if !requeue {
+			s.runq.remove(j.idx)
+			e.stats.Runnable--
+			e.forget(j)
+		}
+		return nil
+	case JobReserved:
+		e.cancelReservation(j)
+	case JobHolding, JobStopping:
+		e.unhold(j)
+		r := j.reserver
+		live := r != nil && r.state == JobReserved && r.epoch == j.resEpoch
+		for _, a := range j.dem {
+			s.used.add(a.t, -a.n)
+			env.used.add(a.t, -a.n)
+			if j.state == JobStopping {
+				s.claimed.add(a.t, -a.n)
+			}
+			if live {
+				for i, ra := range r.dem {
+					if ra.t != a.t {
+						continue
+					}
+					give := min(a.n, ra.n-r.got[i])
+					if give > 0 {
+						r.got[i] += give
+						r.sh.used.add(a.t, give)
+						r.sh.pending.add(a.t, -give)
+						env.used.add(a.t, give)
+					}
+				}
+			}
+		}
+		j.reserver = nil
+		if live {
+			r.waitFor--
+			if r.waitFor == 0 {
+				r.sh.q.env.ready = append(r.sh.q.env.ready, r)
+				e.markDirty(r.sh.q.env)
+			}
+		}
+	}
+	if requeue {
+		j.state = JobRunnable
+		j.why = waitWhy{}
+		j.reason = ""
+		s.runq.push(j)
+		e.stats.Runnable++
+	} else {
+		e.forget(j)
+	}
+	return nil
+}
 
 // Schedule runs one scheduling pass at time now and returns what it decided,
 // in the order the decisions were made. The cost of a pass grows with the
 // work it does, not with the number of pending jobs.
-func (e *Engine) Schedule(now time.Time) []Decision { panic("unimplemented") }
-
-// JobState is where a job stands in the engine.
-type JobState int
-
-// Job states.
-const (
-	// JobRunnable: waiting in its share's queue.
-	JobRunnable JobState = iota + 1
-	// JobReserved: preemptions were issued for it; it starts when its victims are released.
-	JobReserved
-	// JobHolding: it holds its demand (SCHEDULED, STARTING or RUNNING).
-	JobHolding
-	// JobStopping: it still holds its demand, but a stop was decided or requested.
-	JobStopping
-)
-
-// JobView is a read-only view of one job.
-type JobView struct {
-	ID          string
-	Queue       string
-	Share       string
-	Priority    int
-	State       JobState
-	Demand      qshare.Capacity
-	Preemptions int
-	// Reason is the last wait reason of a RUNNABLE head job.
-	Reason string
+func (e *Engine) Schedule(now time.Time) []Decision {
+	e.stats.Passes++
+	e.out = e.out[:0]
+	envs := append(e.envsToRun[:0], e.dirty...)
+	e.dirty = e.dirty[:0]
+	sort.Slice(envs, func(i, j int) bool { return envs[i].name < envs[j].name })
+	t := now.UnixNano()
+	for _, env := range envs {
+		env.dirty = false
+		if _, ok := e.envs[env.name]; !ok || e.envs[env.name] != env {
+			continue
+		}
+		e.startReady(env, t)
+		e.pass(env, t)
+	}
+	e.envsToRun = envs[:0]
+	e.stats.Decisions += uint64(len(e.out))
+	if len(e.out) == 0 {
+		return nil
+	}
+	out := make([]Decision, len(e.out))
+	copy(out, e.out)
+	return out
 }
 
-// Job returns a view of the job, and false if the engine does not have it.
-func (e *Engine) Job(id string) (JobView, bool) { panic("unimplemented") }
-
-// ShareView is a read-only view of a quota share's capacity and head.
-type ShareView struct {
-	Name     string
-	Strategy qshare.Strategy
-	Limits   qshare.Capacity
-	// MaxUsage is the most the share may ever use per type (own plus borrow cap); -1 for unlimited.
-	MaxUsage qshare.Capacity
-	// Usage is what its jobs hold now, stopping jobs included.
-	Usage qshare.Capacity
-	// Borrowed is usage beyond its own limits, and BorrowedFrom an
-	// attribution of it to lenders ("" for capacity no share owns).
-	Borrowed     qshare.Capacity
-	BorrowedFrom map[string]qshare.Capacity
-	// Lent is the part of its idle capacity that borrowers use, and LentTo
-	// an attribution of it to borrowers.
-	Lent   qshare.Capacity
-	LentTo map[string]qshare.Capacity
-	// Idle is own capacity that nobody uses.
-	Idle       qshare.Capacity
-	Runnable   int
-	Holding    int
-	Head       string
-	HeadReason string
+// startReady starts the reserved jobs whose victims have all been released.
+func (e *Engine) startReady(env *environment, now int64) {
+	ready := env.ready
+	env.ready = e.readyBuf[:0]
+	for _, j := range ready {
+		if j.state != JobReserved || j.waitFor != 0 {
+			continue
+		}
+		complete := true
+		for i, a := range j.dem {
+			if j.got[i] != a.n {
+				complete = false
+			}
+		}
+		s := j.sh
+		s.reserved--
+		if !complete {
+			// Cannot happen while the victims' capacity goes to the job;
+			// requeue it rather than start it short.
+			for i, a := range j.dem {
+				s.used.add(a.t, -j.got[i])
+				env.used.add(a.t, -j.got[i])
+				s.pending.add(a.t, -(a.n - j.got[i]))
+			}
+			j.state = JobRunnable
+			j.got = j.got[:0]
+			s.runq.push(j)
+			e.stats.Runnable++
+			continue
+		}
+		j.got = j.got[:0]
+		e.hold(j, now)
+		e.emitStart(j, j.borrowed, j.startWhy)
+		j.startWhy = ""
+		j.borrowed = nil
+	}
+	e.readyBuf = ready[:0]
 }
 
-// Shares returns a view of each share of the queue, in name order.
-func (e *Engine) Shares(queue string) []ShareView { panic("unimplemented") }
-
-// Front returns up to n RUNNABLE jobs of the queue in the order the engine
-// would consider them.
-func (e *Engine) Front(queue string, n int) []string { panic("unimplemented") }
-
-// Stats are counters for observability and benchmarks.
-type Stats struct {
-	Passes    uint64
-	Decisions uint64
-	Starts    uint64
-	Preempts  uint64
-	Runnable  int
-	Holding   int
+func (e *Engine) emitStart(j *job, borrowed []amount, why string) {
+	d := Decision{Kind: DecisionStart, Job: j.id, Queue: j.sh.q.name, Share: j.sh.name, Reason: why}
+	if len(borrowed) > 0 {
+		d.Borrowed = qshare.Capacity{}
+		for _, a := range borrowed {
+			d.Borrowed[e.typeNames[a.t]] += a.n
+		}
+	}
+	e.out = append(e.out, d)
+	e.stats.Starts++
 }
-
-// Stats returns the engine's counters.
-func (e *Engine) Stats() Stats { panic("unimplemented") }

@@ -1,0 +1,610 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"qshare"
+)
+
+// A pass over one environment repeats three phases until none of them
+// changes anything:
+//
+//	A. Heads of every share, first come first served by the head's creation
+//	   time: a head that fits its share's own limit starts if the capacity
+//	   it may use is free (rule 2), or reserves capacity by preempting jobs
+//	   of shares above their own limits (rule 5). A head that fits its own
+//	   limit but can get neither holds back its demand from borrowers for
+//	   the rest of the pass, so that a borrower never takes what a waiting
+//	   lender needs (no preempt-after-borrow thrash).
+//	B. Heads that must borrow, first come first served (rules 3 and 4).
+//	C. Heads still waiting whose share has in-share preemption enabled:
+//	   lower-priority jobs of the same share are preempted, together with
+//	   jobs of over-quota shares if the head then fits its own limit
+//	   (rule 6).
+//
+// Wait reasons are computed once at the end of the pass.
+
+// usable is what share s may take of type t from the environment's free
+// capacity now: free capacity less the idle capacity of other RESERVE shares,
+// which nobody else may use.
+func (e *Engine) usable(env *environment, s *share, t int32) int64 {
+	u := env.limit.at(t) - env.used.at(t)
+	for _, r := range env.reserves {
+		if r == s {
+			continue
+		}
+		if idle := r.limit.at(t) - r.committed(t); idle > 0 {
+			u -= idle
+		}
+	}
+	return max(u, 0)
+}
+
+// misconfigured reports whether h can never fit: its demand exceeds the
+// environment's limit, or what its share may ever use (rule 10).
+func (e *Engine) misconfigured(env *environment, s *share, h *job) (waitWhy, bool) {
+	for _, a := range h.dem {
+		if a.n > env.limit.at(a.t) {
+			return waitWhy{kind: whyEnvMax, t: a.t, a: a.n, b: env.limit.at(a.t)}, true
+		}
+	}
+	for _, a := range h.dem {
+		if m, unl := s.maxUseAt(a.t); !unl && a.n > m {
+			return waitWhy{kind: whyShareMax, t: a.t, a: a.n, b: m}, true
+		}
+	}
+	return waitWhy{}, false
+}
+
+// ownFit reports whether h fits its share's own limit, counting what the
+// share holds and what its reservations will receive, less removed.
+func ownFit(s *share, h *job, removed vec) bool {
+	for _, a := range h.dem {
+		if s.committed(a.t)-removed.at(a.t)+a.n > s.limit.at(a.t) {
+			return false
+		}
+	}
+	return true
+}
+
+// capFit reports whether h fits what s may ever use (own plus borrow cap).
+func capFit(s *share, h *job, removed vec) bool {
+	if s.strategy != qshare.StrategyLendAndBorrow {
+		return false
+	}
+	for _, a := range h.dem {
+		if m, unl := s.maxUseAt(a.t); !unl && s.committed(a.t)-removed.at(a.t)+a.n > m {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Engine) freeFit(env *environment, s *share, h *job, blocked vec) bool {
+	for _, a := range h.dem {
+		if a.n > e.usable(env, s, a.t)-blocked.at(a.t) {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Engine) resetVec(v *vec) vec {
+	n := len(e.typeNames)
+	if cap(*v) < n {
+		*v = make(vec, n)
+	}
+	*v = (*v)[:n]
+	(*v).clear()
+	return *v
+}
+
+// pass schedules one environment until nothing changes.
+func (e *Engine) pass(env *environment, now int64) {
+	blocked := e.resetVec(&e.blocked)
+	for {
+		progress := false
+		blocked.clear()
+
+		// Phase A: own capacity and reclaim.
+		work := e.work[:0]
+		for _, s := range env.shares {
+			if len(s.runq) > 0 {
+				work.push(s)
+			}
+		}
+		failed := e.failed[:0]
+		for len(work) > 0 {
+			s := work.pop()
+			h := s.runq[0]
+			if _, bad := e.misconfigured(env, s, h); bad {
+				continue
+			}
+			if ownFit(s, h, nil) {
+				if e.freeFit(env, s, h, nil) {
+					e.startHead(env, s, h, now)
+					progress = true
+					if len(s.runq) > 0 {
+						work.push(s)
+					}
+					continue
+				}
+				if e.tryReclaim(env, s, h) {
+					progress = true
+					if len(s.runq) > 0 {
+						work.push(s)
+					}
+					continue
+				}
+				for _, a := range h.dem {
+					blocked[a.t] += a.n
+				}
+			}
+			failed = append(failed, s)
+		}
+
+		// Phase B: borrowing, first come first served.
+		for _, s := range failed {
+			if h := s.runq[0]; !ownFit(s, h, nil) && capFit(s, h, nil) {
+				work.push(s)
+			}
+		}
+		for len(work) > 0 {
+			s := work.pop()
+			h := s.runq[0]
+			if !e.freeFit(env, s, h, blocked) {
+				continue
+			}
+			e.startHead(env, s, h, now)
+			progress = true
+			if len(s.runq) > 0 {
+				if n := s.runq[0]; !ownFit(s, n, nil) && capFit(s, n, nil) {
+					work.push(s)
+				}
+			}
+		}
+
+		// Phase C: in-share preemption, first come first served; a share
+		// whose head changed in phase B waits for the next round.
+		for _, s := range failed {
+			if !s.cfg.InSharePreemption || len(s.runq) == 0 {
+				continue
+			}
+			h := s.runq[0]
+			if h.state != JobRunnable || !e.stillFailed(env, s, h, blocked) {
+				continue
+			}
+			if e.tryInShare(env, s, h, blocked) {
+				progress = true
+			}
+		}
+		e.work = work[:0]
+		e.failed = failed[:0]
+		if !progress {
+			break
+		}
+	}
+	for _, s := range env.shares {
+		if len(s.runq) == 0 {
+			continue
+		}
+		h := s.runq[0]
+		w := e.classify(env, s, h, blocked)
+		if w != h.why {
+			h.why = w
+			h.reason = e.formatWhy(env, s, h, w)
+			e.out = append(e.out, Decision{Kind: DecisionWait, Job: h.id, Queue: s.q.name, Share: s.name, Reason: h.reason})
+		}
+	}
+}
+
+// stillFailed reports whether h, a head that waited in phase A, could still
+// not be placed by rule 2, 3 or 5 (phase B may have started it or changed
+// the head).
+func (e *Engine) stillFailed(env *environment, s *share, h *job, blocked vec) bool {
+	if _, bad := e.misconfigured(env, s, h); bad {
+		return false
+	}
+	if ownFit(s, h, nil) {
+		return true // it failed phase A and nothing since freed capacity
+	}
+	if capFit(s, h, nil) && e.freeFit(env, s, h, blocked) {
+		return false
+	}
+	return true
+}
+
+// startHead starts the head job h of s on free capacity.
+func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
+	var borrowed []amount
+	var why string
+	for _, a := range h.dem {
+		c := s.committed(a.t)
+		l := s.limit.at(a.t)
+		if b := max(0, c+a.n-l) - max(0, c-l); b > 0 {
+			borrowed = append(borrowed, amount{a.t, b})
+		}
+	}
+	if len(borrowed) > 0 {
+		why = e.borrowText(env, s, borrowed)
+	} else {
+		why = "started within the own capacity of share " + s.name
+	}
+	s.runq.remove(0)
+	e.stats.Runnable--
+	e.hold(h, now)
+	e.emitStart(h, borrowed, why)
+}
+
+// borrowText names the lenders of a new borrowing: capacity no share owns
+// first, then the idle capacity of lending shares in name order, after what
+// the shares of the environment already borrow.
+func (e *Engine) borrowText(env *environment, s *share, borrowed []amount) string {
+	type src struct {
+		name string
+		n    int64
+	}
+	var parts []string
+	for _, b := range borrowed {
+		t := b.t
+		var owned, already int64
+		for _, o := range env.shares {
+			owned += o.limit.at(t)
+			if over := o.committed(t) - o.limit.at(t); over > 0 {
+				already += over
+			}
+		}
+		var srcs []src
+		rest := b.n
+		take := func(name string, supply int64) {
+			if rest <= 0 || supply <= 0 {
+				return
+			}
+			skip := min(already, supply)
+			already -= skip
+			if n := min(supply-skip, rest); n > 0 {
+				srcs = append(srcs, src{name, n})
+				rest -= n
+			}
+		}
+		take("capacity no share owns", env.limit.at(t)-owned)
+		for _, o := range env.shares {
+			if o != s && o.strategy.Lends() {
+				take(e.relName(s, o), o.limit.at(t)-o.committed(t))
+			}
+		}
+		if rest > 0 {
+			srcs = append(srcs, src{"the environment's free capacity", rest})
+		}
+		tn := e.typeNames[t]
+		if len(srcs) == 1 {
+			parts = append(parts, fmt.Sprintf("borrowed %d %s from %s", b.n, tn, srcs[0].name))
+			continue
+		}
+		from := make([]string, 0, len(srcs))
+		for _, x := range srcs {
+			from = append(from, fmt.Sprintf("%d from %s", x.n, x.name))
+		}
+		parts = append(parts, fmt.Sprintf("borrowed %d %s (%s)", b.n, tn, strings.Join(from, ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// relName names share o as seen from share s: its name, prefixed with its
+// queue when the two are in different queues.
+func (e *Engine) relName(s, o *share) string {
+	if s == nil || s.q == o.q {
+		return o.name
+	}
+	return o.q.name + "/" + o.name
+}
+
+// victimLess orders preemption candidates: lowest priority first, then the
+// most recently started, then ID.
+func victimLess(a, b *job) bool {
+	if a.prio != b.prio {
+		return a.prio < b.prio
+	}
+	if a.started != b.started {
+		return a.started > b.started
+	}
+	if a.startSeq != b.startSeq {
+		return a.startSeq > b.startSeq
+	}
+	return a.id < b.id
+}
+
+// selectReclaim chooses victims among jobs of shares other than s that are
+// above their own limit of a type h still needs (need[t] > 0), lowest
+// priority and most recently started first, then puts back every victim not
+// needed. It appends the victims to e.chosen and reports whether they free
+// enough. need is modified.
+func (e *Engine) selectReclaim(env *environment, s *share, need vec) bool {
+	e.chosen = e.chosen[:0]
+	needs := false
+	for _, n := range need {
+		if n > 0 {
+			needs = true
+		}
+	}
+	if !needs {
+		return true
+	}
+	cands := e.cands[:0]
+	for _, o := range env.shares {
+		if o == s {
+			continue
+		}
+		over := false
+		for t, n := range need {
+			if n > 0 && o.future(int32(t)) > o.limit.at(int32(t)) {
+				over = true
+				break
+			}
+		}
+		if !over {
+			continue
+		}
+		for _, j := range o.holding {
+			if j.state == JobHolding {
+				cands = append(cands, j)
+			}
+		}
+	}
+	sort.Slice(cands, func(a, b int) bool { return victimLess(cands[a], cands[b]) })
+	e.simGen++
+	gen := e.simGen
+	ok := false
+	for _, c := range cands {
+		o := c.sh
+		if o.simGen != gen {
+			o.simGen = gen
+			o.sim = e.resetVec(&o.sim)
+			for t := range o.sim {
+				o.sim[t] = o.future(int32(t))
+			}
+		}
+		eligible := false
+		for _, a := range c.dem {
+			if need.at(a.t) > 0 && o.sim[a.t] > o.limit.at(a.t) {
+				eligible = true
+				c.vt, c.vuse, c.vlim = a.t, o.sim[a.t], o.limit.at(a.t)
+				break
+			}
+		}
+		if !eligible {
+			continue
+		}
+		e.chosen = append(e.chosen, c)
+		for _, a := range c.dem {
+			o.sim[a.t] -= a.n
+			need[a.t] -= a.n
+		}
+		ok = true
+		for _, n := range need {
+			if n > 0 {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			break
+		}
+	}
+	e.cands = cands[:0]
+	if !ok {
+		e.chosen = e.chosen[:0]
+		return false
+	}
+	// Fill-back: keep every victim whose capacity is not needed.
+	for i := len(e.chosen) - 1; i >= 0; i-- {
+		c := e.chosen[i]
+		spare := true
+		for _, a := range c.dem {
+			if need[a.t]+a.n > 0 {
+				spare = false
+				break
+			}
+		}
+		if spare {
+			for _, a := range c.dem {
+				need[a.t] += a.n
+			}
+			e.chosen = append(e.chosen[:i], e.chosen[i+1:]...)
+		}
+	}
+	return true
+}
+
+// tryReclaim handles a head that fits its share's own limit but lacks free
+// capacity: it preempts jobs of over-quota shares (rule 5) and reserves the
+// head, or changes nothing.
+func (e *Engine) tryReclaim(env *environment, s *share, h *job) bool {
+	need := e.resetVec(&e.need)
+	for _, a := range h.dem {
+		need[a.t] = a.n - e.usable(env, s, a.t)
+	}
+	if !e.selectReclaim(env, s, need) || len(e.chosen) == 0 {
+		return false
+	}
+	e.reserve(env, s, h, nil, e.chosen, nil)
+	return true
+}
+
+// fitAfter reports whether h fits once the jobs of its own share summed in
+// removed have stopped. It leaves the cross-share victims it needs in
+// e.chosen. mode is 1 for own capacity, 2 for own capacity with reclaim,
+// 3 for borrowing.
+func (e *Engine) fitAfter(env *environment, s *share, h *job, removed, blocked vec) (mode int) {
+	if ownFit(s, h, removed) {
+		need := e.resetVec(&e.need)
+		short := false
+		for _, a := range h.dem {
+			need[a.t] = a.n - e.usable(env, s, a.t) - removed.at(a.t)
+			if need[a.t] > 0 {
+				short = true
+			}
+		}
+		if !short {
+			e.chosen = e.chosen[:0]
+			return 1
+		}
+		if e.selectReclaim(env, s, need) {
+			return 2
+		}
+		return 0
+	}
+	if capFit(s, h, removed) {
+		for _, a := range h.dem {
+			if a.n > max(0, e.usable(env, s, a.t)-blocked.at(a.t))+removed.at(a.t) {
+				return 0
+			}
+		}
+		e.chosen = e.chosen[:0]
+		return 3
+	}
+	return 0
+}
+
+// tryInShare preempts strictly lower-priority jobs of the head's own share,
+// lowest priority and most recently started first, if the head then fits
+// (rule 6); a minimal set is kept by putting back every victim not needed.
+func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) bool {
+	cands := e.cands[:0]
+	for _, j := range s.holding {
+		if j.state == JobHolding && j.prio < h.prio {
+			cands = append(cands, j)
+		}
+	}
+	if len(cands) == 0 {
+		return false
+	}
+	sort.Slice(cands, func(a, b int) bool { return victimLess(cands[a], cands[b]) })
+	in := e.inChosen[:0]
+	removed := e.resetVec(&e.removed)
+	ok := false
+	for _, c := range cands {
+		in = append(in, c)
+		for _, a := range c.dem {
+			removed[a.t] += a.n
+		}
+		if e.fitAfter(env, s, h, removed, blocked) != 0 {
+			ok = true
+			break
+		}
+	}
+	e.cands = cands[:0]
+	if !ok {
+		e.inChosen = in[:0]
+		return false
+	}
+	for i := len(in) - 1; i >= 0; i-- {
+		c := in[i]
+		for _, a := range c.dem {
+			removed[a.t] -= a.n
+		}
+		if e.fitAfter(env, s, h, removed, blocked) != 0 {
+			in = append(in[:i], in[i+1:]...)
+			continue
+		}
+		for _, a := range c.dem {
+			removed[a.t] += a.n
+		}
+	}
+	mode := e.fitAfter(env, s, h, removed, blocked)
+	e.inChosen = in
+	if mode == 0 { // cannot happen: the set fitted before fill-back ended
+		return false
+	}
+	var bl vec
+	if mode == 3 {
+		bl = blocked
+	}
+	e.reserve(env, s, h, in, e.chosen, bl)
+	e.inChosen = in[:0]
+	return true
+}
+
+// reserve preempts the victims for h and reserves h: h leaves its share's
+// queue, takes at once what it may of the free capacity, and receives the
+// rest from its victims as they are released. blocked is non-nil when h
+// borrows, so that it takes no capacity held back for waiting lenders.
+func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*job, blocked vec) {
+	removed := e.removed
+	if len(inShare) == 0 {
+		removed = nil
+	}
+	// What it will borrow, once its in-share victims are gone.
+	var borrowed []amount
+	for _, a := range h.dem {
+		c := s.committed(a.t) - removed.at(a.t)
+		l := s.limit.at(a.t)
+		if b := max(0, c+a.n-l) - max(0, c-l); b > 0 {
+			borrowed = append(borrowed, amount{a.t, b})
+		}
+	}
+	var why strings.Builder
+	why.WriteString("started on capacity released by preempted job")
+	if len(inShare)+len(cross) > 1 {
+		why.WriteString("s")
+	}
+	sep := " "
+	for _, v := range inShare {
+		why.WriteString(sep + v.id)
+		sep = ", "
+	}
+	for _, v := range cross {
+		why.WriteString(sep + v.id)
+		sep = ", "
+	}
+	if len(borrowed) > 0 {
+		why.WriteString("; " + e.borrowText(env, s, borrowed))
+	}
+	h.startWhy = why.String()
+	h.borrowed = borrowed
+
+	if cap(h.got) < len(h.dem) {
+		h.got = make([]int64, len(h.dem))
+	}
+	h.got = h.got[:len(h.dem)]
+	for i, a := range h.dem {
+		g := min(a.n, max(0, e.usable(env, s, a.t)-blocked.at(a.t)))
+		h.got[i] = g
+		s.used.add(a.t, g)
+		env.used.add(a.t, g)
+		s.pending.add(a.t, a.n-g)
+	}
+	s.runq.remove(h.idx)
+	e.stats.Runnable--
+	h.state = JobReserved
+	h.epoch++
+	h.waitFor = len(inShare) + len(cross)
+	h.why = waitWhy{}
+	h.reason = ""
+	s.reserved++
+	for _, v := range inShare {
+		e.preempt(v, h, false, fmt.Sprintf("in-share preemption by job %s of priority %d", h.id, h.prio))
+	}
+	for _, v := range cross {
+		e.preempt(v, h, true, fmt.Sprintf("preempted by cross-share preemption to return capacity to share %s for job %s (share %s used %d %s, above its own limit of %d)",
+			e.relName(v.sh, s), h.id, v.sh.name, v.vuse, e.typeNames[v.vt], v.vlim))
+	}
+}
+
+func (e *Engine) preempt(v, h *job, cross bool, why string) {
+	v.state = JobStopping
+	for _, a := range v.dem {
+		v.sh.claimed.add(a.t, a.n)
+	}
+	v.reserver = h
+	v.resEpoch = h.epoch
+	v.preemptions++
+	final := v.retries >= 0 && v.preemptions > v.retries
+	if final {
+		why += fmt.Sprintf("; preempted %d time(s), more than its %d preemption retries: the job fails", v.preemptions, v.retries)
+	}
+	e.out = append(e.out, Decision{Kind: DecisionPreempt, Job: v.id, Queue: v.sh.q.name, Share: v.sh.name, For: h.id, CrossShare: cross, Final: final, Reason: why})
+	e.stats.Preempts++
+}

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"qshare"
+)
+
+// waitWhy is why a head job waits, kept as data so that a pass compares it
+// cheaply with the last one and formats text only when it changed.
+type waitWhy struct {
+	kind uint8
+	t    int32
+	a, b int64
+	c    int64
+	o    *share // the RESERVE share whose idle capacity is protected, if any
+	in   bool   // in-share preemption is enabled and found nothing
+}
+
+const (
+	whyNone uint8 = iota
+	whyEnvMax
+	whyShareMax
+	whyOwnNoRoom
+	whyNoBorrow
+	whyBorrowCap
+	whyBorrowRoom
+	whyOther
+)
+
+// reserveHolder names a RESERVE share other than s whose idle capacity of
+// type t is part of the environment's free capacity.
+func (e *Engine) reserveHolder(env *environment, s *share, t int32) *share {
+	if env.limit.at(t)-env.used.at(t) <= 0 {
+		return nil
+	}
+	for _, r := range env.reserves {
+		if r != s && r.limit.at(t)-r.committed(t) > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
+// classify says why the head h of s waits at the end of a pass.
+func (e *Engine) classify(env *environment, s *share, h *job, blocked vec) waitWhy {
+	if w, bad := e.misconfigured(env, s, h); bad {
+		return w
+	}
+	w := waitWhy{kind: whyOther, in: s.cfg.InSharePreemption}
+	switch {
+	case ownFit(s, h, nil):
+		for _, a := range h.dem {
+			if u := e.usable(env, s, a.t); a.n > u {
+				w.kind, w.t, w.a, w.b, w.o = whyOwnNoRoom, a.t, a.n, u, e.reserveHolder(env, s, a.t)
+				break
+			}
+		}
+	case s.strategy != qshare.StrategyLendAndBorrow:
+		for _, a := range h.dem {
+			if c, l := s.committed(a.t), s.limit.at(a.t); c+a.n > l {
+				w.kind, w.t, w.a, w.b, w.c = whyNoBorrow, a.t, c, l, a.n
+				break
+			}
+		}
+	case !capFit(s, h, nil):
+		for _, a := range h.dem {
+			if m, unl := s.maxUseAt(a.t); !unl && s.committed(a.t)+a.n > m {
+				w.kind, w.t, w.a, w.b, w.c = whyBorrowCap, a.t, s.committed(a.t), m, a.n
+				break
+			}
+		}
+	default:
+		for _, a := range h.dem {
+			if u := e.usable(env, s, a.t); a.n > u-blocked.at(a.t) {
+				w.kind, w.t, w.a, w.b, w.c, w.o = whyBorrowRoom, a.t, a.n, max(0, u-blocked.at(a.t)), blocked.at(a.t), e.reserveHolder(env, s, a.t)
+				break
+			}
+		}
+	}
+	return w
+}
+
+// formatWhy renders a wait reason. Misconfiguration reasons start with the
+// exact AWS status reason.
+func (e *Engine) formatWhy(env *environment, s *share, h *job, w waitWhy) string {
+	tn := ""
+	if w.kind != whyOther && int(w.t) < len(e.typeNames) {
+		tn = e.typeNames[w.t]
+	}
+	var b strings.Builder
+	switch w.kind {
+	case whyEnvMax:
+		fmt.Fprintf(&b, "%s (the job needs %d %s; service environment %s has %d)", qshare.ReasonServiceEnvironmentMaxResource, w.a, tn, env.name, w.b)
+		return b.String()
+	case whyShareMax:
+		fmt.Fprintf(&b, "%s (the job needs %d %s; quota share %s may use at most %d)", qshare.ReasonQuotaManagementLimitExceeded, w.a, tn, s.name, w.b)
+		return b.String()
+	case whyOwnNoRoom:
+		fmt.Fprintf(&b, "waiting for capacity: the job needs %d %s within share %s's own limit, %d is free for it, and shares above their own limits hold too little to reclaim", w.a, tn, s.name, w.b)
+	case whyNoBorrow:
+		fmt.Fprintf(&b, "waiting for capacity: share %s holds %d of its own %d %s, the job needs %d more, and strategy %s does not borrow", s.name, w.a, w.b, tn, w.c, s.strategy)
+	case whyBorrowCap:
+		fmt.Fprintf(&b, "waiting for capacity: share %s holds %d %s, the job needs %d more, and its borrow limit allows at most %d", s.name, w.a, tn, w.c, w.b)
+	case whyBorrowRoom:
+		fmt.Fprintf(&b, "waiting for capacity: the job must borrow and needs %d %s; %d is free for borrowing", w.a, tn, w.b)
+		if w.c > 0 {
+			fmt.Fprintf(&b, " (%d held back for jobs waiting within their own share's limit)", w.c)
+		}
+	default:
+		b.WriteString("waiting for capacity")
+	}
+	if w.o != nil {
+		fmt.Fprintf(&b, "; the environment's free %s is reserved by %s", tn, e.relName(s, w.o))
+	}
+	if w.in {
+		b.WriteString("; in-share preemption found no lower-priority jobs whose preemption would make room")
+	}
+	return b.String()
+}
