@@ -97,6 +97,10 @@ type Tag struct {
 	Value string `json:"Value"`
 }
 
+// MaxInstanceCount bounds one InstanceCount, so that sums of counts can never
+// overflow.
+const MaxInstanceCount = 1 << 20
+
 // Parse reads a payload. It fails with a *qshare.Error (EINVALID) when the
 // payload is not a JSON object of the CreateTrainingJob shape.
 func Parse(payload string) (*Request, error) {
@@ -154,8 +158,8 @@ func (r *Request) Demand() (qshare.Capacity, error) {
 		if p == nil {
 			return 1, nil
 		}
-		if *p < 1 {
-			return 0, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload %s is %d: it must be at least 1", field, *p)
+		if *p < 1 || *p > MaxInstanceCount {
+			return 0, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload %s is %d: it must be from 1 to %d", field, *p, MaxInstanceCount)
 		}
 		return *p, nil
 	}

@@ -22,7 +22,7 @@ func TestDemand(t *testing.T) {
 			{"InstanceGroupName":"b","InstanceType":"ml.p4d.24xlarge","InstanceCount":1},
 			{"InstanceGroupName":"c","InstanceType":"ml.g5.xlarge"}]}}`, qshare.Capacity{"ml.g5.xlarge": 3, "ml.p4d.24xlarge": 1}, ""},
 		{"no type", `{"ResourceConfig":{"InstanceCount":2}}`, nil, "no instance type"},
-		{"zero count", `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":0}}`, nil, "at least 1"},
+		{"zero count", `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":0}}`, nil, "from 1 to"},
 		{"both", `{"ResourceConfig":{"InstanceType":"x","InstanceGroups":[{"InstanceType":"y"}]}}`, nil, "both"},
 		{"group without type", `{"ResourceConfig":{"InstanceGroups":[{"InstanceCount":1}]}}`, nil, "InstanceGroups[0].InstanceType"},
 	} {
