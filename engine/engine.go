@@ -32,19 +32,21 @@ type Engine struct {
 
 	// Scratch buffers reused by passes, so that the hot path allocates
 	// nothing once warm.
-	out       []Decision
-	work      shareHeap
-	failed    []*share
-	cands     []*job
-	chosen    []*job
-	inChosen  []*job
-	blocked   vec
-	removed   vec
-	need      vec
-	supply    vec
-	touched   []*share
-	readyBuf  []*job
-	envsToRun []*environment
+	out        []Decision
+	work       shareHeap
+	failed     []*share
+	failedHead []*job
+	cands      []*job
+	inCands    []*job
+	chosen     []*job
+	inChosen   []*job
+	blocked    vec
+	removed    vec
+	need       vec
+	supply     vec
+	touched    []*share
+	readyBuf   []*job
+	envsToRun  []*environment
 }
 
 // vec is a capacity vector indexed by interned instance type. A vector may

@@ -116,6 +116,7 @@ func (e *Engine) pass(env *environment, now int64) {
 			}
 		}
 		failed := e.failed[:0]
+		e.failedHead = e.failedHead[:0]
 		for len(work) > 0 {
 			s := work.pop()
 			h := s.runq[0]
@@ -143,6 +144,7 @@ func (e *Engine) pass(env *environment, now int64) {
 				}
 			}
 			failed = append(failed, s)
+			e.failedHead = append(e.failedHead, h)
 		}
 
 		// Phase B: borrowing, first come first served.
@@ -166,17 +168,14 @@ func (e *Engine) pass(env *environment, now int64) {
 			}
 		}
 
-		// Phase C: in-share preemption, first come first served; a share
-		// whose head changed in phase B waits for the next round.
-		for _, s := range failed {
-			if !s.cfg.InSharePreemption || len(s.runq) == 0 {
+		// Phase C: in-share preemption, first come first served, for heads
+		// that failed phases A and B; a share whose head changed in phase B
+		// waits for the next round.
+		for i, s := range failed {
+			if !s.cfg.InSharePreemption || len(s.runq) == 0 || s.runq[0] != e.failedHead[i] {
 				continue
 			}
-			h := s.runq[0]
-			if h.state != JobRunnable || !e.stillFailed(env, s, h, blocked) {
-				continue
-			}
-			if e.tryInShare(env, s, h, blocked) {
+			if e.tryInShare(env, s, s.runq[0], blocked) {
 				progress = true
 			}
 		}
@@ -200,22 +199,6 @@ func (e *Engine) pass(env *environment, now int64) {
 	}
 }
 
-// stillFailed reports whether h, a head that waited in phase A, could still
-// not be placed by rule 2, 3 or 5 (phase B may have started it or changed
-// the head).
-func (e *Engine) stillFailed(env *environment, s *share, h *job, blocked vec) bool {
-	if _, bad := e.misconfigured(env, s, h); bad {
-		return false
-	}
-	if ownFit(s, h, nil) {
-		return true // it failed phase A and nothing since freed capacity
-	}
-	if capFit(s, h, nil) && e.freeFit(env, s, h, blocked) {
-		return false
-	}
-	return true
-}
-
 // startHead starts the head job h of s on free capacity.
 func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 	var borrowed []amount
@@ -228,7 +211,7 @@ func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 		}
 	}
 	if len(borrowed) > 0 {
-		why = e.borrowText(env, s, borrowed)
+		why = e.borrowText(env, s, borrowed, nil)
 	} else {
 		why = "started within the own capacity of share " + s.name
 	}
@@ -241,7 +224,7 @@ func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 // borrowText names the lenders of a new borrowing: capacity no share owns
 // first, then the idle capacity of lending shares in name order, after what
 // the shares of the environment already borrow.
-func (e *Engine) borrowText(env *environment, s *share, borrowed []amount) string {
+func (e *Engine) borrowText(env *environment, s *share, borrowed []amount, removed vec) string {
 	type src struct {
 		name string
 		n    int64
@@ -252,7 +235,11 @@ func (e *Engine) borrowText(env *environment, s *share, borrowed []amount) strin
 		var owned, already int64
 		for _, o := range env.shares {
 			owned += o.limit.at(t)
-			if over := o.committed(t) - o.limit.at(t); over > 0 {
+			c := o.committed(t)
+			if o == s {
+				c -= removed.at(t)
+			}
+			if over := c - o.limit.at(t); over > 0 {
 				already += over
 			}
 		}
@@ -472,7 +459,7 @@ func (e *Engine) fitAfter(env *environment, s *share, h *job, removed, blocked v
 // lowest priority and most recently started first, if the head then fits
 // (rule 6); a minimal set is kept by putting back every victim not needed.
 func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) bool {
-	cands := e.cands[:0]
+	cands := e.inCands[:0]
 	for _, j := range s.holding {
 		if j.state == JobHolding && j.prio < h.prio {
 			cands = append(cands, j)
@@ -495,7 +482,7 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 			break
 		}
 	}
-	e.cands = cands[:0]
+	e.inCands = cands[:0]
 	if !ok {
 		e.inChosen = in[:0]
 		return false
@@ -560,7 +547,7 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 		sep = ", "
 	}
 	if len(borrowed) > 0 {
-		why.WriteString("; " + e.borrowText(env, s, borrowed))
+		why.WriteString("; " + e.borrowText(env, s, borrowed, removed))
 	}
 	h.startWhy = why.String()
 	h.borrowed = borrowed

@@ -100,9 +100,9 @@ func (e *Engine) formatWhy(env *environment, s *share, h *job, w waitWhy) string
 	case whyOwnNoRoom:
 		fmt.Fprintf(&b, "waiting for capacity: the job needs %d %s within share %s's own limit, %d is free for it, and shares above their own limits hold too little to reclaim", w.a, tn, s.name, w.b)
 	case whyNoBorrow:
-		fmt.Fprintf(&b, "waiting for capacity: share %s holds %d of its own %d %s, the job needs %d more, and strategy %s does not borrow", s.name, w.a, w.b, tn, w.c, s.strategy)
+		fmt.Fprintf(&b, "waiting for capacity: share %s uses or has reserved %d of its own %d %s, the job needs %d more, and strategy %s does not borrow", s.name, w.a, w.b, tn, w.c, s.strategy)
 	case whyBorrowCap:
-		fmt.Fprintf(&b, "waiting for capacity: share %s holds %d %s, the job needs %d more, and its borrow limit allows at most %d", s.name, w.a, tn, w.c, w.b)
+		fmt.Fprintf(&b, "waiting for capacity: share %s uses or has reserved %d %s, the job needs %d more, and its borrow limit allows at most %d", s.name, w.a, tn, w.c, w.b)
 	case whyBorrowRoom:
 		fmt.Fprintf(&b, "waiting for capacity: the job must borrow and needs %d %s; %d is free for borrowing", w.a, tn, w.b)
 		if w.c > 0 {
