@@ -140,7 +140,7 @@ func (d *DB) commitBatch(batch []*request) {
 			d.stats.rows.Add(int64(rows))
 			return
 		}
-		err = fmt.Errorf("sqlite: commit to %s: %w", d.path, err)
+		err = fmt.Errorf("sqlite: commit to %s: %w%s", d.path, err, hint(err))
 		if failed < 0 || isolations == maxIsolations {
 			for _, r := range live {
 				r.err <- err

@@ -132,7 +132,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if err := d.migrate(ctx); err != nil {
 		db.Close()
 		lock.unlock()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		return nil, fmt.Errorf("sqlite: open %s: %w%s", path, err, hint(err))
 	}
 	w, err := newWriter(ctx, db)
 	if err != nil {
@@ -228,7 +228,7 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 	}
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: load from %s: %w", d.path, err)
+		return nil, fmt.Errorf("sqlite: load from %s: %w%s", d.path, err, hint(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only; nothing to undo
 	st := &store.State{}

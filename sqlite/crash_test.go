@@ -1,0 +1,190 @@
+//go:build unix
+
+package sqlite_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/sqlite"
+	"qshare/store"
+)
+
+// The crash test runs the test binary again as a child process that commits
+// in a loop from several goroutines and prints "ack G I" once the commit of
+// change I of goroutine G has returned nil. The parent kills the child with
+// SIGKILL at a random moment, opens the database again and checks that every
+// acknowledged change is there. The child's part is TestCrashChild, which
+// does nothing unless the environment variable below names a database.
+const crashChildEnv = "QSHARE_SQLITE_CRASH_CHILD_DB"
+
+func TestCrashChild(t *testing.T) {
+	path := os.Getenv(crashChildEnv)
+	if path == "" {
+		t.Skip("run by TestCrash as its child process")
+	}
+	d, err := sqlite.Open(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child: open:", err)
+		os.Exit(2)
+	}
+	start, _ := strconv.Atoi(os.Getenv(crashChildEnv + "_START"))
+	var out sync.Mutex
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := start; ; i++ {
+				j := crashJob(g, i)
+				// Each change puts a job and moves the goroutine's marker
+				// queue forward, so the check sees updates as well as inserts.
+				c := &store.Change{
+					PutJobs:   []qshare.Job{j},
+					PutQueues: []qshare.JobQueue{{Name: fmt.Sprint("marker-", g), Priority: i}},
+				}
+				if i%7 == 3 {
+					c.DeleteJobs = []string{crashJob(g, i-1).ID}
+				}
+				if err := d.Commit(context.Background(), c); err != nil {
+					fmt.Fprintln(os.Stderr, "child: commit:", err)
+					os.Exit(3)
+				}
+				out.Lock()
+				fmt.Fprintf(os.Stdout, "ack %d %d\n", g, i) // unbuffered: one write per ack
+				out.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func crashJob(g, i int) qshare.Job {
+	id := fmt.Sprintf("g%02d-%07d", g, i)
+	return qshare.Job{
+		ID: id, Name: id, JobQueue: "q", Status: qshare.JobSubmitted, Version: 1,
+		Payload:   strings.Repeat("x", 200),
+		CreatedAt: time.Unix(int64(i), int64(g)).UTC(),
+	}
+}
+
+func TestCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	path := filepath.Join(t.TempDir(), "qshare.db")
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	acked := map[[2]int]bool{}
+	start := 0
+	for round := range 4 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, fmt.Sprintf("%s_START=%d", crashChildEnv, start))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		// Kill it at a random moment after it has acknowledged something.
+		first, ok := <-lines
+		if !ok {
+			cmd.Wait()
+			t.Fatalf("round %d: the child acknowledged nothing: %s", round, stderr.String())
+		}
+		got := []string{first}
+		deadline := time.After(time.Duration(50+r.IntN(400)) * time.Millisecond)
+	collect:
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					break collect
+				}
+				got = append(got, l)
+			case <-deadline:
+				cmd.Process.Kill() // SIGKILL
+				for l := range lines {
+					got = append(got, l)
+				}
+				break collect
+			}
+		}
+		err = cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(interface{ Signaled() bool }); !ok || !ws.Signaled() {
+			t.Fatalf("round %d: the child ended on its own (%v) before it was killed: %s", round, err, stderr.String())
+		}
+		maxI := start
+		for _, l := range got {
+			var g, i int
+			if _, err := fmt.Sscanf(l, "ack %d %d", &g, &i); err != nil {
+				t.Fatalf("round %d: bad line from the child: %q", round, l)
+			}
+			acked[[2]int{g, i}] = true
+			maxI = max(maxI, i)
+		}
+		t.Logf("round %d: killed the child after %d acknowledged commits", round, len(got))
+
+		d, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatalf("round %d: reopen after kill -9: %v", round, err)
+		}
+		st, err := d.Load(context.Background())
+		if err != nil {
+			t.Fatalf("round %d: load after kill -9: %v", round, err)
+		}
+		jobs := map[string]bool{}
+		for _, j := range st.Jobs {
+			jobs[j.ID] = true
+		}
+		marker := map[string]int{}
+		for _, q := range st.Queues {
+			marker[q.Name] = q.Priority
+		}
+		lost := 0
+		for k := range acked {
+			g, i := k[0], k[1]
+			m, ok := marker[fmt.Sprint("marker-", g)]
+			// Change i+1 deletes job i when (i+1)%7 == 3; the marker, written
+			// in the same change, says whether it was committed.
+			deletedLater := (i+1)%7 == 3 && m >= i+1
+			if !jobs[crashJob(g, i).ID] && !deletedLater {
+				lost++
+				if lost <= 5 {
+					t.Errorf("round %d: acknowledged job %s is missing", round, crashJob(g, i).ID)
+				}
+			}
+			if !ok || m < i {
+				t.Errorf("round %d: marker of goroutine %d is at %d (present %v), but change %d was acknowledged", round, g, m, ok, i)
+			}
+		}
+		if lost > 0 {
+			t.Fatalf("round %d: %d acknowledged commits lost", round, lost)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		start = maxI + 1_000 // the next child writes new keys
+	}
+}

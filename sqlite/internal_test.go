@@ -1,0 +1,224 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/store"
+)
+
+func TestPragmas(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "qshare.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// Every connection of the pool, not only the writer's, must be durable.
+	for i := range 3 {
+		c, err := d.db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var mode string
+		var sync, busy int
+		if err := c.QueryRowContext(context.Background(), `PRAGMA journal_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(context.Background(), `PRAGMA synchronous`).Scan(&sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(context.Background(), `PRAGMA busy_timeout`).Scan(&busy); err != nil {
+			t.Fatal(err)
+		}
+		if mode != "wal" || sync != 2 || busy != 10000 {
+			t.Errorf("connection %d: journal_mode=%s synchronous=%d busy_timeout=%d, want wal, 2 (FULL), 10000", i, mode, sync, busy)
+		}
+	}
+}
+
+// blockWriter takes the database's write lock from a connection of its own,
+// so that the writer goroutine's next BEGIN IMMEDIATE waits; release lets it
+// go on.
+func blockWriter(t *testing.T, path string) (release func()) {
+	t.Helper()
+	raw, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := raw.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ExecContext(context.Background(), `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := c.ExecContext(context.Background(), `COMMIT`); err != nil {
+			t.Error(err)
+		}
+		c.Close()
+		raw.Close()
+	}
+}
+
+// waitQueued waits until n requests wait in the writer's queue.
+func waitQueued(t *testing.T, d *DB, n int) {
+	t.Helper()
+	for i := 0; len(d.reqs) < n; i++ {
+		if i > 10000 {
+			t.Fatalf("%d requests queued, want %d", len(d.reqs), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sendClaimed hands c to the writer and waits until the writer has claimed
+// it (with the writer blocked, it then waits for the lock). It returns the
+// channel Commit would read the answer from.
+func sendClaimed(t *testing.T, d *DB, c *store.Change) chan error {
+	t.Helper()
+	enc, err := encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &request{enc: enc, err: make(chan error, 1)}
+	d.reqs <- r
+	for i := 0; r.state.Load() != claimed; i++ {
+		if i > 10000 {
+			t.Fatal("the writer did not take the request")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return r.err
+}
+
+func jobNamed(id string) qshare.Job {
+	return qshare.Job{ID: id, JobQueue: "q", Status: qshare.JobSubmitted, CreatedAt: time.Unix(1, 0).UTC(), Version: 1}
+}
+
+// TestGroupCommit checks that commits that arrive while a transaction is
+// being written are committed together in the next one, and that a change
+// the database rejects fails alone: its caller gets the error, nothing of
+// it is applied, and the rest of its batch commits.
+func TestGroupCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qshare.db")
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// A trigger makes SQLite itself reject any job whose ID starts with
+	// "poison": a failure inside the transaction, not in encoding.
+	if _, err := d.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON jobs WHEN NEW.id LIKE 'poison%'
+		BEGIN SELECT RAISE(ABORT, 'poisoned job'); END`); err != nil {
+		t.Fatal(err)
+	}
+	release := blockWriter(t, path)
+	var wg sync.WaitGroup
+	errs := make(map[string]error)
+	var mu sync.Mutex
+	commit := func(name string, c *store.Change) {
+		defer wg.Done()
+		err := d.Commit(context.Background(), c)
+		mu.Lock()
+		errs[name] = err
+		mu.Unlock()
+	}
+	// The first commit is claimed by the writer, which waits for the lock;
+	// everything after it queues up.
+	first := sendClaimed(t, d, &store.Change{PutJobs: []qshare.Job{jobNamed("first")}})
+	const good = 40
+	for i := range good {
+		wg.Add(1)
+		name := fmt.Sprintf("good-%02d", i)
+		go commit(name, &store.Change{PutJobs: []qshare.Job{jobNamed(name), jobNamed(name + "-b")}})
+		if i == 10 || i == 30 {
+			wg.Add(1)
+			bad := fmt.Sprintf("bad-%02d", i)
+			go commit(bad, &store.Change{PutJobs: []qshare.Job{jobNamed(bad), jobNamed("poison-" + bad)}})
+		}
+	}
+	waitQueued(t, d, good+2)
+	release()
+	wg.Wait()
+	errs["first"] = <-first
+
+	st, err := d.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := map[string]bool{}
+	for _, j := range st.Jobs {
+		present[j.ID] = true
+	}
+	for name, err := range errs {
+		if strings.HasPrefix(name, "bad") {
+			if err == nil || !strings.Contains(err.Error(), "poisoned job") {
+				t.Errorf("%s: got %v, want the trigger's error", name, err)
+			}
+			if present[name] {
+				t.Errorf("%s: half of a failed change is visible", name)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s failed beside a bad change: %v", name, err)
+		}
+		if !present[name] || (name != "first" && !present[name+"-b"]) {
+			t.Errorf("%s: committed but not all there", name)
+		}
+	}
+	s := d.Stats()
+	if s.Batches != 2 || s.Commits != good+1 || s.Failed != 2 {
+		t.Errorf("stats %+v: want the first commit alone, then the %d good queued ones in one transaction, and 2 failures", s, good)
+	}
+}
+
+// TestAbandonedWhileQueued checks that a commit whose context ends while it
+// waits in the queue is never applied.
+func TestAbandonedWhileQueued(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qshare.db")
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	release := blockWriter(t, path)
+	first := sendClaimed(t, d, &store.Change{PutJobs: []qshare.Job{jobNamed("first")}})
+	ctx, cancel := context.WithCancel(context.Background())
+	abandoned := make(chan error)
+	go func() { abandoned <- d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{jobNamed("abandoned")}}) }()
+	waitQueued(t, d, 1)
+	cancel()
+	if err := <-abandoned; err == nil {
+		t.Fatal("a commit cancelled while queued returned nil")
+	}
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// A later commit goes through the same writer, after the abandoned one.
+	if err := d.Commit(context.Background(), &store.Change{PutJobs: []qshare.Job{jobNamed("later")}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range st.Jobs {
+		if j.ID == "abandoned" {
+			t.Fatal("a commit that returned an error was applied")
+		}
+	}
+	if len(st.Jobs) != 2 {
+		t.Fatalf("%d jobs, want first and later", len(st.Jobs))
+	}
+}

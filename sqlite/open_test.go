@@ -1,0 +1,119 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"qshare/sqlite"
+)
+
+func TestOpenTwiceRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qshare.db")
+	d, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2, err := sqlite.Open(path); err == nil {
+		d2.Close()
+		t.Fatal("a second Open of a database in use succeeded")
+	} else if !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), "pid") {
+		t.Errorf("the error does not say the database is in use, and by whom: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err = sqlite.Open(path)
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	d.Close()
+}
+
+func TestOpenCreatesDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a", "b", "qshare.db")
+	d, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Path() != path {
+		t.Errorf("Path() = %q, want %q", d.Path(), path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("this is not a database\n", 400)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"empty path", "", "empty database path"},
+		{"directory is a file", filepath.Join(file, "qshare.db"), "cannot create its directory"},
+		{"not a database", garbage, "not a qshare database"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := sqlite.Open(tc.path)
+			if err == nil {
+				d.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Open: %v\nwant an error that says %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSchemaVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qshare.db")
+	d, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var n, v int
+	if err := raw.QueryRow(`SELECT COUNT(*), MAX(version) FROM schema_version`).Scan(&n, &v); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || v != 1 {
+		t.Fatalf("schema_version holds %d rows up to version %d, want 1 row of version 1", n, v)
+	}
+	// Opening again applies nothing.
+	d, err = sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if err := raw.QueryRow(`SELECT COUNT(*) FROM schema_version`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("reopening changed schema_version: %d rows, %v", n, err)
+	}
+	// A database from a newer qshare is refused, and left alone.
+	if _, err := raw.ExecContext(context.Background(), `INSERT INTO schema_version (version, applied_at) VALUES (99, 'later')`); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := sqlite.Open(path); err == nil {
+		d.Close()
+		t.Fatal("Open accepted a database with a newer schema")
+	} else if !strings.Contains(err.Error(), "newer qshare") {
+		t.Errorf("the error does not say what to do: %v", err)
+	}
+}
