@@ -1,0 +1,231 @@
+package sim
+
+import (
+	"time"
+
+	"qshare"
+	"qshare/config"
+	"qshare/engine"
+)
+
+// The capacity figures integrated over time, per share, in instances
+// (summed over instance types).
+const (
+	mUsed     = iota // what its jobs hold
+	mOwn             // the part of mUsed within its own maxCapacity
+	mBorrowed        // the part of mUsed beyond it
+	mLent            // its own idle capacity that borrowers use
+	mIdle            // its own capacity that nobody uses
+	nMetrics
+)
+
+type envAcc struct {
+	name     string
+	limits   qshare.Capacity
+	capacity int64 // instances of every type
+	shares   []*shareAcc
+	queues   []string
+	over     int // shares above their own maxCapacity of some type
+	dirty    bool
+}
+
+type shareAcc struct {
+	queue, name string
+	strategy    qshare.Strategy
+	limits      qshare.Capacity
+	env         *envAcc
+	usage       qshare.Capacity
+	over        bool
+
+	submitted, completed, failed, rejected int
+	preemptCross, preemptInShare           int
+	lostInstanceS                          float64
+	misconfigured                          map[string]bool
+
+	cur    [nMetrics]float64 // instances now
+	acc    [nMetrics]float64 // instance-seconds so far
+	last   time.Duration     // when acc was brought up to date
+	series [nMetrics][]float64
+}
+
+type accounting struct {
+	shares  []*shareAcc
+	byKey   map[string]*shareAcc
+	envs    []*envAcc
+	tl      *timeline
+	cross   []float64 // preemptions per bucket
+	inShare []float64
+	lastEnd time.Duration // the last time capacity was given back
+}
+
+func newAccounting(cfg *config.File, buckets int) *accounting {
+	a := &accounting{byKey: map[string]*shareAcc{}, tl: &timeline{n: buckets, width: time.Second}}
+	envs := map[string]*envAcc{}
+	for _, e := range cfg.ServiceEnvironments {
+		ea := &envAcc{name: e.Name, limits: qshare.Limits(e.CapacityLimits)}
+		ea.capacity = ea.limits.Total()
+		envs[e.Name] = ea
+		a.envs = append(a.envs, ea)
+	}
+	ec := cfg.Engine()
+	queueEnv := map[string]*envAcc{}
+	for _, q := range ec.Queues {
+		queueEnv[q.Name] = envs[q.Environment]
+		envs[q.Environment].queues = append(envs[q.Environment].queues, q.Name)
+	}
+	for _, s := range ec.Shares {
+		sa := &shareAcc{queue: s.Queue, name: s.Name, strategy: s.Strategy, limits: s.Limits, env: queueEnv[s.Queue],
+			usage: qshare.Capacity{}, misconfigured: map[string]bool{}}
+		sa.cur[mIdle] = float64(s.Limits.Total())
+		for m := range sa.series {
+			sa.series[m] = a.tl.register()
+		}
+		sa.env.shares = append(sa.env.shares, sa)
+		a.shares = append(a.shares, sa)
+		a.byKey[s.Queue+"/"+s.Name] = sa
+	}
+	a.cross, a.inShare = a.tl.register(), a.tl.register()
+	return a
+}
+
+func (a *accounting) share(queue, name string) *shareAcc { return a.byKey[queue+"/"+name] }
+
+// hold adds (sign +1) or removes (-1) the demand of r to its share's usage.
+func (a *accounting) hold(r *run, sign int64) {
+	sh := r.share
+	for t, n := range r.job.Demand {
+		sh.usage[t] += sign * n
+	}
+	over := false
+	for t, n := range sh.usage {
+		if n > sh.limits[t] {
+			over = true
+		}
+	}
+	if over != sh.over {
+		sh.over = over
+		if over {
+			sh.env.over++
+		} else {
+			sh.env.over--
+		}
+	}
+	sh.env.dirty = true
+}
+
+func (a *accounting) preempted(now time.Duration, cross bool) {
+	a.tl.ensure(now + 1)
+	b := int(now / a.tl.width)
+	if cross {
+		a.cross[b]++
+	} else {
+		a.inShare[b]++
+	}
+}
+
+// settle brings the figures of every share whose environment changed at
+// this instant up to now, and takes their new values: usage from the
+// simulator's own count, and what each share lends from the engine's view
+// (asked only while some share of the environment borrows).
+func (a *accounting) settle(now time.Duration, eng *engine.Engine) {
+	for _, env := range a.envs {
+		if !env.dirty {
+			continue
+		}
+		env.dirty = false
+		a.lastEnd = now
+		lent := map[*shareAcc]float64{}
+		if env.over > 0 {
+			for _, q := range env.queues {
+				for _, v := range eng.Shares(q) {
+					if sh := a.byKey[q+"/"+v.Name]; sh != nil {
+						lent[sh] = float64(v.Lent.Total())
+					}
+				}
+			}
+		}
+		for _, sh := range env.shares {
+			a.advance(sh, now)
+			var used, own, borrowed, idle float64
+			for t, n := range sh.usage {
+				used += float64(n)
+				if n > sh.limits[t] {
+					borrowed += float64(n - sh.limits[t])
+				}
+			}
+			for t, l := range sh.limits {
+				u := sh.usage[t]
+				own += float64(min(u, l))
+				if u < l {
+					idle += float64(l - u)
+				}
+			}
+			sh.cur = [nMetrics]float64{mUsed: used, mOwn: own, mBorrowed: borrowed, mLent: lent[sh], mIdle: idle - lent[sh]}
+		}
+	}
+}
+
+// advance integrates sh's current figures from its last update to now.
+func (a *accounting) advance(sh *shareAcc, now time.Duration) {
+	if now <= sh.last {
+		return
+	}
+	dt := (now - sh.last).Seconds()
+	for m := range sh.cur {
+		if v := sh.cur[m]; v != 0 {
+			sh.acc[m] += v * dt
+			a.tl.spread(sh.series[m], sh.last, now, v)
+		}
+	}
+	sh.last = now
+}
+
+// finish integrates every share up to end.
+func (a *accounting) finish(end time.Duration) {
+	for _, sh := range a.shares {
+		a.advance(sh, end)
+	}
+	a.tl.ensure(end)
+}
+
+// timeline is a set of time series over the same buckets. The bucket width
+// doubles (merging neighbours) when time runs past the last bucket, so the
+// series stay small whatever the length of the run.
+type timeline struct {
+	n      int
+	width  time.Duration
+	series [][]float64
+}
+
+func (tl *timeline) register() []float64 {
+	s := make([]float64, tl.n)
+	tl.series = append(tl.series, s)
+	return s
+}
+
+// ensure widens the buckets until t falls within them.
+func (tl *timeline) ensure(t time.Duration) {
+	for t > tl.width*time.Duration(tl.n) {
+		for _, s := range tl.series {
+			for i := 0; i < tl.n/2; i++ {
+				s[i] = s[2*i] + s[2*i+1]
+			}
+			for i := tl.n / 2; i < tl.n; i++ {
+				s[i] = 0
+			}
+		}
+		tl.width *= 2
+	}
+}
+
+// spread adds v instances over [from, to) to s, as instance-seconds per bucket.
+func (tl *timeline) spread(s []float64, from, to time.Duration, v float64) {
+	tl.ensure(to)
+	for b := int(from / tl.width); b < tl.n; b++ {
+		lo, hi := time.Duration(b)*tl.width, time.Duration(b+1)*tl.width
+		if lo >= to {
+			break
+		}
+		s[b] += v * (min(hi, to) - max(lo, from)).Seconds()
+	}
+}

@@ -1,0 +1,425 @@
+// Package sim replays a trace of jobs through qshare's engine under a
+// virtual clock, to answer "what happens if?" before an admin changes
+// quotas on a fleet that people depend on.
+//
+// It drives the real engine (package engine) through its public API, the
+// way the daemon does: Submit at each job's submit time, Schedule at every
+// instant something changed, carry out the decisions (a start runs the job
+// for its remaining work; a preemption stops it at once or after a grace
+// period, losing the work since its last checkpoint), and Release when a job
+// has stopped. sim holds no scheduling rule: every decision is the engine's.
+//
+// A run is a function of its inputs: the same configuration, trace and
+// options give byte-identical reports and event logs. It writes the event
+// log of package event, a Report (JSON), SVG plots and an index.html.
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"qshare"
+	"qshare/config"
+	"qshare/engine"
+	"qshare/event"
+)
+
+// Options tune a run. The zero value is a plain run: no checkpoints,
+// preempted jobs stop at once, no event log, no timing.
+type Options struct {
+	// CheckpointInterval is how often a running job checkpoints; a
+	// preempted job loses the work since its last checkpoint. 0 means it
+	// never does: a preempted job starts over.
+	CheckpointInterval time.Duration
+	// Grace is how long a preempted job takes to stop; it keeps its
+	// capacity (and keeps working) until then.
+	Grace time.Duration
+	// Events, when set, receives the event log (JSON lines).
+	Events io.Writer
+	// Progress, when set, is called now and then with the jobs finished
+	// (or failed) so far and the total.
+	Progress func(done, total int)
+	// Timing adds wall-clock figures (engine decisions per second) to the
+	// report. They vary from run to run, so they are off by default: a
+	// report without them is byte-identical for the same inputs.
+	Timing bool
+	// Buckets is the resolution of the time series behind the plots
+	// (default 400).
+	Buckets int
+}
+
+// epoch is the instant virtual time 0 maps to when talking to the engine.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// maxPassesPerInstant stops a run whose engine keeps deciding at one
+// instant without settling (a bug in the engine: thrashing).
+const maxPassesPerInstant = 10000
+
+type jobState int
+
+const (
+	jobWaiting jobState = iota
+	jobRunning
+	jobStopping
+	jobDone
+)
+
+type run struct {
+	job       *Job
+	share     *shareAcc
+	state     jobState
+	remaining time.Duration // work left, as of the last checkpoint
+	startAt   time.Duration
+	attempt   int
+	first     time.Duration // first start; -1 before it
+	held      time.Duration // total time holding capacity
+	// pending preemption, while stopping
+	final      bool
+	crossShare bool
+	preemptFor string
+	reason     string
+	failed     bool
+}
+
+type itemKind int
+
+const (
+	itemFinish itemKind = iota + 1
+	itemRelease
+)
+
+type item struct {
+	at      time.Duration
+	seq     uint64
+	kind    itemKind
+	r       *run
+	attempt int
+}
+
+type itemHeap []item
+
+func (h itemHeap) Len() int { return len(h) }
+func (h itemHeap) Less(a, b int) bool {
+	if h[a].at != h[b].at {
+		return h[a].at < h[b].at
+	}
+	return h[a].seq < h[b].seq
+}
+func (h itemHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *itemHeap) Push(x any)   { *h = append(*h, x.(item)) }
+func (h *itemHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type simulator struct {
+	opts   Options
+	cfg    *config.File
+	eng    *engine.Engine
+	runs   map[string]*run
+	items  itemHeap
+	seq    uint64
+	now    time.Duration
+	ev     *event.Writer
+	acct   *accounting
+	done   int
+	total  int
+	engine time.Duration // wall time spent in the engine (Timing only)
+	passes int
+}
+
+// Run replays jobs against the configuration cfg (which must be valid) and
+// returns the report. Jobs must name queues and shares of cfg (ReadTrace
+// checks that) and be sorted by Submit; IDs must be unique. A job whose
+// share is DISABLED is rejected at submit, as the API would: it fails at
+// once. A job that can never fit waits to the end and counts as never
+// started. Run stops early with ctx's error if ctx is cancelled.
+func Run(ctx context.Context, cfg *config.File, jobs []Job, opts Options) (*Report, error) {
+	if opts.Buckets <= 0 {
+		opts.Buckets = 400
+	}
+	s := &simulator{
+		opts:  opts,
+		cfg:   cfg,
+		eng:   engine.New(),
+		runs:  make(map[string]*run, len(jobs)),
+		total: len(jobs),
+	}
+	if err := cfg.Engine().Load(s.eng); err != nil {
+		return nil, fmt.Errorf("loading the configuration into the engine: %w", err)
+	}
+	s.acct = newAccounting(cfg, opts.Buckets)
+	if opts.Events != nil {
+		s.ev = event.NewWriter(opts.Events)
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if i > 0 && j.Submit < jobs[i-1].Submit {
+			return nil, qshare.Errorf(qshare.EINVALID, "jobs are not sorted by submit time: %s (%s) comes after %s (%s)", j.ID, j.Submit, jobs[i-1].ID, jobs[i-1].Submit)
+		}
+		if _, dup := s.runs[j.ID]; dup {
+			return nil, qshare.Errorf(qshare.EINVALID, "job ID %s appears twice", j.ID)
+		}
+		sh := s.acct.share(j.Queue, j.Share)
+		if sh == nil {
+			return nil, qshare.Errorf(qshare.EINVALID, "job %s names share %s of queue %s, which the configuration does not have", j.ID, j.Share, j.Queue)
+		}
+		s.runs[j.ID] = &run{job: j, share: sh, remaining: j.Duration, first: -1}
+	}
+	wall := time.Now()
+	if err := s.loop(ctx, jobs); err != nil {
+		return nil, err
+	}
+	if s.ev != nil {
+		if err := s.ev.Flush(); err != nil {
+			return nil, fmt.Errorf("writing events: %w", err)
+		}
+	}
+	rep := s.report(jobs)
+	if opts.Timing {
+		st := s.eng.Stats()
+		rep.Timing = &Timing{
+			WallS:     round(time.Since(wall).Seconds()),
+			EngineS:   round(s.engine.Seconds()),
+			Decisions: st.Decisions,
+		}
+		if s.engine > 0 {
+			rep.Timing.DecisionsPerS = round(float64(st.Decisions) / s.engine.Seconds())
+		}
+	}
+	return rep, nil
+}
+
+func (s *simulator) push(at time.Duration, kind itemKind, r *run) {
+	s.seq++
+	heap.Push(&s.items, item{at: at, seq: s.seq, kind: kind, r: r, attempt: r.attempt})
+}
+
+func (s *simulator) emit(r *run, kind event.Kind, demand qshare.Capacity, reason, forJob string) {
+	if s.ev == nil {
+		return
+	}
+	base := event.Event{
+		T: s.now.Seconds(), Job: r.job.ID, Event: kind, Share: r.job.Share, Queue: r.job.Queue,
+		Priority: r.job.Priority, Reason: reason, For: forJob,
+	}
+	for _, e := range event.Lines(base, demand) {
+		s.ev.Write(e) // sticky error, reported at Flush
+	}
+}
+
+func (s *simulator) at() time.Time { return epoch.Add(s.now) }
+
+func (s *simulator) loop(ctx context.Context, jobs []Job) error {
+	next := 0 // next job to submit
+	progressEvery := max(1, s.total/200)
+	lastProgress := -1
+	for iter := 0; next < len(jobs) || s.items.Len() > 0; iter++ {
+		if iter%1024 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The next instant: the earliest submit or pending item.
+		t := time.Duration(1<<63 - 1)
+		if next < len(jobs) {
+			t = jobs[next].Submit
+		}
+		if s.items.Len() > 0 && s.items[0].at < t {
+			t = s.items[0].at
+		}
+		s.now = t
+		for settled := false; !settled; {
+			// Everything due now: stops and finishes first, then submits.
+			for s.items.Len() > 0 && s.items[0].at == t {
+				it := heap.Pop(&s.items).(item)
+				if err := s.handle(it); err != nil {
+					return err
+				}
+			}
+			for next < len(jobs) && jobs[next].Submit == t {
+				if err := s.submit(s.runs[jobs[next].ID]); err != nil {
+					return err
+				}
+				next++
+			}
+			if err := s.schedule(); err != nil {
+				return err
+			}
+			settled = s.items.Len() == 0 || s.items[0].at > t
+		}
+		s.acct.settle(s.now, s.eng)
+		if s.opts.Progress != nil && s.done/progressEvery != lastProgress {
+			lastProgress = s.done / progressEvery
+			s.opts.Progress(s.done, s.total)
+		}
+	}
+	if s.opts.Progress != nil {
+		s.opts.Progress(s.done, s.total)
+	}
+	return nil
+}
+
+func (s *simulator) submit(r *run) error {
+	j := r.job
+	s.emit(r, event.Submit, j.Demand, "", "")
+	if sh := s.cfg.Queue(j.Queue).Share(j.Share); sh.State == qshare.Disabled {
+		r.state, r.failed = jobDone, true
+		s.done++
+		r.share.rejected++
+		s.emit(r, event.Fail, nil, fmt.Sprintf("quota share %s is DISABLED: it accepts no new jobs", j.Share), "")
+		return nil
+	}
+	r.share.submitted++
+	err := s.eng.Submit(engine.JobSpec{
+		ID: j.ID, Queue: j.Queue, Share: j.Share, Priority: j.Priority, Created: epoch.Add(j.Submit),
+		Demand: j.Demand, PreemptionRetries: j.PreemptionRetries,
+	})
+	if err != nil {
+		return fmt.Errorf("submitting job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// schedule runs passes at the current instant until the engine has nothing
+// more to decide, carrying out each decision.
+func (s *simulator) schedule() error {
+	for pass := 0; ; pass++ {
+		if pass == maxPassesPerInstant {
+			return fmt.Errorf("the engine kept deciding at t=%s for %d passes without settling", s.now, pass)
+		}
+		var t0 time.Time
+		if s.opts.Timing {
+			t0 = time.Now()
+		}
+		ds := s.eng.Schedule(s.at())
+		if s.opts.Timing {
+			s.engine += time.Since(t0)
+		}
+		s.passes++
+		acted := false
+		for _, d := range ds {
+			r := s.runs[d.Job]
+			if r == nil {
+				return fmt.Errorf("the engine decided about job %s, which the simulator never submitted", d.Job)
+			}
+			switch d.Kind {
+			case engine.DecisionStart:
+				if r.state != jobWaiting {
+					return fmt.Errorf("engine bug: job %s started at t=%s while it is not waiting", d.Job, s.now)
+				}
+				acted = true
+				r.state = jobRunning
+				r.startAt = s.now
+				r.attempt++
+				if r.first < 0 {
+					r.first = s.now
+				}
+				s.acct.hold(r, +1)
+				s.emit(r, event.Start, r.job.Demand, d.Reason, "")
+				s.push(s.now+r.remaining, itemFinish, r)
+			case engine.DecisionPreempt:
+				if r.state != jobRunning {
+					return fmt.Errorf("engine bug: job %s preempted at t=%s while it is not running", d.Job, s.now)
+				}
+				r.state = jobStopping
+				r.final, r.crossShare, r.preemptFor, r.reason = d.Final, d.CrossShare, d.For, d.Reason
+				if s.opts.Grace > 0 {
+					s.push(s.now+s.opts.Grace, itemRelease, r)
+					continue
+				}
+				acted = true
+				if err := s.release(r); err != nil {
+					return err
+				}
+			case engine.DecisionWait:
+				if strings.HasPrefix(d.Reason, "MISCONFIGURATION") {
+					r.share.misconfigured[d.Job] = true
+				}
+			}
+		}
+		if !acted {
+			return nil
+		}
+	}
+}
+
+func (s *simulator) handle(it item) error {
+	r := it.r
+	if it.attempt != r.attempt {
+		return nil // an item of an earlier attempt
+	}
+	switch it.kind {
+	case itemFinish:
+		if r.state != jobRunning && r.state != jobStopping {
+			return nil
+		}
+		// A job that finishes during its preemption grace just finishes.
+		r.state = jobDone
+		r.held += s.now - r.startAt
+		r.remaining = 0
+		s.done++
+		r.share.completed++
+		s.acct.hold(r, -1)
+		s.emit(r, event.Finish, r.job.Demand, "completed", "")
+		if err := s.eng.Release(r.job.ID, false); err != nil {
+			return fmt.Errorf("releasing finished job %s: %w", r.job.ID, err)
+		}
+	case itemRelease:
+		if r.state != jobStopping {
+			return nil
+		}
+		return s.release(r)
+	}
+	return nil
+}
+
+// release gives back the capacity of a preempted job: it loses the work
+// since its last checkpoint and waits again, or fails on a final preemption.
+func (s *simulator) release(r *run) error {
+	worked := s.now - r.startAt
+	saved := time.Duration(0)
+	if c := s.opts.CheckpointInterval; c > 0 {
+		saved = worked / c * c
+	}
+	saved = min(saved, r.remaining)
+	lost := worked - saved
+	r.remaining -= saved
+	r.held += worked
+	sh := r.share
+	inst := float64(r.job.Demand.Total())
+	if r.crossShare {
+		sh.preemptCross++
+	} else {
+		sh.preemptInShare++
+	}
+	sh.lostInstanceS += lost.Seconds() * inst
+	s.acct.preempted(s.now, r.crossShare)
+	s.acct.hold(r, -1)
+	reason := r.reason
+	if !strings.Contains(reason, "cross-share") && !strings.Contains(reason, "in-share") {
+		if r.crossShare {
+			reason = "cross-share: " + reason
+		} else {
+			reason = "in-share: " + reason
+		}
+	}
+	s.emit(r, event.Preempt, r.job.Demand, reason, r.preemptFor)
+	r.attempt++ // any pending finish of this attempt is void
+	if err := s.eng.Release(r.job.ID, !r.final); err != nil {
+		return fmt.Errorf("releasing preempted job %s: %w", r.job.ID, err)
+	}
+	if r.final {
+		r.state, r.failed = jobDone, true
+		s.done++
+		sh.failed++
+		s.emit(r, event.Fail, nil, "preempted more times than its preemption retries allow", "")
+		return nil
+	}
+	r.state = jobWaiting
+	return nil
+}
