@@ -46,7 +46,9 @@ func Fetch(ctx context.Context, api API, queue string) ([]Input, error) {
 	if queue != "" && len(queues) == 0 {
 		return nil, qshare.Errorf(qshare.ENOTFOUND, "job queue %s does not exist: list the queues with `qshare shares`", queue)
 	}
-	sort.Slice(queues, func(i, j int) bool { return aws.ToString(queues[i].JobQueueName) < aws.ToString(queues[j].JobQueueName) })
+	sort.Slice(queues, func(i, j int) bool {
+		return aws.ToString(queues[i].JobQueueName) < aws.ToString(queues[j].JobQueueName)
+	})
 
 	var envs []types.ServiceEnvironmentDetail
 	ep := batch.NewDescribeServiceEnvironmentsPaginator(api, &batch.DescribeServiceEnvironmentsInput{})
