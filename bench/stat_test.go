@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentileNearestRank(t *testing.T) {
+	xs := []float64{15, 20, 35, 40, 50} // the textbook nearest-rank example
+	for _, tc := range []struct{ p, want float64 }{
+		{5, 15}, {30, 20}, {40, 20}, {50, 35}, {100, 50}, {0, 15},
+	} {
+		if got := Percentile(xs, tc.p); got != tc.want {
+			t.Errorf("Percentile(%v, %v) = %v, want %v", xs, tc.p, got, tc.want)
+		}
+	}
+	// 1..100: the p-th percentile is p.
+	var hundred []float64
+	for i := 100; i >= 1; i-- {
+		hundred = append(hundred, float64(i))
+	}
+	for _, p := range []float64{1, 50, 90, 99, 100} {
+		if got := Percentile(hundred, p); got != p {
+			t.Errorf("Percentile(1..100, %v) = %v", p, got)
+		}
+	}
+	if hundred[0] != 100 {
+		t.Error("Percentile sorted its input in place")
+	}
+	if !math.IsNaN(Percentile(nil, 50)) {
+		t.Error("Percentile of nothing is not NaN")
+	}
+}
+
+func TestMedianAndMean(t *testing.T) {
+	if got := Median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("Median odd = %v", got)
+	}
+	if got := Median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("Median even = %v", got)
+	}
+	if got := Mean([]float64{1, 2, 6}); got != 3 {
+		t.Errorf("Mean = %v", got)
+	}
+}
+
+func TestLatencies(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 200; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	got := Latencies(ds)
+	want := Latency{P50: 100, P90: 180, P99: 198, Max: 200}
+	if got != want {
+		t.Errorf("Latencies = %+v, want %+v", got, want)
+	}
+}
+
+type sample struct {
+	Wall   float64            `json:"wall_s"`
+	Name   string             `json:"name"`
+	ByKind map[string]float64 `json:"mean_admission_s"`
+}
+
+func TestAggregateMediansAndSpread(t *testing.T) {
+	runs := []any{
+		sample{Wall: 10, Name: "a", ByKind: map[string]float64{"large": 1}},
+		sample{Wall: 30, Name: "b", ByKind: map[string]float64{"large": 3}},
+		sample{Wall: 12, Name: "c", ByKind: map[string]float64{"large": 2}},
+	}
+	r, err := Aggregate(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := Lookup(r, "wall_s"); v != 12 {
+		t.Errorf("median wall_s = %v, want 12", v)
+	}
+	if v, _ := Lookup(r, "mean_admission_s.large"); v != 2 {
+		t.Errorf("median mean_admission_s.large = %v, want 2", v)
+	}
+	if r["name"] != "a" {
+		t.Errorf("non-numeric field = %v, want the first run's", r["name"])
+	}
+	sp := r["spread"].(map[string]Spread)
+	if sp["wall_s"] != (Spread{10, 30}) || sp["mean_admission_s.large"] != (Spread{1, 3}) {
+		t.Errorf("spread = %v", sp)
+	}
+	if r["runs"] != 3 || len(r["per_run"].([]map[string]any)) != 3 {
+		t.Errorf("runs = %v", r["runs"])
+	}
+
+	var buf bytes.Buffer
+	if err := Table(&buf, "t", r, []Row{{Label: "wall", Key: "wall_s", Format: "%.0f", Unit: "s", Anchor: "Kueue 351 s"}}); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); !strings.Contains(out, "median of 3 runs") || !strings.Contains(out, "12 s") || !strings.Contains(out, "10–30") {
+		t.Errorf("table:\n%s", out)
+	}
+}
+
+func TestAggregateOneRunHasNoSpread(t *testing.T) {
+	r, err := Aggregate([]any{sample{Wall: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r["spread"]; ok {
+		t.Error("one run reports a spread")
+	}
+	if _, err := Aggregate([]any{42}); err == nil {
+		t.Error("a run that is not an object was accepted")
+	}
+}
