@@ -1,0 +1,281 @@
+package process
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/gpu"
+	"qshare/trainingjob"
+)
+
+// layout is where one job's files live. Every attempt of the job runs in the
+// same directory, so what one attempt leaves (checkpoints, model, output) the
+// next one finds.
+type layout struct {
+	Job        string // <data>/jobs/<jobID>: the working directory
+	Input      string // input
+	Config     string // input/config
+	Model      string // model
+	Output     string // output
+	OutputData string // output/data
+	Checkpoint string // checkpoints, or CheckpointConfig.LocalPath inside the job directory
+	// Attempt is <data>/attempts/<jobID>/<attemptID>: the supervisor's files
+	// and the log, outside the working directory so the job cannot disturb them.
+	Attempt string
+}
+
+func jobLayout(dataDir, jobID, attemptID string, req *trainingjob.Request) (layout, error) {
+	job := filepath.Join(dataDir, "jobs", jobID)
+	ck, err := checkpointRel(req)
+	if err != nil {
+		return layout{}, err
+	}
+	return layout{
+		Job:        job,
+		Input:      filepath.Join(job, "input"),
+		Config:     filepath.Join(job, "input", "config"),
+		Model:      filepath.Join(job, "model"),
+		Output:     filepath.Join(job, "output"),
+		OutputData: filepath.Join(job, "output", "data"),
+		Checkpoint: filepath.Join(job, ck),
+		Attempt:    filepath.Join(dataDir, "attempts", jobID, attemptID),
+	}, nil
+}
+
+// checkpointRel returns the checkpoint directory relative to the job
+// directory. SageMaker's LocalPath is an absolute path in the container
+// (default /opt/ml/checkpoints); the /opt/ml prefix, like SageMaker's root,
+// maps to the job directory.
+func checkpointRel(req *trainingjob.Request) (string, error) {
+	if req.CheckpointConfig == nil || strings.TrimSpace(req.CheckpointConfig.LocalPath) == "" {
+		return "checkpoints", nil
+	}
+	p := filepath.ToSlash(filepath.Clean("/" + req.CheckpointConfig.LocalPath))
+	p = strings.TrimPrefix(p, "/opt/ml")
+	p = strings.TrimPrefix(p, "/")
+	if p == "" || p == "." || strings.Contains("/"+req.CheckpointConfig.LocalPath+"/", "/../") {
+		return "", qshare.Errorf(qshare.EINVALID, "CheckpointConfig.LocalPath %q does not name a directory inside the job directory: give a path such as /opt/ml/checkpoints or checkpoints", req.CheckpointConfig.LocalPath)
+	}
+	return p, nil
+}
+
+// pathComponent checks that an ID can name a directory.
+func pathComponent(what, id string) error {
+	if id == "" || id == "." || id == ".." || len(id) > 200 || strings.ContainsAny(id, "/\\\x00") {
+		return qshare.Errorf(qshare.EINVALID, "executor: %s %q cannot name a directory: use letters, digits, '-' and '_'", what, id)
+	}
+	return nil
+}
+
+// channelPath returns the local directory of a file:// channel, or "" for
+// another scheme.
+func channelPath(c trainingjob.Channel) (string, error) {
+	if c.DataSource.S3DataSource == nil {
+		return "", nil
+	}
+	uri := c.DataSource.S3DataSource.S3Uri
+	if !strings.HasPrefix(uri, "file:") {
+		return "", nil
+	}
+	u, err := url.Parse(uri)
+	if err != nil || u.Path == "" || !filepath.IsAbs(u.Path) || (u.Host != "" && u.Host != "localhost") {
+		return "", qshare.Errorf(qshare.EINVALID, "InputDataConfig channel %q has S3Uri %q: a local channel must be an absolute file:// URI such as file:///data/train", c.ChannelName, uri)
+	}
+	return u.Path, nil
+}
+
+// envName turns a hyperparameter or channel name into the tail of an
+// environment variable name: upper case, and '_' for anything but letters,
+// digits and '_'.
+func envName(s string) string {
+	b := []byte(strings.ToUpper(s))
+	for i, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// hpValue is how the SageMaker training toolkit presents a hyperparameter
+// in SM_HPS: the value decoded as JSON where it is JSON, else the string.
+func hpValue(s string) any {
+	var v any
+	if json.Unmarshal([]byte(s), &v) == nil {
+		return v
+	}
+	return s
+}
+
+// prepare creates the job's directories and the toolkit's files, and
+// returns the attempt's environment. base is the server's environment that
+// the job inherits.
+func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU, base []string) ([]string, error) {
+	for _, d := range []string{l.Config, filepath.Join(l.Input, "data"), l.Model, l.OutputData, l.Checkpoint, filepath.Dir(l.Attempt)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	hps := map[string]string{}
+	for k, v := range req.HyperParameters {
+		hps[k] = v
+	}
+	if err := writeJSONAtomic(filepath.Join(l.Config, "hyperparameters.json"), hps); err != nil {
+		return nil, err
+	}
+	typ := ""
+	if ts := s.Demand.Types(); len(ts) > 0 {
+		typ = ts[0]
+	}
+	if req.ResourceConfig.InstanceType != "" {
+		typ = req.ResourceConfig.InstanceType
+	}
+	type group struct {
+		Name  string   `json:"instance_group_name"`
+		Type  string   `json:"instance_type"`
+		Hosts []string `json:"hosts"`
+	}
+	rc := struct {
+		CurrentHost  string   `json:"current_host"`
+		CurrentType  string   `json:"current_instance_type"`
+		CurrentGroup string   `json:"current_group_name"`
+		Hosts        []string `json:"hosts"`
+		Groups       []group  `json:"instance_groups"`
+		Network      string   `json:"network_interface_name"`
+	}{"algo-1", typ, "homogeneousCluster", []string{"algo-1"}, []group{{"homogeneousCluster", typ, []string{"algo-1"}}}, "lo"}
+	if err := writeJSONAtomic(filepath.Join(l.Config, "resourceconfig.json"), rc); err != nil {
+		return nil, err
+	}
+	idc := map[string]any{}
+	var channels []string
+	chPaths := map[string]string{}
+	for _, c := range req.InputDataConfig {
+		p, err := channelPath(c)
+		if err != nil {
+			return nil, err
+		}
+		mode := req.AlgorithmSpecification.TrainingInputMode
+		if mode == "" {
+			mode = "File"
+		}
+		idc[c.ChannelName] = map[string]string{"TrainingInputMode": mode}
+		channels = append(channels, c.ChannelName)
+		if p != "" {
+			chPaths[c.ChannelName] = p
+		}
+	}
+	if err := writeJSONAtomic(filepath.Join(l.Config, "inputdataconfig.json"), idc); err != nil {
+		return nil, err
+	}
+
+	env := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := env[k]; !ok {
+			order = append(order, k)
+		}
+		env[k] = v
+	}
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case SupervisorEnv, "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES":
+			continue
+		}
+		set(k, v)
+	}
+	keys := make([]string, 0, len(req.Environment))
+	for k := range req.Environment {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		set(k, req.Environment[k])
+	}
+	// What follows is qshare's and wins over the payload: a job cannot
+	// claim GPUs or an identity it was not given.
+	hpsJSON := map[string]any{}
+	for k, v := range hps {
+		hpsJSON[k] = hpValue(v)
+		set("SM_HP_"+envName(k), v)
+	}
+	b, _ := json.Marshal(hpsJSON)
+	set("SM_HPS", string(b))
+	set("SM_MODEL_DIR", l.Model)
+	set("SM_OUTPUT_DIR", l.Output)
+	set("SM_OUTPUT_DATA_DIR", l.OutputData)
+	set("SM_INPUT_DIR", l.Input)
+	set("SM_INPUT_CONFIG_DIR", l.Config)
+	set("SM_CHECKPOINT_DIR", l.Checkpoint)
+	set("SM_CURRENT_HOST", "algo-1")
+	set("SM_HOSTS", `["algo-1"]`)
+	set("SM_CURRENT_INSTANCE_TYPE", typ)
+	set("SM_NUM_GPUS", strconv.Itoa(len(gpus)))
+	set("SM_NUM_CPUS", strconv.Itoa(runtime.NumCPU()))
+	b, _ = json.Marshal(channels)
+	if channels == nil {
+		b = []byte("[]")
+	}
+	set("SM_CHANNELS", string(b))
+	for name, p := range chPaths {
+		set("SM_CHANNEL_"+envName(name), p)
+	}
+	set("QSHARE_JOB_ID", s.JobID)
+	set("QSHARE_JOB_NAME", s.JobName)
+	set("QSHARE_ATTEMPT", strconv.Itoa(s.Attempt))
+	set("QSHARE_ATTEMPT_ID", s.AttemptID)
+	set("QSHARE_JOB_QUEUE", s.Queue)
+	set("QSHARE_QUOTA_SHARE", s.Share)
+	var ids []string
+	for _, g := range gpus {
+		ids = append(ids, g.UUID)
+	}
+	set("CUDA_VISIBLE_DEVICES", strings.Join(ids, ","))
+	if len(ids) == 0 {
+		set("NVIDIA_VISIBLE_DEVICES", "void")
+	} else {
+		set("NVIDIA_VISIBLE_DEVICES", strings.Join(ids, ","))
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+env[k])
+	}
+	return out, nil
+}
+
+// validateEnvironment checks the payload's Environment can be passed to a
+// process.
+func validateEnvironment(req *trainingjob.Request) error {
+	for k, v := range req.Environment {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return qshare.Errorf(qshare.EINVALID, "Environment has the variable name %q: a name must be non-empty and hold no '=' or NUL", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return qshare.Errorf(qshare.EINVALID, "Environment.%s holds a NUL byte, which a process environment cannot carry", k)
+		}
+	}
+	for _, c := range req.InputDataConfig {
+		if _, err := channelPath(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// describeGPUs renders GPU UUIDs for messages.
+func describeGPUs(gs []gpu.GPU) string {
+	var parts []string
+	for _, g := range gs {
+		parts = append(parts, fmt.Sprintf("%d:%s", g.Index, g.UUID))
+	}
+	return strings.Join(parts, ",")
+}

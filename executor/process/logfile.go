@@ -1,0 +1,79 @@
+package process
+
+import (
+	"fmt"
+	"os"
+)
+
+// rotatingLog is an attempt's output file. When the current file reaches
+// max bytes it becomes path.1 (path.1 becomes path.2, and so on, up to keep
+// old files; the oldest is deleted), so an attempt never holds more than
+// (keep+1)*max bytes of log however much its job writes.
+type rotatingLog struct {
+	path string
+	max  int64
+	keep int
+	f    *os.File
+	n    int64
+}
+
+func openRotatingLog(path string, max int64, keep int) (*rotatingLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &rotatingLog{path: path, max: max, keep: keep, f: f, n: st.Size()}, nil
+}
+
+func (l *rotatingLog) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		if l.n >= l.max {
+			if err := l.rotate(); err != nil {
+				return written, err
+			}
+		}
+		chunk := p
+		if room := l.max - l.n; int64(len(chunk)) > room {
+			chunk = chunk[:room]
+		}
+		n, err := l.f.Write(chunk)
+		written += n
+		l.n += int64(n)
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
+}
+
+func (l *rotatingLog) rotate() error {
+	if err := l.f.Close(); err != nil {
+		return err
+	}
+	if l.keep <= 0 {
+		os.Remove(l.path)
+	} else {
+		os.Remove(fmt.Sprintf("%s.%d", l.path, l.keep))
+		for i := l.keep - 1; i >= 1; i-- {
+			os.Rename(fmt.Sprintf("%s.%d", l.path, i), fmt.Sprintf("%s.%d", l.path, i+1))
+		}
+		if err := os.Rename(l.path, l.path+".1"); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	l.f, l.n = f, 0
+	return nil
+}
+
+func (l *rotatingLog) Close() error { return l.f.Close() }

@@ -1,0 +1,668 @@
+// Package process is the executor that runs training jobs as processes on
+// this host: qshare's embedded default, for a shared GPU box or a
+// workstation. The daemon calls it through executor.Executor.
+//
+// A job's command is its payload's ContainerEntrypoint followed by its
+// ContainerArguments (the TrainingImage is recorded, not pulled). Each
+// attempt runs under a small supervisor process: the executor's own binary
+// re-executed with SupervisorEnv set (see MaybeSupervise), in a session of
+// its own, so that the attempt outlives a server that is killed. The
+// supervisor starts the job in its own process group, in the job's
+// directory, copies its output to a capped, rotated log, carries out stops
+// (SIGTERM to the group, SIGKILL after the grace period) even while no
+// server runs, waits until every process of the job is gone, and then writes
+// the exit status atomically to exit.json.
+//
+// On disk, under the data directory:
+//
+//	jobs/<jobID>/                    the working directory of every attempt
+//	  input/config/                  hyperparameters.json, resourceconfig.json, inputdataconfig.json
+//	  model/ output/ output/data/    SM_MODEL_DIR, SM_OUTPUT_DIR, SM_OUTPUT_DATA_DIR
+//	  checkpoints/                   SM_CHECKPOINT_DIR (or CheckpointConfig.LocalPath)
+//	attempts/<jobID>/<attemptID>/    supervisor.json, launched, started.json,
+//	                                 stop.json, exit.json, output.log[.1 …]
+//
+// A started attempt is recorded in Handle.State by its supervisor's and its
+// job's pid and start time, so Recover after a restart tells a live attempt
+// (Running) from one that ended while the server was down (Exited, with the
+// status from exit.json) and from one whose fate is unknown (Lost).
+//
+// GPUs are found at New (package gpu), and each attempt gets the GPUs its
+// demand needs (instances × GPUs per instance of their type) through
+// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES. A GPU is held from Start
+// until the attempt's processes are all gone, and never by two attempts.
+package process
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/gpu"
+	"qshare/trainingjob"
+)
+
+// Defaults of Options.
+const (
+	DefaultStopGrace   = 120 * time.Second
+	DefaultLogMaxBytes = 64 << 20
+	DefaultLogKeep     = 2
+	// EnvStopGrace is the payload Environment key of a job's own grace period.
+	EnvStopGrace = "QSHARE_STOP_GRACE"
+)
+
+// Options configure an Executor.
+type Options struct {
+	// DataDir holds the jobs' directories and the attempts' records. Required.
+	DataDir string
+	// StopGrace is the grace period of a Stop that gives none, for a job
+	// whose payload does not set QSHARE_STOP_GRACE. Zero means
+	// DefaultStopGrace.
+	StopGrace time.Duration
+	// GPUs restricts or names the host's GPUs (the --gpus flag); see
+	// gpu.Discover. Empty means: ask nvidia-smi.
+	GPUs []string
+	// InstanceTypes is the path of a YAML file that overrides and extends
+	// the built-in GPUs-per-instance-type table (gpu.File). Empty: built-in.
+	InstanceTypes string
+	// Supervisor is the command that starts a supervisor; it must run
+	// MaybeSupervise first thing. Empty means this binary (os.Executable).
+	Supervisor []string
+	// LogMaxBytes caps one log file of an attempt; LogKeep old files are
+	// kept after rotation. Zero means DefaultLogMaxBytes and DefaultLogKeep.
+	LogMaxBytes int64
+	LogKeep     int
+	// Env is the environment that jobs inherit before qshare adds its own.
+	// Nil means the server's environment (os.Environ).
+	Env []string
+	// PollInterval is how often a recovered attempt is checked for its end.
+	// Zero means 100ms.
+	PollInterval time.Duration
+	// Logger receives warnings; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Executor runs attempts as host processes. It is safe for concurrent use.
+type Executor struct {
+	o     Options
+	table gpu.Table
+	alloc *gpu.Allocator
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	attempts map[string]*attempt
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var (
+	_ executor.Executor        = (*Executor)(nil)
+	_ executor.CapacityChecker = (*Executor)(nil)
+)
+
+// state is what Handle.State holds.
+type state struct {
+	Dir        string        `json:"dir"`
+	Supervisor identity      `json:"supervisor"`
+	Job        identity      `json:"job"`
+	GPUs       []string      `json:"gpus,omitempty"`
+	Grace      time.Duration `json:"grace,omitempty"` // the job's QSHARE_STOP_GRACE, 0 if none
+}
+
+type attempt struct {
+	id string
+	// ready is closed when Start (or Recover) has finished setting the
+	// attempt up; startErr is then its error, if any.
+	ready    chan struct{}
+	startErr error
+
+	handle   executor.Handle
+	st       state
+	cmd      *exec.Cmd // the supervisor, when this executor started it
+	stopping bool
+
+	done  chan struct{}
+	exit  executor.Exit
+	ended bool
+}
+
+// New returns a process executor. It finds the host's GPUs and loads the
+// instance-type table; it fails with a *qshare.Error when either fails or
+// DataDir is unusable.
+func New(ctx context.Context, o Options) (*Executor, error) {
+	if o.DataDir == "" {
+		return nil, qshare.Errorf(qshare.EINVALID, "process executor: no data directory given")
+	}
+	dd, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, qshare.Errorf(qshare.EINVALID, "process executor: data directory %q: %v", o.DataDir, err)
+	}
+	o.DataDir = dd
+	for _, d := range []string{"jobs", "attempts"} {
+		if err := os.MkdirAll(filepath.Join(dd, d), 0o755); err != nil {
+			return nil, qshare.Errorf(qshare.EINVALID, "process executor: cannot create %s: %v", filepath.Join(dd, d), err)
+		}
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	if o.LogMaxBytes <= 0 {
+		o.LogMaxBytes = DefaultLogMaxBytes
+	}
+	if o.LogKeep <= 0 {
+		o.LogKeep = DefaultLogKeep
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 100 * time.Millisecond
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if len(o.Supervisor) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, qshare.Errorf(qshare.EINTERNAL, "process executor: cannot find my own binary to run supervisors: %v", err)
+		}
+		o.Supervisor = []string{self}
+	}
+	e := &Executor{o: o, attempts: map[string]*attempt{}, closed: make(chan struct{}), log: o.Logger}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.table, err = gpu.LoadTable(o.InstanceTypes); err != nil {
+		return nil, err
+	}
+	gs, err := gpu.Discover(ctx, o.GPUs)
+	if err != nil {
+		return nil, err
+	}
+	e.alloc = gpu.NewAllocator(gs)
+	return e, nil
+}
+
+// Name returns "process".
+func (e *Executor) Name() string { return "process" }
+
+// GPUs returns the host's GPUs as the executor found them.
+func (e *Executor) GPUs() []gpu.GPU { return e.alloc.GPUs() }
+
+// FreeGPUs returns how many of the host's GPUs no attempt holds.
+func (e *Executor) FreeGPUs() int { return e.alloc.Free() }
+
+// Table returns the GPUs-per-instance-type table in use.
+func (e *Executor) Table() gpu.Table { return e.table }
+
+// Validate checks that the payload names a command, a usable checkpoint
+// path, local channels and environment, and that its demand needs no more
+// GPUs than the host has.
+func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
+	req, err := trainingjob.Parse(payload)
+	if err != nil {
+		return err
+	}
+	_, err = e.check(req, demand)
+	return err
+}
+
+// check validates a parsed request and returns the job's own grace period.
+func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time.Duration, error) {
+	if len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 || req.AlgorithmSpecification.ContainerEntrypoint[0] == "" {
+		return 0, qshare.Errorf(qshare.EINVALID, `serviceRequestPayload has no AlgorithmSpecification.ContainerEntrypoint: the process executor runs a host command and needs one, for example "ContainerEntrypoint": ["python3", "train.py"] (ContainerArguments are appended)`)
+	}
+	if _, err := checkpointRel(req); err != nil {
+		return 0, err
+	}
+	if err := validateEnvironment(req); err != nil {
+		return 0, err
+	}
+	var grace time.Duration
+	if v, ok := req.Environment[EnvStopGrace]; ok {
+		g, err := parseGrace(v)
+		if err != nil {
+			return 0, qshare.Errorf(qshare.EINVALID, "Environment.%s is %q: give a non-negative number of seconds or a Go duration such as 90s", EnvStopGrace, v)
+		}
+		grace = g
+	}
+	if host := e.alloc.Total(); host > 0 {
+		if need := e.table.Need(demand); need > int64(host) {
+			return 0, qshare.Errorf(qshare.EINVALID, "the job needs %d GPUs (%s) but this host has %d: ask for fewer instances or a smaller instance type", need, e.table.Describe(demand), host)
+		}
+	}
+	return grace, nil
+}
+
+func parseGrace(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, errors.New("bad grace period")
+	}
+	return d, nil
+}
+
+// CheckCapacity warns when a service environment with these limits can ask
+// for more GPUs than the host has.
+func (e *Executor) CheckCapacity(limits qshare.Capacity) string {
+	need := e.table.Need(limits)
+	host := int64(e.alloc.Total())
+	switch {
+	case need == 0 || need <= host:
+		return ""
+	case host == 0:
+		return fmt.Sprintf("the capacity limits can run jobs that need up to %d GPUs (%s), but this host has no GPUs (nvidia-smi was not found and --gpus was not given): such jobs will run without GPUs", need, e.table.Describe(limits))
+	}
+	return fmt.Sprintf("the capacity limits can run jobs that need up to %d GPUs (%s), but this host has only %d: an attempt that finds too few free GPUs fails to start instead of sharing one; lower maxCapacity to at most what the host's GPUs allow", need, e.table.Describe(limits), host)
+}
+
+// Start prepares the job's directory and launches the attempt under a
+// supervisor; it returns once the job's process runs (or has failed to
+// start: a missing binary is an attempt that exits with code 127 and says
+// why). Starting an attempt ID again, even after a restart, returns its
+// handle and never runs the job twice. Start fails with an error wrapping
+// gpu.ErrNoFreeGPUs when too few GPUs are free.
+func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle, error) {
+	if err := pathComponent("job ID", s.JobID); err != nil {
+		return executor.Handle{}, err
+	}
+	if err := pathComponent("attempt ID", s.AttemptID); err != nil {
+		return executor.Handle{}, err
+	}
+	req, err := trainingjob.Parse(s.Payload)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	grace, err := e.check(req, s.Demand)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	var a *attempt
+	for {
+		var ok bool
+		e.mu.Lock()
+		a, ok = e.attempts[s.AttemptID]
+		if !ok {
+			a = &attempt{id: s.AttemptID, ready: make(chan struct{}), done: make(chan struct{})}
+			e.attempts[s.AttemptID] = a
+			e.mu.Unlock()
+			break
+		}
+		e.mu.Unlock()
+		select {
+		case <-a.ready:
+		case <-ctx.Done():
+			return executor.Handle{}, ctx.Err()
+		}
+		if a.startErr == nil {
+			return a.handle, nil
+		}
+		// That Start failed and removed the attempt: try again.
+	}
+	h, err := e.start(a, s, req, grace)
+	if err != nil {
+		e.mu.Lock()
+		delete(e.attempts, s.AttemptID)
+		e.mu.Unlock()
+		e.alloc.Release(s.AttemptID)
+	}
+	a.handle, a.startErr = h, err
+	close(a.ready)
+	return h, err
+}
+
+func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, grace time.Duration) (executor.Handle, error) {
+	l, err := jobLayout(e.o.DataDir, s.JobID, s.AttemptID, req)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	if _, err := os.Stat(filepath.Join(l.Attempt, fileLaunched)); err == nil {
+		return e.adopt(a, l.Attempt)
+	}
+	var gpus []gpu.GPU
+	if e.alloc.Total() > 0 {
+		if gpus, err = e.alloc.Claim(s.AttemptID, int(e.table.Need(s.Demand))); err != nil {
+			return executor.Handle{}, fmt.Errorf("process executor: attempt %s of job %s (%s): %w", s.AttemptID, s.JobID, e.table.Describe(s.Demand), err)
+		}
+	}
+	env, err := prepare(l, s, req, gpus, e.o.Env)
+	if err != nil {
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: preparing the directory of job %s: %v", s.JobID, err)
+	}
+	if err := os.MkdirAll(l.Attempt, 0o755); err != nil {
+		return executor.Handle{}, err
+	}
+	var ids []string
+	for _, g := range gpus {
+		ids = append(ids, g.UUID)
+	}
+	cfg := supervisorConfig{
+		AttemptID:   s.AttemptID,
+		Command:     req.Command(),
+		Env:         env,
+		Dir:         l.Job,
+		Log:         filepath.Join(l.Attempt, fileOutput),
+		LogMaxBytes: e.o.LogMaxBytes,
+		LogKeep:     e.o.LogKeep,
+		Grace:       e.graceFor(grace, 0),
+		FailureFile: filepath.Join(l.Output, "failure"),
+		GPUs:        ids,
+		JobGrace:    grace,
+	}
+	if err := writeJSONAtomic(filepath.Join(l.Attempt, fileConfig), cfg); err != nil {
+		return executor.Handle{}, err
+	}
+	return e.spawn(a, l.Attempt, cfg)
+}
+
+// spawn starts the supervisor of an attempt and waits for its reply.
+func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor.Handle, error) {
+	sl, err := os.OpenFile(filepath.Join(dir, fileSupLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	defer sl.Close()
+	cmd := exec.Command(e.o.Supervisor[0], e.o.Supervisor[1:]...)
+	cmd.Env = append(append([]string(nil), e.o.Env...), SupervisorEnv+"="+dir)
+	cmd.Dir = dir
+	cmd.Stderr = sl
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: cannot start the supervisor %s: %v", e.o.Supervisor[0], err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	line = strings.TrimSpace(line)
+	switch line {
+	case replyStarted, replyExited:
+	case replyAlready:
+		cmd.Wait()
+		return e.adopt(a, dir)
+	default:
+		cmd.Wait()
+		b, _ := os.ReadFile(filepath.Join(dir, fileSupLog))
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor of attempt %s ended without starting the job (%s): %s", a.id, cmd.ProcessState, strings.TrimSpace(lastLine(string(b))))
+	}
+	a.cmd = cmd
+	a.st = state{Dir: dir, GPUs: cfg.GPUs, Grace: cfg.JobGrace}
+	at := time.Now().UTC()
+	if line == replyStarted {
+		var st started
+		if err := readJSON(filepath.Join(dir, fileStarted), &st); err == nil {
+			a.st.Supervisor, a.st.Job, at = st.Supervisor, st.Job, st.At
+		}
+	} else {
+		var x exitRecord
+		if err := readJSON(filepath.Join(dir, fileExit), &x); err == nil {
+			at = x.At
+		}
+	}
+	if a.st.Supervisor.PID == 0 {
+		// The supervisor is our child: its pid cannot be reused before we reap it.
+		a.st.Supervisor, _ = identify(cmd.Process.Pid)
+	}
+	a.handle = e.handleOf(a, at)
+	go func() {
+		cmd.Wait()
+		e.finish(a)
+	}()
+	return a.handle, nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func (e *Executor) handleOf(a *attempt, at time.Time) executor.Handle {
+	b, _ := json.Marshal(a.st)
+	return executor.Handle{AttemptID: a.id, StartedAt: at, LogPath: filepath.Join(a.st.Dir, fileOutput), State: b}
+}
+
+// adopt takes over an attempt that a supervisor launched before (a Start
+// repeated after a restart): it waits briefly for the launch to be recorded
+// and then follows the attempt as Recover would.
+func (e *Executor) adopt(a *attempt, dir string) (executor.Handle, error) {
+	e.alloc.Release(a.id)
+	var cfg supervisorConfig
+	if err := readJSON(filepath.Join(dir, fileConfig), &cfg); err != nil {
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was launched before, but its record is unreadable: %v", a.id, err)
+	}
+	a.st = state{Dir: dir, GPUs: cfg.GPUs, Grace: cfg.JobGrace}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var st started
+		if err := readJSON(filepath.Join(dir, fileStarted), &st); err == nil {
+			a.st.Supervisor, a.st.Job = st.Supervisor, st.Job
+			a.handle = e.handleOf(a, st.At)
+			e.follow(a)
+			return a.handle, nil
+		}
+		var x exitRecord
+		if err := readJSON(filepath.Join(dir, fileExit), &x); err == nil {
+			a.handle = e.handleOf(a, x.At)
+			e.follow(a)
+			return a.handle, nil
+		}
+		if time.Now().After(deadline) {
+			return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was launched before, but whether its job started was never recorded; its fate is unknown", a.id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// follow re-claims a recovered attempt's GPUs and watches for its end.
+func (e *Executor) follow(a *attempt) {
+	if err := e.alloc.Reclaim(a.id, a.st.GPUs); err != nil {
+		e.log.Warn("recovered attempt's GPUs are held by another attempt", "attempt", a.id, "err", err)
+	}
+	go func() {
+		t := time.NewTicker(e.o.PollInterval)
+		defer t.Stop()
+		goneOnce := false
+		for {
+			if _, err := os.Stat(filepath.Join(a.st.Dir, fileExit)); err == nil {
+				e.finish(a)
+				return
+			}
+			if !a.st.Supervisor.alive() && !a.st.Job.alive() {
+				if goneOnce { // checked exit.json once more after seeing it gone
+					e.finish(a)
+					return
+				}
+				goneOnce = true
+			}
+			select {
+			case <-t.C:
+			case <-e.closed:
+				return
+			}
+		}
+	}()
+}
+
+// finish records the attempt's end from exit.json, frees its GPUs and
+// wakes its waiters.
+func (e *Executor) finish(a *attempt) {
+	var x exitRecord
+	exit := executor.Exit{AttemptID: a.id}
+	if err := readJSON(filepath.Join(a.st.Dir, fileExit), &x); err == nil {
+		exit.ExitCode, exit.Signal, exit.Reason, exit.Stopped, exit.At = x.ExitCode, x.Signal, x.Reason, x.Stopped, x.At
+	} else {
+		exit.ExitCode = -1
+		exit.Reason = "Lost: the attempt's supervisor ended without recording how the job ended (see " + filepath.Join(a.st.Dir, fileSupLog) + ")"
+		exit.At = time.Now().UTC()
+		e.mu.Lock()
+		exit.Stopped = a.stopping
+		e.mu.Unlock()
+	}
+	e.alloc.Release(a.id)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a.ended {
+		return
+	}
+	a.exit, a.ended = exit, true
+	close(a.done)
+}
+
+func (e *Executor) graceFor(job, caller time.Duration) time.Duration {
+	switch {
+	case caller > 0:
+		return caller
+	case job > 0:
+		return job
+	}
+	return e.o.StopGrace
+}
+
+func (e *Executor) lookup(ctx context.Context, id string) (*attempt, error) {
+	e.mu.Lock()
+	a, ok := e.attempts[id]
+	e.mu.Unlock()
+	if !ok {
+		return nil, executor.ErrUnknownAttempt
+	}
+	select {
+	case <-a.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if a.startErr != nil {
+		return nil, executor.ErrUnknownAttempt
+	}
+	return a, nil
+}
+
+// Stop asks the attempt's supervisor to stop the job: SIGTERM to its process
+// group, SIGKILL to all that is left of it after the grace period (the
+// caller's, else the job's QSHARE_STOP_GRACE, else Options.StopGrace). The
+// supervisor carries the stop out even if this server dies meanwhile. A
+// second Stop, or a Stop of an ended attempt, is a no-op.
+func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Duration) error {
+	a, err := e.lookup(ctx, attemptID)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if a.ended || a.stopping {
+		e.mu.Unlock()
+		return nil
+	}
+	a.stopping = true
+	e.mu.Unlock()
+	g := e.graceFor(a.st.Grace, grace)
+	if err := writeJSONAtomic(filepath.Join(a.st.Dir, fileStop), stopRequest{Grace: g, At: time.Now().UTC()}); err != nil {
+		return qshare.Errorf(qshare.EINTERNAL, "process executor: cannot record the stop of attempt %s: %v", attemptID, err)
+	}
+	if a.cmd != nil {
+		// Our child: signalling it is safe until we reap it, and if it
+		// has exited already the attempt is over anyway.
+		a.cmd.Process.Signal(syscall.SIGTERM)
+		return nil
+	}
+	if a.st.Supervisor.signal(syscall.SIGTERM) == nil {
+		return nil
+	}
+	// No supervisor (it was killed): stop the job's group ourselves.
+	if a.st.Job.signalGroup(syscall.SIGTERM) == nil {
+		job := a.st.Job
+		time.AfterFunc(g, func() { job.signalGroup(syscall.SIGKILL) })
+	}
+	return nil
+}
+
+// Wait blocks until the attempt's processes are all gone and its GPUs free,
+// and returns how it ended.
+func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, error) {
+	a, err := e.lookup(ctx, attemptID)
+	if err != nil {
+		return executor.Exit{}, err
+	}
+	select {
+	case <-a.done:
+		return a.exit, nil
+	case <-ctx.Done():
+		return executor.Exit{}, ctx.Err()
+	}
+}
+
+// Recover re-attaches to an attempt started before a restart. Its supervisor
+// or its job still alive (same pid and start time) → Running, its GPUs
+// claimed again, and Wait reports its end; exit.json written → Exited;
+// otherwise Lost.
+func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
+	if a, err := e.lookup(ctx, h.AttemptID); err == nil {
+		select {
+		case <-a.done:
+			return executor.Exited, nil
+		default:
+			return executor.Running, nil
+		}
+	}
+	var st state
+	if h.AttemptID == "" || json.Unmarshal(h.State, &st) != nil || st.Dir == "" {
+		return executor.Lost, nil
+	}
+	if _, err := os.Stat(filepath.Join(st.Dir, fileLaunched)); err != nil {
+		return executor.Lost, nil
+	}
+	e.mu.Lock()
+	if _, ok := e.attempts[h.AttemptID]; ok {
+		e.mu.Unlock()
+		return e.Recover(ctx, h) // a racing Start or Recover won
+	}
+	a := &attempt{id: h.AttemptID, ready: make(chan struct{}), done: make(chan struct{}), st: st, handle: h}
+	e.attempts[h.AttemptID] = a
+	e.mu.Unlock()
+	defer close(a.ready)
+
+	exited := func() bool {
+		_, err := os.Stat(filepath.Join(st.Dir, fileExit))
+		return err == nil
+	}
+	switch {
+	case exited():
+		e.finish(a)
+		return executor.Exited, nil
+	case st.Supervisor.alive() || st.Job.alive():
+		e.follow(a)
+		return executor.Running, nil
+	case exited():
+		e.finish(a)
+		return executor.Exited, nil
+	}
+	e.mu.Lock()
+	delete(e.attempts, h.AttemptID)
+	e.mu.Unlock()
+	a.startErr = executor.ErrUnknownAttempt
+	return executor.Lost, nil
+}
+
+// Close stops watching recovered attempts. Attempts keep running; a new
+// Executor over the same data directory recovers them.
+func (e *Executor) Close() error {
+	e.closeOnce.Do(func() { close(e.closed) })
+	return nil
+}

@@ -1,0 +1,599 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/executortest"
+)
+
+func TestMain(m *testing.M) {
+	MaybeSupervise()
+	if dir := os.Getenv(testServerEnv); dir != "" {
+		os.Exit(testServer(dir))
+	}
+	// Supervisors are this test binary; under -race each would otherwise
+	// sleep a second at exit.
+	os.Setenv("GORACE", "atexit_sleep_ms=0")
+	os.Exit(m.Run())
+}
+
+// payloadOf renders a payload that runs cmd (with sh -c when it is a string).
+func payloadOf(cmd any, mutate func(map[string]any)) string {
+	var ep []string
+	switch c := cmd.(type) {
+	case string:
+		ep = []string{"/bin/sh", "-c", c}
+	case []string:
+		ep = c
+	}
+	p := map[string]any{
+		"TrainingJobName": "t",
+		"AlgorithmSpecification": map[string]any{
+			"TrainingImage":       "recorded-not-pulled:latest",
+			"ContainerEntrypoint": ep,
+		},
+		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1},
+		"Environment":    map[string]string{},
+	}
+	if mutate != nil {
+		mutate(p)
+	}
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
+
+// script renders an executortest.Job as a shell script.
+func script(j executortest.Job) string {
+	var b strings.Builder
+	if j.RecordEnv {
+		b.WriteString("env -0\n")
+	}
+	switch j.OnStop {
+	case executortest.StopCheckpoint:
+		fmt.Fprintf(&b, "trap 'sleep %s; exit 0' TERM\n", secs(j.CheckpointTime))
+	case executortest.StopIgnore:
+		b.WriteString("trap '' TERM\n")
+	}
+	fmt.Fprintf(&b, "sleep %s & wait $!\nexit %d\n", secs(j.Run), j.ExitCode)
+	return b.String()
+}
+
+func newExecutor(t testing.TB, dir string, mut func(*Options)) *Executor {
+	t.Helper()
+	o := Options{DataDir: dir, GPUs: []string{"none"}, PollInterval: 20 * time.Millisecond}
+	if mut != nil {
+		mut(&o)
+	}
+	e, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestConformance(t *testing.T) {
+	executortest.Run(t, executortest.Harness{
+		New: func(t testing.TB, dir string) executor.Executor { return newExecutor(t, dir, nil) },
+		Payload: func(t testing.TB, j executortest.Job) string {
+			return payloadOf(script(j), func(p map[string]any) {
+				env := map[string]string{}
+				for k, v := range j.Env {
+					env[k] = v
+				}
+				p["Environment"] = env
+			})
+		},
+		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
+			return readEnv(t, h.LogPath)
+		},
+	})
+}
+
+// readEnv reads `env -0` output from a log file.
+func readEnv(t testing.TB, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if k, v, ok := strings.Cut(string(kv), "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+func run(t *testing.T, e *Executor, s executor.Spec) (executor.Handle, executor.Exit) {
+	t.Helper()
+	h, err := e.Start(context.Background(), s)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	x, err := e.Wait(ctx, s.AttemptID)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return h, x
+}
+
+func spec(job string, n int, payload string) executor.Spec {
+	return executor.Spec{JobID: job, JobName: job, AttemptID: fmt.Sprintf("%s-a%d", job, n), Attempt: n, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payload}
+}
+
+func TestValidate(t *testing.T) {
+	e := newExecutor(t, t.TempDir(), nil)
+	cases := map[string]struct {
+		payload string
+		words   string
+	}{
+		"no entrypoint":   {payloadOf([]string{}, nil), "ContainerEntrypoint"},
+		"checkpoint ../":  {payloadOf("true", func(p map[string]any) { p["CheckpointConfig"] = map[string]string{"LocalPath": "../../etc"} }), "LocalPath"},
+		"checkpoint root": {payloadOf("true", func(p map[string]any) { p["CheckpointConfig"] = map[string]string{"LocalPath": "/opt/ml"} }), "LocalPath"},
+		"relative file channel": {payloadOf("true", func(p map[string]any) {
+			p["InputDataConfig"] = []any{map[string]any{"ChannelName": "train", "DataSource": map[string]any{"S3DataSource": map[string]string{"S3Uri": "file:data"}}}}
+		}), "file://"},
+		"bad grace":    {payloadOf("true", func(p map[string]any) { p["Environment"] = map[string]string{EnvStopGrace: "soon"} }), EnvStopGrace},
+		"bad env name": {payloadOf("true", func(p map[string]any) { p["Environment"] = map[string]string{"A=B": "x"} }), "A=B"},
+	}
+	for name, c := range cases {
+		err := e.Validate(c.payload, qshare.Capacity{"ml.m5.large": 1})
+		if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), c.words) {
+			t.Errorf("%s: Validate = %v; want EINVALID mentioning %q", name, err, c.words)
+		}
+		if _, err := e.Start(context.Background(), spec("v", 1, c.payload)); qshare.ErrorCodeOf(err) != qshare.EINVALID {
+			t.Errorf("%s: Start = %v; want EINVALID", name, err)
+		}
+	}
+	for _, id := range []string{"", "..", "a/b"} {
+		s := spec("ok", 1, payloadOf("true", nil))
+		s.JobID = id
+		if _, err := e.Start(context.Background(), s); qshare.ErrorCodeOf(err) != qshare.EINVALID {
+			t.Errorf("Start with job ID %q = %v; want EINVALID", id, err)
+		}
+	}
+}
+
+func TestMissingBinary(t *testing.T) {
+	e := newExecutor(t, t.TempDir(), nil)
+	for i, cmd := range [][]string{{"no-such-program-qshare"}, {"/nonexistent/bin/x"}, {"./relative-missing"}} {
+		_, x := run(t, e, spec("missing"+strconv.Itoa(i), 1, payloadOf(cmd, nil)))
+		if x.ExitCode != 127 || !strings.Contains(x.Reason, "CannotStartError") || !strings.Contains(x.Reason, cmd[0]) {
+			t.Errorf("%v: exit %+v; want code 127 and a reason naming the program", cmd, x)
+		}
+	}
+	// Not executable.
+	dir := t.TempDir()
+	p := filepath.Join(dir, "script.sh")
+	os.WriteFile(p, []byte("#!/bin/sh\ntrue\n"), 0o644)
+	_, x := run(t, e, spec("noexec", 1, payloadOf([]string{p}, nil)))
+	if x.ExitCode != 127 || !strings.Contains(x.Reason, "not executable") {
+		t.Errorf("non-executable: %+v", x)
+	}
+}
+
+func TestJobEnvironmentAndFiles(t *testing.T) {
+	data := t.TempDir()
+	trainDir := t.TempDir()
+	e := newExecutor(t, data, func(o *Options) { o.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/home/x", "CUDA_VISIBLE_DEVICES=0,1"} })
+	sc := `env -0 > "$SM_OUTPUT_DATA_DIR/env"
+pwd > "$SM_OUTPUT_DATA_DIR/pwd"
+cut -d' ' -f5 /proc/$$/stat > "$SM_OUTPUT_DATA_DIR/pgid"; echo $$ > "$SM_OUTPUT_DATA_DIR/pid"
+echo "hello stdout"; echo "hello stderr" >&2`
+	p := payloadOf(sc, func(p map[string]any) {
+		p["HyperParameters"] = map[string]string{"lr": "0.01", "epochs": "10", "model-name": "resnet", "opts": `{"a":1}`}
+		p["InputDataConfig"] = []any{
+			map[string]any{"ChannelName": "train", "DataSource": map[string]any{"S3DataSource": map[string]string{"S3Uri": "file://" + trainDir}}},
+			map[string]any{"ChannelName": "remote", "DataSource": map[string]any{"S3DataSource": map[string]string{"S3Uri": "s3://bucket/x"}}},
+		}
+		p["CheckpointConfig"] = map[string]string{"LocalPath": "/opt/ml/my-ckpt", "S3Uri": "s3://b/c"}
+		p["Environment"] = map[string]string{"USER_VAR": "v", "CUDA_VISIBLE_DEVICES": "0,1,2,3", "QSHARE_JOB_ID": "forged"}
+	})
+	s := spec("envjob", 3, p)
+	s.Demand = qshare.Capacity{"ml.g5.2xlarge": 2}
+	h, x := run(t, e, s)
+	if !x.Succeeded() {
+		t.Fatalf("exit %+v", x)
+	}
+	jobDir := filepath.Join(data, "jobs", "envjob")
+	read := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(jobDir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	env := readEnv(t, filepath.Join(jobDir, "output/data/env"))
+	want := map[string]string{
+		"SM_MODEL_DIR":             jobDir + "/model",
+		"SM_OUTPUT_DIR":            jobDir + "/output",
+		"SM_OUTPUT_DATA_DIR":       jobDir + "/output/data",
+		"SM_INPUT_DIR":             jobDir + "/input",
+		"SM_INPUT_CONFIG_DIR":      jobDir + "/input/config",
+		"SM_CHECKPOINT_DIR":        jobDir + "/my-ckpt",
+		"SM_HP_LR":                 "0.01",
+		"SM_HP_EPOCHS":             "10",
+		"SM_HP_MODEL_NAME":         "resnet",
+		"SM_CURRENT_HOST":          "algo-1",
+		"SM_HOSTS":                 `["algo-1"]`,
+		"SM_NUM_GPUS":              "0",
+		"SM_CHANNELS":              `["train","remote"]`,
+		"SM_CHANNEL_TRAIN":         trainDir,
+		"SM_CURRENT_INSTANCE_TYPE": "ml.m5.large",
+		"QSHARE_JOB_ID":            "envjob",
+		"QSHARE_ATTEMPT":           "3",
+		"QSHARE_QUOTA_SHARE":       "s",
+		"QSHARE_JOB_QUEUE":         "q",
+		"USER_VAR":                 "v",
+		"HOME":                     "/home/x",
+		"CUDA_VISIBLE_DEVICES":     "",
+		"NVIDIA_VISIBLE_DEVICES":   "void",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	if _, ok := env["SM_CHANNEL_REMOTE"]; ok {
+		t.Errorf("an s3:// channel got a local path")
+	}
+	if _, ok := env[SupervisorEnv]; ok {
+		t.Errorf("%s leaked into the job", SupervisorEnv)
+	}
+	if n, _ := strconv.Atoi(env["SM_NUM_CPUS"]); n < 1 {
+		t.Errorf("SM_NUM_CPUS = %q", env["SM_NUM_CPUS"])
+	}
+	var hps map[string]any
+	if err := json.Unmarshal([]byte(env["SM_HPS"]), &hps); err != nil || hps["epochs"] != 10.0 || hps["lr"] != 0.01 || hps["model-name"] != "resnet" {
+		t.Errorf("SM_HPS = %s (%v)", env["SM_HPS"], err)
+	}
+	var hpf map[string]string
+	if err := json.Unmarshal([]byte(read("input/config/hyperparameters.json")), &hpf); err != nil || hpf["epochs"] != "10" || hpf["opts"] != `{"a":1}` {
+		t.Errorf("hyperparameters.json = %v (%v)", hpf, err)
+	}
+	var rc struct {
+		CurrentHost string   `json:"current_host"`
+		Hosts       []string `json:"hosts"`
+	}
+	if err := json.Unmarshal([]byte(read("input/config/resourceconfig.json")), &rc); err != nil || rc.CurrentHost != "algo-1" || len(rc.Hosts) != 1 {
+		t.Errorf("resourceconfig.json = %+v (%v)", rc, err)
+	}
+	if got := read("output/data/pwd"); got != jobDir {
+		t.Errorf("working directory %q, want %q", got, jobDir)
+	}
+	if read("output/data/pgid") != read("output/data/pid") {
+		t.Errorf("the job is not the leader of its own process group: pgid %s, pid %s", read("output/data/pgid"), read("output/data/pid"))
+	}
+	if st, err := os.Stat(filepath.Join(jobDir, "my-ckpt")); err != nil || !st.IsDir() {
+		t.Errorf("checkpoint directory not created: %v", err)
+	}
+	logb, _ := os.ReadFile(h.LogPath)
+	if !strings.Contains(string(logb), "hello stdout\n") || !strings.Contains(string(logb), "hello stderr\n") {
+		t.Errorf("log %s = %q; want both streams", h.LogPath, logb)
+	}
+	if !strings.HasPrefix(h.LogPath, filepath.Join(data, "attempts", "envjob")) {
+		t.Errorf("log path %s is not under the attempt directory", h.LogPath)
+	}
+}
+
+func TestFailureFile(t *testing.T) {
+	e := newExecutor(t, t.TempDir(), nil)
+	_, x := run(t, e, spec("ff", 1, payloadOf(`printf '\n  CUDA out of memory: tried to allocate 2 GiB  \nTraceback...\n' > "$SM_OUTPUT_DIR/failure"; exit 3`, nil)))
+	if x.ExitCode != 3 || x.Reason != "CUDA out of memory: tried to allocate 2 GiB" {
+		t.Errorf("exit %+v; want code 3 and the failure file's first line", x)
+	}
+	// A success ignores a failure file (left by an earlier attempt, say).
+	_, x = run(t, e, spec("ff", 2, payloadOf(`exit 0`, nil)))
+	if !x.Succeeded() || x.Reason != "Essential process exited with code 0" {
+		t.Errorf("exit %+v", x)
+	}
+	_, x = run(t, e, spec("sig", 1, payloadOf(`kill -SEGV $$`, nil)))
+	if x.ExitCode != -1 || x.Signal != "SIGSEGV" || x.Reason != "Essential process terminated by signal SIGSEGV" || x.Stopped {
+		t.Errorf("exit %+v; want killed by SIGSEGV", x)
+	}
+}
+
+func TestLogRotation(t *testing.T) {
+	e := newExecutor(t, t.TempDir(), func(o *Options) { o.LogMaxBytes = 64 << 10; o.LogKeep = 2 })
+	// About 2 MB of output, then a last line.
+	h, x := run(t, e, spec("loud", 1, payloadOf(`i=0; while [ $i -lt 2000 ]; do printf '%01000d\n' $i; i=$((i+1)); done; echo LAST LINE`, nil)))
+	if !x.Succeeded() {
+		t.Fatalf("exit %+v", x)
+	}
+	var total int64
+	for _, p := range []string{h.LogPath, h.LogPath + ".1", h.LogPath + ".2"} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if st.Size() > 64<<10 {
+			t.Errorf("%s has %d bytes, more than the 64 KiB cap", p, st.Size())
+		}
+		total += st.Size()
+	}
+	if _, err := os.Stat(h.LogPath + ".3"); !os.IsNotExist(err) {
+		t.Errorf("a third old log file exists: %v", err)
+	}
+	if total > 3*64<<10 {
+		t.Errorf("%d bytes of log kept", total)
+	}
+	b, _ := os.ReadFile(h.LogPath)
+	if !strings.HasSuffix(string(b), "LAST LINE\n") {
+		t.Errorf("the current log does not end with the last line: ...%q", b[max(0, len(b)-40):])
+	}
+}
+
+// pidsAlive reports which of the pids recorded in path still run.
+func pidsAlive(t *testing.T, path string) []int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alive []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, _ := strconv.Atoi(f)
+		if _, state, err := procStat(pid); err == nil && state != 'Z' {
+			alive = append(alive, pid)
+		}
+	}
+	return alive
+}
+
+func TestLeftoverChildrenAreKilled(t *testing.T) {
+	e := newExecutor(t, t.TempDir(), nil)
+	// The leader exits at once, leaving a child in its group, a child that
+	// left the group and a grandchild that left the session.
+	sc := `sleep 300 & echo $! >> "$SM_OUTPUT_DATA_DIR/pids"
+setsid sleep 301 & echo $! >> "$SM_OUTPUT_DATA_DIR/pids"
+sh -c 'setsid sleep 302 & echo $! >> "$SM_OUTPUT_DATA_DIR/pids"; sleep 0.05' 
+exit 0`
+	_, x := run(t, e, spec("leftover", 1, payloadOf(sc, nil)))
+	if !x.Succeeded() {
+		t.Fatalf("exit %+v", x)
+	}
+	if alive := pidsAlive(t, filepath.Join(e.o.DataDir, "jobs/leftover/output/data/pids")); len(alive) > 0 {
+		t.Errorf("processes of the job outlived Wait: %v", alive)
+	}
+}
+
+func TestStopKillsTheWholeGroupAfterGrace(t *testing.T) {
+	e := newExecutor(t, t.TempDir(), nil)
+	// The leader dies of SIGTERM; its child ignores it and keeps the GPUs
+	// (if any) busy: Wait must wait for the child, killed after the grace.
+	sc := `sh -c 'trap "" TERM; echo $$ >> "$SM_OUTPUT_DATA_DIR/pids"; sleep 300 & wait' &
+sleep 300`
+	s := spec("stubborn", 1, payloadOf(sc, nil))
+	if _, err := e.Start(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	t0 := time.Now()
+	if err := e.Stop(context.Background(), s.AttemptID, 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.Wait(context.Background(), s.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(t0) < 500*time.Millisecond {
+		t.Errorf("Wait returned before the grace period ended, while a child still ran")
+	}
+	if x.Signal != "SIGTERM" || !x.Stopped {
+		t.Errorf("exit %+v; want the leader's SIGTERM, stopped", x)
+	}
+	if alive := pidsAlive(t, filepath.Join(e.o.DataDir, "jobs/stubborn/output/data/pids")); len(alive) > 0 {
+		t.Errorf("processes of the job outlived Wait: %v", alive)
+	}
+}
+
+// The "server" of the kill -9 tests: a child process that starts one
+// attempt with a process executor, prints its handle, and waits to be killed.
+const testServerEnv = "QSHARE_PROCESS_TEST_SERVER"
+
+func testServer(dir string) int {
+	e, err := New(context.Background(), Options{DataDir: dir, GPUs: []string{"none"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var s executor.Spec
+	if err := json.Unmarshal([]byte(os.Getenv(testServerEnv+"_SPEC")), &s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	h, err := e.Start(context.Background(), s)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	json.NewEncoder(os.Stdout).Encode(h)
+	os.Stdout.Close()
+	select {}
+}
+
+// startInServer starts s in a child "server" process, then kills it with
+// SIGKILL and returns the handle it printed.
+func startInServer(t *testing.T, dir string, s executor.Spec) executor.Handle {
+	t.Helper()
+	b, _ := json.Marshal(s)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), testServerEnv+"="+dir, testServerEnv+"_SPEC="+string(b))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var h executor.Handle
+	if err := json.NewDecoder(out).Decode(&h); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the server printed no handle: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	return h
+}
+
+func TestKill9ServerRecover(t *testing.T) {
+	dir := t.TempDir()
+	// A job that counts its runs, so a duplicate start would show.
+	counting := func(body string) string {
+		return payloadOf(`echo run >> "$SM_CHECKPOINT_DIR/runs"; `+body, nil)
+	}
+	long := spec("long", 1, counting(`trap 'echo saved > "$SM_CHECKPOINT_DIR/ckpt"; exit 0' TERM; sleep 300 & wait`))
+	short := spec("short", 1, counting(`sleep 0.2; exit 5`))
+	hl := startInServer(t, dir, long)
+	hs := startInServer(t, dir, short)
+	time.Sleep(600 * time.Millisecond) // short ends while no server runs
+
+	e := newExecutor(t, dir, nil)
+	defer e.Close()
+	ctx := context.Background()
+	if r, err := e.Recover(ctx, hs); r != executor.Exited || err != nil {
+		t.Fatalf("Recover(short) = %v, %v; want Exited", r, err)
+	}
+	if x, _ := e.Wait(ctx, short.AttemptID); x.ExitCode != 5 {
+		t.Errorf("short: %+v; want code 5", x)
+	}
+	if r, err := e.Recover(ctx, hl); r != executor.Running || err != nil {
+		t.Fatalf("Recover(long) = %v, %v; want Running", r, err)
+	}
+	// A Start repeated after the restart does not run the job again.
+	if h, err := e.Start(ctx, long); err != nil || !h.StartedAt.Equal(hl.StartedAt) {
+		t.Errorf("Start after recovery = %+v, %v", h, err)
+	}
+	if err := e.Stop(ctx, long.AttemptID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	x, err := e.Wait(wctx, long.AttemptID)
+	if err != nil || !x.Stopped || x.ExitCode != 0 {
+		t.Errorf("long after Stop: %+v, %v; want stopped with code 0", x, err)
+	}
+	jobs := filepath.Join(dir, "jobs")
+	if b, _ := os.ReadFile(filepath.Join(jobs, "long/checkpoints/ckpt")); string(b) != "saved\n" {
+		t.Errorf("the checkpoint written on SIGTERM = %q", b)
+	}
+	for _, j := range []string{"long", "short"} {
+		if b, _ := os.ReadFile(filepath.Join(jobs, j, "checkpoints/runs")); string(b) != "run\n" {
+			t.Errorf("%s ran %d times", j, strings.Count(string(b), "run"))
+		}
+	}
+}
+
+func TestRestartedStartDoesNotRunTwice(t *testing.T) {
+	dir := t.TempDir()
+	s := spec("once", 1, payloadOf(`echo run >> "$SM_CHECKPOINT_DIR/runs"; sleep 0.3`, nil))
+	h1 := startInServer(t, dir, s)
+	e := newExecutor(t, dir, nil)
+	defer e.Close()
+	// The daemon crashed before it persisted the handle: it starts again.
+	h2, err := e.Start(context.Background(), s)
+	if err != nil || !h2.StartedAt.Equal(h1.StartedAt) {
+		t.Fatalf("Start after restart = %+v, %v; want the first handle %+v", h2, err, h1)
+	}
+	x, err := e.Wait(context.Background(), s.AttemptID)
+	if err != nil || !x.Succeeded() {
+		t.Fatalf("exit %+v, %v", x, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "jobs/once/checkpoints/runs")); string(b) != "run\n" {
+		t.Errorf("the job ran %d times", strings.Count(string(b), "run"))
+	}
+}
+
+func TestStopWhenTheSupervisorIsGone(t *testing.T) {
+	dir := t.TempDir()
+	s := spec("orphan", 1, payloadOf(`sleep 300`, nil))
+	h := startInServer(t, dir, s)
+	var st state
+	json.Unmarshal(h.State, &st)
+	if err := syscall.Kill(st.Supervisor.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for st.Supervisor.alive() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	e := newExecutor(t, dir, nil)
+	defer e.Close()
+	if r, _ := e.Recover(context.Background(), h); r != executor.Running {
+		t.Fatalf("Recover = %v; want Running (the job still runs)", r)
+	}
+	if err := e.Stop(context.Background(), s.AttemptID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	x, err := e.Wait(ctx, s.AttemptID)
+	if err != nil || !x.Stopped || !strings.HasPrefix(x.Reason, "Lost") {
+		t.Errorf("exit %+v, %v; want stopped, reason Lost", x, err)
+	}
+	if st.Job.alive() {
+		t.Errorf("the job still runs")
+	}
+}
+
+func TestRecoverLost(t *testing.T) {
+	dir := t.TempDir()
+	e := newExecutor(t, dir, nil)
+	defer e.Close()
+	for _, h := range []executor.Handle{
+		{AttemptID: "x", State: []byte("garbage")},
+		{AttemptID: "y", State: []byte(`{"dir":"` + dir + `/attempts/none/y"}`)},
+	} {
+		if r, err := e.Recover(context.Background(), h); r != executor.Lost || err != nil {
+			t.Errorf("Recover(%s) = %v, %v; want Lost", h.State, r, err)
+		}
+	}
+	// Launched, but nothing alive and no exit record: Lost.
+	ad := filepath.Join(dir, "attempts/j/z")
+	os.MkdirAll(ad, 0o755)
+	os.WriteFile(filepath.Join(ad, fileLaunched), nil, 0o644)
+	st, _ := json.Marshal(state{Dir: ad, Job: identity{PID: 1 << 22, Start: 1, BootID: bootIDOnce}})
+	if r, _ := e.Recover(context.Background(), executor.Handle{AttemptID: "z", State: st}); r != executor.Lost {
+		t.Errorf("Recover(dead) = %v; want Lost", r)
+	}
+	if _, err := e.Wait(context.Background(), "z"); !errors.Is(err, executor.ErrUnknownAttempt) {
+		t.Errorf("Wait(lost) = %v", err)
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	me, err := identify(os.Getpid())
+	if err != nil || !me.alive() {
+		t.Fatalf("identify(self) = %+v, %v", me, err)
+	}
+	other := me
+	other.Start++
+	if other.alive() {
+		t.Errorf("a different start time is alive")
+	}
+	other = me
+	other.BootID = "another-boot"
+	if other.alive() {
+		t.Errorf("a different boot is alive")
+	}
+}
