@@ -195,7 +195,9 @@ func TestMissingBinary(t *testing.T) {
 func TestJobEnvironmentAndFiles(t *testing.T) {
 	data := t.TempDir()
 	trainDir := t.TempDir()
-	e := newExecutor(t, data, func(o *Options) { o.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/home/x", "CUDA_VISIBLE_DEVICES=0,1"} })
+	e := newExecutor(t, data, func(o *Options) {
+		o.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/home/x", "CUDA_VISIBLE_DEVICES=0,1"}
+	})
 	sc := `env -0 > "$SM_OUTPUT_DATA_DIR/env"
 pwd > "$SM_OUTPUT_DATA_DIR/pwd"
 cut -d' ' -f5 /proc/$$/stat > "$SM_OUTPUT_DATA_DIR/pgid"; echo $$ > "$SM_OUTPUT_DATA_DIR/pid"
