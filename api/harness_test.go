@@ -1,0 +1,224 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/api"
+	"qshare/daemon"
+	"qshare/executor/simulated"
+	"qshare/sqlite"
+)
+
+// server is a real qshare server (SQLite store, simulated executor, the
+// API handler) on a loopback port, and an AWS SDK client pointed at it.
+type server struct {
+	t      *testing.T
+	c      *batch.Client
+	d      *daemon.Daemon
+	db     *sqlite.DB
+	ex     *simulated.Executor
+	url    string
+	closed bool
+	dir    string
+	srv    *httptest.Server
+}
+
+type serverOption func(*daemon.Config)
+
+func newServer(t *testing.T, opts ...serverOption) *server {
+	t.Helper()
+	return startServer(t, t.TempDir(), opts...)
+}
+
+func startServer(t *testing.T, dir string, opts ...serverOption) *server {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := simulated.New(simulated.Options{})
+	level := slog.LevelWarn
+	if os.Getenv("QSHARE_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg := daemon.Config{Store: db, Executor: ex, Logger: log, Tick: 20 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := daemon.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(d, log))
+	s := &server{t: t, d: d, db: db, ex: ex, url: srv.URL, dir: dir, srv: srv}
+	s.c = newClient(srv.URL)
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *server) close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.srv.Close()
+	s.d.Close()
+	s.ex.Close()
+	s.db.Close()
+}
+
+func newClient(url string) *batch.Client {
+	cfg := aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+	}
+	return batch.NewFromConfig(cfg, func(o *batch.Options) { o.BaseEndpoint = aws.String(url) })
+}
+
+var ctx = context.Background()
+
+// payload returns a CreateTrainingJob request for count instances of typ
+// that runs for dur in the simulated executor and exits with code.
+func payload(typ string, count int, dur time.Duration, code int) string {
+	p := map[string]any{
+		"TrainingJobName":        "train",
+		"AlgorithmSpecification": map[string]any{"TrainingImage": "img", "TrainingInputMode": "File"},
+		"ResourceConfig":         map[string]any{"InstanceType": typ, "InstanceCount": count, "VolumeSizeInGB": 1},
+		"StoppingCondition":      map[string]any{"MaxRuntimeInSeconds": 86400},
+		"Environment":            map[string]string{"QSHARE_SIM_DURATION": dur.String(), "QSHARE_SIM_EXIT_CODE": fmt.Sprint(code)},
+	}
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+const g5 = "ml.g5.xlarge"
+
+// setup creates the worked example's resources: a FIFO quota-share policy,
+// a service environment with envCap ml.g5.xlarge, a queue, and shares.
+type shareSpec struct {
+	name     string
+	limit    int32
+	strategy types.QuotaShareResourceSharingStrategy
+	borrow   *int32
+	inShare  bool
+}
+
+func (s *server) setup(queue string, envCap int32, shares ...shareSpec) (queueARN string) {
+	t := s.t
+	t.Helper()
+	pol, err := s.c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{
+		Name:             aws.String(queue + "-policy"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo},
+	})
+	must(t, err)
+	env, err := s.c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{
+		ServiceEnvironmentName: aws.String(queue + "-env"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(envCap)}},
+	})
+	must(t, err)
+	q, err := s.c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{
+		JobQueueName:            aws.String(queue),
+		Priority:                aws.Int32(1),
+		JobQueueType:            types.JobQueueTypeSagemakerTraining,
+		SchedulingPolicyArn:     pol.Arn,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}},
+	})
+	must(t, err)
+	for _, sh := range shares {
+		inShare := types.QuotaShareInSharePreemptionStateDisabled
+		if sh.inShare {
+			inShare = types.QuotaShareInSharePreemptionStateEnabled
+		}
+		_, err := s.c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{
+			QuotaShareName: aws.String(sh.name),
+			JobQueue:       q.JobQueueArn,
+			CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(sh.limit)}},
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{
+				Strategy: sh.strategy, BorrowLimit: sh.borrow},
+			PreemptionConfiguration: &types.QuotaSharePreemptionConfiguration{InSharePreemption: inShare},
+		})
+		must(t, err)
+	}
+	return *q.JobQueueArn
+}
+
+func (s *server) submit(queue, share, name string, prio int32, p string) string {
+	s.t.Helper()
+	in := &batch.SubmitServiceJobInput{
+		JobName: aws.String(name), JobQueue: aws.String(queue), ServiceJobType: types.ServiceJobTypeSagemakerTraining,
+		ServiceRequestPayload: aws.String(p), SchedulingPriority: aws.Int32(prio),
+	}
+	if share != "" {
+		in.QuotaShareName = aws.String(share)
+	}
+	out, err := s.c.SubmitServiceJob(ctx, in)
+	must(s.t, err)
+	return *out.JobId
+}
+
+func (s *server) describe(id string) *batch.DescribeServiceJobOutput {
+	s.t.Helper()
+	out, err := s.c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+	must(s.t, err)
+	return out
+}
+
+// waitStatus polls until the job has one of the statuses, or fails the test.
+func (s *server) waitStatus(id string, want ...types.ServiceJobStatus) *batch.DescribeServiceJobOutput {
+	s.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out := s.describe(id)
+		for _, w := range want {
+			if out.Status == w {
+				return out
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("job %s (%s) is %s (%s), want %v", id, aws.ToString(out.JobName), out.Status, aws.ToString(out.StatusReason), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clientErr asserts that err is a ClientException whose message contains
+// every one of the fragments.
+func clientErr(t *testing.T, err error, fragments ...string) {
+	t.Helper()
+	var ce *types.ClientException
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v (%T), want *types.ClientException", err, err)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(ce.ErrorMessage(), f) {
+			t.Fatalf("ClientException message %q does not contain %q", ce.ErrorMessage(), f)
+		}
+	}
+}

@@ -1,0 +1,391 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+
+	"qshare"
+	"qshare/daemon"
+)
+
+// op wraps a typed operation: decode the body into In, then run f.
+func op[In any](limit int64, f func(ctx context.Context, in *In) (any, error)) operation {
+	return operation{limit: limit, run: func(ctx context.Context, body []byte) (any, error) {
+		var in In
+		if err := decode(body, &in); err != nil {
+			return nil, err
+		}
+		return f(ctx, &in)
+	}}
+}
+
+type empty struct{}
+
+func statePtr(s *string) *qshare.State {
+	if s == nil {
+		return nil
+	}
+	st := qshare.State(*s)
+	return &st
+}
+
+// operations lists every operation by its lowercased name.
+func (h *Handler) operations() map[string]operation {
+	d := h.d
+	return map[string]operation{
+		// ---- service environments ----
+		"createserviceenvironment": op(maxBody, func(ctx context.Context, in *createEnvironmentIn) (any, error) {
+			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
+			if err != nil {
+				return nil, err
+			}
+			e, err := d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: in.ServiceEnvironmentName, Type: in.ServiceEnvironmentType,
+				State: qshare.State(in.State), CapacityLimits: limits, Tags: in.Tags})
+			if err != nil {
+				return nil, err
+			}
+			return environmentRef{e.Name, e.ARN}, nil
+		}),
+		"updateserviceenvironment": op(maxBody, func(ctx context.Context, in *updateEnvironmentIn) (any, error) {
+			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
+			if err != nil {
+				return nil, err
+			}
+			e, err := d.UpdateEnvironment(ctx, daemon.EnvironmentUpdate{Ref: in.ServiceEnvironment, State: statePtr(in.State), CapacityLimits: limits})
+			if err != nil {
+				return nil, err
+			}
+			return environmentRef{e.Name, e.ARN}, nil
+		}),
+		"deleteserviceenvironment": op(maxBody, func(ctx context.Context, in *deleteEnvironmentIn) (any, error) {
+			return empty{}, d.DeleteEnvironment(ctx, in.ServiceEnvironment)
+		}),
+		"describeserviceenvironments": op(maxBody, func(ctx context.Context, in *describeEnvironmentsIn) (any, error) {
+			es, err := d.Environments(in.ServiceEnvironments)
+			if err != nil {
+				return nil, err
+			}
+			p, next, err := page(es, func(e qshare.ServiceEnvironment) string { return e.Name }, in.pageIn)
+			if err != nil {
+				return nil, err
+			}
+			out := describeEnvironmentsOut{ServiceEnvironments: []environmentDetail{}, NextToken: next}
+			for _, e := range p {
+				out.ServiceEnvironments = append(out.ServiceEnvironments, environmentOut(e))
+			}
+			return out, nil
+		}),
+
+		// ---- scheduling policies ----
+		"createschedulingpolicy": op(maxBody, func(ctx context.Context, in *createPolicyIn) (any, error) {
+			qsp, err := quotaSharePolicyIn(in.QuotaSharePolicy)
+			if err != nil {
+				return nil, err
+			}
+			fsp, err := fairshareIn(in.FairsharePolicy)
+			if err != nil {
+				return nil, err
+			}
+			p, err := d.CreatePolicy(ctx, daemon.PolicyInput{Name: in.Name, QuotaSharePolicy: qsp, FairsharePolicy: fsp, Tags: in.Tags})
+			if err != nil {
+				return nil, err
+			}
+			return policyRef{p.Name, p.ARN}, nil
+		}),
+		"updateschedulingpolicy": op(maxBody, func(ctx context.Context, in *updatePolicyIn) (any, error) {
+			qsp, err := quotaSharePolicyIn(in.QuotaSharePolicy)
+			if err != nil {
+				return nil, err
+			}
+			fsp, err := fairshareIn(in.FairsharePolicy)
+			if err != nil {
+				return nil, err
+			}
+			return empty{}, d.UpdatePolicy(ctx, in.Arn, qsp, fsp)
+		}),
+		"deleteschedulingpolicy": op(maxBody, func(ctx context.Context, in *arnIn) (any, error) {
+			return empty{}, d.DeletePolicy(ctx, in.Arn)
+		}),
+		"describeschedulingpolicies": op(maxBody, func(ctx context.Context, in *describePoliciesIn) (any, error) {
+			if len(in.Arns) == 0 {
+				return nil, qshare.Errorf(qshare.EINVALID, "arns is required: give 1 to 100 scheduling policy ARNs")
+			}
+			if len(in.Arns) > 100 {
+				return nil, qshare.Errorf(qshare.EINVALID, "arns has %d entries: at most 100 are allowed", len(in.Arns))
+			}
+			ps, err := d.Policies(in.Arns)
+			if err != nil {
+				return nil, err
+			}
+			out := describePoliciesOut{SchedulingPolicies: []policyDetail{}}
+			for _, p := range ps {
+				out.SchedulingPolicies = append(out.SchedulingPolicies, policyOut(p))
+			}
+			return out, nil
+		}),
+		"listschedulingpolicies": op(maxBody, func(ctx context.Context, in *pageIn) (any, error) {
+			ps, err := d.Policies(nil)
+			if err != nil {
+				return nil, err
+			}
+			p, next, err := page(ps, func(p qshare.SchedulingPolicy) string { return p.Name }, *in)
+			if err != nil {
+				return nil, err
+			}
+			out := listPoliciesOut{SchedulingPolicies: []arnIn{}, NextToken: next}
+			for _, x := range p {
+				out.SchedulingPolicies = append(out.SchedulingPolicies, arnIn{x.ARN})
+			}
+			return out, nil
+		}),
+
+		// ---- job queues ----
+		"createjobqueue": op(maxBody, func(ctx context.Context, in *createQueueIn) (any, error) {
+			if in.Priority == nil {
+				return nil, qshare.Errorf(qshare.EINVALID, "priority is required: use an integer from 0 to 1000")
+			}
+			order, err := envOrderIn(in.ServiceEnvironmentOrder)
+			if err != nil {
+				return nil, err
+			}
+			actions, err := timeLimitsIn(in.JobStateTimeLimitActions)
+			if err != nil {
+				return nil, err
+			}
+			q, err := d.CreateQueue(ctx, daemon.QueueInput{Name: in.JobQueueName, Type: in.JobQueueType, State: qshare.State(in.State),
+				SchedulingPolicyARN: in.SchedulingPolicyArn, Priority: *in.Priority, HasComputeEnvironments: len(in.ComputeEnvironmentOrder) > 0,
+				ServiceEnvironmentOrder: order, JobStateTimeLimitActions: actions, Tags: in.Tags})
+			if err != nil {
+				return nil, err
+			}
+			return queueRef{q.Name, q.ARN}, nil
+		}),
+		"updatejobqueue": op(maxBody, func(ctx context.Context, in *updateQueueIn) (any, error) {
+			order, err := envOrderIn(in.ServiceEnvironmentOrder)
+			if err != nil {
+				return nil, err
+			}
+			actions, err := timeLimitsIn(in.JobStateTimeLimitActions)
+			if err != nil {
+				return nil, err
+			}
+			q, err := d.UpdateQueue(ctx, daemon.QueueUpdate{Ref: in.JobQueue, State: statePtr(in.State), SchedulingPolicyARN: in.SchedulingPolicyArn,
+				Priority: in.Priority, HasComputeEnvironments: len(in.ComputeEnvironmentOrder) > 0, ServiceEnvironmentOrder: order,
+				JobStateTimeLimitActions: actions})
+			if err != nil {
+				return nil, err
+			}
+			return queueRef{q.Name, q.ARN}, nil
+		}),
+		"deletejobqueue": op(maxBody, func(ctx context.Context, in *jobQueueIn) (any, error) {
+			return empty{}, d.DeleteQueue(ctx, in.JobQueue)
+		}),
+		"describejobqueues": op(maxBody, func(ctx context.Context, in *describeQueuesIn) (any, error) {
+			if len(in.JobQueues) > 100 {
+				return nil, qshare.Errorf(qshare.EINVALID, "jobQueues has %d entries: at most 100 are allowed", len(in.JobQueues))
+			}
+			qs, err := d.Queues(in.JobQueues)
+			if err != nil {
+				return nil, err
+			}
+			p, next, err := page(qs, func(q qshare.JobQueue) string { return q.Name }, in.pageIn)
+			if err != nil {
+				return nil, err
+			}
+			out := describeQueuesOut{JobQueues: []queueDetail{}, NextToken: next}
+			for _, q := range p {
+				out.JobQueues = append(out.JobQueues, queueOut(q))
+			}
+			return out, nil
+		}),
+
+		// ---- quota shares ----
+		"createquotashare": op(maxBody, func(ctx context.Context, in *createShareIn) (any, error) {
+			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
+			if err != nil {
+				return nil, err
+			}
+			if err := required("jobQueue", in.JobQueue); err != nil {
+				return nil, err
+			}
+			if in.ResourceSharingConfiguration == nil {
+				return nil, qshare.Errorf(qshare.EINVALID, "resourceSharingConfiguration is required: give {strategy: RESERVE|LEND|LEND_AND_BORROW, borrowLimit}")
+			}
+			if in.PreemptionConfiguration == nil || in.PreemptionConfiguration.InSharePreemption == nil {
+				return nil, qshare.Errorf(qshare.EINVALID, "preemptionConfiguration.inSharePreemption is required: use ENABLED or DISABLED")
+			}
+			var strategy string
+			if in.ResourceSharingConfiguration.Strategy != nil {
+				strategy = *in.ResourceSharingConfiguration.Strategy
+			}
+			s, err := d.CreateShare(ctx, daemon.ShareInput{Name: in.QuotaShareName, Queue: in.JobQueue, CapacityLimits: limits,
+				Strategy: qshare.Strategy(strategy), BorrowLimit: in.ResourceSharingConfiguration.BorrowLimit,
+				InSharePreemption: qshare.State(*in.PreemptionConfiguration.InSharePreemption), State: qshare.State(in.State), Tags: in.Tags})
+			if err != nil {
+				return nil, err
+			}
+			return shareRef{s.Name, s.ARN}, nil
+		}),
+		"updatequotashare": op(maxBody, func(ctx context.Context, in *updateShareIn) (any, error) {
+			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
+			if err != nil {
+				return nil, err
+			}
+			u := daemon.ShareUpdate{ARN: in.QuotaShareArn, CapacityLimits: limits, State: statePtr(in.State)}
+			if rs := in.ResourceSharingConfiguration; rs != nil {
+				u.Sharing = true
+				if rs.Strategy != nil {
+					u.Strategy = qshare.Strategy(*rs.Strategy)
+				}
+				u.BorrowLimit = rs.BorrowLimit
+			}
+			if pc := in.PreemptionConfiguration; pc != nil {
+				if pc.InSharePreemption == nil {
+					return nil, qshare.Errorf(qshare.EINVALID, "preemptionConfiguration.inSharePreemption is required: use ENABLED or DISABLED")
+				}
+				u.InSharePreemption = statePtr(pc.InSharePreemption)
+			}
+			s, err := d.UpdateShare(ctx, u)
+			if err != nil {
+				return nil, err
+			}
+			return shareRef{s.Name, s.ARN}, nil
+		}),
+		"deletequotashare": op(maxBody, func(ctx context.Context, in *shareArnIn) (any, error) {
+			return empty{}, d.DeleteShare(ctx, in.QuotaShareArn)
+		}),
+		"describequotashare": op(maxBody, func(ctx context.Context, in *shareArnIn) (any, error) {
+			s, err := d.Share(in.QuotaShareArn)
+			if err != nil {
+				return nil, err
+			}
+			return shareOut(s, d.QueueARN(s.JobQueue), true), nil
+		}),
+		"listquotashares": op(maxBody, func(ctx context.Context, in *listSharesIn) (any, error) {
+			if err := required("jobQueue", in.JobQueue); err != nil {
+				return nil, err
+			}
+			ss, err := d.Shares(in.JobQueue)
+			if err != nil {
+				return nil, err
+			}
+			p, next, err := page(ss, func(s qshare.QuotaShare) string { return s.Name }, in.pageIn)
+			if err != nil {
+				return nil, err
+			}
+			out := listSharesOut{QuotaShares: []shareDetail{}, NextToken: next}
+			for _, s := range p {
+				out.QuotaShares = append(out.QuotaShares, shareOut(s, d.QueueARN(s.JobQueue), false))
+			}
+			return out, nil
+		}),
+
+		// ---- service jobs ----
+		"submitservicejob": op(maxSubmitBody, func(ctx context.Context, in *submitIn) (any, error) {
+			if err := required("jobQueue", in.JobQueue); err != nil {
+				return nil, err
+			}
+			rs, err := retryIn(in.RetryStrategy)
+			if err != nil {
+				return nil, err
+			}
+			s := daemon.SubmitInput{Name: in.JobName, Queue: in.JobQueue, QuotaShare: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier,
+				ServiceJobType: in.ServiceJobType, Payload: in.ServiceRequestPayload, Priority: in.SchedulingPriority, RetryStrategy: rs,
+				Tags: in.Tags, ClientToken: in.ClientToken, RequestHash: requestHash(*in)}
+			if in.PreemptionConfiguration != nil {
+				s.PreemptionRetries = in.PreemptionConfiguration.PreemptionRetriesBeforeTermination
+			}
+			if in.TimeoutConfig != nil {
+				s.AttemptDurationSeconds = in.TimeoutConfig.AttemptDurationSeconds
+			}
+			j, err := d.Submit(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			return jobRef{j.ARN, j.Name, j.ID}, nil
+		}),
+		"updateservicejob": op(maxBody, func(ctx context.Context, in *updateJobIn) (any, error) {
+			if in.SchedulingPriority == nil {
+				return nil, qshare.Errorf(qshare.EINVALID, "schedulingPriority is required: use an integer from 0 to 9999")
+			}
+			j, err := d.UpdatePriority(ctx, in.JobId, *in.SchedulingPriority)
+			if err != nil {
+				return nil, err
+			}
+			return jobRef{j.ARN, j.Name, j.ID}, nil
+		}),
+		"describeservicejob": op(maxBody, func(ctx context.Context, in *jobIdIn) (any, error) {
+			j, err := d.Job(in.JobId)
+			if err != nil {
+				return nil, err
+			}
+			return jobOut(j, d.QueueARN(j.JobQueue)), nil
+		}),
+		"listservicejobs": op(maxBody, func(ctx context.Context, in *listJobsIn) (any, error) {
+			l := daemon.ListJobsInput{Queue: in.JobQueue, Status: qshare.JobStatus(in.JobStatus), NextToken: in.NextToken}
+			if in.MaxResults != nil {
+				if *in.MaxResults < 1 || *in.MaxResults > 100 {
+					return nil, qshare.Errorf(qshare.EINVALID, "maxResults %d is out of range: use 1 to 100", *in.MaxResults)
+				}
+				l.MaxResults = int(*in.MaxResults)
+			}
+			switch len(in.Filters) {
+			case 0:
+			case 1:
+				if in.Filters[0].Name == nil {
+					return nil, qshare.Errorf(qshare.EINVALID, "filters[0].name is required: use JOB_NAME, BEFORE_CREATED_AT, AFTER_CREATED_AT, SHARE_IDENTIFIER or QUOTA_SHARE_NAME")
+				}
+				l.HasFilter, l.FilterName, l.FilterValues = true, *in.Filters[0].Name, in.Filters[0].Values
+			default:
+				return nil, qshare.Errorf(qshare.EINVALID, "filters has %d entries: ListServiceJobs takes one filter at a time", len(in.Filters))
+			}
+			jobs, next, err := d.ListJobs(l)
+			if err != nil {
+				return nil, err
+			}
+			out := listJobsOut{JobSummaryList: []jobSummary{}, NextToken: str(next)}
+			for _, j := range jobs {
+				out.JobSummaryList = append(out.JobSummaryList, summaryOut(j))
+			}
+			return out, nil
+		}),
+		"terminateservicejob": op(maxBody, func(ctx context.Context, in *terminateIn) (any, error) {
+			return empty{}, d.Terminate(ctx, in.JobId, in.Reason)
+		}),
+		"terminateservicejobs": op(maxBody, func(ctx context.Context, in *terminateManyIn) (any, error) {
+			ok, failed, err := d.TerminateMany(ctx, in.Jobs, in.Reason)
+			if err != nil {
+				return nil, err
+			}
+			out := terminateManyOut{Successful: ok, Errors: []terminateError{}}
+			if out.Successful == nil {
+				out.Successful = []string{}
+			}
+			for _, f := range failed {
+				e := errorTable[qshare.ErrorCodeOf(f.Err)]
+				out.Errors = append(out.Errors, terminateError{Job: f.Ref, Code: e.typ, Message: qshare.ErrorMessageOf(f.Err)})
+			}
+			return out, nil
+		}),
+		"getjobqueuesnapshot": op(maxBody, func(ctx context.Context, in *jobQueueIn) (any, error) {
+			s, err := d.Snapshot(in.JobQueue)
+			if err != nil {
+				return nil, err
+			}
+			return snapshotWire(s), nil
+		}),
+	}
+}
+
+// fairshareIn checks a fair-share policy's shape and returns it as JSON, or
+// nil when absent.
+func fairshareIn(raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var f fairsharePolicyWire
+	if err := decode(raw, &f); err != nil {
+		return nil, qshare.Errorf(qshare.EINVALID, "fairsharePolicy is not valid: %s", qshare.ErrorMessageOf(err))
+	}
+	return append([]byte(nil), raw...), nil
+}

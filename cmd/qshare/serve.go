@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"qshare"
+	"qshare/api"
+	"qshare/daemon"
+	"qshare/executor"
+	"qshare/executor/simulated"
+	"qshare/sqlite"
+)
+
+// serveSettings are the settings of qshare serve. Each comes, in rising
+// order of precedence, from its default, the config file, a QSHARE_*
+// environment variable, and a flag.
+type serveSettings struct {
+	Addr              string `yaml:"addr"`
+	DataDir           string `yaml:"dataDir"`
+	Executor          string `yaml:"executor"`
+	Region            string `yaml:"region"`
+	AccountID         string `yaml:"accountId"`
+	MaxSharesPerQueue int    `yaml:"maxQuotaSharesPerQueue"`
+	LogLevel          string `yaml:"logLevel"`
+	StopGrace         string `yaml:"stopGrace"`
+}
+
+func defaultServeSettings() serveSettings {
+	return serveSettings{Addr: "127.0.0.1:8750", DataDir: "./qshare-data", Executor: defaultExecutor, Region: "us-east-1",
+		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info"}
+}
+
+// defaultExecutor is the executor qshare serve uses unless told otherwise.
+var defaultExecutor = "simulated"
+
+// executors maps an --executor name to its constructor.
+var executors = map[string]func(ctx context.Context, s serveSettings) (executor.Executor, error){
+	"simulated": func(ctx context.Context, s serveSettings) (executor.Executor, error) {
+		return simulated.New(simulated.Options{}), nil
+	},
+}
+
+var serveFlags struct {
+	config string
+	s      serveSettings
+}
+
+var serveCmd = &cobra.Command{
+	Use:   "serve",
+	Short: "Run the AWS Batch-compatible server",
+	Long: `serve runs qshare's server: the AWS Batch service-job and quota-management API
+over HTTP (POST /v1/<operation>), the scheduler, and the executor that runs
+the jobs. Every resource and job is kept in an SQLite database in the data
+directory, and every change is durable before it is acknowledged; a restart
+recovers the jobs that were running.
+
+Point an AWS SDK at it with any static credentials, for example in Go:
+  batch.NewFromConfig(cfg, func(o *batch.Options){ o.BaseEndpoint = aws.String("http://127.0.0.1:8750") })
+
+Settings come from flags, then QSHARE_* environment variables (QSHARE_ADDR,
+QSHARE_DATA_DIR, QSHARE_EXECUTOR, QSHARE_REGION, QSHARE_ACCOUNT_ID,
+QSHARE_MAX_QUOTA_SHARES_PER_QUEUE, QSHARE_LOG_LEVEL, QSHARE_STOP_GRACE,
+QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
+
+qshare has no authentication yet, so it listens on loopback addresses only.`,
+	Args: cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		s, err := resolveServeSettings(cmd)
+		if err != nil {
+			return err
+		}
+		return runServe(cmd.Context(), s, cmd.OutOrStdout())
+	},
+}
+
+func init() {
+	f := serveCmd.Flags()
+	d := defaultServeSettings()
+	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace)")
+	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on; a loopback address (port 0 picks a free port)")
+	f.StringVar(&serveFlags.s.DataDir, "data-dir", d.DataDir, "directory of the database and the executor's files")
+	f.StringVar(&serveFlags.s.Executor, "executor", d.Executor, "what runs the jobs: "+strings.Join(executorNames(), " or "))
+	f.StringVar(&serveFlags.s.Region, "region", d.Region, "region in ARNs")
+	f.StringVar(&serveFlags.s.AccountID, "account-id", d.AccountID, "account ID in ARNs (12 digits)")
+	f.IntVar(&serveFlags.s.MaxSharesPerQueue, "max-quota-shares-per-queue", d.MaxSharesPerQueue, "most quota shares one job queue may have (AWS: 20)")
+	f.StringVar(&serveFlags.s.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
+	f.StringVar(&serveFlags.s.StopGrace, "stop-grace", "", "grace period of a stop (preemption, termination, timeout) before a forced kill, e.g. 30s; empty: the executor's default")
+	rootCmd.AddCommand(serveCmd)
+}
+
+func executorNames() []string {
+	var ns []string
+	for n := range executors {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+// resolveServeSettings layers defaults, the config file, the environment and
+// the flags that were given.
+func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
+	s := defaultServeSettings()
+	path := serveFlags.config
+	if !cmd.Flags().Changed("config") {
+		path = os.Getenv("QSHARE_CONFIG")
+	}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return s, fmt.Errorf("cannot read the config file: %w", err)
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
+			return s, fmt.Errorf("config file %s: %w (keys: addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace)", path, err)
+		}
+	}
+	env := func(key string, set func(string) error) error {
+		if v, ok := os.LookupEnv(key); ok {
+			if err := set(v); err != nil {
+				return fmt.Errorf("environment variable %s=%q: %w", key, v, err)
+			}
+		}
+		return nil
+	}
+	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
+	for _, e := range []struct {
+		key string
+		set func(string) error
+	}{
+		{"QSHARE_ADDR", str(&s.Addr)}, {"QSHARE_DATA_DIR", str(&s.DataDir)}, {"QSHARE_EXECUTOR", str(&s.Executor)},
+		{"QSHARE_REGION", str(&s.Region)}, {"QSHARE_ACCOUNT_ID", str(&s.AccountID)}, {"QSHARE_LOG_LEVEL", str(&s.LogLevel)},
+		{"QSHARE_STOP_GRACE", str(&s.StopGrace)},
+		{"QSHARE_MAX_QUOTA_SHARES_PER_QUEUE", func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return errors.New("give a whole number")
+			}
+			s.MaxSharesPerQueue = n
+			return nil
+		}},
+	} {
+		if err := env(e.key, e.set); err != nil {
+			return s, err
+		}
+	}
+	f := cmd.Flags()
+	fs := serveFlags.s
+	if f.Changed("addr") {
+		s.Addr = fs.Addr
+	}
+	if f.Changed("data-dir") {
+		s.DataDir = fs.DataDir
+	}
+	if f.Changed("executor") {
+		s.Executor = fs.Executor
+	}
+	if f.Changed("region") {
+		s.Region = fs.Region
+	}
+	if f.Changed("account-id") {
+		s.AccountID = fs.AccountID
+	}
+	if f.Changed("max-quota-shares-per-queue") {
+		s.MaxSharesPerQueue = fs.MaxSharesPerQueue
+	}
+	if f.Changed("log-level") {
+		s.LogLevel = fs.LogLevel
+	}
+	if f.Changed("stop-grace") {
+		s.StopGrace = fs.StopGrace
+	}
+	return s, nil
+}
+
+// checkLoopback refuses any address that is not loopback: qshare has no
+// authentication yet, and anyone who can reach the port can run commands.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q is not HOST:PORT: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("refusing to listen on %q: qshare has no authentication yet, and its jobs run commands, so anyone who can reach the port could run programs on this machine. Listen on a loopback address such as 127.0.0.1:8750, and reach it from elsewhere through an SSH tunnel or an authenticating proxy", addr)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("--log-level %q is not valid: use debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// runServe runs the server until ctx ends or SIGINT/SIGTERM arrives.
+func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := checkLoopback(s.Addr); err != nil {
+		return err
+	}
+	level, err := parseLevel(s.LogLevel)
+	if err != nil {
+		return err
+	}
+	if s.MaxSharesPerQueue < 1 {
+		return fmt.Errorf("--max-quota-shares-per-queue %d is not valid: give 1 or more", s.MaxSharesPerQueue)
+	}
+	if len(s.AccountID) != 12 || strings.Trim(s.AccountID, "0123456789") != "" {
+		return fmt.Errorf("--account-id %q is not valid: give 12 digits", s.AccountID)
+	}
+	if s.Region == "" || strings.ContainsAny(s.Region, ":/ ") {
+		return fmt.Errorf("--region %q is not valid: give a region name such as us-east-1", s.Region)
+	}
+	var grace time.Duration
+	if s.StopGrace != "" {
+		if grace, err = simulated.ParseGrace(s.StopGrace); err != nil {
+			return fmt.Errorf("--stop-grace %q: %w", s.StopGrace, err)
+		}
+	}
+	newExec, ok := executors[s.Executor]
+	if !ok {
+		return fmt.Errorf("--executor %q is not known: use %s", s.Executor, strings.Join(executorNames(), " or "))
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	db, err := sqlite.Open(filepath.Join(s.DataDir, "qshare.db"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ex, err := newExec(ctx, s)
+	if err != nil {
+		return fmt.Errorf("executor %s: %w", s.Executor, err)
+	}
+	defer ex.Close()
+	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
+		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace})
+	if err != nil {
+		return err
+	}
+	if err := d.Start(ctx); err != nil {
+		return err
+	}
+	defer d.Close()
+
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           api.New(d, log),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stdout, "qshare: listening on http://%s (executor %s, data in %s)\n", ln.Addr(), s.Executor, s.DataDir)
+	log.Info("serving", "addr", ln.Addr().String(), "executor", s.Executor, "dataDir", s.DataDir, "region", s.Region, "account", s.AccountID)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("server stopped: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	return nil
+}

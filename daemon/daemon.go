@@ -1,0 +1,276 @@
+// Package daemon is the only part of qshare with a wall clock: it holds the
+// working state of every resource and job in memory, serves reads from it,
+// and runs the control loop that turns commands into engine inputs, commits
+// the engine's decisions to the store, carries them out through an executor,
+// and acknowledges the requests that caused them.
+//
+// Every change is written through the store before it is acted on and before
+// the request that caused it is acknowledged. Only the control loop touches
+// the engine's scheduling state and changes a job once it has been submitted,
+// so job records have a single writer; submits commit on their own goroutine
+// so that concurrent submits share the store's group commit.
+//
+// On Start the daemon rebuilds itself from the store and asks the executor to
+// recover every attempt that was SCHEDULED, STARTING or RUNNING.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"qshare"
+	"qshare/engine"
+	"qshare/executor"
+	"qshare/store"
+)
+
+// Config configures a Daemon. Store and Executor are required.
+type Config struct {
+	Store    store.Store
+	Executor executor.Executor
+	// Engine is the scheduler; New creates one when nil. It must be empty.
+	Engine *engine.Engine
+	// Region and AccountID appear in ARNs (defaults us-east-1, 000000000000).
+	Region    string
+	AccountID string
+	// MaxSharesPerQueue bounds the quota shares of one job queue (default 20).
+	MaxSharesPerQueue int
+	// Logger receives a structured record of every decision and transition.
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Tick is how often the loop wakes without a kick, for timeouts and
+	// time-limit actions (default 1s).
+	Tick time.Duration
+	// StopGrace is the grace period of a stop: preemption, termination,
+	// timeout (0: the executor's default).
+	StopGrace time.Duration
+}
+
+// Daemon is the server's state and control loop. Create one with New, then
+// call Start. Its methods are safe for concurrent use.
+type Daemon struct {
+	cfg Config
+	st  store.Store
+	ex  executor.Executor
+	log *slog.Logger
+	now func() time.Time
+
+	// resMu serialises changes to resources (environments, policies, queues,
+	// shares) with each other; submits hold it for reading so that the queue
+	// and share they were validated against cannot go away under them.
+	resMu sync.RWMutex
+
+	// engMu guards the engine: the loop holds it while it feeds the engine
+	// and schedules, readers (snapshots) while they look.
+	engMu sync.Mutex
+	eng   *engine.Engine
+
+	// mu guards the maps below. Job records are immutable once installed:
+	// a change installs a new *qshare.Job, so a reader may keep a pointer.
+	mu       sync.RWMutex
+	envs     map[string]*qshare.ServiceEnvironment
+	policies map[string]*qshare.SchedulingPolicy
+	queues   map[string]*qshare.JobQueue
+	shares   map[store.ShareKey]*qshare.QuotaShare
+	jobs     map[string]*qshare.Job
+	byQueue  map[string]*jobIndex
+	tokens   map[string]*tokenEntry
+	inbox    []op
+
+	kick    chan struct{}
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	bg      sync.WaitGroup
+
+	// loop-owned state (touched only by the loop goroutine, and by Start
+	// before the loop runs).
+	runs  map[string]*run
+	waits map[string]waitInfo
+}
+
+// New returns a daemon over the given store and executor. It does not touch
+// either until Start.
+func New(cfg Config) (*Daemon, error) {
+	if cfg.Store == nil || cfg.Executor == nil {
+		return nil, errors.New("daemon: Config.Store and Config.Executor are required")
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.AccountID == "" {
+		cfg.AccountID = "000000000000"
+	}
+	if cfg.MaxSharesPerQueue <= 0 {
+		cfg.MaxSharesPerQueue = qshare.DefaultQuotaSharesPerQueue
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = time.Second
+	}
+	if cfg.Engine == nil {
+		cfg.Engine = engine.New()
+	}
+	return &Daemon{
+		cfg:      cfg,
+		st:       cfg.Store,
+		ex:       cfg.Executor,
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		eng:      cfg.Engine,
+		envs:     map[string]*qshare.ServiceEnvironment{},
+		policies: map[string]*qshare.SchedulingPolicy{},
+		queues:   map[string]*qshare.JobQueue{},
+		shares:   map[store.ShareKey]*qshare.QuotaShare{},
+		jobs:     map[string]*qshare.Job{},
+		byQueue:  map[string]*jobIndex{},
+		tokens:   map[string]*tokenEntry{},
+		kick:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		runs:     map[string]*run{},
+		waits:    map[string]waitInfo{},
+	}, nil
+}
+
+// Region returns the region used in ARNs.
+func (d *Daemon) Region() string { return d.cfg.Region }
+
+// AccountID returns the account ID used in ARNs.
+func (d *Daemon) AccountID() string { return d.cfg.AccountID }
+
+// Start loads the store, rebuilds the engine, recovers the attempts that were
+// in flight through the executor, and starts the control loop. It returns
+// once the daemon serves requests. The loop runs until Close.
+func (d *Daemon) Start(ctx context.Context) error {
+	if d.started {
+		return errors.New("daemon: already started")
+	}
+	state, err := d.st.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("daemon: load store: %w", err)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	if err := d.recover(ctx, lctx, state); err != nil {
+		cancel()
+		d.bg.Wait()
+		return err
+	}
+	d.started = true
+	d.cancel = cancel
+	go d.loop(lctx)
+	d.kickLoop()
+	return nil
+}
+
+// Close stops the control loop and waits for it. Attempts that are running
+// keep running in the executor; a later Start recovers them. Close does not
+// close the store or the executor: their owner does.
+func (d *Daemon) Close() error {
+	if !d.started {
+		return nil
+	}
+	d.cancel()
+	<-d.done
+	d.bg.Wait()
+	return nil
+}
+
+func (d *Daemon) kickLoop() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// post appends operations to the loop's inbox and wakes the loop.
+func (d *Daemon) post(ops ...op) {
+	d.mu.Lock()
+	d.inbox = append(d.inbox, ops...)
+	d.mu.Unlock()
+	d.kickLoop()
+}
+
+// commit writes a change through the store, translating its failure into an
+// internal error for the caller.
+func (d *Daemon) commit(ctx context.Context, c *store.Change) error {
+	if err := d.st.Commit(ctx, c); err != nil {
+		d.log.Error("store commit failed", "err", err)
+		return &qshare.Error{Code: qshare.EINTERNAL, Message: "the change could not be saved, so it was not applied; retry the request"}
+	}
+	return nil
+}
+
+// jobIndex lists the jobs of one queue in (CreatedAt, ID) order, for
+// ListServiceJobs.
+type jobIndex struct {
+	ids []jobKey
+}
+
+type jobKey struct {
+	created int64 // UnixNano
+	id      string
+}
+
+func (a jobKey) less(b jobKey) bool {
+	if a.created != b.created {
+		return a.created < b.created
+	}
+	return a.id < b.id
+}
+
+// add inserts a key; keys mostly arrive in order, so this is mostly an append.
+func (x *jobIndex) add(k jobKey) {
+	n := len(x.ids)
+	if n == 0 || x.ids[n-1].less(k) {
+		x.ids = append(x.ids, k)
+		return
+	}
+	i := sort.Search(n, func(i int) bool { return k.less(x.ids[i]) })
+	x.ids = append(x.ids, jobKey{})
+	copy(x.ids[i+1:], x.ids[i:])
+	x.ids[i] = k
+}
+
+// installJob makes j the current record of its job. Callers hold d.mu.
+func (d *Daemon) installJob(j *qshare.Job) {
+	if _, ok := d.jobs[j.ID]; !ok {
+		x := d.byQueue[j.JobQueue]
+		if x == nil {
+			x = &jobIndex{}
+			d.byQueue[j.JobQueue] = x
+		}
+		x.add(jobKey{j.CreatedAt.UnixNano(), j.ID})
+	}
+	d.jobs[j.ID] = j
+}
+
+// cloneJob returns a copy of j that may be changed without touching j: the
+// attempts and tags are copied; demand and retry strategy are never changed
+// and are shared.
+func cloneJob(j *qshare.Job) *qshare.Job {
+	c := *j
+	c.Attempts = append([]qshare.Attempt(nil), j.Attempts...)
+	return &c
+}
+
+func cloneTags(t map[string]string) map[string]string {
+	if t == nil {
+		return nil
+	}
+	c := make(map[string]string, len(t))
+	for k, v := range t {
+		c[k] = v
+	}
+	return c
+}

@@ -1,0 +1,689 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"qshare"
+	"qshare/engine"
+	"qshare/executor"
+	"qshare/store"
+	"qshare/trainingjob"
+)
+
+// The control loop. Each cycle takes the inbox (submits, commands, reports
+// from executors), feeds it to the engine, lets the engine schedule, and
+// gathers every resulting job change into one store commit. Only after the
+// commit does it install the changes in memory, answer the commands, and act:
+// start, stop, wait. A crash between deciding and acting therefore leaves a
+// store that Start can recover from, and every executor action is keyed by
+// attempt ID, so acting twice is harmless.
+
+type opKind int
+
+const (
+	opSubmit     opKind = iota + 1 // a job was committed RUNNABLE; give it to the engine
+	opBeginStart                   // a SCHEDULED attempt: persist STARTING, then start it
+	opStarted                      // executor.Start returned
+	opExited                       // the attempt ended (Wait returned, or it never ran)
+	opCommand                      // run fn in the loop and answer reply
+)
+
+type op struct {
+	kind    opKind
+	id      string // job ID
+	attempt string
+	handle  executor.Handle
+	exit    executor.Exit
+	lost    bool // opExited: the attempt's fate is unknown; requeue without using a retry
+	err     error
+	fn      func(*cycle) error
+	reply   chan error
+}
+
+type phase int
+
+const (
+	phasePending  phase = iota + 1 // SCHEDULED, Start not called yet
+	phaseStarting                  // STARTING, Start in flight
+	phaseRunning                   // Start returned (or recovered); Wait in flight
+)
+
+type stopKind int
+
+const (
+	stopNone stopKind = iota
+	stopPreempt
+	stopTerminate
+	stopTimeout
+)
+
+// run is the loop's view of a job that holds capacity.
+type run struct {
+	job      string
+	attempt  string
+	n        int
+	phase    phase
+	stop     stopKind
+	final    bool   // a preemption that fails the job
+	reason   string // why it is being stopped
+	stopSent bool
+	deadline time.Time
+}
+
+// waitInfo remembers since when a RUNNABLE head has waited for one reason.
+type waitInfo struct {
+	reason string
+	since  time.Time
+}
+
+// command runs fn in the next loop cycle and returns its error once the
+// cycle's changes are durable.
+func (d *Daemon) command(ctx context.Context, fn func(*cycle) error) error {
+	if !d.started {
+		return qshare.Errorf(qshare.EINTERNAL, "the server is starting; retry the request")
+	}
+	reply := make(chan error, 1)
+	d.post(op{kind: opCommand, fn: fn, reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return qshare.Errorf(qshare.EINTERNAL, "the request timed out before it was applied; it may still take effect, so check before retrying")
+	case <-d.done:
+		return qshare.Errorf(qshare.EINTERNAL, "the server is shutting down; retry the request")
+	}
+}
+
+func (d *Daemon) loop(ctx context.Context) {
+	defer close(d.done)
+	t := time.NewTicker(d.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.failPending()
+			return
+		case <-d.kick:
+		case <-t.C:
+		}
+		d.runCycle(ctx)
+	}
+}
+
+// failPending answers the commands left in the inbox at shutdown.
+func (d *Daemon) failPending() {
+	d.mu.Lock()
+	ops := d.inbox
+	d.inbox = nil
+	d.mu.Unlock()
+	for _, o := range ops {
+		if o.reply != nil {
+			o.reply <- qshare.Errorf(qshare.EINTERNAL, "the server is shutting down; retry the request")
+		}
+	}
+}
+
+// cycle gathers the changes of one loop cycle.
+type cycle struct {
+	d       *Daemon
+	ctx     context.Context
+	now     time.Time
+	changed map[string]*qshare.Job
+	order   []string
+	replies []reply
+	effects []func()
+}
+
+type reply struct {
+	ch  chan error
+	err error
+}
+
+func (d *Daemon) runCycle(ctx context.Context) {
+	d.mu.Lock()
+	ops := d.inbox
+	d.inbox = nil
+	d.mu.Unlock()
+
+	c := &cycle{d: d, ctx: ctx, now: d.now(), changed: map[string]*qshare.Job{}}
+	d.engMu.Lock()
+	for _, o := range ops {
+		c.apply(o)
+	}
+	c.timers()
+	decisions := d.eng.Schedule(c.now)
+	for _, dec := range decisions {
+		c.decide(dec)
+	}
+	d.engMu.Unlock()
+	c.finish()
+}
+
+// job returns the job as this cycle sees it.
+func (c *cycle) job(id string) *qshare.Job {
+	if j := c.changed[id]; j != nil {
+		return j
+	}
+	c.d.mu.RLock()
+	defer c.d.mu.RUnlock()
+	return c.d.jobs[id]
+}
+
+// edit returns a copy of the job that this cycle may change and will commit.
+func (c *cycle) edit(id string) *qshare.Job {
+	if j := c.changed[id]; j != nil {
+		return j
+	}
+	c.d.mu.RLock()
+	old := c.d.jobs[id]
+	c.d.mu.RUnlock()
+	j := cloneJob(old)
+	j.Version++
+	c.changed[id] = j
+	c.order = append(c.order, id)
+	return j
+}
+
+func (c *cycle) apply(o op) {
+	d := c.d
+	switch o.kind {
+	case opSubmit:
+		j := c.job(o.id)
+		if j == nil || j.Status != qshare.JobRunnable {
+			return
+		}
+		if err := d.eng.Submit(d.spec(j)); err != nil {
+			j = c.edit(o.id)
+			c.fail(j, fmt.Sprintf("The job could not be queued: %s", qshare.ErrorMessageOf(err)))
+			d.log.Error("engine refused job", "job", o.id, "err", err)
+		}
+	case opBeginStart:
+		r := d.runs[o.id]
+		if r == nil || r.attempt != o.attempt || r.phase != phasePending {
+			return
+		}
+		if r.stop != stopNone {
+			c.finishAttempt(r, executor.Exit{AttemptID: r.attempt, ExitCode: -1, Stopped: true, Reason: "Stopped before the attempt started", At: c.now}, false)
+			return
+		}
+		j := c.edit(o.id)
+		c.transition(j, qshare.JobStarting, fmt.Sprintf("Starting attempt %d", r.n))
+		r.phase = phaseStarting
+		spec := executor.Spec{JobID: j.ID, JobName: j.Name, AttemptID: r.attempt, Attempt: r.n, Queue: j.JobQueue,
+			Share: j.QuotaShare, Demand: j.Demand, Payload: j.Payload}
+		c.effects = append(c.effects, func() { d.startAttempt(c.ctx, spec) })
+	case opStarted:
+		r := d.runs[o.id]
+		if r == nil || r.attempt != o.attempt || r.phase == phaseRunning {
+			return
+		}
+		if o.err != nil {
+			c.finishAttempt(r, executor.Exit{AttemptID: r.attempt, ExitCode: -1, Reason: "CannotStartAttempt: " + o.err.Error(), At: c.now}, false)
+			return
+		}
+		r.phase = phaseRunning
+		j := c.edit(o.id)
+		a := attemptByID(j, r.attempt)
+		started := o.handle.StartedAt
+		if started.IsZero() {
+			started = c.now
+		}
+		if a != nil {
+			a.StartedAt = started
+			a.LogPath = o.handle.LogPath
+			a.Executor = o.handle.State
+		}
+		j.StartedAt = started
+		c.transition(j, qshare.JobRunning, fmt.Sprintf("Attempt %d is running", r.n))
+		if limit := runtimeLimit(j); limit > 0 {
+			r.deadline = started.Add(limit)
+		}
+		if r.stop != stopNone {
+			c.stopRun(r)
+		}
+	case opExited:
+		r := d.runs[o.id]
+		if r == nil || r.attempt != o.attempt {
+			return
+		}
+		c.finishAttempt(r, o.exit, o.lost)
+	case opCommand:
+		err := o.fn(c)
+		c.replies = append(c.replies, reply{o.reply, err})
+	}
+}
+
+// transition sets a job's status and reason and logs it.
+func (c *cycle) transition(j *qshare.Job, to qshare.JobStatus, reason string) {
+	from := j.Status
+	j.Status, j.StatusReason = to, reason
+	c.d.log.Info("job transition", "job", j.ID, "name", j.Name, "from", from, "to", to, "reason", reason)
+}
+
+func (c *cycle) fail(j *qshare.Job, reason string) {
+	c.transition(j, qshare.JobFailed, reason)
+	j.StoppedAt = c.now
+}
+
+func attemptByID(j *qshare.Job, id string) *qshare.Attempt {
+	for i := len(j.Attempts) - 1; i >= 0; i-- {
+		if j.Attempts[i].ID == id {
+			return &j.Attempts[i]
+		}
+	}
+	return nil
+}
+
+// runtimeLimit is the shorter of timeoutConfig.attemptDurationSeconds and
+// the payload's StoppingCondition.MaxRuntimeInSeconds, or 0 for none.
+func runtimeLimit(j *qshare.Job) time.Duration {
+	secs := j.AttemptDurationSeconds
+	if r, err := trainingjob.Parse(j.Payload); err == nil {
+		if m := r.MaxRuntimeSeconds(); m > 0 && (secs == 0 || m < secs) {
+			secs = m
+		}
+	}
+	return time.Duration(secs) * time.Second
+}
+
+// finishAttempt records how an attempt ended and what becomes of its job,
+// and releases the job's capacity in the engine.
+func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
+	d := c.d
+	delete(d.runs, r.job)
+	j := c.edit(r.job)
+	at := exit.At
+	if at.IsZero() {
+		at = c.now
+	}
+	reason := exit.Reason
+	if reason == "" {
+		switch {
+		case exit.Signal != "":
+			reason = "Essential process was ended by " + exit.Signal
+		default:
+			reason = fmt.Sprintf("Essential process exited with code %d", exit.ExitCode)
+		}
+	}
+	a := attemptByID(j, r.attempt)
+	if a == nil {
+		j.Attempts = append(j.Attempts, qshare.Attempt{N: r.n, ID: r.attempt, ScheduledAt: at})
+		a = &j.Attempts[len(j.Attempts)-1]
+	}
+	a.StoppedAt = at
+	if !lost && exit.Signal == "" && !exit.Stopped {
+		code := exit.ExitCode
+		a.ExitCode = &code
+	}
+	requeue := false
+	switch {
+	case j.IsTerminated:
+		a.StatusReason = reason
+		c.fail(j, j.StatusReason)
+	case exit.Succeeded():
+		a.StatusReason = reason
+		c.transition(j, qshare.JobSucceeded, reason)
+		j.StoppedAt = c.now
+	case r.stop == stopPreempt:
+		a.Preempted = true
+		a.StatusReason = r.reason
+		j.Preemptions++
+		if r.final {
+			limit := 0
+			if j.PreemptionRetries != nil {
+				limit = *j.PreemptionRetries
+			}
+			c.fail(j, fmt.Sprintf("%s; the job has no preemption retries left (preemptionRetriesBeforeTermination %d)", r.reason, limit))
+		} else {
+			requeue = true
+			c.transition(j, qshare.JobRunnable, r.reason)
+		}
+	case lost:
+		a.StatusReason = "Attempt lost: " + reason
+		requeue = true
+		c.transition(j, qshare.JobRunnable, a.StatusReason+"; the job was requeued")
+	default:
+		if r.stop == stopTimeout {
+			reason = r.reason
+		}
+		a.StatusReason = reason
+		j.FailedAttempts++
+		if retry, why := shouldRetry(j, reason); retry {
+			requeue = true
+			c.transition(j, qshare.JobRunnable, fmt.Sprintf("%s; retrying (%s)", reason, why))
+		} else {
+			c.fail(j, fmt.Sprintf("%s (%s)", reason, why))
+		}
+	}
+	if requeue {
+		j.RunnableSince = c.now
+	}
+	d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
+		"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
+	if err := d.eng.Release(j.ID, requeue); err != nil {
+		d.log.Error("engine release failed", "job", j.ID, "requeue", requeue, "err", err)
+	}
+}
+
+// shouldRetry applies the retry strategy to a failed attempt: the first
+// evaluateOnExit rule whose glob matches the reason decides; with no match
+// the job is retried while attempts remain.
+func shouldRetry(j *qshare.Job, reason string) (bool, string) {
+	attempts := 1
+	if j.RetryStrategy != nil {
+		attempts = j.RetryStrategy.Attempts
+	}
+	if j.FailedAttempts >= attempts {
+		return false, fmt.Sprintf("attempt %d of %d", j.FailedAttempts, attempts)
+	}
+	if j.RetryStrategy == nil {
+		return true, fmt.Sprintf("attempt %d of %d", j.FailedAttempts+1, attempts)
+	}
+	for i, rule := range j.RetryStrategy.EvaluateOnExit {
+		if rule.OnStatusReason == "" || globMatch(rule.OnStatusReason, reason) {
+			if strings.EqualFold(rule.Action, "EXIT") {
+				return false, fmt.Sprintf("evaluateOnExit rule %d says EXIT", i+1)
+			}
+			return true, fmt.Sprintf("evaluateOnExit rule %d says RETRY; attempt %d of %d", i+1, j.FailedAttempts+1, attempts)
+		}
+	}
+	return true, fmt.Sprintf("attempt %d of %d", j.FailedAttempts+1, attempts)
+}
+
+// globMatch reports whether s matches pattern, where * matches any run of
+// characters and everything else matches itself.
+func globMatch(pattern, s string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return strings.HasSuffix(s, parts[len(parts)-1])
+}
+
+// decide turns one engine decision into job changes and effects.
+func (c *cycle) decide(dec engine.Decision) {
+	d := c.d
+	switch dec.Kind {
+	case engine.DecisionStart:
+		if c.job(dec.Job) == nil {
+			d.log.Error("engine started an unknown job", "job", dec.Job)
+			return
+		}
+		j := c.edit(dec.Job)
+		n := len(j.Attempts) + 1
+		r := &run{job: j.ID, attempt: fmt.Sprintf("%s-%d", j.ID, n), n: n, phase: phasePending}
+		j.Attempts = append(j.Attempts, qshare.Attempt{N: n, ID: r.attempt, ResourceARN: d.trainingJobARN(j), ScheduledAt: c.now})
+		j.ScheduledAt = c.now
+		j.StartedAt = time.Time{}
+		reason := "Capacity is available in quota share " + j.QuotaShare
+		if j.QuotaShare == "" {
+			reason = "Capacity is available in job queue " + j.JobQueue
+		}
+		if dec.Reason != "" {
+			reason += ": " + dec.Reason
+		}
+		c.transition(j, qshare.JobScheduled, reason)
+		d.runs[j.ID] = r
+		delete(d.waits, j.ID)
+		attempt := r.attempt
+		c.effects = append(c.effects, func() { d.post(op{kind: opBeginStart, id: r.job, attempt: attempt}) })
+		d.log.Info("decision: start", "job", j.ID, "queue", dec.Queue, "share", dec.Share, "attempt", n, "borrowed", dec.Borrowed.String(), "reason", dec.Reason)
+	case engine.DecisionPreempt:
+		r := d.runs[dec.Job]
+		if r == nil {
+			d.log.Error("engine preempted a job that holds nothing here", "job", dec.Job)
+			return
+		}
+		kind := "in-share"
+		if dec.CrossShare {
+			kind = "cross-share"
+		}
+		r.stop, r.final = stopPreempt, dec.Final
+		r.reason = fmt.Sprintf("Preempted by quota management (%s): %s", kind, dec.Reason)
+		j := c.edit(dec.Job)
+		j.StatusReason = r.reason
+		d.log.Info("decision: preempt", "job", dec.Job, "for", dec.For, "crossShare", dec.CrossShare, "final", dec.Final, "reason", dec.Reason)
+		c.stopRun(r)
+	case engine.DecisionWait:
+		j := c.job(dec.Job)
+		if j == nil || j.Status != qshare.JobRunnable {
+			return
+		}
+		if w, ok := d.waits[dec.Job]; !ok || w.reason != dec.Reason {
+			d.waits[dec.Job] = waitInfo{reason: dec.Reason, since: c.now}
+		}
+		if j.StatusReason != dec.Reason {
+			j = c.edit(dec.Job)
+			j.StatusReason = dec.Reason
+			d.log.Info("decision: wait", "job", dec.Job, "queue", dec.Queue, "share", dec.Share, "reason", dec.Reason)
+		}
+	}
+}
+
+// trainingJobARN names the attempt's training job the way AWS Batch does:
+// "AWSBatch" + the payload's TrainingJobName (or the job name) + 32 hex digits.
+func (d *Daemon) trainingJobARN(j *qshare.Job) string {
+	name := j.Name
+	if r, err := trainingjob.Parse(j.Payload); err == nil && r.TrainingJobName != "" {
+		name = r.TrainingJobName
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	full := "AWSBatch" + name + hex.EncodeToString(b[:])
+	return "arn:aws:sagemaker:" + d.cfg.Region + ":" + d.cfg.AccountID + ":training-job/" + strings.ToLower(full)
+}
+
+// stopRun arranges for an attempt to stop, according to how far it got.
+func (c *cycle) stopRun(r *run) {
+	d := c.d
+	switch r.phase {
+	case phasePending:
+		attempt := r.attempt
+		c.effects = append(c.effects, func() {
+			d.post(op{kind: opExited, id: r.job, attempt: attempt,
+				exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Stopped: true, Reason: "Stopped before the attempt started", At: d.now()}})
+		})
+	case phaseStarting:
+		// opStarted stops it once Start returns.
+	case phaseRunning:
+		if r.stopSent {
+			return
+		}
+		r.stopSent = true
+		attempt, job := r.attempt, r.job
+		c.effects = append(c.effects, func() {
+			if err := d.ex.Stop(c.ctx, attempt, d.cfg.StopGrace); err != nil {
+				if errors.Is(err, executor.ErrUnknownAttempt) {
+					d.post(op{kind: opExited, id: job, attempt: attempt, lost: true,
+						exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Reason: "the executor does not know the attempt", At: d.now()}})
+					return
+				}
+				d.log.Error("executor stop failed", "job", job, "attempt", attempt, "err", err)
+			}
+		})
+	}
+}
+
+// terminate ends a job for reason: at once if it holds nothing, else by
+// stopping its attempt.
+func (c *cycle) terminate(id, reason string) {
+	d := c.d
+	j := c.job(id)
+	if j == nil || j.Status.Terminal() || j.IsTerminated {
+		return
+	}
+	j = c.edit(id)
+	j.IsTerminated = true
+	if r := d.runs[id]; r != nil {
+		j.StatusReason = reason
+		if r.stop == stopNone {
+			r.stop = stopTerminate
+			r.reason = reason
+			if err := d.eng.Stopping(id); err != nil {
+				d.log.Error("engine stopping failed", "job", id, "err", err)
+			}
+		}
+		d.log.Info("job terminating", "job", id, "reason", reason)
+		c.stopRun(r)
+		return
+	}
+	if _, ok := d.eng.Job(id); ok {
+		if err := d.eng.Stopping(id); err != nil {
+			d.log.Error("engine stopping failed", "job", id, "err", err)
+		}
+	}
+	delete(d.waits, id)
+	c.fail(j, reason)
+}
+
+// timers stops attempts that ran out of time and applies the job queues'
+// jobStateTimeLimitActions to blocked heads.
+func (c *cycle) timers() {
+	d := c.d
+	for _, r := range d.runs {
+		if r.phase == phaseRunning && r.stop == stopNone && !r.deadline.IsZero() && !c.now.Before(r.deadline) {
+			r.stop = stopTimeout
+			j := c.job(r.job)
+			r.reason = fmt.Sprintf("Job attempt duration exceeded timeout (%s)", runtimeLimit(j))
+			if err := d.eng.Stopping(r.job); err != nil {
+				d.log.Error("engine stopping failed", "job", r.job, "err", err)
+			}
+			d.log.Info("attempt timed out", "job", r.job, "attempt", r.attempt)
+			c.stopRun(r)
+		}
+	}
+	d.mu.RLock()
+	var queues []*qshare.JobQueue
+	for _, q := range d.queues {
+		if len(q.JobStateTimeLimitActions) > 0 {
+			queues = append(queues, q)
+		}
+	}
+	d.mu.RUnlock()
+	for _, q := range queues {
+		for _, sv := range d.eng.Shares(q.Name) {
+			if sv.Head == "" || sv.HeadReason == "" {
+				continue
+			}
+			since := c.now
+			if w, ok := d.waits[sv.Head]; ok && w.reason == sv.HeadReason {
+				since = w.since
+			} else if j := c.job(sv.Head); j != nil {
+				since = j.RunnableSince
+				d.waits[sv.Head] = waitInfo{reason: sv.HeadReason, since: since}
+			}
+			for _, a := range q.JobStateTimeLimitActions {
+				if a.State == "RUNNABLE" && strings.HasPrefix(sv.HeadReason, a.Reason) &&
+					c.now.Sub(since) >= time.Duration(a.MaxTimeSeconds)*time.Second {
+					c.terminate(sv.Head, "Terminated by JobStateTimeLimit action due to reason: "+a.Reason)
+					break
+				}
+			}
+		}
+	}
+}
+
+// finish commits the cycle's changes, installs them, answers the commands
+// and carries out the effects.
+func (c *cycle) finish() {
+	d := c.d
+	if len(c.order) > 0 {
+		ch := &store.Change{PutJobs: make([]qshare.Job, 0, len(c.order))}
+		for _, id := range c.order {
+			ch.PutJobs = append(ch.PutJobs, *c.changed[id])
+		}
+		backoff := 10 * time.Millisecond
+		for {
+			err := d.st.Commit(c.ctx, ch)
+			if err == nil {
+				break
+			}
+			d.log.Error("store commit failed in the control loop; retrying", "jobs", len(ch.PutJobs), "err", err)
+			select {
+			case <-c.ctx.Done():
+				for _, r := range c.replies {
+					r.ch <- qshare.Errorf(qshare.EINTERNAL, "the server is shutting down; retry the request")
+				}
+				return
+			case <-time.After(backoff):
+			}
+			if backoff < time.Second {
+				backoff *= 2
+			}
+		}
+		d.mu.Lock()
+		for _, id := range c.order {
+			d.jobs[id] = c.changed[id]
+		}
+		d.mu.Unlock()
+	}
+	for _, r := range c.replies {
+		r.ch <- r.err
+	}
+	for _, e := range c.effects {
+		e()
+	}
+}
+
+// startAttempt starts an attempt and then waits for it, reporting both to the loop.
+func (d *Daemon) startAttempt(ctx context.Context, spec executor.Spec) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		h, err := d.ex.Start(ctx, spec)
+		if ctx.Err() != nil {
+			return
+		}
+		d.post(op{kind: opStarted, id: spec.JobID, attempt: spec.AttemptID, handle: h, err: err})
+		if err != nil {
+			return
+		}
+		d.waitAttempt(ctx, spec.JobID, spec.AttemptID)
+	}()
+}
+
+// waitAttempt blocks until the attempt ends and reports it to the loop. The
+// caller has added to d.bg.
+func (d *Daemon) waitAttempt(ctx context.Context, job, attempt string) {
+	exit, err := d.ex.Wait(ctx, attempt)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		d.post(op{kind: opExited, id: job, attempt: attempt, lost: true,
+			exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Reason: "waiting for the attempt failed: " + err.Error(), At: d.now()}})
+		return
+	}
+	d.post(op{kind: opExited, id: job, attempt: attempt, exit: exit})
+}
+
+// spec describes a job to the engine.
+func (d *Daemon) spec(j *qshare.Job) engine.JobSpec {
+	share := j.QuotaShare
+	if share == "" {
+		share = fifoShareName
+	}
+	retries := -1
+	if j.PreemptionRetries != nil {
+		retries = *j.PreemptionRetries
+	}
+	return engine.JobSpec{ID: j.ID, Queue: j.JobQueue, Share: share, Priority: j.Priority, Created: j.CreatedAt,
+		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions}
+}

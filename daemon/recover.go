@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"qshare"
+	"qshare/engine"
+	"qshare/executor"
+	"qshare/store"
+)
+
+// recover rebuilds memory and the engine from the store, then asks the
+// executor about every attempt that was in flight. What it learns is posted
+// to the inbox, so the first cycle records it like any other report. lctx is
+// the loop's context, for the goroutines that wait on recovered attempts.
+func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
+	for i := range s.Environments {
+		e := s.Environments[i]
+		d.envs[e.Name] = &e
+		if err := d.eng.SetEnvironment(engine.EnvironmentConfig{Name: e.Name, Limits: qshare.Limits(e.CapacityLimits)}); err != nil {
+			return fmt.Errorf("daemon: restore environment %s: %w", e.Name, err)
+		}
+	}
+	for i := range s.Policies {
+		p := s.Policies[i]
+		d.policies[p.Name] = &p
+	}
+	for i := range s.Queues {
+		q := s.Queues[i]
+		d.queues[q.Name] = &q
+	}
+	for _, q := range d.queues {
+		if err := d.eng.SetQueue(engine.QueueConfig{Name: q.Name, Environment: d.envName(q)}); err != nil {
+			return fmt.Errorf("daemon: restore job queue %s: %w", q.Name, err)
+		}
+		if !d.isQuotaQueue(q) {
+			if err := d.eng.SetShare(d.fifoShare(q)); err != nil {
+				return fmt.Errorf("daemon: restore job queue %s: %w", q.Name, err)
+			}
+		}
+	}
+	for i := range s.Shares {
+		sh := s.Shares[i]
+		d.shares[store.ShareKey{Queue: sh.JobQueue, Name: sh.Name}] = &sh
+		if err := d.eng.SetShare(shareConfig(&sh)); err != nil {
+			return fmt.Errorf("daemon: restore quota share %s/%s: %w", sh.JobQueue, sh.Name, err)
+		}
+	}
+
+	var fixes []qshare.Job
+	counts := map[string]int{}
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		d.installJob(j)
+		if j.ClientToken != "" {
+			e := &tokenEntry{done: make(chan struct{}), hash: j.RequestHash, job: j.ID}
+			close(e.done)
+			d.tokens[j.ClientToken] = e
+		}
+		if j.Status.Terminal() {
+			continue
+		}
+		counts[string(j.Status)]++
+		switch j.Status {
+		case qshare.JobSubmitted, qshare.JobPending, qshare.JobRunnable:
+			if j.IsTerminated {
+				f := *cloneJob(j)
+				f.Version++
+				f.Status = qshare.JobFailed
+				f.StoppedAt = d.now()
+				fixes = append(fixes, f)
+				continue
+			}
+			if j.Status != qshare.JobRunnable {
+				f := *cloneJob(j)
+				f.Version++
+				f.Status = qshare.JobRunnable
+				fixes = append(fixes, f)
+			}
+			if err := d.eng.Submit(d.spec(j)); err != nil {
+				d.log.Error("recovery: engine refused job", "job", j.ID, "err", err)
+			}
+		default:
+			d.recoverAttempt(ctx, lctx, j, &fixes)
+		}
+	}
+	if len(fixes) > 0 {
+		if err := d.st.Commit(ctx, &store.Change{PutJobs: fixes}); err != nil {
+			return fmt.Errorf("daemon: recovery commit: %w", err)
+		}
+		for i := range fixes {
+			d.jobs[fixes[i].ID] = &fixes[i]
+		}
+	}
+	d.log.Info("recovered from store", "environments", len(s.Environments), "policies", len(s.Policies), "queues", len(s.Queues),
+		"shares", len(s.Shares), "jobs", len(s.Jobs), "unfinished", counts)
+	return nil
+}
+
+// recoverAttempt re-attaches to the attempt of a job that held capacity when
+// the server stopped. The job keeps its capacity in the engine until the
+// attempt is known to have ended.
+func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes *[]qshare.Job) {
+	a := j.LatestAttempt()
+	if a == nil {
+		// Never happens with a store written by this daemon: requeue it.
+		f := cloneJob(j)
+		f.Version++
+		f.Status = qshare.JobRunnable
+		*fixes = append(*fixes, *f)
+		if err := d.eng.Submit(d.spec(j)); err != nil {
+			d.log.Error("recovery: engine refused job", "job", j.ID, "err", err)
+		}
+		return
+	}
+	at := a.StartedAt
+	if at.IsZero() {
+		at = a.ScheduledAt
+	}
+	if err := d.eng.Restore(d.spec(j), at); err != nil {
+		d.log.Error("recovery: engine refused running job", "job", j.ID, "err", err)
+		return
+	}
+	r := &run{job: j.ID, attempt: a.ID, n: a.N}
+	d.runs[j.ID] = r
+	if j.IsTerminated {
+		r.stop, r.reason = stopTerminate, j.StatusReason
+		if err := d.eng.Stopping(j.ID); err != nil {
+			d.log.Error("recovery: engine stopping failed", "job", j.ID, "err", err)
+		}
+	}
+	if j.Status == qshare.JobScheduled {
+		// STARTING was never persisted, so Start was never called: start it now.
+		r.phase = phasePending
+		d.inbox = append(d.inbox, op{kind: opBeginStart, id: j.ID, attempt: a.ID})
+		d.log.Info("recovery: attempt was scheduled, starting it", "job", j.ID, "attempt", a.ID)
+		return
+	}
+	h := executor.Handle{AttemptID: a.ID, StartedAt: a.StartedAt, LogPath: a.LogPath, State: a.Executor}
+	rec, err := d.ex.Recover(ctx, h)
+	if err != nil {
+		d.log.Warn("recovery: executor could not recover attempt", "job", j.ID, "attempt", a.ID, "err", err)
+		rec = executor.Lost
+	}
+	r.phase = phaseRunning
+	if limit := runtimeLimit(j); limit > 0 && !a.StartedAt.IsZero() {
+		r.deadline = a.StartedAt.Add(limit)
+	}
+	switch rec {
+	case executor.Running, executor.Exited:
+		if j.Status == qshare.JobStarting {
+			// Start had returned, or not; either way it runs now.
+			r.phase = phaseStarting
+			d.inbox = append(d.inbox, op{kind: opStarted, id: j.ID, attempt: a.ID, handle: h})
+		}
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.waitAttempt(lctx, j.ID, a.ID)
+		}()
+		if r.stop != stopNone {
+			d.inbox = append(d.inbox, op{kind: opCommand, reply: make(chan error, 1), fn: func(c *cycle) error {
+				if cur := c.d.runs[j.ID]; cur == r {
+					c.stopRun(r)
+				}
+				return nil
+			}})
+		}
+		d.log.Info("recovery: attempt re-attached", "job", j.ID, "attempt", a.ID, "outcome", map[executor.Recovery]string{executor.Running: "running", executor.Exited: "exited"}[rec])
+	default:
+		d.inbox = append(d.inbox, op{kind: opExited, id: j.ID, attempt: a.ID, lost: true,
+			exit: executor.Exit{AttemptID: a.ID, ExitCode: -1, Reason: "the server restarted and the executor could not find the attempt", At: d.now()}})
+		d.log.Warn("recovery: attempt lost, requeueing", "job", j.ID, "attempt", a.ID)
+	}
+}

@@ -1,0 +1,169 @@
+package daemon
+
+import (
+	"context"
+
+	"qshare"
+	"qshare/store"
+)
+
+// Tags returns the tags of the resource or job with the given ARN.
+func (d *Daemon) Tags(arn string) (map[string]string, error) {
+	p, ok := d.parseARN(arn)
+	if !ok {
+		return nil, errNoResource(arn)
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	var tags map[string]string
+	found := false
+	switch p.kind {
+	case kindEnvironment:
+		if e := d.envs[p.name]; e != nil {
+			tags, found = e.Tags, true
+		}
+	case kindPolicy:
+		if x := d.policies[p.name]; x != nil {
+			tags, found = x.Tags, true
+		}
+	case kindQueue:
+		if x := d.queues[p.name]; x != nil {
+			tags, found = x.Tags, true
+		}
+	case kindShare:
+		if x := d.shares[store.ShareKey{Queue: p.queue, Name: p.name}]; x != nil {
+			tags, found = x.Tags, true
+		}
+	case kindJob:
+		if x := d.jobs[p.name]; x != nil {
+			tags, found = x.Tags, true
+		}
+	}
+	if !found {
+		return nil, errNoResource(arn)
+	}
+	return cloneTags(tags), nil
+}
+
+func errNoResource(arn string) error {
+	return qshare.Errorf(qshare.ENOTFOUND, "Resource %s does not exist: give the ARN of a service environment, job queue, scheduling policy, quota share or service job", arn)
+}
+
+// TagResource adds tags to a resource or job, replacing the values of keys
+// it already has.
+func (d *Daemon) TagResource(ctx context.Context, arn string, tags map[string]string) error {
+	if len(tags) == 0 {
+		return qshare.Errorf(qshare.EINVALID, "tags is required: give 1 to 50 tags")
+	}
+	if err := qshare.ValidateTags("tags", tags); err != nil {
+		return err
+	}
+	return d.retag(ctx, arn, func(old map[string]string) (map[string]string, error) {
+		n := cloneTags(old)
+		if n == nil {
+			n = map[string]string{}
+		}
+		for k, v := range tags {
+			n[k] = v
+		}
+		if len(n) > 50 {
+			return nil, qshare.Errorf(qshare.EINVALID, "the resource would have %d tags: at most 50 are allowed; remove some with UntagResource first", len(n))
+		}
+		return n, nil
+	})
+}
+
+// UntagResource removes tag keys from a resource or job; missing keys are ignored.
+func (d *Daemon) UntagResource(ctx context.Context, arn string, keys []string) error {
+	if len(keys) == 0 || len(keys) > 50 {
+		return qshare.Errorf(qshare.EINVALID, "tagKeys has %d keys: give 1 to 50", len(keys))
+	}
+	return d.retag(ctx, arn, func(old map[string]string) (map[string]string, error) {
+		n := cloneTags(old)
+		for _, k := range keys {
+			delete(n, k)
+		}
+		return n, nil
+	})
+}
+
+func (d *Daemon) retag(ctx context.Context, arn string, f func(map[string]string) (map[string]string, error)) error {
+	p, ok := d.parseARN(arn)
+	if !ok {
+		return errNoResource(arn)
+	}
+	if p.kind == kindJob {
+		return d.command(ctx, func(c *cycle) error {
+			if c.job(p.name) == nil {
+				return errNoResource(arn)
+			}
+			tags, err := f(c.job(p.name).Tags)
+			if err != nil {
+				return err
+			}
+			c.edit(p.name).Tags = tags
+			return nil
+		})
+	}
+	d.resMu.Lock()
+	defer d.resMu.Unlock()
+	d.mu.RLock()
+	var ch store.Change
+	var install func()
+	var err error
+	notFound := errNoResource(arn)
+	switch p.kind {
+	case kindEnvironment:
+		if x := d.envs[p.name]; x != nil {
+			n := *x
+			if n.Tags, err = f(x.Tags); err == nil {
+				ch.PutEnvironments = []qshare.ServiceEnvironment{n}
+				install = func() { d.envs[n.Name] = &n }
+			}
+			notFound = nil
+		}
+	case kindPolicy:
+		if x := d.policies[p.name]; x != nil {
+			n := *x
+			if n.Tags, err = f(x.Tags); err == nil {
+				ch.PutPolicies = []qshare.SchedulingPolicy{n}
+				install = func() { d.policies[n.Name] = &n }
+			}
+			notFound = nil
+		}
+	case kindQueue:
+		if x := d.queues[p.name]; x != nil {
+			n := *x
+			if n.Tags, err = f(x.Tags); err == nil {
+				ch.PutQueues = []qshare.JobQueue{n}
+				install = func() { d.queues[n.Name] = &n }
+			}
+			notFound = nil
+		}
+	case kindShare:
+		key := store.ShareKey{Queue: p.queue, Name: p.name}
+		if x := d.shares[key]; x != nil {
+			n := *x
+			if n.Tags, err = f(x.Tags); err == nil {
+				ch.PutShares = []qshare.QuotaShare{n}
+				install = func() { d.shares[key] = &n }
+			}
+			notFound = nil
+		}
+	}
+	d.mu.RUnlock()
+	if notFound != nil {
+		return notFound
+	}
+	if err != nil {
+		return err
+	}
+	if err := d.commit(ctx, &ch); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	install()
+	d.mu.Unlock()
+	d.log.Info("tags changed", "arn", arn)
+	return nil
+}
