@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"qshare"
+	"qshare/config"
+	"qshare/sim"
+)
+
+type simulateFlags struct {
+	config, trace, traceFormat string
+	report, events, plots      string
+	checkpoint, grace          time.Duration
+	whatIf                     []string
+	compare, skipBad, timing   bool
+	quiet                      bool
+	maxShares                  int
+	phillyNode                 string
+	phillyGPU                  string
+	phillyExclude              []string
+}
+
+func init() {
+	var f simulateFlags
+	cmd := &cobra.Command{
+		Use:   "simulate --config FILE --trace FILE",
+		Short: "Replay a job trace through the scheduler under a virtual clock, and answer \"what if?\"",
+		Long: `simulate replays a trace of jobs through the same engine that "qshare serve"
+uses, under a virtual clock: a month of a large cluster replays in seconds.
+It prints a table per quota share (waits, preemptions, capacity used,
+borrowed, lent and idle) and can write a JSON report, the event log, and
+SVG plots with an index.html.
+
+The trace is a CSV with a header row; columns in any order, unknown ones
+ignored:
+  job_id, submit_s, duration_s, quota_share, instance_type, instance_count
+  optional: priority (0), job_queue (the config's only queue),
+            preemption_retries (unlimited)
+A job that needs several instance types has one row per type. With
+--trace-format philly it reads the Philly trace (job_id,submit_s,gpus,
+duration_s,vc) and puts each job in the share named after its VC.
+
+--what-if KEY=VALUE changes the configuration for this run (repeatable):
+  share.[QUEUE/]NAME.strategy=RESERVE|LEND|LEND_AND_BORROW
+  share.[QUEUE/]NAME.maxCapacity.TYPE=N    (0 removes the type)
+  share.[QUEUE/]NAME.borrowLimit=N | inSharePreemption=E | state=S
+  env.NAME.maxCapacity.TYPE=N | env.NAME.state=S
+  queue.NAME.priority=N | queue.NAME.state=S
+With --compare it runs the configuration as written and as changed, and
+reports the differences (--events and --plots then show the changed run).
+
+The same inputs give byte-identical reports and events (wall-clock figures
+are added only with --timing).`,
+		Example: `  # Replay a trace and write everything
+  qshare simulate --config examples/three-shares.yaml --trace sim/testdata/small.csv \
+    --report report.json --events events.jsonl --plots plots/
+
+  # What if QS1 reserved its capacity instead of lending it?
+  qshare simulate --config examples/three-shares.yaml --trace sim/testdata/small.csv \
+    --what-if share.QS1.strategy=RESERVE --compare
+
+  # The Philly trace, with preempted jobs checkpointing every 30 minutes
+  qshare simulate --config examples/philly/philly.yaml --trace-format philly \
+    --trace ../shared/data/philly/philly_vc_labeled.csv --checkpoint-interval 30m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSimulate(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "the configuration file (the YAML or JSON that qshare apply takes)")
+	fl.StringVar(&f.trace, "trace", "", "the trace CSV file")
+	fl.StringVar(&f.traceFormat, "trace-format", "csv", "the trace format: csv or philly")
+	fl.StringVar(&f.report, "report", "", "write the report as JSON to this file")
+	fl.StringVar(&f.events, "events", "", "write the event log (JSON lines) to this file")
+	fl.StringVar(&f.plots, "plots", "", "write SVG plots and index.html to this directory")
+	fl.DurationVar(&f.checkpoint, "checkpoint-interval", 0, "how often jobs checkpoint; a preempted job loses the work since its last checkpoint (0: never, it starts over)")
+	fl.DurationVar(&f.grace, "grace", 0, "how long a preempted job takes to stop; it holds its capacity until then")
+	fl.StringArrayVar(&f.whatIf, "what-if", nil, "change the configuration for this run: KEY=VALUE (repeatable)")
+	fl.BoolVar(&f.compare, "compare", false, "run the configuration as written and with the --what-if changes, and compare")
+	fl.BoolVar(&f.skipBad, "skip-bad-rows", false, "run without the trace rows that cannot be used (they are listed on stderr)")
+	fl.BoolVar(&f.timing, "timing", false, "add wall-clock figures (engine decisions per second) to the report")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	fl.IntVar(&f.maxShares, "max-shares-per-queue", qshare.DefaultQuotaSharesPerQueue, "the most quota shares a job queue may have (a server's configured limit)")
+	fl.StringVar(&f.phillyGPU, "philly-gpu-type", "ml.g5.xlarge", "philly format: the instance type of one GPU")
+	fl.StringVar(&f.phillyNode, "philly-node-type", "", "philly format: an 8-GPU instance type for jobs of 8 GPUs or more (default: every GPU is one --philly-gpu-type instance)")
+	fl.StringArrayVar(&f.phillyExclude, "philly-exclude", nil, "philly format: leave out the jobs of this VC (repeatable), e.g. unknown")
+	cmd.MarkFlagRequired("config")
+	cmd.MarkFlagRequired("trace")
+	cmd.MarkFlagFilename("config", "yaml", "yml", "json")
+	cmd.MarkFlagFilename("trace", "csv")
+	cmd.MarkFlagDirname("plots")
+	rootCmd.AddCommand(cmd)
+}
+
+// loadConfigFile parses a configuration file for the simulator or the checker.
+func loadConfigFile(path string, maxShares int) (*config.File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, qshare.Errorf(qshare.EINVALID, "cannot read the configuration: %v", err)
+	}
+	return config.Parse(path, data, config.Options{MaxSharesPerQueue: maxShares})
+}
+
+func runSimulate(cmd *cobra.Command, f simulateFlags) error {
+	if f.compare && len(f.whatIf) == 0 {
+		return qshare.Errorf(qshare.EINVALID, "--compare needs at least one --what-if KEY=VALUE to compare with")
+	}
+	opts := config.Options{MaxSharesPerQueue: f.maxShares}
+	base, err := loadConfigFile(f.config, f.maxShares)
+	if err != nil {
+		return err
+	}
+	cfg := base
+	if len(f.whatIf) > 0 {
+		if cfg, err = base.WhatIf(f.whatIf, opts); err != nil {
+			return err
+		}
+	}
+	jobs, err := readTrace(cmd.ErrOrStderr(), f, base)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	stderr := cmd.ErrOrStderr()
+	progress := func(label string) func(done, total int) {
+		if f.quiet {
+			return nil
+		}
+		if file, ok := stderr.(*os.File); !ok || !isatty.IsTerminal(file.Fd()) {
+			return nil
+		}
+		return func(done, total int) {
+			const width = 30
+			n := 0
+			if total > 0 {
+				n = done * width / total
+			}
+			fmt.Fprintf(stderr, "\r%s [%s%s] %3d%% %d/%d jobs", label, strings.Repeat("#", n), strings.Repeat(".", width-n), done*100/max(total, 1), done, total)
+			if done == total {
+				fmt.Fprintln(stderr)
+			}
+		}
+	}
+	simOpts := func(label string, events io.Writer) sim.Options {
+		return sim.Options{CheckpointInterval: f.checkpoint, Grace: f.grace, Timing: f.timing, Events: events, Progress: progress(label)}
+	}
+
+	var events io.Writer
+	if f.events != "" {
+		file, err := os.Create(f.events)
+		if err != nil {
+			return qshare.Errorf(qshare.EINVALID, "cannot write the event log: %v", err)
+		}
+		defer file.Close()
+		events = file
+	}
+	var baseRep *sim.Report
+	if f.compare {
+		// Each run gets its own copy of the jobs: a run owns its input.
+		if baseRep, err = sim.Run(ctx, base, append([]sim.Job(nil), jobs...), simOpts("base   ", nil)); err != nil {
+			return err
+		}
+	}
+	label := "replay "
+	if f.compare {
+		label = "what-if"
+	}
+	rep, err := sim.Run(ctx, cfg, jobs, simOpts(label, events))
+	if err != nil {
+		return err
+	}
+	if events != nil {
+		if err := events.(*os.File).Close(); err != nil {
+			return fmt.Errorf("writing the event log: %w", err)
+		}
+	}
+
+	out := cmd.OutOrStdout()
+	var write func(io.Writer) error
+	if f.compare {
+		c := sim.Compare(config.Describe(base, cfg), baseRep, rep)
+		write = c.WriteJSON
+		if err := c.WriteSummary(out); err != nil {
+			return err
+		}
+	} else {
+		write = rep.WriteJSON
+		if err := rep.WriteSummary(out); err != nil {
+			return err
+		}
+	}
+	if f.report != "" {
+		if err := writeFile(f.report, write); err != nil {
+			return err
+		}
+	}
+	if f.plots != "" {
+		title := filepath.Base(f.trace) + " on " + filepath.Base(f.config)
+		if len(f.whatIf) > 0 {
+			title += " (what if " + strings.Join(f.whatIf, ", ") + ")"
+		}
+		if err := sim.WritePlots(f.plots, title, rep); err != nil {
+			return fmt.Errorf("writing plots: %w", err)
+		}
+		fmt.Fprintf(out, "\nplots: %s\n", filepath.Join(f.plots, "index.html"))
+	}
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return qshare.Errorf(qshare.EINVALID, "cannot write %s: %v", path, err)
+	}
+	if err := write(file); err != nil {
+		file.Close()
+		return err
+	}
+	return file.Close()
+}
+
+func readTrace(stderr io.Writer, f simulateFlags, cfg *config.File) ([]sim.Job, error) {
+	file, err := os.Open(f.trace)
+	if err != nil {
+		return nil, qshare.Errorf(qshare.EINVALID, "cannot read the trace: %v", err)
+	}
+	defer file.Close()
+	topts := sim.TraceOptions{Name: f.trace, SkipBadRows: f.skipBad}
+	var jobs []sim.Job
+	var bad []sim.RowError
+	switch f.traceFormat {
+	case "csv":
+		jobs, bad, err = sim.ReadTrace(file, cfg, topts)
+	case "philly":
+		jobs, bad, err = sim.ReadPhilly(file, cfg, sim.PhillyOptions{TraceOptions: topts, GPUType: f.phillyGPU, NodeType: f.phillyNode, Exclude: f.phillyExclude})
+	default:
+		return nil, qshare.Errorf(qshare.EINVALID, "--trace-format %q is not known: use csv or philly", f.traceFormat)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "skipped %d bad rows of %s:\n", len(bad), f.trace)
+		for i, r := range bad {
+			if i == 20 {
+				fmt.Fprintf(stderr, "  ... and %d more\n", len(bad)-20)
+				break
+			}
+			fmt.Fprintf(stderr, "  %v\n", r)
+		}
+	}
+	return jobs, nil
+}
