@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/spf13/cobra"
+
+	"qshare/shareview"
+)
+
+var describeQueue string
+
+var describeCmd = &cobra.Command{
+	Use:   "describe JOB",
+	Short: "Show everything about one job: attempts, preemptions and their reasons",
+	Long: `Show one service job: its queue, share, priority, status and the reason for
+it, its capacity, its retry and preemption settings, every attempt with its
+training job, start, stop and reason, and the attempts that were preempted.
+
+JOB is a job id, a job ARN, or a job name that names one job.`,
+	Example: `  qshare describe qs1-med
+  qshare describe 3f2a9c1e-0b7d-4c55-9d43-6c1f0e8b2a11 -o yaml`,
+	Args:              cobra.ExactArgs(1),
+	ValidArgsFunction: completeJobs,
+	RunE: clientRun(func(cmd *cobra.Command, s *session, args []string) error {
+		id, err := s.resolveJob(cmd.Context(), args[0], describeQueue)
+		if err != nil {
+			return err
+		}
+		out, err := s.api.DescribeServiceJob(cmd.Context(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+		if err != nil {
+			return err
+		}
+		return s.emit(out, func(w io.Writer) error { return s.printJob(w, out) })
+	}),
+}
+
+func init() {
+	describeCmd.Flags().StringVarP(&describeQueue, "queue", "q", "", "look a job name up in this job queue only")
+	addClientFlags(describeCmd)
+	rootCmd.AddCommand(describeCmd)
+}
+
+// printJob prints one job as a block of fields and tables.
+func (s *session) printJob(w io.Writer, j *batch.DescribeServiceJobOutput) error {
+	now := s.now()
+	tw := table(w)
+	field := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	field("Name", aws.ToString(j.JobName))
+	field("ID", aws.ToString(j.JobId))
+	field("ARN", aws.ToString(j.JobArn))
+	field("Queue", nameOfARN(aws.ToString(j.JobQueue)))
+	field("Quota share", aws.ToString(j.QuotaShareName))
+	field("Share identifier", aws.ToString(j.ShareIdentifier))
+	field("Priority", fmt.Sprint(aws.ToInt32(j.SchedulingPriority)))
+	field("Status", string(j.Status))
+	field("Reason", aws.ToString(j.StatusReason))
+	if j.IsTerminated != nil && *j.IsTerminated {
+		field("Terminated", "yes")
+	}
+	field("Instances", usage(j.CapacityUsage))
+	field("Created", fmt.Sprintf("%s (%s ago)", clock(j.CreatedAt), shareview.Age(now, msTime(j.CreatedAt))))
+	if j.ScheduledAt != nil {
+		field("Scheduled", clock(j.ScheduledAt))
+	}
+	if j.StartedAt != nil {
+		field("Started", clock(j.StartedAt))
+	}
+	if j.StoppedAt != nil {
+		field("Stopped", clock(j.StoppedAt))
+	}
+	retry := "1 attempt"
+	if r := j.RetryStrategy; r != nil {
+		retry = fmt.Sprintf("%d attempts", aws.ToInt32(r.Attempts))
+		for _, e := range r.EvaluateOnExit {
+			retry += fmt.Sprintf("; %s on %q", e.Action, aws.ToString(e.OnStatusReason))
+		}
+	}
+	field("Retry", retry)
+	preempt := "survives any number of preemptions"
+	if p := j.PreemptionConfiguration; p != nil && p.PreemptionRetriesBeforeTermination != nil {
+		preempt = fmt.Sprintf("fails after %d preemption retries", *p.PreemptionRetriesBeforeTermination)
+	}
+	field("Preemption", preempt)
+	if t := j.TimeoutConfig; t != nil && t.AttemptDurationSeconds != nil {
+		field("Timeout", fmt.Sprintf("%ds per attempt", *t.AttemptDurationSeconds))
+	}
+	if len(j.Tags) > 0 {
+		var tags []string
+		for _, k := range sortedKeys(j.Tags) {
+			tags = append(tags, k+"="+j.Tags[k])
+		}
+		field("Tags", strings.Join(tags, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	preempted := map[string]bool{}
+	count := int32(0)
+	if ps := j.PreemptionSummary; ps != nil {
+		count = aws.ToInt32(ps.PreemptedAttemptCount)
+		for _, a := range ps.RecentPreemptedAttempts {
+			if a.ServiceResourceId != nil {
+				preempted[aws.ToString(a.ServiceResourceId.Value)] = true
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nAttempts (%d, %d preempted):\n", len(j.Attempts), count)
+	if len(j.Attempts) == 0 {
+		fmt.Fprintln(w, "  none yet")
+	} else {
+		tw = table(w)
+		fmt.Fprintln(tw, "  #\tTRAINING JOB\tSTARTED\tSTOPPED\tPREEMPTED\tREASON")
+		for i, a := range j.Attempts {
+			res := ""
+			if a.ServiceResourceId != nil {
+				res = aws.ToString(a.ServiceResourceId.Value)
+			}
+			p := "no"
+			if preempted[res] {
+				p = "yes"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", i+1, orDash(nameOfARN(res)), clock(a.StartedAt), clock(a.StoppedAt), p, orDash(aws.ToString(a.StatusReason)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if ps := j.PreemptionSummary; ps != nil && len(ps.RecentPreemptedAttempts) > 0 {
+		fmt.Fprintln(w, "\nPreemptions (newest first):")
+		tw = table(w)
+		fmt.Fprintln(tw, "  TRAINING JOB\tSTARTED\tSTOPPED\tREASON")
+		for _, a := range ps.RecentPreemptedAttempts {
+			res := ""
+			if a.ServiceResourceId != nil {
+				res = aws.ToString(a.ServiceResourceId.Value)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", orDash(nameOfARN(res)), clock(a.StartedAt), clock(a.StoppedAt), orDash(aws.ToString(a.StatusReason)))
+		}
+		return tw.Flush()
+	}
+	return nil
+}
