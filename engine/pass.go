@@ -416,7 +416,7 @@ func (e *Engine) tryReclaim(env *environment, s *share, h *job) bool {
 	if !e.selectReclaim(env, s, need) || len(e.chosen) == 0 {
 		return false
 	}
-	e.reserve(env, s, h, nil, e.chosen, nil)
+	e.reserve(env, s, h, nil, e.chosen)
 	return true
 }
 
@@ -505,20 +505,16 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 	if mode == 0 { // cannot happen: the set fitted before fill-back ended
 		return false
 	}
-	var bl vec
-	if mode == 3 {
-		bl = blocked
-	}
-	e.reserve(env, s, h, in, e.chosen, bl)
+	e.reserve(env, s, h, in, e.chosen)
 	e.inChosen = in[:0]
 	return true
 }
 
 // reserve preempts the victims for h and reserves h: h leaves its share's
-// queue, takes at once what it may of the free capacity, and receives the
-// rest from its victims as they are released. blocked is non-nil when h
-// borrows, so that it takes no capacity held back for waiting lenders.
-func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*job, blocked vec) {
+// queue, takes at once the part of its demand its victims do not hold (the
+// fit computed by the caller guarantees that much is free to it), and
+// receives the rest from its victims as they are released.
+func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*job) {
 	removed := e.removed
 	if len(inShare) == 0 {
 		removed = nil
@@ -556,8 +552,17 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 		h.got = make([]int64, len(h.dem))
 	}
 	h.got = h.got[:len(h.dem)]
+	// It takes at once only what its victims will not give back, so that
+	// its share stays within its limits while the victims still hold.
 	for i, a := range h.dem {
-		g := min(a.n, max(0, e.usable(env, s, a.t)-blocked.at(a.t)))
+		supply := int64(0)
+		for _, v := range inShare {
+			supply += v.demandOf(a.t)
+		}
+		for _, v := range cross {
+			supply += v.demandOf(a.t)
+		}
+		g := max(0, a.n-supply)
 		h.got[i] = g
 		s.used.add(a.t, g)
 		env.used.add(a.t, g)
@@ -575,7 +580,7 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 		e.preempt(v, h, false, fmt.Sprintf("in-share preemption by job %s of priority %d", h.id, h.prio))
 	}
 	for _, v := range cross {
-		e.preempt(v, h, true, fmt.Sprintf("preempted by cross-share preemption to return capacity to share %s for job %s (share %s used %d %s, above its own limit of %d)",
+		e.preempt(v, h, true, fmt.Sprintf("preempted by cross-share preemption to return capacity to share %s for job %s (share %s uses %d %s, above its own limit of %d)",
 			e.relName(v.sh, s), h.id, v.sh.name, v.vuse, e.typeNames[v.vt], v.vlim))
 	}
 }
@@ -594,4 +599,13 @@ func (e *Engine) preempt(v, h *job, cross bool, why string) {
 	}
 	e.out = append(e.out, Decision{Kind: DecisionPreempt, Job: v.id, Queue: v.sh.q.name, Share: v.sh.name, For: h.id, CrossShare: cross, Final: final, Reason: why})
 	e.stats.Preempts++
+}
+
+func (j *job) demandOf(t int32) int64 {
+	for _, a := range j.dem {
+		if a.t == t {
+			return a.n
+		}
+	}
+	return 0
 }

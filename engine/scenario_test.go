@@ -39,7 +39,7 @@ import (
 // Time is a script clock in seconds that advances by one at each command
 // unless at= sets it.
 func TestScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	datadriven.Walk(t, "testdata/scenario", func(t *testing.T, path string) {
 		h := newHarness()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			return h.run(t, d)
