@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"sort"
 	"time"
 
 	"qshare"
@@ -56,6 +58,8 @@ type accounting struct {
 	cross   []float64 // preemptions per bucket
 	inShare []float64
 	lastEnd time.Duration // the last time capacity was given back
+	// verify, in tests, compares lent with the engine's view.
+	verify func(env *envAcc, lent []int64, eng *engine.Engine)
 }
 
 func newAccounting(cfg *config.File, buckets int) *accounting {
@@ -83,6 +87,15 @@ func newAccounting(cfg *config.File, buckets int) *accounting {
 		sa.env.shares = append(sa.env.shares, sa)
 		a.shares = append(a.shares, sa)
 		a.byKey[s.Queue+"/"+s.Name] = sa
+	}
+	for _, env := range a.envs {
+		sort.Slice(env.shares, func(i, k int) bool {
+			x, y := env.shares[i], env.shares[k]
+			if x.queue != y.queue {
+				return x.queue < y.queue
+			}
+			return x.name < y.name
+		})
 	}
 	a.cross, a.inShare = a.tl.register(), a.tl.register()
 	return a
@@ -124,9 +137,8 @@ func (a *accounting) preempted(now time.Duration, cross bool) {
 }
 
 // settle brings the figures of every share whose environment changed at
-// this instant up to now, and takes their new values: usage from the
-// simulator's own count, and what each share lends from the engine's view
-// (asked only while some share of the environment borrows).
+// this instant up to now, and takes their new values from the simulator's
+// own count of what each share holds.
 func (a *accounting) settle(now time.Duration, eng *engine.Engine) {
 	for _, env := range a.envs {
 		if !env.dirty {
@@ -134,17 +146,11 @@ func (a *accounting) settle(now time.Duration, eng *engine.Engine) {
 		}
 		env.dirty = false
 		a.lastEnd = now
-		lent := map[*shareAcc]float64{}
-		if env.over > 0 {
-			for _, q := range env.queues {
-				for _, v := range eng.Shares(q) {
-					if sh := a.byKey[q+"/"+v.Name]; sh != nil {
-						lent[sh] = float64(v.Lent.Total())
-					}
-				}
-			}
+		lent := a.lent(env)
+		if a.verify != nil {
+			a.verify(env, lent, eng)
 		}
-		for _, sh := range env.shares {
+		for i, sh := range env.shares {
 			a.advance(sh, now)
 			var used, own, borrowed, idle float64
 			for t, n := range sh.usage {
@@ -160,9 +166,58 @@ func (a *accounting) settle(now time.Duration, eng *engine.Engine) {
 					idle += float64(l - u)
 				}
 			}
-			sh.cur = [nMetrics]float64{mUsed: used, mOwn: own, mBorrowed: borrowed, mLent: lent[sh], mIdle: idle - lent[sh]}
+			sh.cur = [nMetrics]float64{mUsed: used, mOwn: own, mBorrowed: borrowed, mLent: float64(lent[i]), mIdle: idle - float64(lent[i])}
 		}
 	}
+}
+
+// lent returns, for each share of env (in env.shares order), how much of its
+// idle capacity borrowers use. It follows the attribution of the engine's
+// own view (engine.Shares), which it would be too slow to ask at every
+// instant: each borrower, in (queue, name) order, takes first from the
+// capacity no share owns, then from the idle capacity of lending shares in
+// (queue, name) order. A test checks the two agree at every instant.
+func (a *accounting) lent(env *envAcc) []int64 {
+	out := make([]int64, len(env.shares))
+	if env.over == 0 {
+		return out
+	}
+	for t, limit := range env.limits {
+		unowned := limit
+		for _, sh := range env.shares {
+			unowned -= sh.limits[t]
+		}
+		supply := make([]int64, len(env.shares))
+		for i, sh := range env.shares {
+			if sh.strategy.Lends() {
+				supply[i] = sh.limits[t] - sh.usage[t]
+			}
+		}
+		for b, sh := range env.shares {
+			over := sh.usage[t] - sh.limits[t]
+			if over <= 0 {
+				continue
+			}
+			if unowned > 0 {
+				n := min(over, unowned)
+				unowned -= n
+				over -= n
+			}
+			for k := range supply {
+				if over == 0 {
+					break
+				}
+				if k == b || supply[k] <= 0 {
+					continue
+				}
+				n := min(over, supply[k])
+				supply[k] -= n
+				over -= n
+				out[k] += n
+			}
+		}
+	}
+	return out
 }
 
 // advance integrates sh's current figures from its last update to now.
@@ -227,5 +282,29 @@ func (tl *timeline) spread(s []float64, from, to time.Duration, v float64) {
 			break
 		}
 		s[b] += v * (min(hi, to) - max(lo, from)).Seconds()
+	}
+}
+
+// verifyLent returns a verify hook that compares the simulator's account of
+// lent capacity with the engine's view, recording the first disagreement.
+func verifyLent(errp *error, now func() time.Duration) func(env *envAcc, lent []int64, eng *engine.Engine) {
+	return func(env *envAcc, lent []int64, eng *engine.Engine) {
+		if *errp != nil {
+			return
+		}
+		views := map[string]engine.ShareView{}
+		for _, q := range env.queues {
+			for _, v := range eng.Shares(q) {
+				views[q+"/"+v.Name] = v
+			}
+		}
+		for i, sh := range env.shares {
+			v := views[sh.queue+"/"+sh.name]
+			if got, want := lent[i], v.Lent.Total(); got != want {
+				*errp = fmt.Errorf("t=%s: share %s lends %d by the simulator's account, %d by the engine's view (usage %v, engine usage %v)",
+					now(), sh.name, got, want, sh.usage, v.Usage)
+				return
+			}
+		}
 	}
 }

@@ -50,6 +50,10 @@ type Options struct {
 	// Buckets is the resolution of the time series behind the plots
 	// (default 400).
 	Buckets int
+
+	// verify makes the run compare its capacity account with the engine's
+	// view at every instant (tests only: it is slow).
+	verify bool
 }
 
 // epoch is the instant virtual time 0 maps to when talking to the engine.
@@ -155,6 +159,10 @@ func Run(ctx context.Context, cfg *config.File, jobs []Job, opts Options) (*Repo
 		return nil, fmt.Errorf("loading the configuration into the engine: %w", err)
 	}
 	s.acct = newAccounting(cfg, opts.Buckets)
+	var verifyErr error
+	if opts.verify {
+		s.acct.verify = verifyLent(&verifyErr, func() time.Duration { return s.now })
+	}
 	if opts.Events != nil {
 		s.ev = event.NewWriter(opts.Events)
 	}
@@ -175,6 +183,9 @@ func Run(ctx context.Context, cfg *config.File, jobs []Job, opts Options) (*Repo
 	wall := time.Now()
 	if err := s.loop(ctx, jobs); err != nil {
 		return nil, err
+	}
+	if verifyErr != nil {
+		return nil, verifyErr
 	}
 	if s.ev != nil {
 		if err := s.ev.Flush(); err != nil {

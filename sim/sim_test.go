@@ -48,6 +48,7 @@ func runSmall(t *testing.T, opts Options) (*Report, []byte, []byte) {
 	jobs := loadTrace(t, cfg, "testdata/small.csv")
 	var events, report bytes.Buffer
 	opts.Events = &events
+	opts.verify = true
 	rep, err := Run(context.Background(), cfg, jobs, opts)
 	if err != nil {
 		t.Fatal(err)
