@@ -159,7 +159,7 @@ func dsn(abs string, o options) string {
 	// survives a power loss, not only a crash of the process.
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "foreign_keys(OFF)")
-	q.Add("_pragma", "cache_size(-32768)")
+	q.Add("_pragma", "cache_size(-8192)")
 	// Keep the WAL file from staying large after a burst.
 	q.Add("_pragma", "journal_size_limit(67108864)")
 	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
