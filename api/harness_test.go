@@ -222,3 +222,5 @@ func clientErr(t *testing.T, err error, fragments ...string) {
 		}
 	}
 }
+
+type daemonConfig = daemon.Config

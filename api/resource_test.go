@@ -1,0 +1,239 @@
+package api_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// TestResourceLifecycle creates, describes, updates and deletes every kind
+// of resource in the order the reference client does, checking the
+// preconditions AWS enforces on the way.
+func TestResourceLifecycle(t *testing.T) {
+	s := newServer(t)
+	c := s.c
+	queueARN := s.setup("q", 4, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyLend})
+	envARN := "arn:aws:batch:us-east-1:000000000000:service-environment/q-env"
+	polARN := "arn:aws:batch:us-east-1:000000000000:scheduling-policy/q-policy"
+	shareARN := queueARN + "/quota-share/A"
+	if queueARN != "arn:aws:batch:us-east-1:000000000000:job-queue/q" {
+		t.Fatalf("queue ARN = %s", queueARN)
+	}
+
+	// Duplicates.
+	_, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("q-env"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
+	clientErr(t, err, "Object already exists")
+	_, err = c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("q-policy")})
+	clientErr(t, err, "Object already exists")
+	_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("A"), JobQueue: aws.String("q"),
+		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}},
+		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
+		PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+	clientErr(t, err, "already exists")
+
+	// Describe: by name and by ARN; status VALID, state ENABLED.
+	envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{envARN}})
+	must(t, err)
+	if len(envs.ServiceEnvironments) != 1 || envs.ServiceEnvironments[0].Status != types.ServiceEnvironmentStatusValid ||
+		envs.ServiceEnvironments[0].State != types.ServiceEnvironmentStateEnabled || aws.ToInt32(envs.ServiceEnvironments[0].CapacityLimits[0].MaxCapacity) != 4 {
+		t.Fatalf("DescribeServiceEnvironments = %+v", envs.ServiceEnvironments)
+	}
+	qs, err := c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{"q"}})
+	must(t, err)
+	if len(qs.JobQueues) != 1 || aws.ToString(qs.JobQueues[0].SchedulingPolicyArn) != polARN || qs.JobQueues[0].Status != types.JQStatusValid ||
+		qs.JobQueues[0].JobQueueType != types.JobQueueTypeSagemakerTraining || aws.ToString(qs.JobQueues[0].ServiceEnvironmentOrder[0].ServiceEnvironment) != envARN {
+		t.Fatalf("DescribeJobQueues = %+v", qs.JobQueues)
+	}
+	pols, err := c.DescribeSchedulingPolicies(ctx, &batch.DescribeSchedulingPoliciesInput{Arns: []string{polARN}})
+	must(t, err)
+	if len(pols.SchedulingPolicies) != 1 || pols.SchedulingPolicies[0].QuotaSharePolicy.IdleResourceAssignmentStrategy != types.QuotaShareIdleResourceAssignmentStrategyFifo {
+		t.Fatalf("DescribeSchedulingPolicies = %+v", pols.SchedulingPolicies)
+	}
+	sh, err := c.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: aws.String(shareARN)})
+	must(t, err)
+	if aws.ToString(sh.JobQueueArn) != queueARN || sh.Status != types.QuotaShareStatusValid || sh.State != types.QuotaShareStateEnabled ||
+		sh.ResourceSharingConfiguration.Strategy != types.QuotaShareResourceSharingStrategyLend || sh.ResourceSharingConfiguration.BorrowLimit != nil {
+		t.Fatalf("DescribeQuotaShare = %+v", sh)
+	}
+
+	// Update a share: LEND_AND_BORROW with a borrow limit, then back.
+	_, err = c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(shareARN),
+		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow, BorrowLimit: aws.Int32(50)},
+		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
+	must(t, err)
+	sh, err = c.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: aws.String(shareARN)})
+	must(t, err)
+	if aws.ToInt32(sh.ResourceSharingConfiguration.BorrowLimit) != 50 || aws.ToInt32(sh.CapacityLimits[0].MaxCapacity) != 3 {
+		t.Fatalf("after update: %+v", sh)
+	}
+
+	// Deletion needs DISABLED first, and goes share -> queue -> policy -> environment.
+	_, err = c.DeleteQuotaShare(ctx, &batch.DeleteQuotaShareInput{QuotaShareArn: aws.String(shareARN)})
+	clientErr(t, err, "ENABLED", "DISABLED")
+	_, err = c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String(queueARN), State: types.JQStateDisabled})
+	must(t, err)
+	_, err = c.DeleteJobQueue(ctx, &batch.DeleteJobQueueInput{JobQueue: aws.String("q")})
+	clientErr(t, err, "still has quota shares", "A")
+	_, err = c.DeleteSchedulingPolicy(ctx, &batch.DeleteSchedulingPolicyInput{Arn: aws.String(polARN)})
+	clientErr(t, err, "used by job queue", "q")
+	_, err = c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String("q-env"), State: types.ServiceEnvironmentStateDisabled})
+	must(t, err)
+	_, err = c.DeleteServiceEnvironment(ctx, &batch.DeleteServiceEnvironmentInput{ServiceEnvironment: aws.String(envARN)})
+	clientErr(t, err, "used by job queue")
+
+	_, err = c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(shareARN), State: types.QuotaShareStateDisabled})
+	must(t, err)
+	_, err = c.DeleteQuotaShare(ctx, &batch.DeleteQuotaShareInput{QuotaShareArn: aws.String(shareARN)})
+	must(t, err)
+	_, err = c.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: aws.String(shareARN)})
+	clientErr(t, err, "does not exist")
+	_, err = c.DeleteJobQueue(ctx, &batch.DeleteJobQueueInput{JobQueue: aws.String("q")})
+	must(t, err)
+	_, err = c.DeleteSchedulingPolicy(ctx, &batch.DeleteSchedulingPolicyInput{Arn: aws.String(polARN)})
+	must(t, err)
+	_, err = c.DeleteServiceEnvironment(ctx, &batch.DeleteServiceEnvironmentInput{ServiceEnvironment: aws.String(envARN)})
+	must(t, err)
+	envs, err = c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{})
+	must(t, err)
+	qs, err = c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{})
+	must(t, err)
+	if len(envs.ServiceEnvironments)+len(qs.JobQueues) != 0 {
+		t.Fatalf("after deletes: %d environments, %d queues", len(envs.ServiceEnvironments), len(qs.JobQueues))
+	}
+}
+
+// TestResourcePagination pages through every paginated resource listing with
+// the SDK's paginators.
+func TestResourcePagination(t *testing.T) {
+	s := newServer(t, func(c *daemonConfig) { c.MaxSharesPerQueue = 30 })
+	c := s.c
+	s.setup("q", 10)
+	for i := range 25 {
+		_, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String(fmt.Sprintf("p%02d", i)),
+			QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+		must(t, err)
+		_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String(fmt.Sprintf("e%02d", i)),
+			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+			CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
+		must(t, err)
+		_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(fmt.Sprintf("s%02d", i)), JobQueue: aws.String("q"),
+			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}},
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
+			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+		must(t, err)
+	}
+	count := func(name string, pages, items int, wantPages, wantItems int) {
+		t.Helper()
+		if pages != wantPages || items != wantItems {
+			t.Fatalf("%s: %d pages, %d items; want %d pages, %d items", name, pages, items, wantPages, wantItems)
+		}
+	}
+	pages, items := 0, 0
+	seen := map[string]bool{}
+	pp := batch.NewListSchedulingPoliciesPaginator(c, &batch.ListSchedulingPoliciesInput{}, func(o *batch.ListSchedulingPoliciesPaginatorOptions) { o.Limit = 10 })
+	for pp.HasMorePages() {
+		out, err := pp.NextPage(ctx)
+		must(t, err)
+		pages++
+		for _, p := range out.SchedulingPolicies {
+			if seen[*p.Arn] {
+				t.Fatalf("policy %s listed twice", *p.Arn)
+			}
+			seen[*p.Arn] = true
+			items++
+		}
+	}
+	count("ListSchedulingPolicies", pages, items, 3, 26)
+
+	pages, items = 0, 0
+	ep := batch.NewDescribeServiceEnvironmentsPaginator(c, &batch.DescribeServiceEnvironmentsInput{}, func(o *batch.DescribeServiceEnvironmentsPaginatorOptions) { o.Limit = 7 })
+	for ep.HasMorePages() {
+		out, err := ep.NextPage(ctx)
+		must(t, err)
+		pages++
+		items += len(out.ServiceEnvironments)
+	}
+	count("DescribeServiceEnvironments", pages, items, 4, 26)
+
+	pages, items = 0, 0
+	sp := batch.NewListQuotaSharesPaginator(c, &batch.ListQuotaSharesInput{JobQueue: aws.String("q")}, func(o *batch.ListQuotaSharesPaginatorOptions) { o.Limit = 5 })
+	for sp.HasMorePages() {
+		out, err := sp.NextPage(ctx)
+		must(t, err)
+		pages++
+		items += len(out.QuotaShares)
+	}
+	count("ListQuotaShares", pages, items, 5, 25)
+
+	// The default page is 100: one page.
+	out, err := c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("q")})
+	must(t, err)
+	if len(out.QuotaShares) != 25 || out.NextToken != nil {
+		t.Fatalf("default page: %d shares, next %v", len(out.QuotaShares), out.NextToken)
+	}
+	_, err = c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("q"), MaxResults: aws.Int32(101)})
+	clientErr(t, err, "maxResults", "1 to 100")
+	_, err = c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("q"), NextToken: aws.String("!!")})
+	clientErr(t, err, "nextToken")
+}
+
+// TestTags tags, lists and untags every kind of resource, including quota
+// shares and service jobs, with ARNs that the SDK escapes in the path.
+func TestTags(t *testing.T) {
+	s := newServer(t)
+	c := s.c
+	queueARN := s.setup("q", 2, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	job := s.submit("q", "A", "j", 0, payload(g5, 1, 0, 0))
+	arns := []string{
+		"arn:aws:batch:us-east-1:000000000000:service-environment/q-env",
+		"arn:aws:batch:us-east-1:000000000000:scheduling-policy/q-policy",
+		queueARN,
+		queueARN + "/quota-share/A",
+		*s.describe(job).JobArn,
+	}
+	for _, arn := range arns {
+		_, err := c.TagResource(ctx, &batch.TagResourceInput{ResourceArn: aws.String(arn), Tags: map[string]string{"team": "ml", "cost": "1"}})
+		must(t, err)
+		_, err = c.TagResource(ctx, &batch.TagResourceInput{ResourceArn: aws.String(arn), Tags: map[string]string{"cost": "2"}})
+		must(t, err)
+		_, err = c.UntagResource(ctx, &batch.UntagResourceInput{ResourceArn: aws.String(arn), TagKeys: []string{"team", "absent"}})
+		must(t, err)
+		out, err := c.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: aws.String(arn)})
+		must(t, err)
+		if len(out.Tags) != 1 || out.Tags["cost"] != "2" {
+			t.Fatalf("tags of %s = %v, want {cost: 2}", arn, out.Tags)
+		}
+	}
+	// Tags show in describes.
+	sh, err := c.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: aws.String(queueARN + "/quota-share/A")})
+	must(t, err)
+	if sh.Tags["cost"] != "2" {
+		t.Fatalf("DescribeQuotaShare tags = %v", sh.Tags)
+	}
+	if d := s.describe(job); d.Tags["cost"] != "2" {
+		t.Fatalf("DescribeServiceJob tags = %v", d.Tags)
+	}
+	_, err = c.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: aws.String("arn:aws:batch:us-east-1:000000000000:job-queue/nope")})
+	clientErr(t, err, "does not exist")
+	_, err = c.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: aws.String("arn:aws:batch:eu-west-1:000000000000:job-queue/q")})
+	clientErr(t, err, "does not exist")
+	big := map[string]string{}
+	for i := range 51 {
+		big[fmt.Sprint("k", i)] = "v"
+	}
+	_, err = c.TagResource(ctx, &batch.TagResourceInput{ResourceArn: aws.String(queueARN), Tags: big})
+	clientErr(t, err, "at most 50")
+	// Creating with tags.
+	_, err = c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("tagged"), Tags: map[string]string{"a": "b"}})
+	must(t, err)
+	out, err := c.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: aws.String("arn:aws:batch:us-east-1:000000000000:scheduling-policy/tagged")})
+	must(t, err)
+	if out.Tags["a"] != "b" {
+		t.Fatalf("tags at create: %v", out.Tags)
+	}
+}
