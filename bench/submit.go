@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare"
+	"qshare/config"
+)
+
+// SubmitOptions configure the submit benchmark.
+type SubmitOptions struct {
+	// Endpoint is an existing server; when empty a temporary one is
+	// started with Server.
+	Endpoint string
+	Server   ServerOptions
+	// Clients submit in a closed loop for Duration after a Warmup whose
+	// submits are not counted.
+	Clients  int
+	Duration time.Duration
+	Warmup   time.Duration
+	// LatencyJobs is the number of jobs submitted one at a time into free
+	// capacity to measure the time from submit to SCHEDULED; 0 skips it.
+	LatencyJobs int
+}
+
+// SubmitResult is what `qshare bench submit` reports for one run.
+type SubmitResult struct {
+	Clients   int     `json:"clients"`
+	DurationS float64 `json:"duration_s"`
+	// Submits counts the acknowledged (durable) submits in the measured
+	// window; Errors the failed ones.
+	Submits     int     `json:"submits"`
+	Errors      int     `json:"errors"`
+	SubmitsPerS float64 `json:"submits_per_s"`
+	// Latency is of one SubmitServiceJob call, as the client sees it.
+	Latency
+	// ScheduleP50Ms and ScheduleP99Ms are the server's time from a job's
+	// createdAt to its scheduledAt when capacity is free (millisecond
+	// timestamps, so ±1 ms).
+	ScheduleP50Ms float64 `json:"schedule_p50_ms"`
+	ScheduleP99Ms float64 `json:"schedule_p99_ms"`
+}
+
+var submitRows = []Row{
+	{Label: "clients", Key: "clients", Format: "%.0f"},
+	{Label: "durable submits/s", Key: "submits_per_s", Format: "%.0f", Anchor: "target ≥ 5,000"},
+	{Label: "submit latency p50", Key: "p50_ms", Format: "%.2f", Unit: "ms"},
+	{Label: "submit latency p90", Key: "p90_ms", Format: "%.2f", Unit: "ms"},
+	{Label: "submit latency p99", Key: "p99_ms", Format: "%.2f", Unit: "ms", Anchor: "target < 20 ms"},
+	{Label: "submit latency max", Key: "max_ms", Format: "%.2f", Unit: "ms"},
+	{Label: "failed submits", Key: "errors", Format: "%.0f"},
+	{Label: "submit → SCHEDULED p50 (free capacity)", Key: "schedule_p50_ms", Format: "%.0f", Unit: "ms", Anchor: "target < 5 ms"},
+	{Label: "submit → SCHEDULED p99 (free capacity)", Key: "schedule_p99_ms", Format: "%.0f", Unit: "ms"},
+}
+
+// SubmitRows returns the rows of the submit benchmark's table.
+func SubmitRows() []Row { return submitRows }
+
+const (
+	submitType   = "ml.m5.large"
+	hourDuration = "1h"
+)
+
+// submitConfig has two queues. "submit" has one instance of capacity, so
+// that nearly every job submitted to it waits: the benchmark measures the
+// submit path (validation, the durable write, the engine's insertion), not
+// the executor. "latency" has room for every job sent to it.
+func submitConfig(latencyJobs int) *config.File {
+	one, room := int64(1), int64(latencyJobs+1)
+	prio := int64(1)
+	share := func(n int64) []config.Share {
+		return []config.Share{{Name: "s0", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: submitType, MaxCapacity: n}}, Strategy: qshare.StrategyReserve}}
+	}
+	return &config.File{
+		ServiceEnvironments: []config.Environment{
+			{Name: "submit-env", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: submitType, MaxCapacity: one}}},
+			{Name: "latency-env", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: submitType, MaxCapacity: room}}},
+		},
+		SchedulingPolicies: []config.Policy{{Name: "bench-policy", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}}},
+		JobQueues: []config.Queue{
+			{Name: "submit", Priority: &prio, SchedulingPolicy: "bench-policy", ServiceEnvironment: "submit-env", QuotaShares: share(one)},
+			{Name: "latency", Priority: &prio, SchedulingPolicy: "bench-policy", ServiceEnvironment: "latency-env", QuotaShares: share(room)},
+		},
+	}
+}
+
+// withServer runs f against opt's endpoint, or against a temporary server
+// that it stops afterwards. prefix is "" for a fresh server and a unique
+// run prefix for a shared one.
+func withServer(ctx context.Context, endpoint string, so ServerOptions, f func(endpoint, prefix string, srv *Server) error) error {
+	if endpoint != "" {
+		return f(endpoint, fmt.Sprintf("b%d-", time.Now().UnixNano()%1e9), nil)
+	}
+	srv, err := StartServer(ctx, so)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if err := f(srv.Endpoint, "", srv); err != nil {
+		if gone := srv.Alive(); gone != nil {
+			return fmt.Errorf("%w (%v)", err, gone)
+		}
+		return err
+	}
+	return nil
+}
+
+// RunSubmit measures SubmitServiceJob from opt.Clients concurrent clients.
+func RunSubmit(ctx context.Context, opt SubmitOptions) (SubmitResult, error) {
+	if opt.Clients < 1 || opt.Duration <= 0 {
+		return SubmitResult{}, fmt.Errorf("bench submit: need at least one client and a positive duration")
+	}
+	if opt.Server.Executor == "" {
+		opt.Server.Executor = "simulated"
+	}
+	var res SubmitResult
+	err := withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, _ *Server) error {
+		c := NewClient(endpoint, opt.Clients)
+		queues, err := applyConfig(ctx, c, submitConfig(opt.LatencyJobs), prefix)
+		if err != nil {
+			return err
+		}
+		res, err = submitLoop(ctx, c, queues["submit"], opt)
+		if err != nil {
+			return err
+		}
+		if opt.LatencyJobs > 0 {
+			lat, err := scheduleLatency(ctx, c, queues["latency"], opt.LatencyJobs)
+			if err != nil {
+				return err
+			}
+			res.ScheduleP50Ms, res.ScheduleP99Ms = lat.P50, lat.P99
+		}
+		return nil
+	})
+	return res, err
+}
+
+func submitInput(queue, name string) *batch.SubmitServiceJobInput {
+	return &batch.SubmitServiceJobInput{
+		JobName:               aws.String(name),
+		JobQueue:              aws.String(queue),
+		QuotaShareName:        aws.String("s0"),
+		ServiceJobType:        types.ServiceJobTypeSagemakerTraining,
+		ServiceRequestPayload: aws.String(Payload(name, submitType, 1, []string{"true"}, map[string]string{"QSHARE_SIM_DURATION": hourDuration})),
+	}
+}
+
+func submitLoop(ctx context.Context, c *batch.Client, queue string, opt SubmitOptions) (SubmitResult, error) {
+	res := SubmitResult{Clients: opt.Clients}
+	start := time.Now()
+	measureFrom := start.Add(opt.Warmup)
+	end := measureFrom.Add(opt.Duration)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var lats []time.Duration
+	var errs atomic.Int64
+	var firstErr atomic.Value
+	var seq atomic.Int64
+	for i := range opt.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for ctx.Err() == nil {
+				n := seq.Add(1)
+				in := submitInput(queue, fmt.Sprintf("submit-%d-%d", i, n))
+				t := time.Now()
+				if t.After(end) {
+					break
+				}
+				_, err := c.SubmitServiceJob(ctx, in)
+				d := time.Since(t)
+				if t.Before(measureFrom) {
+					continue
+				}
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				mine = append(mine, d)
+			}
+			mu.Lock()
+			lats = append(lats, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	res.DurationS = round(opt.Duration.Seconds(), 3)
+	res.Submits = len(lats)
+	res.Errors = int(errs.Load())
+	res.SubmitsPerS = round(float64(res.Submits)/opt.Duration.Seconds(), 1)
+	res.Latency = Latencies(lats)
+	if res.Errors > 0 && res.Errors*100 > res.Submits {
+		return res, fmt.Errorf("bench submit: %d of %d submits failed, first: %v", res.Errors, res.Errors+res.Submits, firstErr.Load())
+	}
+	return res, nil
+}
+
+// scheduleLatency submits n jobs one at a time into free capacity and
+// reports the server's createdAt → scheduledAt.
+func scheduleLatency(ctx context.Context, c *batch.Client, queue string, n int) (Latency, error) {
+	var ds []time.Duration
+	for i := range n {
+		out, err := c.SubmitServiceJob(ctx, submitInput(queue, fmt.Sprintf("latency-%d", i)))
+		if err != nil {
+			return Latency{}, fmt.Errorf("bench submit: latency job %d: %w", i, err)
+		}
+		var job *batch.DescribeServiceJobOutput
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			job, err = c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: out.JobId})
+			if err != nil {
+				return Latency{}, fmt.Errorf("bench submit: describe latency job %d: %w", i, err)
+			}
+			if job.ScheduledAt != nil && *job.ScheduledAt != 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return Latency{}, fmt.Errorf("bench submit: latency job %d was not scheduled within 10 s (status %s: %s)", i, job.Status, aws.ToString(job.StatusReason))
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		ds = append(ds, ms(job.ScheduledAt).Sub(ms(job.CreatedAt)))
+	}
+	return Latencies(ds), nil
+}
