@@ -40,4 +40,3 @@ func ms(p *int64) time.Time {
 	}
 	return time.UnixMilli(*p)
 }
-
