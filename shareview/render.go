@@ -115,9 +115,6 @@ func renderView(b *strings.Builder, v View) {
 				fmt.Fprintf(b, " waits: %s", s.Why)
 			}
 			b.WriteString("\n")
-			if s.Head.StatusReason != "" {
-				fmt.Fprintf(b, "    reason: %s\n", s.Head.StatusReason)
-			}
 		}
 	}
 }

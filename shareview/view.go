@@ -104,7 +104,8 @@ type ShareView struct {
 	Active            []Job           `json:"active"`
 	Waiting           int             `json:"waiting"`
 	Head              *Job            `json:"head,omitempty"`
-	// Why says, in words, why the head job waits.
+	// Why says, in words, why the head job waits: the server's status
+	// reason, or, when it gives none, what the view's numbers show.
 	Why string `json:"why,omitempty"`
 }
 
@@ -233,8 +234,12 @@ func Compute(in Input) View {
 		v.Shares = append(v.Shares, sv)
 	}
 	for i := range v.Shares {
-		if v.Shares[i].Head != nil {
-			v.Shares[i].Why = explain(&v, in, &v.Shares[i], shares[i])
+		if h := v.Shares[i].Head; h != nil {
+			// The scheduler's own reason, when it gives one, says it best.
+			v.Shares[i].Why = h.StatusReason
+			if v.Shares[i].Why == "" {
+				v.Shares[i].Why = explain(&v, in, &v.Shares[i], shares[i])
+			}
 		}
 	}
 	return v

@@ -21,7 +21,7 @@ Load it in the current shell, or install it for every new one:
   fish:        qshare completion fish | source
                qshare completion fish > ~/.config/fish/completions/qshare.fish
   powershell:  qshare completion powershell | Out-String | Invoke-Expression`,
-	Example: `  source <(qshare completion bash)`,
+	Example:               `  source <(qshare completion bash)`,
 	Args:                  cobra.ExactArgs(1),
 	ValidArgs:             []string{"bash", "zsh", "fish", "powershell"},
 	DisableFlagsInUseLine: true,

@@ -22,7 +22,7 @@ job ends FAILED with the reason as its status reason, whatever its retry
 strategy says.
 
 JOB is a job id, a job ARN, or a job name that names one job.`,
-	Example: `  qshare terminate qs2-job-1 --reason "wrong learning rate"`,
+	Example:           `  qshare terminate qs2-job-1 --reason "wrong learning rate"`,
 	Args:              cobra.ExactArgs(1),
 	ValidArgsFunction: completeJobs,
 	RunE: clientRun(func(cmd *cobra.Command, s *session, args []string) error {

@@ -1,0 +1,950 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/spf13/cobra"
+
+	"qshare"
+	"qshare/config"
+)
+
+var applyOpts struct {
+	file      string
+	dryRun    bool
+	prune     bool
+	wait      time.Duration
+	maxShares int
+}
+
+var applyCmd = &cobra.Command{
+	Use:   "apply -f FILE [--dry-run] [--prune]",
+	Short: "Make the server's environments, policies, queues and shares match a file",
+	Long: `Declare service environments, scheduling policies, job queues and their quota
+shares in one YAML (or JSON) file, with the AWS Batch API's own names as keys
+(see docs/configuration.md), and apply it: qshare creates what is missing,
+updates what differs, and prints what it did.
+
+The file is checked as a whole first; every problem is reported with its
+line and field, and nothing is changed until there are none.
+
+With --prune, apply also deletes every quota share, job queue, scheduling
+policy and service environment that the file does not name, disabling each
+first where the API requires it and waiting for it to be gone. With
+--dry-run it prints what it would do and changes nothing.
+
+Tags in the file replace the resource's tags; a resource whose entry has no
+tags keeps the tags it has.`,
+	Example: `  # See what would change, then change it:
+  qshare apply -f examples/three-shares.yaml --dry-run
+  qshare apply -f examples/three-shares.yaml
+
+  # Also delete what the file no longer names:
+  qshare apply -f examples/three-shares.yaml --prune`,
+	Args: cobra.NoArgs,
+	RunE: clientRun(func(cmd *cobra.Command, s *session, _ []string) error {
+		if applyOpts.file == "" {
+			return qshare.Errorf(qshare.EINVALID, "-f FILE is required: name the configuration file to apply (- for standard input)")
+		}
+		data, err := readConfigFile(applyOpts.file, cmd.InOrStdin())
+		if err != nil {
+			return err
+		}
+		a := &applier{s: s, dryRun: applyOpts.dryRun, prune: applyOpts.prune, wait: applyOpts.wait}
+		if s.output == "table" {
+			a.progress = s.out
+		}
+		actions, err := a.apply(cmd.Context(), applyOpts.file, data, config.Options{MaxSharesPerQueue: applyOpts.maxShares, AllowExternalReferences: true})
+		if err != nil {
+			return err
+		}
+		return s.emit(actions, func(w io.Writer) error {
+			if len(actions) == 0 {
+				_, err := fmt.Fprintln(w, "the file declares nothing")
+				return err
+			}
+			return nil // printed as they happened
+		})
+	}),
+}
+
+func init() {
+	f := applyCmd.Flags()
+	f.StringVarP(&applyOpts.file, "filename", "f", "", "the configuration file (YAML or JSON; - for standard input)")
+	f.BoolVar(&applyOpts.dryRun, "dry-run", false, "print what would change, and change nothing")
+	f.BoolVar(&applyOpts.prune, "prune", false, "also delete every resource that the file does not name")
+	f.DurationVar(&applyOpts.wait, "wait", time.Minute, "how long to wait for a resource to reach the state the next step needs")
+	f.IntVar(&applyOpts.maxShares, "max-quota-shares-per-queue", qshare.DefaultQuotaSharesPerQueue, "the server's limit of quota shares per job queue")
+	_ = applyCmd.MarkFlagFilename("filename", "yaml", "yml", "json")
+	addClientFlags(applyCmd)
+	rootCmd.AddCommand(applyCmd)
+}
+
+func readConfigFile(path string, stdin io.Reader) ([]byte, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(stdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, qshare.Errorf(qshare.EINVALID, "cannot read the configuration: %v", err)
+	}
+	return b, nil
+}
+
+// Action is one thing apply did, or would do with --dry-run.
+type Action struct {
+	// Kind is serviceEnvironment, schedulingPolicy, jobQueue or quotaShare.
+	Kind string `json:"kind"`
+	// Name is the resource's name; a quota share's is QUEUE/SHARE.
+	Name string `json:"name"`
+	// Action is created, configured, unchanged or deleted.
+	Action string `json:"action"`
+	// Changes lists what an update changes, one field a line.
+	Changes []string `json:"changes,omitempty"`
+	DryRun  bool     `json:"dryRun,omitempty"`
+
+	do func(context.Context) error
+}
+
+// String renders the action as apply prints it.
+func (a Action) String() string {
+	s := fmt.Sprintf("%s %s %s", a.Kind, a.Name, a.Action)
+	if len(a.Changes) > 0 {
+		s += ": " + strings.Join(a.Changes, "; ")
+	}
+	if a.DryRun {
+		s += " (dry run)"
+	}
+	return s
+}
+
+// applier plans and carries out an apply.
+type applier struct {
+	s        *session
+	dryRun   bool
+	prune    bool
+	wait     time.Duration
+	progress io.Writer
+
+	// What the server has, by name.
+	envs     map[string]types.ServiceEnvironmentDetail
+	policies map[string]types.SchedulingPolicyDetail
+	queues   map[string]types.JobQueueDetail
+	shares   map[string]map[string]types.QuotaShareDetail
+
+	// ARNs of resources created during this apply, by name.
+	envARN, policyARN, queueARN map[string]string
+}
+
+// apply parses and checks the file, reads the server, plans, and carries
+// out the plan in order.
+func (a *applier) apply(ctx context.Context, name string, data []byte, opts config.Options) ([]Action, error) {
+	f, err := config.Parse(name, data, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.read(ctx, f); err != nil {
+		return nil, err
+	}
+	if err := a.checkReferences(name, f); err != nil {
+		return nil, err
+	}
+	plan, err := a.plan(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	for i := range plan {
+		act := &plan[i]
+		act.DryRun = a.dryRun
+		if !a.dryRun && act.do != nil {
+			if err := act.do(ctx); err != nil {
+				return plan[:i], fmt.Errorf("%s %s: %w", act.Kind, act.Name, userError(err, a.s.endpoint))
+			}
+		}
+		if a.progress != nil {
+			fmt.Fprintln(a.progress, act.String())
+		}
+	}
+	return plan, nil
+}
+
+// read loads what the server has.
+func (a *applier) read(ctx context.Context, f *config.File) error {
+	a.envs = map[string]types.ServiceEnvironmentDetail{}
+	a.policies = map[string]types.SchedulingPolicyDetail{}
+	a.queues = map[string]types.JobQueueDetail{}
+	a.shares = map[string]map[string]types.QuotaShareDetail{}
+	a.envARN, a.policyARN, a.queueARN = map[string]string{}, map[string]string{}, map[string]string{}
+
+	ep := batch.NewDescribeServiceEnvironmentsPaginator(a.s.api, &batch.DescribeServiceEnvironmentsInput{})
+	for ep.HasMorePages() {
+		out, err := ep.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, e := range out.ServiceEnvironments {
+			if e.Status != types.ServiceEnvironmentStatusDeleted {
+				a.envs[aws.ToString(e.ServiceEnvironmentName)] = e
+			}
+		}
+	}
+	var arns []string
+	pp := batch.NewListSchedulingPoliciesPaginator(a.s.api, &batch.ListSchedulingPoliciesInput{})
+	for pp.HasMorePages() {
+		out, err := pp.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range out.SchedulingPolicies {
+			arns = append(arns, aws.ToString(p.Arn))
+		}
+	}
+	for len(arns) > 0 {
+		n := min(len(arns), 100)
+		out, err := a.s.api.DescribeSchedulingPolicies(ctx, &batch.DescribeSchedulingPoliciesInput{Arns: arns[:n]})
+		if err != nil {
+			return err
+		}
+		for _, p := range out.SchedulingPolicies {
+			a.policies[aws.ToString(p.Name)] = p
+		}
+		arns = arns[n:]
+	}
+	qp := batch.NewDescribeJobQueuesPaginator(a.s.api, &batch.DescribeJobQueuesInput{})
+	for qp.HasMorePages() {
+		out, err := qp.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, q := range out.JobQueues {
+			if q.Status != types.JQStatusDeleted {
+				a.queues[aws.ToString(q.JobQueueName)] = q
+			}
+		}
+	}
+	for name, q := range a.queues {
+		m := map[string]types.QuotaShareDetail{}
+		sp := batch.NewListQuotaSharesPaginator(a.s.api, &batch.ListQuotaSharesInput{JobQueue: q.JobQueueArn})
+		for sp.HasMorePages() {
+			out, err := sp.NextPage(ctx)
+			if err != nil {
+				return err
+			}
+			for _, s := range out.QuotaShares {
+				m[aws.ToString(s.QuotaShareName)] = s
+			}
+		}
+		a.shares[name] = m
+	}
+	return nil
+}
+
+// checkReferences reports references to resources that neither the file
+// nor the server has, all at once.
+func (a *applier) checkReferences(name string, f *config.File) error {
+	var probs []config.Problem
+	for i, q := range f.JobQueues {
+		if p := q.PolicyName(); p != "" && f.Policy(p) == nil {
+			if _, ok := a.policies[p]; !ok {
+				probs = append(probs, config.Problem{Path: fmt.Sprintf("jobQueues[%d].schedulingPolicy", i),
+					Message: fmt.Sprintf("jobQueues[%d].schedulingPolicy: no scheduling policy %q in the file or on the server: declare it under schedulingPolicies", i, p)})
+			}
+		}
+		if e := q.EnvironmentName(); e != "" && f.Environment(e) == nil {
+			if _, ok := a.envs[e]; !ok {
+				probs = append(probs, config.Problem{Path: fmt.Sprintf("jobQueues[%d].serviceEnvironment", i),
+					Message: fmt.Sprintf("jobQueues[%d].serviceEnvironment: no service environment %q in the file or on the server: declare it under serviceEnvironments", i, e)})
+			}
+		}
+	}
+	if len(probs) > 0 {
+		return &config.Errors{Name: name, Problems: probs}
+	}
+	return nil
+}
+
+// plan lists the actions in the order they must happen: creations and
+// updates from the bottom of the hierarchy up (environments, policies,
+// queues, shares), then deletions from the top down.
+func (a *applier) plan(ctx context.Context, f *config.File) ([]Action, error) {
+	var plan []Action
+	for _, e := range f.ServiceEnvironments {
+		act, err := a.planEnvironment(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		plan = append(plan, act)
+	}
+	for _, p := range f.SchedulingPolicies {
+		act, err := a.planPolicy(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		plan = append(plan, act)
+	}
+	for _, q := range f.JobQueues {
+		act, err := a.planQueue(ctx, f, q)
+		if err != nil {
+			return nil, err
+		}
+		plan = append(plan, act)
+		for _, s := range q.QuotaShares {
+			act, err := a.planShare(ctx, q.Name, s)
+			if err != nil {
+				return nil, err
+			}
+			plan = append(plan, act)
+		}
+	}
+	if a.prune {
+		plan = append(plan, a.planPrune(f)...)
+	}
+	return plan, nil
+}
+
+func stateOr(s qshare.State) string {
+	if s == "" {
+		return string(qshare.Enabled)
+	}
+	return string(s)
+}
+
+func diff(changes *[]string, field string, from, to any) {
+	if !reflect.DeepEqual(from, to) {
+		*changes = append(*changes, fmt.Sprintf("%s %v -> %v", field, from, to))
+	}
+}
+
+func envLimits(ls []types.CapacityLimit) qshare.Capacity {
+	c := qshare.Capacity{}
+	for _, l := range ls {
+		c[aws.ToString(l.CapacityUnit)] += int64(aws.ToInt32(l.MaxCapacity))
+	}
+	return c
+}
+
+func shareLimits(ls []types.QuotaShareCapacityLimit) qshare.Capacity {
+	c := qshare.Capacity{}
+	for _, l := range ls {
+		c[aws.ToString(l.CapacityUnit)] += int64(aws.ToInt32(l.MaxCapacity))
+	}
+	return c
+}
+
+// capString renders limits for a change line; equal limits give equal text.
+func capString(c qshare.Capacity) string { return c.String() }
+
+func (a *applier) planEnvironment(ctx context.Context, e config.Environment) (Action, error) {
+	act := Action{Kind: "serviceEnvironment", Name: e.Name}
+	limits := make([]types.CapacityLimit, 0, len(e.CapacityLimits))
+	for _, l := range e.CapacityLimits {
+		limits = append(limits, types.CapacityLimit{CapacityUnit: aws.String(l.CapacityUnit), MaxCapacity: aws.Int32(int32(l.MaxCapacity))})
+	}
+	cur, ok := a.envs[e.Name]
+	if !ok {
+		act.Action = "created"
+		act.do = func(ctx context.Context) error {
+			typ := e.Type
+			if typ == "" {
+				typ = config.SageMakerTraining
+			}
+			out, err := a.s.api.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{
+				ServiceEnvironmentName: aws.String(e.Name),
+				ServiceEnvironmentType: types.ServiceEnvironmentType(typ),
+				State:                  types.ServiceEnvironmentState(stateOr(e.State)),
+				CapacityLimits:         limits,
+				Tags:                   nonEmpty(e.Tags),
+			})
+			if err != nil {
+				return err
+			}
+			a.envARN[e.Name] = aws.ToString(out.ServiceEnvironmentArn)
+			return a.waitEnv(ctx, e.Name, false)
+		}
+		return act, nil
+	}
+	var changes []string
+	diff(&changes, "capacityLimits", capString(envLimits(cur.CapacityLimits)), capString(qshare.Limits(e.CapacityLimits)))
+	diff(&changes, "state", string(cur.State), stateOr(e.State))
+	if e.Type != "" && e.Type != string(cur.ServiceEnvironmentType) {
+		return act, qshare.Errorf(qshare.EINVALID, "serviceEnvironment %s: serviceEnvironmentType cannot change (%s on the server, %s in the file): delete the environment, or use a new name", e.Name, cur.ServiceEnvironmentType, e.Type)
+	}
+	update := len(changes) > 0
+	tagDo, tagChanges, err := a.planTags(ctx, aws.ToString(cur.ServiceEnvironmentArn), cur.Tags, e.Tags)
+	if err != nil {
+		return act, err
+	}
+	changes = append(changes, tagChanges...)
+	act.Changes = changes
+	act.Action = actionWord(changes)
+	act.do = func(ctx context.Context) error {
+		if update {
+			_, err := a.s.api.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{
+				ServiceEnvironment: cur.ServiceEnvironmentArn,
+				State:              types.ServiceEnvironmentState(stateOr(e.State)),
+				CapacityLimits:     limits,
+			})
+			if err != nil {
+				return err
+			}
+			if err := a.waitEnv(ctx, e.Name, false); err != nil {
+				return err
+			}
+		}
+		return tagDo(ctx)
+	}
+	return act, nil
+}
+
+func actionWord(changes []string) string {
+	if len(changes) == 0 {
+		return "unchanged"
+	}
+	return "configured"
+}
+
+func nonEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// planTags plans making a resource's tags equal the file's; a nil want
+// (no tags key in the file) leaves them as they are.
+func (a *applier) planTags(ctx context.Context, arn string, have, want map[string]string) (func(context.Context) error, []string, error) {
+	noop := func(context.Context) error { return nil }
+	if want == nil {
+		return noop, nil, nil
+	}
+	if have == nil && arn != "" {
+		out, err := a.s.api.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: aws.String(arn)})
+		if err != nil {
+			return nil, nil, err
+		}
+		have = out.Tags
+	}
+	add := map[string]string{}
+	var remove []string
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			add[k] = v
+		}
+	}
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			remove = append(remove, k)
+		}
+	}
+	sort.Strings(remove)
+	var changes []string
+	for _, k := range sortedKeys(add) {
+		changes = append(changes, fmt.Sprintf("tag %s=%s", k, add[k]))
+	}
+	for _, k := range remove {
+		changes = append(changes, "untag "+k)
+	}
+	return func(ctx context.Context) error {
+		if len(add) > 0 {
+			if _, err := a.s.api.TagResource(ctx, &batch.TagResourceInput{ResourceArn: aws.String(arn), Tags: add}); err != nil {
+				return err
+			}
+		}
+		if len(remove) > 0 {
+			if _, err := a.s.api.UntagResource(ctx, &batch.UntagResourceInput{ResourceArn: aws.String(arn), TagKeys: remove}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, changes, nil
+}
+
+func policyBody(p config.Policy) (*types.QuotaSharePolicy, *types.FairsharePolicy) {
+	var qsp *types.QuotaSharePolicy
+	var fsp *types.FairsharePolicy
+	if p.QuotaSharePolicy != nil {
+		qsp = &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategy(p.QuotaSharePolicy.IdleResourceAssignmentStrategy)}
+	}
+	if p.FairsharePolicy != nil {
+		fsp = &types.FairsharePolicy{}
+		if v := p.FairsharePolicy.ShareDecaySeconds; v != nil {
+			fsp.ShareDecaySeconds = aws.Int32(int32(*v))
+		}
+		if v := p.FairsharePolicy.ComputeReservation; v != nil {
+			fsp.ComputeReservation = aws.Int32(int32(*v))
+		}
+		for _, w := range p.FairsharePolicy.ShareDistribution {
+			sa := types.ShareAttributes{ShareIdentifier: aws.String(w.ShareIdentifier)}
+			if w.WeightFactor != 0 {
+				sa.WeightFactor = aws.Float32(float32(w.WeightFactor))
+			}
+			fsp.ShareDistribution = append(fsp.ShareDistribution, sa)
+		}
+	}
+	return qsp, fsp
+}
+
+// policyText renders a policy body for comparison and change lines.
+func policyText(qsp *types.QuotaSharePolicy, fsp *types.FairsharePolicy) string {
+	b, _ := json.Marshal(wire(struct {
+		QuotaSharePolicy *types.QuotaSharePolicy
+		FairsharePolicy  *types.FairsharePolicy
+	}{qsp, fsp}))
+	return string(b)
+}
+
+func (a *applier) planPolicy(ctx context.Context, p config.Policy) (Action, error) {
+	act := Action{Kind: "schedulingPolicy", Name: p.Name}
+	qsp, fsp := policyBody(p)
+	cur, ok := a.policies[p.Name]
+	if !ok {
+		act.Action = "created"
+		act.do = func(ctx context.Context) error {
+			out, err := a.s.api.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{
+				Name: aws.String(p.Name), QuotaSharePolicy: qsp, FairsharePolicy: fsp, Tags: nonEmpty(p.Tags),
+			})
+			if err != nil {
+				return err
+			}
+			a.policyARN[p.Name] = aws.ToString(out.Arn)
+			return nil
+		}
+		return act, nil
+	}
+	var changes []string
+	have, want := policyText(cur.QuotaSharePolicy, cur.FairsharePolicy), policyText(qsp, fsp)
+	update := have != want
+	if update {
+		changes = append(changes, fmt.Sprintf("policy %s -> %s", have, want))
+	}
+	tagDo, tagChanges, err := a.planTags(ctx, aws.ToString(cur.Arn), cur.Tags, p.Tags)
+	if err != nil {
+		return act, err
+	}
+	changes = append(changes, tagChanges...)
+	act.Changes = changes
+	act.Action = actionWord(changes)
+	act.do = func(ctx context.Context) error {
+		if update {
+			if _, err := a.s.api.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: cur.Arn, QuotaSharePolicy: qsp, FairsharePolicy: fsp}); err != nil {
+				return err
+			}
+		}
+		return tagDo(ctx)
+	}
+	return act, nil
+}
+
+// policyARNOf resolves a queue's policy reference to an ARN, at the time
+// the queue is created or updated (the policy may be created just before).
+func (a *applier) policyARNOf(q config.Queue) string {
+	if strings.HasPrefix(q.SchedulingPolicy, "arn:") {
+		return q.SchedulingPolicy
+	}
+	if q.SchedulingPolicy == "" {
+		return ""
+	}
+	if arn := a.policyARN[q.PolicyName()]; arn != "" {
+		return arn
+	}
+	return aws.ToString(a.policies[q.PolicyName()].Arn)
+}
+
+func (a *applier) envARNOf(q config.Queue) string {
+	if strings.HasPrefix(q.ServiceEnvironment, "arn:") {
+		return q.ServiceEnvironment
+	}
+	if arn := a.envARN[q.EnvironmentName()]; arn != "" {
+		return arn
+	}
+	if e, ok := a.envs[q.EnvironmentName()]; ok {
+		return aws.ToString(e.ServiceEnvironmentArn)
+	}
+	return q.ServiceEnvironment
+}
+
+func timeLimitActions(ls []qshare.JobStateTimeLimitAction) []types.JobStateTimeLimitAction {
+	out := make([]types.JobStateTimeLimitAction, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, types.JobStateTimeLimitAction{
+			Reason: aws.String(l.Reason), State: types.JobStateTimeLimitActionsState(l.State),
+			MaxTimeSeconds: aws.Int32(int32(l.MaxTimeSeconds)), Action: types.JobStateTimeLimitActionsAction(l.Action),
+		})
+	}
+	return out
+}
+
+func timeLimitText(ls []types.JobStateTimeLimitAction) string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, fmt.Sprintf("%s %s after %ds when %s", l.Action, l.State, aws.ToInt32(l.MaxTimeSeconds), aws.ToString(l.Reason)))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return "[" + strings.Join(out, ", ") + "]"
+}
+
+func (a *applier) planQueue(ctx context.Context, f *config.File, q config.Queue) (Action, error) {
+	act := Action{Kind: "jobQueue", Name: q.Name}
+	cur, ok := a.queues[q.Name]
+	priority := int32(0)
+	if q.Priority != nil {
+		priority = int32(*q.Priority)
+	}
+	order := func() []types.ServiceEnvironmentOrder {
+		if q.ServiceEnvironment == "" {
+			return nil
+		}
+		return []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String(a.envARNOf(q))}}
+	}
+	if !ok {
+		act.Action = "created"
+		act.do = func(ctx context.Context) error {
+			typ := q.Type
+			if typ == "" {
+				typ = config.SageMakerTraining
+			}
+			in := &batch.CreateJobQueueInput{
+				JobQueueName:             aws.String(q.Name),
+				Priority:                 aws.Int32(priority),
+				State:                    types.JQState(stateOr(q.State)),
+				JobQueueType:             types.JobQueueType(typ),
+				ServiceEnvironmentOrder:  order(),
+				JobStateTimeLimitActions: timeLimitActions(q.JobStateTimeLimitActions),
+				Tags:                     nonEmpty(q.Tags),
+			}
+			if arn := a.policyARNOf(q); arn != "" {
+				in.SchedulingPolicyArn = aws.String(arn)
+			}
+			out, err := a.s.api.CreateJobQueue(ctx, in)
+			if err != nil {
+				return err
+			}
+			a.queueARN[q.Name] = aws.ToString(out.JobQueueArn)
+			return a.waitQueue(ctx, q.Name, false)
+		}
+		return act, nil
+	}
+	var changes []string
+	diff(&changes, "priority", aws.ToInt32(cur.Priority), priority)
+	diff(&changes, "state", string(cur.State), stateOr(q.State))
+	diff(&changes, "schedulingPolicy", orNone(lastSegment(aws.ToString(cur.SchedulingPolicyArn))), orNone(q.PolicyName()))
+	haveEnv := ""
+	if len(cur.ServiceEnvironmentOrder) > 0 {
+		haveEnv = lastSegment(aws.ToString(cur.ServiceEnvironmentOrder[0].ServiceEnvironment))
+	}
+	diff(&changes, "serviceEnvironment", orNone(haveEnv), orNone(q.EnvironmentName()))
+	haveTL, wantTL := timeLimitText(cur.JobStateTimeLimitActions), timeLimitText(timeLimitActions(q.JobStateTimeLimitActions))
+	diff(&changes, "jobStateTimeLimitActions", haveTL, wantTL)
+	update := len(changes) > 0
+	tagDo, tagChanges, err := a.planTags(ctx, aws.ToString(cur.JobQueueArn), cur.Tags, q.Tags)
+	if err != nil {
+		return act, err
+	}
+	changes = append(changes, tagChanges...)
+	act.Changes = changes
+	act.Action = actionWord(changes)
+	act.do = func(ctx context.Context) error {
+		if update {
+			in := &batch.UpdateJobQueueInput{
+				JobQueue:                 cur.JobQueueArn,
+				Priority:                 aws.Int32(priority),
+				State:                    types.JQState(stateOr(q.State)),
+				ServiceEnvironmentOrder:  order(),
+				JobStateTimeLimitActions: timeLimitActions(q.JobStateTimeLimitActions),
+			}
+			if arn := a.policyARNOf(q); arn != "" {
+				in.SchedulingPolicyArn = aws.String(arn)
+			}
+			if _, err := a.s.api.UpdateJobQueue(ctx, in); err != nil {
+				return err
+			}
+			if err := a.waitQueue(ctx, q.Name, false); err != nil {
+				return err
+			}
+		}
+		return tagDo(ctx)
+	}
+	return act, nil
+}
+
+// lastSegment returns what follows the last / of an ARN: a resource's name.
+func lastSegment(s string) string { return s[strings.LastIndexByte(s, '/')+1:] }
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func shareSharing(s config.Share) *types.QuotaShareResourceSharingConfiguration {
+	rc := &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategy(s.Strategy)}
+	if s.BorrowLimit != nil {
+		rc.BorrowLimit = aws.Int32(int32(*s.BorrowLimit))
+	}
+	return rc
+}
+
+func (a *applier) planShare(ctx context.Context, queue string, s config.Share) (Action, error) {
+	act := Action{Kind: "quotaShare", Name: queue + "/" + s.Name}
+	limits := make([]types.QuotaShareCapacityLimit, 0, len(s.CapacityLimits))
+	for _, l := range s.CapacityLimits {
+		limits = append(limits, types.QuotaShareCapacityLimit{CapacityUnit: aws.String(l.CapacityUnit), MaxCapacity: aws.Int32(int32(l.MaxCapacity))})
+	}
+	preempt := &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionState(s.InSharePreemption)}
+	cur, ok := a.shares[queue][s.Name]
+	if !ok {
+		act.Action = "created"
+		act.do = func(ctx context.Context) error {
+			qref := a.queueARN[queue]
+			if qref == "" {
+				qref = queue
+			}
+			if _, err := a.s.api.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{
+				QuotaShareName:               aws.String(s.Name),
+				JobQueue:                     aws.String(qref),
+				CapacityLimits:               limits,
+				ResourceSharingConfiguration: shareSharing(s),
+				PreemptionConfiguration:      preempt,
+				State:                        types.QuotaShareState(stateOr(s.State)),
+				Tags:                         nonEmpty(s.Tags),
+			}); err != nil {
+				return err
+			}
+			return a.waitShare(ctx, queue, s.Name, false)
+		}
+		return act, nil
+	}
+	var changes []string
+	diff(&changes, "capacityLimits", capString(shareLimits(cur.CapacityLimits)), capString(qshare.Limits(s.CapacityLimits)))
+	haveStrategy, haveBorrow := "", int64(qshare.BorrowUnlimited)
+	if rc := cur.ResourceSharingConfiguration; rc != nil {
+		haveStrategy = string(rc.Strategy)
+		if rc.BorrowLimit != nil {
+			haveBorrow = int64(*rc.BorrowLimit)
+		}
+	}
+	diff(&changes, "strategy", haveStrategy, string(s.Strategy))
+	if s.Strategy == qshare.StrategyLendAndBorrow {
+		diff(&changes, "borrowLimit", haveBorrow, s.EffectiveBorrowLimit())
+	}
+	haveISP := ""
+	if cur.PreemptionConfiguration != nil {
+		haveISP = string(cur.PreemptionConfiguration.InSharePreemption)
+	}
+	diff(&changes, "inSharePreemption", haveISP, string(s.InSharePreemption))
+	diff(&changes, "state", string(cur.State), stateOr(s.State))
+	update := len(changes) > 0
+	var have map[string]string
+	tagDo, tagChanges, err := a.planTags(ctx, aws.ToString(cur.QuotaShareArn), have, s.Tags)
+	if err != nil {
+		return act, err
+	}
+	changes = append(changes, tagChanges...)
+	act.Changes = changes
+	act.Action = actionWord(changes)
+	act.do = func(ctx context.Context) error {
+		if update {
+			if _, err := a.s.api.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{
+				QuotaShareArn:                cur.QuotaShareArn,
+				CapacityLimits:               limits,
+				ResourceSharingConfiguration: shareSharing(s),
+				PreemptionConfiguration:      preempt,
+				State:                        types.QuotaShareState(stateOr(s.State)),
+			}); err != nil {
+				return err
+			}
+			if err := a.waitShare(ctx, queue, s.Name, false); err != nil {
+				return err
+			}
+		}
+		return tagDo(ctx)
+	}
+	return act, nil
+}
+
+// planPrune lists the deletions of what the file does not name: quota
+// shares, then job queues, then scheduling policies, then environments,
+// each in name order.
+func (a *applier) planPrune(f *config.File) []Action {
+	var plan []Action
+	for _, qn := range sortedKeys(a.shares) {
+		fq := f.Queue(qn)
+		for _, sn := range sortedKeys(a.shares[qn]) {
+			if fq != nil && fq.Share(sn) != nil {
+				continue
+			}
+			cur := a.shares[qn][sn]
+			plan = append(plan, Action{Kind: "quotaShare", Name: qn + "/" + sn, Action: "deleted", do: func(ctx context.Context) error {
+				if cur.State != types.QuotaShareStateDisabled {
+					if _, err := a.s.api.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: cur.QuotaShareArn, State: types.QuotaShareStateDisabled}); err != nil {
+						return err
+					}
+					if err := a.waitShare(ctx, qn, sn, false); err != nil {
+						return err
+					}
+				}
+				if _, err := a.s.api.DeleteQuotaShare(ctx, &batch.DeleteQuotaShareInput{QuotaShareArn: cur.QuotaShareArn}); err != nil {
+					return err
+				}
+				return a.waitShare(ctx, qn, sn, true)
+			}})
+		}
+	}
+	for _, qn := range sortedKeys(a.queues) {
+		if f.Queue(qn) != nil {
+			continue
+		}
+		cur := a.queues[qn]
+		plan = append(plan, Action{Kind: "jobQueue", Name: qn, Action: "deleted", do: func(ctx context.Context) error {
+			if cur.State != types.JQStateDisabled {
+				if _, err := a.s.api.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: cur.JobQueueArn, State: types.JQStateDisabled}); err != nil {
+					return err
+				}
+				if err := a.waitQueue(ctx, qn, false); err != nil {
+					return err
+				}
+			}
+			if _, err := a.s.api.DeleteJobQueue(ctx, &batch.DeleteJobQueueInput{JobQueue: cur.JobQueueArn}); err != nil {
+				return err
+			}
+			return a.waitQueue(ctx, qn, true)
+		}})
+	}
+	for _, pn := range sortedKeys(a.policies) {
+		if f.Policy(pn) != nil {
+			continue
+		}
+		cur := a.policies[pn]
+		plan = append(plan, Action{Kind: "schedulingPolicy", Name: pn, Action: "deleted", do: func(ctx context.Context) error {
+			_, err := a.s.api.DeleteSchedulingPolicy(ctx, &batch.DeleteSchedulingPolicyInput{Arn: cur.Arn})
+			return err
+		}})
+	}
+	for _, en := range sortedKeys(a.envs) {
+		if f.Environment(en) != nil {
+			continue
+		}
+		cur := a.envs[en]
+		plan = append(plan, Action{Kind: "serviceEnvironment", Name: en, Action: "deleted", do: func(ctx context.Context) error {
+			if cur.State != types.ServiceEnvironmentStateDisabled {
+				if _, err := a.s.api.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn, State: types.ServiceEnvironmentStateDisabled}); err != nil {
+					return err
+				}
+				if err := a.waitEnv(ctx, en, false); err != nil {
+					return err
+				}
+			}
+			if _, err := a.s.api.DeleteServiceEnvironment(ctx, &batch.DeleteServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn}); err != nil {
+				return err
+			}
+			return a.waitEnv(ctx, en, true)
+		}})
+	}
+	return plan
+}
+
+// errGone is what a wait's probe returns for a resource that no longer exists.
+var errGone = errors.New("gone")
+
+// waitFor polls probe until it reports a settled resource (or, with gone,
+// no resource), for at most a.wait.
+func (a *applier) waitFor(ctx context.Context, what string, gone bool, probe func(context.Context) (status string, err error)) error {
+	deadline := time.Now().Add(a.wait)
+	delay := 50 * time.Millisecond
+	for {
+		status, err := probe(ctx)
+		switch {
+		case errors.Is(err, errGone):
+			if gone {
+				return nil
+			}
+		case err != nil:
+			return err
+		case status == "INVALID":
+			return fmt.Errorf("%s became INVALID", what)
+		case !gone && status == "VALID":
+			return nil
+		case gone && status == "DELETED":
+			return nil
+		}
+		if time.Now().After(deadline) {
+			want := "VALID"
+			if gone {
+				want = "deleted"
+			}
+			return fmt.Errorf("%s is %s after %s, not %s: raise --wait, or look at the server's log", what, orNone(status), a.wait, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+func (a *applier) waitEnv(ctx context.Context, name string, gone bool) error {
+	return a.waitFor(ctx, "service environment "+name, gone, func(ctx context.Context) (string, error) {
+		out, err := a.s.api.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{name}})
+		if err != nil {
+			return "", err
+		}
+		for _, e := range out.ServiceEnvironments {
+			return string(e.Status), nil
+		}
+		return "", errGone
+	})
+}
+
+func (a *applier) waitQueue(ctx context.Context, name string, gone bool) error {
+	return a.waitFor(ctx, "job queue "+name, gone, func(ctx context.Context) (string, error) {
+		out, err := a.s.api.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{name}})
+		if err != nil {
+			return "", err
+		}
+		for _, q := range out.JobQueues {
+			return string(q.Status), nil
+		}
+		return "", errGone
+	})
+}
+
+func (a *applier) waitShare(ctx context.Context, queue, name string, gone bool) error {
+	return a.waitFor(ctx, "quota share "+queue+"/"+name, gone, func(ctx context.Context) (string, error) {
+		p := batch.NewListQuotaSharesPaginator(a.s.api, &batch.ListQuotaSharesInput{JobQueue: aws.String(queue)})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				var ce *types.ClientException
+				if gone && errors.As(err, &ce) {
+					return "", errGone // the queue itself is gone
+				}
+				return "", err
+			}
+			for _, s := range out.QuotaShares {
+				if aws.ToString(s.QuotaShareName) == name {
+					return string(s.Status), nil
+				}
+			}
+		}
+		return "", errGone
+	})
+}
