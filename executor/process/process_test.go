@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -598,4 +599,34 @@ func TestIdentity(t *testing.T) {
 	if other.alive() {
 		t.Errorf("a different boot is alive")
 	}
+}
+
+// BenchmarkTrueJobs runs trivial jobs (`true`) through the executor, 32 at
+// a time, from Start to the end of Wait: the executor's share of the
+// end-to-end throughput of BENCHMARKS.md §1. Report jobs/s.
+func BenchmarkTrueJobs(b *testing.B) {
+	e := newExecutor(b, b.TempDir(), func(o *Options) {
+		if sup := os.Getenv("QSHARE_BENCH_SUPERVISOR"); sup != "" {
+			o.Supervisor = []string{sup} // the qshare binary, say
+		}
+	})
+	defer e.Close()
+	p := payloadOf([]string{"true"}, nil)
+	var n atomic.Int64
+	b.SetParallelism(16) // × GOMAXPROCS goroutines
+	t0 := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			s := spec("true-"+strconv.FormatInt(n.Add(1), 10), 1, p)
+			if _, err := e.Start(context.Background(), s); err != nil {
+				b.Error(err)
+				return
+			}
+			if x, err := e.Wait(context.Background(), s.AttemptID); err != nil || !x.Succeeded() {
+				b.Errorf("%+v %v", x, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(n.Load())/time.Since(t0).Seconds(), "jobs/s")
 }
