@@ -130,15 +130,25 @@ func (s *svg) stacked(y0, h, ymax, bucketS, span float64, layers [][]float64, fi
 			}
 		}
 		if !empty {
+			// One point a bucket, at its middle: each bucket holds a mean.
 			var p strings.Builder
-			x := func(b int) float64 { return marginL + math.Min(float64(b)*bucketS/span, 1)*innerW }
+			x := func(b int) float64 { return marginL + math.Min((float64(b)+0.5)*bucketS/span, 1)*innerW }
 			y := func(v float64) float64 { return y0 + h - math.Min(v/ymax, 1)*h }
-			fmt.Fprintf(&p, "M%s,%s", num(x(0)), num(y(base[0])))
+			fmt.Fprintf(&p, "M%s,%s", num(marginL), num(y(base[0])))
+			fmt.Fprintf(&p, " L%s,%s", num(marginL), num(y(top[0])))
 			for b := 0; b < n; b++ {
-				fmt.Fprintf(&p, " L%s,%s L%s,%s", num(x(b)), num(y(top[b])), num(x(b+1)), num(y(top[b])))
+				if b > 0 && b < n-1 && top[b] == top[b-1] && top[b] == top[b+1] {
+					continue // a straight run needs only its ends
+				}
+				fmt.Fprintf(&p, " L%s,%s", num(x(b)), num(y(top[b])))
 			}
+			end := marginL + math.Min(float64(n)*bucketS/span, 1)*innerW
+			fmt.Fprintf(&p, " L%s,%s L%s,%s", num(end), num(y(top[n-1])), num(end), num(y(base[n-1])))
 			for b := n - 1; b >= 0; b-- {
-				fmt.Fprintf(&p, " L%s,%s L%s,%s", num(x(b+1)), num(y(base[b])), num(x(b)), num(y(base[b])))
+				if b > 0 && b < n-1 && base[b] == base[b-1] && base[b] == base[b+1] {
+					continue
+				}
+				fmt.Fprintf(&p, " L%s,%s", num(x(b)), num(y(base[b])))
 			}
 			s.f(`<path d="%s Z" fill="%s" stroke="none"/>`+"\n", p.String(), fills[i])
 		}

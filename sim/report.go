@@ -30,11 +30,21 @@ type Report struct {
 	Queues []QueueReport `json:"queues"`
 	Shares []ShareReport `json:"shares"`
 	Series *SeriesReport `json:"-"`
-	opts   reportSettings
+	// Outcomes lists every job's fate, in trace order, when
+	// Options.Outcomes is set.
+	Outcomes []JobOutcome `json:"-"`
 }
 
-type reportSettings struct {
-	checkpoint, grace time.Duration
+// JobOutcome is what happened to one job.
+type JobOutcome struct {
+	ID     string
+	Submit time.Duration
+	// FirstStart is when it first took its capacity; -1 if it never did.
+	FirstStart time.Duration
+	// End is when it finished or failed; -1 if it never did.
+	End         time.Duration
+	Completed   bool
+	Preemptions int
 }
 
 // JobCounts counts jobs by how they ended.
@@ -175,7 +185,7 @@ func (s *simulator) report(jobs []Job) *Report {
 	a := s.acct
 	end := a.lastEnd
 	a.finish(end)
-	rep := &Report{MakespanS: round(end.Seconds()), opts: reportSettings{s.opts.CheckpointInterval, s.opts.Grace}}
+	rep := &Report{MakespanS: round(end.Seconds())}
 	st := s.eng.Stats()
 	rep.Engine = EngineCounts{Passes: st.Passes, Decisions: st.Decisions, Starts: st.Starts, Preempts: st.Preempts}
 
@@ -197,6 +207,14 @@ func (s *simulator) report(jobs []Job) *Report {
 	}
 	sort.Float64s(all)
 	rep.Wait = statsOf(all)
+	if s.opts.Outcomes {
+		rep.Outcomes = make([]JobOutcome, len(jobs))
+		for i := range jobs {
+			r := s.runs[jobs[i].ID]
+			rep.Outcomes[i] = JobOutcome{ID: r.job.ID, Submit: r.job.Submit, FirstStart: r.first, End: r.end,
+				Completed: r.state == jobDone && !r.failed, Preemptions: r.preemptions}
+		}
+	}
 
 	series := &SeriesReport{BucketS: a.tl.width.Seconds(), Cross: a.cross, InShare: a.inShare}
 	var used, capacity float64

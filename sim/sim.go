@@ -51,6 +51,10 @@ type Options struct {
 	// (default 400).
 	Buckets int
 
+	// Outcomes fills Report.Outcomes with each job's fate (for callers
+	// that compute their own figures, such as the benchmark harness).
+	Outcomes bool
+
 	// verify makes the run compare its capacity account with the engine's
 	// view at every instant (tests only: it is slow).
 	verify bool
@@ -73,14 +77,16 @@ const (
 )
 
 type run struct {
-	job       *Job
-	share     *shareAcc
-	state     jobState
-	remaining time.Duration // work left, as of the last checkpoint
-	startAt   time.Duration
-	attempt   int
-	first     time.Duration // first start; -1 before it
-	held      time.Duration // total time holding capacity
+	job         *Job
+	share       *shareAcc
+	state       jobState
+	remaining   time.Duration // work left, as of the last checkpoint
+	startAt     time.Duration
+	attempt     int
+	first       time.Duration // first start; -1 before it
+	held        time.Duration // total time holding capacity
+	end         time.Duration // when it finished or failed; -1 before
+	preemptions int
 	// pending preemption, while stopping
 	final      bool
 	crossShare bool
@@ -178,7 +184,7 @@ func Run(ctx context.Context, cfg *config.File, jobs []Job, opts Options) (*Repo
 		if sh == nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "job %s names share %s of queue %s, which the configuration does not have", j.ID, j.Share, j.Queue)
 		}
-		s.runs[j.ID] = &run{job: j, share: sh, remaining: j.Duration, first: -1}
+		s.runs[j.ID] = &run{job: j, share: sh, remaining: j.Duration, first: -1, end: -1}
 	}
 	wall := time.Now()
 	if err := s.loop(ctx, jobs); err != nil {
@@ -279,7 +285,7 @@ func (s *simulator) submit(r *run) error {
 	j := r.job
 	s.emit(r, event.Submit, j.Demand, "", "")
 	if sh := s.cfg.Queue(j.Queue).Share(j.Share); sh.State == qshare.Disabled {
-		r.state, r.failed = jobDone, true
+		r.state, r.failed, r.end = jobDone, true, s.now
 		s.done++
 		r.share.rejected++
 		s.emit(r, event.Fail, nil, fmt.Sprintf("quota share %s is DISABLED: it accepts no new jobs", j.Share), "")
@@ -371,6 +377,7 @@ func (s *simulator) handle(it item) error {
 		}
 		// A job that finishes during its preemption grace just finishes.
 		r.state = jobDone
+		r.end = s.now
 		r.held += s.now - r.startAt
 		r.remaining = 0
 		s.done++
@@ -401,6 +408,7 @@ func (s *simulator) release(r *run) error {
 	lost := worked - saved
 	r.remaining -= saved
 	r.held += worked
+	r.preemptions++
 	sh := r.share
 	inst := float64(r.job.Demand.Total())
 	if r.crossShare {
@@ -425,7 +433,7 @@ func (s *simulator) release(r *run) error {
 		return fmt.Errorf("releasing preempted job %s: %w", r.job.ID, err)
 	}
 	if r.final {
-		r.state, r.failed = jobDone, true
+		r.state, r.failed, r.end = jobDone, true, s.now
 		s.done++
 		sh.failed++
 		s.emit(r, event.Fail, nil, "preempted more times than its preemption retries allow", "")
