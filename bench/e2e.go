@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare"
+	"qshare/bench/slurm"
+	"qshare/config"
+)
+
+// E2EOptions configure the end-to-end benchmark.
+type E2EOptions struct {
+	Endpoint string
+	Server   ServerOptions
+	// Jobs trivial jobs (`true`, one instance each) are submitted by
+	// Clients parallel clients onto Capacity instances (64).
+	Jobs     int
+	Clients  int
+	Capacity int
+	// VsSlurm runs the same count through a local Slurm right after.
+	VsSlurm bool
+	// Timeout bounds the wait for the jobs to finish (each side).
+	Timeout time.Duration
+}
+
+// E2EResult is what `qshare bench e2e` reports for one run.
+type E2EResult struct {
+	Jobs     int    `json:"jobs"`
+	Clients  int    `json:"clients"`
+	Executor string `json:"executor"`
+	// WallS runs from the first submit to the stoppedAt of the last job
+	// (every job SUCCEEDED); JobsPerS is Jobs over it.
+	WallS       float64 `json:"wall_s"`
+	JobsPerS    float64 `json:"jobs_per_s"`
+	SubmitsPerS float64 `json:"submits_per_s"`
+	// SubmitLatency is of one SubmitServiceJob call.
+	SubmitLatency Latency `json:"submit_latency"`
+	// The Slurm side, with --vs-slurm: the same jobs (`sbatch --wrap
+	// true`) from the same number of clients on one 64-slot node, timed
+	// until squeue shows the queue empty.
+	SlurmWallS         float64  `json:"slurm_wall_s,omitempty"`
+	SlurmJobsPerS      float64  `json:"slurm_jobs_per_s,omitempty"`
+	SlurmSubmitsPerS   float64  `json:"slurm_submits_per_s,omitempty"`
+	SlurmSubmitLatency *Latency `json:"slurm_submit_latency,omitempty"`
+	// Ratio is JobsPerS over SlurmJobsPerS.
+	Ratio float64 `json:"ratio,omitempty"`
+}
+
+var e2eRows = []Row{
+	{Label: "jobs", Key: "jobs", Format: "%.0f"},
+	{Label: "clients", Key: "clients", Format: "%.0f"},
+	{Label: "qshare jobs/s (submit → last SUCCEEDED)", Key: "jobs_per_s", Format: "%.1f"},
+	{Label: "qshare wall", Key: "wall_s", Format: "%.2f", Unit: "s"},
+	{Label: "qshare submits/s", Key: "submits_per_s", Format: "%.0f"},
+	{Label: "qshare submit latency p50", Key: "submit_latency.p50_ms", Format: "%.2f", Unit: "ms"},
+	{Label: "qshare submit latency p99", Key: "submit_latency.p99_ms", Format: "%.2f", Unit: "ms"},
+	{Label: "Slurm jobs/s (submit → queue empty)", Key: "slurm_jobs_per_s", Format: "%.1f", Anchor: "BENCHMARKS.md: about 9 on this kind of machine"},
+	{Label: "Slurm wall", Key: "slurm_wall_s", Format: "%.2f", Unit: "s"},
+	{Label: "Slurm submits/s", Key: "slurm_submits_per_s", Format: "%.0f", Anchor: "BENCHMARKS.md: about 30"},
+	{Label: "Slurm submit latency p50", Key: "slurm_submit_latency.p50_ms", Format: "%.2f", Unit: "ms"},
+	{Label: "Slurm submit latency p99", Key: "slurm_submit_latency.p99_ms", Format: "%.2f", Unit: "ms"},
+	{Label: "ratio (qshare / Slurm jobs/s)", Key: "ratio", Format: "%.1f", Anchor: "target ≥ 20"},
+}
+
+// E2ERows returns the rows of the e2e benchmark's table.
+func E2ERows() []Row { return e2eRows }
+
+const e2eType = "ml.m5.large"
+
+func e2eConfig(capacity int) *config.File {
+	prio := int64(1)
+	n := int64(capacity)
+	return &config.File{
+		ServiceEnvironments: []config.Environment{{Name: "e2e-env", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: e2eType, MaxCapacity: n}}}},
+		SchedulingPolicies:  []config.Policy{{Name: "e2e-policy", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}}},
+		JobQueues: []config.Queue{{Name: "e2e", Priority: &prio, SchedulingPolicy: "e2e-policy", ServiceEnvironment: "e2e-env",
+			QuotaShares: []config.Share{{Name: "s0", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: e2eType, MaxCapacity: n}}, Strategy: qshare.StrategyReserve}}}},
+	}
+}
+
+// RunE2E runs opt.Jobs trivial jobs through qshare, then with VsSlurm the
+// same through Slurm, and reports both.
+func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
+	if opt.Jobs < 1 || opt.Clients < 1 {
+		return E2EResult{}, fmt.Errorf("bench e2e: need at least one job and one client")
+	}
+	if opt.Capacity == 0 {
+		opt.Capacity = 64
+	}
+	if opt.Timeout == 0 {
+		opt.Timeout = 30 * time.Minute
+	}
+	if opt.Server.Executor == "" {
+		opt.Server.Executor = "process"
+	}
+	if opt.VsSlurm {
+		// Fail before the qshare half rather than after it.
+		if err := slurm.Available(); err != nil {
+			return E2EResult{}, fmt.Errorf("--vs-slurm: %w", err)
+		}
+	}
+	res := E2EResult{Jobs: opt.Jobs, Clients: opt.Clients, Executor: opt.Server.Executor}
+	if opt.Endpoint != "" {
+		res.Executor = "(the server's)"
+	}
+	err := withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, srv *Server) error {
+		c := NewClient(endpoint, opt.Clients)
+		queues, err := applyConfig(ctx, c, e2eConfig(opt.Capacity), prefix)
+		if err != nil {
+			return err
+		}
+		return e2eQshare(ctx, c, queues["e2e"], srv, opt, &res)
+	})
+	if err != nil {
+		return res, err
+	}
+	if !opt.VsSlurm {
+		return res, nil
+	}
+	cl, err := slurm.Start(ctx, slurm.Options{CPUs: opt.Capacity})
+	if err != nil {
+		return res, err
+	}
+	defer cl.Close()
+	sr, err := cl.Run(ctx, slurm.RunOptions{Jobs: opt.Jobs, Clients: opt.Clients})
+	if err != nil {
+		return res, err
+	}
+	lat := Latencies(sr.SubmitLatencies)
+	res.SlurmWallS = round(sr.Wall.Seconds(), 3)
+	res.SlurmJobsPerS = round(sr.JobsPerSecond(), 2)
+	res.SlurmSubmitsPerS = round(sr.SubmitsPerSecond(), 1)
+	res.SlurmSubmitLatency = &lat
+	res.Ratio = round(res.JobsPerS/res.SlurmJobsPerS, 2)
+	return res, nil
+}
+
+func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, opt E2EOptions, res *E2EResult) error {
+	lats := make([]time.Duration, opt.Jobs)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr error
+	var once sync.Once
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	env := map[string]string{"QSHARE_SIM_DURATION": "0s"} // the simulated executor's `true`
+	start := time.Now()
+	for range opt.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= opt.Jobs || ctx.Err() != nil {
+					return
+				}
+				name := fmt.Sprintf("e2e-%d", i)
+				t := time.Now()
+				_, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
+					JobName: aws.String(name), JobQueue: aws.String(queue), QuotaShareName: aws.String("s0"),
+					ServiceJobType:        types.ServiceJobTypeSagemakerTraining,
+					ServiceRequestPayload: aws.String(Payload(name, e2eType, 1, []string{"true"}, env)),
+				})
+				lats[i] = time.Since(t)
+				if err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("bench e2e: submit %d: %w", i, err); cancel() })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	submitWall := time.Since(start)
+	if err := waitDone(ctx, c, []string{queue}, srv, 20*time.Millisecond, opt.Timeout); err != nil {
+		return err
+	}
+	failed, err := listJobs(ctx, c, queue, types.ServiceJobStatusFailed)
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("bench e2e: %d of %d jobs FAILED, the first because %q", len(failed), opt.Jobs, aws.ToString(failed[0].StatusReason))
+	}
+	done, err := listJobs(ctx, c, queue, types.ServiceJobStatusSucceeded)
+	if err != nil {
+		return err
+	}
+	if len(done) != opt.Jobs {
+		return fmt.Errorf("bench e2e: %d jobs SUCCEEDED, want %d", len(done), opt.Jobs)
+	}
+	var last time.Time
+	for _, j := range done {
+		if t := ms(j.StoppedAt); t.After(last) {
+			last = t
+		}
+	}
+	if last.IsZero() {
+		return fmt.Errorf("bench e2e: no SUCCEEDED job has a stoppedAt")
+	}
+	wall := last.Sub(start)
+	// stoppedAt has millisecond resolution; a run can never be shorter
+	// than its own submits.
+	wall = max(wall, submitWall)
+	res.WallS = round(wall.Seconds(), 3)
+	res.JobsPerS = round(float64(opt.Jobs)/wall.Seconds(), 2)
+	res.SubmitsPerS = round(float64(opt.Jobs)/submitWall.Seconds(), 1)
+	res.SubmitLatency = Latencies(lats)
+	return nil
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"qshare/bench"
+)
+
+func init() {
+	opt := bench.E2EOptions{Jobs: 600, Clients: 4, Capacity: 64}
+	var executor string
+	cmd := &cobra.Command{
+		Use:   "e2e",
+		Short: "Trivial jobs end to end through the process executor, side by side with Slurm",
+		Long: `e2e starts a temporary qshare serve with the process executor (unless
+--endpoint is given), creates one queue on 64 instances, and has --clients
+AWS SDK clients submit --jobs jobs that run ` + "`true`" + ` (one instance each). It
+reports jobs per second from the first submit to the last SUCCEEDED, and the
+submit latency.
+
+With --vs-slurm it then starts a throwaway single-node Slurm (64 CPU slots,
+sched/backfill, select/cons_tres, no accounting; munged, slurmctld and slurmd
+with a config in a temporary directory, on loopback ports) and runs the same
+number of ` + "`sbatch --wrap true`" + ` jobs from the same number of clients, timed
+until squeue shows the queue empty, and reports the ratio. This needs the
+Slurm packages (apt-get install -y slurm-wlm munge) and root.`,
+		Example: `  qshare bench e2e --jobs 600 --clients 4 --vs-slurm
+  qshare bench e2e --jobs 2000 --clients 8 --runs 3 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opt.Server.Executor = executor
+			return runBench(cmd, "qshare bench e2e", bench.E2ERows(), func(ctx context.Context, _ int) (any, error) {
+				return bench.RunE2E(ctx, opt)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&opt.Jobs, "jobs", opt.Jobs, "trivial jobs to run")
+	f.IntVar(&opt.Clients, "clients", opt.Clients, "parallel submitting clients")
+	f.IntVar(&opt.Capacity, "capacity", opt.Capacity, "instances (and Slurm CPU slots) the jobs run on")
+	f.BoolVar(&opt.VsSlurm, "vs-slurm", false, "run the same jobs through a local Slurm right after, and report the ratio")
+	f.StringVar(&executor, "executor", "process", "executor of the temporary server (process runs `true`; simulated runs nothing)")
+	serverFlags(cmd, &opt.Endpoint, &opt.Server)
+	benchCmd.AddCommand(cmd)
+}
