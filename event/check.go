@@ -25,7 +25,9 @@ const (
 	// the environment capacity that no share owns.
 	RuleBorrowSource = "borrow-source"
 	// RuleHeadWaits: no share's head job waits while it fits its share's own
-	// maxCapacity and the environment has free room for it.
+	// maxCapacity and the environment has free room for it. Capacity held by
+	// a stopping job is not free, and neither is the idle capacity of a
+	// RESERVE share that borrowers would then be using.
 	RuleHeadWaits = "head-waits"
 	// RuleReservePreempted: a job of a RESERVE share with in-share
 	// preemption DISABLED is never preempted (the configuration is fixed).
@@ -579,14 +581,33 @@ func free(env *envState) qshare.Capacity {
 func (c *Checker) demandOf(j *jobState) qshare.Capacity { return j.want }
 
 // fitsNow reports whether j fits its share's own maxCapacity and the
-// environment's free room.
+// environment's free room. Room that RESERVE shares keep idle is not free
+// for others: taking it would leave what borrowers use without a lender
+// (the borrow-source rule), so j has room only if, once started, borrowed
+// capacity is still covered by unowned capacity and lenders' idle capacity.
 func (c *Checker) fitsNow(s *shareState, j *jobState) bool {
 	d := c.demandOf(j)
 	if len(d) == 0 {
 		return false
 	}
+	env := s.env
 	for t, n := range d {
-		if s.usage[t]+n > s.limits[t] || s.env.usage[t]+n > s.env.limits[t] {
+		if s.usage[t]+n > s.limits[t] || env.usage[t]+n > env.limits[t] {
+			return false
+		}
+		var borrowed, lendable int64
+		for _, o := range env.shares {
+			u, l := o.usage[t], o.limits[t]
+			if o == s {
+				u += n
+			}
+			if u > l {
+				borrowed += u - l
+			} else if o.strategy.Lends() {
+				lendable += l - u
+			}
+		}
+		if borrowed > env.unowned[t]+lendable {
 			return false
 		}
 	}

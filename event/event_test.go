@@ -210,6 +210,18 @@ func TestCheckCleanLogs(t *testing.T) {
 0 x start QS1 1 0
 3 x finish QS1 1 0
 3 big fail QS2 0 5`,
+		"a reclaiming job waits for its victim, not on RESERVE room": `
+0 high submit QS1 1 3
+0 med submit QS1 1 2
+0 high start QS1 1 3
+0 med start QS1 1 2
+10 q2 submit QS2 1 1
+15 med preempt QS1 1 2 q2
+15 q2 start QS2 1 1
+20 q2 finish QS2 1 1
+20 med start QS1 1 2
+30 med finish QS1 1 2
+30 high finish QS1 1 3`,
 		"final preemption": `
 0 a submit QS1 1 0
 0 a start QS1 1 0
@@ -339,7 +351,7 @@ func TestCheckCatchesEachRule(t *testing.T) {
 0 b start QS2 1 0
 1 c submit QS2 1 0
 1 a preempt QS1 1 0 c
-1 c start QS2 1 0`, []string{RuleHeadWaits, RuleReclaimVictim, RuleShareLimit}, []string{"a", "c"}},
+1 c start QS2 1 0`, []string{RuleReclaimVictim, RuleShareLimit}, []string{"a", "c"}},
 		{"preempted for a job that never starts", three, `
 0 a submit QS1 1 0
 0 a start QS1 1 0

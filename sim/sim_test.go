@@ -6,7 +6,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"qshare/config"
 	"qshare/event"
@@ -102,5 +104,97 @@ func TestGoldenSmallTrace(t *testing.T) {
 	}
 	if sum.Preempts == 0 || sum.Starts == 0 {
 		t.Errorf("the small trace should exercise preemption: %+v", sum)
+	}
+}
+
+func runChecked(t *testing.T, cfg *config.File, jobs []Job, opts Options, settle float64) *Report {
+	t.Helper()
+	var events bytes.Buffer
+	opts.Events = &events
+	opts.verify = true
+	rep, err := Run(context.Background(), cfg, jobs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, _, err := event.Check(cfg, bytes.NewReader(events.Bytes()), event.CheckOptions{Settle: settle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		t.Errorf("violation: %v\n%s", v, events.String())
+	}
+	return rep
+}
+
+func TestGraceAndFinalPreemption(t *testing.T) {
+	cfg := loadConfig(t, "../examples/three-shares.yaml")
+	csv := `job_id,submit_s,duration_s,quota_share,instance_type,instance_count,priority,preemption_retries
+a_own,0,100,QS1,ml.g5.xlarge,1,0,
+borrower,0,100,QS1,ml.g5.xlarge,1,0,0
+short,1,3,QS1,ml.g5.xlarge,1,0,
+lender,10,20,QS2,ml.g5.xlarge,1,0,
+`
+	jobs, _, err := ReadTrace(strings.NewReader(csv), cfg, TraceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runChecked(t, cfg, jobs, Options{Grace: 5 * time.Second, Outcomes: true}, 0)
+	// borrower is reclaimed at 10 for lender, stops at 15 and fails (no
+	// retries); lender starts at 15 and ends at 35.
+	if rep.Jobs.Failed != 1 || rep.Preemptions.CrossShare != 1 || rep.Jobs.Completed != 3 {
+		t.Errorf("report %+v", rep.Jobs)
+	}
+	byID := map[string]JobOutcome{}
+	for _, o := range rep.Outcomes {
+		byID[o.ID] = o
+	}
+	if o := byID["lender"]; o.FirstStart != 15*time.Second || o.End != 35*time.Second {
+		t.Errorf("lender %+v: want start 15s, end 35s", o)
+	}
+	if o := byID["borrower"]; o.Completed || o.End != 15*time.Second || o.Preemptions != 1 {
+		t.Errorf("borrower %+v", o)
+	}
+	// 15 s of work lost by one instance.
+	if rep.WorkLostInstS != 15 {
+		t.Errorf("work lost %v, want 15", rep.WorkLostInstS)
+	}
+}
+
+func TestDisabledShareRejects(t *testing.T) {
+	base := loadConfig(t, "../examples/three-shares.yaml")
+	cfg, err := base.WhatIf([]string{"share.QS3.state=DISABLED"}, config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := loadTrace(t, cfg, "testdata/small.csv")
+	rep := runChecked(t, cfg, jobs, Options{}, 0)
+	for _, s := range rep.Shares {
+		if s.Share == "QS3" && (s.Failed != 3 || s.Completed != 0 || s.UsedInstS != 0) {
+			t.Errorf("QS3 %+v: its three jobs should be rejected", s)
+		}
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	w := KueueBaseline()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, w.Config, w.Jobs, Options{}); err != context.Canceled {
+		t.Fatalf("Run with a cancelled context: %v", err)
+	}
+}
+
+func TestCheckpointsKeepWork(t *testing.T) {
+	w := KueueBaseline()
+	plain, err := Run(context.Background(), w.Config, append([]Job(nil), w.Jobs...), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt, err := Run(context.Background(), w.Config, append([]Job(nil), w.Jobs...), Options{CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Preemptions.InShare == 0 || ckpt.WorkLostInstS >= plain.WorkLostInstS {
+		t.Errorf("checkpoints should lose less work: %v (plain, %d in-share preemptions) vs %v", plain.WorkLostInstS, plain.Preemptions.InShare, ckpt.WorkLostInstS)
 	}
 }
