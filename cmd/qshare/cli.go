@@ -169,12 +169,10 @@ func userError(err error, endpoint string) error {
 func (s *session) emit(v any, table func(w io.Writer) error) error {
 	switch s.output {
 	case "json":
-		b, err := json.MarshalIndent(wire(v), "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(s.out, "%s\n", b)
-		return err
+		enc := json.NewEncoder(s.out)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(wire(v))
 	case "yaml":
 		b, err := yaml.Marshal(wire(v))
 		if err != nil {
