@@ -29,6 +29,7 @@ type simulateFlags struct {
 	phillyNode                 string
 	phillyGPU                  string
 	phillyExclude              []string
+	workload                   string
 }
 
 func init() {
@@ -70,6 +71,9 @@ are added only with --timing).`,
   qshare simulate --config examples/three-shares.yaml --trace sim/testdata/small.csv \
     --what-if share.QS1.strategy=RESERVE --compare
 
+  # The zero-overhead baseline of Kueue's scheduler benchmark
+  qshare simulate --workload kueue-baseline
+
   # The Philly trace, with preempted jobs checkpointing every 30 minutes
   qshare simulate --config examples/philly/philly.yaml --trace-format philly \
     --trace ../shared/data/philly/philly_vc_labeled.csv --checkpoint-interval 30m`,
@@ -96,8 +100,7 @@ are added only with --timing).`,
 	fl.StringVar(&f.phillyGPU, "philly-gpu-type", "ml.g5.xlarge", "philly format: the instance type of one GPU")
 	fl.StringVar(&f.phillyNode, "philly-node-type", "", "philly format: an 8-GPU instance type for jobs of 8 GPUs or more (default: every GPU is one --philly-gpu-type instance)")
 	fl.StringArrayVar(&f.phillyExclude, "philly-exclude", nil, "philly format: leave out the jobs of this VC (repeatable), e.g. unknown")
-	cmd.MarkFlagRequired("config")
-	cmd.MarkFlagRequired("trace")
+	fl.StringVar(&f.workload, "workload", "", "replay a built-in workload instead of --config and --trace: kueue-baseline or kueue-large-scale (Kueue's scheduler benchmarks)")
 	cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	cmd.MarkFlagFilename("trace", "csv")
 	cmd.MarkFlagDirname("plots")
@@ -117,20 +120,44 @@ func runSimulate(cmd *cobra.Command, f simulateFlags) error {
 	if f.compare && len(f.whatIf) == 0 {
 		return qshare.Errorf(qshare.EINVALID, "--compare needs at least one --what-if KEY=VALUE to compare with")
 	}
-	opts := config.Options{MaxSharesPerQueue: f.maxShares}
-	base, err := loadConfigFile(f.config, f.maxShares)
-	if err != nil {
-		return err
+	var (
+		base *config.File
+		jobs []sim.Job
+		err  error
+	)
+	switch {
+	case f.workload != "":
+		if f.config != "" || f.trace != "" {
+			return qshare.Errorf(qshare.EINVALID, "--workload replaces --config and --trace: give one or the other")
+		}
+		var w *sim.Workload
+		switch f.workload {
+		case "kueue-baseline":
+			w = sim.KueueBaseline()
+		case "kueue-large-scale":
+			w = sim.KueueLargeScale()
+		default:
+			return qshare.Errorf(qshare.EINVALID, "--workload %q is not known: use kueue-baseline or kueue-large-scale", f.workload)
+		}
+		base, jobs = w.Config, w.Jobs
+		f.maxShares = max(f.maxShares, w.MaxSharesPerQueue)
+		f.config, f.trace = w.Name, w.Name
+	case f.config == "" || f.trace == "":
+		return qshare.Errorf(qshare.EINVALID, "give --config FILE and --trace FILE (or --workload NAME)")
+	default:
+		if base, err = loadConfigFile(f.config, f.maxShares); err != nil {
+			return err
+		}
+		if jobs, err = readTrace(cmd.ErrOrStderr(), f, base); err != nil {
+			return err
+		}
 	}
+	opts := config.Options{MaxSharesPerQueue: f.maxShares}
 	cfg := base
 	if len(f.whatIf) > 0 {
 		if cfg, err = base.WhatIf(f.whatIf, opts); err != nil {
 			return err
 		}
-	}
-	jobs, err := readTrace(cmd.ErrOrStderr(), f, base)
-	if err != nil {
-		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSimulateAndCheckEvents runs the real binary: simulate writes a report,
+// an event log and plots; check-events finds the log clean and exits 1 on
+// a log that breaks a guarantee.
+func TestSimulateAndCheckEvents(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	run := func(args ...string) (string, string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = "../.."
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	report, events, plots := filepath.Join(dir, "r.json"), filepath.Join(dir, "e.jsonl"), filepath.Join(dir, "plots")
+
+	out, errOut, err := run("simulate", "--config", "examples/three-shares.yaml", "--trace", "sim/testdata/small.csv",
+		"--report", report, "--events", events, "--plots", plots, "--checkpoint-interval", "20s")
+	if err != nil {
+		t.Fatalf("simulate: %v\n%s%s", err, out, errOut)
+	}
+	if !strings.Contains(out, "training/QS1  LEND_AND_BORROW") || !strings.Contains(out, "preemptions: 2 cross-share, 1 in-share") {
+		t.Errorf("summary:\n%s", out)
+	}
+	want, _ := os.ReadFile("../../sim/testdata/small.report.json")
+	if got, _ := os.ReadFile(report); !bytes.Equal(got, want) {
+		t.Errorf("the report differs from sim/testdata/small.report.json:\n%s", got)
+	}
+	for _, p := range []string{"capacity.svg", "waits.svg", "preemptions.svg", "index.html"} {
+		if fi, err := os.Stat(filepath.Join(plots, p)); err != nil || fi.Size() == 0 {
+			t.Errorf("plot %s: %v", p, err)
+		}
+	}
+
+	out, errOut, err = run("check-events", events, "--config", "examples/three-shares.yaml")
+	if err != nil || !strings.Contains(out, ": 0 violations") {
+		t.Fatalf("check-events on a clean log: %v\n%s%s", err, out, errOut)
+	}
+
+	// Make QS3's job start on top of everything: the environment is full.
+	bad := filepath.Join(dir, "bad.jsonl")
+	data, _ := os.ReadFile(events)
+	data = append(data, []byte(`{"t":100,"job":"qs3_big","event":"start","share":"QS3","queue":"training","instance_type":"ml.g5.xlarge","instances":2,"priority":0}`+"\n")...)
+	os.WriteFile(bad, data, 0o644)
+	out, errOut, err = run("check-events", bad, "--config", "examples/three-shares.yaml", "-o", "json")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("check-events on a bad log: %v, want exit status 1\n%s%s", err, out, errOut)
+	}
+	var res struct {
+		Violations []struct {
+			Rule string
+			Jobs []string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Violations) == 0 || res.Violations[0].Jobs[0] != "qs3_big" {
+		t.Errorf("json output: %v\n%s", err, out)
+	}
+
+	// --what-if with --compare.
+	out, errOut, err = run("simulate", "--config", "examples/three-shares.yaml", "--trace", "sim/testdata/small.csv",
+		"--what-if", "share.QS1.strategy=RESERVE", "--compare", "--report", report)
+	if err != nil || !strings.Contains(out, "share training/QS1 strategy: LEND_AND_BORROW -> RESERVE") {
+		t.Fatalf("compare: %v\n%s%s", err, out, errOut)
+	}
+	var cmp struct {
+		WhatIf json.RawMessage `json:"what_if"`
+	}
+	if data, _ := os.ReadFile(report); json.Unmarshal(data, &cmp) != nil || len(cmp.WhatIf) == 0 {
+		t.Errorf("comparison report: %s", data)
+	}
+
+	// Errors: a bad configuration, a bad trace.
+	badCfg := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(badCfg, []byte("serviceEnvironments:\n  - serviceEnvironmentName: x\n    capacityLimits: [{capacityUnit: t, maxCapacity: 0}]\n"), 0o644)
+	_, errOut, err = run("simulate", "--config", badCfg, "--trace", "sim/testdata/small.csv")
+	if err == nil || !strings.Contains(errOut, "line 3: serviceEnvironments[0].capacityLimits[0].maxCapacity 0 is not valid") {
+		t.Errorf("bad config: %v\n%s", err, errOut)
+	}
+	badTrace := filepath.Join(dir, "bad.csv")
+	os.WriteFile(badTrace, []byte("job_id,submit_s,duration_s,quota_share,instance_type,instance_count\nj,0,1,QS7,ml.g5.xlarge,1\nk,0,1,QS1,ml.g5.xlarge,1\n"), 0o644)
+	_, errOut, err = run("simulate", "--config", "examples/three-shares.yaml", "--trace", badTrace)
+	if err == nil || !strings.Contains(errOut, `line 2: quota_share "QS7" is not a share of queue training`) {
+		t.Errorf("bad trace: %v\n%s", err, errOut)
+	}
+	out, errOut, err = run("simulate", "--config", "examples/three-shares.yaml", "--trace", badTrace, "--skip-bad-rows")
+	if err != nil || !strings.Contains(errOut, "skipped 1 bad rows") || !strings.Contains(out, "jobs: 1 submitted, 1 completed") {
+		t.Errorf("--skip-bad-rows: %v\n%s%s", err, out, errOut)
+	}
+}
