@@ -24,6 +24,7 @@ import (
 	"qshare/api"
 	"qshare/daemon"
 	"qshare/executor"
+	"qshare/executor/process"
 	"qshare/executor/simulated"
 	"qshare/sqlite"
 )
@@ -40,6 +41,8 @@ type serveSettings struct {
 	MaxSharesPerQueue int    `yaml:"maxQuotaSharesPerQueue"`
 	LogLevel          string `yaml:"logLevel"`
 	StopGrace         string `yaml:"stopGrace"`
+	GPUs              string `yaml:"gpus"`
+	InstanceTypes     string `yaml:"instanceTypes"`
 }
 
 func defaultServeSettings() serveSettings {
@@ -48,12 +51,21 @@ func defaultServeSettings() serveSettings {
 }
 
 // defaultExecutor is the executor qshare serve uses unless told otherwise.
-var defaultExecutor = "simulated"
+var defaultExecutor = "process"
 
 // executors maps an --executor name to its constructor.
-var executors = map[string]func(ctx context.Context, s serveSettings) (executor.Executor, error){
-	"simulated": func(ctx context.Context, s serveSettings) (executor.Executor, error) {
-		return simulated.New(simulated.Options{}), nil
+var executors = map[string]func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error){
+	"simulated": func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
+		return simulated.New(simulated.Options{StopGrace: grace}), nil
+	},
+	"process": func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
+		var gpus []string
+		for _, g := range strings.Split(s.GPUs, ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				gpus = append(gpus, g)
+			}
+		}
+		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log})
 	},
 }
 
@@ -77,7 +89,7 @@ Point an AWS SDK at it with any static credentials, for example in Go:
 Settings come from flags, then QSHARE_* environment variables (QSHARE_ADDR,
 QSHARE_DATA_DIR, QSHARE_EXECUTOR, QSHARE_REGION, QSHARE_ACCOUNT_ID,
 QSHARE_MAX_QUOTA_SHARES_PER_QUEUE, QSHARE_LOG_LEVEL, QSHARE_STOP_GRACE,
-QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
+QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
 
 qshare has no authentication yet, so it listens on loopback addresses only.`,
 	Args: cobra.NoArgs,
@@ -93,7 +105,7 @@ qshare has no authentication yet, so it listens on loopback addresses only.`,
 func init() {
 	f := serveCmd.Flags()
 	d := defaultServeSettings()
-	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace)")
+	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes)")
 	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on; a loopback address (port 0 picks a free port)")
 	f.StringVar(&serveFlags.s.DataDir, "data-dir", d.DataDir, "directory of the database and the executor's files")
 	f.StringVar(&serveFlags.s.Executor, "executor", d.Executor, "what runs the jobs: "+strings.Join(executorNames(), " or "))
@@ -101,6 +113,8 @@ func init() {
 	f.StringVar(&serveFlags.s.AccountID, "account-id", d.AccountID, "account ID in ARNs (12 digits)")
 	f.IntVar(&serveFlags.s.MaxSharesPerQueue, "max-quota-shares-per-queue", d.MaxSharesPerQueue, "most quota shares one job queue may have (AWS: 20)")
 	f.StringVar(&serveFlags.s.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
+	f.StringVar(&serveFlags.s.GPUs, "gpus", "", "process executor: the GPUs jobs may use, as a comma-separated list of indexes or UUIDs (default: every GPU nvidia-smi lists)")
+	f.StringVar(&serveFlags.s.InstanceTypes, "instance-types", "", "process executor: YAML file that overrides the GPUs per instance type table")
 	f.StringVar(&serveFlags.s.StopGrace, "stop-grace", "", "grace period of a stop (preemption, termination, timeout) before a forced kill, e.g. 30s; empty: the executor's default")
 	rootCmd.AddCommand(serveCmd)
 }
@@ -130,7 +144,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))
 		dec.KnownFields(true)
 		if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
-			return s, fmt.Errorf("config file %s: %w (keys: addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace)", path, err)
+			return s, fmt.Errorf("config file %s: %w (keys: addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes)", path, err)
 		}
 	}
 	env := func(key string, set func(string) error) error {
@@ -148,7 +162,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 	}{
 		{"QSHARE_ADDR", str(&s.Addr)}, {"QSHARE_DATA_DIR", str(&s.DataDir)}, {"QSHARE_EXECUTOR", str(&s.Executor)},
 		{"QSHARE_REGION", str(&s.Region)}, {"QSHARE_ACCOUNT_ID", str(&s.AccountID)}, {"QSHARE_LOG_LEVEL", str(&s.LogLevel)},
-		{"QSHARE_STOP_GRACE", str(&s.StopGrace)},
+		{"QSHARE_STOP_GRACE", str(&s.StopGrace)}, {"QSHARE_GPUS", str(&s.GPUs)}, {"QSHARE_INSTANCE_TYPES", str(&s.InstanceTypes)},
 		{"QSHARE_MAX_QUOTA_SHARES_PER_QUEUE", func(v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -187,6 +201,12 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 	}
 	if f.Changed("stop-grace") {
 		s.StopGrace = fs.StopGrace
+	}
+	if f.Changed("gpus") {
+		s.GPUs = fs.GPUs
+	}
+	if f.Changed("instance-types") {
+		s.InstanceTypes = fs.InstanceTypes
 	}
 	return s, nil
 }
@@ -256,7 +276,7 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	ex, err := newExec(ctx, s)
+	ex, err := newExec(ctx, s, grace, log)
 	if err != nil {
 		return fmt.Errorf("executor %s: %w", s.Executor, err)
 	}
