@@ -42,20 +42,6 @@ func procStat(pid int) (start uint64, state byte, err error) {
 	return start, f[0][0], nil
 }
 
-// procParent returns the parent pid of pid.
-func procParent(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 2 {
-		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
-	}
-	return strconv.Atoi(f[1])
-}
-
 var bootIDOnce = func() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
@@ -100,25 +86,6 @@ func (id identity) signalGroup(sig syscall.Signal) error {
 		return syscall.ESRCH
 	}
 	return syscall.Kill(-id.PID, sig)
-}
-
-// childrenOf returns the pids whose parent is ppid.
-func childrenOf(ppid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if p, err := procParent(pid); err == nil && p == ppid {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // signalName returns the conventional name of a signal ("SIGKILL").

@@ -3,15 +3,17 @@
 // workstation. The daemon calls it through executor.Executor.
 //
 // A job's command is its payload's ContainerEntrypoint followed by its
-// ContainerArguments (the TrainingImage is recorded, not pulled). Each
-// attempt runs under a small supervisor process: the executor's own binary
-// re-executed with SupervisorEnv set (see MaybeSupervise), in a session of
-// its own, so that the attempt outlives a server that is killed. The
-// supervisor starts the job in its own process group, in the job's
+// ContainerArguments (the TrainingImage is recorded, not pulled). Attempts
+// run under a supervisor process: the executor's own binary re-executed with
+// SupervisorEnv set (see MaybeSupervise), started once per executor, in a
+// session of its own, so that attempts outlive a server that is killed. The
+// supervisor starts each job in its own process group, in the job's
 // directory, copies its output to a capped, rotated log, carries out stops
 // (SIGTERM to the group, SIGKILL after the grace period) even while no
 // server runs, waits until every process of the job is gone, and then writes
-// the exit status atomically to exit.json.
+// the exit status atomically to exit.json. When the server goes away the
+// supervisor takes no new jobs and exits after the last of its jobs; a new
+// server starts a new supervisor.
 //
 // On disk, under the data directory:
 //
@@ -21,6 +23,7 @@
 //	  checkpoints/                   SM_CHECKPOINT_DIR (or CheckpointConfig.LocalPath)
 //	attempts/<jobID>/<attemptID>/    supervisor.json, launched, started.json,
 //	                                 stop.json, exit.json, output.log[.1 …]
+//	supervisor.log                   the supervisors' own complaints
 //
 // A started attempt is recorded in Handle.State by its supervisor's and its
 // job's pid and start time, so Recover after a restart tells a live attempt
@@ -39,6 +42,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -104,6 +108,10 @@ type Executor struct {
 
 	mu       sync.Mutex
 	attempts map[string]*attempt
+	byDir    map[string]*attempt // attempts the supervisor reports on, by directory
+
+	supMu sync.Mutex
+	sup   *supClient
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -132,7 +140,7 @@ type attempt struct {
 
 	handle   executor.Handle
 	st       state
-	cmd      *exec.Cmd // the supervisor, when this executor started it
+	sup      *supClient // the supervisor this executor gave the attempt to; nil if recovered
 	stopping bool
 
 	done  chan struct{}
@@ -179,7 +187,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		}
 		o.Supervisor = []string{self}
 	}
-	e := &Executor{o: o, attempts: map[string]*attempt{}, closed: make(chan struct{}), log: o.Logger}
+	e := &Executor{o: o, attempts: map[string]*attempt{}, byDir: map[string]*attempt{}, closed: make(chan struct{}), log: o.Logger}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -370,69 +378,190 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	return e.spawn(a, l.Attempt, cfg)
 }
 
-// spawn starts the supervisor of an attempt and waits for its reply.
+// spawn hands the attempt to the supervisor and waits for its reply.
 func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor.Handle, error) {
-	sl, err := os.OpenFile(filepath.Join(dir, fileSupLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	sup, err := e.supervisor()
 	if err != nil {
 		return executor.Handle{}, err
 	}
-	defer sl.Close()
-	cmd := exec.Command(e.o.Supervisor[0], e.o.Supervisor[1:]...)
-	cmd.Env = append(append([]string(nil), e.o.Env...), SupervisorEnv+"="+dir)
-	cmd.Dir = dir
-	cmd.Stderr = sl
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return executor.Handle{}, err
+	a.st = state{Dir: dir, Supervisor: sup.id, GPUs: cfg.GPUs, Grace: cfg.JobGrace}
+	e.mu.Lock()
+	a.sup = sup
+	e.byDir[dir] = a
+	e.mu.Unlock()
+	ch := sup.expect(dir)
+	if err := sup.send(request{Op: "start", Dir: dir}); err != nil {
+		return executor.Handle{}, e.unbind(a, fmt.Errorf("process executor: cannot reach the supervisor: %w", err))
 	}
-	if err := cmd.Start(); err != nil {
-		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: cannot start the supervisor %s: %v", e.o.Supervisor[0], err)
+	var ev event
+	select {
+	case ev = <-ch:
+	case <-time.After(time.Minute):
+		return executor.Handle{}, e.unbind(a, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor did not answer the start of attempt %s within a minute", a.id))
 	}
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	line = strings.TrimSpace(line)
-	switch line {
-	case replyStarted, replyExited:
+	switch ev.Event {
+	case replyStarted:
+		var st started
+		if err := readJSON(filepath.Join(dir, fileStarted), &st); err != nil {
+			return executor.Handle{}, e.unbind(a, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s started, but its record is unreadable: %v", a.id, err))
+		}
+		a.st.Job = st.Job
+		a.handle = e.handleOf(a, st.At)
+	case replyExited:
+		var x exitRecord
+		readJSON(filepath.Join(dir, fileExit), &x)
+		a.handle = e.handleOf(a, x.At)
+		e.finish(a)
 	case replyAlready:
-		cmd.Wait()
+		e.unbind(a, nil)
 		return e.adopt(a, dir)
 	default:
-		cmd.Wait()
-		b, _ := os.ReadFile(filepath.Join(dir, fileSupLog))
-		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor of attempt %s ended without starting the job (%s): %s", a.id, cmd.ProcessState, strings.TrimSpace(lastLine(string(b))))
+		return executor.Handle{}, e.unbind(a, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor could not start attempt %s: %s (see %s)", a.id, ev.Msg, filepath.Join(e.o.DataDir, fileSupLog)))
 	}
-	a.cmd = cmd
-	a.st = state{Dir: dir, GPUs: cfg.GPUs, Grace: cfg.JobGrace}
-	at := time.Now().UTC()
-	if line == replyStarted {
-		var st started
-		if err := readJSON(filepath.Join(dir, fileStarted), &st); err == nil {
-			a.st.Supervisor, a.st.Job, at = st.Supervisor, st.Job, st.At
-		}
-	} else {
-		var x exitRecord
-		if err := readJSON(filepath.Join(dir, fileExit), &x); err == nil {
-			at = x.At
-		}
-	}
-	if a.st.Supervisor.PID == 0 {
-		// The supervisor is our child: its pid cannot be reused before we reap it.
-		a.st.Supervisor, _ = identify(cmd.Process.Pid)
-	}
-	a.handle = e.handleOf(a, at)
-	go func() {
-		cmd.Wait()
-		e.finish(a)
-	}()
 	return a.handle, nil
 }
 
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
+// unbind detaches an attempt from the supervisor after a failed start.
+func (e *Executor) unbind(a *attempt, err error) error {
+	e.mu.Lock()
+	delete(e.byDir, a.st.Dir)
+	a.sup = nil
+	e.mu.Unlock()
+	return err
+}
+
+// supClient is the executor's end of its supervisor process.
+type supClient struct {
+	cmd *exec.Cmd
+	id  identity
+
+	mu      sync.Mutex
+	stdin   io.WriteCloser
+	pending map[string]chan event
+	dead    bool
+}
+
+func (c *supClient) expect(dir string) chan event {
+	ch := make(chan event, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		ch <- event{Dir: dir, Event: "error", Msg: "the supervisor has exited"}
+		return ch
 	}
-	return s
+	c.pending[dir] = ch
+	return ch
+}
+
+func (c *supClient) send(r request) error {
+	b, _ := json.Marshal(r)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return errors.New("the supervisor has exited")
+	}
+	_, err := c.stdin.Write(append(b, '\n'))
+	return err
+}
+
+func (c *supClient) alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.dead
+}
+
+// supervisor returns the executor's supervisor process, starting one if
+// there is none or the last one exited.
+func (e *Executor) supervisor() (*supClient, error) {
+	e.supMu.Lock()
+	defer e.supMu.Unlock()
+	if e.sup != nil && e.sup.alive() {
+		return e.sup, nil
+	}
+	select {
+	case <-e.closed:
+		return nil, qshare.Errorf(qshare.EINTERNAL, "process executor: closed")
+	default:
+	}
+	logf, err := os.OpenFile(filepath.Join(e.o.DataDir, fileSupLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(e.o.Supervisor[0], e.o.Supervisor[1:]...)
+	cmd.Env = append(append([]string(nil), e.o.Env...), SupervisorEnv+"="+e.o.DataDir)
+	cmd.Dir = e.o.DataDir
+	cmd.Stderr = logf
+	// A session of its own: a signal to the server's process group or
+	// terminal does not reach the supervisor or the jobs.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, qshare.Errorf(qshare.EINTERNAL, "process executor: cannot start the supervisor %s: %v", e.o.Supervisor[0], err)
+	}
+	c := &supClient{cmd: cmd, stdin: stdin, pending: map[string]chan event{}}
+	// Our child: its pid cannot be reused before we reap it.
+	if c.id, err = identify(cmd.Process.Pid); err != nil {
+		c.id = identity{PID: cmd.Process.Pid, BootID: bootIDOnce}
+	}
+	go e.listen(c, stdout)
+	e.sup = c
+	return c, nil
+}
+
+// listen reads the supervisor's events until it exits.
+func (e *Executor) listen(c *supClient, stdout io.Reader) {
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		var ev event
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if ev.Event == eventEnded {
+			e.mu.Lock()
+			a := e.byDir[ev.Dir]
+			e.mu.Unlock()
+			if a != nil {
+				e.finish(a)
+			}
+			continue
+		}
+		c.mu.Lock()
+		ch := c.pending[ev.Dir]
+		delete(c.pending, ev.Dir)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- ev
+		}
+	}
+	c.mu.Lock()
+	c.dead = true
+	for dir, ch := range c.pending {
+		ch <- event{Dir: dir, Event: "error", Msg: "the supervisor exited"}
+	}
+	c.pending = nil
+	c.mu.Unlock()
+	c.cmd.Wait()
+	// Attempts it ran that have not ended: watch them from outside. If
+	// the supervisor died, their end is not recorded and they are Lost.
+	e.mu.Lock()
+	var orphans []*attempt
+	for _, a := range e.byDir {
+		if a.sup == c && !a.ended {
+			orphans = append(orphans, a)
+		}
+	}
+	e.mu.Unlock()
+	for _, a := range orphans {
+		e.follow(a)
+	}
 }
 
 func (e *Executor) handleOf(a *attempt, at time.Time) executor.Handle {
@@ -523,6 +652,9 @@ func (e *Executor) finish(a *attempt) {
 	if a.ended {
 		return
 	}
+	if e.byDir[a.st.Dir] == a {
+		delete(e.byDir, a.st.Dir)
+	}
 	a.exit, a.ended = exit, true
 	close(a.done)
 }
@@ -576,13 +708,12 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	if err := writeJSONAtomic(filepath.Join(a.st.Dir, fileStop), stopRequest{Grace: g, At: time.Now().UTC()}); err != nil {
 		return qshare.Errorf(qshare.EINTERNAL, "process executor: cannot record the stop of attempt %s: %v", attemptID, err)
 	}
-	if a.cmd != nil {
-		// Our child: signalling it is safe until we reap it, and if it
-		// has exited already the attempt is over anyway.
-		a.cmd.Process.Signal(syscall.SIGTERM)
+	if a.sup != nil && a.sup.send(request{Op: "stop", Dir: a.st.Dir}) == nil {
 		return nil
 	}
-	if a.st.Supervisor.signal(syscall.SIGTERM) == nil {
+	// A supervisor we have no pipe to (a recovered attempt's) looks for
+	// stop.json on SIGUSR1.
+	if a.st.Supervisor.signal(syscall.SIGUSR1) == nil {
 		return nil
 	}
 	// No supervisor (it was killed): stop the job's group ourselves.
@@ -663,6 +794,17 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 // Close stops watching recovered attempts. Attempts keep running; a new
 // Executor over the same data directory recovers them.
 func (e *Executor) Close() error {
-	e.closeOnce.Do(func() { close(e.closed) })
+	e.closeOnce.Do(func() {
+		close(e.closed)
+		e.supMu.Lock()
+		if e.sup != nil {
+			// The supervisor takes no more jobs and exits when the ones it
+			// runs have ended.
+			e.sup.mu.Lock()
+			e.sup.stdin.Close()
+			e.sup.mu.Unlock()
+		}
+		e.supMu.Unlock()
+	})
 	return nil
 }

@@ -602,7 +602,7 @@ func TestIdentity(t *testing.T) {
 }
 
 // BenchmarkTrueJobs runs trivial jobs (`true`) through the executor, 32 at
-// a time, from Start to the end of Wait: the executor's share of the
+// a time (QSHARE_BENCH_PARALLELISM × GOMAXPROCS), from Start to the end of Wait: the executor's share of the
 // end-to-end throughput of BENCHMARKS.md §1. Report jobs/s.
 func BenchmarkTrueJobs(b *testing.B) {
 	e := newExecutor(b, b.TempDir(), func(o *Options) {
@@ -613,7 +613,11 @@ func BenchmarkTrueJobs(b *testing.B) {
 	defer e.Close()
 	p := payloadOf([]string{"true"}, nil)
 	var n atomic.Int64
-	b.SetParallelism(16) // × GOMAXPROCS goroutines
+	par := 16 // × GOMAXPROCS goroutines
+	if v, err := strconv.Atoi(os.Getenv("QSHARE_BENCH_PARALLELISM")); err == nil && v > 0 {
+		par = v
+	}
+	b.SetParallelism(par)
 	t0 := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

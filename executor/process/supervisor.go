@@ -2,22 +2,27 @@ package process
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// SupervisorEnv is the environment variable that turns a binary into an
-// attempt's supervisor: its value is the attempt directory. The executor
-// re-executes its own binary (Options.Supervisor) with it set.
+// SupervisorEnv is the environment variable that turns a binary into the
+// supervisor of a process executor: its value is the executor's data
+// directory. The executor re-executes its own binary (Options.Supervisor)
+// with it set, once, and sends it every attempt to run.
 const SupervisorEnv = "QSHARE_SUPERVISE"
 
 // MaybeSupervise runs the supervisor and exits the process if SupervisorEnv
@@ -37,7 +42,7 @@ const (
 	fileStarted  = "started.json"    // the job's and the supervisor's identities
 	fileStop     = "stop.json"       // a stop request: written by the executor before it signals
 	fileExit     = "exit.json"       // how the job ended: written by the supervisor last
-	fileSupLog   = "supervisor.log"  // the supervisor's own errors
+	fileSupLog   = "supervisor.log"  // the supervisor's own errors, in the data directory
 	fileOutput   = "output.log"      // the job's stdout and stderr
 )
 
@@ -82,87 +87,238 @@ type exitRecord struct {
 	At       time.Time `json:"at"`
 }
 
-// Supervisor replies on its stdout, one line, once the job runs (or will not).
+// The supervisor's replies to a start request.
 const (
 	replyStarted = "started" // the job runs; started.json is written
 	replyExited  = "exited"  // the job could not start; exit.json is written
 	replyAlready = "already" // another supervisor launched this attempt
 )
 
-// Supervise runs one attempt and returns the supervisor's exit code. It is
-// the body of the supervisor process; see MaybeSupervise.
+// request is one line the executor writes to the supervisor's stdin.
+type request struct {
+	Op  string `json:"op"` // "start" or "stop"
+	Dir string `json:"dir"`
+}
+
+// event is one line the supervisor writes to its stdout.
+type event struct {
+	Dir   string `json:"dir"`
+	Event string `json:"event"` // replyStarted, replyExited, replyAlready, "error", or eventEnded
+	Msg   string `json:"msg,omitempty"`
+}
+
+// eventEnded says an attempt's processes are all gone and exit.json is written.
+const eventEnded = "ended"
+
+// supervisor is the state of the supervisor process.
+type supervisor struct {
+	self identity
+	logf func(format string, args ...any)
+
+	outMu sync.Mutex
+	out   *bufio.Writer
+
+	mu       sync.Mutex
+	jobs     map[string]*supJob // by attempt directory
+	byPID    map[int]*supJob
+	draining bool // stdin is closed: no new jobs; exit when none is left
+	kick     chan struct{}
+	idle     chan struct{} // closed when draining and no job is left
+}
+
+// supJob is one attempt the supervisor runs.
+type supJob struct {
+	dir    string
+	cfg    supervisorConfig
+	pid    int // leader, and its process group
+	log    *rotatingLog
+	copied chan struct{}
+
+	leaderDone chan struct{}
+	status     syscall.WaitStatus
+
+	// guarded by supervisor.mu
+	stopping bool
+	killed   bool
+	timer    *time.Timer
+}
+
+// Supervise runs the supervisor process and returns its exit code. It reads
+// start and stop requests, one JSON object a line, from stdin, and reports on
+// stdout. When stdin closes (the server exited or was killed), it takes no
+// new jobs and exits once the ones it runs have ended. SIGUSR1 makes it look
+// for stop.json in the directories of its attempts: that is how a restarted
+// server, which has no pipe to it, stops an attempt it recovered.
 //
-// It makes itself a child subreaper, so every descendant of the job that
-// loses its parent becomes its child, and it returns only when none is left:
-// the job's processes are really gone when exit.json appears.
-func Supervise(dir string) int {
+// It is a child subreaper, so descendants of its jobs that lose their parent
+// become its children and are reaped. An attempt has ended when its process
+// group is empty: the leader exited and every process left in the group is
+// gone (killed at once after a natural exit, like a container whose init
+// exits; given the rest of the grace period during a stop).
+func Supervise(dataDir string) int {
+	logPath := filepath.Join(dataDir, fileSupLog)
+	var logMu sync.Mutex
 	logf := func(format string, args ...any) {
-		if f, err := os.OpenFile(filepath.Join(dir, fileSupLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
-			fmt.Fprintf(f, time.Now().UTC().Format(time.RFC3339Nano)+" "+format+"\n", args...)
+		logMu.Lock()
+		defer logMu.Unlock()
+		if f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+			fmt.Fprintf(f, "%s supervisor %d: %s\n", time.Now().UTC().Format(time.RFC3339Nano), os.Getpid(), fmt.Sprintf(format, args...))
 			f.Close()
 		}
 	}
-	reply := func(s string) {
-		fmt.Fprintln(os.Stdout, s)
-		os.Stdout.Close()
-	}
-	// Handlers, not SIG_IGN: handlers are reset by exec, so the job starts
-	// with default dispositions. SIGTERM asks for a stop; the others are
-	// swallowed so that a closed reply pipe or a terminal cannot end us.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-
-	var cfg supervisorConfig
-	if err := readJSON(filepath.Join(dir, fileConfig), &cfg); err != nil {
-		logf("cannot read %s: %v", fileConfig, err)
-		return 2
-	}
+	// Handlers, not SIG_IGN: handlers are reset by exec, so jobs start with
+	// default dispositions. A closed stdout, a terminal or a stray SIGTERM
+	// must not end the supervisor while it runs jobs.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGUSR1)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		logf("cannot become a child subreaper: %v", err)
 		return 2
 	}
-	lf, err := os.OpenFile(filepath.Join(dir, fileLaunched), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			reply(replyAlready)
-			return 0
-		}
-		logf("cannot create %s: %v", fileLaunched, err)
-		return 2
-	}
-	lf.Close()
-
 	self, err := identify(os.Getpid())
 	if err != nil {
 		logf("cannot read my own start time: %v", err)
 		return 2
 	}
-	fail := func(reason string) int {
+	s := &supervisor{self: self, logf: logf, out: bufio.NewWriter(os.Stdout), jobs: map[string]*supJob{}, byPID: map[int]*supJob{},
+		kick: make(chan struct{}, 1), idle: make(chan struct{})}
+	go s.reap()
+	go func() {
+		for sig := range sigs {
+			if sig == syscall.SIGUSR1 {
+				s.scanStops()
+			}
+		}
+	}()
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 0, 4096), 1<<20)
+	for in.Scan() {
+		var r request
+		if err := json.Unmarshal(in.Bytes(), &r); err != nil {
+			logf("bad request %q: %v", in.Text(), err)
+			continue
+		}
+		switch r.Op {
+		case "start":
+			go s.start(r.Dir)
+		case "stop":
+			go s.stopFromFile(r.Dir)
+		}
+	}
+	s.mu.Lock()
+	s.draining = true
+	if len(s.jobs) == 0 {
+		close(s.idle)
+	}
+	s.mu.Unlock()
+	<-s.idle
+	return 0
+}
+
+func (s *supervisor) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+func (s *supervisor) emit(ev event) {
+	b, _ := json.Marshal(ev)
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	s.out.Write(append(b, '\n'))
+	s.out.Flush() // fails once the server is gone; that is fine
+}
+
+// reap waits for every child: job leaders, and orphans adopted as subreaper.
+func (s *supervisor) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil { // ECHILD: no child now; wait for the next fork
+			<-s.kick
+			continue
+		}
+		s.mu.Lock()
+		j := s.byPID[pid]
+		delete(s.byPID, pid)
+		s.mu.Unlock()
+		if j != nil {
+			j.status = ws
+			close(j.leaderDone)
+		}
+	}
+}
+
+func (s *supervisor) start(dir string) {
+	reply := func(ev string, msg string) { s.emit(event{Dir: dir, Event: ev, Msg: msg}) }
+	var cfg supervisorConfig
+	if err := readJSON(filepath.Join(dir, fileConfig), &cfg); err != nil {
+		s.logf("cannot read %s: %v", filepath.Join(dir, fileConfig), err)
+		reply("error", err.Error())
+		return
+	}
+	if s.isDraining() {
+		reply("error", "the supervisor is shutting down")
+		return
+	}
+	lf, err := os.OpenFile(filepath.Join(dir, fileLaunched), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			reply(replyAlready, "")
+			return
+		}
+		reply("error", err.Error())
+		return
+	}
+	lf.Close()
+	fail := func(reason string) {
 		rec := exitRecord{ExitCode: 127, Reason: reason, At: time.Now().UTC()}
 		if err := writeJSONAtomic(filepath.Join(dir, fileExit), rec); err != nil {
-			logf("cannot write %s: %v", fileExit, err)
-			return 2
+			s.logf("cannot write %s: %v", filepath.Join(dir, fileExit), err)
+			reply("error", err.Error())
+			return
 		}
-		reply(replyExited)
-		return 0
+		reply(replyExited, "")
 	}
-
 	log, err := openRotatingLog(cfg.Log, cfg.LogMaxBytes, cfg.LogKeep)
 	if err != nil {
-		return fail(fmt.Sprintf("CannotStartError: cannot open the log file: %v", err))
+		fail(fmt.Sprintf("CannotStartError: cannot open the log file: %v", err))
+		return
 	}
 	path, err := lookPath(cfg.Command, cfg.Env, cfg.Dir)
 	if err != nil {
 		log.Close()
-		return fail(fmt.Sprintf("CannotStartError: %v", err))
+		fail(fmt.Sprintf("CannotStartError: %v", err))
+		return
 	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
-		return fail(fmt.Sprintf("CannotStartError: %v", err))
+		log.Close()
+		fail(fmt.Sprintf("CannotStartError: %v", err))
+		return
 	}
+	defer devnull.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return fail(fmt.Sprintf("CannotStartError: %v", err))
+		log.Close()
+		fail(fmt.Sprintf("CannotStartError: %v", err))
+		return
+	}
+	j := &supJob{dir: dir, cfg: cfg, log: log, copied: make(chan struct{}), leaderDone: make(chan struct{})}
+	// Hold the lock across the fork, so the reaper cannot reap the leader
+	// before it is registered under its pid.
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		pr.Close()
+		pw.Close()
+		log.Close()
+		os.Remove(filepath.Join(dir, fileLaunched)) // it never ran: a later start may run it
+		reply("error", "the supervisor is shutting down")
+		return
 	}
 	pid, err := syscall.ForkExec(path, cfg.Command, &syscall.ProcAttr{
 		Dir:   cfg.Dir,
@@ -170,118 +326,82 @@ func Supervise(dir string) int {
 		Files: []uintptr{devnull.Fd(), pw.Fd(), pw.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
+	if err == nil {
+		j.pid = pid
+		s.jobs[dir] = j
+		s.byPID[pid] = j
+	}
+	s.mu.Unlock()
 	pw.Close()
-	devnull.Close()
 	if err != nil {
 		pr.Close()
 		log.Close()
-		return fail(fmt.Sprintf("CannotStartError: cannot run %s: %v", path, err))
+		fail(fmt.Sprintf("CannotStartError: cannot run %s: %v", path, err))
+		return
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 	job, err := identify(pid)
 	if err != nil {
-		// It exited and was reaped already? It cannot be reaped yet: it is
-		// our child and we have not waited. Record what we can.
-		job = identity{PID: pid, BootID: bootIDOnce}
+		job = identity{PID: pid, BootID: bootIDOnce} // it cannot be gone: it is not reaped yet
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, fileStarted), started{Supervisor: self, Job: job, At: time.Now().UTC()}); err != nil {
-		logf("cannot write %s: %v", fileStarted, err)
+	if err := writeJSONAtomic(filepath.Join(dir, fileStarted), started{Supervisor: s.self, Job: job, At: time.Now().UTC()}); err != nil {
+		s.logf("cannot write %s: %v", filepath.Join(dir, fileStarted), err)
 	}
-	reply(replyStarted)
-
-	copied := make(chan struct{})
 	go func() {
-		defer close(copied)
+		defer close(j.copied)
 		if _, err := io.Copy(log, pr); err != nil {
-			logf("copying the job's output: %v", err)
+			s.logf("%s: copying the job's output: %v", dir, err)
 			io.Copy(io.Discard, pr) // keep draining, so the job never blocks on a full pipe
 		}
 		pr.Close()
 	}()
+	reply(replyStarted, "")
+	// A stop may have been asked for while it started.
+	if _, err := os.Stat(filepath.Join(dir, fileStop)); err == nil {
+		s.stopFromFile(dir)
+	}
+	s.watch(j)
+}
 
-	type reaped struct {
-		pid    int
-		status syscall.WaitStatus
+// watch waits for the end of j's process group and records it.
+func (s *supervisor) watch(j *supJob) {
+	<-j.leaderDone
+	s.mu.Lock()
+	stopping := j.stopping
+	s.mu.Unlock()
+	if !stopping {
+		syscall.Kill(-j.pid, syscall.SIGKILL)
 	}
-	reaps := make(chan reaped)
-	go func() {
-		defer close(reaps)
-		for {
-			var ws syscall.WaitStatus
-			p, err := syscall.Wait4(-1, &ws, 0, nil)
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != nil { // ECHILD: nothing left
-				return
-			}
-			reaps <- reaped{p, ws}
-		}
-	}()
-
-	var (
-		leaderDone bool
-		leader     syscall.WaitStatus
-		stopping   bool
-		killed     bool // SIGKILL sent at the end of the grace period
-		kill       <-chan time.Time
-	)
-	killAll := func() {
-		syscall.Kill(-pid, syscall.SIGKILL)
-		for _, c := range childrenOf(os.Getpid()) {
-			syscall.Kill(c, syscall.SIGKILL)
-		}
+	for d := time.Millisecond; syscall.Kill(-j.pid, 0) == nil; d = min(2*d, 50*time.Millisecond) {
+		time.Sleep(d)
 	}
-loop:
-	for {
-		select {
-		case s := <-sigs:
-			if s != syscall.SIGTERM || stopping || leaderDone {
-				continue
-			}
-			stopping = true
-			grace := cfg.Grace
-			var req stopRequest
-			if readJSON(filepath.Join(dir, fileStop), &req) == nil && req.Grace > 0 {
-				grace = req.Grace
-			}
-			syscall.Kill(-pid, syscall.SIGTERM)
-			kill = time.After(grace)
-		case <-kill:
-			killed = true
-			killAll()
-		case r, ok := <-reaps:
-			if !ok {
-				break loop
-			}
-			if r.pid == pid {
-				leaderDone, leader = true, r.status
-			}
-			if leaderDone && (!stopping || killed) {
-				// The essential process is gone: like a container whose
-				// init exits, whatever it left behind is killed. During a
-				// stop, what it left behind keeps the rest of the grace
-				// period to finish its checkpoint.
-				killAll()
-			}
-		}
+	s.killStrays(j)
+	s.mu.Lock()
+	if j.timer != nil {
+		j.timer.Stop()
 	}
+	stopping, killed := j.stopping, j.killed
+	s.mu.Unlock()
 	select {
-	case <-copied:
+	case <-j.copied:
 	case <-time.After(5 * time.Second):
-		logf("the job's output pipe is still open after every process ended; closing the log")
+		s.logf("%s: the job's output pipe is still open after its process group ended; closing the log", j.dir)
 	}
-	log.Close()
+	j.log.Close()
 
 	rec := exitRecord{Stopped: stopping, At: time.Now().UTC()}
-	switch {
-	case leader.Exited():
-		rec.ExitCode = leader.ExitStatus()
+	switch ws := j.status; {
+	case ws.Exited():
+		rec.ExitCode = ws.ExitStatus()
 		rec.Reason = fmt.Sprintf("Essential process exited with code %d", rec.ExitCode)
-	case leader.Signaled():
+	case ws.Signaled():
 		rec.ExitCode = -1
-		rec.Signal = signalName(leader.Signal())
+		rec.Signal = signalName(ws.Signal())
 		rec.Reason = "Essential process terminated by signal " + rec.Signal
-		if killed && leader.Signal() == syscall.SIGKILL {
+		if killed && ws.Signal() == syscall.SIGKILL {
 			rec.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
 		}
 	default:
@@ -289,15 +409,111 @@ loop:
 		rec.Reason = "Essential process ended in an unknown way"
 	}
 	if rec.ExitCode != 0 || rec.Signal != "" {
-		if line := firstLine(cfg.FailureFile); line != "" {
+		if line := firstLine(j.cfg.FailureFile); line != "" {
 			rec.Reason = line
 		}
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, fileExit), rec); err != nil {
-		logf("cannot write %s: %v", fileExit, err)
-		return 2
+	if err := writeJSONAtomic(filepath.Join(j.dir, fileExit), rec); err != nil {
+		s.logf("%s: cannot write %s: %v", j.dir, fileExit, err)
 	}
-	return 0
+	s.emit(event{Dir: j.dir, Event: eventEnded})
+	s.mu.Lock()
+	delete(s.jobs, j.dir)
+	if s.draining && len(s.jobs) == 0 {
+		close(s.idle)
+	}
+	s.mu.Unlock()
+}
+
+// killStrays kills what is left of j outside its process group: processes
+// that left the group (setsid, a double fork) and, once their parent died,
+// became the supervisor's children (it is a subreaper). They are told apart
+// from other jobs' processes by the QSHARE_ATTEMPT_ID in their environment.
+func (s *supervisor) killStrays(j *supJob) {
+	mark := []byte("\x00" + "QSHARE_ATTEMPT_ID=" + j.cfg.AttemptID + "\x00")
+	for round := 0; round < 100; round++ {
+		found := false
+		for _, pid := range ownChildren() {
+			s.mu.Lock()
+			_, leader := s.byPID[pid]
+			s.mu.Unlock()
+			if leader {
+				continue
+			}
+			env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			if err != nil || !bytes.Contains(append([]byte{0}, env...), mark) {
+				continue
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			found = true
+		}
+		if !found {
+			return
+		}
+		time.Sleep(time.Duration(round+1) * time.Millisecond) // their children come to us next
+	}
+	s.logf("%s: processes that left the job's process group survive SIGKILL", j.dir)
+}
+
+// ownChildren lists the supervisor's children, from every thread's
+// /proc/self/task/<tid>/children.
+func ownChildren() []int {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// stopFromFile stops the attempt in dir with the grace period of its
+// stop.json: SIGTERM to its process group now, SIGKILL when the grace ends.
+func (s *supervisor) stopFromFile(dir string) {
+	var req stopRequest
+	if err := readJSON(filepath.Join(dir, fileStop), &req); err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[dir]
+	if j == nil || j.stopping {
+		return
+	}
+	grace := req.Grace
+	if grace <= 0 {
+		grace = j.cfg.Grace
+	}
+	j.stopping = true
+	syscall.Kill(-j.pid, syscall.SIGTERM)
+	j.timer = time.AfterFunc(grace, func() {
+		s.mu.Lock()
+		j.killed = true
+		s.mu.Unlock()
+		syscall.Kill(-j.pid, syscall.SIGKILL)
+	})
+}
+
+// scanStops applies the stop.json of every running attempt not yet stopping.
+func (s *supervisor) scanStops() {
+	s.mu.Lock()
+	var dirs []string
+	for d, j := range s.jobs {
+		if !j.stopping {
+			dirs = append(dirs, d)
+		}
+	}
+	s.mu.Unlock()
+	for _, d := range dirs {
+		s.stopFromFile(d)
+	}
 }
 
 // firstLine returns the first non-empty line of the file at path, cut to 1 KiB.
