@@ -107,6 +107,9 @@ func TestDiskFullChild(t *testing.T) {
 	if !errors.Is(err, syscall.EFBIG) && !strings.Contains(err.Error(), "disk") && !strings.Contains(err.Error(), "full") {
 		t.Errorf("the error does not say what went wrong: %v", err)
 	}
+	if !strings.Contains(err.Error(), "free space") {
+		t.Errorf("the error does not say how to fix it: %v", err)
+	}
 	// Again, on the connection the store opened after the failure.
 	if err := d.Commit(ctx, big); err == nil {
 		t.Fatal("the second large commit succeeded")

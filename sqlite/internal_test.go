@@ -222,3 +222,30 @@ func TestAbandonedWhileQueued(t *testing.T) {
 		t.Fatalf("%d jobs, want first and later", len(st.Jobs))
 	}
 }
+
+// TestLoadCorruptRecord checks that a record that no longer decodes fails
+// Load with an error that says which one, instead of a partial state.
+func TestLoadCorruptRecord(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "qshare.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c := &store.Change{}
+	for i := range 1000 {
+		c.PutJobs = append(c.PutJobs, jobNamed(fmt.Sprintf("j%04d", i)))
+	}
+	if err := d.Commit(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.db.Exec(`UPDATE jobs SET data = '{"id": 17' WHERE id = 'j0700'`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Load(context.Background())
+	if err == nil {
+		t.Fatalf("Load of a corrupt record succeeded with %d jobs", len(st.Jobs))
+	}
+	if !strings.Contains(err.Error(), "decode record 701") {
+		t.Errorf("the error does not say which record: %v", err)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -250,26 +251,92 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 	return st, nil
 }
 
-// loadAll runs query, which selects one JSON column, and decodes every row.
+// loadAll runs query, which selects one JSON column, and decodes every row,
+// in order. Decoding the JSON costs more than reading the rows, so it runs
+// on every core: the rows are read in chunks and each chunk is decoded by a
+// worker while the next ones are read.
 func loadAll[T any](ctx context.Context, tx *sql.Tx, query string) ([]T, error) {
 	rows, err := tx.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []T
-	var data []byte
-	for rows.Next() {
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
-		}
-		var v T
-		if err := json.Unmarshal(data, &v); err != nil {
-			return nil, fmt.Errorf("decode record %d: %w", len(out)+1, err)
-		}
-		out = append(out, v)
+
+	const chunkSize = 256
+	type chunk struct {
+		first int // index of the chunk's first row, for error messages
+		raw   [][]byte
+		out   *[]T
 	}
-	return out, rows.Err()
+	work := make(chan chunk, 4)
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		decErr  error
+		failed  atomic.Bool
+	)
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				if failed.Load() {
+					continue
+				}
+				out := make([]T, len(c.raw))
+				for i, b := range c.raw {
+					if err := json.Unmarshal(b, &out[i]); err != nil {
+						errOnce.Do(func() { decErr = fmt.Errorf("decode record %d: %w", c.first+i+1, err) })
+						failed.Store(true)
+						break
+					}
+				}
+				*c.out = out
+			}
+		}()
+	}
+	var chunks []*[]T
+	n := 0
+	raw := make([][]byte, 0, chunkSize)
+	flush := func() {
+		p := new([]T)
+		chunks = append(chunks, p)
+		work <- chunk{first: n - len(raw), raw: raw, out: p}
+		raw = make([][]byte, 0, chunkSize)
+	}
+	for rows.Next() {
+		var b []byte
+		if err = rows.Scan(&b); err != nil {
+			break
+		}
+		raw = append(raw, b)
+		n++
+		if len(raw) == chunkSize {
+			flush()
+		}
+	}
+	if len(raw) > 0 {
+		flush()
+	}
+	close(work)
+	wg.Wait()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if decErr != nil {
+		return nil, decErr
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]T, 0, n)
+	for _, c := range chunks {
+		out = append(out, *c...)
+	}
+	return out, nil
 }
 
 // discardConn makes database/sql close c's driver connection instead of
