@@ -1,0 +1,380 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/sim"
+)
+
+// KueueOptions configure a run of one of Kueue's scheduler benchmarks
+// against a real server.
+type KueueOptions struct {
+	Endpoint string
+	Server   ServerOptions
+	// Workload is sim.KueueBaseline() or sim.KueueLargeScale().
+	Workload *sim.Workload
+	// Submitters is the number of clients that submit the jobs at their
+	// scheduled times (64 when zero).
+	Submitters int
+	// Timeout bounds the wait for every job to finish.
+	Timeout time.Duration
+}
+
+// KueueResult is what `qshare bench kueue-baseline` and
+// `kueue-large-scale` report for one run. Usages are percentages.
+type KueueResult struct {
+	Workload string `json:"workload"`
+	Jobs     int    `json:"jobs"`
+	Shares   int    `json:"shares"`
+	// WallS runs from the first submit to the stoppedAt of the last job.
+	WallS float64 `json:"wall_s"`
+	// IdealS is the makespan of the same workload through the same engine
+	// in the simulator (virtual clock: no HTTP, no store, no executor).
+	IdealS        float64 `json:"ideal_s"`
+	WallOverIdeal float64 `json:"wall_over_ideal"`
+	// MinShareUsage is, over the shares, the lowest of each share's
+	// instance-seconds used (borrowed included) over its nominal capacity
+	// times WallS: Kueue's ClusterQueue usage, taken per share.
+	MinShareUsage float64 `json:"min_share_usage"`
+	// Usage is the same over all shares together: what Kueue's checker
+	// compares with clusterQueueClassesMinUsage (all its ClusterQueues are
+	// one class).
+	Usage float64 `json:"usage"`
+	// MeanAdmissionS is the mean time from a job's createdAt to its first
+	// admission, per class (small, medium, large).
+	MeanAdmissionS map[string]float64 `json:"mean_admission_s"`
+	// Preemptions counts preempted attempts over every job.
+	Preemptions int `json:"preemptions"`
+	// Ideal holds the same figures from the simulator's run.
+	Ideal KueueIdeal `json:"ideal"`
+	// SubmitLagP99Ms is how late (99th percentile) the harness sent a
+	// submit after its scheduled time: large means the clients, not the
+	// scheduler, set the pace.
+	SubmitLagP99Ms float64 `json:"submit_lag_p99_ms"`
+	SubmitLatency  Latency `json:"submit_latency"`
+}
+
+// KueueIdeal is the simulator's side of a Kueue benchmark.
+type KueueIdeal struct {
+	MinShareUsage  float64            `json:"min_share_usage"`
+	Usage          float64            `json:"usage"`
+	MeanAdmissionS map[string]float64 `json:"mean_admission_s"`
+	Preemptions    int                `json:"preemptions"`
+}
+
+// KueuePublished are Kueue's own measured means (BENCHMARKS.md §2).
+type KueuePublished struct {
+	WallS          float64
+	Usage          float64
+	MeanAdmissionS map[string]float64
+}
+
+// Kueue's published figures for its two configurations.
+var (
+	KueueBaselinePublished   = KueuePublished{WallS: 351, Usage: 55.9, MeanAdmissionS: map[string]float64{"large": 16.5, "medium": 76.8, "small": 215}}
+	KueueLargeScalePublished = KueuePublished{WallS: 1179, Usage: 38.6, MeanAdmissionS: map[string]float64{"large": 105.6, "medium": 256.4, "small": 700.4}}
+)
+
+// KueueRows returns the human table of a Kueue benchmark, with Kueue's
+// published figures and the issue's targets as anchors.
+func KueueRows(pub KueuePublished, wallTarget float64) []Row {
+	rows := []Row{
+		{Label: "jobs", Key: "jobs", Format: "%.0f"},
+		{Label: "wall (first submit → last finish)", Key: "wall_s", Format: "%.1f", Unit: "s", Anchor: fmt.Sprintf("Kueue %.0f s", pub.WallS)},
+		{Label: "ideal (simulator, same engine)", Key: "ideal_s", Format: "%.1f", Unit: "s"},
+		{Label: "wall / ideal", Key: "wall_over_ideal", Format: "%.3f", Anchor: fmt.Sprintf("target ≤ %.2f", wallTarget)},
+		{Label: "min share usage", Key: "min_share_usage", Format: "%.1f", Unit: "%", Anchor: "target ≥ 85%"},
+		{Label: "usage, all shares", Key: "usage", Format: "%.1f", Unit: "%", Anchor: fmt.Sprintf("Kueue %.1f%%", pub.Usage)},
+	}
+	for _, c := range []string{"large", "medium", "small"} {
+		a := fmt.Sprintf("Kueue %.1f s", pub.MeanAdmissionS[c])
+		if c == "large" && wallTarget < 1.2 {
+			a += "; target < 2 s"
+		}
+		rows = append(rows, Row{Label: "mean admission " + c, Key: "mean_admission_s." + c, Format: "%.2f", Unit: "s", Anchor: a})
+	}
+	for _, c := range []string{"large", "medium", "small"} {
+		rows = append(rows, Row{Label: "  ideal mean admission " + c, Key: "ideal.mean_admission_s." + c, Format: "%.2f", Unit: "s"})
+	}
+	rows = append(rows,
+		Row{Label: "  ideal min share usage", Key: "ideal.min_share_usage", Format: "%.1f", Unit: "%"},
+		Row{Label: "preemptions", Key: "preemptions", Format: "%.0f"},
+		Row{Label: "  ideal preemptions", Key: "ideal.preemptions", Format: "%.0f"},
+		Row{Label: "submit lag p99 (harness health)", Key: "submit_lag_p99_ms", Format: "%.1f", Unit: "ms"},
+		Row{Label: "submit latency p99", Key: "submit_latency.p99_ms", Format: "%.1f", Unit: "ms"},
+	)
+	return rows
+}
+
+// submitted is what the harness knows of a job it submitted.
+type submitted struct {
+	spec *sim.Job
+	id   string
+}
+
+// RunKueue runs a Kueue workload in real time against a server with the
+// simulated executor, and the same workload through the simulator for the
+// ideal.
+func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
+	w := opt.Workload
+	if w == nil || len(w.Jobs) == 0 {
+		return KueueResult{}, fmt.Errorf("bench kueue: no workload")
+	}
+	if opt.Submitters == 0 {
+		opt.Submitters = 64
+	}
+	if opt.Timeout == 0 {
+		opt.Timeout = 30 * time.Minute
+	}
+	opt.Server.Executor = "simulated"
+	if opt.Server.MaxSharesPerQueue == 0 {
+		opt.Server.MaxSharesPerQueue = w.MaxSharesPerQueue
+	}
+	res := KueueResult{Workload: w.Name, Jobs: len(w.Jobs)}
+	for _, q := range w.Config.JobQueues {
+		res.Shares += len(q.QuotaShares)
+	}
+	ideal, err := KueueIdealRun(ctx, w)
+	if err != nil {
+		return res, err
+	}
+	res.IdealS = ideal.makespan
+	res.Ideal = ideal.KueueIdeal
+	err = withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, srv *Server) error {
+		c := NewClient(endpoint, opt.Submitters)
+		queues, err := applyConfig(ctx, c, w.Config, prefix)
+		if err != nil {
+			return err
+		}
+		subs, start, err := kueueSubmit(ctx, c, w, queues, opt.Submitters, &res)
+		if err != nil {
+			return err
+		}
+		var qs []string
+		for _, q := range queues {
+			qs = append(qs, q)
+		}
+		sort.Strings(qs)
+		if err := waitDone(ctx, c, qs, srv, 250*time.Millisecond, opt.Timeout); err != nil {
+			return err
+		}
+		jobs, err := describeAll(ctx, c, subs, opt.Submitters)
+		if err != nil {
+			return err
+		}
+		return kueueFigures(w, subs, jobs, start, &res)
+	})
+	return res, err
+}
+
+type idealRun struct {
+	KueueIdeal
+	makespan float64
+}
+
+// KueueIdealRun runs the workload through the simulator: the ideal that the
+// real run is compared with.
+func KueueIdealRun(ctx context.Context, w *sim.Workload) (idealRun, error) {
+	rep, err := sim.Run(ctx, w.Config, w.Jobs, sim.Options{Outcomes: true})
+	if err != nil {
+		return idealRun{}, fmt.Errorf("bench kueue: the simulator's run: %w", err)
+	}
+	out := idealRun{makespan: round(rep.MakespanS, 3)}
+	out.MeanAdmissionS = sim.AdmissionMeans(rep)
+	out.Preemptions = rep.Preemptions.CrossShare + rep.Preemptions.InShare
+	var used, nominal float64
+	out.MinShareUsage = -1
+	for _, s := range rep.Shares {
+		u := 100 * s.UsedInstS / (float64(s.OwnCapacity) * rep.MakespanS)
+		if out.MinShareUsage < 0 || u < out.MinShareUsage {
+			out.MinShareUsage = u
+		}
+		used += s.UsedInstS
+		nominal += float64(s.OwnCapacity)
+	}
+	out.MinShareUsage = round(out.MinShareUsage, 2)
+	out.Usage = round(100*used/(nominal*rep.MakespanS), 2)
+	return out, nil
+}
+
+// kueueSubmit submits every job at its scheduled time from n clients and
+// returns them, with the instant the schedule started.
+func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues map[string]string, n int, res *KueueResult) ([]submitted, time.Time, error) {
+	subs := make([]submitted, len(w.Jobs))
+	lags := make([]time.Duration, len(w.Jobs))
+	lats := make([]time.Duration, len(w.Jobs))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan int, 4096)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				j := &w.Jobs[i]
+				t := time.Now()
+				lags[i] = t.Sub(start.Add(j.Submit))
+				size := j.Demand[sim.KueueInstanceType]
+				out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
+					JobName:            aws.String(j.ID),
+					JobQueue:           aws.String(queues[j.Queue]),
+					QuotaShareName:     aws.String(j.Share),
+					SchedulingPriority: aws.Int32(int32(j.Priority)),
+					ServiceJobType:     types.ServiceJobTypeSagemakerTraining,
+					ServiceRequestPayload: aws.String(Payload(j.ID, sim.KueueInstanceType, size, []string{"true"},
+						map[string]string{"QSHARE_SIM_DURATION": j.Duration.String()})),
+				})
+				lats[i] = time.Since(t)
+				if err != nil {
+					if firstErr.CompareAndSwap(nil, fmt.Errorf("bench kueue: submit %s: %w", j.ID, err)) {
+						cancel()
+					}
+					continue
+				}
+				subs[i] = submitted{spec: j, id: aws.ToString(out.JobId)}
+			}
+		}()
+	}
+	for i := range w.Jobs {
+		if d := time.Until(start.Add(w.Jobs[i].Submit)); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return nil, start, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, start, err
+	}
+	ms := make([]float64, len(lags))
+	for i, l := range lags {
+		ms[i] = float64(l) / float64(time.Millisecond)
+	}
+	res.SubmitLagP99Ms = round(Percentile(ms, 99), 1)
+	res.SubmitLatency = Latencies(lats)
+	return subs, start, nil
+}
+
+// describeAll fetches every submitted job's detail (attempts and
+// preemptions) with n clients, after the run.
+func describeAll(ctx context.Context, c *batch.Client, subs []submitted, n int) ([]*batch.DescribeServiceJobOutput, error) {
+	out := make([]*batch.DescribeServiceJobOutput, len(subs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range min(n, 16) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(subs) || firstErr.Load() != nil {
+					return
+				}
+				d, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(subs[i].id)})
+				if err != nil {
+					firstErr.CompareAndSwap(nil, fmt.Errorf("bench kueue: describe %s: %w", subs[i].spec.ID, err))
+					return
+				}
+				out[i] = d
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// kueueFigures computes the figures of a run from the jobs' details, as
+// Kueue's recorder does from its events: usage is instance-seconds held
+// over nominal capacity over the run, admission is from creation to the
+// first admission.
+func kueueFigures(w *sim.Workload, subs []submitted, jobs []*batch.DescribeServiceJobOutput, start time.Time, res *KueueResult) error {
+	nominal := map[string]int64{}
+	for _, q := range w.Config.JobQueues {
+		for _, s := range q.QuotaShares {
+			for _, l := range s.CapacityLimits {
+				nominal[q.Name+"/"+s.Name] += l.MaxCapacity
+			}
+		}
+	}
+	used := map[string]float64{}
+	admSum := map[string]float64{}
+	admN := map[string]int{}
+	var last time.Time
+	for i, d := range jobs {
+		spec := subs[i].spec
+		if d.Status != types.ServiceJobStatusSucceeded {
+			return fmt.Errorf("bench kueue: job %s ended %s: %s", spec.ID, d.Status, aws.ToString(d.StatusReason))
+		}
+		if t := ms(d.StoppedAt); t.After(last) {
+			last = t
+		}
+		size := float64(spec.Demand.Total())
+		for _, a := range d.Attempts {
+			s, e := ms(a.StartedAt), ms(a.StoppedAt)
+			if !s.IsZero() && e.After(s) {
+				used[spec.Queue+"/"+spec.Share] += size * e.Sub(s).Seconds()
+			}
+		}
+		if d.PreemptionSummary != nil {
+			res.Preemptions += int(aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount))
+		}
+		// The API gives a job's latest scheduledAt and each attempt's
+		// startedAt; the first admission of a job that was preempted is
+		// when its first attempt started.
+		admitted := ms(d.ScheduledAt)
+		if len(d.Attempts) > 1 && d.Attempts[0].StartedAt != nil {
+			admitted = ms(d.Attempts[0].StartedAt)
+		}
+		class := sim.ClassOf(spec.ID)
+		admSum[class] += admitted.Sub(ms(d.CreatedAt)).Seconds()
+		admN[class]++
+	}
+	wall := last.Sub(start).Seconds()
+	if wall <= 0 {
+		return fmt.Errorf("bench kueue: no job finished after the first submit")
+	}
+	res.WallS = round(wall, 3)
+	res.WallOverIdeal = round(wall/res.IdealS, 3)
+	res.MeanAdmissionS = map[string]float64{}
+	for c, s := range admSum {
+		res.MeanAdmissionS[c] = round(s/float64(admN[c]), 3)
+	}
+	var total, nom float64
+	res.MinShareUsage = -1
+	for key, n := range nominal {
+		u := 100 * used[key] / (float64(n) * wall)
+		if res.MinShareUsage < 0 || u < res.MinShareUsage {
+			res.MinShareUsage = u
+		}
+		total += used[key]
+		nom += float64(n)
+	}
+	res.MinShareUsage = round(res.MinShareUsage, 2)
+	res.Usage = round(100*total/(nom*wall), 2)
+	return nil
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"qshare/bench"
+	"qshare/sim"
+)
+
+func init() {
+	for _, k := range []struct {
+		use, short, example string
+		workload            func() *sim.Workload
+		pub                 bench.KueuePublished
+		target              float64
+		timeout             time.Duration
+	}{
+		{"kueue-baseline", "Kueue's baseline scheduler benchmark (30 shares, 15,000 jobs) against a real server",
+			"  qshare bench kueue-baseline\n  qshare bench kueue-baseline --runs 3 --json",
+			sim.KueueBaseline, bench.KueueBaselinePublished, 1.15, 15 * time.Minute},
+		{"kueue-large-scale", "Kueue's large-scale scheduler benchmark (1,000 shares, 50,000 jobs) against a real server",
+			"  qshare bench kueue-large-scale\n  qshare bench kueue-large-scale --endpoint http://127.0.0.1:8750 --json",
+			sim.KueueLargeScale, bench.KueueLargeScalePublished, 1.25, 60 * time.Minute},
+	} {
+		opt := bench.KueueOptions{Timeout: k.timeout}
+		workload, pub, target := k.workload, k.pub, k.target
+		cmd := &cobra.Command{
+			Use:   k.use,
+			Short: k.short,
+			Long: k.short + `.
+
+Kueue's scheduler benchmark (kubernetes-sigs/kueue, test/performance/scheduler)
+mapped onto qshare as ../shared/BENCHMARKS.md §2 says: a cohort is a service
+environment with one job queue, a ClusterQueue is a quota share (maxCapacity 20,
+LEND_AND_BORROW, borrowLimit 500, in-share preemption ENABLED), a workload is a
+job of its size and priority. The harness starts a temporary qshare serve with
+the simulated executor (unless --endpoint is given), creates the resources and
+submits every job through the AWS SDK at its scheduled time, with its run time
+in the payload (QSHARE_SIM_DURATION). When all have finished it reads every
+job back and reports:
+
+  wall_s            first submit to the last job's stoppedAt
+  ideal_s           the same workload through the simulator (same engine, virtual clock)
+  min_share_usage   lowest share's instance-seconds used over nominal × wall_s (%)
+  usage             the same over all shares (Kueue's class usage, %)
+  mean_admission_s  mean createdAt → first admission per class
+  preemptions       preempted attempts
+
+next to Kueue's published means. A server given with --endpoint must use the
+simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`,
+			Example: k.example,
+			Args:    cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				w := workload()
+				return runBench(cmd, "qshare bench "+w.Name, bench.KueueRows(pub, target), func(ctx context.Context, _ int) (any, error) {
+					o := opt
+					o.Workload = w
+					return bench.RunKueue(ctx, o)
+				})
+			},
+		}
+		f := cmd.Flags()
+		f.IntVar(&opt.Submitters, "submitters", 64, "clients that submit the jobs at their scheduled times")
+		f.DurationVar(&opt.Timeout, "timeout", opt.Timeout, "longest wait for every job to finish")
+		serverFlags(cmd, &opt.Endpoint, &opt.Server)
+		benchCmd.AddCommand(cmd)
+	}
+}
