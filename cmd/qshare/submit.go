@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"qshare"
 	"qshare/trainingjob"
@@ -71,7 +72,7 @@ limits, its strategy and the job's priority decide when it runs.`,
   qshare submit --queue training --share QS2 --payload job.json`,
 	Args: cobra.ArbitraryArgs,
 	RunE: clientRun(func(cmd *cobra.Command, s *session, args []string) error {
-		in, err := buildSubmit(cmd, submitOpts, args, cmd.InOrStdin())
+		in, err := buildSubmit(cmd.Flags(), submitOpts, args, cmd.InOrStdin())
 		if err != nil {
 			return err
 		}
@@ -87,8 +88,15 @@ limits, its strategy and the job's priority decide when it runs.`,
 }
 
 func init() {
-	f := submitCmd.Flags()
-	o := &submitOpts
+	defineSubmitFlags(submitCmd.Flags(), &submitOpts)
+	addClientFlags(submitCmd)
+	_ = submitCmd.RegisterFlagCompletionFunc("queue", completeQueues)
+	_ = submitCmd.RegisterFlagCompletionFunc("share", completeShares)
+	rootCmd.AddCommand(submitCmd)
+}
+
+// defineSubmitFlags defines the flags of submit on f, bound to o.
+func defineSubmitFlags(f *pflag.FlagSet, o *submitOptions) {
 	f.StringVarP(&o.queue, "queue", "q", "", "the job queue (a name or an ARN; required)")
 	f.StringVarP(&o.share, "share", "s", "", "the quota share (required on a queue with a quota-share policy)")
 	f.StringVar(&o.shareIdentifier, "share-identifier", "", "the fair-share identifier (on a queue with a fair-share policy)")
@@ -104,10 +112,6 @@ func init() {
 	f.StringVar(&o.payloadFile, "payload", "", "send this CreateTrainingJob payload file as it is (- for standard input)")
 	f.StringVar(&o.image, "image", PlaceholderImage, "the TrainingImage of the payload")
 	f.StringVar(&o.checkpointDir, "checkpoint-dir", "", "CheckpointConfig.LocalPath: the job's checkpoint directory, kept across attempts")
-	addClientFlags(submitCmd)
-	_ = submitCmd.RegisterFlagCompletionFunc("queue", completeQueues)
-	_ = submitCmd.RegisterFlagCompletionFunc("share", completeShares)
-	rootCmd.AddCommand(submitCmd)
 }
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -134,8 +138,8 @@ func parsePairs(flag string, kvs []string, keyRE *regexp.Regexp) (map[string]str
 // buildSubmit turns the flags and arguments of submit into the request.
 // It checks what the CLI can check, with the rules the server applies, so
 // that mistakes are reported before anything is sent.
-func buildSubmit(cmd *cobra.Command, o submitOptions, args []string, stdin io.Reader) (*batch.SubmitServiceJobInput, error) {
-	changed := func(name string) bool { return cmd.Flags().Changed(name) }
+func buildSubmit(flags *pflag.FlagSet, o submitOptions, args []string, stdin io.Reader) (*batch.SubmitServiceJobInput, error) {
+	changed := func(name string) bool { return flags.Changed(name) }
 	if o.queue == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "--queue is required: name the job queue to submit to")
 	}
