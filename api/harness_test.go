@@ -27,7 +27,7 @@ import (
 // server is a real qshare server (SQLite store, simulated executor, the
 // API handler) on a loopback port, and an AWS SDK client pointed at it.
 type server struct {
-	t      *testing.T
+	t      testing.TB
 	c      *batch.Client
 	d      *daemon.Daemon
 	db     *sqlite.DB
@@ -40,12 +40,12 @@ type server struct {
 
 type serverOption func(*daemon.Config)
 
-func newServer(t *testing.T, opts ...serverOption) *server {
+func newServer(t testing.TB, opts ...serverOption) *server {
 	t.Helper()
 	return startServer(t, t.TempDir(), opts...)
 }
 
-func startServer(t *testing.T, dir string, opts ...serverOption) *server {
+func startServer(t testing.TB, dir string, opts ...serverOption) *server {
 	t.Helper()
 	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
 	if err != nil {
@@ -201,7 +201,7 @@ func (s *server) waitStatus(id string, want ...types.ServiceJobStatus) *batch.De
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

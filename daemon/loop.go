@@ -615,7 +615,9 @@ func (c *cycle) finish() {
 			if err == nil {
 				break
 			}
-			d.log.Error("store commit failed in the control loop; retrying", "jobs", len(ch.PutJobs), "err", err)
+			if c.ctx.Err() == nil {
+				d.log.Error("store commit failed in the control loop; retrying", "jobs", len(ch.PutJobs), "err", err)
+			}
 			select {
 			case <-c.ctx.Done():
 				for _, r := range c.replies {

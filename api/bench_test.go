@@ -1,0 +1,143 @@
+package api_test
+
+import (
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare"
+)
+
+// benchClient is an SDK client whose transport keeps a connection per
+// concurrent caller, as a long-running client process would.
+func benchClient(url string, conns int) *batch.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = conns*2, conns*2
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		HTTPClient: &http.Client{Transport: tr}}
+	return batch.NewFromConfig(cfg, func(o *batch.Options) { o.BaseEndpoint = aws.String(url) })
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
+}
+
+// BenchmarkSubmitServiceJob measures acknowledged, durable submits over HTTP
+// from 64 concurrent SDK clients. Jobs queue behind a small environment, as
+// a busy queue does. Reported: submits/s and p50/p99 latency.
+func BenchmarkSubmitServiceJob(b *testing.B) {
+	const clients = 64
+	s := newServer(b)
+	c := benchClient(s.url, clients)
+	s.c = c
+	s.setup2("q", 8)
+	p := payload(g5, 1, time.Hour, 0)
+	var next atomic.Int64
+	lat := make([][]time.Duration, clients)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				_, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"),
+					QuotaShareName: aws.String("A"), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(p)})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "submits/s")
+	st := s.db.Stats()
+	b.ReportMetric(float64(st.Commits)/float64(max(1, st.Batches)), "commits/batch")
+	b.ReportMetric(el.Seconds()*1000/float64(max(1, st.Batches)), "ms/batch")
+	b.ReportMetric(float64(percentile(all, 0.50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(percentile(all, 0.99).Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkSubmitToScheduled measures, with capacity free, the time from
+// sending a submit to the job being durably SCHEDULED (the daemon installs
+// the SCHEDULED record in memory right after its commit).
+func BenchmarkSubmitToScheduled(b *testing.B) {
+	s := newServer(b)
+	s.c = benchClient(s.url, 1)
+	s.setup2("q", 1_000_000)
+	p := payload(g5, 1, time.Hour, 0)
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		out, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"),
+			QuotaShareName: aws.String("A"), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(p)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			j, err := s.d.Job(*out.JobId)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if j.Status != qshare.JobRunnable {
+				break
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(percentile(lat, 0.50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+}
+
+// setup2 is setup for benchmarks: one share A owning the whole environment.
+func (s *server) setup2(queue string, capacity int32) {
+	b, c := s.t, s.c
+	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(capacity)}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String(queue), Priority: aws.Int32(1), SchedulingPolicyArn: pol.Arn,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("A"), JobQueue: aws.String(queue),
+		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(capacity)}},
+		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
+		PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
