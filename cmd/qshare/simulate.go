@@ -183,7 +183,8 @@ func runSimulate(cmd *cobra.Command, f simulateFlags) error {
 		}
 	}
 	simOpts := func(label string, events io.Writer) sim.Options {
-		return sim.Options{CheckpointInterval: f.checkpoint, Grace: f.grace, Timing: f.timing, Events: events, Progress: progress(label)}
+		return sim.Options{CheckpointInterval: f.checkpoint, Grace: f.grace, Timing: f.timing, Events: events, Progress: progress(label),
+			Outcomes: f.workload != ""}
 	}
 
 	var events io.Writer
@@ -229,6 +230,10 @@ func runSimulate(cmd *cobra.Command, f simulateFlags) error {
 		if err := rep.WriteSummary(out); err != nil {
 			return err
 		}
+	}
+	if f.workload != "" {
+		m := sim.AdmissionMeans(rep)
+		fmt.Fprintf(out, "\nmean time to first start: large %.1fs, medium %.1fs, small %.1fs\n", m["large"], m["medium"], m["small"])
 	}
 	if f.report != "" {
 		if err := writeFile(f.report, write); err != nil {
