@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"qshare/sim"
+)
+
+// buildQshare builds the qshare binary once for the tests that start a
+// real server.
+func buildQshare(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and starts a real server; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "qshare")
+	cmd := exec.Command("go", "build", "-o", bin, "qshare/cmd/qshare")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestHarnessAgainstRealServer runs each server benchmark at a tiny scale
+// against a real `qshare serve` and checks that the figures are complete
+// and consistent with each other, and that the server and its directory
+// are gone afterwards. It asserts nothing about speed.
+func TestHarnessAgainstRealServer(t *testing.T) {
+	bin := buildQshare(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	t.Run("server", func(t *testing.T) {
+		srv, err := StartServer(ctx, ServerOptions{Binary: bin, Executor: "simulated"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Dir(srv.DataDir)
+		if err := srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Close left %s behind", dir)
+		}
+	})
+
+	t.Run("submit", func(t *testing.T) {
+		r, err := RunSubmit(ctx, SubmitOptions{Server: ServerOptions{Binary: bin}, Clients: 4, Duration: time.Second, Warmup: 200 * time.Millisecond, LatencyJobs: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Submits == 0 || r.Errors != 0 || r.SubmitsPerS <= 0 {
+			t.Errorf("submits %d, errors %d, %v/s", r.Submits, r.Errors, r.SubmitsPerS)
+		}
+		if !(r.P50 <= r.P90 && r.P90 <= r.P99 && r.P99 <= r.Max) {
+			t.Errorf("latency percentiles out of order: %+v", r.Latency)
+		}
+		if r.ScheduleP50Ms < 0 || r.ScheduleP99Ms < r.ScheduleP50Ms {
+			t.Errorf("schedule latency p50 %v, p99 %v", r.ScheduleP50Ms, r.ScheduleP99Ms)
+		}
+	})
+
+	t.Run("e2e", func(t *testing.T) {
+		r, err := RunE2E(ctx, E2EOptions{Server: ServerOptions{Binary: bin, Executor: "simulated"}, Jobs: 30, Clients: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Jobs != 30 || r.WallS <= 0 || r.JobsPerS <= 0 || r.Ratio != 0 {
+			t.Errorf("result %+v", r)
+		}
+		if got := float64(r.Jobs) / r.WallS; got < r.JobsPerS*0.99 || got > r.JobsPerS*1.01 {
+			t.Errorf("jobs_per_s %v is not jobs over wall_s (%v)", r.JobsPerS, got)
+		}
+	})
+
+	t.Run("kueue", func(t *testing.T) {
+		w := (sim.KueueShape{Name: "tiny-kueue", Cohorts: 1, QueuesPerCohort: 2, NominalQuota: 4, BorrowingPercent: 500,
+			Classes: []sim.KueueClass{
+				{Name: "small", Count: 6, Size: 1, Runtime: 100 * time.Millisecond, Priority: 50, Every: 50 * time.Millisecond},
+				{Name: "large", Count: 2, Size: 4, Runtime: 200 * time.Millisecond, Priority: 200, Every: 150 * time.Millisecond},
+			}}).Workload()
+		r, err := RunKueue(ctx, KueueOptions{Server: ServerOptions{Binary: bin}, Workload: w, Submitters: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Jobs != 16 || r.Shares != 2 {
+			t.Errorf("jobs %d, shares %d; want 16, 2", r.Jobs, r.Shares)
+		}
+		if r.IdealS <= 0 || r.WallS <= 0 {
+			t.Errorf("wall %v s, ideal %v s", r.WallS, r.IdealS)
+		}
+		// Every share carries 6×0.1 + 2×4×0.2 = 2.2 instance-seconds, so
+		// its usage over any wall of a few seconds is positive and at most
+		// what a share could hold (its own plus 500% borrowed).
+		if r.MinShareUsage <= 0 || r.MinShareUsage > r.Usage || r.Usage > 600 {
+			t.Errorf("usage %v%%, min share %v%%", r.Usage, r.MinShareUsage)
+		}
+		for _, c := range []string{"small", "large"} {
+			if a, ok := r.MeanAdmissionS[c]; !ok || a < 0 {
+				t.Errorf("mean admission of %s = %v, %v", c, a, ok)
+			}
+		}
+	})
+}
