@@ -791,6 +791,20 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 	return executor.Lost, nil
 }
 
+// Forget drops an ended attempt from memory, once the daemon has recorded
+// its end, so that a long-running server does not accumulate them. After
+// Forget, Wait and Stop of the attempt return ErrUnknownAttempt, and Start
+// or Recover of it finds its records on disk (it reports its exit again; it
+// never runs the job again). Forgetting an attempt that has not ended is a
+// no-op.
+func (e *Executor) Forget(attemptID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a, ok := e.attempts[attemptID]; ok && a.ended {
+		delete(e.attempts, attemptID)
+	}
+}
+
 // Close stops watching recovered attempts. Attempts keep running; a new
 // Executor over the same data directory recovers them.
 func (e *Executor) Close() error {

@@ -634,3 +634,24 @@ func BenchmarkTrueJobs(b *testing.B) {
 	})
 	b.ReportMetric(float64(n.Load())/time.Since(t0).Seconds(), "jobs/s")
 }
+
+func TestForget(t *testing.T) {
+	e := newExecutor(t, t.TempDir(), nil)
+	defer e.Close()
+	s := spec("forget", 1, payloadOf(`echo run >> "$SM_CHECKPOINT_DIR/runs"; exit 4`, nil))
+	h, x := run(t, e, s)
+	e.Forget(s.AttemptID)
+	if _, err := e.Wait(context.Background(), s.AttemptID); !errors.Is(err, executor.ErrUnknownAttempt) {
+		t.Errorf("Wait after Forget = %v", err)
+	}
+	// Its records remain: a Start or Recover reports the same end and does not run it again.
+	if h2, err := e.Start(context.Background(), s); err != nil || !h2.StartedAt.Equal(h.StartedAt) {
+		t.Fatalf("Start after Forget = %+v, %v", h2, err)
+	}
+	if y, _ := e.Wait(context.Background(), s.AttemptID); y.ExitCode != x.ExitCode {
+		t.Errorf("exit after Forget and Start = %+v, want %+v", y, x)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.o.DataDir, "jobs/forget/checkpoints/runs")); string(b) != "run\n" {
+		t.Errorf("the job ran %d times", strings.Count(string(b), "run"))
+	}
+}

@@ -375,6 +375,20 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 	return executor.Running, nil
 }
 
+// Forget drops an ended attempt from memory, once the daemon has recorded
+// its end, so that a long benchmark does not accumulate them. After Forget,
+// Wait and Stop of the attempt return ErrUnknownAttempt; the simulated
+// executor keeps nothing on disk, so a Start of the same ID would run it
+// again: do not start a forgotten attempt. Forgetting an attempt that has
+// not ended is a no-op.
+func (e *Executor) Forget(attemptID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a, ok := e.attempts[attemptID]; ok && a.ended {
+		delete(e.attempts, attemptID)
+	}
+}
+
 // Close stops every pending timer. Attempts are forgotten, as a real
 // executor's processes would outlive it; a new Executor recovers them.
 func (e *Executor) Close() error {

@@ -238,3 +238,23 @@ func BenchmarkStartWait(b *testing.B) {
 		}
 	}
 }
+
+func TestForget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := New(Options{})
+		defer e.Close()
+		ctx := context.Background()
+		e.Start(ctx, spec("f", map[string]string{EnvDuration: "1m"}))
+		e.Forget("f-1") // running: kept
+		if err := e.Stop(ctx, "f-1", 0); err != nil {
+			t.Fatalf("Stop after Forget of a running attempt: %v", err)
+		}
+		if _, err := e.Wait(ctx, "f-1"); err != nil {
+			t.Fatal(err)
+		}
+		e.Forget("f-1")
+		if _, err := e.Wait(ctx, "f-1"); err != executor.ErrUnknownAttempt {
+			t.Errorf("Wait after Forget = %v, want ErrUnknownAttempt", err)
+		}
+	})
+}
