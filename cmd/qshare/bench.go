@@ -55,23 +55,23 @@ func benchContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// runBench runs a benchmark benchOpts.runs times, aggregates the results
-// and prints them as a table or JSON. progress, when runs > 1, tells the
-// user on stderr which run is going.
-func runBench(cmd *cobra.Command, title string, rows []bench.Row, run func(ctx context.Context, i int) (any, error)) error {
+// runBench runs a benchmark benchOpts.runs times, aggregates the results,
+// prints them as a table or JSON, and returns the aggregated report. With
+// several runs it tells the user on stderr which run is going.
+func runBench(cmd *cobra.Command, title string, rows []bench.Row, run func(ctx context.Context, i int) (any, error)) (map[string]any, error) {
 	if benchOpts.runs < 1 {
-		return fmt.Errorf("--runs must be at least 1, got %d", benchOpts.runs)
+		return nil, fmt.Errorf("--runs must be at least 1, got %d", benchOpts.runs)
 	}
 	ctx, cancel := benchContext()
 	defer cancel()
 	if benchOpts.cpuProfile != "" {
 		f, err := os.Create(benchOpts.cpuProfile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return nil, err
 		}
 		defer pprof.StopCPUProfile()
 	}
@@ -82,15 +82,15 @@ func runBench(cmd *cobra.Command, title string, rows []bench.Row, run func(ctx c
 		}
 		r, err := run(ctx, i)
 		if err != nil {
-			return fmt.Errorf("run %d: %w", i+1, err)
+			return nil, fmt.Errorf("run %d: %w", i+1, err)
 		}
 		results = append(results, r)
 	}
 	report, err := bench.Aggregate(results)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return printReport(cmd.OutOrStdout(), title, report, rows)
+	return report, printReport(cmd.OutOrStdout(), title, report, rows)
 }
 
 func printReport(w io.Writer, title string, report map[string]any, rows []bench.Row) error {

@@ -31,9 +31,10 @@ Slurm packages (apt-get install -y slurm-wlm munge) and root.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt.Server.Executor = executor
-			return runBench(cmd, "qshare bench e2e", bench.E2ERows(), func(ctx context.Context, _ int) (any, error) {
+			_, err := runBench(cmd, "qshare bench e2e", bench.E2ERows(), func(ctx context.Context, _ int) (any, error) {
 				return bench.RunE2E(ctx, opt)
 			})
+			return err
 		},
 	}
 	f := cmd.Flags()

@@ -23,11 +23,12 @@ engine's heap per pending job. No server, store or clock is involved.`,
   qshare bench engine --pending 100000 --runs 3 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBench(cmd, "qshare bench engine", bench.EngineRows(), func(_ context.Context, i int) (any, error) {
+			_, err := runBench(cmd, "qshare bench engine", bench.EngineRows(), func(_ context.Context, i int) (any, error) {
 				o := opt
 				o.Seed += uint64(i)
 				return bench.RunEngine(o)
 			})
+			return err
 		},
 	}
 	f := cmd.Flags()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +27,7 @@ func init() {
 			sim.KueueLargeScale, bench.KueueLargeScalePublished, 1.25, 60 * time.Minute},
 	} {
 		opt := bench.KueueOptions{Timeout: k.timeout}
+		var svg string
 		workload, pub, target := k.workload, k.pub, k.target
 		cmd := &cobra.Command{
 			Use:   k.use,
@@ -55,16 +57,29 @@ simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`
 			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				w := workload()
-				return runBench(cmd, "qshare bench "+w.Name, bench.KueueRows(pub, target), func(ctx context.Context, _ int) (any, error) {
+				report, err := runBench(cmd, "qshare bench "+w.Name, bench.KueueRows(pub, target), func(ctx context.Context, _ int) (any, error) {
 					o := opt
 					o.Workload = w
 					return bench.RunKueue(ctx, o)
 				})
+				if err != nil || svg == "" {
+					return err
+				}
+				f, err := os.Create(svg)
+				if err != nil {
+					return err
+				}
+				if err := bench.WriteKueueAdmissionSVG(f, report, pub); err != nil {
+					f.Close()
+					return err
+				}
+				return f.Close()
 			},
 		}
 		f := cmd.Flags()
 		f.IntVar(&opt.Submitters, "submitters", 64, "clients that submit the jobs at their scheduled times")
 		f.DurationVar(&opt.Timeout, "timeout", opt.Timeout, "longest wait for every job to finish")
+		f.StringVar(&svg, "svg", "", "also write a chart of mean admission per class (ideal, qshare, Kueue) to this SVG `FILE`")
 		serverFlags(cmd, &opt.Endpoint, &opt.Server)
 		benchCmd.AddCommand(cmd)
 	}

@@ -33,9 +33,10 @@ reports the server's time from createdAt to scheduledAt.`,
   qshare bench submit --endpoint http://127.0.0.1:8750 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBench(cmd, "qshare bench submit", bench.SubmitRows(), func(ctx context.Context, _ int) (any, error) {
+			_, err := runBench(cmd, "qshare bench submit", bench.SubmitRows(), func(ctx context.Context, _ int) (any, error) {
 				return bench.RunSubmit(ctx, opt)
 			})
+			return err
 		},
 	}
 	f := cmd.Flags()
