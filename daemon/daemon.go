@@ -50,6 +50,9 @@ type Config struct {
 	// StopGrace is the grace period of a stop: preemption, termination,
 	// timeout (0: the executor's default).
 	StopGrace time.Duration
+	// Events, when set, receives the capacity event log: the events of
+	// each commit, after it (see EventSink).
+	Events EventSink
 }
 
 // Daemon is the server's state and control loop. Create one with New, then
@@ -93,6 +96,11 @@ type Daemon struct {
 	// before the loop runs).
 	runs  map[string]*run
 	waits map[string]waitInfo
+
+	// evlog is the capacity event log (nil without Config.Events); evMu
+	// orders its appends.
+	evlog *eventLog
+	evMu  sync.Mutex
 }
 
 // New returns a daemon over the given store and executor. It does not touch
@@ -122,7 +130,12 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Engine == nil {
 		cfg.Engine = engine.New()
 	}
+	var evlog *eventLog
+	if cfg.Events != nil {
+		evlog = &eventLog{sink: cfg.Events}
+	}
 	return &Daemon{
+		evlog:    evlog,
 		cfg:      cfg,
 		st:       cfg.Store,
 		ex:       cfg.Executor,
@@ -165,6 +178,11 @@ func (d *Daemon) Start(ctx context.Context) error {
 		cancel()
 		d.bg.Wait()
 		return err
+	}
+	if err := d.reconcileEvents(); err != nil {
+		cancel()
+		d.bg.Wait()
+		return fmt.Errorf("daemon: event log: %w", err)
 	}
 	d.started = true
 	d.cancel = cancel

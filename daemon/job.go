@@ -166,6 +166,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 		release(err)
 		return nil, err
 	}
+	d.emitEvents(submitEvents(j)) // before the loop can see the job, so its submit line comes first
 	d.mu.Lock()
 	d.installJob(j)
 	d.inbox = append(d.inbox, op{kind: opSubmit, id: id})

@@ -456,6 +456,7 @@ func (c *cycle) decide(dec engine.Decision) {
 			kind = "cross-share"
 		}
 		r.stop, r.final = stopPreempt, dec.Final
+		d.notePreempt(dec.Job, dec.For)
 		r.reason = fmt.Sprintf("Preempted by quota management (%s): %s", kind, dec.Reason)
 		j := c.edit(dec.Job)
 		j.StatusReason = r.reason
@@ -630,11 +631,13 @@ func (c *cycle) finish() {
 				backoff *= 2
 			}
 		}
+		evs := c.cycleEvents()
 		d.mu.Lock()
 		for _, id := range c.order {
 			d.jobs[id] = c.changed[id]
 		}
 		d.mu.Unlock()
+		d.emitEvents(evs)
 	}
 	for _, r := range c.replies {
 		r.ch <- r.err

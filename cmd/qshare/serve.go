@@ -23,6 +23,7 @@ import (
 	"qshare"
 	"qshare/api"
 	"qshare/daemon"
+	"qshare/event"
 	"qshare/executor"
 	"qshare/executor/process"
 	"qshare/executor/simulated"
@@ -43,6 +44,7 @@ type serveSettings struct {
 	StopGrace         string `yaml:"stopGrace"`
 	GPUs              string `yaml:"gpus"`
 	InstanceTypes     string `yaml:"instanceTypes"`
+	Events            string `yaml:"events"`
 }
 
 func defaultServeSettings() serveSettings {
@@ -116,6 +118,7 @@ func init() {
 	f.StringVar(&serveFlags.s.GPUs, "gpus", "", "process executor: the GPUs jobs may use, as a comma-separated list of indexes or UUIDs (default: every GPU nvidia-smi lists)")
 	f.StringVar(&serveFlags.s.InstanceTypes, "instance-types", "", "process executor: YAML file that overrides the GPUs per instance type table")
 	f.StringVar(&serveFlags.s.StopGrace, "stop-grace", "", "grace period of a stop (preemption, termination, timeout) before a forced kill, e.g. 30s; empty: the executor's default")
+	f.StringVar(&serveFlags.s.Events, "events", "", "append the capacity event log (one JSON line per start, preemption, finish, failure, submit and priority change) to this file; check it with qshare check-events")
 	rootCmd.AddCommand(serveCmd)
 }
 
@@ -162,7 +165,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 	}{
 		{"QSHARE_ADDR", str(&s.Addr)}, {"QSHARE_DATA_DIR", str(&s.DataDir)}, {"QSHARE_EXECUTOR", str(&s.Executor)},
 		{"QSHARE_REGION", str(&s.Region)}, {"QSHARE_ACCOUNT_ID", str(&s.AccountID)}, {"QSHARE_LOG_LEVEL", str(&s.LogLevel)},
-		{"QSHARE_STOP_GRACE", str(&s.StopGrace)}, {"QSHARE_GPUS", str(&s.GPUs)}, {"QSHARE_INSTANCE_TYPES", str(&s.InstanceTypes)},
+		{"QSHARE_STOP_GRACE", str(&s.StopGrace)}, {"QSHARE_EVENTS", str(&s.Events)}, {"QSHARE_GPUS", str(&s.GPUs)}, {"QSHARE_INSTANCE_TYPES", str(&s.InstanceTypes)},
 		{"QSHARE_MAX_QUOTA_SHARES_PER_QUEUE", func(v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -207,6 +210,9 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 	}
 	if f.Changed("instance-types") {
 		s.InstanceTypes = fs.InstanceTypes
+	}
+	if f.Changed("events") {
+		s.Events = fs.Events
 	}
 	return s, nil
 }
@@ -281,8 +287,17 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 		return fmt.Errorf("executor %s: %w", s.Executor, err)
 	}
 	defer ex.Close()
+	var events daemon.EventSink
+	if s.Events != "" {
+		evf, err := event.OpenFile(s.Events)
+		if err != nil {
+			return err
+		}
+		defer evf.Close()
+		events = evf
+	}
 	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
-		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace})
+		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events})
 	if err != nil {
 		return err
 	}

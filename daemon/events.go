@@ -1,0 +1,303 @@
+package daemon
+
+import (
+	"sort"
+	"time"
+
+	"qshare"
+	"qshare/event"
+)
+
+// The capacity event log (qshare serve --events). Events are derived from
+// what each store commit changed, by comparing every committed job with the
+// record it replaced, and appended after the commit succeeded, so the log
+// follows the store's commit order. A crash between a commit and its append
+// loses the append, never invents one: on Start the daemon replays the log,
+// compares what it says each job holds with what the store says, and
+// appends the events that bring the two together. A job that held capacity
+// across a crash therefore keeps holding it in the log until its recovery
+// ends the attempt, and never starts twice.
+
+// EventSink is where the daemon appends its capacity event log (see package
+// event for the format). The daemon calls it from one goroutine at a time.
+type EventSink interface {
+	// Events calls fn with every event already in the log, oldest first.
+	Events(fn func(event.Event)) error
+	// Append appends events, in order, as one batch, and makes them
+	// survive a crash of the process before it returns.
+	Append(evs []event.Event) error
+}
+
+// loggedJob is what the event log says about one job.
+type loggedJob struct {
+	done     bool
+	holding  qshare.Capacity // nil when it holds nothing
+	priority int
+}
+
+// eventLog is the daemon's side of the sink: the time of the last line, so
+// that lines never go back in time, and the "for" of preemptions decided but
+// not yet carried out.
+type eventLog struct {
+	sink  EventSink
+	lastT float64
+	// preemptFor maps a preempted job to the job it makes room for, from the
+	// decision until the preemption is logged. Loop-owned.
+	preemptFor map[string]string
+}
+
+// notePreempt remembers whom a preemption makes room for. Called by the loop.
+func (d *Daemon) notePreempt(job, forJob string) {
+	if d.evlog == nil {
+		return
+	}
+	if d.evlog.preemptFor == nil {
+		d.evlog.preemptFor = map[string]string{}
+	}
+	d.evlog.preemptFor[job] = forJob
+}
+
+// emitEvents appends evs to the log. A failure is logged: the log is then
+// short of those lines until the next Start reconciles it with the store.
+// Callers serialise through evMu.
+func (d *Daemon) emitEvents(evs []event.Event) {
+	if d.evlog == nil || len(evs) == 0 {
+		return
+	}
+	d.evMu.Lock()
+	defer d.evMu.Unlock()
+	for i := range evs {
+		if evs[i].T < d.evlog.lastT {
+			evs[i].T = d.evlog.lastT
+		}
+		d.evlog.lastT = evs[i].T
+	}
+	if err := d.evlog.sink.Append(evs); err != nil {
+		d.log.Error("event log append failed; the log misses these events until the next restart reconciles it", "events", len(evs), "err", err)
+	}
+}
+
+func unixSeconds(t time.Time) float64 {
+	return float64(t.UnixNano()) / 1e9
+}
+
+// baseEvent is an event of job j with every field but the capacity.
+func baseEvent(j *qshare.Job, kind event.Kind, t time.Time, reason string) event.Event {
+	return event.Event{T: unixSeconds(t), Job: j.ID, Event: kind, Share: j.QuotaShare, Queue: j.JobQueue, Priority: j.Priority, Reason: reason}
+}
+
+// submitEvents are the lines of a newly committed job.
+func submitEvents(j *qshare.Job) []event.Event {
+	return event.Lines(baseEvent(j, event.Submit, j.CreatedAt, ""), j.Demand)
+}
+
+// cycleEvents derives the events of a loop commit: the jobs this cycle
+// changed, compared with the records they replace. Priority changes come
+// first, then every release, then every start, so that a start never
+// appears to use capacity that the same commit gave back. Called by the loop
+// before it installs the changes.
+func (c *cycle) cycleEvents() []event.Event {
+	d := c.d
+	if d.evlog == nil {
+		return nil
+	}
+	var prio, rel, start []event.Event
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, id := range c.order {
+		old, nu := d.jobs[id], c.changed[id]
+		if old == nil || nu == nil {
+			continue
+		}
+		if old.Priority != nu.Priority && !old.Status.Terminal() {
+			e := baseEvent(nu, event.Priority, c.now, "")
+			prio = append(prio, e)
+		}
+		oldHolds := old.Status.Active()
+		oldAttempt := ""
+		if a := old.LatestAttempt(); a != nil {
+			oldAttempt = a.ID
+		}
+		newAttempt := ""
+		if a := nu.LatestAttempt(); a != nil {
+			newAttempt = a.ID
+		}
+		released := oldHolds && (!nu.Status.Active() || newAttempt != oldAttempt)
+		if released {
+			rel = append(rel, d.releaseEvents(old, nu, oldAttempt, c.now)...)
+		}
+		if nu.Status.Active() && (!oldHolds || released) {
+			reason := "attempt " + newAttempt + ": " + nu.StatusReason
+			start = append(start, event.Lines(baseEvent(nu, event.Start, c.now, reason), nu.Demand)...)
+		}
+		if !oldHolds && !old.Status.Terminal() && nu.Status == qshare.JobFailed {
+			// Failed while waiting (terminated, time-limit action): it leaves the queue holding nothing.
+			rel = append(rel, event.Lines(baseEvent(nu, event.Fail, c.now, nu.StatusReason), nil)...)
+		}
+	}
+	return append(append(prio, rel...), start...)
+}
+
+// releaseEvents are the lines of a job giving back the capacity of attempt
+// (the one old held): a preemption (with whom it made room for, and a
+// following fail when it was final), a finish, a fail, or a requeue without
+// a preemption (a retry or a lost attempt), which the format can only tell
+// as a preemption for nobody.
+func (d *Daemon) releaseEvents(old, nu *qshare.Job, attempt string, now time.Time) []event.Event {
+	a := attemptByID(nu, attempt)
+	reason := nu.StatusReason
+	if a != nil && a.StatusReason != "" {
+		reason = a.StatusReason
+	}
+	forJob := d.evlog.preemptFor[nu.ID]
+	delete(d.evlog.preemptFor, nu.ID)
+	var out []event.Event
+	switch {
+	case a != nil && a.Preempted:
+		e := baseEvent(nu, event.Preempt, now, reason)
+		e.Priority = old.Priority
+		e.For = forJob
+		out = append(out, event.Lines(e, old.Demand)...)
+		if nu.Status == qshare.JobFailed {
+			out = append(out, event.Lines(baseEvent(nu, event.Fail, now, nu.StatusReason), nil)...)
+		}
+	case nu.Status == qshare.JobSucceeded:
+		out = append(out, event.Lines(baseEvent(nu, event.Finish, now, reason), old.Demand)...)
+	case nu.Status == qshare.JobFailed:
+		out = append(out, event.Lines(baseEvent(nu, event.Fail, now, nu.StatusReason), old.Demand)...)
+	default:
+		out = append(out, event.Lines(baseEvent(nu, event.Preempt, now, "requeued: "+reason), old.Demand)...)
+	}
+	return out
+}
+
+// reconcileEvents replays the log and appends what brings it in line with
+// the jobs as the store has them: the commits whose lines a crash lost. A job
+// that the store still has holding capacity keeps holding in the log; its
+// recovery logs the end of its attempt like any other. Called by Start after
+// recovery, before the loop runs.
+func (d *Daemon) reconcileEvents() error {
+	if d.evlog == nil {
+		return nil
+	}
+	logged := map[string]*loggedJob{}
+	var lastT float64
+	err := d.evlog.sink.Events(func(e event.Event) {
+		if e.T > lastT {
+			lastT = e.T
+		}
+		j := logged[e.Job]
+		switch e.Event {
+		case event.Submit:
+			if j == nil || j.done {
+				j = &loggedJob{priority: e.Priority}
+				logged[e.Job] = j
+			}
+		case event.Priority:
+			if j != nil {
+				j.priority = e.Priority
+			}
+		case event.Start:
+			if j != nil {
+				if j.holding == nil {
+					j.holding = qshare.Capacity{}
+				}
+				if e.Instances > 0 {
+					j.holding[e.InstanceType] += e.Instances
+				}
+			}
+		case event.Preempt:
+			if j != nil {
+				j.holding = nil
+			}
+		case event.Finish, event.Fail:
+			if j != nil {
+				j.holding = nil
+				j.done = true
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	d.evlog.lastT = lastT
+	now := d.now()
+	d.mu.RLock()
+	jobs := make([]*qshare.Job, 0, len(d.jobs))
+	for _, j := range d.jobs {
+		jobs = append(jobs, j)
+	}
+	d.mu.RUnlock()
+	sort.Slice(jobs, func(a, b int) bool {
+		if !jobs[a].CreatedAt.Equal(jobs[b].CreatedAt) {
+			return jobs[a].CreatedAt.Before(jobs[b].CreatedAt)
+		}
+		return jobs[a].ID < jobs[b].ID
+	})
+	const why = "the event log is reconciled with the store after a restart"
+	var subs, prio, rel, start []event.Event
+	for _, j := range jobs {
+		l := logged[j.ID]
+		if l == nil {
+			if j.Status.Terminal() {
+				continue // finished before the log was started, or its lines were lost with it
+			}
+			subs = append(subs, submitEvents(j)...)
+			l = &loggedJob{priority: j.Priority}
+		}
+		if l.done {
+			continue
+		}
+		if l.priority != j.Priority && !j.Status.Terminal() {
+			prio = append(prio, baseEvent(j, event.Priority, now, why))
+		}
+		holds := j.Status.Active()
+		switch {
+		case l.holding != nil && !holds:
+			kind := event.Preempt
+			switch j.Status {
+			case qshare.JobSucceeded:
+				kind = event.Finish
+			case qshare.JobFailed:
+				kind = event.Fail
+			}
+			e := baseEvent(j, kind, now, why)
+			rel = append(rel, event.Lines(e, l.holding)...)
+		case l.holding == nil && holds:
+			start = append(start, event.Lines(baseEvent(j, event.Start, now, why), j.Demand)...)
+		case l.holding == nil && j.Status.Terminal():
+			if j.Status == qshare.JobSucceeded {
+				// It ran and finished while its lines were lost.
+				start = append(start, event.Lines(baseEvent(j, event.Start, now, why), j.Demand)...)
+				rel = append(rel, event.Lines(baseEvent(j, event.Finish, now, why), j.Demand)...)
+			} else {
+				rel = append(rel, event.Lines(baseEvent(j, event.Fail, now, why), nil)...)
+			}
+		}
+	}
+	// Jobs that finished in the store but started in these lines end after them.
+	var fin []event.Event
+	keep := rel[:0]
+	for _, e := range rel {
+		if e.Event == event.Finish && e.Reason == why && startedIn(start, e.Job) {
+			fin = append(fin, e)
+			continue
+		}
+		keep = append(keep, e)
+	}
+	evs := append(append(append(append(subs, prio...), keep...), start...), fin...)
+	if len(evs) > 0 {
+		d.log.Info("event log reconciled with the store", "events", len(evs))
+	}
+	d.emitEvents(evs)
+	return nil
+}
+
+func startedIn(evs []event.Event, job string) bool {
+	for _, e := range evs {
+		if e.Job == job {
+			return true
+		}
+	}
+	return false
+}

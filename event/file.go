@@ -1,0 +1,171 @@
+package event
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// File is an event log on disk that a server appends to (qshare serve
+// --events): lines are only ever added. Each Append is one write, so a batch
+// is in the file (in the kernel's hands) when Append returns and survives a
+// crash of the process; the file is also fsync'd within SyncEvery of an
+// append, and on Close, so that it survives a crash of the machine a moment
+// later. A line that a crash cut short is removed at Open: it was never
+// complete, so nothing read it. File is safe for concurrent use.
+type File struct {
+	mu    sync.Mutex
+	f     *os.File
+	path  string
+	buf   []byte
+	dirty bool
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// SyncEvery is how long an appended batch may wait for its fsync.
+const SyncEvery = 200 * time.Millisecond
+
+// OpenFile opens (creating if needed) the event log at path for appending.
+func OpenFile(path string) (*File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("event log: %w", err)
+	}
+	if err := dropTornLine(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("event log %s: %w", path, err)
+	}
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("event log %s: %w", path, err)
+	}
+	l := &File{f: f, path: path, stop: make(chan struct{}), done: make(chan struct{})}
+	go l.syncer()
+	return l, nil
+}
+
+// dropTornLine truncates the file after its last newline.
+func dropTornLine(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := st.Size()
+	if size == 0 {
+		return nil
+	}
+	const chunk = 64 << 10
+	buf := make([]byte, chunk)
+	end := size
+	for end > 0 {
+		start := max(0, end-chunk)
+		n, err := f.ReadAt(buf[:end-start], start)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			keep := start + int64(i) + 1
+			if keep == size {
+				return nil
+			}
+			return f.Truncate(keep)
+		}
+		end = start
+	}
+	return f.Truncate(0)
+}
+
+// Path returns the file's path.
+func (l *File) Path() string { return l.path }
+
+// Events calls fn with every event in the file, oldest first.
+func (l *File) Events(fn func(Event)) error {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return fmt.Errorf("event log: %w", err)
+	}
+	defer f.Close()
+	rd := NewReader(f)
+	for {
+		e, err := rd.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("event log %s: %w", l.path, err)
+		}
+		fn(e)
+	}
+}
+
+// Append writes evs as one batch of lines.
+func (l *File) Append(evs []Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return errors.New("event log: closed")
+	}
+	l.buf = l.buf[:0]
+	for _, e := range evs {
+		l.buf = Append(l.buf, e)
+		l.buf = append(l.buf, '\n')
+	}
+	if _, err := l.f.Write(l.buf); err != nil {
+		return fmt.Errorf("event log %s: %w", l.path, err)
+	}
+	l.dirty = true
+	return nil
+}
+
+func (l *File) syncer() {
+	defer close(l.done)
+	t := time.NewTicker(SyncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			_ = l.Sync()
+		}
+	}
+}
+
+// Sync fsyncs what was appended.
+func (l *File) Sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil || !l.dirty {
+		return nil
+	}
+	l.dirty = false
+	return l.f.Sync()
+}
+
+// Close syncs and closes the file.
+func (l *File) Close() error {
+	l.mu.Lock()
+	if l.f == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	err := l.Sync()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	l.f = nil
+	return err
+}
