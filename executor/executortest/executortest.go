@@ -303,10 +303,12 @@ func (s *suite) jobGrace(t *testing.T) {
 	sp := s.spec(t, Job{Run: time.Hour, OnStop: StopIgnore, Env: map[string]string{"QSHARE_STOP_GRACE": "300ms"}})
 	s.start(t, e, sp)
 	time.Sleep(100 * time.Millisecond)
-	if err := e.Stop(context.Background(), sp.AttemptID, 0); err != nil {
+	// The job's own grace wins over the caller's (the server's setting):
+	// the job knows how long its checkpoint takes.
+	if err := e.Stop(context.Background(), sp.AttemptID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	// Far less than the 120s default: the job's own grace applied.
+	// Far less than an hour: the job's own grace applied.
 	x := s.wait(t, e, sp.AttemptID, 300*time.Millisecond)
 	if x.Signal != "SIGKILL" || !x.Stopped {
 		t.Errorf("exit = %+v, want stopped by SIGKILL", x)

@@ -659,12 +659,15 @@ func (e *Executor) finish(a *attempt) {
 	close(a.done)
 }
 
+// graceFor returns the grace period of a stop: the job's own
+// (QSHARE_STOP_GRACE) if set, since the job knows how long its checkpoint
+// takes; else the caller's if non-zero; else Options.StopGrace.
 func (e *Executor) graceFor(job, caller time.Duration) time.Duration {
 	switch {
-	case caller > 0:
-		return caller
 	case job > 0:
 		return job
+	case caller > 0:
+		return caller
 	}
 	return e.o.StopGrace
 }
@@ -689,7 +692,7 @@ func (e *Executor) lookup(ctx context.Context, id string) (*attempt, error) {
 
 // Stop asks the attempt's supervisor to stop the job: SIGTERM to its process
 // group, SIGKILL to all that is left of it after the grace period (the
-// caller's, else the job's QSHARE_STOP_GRACE, else Options.StopGrace). The
+// job's QSHARE_STOP_GRACE, else the caller's, else Options.StopGrace). The
 // supervisor carries the stop out even if this server dies meanwhile. A
 // second Stop, or a Stop of an ended attempt, is a no-op.
 func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Duration) error {

@@ -301,14 +301,16 @@ func (e *Executor) finishLocked(a *attempt, x executor.Exit) {
 	close(a.done)
 }
 
-// graceFor returns the grace period that applies to a stop of a: the
-// caller's if given, else the job's QSHARE_STOP_GRACE, else the executor's.
+// graceFor returns the grace period that applies to a stop of a: the job's
+// QSHARE_STOP_GRACE if it sets one (the job knows how long its checkpoint
+// takes), else the caller's if non-zero (the server's setting), else the
+// executor's default.
 func (e *Executor) graceFor(a *attempt, caller time.Duration) time.Duration {
 	switch {
-	case caller > 0:
-		return caller
 	case a.plan.Grace > 0:
 		return a.plan.Grace
+	case caller > 0:
+		return caller
 	}
 	return e.grace
 }

@@ -89,7 +89,8 @@ func TestStopOutcomes(t *testing.T) {
 		{"ignore", map[string]string{EnvOnStop: "ignore"}, time.Minute, time.Minute, -1, "SIGKILL"},
 		{"ignore, default grace", map[string]string{EnvOnStop: "ignore"}, 0, DefaultStopGrace, -1, "SIGKILL"},
 		{"ignore, job grace", map[string]string{EnvOnStop: "ignore", EnvStopGrace: "45"}, 0, 45 * time.Second, -1, "SIGKILL"},
-		{"ignore, caller's grace beats the job's", map[string]string{EnvOnStop: "ignore", EnvStopGrace: "45"}, 10 * time.Second, 10 * time.Second, -1, "SIGKILL"},
+		{"ignore, the job's grace beats the caller's", map[string]string{EnvOnStop: "ignore", EnvStopGrace: "45"}, 10 * time.Second, 45 * time.Second, -1, "SIGKILL"},
+		{"ignore, caller's grace beats the default", map[string]string{EnvOnStop: "ignore"}, 10 * time.Second, 10 * time.Second, -1, "SIGKILL"},
 		{"ignore, ends on its own first", map[string]string{EnvOnStop: "ignore", EnvDuration: "30m30s", EnvExitCode: "7"}, time.Minute, 30 * time.Second, 7, ""},
 	}
 	for _, c := range cases {
