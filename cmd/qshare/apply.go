@@ -312,9 +312,68 @@ func (a *applier) plan(ctx context.Context, f *config.File) ([]Action, error) {
 		}
 	}
 	if a.prune {
-		plan = append(plan, a.planPrune(f)...)
+		prune := a.planPrune(f)
+		if err := a.checkUnfinished(ctx, prune); err != nil {
+			return nil, err
+		}
+		plan = append(plan, prune...)
 	}
 	return plan, nil
+}
+
+// checkUnfinished refuses a prune that would delete a quota share or a job
+// queue whose jobs have not finished: deleting it would end them, and that
+// is for the user to decide (with qshare terminate), not for a file.
+func (a *applier) checkUnfinished(ctx context.Context, prune []Action) error {
+	var probs []string
+	for _, act := range prune {
+		var queue string
+		var filter []types.KeyValuesPair
+		switch act.Kind {
+		case "quotaShare":
+			q, s, _ := strings.Cut(act.Name, "/")
+			queue = q
+			filter = []types.KeyValuesPair{{Name: aws.String("QUOTA_SHARE_NAME"), Values: []string{s}}}
+		case "jobQueue":
+			queue = act.Name
+			filter = []types.KeyValuesPair{{Name: aws.String("AFTER_CREATED_AT"), Values: []string{"0"}}}
+		default:
+			continue
+		}
+		var names []string
+		p := batch.NewListServiceJobsPaginator(a.s.api, &batch.ListServiceJobsInput{JobQueue: aws.String(queue), Filters: filter})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return err
+			}
+			for _, j := range out.JobSummaryList {
+				if !qshare.JobStatus(j.Status).Terminal() {
+					names = append(names, aws.ToString(j.JobName))
+				}
+			}
+		}
+		if len(names) > 0 {
+			sort.Strings(names)
+			kind := "quota share"
+			if act.Kind == "jobQueue" {
+				kind = "job queue"
+			}
+			noun := "job"
+			if len(names) > 1 {
+				noun = "jobs"
+			}
+			shown := names
+			if len(shown) > 5 {
+				shown = append(shown[:5:5], "…")
+			}
+			probs = append(probs, fmt.Sprintf("%s %s has %d unfinished %s (%s)", kind, act.Name, len(names), noun, strings.Join(shown, ", ")))
+		}
+	}
+	if len(probs) > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "--prune would end running and waiting jobs, so nothing was changed: %s. Terminate them with `qshare terminate`, or let them finish, then apply again", strings.Join(probs, "; "))
+	}
+	return nil
 }
 
 func stateOr(s qshare.State) string {

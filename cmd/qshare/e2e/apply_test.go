@@ -1,0 +1,233 @@
+package e2e_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// sharesView is the part of `qshare shares -o json` the tests read.
+type sharesView []struct {
+	JobQueue           string `json:"jobQueue"`
+	ServiceEnvironment string `json:"serviceEnvironment"`
+	Capacity           []struct {
+		CapacityUnit string `json:"capacityUnit"`
+		MaxCapacity  int    `json:"maxCapacity"`
+		InUse        int    `json:"inUse"`
+	} `json:"capacity"`
+	QuotaShares []struct {
+		QuotaShareName    string `json:"quotaShareName"`
+		Strategy          string `json:"strategy"`
+		InSharePreemption string `json:"inSharePreemption"`
+		Capacity          []struct {
+			Owned        int `json:"owned"`
+			InUse        int `json:"inUse"`
+			Borrowed     int `json:"borrowed"`
+			Lent         int `json:"lent"`
+			Idle         int `json:"idle"`
+			BorrowedFrom []struct {
+				QuotaShare string `json:"quotaShare"`
+				Quantity   int    `json:"quantity"`
+			} `json:"borrowedFrom"`
+		} `json:"capacity"`
+		Waiting int `json:"waiting"`
+		Head    *struct {
+			JobName string `json:"jobName"`
+		} `json:"head"`
+	} `json:"quotaShares"`
+}
+
+func (v sharesView) names() string {
+	var out []string
+	for _, q := range v {
+		for _, s := range q.QuotaShares {
+			out = append(out, q.JobQueue+"/"+s.QuotaShareName)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func TestApplyDryRunAndPrune(t *testing.T) {
+	e := newEnv(t)
+
+	out := e.ok("apply", "-f", "examples/three-shares.yaml", "--dry-run")
+	want := `serviceEnvironment gpu-pool created (dry run)
+schedulingPolicy qm created (dry run)
+jobQueue training created (dry run)
+quotaShare training/QS1 created (dry run)
+quotaShare training/QS2 created (dry run)
+quotaShare training/QS3 created (dry run)
+`
+	if out != want {
+		t.Errorf("dry run printed\n%s\nwant\n%s", out, want)
+	}
+	if out := e.ok("shares"); !strings.Contains(out, "no job queue has quota shares") {
+		t.Fatalf("the dry run changed the server:\n%s", out)
+	}
+
+	if out := e.ok("apply", "-f", "examples/three-shares.yaml"); out != strings.ReplaceAll(want, " (dry run)", "") {
+		t.Errorf("apply printed\n%s", out)
+	}
+	if out := e.ok("apply", "-f", "examples/three-shares.yaml"); strings.Count(out, " unchanged\n") != 6 {
+		t.Errorf("a second apply changed something:\n%s", out)
+	}
+
+	// Change the file: a bigger environment, QS3 gone, QS4 new, QS1 with
+	// in-share preemption off and a tag.
+	example, err := os.ReadFile(root + "/examples/three-shares.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.NewReplacer(
+		"maxCapacity: 3}", "maxCapacity: 4}",
+		"quotaShareName: QS3", "quotaShareName: QS4",
+		"{inSharePreemption: ENABLED}", "{inSharePreemption: DISABLED}\n        tags: {team: vision}",
+	).Replace(string(example))
+	file := e.write("changed.yaml", changed)
+
+	out = e.ok("apply", "-f", file, "--prune", "--dry-run")
+	for _, line := range []string{
+		"serviceEnvironment gpu-pool configured: capacityLimits 3×ml.g5.xlarge -> 4×ml.g5.xlarge (dry run)",
+		"quotaShare training/QS1 configured: inSharePreemption ENABLED -> DISABLED; tag team=vision (dry run)",
+		"quotaShare training/QS4 created (dry run)",
+		"quotaShare training/QS3 deleted (dry run)",
+	} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("prune dry run lacks %q:\n%s", line, out)
+		}
+	}
+	var v sharesView
+	e.jsonOf(&v, "shares")
+	if v.names() != "training/QS1 training/QS2 training/QS3" {
+		t.Fatalf("the dry run changed the shares: %s", v.names())
+	}
+
+	// Without --prune, QS3 stays.
+	e.ok("apply", "-f", file)
+	v = nil
+	e.jsonOf(&v, "shares")
+	if v.names() != "training/QS1 training/QS2 training/QS3 training/QS4" {
+		t.Errorf("after apply without --prune: %s", v.names())
+	}
+	if v[0].Capacity[0].MaxCapacity != 4 || v[0].QuotaShares[0].InSharePreemption != "DISABLED" {
+		t.Errorf("the update did not take: %+v", v[0])
+	}
+
+	// --prune refuses, before it changes anything, to delete a share
+	// whose jobs are not finished.
+	e.submit("QS3", "reserved-job", 1)
+	msg := e.fail("apply", "-f", file, "--prune")
+	if !strings.Contains(msg, "quota share training/QS3 has 1 unfinished job (reserved-job)") {
+		t.Errorf("prune with an unfinished job: %s", msg)
+	}
+	if j := e.describe("reserved-job"); j.Status == "FAILED" {
+		t.Errorf("prune terminated a job: %+v", j)
+	}
+	e.ok("terminate", "reserved-job", "--reason", "make way for the prune")
+	out = e.ok("apply", "-f", file, "--prune")
+	if !strings.Contains(out, "quotaShare training/QS3 deleted\n") {
+		t.Errorf("prune printed\n%s", out)
+	}
+	v = nil
+	e.jsonOf(&v, "shares")
+	if v.names() != "training/QS1 training/QS2 training/QS4" {
+		t.Errorf("after prune: %s", v.names())
+	}
+
+	// A file with the environment alone prunes the queue and the policy.
+	only := e.write("env-only.yaml", "serviceEnvironments:\n  - serviceEnvironmentName: gpu-pool\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 4}]\n")
+	out = e.ok("apply", "-f", only, "--prune")
+	for _, line := range []string{"quotaShare training/QS1 deleted", "jobQueue training deleted", "schedulingPolicy qm deleted", "serviceEnvironment gpu-pool unchanged"} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("prune to the environment lacks %q:\n%s", line, out)
+		}
+	}
+	if out := e.ok("shares"); !strings.Contains(out, "no job queue has quota shares") {
+		t.Errorf("queues left after prune:\n%s", out)
+	}
+
+	// JSON output of apply lists the actions.
+	var acts []struct{ Kind, Name, Action string }
+	e.jsonOf(&acts, "apply", "-f", "examples/three-shares.yaml")
+	if len(acts) != 6 || acts[2].Kind != "jobQueue" || acts[2].Action != "created" {
+		t.Errorf("apply -o json: %+v", acts)
+	}
+}
+
+func TestApplyFileErrors(t *testing.T) {
+	e := newEnv(t)
+	bad := e.write("bad.yaml", `serviceEnvironments:
+  - serviceEnvironmentName: gpu-pool
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 0}]
+schedulingPolicies:
+  - name: qm
+    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
+jobQueues:
+  - jobQueueName: training
+    priority: high
+    schedulingPolicy: qm
+    serviceEnvironment: gpu-pool
+    quotaShares:
+      - quotaShareName: QS1
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+        resourceSharingConfiguration: {strategy: LEND, borrowLimit: 200}
+        preemptionConfiguration: {inSharePreemption: MAYBE}
+        colour: blue
+`)
+	_, stderr, code := e.run("apply", "-f", bad)
+	if code == 0 {
+		t.Fatal("apply of a bad file succeeded")
+	}
+	for _, want := range []string{
+		"has 2 errors",
+		"line 9: jobQueues[0].priority must be an integer",
+		"line 17: jobQueues[0].quotaShares[0]: unknown key \"colour\"",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("errors lack %q:\n%s", want, stderr)
+		}
+	}
+	if out := e.ok("shares"); !strings.Contains(out, "no job queue has quota shares") {
+		t.Errorf("a bad file changed the server:\n%s", out)
+	}
+
+	// Problems of values are all reported too, once the shape is right.
+	bad = e.write("bad2.yaml", strings.NewReplacer("        colour: blue\n", "", "priority: high", "priority: 1").Replace(readFile(t, bad)))
+	_, stderr, _ = e.run("apply", "-f", bad)
+	for _, want := range []string{
+		"has 3 errors",
+		"line 3: serviceEnvironments[0].capacityLimits[0].maxCapacity 0 is not valid",
+		"line 15: jobQueues[0].quotaShares[0].resourceSharingConfiguration.borrowLimit is only allowed with strategy LEND_AND_BORROW",
+		"line 16: jobQueues[0].quotaShares[0].preemptionConfiguration.inSharePreemption \"MAYBE\" is not valid",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("errors lack %q:\n%s", want, stderr)
+		}
+	}
+
+	// A reference to what exists neither in the file nor on the server.
+	ref := e.write("ref.yaml", "jobQueues:\n  - jobQueueName: q\n    priority: 1\n    schedulingPolicy: nope\n    serviceEnvironment: gpu-pool\n")
+	_, stderr, _ = e.run("apply", "-f", ref)
+	if !strings.Contains(stderr, `no scheduling policy "nope" in the file or on the server`) || !strings.Contains(stderr, `no service environment "gpu-pool"`) {
+		t.Errorf("unresolved references: %s", stderr)
+	}
+
+	msg := e.fail("apply", "-f", e.dir+"/missing.yaml")
+	oneLine(t, msg)
+	if !strings.Contains(msg, "cannot read the configuration") {
+		t.Errorf("missing file: %s", msg)
+	}
+	msg = e.fail("apply")
+	if !strings.Contains(msg, "-f FILE is required") {
+		t.Errorf("no file: %s", msg)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
