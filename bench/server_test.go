@@ -61,7 +61,7 @@ func TestHarnessAgainstRealServer(t *testing.T) {
 		if !(r.P50 <= r.P90 && r.P90 <= r.P99 && r.P99 <= r.Max) {
 			t.Errorf("latency percentiles out of order: %+v", r.Latency)
 		}
-		if r.ScheduleP50Ms < 0 || r.ScheduleP99Ms < r.ScheduleP50Ms {
+		if r.ScheduleP50Ms == nil || r.ScheduleP99Ms == nil || *r.ScheduleP50Ms < 0 || *r.ScheduleP99Ms < *r.ScheduleP50Ms {
 			t.Errorf("schedule latency p50 %v, p99 %v", r.ScheduleP50Ms, r.ScheduleP99Ms)
 		}
 	})

@@ -45,8 +45,9 @@ type SubmitResult struct {
 	// ScheduleP50Ms and ScheduleP99Ms are the server's time from a job's
 	// createdAt to its scheduledAt when capacity is free (millisecond
 	// timestamps, so ±1 ms).
-	ScheduleP50Ms float64 `json:"schedule_p50_ms"`
-	ScheduleP99Ms float64 `json:"schedule_p99_ms"`
+	// Both are absent when no latency jobs were run.
+	ScheduleP50Ms *float64 `json:"schedule_p50_ms,omitempty"`
+	ScheduleP99Ms *float64 `json:"schedule_p99_ms,omitempty"`
 }
 
 var submitRows = []Row{
@@ -137,7 +138,7 @@ func RunSubmit(ctx context.Context, opt SubmitOptions) (SubmitResult, error) {
 			if err != nil {
 				return err
 			}
-			res.ScheduleP50Ms, res.ScheduleP99Ms = lat.P50, lat.P99
+			res.ScheduleP50Ms, res.ScheduleP99Ms = &lat.P50, &lat.P99
 		}
 		return nil
 	})

@@ -32,7 +32,15 @@ Slurm packages (apt-get install -y slurm-wlm munge) and root.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt.Server.Executor = executor
 			_, err := runBench(cmd, "qshare bench e2e", bench.E2ERows(), func(ctx context.Context, _ int) (any, error) {
-				return bench.RunE2E(ctx, opt)
+				return withServerFor(ctx, opt.Endpoint, opt.Server, 0, func(ep string) (any, error) {
+					o := opt
+					o.Endpoint = ep
+					r, err := bench.RunE2E(ctx, o)
+					if ep != "" && opt.Endpoint == "" {
+						r.Executor = executor + " (in process)"
+					}
+					return r, err
+				})
 			})
 			return err
 		},

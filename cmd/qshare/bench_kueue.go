@@ -58,9 +58,14 @@ simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				w := workload()
 				report, err := runBench(cmd, "qshare bench "+w.Name, bench.KueueRows(pub, target), func(ctx context.Context, _ int) (any, error) {
-					o := opt
-					o.Workload = w
-					return bench.RunKueue(ctx, o)
+					so := opt.Server
+					so.Executor = "simulated"
+					return withServerFor(ctx, opt.Endpoint, so, w.MaxSharesPerQueue, func(ep string) (any, error) {
+						o := opt
+						o.Workload = w
+						o.Endpoint = ep
+						return bench.RunKueue(ctx, o)
+					})
 				})
 				if err != nil || svg == "" {
 					return err

@@ -1,7 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -9,12 +15,73 @@ import (
 	"qshare/bench"
 )
 
+// inProcess is --in-process: the temporary server runs inside the bench
+// process, so that --cpuprofile sees the server's time too.
+var inProcess bool
+
 // serverFlags adds the flags of the benchmarks that talk to a server.
 func serverFlags(cmd *cobra.Command, endpoint *string, so *bench.ServerOptions) {
 	f := cmd.Flags()
 	f.StringVar(endpoint, "endpoint", "", "benchmark a running server at this URL (http://127.0.0.1:8750) instead of starting a temporary one")
 	f.StringVar(&so.Binary, "qshare", "", "qshare binary to run as the temporary server (default: this one)")
 	f.StringVar(&so.LogLevel, "server-log-level", "warn", "--log-level of the temporary server")
+	f.BoolVar(&inProcess, "in-process", false, "run the temporary server inside this process (same code as qshare serve), so that --cpuprofile profiles server and clients together")
+}
+
+var listeningLine = regexp.MustCompile(`listening on (http://\S+)`)
+
+// withServerFor runs f against the endpoint the user gave, or, with
+// --in-process, against a server started in this process for the call
+// (fresh data directory, loopback port, stopped and removed afterwards).
+// Otherwise f gets the empty endpoint and bench starts a child process.
+func withServerFor(ctx context.Context, endpoint string, so bench.ServerOptions, maxShares int, f func(endpoint string) (any, error)) (any, error) {
+	if endpoint != "" || !inProcess {
+		return f(endpoint)
+	}
+	dir, err := os.MkdirTemp("", "qshare-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	s := defaultServeSettings()
+	s.Addr = "127.0.0.1:0"
+	s.DataDir = filepath.Join(dir, "data")
+	s.Executor = so.Executor
+	s.LogLevel = so.LogLevel
+	if maxShares > 0 {
+		s.MaxSharesPerQueue = maxShares
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := runServe(sctx, s, pw)
+		pw.Close()
+		done <- err
+	}()
+	defer func() { cancel(); <-done }()
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := listeningLine.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, pr) //nolint:errcheck
+	}()
+	select {
+	case ep := <-found:
+		return f(ep)
+	case err := <-done:
+		done <- err
+		return nil, fmt.Errorf("the in-process server stopped before listening: %v", err)
+	case <-time.After(30 * time.Second):
+		return nil, fmt.Errorf("the in-process server did not listen within 30 s")
+	}
 }
 
 func init() {
@@ -34,7 +101,13 @@ reports the server's time from createdAt to scheduledAt.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := runBench(cmd, "qshare bench submit", bench.SubmitRows(), func(ctx context.Context, _ int) (any, error) {
-				return bench.RunSubmit(ctx, opt)
+				so := opt.Server
+				so.Executor = "simulated"
+				return withServerFor(ctx, opt.Endpoint, so, 0, func(ep string) (any, error) {
+					o := opt
+					o.Endpoint = ep
+					return bench.RunSubmit(ctx, o)
+				})
 			})
 			return err
 		},
