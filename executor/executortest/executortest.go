@@ -67,6 +67,10 @@ type Harness struct {
 	// exited. Nil means the executor runs no process, and the environment
 	// subtest is skipped.
 	Observed func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string
+	// Ready blocks until a started job has installed its reaction to a stop
+	// (a real process needs a moment to set its signal trap). Nil means
+	// jobs are ready as soon as Start returns.
+	Ready func(t testing.TB, s executor.Spec, h executor.Handle)
 	// Slack bounds how long any attempt may take beyond what the test
 	// expects (process start-up, a loaded machine). Zero means 30s.
 	Slack time.Duration
@@ -152,6 +156,14 @@ func (s *suite) start(t testing.TB, e executor.Executor, sp executor.Spec) execu
 		t.Errorf("Handle.StartedAt is zero")
 	}
 	return h
+}
+
+// ready waits until the job can react to a stop as its Job says.
+func (s *suite) ready(t testing.TB, sp executor.Spec, h executor.Handle) {
+	t.Helper()
+	if s.Ready != nil {
+		s.Ready(t, sp, h)
+	}
 }
 
 func (s *suite) exitCodes(t *testing.T) {
@@ -259,8 +271,7 @@ func (s *suite) stopCheckpoint(t *testing.T) {
 	t.Parallel()
 	e, _ := s.newExec(t)
 	sp := s.spec(t, Job{Run: time.Hour, OnStop: StopCheckpoint, CheckpointTime: 200 * time.Millisecond})
-	s.start(t, e, sp)
-	time.Sleep(100 * time.Millisecond) // let a real job install its trap
+	s.ready(t, sp, s.start(t, e, sp))
 	t0 := time.Now()
 	if err := e.Stop(context.Background(), sp.AttemptID, time.Hour); err != nil {
 		t.Fatal(err)
@@ -281,8 +292,7 @@ func (s *suite) killAfterGrace(t *testing.T) {
 	t.Parallel()
 	e, _ := s.newExec(t)
 	sp := s.spec(t, Job{Run: time.Hour, OnStop: StopIgnore})
-	s.start(t, e, sp)
-	time.Sleep(100 * time.Millisecond)
+	s.ready(t, sp, s.start(t, e, sp))
 	const grace = 300 * time.Millisecond
 	t0 := time.Now()
 	if err := e.Stop(context.Background(), sp.AttemptID, grace); err != nil {
@@ -301,8 +311,7 @@ func (s *suite) jobGrace(t *testing.T) {
 	t.Parallel()
 	e, _ := s.newExec(t) // the executor's default grace is long (120s)
 	sp := s.spec(t, Job{Run: time.Hour, OnStop: StopIgnore, Env: map[string]string{"QSHARE_STOP_GRACE": "300ms"}})
-	s.start(t, e, sp)
-	time.Sleep(100 * time.Millisecond)
+	s.ready(t, sp, s.start(t, e, sp))
 	// The job's own grace wins over the caller's (the server's setting):
 	// the job knows how long its checkpoint takes.
 	if err := e.Stop(context.Background(), sp.AttemptID, time.Hour); err != nil {
@@ -352,6 +361,7 @@ func (s *suite) recover(t *testing.T) {
 	short := s.spec(t, Job{Run: 50 * time.Millisecond, ExitCode: 4})
 	hl := s.start(t, e1, long)
 	hs := s.start(t, e1, short)
+	s.ready(t, long, hl)
 	if err := e1.Close(); err != nil {
 		t.Fatal(err)
 	}

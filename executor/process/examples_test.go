@@ -27,7 +27,7 @@ func example(t *testing.T, name string) string {
 }
 
 // waitForLog polls an attempt's log until it contains s.
-func waitForLog(t *testing.T, path, s string, d time.Duration) string {
+func waitForLog(t testing.TB, path, s string, d time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {

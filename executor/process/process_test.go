@@ -71,6 +71,7 @@ func script(j executortest.Job) string {
 	case executortest.StopIgnore:
 		b.WriteString("trap '' TERM\n")
 	}
+	b.WriteString("echo ready\n")
 	fmt.Fprintf(&b, "sleep %s & wait $!\nexit %d\n", secs(j.Run), j.ExitCode)
 	return b.String()
 }
@@ -99,6 +100,9 @@ func TestConformance(t *testing.T) {
 				}
 				p["Environment"] = env
 			})
+		},
+		Ready: func(t testing.TB, s executor.Spec, h executor.Handle) {
+			waitForLog(t, h.LogPath, "ready\n", time.Minute)
 		},
 		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
 			return readEnv(t, h.LogPath)
@@ -383,13 +387,14 @@ func TestStopKillsTheWholeGroupAfterGrace(t *testing.T) {
 	e := newExecutor(t, t.TempDir(), nil)
 	// The leader dies of SIGTERM; its child ignores it and keeps the GPUs
 	// (if any) busy: Wait must wait for the child, killed after the grace.
-	sc := `sh -c 'trap "" TERM; echo $$ >> "$SM_OUTPUT_DATA_DIR/pids"; sleep 300 & wait' &
+	sc := `sh -c 'trap "" TERM; echo $$ >> "$SM_OUTPUT_DATA_DIR/pids"; echo trapped; sleep 300 & wait' &
 sleep 300`
 	s := spec("stubborn", 1, payloadOf(sc, nil))
-	if _, err := e.Start(context.Background(), s); err != nil {
+	h, err := e.Start(context.Background(), s)
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitForLog(t, h.LogPath, "trapped\n", time.Minute)
 	t0 := time.Now()
 	if err := e.Stop(context.Background(), s.AttemptID, 500*time.Millisecond); err != nil {
 		t.Fatal(err)
