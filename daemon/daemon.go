@@ -97,6 +97,9 @@ type Daemon struct {
 	runs  map[string]*run
 	waits map[string]waitInfo
 
+	// meta caches the payload facts of unfinished jobs (payloadMeta).
+	meta sync.Map
+
 	// evlog is the capacity event log (nil without Config.Events); evMu
 	// orders its appends.
 	evlog *eventLog

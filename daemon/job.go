@@ -167,6 +167,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 		return nil, err
 	}
 	d.emitEvents(submitEvents(j)) // before the loop can see the job, so its submit line comes first
+	d.meta.Store(id, metaOf(req))
 	d.mu.Lock()
 	d.installJob(j)
 	d.inbox = append(d.inbox, op{kind: opSubmit, id: id})

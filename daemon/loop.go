@@ -241,7 +241,7 @@ func (c *cycle) apply(o op) {
 		}
 		j.StartedAt = started
 		c.transition(j, qshare.JobRunning, fmt.Sprintf("Attempt %d is running", r.n))
-		if limit := runtimeLimit(j); limit > 0 {
+		if limit := d.runtimeLimit(j); limit > 0 {
 			r.deadline = started.Add(limit)
 		}
 		if r.stop != stopNone {
@@ -269,6 +269,7 @@ func (c *cycle) transition(j *qshare.Job, to qshare.JobStatus, reason string) {
 func (c *cycle) fail(j *qshare.Job, reason string) {
 	c.transition(j, qshare.JobFailed, reason)
 	j.StoppedAt = c.now
+	c.d.meta.Delete(j.ID)
 }
 
 func attemptByID(j *qshare.Job, id string) *qshare.Attempt {
@@ -280,14 +281,38 @@ func attemptByID(j *qshare.Job, id string) *qshare.Attempt {
 	return nil
 }
 
+// payloadMeta is what the loop reads from a job's payload, parsed once.
+type payloadMeta struct {
+	trainingJobName string
+	maxRuntime      int64
+}
+
+func metaOf(r *trainingjob.Request) payloadMeta {
+	return payloadMeta{trainingJobName: r.TrainingJobName, maxRuntime: r.MaxRuntimeSeconds()}
+}
+
+// payloadMeta returns the job's payload facts, from the cache Submit fills
+// or by parsing the payload (after a restart).
+func (d *Daemon) payloadMeta(j *qshare.Job) payloadMeta {
+	if m, ok := d.meta.Load(j.ID); ok {
+		return m.(payloadMeta)
+	}
+	var m payloadMeta
+	if r, err := trainingjob.Parse(j.Payload); err == nil {
+		m = metaOf(r)
+	}
+	if !j.Status.Terminal() {
+		d.meta.Store(j.ID, m)
+	}
+	return m
+}
+
 // runtimeLimit is the shorter of timeoutConfig.attemptDurationSeconds and
 // the payload's StoppingCondition.MaxRuntimeInSeconds, or 0 for none.
-func runtimeLimit(j *qshare.Job) time.Duration {
+func (d *Daemon) runtimeLimit(j *qshare.Job) time.Duration {
 	secs := j.AttemptDurationSeconds
-	if r, err := trainingjob.Parse(j.Payload); err == nil {
-		if m := r.MaxRuntimeSeconds(); m > 0 && (secs == 0 || m < secs) {
-			secs = m
-		}
+	if m := d.payloadMeta(j).maxRuntime; m > 0 && (secs == 0 || m < secs) {
+		secs = m
 	}
 	return time.Duration(secs) * time.Second
 }
@@ -363,6 +388,8 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 	}
 	if requeue {
 		j.RunnableSince = c.now
+	} else {
+		d.meta.Delete(j.ID)
 	}
 	d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
 		"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
@@ -482,8 +509,8 @@ func (c *cycle) decide(dec engine.Decision) {
 // "AWSBatch" + the payload's TrainingJobName (or the job name) + 32 hex digits.
 func (d *Daemon) trainingJobARN(j *qshare.Job) string {
 	name := j.Name
-	if r, err := trainingjob.Parse(j.Payload); err == nil && r.TrainingJobName != "" {
-		name = r.TrainingJobName
+	if n := d.payloadMeta(j).trainingJobName; n != "" {
+		name = n
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -562,7 +589,7 @@ func (c *cycle) timers() {
 		if r.phase == phaseRunning && r.stop == stopNone && !r.deadline.IsZero() && !c.now.Before(r.deadline) {
 			r.stop = stopTimeout
 			j := c.job(r.job)
-			r.reason = fmt.Sprintf("Job attempt duration exceeded timeout (%s)", runtimeLimit(j))
+			r.reason = fmt.Sprintf("Job attempt duration exceeded timeout (%s)", d.runtimeLimit(j))
 			if err := d.eng.Stopping(r.job); err != nil {
 				d.log.Error("engine stopping failed", "job", r.job, "err", err)
 			}

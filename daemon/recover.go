@@ -144,7 +144,7 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 		rec = executor.Lost
 	}
 	r.phase = phaseRunning
-	if limit := runtimeLimit(j); limit > 0 && !a.StartedAt.IsZero() {
+	if limit := d.runtimeLimit(j); limit > 0 && !a.StartedAt.IsZero() {
 		r.deadline = a.StartedAt.Add(limit)
 	}
 	switch rec {
