@@ -180,6 +180,9 @@ func describeJSONError(err error) string {
 	switch {
 	case errors.As(err, &te):
 		want := kindName(te.Type)
+		if want == "an integer" && strings.HasPrefix(te.Value, "number ") && !strings.ContainsAny(te.Value, ".eE") {
+			return fmt.Sprintf("member %s is out of range: give an integer from -2147483648 to 2147483647", te.Field)
+		}
 		if te.Field != "" {
 			return fmt.Sprintf("member %s should be %s, not a JSON %s", te.Field, want, te.Value)
 		}
@@ -217,7 +220,7 @@ func kindName(t reflect.Type) string {
 func page[T any](items []T, key func(T) string, in pageIn) ([]T, *string, error) {
 	max := int64(100)
 	if in.MaxResults != nil {
-		max = *in.MaxResults
+		max = int64(*in.MaxResults)
 		if max < 1 || max > 100 {
 			return nil, nil, qshare.Errorf(qshare.EINVALID, "maxResults %d is out of range: use 1 to 100", max)
 		}

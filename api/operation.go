@@ -153,7 +153,7 @@ func (h *Handler) operations() map[string]operation {
 				return nil, err
 			}
 			q, err := d.CreateQueue(ctx, daemon.QueueInput{Name: in.JobQueueName, Type: in.JobQueueType, State: qshare.State(in.State),
-				SchedulingPolicyARN: in.SchedulingPolicyArn, Priority: *in.Priority, HasComputeEnvironments: len(in.ComputeEnvironmentOrder) > 0,
+				SchedulingPolicyARN: in.SchedulingPolicyArn, Priority: int64(*in.Priority), HasComputeEnvironments: len(in.ComputeEnvironmentOrder) > 0,
 				ServiceEnvironmentOrder: order, JobStateTimeLimitActions: actions, Tags: in.Tags})
 			if err != nil {
 				return nil, err
@@ -170,7 +170,7 @@ func (h *Handler) operations() map[string]operation {
 				return nil, err
 			}
 			q, err := d.UpdateQueue(ctx, daemon.QueueUpdate{Ref: in.JobQueue, State: statePtr(in.State), SchedulingPolicyARN: in.SchedulingPolicyArn,
-				Priority: in.Priority, HasComputeEnvironments: len(in.ComputeEnvironmentOrder) > 0, ServiceEnvironmentOrder: order,
+				Priority: i64(in.Priority), HasComputeEnvironments: len(in.ComputeEnvironmentOrder) > 0, ServiceEnvironmentOrder: order,
 				JobStateTimeLimitActions: actions})
 			if err != nil {
 				return nil, err
@@ -219,7 +219,7 @@ func (h *Handler) operations() map[string]operation {
 				strategy = *in.ResourceSharingConfiguration.Strategy
 			}
 			s, err := d.CreateShare(ctx, daemon.ShareInput{Name: in.QuotaShareName, Queue: in.JobQueue, CapacityLimits: limits,
-				Strategy: qshare.Strategy(strategy), BorrowLimit: in.ResourceSharingConfiguration.BorrowLimit,
+				Strategy: qshare.Strategy(strategy), BorrowLimit: i64(in.ResourceSharingConfiguration.BorrowLimit),
 				InSharePreemption: qshare.State(*in.PreemptionConfiguration.InSharePreemption), State: qshare.State(in.State), Tags: in.Tags})
 			if err != nil {
 				return nil, err
@@ -237,7 +237,7 @@ func (h *Handler) operations() map[string]operation {
 				if rs.Strategy != nil {
 					u.Strategy = qshare.Strategy(*rs.Strategy)
 				}
-				u.BorrowLimit = rs.BorrowLimit
+				u.BorrowLimit = i64(rs.BorrowLimit)
 			}
 			if pc := in.PreemptionConfiguration; pc != nil {
 				if pc.InSharePreemption == nil {
@@ -290,13 +290,13 @@ func (h *Handler) operations() map[string]operation {
 				return nil, err
 			}
 			s := daemon.SubmitInput{Name: in.JobName, Queue: in.JobQueue, QuotaShare: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier,
-				ServiceJobType: in.ServiceJobType, Payload: in.ServiceRequestPayload, Priority: in.SchedulingPriority, RetryStrategy: rs,
+				ServiceJobType: in.ServiceJobType, Payload: in.ServiceRequestPayload, Priority: i64(in.SchedulingPriority), RetryStrategy: rs,
 				Tags: in.Tags, ClientToken: in.ClientToken, RequestHash: requestHash(*in)}
 			if in.PreemptionConfiguration != nil {
-				s.PreemptionRetries = in.PreemptionConfiguration.PreemptionRetriesBeforeTermination
+				s.PreemptionRetries = i64(in.PreemptionConfiguration.PreemptionRetriesBeforeTermination)
 			}
 			if in.TimeoutConfig != nil {
-				s.AttemptDurationSeconds = in.TimeoutConfig.AttemptDurationSeconds
+				s.AttemptDurationSeconds = i64(in.TimeoutConfig.AttemptDurationSeconds)
 			}
 			j, err := d.Submit(ctx, s)
 			if err != nil {
@@ -308,7 +308,7 @@ func (h *Handler) operations() map[string]operation {
 			if in.SchedulingPriority == nil {
 				return nil, qshare.Errorf(qshare.EINVALID, "schedulingPriority is required: use an integer from 0 to 9999")
 			}
-			j, err := d.UpdatePriority(ctx, in.JobId, *in.SchedulingPriority)
+			j, err := d.UpdatePriority(ctx, in.JobId, int64(*in.SchedulingPriority))
 			if err != nil {
 				return nil, err
 			}

@@ -14,7 +14,7 @@ import (
 
 type capacityLimitWire struct {
 	CapacityUnit *string `json:"capacityUnit"`
-	MaxCapacity  *int64  `json:"maxCapacity"`
+	MaxCapacity  *int32  `json:"maxCapacity"`
 }
 
 func limitsIn(field string, ls []capacityLimitWire) ([]qshare.CapacityLimit, error) {
@@ -29,7 +29,7 @@ func limitsIn(field string, ls []capacityLimitWire) ([]qshare.CapacityLimit, err
 		if l.MaxCapacity == nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "%s[%d].maxCapacity is required", field, i)
 		}
-		out[i] = qshare.CapacityLimit{CapacityUnit: *l.CapacityUnit, MaxCapacity: *l.MaxCapacity}
+		out[i] = qshare.CapacityLimit{CapacityUnit: *l.CapacityUnit, MaxCapacity: int64(*l.MaxCapacity)}
 	}
 	return out, nil
 }
@@ -101,7 +101,7 @@ type deleteEnvironmentIn struct {
 }
 
 type pageIn struct {
-	MaxResults *int64 `json:"maxResults"`
+	MaxResults *int32 `json:"maxResults"`
 	NextToken  string `json:"nextToken"`
 }
 
@@ -161,8 +161,8 @@ type updatePolicyIn struct {
 // fairsharePolicyWire is the fair-share policy; it is checked for shape and
 // stored verbatim.
 type fairsharePolicyWire struct {
-	ShareDecaySeconds  *int64 `json:"shareDecaySeconds"`
-	ComputeReservation *int64 `json:"computeReservation"`
+	ShareDecaySeconds  *int32 `json:"shareDecaySeconds"`
+	ComputeReservation *int32 `json:"computeReservation"`
 	ShareDistribution  []struct {
 		ShareIdentifier *string  `json:"shareIdentifier"`
 		WeightFactor    *float64 `json:"weightFactor"`
@@ -214,7 +214,7 @@ type listPoliciesOut struct {
 // ---- job queues ----
 
 type envOrderWire struct {
-	Order              *int64  `json:"order"`
+	Order              *int32  `json:"order"`
 	ServiceEnvironment *string `json:"serviceEnvironment"`
 }
 
@@ -235,7 +235,7 @@ func envOrderIn(os []envOrderWire) ([]qshare.ServiceEnvironmentOrder, error) {
 type timeLimitWire struct {
 	Reason         *string `json:"reason"`
 	State          *string `json:"state"`
-	MaxTimeSeconds *int64  `json:"maxTimeSeconds"`
+	MaxTimeSeconds *int32  `json:"maxTimeSeconds"`
 	Action         *string `json:"action"`
 }
 
@@ -247,9 +247,6 @@ func timeLimitsIn(as []timeLimitWire) ([]qshare.JobStateTimeLimitAction, error) 
 	for i, a := range as {
 		if a.Reason == nil || a.State == nil || a.MaxTimeSeconds == nil || a.Action == nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "jobStateTimeLimitActions[%d] needs reason, state, maxTimeSeconds and action", i)
-		}
-		if *a.MaxTimeSeconds > 1<<31 {
-			return nil, qshare.Errorf(qshare.EINVALID, "jobStateTimeLimitActions[%d].maxTimeSeconds is out of range: use 600 to 86400", i)
 		}
 		out[i] = qshare.JobStateTimeLimitAction{Reason: *a.Reason, State: *a.State, MaxTimeSeconds: int(*a.MaxTimeSeconds), Action: *a.Action}
 	}
@@ -267,7 +264,7 @@ type createQueueIn struct {
 	JobQueueName             string            `json:"jobQueueName"`
 	State                    string            `json:"state"`
 	SchedulingPolicyArn      string            `json:"schedulingPolicyArn"`
-	Priority                 *int64            `json:"priority"`
+	Priority                 *int32            `json:"priority"`
 	ComputeEnvironmentOrder  []json.RawMessage `json:"computeEnvironmentOrder"`
 	ServiceEnvironmentOrder  []envOrderWire    `json:"serviceEnvironmentOrder"`
 	JobQueueType             string            `json:"jobQueueType"`
@@ -279,7 +276,7 @@ type updateQueueIn struct {
 	JobQueue                 string            `json:"jobQueue"`
 	State                    *string           `json:"state"`
 	SchedulingPolicyArn      *string           `json:"schedulingPolicyArn"`
-	Priority                 *int64            `json:"priority"`
+	Priority                 *int32            `json:"priority"`
 	ComputeEnvironmentOrder  []json.RawMessage `json:"computeEnvironmentOrder"`
 	ServiceEnvironmentOrder  []envOrderWire    `json:"serviceEnvironmentOrder"`
 	JobStateTimeLimitActions []timeLimitWire   `json:"jobStateTimeLimitActions"`
@@ -341,7 +338,7 @@ type describeQueuesOut struct {
 
 type sharingWire struct {
 	Strategy    *string `json:"strategy"`
-	BorrowLimit *int64  `json:"borrowLimit"`
+	BorrowLimit *int32  `json:"borrowLimit"`
 }
 
 type preemptionWire struct {
@@ -428,7 +425,7 @@ type evaluateOnExitWire struct {
 }
 
 type retryStrategyWire struct {
-	Attempts       *int64               `json:"attempts"`
+	Attempts       *int32               `json:"attempts"`
 	EvaluateOnExit []evaluateOnExitWire `json:"evaluateOnExit"`
 }
 
@@ -467,18 +464,18 @@ type evaluateOnExitOut struct {
 }
 
 type jobPreemptionWire struct {
-	PreemptionRetriesBeforeTermination *int64 `json:"preemptionRetriesBeforeTermination"`
+	PreemptionRetriesBeforeTermination *int32 `json:"preemptionRetriesBeforeTermination"`
 }
 
 type timeoutWire struct {
-	AttemptDurationSeconds *int64 `json:"attemptDurationSeconds"`
+	AttemptDurationSeconds *int32 `json:"attemptDurationSeconds"`
 }
 
 type submitIn struct {
 	JobName                 string             `json:"jobName"`
 	JobQueue                string             `json:"jobQueue"`
 	RetryStrategy           *retryStrategyWire `json:"retryStrategy,omitempty"`
-	SchedulingPriority      *int64             `json:"schedulingPriority,omitempty"`
+	SchedulingPriority      *int32             `json:"schedulingPriority,omitempty"`
 	ServiceRequestPayload   string             `json:"serviceRequestPayload"`
 	ServiceJobType          string             `json:"serviceJobType"`
 	ShareIdentifier         string             `json:"shareIdentifier,omitempty"`
@@ -497,7 +494,7 @@ type jobRef struct {
 
 type updateJobIn struct {
 	JobId              string `json:"jobId"`
-	SchedulingPriority *int64 `json:"schedulingPriority"`
+	SchedulingPriority *int32 `json:"schedulingPriority"`
 }
 
 type jobIdIn struct {
@@ -609,7 +606,7 @@ func jobOut(j *qshare.Job, queueARN string) jobDetail {
 		out.LatestAttempt = &latestAttempt{&serviceResourceID{"TrainingJobArn", a.ResourceARN}}
 	}
 	if j.PreemptionRetries != nil {
-		n := int64(*j.PreemptionRetries)
+		n := int32(*j.PreemptionRetries)
 		out.PreemptionConfiguration = &jobPreemptionWire{&n}
 	}
 	if j.Preemptions > 0 {
@@ -627,7 +624,7 @@ func jobOut(j *qshare.Job, queueARN string) jobDetail {
 		out.RetryStrategy = r
 	}
 	if j.AttemptDurationSeconds > 0 {
-		n := j.AttemptDurationSeconds
+		n := int32(j.AttemptDurationSeconds)
 		out.TimeoutConfig = &timeoutWire{&n}
 	}
 	return out
@@ -733,4 +730,13 @@ func snapshotWire(s daemon.Snapshot) snapshotOut {
 
 type tagsBody struct {
 	Tags map[string]string `json:"tags"`
+}
+
+// i64 widens an optional wire integer for the daemon.
+func i64(p *int32) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := int64(*p)
+	return &v
 }
