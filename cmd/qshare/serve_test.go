@@ -279,3 +279,51 @@ func serveMust(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestServeSettings checks the precedence: flag over environment over config
+// file over default.
+func TestServeSettings(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "qshare.yaml")
+	if err := os.WriteFile(cfg, []byte("addr: 127.0.0.1:1111\ndataDir: /from/file\nregion: eu-west-1\nlogLevel: debug\nmaxQuotaSharesPerQueue: 30\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("QSHARE_CONFIG", cfg)
+	t.Setenv("QSHARE_DATA_DIR", "/from/env")
+	t.Setenv("QSHARE_REGION", "ap-south-1")
+	t.Setenv("QSHARE_MAX_QUOTA_SHARES_PER_QUEUE", "40")
+	cmd := *serveCmd // a copy, so the real command's flags stay untouched
+	cmd.ResetFlags()
+	saved := serveFlags
+	t.Cleanup(func() { serveFlags = saved })
+	f := cmd.Flags()
+	f.StringVar(&serveFlags.config, "config", "", "")
+	f.StringVar(&serveFlags.s.Addr, "addr", "", "")
+	f.StringVar(&serveFlags.s.DataDir, "data-dir", "", "")
+	f.StringVar(&serveFlags.s.Executor, "executor", "", "")
+	f.StringVar(&serveFlags.s.Region, "region", "", "")
+	f.StringVar(&serveFlags.s.AccountID, "account-id", "", "")
+	f.IntVar(&serveFlags.s.MaxSharesPerQueue, "max-quota-shares-per-queue", 0, "")
+	f.StringVar(&serveFlags.s.LogLevel, "log-level", "", "")
+	f.StringVar(&serveFlags.s.StopGrace, "stop-grace", "", "")
+	f.StringVar(&serveFlags.s.GPUs, "gpus", "", "")
+	f.StringVar(&serveFlags.s.InstanceTypes, "instance-types", "", "")
+	f.StringVar(&serveFlags.s.Events, "events", "", "")
+	if err := f.Parse([]string{"--region", "us-west-2"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := resolveServeSettings(&cmd)
+	serveMust(t, err)
+	want := defaultServeSettings()
+	want.Addr, want.LogLevel = "127.0.0.1:1111", "debug" // file
+	want.DataDir, want.MaxSharesPerQueue = "/from/env", 40 // environment over file
+	want.Region = "us-west-2"                              // flag over environment
+	if s != want {
+		t.Fatalf("settings = %+v\nwant       %+v", s, want)
+	}
+	if err := os.WriteFile(cfg, []byte("adress: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolveServeSettings(&cmd); err == nil || !strings.Contains(err.Error(), "adress") {
+		t.Fatalf("unknown config key: %v", err)
+	}
+}
