@@ -314,7 +314,7 @@ func TestServeSettings(t *testing.T) {
 	s, err := resolveServeSettings(&cmd)
 	serveMust(t, err)
 	want := defaultServeSettings()
-	want.Addr, want.LogLevel = "127.0.0.1:1111", "debug" // file
+	want.Addr, want.LogLevel = "127.0.0.1:1111", "debug"   // file
 	want.DataDir, want.MaxSharesPerQueue = "/from/env", 40 // environment over file
 	want.Region = "us-west-2"                              // flag over environment
 	if s != want {
