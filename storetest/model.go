@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"testing"
 	"time"
 
 	"qshare"
@@ -92,7 +91,7 @@ func (m *model) sortedJobs() []qshare.Job {
 // check fails t unless got holds exactly what the model holds, with jobs in
 // the order Load promises. Records are compared field by field, with the
 // normalisations store.Store allows (see equalValues).
-func (m *model) check(t testing.TB, got *store.State) {
+func (m *model) check(t fataler, got *store.State) {
 	t.Helper()
 	var problems []string
 	problems = append(problems, checkKeyed(got.Environments, m.envs, func(v qshare.ServiceEnvironment) string { return v.Name }, "environment")...)
@@ -149,6 +148,12 @@ func checkKeyed[K comparable, V any](got []V, want map[K]V, key func(V) K, kind 
 	}
 	sort.Strings(problems)
 	return problems
+}
+
+// fataler is what check needs of a test: *testing.T and *rapid.T both have it.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
 }
 
 var timeType = reflect.TypeFor[time.Time]()

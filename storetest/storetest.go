@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CancelledContext", testCancelled},
 		{"DeadlinesTellTheTruth", testDeadlines},
 		{"CallerMayReuseChange", testReuse},
+		{"RandomChanges", testRandom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &harness{t: t, open: open, m: newModel()}
