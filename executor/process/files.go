@@ -38,6 +38,16 @@ func writeFileAtomic(path string, b []byte) error {
 	return nil
 }
 
+// writeJSON writes v as JSON to path in place: for files nobody reads while
+// they are written (the toolkit's files, before the job starts).
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
 // readJSON reads path into v; it returns the os error for a missing file.
 func readJSON(path string, v any) error {
 	b, err := os.ReadFile(path)

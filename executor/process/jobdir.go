@@ -2,6 +2,7 @@ package process
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -120,16 +121,21 @@ func hpValue(s string) any {
 // returns the attempt's environment. base is the server's environment that
 // the job inherits.
 func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU, base []string) ([]string, error) {
-	for _, d := range []string{l.Config, filepath.Join(l.Input, "data"), l.Model, l.OutputData, l.Checkpoint, filepath.Dir(l.Attempt)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	// Parents first, so each is one mkdir (an attempt is started often; the
+	// structure is known).
+	for _, d := range []string{l.Job, l.Input, l.Config, filepath.Join(l.Input, "data"), l.Model, l.Output, l.OutputData, filepath.Dir(l.Attempt)} {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, err
 		}
+	}
+	if err := os.MkdirAll(l.Checkpoint, 0o755); err != nil { // LocalPath may nest
+		return nil, err
 	}
 	hps := map[string]string{}
 	for k, v := range req.HyperParameters {
 		hps[k] = v
 	}
-	if err := writeJSONAtomic(filepath.Join(l.Config, "hyperparameters.json"), hps); err != nil {
+	if err := writeJSON(filepath.Join(l.Config, "hyperparameters.json"), hps); err != nil {
 		return nil, err
 	}
 	typ := ""
@@ -152,7 +158,7 @@ func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU
 		Groups       []group  `json:"instance_groups"`
 		Network      string   `json:"network_interface_name"`
 	}{"algo-1", typ, "homogeneousCluster", []string{"algo-1"}, []group{{"homogeneousCluster", typ, []string{"algo-1"}}}, "lo"}
-	if err := writeJSONAtomic(filepath.Join(l.Config, "resourceconfig.json"), rc); err != nil {
+	if err := writeJSON(filepath.Join(l.Config, "resourceconfig.json"), rc); err != nil {
 		return nil, err
 	}
 	idc := map[string]any{}
@@ -173,7 +179,7 @@ func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU
 			chPaths[c.ChannelName] = p
 		}
 	}
-	if err := writeJSONAtomic(filepath.Join(l.Config, "inputdataconfig.json"), idc); err != nil {
+	if err := writeJSON(filepath.Join(l.Config, "inputdataconfig.json"), idc); err != nil {
 		return nil, err
 	}
 

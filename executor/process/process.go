@@ -352,7 +352,7 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	if err != nil {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: preparing the directory of job %s: %v", s.JobID, err)
 	}
-	if err := os.MkdirAll(l.Attempt, 0o755); err != nil {
+	if err := os.Mkdir(l.Attempt, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return executor.Handle{}, err
 	}
 	var ids []string
