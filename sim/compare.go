@@ -92,7 +92,7 @@ func (c *Comparison) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(&b, "\n%-22s %14s %14s\n", "", "base", "what-if")
 	row := func(name, a, z string) { fmt.Fprintf(&b, "%-22s %14s %14s\n", name, a, z) }
 	row("completed", fmt.Sprint(x.Jobs.Completed), fmt.Sprint(y.Jobs.Completed))
-	row("never started", fmt.Sprint(x.Jobs.NeverStarted), fmt.Sprint(y.Jobs.NeverStarted))
+	row("unfinished", fmt.Sprint(x.Jobs.Unfinished), fmt.Sprint(y.Jobs.Unfinished))
 	row("makespan", dur(x.MakespanS), dur(y.MakespanS))
 	row("utilization", pct(x.Utilization), pct(y.Utilization))
 	row("wait p50", dur(x.Wait.P50), dur(y.Wait.P50))

@@ -334,7 +334,7 @@ func (r *Report) HTML(title string) []byte {
 	fmt.Fprintf(&b, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>qshare simulate — %s</title>\n", e(title))
 	b.WriteString(`<style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}img{max-width:100%;margin:1em 0}</style>` + "\n</head><body>\n")
 	fmt.Fprintf(&b, "<h1>qshare simulate</h1>\n<p>%s</p>\n<ul>\n", e(title))
-	fmt.Fprintf(&b, "<li>jobs: %d submitted, %d completed, %d failed, %d never started</li>\n", r.Jobs.Submitted, r.Jobs.Completed, r.Jobs.Failed, r.Jobs.NeverStarted)
+	fmt.Fprintf(&b, "<li>jobs: %d submitted, %d completed, %d failed, %d unfinished (%d never started)</li>\n", r.Jobs.Submitted, r.Jobs.Completed, r.Jobs.Failed, r.Jobs.Unfinished, r.Jobs.NeverStarted)
 	fmt.Fprintf(&b, "<li>makespan %s; utilization %s</li>\n", dur(r.MakespanS), pct(r.Utilization))
 	fmt.Fprintf(&b, "<li>wait before first start: mean %s, p50 %s, p95 %s, p99 %s</li>\n", dur(r.Wait.Mean), dur(r.Wait.P50), dur(r.Wait.P95), dur(r.Wait.P99))
 	fmt.Fprintf(&b, "<li>preemptions: %d cross-share, %d in-share; work lost %s instance-hours</li>\n</ul>\n", r.Preemptions.CrossShare, r.Preemptions.InShare, trim(r.WorkLostInstS/3600))

@@ -54,8 +54,11 @@ type JobCounts struct {
 	// Failed counts jobs that failed: exhausted preemption retries, or
 	// rejected at submit by a DISABLED share.
 	Failed int `json:"failed"`
-	// NeverStarted counts jobs still waiting at the end: they could never
-	// fit (Misconfigured of them were told so by the engine).
+	// Unfinished counts jobs still waiting at the end: they could not fit
+	// (Misconfigured of them were told why by the engine), or they waited
+	// behind such a job. NeverStarted of them never ran at all; the others
+	// were preempted and never restarted.
+	Unfinished    int `json:"unfinished"`
 	NeverStarted  int `json:"never_started"`
 	Misconfigured int `json:"misconfigured"`
 }
@@ -117,6 +120,7 @@ type ShareReport struct {
 	Submitted    int              `json:"submitted"`
 	Completed    int              `json:"completed"`
 	Failed       int              `json:"failed"`
+	Unfinished   int              `json:"unfinished"`
 	NeverStarted int              `json:"never_started"`
 	Wait         Stats            `json:"wait_s"`
 	Run          Stats            `json:"run_s"`
@@ -192,9 +196,13 @@ func (s *simulator) report(jobs []Job) *Report {
 	waits := map[*shareAcc][]float64{}
 	runs := map[*shareAcc][]float64{}
 	never := map[*shareAcc]int{}
+	unfinished := map[*shareAcc]int{}
 	var all []float64
 	for i := range jobs {
 		r := s.runs[jobs[i].ID]
+		if r.state != jobDone {
+			unfinished[r.share]++
+		}
 		switch {
 		case r.first >= 0:
 			w := (r.first - r.job.Submit).Seconds()
@@ -231,7 +239,7 @@ func (s *simulator) report(jobs []Job) *Report {
 		own := float64(sh.limits.Total())
 		sr := ShareReport{
 			Queue: sh.queue, Share: sh.name, Strategy: string(sh.strategy), OwnCapacity: sh.limits.Total(),
-			Submitted: sh.submitted + sh.rejected, Completed: sh.completed, Failed: sh.failed + sh.rejected, NeverStarted: never[sh],
+			Submitted: sh.submitted + sh.rejected, Completed: sh.completed, Failed: sh.failed + sh.rejected, Unfinished: unfinished[sh], NeverStarted: never[sh],
 			Wait: statsOf(w), Run: statsOf(rn),
 			Preemptions:   PreemptionCounts{CrossShare: sh.preemptCross, InShare: sh.preemptInShare},
 			WorkLostInstS: round(sh.lostInstanceS),
@@ -245,6 +253,7 @@ func (s *simulator) report(jobs []Job) *Report {
 		rep.Jobs.Completed += sr.Completed
 		rep.Jobs.Failed += sr.Failed
 		rep.Jobs.NeverStarted += sr.NeverStarted
+		rep.Jobs.Unfinished += sr.Unfinished
 		rep.Jobs.Misconfigured += len(sh.misconfigured)
 		rep.Preemptions.CrossShare += sr.Preemptions.CrossShare
 		rep.Preemptions.InShare += sr.Preemptions.InShare
@@ -316,7 +325,7 @@ func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 // per share.
 func (r *Report) WriteSummary(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "jobs: %d submitted, %d completed, %d failed, %d never started", r.Jobs.Submitted, r.Jobs.Completed, r.Jobs.Failed, r.Jobs.NeverStarted)
+	fmt.Fprintf(&b, "jobs: %d submitted, %d completed, %d failed, %d unfinished (%d never started)", r.Jobs.Submitted, r.Jobs.Completed, r.Jobs.Failed, r.Jobs.Unfinished, r.Jobs.NeverStarted)
 	if r.Jobs.Misconfigured > 0 {
 		fmt.Fprintf(&b, " (%d misconfigured)", r.Jobs.Misconfigured)
 	}
