@@ -157,7 +157,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	j := &qshare.Job{
 		ID: id, ARN: d.JobARN(id), Name: in.Name, JobQueue: queue, QuotaShare: share,
 		ShareIdentifier: in.ShareIdentifier, ServiceJobType: in.ServiceJobType, Priority: int(prio),
-		Status: qshare.JobRunnable, Payload: in.Payload, Demand: demand, RetryStrategy: in.RetryStrategy,
+		Status: qshare.JobRunnable, StatusReason: submitReason(queue, share), Payload: in.Payload, Demand: demand, RetryStrategy: in.RetryStrategy,
 		PreemptionRetries: preemptRetries, AttemptDurationSeconds: timeout, Tags: in.Tags,
 		ClientToken: in.ClientToken, RequestHash: in.RequestHash,
 		CreatedAt: now, RunnableSince: now, Version: 1,
@@ -179,6 +179,13 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	d.kickLoop()
 	d.log.Info("job submitted", "job", id, "name", j.Name, "queue", queue, "share", share, "priority", j.Priority, "demand", demand.String(), "status", "SUBMITTED→RUNNABLE")
 	return j, nil
+}
+
+func submitReason(queue, share string) string {
+	if share == "" {
+		return "Submitted to job queue " + queue + "; waiting for capacity"
+	}
+	return "Submitted to quota share " + share + " of job queue " + queue + "; waiting for capacity"
 }
 
 // checkSubmitTarget checks that a job may be submitted to the queue and
