@@ -136,6 +136,18 @@ func TestDiskFullChild(t *testing.T) {
 		t.Errorf("after the failed commits the store holds %d jobs, want %d: part of a failed change is visible", len(got.Jobs), len(want.Jobs)+countTrue(smallOK))
 	}
 
+	// With a limit of zero every write fails, however small: this is how a
+	// test can fail the writes of a running server from outside
+	// (prlimit --pid PID --fsize=0).
+	zero := limit
+	zero.Cur = 0
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &zero); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Commit(ctx, &store.Change{PutJobs: bigJobs("tiny", 1)}); err == nil {
+		t.Fatal("a commit succeeded with a file size limit of zero")
+	}
+
 	// Room again: the store recovers without being reopened.
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
 		t.Fatal(err)
