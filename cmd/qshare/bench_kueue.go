@@ -16,19 +16,19 @@ func init() {
 		use, short, example string
 		workload            func() *sim.Workload
 		pub                 bench.KueuePublished
-		target              float64
+		target, largeTarget float64
 		timeout             time.Duration
 	}{
 		{"kueue-baseline", "Kueue's baseline scheduler benchmark (30 shares, 15,000 jobs) against a real server",
 			"  qshare bench kueue-baseline\n  qshare bench kueue-baseline --runs 3 --json",
-			sim.KueueBaseline, bench.KueueBaselinePublished, 1.15, 15 * time.Minute},
+			sim.KueueBaseline, bench.KueueBaselinePublished, 1.15, 2, 15 * time.Minute},
 		{"kueue-large-scale", "Kueue's large-scale scheduler benchmark (1,000 shares, 50,000 jobs) against a real server",
 			"  qshare bench kueue-large-scale\n  qshare bench kueue-large-scale --endpoint http://127.0.0.1:8750 --json",
-			sim.KueueLargeScale, bench.KueueLargeScalePublished, 1.25, 60 * time.Minute},
+			sim.KueueLargeScale, bench.KueueLargeScalePublished, 1.25, 0, 60 * time.Minute},
 	} {
 		opt := bench.KueueOptions{Timeout: k.timeout}
 		var svg string
-		workload, pub, target := k.workload, k.pub, k.target
+		workload, pub, target, largeTarget := k.workload, k.pub, k.target, k.largeTarget
 		cmd := &cobra.Command{
 			Use:   k.use,
 			Short: k.short,
@@ -57,7 +57,7 @@ simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`
 			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				w := workload()
-				report, err := runBench(cmd, "qshare bench "+w.Name, bench.KueueRows(pub, target), func(ctx context.Context, _ int) (any, error) {
+				report, err := runBench(cmd, "qshare bench "+w.Name, bench.KueueRows(pub, target, largeTarget), func(ctx context.Context, _ int) (any, error) {
 					so := opt.Server
 					so.Executor = "simulated"
 					return withServerFor(ctx, opt.Endpoint, so, w.MaxSharesPerQueue, func(ep string) (any, error) {
