@@ -22,8 +22,9 @@ it, its capacity, its retry and preemption settings, every attempt with its
 training job, start, stop and reason, and the attempts that were preempted.
 
 JOB is a job id, a job ARN, or a job name that names one job.`,
-	Example: `  qshare describe qs1-med
-  qshare describe 3f2a9c1e-0b7d-4c55-9d43-6c1f0e8b2a11 -o yaml`,
+	Example: `  # By name, by id or by ARN:
+  qshare describe qs1-med
+  qshare describe qs1-med -o yaml`,
 	Args:              cobra.ExactArgs(1),
 	ValidArgsFunction: completeJobs,
 	RunE: clientRun(func(cmd *cobra.Command, s *session, args []string) error {

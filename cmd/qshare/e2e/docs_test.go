@@ -186,3 +186,72 @@ func unquote(t *testing.T, line string) []string {
 	}
 	return args
 }
+
+// TestCommandExamples runs the examples of the command line's own commands
+// (the "Examples" of their --help, as docs/cli shows them; a unit test of
+// cmd/qshare keeps docs/cli equal to the commands) against a server that
+// holds the jobs they name.
+func TestCommandExamples(t *testing.T) {
+	e := newEnv(t)
+	work := t.TempDir()
+	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(work, "examples")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "job.json"), []byte(`{"TrainingJobName":"from-payload","ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1},"Environment":{"QSHARE_SIM_DURATION":"1h"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.applyExample()
+	for _, j := range []struct {
+		share, name string
+		prio        int
+	}{{"QS1", "qs1-med", 2}, {"QS1", "qs1-low", 1}, {"QS2", "qs2-job-1", 1}, {"QS3", "resnet-1", 1}} {
+		e.submit(j.share, j.name, j.prio)
+	}
+	s := &transcript.Session{Exe: bin, Endpoint: e.srv.Endpoint, Dir: work}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ran := map[string]int{}
+	for _, name := range []string{"apply", "completion", "demo", "describe", "jobs", "logs", "priority", "shares", "snapshot", "submit", "terminate", "top"} {
+		page := filepath.Join(root, "docs", "cli", "qshare_"+name+".md")
+		for _, b := range fencedBlocks(t, page) {
+			if b.lang != "sh" {
+				continue
+			}
+			for _, line := range strings.Split(strings.ReplaceAll(b.text, "\\\n", " "), "\n") {
+				line = strings.TrimSpace(line)
+				if i := strings.Index(line, "  #"); i >= 0 {
+					line = strings.TrimSpace(line[:i])
+				}
+				if !strings.HasPrefix(line, "qshare ") || strings.Contains(line, "--keep") {
+					continue // comments, shell set-up, and the demo that waits for Ctrl-C
+				}
+				args := unquote(t, line)[1:]
+				if args[0] == "top" {
+					args = append(args, "-n", "1")
+				}
+				out, code, err := s.Exec(ctx, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ran[name]++
+				if args[0] == "logs" {
+					// The simulated executor keeps no output: the example
+					// must reach the server and get that answer (or, until
+					// the server mounts the endpoint, be told so).
+					if !strings.Contains(out, "keeps no output") && !strings.Contains(out, "/qshare/v1/logs/") {
+						t.Errorf("%s: %s", line, out)
+					}
+					continue
+				}
+				if code != 0 {
+					t.Errorf("the example %q of qshare %s exited with %d:\n%s", line, name, code, out)
+				}
+			}
+		}
+	}
+	for _, name := range []string{"apply", "describe", "jobs", "logs", "priority", "shares", "snapshot", "submit", "terminate", "top", "demo"} {
+		if ran[name] == 0 {
+			t.Errorf("no example of qshare %s ran", name)
+		}
+	}
+}
