@@ -138,10 +138,11 @@ type attempt struct {
 	ready    chan struct{}
 	startErr error
 
-	handle   executor.Handle
-	st       state
-	sup      *supClient // the supervisor this executor gave the attempt to; nil if recovered
-	stopping bool
+	handle    executor.Handle
+	st        state
+	sup       *supClient // the supervisor this executor gave the attempt to; nil if recovered
+	stopping  bool
+	following bool // polled for its end (recovered, or its supervisor died)
 
 	done  chan struct{}
 	exit  executor.Exit
@@ -331,6 +332,10 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	}
 	a.handle, a.startErr = h, err
 	close(a.ready)
+	if err == nil && a.sup != nil && !a.sup.alive() {
+		// Its supervisor died after answering: no end will be reported.
+		e.follow(a)
+	}
 	return h, err
 }
 
@@ -380,24 +385,35 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 
 // spawn hands the attempt to the supervisor and waits for its reply.
 func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor.Handle, error) {
-	sup, err := e.supervisor()
-	if err != nil {
-		return executor.Handle{}, err
-	}
-	a.st = state{Dir: dir, Supervisor: sup.id, GPUs: cfg.GPUs, Grace: cfg.JobGrace}
-	e.mu.Lock()
-	a.sup = sup
-	e.byDir[dir] = a
-	e.mu.Unlock()
-	ch := sup.expect(dir)
-	if err := sup.send(request{Op: "start", Dir: dir}); err != nil {
-		return executor.Handle{}, e.unbind(a, fmt.Errorf("process executor: cannot reach the supervisor: %w", err))
-	}
 	var ev event
-	select {
-	case ev = <-ch:
-	case <-time.After(time.Minute):
-		return executor.Handle{}, e.unbind(a, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor did not answer the start of attempt %s within a minute", a.id))
+	for try := 0; ; try++ {
+		sup, err := e.supervisor()
+		if err != nil {
+			return executor.Handle{}, err
+		}
+		a.st = state{Dir: dir, Supervisor: sup.id, GPUs: cfg.GPUs, Grace: cfg.JobGrace}
+		e.mu.Lock()
+		a.sup = sup
+		e.byDir[dir] = a
+		e.mu.Unlock()
+		ch := sup.expect(dir)
+		if err := sup.send(request{Op: "start", Dir: dir}); err != nil {
+			if sup.markDead(); try == 0 {
+				e.unbind(a, nil)
+				continue // it died since the last attempt: start another
+			}
+			return executor.Handle{}, e.unbind(a, fmt.Errorf("process executor: cannot reach the supervisor: %w", err))
+		}
+		select {
+		case ev = <-ch:
+		case <-time.After(time.Minute):
+			return executor.Handle{}, e.unbind(a, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor did not answer the start of attempt %s within a minute", a.id))
+		}
+		if ev.Event == "error" && !sup.alive() && try == 0 {
+			e.unbind(a, nil)
+			continue
+		}
+		break
 	}
 	switch ev.Event {
 	case replyStarted:
@@ -462,6 +478,13 @@ func (c *supClient) send(r request) error {
 	}
 	_, err := c.stdin.Write(append(b, '\n'))
 	return err
+}
+
+// markDead makes the executor start a new supervisor for the next attempt.
+func (c *supClient) markDead() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dead = true
 }
 
 func (c *supClient) alive() bool {
@@ -554,6 +577,11 @@ func (e *Executor) listen(c *supClient, stdout io.Reader) {
 	e.mu.Lock()
 	var orphans []*attempt
 	for _, a := range e.byDir {
+		select {
+		case <-a.ready:
+		default:
+			continue // its Start got an error from the dead supervisor and deals with it
+		}
 		if a.sup == c && !a.ended {
 			orphans = append(orphans, a)
 		}
@@ -603,6 +631,13 @@ func (e *Executor) adopt(a *attempt, dir string) (executor.Handle, error) {
 
 // follow re-claims a recovered attempt's GPUs and watches for its end.
 func (e *Executor) follow(a *attempt) {
+	e.mu.Lock()
+	if a.following || a.ended {
+		e.mu.Unlock()
+		return
+	}
+	a.following = true
+	e.mu.Unlock()
 	if err := e.alloc.Reclaim(a.id, a.st.GPUs); err != nil {
 		e.log.Warn("recovered attempt's GPUs are held by another attempt", "attempt", a.id, "err", err)
 	}

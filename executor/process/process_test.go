@@ -660,3 +660,47 @@ func TestForget(t *testing.T) {
 		t.Errorf("the job ran %d times", strings.Count(string(b), "run"))
 	}
 }
+
+func TestSupervisorDiesUnderALiveServer(t *testing.T) {
+	e := newExecutor(t, t.TempDir(), nil)
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s1 := spec("victim", 1, payloadOf(`sleep 300`, nil))
+	h1, err := e.Start(ctx, s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st state
+	json.Unmarshal(h1.State, &st)
+	syscall.Kill(st.Supervisor.PID, syscall.SIGKILL)
+	for st.Supervisor.alive() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The next attempt gets a new supervisor: its Start does not fail.
+	s2 := spec("after", 1, payloadOf(`exit 6`, nil))
+	if _, err := e.Start(ctx, s2); err != nil {
+		t.Fatalf("Start after the supervisor died: %v", err)
+	}
+	x2, err := e.Wait(ctx, s2.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x2.ExitCode != 6 {
+		t.Errorf("attempt under the new supervisor: %+v", x2)
+	}
+	// The orphaned job still runs; Stop reaches it without its supervisor.
+	if !st.Job.alive() {
+		t.Fatalf("the job died with its supervisor")
+	}
+	if err := e.Stop(ctx, s1.AttemptID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	x1, err := e.Wait(ctx, s1.AttemptID)
+	if err != nil || !x1.Stopped || !strings.HasPrefix(x1.Reason, "Lost") {
+		t.Errorf("orphaned attempt: %+v, %v; want stopped and Lost", x1, err)
+	}
+	if st.Job.alive() {
+		t.Errorf("the job survived the stop")
+	}
+}
