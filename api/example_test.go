@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,53 @@ func TestWorkedExample(t *testing.T) {
 	if n := len(h.Attempts); n != 1 || h.Attempts[0].StoppedAt == nil || h.LatestAttempt == nil {
 		t.Fatalf("step 3: high has attempts %+v, want one stopped attempt", h.Attempts)
 	}
+
+	// Clean up as the reference client does (disable, delete, wait until
+	// gone), with jobs still queued and running: deleting a share
+	// terminates its jobs.
+	s.deleteAll(queue, "QS1", "QS2", "QS3")
+	for _, id := range []string{high, med, low, qs2} {
+		d := s.waitStatus(id, types.ServiceJobStatusFailed)
+		if !aws.ToBool(d.IsTerminated) || !strings.Contains(aws.ToString(d.StatusReason), "was deleted") {
+			t.Fatalf("job %s after its share was deleted: terminated=%v reason %q", aws.ToString(d.JobName), aws.ToBool(d.IsTerminated), aws.ToString(d.StatusReason))
+		}
+	}
+}
+
+// deleteAll deletes the setup's resources in the reference client's order,
+// waiting for each deletion to finish.
+func (s *server) deleteAll(queue string, shares ...string) {
+	t, c := s.t, s.c
+	t.Helper()
+	wait := func(what string, gone func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !gone() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is not gone", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, name := range shares {
+		arn := queue + "/quota-share/" + name
+		_, err := c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(arn), State: types.QuotaShareStateDisabled})
+		must(t, err)
+		_, err = c.DeleteQuotaShare(ctx, &batch.DeleteQuotaShareInput{QuotaShareArn: aws.String(arn)})
+		must(t, err)
+		wait("quota share "+name, func() bool {
+			_, err := c.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: aws.String(arn)})
+			return err != nil && strings.Contains(err.Error(), "does not exist")
+		})
+	}
+	_, err := c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String(queue), State: types.JQStateDisabled})
+	must(t, err)
+	_, err = c.DeleteJobQueue(ctx, &batch.DeleteJobQueueInput{JobQueue: aws.String(queue)})
+	must(t, err)
+	wait("job queue", func() bool {
+		out, err := c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{queue}})
+		return err == nil && len(out.JobQueues) == 0
+	})
 }
 
 func checkPreempted(t *testing.T, what string, j *batch.DescribeServiceJobOutput, n int32) {

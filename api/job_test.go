@@ -339,6 +339,13 @@ func TestFIFOQueue(t *testing.T) {
 	if snap.FrontOfQuotaShares != nil {
 		t.Fatalf("FIFO queue has share fronts: %+v", snap.FrontOfQuotaShares)
 	}
+	// Deleting a queue with a running job terminates it.
+	long := s.submit("fifo", "", "long", 0, payload(g5, 1, time.Hour, 0))
+	s.waitStatus(long, types.ServiceJobStatusRunning)
+	s.deleteAll("arn:aws:batch:us-east-1:000000000000:job-queue/fifo")
+	if d := s.waitStatus(long, types.ServiceJobStatusFailed); !strings.Contains(aws.ToString(d.StatusReason), "job queue fifo was deleted") {
+		t.Fatalf("job of a deleted queue: %q", aws.ToString(d.StatusReason))
+	}
 }
 
 // TestWireErrors checks the error wire format and what malformed requests get.

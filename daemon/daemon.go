@@ -88,9 +88,11 @@ type Daemon struct {
 
 	kick    chan struct{}
 	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-	bg      sync.WaitGroup
+	// lctx is the loop's context: it ends when Close is called.
+	lctx   context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	bg     sync.WaitGroup
 
 	// loop-owned state (touched only by the loop goroutine, and by Start
 	// before the loop runs).
@@ -189,7 +191,9 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	d.started = true
 	d.cancel = cancel
+	d.lctx = lctx
 	go d.loop(lctx)
+	d.resumeDeletions()
 	d.kickLoop()
 	return nil
 }

@@ -174,3 +174,28 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 		d.log.Warn("recovery: attempt lost, requeueing", "job", j.ID, "attempt", a.ID)
 	}
 }
+
+// resumeDeletions carries on the deletions of queues and shares that were
+// DELETING when the server stopped.
+func (d *Daemon) resumeDeletions() {
+	d.mu.RLock()
+	var shares []store.ShareKey
+	for k, s := range d.shares {
+		if s.Status == qshare.StatusDeleting {
+			shares = append(shares, k)
+		}
+	}
+	var queues []string
+	for n, q := range d.queues {
+		if q.Status == qshare.StatusDeleting {
+			queues = append(queues, n)
+		}
+	}
+	d.mu.RUnlock()
+	for _, key := range shares {
+		d.drainShare(key)
+	}
+	for _, name := range queues {
+		d.drainQueue(name)
+	}
+}

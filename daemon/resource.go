@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"qshare"
 	"qshare/engine"
@@ -673,6 +674,9 @@ func (d *Daemon) UpdateQueue(ctx context.Context, u QueueUpdate) (qshare.JobQueu
 		if old == nil {
 			return errNoQueue(name)
 		}
+		if old.Status == qshare.StatusDeleting {
+			return qshare.Errorf(qshare.ECONFLICT, "Job queue %s is being deleted: it can no longer change", name)
+		}
 		q = *old
 		if u.SchedulingPolicyARN != nil {
 			if *u.SchedulingPolicyARN == "" {
@@ -736,7 +740,9 @@ func policyType(p *qshare.SchedulingPolicy) string {
 	return "fair-share"
 }
 
-// DeleteQueue deletes a DISABLED job queue without quota shares or unfinished jobs.
+// DeleteQueue deletes a DISABLED job queue that has no quota shares. As in
+// AWS Batch, its unfinished jobs are terminated: the queue shows status
+// DELETING until the last of them has stopped, and is gone after that.
 func (d *Daemon) DeleteQueue(ctx context.Context, ref string) error {
 	name, err := d.refName("jobQueue", kindQueue, ref)
 	if err != nil {
@@ -757,6 +763,9 @@ func (d *Daemon) DeleteQueue(ctx context.Context, ref string) error {
 	if q == nil {
 		return errNoQueue(name)
 	}
+	if q.Status == qshare.StatusDeleting {
+		return nil
+	}
 	if q.State != qshare.Disabled {
 		return qshare.Errorf(qshare.ECONFLICT, "Job queue %s is ENABLED: disable it with UpdateJobQueue (state DISABLED) before deleting it", name)
 	}
@@ -764,9 +773,39 @@ func (d *Daemon) DeleteQueue(ctx context.Context, ref string) error {
 		sort.Strings(shares)
 		return qshare.Errorf(qshare.ECONFLICT, "Job queue %s still has quota shares (%s): disable and delete them with DeleteQuotaShare first", name, strings.Join(shares, ", "))
 	}
-	if active > 0 {
-		return qshare.Errorf(qshare.ECONFLICT, "Job queue %s has %d unfinished jobs: terminate them (TerminateServiceJob) or let them finish first", name, active)
+	if active == 0 {
+		return d.removeQueue(ctx, q)
 	}
+	n := *q
+	n.Status = qshare.StatusDeleting
+	if err := d.commit(ctx, &store.Change{PutQueues: []qshare.JobQueue{n}}); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.queues[name] = &n
+	d.mu.Unlock()
+	d.log.Info("job queue deleting: terminating its jobs", "queue", name, "jobs", active)
+	d.drainQueue(name)
+	return nil
+}
+
+// drainQueue terminates the jobs of a DELETING queue and then removes it.
+func (d *Daemon) drainQueue(name string) {
+	d.drain(name, "", fmt.Sprintf("Terminated because job queue %s was deleted", name), func(ctx context.Context) {
+		d.mu.RLock()
+		cur := d.queues[name]
+		d.mu.RUnlock()
+		if cur != nil && cur.Status == qshare.StatusDeleting {
+			if err := d.removeQueue(ctx, cur); err != nil {
+				d.log.Error("job queue deletion failed; it stays DELETING until the next start", "queue", name, "err", err)
+			}
+		}
+	})
+}
+
+// removeQueue deletes a queue record and forgets it. Callers hold resMu.
+func (d *Daemon) removeQueue(ctx context.Context, q *qshare.JobQueue) error {
+	name := q.Name
 	if err := d.commit(ctx, &store.Change{DeleteQueues: []string{name}}); err != nil {
 		return err
 	}
@@ -977,6 +1016,9 @@ func (d *Daemon) UpdateShare(ctx context.Context, u ShareUpdate) (qshare.QuotaSh
 	if old == nil {
 		return qshare.QuotaShare{}, errNoShare(key)
 	}
+	if old.Status == qshare.StatusDeleting {
+		return qshare.QuotaShare{}, qshare.Errorf(qshare.ECONFLICT, "Quota share %s is being deleted: it can no longer change", key.Name)
+	}
 	s := *old
 	if u.CapacityLimits != nil {
 		s.CapacityLimits = u.CapacityLimits
@@ -999,7 +1041,9 @@ func (d *Daemon) UpdateShare(ctx context.Context, u ShareUpdate) (qshare.QuotaSh
 	return s, nil
 }
 
-// DeleteShare deletes a DISABLED quota share that has no unfinished jobs.
+// DeleteShare deletes a DISABLED quota share. As in AWS Batch, its
+// unfinished jobs are terminated: the share shows status DELETING until the
+// last of them has stopped, and is gone after that.
 func (d *Daemon) DeleteShare(ctx context.Context, arn string) error {
 	key, err := d.shareRef("quotaShareArn", arn)
 	if err != nil {
@@ -1014,12 +1058,47 @@ func (d *Daemon) DeleteShare(ctx context.Context, arn string) error {
 	if s == nil {
 		return errNoShare(key)
 	}
+	if s.Status == qshare.StatusDeleting {
+		return nil
+	}
 	if s.State != qshare.Disabled {
 		return qshare.Errorf(qshare.ECONFLICT, "Quota share %s is ENABLED: disable it with UpdateQuotaShare (state DISABLED) before deleting it", key.Name)
 	}
-	if active > 0 {
-		return qshare.Errorf(qshare.ECONFLICT, "Quota share %s has %d unfinished jobs: terminate them (TerminateServiceJob) or let them finish, then delete it", key.Name, active)
+	if active == 0 {
+		return d.removeShare(ctx, key)
 	}
+	n := *s
+	n.Status = qshare.StatusDeleting
+	if err := d.commit(ctx, &store.Change{PutShares: []qshare.QuotaShare{n}}); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.shares[key] = &n
+	d.mu.Unlock()
+	d.log.Info("quota share deleting: terminating its jobs", "queue", key.Queue, "share", key.Name, "jobs", active)
+	d.drainShare(key)
+	return nil
+}
+
+// drainShare terminates the jobs of a DELETING share and then removes it.
+func (d *Daemon) drainShare(key store.ShareKey) {
+	d.drain(key.Queue, key.Name, fmt.Sprintf("Terminated because quota share %s was deleted", key.Name), func(ctx context.Context) {
+		if cur := d.shareNow(key); cur != nil && cur.Status == qshare.StatusDeleting {
+			if err := d.removeShare(ctx, key); err != nil {
+				d.log.Error("quota share deletion failed; it stays DELETING until the next start", "share", key.Name, "err", err)
+			}
+		}
+	})
+}
+
+func (d *Daemon) shareNow(key store.ShareKey) *qshare.QuotaShare {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.shares[key]
+}
+
+// removeShare deletes a share record and forgets it. Callers hold resMu.
+func (d *Daemon) removeShare(ctx context.Context, key store.ShareKey) error {
 	if err := d.commit(ctx, &store.Change{DeleteShares: []store.ShareKey{key}}); err != nil {
 		return err
 	}
@@ -1033,6 +1112,46 @@ func (d *Daemon) DeleteShare(ctx context.Context, arn string) error {
 	d.engMu.Unlock()
 	d.log.Info("quota share deleted", "queue", key.Queue, "share", key.Name)
 	return nil
+}
+
+// drain terminates the unfinished jobs of a queue (and share, if not ""),
+// waits in the background until every one of them has stopped, and then
+// runs finish with resMu held.
+func (d *Daemon) drain(queue, share, reason string, finish func(context.Context)) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		ctx := d.lctx
+		for {
+			d.mu.RLock()
+			var ids []string
+			if x := d.byQueue[queue]; x != nil {
+				for _, k := range x.ids {
+					if j := d.jobs[k.id]; j != nil && !j.Status.Terminal() && (share == "" || j.QuotaShare == share) {
+						ids = append(ids, k.id)
+					}
+				}
+			}
+			d.mu.RUnlock()
+			if len(ids) == 0 {
+				break
+			}
+			_ = d.command(ctx, func(c *cycle) error {
+				for _, id := range ids {
+					c.terminate(id, reason)
+				}
+				return nil
+			})
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		d.resMu.Lock()
+		defer d.resMu.Unlock()
+		finish(ctx)
+	}()
 }
 
 // Share returns the quota share with the given ARN.
