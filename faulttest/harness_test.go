@@ -1,0 +1,208 @@
+// Package faulttest injects faults into the real qshare binary: kill -9 at
+// random moments under a mixed workload, a store that cannot write, jobs and
+// clients that misbehave. It builds the binary once (TestMain), runs it as
+// a server on a loopback port with the process executor, and checks what a
+// user would check: every acknowledged request took effect, no job ran two
+// attempts at once, every job ended as it should, and the server's capacity
+// event log (serve --events) keeps the scheduler's guarantees.
+package faulttest
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+)
+
+// bin is the qshare binary TestMain built.
+var bin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "qshare-faulttest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "qshare")
+	cmd := exec.Command("go", "build", "-o", bin, "qshare/cmd/qshare")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func needBinary(t *testing.T) {
+	t.Helper()
+	if testing.Short() || bin == "" {
+		t.Skip("runs the real binary; not in -short")
+	}
+}
+
+// server is one run of qshare serve.
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *os.File
+}
+
+var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startServer runs qshare serve on a free loopback port over dataDir, with
+// the process executor and fake GPUs, and returns once it listens. Extra
+// arguments follow the defaults, so they override them.
+func startServer(t testing.TB, dataDir string, args ...string) *server {
+	t.Helper()
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	errf, err := os.OpenFile(filepath.Join(filepath.Dir(dataDir), filepath.Base(dataDir)+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--executor", "process",
+		"--gpus", "0,1,2,3,4,5,6,7", "--log-level", "warn", "--stop-grace", "1s"}, args...)
+	cmd := exec.Command(bin, all...)
+	cmd.Stderr = errf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		if !sent {
+			close(found)
+		}
+		io.Copy(io.Discard, stdout)
+	}()
+	s := &server{cmd: cmd, stderr: errf}
+	t.Cleanup(func() { s.kill() })
+	select {
+	case u, ok := <-found:
+		if !ok {
+			cmd.Wait()
+			t.Fatalf("qshare serve exited before it listened; its stderr is in %s:\n%s", errf.Name(), tail(errf.Name()))
+		}
+		s.url = u
+		return s
+	case <-time.After(60 * time.Second):
+		s.kill()
+		t.Fatalf("qshare serve did not listen within 60s:\n%s", tail(errf.Name()))
+	}
+	return nil
+}
+
+// kill sends SIGKILL and reaps the process.
+func (s *server) kill() {
+	if s.cmd.ProcessState == nil {
+		s.cmd.Process.Signal(syscall.SIGKILL)
+		s.cmd.Wait()
+	}
+	s.stderr.Close()
+}
+
+// stop asks the server to shut down cleanly.
+func (s *server) stop() {
+	if s.cmd.ProcessState == nil {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { s.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			s.cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		}
+	}
+	s.stderr.Close()
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// client returns an SDK client of the server that does not retry, so that
+// every answer the test sees is the answer to one request.
+func client(url string) *batch.Client {
+	return batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		Retryer: func() aws.Retryer { return aws.NopRetryer{} }},
+		func(o *batch.Options) { o.BaseEndpoint = aws.String(url) })
+}
+
+// runQshare runs the binary with args and returns its combined output.
+func runQshare(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+// applyConfig applies a configuration file to the server at url.
+func applyConfig(t testing.TB, url, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runQshare(t, "apply", "-f", path, "--endpoint", url)
+	if err != nil {
+		t.Fatalf("qshare apply: %v\n%s", err, out)
+	}
+	return path
+}
+
+// shellJob is the payload of a job that runs sh -c script with env.
+func shellJob(script string, instances int, env map[string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"AlgorithmSpecification":{"TrainingImage":"local","ContainerEntrypoint":["sh","-c",%q]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":%d,"VolumeSizeInGB":1}`, script, instances)
+	if len(env) > 0 {
+		b.WriteString(`,"Environment":{`)
+		first := true
+		for k, v := range env {
+			if !first {
+				b.WriteString(",")
+			}
+			first = false
+			fmt.Fprintf(&b, "%q:%q", k, v)
+		}
+		b.WriteString("}")
+	}
+	b.WriteString("}")
+	return b.String()
+}

@@ -1,0 +1,106 @@
+package faulttest
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestKill9 kills the server with SIGKILL at random moments (20 times by
+// default, QSHARE_KILLS to change) while clients submit checkpointing jobs,
+// change priorities, terminate jobs and change a share's limit. After each
+// restart every acknowledged submit and termination must be there; at the
+// end every job must have finished as it should, no job may have run two
+// attempts at once, and the event log must keep the guarantees.
+func TestKill9(t *testing.T) {
+	needBinary(t)
+	kills := 20
+	if v := os.Getenv("QSHARE_KILLS"); v != "" {
+		kills, _ = strconv.Atoi(v)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("QSHARE_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (QSHARE_SEED to repeat the kill moments)", seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+
+	root := t.TempDir()
+	data := filepath.Join(root, "data")
+	traces := filepath.Join(root, "traces")
+	os.MkdirAll(traces, 0o755)
+	events := filepath.Join(root, "events.jsonl")
+	ctx := context.Background()
+
+	srv := startServer(t, data, "--events", events)
+	applyConfig(t, srv.url, fleetConfig(2))
+	w := newWorkload(traces, 2)
+
+	for k := 0; k < kills; k++ {
+		c := client(srv.url)
+		wctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for s := 0; s < 3; s++ {
+			rs := rand.New(rand.NewPCG(r.Uint64(), uint64(s)))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for wctx.Err() == nil {
+					w.submit(wctx, c, rs)
+					sleepCtx(wctx, time.Duration(300+rs.IntN(500))*time.Millisecond)
+				}
+			}()
+		}
+		rm := rand.New(rand.NewPCG(r.Uint64(), 99))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				w.mutate(wctx, c, rm, true)
+				sleepCtx(wctx, time.Duration(50+rm.IntN(150))*time.Millisecond)
+			}
+		}()
+		time.Sleep(time.Duration(300+r.IntN(1500)) * time.Millisecond)
+		srv.kill() // requests in flight now fail, unacknowledged
+		cancel()
+		wg.Wait()
+
+		srv = startServer(t, data, "--events", events)
+		c = client(srv.url)
+		w.learnLimit(t, ctx, c)
+		if err := w.checkAcked(ctx, c); err != nil {
+			t.Fatalf("after kill %d: %v", k+1, err)
+		}
+	}
+
+	c := client(srv.url)
+	all, err := waitAllDone(ctx, c, 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.closeWindows()
+	o, problems := w.checkFinal(ctx, c, all)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	srv.stop()
+	sum, vs := w.checkEvents(t, events)
+	for _, v := range vs {
+		t.Error("event log: " + v)
+	}
+	t.Logf("%d kills; %d submits sent, %d acknowledged jobs, %d stored; %d succeeded, %d failed (%d terminated); %d resumes from a checkpoint, %d jobs ran their last step twice; %d priority updates, %d terminations, %d limit changes sent",
+		kills, w.submits, len(w.jobs), o.jobs, o.succeeded, o.failed, o.terminated, o.preemptedResumes, o.reruns, w.prioOps, w.termOps, w.limitOps)
+	t.Logf("event log: %d lines, %d starts, %d preemptions, %d finishes, %d failures; %d violations in windows of known limit", sum.Lines, sum.Starts, sum.Preempts, sum.Finishes, sum.Fails, len(vs))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
