@@ -704,3 +704,33 @@ func TestSupervisorDiesUnderALiveServer(t *testing.T) {
 		t.Errorf("the job survived the stop")
 	}
 }
+
+func TestSupervisorExitsAfterItsLastJob(t *testing.T) {
+	dir := t.TempDir()
+	e := newExecutor(t, dir, nil)
+	s := spec("last", 1, payloadOf(`sleep 0.3`, nil))
+	h, err := e.Start(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st state
+	json.Unmarshal(h.State, &st)
+	e.Close() // as when the server exits: the supervisor takes no new jobs
+	if _, err := e.Start(context.Background(), spec("refused", 1, payloadOf(`true`, nil))); err == nil {
+		t.Errorf("Start after Close succeeded")
+	}
+	if !st.Supervisor.alive() {
+		t.Fatalf("the supervisor exited while its job ran")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if x, err := e.Wait(ctx, s.AttemptID); err != nil || !x.Succeeded() {
+		t.Fatalf("the job did not finish after Close: %+v, %v", x, err)
+	}
+	for st.Supervisor.alive() {
+		if ctx.Err() != nil {
+			t.Fatalf("the supervisor outlived its last job")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
