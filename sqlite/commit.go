@@ -22,7 +22,8 @@ import (
 // returned, which with synchronous=FULL is after the WAL was fsynced. While
 // it waits for the fsync the next requests queue up, so the batch size
 // follows the load without any timer: one caller alone pays one fsync, and
-// 64 callers share one.
+// under load dozens of callers share one (with 64 callers, about half of
+// them ride in each transaction while the other half queue for the next).
 //
 // Each caller's change stays atomic: if applying one change fails, the
 // transaction is rolled back, that caller gets the error, and the batch is
