@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +80,12 @@ func startProcess(t *testing.T, bin, dir string, args ...string) *serveProc {
 			t.Fatal("qshare serve exited before listening")
 		}
 		p := &serveProc{cmd: cmd, addr: addr}
-		t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+		t.Cleanup(func() {
+			if p.cmd.ProcessState == nil {
+				p.cmd.Process.Kill()
+				p.cmd.Wait()
+			}
+		})
 		return p
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
@@ -270,6 +276,21 @@ func TestRestart(t *testing.T) {
 	t.Logf("peak usage %d of %d", peak, capacity)
 	if !strings.HasPrefix(p2.addr, "http://127.0.0.1:") {
 		t.Fatalf("address %s", p2.addr)
+	}
+
+	// SIGTERM ends the server cleanly.
+	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p2.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("qshare serve after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("qshare serve did not exit after SIGTERM")
 	}
 }
 
