@@ -124,8 +124,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case n > len(j.Attempts) && (!follow || j.Status.Terminal()):
 		writeErr(w, qshare.Errorf(qshare.EINVALID, "job %s has %d attempts: attempt %d does not exist", j.Name, len(j.Attempts), n))
 		return
-	case n >= 1 && n <= len(j.Attempts) && j.Attempts[n-1].LogPath == "":
+	case n >= 1 && n <= len(j.Attempts) && noLog(&j.Attempts[n-1]):
 		writeErr(w, qshare.Errorf(qshare.EINVALID, "attempt %d of job %s has no log: the executor that ran it keeps no output (the simulated executor never does)", n, j.Name))
+		return
+	case n >= 1 && n <= len(j.Attempts) && !follow && !logReady(&j.Attempts[n-1]):
+		writeErr(w, qshare.Errorf(qshare.EINVALID, "attempt %d of job %s is starting and has no log yet: try again in a moment, or use follow=true", n, j.Name))
 		return
 	}
 
@@ -144,7 +147,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = copyAll(out, j.Attempts[n-1].LogPath)
 		return
 	}
+	// A follow lasts as long as the job: lift the server's write timeout
+	// for this response (servers that cannot just keep theirs).
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	h.follow(r.Context(), out, ref, n, attempt == 0)
+}
+
+// noLog reports whether an attempt has started (the executor set its log
+// path then, if it keeps one) or ended without a log.
+func noLog(a *qshare.Attempt) bool {
+	return a.LogPath == "" && (!a.StartedAt.IsZero() || !a.StoppedAt.IsZero())
+}
+
+// logReady reports whether an attempt's log path is known for good.
+func logReady(a *qshare.Attempt) bool {
+	return a.LogPath != "" || !a.StartedAt.IsZero() || !a.StoppedAt.IsZero()
 }
 
 // follow streams attempt n of the job, and the attempts after it when
@@ -159,7 +176,7 @@ func (h *Handler) follow(ctx context.Context, w *flushWriter, ref string, n int,
 			if err != nil {
 				return
 			}
-			if n <= len(j.Attempts) {
+			if n <= len(j.Attempts) && logReady(&j.Attempts[n-1]) {
 				a = &j.Attempts[n-1]
 				break
 			}

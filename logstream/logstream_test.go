@@ -124,7 +124,7 @@ func TestWholeLog(t *testing.T) {
 func TestErrors(t *testing.T) {
 	js, srv, dir := setup(t)
 	js.m["waiting"] = &qshare.Job{ID: "waiting", Name: "w", Status: qshare.JobRunnable}
-	js.m["sim"] = &qshare.Job{ID: "sim", Name: "s", Status: qshare.JobRunning, Attempts: []qshare.Attempt{{N: 1}}}
+	js.m["sim"] = &qshare.Job{ID: "sim", Name: "s", Status: qshare.JobRunning, Attempts: []qshare.Attempt{{N: 1, StartedAt: time.Now()}}}
 	js.m["done"] = &qshare.Job{ID: "done", Name: "d", Status: qshare.JobSucceeded, Attempts: []qshare.Attempt{{N: 1, LogPath: filepath.Join(dir, "x")}}}
 	for _, tc := range []struct{ ref, query, want string }{
 		{"nope", "", "does not exist"},
@@ -241,4 +241,33 @@ func TestFollowStopsWhenClientLeaves(t *testing.T) {
 	// The server notices: httptest.Server.Close (in cleanup) waits for
 	// every handler to return, so a handler stuck in its loop fails the
 	// test by timing out.
+}
+
+// TestFollowWaitsForTheLogPath covers the moment between an attempt's
+// creation (SCHEDULED) and its start, when the executor has not yet said
+// where its log goes.
+func TestFollowWaitsForTheLogPath(t *testing.T) {
+	js, srv, dir := setup(t)
+	log := filepath.Join(dir, "1.log")
+	js.m["j"] = &qshare.Job{ID: "j", Name: "train", Status: qshare.JobScheduled, Attempts: []qshare.Attempt{{N: 1}}}
+	if status, _, msg := get(t, srv, "j", ""); status != 400 || !strings.Contains(msg, "is starting") {
+		t.Errorf("GET of a starting attempt: %d %s", status, msg)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		write(t, log, "started\n")
+		js.update("j", func(j *qshare.Job) {
+			j.Status = qshare.JobRunning
+			j.Attempts[0].StartedAt = time.Now()
+			j.Attempts[0].LogPath = log
+		})
+		time.Sleep(50 * time.Millisecond)
+		js.update("j", func(j *qshare.Job) {
+			j.Status = qshare.JobSucceeded
+			j.Attempts[0].StoppedAt = time.Now()
+		})
+	}()
+	if status, _, body := get(t, srv, "j", "?follow=true"); status != 200 || body != "started\n" {
+		t.Errorf("follow = %d %q", status, body)
+	}
 }

@@ -236,18 +236,28 @@ func TestErrorsAreOneClearLine(t *testing.T) {
 }
 
 func TestLogs(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, "--executor", "process")
 	e.applyExample()
-	e.submit("QS1", "quiet", 1)
-	e.await(map[string]string{"quiet": "RUNNING"})
-	_, stderr, code := e.run("logs", "quiet")
+	e.ok("submit", "--queue", "training", "--share", "QS1", "--instance-type", "ml.g5.xlarge", "--name", "hello",
+		"--", "sh", "-c", "echo hello; sleep 0.3; echo world")
+	// -f waits for the attempt to start and follows it to its end.
+	out, stderr, code := e.run("logs", "hello", "-f")
 	if strings.Contains(stderr, "does not serve logs") || strings.Contains(stderr, "unknown operation GET /qshare/v1/logs/") {
 		t.Skip("this server does not mount the logs endpoint yet (logstream.Handler at /qshare/v1/logs/)")
 	}
-	if code == 0 || !strings.Contains(stderr, "keeps no output") {
-		t.Errorf("logs of a simulated job: code %d, %s", code, stderr)
+	if code != 0 || !strings.HasSuffix(out, "hello\nworld\n") {
+		t.Errorf("logs -f: code %d, stdout %q, stderr %q", code, out, stderr)
 	}
-	msg := e.fail("logs", "nope")
+	e.await(map[string]string{"hello": "SUCCEEDED"})
+	if out := e.ok("logs", "hello", "--attempt", "1"); !strings.HasSuffix(out, "hello\nworld\n") {
+		t.Errorf("logs --attempt 1: %q", out)
+	}
+	msg := e.fail("logs", "hello", "--attempt", "2")
+	oneLine(t, msg)
+	if !strings.Contains(msg, "attempt 2 does not exist") {
+		t.Errorf("logs of a missing attempt: %s", msg)
+	}
+	msg = e.fail("logs", "nope")
 	oneLine(t, msg)
 }
 
