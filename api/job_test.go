@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -390,5 +391,24 @@ func TestWireErrors(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != 400 || r.Header.Get("X-Amzn-ErrorType") != "ClientException" {
 		t.Fatalf("GET: %d", r.StatusCode)
+	}
+}
+
+// TestServerException checks that a failure of the store reaches the SDK as
+// a ServerException (HTTP 500, retried by the SDK) and applies nothing.
+func TestServerException(t *testing.T) {
+	s := newServer(t)
+	s.setup("q", 1, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.db.Close()
+	_, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
+		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0))})
+	var se *types.ServerException
+	if !errors.As(err, &se) || !strings.Contains(se.ErrorMessage(), "could not be saved") {
+		t.Fatalf("err = %v (%T), want a ServerException", err, err)
+	}
+	l, err := s.c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("q"), Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{"*"}}}})
+	must(t, err)
+	if len(l.JobSummaryList) != 0 {
+		t.Fatalf("a failed submit left %d jobs", len(l.JobSummaryList))
 	}
 }
