@@ -17,12 +17,17 @@ var activeStatuses = []types.ServiceJobStatus{
 }
 
 // listJobs lists every job of a queue in a status, following nextToken.
+// Pages that fail on the connection are asked for again.
 func listJobs(ctx context.Context, c *batch.Client, queue string, status types.ServiceJobStatus) ([]types.ServiceJobSummary, error) {
 	var out []types.ServiceJobSummary
 	var token *string
 	for {
-		page, err := c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{
-			JobQueue: aws.String(queue), JobStatus: status, NextToken: token, MaxResults: aws.Int32(100),
+		var page *batch.ListServiceJobsOutput
+		_, err := retryTransient(ctx, 3, func() (err error) {
+			page, err = c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{
+				JobQueue: aws.String(queue), JobStatus: status, NextToken: token, MaxResults: aws.Int32(100),
+			})
+			return err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("bench: listing %s jobs of %s: %w", status, queue, err)
@@ -39,7 +44,11 @@ func listJobs(ctx context.Context, c *batch.Client, queue string, status types.S
 // or FAILED. It asks for one job of each active status.
 func anyActive(ctx context.Context, c *batch.Client, queue string) (bool, error) {
 	for _, st := range activeStatuses {
-		page, err := c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String(queue), JobStatus: st, MaxResults: aws.Int32(1)})
+		var page *batch.ListServiceJobsOutput
+		_, err := retryTransient(ctx, 3, func() (err error) {
+			page, err = c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String(queue), JobStatus: st, MaxResults: aws.Int32(1)})
+			return err
+		})
 		if err != nil {
 			return false, fmt.Errorf("bench: listing %s jobs of %s: %w", st, queue, err)
 		}

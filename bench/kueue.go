@@ -61,6 +61,9 @@ type KueueResult struct {
 	// scheduler, set the pace.
 	SubmitLagP99Ms float64 `json:"submit_lag_p99_ms"`
 	SubmitLatency  Latency `json:"submit_latency"`
+	// SubmitRetries counts submits sent again after a connection failure
+	// (with the same clientToken).
+	SubmitRetries int `json:"submit_retries"`
 }
 
 // KueueIdeal is the simulator's side of a Kueue benchmark.
@@ -113,6 +116,7 @@ func KueueRows(pub KueuePublished, wallTarget, largeTarget float64) []Row {
 		Row{Label: "  ideal preemptions", Key: "ideal.preemptions", Format: "%.0f"},
 		Row{Label: "submit lag p99 (harness health)", Key: "submit_lag_p99_ms", Format: "%.1f", Unit: "ms"},
 		Row{Label: "submit latency p99", Key: "submit_latency.p99_ms", Format: "%.1f", Unit: "ms"},
+		Row{Label: "submits resent after a connection failure", Key: "submit_retries", Format: "%.0f"},
 	)
 	return rows
 }
@@ -157,7 +161,7 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 		if err != nil {
 			return err
 		}
-		subs, start, err := kueueSubmit(ctx, c, w, queues, opt.Submitters, &res)
+		subs, start, err := kueueSubmit(ctx, c, w, queues, prefix, opt.Submitters, &res)
 		if err != nil {
 			return err
 		}
@@ -210,7 +214,11 @@ func KueueIdealRun(ctx context.Context, w *sim.Workload) (idealRun, error) {
 
 // kueueSubmit submits every job at its scheduled time from n clients and
 // returns them, with the instant the schedule started.
-func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues map[string]string, n int, res *KueueResult) ([]submitted, time.Time, error) {
+//
+// A submit that fails on the connection (not with an answer from the
+// server) is sent again with the same clientToken, so that it cannot create
+// a second job; SubmitRetries counts them.
+func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues map[string]string, prefix string, n int, res *KueueResult) ([]submitted, time.Time, error) {
 	subs := make([]submitted, len(w.Jobs))
 	lags := make([]time.Duration, len(w.Jobs))
 	lats := make([]time.Duration, len(w.Jobs))
@@ -219,6 +227,7 @@ func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues m
 	work := make(chan int, 4096)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
+	var retried atomic.Int64
 	start := time.Now()
 	for range n {
 		wg.Add(1)
@@ -229,7 +238,7 @@ func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues m
 				t := time.Now()
 				lags[i] = t.Sub(start.Add(j.Submit))
 				size := j.Demand[sim.KueueInstanceType]
-				out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
+				in := &batch.SubmitServiceJobInput{
 					JobName:            aws.String(j.ID),
 					JobQueue:           aws.String(queues[j.Queue]),
 					QuotaShareName:     aws.String(j.Share),
@@ -237,7 +246,14 @@ func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues m
 					ServiceJobType:     types.ServiceJobTypeSagemakerTraining,
 					ServiceRequestPayload: aws.String(Payload(j.ID, sim.KueueInstanceType, size, []string{"true"},
 						map[string]string{"QSHARE_SIM_DURATION": j.Duration.String()})),
+					ClientToken: aws.String(prefix + j.ID),
+				}
+				var out *batch.SubmitServiceJobOutput
+				r, err := retryTransient(ctx, 3, func() (err error) {
+					out, err = c.SubmitServiceJob(ctx, in)
+					return err
 				})
+				retried.Add(int64(r))
 				lats[i] = time.Since(t)
 				if err != nil {
 					if firstErr.CompareAndSwap(nil, fmt.Errorf("bench kueue: submit %s: %w", j.ID, err)) {
@@ -274,6 +290,7 @@ func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues m
 		ms[i] = float64(l) / float64(time.Millisecond)
 	}
 	res.SubmitLagP99Ms = round(Percentile(ms, 99), 1)
+	res.SubmitRetries = int(retried.Load())
 	res.SubmitLatency = Latencies(lats)
 	return subs, start, nil
 }
@@ -294,7 +311,11 @@ func describeAll(ctx context.Context, c *batch.Client, subs []submitted, n int) 
 				if i >= len(subs) || firstErr.Load() != nil {
 					return
 				}
-				d, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(subs[i].id)})
+				var d *batch.DescribeServiceJobOutput
+				_, err := retryTransient(ctx, 3, func() (err error) {
+					d, err = c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(subs[i].id)})
+					return err
+				})
 				if err != nil {
 					firstErr.CompareAndSwap(nil, fmt.Errorf("bench kueue: describe %s: %w", subs[i].spec.ID, err))
 					return
