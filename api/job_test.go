@@ -412,3 +412,30 @@ func TestServerException(t *testing.T) {
 		t.Fatalf("a failed submit left %d jobs", len(l.JobSummaryList))
 	}
 }
+
+// TestUnknownInstanceType: a job for an instance type the environment has no
+// limit for is accepted and waits with a MISCONFIGURATION reason, without
+// blocking the other shares.
+func TestUnknownInstanceType(t *testing.T) {
+	s := newServer(t)
+	s.setup("q", 2, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve},
+		shareSpec{name: "B", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	odd := s.submit("q", "A", "odd", 0, payload("ml.p4d.24xlarge", 1, time.Millisecond, 0))
+	other := s.submit("q", "B", "other", 0, payload(g5, 1, time.Millisecond, 0))
+	s.waitStatus(other, types.ServiceJobStatusSucceeded)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := s.describe(odd)
+		if d.Status != types.ServiceJobStatusRunnable {
+			t.Fatalf("odd job is %s", d.Status)
+		}
+		if strings.HasPrefix(aws.ToString(d.StatusReason), "MISCONFIGURATION:") {
+			t.Logf("reason: %s", aws.ToString(d.StatusReason))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("odd job reason %q", aws.ToString(d.StatusReason))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
