@@ -240,7 +240,11 @@ func (c *cycle) apply(o op) {
 			a.Executor = o.handle.State
 		}
 		j.StartedAt = started
-		c.transition(j, qshare.JobRunning, fmt.Sprintf("Attempt %d is running", r.n))
+		reason := fmt.Sprintf("Attempt %d is running", r.n)
+		if j.IsTerminated {
+			reason = j.StatusReason // the termination's reason, kept for the end
+		}
+		c.transition(j, qshare.JobRunning, reason)
 		if limit := d.runtimeLimit(j); limit > 0 {
 			r.deadline = started.Add(limit)
 		}
