@@ -119,7 +119,6 @@ func ReadTrace(r io.Reader, cfg *config.File, opts TraceOptions) ([]Job, []RowEr
 		if err == io.EOF {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
@@ -128,6 +127,7 @@ func ReadTrace(r io.Reader, cfg *config.File, opts TraceOptions) ([]Job, []RowEr
 			}
 			return nil, nil, err
 		}
+		line, _ := cr.FieldPos(0)
 		get := func(name string) string {
 			i, ok := col[name]
 			if !ok || i >= len(rec) {
@@ -332,7 +332,6 @@ func ReadPhilly(r io.Reader, cfg *config.File, opts PhillyOptions) ([]Job, []Row
 		if err == io.EOF {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
@@ -341,6 +340,7 @@ func ReadPhilly(r io.Reader, cfg *config.File, opts PhillyOptions) ([]Job, []Row
 			}
 			return nil, nil, err
 		}
+		line, _ := cr.FieldPos(0)
 		vc := rec[col["vc"]]
 		if exclude[vc] {
 			continue
