@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -49,8 +50,13 @@ instead, for a program to read.`,
 				return err
 			}
 			err = s.emit(views, func(w io.Writer) error {
-				// Home the cursor and clear the screen, then draw.
-				fmt.Fprintf(w, "\x1b[H\x1b[2J%s  (every %s; Ctrl-C to stop)\n\n", s.now().Format("15:04:05"), topOpts.interval)
+				if isTerminal(w) {
+					// Home the cursor and clear the screen, then draw.
+					fmt.Fprint(w, "\x1b[H\x1b[2J")
+				} else if i > 0 {
+					fmt.Fprintln(w)
+				}
+				fmt.Fprintf(w, "%s  (every %s; Ctrl-C to stop)\n\n", s.now().Format("15:04:05"), topOpts.interval)
 				return shareview.Render(w, views)
 			})
 			if err != nil {
@@ -65,6 +71,17 @@ instead, for a program to read.`,
 		}
 		return nil
 	}),
+}
+
+// isTerminal reports whether w is a terminal (a character device), where
+// top redraws in place; elsewhere it appends one picture after another.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func init() {
