@@ -1,0 +1,192 @@
+package faulttest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/smithy-go"
+
+	"qshare/api"
+	"qshare/daemon"
+	"qshare/event"
+	"qshare/executor/simulated"
+	"qshare/sqlite"
+	"qshare/store"
+)
+
+// failingStore is a real SQLite store whose commits fail while broken is
+// set, as they do when the disk is full or the data directory turns
+// read-only. (The tests run as root, for whom a read-only directory is
+// writable, and mounting a tiny filesystem needs privileges, so the fault is
+// injected at the store's seam instead.)
+type failingStore struct {
+	*sqlite.DB
+	broken atomic.Bool
+	failed atomic.Int64
+}
+
+var errDiskFull = errors.New("database or disk is full (injected)")
+
+func (s *failingStore) Commit(ctx context.Context, c *store.Change) error {
+	if s.broken.Load() {
+		s.failed.Add(1)
+		return errDiskFull
+	}
+	return s.DB.Commit(ctx, c)
+}
+
+// TestStoreCannotWrite breaks the store under a running server: requests
+// that change something fail with a ServerException and leave no trace,
+// reads keep working, and once the store writes again everything works,
+// including a change the control loop was still retrying.
+func TestStoreCannotWrite(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := &failingStore{DB: db}
+	evf, err := event.OpenFile(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evf.Close()
+	log := slog.New(slog.DiscardHandler)
+	d, err := daemon.New(daemon.Config{Store: st, Executor: simulated.New(simulated.Options{}), Logger: log, Tick: 20 * time.Millisecond, Events: evf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	srv := httptest.NewServer(api.New(d, log))
+	defer srv.Close()
+	c := client(srv.URL)
+	ctx := context.Background()
+
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(err)
+	_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(1)}}})
+	must(err)
+	_, err = c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), Priority: aws.Int32(1), SchedulingPolicyArn: pol.Arn,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
+	must(err)
+	_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("A"), JobQueue: aws.String("q"),
+		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(1)}},
+		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyLend},
+		PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateEnabled}})
+	must(err)
+	submit := func(name string) (*batch.SubmitServiceJobOutput, error) {
+		return c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
+			ServiceJobType:        types.ServiceJobTypeSagemakerTraining,
+			ServiceRequestPayload: aws.String(`{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1},"Environment":{"QSHARE_SIM_DURATION":"300ms"}}`)})
+	}
+	// A job that waits behind a long one, for the priority update below.
+	long, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("long"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
+		ServiceJobType:        types.ServiceJobTypeSagemakerTraining,
+		ServiceRequestPayload: aws.String(`{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1},"Environment":{"QSHARE_SIM_DURATION":"3s"}}`)})
+	must(err)
+	waiting, err := submit("waiting")
+	must(err)
+
+	st.broken.Store(true)
+	serverException := func(what string, err error) {
+		t.Helper()
+		var ae smithy.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode() != "ServerException" || ae.ErrorMessage() == "" {
+			t.Fatalf("%s while the store cannot write: %v, want a ServerException with a message", what, err)
+		}
+	}
+	_, err = submit("lost")
+	serverException("SubmitServiceJob", err)
+	_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("B"), JobQueue: aws.String("q"),
+		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(1)}},
+		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyLend},
+		PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateEnabled}})
+	serverException("CreateQuotaShare", err)
+	_, err = c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String("env"),
+		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(5)}}})
+	serverException("UpdateServiceEnvironment", err)
+
+	// A change that goes through the control loop waits for the loop's
+	// commit, which is retried; the client gives up first.
+	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = c.UpdateServiceJob(pctx, &batch.UpdateServiceJobInput{JobId: waiting.JobId, SchedulingPriority: aws.Int32(7)})
+	cancel()
+	if err == nil {
+		t.Fatal("UpdateServiceJob succeeded while the store cannot write")
+	}
+
+	// Nothing half-applied: reads show the state before the outage.
+	shares, err := c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("q")})
+	must(err)
+	if len(shares.QuotaShares) != 1 {
+		t.Errorf("%d quota shares after a failed create, want 1", len(shares.QuotaShares))
+	}
+	envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{"env"}})
+	must(err)
+	if n := aws.ToInt32(envs.ServiceEnvironments[0].CapacityLimits[0].MaxCapacity); n != 1 {
+		t.Errorf("environment capacity %d after a failed update, want 1", n)
+	}
+	jobs, err := listAll(ctx, c)
+	must(err)
+	for _, j := range jobs {
+		if aws.ToString(j.JobName) == "lost" {
+			t.Errorf("the job whose submit failed is listed: %+v", j)
+		}
+	}
+	dj, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: waiting.JobId})
+	must(err)
+	if p := aws.ToInt32(dj.SchedulingPriority); p != 0 {
+		t.Errorf("the waiting job shows priority %d while its update is not saved", p)
+	}
+	if st.failed.Load() == 0 {
+		t.Fatal("no commit was attempted while broken")
+	}
+
+	// The store writes again: the loop's retried commit lands, new changes work.
+	st.broken.Store(false)
+	_, err = submit("after")
+	must(err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		dj, err = c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: waiting.JobId})
+		must(err)
+		if aws.ToInt32(dj.SchedulingPriority) == 7 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the priority update the loop was retrying never landed: priority %d", aws.ToInt32(dj.SchedulingPriority))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	all, err := waitAllDone(ctx, c, 30*time.Second)
+	must(err)
+	for _, j := range all {
+		if j.Status != types.ServiceJobStatusSucceeded {
+			t.Errorf("job %s ended %s: %s", aws.ToString(j.JobName), j.Status, aws.ToString(j.StatusReason))
+		}
+	}
+	_ = long
+	t.Logf("%d commits refused during the outage; %d jobs succeeded after it", st.failed.Load(), len(all))
+}
