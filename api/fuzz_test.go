@@ -114,7 +114,7 @@ func sdkRequests(tb testing.TB, h http.Handler) map[string][][]byte {
 	}
 	job, _ := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j1"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 		SchedulingPriority: aws.Int32(3), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ClientToken: aws.String("tok-1"),
-		RetryStrategy: &types.ServiceJobRetryStrategy{Attempts: aws.Int32(3), EvaluateOnExit: []types.ServiceJobEvaluateOnExit{{Action: types.ServiceJobRetryActionRetry, OnStatusReason: aws.String("Essential*")}}},
+		RetryStrategy:           &types.ServiceJobRetryStrategy{Attempts: aws.Int32(3), EvaluateOnExit: []types.ServiceJobEvaluateOnExit{{Action: types.ServiceJobRetryActionRetry, OnStatusReason: aws.String("Essential*")}}},
 		PreemptionConfiguration: &types.ServiceJobPreemptionConfiguration{PreemptionRetriesBeforeTermination: aws.Int32(2)},
 		TimeoutConfig:           &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(3600)},
 		Tags:                    map[string]string{"k": "v"},
