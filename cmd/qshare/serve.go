@@ -277,6 +277,13 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// Listen first, so a busy port fails before the data is touched.
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
+	}
+	defer ln.Close()
+
 	db, err := sqlite.Open(filepath.Join(s.DataDir, "qshare.db"))
 	if err != nil {
 		return err
@@ -306,10 +313,6 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 	}
 	defer d.Close()
 
-	ln, err := net.Listen("tcp", s.Addr)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
-	}
 	srv := &http.Server{
 		Handler:           api.New(d, log),
 		ReadHeaderTimeout: 10 * time.Second,
