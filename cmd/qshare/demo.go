@@ -102,6 +102,9 @@ func runDemo(ctx context.Context, exe string, out interface{ Write([]byte) (int,
 type demoJob struct {
 	status      types.ServiceJobStatus
 	preemptions int32
+	// head marks the job at the head of its share: the demo waits until
+	// the scheduler has said why it waits, so that the picture shows it.
+	head bool
 }
 
 // playExample plays the three steps of the worked example on s, checking
@@ -140,9 +143,9 @@ func playExample(ctx context.Context, s *transcript.Session, api *batch.Client, 
 		}
 	}
 	if err := awaitJobs(ctx, api, wait, map[string]demoJob{
-		"qs1-high": {types.ServiceJobStatusRunning, 0},
-		"qs1-med":  {types.ServiceJobStatusRunning, 0},
-		"qs1-low":  {types.ServiceJobStatusRunnable, 0},
+		"qs1-high": {types.ServiceJobStatusRunning, 0, false},
+		"qs1-med":  {types.ServiceJobStatusRunning, 0, false},
+		"qs1-low":  {types.ServiceJobStatusRunnable, 0, true},
 	}); err != nil {
 		return err
 	}
@@ -159,10 +162,10 @@ func playExample(ctx context.Context, s *transcript.Session, api *batch.Client, 
 		return err
 	}
 	if err := awaitJobs(ctx, api, wait, map[string]demoJob{
-		"qs1-high":  {types.ServiceJobStatusRunning, 0},
-		"qs1-med":   {types.ServiceJobStatusRunnable, 1},
-		"qs1-low":   {types.ServiceJobStatusRunnable, 0},
-		"qs2-job-1": {types.ServiceJobStatusRunning, 0},
+		"qs1-high":  {types.ServiceJobStatusRunning, 0, false},
+		"qs1-med":   {types.ServiceJobStatusRunnable, 1, true},
+		"qs1-low":   {types.ServiceJobStatusRunnable, 0, false},
+		"qs2-job-1": {types.ServiceJobStatusRunning, 0, false},
 	}); err != nil {
 		return err
 	}
@@ -180,10 +183,10 @@ func playExample(ctx context.Context, s *transcript.Session, api *batch.Client, 
 		return err
 	}
 	if err := awaitJobs(ctx, api, wait, map[string]demoJob{
-		"qs1-high":  {types.ServiceJobStatusRunnable, 1},
-		"qs1-med":   {types.ServiceJobStatusRunnable, 1},
-		"qs1-low":   {types.ServiceJobStatusRunning, 0},
-		"qs2-job-1": {types.ServiceJobStatusRunning, 0},
+		"qs1-high":  {types.ServiceJobStatusRunnable, 1, true},
+		"qs1-med":   {types.ServiceJobStatusRunnable, 1, false},
+		"qs1-low":   {types.ServiceJobStatusRunning, 0, false},
+		"qs2-job-1": {types.ServiceJobStatusRunning, 0, false},
 	}); err != nil {
 		return err
 	}
@@ -226,6 +229,9 @@ func awaitJobs(ctx context.Context, api *batch.Client, wait time.Duration, want 
 				continue
 			}
 			g := demoJob{status: j.Status}
+			if w.head && !strings.HasPrefix(aws.ToString(j.StatusReason), "waiting for capacity:") {
+				ok = false // the scheduler has not yet said why it waits
+			}
 			if w.preemptions > 0 {
 				d, err := api.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: j.JobId})
 				if err != nil {

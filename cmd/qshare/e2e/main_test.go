@@ -225,3 +225,21 @@ func (e *env) await(want map[string]string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// awaitReason waits until a job's status reason starts with prefix: the
+// scheduler sets a waiting job's reason in the pass after the one that
+// requeued it, and a transcript must not catch the moment between.
+func (e *env) awaitReason(name, prefix string) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		j := e.describe(name)
+		if strings.HasPrefix(j.StatusReason, prefix) {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the reason of %s is still %q after 30s, want one starting %q", name, j.StatusReason, prefix)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

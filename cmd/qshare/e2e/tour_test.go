@@ -135,6 +135,7 @@ makes it the quickest way to see the scheduler at work. With
 	run("submit", "--queue", "training", "--share", "QS2", "--instance-type", "ml.g5.xlarge",
 		"--name", "eval", "--env", "QSHARE_SIM_DURATION=1h", "--", "python", "eval.py")
 	e.await(map[string]string{"bert-base": "RUNNING", "bert-large": "RUNNABLE", "eval": "RUNNING"})
+	e.awaitReason("bert-large", "waiting for capacity:")
 	run("shares")
 	s.Say("describe shows a job's whole story, with each attempt and why it ended:")
 	run("describe", "bert-large")
@@ -145,6 +146,7 @@ makes it the quickest way to see the scheduler at work. With
 		QS1's own instance.`)
 	run("priority", "bert-large", "9")
 	e.await(map[string]string{"bert-base": "RUNNABLE", "bert-large": "RUNNING", "eval": "RUNNING"})
+	e.awaitReason("bert-base", "waiting for capacity:")
 	run("shares")
 	s.Say("The snapshot is the API's own view of the queue (GetJobQueueSnapshot):")
 	run("snapshot", "training")
