@@ -106,7 +106,7 @@ func defineSubmitFlags(f *pflag.FlagSet, o *submitOptions) {
 	f.IntVar(&o.instanceCount, "instance-count", 1, "the instance count of ResourceConfig")
 	f.StringArrayVarP(&o.env, "env", "e", nil, "an environment variable of the job, KEY=VALUE (repeatable)")
 	f.IntVar(&o.retryAttempts, "retry-attempts", 0, "how many times the job may run, 1 to 10, retries included (default: once)")
-	f.IntVar(&o.preemptionRetries, "preemption-retries", -1, "how many preemptions the job survives before it fails (default: any number)")
+	f.IntVar(&o.preemptionRetries, "preemption-retries", 0, "how many preemptions the job survives before it fails; 0 fails it on the first (when unset: any number)")
 	f.DurationVar(&o.timeout, "timeout", 0, "the longest one attempt may run, such as 90m (StoppingCondition and timeoutConfig)")
 	f.StringArrayVar(&o.tags, "tag", nil, "a tag of the job, KEY=VALUE (repeatable)")
 	f.StringVar(&o.payloadFile, "payload", "", "send this CreateTrainingJob payload file as it is (- for standard input)")
