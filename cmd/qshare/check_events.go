@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -52,11 +51,11 @@ Reading the configuration from a server (--endpoint) is not there yet.`,
   qshare check-events events.jsonl --config examples/three-shares.yaml
 
   # A server's log: its pass runs a moment after the change that allows it
-  qshare check-events /var/lib/qshare/events.jsonl --config fleet.yaml --settle 1`,
+  qshare check-events /var/lib/qshare/events.jsonl --config fleet.yaml --settle 1 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return qshare.Errorf(qshare.EINVALID, "-o %q is not known: use text or json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			cfg, err := loadConfigFile(cfgPath, maxShares)
 			if err != nil {
@@ -76,21 +75,26 @@ Reading the configuration from a server (--endpoint) is not there yet.`,
 				return qshare.Errorf(qshare.EINVALID, "%s: %v", args[0], err)
 			}
 			out := cmd.OutOrStdout()
-			if output == "json" {
-				if vs == nil {
-					vs = []event.Violation{}
-				}
-				b, _ := json.MarshalIndent(map[string]any{"summary": sum, "violations": vs}, "", "  ")
-				fmt.Fprintln(out, string(b))
-			} else {
+			if vs == nil {
+				vs = []event.Violation{}
+			}
+			result := struct {
+				Summary    event.Summary     `json:"summary"`
+				Violations []event.Violation `json:"violations"`
+			}{sum, vs}
+			err = emitAs(out, output, result, func(w io.Writer) error {
 				for _, v := range vs {
-					fmt.Fprintln(out, v)
+					fmt.Fprintln(w, v)
 				}
 				if sum.Violations > len(vs) {
-					fmt.Fprintf(out, "... and %d more\n", sum.Violations-len(vs))
+					fmt.Fprintf(w, "... and %d more\n", sum.Violations-len(vs))
 				}
-				fmt.Fprintf(out, "%d lines, %d jobs, %d starts, %d preemptions, %d finishes, %d failures: %d violations\n",
+				_, err := fmt.Fprintf(w, "%d lines, %d jobs, %d starts, %d preemptions, %d finishes, %d failures: %d violations\n",
 					sum.Lines, sum.Jobs, sum.Starts, sum.Preempts, sum.Finishes, sum.Fails, sum.Violations)
+				return err
+			})
+			if err != nil {
+				return err
 			}
 			if sum.Violations > 0 {
 				return errViolations
@@ -102,7 +106,7 @@ Reading the configuration from a server (--endpoint) is not there yet.`,
 	fl.StringVar(&cfgPath, "config", "", "the configuration the log was made under (YAML or JSON)")
 	fl.Float64Var(&settle, "settle", 0, "seconds a fitting head job may wait before it counts (0 for a simulation's log)")
 	fl.IntVar(&maxShares, "max-shares-per-queue", qshare.DefaultQuotaSharesPerQueue, "the most quota shares a job queue may have (a server's configured limit)")
-	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	fl.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	cmd.MarkFlagRequired("config")
 	cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	rootCmd.AddCommand(cmd)

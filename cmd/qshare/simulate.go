@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	"qshare"
 	"qshare/config"
@@ -30,6 +32,7 @@ type simulateFlags struct {
 	phillyGPU                  string
 	phillyExclude              []string
 	workload                   string
+	output                     string
 }
 
 func init() {
@@ -100,6 +103,7 @@ are added only with --timing).`,
 	fl.StringVar(&f.phillyGPU, "philly-gpu-type", "ml.g5.xlarge", "philly format: the instance type of one GPU")
 	fl.StringVar(&f.phillyNode, "philly-node-type", "", "philly format: an 8-GPU instance type for jobs of 8 GPUs or more (default: every GPU is one --philly-gpu-type instance)")
 	fl.StringArrayVar(&f.phillyExclude, "philly-exclude", nil, "philly format: leave out the jobs of this VC (repeatable), e.g. unknown")
+	fl.StringVarP(&f.output, "output", "o", "table", "what to print on stdout: table (the summary), json or yaml (the report)")
 	fl.StringVar(&f.workload, "workload", "", "replay a built-in workload instead of --config and --trace: kueue-baseline or kueue-large-scale (Kueue's scheduler benchmarks)")
 	cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	cmd.MarkFlagFilename("trace", "csv")
@@ -117,6 +121,9 @@ func loadConfigFile(path string, maxShares int) (*config.File, error) {
 }
 
 func runSimulate(cmd *cobra.Command, f simulateFlags) error {
+	if err := checkOutput(f.output); err != nil {
+		return err
+	}
 	if f.compare && len(f.whatIf) == 0 {
 		return qshare.Errorf(qshare.EINVALID, "--compare needs at least one --what-if KEY=VALUE to compare with")
 	}
@@ -218,20 +225,21 @@ func runSimulate(cmd *cobra.Command, f simulateFlags) error {
 	}
 
 	out := cmd.OutOrStdout()
-	var write func(io.Writer) error
+	var (
+		write   func(io.Writer) error
+		summary func(io.Writer) error
+		value   any
+	)
 	if f.compare {
 		c := sim.Compare(config.Describe(base, cfg), baseRep, rep)
-		write = c.WriteJSON
-		if err := c.WriteSummary(out); err != nil {
-			return err
-		}
+		write, summary, value = c.WriteJSON, c.WriteSummary, c
 	} else {
-		write = rep.WriteJSON
-		if err := rep.WriteSummary(out); err != nil {
-			return err
-		}
+		write, summary, value = rep.WriteJSON, rep.WriteSummary, rep
 	}
-	if f.workload != "" {
+	if err := emitAs(out, f.output, value, summary); err != nil {
+		return err
+	}
+	if f.workload != "" && f.output == "table" {
 		m := sim.AdmissionMeans(rep)
 		fmt.Fprintf(out, "\nmean time to first start: large %.1fs, medium %.1fs, small %.1fs\n", m["large"], m["medium"], m["small"])
 	}
@@ -248,9 +256,49 @@ func runSimulate(cmd *cobra.Command, f simulateFlags) error {
 		if err := sim.WritePlots(f.plots, title, rep); err != nil {
 			return fmt.Errorf("writing plots: %w", err)
 		}
-		fmt.Fprintf(out, "\nplots: %s\n", filepath.Join(f.plots, "index.html"))
+		if f.output == "table" {
+			fmt.Fprintf(out, "\nplots: %s\n", filepath.Join(f.plots, "index.html"))
+		}
 	}
 	return nil
+}
+
+func checkOutput(format string) error {
+	switch format {
+	case "table", "json", "yaml":
+		return nil
+	}
+	return qshare.Errorf(qshare.EINVALID, "--output %q is not known: use table, json or yaml", format)
+}
+
+// emitAs prints v as JSON or YAML (with the JSON field names), or calls
+// table for the human form.
+func emitAs(w io.Writer, format string, v any, table func(io.Writer) error) error {
+	switch format {
+	case "json":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	case "yaml":
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var generic any
+		if err := json.Unmarshal(b, &generic); err != nil {
+			return err
+		}
+		y, err := yaml.Marshal(generic)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	return table(w)
 }
 
 func writeFile(path string, write func(io.Writer) error) error {
