@@ -53,7 +53,7 @@ var client clientOptions
 func addClientFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&client.endpoint, "endpoint", DefaultEndpoint, "the qshare server's URL (env QSHARE_ENDPOINT)")
-	f.StringVar(&client.region, "region", "us-east-1", "the AWS region the requests are signed for (env QSHARE_REGION)")
+	f.StringVar(&client.region, "region", "us-east-1", "the AWS region the requests are signed for (env QSHARE_REGION, then AWS_REGION)")
 	f.StringVarP(&client.output, "output", "o", "table", "output format: table, json or yaml")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 }
@@ -68,6 +68,8 @@ func resolveClientOptions(cmd *cobra.Command) (clientOptions, error) {
 	}
 	if !cmd.Flags().Changed("region") {
 		if v := os.Getenv("QSHARE_REGION"); v != "" {
+			o.region = v
+		} else if v := os.Getenv("AWS_REGION"); v != "" {
 			o.region = v
 		}
 	}
