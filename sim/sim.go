@@ -147,8 +147,9 @@ type simulator struct {
 // Run replays jobs against the configuration cfg (which must be valid) and
 // returns the report. Jobs must name queues and shares of cfg (ReadTrace
 // checks that) and be sorted by Submit; IDs must be unique. A job whose
-// share is DISABLED is rejected at submit, as the API would: it fails at
-// once. A job that can never fit waits to the end and counts as never
+// share or queue is DISABLED is rejected at submit, as the API would: it
+// fails at once. (A DISABLED service environment is not modelled: the
+// engine has no such state.) A job that can never fit waits to the end and counts as never
 // started. Run stops early with ctx's error if ctx is cancelled.
 func Run(ctx context.Context, cfg *config.File, jobs []Job, opts Options) (*Report, error) {
 	if opts.Buckets <= 0 {
@@ -284,11 +285,18 @@ func (s *simulator) loop(ctx context.Context, jobs []Job) error {
 func (s *simulator) submit(r *run) error {
 	j := r.job
 	s.emit(r, event.Submit, j.Demand, "", "")
-	if sh := s.cfg.Queue(j.Queue).Share(j.Share); sh.State == qshare.Disabled {
+	q := s.cfg.Queue(j.Queue)
+	reject := ""
+	if q.State == qshare.Disabled {
+		reject = fmt.Sprintf("job queue %s is DISABLED: it accepts no new jobs", j.Queue)
+	} else if q.Share(j.Share).State == qshare.Disabled {
+		reject = fmt.Sprintf("quota share %s is DISABLED: it accepts no new jobs", j.Share)
+	}
+	if reject != "" {
 		r.state, r.failed, r.end = jobDone, true, s.now
 		s.done++
 		r.share.rejected++
-		s.emit(r, event.Fail, nil, fmt.Sprintf("quota share %s is DISABLED: it accepts no new jobs", j.Share), "")
+		s.emit(r, event.Fail, nil, reject, "")
 		return nil
 	}
 	r.share.submitted++

@@ -175,6 +175,18 @@ func TestDisabledShareRejects(t *testing.T) {
 	}
 }
 
+func TestDisabledQueueRejects(t *testing.T) {
+	base := loadConfig(t, "../examples/three-shares.yaml")
+	cfg, err := base.WhatIf([]string{"queue.training.state=DISABLED"}, config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runChecked(t, cfg, loadTrace(t, cfg, "testdata/small.csv"), Options{}, 0)
+	if rep.Jobs.Failed != 9 || rep.Jobs.Completed != 0 {
+		t.Errorf("jobs %+v: every job should be rejected", rep.Jobs)
+	}
+}
+
 func TestRunStopsOnCancel(t *testing.T) {
 	w := KueueBaseline()
 	ctx, cancel := context.WithCancel(context.Background())
