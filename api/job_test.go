@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -437,5 +438,28 @@ func TestUnknownInstanceType(t *testing.T) {
 			t.Fatalf("odd job reason %q", aws.ToString(d.StatusReason))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestClientTokenExpiry: after 24 hours a clientToken starts a new job.
+func TestClientTokenExpiry(t *testing.T) {
+	var skew atomic.Int64
+	s := newServer(t, func(c *daemonConfig) {
+		c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
+	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	in := &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
+		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0)),
+		ClientToken: aws.String("daily")}
+	a, err := s.c.SubmitServiceJob(ctx, in)
+	must(t, err)
+	skew.Store(int64(23 * time.Hour))
+	b, err := s.c.SubmitServiceJob(ctx, in)
+	must(t, err)
+	skew.Store(int64(25 * time.Hour))
+	c, err := s.c.SubmitServiceJob(ctx, in)
+	must(t, err)
+	if *a.JobId != *b.JobId || *c.JobId == *a.JobId {
+		t.Fatalf("jobs %s, %s (23 h later), %s (25 h later): want the first two equal, the third new", *a.JobId, *b.JobId, *c.JobId)
 	}
 }

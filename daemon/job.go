@@ -42,7 +42,11 @@ type tokenEntry struct {
 	hash string
 	job  string
 	err  error
+	at   time.Time // when the submit was made
 }
+
+// tokenLifetime is how long a clientToken identifies its submit, as in AWS.
+const tokenLifetime = 24 * time.Hour
 
 func validateRetryStrategy(rs *qshare.RetryStrategy) error {
 	if rs == nil {
@@ -244,8 +248,11 @@ func (d *Daemon) claimToken(ctx context.Context, token, hash string) (*tokenEntr
 	for {
 		d.mu.Lock()
 		e := d.tokens[token]
+		if e != nil && e.job != "" && d.now().Sub(e.at) > tokenLifetime {
+			e = nil // expired: the token starts a new job
+		}
 		if e == nil {
-			e = &tokenEntry{done: make(chan struct{}), hash: hash}
+			e = &tokenEntry{done: make(chan struct{}), hash: hash, at: d.now()}
 			d.tokens[token] = e
 			d.mu.Unlock()
 			return e, nil, nil

@@ -54,7 +54,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 		j := &s.Jobs[i]
 		d.installJob(j)
 		if j.ClientToken != "" {
-			e := &tokenEntry{done: make(chan struct{}), hash: j.RequestHash, job: j.ID}
+			e := &tokenEntry{done: make(chan struct{}), hash: j.RequestHash, job: j.ID, at: j.CreatedAt}
 			close(e.done)
 			d.tokens[j.ClientToken] = e
 		}
