@@ -15,7 +15,7 @@ import (
 //
 //	go test ./sim -run '^$' -fuzz FuzzReadTrace -fuzztime 60s
 func FuzzReadTrace(f *testing.F) {
-	if data, err := os.ReadFile("testdata/small.csv"); err == nil {
+	if data, err := os.ReadFile("../examples/three-shares-trace.csv"); err == nil {
 		f.Add(data)
 	}
 	f.Add([]byte("job_id,submit_s,duration_s,quota_share,instance_type,instance_count\nj,0,1,QS1,ml.g5.xlarge,1\nj,0,1,QS1,ml.p4d.24xlarge,2\n"))

@@ -43,11 +43,11 @@ func loadTrace(t testing.TB, cfg *config.File, path string) []Job {
 	return jobs
 }
 
-// runSmall replays testdata/small.csv on the spec's three-share example and
+// runSmall replays examples/three-shares-trace.csv on the spec's three-share example and
 // returns the report and the event log as bytes.
 func runSmall(t *testing.T, opts Options) (*Report, []byte, []byte) {
 	cfg := loadConfig(t, "../examples/three-shares.yaml")
-	jobs := loadTrace(t, cfg, "testdata/small.csv")
+	jobs := loadTrace(t, cfg, "../examples/three-shares-trace.csv")
 	var events, report bytes.Buffer
 	opts.Events = &events
 	opts.verify = true
@@ -166,7 +166,7 @@ func TestDisabledShareRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := loadTrace(t, cfg, "testdata/small.csv")
+	jobs := loadTrace(t, cfg, "../examples/three-shares-trace.csv")
 	rep := runChecked(t, cfg, jobs, Options{}, 0)
 	for _, s := range rep.Shares {
 		if s.Share == "QS3" && (s.Failed != 3 || s.Completed != 0 || s.UsedInstS != 0) {
@@ -181,7 +181,7 @@ func TestDisabledQueueRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := runChecked(t, cfg, loadTrace(t, cfg, "testdata/small.csv"), Options{}, 0)
+	rep := runChecked(t, cfg, loadTrace(t, cfg, "../examples/three-shares-trace.csv"), Options{}, 0)
 	if rep.Jobs.Failed != 9 || rep.Jobs.Completed != 0 {
 		t.Errorf("jobs %+v: every job should be rejected", rep.Jobs)
 	}

@@ -86,7 +86,8 @@ const maxListedRows = 50
 //	cfg), preemption_retries (default: unlimited)
 //
 // A job that needs several instance types has one row per type, with the
-// same job_id and the same other fields. Every row is checked against cfg
+// same job_id and the same other fields. Lines that start with # are
+// comments. Every row is checked against cfg
 // (its queue and share must exist). The jobs come back sorted by submit
 // time, ties in file order. Bad rows make it fail with a *TraceError unless
 // opts.SkipBadRows; the skipped rows are returned either way.
@@ -94,6 +95,7 @@ func ReadTrace(r io.Reader, cfg *config.File, opts TraceOptions) ([]Job, []RowEr
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
+	cr.Comment = '#'
 	header, err := cr.Read()
 	if err != nil {
 		return nil, nil, qshare.Errorf(qshare.EINVALID, "%s: cannot read the header row: %v", opts.Name, err)

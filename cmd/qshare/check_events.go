@@ -47,7 +47,7 @@ It exits with status 1 when it finds a violation. The configuration is the
 file that "qshare apply" takes; it must be the one the log was made under
 (a log that spans configuration changes is checked against one of them).
 Reading the configuration from a server (--endpoint) is not there yet.`,
-		Example: `  qshare simulate --config examples/three-shares.yaml --trace sim/testdata/small.csv --events events.jsonl
+		Example: `  qshare simulate --config examples/three-shares.yaml --trace examples/three-shares-trace.csv --events events.jsonl
   qshare check-events events.jsonl --config examples/three-shares.yaml
 
   # A server's log: its pass runs a moment after the change that allows it

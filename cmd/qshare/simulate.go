@@ -51,7 +51,8 @@ ignored:
   job_id, submit_s, duration_s, quota_share, instance_type, instance_count
   optional: priority (0), job_queue (the config's only queue),
             preemption_retries (unlimited)
-A job that needs several instance types has one row per type. With
+A job that needs several instance types has one row per type; lines
+starting with # are comments. With
 --trace-format philly it reads the Philly trace (job_id,submit_s,gpus,
 duration_s,vc) and puts each job in the share named after its VC.
 
@@ -67,11 +68,11 @@ reports the differences (--events and --plots then show the changed run).
 The same inputs give byte-identical reports and events (wall-clock figures
 are added only with --timing).`,
 		Example: `  # Replay a trace and write everything
-  qshare simulate --config examples/three-shares.yaml --trace sim/testdata/small.csv \
+  qshare simulate --config examples/three-shares.yaml --trace examples/three-shares-trace.csv \
     --report report.json --events events.jsonl --plots plots/
 
   # What if QS1 reserved its capacity instead of lending it?
-  qshare simulate --config examples/three-shares.yaml --trace sim/testdata/small.csv \
+  qshare simulate --config examples/three-shares.yaml --trace examples/three-shares-trace.csv \
     --what-if share.QS1.strategy=RESERVE --compare
 
   # The zero-overhead baseline of Kueue's scheduler benchmark

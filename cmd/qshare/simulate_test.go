@@ -26,7 +26,7 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 	}
 	report, events, plots := filepath.Join(dir, "r.json"), filepath.Join(dir, "e.jsonl"), filepath.Join(dir, "plots")
 
-	out, errOut, err := run("simulate", "--config", "examples/three-shares.yaml", "--trace", "sim/testdata/small.csv",
+	out, errOut, err := run("simulate", "--config", "examples/three-shares.yaml", "--trace", "examples/three-shares-trace.csv",
 		"--report", report, "--events", events, "--plots", plots, "--checkpoint-interval", "20s")
 	if err != nil {
 		t.Fatalf("simulate: %v\n%s%s", err, out, errOut)
@@ -69,7 +69,7 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 	}
 
 	// --what-if with --compare.
-	out, errOut, err = run("simulate", "--config", "examples/three-shares.yaml", "--trace", "sim/testdata/small.csv",
+	out, errOut, err = run("simulate", "--config", "examples/three-shares.yaml", "--trace", "examples/three-shares-trace.csv",
 		"--what-if", "share.QS1.strategy=RESERVE", "--compare", "--report", report)
 	if err != nil || !strings.Contains(out, "share training/QS1 strategy: LEND_AND_BORROW -> RESERVE") {
 		t.Fatalf("compare: %v\n%s%s", err, out, errOut)
@@ -84,7 +84,7 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 	// Errors: a bad configuration, a bad trace.
 	badCfg := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(badCfg, []byte("serviceEnvironments:\n  - serviceEnvironmentName: x\n    capacityLimits: [{capacityUnit: t, maxCapacity: 0}]\n"), 0o644)
-	_, errOut, err = run("simulate", "--config", badCfg, "--trace", "sim/testdata/small.csv")
+	_, errOut, err = run("simulate", "--config", badCfg, "--trace", "examples/three-shares-trace.csv")
 	if err == nil || !strings.Contains(errOut, "line 3: serviceEnvironments[0].capacityLimits[0].maxCapacity 0 is not valid") {
 		t.Errorf("bad config: %v\n%s", err, errOut)
 	}
