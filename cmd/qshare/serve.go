@@ -23,6 +23,7 @@ import (
 	"qshare"
 	"qshare/api"
 	"qshare/daemon"
+	"qshare/logstream"
 	"qshare/event"
 	"qshare/executor"
 	"qshare/executor/process"
@@ -313,8 +314,13 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 	}
 	defer d.Close()
 
+	// The AWS Batch API at /v1/, and qshare's one extension, the logs of
+	// an attempt, which the AWS API has no operation for.
+	mux := http.NewServeMux()
+	mux.Handle(logstream.PathPrefix, logstream.New(d.Job))
+	mux.Handle("/", api.New(d, log))
 	srv := &http.Server{
-		Handler:           api.New(d, log),
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
