@@ -23,11 +23,11 @@ import (
 	"qshare"
 	"qshare/api"
 	"qshare/daemon"
-	"qshare/logstream"
 	"qshare/event"
 	"qshare/executor"
 	"qshare/executor/process"
 	"qshare/executor/simulated"
+	"qshare/logstream"
 	"qshare/sqlite"
 )
 
