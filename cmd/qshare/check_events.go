@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/spf13/cobra"
 
 	"qshare"
+	"qshare/config"
 	"qshare/event"
 )
 
@@ -16,10 +21,9 @@ func init() {
 		cfgPath   string
 		settle    float64
 		maxShares int
-		output    string
 	)
 	cmd := &cobra.Command{
-		Use:   "check-events FILE --config CONFIG",
+		Use:   "check-events FILE [--config CONFIG | --endpoint URL]",
 		Short: "Check an event log against the scheduler's guarantees",
 		Long: `check-events replays an event log (from "qshare simulate --events" or
 "qshare serve --events") against a configuration, and reports every moment
@@ -44,20 +48,33 @@ involved:
                          back what it does not hold, an unknown share)
 
 It exits with status 1 when it finds a violation. The configuration is the
-file that "qshare apply" takes; it must be the one the log was made under
-(a log that spans configuration changes is checked against one of them).
-Reading the configuration from a server (--endpoint) is not there yet.`,
+file that "qshare apply" takes (--config), or, without --config, what the
+server at --endpoint holds now. It must be the one the log was made under:
+a log that spans configuration changes is checked against one of them.`,
 		Example: `  qshare simulate --config examples/three-shares.yaml --trace examples/three-shares-trace.csv --events events.jsonl
   qshare check-events events.jsonl --config examples/three-shares.yaml
 
   # A server's log: its pass runs a moment after the change that allows it
-  qshare check-events /var/lib/qshare/events.jsonl --config fleet.yaml --settle 1 -o json`,
+  qshare check-events /var/lib/qshare/events.jsonl --config fleet.yaml --settle 1 -o json
+
+  # Against the configuration the local server holds
+  qshare check-events /var/lib/qshare/events.jsonl --settle 1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			opts, err := resolveClientOptions(cmd)
+			if err != nil {
 				return err
 			}
-			cfg, err := loadConfigFile(cfgPath, maxShares)
+			output := opts.output
+			var cfg *config.File
+			if cfgPath != "" {
+				cfg, err = loadConfigFile(cfgPath, maxShares)
+			} else {
+				cfg, err = configFromServer(cmd.Context(), newClient(opts.endpoint, opts.region), maxShares)
+				if err != nil {
+					err = userError(err, opts.endpoint)
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -103,13 +120,110 @@ Reading the configuration from a server (--endpoint) is not there yet.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfgPath, "config", "", "the configuration the log was made under (YAML or JSON)")
+	fl.StringVar(&cfgPath, "config", "", "the configuration the log was made under (YAML or JSON); without it, the server's (--endpoint)")
 	fl.Float64Var(&settle, "settle", 0, "seconds a fitting head job may wait before it counts (0 for a simulation's log)")
 	fl.IntVar(&maxShares, "max-shares-per-queue", qshare.DefaultQuotaSharesPerQueue, "the most quota shares a job queue may have (a server's configured limit)")
-	fl.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
-	cmd.MarkFlagRequired("config")
+	addClientFlags(cmd)
 	cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	rootCmd.AddCommand(cmd)
+}
+
+// configFromServer reads the configuration a server holds (environments,
+// scheduling policies, job queues and their quota shares) as a config.File,
+// through the AWS Batch API, and validates it.
+func configFromServer(ctx context.Context, api *batch.Client, maxShares int) (*config.File, error) {
+	f := &config.File{}
+	ep := batch.NewDescribeServiceEnvironmentsPaginator(api, &batch.DescribeServiceEnvironmentsInput{})
+	for ep.HasMorePages() {
+		out, err := ep.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range out.ServiceEnvironments {
+			if e.Status == types.ServiceEnvironmentStatusDeleted {
+				continue
+			}
+			env := config.Environment{Name: aws.ToString(e.ServiceEnvironmentName), State: qshare.State(e.State)}
+			for _, l := range e.CapacityLimits {
+				env.CapacityLimits = append(env.CapacityLimits, qshare.CapacityLimit{CapacityUnit: aws.ToString(l.CapacityUnit), MaxCapacity: int64(aws.ToInt32(l.MaxCapacity))})
+			}
+			f.ServiceEnvironments = append(f.ServiceEnvironments, env)
+		}
+	}
+	var arns []string
+	pp := batch.NewListSchedulingPoliciesPaginator(api, &batch.ListSchedulingPoliciesInput{})
+	for pp.HasMorePages() {
+		out, err := pp.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range out.SchedulingPolicies {
+			arns = append(arns, aws.ToString(p.Arn))
+		}
+	}
+	for len(arns) > 0 {
+		n := min(len(arns), 100)
+		out, err := api.DescribeSchedulingPolicies(ctx, &batch.DescribeSchedulingPoliciesInput{Arns: arns[:n]})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range out.SchedulingPolicies {
+			pol := config.Policy{Name: aws.ToString(p.Name)}
+			if p.QuotaSharePolicy != nil {
+				pol.QuotaSharePolicy = &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: string(p.QuotaSharePolicy.IdleResourceAssignmentStrategy)}
+			} else {
+				pol.FairsharePolicy = &config.FairsharePolicy{}
+			}
+			f.SchedulingPolicies = append(f.SchedulingPolicies, pol)
+		}
+		arns = arns[n:]
+	}
+	qp := batch.NewDescribeJobQueuesPaginator(api, &batch.DescribeJobQueuesInput{})
+	for qp.HasMorePages() {
+		out, err := qp.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, jq := range out.JobQueues {
+			if jq.Status == types.JQStatusDeleted || jq.JobQueueType != types.JobQueueTypeSagemakerTraining {
+				continue
+			}
+			prio := int64(aws.ToInt32(jq.Priority))
+			q := config.Queue{Name: aws.ToString(jq.JobQueueName), Priority: &prio, State: qshare.State(jq.State), SchedulingPolicy: aws.ToString(jq.SchedulingPolicyArn)}
+			if len(jq.ServiceEnvironmentOrder) > 0 {
+				q.ServiceEnvironment = aws.ToString(jq.ServiceEnvironmentOrder[0].ServiceEnvironment)
+			}
+			sp := batch.NewListQuotaSharesPaginator(api, &batch.ListQuotaSharesInput{JobQueue: jq.JobQueueArn})
+			for sp.HasMorePages() {
+				out, err := sp.NextPage(ctx)
+				if err != nil {
+					return nil, err
+				}
+				for _, qs := range out.QuotaShares {
+					s := config.Share{Name: aws.ToString(qs.QuotaShareName), State: qshare.State(qs.State)}
+					for _, l := range qs.CapacityLimits {
+						s.CapacityLimits = append(s.CapacityLimits, qshare.CapacityLimit{CapacityUnit: aws.ToString(l.CapacityUnit), MaxCapacity: int64(aws.ToInt32(l.MaxCapacity))})
+					}
+					if rs := qs.ResourceSharingConfiguration; rs != nil {
+						s.Strategy = qshare.Strategy(rs.Strategy)
+						if rs.BorrowLimit != nil && s.Strategy == qshare.StrategyLendAndBorrow {
+							b := int64(aws.ToInt32(rs.BorrowLimit))
+							s.BorrowLimit = &b
+						}
+					}
+					if pc := qs.PreemptionConfiguration; pc != nil {
+						s.InSharePreemption = qshare.State(pc.InSharePreemption)
+					}
+					q.QuotaShares = append(q.QuotaShares, s)
+				}
+			}
+			f.JobQueues = append(f.JobQueues, q)
+		}
+	}
+	if err := f.Validate(config.Options{MaxSharesPerQueue: maxShares}); err != nil {
+		return nil, fmt.Errorf("the server's configuration does not validate: %w", err)
+	}
+	return f, nil
 }
 
 // errViolations makes check-events exit non-zero after it has printed them.

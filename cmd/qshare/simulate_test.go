@@ -68,6 +68,20 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 		t.Errorf("json output: %v\n%s", err, out)
 	}
 
+	// The configuration a server holds, instead of the file.
+	srv := startProcess(t, bin, t.TempDir())
+	if out, errOut, err := run("apply", "-f", "examples/three-shares.yaml", "--endpoint", srv.addr); err != nil {
+		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run("check-events", events, "--endpoint", srv.addr)
+	if err != nil || !strings.Contains(out, ": 0 violations") {
+		t.Fatalf("check-events --endpoint on a clean log: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run("check-events", bad, "--endpoint", srv.addr)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "[share-limit] job qs3_big starts") {
+		t.Fatalf("check-events --endpoint on a bad log: %v\n%s%s", err, out, errOut)
+	}
+
 	// --what-if with --compare.
 	out, errOut, err = run("simulate", "--config", "examples/three-shares.yaml", "--trace", "examples/three-shares-trace.csv",
 		"--what-if", "share.QS1.strategy=RESERVE", "--compare", "--report", report)
