@@ -182,7 +182,7 @@ func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, 
 		return firstErr
 	}
 	submitWall := time.Since(start)
-	if err := waitDone(ctx, c, []string{queue}, srv, 20*time.Millisecond, opt.Timeout); err != nil {
+	if err := waitDone(ctx, c, []string{queue}, srv, 50*time.Millisecond, opt.Timeout); err != nil {
 		return err
 	}
 	failed, err := listJobs(ctx, c, queue, types.ServiceJobStatusFailed)

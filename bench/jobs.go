@@ -10,10 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 )
 
-// activeStatuses are the job statuses that are not terminal.
+// activeStatuses are the job statuses that are not terminal, the likeliest
+// to hold a job first: a poll that finds one stops asking, and each ask
+// costs the server a walk over the queue's jobs.
 var activeStatuses = []types.ServiceJobStatus{
-	types.ServiceJobStatusSubmitted, types.ServiceJobStatusPending, types.ServiceJobStatusRunnable,
-	types.ServiceJobStatusScheduled, types.ServiceJobStatusStarting, types.ServiceJobStatusRunning,
+	types.ServiceJobStatusRunnable, types.ServiceJobStatusRunning, types.ServiceJobStatusScheduled,
+	types.ServiceJobStatusStarting, types.ServiceJobStatusSubmitted, types.ServiceJobStatusPending,
 }
 
 // listJobs lists every job of a queue in a status, following nextToken.

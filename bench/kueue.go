@@ -165,12 +165,14 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 		if err != nil {
 			return err
 		}
+		// The poll's period does not bound the figures' precision: they
+		// come from the jobs' own timestamps.
 		var qs []string
 		for _, q := range queues {
 			qs = append(qs, q)
 		}
 		sort.Strings(qs)
-		if err := waitDone(ctx, c, qs, srv, 250*time.Millisecond, opt.Timeout); err != nil {
+		if err := waitDone(ctx, c, qs, srv, 500*time.Millisecond, opt.Timeout); err != nil {
 			return err
 		}
 		jobs, err := describeAll(ctx, c, subs, opt.Submitters)
