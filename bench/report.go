@@ -156,6 +156,9 @@ func Table(w io.Writer, title string, report map[string]any, rows []Row) error {
 			sp := "—"
 			if s, ok := spread[r.Key]; ok {
 				sp = fmt.Sprintf(f+"–"+f, s.Min, s.Max)
+				if s.Min == s.Max {
+					sp = "(same)"
+				}
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Label, val, sp, r.Anchor)
 		} else {
