@@ -47,6 +47,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +154,9 @@ type attempt struct {
 // instance-type table; it fails with a *qshare.Error when either fails or
 // DataDir is unusable.
 func New(ctx context.Context, o Options) (*Executor, error) {
+	if runtime.GOOS != "linux" {
+		return nil, qshare.Errorf(qshare.EINVALID, "the process executor runs on Linux only (it relies on /proc and child subreapers): use --executor simulated on %s", runtime.GOOS)
+	}
 	if o.DataDir == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "process executor: no data directory given")
 	}

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // SupervisorEnv is the environment variable that turns a binary into the
@@ -171,7 +169,7 @@ func Supervise(dataDir string) int {
 	// must not end the supervisor while it runs jobs.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGUSR1)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if err := becomeSubreaper(); err != nil {
 		logf("cannot become a child subreaper: %v", err)
 		return 2
 	}
