@@ -1,0 +1,530 @@
+// Package processe2e_test runs real training-job processes through a real
+// `qshare serve --executor process`, driven only by the AWS SDK for Go v2
+// batch client (and the server's log endpoint), as issue 4 asks: a job that
+// succeeds, one retried by evaluateOnExit, timeouts, termination, in-share
+// preemption with a checkpoint and a resume, cross-share reclaim, kill -9
+// of the server and recovery, and GPU assignment with a fake nvidia-smi.
+//
+// TestMain builds the qshare binary once; each test starts its own server on
+// a free loopback port with its own data directory. The jobs are small
+// shell scripts that wait on "gate" files the test creates, so that no
+// assertion depends on how fast a loaded machine is: the tests poll
+// DescribeServiceJob and the logs with a deadline and never sleep a fixed
+// time. See docs/process-e2e.md.
+package processe2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// bin is the qshare binary under test.
+var bin string
+
+// waitLimit bounds every wait for a state. It is generous because the CI
+// machine has two cores shared by many test processes; a healthy run takes
+// well under a second for each wait.
+const waitLimit = 90 * time.Second
+
+// grace is the server's --stop-grace. Every job here that traps SIGTERM
+// exits at once, so the grace only matters for the stubborn job, which
+// sets a shorter one of its own.
+const grace = "5s"
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // every test skips itself
+	}
+	dir, err := os.MkdirTemp("", "qshare-processe2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	root, _ := filepath.Abs("../../..")
+	bin = filepath.Join(dir, "qshare")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/qshare")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// skipShort skips a test in -short mode: each one builds on a real server.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the qshare binary with real job processes")
+	}
+}
+
+// server is one `qshare serve --executor process` child process.
+type server struct {
+	t        *testing.T
+	dataDir  string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	endpoint string
+	c        *batch.Client
+	logMu    sync.Mutex
+	log      bytes.Buffer
+}
+
+// serverOpts are what differs between the tests' servers.
+type serverOpts struct {
+	// gpus is the --gpus flag ("none" unless a test fakes nvidia-smi).
+	gpus string
+	// pathPrefix is put in front of PATH (a directory with a fake nvidia-smi).
+	pathPrefix string
+}
+
+var listenRE = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
+
+// newDataDir returns a fresh data directory. When the test ends, after its
+// servers stopped, any job process still running in it is killed, so that
+// a failed test leaves nothing behind.
+func newDataDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	t.Cleanup(func() { killLeftovers(t, dir) })
+	return dir
+}
+
+// startServer starts a server on dataDir and returns once it listens.
+func startServer(t *testing.T, dataDir string, o serverOpts) *server {
+	t.Helper()
+	if o.gpus == "" {
+		o.gpus = "none"
+	}
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--executor", "process",
+		"--stop-grace", grace, "--log-level", "info"}
+	if o.gpus != "-" {
+		args = append(args, "--gpus", o.gpus)
+	}
+	cmd := exec.Command(bin, args...)
+	// The server's environment, without the QSHARE_* settings of whoever
+	// runs the tests; the jobs inherit it.
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "QSHARE_") || (o.pathPrefix != "" && strings.HasPrefix(kv, "PATH=")) {
+			continue
+		}
+		cmd.Env = append(cmd.Env, kv)
+	}
+	if o.pathPrefix != "" {
+		cmd.Env = append(cmd.Env, "PATH="+o.pathPrefix+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	s := &server{t: t, dataDir: dataDir, cmd: cmd, done: make(chan struct{})}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
+		s.logMu.Lock()
+		defer s.logMu.Unlock()
+		return s.log.Write(p)
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			s.logMu.Lock()
+			s.log.WriteString(line + "\n")
+			s.logMu.Unlock()
+			if m := listenRE.FindStringSubmatch(line); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() {
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Logf("server log (%s):\n%s", dataDir, s.serverLog())
+		}
+	})
+	select {
+	case s.endpoint = <-found:
+	case <-s.done:
+		t.Fatalf("qshare serve exited before it listened:\n%s", s.serverLog())
+	case <-time.After(waitLimit):
+		t.Fatalf("qshare serve did not say where it listens:\n%s", s.serverLog())
+	}
+	s.c = batch.NewFromConfig(aws.Config{Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDE2E", "secret", "")},
+		func(bo *batch.Options) { bo.BaseEndpoint = aws.String(s.endpoint) })
+	return s
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func (s *server) serverLog() string {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	return s.log.String()
+}
+
+// kill ends the server with SIGKILL, as a crash would; its jobs keep running.
+func (s *server) kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// stop interrupts the server, as Ctrl-C would, and kills it if it has not
+// exited 15 s later.
+func (s *server) stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		s.t.Errorf("qshare serve did not exit within 15s of SIGINT")
+		s.kill()
+	}
+}
+
+// share is a quota share to create.
+type share struct {
+	name     string
+	limits   map[string]int32
+	strategy types.QuotaShareResourceSharingStrategy
+	borrow   *int32
+	inShare  bool
+}
+
+// setup creates a scheduling policy, a service environment with the given
+// capacity limits, the job queue "q" and the shares.
+func (s *server) setup(envLimits map[string]int32, shares ...share) {
+	t := s.t
+	t.Helper()
+	ctx := context.Background()
+	pol, err := s.c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+	var limits []types.CapacityLimit
+	for u, n := range envLimits {
+		limits = append(limits, types.CapacityLimit{CapacityUnit: aws.String(u), MaxCapacity: aws.Int32(n)})
+	}
+	_, err = s.c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, CapacityLimits: limits})
+	must(t, err)
+	_, err = s.c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), Priority: aws.Int32(1),
+		SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
+	must(t, err)
+	for _, sh := range shares {
+		var sl []types.QuotaShareCapacityLimit
+		for u, n := range sh.limits {
+			sl = append(sl, types.QuotaShareCapacityLimit{CapacityUnit: aws.String(u), MaxCapacity: aws.Int32(n)})
+		}
+		in := types.QuotaShareInSharePreemptionStateDisabled
+		if sh.inShare {
+			in = types.QuotaShareInSharePreemptionStateEnabled
+		}
+		_, err = s.c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.name), JobQueue: aws.String("q"),
+			CapacityLimits:               sl,
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: sh.strategy, BorrowLimit: sh.borrow},
+			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: in}})
+		must(t, err)
+	}
+}
+
+// job is a service job to submit: a shell script run by /bin/sh -c.
+type job struct {
+	name, share string
+	priority    int32
+	script      string
+	// unit and count are the ResourceConfig (default ml.m5.xlarge × 1).
+	unit  string
+	count int
+	env   map[string]string
+	retry *types.ServiceJobRetryStrategy
+	// timeout is timeoutConfig.attemptDurationSeconds; maxRuntime is the
+	// payload's StoppingCondition.MaxRuntimeInSeconds.
+	timeout, maxRuntime int
+}
+
+// submit submits j and returns its job ID.
+func (s *server) submit(j job) string {
+	t := s.t
+	t.Helper()
+	if j.unit == "" {
+		j.unit = "ml.m5.xlarge"
+	}
+	if j.count == 0 {
+		j.count = 1
+	}
+	p := map[string]any{
+		"AlgorithmSpecification": map[string]any{"TrainingImage": "local/sh:latest", "TrainingInputMode": "File",
+			"ContainerEntrypoint": []string{"/bin/sh", "-c"}, "ContainerArguments": []string{j.script}},
+		"RoleArn":          "arn:aws:iam::000000000000:role/e2e",
+		"ResourceConfig":   map[string]any{"InstanceType": j.unit, "InstanceCount": j.count, "VolumeSizeInGB": 1},
+		"CheckpointConfig": map[string]any{"LocalPath": "/opt/ml/checkpoints"},
+	}
+	if len(j.env) > 0 {
+		p["Environment"] = j.env
+	}
+	if j.maxRuntime > 0 {
+		p["StoppingCondition"] = map[string]any{"MaxRuntimeInSeconds": j.maxRuntime}
+	}
+	payload, err := json.Marshal(p)
+	must(t, err)
+	in := &batch.SubmitServiceJobInput{JobName: aws.String(j.name), JobQueue: aws.String("q"),
+		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(string(payload)),
+		SchedulingPriority: aws.Int32(j.priority), RetryStrategy: j.retry}
+	if j.share != "" {
+		in.QuotaShareName = aws.String(j.share)
+	}
+	if j.timeout > 0 {
+		in.TimeoutConfig = &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(int32(j.timeout))}
+	}
+	out, err := s.c.SubmitServiceJob(context.Background(), in)
+	must(t, err)
+	return aws.ToString(out.JobId)
+}
+
+// describe returns DescribeServiceJob of a job.
+func (s *server) describe(id string) *batch.DescribeServiceJobOutput {
+	s.t.Helper()
+	out, err := s.c.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+	must(s.t, err)
+	return out
+}
+
+// await polls DescribeServiceJob until ok holds, and fails the test if it
+// does not within waitLimit.
+func (s *server) await(id, what string, ok func(*batch.DescribeServiceJobOutput) bool) *batch.DescribeServiceJobOutput {
+	s.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		d := s.describe(id)
+		if ok(d) {
+			return d
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("job %s (%s) is %s (%q, %d attempts), not %s, after %s", aws.ToString(d.JobName), id, d.Status,
+				aws.ToString(d.StatusReason), len(d.Attempts), what, waitLimit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// awaitStatus waits until a job has the status given.
+func (s *server) awaitStatus(id string, st types.ServiceJobStatus) *batch.DescribeServiceJobOutput {
+	s.t.Helper()
+	return s.await(id, string(st), func(d *batch.DescribeServiceJobOutput) bool { return d.Status == st })
+}
+
+// awaitRunning waits until a job runs its n-th attempt.
+func (s *server) awaitRunning(id string, n int) *batch.DescribeServiceJobOutput {
+	s.t.Helper()
+	return s.await(id, fmt.Sprintf("RUNNING attempt %d", n), func(d *batch.DescribeServiceJobOutput) bool {
+		return d.Status == types.ServiceJobStatusRunning && len(d.Attempts) == n
+	})
+}
+
+// logs returns an attempt's output through GET /qshare/v1/logs/{jobId}
+// (attempt 0: the latest), or an error that carries the server's answer.
+func (s *server) logs(id string, attempt int) (string, error) {
+	u := s.endpoint + "/qshare/v1/logs/" + url.PathEscape(id)
+	if attempt > 0 {
+		u += "?attempt=" + strconv.Itoa(attempt)
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
+	}
+	return string(b), nil
+}
+
+// mustLogs returns an attempt's output and fails the test if it cannot.
+func (s *server) mustLogs(id string, attempt int) string {
+	s.t.Helper()
+	out, err := s.logs(id, attempt)
+	must(s.t, err)
+	return out
+}
+
+// awaitLog waits until an attempt's output contains want, and returns it.
+func (s *server) awaitLog(id string, attempt int, want string) string {
+	s.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		out, err := s.logs(id, attempt)
+		if err == nil && strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("attempt %d of job %s has not printed %q after %s; its output: %q (%v)", attempt, id, want, waitLimit, out, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// attemptDir is where the executor keeps the records of a job's n-th attempt.
+func (s *server) attemptDir(id string, n int) string {
+	return filepath.Join(s.dataDir, "attempts", id, fmt.Sprintf("%s-%d", id, n))
+}
+
+// gates is a directory of files that release the tests' jobs: a job waits
+// until the file named after it (or "all") exists.
+type gates struct {
+	t   *testing.T
+	dir string
+}
+
+func newGates(t *testing.T) *gates { return &gates{t: t, dir: t.TempDir()} }
+
+// release lets the named job go on.
+func (g *gates) release(name string) {
+	g.t.Helper()
+	must(g.t, os.WriteFile(filepath.Join(g.dir, name), nil, 0o644))
+}
+
+// env is the Environment that tells a job where its gate is.
+func (g *gates) env(extra ...string) map[string]string {
+	m := map[string]string{"GATE": g.dir}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return m
+}
+
+// waitGate is shell that waits (at most a minute, so a failed test leaves
+// nothing running for long) until the job's gate file exists. The
+// `sleep & wait` lets a SIGTERM trap run at once.
+const waitGate = `i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME" ] && [ ! -e "$GATE/all" ] && [ $i -lt 600 ]; do i=$((i+1)); sleep 0.1 & wait $!; done; `
+
+// alive reports whether a process (pid) or a process group (-pgid) exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+var pidRE = regexp.MustCompile(`pid=(\d+)`)
+
+// pidIn returns the first pid=N an output names.
+func pidIn(t *testing.T, out string) int {
+	t.Helper()
+	m := pidRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no pid=N in the output %q", out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// killLeftovers kills the process group of every attempt in a data
+// directory that has not recorded its end, after checking that the pid
+// still names the same process (its start time), so that a recycled pid is
+// never hit.
+func killLeftovers(t *testing.T, dataDir string) {
+	files, _ := filepath.Glob(filepath.Join(dataDir, "attempts", "*", "*", "started.json"))
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(f), "exit.json")); err == nil {
+			continue
+		}
+		var st struct {
+			Job struct {
+				PID   int    `json:"pid"`
+				Start uint64 `json:"start"`
+			} `json:"job"`
+		}
+		b, err := os.ReadFile(f)
+		if err != nil || json.Unmarshal(b, &st) != nil || st.Job.PID <= 1 {
+			continue
+		}
+		if start, ok := startTime(st.Job.PID); !ok || start != st.Job.Start {
+			continue
+		}
+		t.Logf("killing the leftover job process group %d (%s)", st.Job.PID, filepath.Dir(f))
+		_ = syscall.Kill(-st.Job.PID, syscall.SIGKILL)
+	}
+}
+
+// startTime returns field 22 of /proc/PID/stat: when the process started.
+func startTime(pid int) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	return n, err == nil
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// attemptReasons lists the status reasons of a job's attempts.
+func attemptReasons(d *batch.DescribeServiceJobOutput) []string {
+	var rs []string
+	for _, a := range d.Attempts {
+		rs = append(rs, aws.ToString(a.StatusReason))
+	}
+	return rs
+}

@@ -1,0 +1,179 @@
+package processe2e_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// cpu is the instance type of the tests that need no GPU (0 GPUs each).
+const cpu = "ml.m5.xlarge"
+
+// oneShare sets up an environment of n cpu instances and one RESERVE share
+// "s" of all of them, in-share preemption as given.
+func oneShare(s *server, n int32, inShare bool) {
+	s.setup(map[string]int32{cpu: n}, share{name: "s", limits: map[string]int32{cpu: n},
+		strategy: types.QuotaShareResourceSharingStrategyReserve, inShare: inShare})
+}
+
+// TestSucceedAndRetry: a job that exits 0 succeeds and its output is in its
+// log; a job whose first attempt exits 3 is retried because an
+// evaluateOnExit rule matches "Essential process exited with code 3", and
+// its second attempt, which finds the first one's file in
+// SM_CHECKPOINT_DIR, succeeds; a job that exits 4 matches the EXIT rule
+// and fails after one attempt.
+func TestSucceedAndRetry(t *testing.T) {
+	skipShort(t)
+	s := startServer(t, newDataDir(t), serverOpts{})
+	oneShare(s, 3, false)
+	retry := &types.ServiceJobRetryStrategy{Attempts: aws.Int32(3), EvaluateOnExit: []types.ServiceJobEvaluateOnExit{
+		{Action: types.ServiceJobRetryActionRetry, OnStatusReason: aws.String("Essential process exited with code 3")},
+		{Action: types.ServiceJobRetryActionExit, OnStatusReason: aws.String("*")},
+	}}
+	ok := s.submit(job{name: "ok", share: "s",
+		script: `echo "hello from $QSHARE_JOB_NAME attempt $QSHARE_ATTEMPT share $QSHARE_QUOTA_SHARE"; echo "bye"`})
+	flaky := s.submit(job{name: "flaky", share: "s", retry: retry, script: `
+if [ -e "$SM_CHECKPOINT_DIR/first-attempt-ran" ]; then echo "attempt $QSHARE_ATTEMPT: found the first attempt's file"; exit 0; fi
+touch "$SM_CHECKPOINT_DIR/first-attempt-ran"; echo "attempt $QSHARE_ATTEMPT: failing with 3"; exit 3`})
+	bad := s.submit(job{name: "bad", share: "s", retry: retry, script: `echo "exiting 4"; exit 4`})
+
+	d := s.awaitStatus(ok, types.ServiceJobStatusSucceeded)
+	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 0" {
+		t.Errorf("ok: attempts %q, want one that exited with code 0", got)
+	}
+	if d.StartedAt == nil || d.StoppedAt == nil {
+		t.Errorf("ok: startedAt %v, stoppedAt %v: want both", d.StartedAt, d.StoppedAt)
+	}
+	if out := s.mustLogs(ok, 1); out != "hello from ok attempt 1 share s\nbye\n" {
+		t.Errorf("ok: log %q", out)
+	}
+	// The latest attempt's log, without ?attempt=, is the same.
+	if out := s.mustLogs(ok, 0); !strings.HasSuffix(out, "bye\n") {
+		t.Errorf("ok: latest log %q", out)
+	}
+
+	d = s.awaitStatus(flaky, types.ServiceJobStatusSucceeded)
+	got := attemptReasons(d)
+	if len(got) != 2 || got[0] != "Essential process exited with code 3" || got[1] != "Essential process exited with code 0" {
+		t.Errorf("flaky: attempt reasons %q, want code 3 then code 0", got)
+	}
+	if out := s.mustLogs(flaky, 1); out != "attempt 1: failing with 3\n" {
+		t.Errorf("flaky attempt 1: log %q", out)
+	}
+	if out := s.mustLogs(flaky, 2); out != "attempt 2: found the first attempt's file\n" {
+		t.Errorf("flaky attempt 2: log %q", out)
+	}
+	if d.RetryStrategy == nil || aws.ToInt32(d.RetryStrategy.Attempts) != 3 || len(d.RetryStrategy.EvaluateOnExit) != 2 {
+		t.Errorf("flaky: retryStrategy %+v not echoed", d.RetryStrategy)
+	}
+
+	d = s.awaitStatus(bad, types.ServiceJobStatusFailed)
+	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 4" {
+		t.Errorf("bad: attempts %q, want one that exited with code 4", got)
+	}
+	if r := aws.ToString(d.StatusReason); !strings.Contains(r, "Essential process exited with code 4") || !strings.Contains(r, "EXIT") {
+		t.Errorf("bad: status reason %q, want the exit code and the EXIT rule", r)
+	}
+}
+
+// TestTimeout: an attempt that outlives timeoutConfig.attemptDurationSeconds,
+// or the payload's StoppingCondition.MaxRuntimeInSeconds, gets SIGTERM (the
+// first job traps it and says so; the second dies of it) and fails with a
+// reason that says it timed out.
+func TestTimeout(t *testing.T) {
+	skipShort(t)
+	s := startServer(t, newDataDir(t), serverOpts{})
+	oneShare(s, 2, false)
+	g := newGates(t)
+	byTimeout := s.submit(job{name: "by-timeout", share: "s", timeout: 1, env: g.env(),
+		script: `trap 'echo "SIGTERM: saving"; exit 0' TERM; echo started; ` + waitGate + `echo "not stopped"`})
+	byRuntime := s.submit(job{name: "by-max-runtime", share: "s", maxRuntime: 1, env: g.env(),
+		script: `echo started; ` + waitGate + `echo "not stopped"`})
+
+	for _, id := range []string{byTimeout, byRuntime} {
+		d := s.awaitStatus(id, types.ServiceJobStatusFailed)
+		name := aws.ToString(d.JobName)
+		if r := aws.ToString(d.StatusReason); !strings.Contains(strings.ToLower(r), "timeout") {
+			t.Errorf("%s: status reason %q does not say timeout", name, r)
+		}
+		if got := attemptReasons(d); len(got) != 1 || !strings.Contains(strings.ToLower(got[0]), "timeout") {
+			t.Errorf("%s: attempt reasons %q, want one timeout", name, got)
+		}
+		if aws.ToBool(d.IsTerminated) {
+			t.Errorf("%s: a timeout is not a termination, but isTerminated is true", name)
+		}
+		out := s.mustLogs(id, 1)
+		if strings.Contains(out, "not stopped") {
+			t.Errorf("%s: the job ran to its end: %q", name, out)
+		}
+		if id == byTimeout && !strings.Contains(out, "SIGTERM: saving") {
+			t.Errorf("%s: the job was not given SIGTERM: %q", name, out)
+		}
+	}
+	d := s.describe(byTimeout)
+	if d.TimeoutConfig == nil || aws.ToInt32(d.TimeoutConfig.AttemptDurationSeconds) != 1 {
+		t.Errorf("timeoutConfig %+v not echoed", d.TimeoutConfig)
+	}
+}
+
+// TestTerminate: TerminateServiceJob of a running job stops its whole
+// process group (the shell and the children it left in the background),
+// politely for a job that dies of SIGTERM and with SIGKILL after the job's
+// own QSHARE_STOP_GRACE for one that ignores it; both end FAILED with the
+// reason given and isTerminated.
+func TestTerminate(t *testing.T) {
+	skipShort(t)
+	s := startServer(t, newDataDir(t), serverOpts{})
+	oneShare(s, 2, false)
+	g := newGates(t)
+	polite := s.submit(job{name: "polite", share: "s", env: g.env(),
+		script: `sleep 300 & echo "pid=$$ child=$!"; ` + waitGate})
+	stubborn := s.submit(job{name: "stubborn", share: "s", env: g.env("QSHARE_STOP_GRACE", "1"),
+		script: `trap 'echo "ignoring SIGTERM"' TERM; sleep 300 & echo "pid=$$ child=$!"; ` + waitGate + `sleep 300`})
+
+	pids := map[string]int{}
+	for _, id := range []string{polite, stubborn} {
+		s.awaitRunning(id, 1)
+		pids[id] = pidIn(t, s.awaitLog(id, 1, "child="))
+		if !alive(-pids[id]) {
+			t.Fatalf("the process group %d of %s is not there while the job runs", pids[id], id)
+		}
+	}
+	const why = "e2e: no longer needed"
+	for _, id := range []string{polite, stubborn} {
+		_, err := s.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String(why)})
+		must(t, err)
+	}
+	for _, id := range []string{polite, stubborn} {
+		d := s.awaitStatus(id, types.ServiceJobStatusFailed)
+		name := aws.ToString(d.JobName)
+		if !aws.ToBool(d.IsTerminated) {
+			t.Errorf("%s: isTerminated is false", name)
+		}
+		if r := aws.ToString(d.StatusReason); !strings.Contains(r, why) {
+			t.Errorf("%s: status reason %q does not carry the termination's reason", name, r)
+		}
+		if len(d.Attempts) != 1 || d.Attempts[0].StoppedAt == nil {
+			t.Errorf("%s: attempts %+v, want one that stopped", name, d.Attempts)
+		}
+		// FAILED is reported only once the whole group is gone.
+		if alive(-pids[id]) {
+			t.Errorf("%s: its process group %d is still there after FAILED", name, pids[id])
+		}
+		if _, err := os.Stat(filepath.Join(s.attemptDir(id, 1), "exit.json")); err != nil {
+			t.Errorf("%s: the attempt's end is not recorded: %v", name, err)
+		}
+	}
+	if out := s.mustLogs(stubborn, 1); !strings.Contains(out, "ignoring SIGTERM") {
+		t.Errorf("stubborn: it was not sent SIGTERM before SIGKILL: %q", out)
+	}
+	if r := attemptReasons(s.describe(stubborn)); len(r) != 1 || !strings.Contains(r[0], "SIGKILL") {
+		t.Errorf("stubborn: attempt reasons %q, want one that says SIGKILL", r)
+	}
+}
