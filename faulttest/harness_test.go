@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,7 +161,7 @@ func tail(path string) string {
 // every answer the test sees is the answer to one request.
 func client(url string) *batch.Client {
 	return batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
-		Retryer: func() aws.Retryer { return aws.NopRetryer{} }},
+		Retryer: func() aws.Retryer { return aws.NopRetryer{} }, HTTPClient: bufferedDoer{&http.Client{}}},
 		func(o *batch.Options) { o.BaseEndpoint = aws.String(url) })
 }
 

@@ -1,0 +1,662 @@
+// Package soak runs qshare serve for a long while under a random workload
+// and kills it with SIGKILL now and then (qshare bench soak). The server
+// runs the process executor with fake GPUs and appends its capacity event
+// log; jobs are shell scripts that checkpoint and write a trace of their
+// attempts. At the end the soak counts every violation it can see: an
+// acknowledged job missing, a job that ran two attempts at once, a job that
+// failed although nobody terminated it, a job left unfinished, and every
+// broken guarantee in the event log (event.Check), and reports the server's
+// memory at the start and at the end.
+package soak
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/config"
+	"qshare/event"
+)
+
+// Options configure a soak run.
+type Options struct {
+	// Binary is the qshare executable; the running one when empty.
+	Binary string
+	// Duration is how long the workload runs (the drain comes after).
+	Duration time.Duration
+	// KillEvery is the mean time between two kill -9 of the server.
+	KillEvery time.Duration
+	// Dir holds the data, the event log and the traces; a temporary
+	// directory (removed after a clean run) when empty.
+	Dir string
+	// Seed seeds the workload and the kill moments; 0 picks one.
+	Seed uint64
+	// Progress, when set, receives a line now and then.
+	Progress io.Writer
+}
+
+// Result is what a soak run saw.
+type Result struct {
+	Duration      time.Duration `json:"duration"`
+	Seed          uint64        `json:"seed"`
+	Dir           string        `json:"dir"`
+	Restarts      int           `json:"restarts"`
+	SubmitsSent   int           `json:"submitsSent"`
+	Acknowledged  int           `json:"acknowledged"`
+	Jobs          int           `json:"jobs"`
+	Succeeded     int           `json:"succeeded"`
+	Failed        int           `json:"failed"`
+	Terminated    int           `json:"terminated"`
+	PriorityOps   int           `json:"priorityUpdates"`
+	Resumes       int           `json:"resumesFromCheckpoint"`
+	EventLines    int           `json:"eventLines"`
+	Starts        int           `json:"starts"`
+	Preemptions   int           `json:"preemptions"`
+	Violations    int           `json:"violations"`
+	Problems      []string      `json:"problems,omitempty"`
+	RSSStartBytes int64         `json:"rssStartBytes"`
+	RSSEndBytes   int64         `json:"rssEndBytes"`
+	RSSPeakBytes  int64         `json:"rssPeakBytes"`
+}
+
+// Config is the fleet the soak runs on: three shares of a six-instance pool.
+const Config = `serviceEnvironments:
+  - serviceEnvironmentName: pool
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 6}]
+schedulingPolicies:
+  - name: qm
+    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
+jobQueues:
+  - jobQueueName: q
+    priority: 1
+    schedulingPolicy: qm
+    serviceEnvironment: pool
+    quotaShares:
+      - quotaShareName: A
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]
+        resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 100}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+      - quotaShareName: B
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]
+        resourceSharingConfiguration: {strategy: LEND}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+      - quotaShareName: C
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]
+        resourceSharingConfiguration: {strategy: RESERVE}
+        preemptionConfiguration: {inSharePreemption: DISABLED}
+`
+
+// jobScript runs $STEPS steps of 0.1 s from its checkpoint and appends
+// "attempt pid step unixnano" to $TRACE before each, "... done ..." at the end.
+const jobScript = `ck="$SM_CHECKPOINT_DIR/step"
+s=$(cat "$ck" 2>/dev/null || echo 0)
+while [ "$s" -lt "$STEPS" ]; do
+  echo "$QSHARE_ATTEMPT $$ $s $(date +%s%N)" >> "$TRACE"
+  sleep 0.1
+  s=$((s+1))
+  echo "$s" > "$ck.tmp" && mv "$ck.tmp" "$ck"
+done
+echo "$QSHARE_ATTEMPT $$ done $(date +%s%N)" >> "$TRACE"
+`
+
+type jobRec struct {
+	id, trace  string
+	steps      int
+	termTried  bool
+	terminated bool
+}
+
+type run struct {
+	o       Options
+	r       *rand.Rand
+	dir     string
+	data    string
+	events  string
+	traces  string
+	mu      sync.Mutex
+	jobs    map[string]*jobRec
+	order   []string
+	res     Result
+	srv     *exec.Cmd
+	url     string
+	srvDone chan struct{}
+}
+
+// Run runs a soak and returns what it saw. An error means the soak itself
+// could not go on (the server would not start); violations are in Result.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Minute
+	}
+	if o.KillEvery <= 0 {
+		o.KillEvery = 20 * time.Second
+	}
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+	if o.Binary == "" {
+		b, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		o.Binary = b
+	}
+	dir := o.Dir
+	temp := dir == ""
+	if temp {
+		d, err := os.MkdirTemp("", "qshare-soak-")
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	s := &run{o: o, r: rand.New(rand.NewPCG(o.Seed, 7)), dir: dir, data: filepath.Join(dir, "data"),
+		events: filepath.Join(dir, "events.jsonl"), traces: filepath.Join(dir, "traces"), jobs: map[string]*jobRec{}}
+	s.res.Seed, s.res.Dir = o.Seed, dir
+	if err := os.MkdirAll(s.traces, 0o755); err != nil {
+		return nil, err
+	}
+	defer s.killServer()
+	if err := s.startServer(ctx); err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(cfgPath, []byte(Config), 0o644); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, o.Binary, "apply", "-f", cfgPath, "--endpoint", s.url).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("soak: qshare apply: %v\n%s", err, out)
+	}
+	start := time.Now()
+	s.progress("soak: %s of random workload, kill -9 about every %s (seed %d, files in %s)", o.Duration, o.KillEvery, o.Seed, dir)
+	time.Sleep(2 * time.Second)
+	s.res.RSSStartBytes = rss(s.srv.Process.Pid)
+	s.res.RSSPeakBytes = s.res.RSSStartBytes
+
+	end := start.Add(o.Duration)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		wait := time.Duration(float64(o.KillEvery) * (0.5 + s.r.Float64()))
+		if left := time.Until(end); wait > left {
+			wait = left
+		}
+		s.drive(ctx, wait)
+		if n := rss(s.srv.Process.Pid); n > s.res.RSSPeakBytes {
+			s.res.RSSPeakBytes = n
+		}
+		if time.Now().Before(end) && ctx.Err() == nil {
+			s.killServer()
+			s.res.Restarts++
+			if err := s.startServer(ctx); err != nil {
+				return &s.res, err
+			}
+			if err := s.checkAcked(ctx); err != nil {
+				s.problem("after restart %d: %v", s.res.Restarts, err)
+			}
+			s.progress("soak: %s, restart %d, %d jobs acknowledged", time.Since(start).Round(time.Second), s.res.Restarts, s.acked())
+		}
+	}
+	s.res.Duration = time.Since(start)
+	s.progress("soak: workload over; waiting for the jobs to finish")
+	s.finish(ctx)
+	if n := rss(s.srv.Process.Pid); n > 0 {
+		s.res.RSSEndBytes = n
+		if n > s.res.RSSPeakBytes {
+			s.res.RSSPeakBytes = n
+		}
+	}
+	s.stopServer()
+	s.checkEvents(cfgPath)
+	s.res.Violations = len(s.res.Problems)
+	if temp && s.res.Violations == 0 {
+		os.RemoveAll(dir)
+		s.res.Dir = ""
+	}
+	return &s.res, nil
+}
+
+func (s *run) progress(format string, args ...any) {
+	if s.o.Progress != nil {
+		fmt.Fprintf(s.o.Progress, format+"\n", args...)
+	}
+}
+
+func (s *run) problem(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.res.Problems = append(s.res.Problems, fmt.Sprintf(format, args...))
+}
+
+func (s *run) acked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.jobs)
+}
+
+var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+func (s *run) startServer(ctx context.Context) error {
+	logf, err := os.OpenFile(filepath.Join(s.dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(s.o.Binary, "serve", "--addr", "127.0.0.1:0", "--data-dir", s.data, "--executor", "process",
+		"--gpus", "0,1,2,3,4,5,6,7", "--log-level", "warn", "--stop-grace", "1s", "--events", s.events)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "QSHARE_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	cmd.Stderr = logf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("soak: starting the server: %w", err)
+	}
+	done := make(chan struct{})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sent := false
+		for sc.Scan() {
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		io.Copy(io.Discard, out)
+		cmd.Wait()
+		close(done)
+	}()
+	select {
+	case u := <-found:
+		s.srv, s.url, s.srvDone = cmd, u, done
+		return nil
+	case <-done:
+		return fmt.Errorf("soak: the server exited before it listened; see %s", filepath.Join(s.dir, "serve.log"))
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		return errors.New("soak: the server did not listen within 60s")
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		return ctx.Err()
+	}
+}
+
+func (s *run) killServer() {
+	if s.srv == nil {
+		return
+	}
+	s.srv.Process.Signal(syscall.SIGKILL)
+	<-s.srvDone
+	s.srv = nil
+}
+
+func (s *run) stopServer() {
+	if s.srv == nil {
+		return
+	}
+	s.srv.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.srvDone:
+	case <-time.After(30 * time.Second):
+		s.srv.Process.Signal(syscall.SIGKILL)
+		<-s.srvDone
+	}
+	s.srv = nil
+}
+
+func (s *run) client() *batch.Client {
+	return batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		Retryer: func() aws.Retryer { return aws.NopRetryer{} }, HTTPClient: bufferedDoer{&http.Client{}}},
+		func(o *batch.Options) { o.BaseEndpoint = aws.String(s.url) })
+}
+
+// bufferedDoer reads each response body whole before the SDK sees it: the
+// AWS SDK for Go v2 (v1.48.0, smithy-go v1.28.9) fails to read a body that
+// arrives in pieces ("use of closed network connection"), which a busy
+// server's ListServiceJobs pages often do (see faulttest.TestSDKSplitBody).
+type bufferedDoer struct{ c *http.Client }
+
+func (b bufferedDoer) Do(r *http.Request) (*http.Response, error) {
+	resp, err := b.c.Do(r)
+	if err != nil {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+// drive runs the workload against the current server for d: two
+// submitters that keep the backlog bounded, and a mutator that changes
+// priorities and terminates now and then.
+func (s *run) drive(ctx context.Context, d time.Duration) {
+	c := s.client()
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		r := rand.New(rand.NewPCG(s.r.Uint64(), uint64(w)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				if s.backlog(wctx, c) < 30 {
+					s.submit(wctx, c, r)
+				}
+				sleep(wctx, time.Duration(300+r.IntN(600))*time.Millisecond)
+			}
+		}()
+	}
+	r := rand.New(rand.NewPCG(s.r.Uint64(), 99))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for wctx.Err() == nil {
+			s.mutate(wctx, c, r)
+			sleep(wctx, time.Duration(200+r.IntN(400))*time.Millisecond)
+		}
+	}()
+	wg.Wait()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// backlog counts RUNNABLE jobs (one page is enough to tell).
+func (s *run) backlog(ctx context.Context, c *batch.Client) int {
+	out, err := c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("q"), JobStatus: types.ServiceJobStatusRunnable, MaxResults: aws.Int32(100)})
+	if err != nil {
+		return 1 << 30
+	}
+	return len(out.JobSummaryList)
+}
+
+func (s *run) submit(ctx context.Context, c *batch.Client, r *rand.Rand) {
+	s.mu.Lock()
+	s.res.SubmitsSent++
+	name := fmt.Sprintf("s%06d", s.res.SubmitsSent)
+	s.mu.Unlock()
+	steps := 3 + r.IntN(20)
+	trace := filepath.Join(s.traces, name)
+	payload := fmt.Sprintf(`{"AlgorithmSpecification":{"TrainingImage":"local","ContainerEntrypoint":["sh","-c",%s]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":%d,"VolumeSizeInGB":1},"Environment":{"STEPS":"%d","TRACE":%s}}`,
+		strconv.Quote(jobScript), 1+r.IntN(2), steps, strconv.Quote(trace))
+	out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("q"),
+		QuotaShareName: aws.String([]string{"A", "B", "C"}[r.IntN(3)]), SchedulingPriority: aws.Int32(int32(r.IntN(4))),
+		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload)})
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.jobs[*out.JobId] = &jobRec{id: *out.JobId, trace: trace, steps: steps}
+	s.order = append(s.order, *out.JobId)
+	s.mu.Unlock()
+}
+
+func (s *run) mutate(ctx context.Context, c *batch.Client, r *rand.Rand) {
+	s.mu.Lock()
+	if len(s.order) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	j := s.jobs[s.order[len(s.order)-1-r.IntN(min(len(s.order), 30))]]
+	term := r.IntN(10) == 0
+	if term {
+		j.termTried = true
+	} else {
+		s.res.PriorityOps++
+	}
+	s.mu.Unlock()
+	if term {
+		if _, err := c.TerminateServiceJob(ctx, &batch.TerminateServiceJobInput{JobId: aws.String(j.id), Reason: aws.String("soak terminates it")}); err == nil {
+			s.mu.Lock()
+			j.terminated = true
+			s.mu.Unlock()
+		}
+		return
+	}
+	c.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(j.id), SchedulingPriority: aws.Int32(int32(r.IntN(10)))})
+}
+
+func (s *run) listAll(ctx context.Context) (map[string]types.ServiceJobSummary, error) {
+	c := s.client()
+	var err error
+	for try := 0; try < 5; try++ {
+		out := map[string]types.ServiceJobSummary{}
+		pg := batch.NewListServiceJobsPaginator(c, &batch.ListServiceJobsInput{JobQueue: aws.String("q"), MaxResults: aws.Int32(100),
+			Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{"*"}}}})
+		for pg.HasMorePages() && err == nil {
+			var p *batch.ListServiceJobsOutput
+			if p, err = pg.NextPage(ctx); err == nil {
+				for _, j := range p.JobSummaryList {
+					out[*j.JobId] = j
+				}
+			}
+		}
+		if err == nil {
+			return out, nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil, err
+}
+
+// checkAcked checks that every acknowledged job is there after a restart.
+func (s *run) checkAcked(ctx context.Context) error {
+	all, err := s.listAll(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	missing := 0
+	for id := range s.jobs {
+		if _, ok := all[id]; !ok {
+			missing++
+			s.res.Problems = append(s.res.Problems, fmt.Sprintf("acknowledged job %s is missing after restart %d", id, s.res.Restarts))
+		}
+	}
+	return nil
+}
+
+// finish waits for every job to end and checks final states and traces.
+func (s *run) finish(ctx context.Context) {
+	deadline := time.Now().Add(5 * time.Minute)
+	var all map[string]types.ServiceJobSummary
+	for {
+		var err error
+		all, err = s.listAll(ctx)
+		if err != nil {
+			s.problem("listing jobs at the end: %v", err)
+			return
+		}
+		left := 0
+		for _, j := range all {
+			if j.Status != types.ServiceJobStatusSucceeded && j.Status != types.ServiceJobStatusFailed {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.problem("%d jobs unfinished 5 minutes after the workload stopped", left)
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.res.Jobs = len(all)
+	s.res.Acknowledged = len(s.jobs)
+	for id := range s.jobs {
+		if _, ok := all[id]; !ok {
+			s.res.Problems = append(s.res.Problems, fmt.Sprintf("acknowledged job %s is missing at the end", id))
+		}
+	}
+	for id, sum := range all {
+		j := s.jobs[id]
+		switch sum.Status {
+		case types.ServiceJobStatusSucceeded:
+			s.res.Succeeded++
+		case types.ServiceJobStatusFailed:
+			s.res.Failed++
+			if j != nil && j.termTried {
+				s.res.Terminated++
+			} else if j != nil {
+				s.res.Problems = append(s.res.Problems, fmt.Sprintf("job %s failed without being terminated: %s", id, aws.ToString(sum.StatusReason)))
+			}
+		}
+		if j == nil {
+			continue
+		}
+		if p := checkTrace(j, sum.Status == types.ServiceJobStatusSucceeded, &s.res.Resumes); p != "" {
+			s.res.Problems = append(s.res.Problems, p)
+		}
+	}
+}
+
+// checkTrace reads a job's trace: its attempts must not overlap, a later
+// attempt resumes from the checkpoint, and a SUCCEEDED job ran every step.
+func checkTrace(j *jobRec, succeeded bool, resumes *int) string {
+	data, err := os.ReadFile(j.trace)
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Sprintf("trace of %s: %v", j.id, err)
+	}
+	type span struct {
+		key                 string
+		first, last         int64
+		firstStep, lastStep int
+	}
+	var spans []*span
+	by := map[string]*span{}
+	done := false
+	steps := map[int]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue
+		}
+		at, _ := strconv.ParseInt(f[3], 10, 64)
+		step := -1
+		if f[2] == "done" {
+			done = true
+		} else {
+			step, _ = strconv.Atoi(f[2])
+			steps[step] = true
+		}
+		k := f[0] + "/" + f[1]
+		sp := by[k]
+		if sp == nil {
+			sp = &span{key: k, first: at, firstStep: step}
+			by[k] = sp
+			spans = append(spans, sp)
+		}
+		sp.last = at
+		if step >= 0 {
+			sp.lastStep = step
+		}
+	}
+	sort.Slice(spans, func(a, b int) bool { return spans[a].first < spans[b].first })
+	for i := 1; i < len(spans); i++ {
+		p, q := spans[i-1], spans[i]
+		if q.first <= p.last {
+			return fmt.Sprintf("job %s ran two attempts at once: %s until %d, %s from %d", j.id, p.key, p.last, q.key, q.first)
+		}
+		if q.firstStep >= 0 && q.firstStep < p.lastStep {
+			return fmt.Sprintf("job %s: attempt %s restarted at step %d after %s reached %d: the checkpoint was lost", j.id, q.key, q.firstStep, p.key, p.lastStep)
+		}
+		if q.firstStep > 0 {
+			*resumes++
+		}
+	}
+	if succeeded {
+		if !done {
+			return fmt.Sprintf("job %s SUCCEEDED without its last line", j.id)
+		}
+		for st := 0; st < j.steps; st++ {
+			if !steps[st] {
+				return fmt.Sprintf("job %s SUCCEEDED without step %d", j.id, st)
+			}
+		}
+	}
+	return ""
+}
+
+// checkEvents checks the event log against the fleet's configuration.
+func (s *run) checkEvents(cfgPath string) {
+	cfg, err := config.Parse(cfgPath, []byte(Config), config.Options{})
+	if err != nil {
+		s.problem("config: %v", err)
+		return
+	}
+	f, err := os.Open(s.events)
+	if err != nil {
+		s.problem("event log: %v", err)
+		return
+	}
+	defer f.Close()
+	vs, sum, err := event.Check(cfg, f, event.CheckOptions{Settle: 1})
+	if err != nil {
+		s.problem("event log: %v", err)
+		return
+	}
+	s.res.EventLines, s.res.Starts, s.res.Preemptions = sum.Lines, sum.Starts, sum.Preempts
+	for _, v := range vs {
+		s.problem("event log: %s", v)
+	}
+	if sum.Violations > len(vs) {
+		s.problem("event log: %d more violations", sum.Violations-len(vs))
+	}
+}
+
+// rss returns the resident set size of a process, or 0.
+func rss(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n * 1024
+			}
+		}
+	}
+	return 0
+}
