@@ -1,0 +1,158 @@
+package processe2e_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// fakeSMI writes an nvidia-smi that reports n GPUs (GPU-fake-00, …) into a
+// new directory and returns the directory.
+func fakeSMI(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\necho 'index, uuid, name, memory.total [MiB]'\n")
+	for i := range n {
+		fmt.Fprintf(&b, "echo '%d, GPU-fake-%02d, NVIDIA H200, 143771 MiB'\n", i, i)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(b.String()), 0o755))
+	return dir
+}
+
+// gpuJob prints the GPUs it was given and holds each of them, as a
+// directory $LOCKS/<uuid> made with mkdir (which fails if it exists), for
+// as long as it runs; a job that finds one of its GPUs held by another
+// prints CONFLICT and exits 99. On SIGTERM it takes 0.3 s to "checkpoint"
+// before it lets its GPUs go, so a GPU handed out before the job's end
+// would be caught.
+const gpuJob = `echo "gpus=$CUDA_VISIBLE_DEVICES nvidia=$NVIDIA_VISIBLE_DEVICES n=$SM_NUM_GPUS attempt=$QSHARE_ATTEMPT"
+held=""
+release() { for u in $held; do rmdir "$LOCKS/$u"; done; }
+for u in $(echo "$CUDA_VISIBLE_DEVICES" | tr ',' ' '); do
+  mkdir "$LOCKS/$u" 2>/dev/null || { echo "CONFLICT $u"; release; exit 99; }
+  held="$held $u"
+done
+trap 'sleep 0.3; release; echo "SIGTERM: released"; exit 0' TERM
+` + waitGate + `release; echo done
+`
+
+var gpusRE = regexp.MustCompile(`gpus=(\S*) nvidia=(\S*) n=(\d+)`)
+
+// gpusOf returns the GPUs an attempt says it was given, checking that
+// NVIDIA_VISIBLE_DEVICES and SM_NUM_GPUS agree with CUDA_VISIBLE_DEVICES.
+func (s *server) gpusOf(id string, attempt int) []string {
+	t := s.t
+	t.Helper()
+	out := s.awaitLog(id, attempt, "gpus=")
+	m := gpusRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("job %s attempt %d: no GPU line in %q", id, attempt, out)
+	}
+	var gs []string
+	if m[1] != "" {
+		gs = strings.Split(m[1], ",")
+	}
+	if m[2] != m[1] || m[3] != strconv.Itoa(len(gs)) {
+		t.Errorf("job %s attempt %d: CUDA_VISIBLE_DEVICES %q, NVIDIA_VISIBLE_DEVICES %q, SM_NUM_GPUS %s disagree", id, attempt, m[1], m[2], m[3])
+	}
+	return gs
+}
+
+// TestGPUAssignment runs qshare serve with a fake nvidia-smi that reports 8
+// GPUs and an environment of one ml.g5.12xlarge (4 GPUs) and four
+// ml.g5.xlarge (1 GPU each). A job of N instances of G GPUs gets exactly N×G
+// GPUs (4, 2×1, 1, 1), concurrent jobs get distinct ones, a waiting job gets
+// the GPU a finished job freed, and a job that preempts another gets the
+// preempted job's GPUs only after that job's checkpoint is written and its
+// process gone. The jobs themselves check that no GPU they hold is held by
+// another job.
+func TestGPUAssignment(t *testing.T) {
+	skipShort(t)
+	s := startServer(t, newDataDir(t), serverOpts{gpus: "-", pathPrefix: fakeSMI(t, 8)})
+	const big, small = "ml.g5.12xlarge", "ml.g5.xlarge"
+	limits := map[string]int32{big: 1, small: 4}
+	s.setup(limits, share{name: "gpu", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve, inShare: true})
+	g := newGates(t)
+	locks := t.TempDir()
+	env := g.env("LOCKS", locks)
+	submit := func(name, unit string, count int, prio int32) string {
+		return s.submit(job{name: name, share: "gpu", unit: unit, count: count, priority: prio, env: env, script: gpuJob})
+	}
+	ids := map[string]string{}
+	for _, j := range []struct {
+		name, unit string
+		count      int
+	}{{"big", big, 1}, {"pair", small, 2}, {"a", small, 1}, {"b", small, 1}} {
+		ids[j.name] = submit(j.name, j.unit, j.count, 1)
+		s.awaitRunning(ids[j.name], 1)
+	}
+	ids["c"] = submit("c", small, 1, 1)
+
+	got := map[string][]string{}
+	all := map[string]string{}
+	for name, want := range map[string]int{"big": 4, "pair": 2, "a": 1, "b": 1} {
+		got[name] = s.gpusOf(ids[name], 1)
+		if len(got[name]) != want {
+			t.Errorf("%s got GPUs %v, want %d", name, got[name], want)
+		}
+		for _, u := range got[name] {
+			if !regexp.MustCompile(`^GPU-fake-0[0-7]$`).MatchString(u) {
+				t.Errorf("%s got %q, which nvidia-smi did not report", name, u)
+			}
+			if other, ok := all[u]; ok {
+				t.Errorf("GPU %s given to both %s and %s", u, other, name)
+			}
+			all[u] = name
+		}
+	}
+	if d := s.describe(ids["c"]); d.Status != types.ServiceJobStatusRunnable {
+		t.Fatalf("c is %s, want RUNNABLE: every GPU is taken", d.Status)
+	}
+
+	// c runs in the capacity, and on the GPU, that a freed.
+	g.release("a")
+	s.awaitStatus(ids["a"], types.ServiceJobStatusSucceeded)
+	s.awaitRunning(ids["c"], 1)
+	if gc := s.gpusOf(ids["c"], 1); !slices.Equal(gc, got["a"]) {
+		t.Errorf("c got %v, want the GPU a freed, %v", gc, got["a"])
+	}
+
+	// big2 preempts big (in-share) and gets its GPUs once big has exited.
+	ids["big2"] = submit("big2", big, 1, 9)
+	d2 := s.awaitRunning(ids["big2"], 1)
+	if g2 := s.gpusOf(ids["big2"], 1); !slices.Equal(slices.Sorted(slices.Values(g2)), slices.Sorted(slices.Values(got["big"]))) {
+		t.Errorf("big2 got %v, want big's %v", g2, got["big"])
+	}
+	d := s.await(ids["big"], "preempted", func(d *batch.DescribeServiceJobOutput) bool {
+		return d.PreemptionSummary != nil && len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if stop, start := aws.ToInt64(d.Attempts[0].StoppedAt), aws.ToInt64(d2.Attempts[0].StartedAt); start < stop {
+		t.Errorf("big2 started at %d, before big's attempt stopped at %d", start, stop)
+	}
+	if out := s.mustLogs(ids["big"], 1); !strings.HasSuffix(out, "SIGTERM: released\n") {
+		t.Errorf("big was not stopped gracefully:\n%s", out)
+	}
+
+	g.release("all")
+	for name, id := range ids {
+		d := s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+		for n := 1; n <= len(d.Attempts); n++ {
+			if out := s.mustLogs(id, n); strings.Contains(out, "CONFLICT") {
+				t.Errorf("%s attempt %d found a GPU in use:\n%s", name, n, out)
+			}
+		}
+	}
+	if left, _ := os.ReadDir(locks); len(left) != 0 {
+		t.Errorf("GPUs still marked held after every job ended: %v", left)
+	}
+}
