@@ -213,4 +213,3 @@ func post(t *testing.T, url, contentType, body string) (int, string, string) {
 	json.Unmarshal(b, &e)
 	return resp.StatusCode, e.Type, e.Message
 }
-
