@@ -74,6 +74,10 @@ type run struct {
 	reason   string // why it is being stopped
 	stopSent bool
 	deadline time.Time
+	// mustStart: the attempt may have been launched before a restart (it was
+	// STARTING), so it is started again (Start is idempotent by attempt ID
+	// and adopts a launched attempt) even if it is to be stopped at once.
+	mustStart bool
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
@@ -208,12 +212,16 @@ func (c *cycle) apply(o op) {
 		if r == nil || r.attempt != o.attempt || r.phase != phasePending {
 			return
 		}
-		if r.stop != stopNone {
+		if r.stop != stopNone && !r.mustStart {
 			c.finishAttempt(r, executor.Exit{AttemptID: r.attempt, ExitCode: -1, Stopped: true, Reason: "Stopped before the attempt started", At: c.now}, false)
 			return
 		}
 		j := c.edit(o.id)
-		c.transition(j, qshare.JobStarting, fmt.Sprintf("Starting attempt %d", r.n))
+		reason := fmt.Sprintf("Starting attempt %d", r.n)
+		if j.IsTerminated {
+			reason = j.StatusReason
+		}
+		c.transition(j, qshare.JobStarting, reason)
 		r.phase = phaseStarting
 		spec := executor.Spec{JobID: j.ID, JobName: j.Name, AttemptID: r.attempt, Attempt: r.n, Queue: j.JobQueue,
 			Share: j.QuotaShare, Demand: j.Demand, Payload: j.Payload}
@@ -284,6 +292,14 @@ func attemptByID(j *qshare.Job, id string) *qshare.Attempt {
 	}
 	return nil
 }
+
+// The beginnings of the reasons of stops that qshare decides; an attempt
+// that is still running carries one in its StatusReason once the stop is
+// decided, which is how a restarted server knows (recoverStop).
+const (
+	preemptPrefix = "Preempted by quota management"
+	timeoutPrefix = "Job attempt duration exceeded timeout"
+)
 
 // payloadMeta is what the loop reads from a job's payload, parsed once.
 type payloadMeta struct {
@@ -395,12 +411,20 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 	} else {
 		d.meta.Delete(j.ID)
 	}
+	if f, ok := d.ex.(forgetter); ok {
+		attempt := r.attempt
+		c.effects = append(c.effects, func() { f.Forget(attempt) })
+	}
 	d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
 		"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
 	if err := d.eng.Release(j.ID, requeue); err != nil {
 		d.log.Error("engine release failed", "job", j.ID, "requeue", requeue, "err", err)
 	}
 }
+
+// forgetter is implemented by executors that keep ended attempts in memory
+// until told that the daemon has recorded their end.
+type forgetter interface{ Forget(attemptID string) }
 
 // shouldRetry applies the retry strategy to a failed attempt: the first
 // evaluateOnExit rule whose glob matches the reason decides; with no match
@@ -488,9 +512,12 @@ func (c *cycle) decide(dec engine.Decision) {
 		}
 		r.stop, r.final = stopPreempt, dec.Final
 		d.notePreempt(dec.Job, dec.For)
-		r.reason = fmt.Sprintf("Preempted by quota management (%s): %s", kind, dec.Reason)
+		r.reason = fmt.Sprintf("%s (%s): %s", preemptPrefix, kind, dec.Reason)
 		j := c.edit(dec.Job)
 		j.StatusReason = r.reason
+		if a := attemptByID(j, r.attempt); a != nil {
+			a.StatusReason = r.reason // the decision, persisted for a restart (see recoverStop)
+		}
 		d.log.Info("decision: preempt", "job", dec.Job, "for", dec.For, "crossShare", dec.CrossShare, "final", dec.Final, "reason", dec.Reason)
 		c.stopRun(r)
 	case engine.DecisionWait:
@@ -527,6 +554,9 @@ func (c *cycle) stopRun(r *run) {
 	d := c.d
 	switch r.phase {
 	case phasePending:
+		if r.mustStart {
+			return // opStarted stops it once Start has re-attached
+		}
 		attempt := r.attempt
 		c.effects = append(c.effects, func() {
 			d.post(op{kind: opExited, id: r.job, attempt: attempt,
@@ -592,8 +622,11 @@ func (c *cycle) timers() {
 	for _, r := range d.runs {
 		if r.phase == phaseRunning && r.stop == stopNone && !r.deadline.IsZero() && !c.now.Before(r.deadline) {
 			r.stop = stopTimeout
-			j := c.job(r.job)
-			r.reason = fmt.Sprintf("Job attempt duration exceeded timeout (%s)", d.runtimeLimit(j))
+			j := c.edit(r.job)
+			r.reason = fmt.Sprintf("%s (%s)", timeoutPrefix, d.runtimeLimit(j))
+			if a := attemptByID(j, r.attempt); a != nil {
+				a.StatusReason = r.reason // the decision, persisted for a restart (see recoverStop)
+			}
 			if err := d.eng.Stopping(r.job); err != nil {
 				d.log.Error("engine stopping failed", "job", r.job, "err", err)
 			}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"qshare"
 	"qshare/engine"
@@ -124,17 +125,17 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 	}
 	r := &run{job: j.ID, attempt: a.ID, n: a.N}
 	d.runs[j.ID] = r
-	if j.IsTerminated {
-		r.stop, r.reason = stopTerminate, j.StatusReason
-		if err := d.eng.Stopping(j.ID); err != nil {
-			d.log.Error("recovery: engine stopping failed", "job", j.ID, "err", err)
-		}
-	}
-	if j.Status == qshare.JobScheduled {
-		// STARTING was never persisted, so Start was never called: start it now.
+	d.recoverStop(j, a, r)
+	if j.Status == qshare.JobScheduled || j.Status == qshare.JobStarting {
+		// SCHEDULED: STARTING was never persisted, so Start was never called.
+		// STARTING: Start may have launched it, but its handle was never
+		// persisted. Either way, start it (again): Start is idempotent by
+		// attempt ID and re-attaches to an attempt already launched, so the
+		// job never runs twice.
 		r.phase = phasePending
+		r.mustStart = j.Status == qshare.JobStarting
 		d.inbox = append(d.inbox, op{kind: opBeginStart, id: j.ID, attempt: a.ID})
-		d.log.Info("recovery: attempt was scheduled, starting it", "job", j.ID, "attempt", a.ID)
+		d.log.Info("recovery: starting the attempt (again)", "job", j.ID, "attempt", a.ID, "status", j.Status)
 		return
 	}
 	h := executor.Handle{AttemptID: a.ID, StartedAt: a.StartedAt, LogPath: a.LogPath, State: a.Executor}
@@ -149,11 +150,6 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 	}
 	switch rec {
 	case executor.Running, executor.Exited:
-		if j.Status == qshare.JobStarting {
-			// Start had returned, or not; either way it runs now.
-			r.phase = phaseStarting
-			d.inbox = append(d.inbox, op{kind: opStarted, id: j.ID, attempt: a.ID, handle: h})
-		}
 		d.bg.Add(1)
 		go func() {
 			defer d.bg.Done()
@@ -198,4 +194,25 @@ func (d *Daemon) resumeDeletions() {
 	for _, name := range queues {
 		d.drainQueue(name)
 	}
+}
+
+// recoverStop restores a stop that was decided before the restart: a
+// termination (Job.IsTerminated), or a preemption or timeout (the running
+// attempt's StatusReason). The stop is issued again once the attempt runs.
+func (d *Daemon) recoverStop(j *qshare.Job, a *qshare.Attempt, r *run) {
+	switch {
+	case a.StoppedAt.IsZero() && strings.HasPrefix(a.StatusReason, preemptPrefix):
+		r.stop, r.reason = stopPreempt, a.StatusReason
+		r.final = j.PreemptionRetries != nil && j.Preemptions >= *j.PreemptionRetries
+	case a.StoppedAt.IsZero() && strings.HasPrefix(a.StatusReason, timeoutPrefix):
+		r.stop, r.reason = stopTimeout, a.StatusReason
+	case j.IsTerminated:
+		r.stop, r.reason = stopTerminate, j.StatusReason
+	default:
+		return
+	}
+	if err := d.eng.Stopping(j.ID); err != nil {
+		d.log.Error("recovery: engine stopping failed", "job", j.ID, "err", err)
+	}
+	d.log.Info("recovery: a stop was decided before the restart; carrying it out", "job", j.ID, "attempt", a.ID, "reason", r.reason)
 }
