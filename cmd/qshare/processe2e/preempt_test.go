@@ -15,12 +15,17 @@ import (
 
 // trainer is a preemptible "training" script: it counts steps until its
 // gate opens, saves the step to $SM_CHECKPOINT_DIR/step (write, rename) on
-// SIGTERM and exits 0, and resumes from that file when it starts again.
+// SIGTERM and exits 0, and resumes from that file when it starts again. It
+// writes its pid to $GATE/<job name>.pid. With SAVE_GATE set, its save on
+// SIGTERM waits until the gate file $GATE/$SAVE_GATE exists: a checkpoint
+// that takes as long as the test wants.
 const trainer = `step=0
 if [ -f "$SM_CHECKPOINT_DIR/step" ]; then step=$(cat "$SM_CHECKPOINT_DIR/step"); echo "resumed from step $step"; fi
 echo "attempt $QSHARE_ATTEMPT pid=$$ starts after step $step"
-trap 'echo $step > "$SM_CHECKPOINT_DIR/step.tmp" && mv "$SM_CHECKPOINT_DIR/step.tmp" "$SM_CHECKPOINT_DIR/step"; echo "SIGTERM: checkpointed step $step"; exit 0' TERM
-while [ ! -e "$GATE/$QSHARE_JOB_NAME" ] && [ $step -lt 600 ]; do step=$((step+1)); echo "step $step"; sleep 0.1 & wait $!; done
+echo $$ > "$GATE/$QSHARE_JOB_NAME.pid"
+trap 'if [ -n "$SAVE_GATE" ]; then echo "SIGTERM: saving"; i=0; while [ ! -e "$GATE/$SAVE_GATE" ] && [ $i -lt 600 ]; do i=$((i+1)); sleep 0.1; done; fi
+echo $step > "$SM_CHECKPOINT_DIR/step.tmp" && mv "$SM_CHECKPOINT_DIR/step.tmp" "$SM_CHECKPOINT_DIR/step"; echo "SIGTERM: checkpointed step $step"; exit 0' TERM
+while [ ! -e "$GATE/$QSHARE_JOB_NAME" ] && [ ! -e "$GATE/all" ] && [ $step -lt 600 ]; do step=$((step+1)); echo "step $step"; sleep 0.1 & wait $!; done
 echo "finished after step $step"
 `
 

@@ -161,3 +161,92 @@ func TestKillAndRecover(t *testing.T) {
 		}
 	}
 }
+
+// TestKillWhileStopping kills the server while two attempts are being
+// stopped and are still writing their checkpoints: one preempted (in-share,
+// for a higher-priority job) and one terminated. The restarted server must
+// remember why each was stopped: once their checkpoints are written, the
+// preempted job returns to RUNNABLE and later resumes from its checkpoint,
+// the terminated one is FAILED with the termination's reason, and the
+// preemptor starts only after its victim's process is gone.
+func TestKillWhileStopping(t *testing.T) {
+	skipShort(t)
+	dataDir := newDataDir(t)
+	s := startServer(t, dataDir, serverOpts{})
+	oneShare(s, 2, true)
+	g := newGates(t)
+	low := s.submit(job{name: "low", share: "s", priority: 1, env: g.env("SAVE_GATE", "save-low", "QSHARE_STOP_GRACE", "300"), script: trainer})
+	term := s.submit(job{name: "term", share: "s", priority: 5, env: g.env("SAVE_GATE", "save-term", "QSHARE_STOP_GRACE", "300"), script: trainer})
+	for _, id := range []string{low, term} {
+		s.awaitRunning(id, 1)
+		s.awaitLog(id, 1, "step 2\n")
+	}
+	high := s.submit(job{name: "high", share: "s", priority: 9, env: g.env(), script: `
+if kill -0 "$(cat "$GATE/low.pid")" 2>/dev/null; then echo "OVERLAP: low still runs"; fi
+echo "high runs"; ` + waitGate + `echo "high done"`})
+	s.awaitLog(low, 1, "SIGTERM: saving")
+	const why = "e2e: terminated before the crash"
+	_, err := s.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(term), Reason: aws.String(why)})
+	must(t, err)
+	s.awaitLog(term, 1, "SIGTERM: saving")
+	if d := s.describe(high); d.Status == types.ServiceJobStatusRunning {
+		t.Fatalf("high runs while its victim is still saving")
+	}
+
+	s.kill()
+	s2 := startServer(t, dataDir, serverOpts{})
+	for _, id := range []string{low, term} {
+		if d := s2.describe(id); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
+			t.Errorf("%s after the restart: %s with %d attempts, want RUNNING (still saving) with one", aws.ToString(d.JobName), d.Status, len(d.Attempts))
+		}
+	}
+	if d := s2.describe(high); d.Status == types.ServiceJobStatusRunning {
+		t.Errorf("high runs after the restart while its victim is still saving")
+	}
+	if d := s2.describe(term); !aws.ToBool(d.IsTerminated) {
+		t.Errorf("term: the restarted server forgot the termination")
+	}
+
+	// low saves first: high can then run only in the capacity low held,
+	// since term still holds the rest.
+	g.release("save-low")
+	d := s2.await(low, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
+		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if d.Status == types.ServiceJobStatusFailed || d.Status == types.ServiceJobStatusSucceeded {
+		t.Fatalf("low is %s (%q) after its preempted attempt ended; want it requeued", d.Status, aws.ToString(d.StatusReason))
+	}
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
+		t.Errorf("low: attempt 1 reason %q, want the in-share preemption", r)
+	}
+	s2.awaitRunning(high, 1)
+	if out := s2.awaitLog(high, 1, "high runs"); strings.Contains(out, "OVERLAP") {
+		t.Errorf("high started while low's process was alive:\n%s", out)
+	}
+	if d := s2.describe(term); d.Status != types.ServiceJobStatusRunning {
+		t.Errorf("term is %s before its checkpoint is written", d.Status)
+	}
+	g.release("save-term")
+	d = s2.awaitStatus(term, types.ServiceJobStatusFailed)
+	if r := aws.ToString(d.StatusReason); !aws.ToBool(d.IsTerminated) || !strings.Contains(r, why) || len(d.Attempts) != 1 {
+		t.Errorf("term: isTerminated %v, reason %q, %d attempts; want the termination, once", aws.ToBool(d.IsTerminated), r, len(d.Attempts))
+	}
+	if out := s2.mustLogs(term, 1); !strings.Contains(out, "SIGTERM: checkpointed step") {
+		t.Errorf("term: its checkpoint was not written:\n%s", out)
+	}
+	out := s2.mustLogs(low, 1)
+	m := regexp.MustCompile(`SIGTERM: checkpointed step (\d+)\n$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("low: attempt 1 did not checkpoint:\n%s", out)
+	}
+	s2.awaitRunning(low, 2)
+	if out := s2.awaitLog(low, 2, "step "); !strings.HasPrefix(out, "resumed from step "+m[1]+"\n") {
+		t.Errorf("low: attempt 2 did not resume from step %s:\n%s", m[1], out)
+	}
+	g.release("all")
+	for id, attempts := range map[string]int{low: 2, high: 1} {
+		if d := s2.awaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != attempts {
+			t.Errorf("%s: %d attempts, want %d", aws.ToString(d.JobName), len(d.Attempts), attempts)
+		}
+	}
+}
