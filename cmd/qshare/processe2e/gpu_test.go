@@ -156,3 +156,51 @@ func TestGPUAssignment(t *testing.T) {
 		t.Errorf("GPUs still marked held after every job ended: %v", left)
 	}
 }
+
+// TestGPURecovery: a GPU job keeps its GPUs across a kill -9 of the server.
+// The restarted server claims them again before it starts anything, so a
+// job submitted after the restart gets the other GPUs, and the recovered
+// job's GPUs go to the next job only once it has ended.
+func TestGPURecovery(t *testing.T) {
+	skipShort(t)
+	dataDir := newDataDir(t)
+	smi := fakeSMI(t, 8)
+	s := startServer(t, dataDir, serverOpts{gpus: "-", pathPrefix: smi})
+	const big = "ml.g5.12xlarge"
+	limits := map[string]int32{big: 2}
+	s.setup(limits, share{name: "gpu", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	g := newGates(t)
+	locks := t.TempDir()
+	submit := func(s *server, name string) string {
+		return s.submit(job{name: name, share: "gpu", unit: big, env: g.env("LOCKS", locks), script: gpuJob})
+	}
+	a := submit(s, "a")
+	s.awaitRunning(a, 1)
+	ga := s.gpusOf(a, 1)
+
+	s.kill()
+	s2 := startServer(t, dataDir, serverOpts{gpus: "-", pathPrefix: smi})
+	b := submit(s2, "b")
+	s2.awaitRunning(b, 1)
+	gb := s2.gpusOf(b, 1)
+	c := submit(s2, "c")
+	if len(ga) != 4 || len(gb) != 4 || slices.ContainsFunc(gb, func(u string) bool { return slices.Contains(ga, u) }) {
+		t.Fatalf("a (recovered) has %v and b (started after the restart) %v: want 4 distinct GPUs each", ga, gb)
+	}
+	if d := s2.describe(c); d.Status != types.ServiceJobStatusRunnable {
+		t.Fatalf("c is %s while a and b hold every GPU", d.Status)
+	}
+	g.release("a")
+	s2.awaitStatus(a, types.ServiceJobStatusSucceeded)
+	s2.awaitRunning(c, 1)
+	if gc := s2.gpusOf(c, 1); !slices.Equal(slices.Sorted(slices.Values(gc)), slices.Sorted(slices.Values(ga))) {
+		t.Errorf("c got %v, want the GPUs a freed, %v", gc, ga)
+	}
+	g.release("all")
+	for _, id := range []string{a, b, c} {
+		d := s2.awaitStatus(id, types.ServiceJobStatusSucceeded)
+		if out := s2.mustLogs(id, 1); len(d.Attempts) != 1 || strings.Contains(out, "CONFLICT") {
+			t.Errorf("%s: %d attempts, log:\n%s", aws.ToString(d.JobName), len(d.Attempts), out)
+		}
+	}
+}

@@ -287,6 +287,10 @@ type job struct {
 	// timeout is timeoutConfig.attemptDurationSeconds; maxRuntime is the
 	// payload's StoppingCondition.MaxRuntimeInSeconds.
 	timeout, maxRuntime int
+	// entrypoint, when set, is run instead of /bin/sh -c script.
+	entrypoint []string
+	// payload holds more members of the payload (HyperParameters, …).
+	payload map[string]any
 }
 
 // submit submits j and returns its job ID.
@@ -311,6 +315,12 @@ func (s *server) submit(j job) string {
 	}
 	if j.maxRuntime > 0 {
 		p["StoppingCondition"] = map[string]any{"MaxRuntimeInSeconds": j.maxRuntime}
+	}
+	if j.entrypoint != nil {
+		p["AlgorithmSpecification"] = map[string]any{"TrainingImage": "local/sh:latest", "ContainerEntrypoint": j.entrypoint}
+	}
+	for k, v := range j.payload {
+		p[k] = v
 	}
 	payload, err := json.Marshal(p)
 	must(t, err)

@@ -2,6 +2,7 @@ package processe2e_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,5 +176,57 @@ func TestTerminate(t *testing.T) {
 	}
 	if r := attemptReasons(s.describe(stubborn)); len(r) != 1 || !strings.Contains(r[0], "SIGKILL") {
 		t.Errorf("stubborn: attempt reasons %q, want one that says SIGKILL", r)
+	}
+}
+
+// TestFailureReasons: the status reason of a failed attempt is the first
+// line of SM_OUTPUT_DIR/failure when the job writes one, names the signal
+// that killed the job, or says that the program cannot be run; a payload
+// without an entrypoint is refused at submit with a ClientException. A job
+// sees the SageMaker variables, its hyperparameters and its own directory.
+func TestFailureReasons(t *testing.T) {
+	skipShort(t)
+	s := startServer(t, newDataDir(t), serverOpts{})
+	oneShare(s, 4, false)
+	ids := map[string]string{
+		"failure-file": s.submit(job{name: "failure-file", share: "s",
+			script: `printf 'CUDA out of memory\nTraceback (most recent call last):\n' > "$SM_OUTPUT_DIR/failure"; exit 1`}),
+		"segv":    s.submit(job{name: "segv", share: "s", script: `kill -SEGV $$`}),
+		"missing": s.submit(job{name: "missing", share: "s", entrypoint: []string{"no-such-program-e2e", "--epochs", "3"}}),
+	}
+	env := s.submit(job{name: "env", share: "s", payload: map[string]any{"HyperParameters": map[string]string{"learning-rate": "0.01", "epochs": "3"}},
+		script: `echo "pwd=$(pwd)"; echo "ckpt=$SM_CHECKPOINT_DIR"; echo "model=$SM_MODEL_DIR"; echo "hp=$SM_HP_LEARNING_RATE,$SM_HP_EPOCHS"
+echo "who=$QSHARE_JOB_ID,$QSHARE_ATTEMPT,$QSHARE_QUOTA_SHARE,$SM_CURRENT_HOST,$SM_NUM_GPUS,$CUDA_VISIBLE_DEVICES"; cat "$SM_INPUT_CONFIG_DIR/hyperparameters.json"; echo`})
+
+	for name, want := range map[string]string{
+		"failure-file": "CUDA out of memory",
+		"segv":         "Essential process terminated by signal SIGSEGV",
+		"missing":      "CannotStartError",
+	} {
+		d := s.awaitStatus(ids[name], types.ServiceJobStatusFailed)
+		if r := attemptReasons(d); len(r) != 1 || !strings.HasPrefix(r[0], want) {
+			t.Errorf("%s: attempt reasons %q, want one starting %q", name, r, want)
+		}
+		if r := aws.ToString(d.StatusReason); !strings.Contains(r, want) {
+			t.Errorf("%s: status reason %q does not contain %q", name, r, want)
+		}
+	}
+
+	s.awaitStatus(env, types.ServiceJobStatusSucceeded)
+	dir := filepath.Join(s.dataDir, "jobs", env)
+	out := s.mustLogs(env, 1)
+	for _, want := range []string{"pwd=" + dir + "\n", "ckpt=" + filepath.Join(dir, "checkpoints") + "\n", "model=" + filepath.Join(dir, "model") + "\n",
+		"hp=0.01,3\n", "who=" + env + ",1,s,algo-1,0,\n", `"learning-rate"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("env: the job's output lacks %q:\n%s", want, out)
+		}
+	}
+
+	_, err := s.c.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String("no-entrypoint"), JobQueue: aws.String("q"),
+		QuotaShareName: aws.String("s"), ServiceJobType: types.ServiceJobTypeSagemakerTraining,
+		ServiceRequestPayload: aws.String(`{"AlgorithmSpecification":{"TrainingImage":"x"},"ResourceConfig":{"InstanceType":"ml.m5.xlarge","InstanceCount":1}}`)})
+	var ce *types.ClientException
+	if !errors.As(err, &ce) || !strings.Contains(strings.ToLower(ce.ErrorMessage()), "entrypoint") {
+		t.Errorf("a payload without an entrypoint: %v, want a ClientException about the entrypoint", err)
 	}
 }
