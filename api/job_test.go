@@ -463,3 +463,32 @@ func TestClientTokenExpiry(t *testing.T) {
 		t.Fatalf("jobs %s, %s (23 h later), %s (25 h later): want the first two equal, the third new", *a.JobId, *b.JobId, *c.JobId)
 	}
 }
+
+// TestCapacityChanges: raising an environment's limit starts waiting jobs;
+// lowering a share's limit below its usage lets another share reclaim.
+func TestCapacityChanges(t *testing.T) {
+	s := newServer(t)
+	queue := s.setup("q", 1, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyLend},
+		shareSpec{name: "B", limit: 1, strategy: types.QuotaShareResourceSharingStrategyLend})
+	a1 := s.submit("q", "A", "a1", 0, payload(g5, 1, time.Hour, 0))
+	a2 := s.submit("q", "A", "a2", 0, payload(g5, 1, time.Hour, 0))
+	s.waitStatus(a1, types.ServiceJobStatusRunning)
+	time.Sleep(50 * time.Millisecond)
+	if d := s.describe(a2); d.Status != types.ServiceJobStatusRunnable {
+		t.Fatalf("a2 is %s with an environment of 1", d.Status)
+	}
+	_, err := s.c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String("q-env"),
+		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(2)}}})
+	must(t, err)
+	s.waitStatus(a2, types.ServiceJobStatusRunning)
+	// A now holds 2 but its limit drops to 1; B's job needs its own instance back.
+	_, err = s.c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(queue + "/quota-share/A"),
+		CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
+	must(t, err)
+	b := s.submit("q", "B", "b", 0, payload(g5, 1, time.Hour, 0))
+	s.waitStatus(b, types.ServiceJobStatusRunning)
+	d1, d2 := s.describe(a1), s.describe(a2)
+	if (d1.Status == types.ServiceJobStatusRunning) == (d2.Status == types.ServiceJobStatusRunning) {
+		t.Fatalf("after the reclaim a1 is %s and a2 is %s: want exactly one running", d1.Status, d2.Status)
+	}
+}
