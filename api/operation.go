@@ -61,6 +61,9 @@ func (h *Handler) operations() map[string]operation {
 			return empty{}, d.DeleteEnvironment(ctx, in.ServiceEnvironment)
 		}),
 		"describeserviceenvironments": op(maxBody, func(ctx context.Context, in *describeEnvironmentsIn) (any, error) {
+			if len(in.ServiceEnvironments) > 100 {
+				return nil, qshare.Errorf(qshare.EINVALID, "serviceEnvironments has %d entries: at most 100 are allowed", len(in.ServiceEnvironments))
+			}
 			es, err := d.Environments(in.ServiceEnvironments)
 			if err != nil {
 				return nil, err
