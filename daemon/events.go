@@ -275,17 +275,30 @@ func (d *Daemon) reconcileEvents() error {
 			}
 		}
 	}
-	// Jobs that finished in the store but started in these lines end after them.
-	var fin []event.Event
-	keep := rel[:0]
+	// A job that ran and finished while its lines were lost (two lost
+	// batches or more: a failed append, not a crash) starts and finishes
+	// right after the releases, when the most capacity is free.
+	var ran, keep, later []event.Event
 	for _, e := range rel {
 		if e.Event == event.Finish && e.Reason == why && startedIn(start, e.Job) {
-			fin = append(fin, e)
+			ran = append(ran, e)
 			continue
 		}
 		keep = append(keep, e)
 	}
-	evs := append(append(append(append(subs, prio...), keep...), start...), fin...)
+	for _, e := range start {
+		if startedIn(ran, e.Job) {
+			keep = append(keep, e)
+			for _, f := range ran {
+				if f.Job == e.Job {
+					keep = append(keep, f)
+				}
+			}
+			continue
+		}
+		later = append(later, e)
+	}
+	evs := append(append(append(subs, prio...), keep...), later...)
 	if len(evs) > 0 {
 		d.log.Info("event log reconciled with the store", "events", len(evs))
 	}
