@@ -69,6 +69,13 @@ func TestEventLogReconciles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// check-events reads the configuration from the running server too.
+	out, err := runQshare(t, "check-events", events, "--endpoint", srv.url, "--settle", "1")
+	if err != nil {
+		t.Errorf("check-events --endpoint: %v\n%s", err, out)
+	} else {
+		t.Logf("check-events --endpoint: %s", strings.TrimSpace(out))
+	}
 	srv.stop()
 	after, _ := os.ReadFile(events)
 	if bytes.Contains(after, []byte("half-writ")) {
