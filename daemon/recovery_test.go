@@ -1,0 +1,145 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/daemon"
+	"qshare/executor"
+	"qshare/executor/simulated"
+	"qshare/sqlite"
+)
+
+// blockingExecutor holds every Start until the context ends, so that a
+// daemon closed meanwhile leaves the attempt STARTING in the store.
+type blockingExecutor struct {
+	executor.Executor
+	started chan string
+}
+
+func (e *blockingExecutor) Start(ctx context.Context, s executor.Spec) (executor.Handle, error) {
+	e.started <- s.AttemptID
+	<-ctx.Done()
+	return executor.Handle{}, ctx.Err()
+}
+
+type instance struct {
+	d  *daemon.Daemon
+	db *sqlite.DB
+	ex executor.Executor
+}
+
+func open(t *testing.T, dir string, ex executor.Executor) *instance {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(dir, "q.db"))
+	must(t, err)
+	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Tick: 10 * time.Millisecond})
+	must(t, err)
+	must(t, d.Start(context.Background()))
+	return &instance{d, db, ex}
+}
+
+func (i *instance) close() {
+	i.d.Close()
+	i.ex.Close()
+	i.db.Close()
+}
+
+func setup(t *testing.T, d *daemon.Daemon, capacity int64, inShare bool) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := d.CreatePolicy(ctx, daemon.PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
+	must(t, err)
+	_, err = d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: capacity}}})
+	must(t, err)
+	_, err = d.CreateQueue(ctx, daemon.QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
+		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
+	must(t, err)
+	pre := qshare.Disabled
+	if inShare {
+		pre = qshare.Enabled
+	}
+	_, err = d.CreateShare(ctx, daemon.ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: pre,
+		CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: capacity}}})
+	must(t, err)
+}
+
+func submit(t *testing.T, d *daemon.Daemon, name string, prio int64, env string) string {
+	t.Helper()
+	j, err := d.Submit(context.Background(), daemon.SubmitInput{Name: name, Queue: "q", QuotaShare: "A", ServiceJobType: "SAGEMAKER_TRAINING", Priority: &prio,
+		Payload: fmt.Sprintf(`{"ResourceConfig":{"InstanceType":"ml.g5.xlarge"},"Environment":{%s}}`, env)})
+	must(t, err)
+	return j.ID
+}
+
+func waitFor(t *testing.T, d *daemon.Daemon, id string, ok func(*qshare.Job) bool, what string) *qshare.Job {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j, err := d.Job(id)
+		must(t, err)
+		if ok(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: %s %q, want %s", j.Name, j.Status, j.StatusReason, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func status(s qshare.JobStatus) func(*qshare.Job) bool {
+	return func(j *qshare.Job) bool { return j.Status == s }
+}
+
+// TestRecoverStarting: an attempt left STARTING by a stop is started again
+// with the same attempt ID (Start adopts what was launched), not declared
+// lost and run a second time under a new attempt.
+func TestRecoverStarting(t *testing.T) {
+	dir := t.TempDir()
+	block := &blockingExecutor{Executor: simulated.New(simulated.Options{}), started: make(chan string, 1)}
+	a := open(t, dir, block)
+	setup(t, a.d, 1, false)
+	id := submit(t, a.d, "j", 0, `"QSHARE_SIM_DURATION":"20ms"`)
+	attempt := <-block.started
+	waitFor(t, a.d, id, status(qshare.JobStarting), "STARTING")
+	a.close()
+
+	b := open(t, dir, simulated.New(simulated.Options{}))
+	defer b.close()
+	j := waitFor(t, b.d, id, status(qshare.JobSucceeded), "SUCCEEDED")
+	if len(j.Attempts) != 1 || j.Attempts[0].ID != attempt {
+		t.Fatalf("attempts after recovery: %+v, want the one attempt %s", j.Attempts, attempt)
+	}
+}
+
+// TestRecoverPreemption: a preemption decided before a stop, whose attempt
+// had not stopped yet, is carried out after the restart and recorded as a
+// preemption (the job returns to RUNNABLE, and runs again), even though the
+// job it made room for is gone, so the engine would not decide it again.
+func TestRecoverPreemption(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir, simulated.New(simulated.Options{}))
+	setup(t, a.d, 1, true)
+	// The victim ignores SIGTERM for 300ms, so its stop outlives the server.
+	low := submit(t, a.d, "low", 1, `"QSHARE_SIM_DURATION":"1h","QSHARE_SIM_ON_STOP":"ignore","QSHARE_STOP_GRACE":"300ms"`)
+	waitFor(t, a.d, low, status(qshare.JobRunning), "RUNNING")
+	high := submit(t, a.d, "high", 5, `"QSHARE_SIM_DURATION":"1h"`)
+	waitFor(t, a.d, low, func(j *qshare.Job) bool {
+		return strings.HasPrefix(j.LatestAttempt().StatusReason, "Preempted by quota management")
+	}, "a preemption decided")
+	must(t, a.d.Terminate(context.Background(), high, "changed my mind"))
+	a.close()
+
+	b := open(t, dir, simulated.New(simulated.Options{}))
+	defer b.close()
+	j := waitFor(t, b.d, low, func(j *qshare.Job) bool { return len(j.Attempts) == 2 && j.Status == qshare.JobRunning }, "RUNNING its second attempt")
+	if j.Preemptions != 1 || !j.Attempts[0].Preempted || j.FailedAttempts != 0 || j.Attempts[0].StoppedAt.IsZero() {
+		t.Fatalf("victim after restart: preemptions %d, first attempt %+v, failed attempts %d", j.Preemptions, j.Attempts[0], j.FailedAttempts)
+	}
+}
