@@ -36,8 +36,7 @@ type Engine struct {
 	work       shareHeap
 	failed     []*share
 	failedHead []*job
-	cands      []*job
-	inCands    []*job
+	overShares []*share
 	chosen     []*job
 	inChosen   []*job
 	blocked    vec
@@ -119,10 +118,19 @@ type share struct {
 	pending vec // what its reserved jobs still wait to receive from victims
 	claimed vec // held by stopping jobs (victims, or stopped by the caller)
 
-	runq    jobHeap
-	holding []*job // holding and stopping jobs; job.hidx is the index
+	runq runQueue
+	// top is scratch: the head job while the share is in a pass's work list.
+	top *job
+	// holding lists holding and stopping jobs in victim order: lowest
+	// priority first, then the most recently started.
+	holding []held
 
 	reserved int // reserved jobs
+
+	// ownWhy is the reason of a start within the share's own capacity.
+	ownWhy string
+	// cursor is scratch: the next candidate in holding while choosing victims.
+	cursor int
 
 	// sim is scratch future usage used while choosing victims; valid when
 	// simGen equals the engine's.
@@ -146,14 +154,9 @@ func (s *share) maxUseAt(t int32) (int64, bool) {
 	return s.maxUse.at(t), false
 }
 
-func (s *share) head() *job {
-	if len(s.runq) == 0 {
-		return nil
-	}
-	return s.runq[0]
-}
+func (s *share) head() *job { return s.runq.head() }
 
-func (s *share) jobCount() int { return len(s.runq) + len(s.holding) + s.reserved }
+func (s *share) jobCount() int { return s.runq.Len() + len(s.holding) + s.reserved }
 
 // job is a job the engine knows.
 type job struct {
@@ -162,12 +165,16 @@ type job struct {
 	prio    int
 	created int64 // UnixNano
 	dem     []amount
-	state   JobState
+	// dem0 holds the demand of a job of one or two types, so that dem
+	// points into the job itself.
+	dem0  [2]amount
+	state JobState
 
 	preemptions int
 	retries     int // -1: unlimited
 
-	idx  int // index in the share's runq (RUNNABLE) or holding slice
+	// ver versions the job's entry in its share's run queue.
+	ver  uint32
 	done bool
 
 	started  int64
@@ -377,7 +384,7 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	s := q.shares[c.Name]
 	isNew := s == nil
 	if isNew {
-		s = &share{q: q, name: c.Name}
+		s = &share{q: q, name: c.Name, ownWhy: "started within the own capacity of share " + c.Name}
 		q.shares[c.Name] = s
 	}
 	s.cfg = c
@@ -438,19 +445,26 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	if j.PreemptionRetries < -1 {
 		return nil, qshare.Errorf(qshare.EINVALID, "job %s: preemption retries %d is below -1 (-1 means unlimited)", j.ID, j.PreemptionRetries)
 	}
-	var dem []amount
-	for _, t := range j.Demand.Types() {
-		n := j.Demand[t]
+	jb := &job{}
+	dem := jb.dem0[:0]
+	for t, n := range j.Demand {
 		if n < 0 {
 			return nil, qshare.Errorf(qshare.EINVALID, "job %s: demand of %s is %d; it must be positive", j.ID, t, n)
 		}
-		dem = append(dem, amount{e.intern(t), n})
+		if n == 0 {
+			continue
+		}
+		a := amount{e.intern(t), n}
+		// Insertion sort by type: demands name one to five types.
+		dem = append(dem, a)
+		for k := len(dem) - 1; k > 0 && dem[k-1].t > a.t; k-- {
+			dem[k], dem[k-1] = dem[k-1], dem[k]
+		}
 	}
 	if len(dem) == 0 {
 		return nil, qshare.Errorf(qshare.EINVALID, "job %s demands no capacity; a job needs at least one instance of one instance type", j.ID)
 	}
-	sort.Slice(dem, func(a, b int) bool { return dem[a].t < dem[b].t })
-	return &job{
+	*jb = job{
 		id:          j.ID,
 		sh:          s,
 		prio:        j.Priority,
@@ -458,8 +472,12 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 		dem:         dem,
 		preemptions: j.Preemptions,
 		retries:     j.PreemptionRetries,
-		idx:         -1,
-	}, nil
+		dem0:        jb.dem0,
+	}
+	if len(dem) <= len(jb.dem0) {
+		jb.dem = jb.dem0[:len(dem)]
+	}
+	return jb, nil
 }
 
 // Submit adds a RUNNABLE job. It fails with ENOTFOUND for an unknown queue
@@ -506,24 +524,71 @@ func (e *Engine) hold(j *job, now int64) {
 	j.started = now
 	e.startSeq++
 	j.startSeq = e.startSeq
-	j.idx = len(s.holding)
-	s.holding = append(s.holding, j)
+	s.insertHolding(j)
 	j.why = waitWhy{}
 	j.reason = ""
 	e.stats.Holding++
 }
 
 func (e *Engine) unhold(j *job) {
-	s := j.sh
-	last := len(s.holding) - 1
-	if j.idx != last {
-		s.holding[j.idx] = s.holding[last]
-		s.holding[j.idx].idx = j.idx
-	}
-	s.holding[last] = nil
-	s.holding = s.holding[:last]
-	j.idx = -1
+	j.sh.removeHolding(j)
 	e.stats.Holding--
+}
+
+// insertHolding puts j into its share's holding list, which is kept in
+// victim order (held.less) so that preemption reads candidates in order
+// instead of sorting them. A job that starts now is the most recently
+// started of its priority, so the binary search usually lands at the front
+// of its priority's run.
+func (s *share) insertHolding(j *job) {
+	x := held{prio: int32(j.prio), started: j.started, seq: j.startSeq, j: j}
+	h := s.holding
+	i := sort.Search(len(h), func(k int) bool { return !h[k].less(&x) })
+	h = append(h, held{})
+	copy(h[i+1:], h[i:])
+	h[i] = x
+	s.holding = h
+}
+
+func (s *share) removeHolding(j *job) {
+	x := held{prio: int32(j.prio), started: j.started, seq: j.startSeq, j: j}
+	h := s.holding
+	i := sort.Search(len(h), func(k int) bool { return !h[k].less(&x) })
+	if i >= len(h) || h[i].j != j {
+		// The order was broken by a change that did not reposition the
+		// job; fall back to a scan rather than corrupt the list.
+		i = 0
+		for i < len(h) && h[i].j != j {
+			i++
+		}
+		if i == len(h) {
+			return
+		}
+	}
+	copy(h[i:], h[i+1:])
+	h[len(h)-1] = held{}
+	s.holding = h[:len(h)-1]
+}
+
+// held is an entry of a share's holding list, with the keys of victim
+// order inline so that searching the list does not touch the jobs.
+type held struct {
+	prio    int32
+	started int64
+	seq     uint64
+	j       *job
+}
+
+// less is victim order: lowest priority first, then the most recently
+// started (start sequence numbers are unique).
+func (a *held) less(b *held) bool {
+	if a.prio != b.prio {
+		return a.prio < b.prio
+	}
+	if a.started != b.started {
+		return a.started > b.started
+	}
+	return a.seq > b.seq
 }
 
 // SetPriority changes a job's schedulingPriority. A RUNNABLE job moves to its
@@ -539,9 +604,17 @@ func (e *Engine) SetPriority(id string, priority int) error {
 	if j.prio == priority {
 		return nil
 	}
-	j.prio = priority
-	if j.state == JobRunnable {
-		j.sh.runq.fix(j.idx)
+	switch j.state {
+	case JobRunnable:
+		j.sh.runq.drop(j)
+		j.prio = priority
+		j.sh.runq.push(j)
+	case JobHolding, JobStopping:
+		j.sh.removeHolding(j)
+		j.prio = priority
+		j.sh.insertHolding(j)
+	default:
+		j.prio = priority
 	}
 	e.markDirty(j.sh.q.env)
 	return nil
@@ -558,7 +631,7 @@ func (e *Engine) Stopping(id string) error {
 	}
 	switch j.state {
 	case JobRunnable:
-		j.sh.runq.remove(j.idx)
+		j.sh.runq.drop(j)
 		e.stats.Runnable--
 		e.forget(j)
 	case JobReserved:
@@ -616,7 +689,7 @@ func (e *Engine) Release(id string, requeue bool) error {
 	switch j.state {
 	case JobRunnable:
 		if !requeue {
-			s.runq.remove(j.idx)
+			s.runq.drop(j)
 			e.stats.Runnable--
 			e.forget(j)
 		}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"qshare"
@@ -111,7 +110,7 @@ func (e *Engine) pass(env *environment, now int64) {
 		// Phase A: own capacity and reclaim.
 		work := e.work[:0]
 		for _, s := range env.shares {
-			if len(s.runq) > 0 {
+			if s.top = s.head(); s.top != nil {
 				work.push(s)
 			}
 		}
@@ -119,7 +118,7 @@ func (e *Engine) pass(env *environment, now int64) {
 		e.failedHead = e.failedHead[:0]
 		for len(work) > 0 {
 			s := work.pop()
-			h := s.runq[0]
+			h := s.top
 			if _, bad := e.misconfigured(env, s, h); bad {
 				continue
 			}
@@ -127,14 +126,14 @@ func (e *Engine) pass(env *environment, now int64) {
 				if e.freeFit(env, s, h, nil) {
 					e.startHead(env, s, h, now)
 					progress = true
-					if len(s.runq) > 0 {
+					if s.top = s.head(); s.top != nil {
 						work.push(s)
 					}
 					continue
 				}
 				if e.tryReclaim(env, s, h) {
 					progress = true
-					if len(s.runq) > 0 {
+					if s.top = s.head(); s.top != nil {
 						work.push(s)
 					}
 					continue
@@ -148,23 +147,23 @@ func (e *Engine) pass(env *environment, now int64) {
 		}
 
 		// Phase B: borrowing, first come first served.
-		for _, s := range failed {
-			if h := s.runq[0]; !ownFit(s, h, nil) && capFit(s, h, nil) {
+		for i, s := range failed {
+			if h := e.failedHead[i]; !ownFit(s, h, nil) && capFit(s, h, nil) {
+				s.top = h
 				work.push(s)
 			}
 		}
 		for len(work) > 0 {
 			s := work.pop()
-			h := s.runq[0]
+			h := s.top
 			if !e.freeFit(env, s, h, blocked) {
 				continue
 			}
 			e.startHead(env, s, h, now)
 			progress = true
-			if len(s.runq) > 0 {
-				if n := s.runq[0]; !ownFit(s, n, nil) && capFit(s, n, nil) {
-					work.push(s)
-				}
+			if n := s.head(); n != nil && !ownFit(s, n, nil) && capFit(s, n, nil) {
+				s.top = n
+				work.push(s)
 			}
 		}
 
@@ -172,10 +171,10 @@ func (e *Engine) pass(env *environment, now int64) {
 		// that failed phases A and B; a share whose head changed in phase B
 		// waits for the next round.
 		for i, s := range failed {
-			if !s.cfg.InSharePreemption || len(s.runq) == 0 || s.runq[0] != e.failedHead[i] {
+			if !s.cfg.InSharePreemption || s.head() != e.failedHead[i] {
 				continue
 			}
-			if e.tryInShare(env, s, s.runq[0], blocked) {
+			if e.tryInShare(env, s, e.failedHead[i], blocked) {
 				progress = true
 			}
 		}
@@ -186,10 +185,10 @@ func (e *Engine) pass(env *environment, now int64) {
 		}
 	}
 	for _, s := range env.shares {
-		if len(s.runq) == 0 {
+		h := s.head()
+		if h == nil {
 			continue
 		}
-		h := s.runq[0]
 		w := e.classify(env, s, h, blocked)
 		if w != h.why {
 			h.why = w
@@ -213,9 +212,9 @@ func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 	if len(borrowed) > 0 {
 		why = e.borrowText(env, s, borrowed, nil)
 	} else {
-		why = "started within the own capacity of share " + s.name
+		why = s.ownWhy
 	}
-	s.runq.remove(0)
+	s.runq.popHead()
 	e.stats.Runnable--
 	e.hold(h, now)
 	e.emitStart(h, borrowed, why)
@@ -288,21 +287,6 @@ func (e *Engine) relName(s, o *share) string {
 	return o.q.name + "/" + o.name
 }
 
-// victimLess orders preemption candidates: lowest priority first, then the
-// most recently started, then ID.
-func victimLess(a, b *job) bool {
-	if a.prio != b.prio {
-		return a.prio < b.prio
-	}
-	if a.started != b.started {
-		return a.started > b.started
-	}
-	if a.startSeq != b.startSeq {
-		return a.startSeq > b.startSeq
-	}
-	return a.id < b.id
-}
-
 // selectReclaim chooses victims among jobs of shares other than s that are
 // above their own limit of a type h still needs (need[t] > 0), lowest
 // priority and most recently started first, then puts back every victim not
@@ -319,33 +303,41 @@ func (e *Engine) selectReclaim(env *environment, s *share, need vec) bool {
 	if !needs {
 		return true
 	}
-	cands := e.cands[:0]
+	// The candidates are the holding jobs of the shares above their own
+	// limit of a needed type, merged in victim order from the shares'
+	// sorted holding lists.
+	over := e.overShares[:0]
 	for _, o := range env.shares {
 		if o == s {
 			continue
 		}
-		over := false
 		for t, n := range need {
 			if n > 0 && o.future(int32(t)) > o.limit.at(int32(t)) {
-				over = true
+				o.cursor = 0
+				over = append(over, o)
 				break
 			}
 		}
-		if !over {
-			continue
-		}
-		for _, j := range o.holding {
-			if j.state == JobHolding {
-				cands = append(cands, j)
-			}
-		}
 	}
-	sort.Slice(cands, func(a, b int) bool { return victimLess(cands[a], cands[b]) })
 	e.simGen++
 	gen := e.simGen
 	ok := false
-	for _, c := range cands {
+	for {
+		var best *held
+		for _, o := range over {
+			for o.cursor < len(o.holding) && o.holding[o.cursor].j.state != JobHolding {
+				o.cursor++
+			}
+			if o.cursor < len(o.holding) && (best == nil || o.holding[o.cursor].less(best)) {
+				best = &o.holding[o.cursor]
+			}
+		}
+		if best == nil {
+			break
+		}
+		c := best.j
 		o := c.sh
+		o.cursor++
 		if o.simGen != gen {
 			o.simGen = gen
 			o.sim = e.resetVec(&o.sim)
@@ -380,7 +372,7 @@ func (e *Engine) selectReclaim(env *environment, s *share, need vec) bool {
 			break
 		}
 	}
-	e.cands = cands[:0]
+	e.overShares = over[:0]
 	if !ok {
 		e.chosen = e.chosen[:0]
 		return false
@@ -459,20 +451,36 @@ func (e *Engine) fitAfter(env *environment, s *share, h *job, removed, blocked v
 // lowest priority and most recently started first, if the head then fits
 // (rule 6); a minimal set is kept by putting back every victim not needed.
 func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) bool {
-	cands := e.inCands[:0]
-	for _, j := range s.holding {
-		if j.state == JobHolding && j.prio < h.prio {
-			cands = append(cands, j)
+	// The holding list is in victim order; the candidates are its prefix of
+	// lower priority. Fit only gets easier as more jobs are removed, so if
+	// removing them all is not enough, no subset is.
+	removed := e.resetVec(&e.removed)
+	any := false
+	for k := range s.holding {
+		if int(s.holding[k].prio) >= h.prio {
+			break
+		}
+		if j := s.holding[k].j; j.state == JobHolding {
+			any = true
+			for _, a := range j.dem {
+				removed[a.t] += a.n
+			}
 		}
 	}
-	if len(cands) == 0 {
+	if !any || e.fitAfter(env, s, h, removed, blocked) == 0 {
 		return false
 	}
-	sort.Slice(cands, func(a, b int) bool { return victimLess(cands[a], cands[b]) })
+	removed.clear()
 	in := e.inChosen[:0]
-	removed := e.resetVec(&e.removed)
 	ok := false
-	for _, c := range cands {
+	for k := range s.holding {
+		if int(s.holding[k].prio) >= h.prio {
+			break
+		}
+		c := s.holding[k].j
+		if c.state != JobHolding {
+			continue
+		}
 		in = append(in, c)
 		for _, a := range c.dem {
 			removed[a.t] += a.n
@@ -482,7 +490,6 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 			break
 		}
 	}
-	e.inCands = cands[:0]
 	if !ok {
 		e.inChosen = in[:0]
 		return false
@@ -568,7 +575,7 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 		env.used.add(a.t, g)
 		s.pending.add(a.t, a.n-g)
 	}
-	s.runq.remove(h.idx)
+	s.runq.popHead()
 	e.stats.Runnable--
 	h.state = JobReserved
 	h.epoch++

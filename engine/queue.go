@@ -1,12 +1,39 @@
 package engine
 
-// jobHeap is a share's queue of RUNNABLE jobs, a binary heap whose top is the
-// job the share runs next: priority descending, then creation time
-// ascending, then ID ascending. Each job remembers its index (job.idx) so
-// that a priority change or a removal costs O(log n).
-type jobHeap []*job
+// runQueue is a share's queue of RUNNABLE jobs: a binary heap whose top is
+// the job the share runs next (priority descending, then creation time
+// ascending, then ID ascending). Entries carry their sort keys, so that
+// sifting compares without touching the jobs: a pop at a million pending
+// jobs stays within a share's small, contiguous heap array. Removal is lazy:
+// a job that leaves the queue, or changes priority, bumps its version, and
+// its old entry is dropped when it reaches the top (or at compaction).
+type runQueue struct {
+	h     []entry
+	live  int
+	stale int
+}
+
+type entry struct {
+	prio    int32
+	ver     uint32
+	created int64
+	j       *job
+}
 
 // before reports whether a runs before b inside one share (rule 1).
+func (a *entry) before(b *entry) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	if a.created != b.created {
+		return a.created < b.created
+	}
+	return a.j.id < b.j.id
+}
+
+func (e *entry) valid() bool { return e.j.ver == e.ver && e.j.state == JobRunnable }
+
+// before reports whether job a runs before job b inside one share.
 func before(a, b *job) bool {
 	if a.prio != b.prio {
 		return a.prio > b.prio
@@ -26,52 +53,93 @@ func fifoBefore(a, b *job) bool {
 	return a.id < b.id
 }
 
-func (h *jobHeap) push(j *job) {
-	*h = append(*h, j)
-	j.idx = len(*h) - 1
-	h.up(j.idx)
+// Len is the number of RUNNABLE jobs in the queue.
+func (q *runQueue) Len() int { return q.live }
+
+// push adds a RUNNABLE job.
+func (q *runQueue) push(j *job) {
+	j.ver++
+	q.h = append(q.h, entry{prio: int32(j.prio), ver: j.ver, created: j.created, j: j})
+	q.up(len(q.h) - 1)
+	q.live++
 }
 
-func (h *jobHeap) remove(i int) *job {
-	q := *h
-	n := len(q) - 1
-	j := q[i]
-	if i != n {
-		q[i] = q[n]
-		q[i].idx = i
+// drop removes j from the queue (it left, or its priority changed and it
+// is pushed again).
+func (q *runQueue) drop(j *job) {
+	j.ver++
+	q.live--
+	q.stale++
+	if q.stale > 64 && q.stale > q.live {
+		q.compact()
 	}
-	q[n] = nil
-	*h = q[:n]
-	if i != n {
-		if !h.down(i) {
-			h.up(i)
+}
+
+// head returns the job the share runs next, or nil.
+func (q *runQueue) head() *job {
+	if q.stale == 0 {
+		// No dropped entries: the top is valid without looking at the job.
+		if len(q.h) == 0 {
+			return nil
+		}
+		return q.h[0].j
+	}
+	for len(q.h) > 0 {
+		if q.h[0].valid() {
+			return q.h[0].j
+		}
+		q.popTop()
+		q.stale--
+	}
+	return nil
+}
+
+// popHead removes the head job; head must have returned it.
+func (q *runQueue) popHead() {
+	q.popTop()
+	q.live--
+}
+
+func (q *runQueue) popTop() {
+	n := len(q.h) - 1
+	q.h[0] = q.h[n]
+	q.h[n] = entry{}
+	q.h = q.h[:n]
+	if n > 0 {
+		q.down(0)
+	}
+}
+
+func (q *runQueue) compact() {
+	k := 0
+	for i := range q.h {
+		if q.h[i].valid() {
+			q.h[k] = q.h[i]
+			k++
 		}
 	}
-	j.idx = -1
-	return j
-}
-
-func (h *jobHeap) fix(i int) {
-	if !h.down(i) {
-		h.up(i)
+	clear(q.h[k:])
+	q.h = q.h[:k]
+	q.stale = 0
+	for i := k/2 - 1; i >= 0; i-- {
+		q.down(i)
 	}
 }
 
-func (h jobHeap) up(i int) {
+func (q *runQueue) up(i int) {
+	h := q.h
 	for i > 0 {
 		p := (i - 1) / 2
-		if !before(h[i], h[p]) {
+		if !h[i].before(&h[p]) {
 			break
 		}
 		h[i], h[p] = h[p], h[i]
-		h[i].idx = i
-		h[p].idx = p
 		i = p
 	}
 }
 
-func (h jobHeap) down(i0 int) bool {
-	i := i0
+func (q *runQueue) down(i int) {
+	h := q.h
 	n := len(h)
 	for {
 		l := 2*i + 1
@@ -79,40 +147,39 @@ func (h jobHeap) down(i0 int) bool {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && before(h[r], h[l]) {
+		if r := l + 1; r < n && h[r].before(&h[l]) {
 			m = r
 		}
-		if !before(h[m], h[i]) {
+		if !h[m].before(&h[i]) {
 			break
 		}
 		h[i], h[m] = h[m], h[i]
-		h[i].idx = i
-		h[m].idx = m
 		i = m
 	}
-	return i > i0
 }
 
-// top returns up to n jobs of the heap in the order they would run, without
-// changing the heap: a small frontier heap over heap indices, O(n log n).
-func (h jobHeap) top(n int) []*job {
+// top returns up to n RUNNABLE jobs of the queue in the order they would
+// run, without changing the queue: a small frontier over heap indices.
+func (q *runQueue) top(n int) []*job {
+	h := q.h
 	if n <= 0 || len(h) == 0 {
 		return nil
 	}
-	out := make([]*job, 0, min(n, len(h)))
+	var out []*job
 	frontier := []int{0}
 	for len(frontier) > 0 && len(out) < n {
-		// Extract the best index from the frontier (small: at most n+1 entries).
 		bi := 0
 		for k := 1; k < len(frontier); k++ {
-			if before(h[frontier[k]], h[frontier[bi]]) {
+			if h[frontier[k]].before(&h[frontier[bi]]) {
 				bi = k
 			}
 		}
 		i := frontier[bi]
 		frontier[bi] = frontier[len(frontier)-1]
 		frontier = frontier[:len(frontier)-1]
-		out = append(out, h[i])
+		if h[i].valid() {
+			out = append(out, h[i].j)
+		}
 		if l := 2*i + 1; l < len(h) {
 			frontier = append(frontier, l)
 		}
@@ -123,8 +190,9 @@ func (h jobHeap) top(n int) []*job {
 	return out
 }
 
-// shareHeap orders shares by their head job, first come first served. It is
-// the per-pass work list of a phase.
+// shareHeap orders shares by their head job (share.top, set by the pass
+// before pushing), first come first served. It is the per-pass work list of
+// a phase.
 type shareHeap []*share
 
 func (h *shareHeap) push(s *share) {
@@ -133,7 +201,7 @@ func (h *shareHeap) push(s *share) {
 	i := len(q) - 1
 	for i > 0 {
 		p := (i - 1) / 2
-		if !fifoBefore(q[i].runq[0], q[p].runq[0]) {
+		if !fifoBefore(q[i].top, q[p].top) {
 			break
 		}
 		q[i], q[p] = q[p], q[i]
@@ -156,10 +224,10 @@ func (h *shareHeap) pop() *share {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && fifoBefore(q[r].runq[0], q[l].runq[0]) {
+		if r := l + 1; r < n && fifoBefore(q[r].top, q[l].top) {
 			m = r
 		}
-		if !fifoBefore(q[m].runq[0], q[i].runq[0]) {
+		if !fifoBefore(q[m].top, q[i].top) {
 			break
 		}
 		q[i], q[m] = q[m], q[i]

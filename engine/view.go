@@ -109,7 +109,7 @@ func (e *Engine) Shares(queue string) []ShareView {
 			Limits: e.toCapacity(s.limit), Usage: e.toCapacity(s.used),
 			MaxUsage: qshare.Capacity{}, Borrowed: qshare.Capacity{}, BorrowedFrom: map[string]qshare.Capacity{},
 			Lent: qshare.Capacity{}, LentTo: map[string]qshare.Capacity{}, Idle: qshare.Capacity{},
-			Runnable: len(s.runq), Holding: len(s.holding), Reserved: s.reserved,
+			Runnable: s.runq.Len(), Holding: len(s.holding), Reserved: s.reserved,
 		}
 		for i := range s.limit {
 			if s.unlimited {
@@ -198,7 +198,7 @@ func (e *Engine) Front(queue string, n int) []string {
 	}
 	var lists [][]*job
 	for _, s := range q.env.shares {
-		if s.q == q && len(s.runq) > 0 {
+		if s.q == q && s.runq.Len() > 0 {
 			lists = append(lists, s.runq.top(n))
 		}
 	}

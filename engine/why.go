@@ -8,7 +8,9 @@ import (
 )
 
 // waitWhy is why a head job waits, kept as data so that a pass compares it
-// cheaply with the last one and formats text only when it changed.
+// cheaply with the last one and formats text only when it changed. It holds
+// no figure that moves with every start and finish (free capacity, usage),
+// so that a waiting job is not sent a new reason at every pass.
 type waitWhy struct {
 	kind uint8
 	t    int32
@@ -53,28 +55,31 @@ func (e *Engine) classify(env *environment, s *share, h *job, blocked vec) waitW
 	case ownFit(s, h, nil):
 		for _, a := range h.dem {
 			if u := e.usable(env, s, a.t); a.n > u {
-				w.kind, w.t, w.a, w.b, w.o = whyOwnNoRoom, a.t, a.n, u, e.reserveHolder(env, s, a.t)
+				w.kind, w.t, w.a, w.o = whyOwnNoRoom, a.t, a.n, e.reserveHolder(env, s, a.t)
 				break
 			}
 		}
 	case s.strategy != qshare.StrategyLendAndBorrow:
 		for _, a := range h.dem {
 			if c, l := s.committed(a.t), s.limit.at(a.t); c+a.n > l {
-				w.kind, w.t, w.a, w.b, w.c = whyNoBorrow, a.t, c, l, a.n
+				w.kind, w.t, w.a, w.b = whyNoBorrow, a.t, a.n, l
 				break
 			}
 		}
 	case !capFit(s, h, nil):
 		for _, a := range h.dem {
 			if m, unl := s.maxUseAt(a.t); !unl && s.committed(a.t)+a.n > m {
-				w.kind, w.t, w.a, w.b, w.c = whyBorrowCap, a.t, s.committed(a.t), m, a.n
+				w.kind, w.t, w.a, w.b = whyBorrowCap, a.t, a.n, m
 				break
 			}
 		}
 	default:
 		for _, a := range h.dem {
 			if u := e.usable(env, s, a.t); a.n > u-blocked.at(a.t) {
-				w.kind, w.t, w.a, w.b, w.c, w.o = whyBorrowRoom, a.t, a.n, max(0, u-blocked.at(a.t)), blocked.at(a.t), e.reserveHolder(env, s, a.t)
+				w.kind, w.t, w.a, w.o = whyBorrowRoom, a.t, a.n, e.reserveHolder(env, s, a.t)
+				if a.n <= u {
+					w.c = 1 // it would fit but for capacity held back
+				}
 				break
 			}
 		}
@@ -98,15 +103,15 @@ func (e *Engine) formatWhy(env *environment, s *share, h *job, w waitWhy) string
 		fmt.Fprintf(&b, "%s (the job needs %d %s; quota share %s may use at most %d)", qshare.ReasonQuotaManagementLimitExceeded, w.a, tn, s.name, w.b)
 		return b.String()
 	case whyOwnNoRoom:
-		fmt.Fprintf(&b, "waiting for capacity: the job needs %d %s within share %s's own limit, %d is free for it, and shares above their own limits hold too little to reclaim", w.a, tn, s.name, w.b)
+		fmt.Fprintf(&b, "waiting for capacity: the job needs %d %s within share %s's own limit; too little is free, and shares above their own limits hold too little to reclaim", w.a, tn, s.name)
 	case whyNoBorrow:
-		fmt.Fprintf(&b, "waiting for capacity: share %s uses or has reserved %d of its own %d %s, the job needs %d more, and strategy %s does not borrow", s.name, w.a, w.b, tn, w.c, s.strategy)
+		fmt.Fprintf(&b, "waiting for capacity: the job needs %d %s, which would take share %s above its own limit of %d, and strategy %s does not borrow", w.a, tn, s.name, w.b, s.strategy)
 	case whyBorrowCap:
-		fmt.Fprintf(&b, "waiting for capacity: share %s uses or has reserved %d %s, the job needs %d more, and its borrow limit allows at most %d", s.name, w.a, tn, w.c, w.b)
+		fmt.Fprintf(&b, "waiting for capacity: the job needs %d %s, which would take share %s above the %d its borrow limit allows", w.a, tn, s.name, w.b)
 	case whyBorrowRoom:
-		fmt.Fprintf(&b, "waiting for capacity: the job must borrow and needs %d %s; %d is free for borrowing", w.a, tn, w.b)
+		fmt.Fprintf(&b, "waiting for capacity: the job must borrow to get %d %s, and too little is free for borrowing", w.a, tn)
 		if w.c > 0 {
-			fmt.Fprintf(&b, " (%d held back for jobs waiting within their own share's limit)", w.c)
+			b.WriteString(" (free capacity is held back for jobs waiting within their own share's limit)")
 		}
 	default:
 		b.WriteString("waiting for capacity")

@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"qshare"
+)
+
+// The benchmarks model a large installation: 50 environments, each with
+// one queue of 20 quota shares (1,000 shares), a mix of the three
+// strategies, two instance types, and a given number of RUNNABLE jobs
+// spread evenly over the shares. Run them with
+//
+//	go test ./engine -run XXX -bench . -benchtime 20000x
+//
+// They report admissions per CPU-second of the benchmark process (jobs
+// started; Release, Submit and the harness included), the 50th and 99th
+// percentile of one Schedule call in wall time and in CPU time of its
+// thread, and engine memory per pending job. CPU time is the figure to
+// trust on a shared machine: wall time includes time the process waited
+// for a core. Run with -cpu 1 for one core.
+
+const (
+	benchEnvs   = 50
+	benchShares = 20
+)
+
+var benchTypes = []string{"ml.g5.xlarge", "ml.p4d.24xlarge"}
+
+type benchWorld struct {
+	e       *Engine
+	rng     *rand.Rand
+	running []string       // holding jobs, in no particular order
+	pos     map[string]int // index of each job in running
+	next    int
+	clock   time.Time
+	shares  [][2]string // queue, share
+}
+
+// newBenchWorld builds the installation with pending RUNNABLE jobs and runs
+// one pass so that capacity is full and the rest wait.
+func newBenchWorld(pending int) *benchWorld {
+	w := &benchWorld{e: New(), pos: map[string]int{}, rng: rand.New(rand.NewPCG(1, 2)), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	strategies := []qshare.Strategy{qshare.StrategyLendAndBorrow, qshare.StrategyLend, qshare.StrategyLendAndBorrow, qshare.StrategyReserve}
+	for i := 0; i < benchEnvs; i++ {
+		env := fmt.Sprintf("env%02d", i)
+		q := fmt.Sprintf("queue%02d", i)
+		if err := w.e.SetEnvironment(EnvironmentConfig{Name: env, Limits: qshare.Capacity{benchTypes[0]: 20 * benchShares, benchTypes[1]: 4 * benchShares}}); err != nil {
+			panic(err)
+		}
+		if err := w.e.SetQueue(QueueConfig{Name: q, Environment: env}); err != nil {
+			panic(err)
+		}
+		for s := 0; s < benchShares; s++ {
+			st := strategies[s%len(strategies)]
+			bl := int64(-1)
+			if st == qshare.StrategyLendAndBorrow {
+				bl = 100
+			}
+			name := fmt.Sprintf("share%02d", s)
+			if err := w.e.SetShare(ShareConfig{Queue: q, Name: name, Limits: qshare.Capacity{benchTypes[0]: 20, benchTypes[1]: 4}, Strategy: st, BorrowLimit: bl, InSharePreemption: s%2 == 0}); err != nil {
+				panic(err)
+			}
+			w.shares = append(w.shares, [2]string{q, name})
+		}
+	}
+	for i := 0; i < pending; i++ {
+		w.submit(i % len(w.shares))
+	}
+	w.schedule()
+	return w
+}
+
+func (w *benchWorld) submit(share int) {
+	w.next++
+	w.clock = w.clock.Add(time.Millisecond)
+	d := qshare.Capacity{benchTypes[0]: int64(1 + w.rng.IntN(2))}
+	if w.rng.IntN(8) == 0 {
+		d = qshare.Capacity{benchTypes[1]: 1}
+	}
+	sh := w.shares[share]
+	err := w.e.Submit(JobSpec{ID: fmt.Sprintf("job%08d", w.next), Queue: sh[0], Share: sh[1], Priority: w.rng.IntN(10), Created: w.clock, Demand: d, PreemptionRetries: -1})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// threadCPU is the CPU time consumed by the calling OS thread.
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	const clockThreadCPUTimeID = 3
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0)
+	return time.Duration(ts.Nano())
+}
+
+// processCPU is the CPU time consumed by the process (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+type passTime struct{ wall, cpu time.Duration }
+
+// schedule runs a pass and carries out its decisions the way the daemon
+// would, except that preempted jobs are released at once.
+func (w *benchWorld) schedule() (starts int, d passTime) {
+	c0 := threadCPU()
+	t0 := time.Now()
+	ds := w.e.Schedule(w.clock)
+	d.wall = time.Since(t0)
+	d.cpu = threadCPU() - c0
+	for _, x := range ds {
+		switch x.Kind {
+		case DecisionStart:
+			starts++
+			w.pos[x.Job] = len(w.running)
+			w.running = append(w.running, x.Job)
+		case DecisionPreempt:
+			w.drop(w.pos[x.Job])
+			if err := w.e.Release(x.Job, !x.Final); err != nil {
+				panic(err)
+			}
+		}
+	}
+	return starts, d
+}
+
+// finish releases a random running job.
+func (w *benchWorld) finish() {
+	id := w.drop(w.rng.IntN(len(w.running)))
+	if err := w.e.Release(id, false); err != nil {
+		panic(err)
+	}
+}
+
+func (w *benchWorld) drop(i int) string {
+	id := w.running[i]
+	last := w.running[len(w.running)-1]
+	w.running[i] = last
+	w.pos[last] = i
+	w.running = w.running[:len(w.running)-1]
+	delete(w.pos, id)
+	return id
+}
+
+var (
+	benchWorlds = map[int]*benchWorld{}
+	benchLast   int
+)
+
+func cachedWorld(pending int) *benchWorld {
+	benchLast = pending
+	if w := benchWorlds[pending]; w != nil {
+		return w
+	}
+	w := newBenchWorld(pending)
+	benchWorlds[pending] = w
+	return w
+}
+
+func reportPasses(b *testing.B, passes []passTime, starts int, cpu time.Duration) {
+	wall := make([]time.Duration, len(passes))
+	cpus := make([]time.Duration, len(passes))
+	for i, p := range passes {
+		wall[i], cpus[i] = p.wall, p.cpu
+	}
+	slices.Sort(wall)
+	slices.Sort(cpus)
+	if len(passes) > 0 {
+		b.ReportMetric(float64(wall[len(wall)/2].Nanoseconds()), "p50-pass-ns")
+		b.ReportMetric(float64(wall[len(wall)*99/100].Nanoseconds()), "p99-pass-ns")
+		b.ReportMetric(float64(cpus[len(cpus)/2].Nanoseconds()), "p50-pass-cpu-ns")
+		b.ReportMetric(float64(cpus[len(cpus)*99/100].Nanoseconds()), "p99-pass-cpu-ns")
+	}
+	if cpu > 0 {
+		b.ReportMetric(float64(starts)/cpu.Seconds(), "admissions/cpu-s")
+	}
+	b.ReportMetric(float64(starts)/float64(b.N), "starts/op")
+	if w := benchWorlds[benchLast]; w != nil {
+		st := w.e.Stats()
+		b.ReportMetric(float64(st.Preempts)/float64(st.Passes), "preempts/pass")
+		b.ReportMetric(float64(st.Decisions-st.Starts-st.Preempts)/float64(st.Passes), "waits/pass")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkChurnOne: at steady state, each step finishes one running job,
+// submits one job and runs a pass (the daemon's loop under a trickle of
+// events). The pass sees one dirty environment.
+func BenchmarkChurnOne(b *testing.B) {
+	for _, pending := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			w := cachedWorld(pending)
+			passes := make([]passTime, 0, b.N)
+			starts := 0
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			b.ResetTimer()
+			c0 := processCPU()
+			for i := 0; i < b.N; i++ {
+				w.finish()
+				w.submit(w.rng.IntN(len(w.shares)))
+				n, d := w.schedule()
+				starts += n
+				passes = append(passes, d)
+			}
+			cpu := processCPU() - c0
+			b.StopTimer()
+			reportPasses(b, passes, starts, cpu)
+		})
+	}
+}
+
+// BenchmarkChurnBatch: each step finishes 1,000 running jobs across all
+// environments, submits 1,000 and runs one pass; admissions/s is the
+// steady-state throughput.
+func BenchmarkChurnBatch(b *testing.B) {
+	for _, pending := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			w := cachedWorld(pending)
+			passes := make([]passTime, 0, b.N)
+			starts := 0
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			b.ResetTimer()
+			c0 := processCPU()
+			for i := 0; i < b.N; i++ {
+				for k := 0; k < 1000; k++ {
+					w.finish()
+					w.submit(w.rng.IntN(len(w.shares)))
+				}
+				n, d := w.schedule()
+				starts += n
+				passes = append(passes, d)
+			}
+			cpu := processCPU() - c0
+			b.StopTimer()
+			reportPasses(b, passes, starts, cpu)
+		})
+	}
+}
+
+// BenchmarkReclaim: in every environment, borrowers hold all capacity; a
+// burst of jobs arrives in the lending shares and one pass decides every
+// reclaim. Reported per pass: latency and preemptions.
+func BenchmarkReclaim(b *testing.B) {
+	var passes []time.Duration
+	preempts := 0
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := New()
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		n := 0
+		for v := 0; v < benchEnvs; v++ {
+			env, q := fmt.Sprintf("env%02d", v), fmt.Sprintf("queue%02d", v)
+			_ = e.SetEnvironment(EnvironmentConfig{Name: env, Limits: qshare.Capacity{benchTypes[0]: 20 * benchShares}})
+			_ = e.SetQueue(QueueConfig{Name: q, Environment: env})
+			for s := 0; s < benchShares; s++ {
+				st := qshare.StrategyLend
+				if s < 2 {
+					st = qshare.StrategyLendAndBorrow
+				}
+				_ = e.SetShare(ShareConfig{Queue: q, Name: fmt.Sprintf("share%02d", s), Limits: qshare.Capacity{benchTypes[0]: 20}, Strategy: st, BorrowLimit: -1})
+			}
+			// Two borrowers fill the environment with one-instance jobs.
+			for k := 0; k < 20*benchShares; k++ {
+				n++
+				_ = e.Submit(JobSpec{ID: fmt.Sprintf("b%d", n), Queue: q, Share: fmt.Sprintf("share%02d", k%2), Priority: k % 10, Created: clock.Add(time.Duration(n)), Demand: qshare.Capacity{benchTypes[0]: 1}, PreemptionRetries: -1})
+			}
+		}
+		e.Schedule(clock)
+		// Every lender wants 10 instances back, in jobs of 1 to 3.
+		for v := 0; v < benchEnvs; v++ {
+			q := fmt.Sprintf("queue%02d", v)
+			for s := 2; s < benchShares; s++ {
+				for k := 0; k < 5; k++ {
+					n++
+					_ = e.Submit(JobSpec{ID: fmt.Sprintf("l%d", n), Queue: q, Share: fmt.Sprintf("share%02d", s), Created: clock.Add(time.Duration(n)), Demand: qshare.Capacity{benchTypes[0]: int64(1 + k%3)}, PreemptionRetries: -1})
+				}
+			}
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		ds := e.Schedule(clock.Add(time.Second))
+		passes = append(passes, time.Since(t0))
+		for _, d := range ds {
+			if d.Kind == DecisionPreempt {
+				preempts++
+			}
+		}
+	}
+	slices.Sort(passes)
+	b.ReportMetric(float64(passes[len(passes)/2].Nanoseconds()), "p50-pass-ns")
+	b.ReportMetric(float64(preempts)/float64(b.N), "preemptions/pass")
+	var total time.Duration
+	for _, p := range passes {
+		total += p
+	}
+	b.ReportMetric(float64(preempts)/total.Seconds(), "preemptions/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkMemoryPerPendingJob measures the heap the engine holds per
+// RUNNABLE job (IDs of 11 bytes, one or two instance types).
+func BenchmarkMemoryPerPendingJob(b *testing.B) {
+	const pending = 1_000_000
+	for i := 0; i < b.N; i++ {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		w := newBenchWorld(pending)
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/pending, "bytes/pending-job")
+		runtime.KeepAlive(w)
+	}
+	b.ReportMetric(0, "ns/op")
+}
