@@ -250,3 +250,57 @@ echo "high runs"; ` + waitGate + `echo "high done"`})
 		}
 	}
 }
+
+// TestKillWhilePreemptingPreemptorGone: while a preempted attempt is still
+// writing its checkpoint, the preemptor is terminated and the server is
+// killed. The restarted scheduler has no reason left to preempt anything:
+// only the persisted decision says that the attempt was preempted. When
+// the checkpoint is written the job must be requeued as preempted (not
+// failed, though it exits 0 and the new server never decided to stop it)
+// and resume from its checkpoint on attempt 2.
+func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
+	skipShort(t)
+	dataDir := newDataDir(t)
+	s := startServer(t, dataDir, serverOpts{})
+	oneShare(s, 1, true)
+	g := newGates(t)
+	low := s.submit(job{name: "low", share: "s", priority: 1, env: g.env("SAVE_GATE", "save", "QSHARE_STOP_GRACE", "300"), script: trainer})
+	s.awaitRunning(low, 1)
+	s.awaitLog(low, 1, "step 2\n")
+	high := s.submit(job{name: "high", share: "s", priority: 9, env: g.env(), script: `echo "high runs"`})
+	s.awaitLog(low, 1, "SIGTERM: saving")
+	_, err := s.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(high), Reason: aws.String("e2e: not needed")})
+	must(t, err)
+	if d := s.awaitStatus(high, types.ServiceJobStatusFailed); len(d.Attempts) != 0 {
+		t.Errorf("high ran %d attempts while its victim was saving", len(d.Attempts))
+	}
+
+	s.kill()
+	s2 := startServer(t, dataDir, serverOpts{})
+	if d := s2.describe(low); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
+		t.Errorf("low after the restart: %s with %d attempts, want RUNNING (still saving) with one", d.Status, len(d.Attempts))
+	}
+	g.release("save")
+	d := s2.await(low, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
+		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if d.Status == types.ServiceJobStatusFailed || d.Status == types.ServiceJobStatusSucceeded {
+		t.Fatalf("low is %s (%q) after its preempted attempt ended; want it requeued", d.Status, aws.ToString(d.StatusReason))
+	}
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
+		t.Errorf("low: attempt 1 reason %q, want the in-share preemption", r)
+	}
+	s2.awaitRunning(low, 2)
+	m := regexp.MustCompile(`SIGTERM: checkpointed step (\d+)\n$`).FindStringSubmatch(s2.mustLogs(low, 1))
+	if m == nil {
+		t.Fatalf("low: attempt 1 did not checkpoint:\n%s", s2.mustLogs(low, 1))
+	}
+	if out := s2.awaitLog(low, 2, "step "); !strings.HasPrefix(out, "resumed from step "+m[1]+"\n") {
+		t.Errorf("low: attempt 2 did not resume from step %s:\n%s", m[1], out)
+	}
+	g.release("all")
+	d = s2.awaitStatus(low, types.ServiceJobStatusSucceeded)
+	if len(d.Attempts) != 2 || d.PreemptionSummary == nil || aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount) != 1 {
+		t.Errorf("low: %d attempts, preemptions %+v; want 2 and 1", len(d.Attempts), d.PreemptionSummary)
+	}
+}
