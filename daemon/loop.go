@@ -78,6 +78,8 @@ type run struct {
 	// STARTING), so it is started again (Start is idempotent by attempt ID
 	// and adopts a launched attempt) even if it is to be stopped at once.
 	mustStart bool
+	// recoveredStop: the stop was decided before a restart (recoverStop).
+	recoveredStop bool
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
@@ -417,6 +419,18 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 	}
 	d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
 		"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
+	if requeue && r.recoveredStop && a.Preempted {
+		// The engine did not decide this preemption (the server that did was
+		// restarted), so it would not count it: give it the job again with
+		// its count, in the same place (same priority and creation time).
+		if err := d.eng.Release(j.ID, false); err != nil {
+			d.log.Error("engine release failed", "job", j.ID, "err", err)
+		}
+		if err := d.eng.Submit(d.spec(j)); err != nil {
+			d.log.Error("engine refused the requeued job", "job", j.ID, "err", err)
+		}
+		return
+	}
 	if err := d.eng.Release(j.ID, requeue); err != nil {
 		d.log.Error("engine release failed", "job", j.ID, "requeue", requeue, "err", err)
 	}

@@ -211,6 +211,7 @@ func (d *Daemon) recoverStop(j *qshare.Job, a *qshare.Attempt, r *run) {
 	default:
 		return
 	}
+	r.recoveredStop = true
 	if err := d.eng.Stopping(j.ID); err != nil {
 		d.log.Error("recovery: engine stopping failed", "job", j.ID, "err", err)
 	}

@@ -127,7 +127,11 @@ func TestRecoverPreemption(t *testing.T) {
 	a := open(t, dir, simulated.New(simulated.Options{}))
 	setup(t, a.d, 1, true)
 	// The victim ignores SIGTERM for 300ms, so its stop outlives the server.
-	low := submit(t, a.d, "low", 1, `"QSHARE_SIM_DURATION":"1h","QSHARE_SIM_ON_STOP":"ignore","QSHARE_STOP_GRACE":"300ms"`)
+	one := int64(1)
+	lj, err := a.d.Submit(context.Background(), daemon.SubmitInput{Name: "low", Queue: "q", QuotaShare: "A", ServiceJobType: "SAGEMAKER_TRAINING",
+		PreemptionRetries: &one, Payload: `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge"},"Environment":{"QSHARE_SIM_DURATION":"1h","QSHARE_SIM_ON_STOP":"ignore","QSHARE_STOP_GRACE":"300ms"}}`})
+	must(t, err)
+	low := lj.ID
 	waitFor(t, a.d, low, status(qshare.JobRunning), "RUNNING")
 	high := submit(t, a.d, "high", 5, `"QSHARE_SIM_DURATION":"1h"`)
 	waitFor(t, a.d, low, func(j *qshare.Job) bool {
@@ -141,5 +145,12 @@ func TestRecoverPreemption(t *testing.T) {
 	j := waitFor(t, b.d, low, func(j *qshare.Job) bool { return len(j.Attempts) == 2 && j.Status == qshare.JobRunning }, "RUNNING its second attempt")
 	if j.Preemptions != 1 || !j.Attempts[0].Preempted || j.FailedAttempts != 0 || j.Attempts[0].StoppedAt.IsZero() {
 		t.Fatalf("victim after restart: preemptions %d, first attempt %+v, failed attempts %d", j.Preemptions, j.Attempts[0], j.FailedAttempts)
+	}
+	// The engine counts the recovered preemption: with one preemption retry,
+	// the next preemption is the last.
+	submit(t, b.d, "high2", 5, `"QSHARE_SIM_DURATION":"1h"`)
+	j = waitFor(t, b.d, low, status(qshare.JobFailed), "FAILED at its second preemption")
+	if j.Preemptions != 2 || !strings.Contains(j.StatusReason, "no preemption retries left") {
+		t.Fatalf("victim: %d preemptions, reason %q", j.Preemptions, j.StatusReason)
 	}
 }
