@@ -61,6 +61,25 @@ func TestResourceLifecycle(t *testing.T) {
 		t.Fatalf("DescribeQuotaShare = %+v", sh)
 	}
 
+	// Update a policy in place, then give the queue another quota-share policy.
+	_, err = c.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: aws.String(polARN),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+	pol2, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("q-policy-2"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+	uq, err := c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String("q"), SchedulingPolicyArn: pol2.Arn, Priority: aws.Int32(7)})
+	must(t, err)
+	qs, err = c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{*uq.JobQueueArn}})
+	must(t, err)
+	if aws.ToString(qs.JobQueues[0].SchedulingPolicyArn) != *pol2.Arn || aws.ToInt32(qs.JobQueues[0].Priority) != 7 {
+		t.Fatalf("after UpdateJobQueue: %+v", qs.JobQueues[0])
+	}
+	_, err = c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String("q"), SchedulingPolicyArn: aws.String(polARN)})
+	must(t, err)
+	_, err = c.DeleteSchedulingPolicy(ctx, &batch.DeleteSchedulingPolicyInput{Arn: pol2.Arn})
+	must(t, err)
+
 	// Update a share: LEND_AND_BORROW with a borrow limit, then back.
 	_, err = c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(shareARN),
 		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow, BorrowLimit: aws.Int32(50)},
