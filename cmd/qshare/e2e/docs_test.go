@@ -15,7 +15,7 @@ import (
 
 // docFiles are the documents whose examples TestDocExamples runs. tour.md
 // is checked by TestTour, docs/cli by the reference test of cmd/qshare.
-var docFiles = []string{"docs/concepts.md", "docs/configuration.md", "docs/readme-snippets.md", "README.md"}
+var docFiles = []string{"docs/concepts.md", "docs/configuration.md", "README.md"}
 
 // block is a fenced block of a document.
 type block struct {
