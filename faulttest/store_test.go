@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"qshare/api"
+	"qshare/config"
 	"qshare/daemon"
 	"qshare/event"
 	"qshare/executor/simulated"
@@ -189,4 +191,38 @@ func TestStoreCannotWrite(t *testing.T) {
 	}
 	_ = long
 	t.Logf("%d commits refused during the outage; %d jobs succeeded after it", st.failed.Load(), len(all))
+
+	// The event log holds what was committed, and keeps the guarantees.
+	d.Close()
+	evf.Sync()
+	cfg, err := config.Parse("store.yaml", []byte(`serviceEnvironments:
+  - serviceEnvironmentName: env
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+schedulingPolicies:
+  - name: pol
+    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
+jobQueues:
+  - jobQueueName: q
+    priority: 1
+    schedulingPolicy: pol
+    serviceEnvironment: env
+    quotaShares:
+      - quotaShareName: A
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+        resourceSharingConfiguration: {strategy: LEND}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+`), config.Options{})
+	must(err)
+	f, err := os.Open(filepath.Join(dir, "events.jsonl"))
+	must(err)
+	defer f.Close()
+	vs, sum, err := event.Check(cfg, f, event.CheckOptions{Settle: 1})
+	must(err)
+	for _, v := range vs {
+		t.Errorf("event log: %s", v)
+	}
+	// The priority update that landed after the outage preempts "long" for "waiting".
+	if sum.Jobs != 3 || sum.Finishes != 3 || sum.Preempts != 1 || sum.Starts != 4 {
+		t.Errorf("event log: %+v, want 3 jobs that finished, one of them preempted once", sum)
+	}
 }
