@@ -347,7 +347,8 @@ func (s *server) describe(id string) *batch.DescribeServiceJobOutput {
 }
 
 // await polls DescribeServiceJob until ok holds, and fails the test if it
-// does not within waitLimit.
+// does not within waitLimit, or at once if the job ended (SUCCEEDED and
+// FAILED are final) without it.
 func (s *server) await(id, what string, ok func(*batch.DescribeServiceJobOutput) bool) *batch.DescribeServiceJobOutput {
 	s.t.Helper()
 	deadline := time.Now().Add(waitLimit)
@@ -356,9 +357,13 @@ func (s *server) await(id, what string, ok func(*batch.DescribeServiceJobOutput)
 		if ok(d) {
 			return d
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("job %s (%s) is %s (%q, %d attempts), not %s, after %s", aws.ToString(d.JobName), id, d.Status,
-				aws.ToString(d.StatusReason), len(d.Attempts), what, waitLimit)
+		if final := d.Status == types.ServiceJobStatusSucceeded || d.Status == types.ServiceJobStatusFailed; final || time.Now().After(deadline) {
+			when := "after " + waitLimit.String()
+			if final {
+				when = "and has ended"
+			}
+			s.t.Fatalf("job %s (%s) is %s (%q, %d attempts), not %s, %s", aws.ToString(d.JobName), id, d.Status,
+				aws.ToString(d.StatusReason), len(d.Attempts), what, when)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
