@@ -45,8 +45,11 @@ type benchWorld struct {
 }
 
 // newBenchWorld builds the installation with pending RUNNABLE jobs and runs
-// one pass so that capacity is full and the rest wait.
-func newBenchWorld(pending int) *benchWorld {
+// one pass so that capacity is full and the rest wait. A mixed world has
+// all three strategies (borrowing, reclaim) and in-share preemption in half
+// of the shares; a plain one has LEND shares without in-share preemption,
+// so that every start is a plain admission.
+func newBenchWorld(pending int, mixed bool) *benchWorld {
 	w := &benchWorld{e: New(), pos: map[string]int{}, rng: rand.New(rand.NewPCG(1, 2)), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	strategies := []qshare.Strategy{qshare.StrategyLendAndBorrow, qshare.StrategyLend, qshare.StrategyLendAndBorrow, qshare.StrategyReserve}
 	for i := 0; i < benchEnvs; i++ {
@@ -60,12 +63,15 @@ func newBenchWorld(pending int) *benchWorld {
 		}
 		for s := 0; s < benchShares; s++ {
 			st := strategies[s%len(strategies)]
+			if !mixed {
+				st = qshare.StrategyLend
+			}
 			bl := int64(-1)
 			if st == qshare.StrategyLendAndBorrow {
 				bl = 100
 			}
 			name := fmt.Sprintf("share%02d", s)
-			if err := w.e.SetShare(ShareConfig{Queue: q, Name: name, Limits: qshare.Capacity{benchTypes[0]: 20, benchTypes[1]: 4}, Strategy: st, BorrowLimit: bl, InSharePreemption: s%2 == 0}); err != nil {
+			if err := w.e.SetShare(ShareConfig{Queue: q, Name: name, Limits: qshare.Capacity{benchTypes[0]: 20, benchTypes[1]: 4}, Strategy: st, BorrowLimit: bl, InSharePreemption: mixed && s%2 == 0}); err != nil {
 				panic(err)
 			}
 			w.shares = append(w.shares, [2]string{q, name})
@@ -151,19 +157,44 @@ func (w *benchWorld) drop(i int) string {
 	return id
 }
 
+type worldKey struct {
+	pending int
+	mixed   bool
+}
+
 var (
-	benchWorlds = map[int]*benchWorld{}
-	benchLast   int
+	benchWorlds = map[worldKey]*benchWorld{}
+	benchLast   worldKey
 )
 
-func cachedWorld(pending int) *benchWorld {
-	benchLast = pending
-	if w := benchWorlds[pending]; w != nil {
+// cachedWorld builds a world once per process; the benchmarks keep it in
+// steady state, so consecutive runs continue where the last one stopped.
+// Only one world is kept, so that its size alone sets the heap.
+func cachedWorld(pending int, mixed bool) *benchWorld {
+	k := worldKey{pending, mixed}
+	benchLast = k
+	if w := benchWorlds[k]; w != nil {
 		return w
 	}
-	w := newBenchWorld(pending)
-	benchWorlds[pending] = w
+	clear(benchWorlds)
+	runtime.GC()
+	w := newBenchWorld(pending, mixed)
+	benchWorlds[k] = w
 	return w
+}
+
+func eachWorld(b *testing.B, f func(b *testing.B, w *benchWorld)) {
+	for _, mixed := range []bool{false, true} {
+		for _, pending := range []int{100_000, 1_000_000} {
+			name := "plain"
+			if mixed {
+				name = "mixed"
+			}
+			b.Run(fmt.Sprintf("world=%s/pending=%d", name, pending), func(b *testing.B) {
+				f(b, cachedWorld(pending, mixed))
+			})
+		}
+	}
 }
 
 func reportPasses(b *testing.B, passes []passTime, starts int, cpu time.Duration) {
@@ -196,9 +227,8 @@ func reportPasses(b *testing.B, passes []passTime, starts int, cpu time.Duration
 // submits one job and runs a pass (the daemon's loop under a trickle of
 // events). The pass sees one dirty environment.
 func BenchmarkChurnOne(b *testing.B) {
-	for _, pending := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
-			w := cachedWorld(pending)
+	eachWorld(b, func(b *testing.B, w *benchWorld) {
+		{
 			passes := make([]passTime, 0, b.N)
 			starts := 0
 			runtime.LockOSThread()
@@ -215,17 +245,16 @@ func BenchmarkChurnOne(b *testing.B) {
 			cpu := processCPU() - c0
 			b.StopTimer()
 			reportPasses(b, passes, starts, cpu)
-		})
-	}
+		}
+	})
 }
 
 // BenchmarkChurnBatch: each step finishes 1,000 running jobs across all
 // environments, submits 1,000 and runs one pass; admissions/s is the
 // steady-state throughput.
 func BenchmarkChurnBatch(b *testing.B) {
-	for _, pending := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
-			w := cachedWorld(pending)
+	eachWorld(b, func(b *testing.B, w *benchWorld) {
+		{
 			passes := make([]passTime, 0, b.N)
 			starts := 0
 			runtime.LockOSThread()
@@ -244,8 +273,8 @@ func BenchmarkChurnBatch(b *testing.B) {
 			cpu := processCPU() - c0
 			b.StopTimer()
 			reportPasses(b, passes, starts, cpu)
-		})
-	}
+		}
+	})
 }
 
 // BenchmarkReclaim: in every environment, borrowers hold all capacity; a
@@ -316,7 +345,7 @@ func BenchmarkMemoryPerPendingJob(b *testing.B) {
 		var m0, m1 runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&m0)
-		w := newBenchWorld(pending)
+		w := newBenchWorld(pending, false)
 		runtime.GC()
 		runtime.ReadMemStats(&m1)
 		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/pending, "bytes/pending-job")

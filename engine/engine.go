@@ -121,6 +121,12 @@ type share struct {
 	runq runQueue
 	// top is scratch: the head job while the share is in a pass's work list.
 	top *job
+	// si is the share's index in its environment's share list.
+	si int32
+	// lastWhy and lastText cache the last wait reason formatted for a head
+	// of this share: heads that wait for the same reason share the text.
+	lastWhy  waitWhy
+	lastText string
 	// holding lists holding and stopping jobs in victim order: lowest
 	// priority first, then the most recently started.
 	holding []held
@@ -353,7 +359,8 @@ func (e *Engine) reindex(env *environment) {
 		}
 		return a.name < b.name
 	})
-	for _, s := range env.shares {
+	for i, s := range env.shares {
+		s.si = int32(i)
 		if s.strategy == qshare.StrategyReserve {
 			env.reserves = append(env.reserves, s)
 		}
@@ -389,6 +396,7 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	}
 	s.cfg = c
 	s.cfg.Limits = c.Limits.Clone()
+	s.lastWhy, s.lastText = waitWhy{}, ""
 	s.strategy = c.Strategy
 	s.limit = e.toVec(c.Limits)
 	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited

@@ -108,7 +108,8 @@ func (e *Engine) pass(env *environment, now int64) {
 		blocked.clear()
 
 		// Phase A: own capacity and reclaim.
-		work := e.work[:0]
+		work := &e.work
+		work.reset(env.shares)
 		for _, s := range env.shares {
 			if s.top = s.head(); s.top != nil {
 				work.push(s)
@@ -116,7 +117,7 @@ func (e *Engine) pass(env *environment, now int64) {
 		}
 		failed := e.failed[:0]
 		e.failedHead = e.failedHead[:0]
-		for len(work) > 0 {
+		for work.Len() > 0 {
 			s := work.pop()
 			h := s.top
 			if _, bad := e.misconfigured(env, s, h); bad {
@@ -153,7 +154,7 @@ func (e *Engine) pass(env *environment, now int64) {
 				work.push(s)
 			}
 		}
-		for len(work) > 0 {
+		for work.Len() > 0 {
 			s := work.pop()
 			h := s.top
 			if !e.freeFit(env, s, h, blocked) {
@@ -178,7 +179,6 @@ func (e *Engine) pass(env *environment, now int64) {
 				progress = true
 			}
 		}
-		e.work = work[:0]
 		e.failed = failed[:0]
 		if !progress {
 			break
@@ -192,7 +192,10 @@ func (e *Engine) pass(env *environment, now int64) {
 		w := e.classify(env, s, h, blocked)
 		if w != h.why {
 			h.why = w
-			h.reason = e.formatWhy(env, s, h, w)
+			if w != s.lastWhy || s.lastText == "" {
+				s.lastWhy, s.lastText = w, e.formatWhy(env, s, h, w)
+			}
+			h.reason = s.lastText
 			e.out = append(e.out, Decision{Kind: DecisionWait, Job: h.id, Queue: s.q.name, Share: s.name, Reason: h.reason})
 		}
 	}

@@ -192,31 +192,54 @@ func (q *runQueue) top(n int) []*job {
 
 // shareHeap orders shares by their head job (share.top, set by the pass
 // before pushing), first come first served. It is the per-pass work list of
-// a phase.
-type shareHeap []*share
+// a phase. Entries hold the head's creation time and the share's index in
+// the environment's list: no pointers, so sifting is cheap even while the
+// garbage collector runs.
+type shareHeap struct {
+	h      []shareEntry
+	shares []*share
+}
 
-func (h *shareHeap) push(s *share) {
-	*h = append(*h, s)
-	q := *h
-	i := len(q) - 1
+type shareEntry struct {
+	created int64
+	si      int32
+}
+
+func (q *shareHeap) less(a, b *shareEntry) bool {
+	if a.created != b.created {
+		return a.created < b.created
+	}
+	return q.shares[a.si].top.id < q.shares[b.si].top.id
+}
+
+func (q *shareHeap) reset(shares []*share) {
+	q.h = q.h[:0]
+	q.shares = shares
+}
+
+func (q *shareHeap) Len() int { return len(q.h) }
+
+func (q *shareHeap) push(s *share) {
+	q.h = append(q.h, shareEntry{created: s.top.created, si: s.si})
+	h := q.h
+	i := len(h) - 1
 	for i > 0 {
 		p := (i - 1) / 2
-		if !fifoBefore(q[i].top, q[p].top) {
+		if !q.less(&h[i], &h[p]) {
 			break
 		}
-		q[i], q[p] = q[p], q[i]
+		h[i], h[p] = h[p], h[i]
 		i = p
 	}
 }
 
-func (h *shareHeap) pop() *share {
-	q := *h
-	n := len(q) - 1
-	s := q[0]
-	q[0] = q[n]
-	q[n] = nil
-	q = q[:n]
-	*h = q
+func (q *shareHeap) pop() *share {
+	h := q.h
+	n := len(h) - 1
+	s := q.shares[h[0].si]
+	h[0] = h[n]
+	h = h[:n]
+	q.h = h
 	i := 0
 	for {
 		l := 2*i + 1
@@ -224,13 +247,13 @@ func (h *shareHeap) pop() *share {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && fifoBefore(q[r].top, q[l].top) {
+		if r := l + 1; r < n && q.less(&h[r], &h[l]) {
 			m = r
 		}
-		if !fifoBefore(q[m].top, q[i].top) {
+		if !q.less(&h[m], &h[i]) {
 			break
 		}
-		q[i], q[m] = q[m], q[i]
+		h[i], h[m] = h[m], h[i]
 		i = m
 	}
 	return s
