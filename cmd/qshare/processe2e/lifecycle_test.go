@@ -85,39 +85,61 @@ touch "$SM_CHECKPOINT_DIR/first-attempt-ran"; echo "attempt $QSHARE_ATTEMPT: fai
 
 // TestTimeout: an attempt that outlives timeoutConfig.attemptDurationSeconds,
 // or the payload's StoppingCondition.MaxRuntimeInSeconds, gets SIGTERM (the
-// first job traps it and says so; the second dies of it) and fails with a
-// reason that says it timed out.
+// first job traps it and says so; the second dies of it; the third ignores
+// it and is killed when its own 1 s grace ends) and fails with a reason that
+// says it timed out. A job with retryStrategy.attempts 2 is retried after a
+// timeout, as after any failed attempt, and times out again.
 func TestTimeout(t *testing.T) {
 	skipShort(t)
 	s := startServer(t, newDataDir(t), serverOpts{})
-	oneShare(s, 2, false)
+	oneShare(s, 4, false)
 	g := newGates(t)
-	byTimeout := s.submit(job{name: "by-timeout", share: "s", timeout: 1, env: g.env(),
-		script: `trap 'echo "SIGTERM: saving"; exit 0' TERM; echo started; ` + waitGate + `echo "not stopped"`})
+	const trapping = `trap 'echo "SIGTERM: saving"; exit 0' TERM; echo started; ` + waitGate + `echo "not stopped"`
+	byTimeout := s.submit(job{name: "by-timeout", share: "s", timeout: 1, env: g.env(), script: trapping})
 	byRuntime := s.submit(job{name: "by-max-runtime", share: "s", maxRuntime: 1, env: g.env(),
 		script: `echo started; ` + waitGate + `echo "not stopped"`})
+	stubborn := s.submit(job{name: "stubborn", share: "s", timeout: 1, env: g.env("QSHARE_STOP_GRACE", "1"),
+		script: `trap 'echo "ignoring SIGTERM"' TERM; echo started; ` + waitGate + `echo "not stopped"`})
+	retried := s.submit(job{name: "retried", share: "s", timeout: 1, env: g.env(), script: trapping,
+		retry: &types.ServiceJobRetryStrategy{Attempts: aws.Int32(2)}})
 
-	for _, id := range []string{byTimeout, byRuntime} {
+	for id, attempts := range map[string]int{byTimeout: 1, byRuntime: 1, stubborn: 1, retried: 2} {
 		d := s.awaitStatus(id, types.ServiceJobStatusFailed)
 		name := aws.ToString(d.JobName)
 		if r := aws.ToString(d.StatusReason); !strings.Contains(strings.ToLower(r), "timeout") {
 			t.Errorf("%s: status reason %q does not say timeout", name, r)
 		}
-		if got := attemptReasons(d); len(got) != 1 || !strings.Contains(strings.ToLower(got[0]), "timeout") {
-			t.Errorf("%s: attempt reasons %q, want one timeout", name, got)
+		got := attemptReasons(d)
+		if len(got) != attempts {
+			t.Errorf("%s: %d attempts (%q), want %d", name, len(got), got, attempts)
+		}
+		for n, r := range got {
+			if !strings.Contains(strings.ToLower(r), "timeout") {
+				t.Errorf("%s: attempt %d reason %q does not say timeout", name, n+1, r)
+			}
+			out := s.mustLogs(id, n+1)
+			if strings.Contains(out, "not stopped") {
+				t.Errorf("%s: attempt %d ran to its end: %q", name, n+1, out)
+			}
+			if (id == byTimeout || id == retried) && !strings.Contains(out, "SIGTERM: saving") {
+				t.Errorf("%s: attempt %d was not given SIGTERM: %q", name, n+1, out)
+			}
 		}
 		if aws.ToBool(d.IsTerminated) {
 			t.Errorf("%s: a timeout is not a termination, but isTerminated is true", name)
 		}
-		out := s.mustLogs(id, 1)
-		if strings.Contains(out, "not stopped") {
-			t.Errorf("%s: the job ran to its end: %q", name, out)
-		}
-		if id == byTimeout && !strings.Contains(out, "SIGTERM: saving") {
-			t.Errorf("%s: the job was not given SIGTERM: %q", name, out)
-		}
 	}
-	d := s.describe(byTimeout)
+	if out := s.mustLogs(stubborn, 1); !strings.Contains(out, "ignoring SIGTERM") {
+		t.Errorf("stubborn: it was not sent SIGTERM before SIGKILL: %q", out)
+	}
+	// Each attempt gets its own timeout, counted from its own start.
+	d := s.describe(retried)
+	if a1, a2 := d.Attempts[0], d.Attempts[1]; aws.ToInt64(a2.StartedAt) < aws.ToInt64(a1.StoppedAt) ||
+		aws.ToInt64(a2.StoppedAt)-aws.ToInt64(a2.StartedAt) < 1000 {
+		t.Errorf("retried: attempt 2 ran from %d to %d, attempt 1 stopped at %d: want a whole second of its own",
+			aws.ToInt64(a2.StartedAt), aws.ToInt64(a2.StoppedAt), aws.ToInt64(a1.StoppedAt))
+	}
+	d = s.describe(byTimeout)
 	if d.TimeoutConfig == nil || aws.ToInt32(d.TimeoutConfig.AttemptDurationSeconds) != 1 {
 		t.Errorf("timeoutConfig %+v not echoed", d.TimeoutConfig)
 	}
