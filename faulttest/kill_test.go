@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +76,10 @@ func TestKill9(t *testing.T) {
 		w.learnLimit(t, ctx, c)
 		if err := w.checkAcked(ctx, c); err != nil {
 			t.Fatalf("after kill %d: %v", k+1, err)
+		}
+		w.closeWindows()
+		if _, vs := w.checkEventsPrefix(t, events); len(vs) > 0 {
+			t.Fatalf("after kill %d, the event log so far breaks the guarantees:\n%s", k+1, strings.Join(vs, "\n"))
 		}
 	}
 
