@@ -291,6 +291,8 @@ type job struct {
 	entrypoint []string
 	// payload holds more members of the payload (HyperParameters, …).
 	payload map[string]any
+	// preemptRetries is preemptionConfiguration.preemptionRetriesBeforeTermination.
+	preemptRetries *int32
 }
 
 // submit submits j and returns its job ID.
@@ -329,6 +331,9 @@ func (s *server) submit(j job) string {
 		SchedulingPriority: aws.Int32(j.priority), RetryStrategy: j.retry}
 	if j.share != "" {
 		in.QuotaShareName = aws.String(j.share)
+	}
+	if j.preemptRetries != nil {
+		in.PreemptionConfiguration = &types.ServiceJobPreemptionConfiguration{PreemptionRetriesBeforeTermination: j.preemptRetries}
 	}
 	if j.timeout > 0 {
 		in.TimeoutConfig = &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(int32(j.timeout))}

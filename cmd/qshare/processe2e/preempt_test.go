@@ -1,6 +1,7 @@
 package processe2e_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -162,5 +163,52 @@ func TestCrossShareReclaim(t *testing.T) {
 		if d := s.awaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != attempts {
 			t.Errorf("%s: %d attempts, want %d", aws.ToString(d.JobName), len(d.Attempts), attempts)
 		}
+	}
+}
+
+// TestPreemptionEnds: a job with preemptionRetriesBeforeTermination 0 is
+// FAILED at its first preemption, after its checkpoint; a job terminated
+// while it is still saving for a preemption is FAILED with the
+// termination's reason, not requeued; the preemptor, which needs both
+// instances, starts only when both have ended.
+func TestPreemptionEnds(t *testing.T) {
+	skipShort(t)
+	s := startServer(t, newDataDir(t), serverOpts{})
+	oneShare(s, 2, true)
+	g := newGates(t)
+	once := s.submit(job{name: "once", share: "s", priority: 1, preemptRetries: aws.Int32(0), env: g.env(), script: trainer})
+	saving := s.submit(job{name: "saving", share: "s", priority: 2, env: g.env("SAVE_GATE", "save", "QSHARE_STOP_GRACE", "300"), script: trainer})
+	for _, id := range []string{once, saving} {
+		s.awaitRunning(id, 1)
+		s.awaitLog(id, 1, "step 2\n")
+	}
+	both := s.submit(job{name: "both", share: "s", priority: 9, count: 2, env: g.env(), script: `echo "both runs"`})
+
+	d := s.awaitStatus(once, types.ServiceJobStatusFailed)
+	if r := aws.ToString(d.StatusReason); !strings.Contains(r, "Preempted by quota management (in-share)") || !strings.Contains(r, "preemptionRetriesBeforeTermination 0") {
+		t.Errorf("once: reason %q, want the preemption and the exhausted retries", r)
+	}
+	if len(d.Attempts) != 1 || d.PreemptionSummary == nil || aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount) != 1 {
+		t.Errorf("once: %d attempts, preemptionSummary %+v", len(d.Attempts), d.PreemptionSummary)
+	}
+	if out := s.mustLogs(once, 1); !strings.Contains(out, "SIGTERM: checkpointed step") {
+		t.Errorf("once: no checkpoint before it failed:\n%s", out)
+	}
+
+	s.awaitLog(saving, 1, "SIGTERM: saving")
+	const why = "e2e: terminated while saving"
+	_, err := s.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(saving), Reason: aws.String(why)})
+	must(t, err)
+	if d := s.describe(both); d.Status == types.ServiceJobStatusRunning || len(d.Attempts) != 0 {
+		t.Errorf("both is %s with %d attempts while saving still holds an instance", d.Status, len(d.Attempts))
+	}
+	g.release("save")
+	d = s.awaitStatus(saving, types.ServiceJobStatusFailed)
+	if r := aws.ToString(d.StatusReason); !aws.ToBool(d.IsTerminated) || !strings.Contains(r, why) || len(d.Attempts) != 1 {
+		t.Errorf("saving: isTerminated %v, reason %q, %d attempts; want the termination, once", aws.ToBool(d.IsTerminated), r, len(d.Attempts))
+	}
+	h := s.awaitStatus(both, types.ServiceJobStatusSucceeded)
+	if len(h.Attempts) != 1 || aws.ToInt64(h.Attempts[0].StartedAt) < aws.ToInt64(d.Attempts[0].StoppedAt) {
+		t.Errorf("both: attempts %+v; saving's stopped at %d", h.Attempts, aws.ToInt64(d.Attempts[0].StoppedAt))
 	}
 }
