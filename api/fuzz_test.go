@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -205,6 +207,75 @@ func FuzzOperation(f *testing.F) {
 		}
 		if got := res.Header.Get("X-Amzn-ErrorType"); got != "ClientException" {
 			t.Fatalf("%s: X-Amzn-ErrorType %q", name, got)
+		}
+	})
+}
+
+// FuzzTags drives the tagging operations (TagResource POST, UntagResource
+// DELETE with tagKeys in the query, ListTagsForResource GET on
+// /v1/tags/{resourceArn}) with a fuzzed method, ARN path, query and body,
+// seeded from the SDK's own requests. Same invariant as FuzzOperation.
+//
+//	go test ./api -run '^$' -fuzz FuzzTags -fuzztime 60s
+func FuzzTags(f *testing.F) {
+	h := fuzzHandler(f)
+	rec := &recorder{h: h, bodies: map[string][][]byte{}}
+	srv := httptest.NewServer(rec)
+	c := batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		Retryer: func() aws.Retryer { return aws.NopRetryer{} }}, func(o *batch.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	ctx := context.Background()
+	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("tagged"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	c.TagResource(ctx, &batch.TagResourceInput{ResourceArn: pol.Arn, Tags: map[string]string{"team": "ml", "cost": "42"}})
+	c.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: pol.Arn})
+	c.UntagResource(ctx, &batch.UntagResourceInput{ResourceArn: pol.Arn, TagKeys: []string{"cost"}})
+	srv.Close()
+	escaped := url.PathEscape(aws.ToString(pol.Arn))
+	for _, b := range rec.bodies["tags/"+aws.ToString(pol.Arn)] {
+		f.Add(uint8(0), escaped, "", b)
+	}
+	f.Add(uint8(0), escaped, "", []byte(`{"tags":{"a":"b"}}`))
+	f.Add(uint8(1), escaped, "tagKeys=team&tagKeys=cost", []byte(nil))
+	f.Add(uint8(2), escaped, "", []byte(nil))
+	f.Add(uint8(2), "arn%3Aaws%3Abatch%3Aus-east-1%3A000000000000%3Ajob-queue%2Fnope", "", []byte(nil))
+	f.Add(uint8(3), "%zz", "", []byte(`{}`))
+	methods := []string{http.MethodPost, http.MethodDelete, http.MethodGet, http.MethodPut}
+	f.Fuzz(func(t *testing.T, m uint8, path, query string, body []byte) {
+		target := "/v1/tags/" + path
+		if query != "" {
+			target += "?" + query
+		}
+		u, err := url.ParseRequestURI(target)
+		if err != nil || strings.ContainsAny(target, " \t\r\n") {
+			return // not a request a client can send
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, methods[int(m)%len(methods)], "/", bytes.NewReader(body))
+		req.URL = u
+		req.RequestURI = u.RequestURI()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		res := w.Result()
+		out, _ := io.ReadAll(res.Body)
+		if res.StatusCode == http.StatusOK {
+			if len(out) > 0 && !json.Valid(out) {
+				t.Fatalf("%s %s: 200 with a body that is not JSON: %q", req.Method, target, out)
+			}
+			return
+		}
+		var e struct {
+			Type    string `json:"__type"`
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(out, &e); err != nil {
+			t.Fatalf("%s %s: status %d with a body that is not an error object: %q", req.Method, target, res.StatusCode, out)
+		}
+		if res.StatusCode != http.StatusBadRequest || e.Type != "ClientException" || e.Message == "" {
+			t.Fatalf("%s %s %q: status %d %s %q: want a 400 ClientException with a message", req.Method, target, body, res.StatusCode, e.Type, e.Message)
 		}
 	})
 }
