@@ -2,11 +2,13 @@ package processe2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -302,5 +304,52 @@ func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
 	d = s2.awaitStatus(low, types.ServiceJobStatusSucceeded)
 	if len(d.Attempts) != 2 || d.PreemptionSummary == nil || aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount) != 1 {
 		t.Errorf("low: %d attempts, preemptions %+v; want 2 and 1", len(d.Attempts), d.PreemptionSummary)
+	}
+}
+
+// TestLostAttemptRequeued: the server and then the attempt's supervisor
+// are killed with SIGKILL; the job, which loses its output pipe, dies of
+// its next write, and no one records how it ended. The restarted server
+// cannot know the attempt's fate, so it requeues the job with a reason
+// that says so, and the job runs again (attempt 2) and succeeds.
+func TestLostAttemptRequeued(t *testing.T) {
+	skipShort(t)
+	dataDir := newDataDir(t)
+	s := startServer(t, dataDir, serverOpts{})
+	oneShare(s, 1, false)
+	g := newGates(t)
+	id := s.submit(job{name: "orphan", share: "s", env: g.env("CODE", "0"), script: ticker})
+	s.awaitRunning(id, 1)
+	pid := pidIn(t, s.awaitLog(id, 1, "tick 2\n"))
+
+	s.kill()
+	var st struct {
+		Supervisor struct {
+			PID   int    `json:"pid"`
+			Start uint64 `json:"start"`
+		} `json:"supervisor"`
+	}
+	b, err := os.ReadFile(filepath.Join(s.attemptDir(id, 1), "started.json"))
+	must(t, err)
+	must(t, json.Unmarshal(b, &st))
+	if start, ok := startTime(st.Supervisor.PID); !ok || start != st.Supervisor.Start {
+		t.Fatalf("the supervisor %d recorded in started.json is not running", st.Supervisor.PID)
+	}
+	must(t, syscall.Kill(st.Supervisor.PID, syscall.SIGKILL))
+	awaitFile(t, "the job dies once its output pipe is gone", func() bool { return !alive(pid) })
+
+	s2 := startServer(t, dataDir, serverOpts{})
+	d := s2.await(id, "requeued and running again", func(d *batch.DescribeServiceJobOutput) bool { return len(d.Attempts) == 2 })
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Attempt lost") {
+		t.Errorf("attempt 1 reason %q, want one that says the attempt was lost", r)
+	}
+	s2.awaitRunning(id, 2)
+	if out := s2.awaitLog(id, 2, "tick 1\n"); !strings.HasPrefix(out, "start pid=") || pidIn(t, out) == pid {
+		t.Errorf("attempt 2 did not start afresh:\n%s", out)
+	}
+	g.release("orphan")
+	d = s2.awaitStatus(id, types.ServiceJobStatusSucceeded)
+	if len(d.Attempts) != 2 || d.PreemptionSummary != nil {
+		t.Errorf("%d attempts, preemptionSummary %+v: want 2 attempts and no preemption", len(d.Attempts), d.PreemptionSummary)
 	}
 }
