@@ -50,6 +50,7 @@ func BenchmarkSubmitServiceJob(b *testing.B) {
 	var next atomic.Int64
 	lat := make([][]time.Duration, clients)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range clients {
@@ -70,12 +71,16 @@ func BenchmarkSubmitServiceJob(b *testing.B) {
 	}
 	wg.Wait()
 	el := time.Since(start)
+	cpu := processCPU() - cpu0
 	b.StopTimer()
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "submits/s")
+	// CPU per submit of the whole process (server and clients): unlike
+	// submits/s, it hardly depends on what else the machine is doing.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/submit")
 	st := s.db.Stats()
 	b.ReportMetric(float64(st.Commits)/float64(max(1, st.Batches)), "commits/batch")
 	b.ReportMetric(el.Seconds()*1000/float64(max(1, st.Batches)), "ms/batch")
@@ -100,6 +105,7 @@ func BenchmarkSubmitServiceJobRawHTTP(b *testing.B) {
 	var next atomic.Int64
 	lat := make([][]time.Duration, clients)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range clients {
@@ -125,12 +131,16 @@ func BenchmarkSubmitServiceJobRawHTTP(b *testing.B) {
 	}
 	wg.Wait()
 	el := time.Since(start)
+	cpu := processCPU() - cpu0
 	b.StopTimer()
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "submits/s")
+	// CPU per submit of the whole process (server and clients): unlike
+	// submits/s, it hardly depends on what else the machine is doing.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/submit")
 	b.ReportMetric(float64(percentile(all, 0.50).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(percentile(all, 0.99).Microseconds())/1000, "p99-ms")
 }
