@@ -107,7 +107,16 @@ func Parse(payload string) (*Request, error) {
 	if strings.TrimSpace(payload) == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload is required: give a SageMaker CreateTrainingJob request as JSON")
 	}
+	// Fast path: json.Unmarshal accepts exactly the payloads that decode
+	// without error and have nothing but space after the object, without a
+	// Decoder and its buffer (half of a submit's parsing allocations).
+	// Anything it refuses is parsed again below, so every error message
+	// stays the Decoder's.
 	var r Request
+	if json.Unmarshal([]byte(payload), &r) == nil {
+		return &r, nil
+	}
+	r = Request{}
 	dec := json.NewDecoder(bytes.NewReader([]byte(payload)))
 	if err := dec.Decode(&r); err != nil {
 		return nil, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload is not a valid CreateTrainingJob request: %s", describeJSONError(err))
