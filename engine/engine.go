@@ -455,7 +455,18 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	}
 	jb := &job{}
 	dem := jb.dem0[:0]
-	for t, n := range j.Demand {
+	// Types are interned in name order, so that type numbers (and so
+	// every order that follows them) do not depend on map iteration.
+	var names []string
+	if len(j.Demand) > 1 {
+		names = j.Demand.Types()
+	} else {
+		for t := range j.Demand {
+			names = append(names, t)
+		}
+	}
+	for _, t := range names {
+		n := j.Demand[t]
 		if n < 0 {
 			return nil, qshare.Errorf(qshare.EINVALID, "job %s: demand of %s is %d; it must be positive", j.ID, t, n)
 		}

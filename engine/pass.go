@@ -125,8 +125,13 @@ func (e *Engine) pass(env *environment, now int64) {
 			}
 			if ownFit(s, h, nil) {
 				if e.freeFit(env, s, h, nil) {
+					// A start within the own limit takes capacity and adds no
+					// victims (its share stays within its limit): it cannot
+					// make any head that already failed succeed, and the
+					// share's next head is evaluated in this phase. So it
+					// needs no further round; the reference model, which
+					// always rounds again, checks this claim.
 					e.startHead(env, s, h, now)
-					progress = true
 					if s.top = s.head(); s.top != nil {
 						work.push(s)
 					}
