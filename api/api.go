@@ -24,6 +24,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -284,12 +285,20 @@ func required(field, v string) error {
 
 // requestHash identifies a submit for clientToken replay: the decoded
 // request without its token, re-encoded (encoding/json sorts map keys).
+// The hash is stored with the job, so it must stay sha256(json.Marshal(in))
+// across versions; an Encoder writes the same bytes and a newline into a
+// reused buffer instead of a new one per submit.
 func requestHash(in submitIn) string {
 	in.ClientToken = ""
-	b, _ := json.Marshal(in)
-	s := sha256.Sum256(b)
+	buf := hashBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	_ = json.NewEncoder(buf).Encode(in)
+	s := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	hashBuffers.Put(buf)
 	return hex.EncodeToString(s[:])
 }
+
+var hashBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // serveTags serves TagResource (POST), UntagResource (DELETE) and
 // ListTagsForResource (GET) on /v1/tags/{resourceArn}.
