@@ -85,6 +85,9 @@ type Daemon struct {
 	byQueue  map[string]*jobIndex
 	tokens   map[string]*tokenEntry
 	inbox    []op
+	// spare is the inbox the last cycle emptied, kept (cleared) for the
+	// next one, so that a busy loop does not grow a new inbox every cycle.
+	spare []op
 
 	kick    chan struct{}
 	started bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -181,7 +182,9 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	}
 	d.mu.Unlock()
 	d.kickLoop()
-	d.log.Info("job submitted", "job", id, "name", j.Name, "queue", queue, "share", share, "priority", j.Priority, "demand", demand.String(), "status", "SUBMITTED→RUNNABLE")
+	if d.log.Enabled(ctx, slog.LevelInfo) { // spare the arguments' cost at --log-level warn
+		d.log.Info("job submitted", "job", id, "name", j.Name, "queue", queue, "share", share, "priority", j.Priority, "demand", demand.String(), "status", "SUBMITTED→RUNNABLE")
+	}
 	return j, nil
 }
 

@@ -154,8 +154,14 @@ type reply struct {
 func (d *Daemon) runCycle(ctx context.Context) {
 	d.mu.Lock()
 	ops := d.inbox
-	d.inbox = nil
+	d.inbox, d.spare = d.spare, nil
 	d.mu.Unlock()
+	defer func() {
+		clear(ops) // drop what the ops refer to
+		d.mu.Lock()
+		d.spare = ops[:0]
+		d.mu.Unlock()
+	}()
 
 	c := &cycle{d: d, ctx: ctx, now: d.now(), changed: map[string]*qshare.Job{}}
 	d.engMu.Lock()
