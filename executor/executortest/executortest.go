@@ -74,6 +74,13 @@ type Harness struct {
 	// Slack bounds how long any attempt may take beyond what the test
 	// expects (process start-up, a loaded machine). Zero means 30s.
 	Slack time.Duration
+	// Durable says that attempts outlive the executor and their records
+	// live under its dir, so a new executor must recover an attempt from its
+	// ID alone: a server killed while Start ran never saved Handle.State,
+	// and answering Lost for an attempt that runs makes the daemon run the
+	// job twice at once. An executor whose attempts die with it (simulated)
+	// leaves it false and skips that subtest.
+	Durable bool
 }
 
 // Run runs the conformance suite against the executor h describes.
@@ -92,6 +99,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("JobGraceFromEnvironment", s.jobGrace)
 	t.Run("IdempotentStop", s.idempotentStop)
 	t.Run("RecoverAfterRestart", s.recover)
+	t.Run("RecoverWithoutState", s.recoverWithoutState)
 	t.Run("Environment", s.environment)
 	t.Run("Concurrent", s.concurrent)
 }
@@ -406,6 +414,71 @@ func (s *suite) recover(t *testing.T) {
 	bogus := executor.Handle{AttemptID: "never-started", StartedAt: time.Now(), State: []byte(`{}`)}
 	if r, err := e2.Recover(ctx, bogus); err != nil || r != executor.Lost {
 		t.Errorf("Recover(bogus) = %v, %v; want Lost", r, err)
+	}
+}
+
+// recoverWithoutState restarts the executor and recovers attempts by their
+// IDs alone, as the daemon must after a crash during Start: the one still
+// running is Running (not Lost, which would run the job twice), the one
+// that ended is Exited with its code, a Start of a running one without a
+// Recover adopts it, and an ID never started is Lost.
+func (s *suite) recoverWithoutState(t *testing.T) {
+	if !s.Durable {
+		t.Skip("the executor's attempts do not outlive it")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	e1 := s.New(t, dir)
+	long := s.spec(t, Job{Run: time.Hour, OnStop: StopCheckpoint, CheckpointTime: 50 * time.Millisecond})
+	again := s.spec(t, Job{Run: time.Hour})
+	short := s.spec(t, Job{Run: 50 * time.Millisecond, ExitCode: 6})
+	hl := s.start(t, e1, long)
+	ha := s.start(t, e1, again)
+	s.start(t, e1, short)
+	s.ready(t, long, hl)
+	s.ready(t, again, ha)
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the short one ends while no executor watches it
+
+	e2 := s.New(t, dir)
+	t.Cleanup(func() { e2.Close() })
+	ctx := context.Background()
+	if r, err := e2.Recover(ctx, executor.Handle{AttemptID: short.AttemptID}); err != nil || r != executor.Exited {
+		t.Fatalf("Recover(short, no state) = %v, %v; want Exited", r, err)
+	}
+	if xs := s.wait(t, e2, short.AttemptID, 0); xs.ExitCode != 6 || xs.Stopped {
+		t.Errorf("recovered exit = %+v, want code 6", xs)
+	}
+	if r, err := e2.Recover(ctx, executor.Handle{AttemptID: long.AttemptID}); err != nil || r != executor.Running {
+		t.Fatalf("Recover(long, no state) = %v, %v; want Running: the daemon would run the job a second time", r, err)
+	}
+	// The daemon may instead start a STARTING attempt again: it adopts it.
+	if h := s.start(t, e2, again); !h.StartedAt.Equal(ha.StartedAt) {
+		t.Errorf("Start of a running attempt after a restart gave a new run: %v, was %v", h.StartedAt, ha.StartedAt)
+	}
+	if h := s.start(t, e2, long); !h.StartedAt.Equal(hl.StartedAt) {
+		t.Errorf("Start after Recover gave a new run: %v, was %v", h.StartedAt, hl.StartedAt)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, err := e2.Wait(wctx, long.AttemptID); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait on a recovered running attempt returned early: %v", err)
+	}
+	cancel()
+	for _, sp := range []executor.Spec{long, again} {
+		if err := e2.Stop(ctx, sp.AttemptID, time.Hour); err != nil {
+			t.Fatalf("Stop(%s): %v", sp.AttemptID, err)
+		}
+	}
+	if xl := s.wait(t, e2, long.AttemptID, 50*time.Millisecond); !xl.Stopped || xl.ExitCode != 0 {
+		t.Errorf("recovered attempt's exit after Stop = %+v, want stopped with code 0", xl)
+	}
+	if xa := s.wait(t, e2, again.AttemptID, 0); !xa.Stopped {
+		t.Errorf("adopted attempt's exit after Stop = %+v, want stopped", xa)
+	}
+	if r, err := e2.Recover(ctx, executor.Handle{AttemptID: "never-started"}); err != nil || r != executor.Lost {
+		t.Errorf("Recover(never started, no state) = %v, %v; want Lost", r, err)
 	}
 }
 

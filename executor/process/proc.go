@@ -42,6 +42,23 @@ func procStat(pid int) (start uint64, state byte, err error) {
 	return start, f[0][0], nil
 }
 
+// procPgrp returns the process group of pid (field 5 of /proc/<pid>/stat).
+func procPgrp(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	return strconv.Atoi(f[2])
+}
+
 var bootIDOnce = func() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {

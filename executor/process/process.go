@@ -204,6 +204,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		return nil, err
 	}
 	e.alloc = gpu.NewAllocator(gs)
+	if err := e.recoverLive(); err != nil {
+		return nil, qshare.Errorf(qshare.EINTERNAL, "process executor: cannot look for running attempts in %s: %v", filepath.Join(dd, dirLive), err)
+	}
 	return e, nil
 }
 
@@ -384,6 +387,11 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	if err := writeJSONAtomic(filepath.Join(l.Attempt, fileConfig), cfg); err != nil {
 		return executor.Handle{}, err
 	}
+	// Before the launch: a server killed from here on leaves an attempt
+	// that a new executor finds by its ID alone.
+	if err := e.link(s.AttemptID, l.Attempt); err != nil {
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: cannot record attempt %s under %s: %v", s.AttemptID, dirLive, err)
+	}
 	return e.spawn(a, l.Attempt, cfg)
 }
 
@@ -434,6 +442,7 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 		e.finish(a)
 	case replyAlready:
 		e.unbind(a, nil)
+		e.alloc.Release(a.id) // what this Start claimed; adopt claims what the launch recorded
 		return e.adopt(a, dir)
 	default:
 		return executor.Handle{}, e.unbind(a, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor could not start attempt %s: %s (see %s)", a.id, ev.Msg, filepath.Join(e.o.DataDir, fileSupLog)))
@@ -602,35 +611,25 @@ func (e *Executor) handleOf(a *attempt, at time.Time) executor.Handle {
 }
 
 // adopt takes over an attempt that a supervisor launched before (a Start
-// repeated after a restart): it waits briefly for the launch to be recorded
-// and then follows the attempt as Recover would.
+// repeated after a restart, or racing a supervisor of the server before it):
+// it judges the attempt from its directory as Recover does, and follows it.
 func (e *Executor) adopt(a *attempt, dir string) (executor.Handle, error) {
-	e.alloc.Release(a.id)
-	var cfg supervisorConfig
-	if err := readJSON(filepath.Join(dir, fileConfig), &cfg); err != nil {
-		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was launched before, but its record is unreadable: %v", a.id, err)
+	st, v, at := e.inspect(a.id, dir, state{}, false)
+	a.st = st
+	switch v {
+	case exited:
+		a.handle = e.handleOf(a, at)
+		e.finish(a)
+		return a.handle, nil
+	case running:
+		a.handle = e.handleOf(a, at)
+		e.follow(a)
+		return a.handle, nil
 	}
-	a.st = state{Dir: dir, GPUs: cfg.GPUs, Grace: cfg.JobGrace}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var st started
-		if err := readJSON(filepath.Join(dir, fileStarted), &st); err == nil {
-			a.st.Supervisor, a.st.Job = st.Supervisor, st.Job
-			a.handle = e.handleOf(a, st.At)
-			e.follow(a)
-			return a.handle, nil
-		}
-		var x exitRecord
-		if err := readJSON(filepath.Join(dir, fileExit), &x); err == nil {
-			a.handle = e.handleOf(a, x.At)
-			e.follow(a)
-			return a.handle, nil
-		}
-		if time.Now().After(deadline) {
-			return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was launched before, but whether its job started was never recorded; its fate is unknown", a.id)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if lr, err := readLaunch(dir); err == nil && lr.Lost {
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was declared lost by a recovery (it was prepared but never launched); it is not started now", a.id)
 	}
+	return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was launched before, but nothing of it runs and its end was never recorded; its fate is unknown", a.id)
 }
 
 // follow re-claims a recovered attempt's GPUs and watches for its end.
@@ -654,7 +653,20 @@ func (e *Executor) follow(a *attempt) {
 				e.finish(a)
 				return
 			}
-			if !a.st.Supervisor.alive() && !a.st.Job.alive() {
+			if a.st.Job.PID == 0 {
+				// Recovered while its supervisor was launching it: learn
+				// the job once started.json is written.
+				var sr started
+				if readJSON(filepath.Join(a.st.Dir, fileStarted), &sr) == nil {
+					e.mu.Lock()
+					a.st.Job = sr.Job
+					e.mu.Unlock()
+				}
+			}
+			e.mu.Lock()
+			st := a.st
+			e.mu.Unlock()
+			if !st.Supervisor.alive() && !st.Job.alive() {
 				if goneOnce { // checked exit.json once more after seeing it gone
 					e.finish(a)
 					return
@@ -745,22 +757,23 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		return nil
 	}
 	a.stopping = true
+	st, sup := a.st, a.sup // follow may learn st.Job meanwhile
 	e.mu.Unlock()
-	g := e.graceFor(a.st.Grace, grace)
-	if err := writeJSONAtomic(filepath.Join(a.st.Dir, fileStop), stopRequest{Grace: g, At: time.Now().UTC()}); err != nil {
+	g := e.graceFor(st.Grace, grace)
+	if err := writeJSONAtomic(filepath.Join(st.Dir, fileStop), stopRequest{Grace: g, At: time.Now().UTC()}); err != nil {
 		return qshare.Errorf(qshare.EINTERNAL, "process executor: cannot record the stop of attempt %s: %v", attemptID, err)
 	}
-	if a.sup != nil && a.sup.send(request{Op: "stop", Dir: a.st.Dir}) == nil {
+	if sup != nil && sup.send(request{Op: "stop", Dir: st.Dir}) == nil {
 		return nil
 	}
 	// A supervisor we have no pipe to (a recovered attempt's) looks for
 	// stop.json on SIGUSR1.
-	if a.st.Supervisor.signal(syscall.SIGUSR1) == nil {
+	if st.Supervisor.signal(syscall.SIGUSR1) == nil {
 		return nil
 	}
 	// No supervisor (it was killed): stop the job's group ourselves.
-	if a.st.Job.signalGroup(syscall.SIGTERM) == nil {
-		job := a.st.Job
+	if st.Job.signalGroup(syscall.SIGTERM) == nil {
+		job := st.Job
 		time.AfterFunc(g, func() { job.signalGroup(syscall.SIGKILL) })
 	}
 	return nil
@@ -781,56 +794,44 @@ func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, e
 	}
 }
 
-// Recover re-attaches to an attempt started before a restart. Its supervisor
-// or its job still alive (same pid and start time) → Running, its GPUs
-// claimed again, and Wait reports its end; exit.json written → Exited;
-// otherwise Lost.
+// Recover re-attaches to an attempt started before a restart. It needs
+// only h.AttemptID: the attempt's records are on disk (Handle.State, when
+// the daemon saved it, only says where). exit.json written → Exited; its
+// supervisor or its job still alive (same pid and start time) → Running,
+// its GPUs claimed again, and Wait reports its end; never launched, or
+// launched but nothing of it alive and no end recorded → Lost. An attempt
+// found prepared but never launched is fenced off, so that it can never
+// start after it was declared Lost.
 func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
-	if a, err := e.lookup(ctx, h.AttemptID); err == nil {
-		select {
-		case <-a.done:
-			return executor.Exited, nil
-		default:
-			return executor.Running, nil
+	for {
+		if a, err := e.lookup(ctx, h.AttemptID); err == nil {
+			select {
+			case <-a.done:
+				return executor.Exited, nil
+			default:
+				return executor.Running, nil
+			}
+		} else if !errors.Is(err, executor.ErrUnknownAttempt) {
+			return 0, err
+		}
+		if h.AttemptID == "" {
+			return executor.Lost, nil
+		}
+		var hint state
+		if json.Unmarshal(h.State, &hint) != nil {
+			hint = state{}
+		}
+		dir := hint.Dir
+		if dir == "" {
+			dir = e.findDir(h.AttemptID)
+		}
+		if dir == "" {
+			return executor.Lost, nil
+		}
+		if r := e.recoverFromDisk(h, hint, dir); r != 0 {
+			return r, nil
 		}
 	}
-	var st state
-	if h.AttemptID == "" || json.Unmarshal(h.State, &st) != nil || st.Dir == "" {
-		return executor.Lost, nil
-	}
-	if _, err := os.Stat(filepath.Join(st.Dir, fileLaunched)); err != nil {
-		return executor.Lost, nil
-	}
-	e.mu.Lock()
-	if _, ok := e.attempts[h.AttemptID]; ok {
-		e.mu.Unlock()
-		return e.Recover(ctx, h) // a racing Start or Recover won
-	}
-	a := &attempt{id: h.AttemptID, ready: make(chan struct{}), done: make(chan struct{}), st: st, handle: h}
-	e.attempts[h.AttemptID] = a
-	e.mu.Unlock()
-	defer close(a.ready)
-
-	exited := func() bool {
-		_, err := os.Stat(filepath.Join(st.Dir, fileExit))
-		return err == nil
-	}
-	switch {
-	case exited():
-		e.finish(a)
-		return executor.Exited, nil
-	case st.Supervisor.alive() || st.Job.alive():
-		e.follow(a)
-		return executor.Running, nil
-	case exited():
-		e.finish(a)
-		return executor.Exited, nil
-	}
-	e.mu.Lock()
-	delete(e.attempts, h.AttemptID)
-	e.mu.Unlock()
-	a.startErr = executor.ErrUnknownAttempt
-	return executor.Lost, nil
 }
 
 // Forget drops an ended attempt from memory, once the daemon has recorded
@@ -841,10 +842,16 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 // no-op.
 func (e *Executor) Forget(attemptID string) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if a, ok := e.attempts[attemptID]; ok && a.ended {
-		delete(e.attempts, attemptID)
+	a, ok := e.attempts[attemptID]
+	if !ok || !a.ended {
+		e.mu.Unlock()
+		return
 	}
+	delete(e.attempts, attemptID)
+	e.mu.Unlock()
+	// Its end is recorded by the daemon: a new executor need not look at
+	// it (Recover still finds its directory by looking under every job).
+	os.Remove(filepath.Join(e.o.DataDir, dirLive, attemptID))
 }
 
 // Close stops watching recovered attempts. Attempts keep running; a new

@@ -107,6 +107,7 @@ func TestConformance(t *testing.T) {
 		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
 			return readEnv(t, h.LogPath)
 		},
+		Durable: true,
 	})
 }
 
@@ -419,7 +420,11 @@ sleep 300`
 const testServerEnv = "QSHARE_PROCESS_TEST_SERVER"
 
 func testServer(dir string) int {
-	e, err := New(context.Background(), Options{DataDir: dir, GPUs: []string{"none"}})
+	gpus := []string{"none"}
+	if os.Getenv(testServerEnv+"_SMI") != "" {
+		gpus = nil // the fake nvidia-smi on PATH
+	}
+	e, err := New(context.Background(), Options{DataDir: dir, GPUs: gpus})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -441,11 +446,11 @@ func testServer(dir string) int {
 
 // startInServer starts s in a child "server" process, then kills it with
 // SIGKILL and returns the handle it printed.
-func startInServer(t *testing.T, dir string, s executor.Spec) executor.Handle {
+func startInServer(t *testing.T, dir string, s executor.Spec, env ...string) executor.Handle {
 	t.Helper()
 	b, _ := json.Marshal(s)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), testServerEnv+"="+dir, testServerEnv+"_SPEC="+string(b))
+	cmd.Env = append(append(os.Environ(), testServerEnv+"="+dir, testServerEnv+"_SPEC="+string(b)), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

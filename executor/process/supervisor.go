@@ -36,7 +36,7 @@ func MaybeSupervise() {
 // Files of an attempt directory.
 const (
 	fileConfig   = "supervisor.json" // what to run: written by the executor
-	fileLaunched = "launched"        // created (O_EXCL) by the supervisor before it forks the job
+	fileLaunched = "launched"        // created exclusively by the supervisor before it forks the job (launchRecord)
 	fileStarted  = "started.json"    // the job's and the supervisor's identities
 	fileStop     = "stop.json"       // a stop request: written by the executor before it signals
 	fileExit     = "exit.json"       // how the job ended: written by the supervisor last
@@ -262,8 +262,10 @@ func (s *supervisor) start(dir string) {
 		reply("error", "the supervisor is shutting down")
 		return
 	}
-	lf, err := os.OpenFile(filepath.Join(dir, fileLaunched), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
+	// Who launches it, so that a server that recovers the attempt from its
+	// directory alone knows whom to ask before started.json exists.
+	lrec, _ := json.Marshal(launchRecord{Supervisor: s.self, At: time.Now().UTC()})
+	if err := createExclusive(filepath.Join(dir, fileLaunched), lrec); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			reply(replyAlready, "")
 			return
@@ -271,7 +273,6 @@ func (s *supervisor) start(dir string) {
 		reply("error", err.Error())
 		return
 	}
-	lf.Close()
 	fail := func(reason string) {
 		rec := exitRecord{ExitCode: 127, Reason: reason, At: time.Now().UTC()}
 		if err := writeJSONAtomic(filepath.Join(dir, fileExit), rec); err != nil {

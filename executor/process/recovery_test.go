@@ -1,0 +1,178 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/gpu"
+)
+
+// The server is killed with SIGKILL after the supervisor launched an
+// attempt but before the daemon saved its handle: a new executor gets only
+// the attempt ID. The attempt's GPU must stay its own before anyone asks
+// about it, Recover must say Running, and the job must run once.
+func TestRecoverAfterAKillDuringStart(t *testing.T) {
+	fakeSMI(t, 1)
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := spec("crashed", 1, payloadOf(`echo run >> "$SM_CHECKPOINT_DIR/runs"; trap 'exit 0' TERM; sleep 300 & wait`, nil))
+	s.Demand = qshare.Capacity{"ml.g5.xlarge": 1}
+	startInServer(t, dir, s, testServerEnv+"_SMI=1") // its handle is never saved
+
+	e := newExecutor(t, dir, func(o *Options) { o.GPUs = nil })
+	defer e.Close()
+	// The daemon may start new attempts before it gets to the old one.
+	other := spec("other", 1, payloadOf(`sleep 300`, nil))
+	other.Demand = qshare.Capacity{"ml.g5.xlarge": 1}
+	if _, err := e.Start(ctx, other); !errors.Is(err, gpu.ErrNoFreeGPUs) {
+		e.Stop(ctx, other.AttemptID, time.Millisecond)
+		t.Errorf("Start of another attempt = %v; want ErrNoFreeGPUs: the running attempt's GPU was given twice", err)
+	}
+	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Running || err != nil {
+		t.Fatalf("Recover(no state) = %v, %v; want Running", r, err)
+	}
+	if got := e.alloc.Held(s.AttemptID); len(got) != 1 {
+		t.Errorf("the recovered attempt holds GPUs %v; want its one GPU", got)
+	}
+	if err := e.Stop(ctx, s.AttemptID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped || x.ExitCode != 0 {
+		t.Errorf("exit after Stop = %+v, %v; want stopped with code 0", x, err)
+	}
+	if e.FreeGPUs() != 1 {
+		t.Errorf("%d GPUs free after the end, want 1", e.FreeGPUs())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "jobs/crashed/checkpoints/runs")); string(b) != "run\n" {
+		t.Errorf("the job ran %d times", strings.Count(string(b), "run"))
+	}
+}
+
+// Without its live/ link (forgotten, or from an older version) an attempt
+// is found by looking under every job.
+func TestRecoverWithoutStateOrLink(t *testing.T) {
+	dir := t.TempDir()
+	s := spec("unlinked", 1, payloadOf(`sleep 300`, nil))
+	startInServer(t, dir, s)
+	if err := os.Remove(filepath.Join(dir, dirLive, s.AttemptID)); err != nil {
+		t.Fatal(err)
+	}
+	e := newExecutor(t, dir, nil)
+	defer e.Close()
+	ctx := context.Background()
+	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Running || err != nil {
+		t.Fatalf("Recover(no state, no link) = %v, %v; want Running", r, err)
+	}
+	e.Stop(ctx, s.AttemptID, time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
+		t.Errorf("exit after Stop = %+v, %v", x, err)
+	}
+}
+
+// An attempt prepared but never launched is Lost, and fenced off: a
+// supervisor that still held its start request, or a later Start, cannot run
+// it after the daemon requeued the job.
+func TestRecoverFencesANeverLaunchedAttempt(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	s := spec("fence", 1, payloadOf(`touch "`+marker+`"`, nil))
+	ad := filepath.Join(dir, "attempts", s.JobID, s.AttemptID)
+	os.MkdirAll(ad, 0o755)
+	cfg := supervisorConfig{AttemptID: s.AttemptID, Command: []string{"/bin/sh", "-c", `touch "` + marker + `"`}, Dir: dir, Log: filepath.Join(ad, fileOutput)}
+	if err := writeJSONAtomic(filepath.Join(ad, fileConfig), cfg); err != nil {
+		t.Fatal(err)
+	}
+	e := newExecutor(t, dir, nil)
+	defer e.Close()
+	ctx := context.Background()
+	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Lost || err != nil {
+		t.Fatalf("Recover(never launched) = %v, %v; want Lost", r, err)
+	}
+	if lr, err := readLaunch(ad); err != nil || !lr.Lost {
+		t.Fatalf("launched after a Lost recovery = %+v, %v; want a tombstone", lr, err)
+	}
+	if _, err := e.Start(ctx, s); err == nil {
+		t.Errorf("Start of an attempt declared lost succeeded")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the attempt declared lost ran")
+	}
+}
+
+// The records a supervisor leaves while it launches a job: launched names
+// it, started.json is not written yet.
+func TestRecoverDuringTheLaunch(t *testing.T) {
+	ctx := context.Background()
+	prepared := func(t *testing.T, dir, id string, sup identity) string {
+		ad := filepath.Join(dir, "attempts", "j", id)
+		os.MkdirAll(ad, 0o755)
+		writeJSONAtomic(filepath.Join(ad, fileConfig), supervisorConfig{AttemptID: id})
+		b, _ := json.Marshal(launchRecord{Supervisor: sup, At: time.Now().UTC()})
+		if err := createExclusive(filepath.Join(ad, fileLaunched), b); err != nil {
+			t.Fatal(err)
+		}
+		return ad
+	}
+	t.Run("SupervisorAlive", func(t *testing.T) {
+		dir := t.TempDir()
+		me, _ := identify(os.Getpid()) // plays the launching supervisor
+		ad := prepared(t, dir, "j-a1", me)
+		e := newExecutor(t, dir, nil)
+		defer e.Close()
+		if r, err := e.Recover(ctx, executor.Handle{AttemptID: "j-a1"}); r != executor.Running || err != nil {
+			t.Fatalf("Recover = %v, %v; want Running (its supervisor is launching it)", r, err)
+		}
+		// The supervisor records the job, then its end.
+		writeJSONAtomic(filepath.Join(ad, fileStarted), started{Supervisor: me, Job: me, At: time.Now().UTC()})
+		writeJSONAtomic(filepath.Join(ad, fileExit), exitRecord{ExitCode: 2, Reason: "Essential process exited with code 2", At: time.Now().UTC()})
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if x, err := e.Wait(wctx, "j-a1"); err != nil || x.ExitCode != 2 {
+			t.Errorf("exit = %+v, %v; want code 2", x, err)
+		}
+	})
+	t.Run("SupervisorDiedAfterTheFork", func(t *testing.T) {
+		dir := t.TempDir()
+		id := "j-a2"
+		dead := identity{PID: 1 << 22, Start: 1, BootID: bootIDOnce}
+		prepared(t, dir, id, dead)
+		job := exec.Command("/bin/sh", "-c", "sleep 300")
+		job.Env = append(os.Environ(), "QSHARE_ATTEMPT_ID="+id)
+		job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := job.Start(); err != nil {
+			t.Fatal(err)
+		}
+		reaped := make(chan struct{})
+		go func() { job.Wait(); close(reaped) }()
+		defer job.Process.Kill()
+		e := newExecutor(t, dir, nil)
+		defer e.Close()
+		if r, err := e.Recover(ctx, executor.Handle{AttemptID: id}); r != executor.Running || err != nil {
+			t.Fatalf("Recover = %v, %v; want Running (its job runs)", r, err)
+		}
+		if err := e.Stop(ctx, id, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		<-reaped // the job was ours; a zombie would look alive to nobody, but reap it anyway
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if x, err := e.Wait(wctx, id); err != nil || !x.Stopped || !strings.HasPrefix(x.Reason, "Lost") {
+			t.Errorf("exit = %+v, %v; want stopped, reason Lost", x, err)
+		}
+	})
+}
