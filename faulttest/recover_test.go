@@ -3,7 +3,6 @@ package faulttest
 import (
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -21,13 +20,8 @@ import (
 // its ID alone. The supervisor did launch it and it runs, but Recover
 // answers Lost, and the daemon requeues the job and starts a second attempt
 // beside the first.
-//
-// It is a known bug, so the test only runs with QSHARE_KNOWN_BUGS=1.
 func TestRecoverWithoutHandleState(t *testing.T) {
 	needBinary(t)
-	if os.Getenv("QSHARE_KNOWN_BUGS") == "" {
-		t.Skip("known bug (docs/reliability.md, the soak's double run); QSHARE_KNOWN_BUGS=1 to reproduce")
-	}
 	dir := t.TempDir()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
