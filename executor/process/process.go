@@ -23,12 +23,14 @@
 //	  checkpoints/                   SM_CHECKPOINT_DIR (or CheckpointConfig.LocalPath)
 //	attempts/<jobID>/<attemptID>/    supervisor.json, launched, started.json,
 //	                                 stop.json, exit.json, output.log[.1 …]
+//	live/<attemptID>                 a link to the above, from Start until Forget
 //	supervisor.log                   the supervisors' own complaints
 //
-// A started attempt is recorded in Handle.State by its supervisor's and its
-// job's pid and start time, so Recover after a restart tells a live attempt
-// (Running) from one that ended while the server was down (Exited, with the
-// status from exit.json) and from one whose fate is unknown (Lost).
+// An attempt's records name its supervisor and its job by pid, start time
+// and boot ID, so Recover after a restart, given only the attempt ID, tells
+// a live attempt (Running) from one that ended while the server was down
+// (Exited, with the status from exit.json) and from one never launched or
+// whose fate is unknown (Lost); see recovery.go.
 //
 // GPUs are found at New (package gpu), and each attempt gets the GPUs its
 // demand needs (instances × GPUs per instance of their type) through
