@@ -824,8 +824,8 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 			hint = state{}
 		}
 		dir := hint.Dir
-		if dir == "" {
-			dir = e.findDir(h.AttemptID)
+		if _, err := os.Stat(dir); dir == "" || err != nil {
+			dir = e.findDir(h.AttemptID) // no state, or the data directory moved
 		}
 		if dir == "" {
 			return executor.Lost, nil
