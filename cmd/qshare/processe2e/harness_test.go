@@ -18,7 +18,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -468,11 +467,51 @@ func (g *gates) env(extra ...string) map[string]string {
 // `sleep & wait` lets a SIGTERM trap run at once.
 const waitGate = `i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME" ] && [ ! -e "$GATE/all" ] && [ $i -lt 600 ]; do i=$((i+1)); sleep 0.1 & wait $!; done; `
 
-// alive reports whether a process (pid) or a process group (-pgid) exists.
+// alive reports whether a process exists and is not a zombie. Zombies
+// count as gone: an orphan that exits stays one until init reaps it, and
+// some sandboxes' init never does.
 func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	f, ok := procFields(pid)
+	return ok && f[0] != "Z" && f[0] != "X"
 }
+
+// groupAlive reports whether a process group has a member that is not a
+// zombie.
+func groupAlive(pgid int) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f, ok := procFields(pid); ok && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
+}
+
+// procFields returns the fields of /proc/PID/stat after the command name:
+// [0] is the state (field 3), [2] the process group (field 5), [19] the
+// start time (field 22).
+func procFields(pid int) ([]string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	return f, len(f) >= 20
+}
+
+// runningSh defines the shell function `running PID`: true while the
+// process exists and is not a zombie (kill -0 succeeds on a zombie, and an
+// orphan stays one until init reaps it).
+const runningSh = `running() { s=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1); [ -n "$s" ] && [ "$s" != Z ] && [ "$s" != X ]; }
+`
 
 var pidRE = regexp.MustCompile(`pid=(\d+)`)
 
@@ -507,7 +546,9 @@ func killLeftovers(t *testing.T, dataDir string) {
 		if err != nil || json.Unmarshal(b, &st) != nil || st.Job.PID <= 1 {
 			continue
 		}
-		if start, ok := startTime(st.Job.PID); !ok || start != st.Job.Start {
+		// The leader may be a zombie that its group outlived: compare the
+		// start time whatever the state.
+		if f, ok := procFields(st.Job.PID); !ok || f[19] != strconv.FormatUint(st.Job.Start, 10) || !groupAlive(st.Job.PID) {
 			continue
 		}
 		t.Logf("killing the leftover job process group %d (%s)", st.Job.PID, filepath.Dir(f))
@@ -515,18 +556,11 @@ func killLeftovers(t *testing.T, dataDir string) {
 	}
 }
 
-// startTime returns field 22 of /proc/PID/stat: when the process started.
+// startTime returns field 22 of /proc/PID/stat, when the process started,
+// if the process exists and is not a zombie.
 func startTime(pid int) (uint64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
+	f, ok := procFields(pid)
+	if !ok || f[0] == "Z" || f[0] == "X" {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(f[19], 10, 64)

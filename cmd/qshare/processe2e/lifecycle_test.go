@@ -164,7 +164,7 @@ func TestTerminate(t *testing.T) {
 	for _, id := range []string{polite, stubborn} {
 		s.awaitRunning(id, 1)
 		pids[id] = pidIn(t, s.awaitLog(id, 1, "child="))
-		if !alive(-pids[id]) {
+		if !groupAlive(pids[id]) {
 			t.Fatalf("the process group %d of %s is not there while the job runs", pids[id], id)
 		}
 	}
@@ -186,7 +186,7 @@ func TestTerminate(t *testing.T) {
 			t.Errorf("%s: attempts %+v, want one that stopped", name, d.Attempts)
 		}
 		// FAILED is reported only once the whole group is gone.
-		if alive(-pids[id]) {
+		if groupAlive(pids[id]) {
 			t.Errorf("%s: its process group %d is still there after FAILED", name, pids[id])
 		}
 		if _, err := os.Stat(filepath.Join(s.attemptDir(id, 1), "exit.json")); err != nil {
