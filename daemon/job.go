@@ -171,7 +171,9 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 		release(err)
 		return nil, err
 	}
-	d.emitEvents(submitEvents(j)) // before the loop can see the job, so its submit line comes first
+	if d.evlog != nil { // build the lines only when there is an event log
+		d.emitEvents(submitEvents(j)) // before the loop can see the job, so its submit line comes first
+	}
 	d.meta.Store(id, metaOf(req))
 	d.mu.Lock()
 	d.installJob(j)
