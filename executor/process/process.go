@@ -416,12 +416,12 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 				e.unbind(a, nil)
 				continue // it died since the last attempt: start another
 			}
-			return executor.Handle{}, e.unbind(a, fmt.Errorf("process executor: cannot reach the supervisor: %w", err))
+			return e.settle(a, dir, fmt.Errorf("process executor: cannot reach the supervisor: %w", err))
 		}
 		select {
 		case ev = <-ch:
 		case <-time.After(time.Minute):
-			return executor.Handle{}, e.unbind(a, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor did not answer the start of attempt %s within a minute", a.id))
+			return e.settle(a, dir, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor did not answer the start of attempt %s within a minute", a.id))
 		}
 		if ev.Event == "error" && !sup.alive() && try == 0 {
 			e.unbind(a, nil)
@@ -433,7 +433,10 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 	case replyStarted:
 		var st started
 		if err := readJSON(filepath.Join(dir, fileStarted), &st); err != nil {
-			return executor.Handle{}, e.unbind(a, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s started, but its record is unreadable: %v", a.id, err))
+			// The job runs all the same: failing the Start would have the
+			// daemon start another attempt beside it.
+			e.log.Warn("process executor: attempt started, but started.json is unreadable; following it from its launch record", "attempt", a.id, "err", err)
+			return e.settle(a, dir, err)
 		}
 		a.st.Job = st.Job
 		a.handle = e.handleOf(a, st.At)
@@ -444,12 +447,34 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 		e.finish(a)
 	case replyAlready:
 		e.unbind(a, nil)
-		e.alloc.Release(a.id) // what this Start claimed; adopt claims what the launch recorded
 		return e.adopt(a, dir)
 	default:
-		return executor.Handle{}, e.unbind(a, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor could not start attempt %s: %s (see %s)", a.id, ev.Msg, filepath.Join(e.o.DataDir, fileSupLog)))
+		return e.settle(a, dir, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor could not start attempt %s: %s (see %s)", a.id, ev.Msg, filepath.Join(e.o.DataDir, fileSupLog)))
 	}
 	return a.handle, nil
+}
+
+// settle ends a start that went wrong after the start request was sent. A
+// supervisor may have launched the job all the same (it died after the
+// fork, or answers late), and a Start that fails makes the daemon start
+// another attempt: so the attempt is fenced off with a tombstone launched
+// file, and if a supervisor got there first, what it launched is adopted.
+// It returns err only when nothing was launched, or can be any more.
+func (e *Executor) settle(a *attempt, dir string, err error) (executor.Handle, error) {
+	e.unbind(a, nil)
+	tomb, _ := json.Marshal(launchRecord{At: time.Now().UTC(), Lost: true})
+	ferr := createExclusive(filepath.Join(dir, fileLaunched), tomb)
+	if ferr == nil || !errors.Is(ferr, os.ErrExist) {
+		return executor.Handle{}, err
+	}
+	if lr, rerr := readLaunch(dir); rerr == nil && lr.Lost {
+		return executor.Handle{}, err
+	}
+	h, aerr := e.adopt(a, dir)
+	if aerr != nil {
+		return executor.Handle{}, fmt.Errorf("%w; and %v", err, aerr)
+	}
+	return h, nil
 }
 
 // unbind detaches an attempt from the supervisor after a failed start.
@@ -618,6 +643,11 @@ func (e *Executor) handleOf(a *attempt, at time.Time) executor.Handle {
 func (e *Executor) adopt(a *attempt, dir string) (executor.Handle, error) {
 	st, v, at := e.inspect(a.id, dir, state{}, false)
 	a.st = st
+	if !sameGPUs(e.alloc.Held(a.id), st.GPUs) {
+		// What this Start claimed is not what the launch recorded: follow
+		// claims those.
+		e.alloc.Release(a.id)
+	}
 	switch v {
 	case exited:
 		a.handle = e.handleOf(a, at)
@@ -632,6 +662,18 @@ func (e *Executor) adopt(a *attempt, dir string) (executor.Handle, error) {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was declared lost by a recovery (it was prepared but never launched); it is not started now", a.id)
 	}
 	return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was launched before, but nothing of it runs and its end was never recorded; its fate is unknown", a.id)
+}
+
+func sameGPUs(held []gpu.GPU, uuids []string) bool {
+	if len(held) != len(uuids) {
+		return false
+	}
+	for i, g := range held {
+		if g.UUID != uuids[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // follow re-claims a recovered attempt's GPUs and watches for its end.
@@ -663,6 +705,13 @@ func (e *Executor) follow(a *attempt) {
 					e.mu.Lock()
 					a.st.Job = sr.Job
 					e.mu.Unlock()
+				} else if !a.st.Supervisor.alive() {
+					// It died without a record: the job may run all the same.
+					if job, ok := findAttemptProcess(a.id); ok {
+						e.mu.Lock()
+						a.st.Job = job
+						e.mu.Unlock()
+					}
 				}
 			}
 			e.mu.Lock()

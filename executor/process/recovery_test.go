@@ -176,3 +176,53 @@ func TestRecoverDuringTheLaunch(t *testing.T) {
 		}
 	})
 }
+
+// A supervisor that launches the job and dies without answering: Start
+// must not fail (the daemon would start another attempt beside the job); it
+// adopts what was launched. One that launches nothing: Start fails, and the
+// attempt is fenced off so that nothing launches it later.
+func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	ctx := context.Background()
+	fake := func(t *testing.T, launch bool, id string) []string {
+		sc := `read line; dir=$(printf '%s' "$line" | sed 's/.*"dir":"\([^"]*\)".*/\1/'); `
+		if launch {
+			sc += `if [ ! -e "$dir/launched" ]; then : > "$dir/launched"; QSHARE_ATTEMPT_ID=` + id + ` setsid sleep 300 </dev/null >/dev/null 2>&1 & fi; `
+		}
+		return []string{"/bin/sh", "-c", sc + "exit 0"}
+	}
+	t.Run("Launched", func(t *testing.T) {
+		s := spec("dies", 1, payloadOf(`sleep 300`, nil))
+		e := newExecutor(t, t.TempDir(), func(o *Options) { o.Supervisor = fake(t, true, s.AttemptID) })
+		defer e.Close()
+		if _, err := e.Start(ctx, s); err != nil {
+			t.Fatalf("Start = %v; want the launched job adopted", err)
+		}
+		if err := e.Stop(ctx, s.AttemptID, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
+			t.Errorf("exit = %+v, %v; want stopped", x, err)
+		}
+		if job, ok := findAttemptProcess(s.AttemptID); ok {
+			syscall.Kill(job.PID, syscall.SIGKILL)
+			t.Errorf("the job still runs after Stop and Wait")
+		}
+	})
+	t.Run("NothingLaunched", func(t *testing.T) {
+		dir := t.TempDir()
+		s := spec("never", 1, payloadOf(`sleep 300`, nil))
+		e := newExecutor(t, dir, func(o *Options) { o.Supervisor = fake(t, false, s.AttemptID) })
+		defer e.Close()
+		if _, err := e.Start(ctx, s); err == nil {
+			t.Fatalf("Start with a supervisor that launches nothing succeeded")
+		}
+		if lr, err := readLaunch(filepath.Join(dir, "attempts", s.JobID, s.AttemptID)); err != nil || !lr.Lost {
+			t.Errorf("launched = %+v, %v; want a tombstone", lr, err)
+		}
+	})
+}
