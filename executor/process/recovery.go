@@ -100,7 +100,13 @@ func (e *Executor) link(attemptID, dir string) error {
 	if err != nil {
 		rel = dir
 	}
-	err = os.Symlink(rel, filepath.Join(e.o.DataDir, dirLive, attemptID))
+	path := filepath.Join(e.o.DataDir, dirLive, attemptID)
+	err = os.Symlink(rel, path)
+	if errors.Is(err, os.ErrNotExist) { // live/ was removed under us
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			err = os.Symlink(rel, path)
+		}
+	}
 	if err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
@@ -318,7 +324,7 @@ func (e *Executor) indexOld(live string) error {
 			}
 		}
 	}
-	if err := os.Rename(tmp, live); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Rename(tmp, live); err != nil {
 		os.RemoveAll(tmp)
 		if _, serr := os.Stat(live); serr == nil {
 			return nil // another executor made it

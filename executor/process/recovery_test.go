@@ -226,3 +226,46 @@ func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
 		}
 	})
 }
+
+// A data directory from before live/ existed is indexed at New, so its
+// running attempts are re-attached (and hold their GPUs) at once.
+func TestNewIndexesAnOldDataDirectory(t *testing.T) {
+	dir := t.TempDir()
+	s := spec("old", 1, payloadOf(`sleep 300`, nil))
+	ended := spec("oldended", 1, payloadOf(`true`, nil))
+	startInServer(t, dir, s)
+	startInServer(t, dir, ended)
+	os.RemoveAll(filepath.Join(dir, dirLive))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "attempts", ended.JobID, ended.AttemptID, fileExit)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the short attempt did not end")
+		}
+	}
+	e := newExecutor(t, dir, nil)
+	defer e.Close()
+	if _, err := os.Readlink(filepath.Join(dir, dirLive, s.AttemptID)); err != nil {
+		t.Errorf("no live link for the running attempt: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, dirLive, ended.AttemptID)); err == nil {
+		t.Errorf("a live link for an attempt that had ended")
+	}
+	e.mu.Lock()
+	_, attached := e.attempts[s.AttemptID]
+	e.mu.Unlock()
+	if !attached {
+		t.Errorf("New did not re-attach to the running attempt")
+	}
+	ctx := context.Background()
+	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Running || err != nil {
+		t.Fatalf("Recover = %v, %v; want Running", r, err)
+	}
+	e.Stop(ctx, s.AttemptID, time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
+		t.Errorf("exit after Stop = %+v, %v", x, err)
+	}
+}
