@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -114,6 +115,36 @@ func TestMisbehavingClients(t *testing.T) {
 		}
 		if closed != n {
 			t.Errorf("the server closed %d of %d stalled connections within 20s", closed, n)
+		}
+	})
+
+	t.Run("TricklingBody", func(t *testing.T) {
+		if os.Getenv("QSHARE_LONG") == "" {
+			t.Skip("waits for the server's 30s read timeout; QSHARE_LONG=1 to run")
+		}
+		p := startProbe(t, c)
+		var conns []net.Conn
+		for i := 0; i < 50; i++ {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Whole headers, then 10 bytes of a 1000-byte body, then nothing.
+			fmt.Fprintf(conn, "POST /v1/describejobqueues HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jobQueue", addr)
+			conns = append(conns, conn)
+		}
+		start := time.Now()
+		closed := 0
+		for _, conn := range conns {
+			conn.SetReadDeadline(start.Add(45 * time.Second))
+			if _, err := io.ReadAll(conn); err == nil {
+				closed++
+			}
+			conn.Close()
+		}
+		t.Logf("50 trickling bodies: %d closed by the server after %s; %s", closed, time.Since(start).Round(time.Second), p.end("trickling"))
+		if closed != len(conns) {
+			t.Errorf("the server closed %d of %d connections whose body never came within 45s", closed, len(conns))
 		}
 	})
 
