@@ -13,13 +13,13 @@ import (
 	"qshare/executor/process"
 )
 
-// TestRecoverWithoutHandleState reproduces the double run the soak found:
-// the server commits a job as STARTING, calls the process executor's Start,
-// and is killed before Start returns, so the attempt's executor state is
-// never saved. A restarted executor is then asked to recover the attempt by
-// its ID alone. The supervisor did launch it and it runs, but Recover
-// answers Lost, and the daemon requeues the job and starts a second attempt
-// beside the first.
+// TestRecoverWithoutHandleState is the double run the soak found: the
+// server commits a job as STARTING, calls the process executor's Start, and
+// is killed before Start returns, so the attempt's executor state is never
+// saved. A restarted executor is then asked to recover the attempt by its ID
+// alone. The supervisor did launch it and it runs, so Recover must not
+// answer Lost, or the daemon requeues the job and starts a second attempt
+// beside the first (it did, until d5476c5).
 func TestRecoverWithoutHandleState(t *testing.T) {
 	needBinary(t)
 	dir := t.TempDir()
