@@ -158,7 +158,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	}
 
 	now := d.now()
-	id := uuid.NewString()
+	id := newJobID()
 	j := &qshare.Job{
 		ID: id, ARN: d.JobARN(id), Name: in.Name, JobQueue: queue, QuotaShare: share,
 		ShareIdentifier: in.ShareIdentifier, ServiceJobType: in.ServiceJobType, Priority: int(prio),
@@ -188,6 +188,20 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 		d.log.Info("job submitted", "job", id, "name", j.Name, "queue", queue, "share", share, "priority", j.Priority, "demand", demand.String(), "status", "SUBMITTED→RUNNABLE")
 	}
 	return j, nil
+}
+
+// newJobID returns a new job ID: a UUID of version 7, whose first 48 bits
+// are the time in milliseconds and whose other 74 are random (or a sequence
+// within one millisecond). IDs that grow with time keep the store's index of
+// job IDs append-only: with random (version 4) IDs every insert landed on a
+// random page of that index, which cost about one more 4 KB WAL frame per
+// job in every transaction, and in a large database a page read as well.
+func newJobID() string {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString() // panics, as before, if there is no randomness at all
+	}
+	return u.String()
 }
 
 func submitReason(queue, share string) string {
