@@ -38,6 +38,9 @@ type propRun struct {
 	// lowered marks a share whose limit was lowered at some time: the
 	// guarantees about its own limit and its jobs being safe are void.
 	lowered map[int]bool
+	// envOver marks a type whose environment limit was lowered below its
+	// usage: no preemption follows, usage stays above until jobs finish.
+	envOver map[int]bool
 	// final marks jobs whose preemption was final.
 	final map[string]bool
 	// victims of each reserved job not yet released.
@@ -47,7 +50,7 @@ type propRun struct {
 }
 
 func newPropRun(rt *rapid.T) *propRun {
-	p := &propRun{e: New(), lowered: map[int]bool{}, final: map[string]bool{}, victimsOf: map[string]map[string]bool{},
+	p := &propRun{e: New(), lowered: map[int]bool{}, envOver: map[int]bool{}, final: map[string]bool{}, victimsOf: map[string]map[string]bool{},
 		base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	p.T = rapid.IntRange(1, 3).Draw(rt, "types")
 	nShares := rapid.IntRange(1, 20).Draw(rt, "shares")
@@ -178,6 +181,13 @@ func (p *propRun) step(rt *rapid.T, i int) {
 		m.shares[s].limit[t] = l
 		must(rt, p.e.SetShare(p.shareConfig(s)))
 		cmd = fmt.Sprintf("limit %s type%d=%d", m.shares[s].name, t, l)
+	case k == 9 && rapid.Bool().Draw(rt, "envChange"): // environment limit change
+		t := rapid.IntRange(0, p.T-1).Draw(rt, "type")
+		l := int64(rapid.IntRange(0, int(m.env[t])+3).Draw(rt, "newEnv"))
+		m.env[t] = l
+		p.envOver[t] = m.envUsed(t) > l
+		must(rt, p.e.SetEnvironment(EnvironmentConfig{Name: "E", Limits: p.capOf(m.env)}))
+		cmd = fmt.Sprintf("env type%d=%d", t, l)
 	case k == 8: // the caller stops a job
 		ids := p.jobsIn(JobRunnable, JobHolding, JobReserved)
 		if len(ids) == 0 {
@@ -300,8 +310,25 @@ func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64) {
 		rt.Fatalf("step %d: %s\n%s", i, fmt.Sprintf(f, args...), strings.Join(p.log, "\n"))
 	}
 	for t := 0; t < p.T; t++ {
-		// Usage never exceeds the environment's limit (it is never lowered here).
-		if u := m.envUsed(t); u > m.env[t] {
+		// Usage never exceeds the environment's limit, unless the limit was
+		// lowered below usage: then no pass may add to it until it is back
+		// under the limit.
+		u := m.envUsed(t)
+		var was int64
+		for s := range m.shares {
+			was += before[s][t]
+		}
+		if was <= m.env[t] {
+			p.envOver[t] = false // back under the limit before this pass
+		}
+		if p.envOver[t] {
+			if u > was {
+				fail("environment usage of %s grew from %d to %d while above its lowered limit %d", typeName(t), was, u, m.env[t])
+			}
+			if u <= m.env[t] {
+				p.envOver[t] = false
+			}
+		} else if u > m.env[t] {
 			fail("environment usage of %s is %d, above its limit %d", typeName(t), u, m.env[t])
 		}
 		for s, sh := range m.shares {
