@@ -16,6 +16,11 @@
 // kept for it, and it starts (a DecisionStart) in the first Schedule after
 // the last of them has been released.
 //
+// The unit of scheduling is the service environment: every quota share of
+// every job queue on an environment lends to and borrows from its pool, and
+// environments are independent. The rules, the order of a pass and the
+// measured costs are described in docs/engine.md.
+//
 // An Engine is not safe for concurrent use.
 package engine
 

@@ -238,6 +238,29 @@ func (p *propRun) step(rt *rapid.T, i int) {
 				p.victimsOf[d.For] = map[string]bool{}
 			}
 			p.victimsOf[d.For][d.Job] = true
+			// Independent of the reference: a victim holds some of a type
+			// the job it makes room for needs; an in-share victim is of the
+			// same share and of strictly lower priority; a cross-share one
+			// is of another share.
+			v, r := m.jobs[d.Job], m.jobs[d.For]
+			if v == nil || r == nil {
+				rt.Fatalf("step %d: preemption of %s for %s: unknown job", i, d.Job, d.For)
+			}
+			overlap := false
+			for t := 0; t < p.T; t++ {
+				if v.dem[t] > 0 && r.dem[t] > 0 {
+					overlap = true
+				}
+			}
+			if !overlap {
+				rt.Fatalf("step %d: %s was preempted for %s but holds no type it needs\n%s", i, d.Job, d.For, strings.Join(p.log, "\n"))
+			}
+			if d.CrossShare == (v.sh == r.sh) {
+				rt.Fatalf("step %d: preemption of %s for %s: cross-share=%v but shares %d and %d", i, d.Job, d.For, d.CrossShare, v.sh, r.sh)
+			}
+			if !d.CrossShare && v.prio >= r.prio {
+				rt.Fatalf("step %d: in-share preemption of %s (priority %d) for %s (priority %d)", i, d.Job, v.prio, d.For, r.prio)
+			}
 			s := p.shareIndex(d.Share)
 			if sh := m.shares[s]; sh.strategy == "RESERVE" && !sh.inShare && !p.lowered[s] {
 				rt.Fatalf("step %d: job %s of RESERVE share %s with in-share preemption disabled and unchanged limits was preempted\n%s", i, d.Job, d.Share, strings.Join(p.log, "\n"))
