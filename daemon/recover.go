@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"qshare"
 	"qshare/engine"
@@ -140,13 +141,20 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 	}
 	h := executor.Handle{AttemptID: a.ID, StartedAt: a.StartedAt, LogPath: a.LogPath, State: a.Executor}
 	rec, err := d.ex.Recover(ctx, h)
-	if err != nil {
-		d.log.Warn("recovery: executor could not recover attempt", "job", j.ID, "attempt", a.ID, "err", err)
-		rec = executor.Lost
-	}
 	r.phase = phaseRunning
 	if limit := d.runtimeLimit(j); limit > 0 && !a.StartedAt.IsZero() {
 		r.deadline = a.StartedAt.Add(limit)
+	}
+	if err != nil {
+		// The attempt's fate is unknown, and requeueing it could run the job
+		// twice at once: keep it holding its capacity and keep asking.
+		d.log.Warn("recovery: executor could not recover attempt; the job keeps its capacity and recovery is retried", "job", j.ID, "attempt", a.ID, "err", err)
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.retryRecover(lctx, j.ID, h)
+		}()
+		return
 	}
 	switch rec {
 	case executor.Running, executor.Exited:
@@ -216,4 +224,29 @@ func (d *Daemon) recoverStop(j *qshare.Job, a *qshare.Attempt, r *run) {
 		d.log.Error("recovery: engine stopping failed", "job", j.ID, "err", err)
 	}
 	d.log.Info("recovery: a stop was decided before the restart; carrying it out", "job", j.ID, "attempt", a.ID, "reason", r.reason)
+}
+
+// retryRecover asks the executor to recover an attempt until it answers,
+// backing off up to 30 s, then follows the attempt as recovery would have.
+func (d *Daemon) retryRecover(ctx context.Context, job string, h executor.Handle) {
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		rec, err := d.ex.Recover(ctx, h)
+		if err != nil {
+			d.log.Warn("recovery: executor still cannot recover attempt", "job", job, "attempt", h.AttemptID, "err", err)
+			continue
+		}
+		if rec == executor.Lost {
+			d.post(op{kind: opExited, id: job, attempt: h.AttemptID, lost: true,
+				exit: executor.Exit{AttemptID: h.AttemptID, ExitCode: -1, Reason: "the server restarted and the executor could not find the attempt", At: d.now()}})
+			return
+		}
+		d.log.Info("recovery: attempt re-attached after retrying", "job", job, "attempt", h.AttemptID)
+		d.waitAttempt(ctx, job, h.AttemptID)
+		return
+	}
 }

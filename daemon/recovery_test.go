@@ -154,3 +154,43 @@ func TestRecoverPreemption(t *testing.T) {
 		t.Fatalf("victim: %d preemptions, reason %q", j.Preemptions, j.StatusReason)
 	}
 }
+
+// flakyRecover fails its first Recover, as an executor that cannot answer
+// yet (its supervisor still starting, say) would.
+type flakyRecover struct {
+	executor.Executor
+	failed bool
+}
+
+func (e *flakyRecover) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
+	if !e.failed {
+		e.failed = true
+		return 0, fmt.Errorf("supervisor not answering yet")
+	}
+	return e.Executor.Recover(ctx, h)
+}
+
+// TestRecoverRetriesOnError: when the executor cannot say what became of a
+// running attempt, the job keeps its capacity and recovery is retried; it is
+// not requeued beside an attempt that may still run.
+func TestRecoverRetriesOnError(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir, simulated.New(simulated.Options{}))
+	setup(t, a.d, 1, false)
+	id := submit(t, a.d, "j", 0, `"QSHARE_SIM_DURATION":"1500ms"`)
+	waitFor(t, a.d, id, status(qshare.JobRunning), "RUNNING")
+	a.close()
+
+	b := open(t, dir, &flakyRecover{Executor: simulated.New(simulated.Options{})})
+	defer b.close()
+	other := submit(t, b.d, "other", 0, `"QSHARE_SIM_DURATION":"10ms"`)
+	j := waitFor(t, b.d, id, status(qshare.JobSucceeded), "SUCCEEDED")
+	if len(j.Attempts) != 1 {
+		t.Fatalf("attempts after a failed recovery: %+v, want the one attempt, re-attached", j.Attempts)
+	}
+	// The recovered job held the only instance until it ended.
+	o := waitFor(t, b.d, other, status(qshare.JobSucceeded), "SUCCEEDED")
+	if o.ScheduledAt.Before(j.StoppedAt) {
+		t.Fatalf("other job was scheduled at %v, before the recovered job stopped at %v", o.ScheduledAt, j.StoppedAt)
+	}
+}
