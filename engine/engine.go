@@ -123,10 +123,10 @@ type share struct {
 	top *job
 	// si is the share's index in its environment's share list.
 	si int32
-	// lastWhy and lastText cache the last wait reason formatted for a head
-	// of this share: heads that wait for the same reason share the text.
-	lastWhy  waitWhy
-	lastText string
+	// whyCache holds the last wait reasons formatted for heads of this
+	// share: heads that wait for the same reason share the text.
+	whyCache [4]cachedWhy
+	whyNext  int
 	// holding lists holding and stopping jobs in victim order: lowest
 	// priority first, then the most recently started.
 	holding []held
@@ -396,7 +396,7 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	}
 	s.cfg = c
 	s.cfg.Limits = c.Limits.Clone()
-	s.lastWhy, s.lastText = waitWhy{}, ""
+	s.whyCache = [4]cachedWhy{}
 	s.strategy = c.Strategy
 	s.limit = e.toVec(c.Limits)
 	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited

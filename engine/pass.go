@@ -197,10 +197,7 @@ func (e *Engine) pass(env *environment, now int64) {
 		w := e.classify(env, s, h, blocked)
 		if w != h.why {
 			h.why = w
-			if w != s.lastWhy || s.lastText == "" {
-				s.lastWhy, s.lastText = w, e.formatWhy(env, s, h, w)
-			}
-			h.reason = s.lastText
+			h.reason = e.reasonText(env, s, h, w)
 			e.out = append(e.out, Decision{Kind: DecisionWait, Job: h.id, Queue: s.q.name, Share: s.name, Reason: h.reason})
 		}
 	}

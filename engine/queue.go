@@ -219,8 +219,14 @@ func (q *shareHeap) reset(shares []*share) {
 
 func (q *shareHeap) Len() int { return len(q.h) }
 
+// push adds s, whose top must be its run queue's head: the creation time
+// is read from the queue's top entry, not from the job.
 func (q *shareHeap) push(s *share) {
-	q.h = append(q.h, shareEntry{created: s.top.created, si: s.si})
+	created := s.top.created
+	if len(s.runq.h) > 0 && s.runq.h[0].j == s.top {
+		created = s.runq.h[0].created
+	}
+	q.h = append(q.h, shareEntry{created: created, si: s.si})
 	h := q.h
 	i := len(h) - 1
 	for i > 0 {

@@ -124,3 +124,22 @@ func (e *Engine) formatWhy(env *environment, s *share, h *job, w waitWhy) string
 	}
 	return b.String()
 }
+
+type cachedWhy struct {
+	why  waitWhy
+	text string
+}
+
+// reasonText formats w for a head of s, from the share's small cache when
+// a recent head waited for the same reason.
+func (e *Engine) reasonText(env *environment, s *share, h *job, w waitWhy) string {
+	for i := range s.whyCache {
+		if c := &s.whyCache[i]; c.text != "" && c.why == w {
+			return c.text
+		}
+	}
+	text := e.formatWhy(env, s, h, w)
+	s.whyCache[s.whyNext] = cachedWhy{w, text}
+	s.whyNext = (s.whyNext + 1) % len(s.whyCache)
+	return text
+}
