@@ -236,6 +236,14 @@ func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
 	return err
 }
 
+// ValidateRequest is Validate for a payload that the caller has already
+// parsed with trainingjob.Parse (the daemon does, for the demand), so that a
+// submit parses its payload once. It only reads req.
+func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capacity) error {
+	_, err := e.check(req, demand)
+	return err
+}
+
 // check validates a parsed request and returns the job's own grace period.
 func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time.Duration, error) {
 	if len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 || req.AlgorithmSpecification.ContainerEntrypoint[0] == "" {

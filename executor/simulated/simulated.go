@@ -141,11 +141,23 @@ func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
 	return err
 }
 
+// ValidateRequest is Validate for a payload that the caller has already
+// parsed with trainingjob.Parse (the daemon does, for the demand), so that a
+// submit parses its payload once. It only reads req.
+func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capacity) error {
+	_, err := planOfRequest(req)
+	return err
+}
+
 func planOf(payload string) (plan, error) {
 	req, err := trainingjob.Parse(payload)
 	if err != nil {
 		return plan{}, err
 	}
+	return planOfRequest(req)
+}
+
+func planOfRequest(req *trainingjob.Request) (plan, error) {
 	p := plan{Duration: DefaultDuration}
 	env := req.Environment
 	if v, ok := env[EnvDuration]; ok {
