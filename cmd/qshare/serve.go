@@ -53,6 +53,10 @@ func defaultServeSettings() serveSettings {
 		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info"}
 }
 
+// serveConfigKeys lists the keys of serveSettings' YAML tags, for the help
+// and for the error on an unknown key.
+const serveConfigKeys = "addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events"
+
 // defaultExecutor is the executor qshare serve uses unless told otherwise.
 var defaultExecutor = "process"
 
@@ -92,7 +96,7 @@ Point an AWS SDK at it with any static credentials, for example in Go:
 Settings come from flags, then QSHARE_* environment variables (QSHARE_ADDR,
 QSHARE_DATA_DIR, QSHARE_EXECUTOR, QSHARE_REGION, QSHARE_ACCOUNT_ID,
 QSHARE_MAX_QUOTA_SHARES_PER_QUEUE, QSHARE_LOG_LEVEL, QSHARE_STOP_GRACE,
-QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
+QSHARE_EVENTS, QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
 
 qshare has no authentication yet, so it listens on loopback addresses only.`,
 	Args: cobra.NoArgs,
@@ -108,7 +112,7 @@ qshare has no authentication yet, so it listens on loopback addresses only.`,
 func init() {
 	f := serveCmd.Flags()
 	d := defaultServeSettings()
-	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes)")
+	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys "+serveConfigKeys+")")
 	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on; a loopback address (port 0 picks a free port)")
 	f.StringVar(&serveFlags.s.DataDir, "data-dir", d.DataDir, "directory of the database and the executor's files")
 	f.StringVar(&serveFlags.s.Executor, "executor", d.Executor, "what runs the jobs: "+strings.Join(executorNames(), " or "))
@@ -148,7 +152,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))
 		dec.KnownFields(true)
 		if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
-			return s, fmt.Errorf("config file %s: %w (keys: addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes)", path, err)
+			return s, fmt.Errorf("config file %s: %w (keys: %s)", path, err, serveConfigKeys)
 		}
 	}
 	env := func(key string, set func(string) error) error {
