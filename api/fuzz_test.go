@@ -25,17 +25,6 @@ import (
 	"qshare/store"
 )
 
-// fuzzOps are the operations FuzzOperation drives, in a fixed order: the
-// fuzzer's first input picks one by index.
-var fuzzOps = []string{
-	"createserviceenvironment", "updateserviceenvironment", "deleteserviceenvironment", "describeserviceenvironments",
-	"createjobqueue", "updatejobqueue", "deletejobqueue", "describejobqueues",
-	"createschedulingpolicy", "updateschedulingpolicy", "deleteschedulingpolicy", "describeschedulingpolicies", "listschedulingpolicies",
-	"createquotashare", "updatequotashare", "deletequotashare", "describequotashare", "listquotashares",
-	"submitservicejob", "updateservicejob", "describeservicejob", "listservicejobs", "terminateservicejob", "terminateservicejobs",
-	"getjobqueuesnapshot",
-}
-
 // memStore keeps nothing: the daemon holds its state in memory, and the
 // fuzzer tests decoding and validation, not durability.
 type memStore struct{}
@@ -82,14 +71,20 @@ func fuzzHandler(tb testing.TB) http.Handler {
 	return api.New(d, slog.New(slog.DiscardHandler))
 }
 
+// noRetryClient is an SDK client for url that sends each request once, so
+// that a recorded request stands for one call.
+func noRetryClient(url string) *batch.Client {
+	return batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
+		Retryer: func() aws.Retryer { return aws.NopRetryer{} }}, func(o *batch.Options) { o.BaseEndpoint = aws.String(url) })
+}
+
 // sdkRequests runs the AWS SDK through every operation against h and
 // returns the request bodies it sent, by operation.
 func sdkRequests(tb testing.TB, h http.Handler) map[string][][]byte {
 	rec := &recorder{h: h, bodies: map[string][][]byte{}}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
-	c := batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
-		Retryer: func() aws.Retryer { return aws.NopRetryer{} }}, func(o *batch.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	c := noRetryClient(srv.URL)
 	ctx := context.Background()
 	pol, _ := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
 		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo},
@@ -163,7 +158,7 @@ func sdkRequests(tb testing.TB, h http.Handler) map[string][][]byte {
 func FuzzOperation(f *testing.F) {
 	seedHandler := fuzzHandler(f)
 	for op, bodies := range sdkRequests(f, seedHandler) {
-		for i, name := range fuzzOps {
+		for i, name := range operations {
 			if name == op {
 				for _, b := range bodies {
 					f.Add(uint8(i), b)
@@ -180,7 +175,7 @@ func FuzzOperation(f *testing.F) {
 	// State for the inputs to meet.
 	sdkRequests(f, h)
 	f.Fuzz(func(t *testing.T, op uint8, body []byte) {
-		name := fuzzOps[int(op)%len(fuzzOps)]
+		name := operations[int(op)%len(operations)]
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/"+name, bytes.NewReader(body))
@@ -221,8 +216,7 @@ func FuzzTags(f *testing.F) {
 	h := fuzzHandler(f)
 	rec := &recorder{h: h, bodies: map[string][][]byte{}}
 	srv := httptest.NewServer(rec)
-	c := batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
-		Retryer: func() aws.Retryer { return aws.NopRetryer{} }}, func(o *batch.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	c := noRetryClient(srv.URL)
 	ctx := context.Background()
 	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("tagged"),
 		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})

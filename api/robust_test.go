@@ -15,7 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 )
 
-// operations lists every operation path the server serves.
+// operations lists every operation path the server serves, in a fixed
+// order: FuzzOperation's first input picks one by index.
 var operations = []string{
 	"createserviceenvironment", "updateserviceenvironment", "deleteserviceenvironment", "describeserviceenvironments",
 	"createjobqueue", "updatejobqueue", "deletejobqueue", "describejobqueues",
