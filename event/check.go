@@ -2,6 +2,7 @@ package event
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -36,16 +37,19 @@ const (
 	// strictly lower priority than the job it makes room for.
 	RuleInSharePriority = "in-share-priority"
 	// RuleReclaimVictim: a cross-share victim belongs to a share that uses
-	// more than its own maxCapacity of a type the victim holds.
+	// more than its own maxCapacity of a type the victim holds, when the
+	// preemption is decided (its stopping line, or its preempt line when it
+	// has none).
 	RuleReclaimVictim = "reclaim-victim"
 	// RulePreemptedForNothing: a job preempted to make room for another is
 	// followed by that job's start.
 	RulePreemptedForNothing = "preempted-for-nothing"
 	// RuleDoubleHold: a job never holds capacity twice at once.
 	RuleDoubleHold = "double-hold"
-	// RuleLog: the log is consistent: time never goes back, a job gives back
-	// only what it holds, it is submitted before it starts, and it names a
-	// share the configuration has.
+	// RuleLog: the log is consistent: every line reads, time never goes
+	// back, a job gives back only what it holds, it is submitted before it
+	// starts, and it names a share (or, with no share, a queue) the
+	// configuration has.
 	RuleLog = "log"
 )
 
@@ -87,12 +91,14 @@ type CheckOptions struct {
 
 // Summary counts what a Checker saw.
 type Summary struct {
-	Lines      int `json:"lines"`
-	Jobs       int `json:"jobs"`
-	Starts     int `json:"starts"`
-	Preempts   int `json:"preempts"`
-	Finishes   int `json:"finishes"`
-	Fails      int `json:"fails"`
+	Lines    int `json:"lines"`
+	Jobs     int `json:"jobs"`
+	Starts   int `json:"starts"`
+	Preempts int `json:"preempts"`
+	Finishes int `json:"finishes"`
+	Fails    int `json:"fails"`
+	// Retries counts the starts of jobs after a fail: retried attempts.
+	Retries    int `json:"retries,omitempty"`
 	Violations int `json:"violations"`
 }
 
@@ -102,7 +108,7 @@ type Summary struct {
 type Checker struct {
 	opts   CheckOptions
 	envs   map[string]*envState
-	shares map[string]*shareState // "queue\x00share"
+	shares map[string]*shareState // "queue\x00share"; "queue\x00" for a queue's jobs without a share
 	jobs   map[string]*jobState
 
 	group     []Event
@@ -132,8 +138,11 @@ type shareState struct {
 	strategy    qshare.Strategy
 	borrowLimit int64
 	inShare     bool
-	usage       qshare.Capacity
-	waiting     waitHeap
+	// noQuota: the jobs of a queue without quota shares (a plain FIFO
+	// queue). Only the environment's capacity applies to them.
+	noQuota bool
+	usage   qshare.Capacity
+	waiting waitHeap
 }
 
 type jobState struct {
@@ -146,7 +155,18 @@ type jobState struct {
 	waiting  bool
 	version  int
 	done     bool
+	// mayRetry: its last event was a fail that gave capacity back, which is
+	// final only if no start of the job follows.
+	mayRetry bool
+	// stopping: a preemption of its current hold was decided (a stopping
+	// line) for stoppingFor, and judged then.
+	stopping    bool
+	stoppingFor string
 }
+
+// inSystem reports whether j can still have events: it is not done, or its
+// fail may be followed by a retry.
+func (j *jobState) inSystem() bool { return j != nil && (!j.done || j.mayRetry) }
 
 type pendingHead struct {
 	job   string
@@ -183,6 +203,13 @@ func NewChecker(cfg *config.File, opts CheckOptions) *Checker {
 	for _, q := range ec.Queues {
 		queueEnv[q.Name] = c.envs[q.Environment]
 	}
+	for _, q := range cfg.JobQueues {
+		// Jobs submitted without a share (a queue without quota shares,
+		// which the engine's configuration leaves out).
+		if env := c.envs[q.EnvironmentName()]; env != nil {
+			c.shares[q.Name+"\x00"] = &shareState{queue: q.Name, env: env, noQuota: true, usage: qshare.Capacity{}}
+		}
+	}
 	for _, s := range ec.Shares {
 		env := queueEnv[s.Queue]
 		if env == nil {
@@ -206,7 +233,9 @@ func NewChecker(cfg *config.File, opts CheckOptions) *Checker {
 	return c
 }
 
-// Check reads a whole log from r and checks it against cfg.
+// Check reads a whole log from r and checks it against cfg. A line that is
+// not an event is a violation (RuleLog, with its line number), and the
+// check goes on with the next; the error is for input that cannot be read.
 func Check(cfg *config.File, r io.Reader, opts CheckOptions) ([]Violation, Summary, error) {
 	c := NewChecker(cfg, opts)
 	rd := NewReader(r)
@@ -215,6 +244,11 @@ func Check(cfg *config.File, r io.Reader, opts CheckOptions) ([]Violation, Summa
 		if err == io.EOF {
 			break
 		}
+		var le *LineError
+		if errors.As(err, &le) {
+			c.BadLine(le)
+			continue
+		}
 		if err != nil {
 			return nil, Summary{}, err
 		}
@@ -222,6 +256,13 @@ func Check(cfg *config.File, r io.Reader, opts CheckOptions) ([]Violation, Summa
 	}
 	v, s := c.Close()
 	return v, s, nil
+}
+
+// BadLine records a line of the log that could not be read as a violation,
+// at the time of the last line read.
+func (c *Checker) BadLine(le *LineError) {
+	c.summary.Lines++
+	c.fail(c.now, le.Line, RuleLog, nil, "line %d cannot be read: %v", le.Line, le.Err)
 }
 
 // Add feeds one line of the log; line is its line number (for messages).
@@ -299,7 +340,11 @@ func (c *Checker) flushGroup() {
 	case Submit:
 		s := c.shares[e.Queue+"\x00"+e.Share]
 		if s == nil {
-			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s is submitted to share %s of queue %s, which the configuration does not have", e.Job, e.Share, e.Queue)
+			if e.Share == "" {
+				c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s is submitted to queue %s, which the configuration does not have", e.Job, e.Queue)
+			} else {
+				c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s is submitted to share %s of queue %s, which the configuration does not have", e.Job, e.Share, e.Queue)
+			}
 			return
 		}
 		if j != nil && !j.done {
@@ -311,7 +356,7 @@ func (c *Checker) flushGroup() {
 		c.wait(j)
 		c.touched[s.env] = true
 	case Priority:
-		if j == nil || j.done {
+		if !j.inSystem() {
 			c.fail(e.T, line, RuleLog, []string{e.Job}, "priority of job %s changes, but it is not in the system", e.Job)
 			return
 		}
@@ -322,9 +367,14 @@ func (c *Checker) flushGroup() {
 		c.touched[j.share.env] = true
 	case Start:
 		c.summary.Starts++
-		if j == nil || j.done {
+		if !j.inSystem() {
 			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s starts without having been submitted", e.Job)
 			return
+		}
+		if j.done {
+			// Its fail was a failed attempt, retried (or a lost one, requeued).
+			c.summary.Retries++
+			j.done, j.mayRetry = false, false
 		}
 		if j.demand != nil {
 			c.fail(e.T, line, RuleDoubleHold, []string{e.Job}, "job %s starts while it already holds %s", e.Job, j.demand)
@@ -342,6 +392,20 @@ func (c *Checker) flushGroup() {
 		delete(c.reported, j.id)
 		delete(c.forJobs, j.id)
 		c.checkStart(e.T, line, j)
+	case Stopping:
+		if !j.inSystem() || j.done {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s is stopping, but it is not in the system", e.Job)
+			return
+		}
+		if j.demand == nil {
+			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s is stopping but holds nothing", e.Job)
+			return
+		}
+		if j.stopping {
+			return // decided again (a restarted server): judged the first time
+		}
+		j.stopping, j.stoppingFor = true, e.For
+		c.judgePreempt(e, line, j)
 	case Preempt, Finish, Fail:
 		switch e.Event {
 		case Preempt:
@@ -351,7 +415,7 @@ func (c *Checker) flushGroup() {
 		default:
 			c.summary.Fails++
 		}
-		if j == nil || j.done {
+		if !j.inSystem() {
 			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s ends (%s), but it is not in the system", e.Job, e.Event)
 			return
 		}
@@ -359,7 +423,7 @@ func (c *Checker) flushGroup() {
 			if e.Event == Fail && len(demand) == 0 {
 				// A job that held nothing fails: it leaves the queue.
 				c.unwait(j)
-				j.done = true
+				j.done, j.mayRetry = true, false
 				c.touched[j.share.env] = true
 				if f := c.forJobs[j.id]; f != nil {
 					delete(c.forJobs, j.id)
@@ -383,10 +447,17 @@ func (c *Checker) flushGroup() {
 			s.env.usage[t] -= n
 		}
 		j.demand = nil
+		j.stopping, j.stoppingFor = false, ""
 		c.touched[s.env] = true
-		if e.Event == Preempt {
+		switch e.Event {
+		case Preempt:
 			c.wait(j) // back in its original place; a final preemption is followed by a fail
-		} else {
+		case Fail:
+			// Final unless the job starts again (a retried attempt). Until
+			// then the checker does not know whether it waits, so it is not
+			// taken for a waiting head.
+			j.done, j.mayRetry = true, true
+		default:
 			j.done = true
 		}
 	}
@@ -409,6 +480,9 @@ func sameCapacity(a, b qshare.Capacity) bool {
 // maxUsage returns the most share s may use of type t, and false for no bound.
 func (s *shareState) maxUsage(t string) (int64, bool) {
 	own := s.limits[t]
+	if s.noQuota {
+		return 0, false
+	}
 	if s.strategy != qshare.StrategyLendAndBorrow {
 		return own, true
 	}
@@ -475,19 +549,46 @@ func (c *Checker) holders(env *envState, typ, first string) []string {
 	return append(out, ids...)
 }
 
+// checkPreempt checks a preempt line: its legitimacy, unless its stopping
+// line was judged, and that the job it made room for starts.
 func (c *Checker) checkPreempt(e Event, line int, j *jobState) {
+	if j.stopping {
+		if e.For == "" {
+			e.For = j.stoppingFor // a restarted server no longer knew it
+		}
+	} else if !c.judgePreempt(e, line, j) {
+		return
+	}
+	if f := c.jobs[e.For]; e.For == "" || f.demand != nil {
+		return // nobody named, or it started already (in room freed meanwhile)
+	}
+	fs := c.forJobs[e.For]
+	if fs == nil {
+		fs = &forState{t: e.T, line: line}
+		c.forJobs[e.For] = fs
+	}
+	fs.victims = append(fs.victims, j.id)
+}
+
+// judgePreempt checks that preempting j for e.For is allowed in the state
+// the log is in now (the decision's). It returns false when e.For is not a
+// job in the system.
+func (c *Checker) judgePreempt(e Event, line int, j *jobState) bool {
 	s := j.share
+	if s.noQuota {
+		return c.jobs[e.For].inSystem() || e.For == ""
+	}
 	if s.strategy == qshare.StrategyReserve && !s.inShare {
 		c.fail(e.T, line, RuleReservePreempted, []string{j.id, e.For},
 			"job %s of RESERVE share %s (in-share preemption DISABLED) is preempted for %s", j.id, s.name, orUnknown(e.For))
 	}
 	if e.For == "" {
-		return
+		return true
 	}
 	f := c.jobs[e.For]
-	if f == nil || f.done {
+	if !f.inSystem() {
 		c.fail(e.T, line, RuleLog, []string{j.id, e.For}, "job %s is preempted for job %s, which is not in the system", j.id, e.For)
-		return
+		return false
 	}
 	if f.share == s {
 		if j.priority >= f.priority {
@@ -507,12 +608,7 @@ func (c *Checker) checkPreempt(e Event, line int, j *jobState) {
 				j.id, s.name, f.id, f.share.name, s.name, s.usage, s.limits)
 		}
 	}
-	fs := c.forJobs[e.For]
-	if fs == nil {
-		fs = &forState{t: e.T, line: line}
-		c.forJobs[e.For] = fs
-	}
-	fs.victims = append(fs.victims, j.id)
+	return true
 }
 
 func orUnknown(s string) string {

@@ -16,11 +16,21 @@
 // `finish` and `fail` when it is given back. A `fail` of a job that holds
 // nothing has "instances": 0. A `preempt` names in "for" the job it made
 // room for.
+//
+// A preemption is decided some time before its capacity is given back when
+// the victim has a grace period to stop. The decision is a `stopping` line
+// (with "for", and the capacity the victim holds and will give back), which
+// takes and gives back nothing; the checker judges the preemption's
+// legitimacy there, against the state the engine decided on. A `fail` of a
+// job that then starts again is a failed attempt that was retried (or a
+// lost attempt, requeued): a `fail` is final only if no later `start` of
+// the job follows.
 package event
 
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -47,12 +57,15 @@ const (
 	Fail Kind = "fail"
 	// Priority: the job's schedulingPriority changed to Priority.
 	Priority Kind = "priority"
+	// Stopping: the job was chosen as a preemption victim (for the job in
+	// For) and is stopping; it still holds its capacity until its preempt.
+	Stopping Kind = "stopping"
 )
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
 	switch k {
-	case Submit, Start, Preempt, Finish, Fail, Priority:
+	case Submit, Start, Preempt, Finish, Fail, Priority, Stopping:
 		return true
 	}
 	return false
@@ -71,7 +84,7 @@ type Event struct {
 	Instances    int64   `json:"instances"`
 	Priority     int     `json:"priority"`
 	Reason       string  `json:"reason,omitempty"`
-	// For is, on a preempt, the job the preemption made room for.
+	// For is, on a preempt or stopping, the job the preemption makes room for.
 	For string `json:"for,omitempty"`
 }
 
@@ -198,6 +211,18 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// LineError is a line that is not an event. A Reader that returned one can
+// go on reading the lines after it.
+type LineError struct {
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+
+// Unwrap returns the reason the line could not be read.
+func (e *LineError) Unwrap() error { return e.Err }
+
 // Reader reads events from JSON lines. Blank lines are skipped; unknown
 // fields are ignored, so that a newer writer's log still reads.
 type Reader struct {
@@ -216,7 +241,8 @@ func NewReader(r io.Reader) *Reader {
 func (r *Reader) Line() int { return r.line }
 
 // Read returns the next event, or io.EOF after the last. An unreadable line
-// is an error that names its line number.
+// is a *LineError, after which Read goes on with the next line; any other
+// error (the input failed, a line over 16 MiB) ends the reading.
 func (r *Reader) Read() (Event, error) {
 	for r.s.Scan() {
 		r.line++
@@ -226,13 +252,13 @@ func (r *Reader) Read() (Event, error) {
 		}
 		var e Event
 		if err := json.Unmarshal(b, &e); err != nil {
-			return Event{}, fmt.Errorf("line %d: not an event: %v", r.line, err)
+			return Event{}, &LineError{r.line, fmt.Errorf("not an event: %v", err)}
 		}
 		if !e.Event.Valid() {
-			return Event{}, fmt.Errorf("line %d: unknown event %q: use submit, start, preempt, finish, fail or priority", r.line, e.Event)
+			return Event{}, &LineError{r.line, fmt.Errorf("unknown event %q: use submit, start, stopping, preempt, finish, fail or priority", e.Event)}
 		}
 		if e.Job == "" {
-			return Event{}, fmt.Errorf("line %d: the event names no job", r.line)
+			return Event{}, &LineError{r.line, errors.New("the event names no job")}
 		}
 		return e, nil
 	}

@@ -83,7 +83,29 @@ func dropTornLine(f *os.File) error {
 // Path returns the file's path.
 func (l *File) Path() string { return l.path }
 
-// Events calls fn with every event in the file, oldest first.
+// BadLinesError says which lines of a log could not be read (and were
+// skipped).
+type BadLinesError struct {
+	Path  string
+	Lines []*LineError
+}
+
+func (e *BadLinesError) Error() string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "event log %s: %d unreadable lines skipped:", e.Path, len(e.Lines))
+	for i, l := range e.Lines {
+		if i == 10 {
+			fmt.Fprintf(&b, " ...")
+			break
+		}
+		fmt.Fprintf(&b, " %s;", l)
+	}
+	return string(bytes.TrimSuffix(b.Bytes(), []byte(";")))
+}
+
+// Events calls fn with every event in the file, oldest first. A line that
+// cannot be read is skipped: the rest are still passed to fn, and Events
+// then returns a *BadLinesError that names the skipped lines.
 func (l *File) Events(fn func(Event)) error {
 	f, err := os.Open(l.path)
 	if err != nil {
@@ -91,16 +113,26 @@ func (l *File) Events(fn func(Event)) error {
 	}
 	defer f.Close()
 	rd := NewReader(f)
+	var bad []*LineError
 	for {
 		e, err := rd.Read()
 		if err == io.EOF {
-			return nil
+			break
+		}
+		var le *LineError
+		if errors.As(err, &le) {
+			bad = append(bad, le)
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("event log %s: %w", l.path, err)
 		}
 		fn(e)
 	}
+	if len(bad) > 0 {
+		return &BadLinesError{Path: l.path, Lines: bad}
+	}
+	return nil
 }
 
 // Append writes evs as one batch of lines.

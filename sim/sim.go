@@ -354,6 +354,9 @@ func (s *simulator) schedule() error {
 				r.state = jobStopping
 				r.final, r.crossShare, r.preemptFor, r.reason = d.Final, d.CrossShare, d.For, d.Reason
 				if s.opts.Grace > 0 {
+					// The decision, judged by the checker now; the
+					// preempt line follows when the capacity is given back.
+					s.emit(r, event.Stopping, r.job.Demand, preemptReason(r), r.preemptFor)
 					s.push(s.now+s.opts.Grace, itemRelease, r)
 					continue
 				}
@@ -427,15 +430,7 @@ func (s *simulator) release(r *run) error {
 	sh.lostInstanceS += lost.Seconds() * inst
 	s.acct.preempted(s.now, r.crossShare)
 	s.acct.hold(r, -1)
-	reason := r.reason
-	if !strings.Contains(reason, "cross-share") && !strings.Contains(reason, "in-share") {
-		if r.crossShare {
-			reason = "cross-share: " + reason
-		} else {
-			reason = "in-share: " + reason
-		}
-	}
-	s.emit(r, event.Preempt, r.job.Demand, reason, r.preemptFor)
+	s.emit(r, event.Preempt, r.job.Demand, preemptReason(r), r.preemptFor)
 	r.attempt++ // any pending finish of this attempt is void
 	if err := s.eng.Release(r.job.ID, !r.final); err != nil {
 		return fmt.Errorf("releasing preempted job %s: %w", r.job.ID, err)
@@ -449,4 +444,18 @@ func (s *simulator) release(r *run) error {
 	}
 	r.state = jobWaiting
 	return nil
+}
+
+// preemptReason is the reason of a preemption's lines: the engine's, saying
+// whether it was cross-share or in-share.
+func preemptReason(r *run) string {
+	reason := r.reason
+	if !strings.Contains(reason, "cross-share") && !strings.Contains(reason, "in-share") {
+		if r.crossShare {
+			reason = "cross-share: " + reason
+		} else {
+			reason = "in-share: " + reason
+		}
+	}
+	return reason
 }
