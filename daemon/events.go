@@ -1,7 +1,10 @@
 package daemon
 
 import (
+	"errors"
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"qshare"
@@ -17,6 +20,13 @@ import (
 // appends the events that bring the two together. A job that held capacity
 // across a crash therefore keeps holding it in the log until its recovery
 // ends the attempt, and never starts twice.
+//
+// A preemption is logged twice: a stopping line (with "for") in the commit
+// that records the decision, against which the checker judges it, and a
+// preempt line in the commit that records the attempt's end, when its
+// capacity is given back. A failed attempt that is retried, and an attempt
+// lost and requeued, give their capacity back as a fail whose reason says
+// so; the job's next start follows.
 
 // EventSink is where the daemon appends its capacity event log (see package
 // event for the format). The daemon calls it from one goroutine at a time.
@@ -44,6 +54,9 @@ type eventLog struct {
 	// preemptFor maps a preempted job to the job it makes room for, from the
 	// decision until the preemption is logged. Loop-owned.
 	preemptFor map[string]string
+	// decided lists the preemptions decided in the current cycle, for its
+	// stopping lines. Loop-owned.
+	decided []string
 }
 
 // notePreempt remembers whom a preemption makes room for. Called by the loop.
@@ -55,6 +68,7 @@ func (d *Daemon) notePreempt(job, forJob string) {
 		d.evlog.preemptFor = map[string]string{}
 	}
 	d.evlog.preemptFor[job] = forJob
+	d.evlog.decided = append(d.evlog.decided, job)
 }
 
 // emitEvents appends evs to the log. A failure is logged: the log is then
@@ -93,17 +107,29 @@ func submitEvents(j *qshare.Job) []event.Event {
 
 // cycleEvents derives the events of a loop commit: the jobs this cycle
 // changed, compared with the records they replace. Priority changes come
-// first, then every release, then every start, so that a start never
-// appears to use capacity that the same commit gave back. Called by the loop
-// before it installs the changes.
+// first, then every release, then the preemptions decided (stopping lines),
+// then every start, so that a start never appears to use capacity that the
+// same commit gave back, and a preemption is judged against the usage the
+// engine decided on. Called by the loop before it installs the changes.
 func (c *cycle) cycleEvents() []event.Event {
 	d := c.d
 	if d.evlog == nil {
 		return nil
 	}
-	var prio, rel, start []event.Event
+	var prio, rel, stop, start []event.Event
 	d.mu.RLock()
 	defer d.mu.RUnlock()
+	for _, id := range d.evlog.decided {
+		old, nu := d.jobs[id], c.changed[id]
+		if old == nil || nu == nil || !old.Status.Active() {
+			continue
+		}
+		e := baseEvent(nu, event.Stopping, c.now, nu.StatusReason)
+		e.Priority = old.Priority
+		e.For = d.evlog.preemptFor[id]
+		stop = append(stop, event.Lines(e, old.Demand)...)
+	}
+	d.evlog.decided = d.evlog.decided[:0]
 	for _, id := range c.order {
 		old, nu := d.jobs[id], c.changed[id]
 		if old == nil || nu == nil {
@@ -135,14 +161,14 @@ func (c *cycle) cycleEvents() []event.Event {
 			rel = append(rel, event.Lines(baseEvent(nu, event.Fail, c.now, nu.StatusReason), nil)...)
 		}
 	}
-	return append(append(prio, rel...), start...)
+	return append(append(append(prio, rel...), stop...), start...)
 }
 
 // releaseEvents are the lines of a job giving back the capacity of attempt
 // (the one old held): a preemption (with whom it made room for, and a
-// following fail when it was final), a finish, a fail, or a requeue without
-// a preemption (a retry or a lost attempt), which the format can only tell
-// as a preemption for nobody.
+// following fail when it was final), a finish, or a fail: final, or a
+// requeue without a preemption (a failed attempt retried, a lost attempt),
+// after which the job starts again.
 func (d *Daemon) releaseEvents(old, nu *qshare.Job, attempt string, now time.Time) []event.Event {
 	a := attemptByID(nu, attempt)
 	reason := nu.StatusReason
@@ -166,7 +192,13 @@ func (d *Daemon) releaseEvents(old, nu *qshare.Job, attempt string, now time.Tim
 	case nu.Status == qshare.JobFailed:
 		out = append(out, event.Lines(baseEvent(nu, event.Fail, now, nu.StatusReason), old.Demand)...)
 	default:
-		out = append(out, event.Lines(baseEvent(nu, event.Preempt, now, "requeued: "+reason), old.Demand)...)
+		// Requeued: a failed attempt retried, or a lost one. (The job's own
+		// reason may already be its next start's, in the same commit.)
+		why := reason + "; the job was requeued"
+		if a != nil && !strings.HasPrefix(reason, "Attempt lost") {
+			why = fmt.Sprintf("attempt %d failed: %s; retrying", a.N, reason)
+		}
+		out = append(out, event.Lines(baseEvent(nu, event.Fail, now, why), old.Demand)...)
 	}
 	return out
 }
@@ -199,6 +231,7 @@ func (d *Daemon) reconcileEvents() error {
 			}
 		case event.Start:
 			if j != nil {
+				j.done = false // after a fail: a retried attempt
 				if j.holding == nil {
 					j.holding = qshare.Capacity{}
 				}
@@ -217,7 +250,14 @@ func (d *Daemon) reconcileEvents() error {
 			}
 		}
 	})
-	if err != nil {
+	var bad *event.BadLinesError
+	if errors.As(err, &bad) {
+		// The rest of the log was read; the server starts and appends after
+		// the bad lines (check-events reports them).
+		for _, l := range bad.Lines {
+			d.log.Warn("event log: an unreadable line is skipped", "path", bad.Path, "line", l.Line, "err", l.Err)
+		}
+	} else if err != nil {
 		return err
 	}
 	d.evlog.lastT = lastT
@@ -254,12 +294,11 @@ func (d *Daemon) reconcileEvents() error {
 		holds := j.Status.Active()
 		switch {
 		case l.holding != nil && !holds:
-			kind := event.Preempt
-			switch j.Status {
-			case qshare.JobSucceeded:
+			kind := event.Fail // failed, or requeued after a failed or lost attempt
+			if j.Status == qshare.JobSucceeded {
 				kind = event.Finish
-			case qshare.JobFailed:
-				kind = event.Fail
+			} else if a := j.LatestAttempt(); a != nil && a.Preempted && j.Status != qshare.JobFailed {
+				kind = event.Preempt
 			}
 			e := baseEvent(j, kind, now, why)
 			rel = append(rel, event.Lines(e, l.holding)...)

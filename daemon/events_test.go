@@ -1,0 +1,149 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/config"
+	"qshare/daemon"
+	"qshare/event"
+	"qshare/executor/simulated"
+	"qshare/sqlite"
+)
+
+// setup's configuration, for the checker.
+const setupConfig = `serviceEnvironments:
+  - serviceEnvironmentName: e
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+schedulingPolicies:
+  - name: p
+    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
+jobQueues:
+  - jobQueueName: q
+    priority: 1
+    schedulingPolicy: p
+    serviceEnvironment: e
+    quotaShares:
+      - quotaShareName: A
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+        resourceSharingConfiguration: {strategy: RESERVE}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+`
+
+// openWithEvents opens a daemon on dir with its event log at dir/events.jsonl.
+func openWithEvents(t *testing.T, dir string, log *slog.Logger) (*instance, *event.File) {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(dir, "q.db"))
+	must(t, err)
+	evf, err := event.OpenFile(filepath.Join(dir, "events.jsonl"))
+	must(t, err)
+	ex := simulated.New(simulated.Options{})
+	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Tick: 10 * time.Millisecond, Events: evf, Logger: log})
+	must(t, err)
+	must(t, d.Start(context.Background()))
+	return &instance{d, db, ex}, evf
+}
+
+func checkLog(t *testing.T, path string) ([]event.Violation, event.Summary, string) {
+	t.Helper()
+	cfg, err := config.Parse("setup.yaml", []byte(setupConfig), config.Options{})
+	must(t, err)
+	b, err := os.ReadFile(path)
+	must(t, err)
+	vs, sum, err := event.Check(cfg, bytes.NewReader(b), event.CheckOptions{Settle: 1})
+	must(t, err)
+	return vs, sum, string(b)
+}
+
+// TestEventLogRetriesAndPreemptions: a failed attempt that is retried gives
+// its capacity back as a fail that says so (not as a preemption for
+// nobody), and a preemption under a stop grace is logged when decided (a
+// stopping line with "for") and when its capacity is given back. The
+// checker finds the log clean.
+func TestEventLogRetriesAndPreemptions(t *testing.T) {
+	dir := t.TempDir()
+	a, evf := openWithEvents(t, dir, nil)
+	setup(t, a.d, 1, true)
+	ctx := context.Background()
+	prio := int64(0)
+	fj, err := a.d.Submit(ctx, daemon.SubmitInput{Name: "flaky", Queue: "q", QuotaShare: "A", ServiceJobType: "SAGEMAKER_TRAINING", Priority: &prio,
+		RetryStrategy: &qshare.RetryStrategy{Attempts: 2},
+		Payload:       `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge"},"Environment":{"QSHARE_SIM_DURATION":"20ms","QSHARE_SIM_EXIT_CODE":"3"}}`})
+	must(t, err)
+	waitFor(t, a.d, fj.ID, status(qshare.JobFailed), "FAILED after two attempts")
+	low := submit(t, a.d, "low", 0, `"QSHARE_SIM_DURATION":"1h","QSHARE_SIM_ON_STOP":"ignore","QSHARE_STOP_GRACE":"200ms"`)
+	waitFor(t, a.d, low, status(qshare.JobRunning), "RUNNING")
+	high := submit(t, a.d, "high", 5, `"QSHARE_SIM_DURATION":"20ms"`)
+	waitFor(t, a.d, high, status(qshare.JobSucceeded), "SUCCEEDED")
+	must(t, a.d.Terminate(ctx, low, "done"))
+	waitFor(t, a.d, low, status(qshare.JobFailed), "FAILED")
+	a.close()
+	must(t, evf.Close())
+
+	vs, sum, text := checkLog(t, filepath.Join(dir, "events.jsonl"))
+	for _, v := range vs {
+		t.Errorf("event log: %s", v)
+	}
+	if sum.Retries != 1 || sum.Preempts != 1 {
+		t.Errorf("summary %+v, want one retry and one preemption", sum)
+	}
+	var kinds []string
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		var e event.Event
+		rd := event.NewReader(strings.NewReader(l))
+		e, err := rd.Read()
+		must(t, err)
+		switch {
+		case e.Job == fj.ID && e.Event == event.Fail && e.Instances == 1:
+			kinds = append(kinds, "fail:"+e.Reason)
+		case e.Event == event.Preempt && e.For == "":
+			t.Errorf("a preempt for nobody: %s", l)
+		case e.Job == low && (e.Event == event.Stopping || e.Event == event.Preempt):
+			kinds = append(kinds, string(e.Event)+" for "+map[string]string{high: "high"}[e.For])
+		}
+	}
+	if len(kinds) != 4 || !strings.Contains(kinds[0], "code 3") || !strings.Contains(kinds[0], "retrying") ||
+		strings.Contains(kinds[1], "retrying") || kinds[2] != "stopping for high" || kinds[3] != "preempt for high" {
+		t.Errorf("lines of the retried job and of the victim: %q", kinds)
+	}
+}
+
+// TestEventLogBadLine: a line in the middle of the log that cannot be read
+// does not stop the server: it warns, naming the line, and appends after
+// it; the checker reports that line and checks the rest.
+func TestEventLogBadLine(t *testing.T) {
+	dir := t.TempDir()
+	a, evf := openWithEvents(t, dir, nil)
+	setup(t, a.d, 1, true)
+	first := submit(t, a.d, "first", 0, `"QSHARE_SIM_DURATION":"10ms"`)
+	waitFor(t, a.d, first, status(qshare.JobSucceeded), "SUCCEEDED")
+	a.close()
+	must(t, evf.Close())
+	path := filepath.Join(dir, "events.jsonl")
+	b, err := os.ReadFile(path)
+	must(t, err)
+	lines := strings.SplitAfter(string(b), "\n")
+	bad := append(append(append([]string{}, lines[:2]...), "{\"t\":1,\"jo\x00 garbage\n"), lines[2:]...)
+	must(t, os.WriteFile(path, []byte(strings.Join(bad, "")), 0o644))
+
+	var logs bytes.Buffer
+	b2, evf2 := openWithEvents(t, dir, slog.New(slog.NewTextHandler(&logs, nil)))
+	second := submit(t, b2.d, "second", 0, `"QSHARE_SIM_DURATION":"10ms"`)
+	waitFor(t, b2.d, second, status(qshare.JobSucceeded), "SUCCEEDED")
+	b2.close()
+	must(t, evf2.Close())
+	if !strings.Contains(logs.String(), "unreadable line") || !strings.Contains(logs.String(), "line=3") {
+		t.Errorf("no warning naming line 3:\n%s", logs.String())
+	}
+	vs, sum, _ := checkLog(t, path)
+	if len(vs) != 1 || vs[0].Rule != event.RuleLog || vs[0].Line != 3 || sum.Finishes != 2 {
+		t.Fatalf("want the one bad line 3, and both jobs finished: %v, %+v", vs, sum)
+	}
+}
