@@ -94,6 +94,9 @@ type environment struct {
 	// ready holds reserved jobs whose last victim has been released; they
 	// start at the next Schedule.
 	ready []*job
+	// resv lists reserved jobs in the order they were reserved (jobs no
+	// longer reserved are dropped lazily).
+	resv []*job
 }
 
 type queue struct {
@@ -189,11 +192,20 @@ type job struct {
 	// Reservation (state JobReserved): got is what it already holds, per
 	// entry of dem; waitFor counts victims not yet released; epoch tells
 	// this reservation from an earlier, cancelled one.
-	got     []int64
-	waitFor int
-	epoch   uint32
-	// startWhy is the reason of the DecisionStart of a reserved job.
+	got []int64
+	// kept is capacity its victims gave back that its share cannot hold
+	// yet (an in-share victim still holds its part of the limit): it is
+	// used in the environment, kept for this job, and moves into the share
+	// as room appears. resBorrow says the reservation may use the share's
+	// borrow cap, not only its own limit.
+	kept      []int64
+	resBorrow bool
+	waitFor   int
+	epoch     uint32
+	// startWhy is the reason of the DecisionStart of a reserved job, and
+	// earlyWhy the reason when it starts before its victims have stopped.
 	startWhy string
+	earlyWhy string
 	borrowed []amount
 
 	// Victim (state JobStopping after a preemption): who receives its
@@ -680,16 +692,17 @@ func (e *Engine) cancelReservation(j *job) {
 	env := s.q.env
 	for i, a := range j.dem {
 		s.used.add(a.t, -j.got[i])
-		env.used.add(a.t, -j.got[i])
+		env.used.add(a.t, -j.got[i]-j.kept[i])
 		s.pending.add(a.t, -(a.n - j.got[i]))
 	}
 	j.got = j.got[:0]
+	j.kept = j.kept[:0]
 	j.waitFor = 0
 	j.epoch++
 	s.reserved--
 	// It may sit in env.ready; startReady skips jobs no longer reserved.
 	j.state = 0
-	j.startWhy = ""
+	j.startWhy, j.earlyWhy = "", ""
 	j.borrowed = nil
 }
 
@@ -730,11 +743,8 @@ func (e *Engine) Release(id string, requeue bool) error {
 					if ra.t != a.t {
 						continue
 					}
-					give := min(a.n, ra.n-r.got[i])
-					if give > 0 {
-						r.got[i] += give
-						r.sh.used.add(a.t, give)
-						r.sh.pending.add(a.t, -give)
+					if give := min(a.n, ra.n-r.got[i]-r.kept[i]); give > 0 {
+						r.kept[i] += give
 						env.used.add(a.t, give)
 					}
 				}
@@ -742,6 +752,7 @@ func (e *Engine) Release(id string, requeue bool) error {
 		}
 		j.reserver = nil
 		if live {
+			r.settle()
 			r.waitFor--
 			if r.waitFor == 0 {
 				r.sh.q.env.ready = append(r.sh.q.env.ready, r)
@@ -777,6 +788,7 @@ func (e *Engine) Schedule(now time.Time) []Decision {
 			continue
 		}
 		e.startReady(env, t)
+		e.startEarly(env, t)
 		e.pass(env, t)
 	}
 	e.envsToRun = envs[:0]
@@ -797,8 +809,17 @@ func (e *Engine) startReady(env *environment, now int64) {
 		if j.state != JobReserved || j.waitFor != 0 {
 			continue
 		}
+		// Its victims are gone: what was kept for it joins its share even
+		// if the share's limit was lowered meanwhile (a lowered limit does
+		// not undo a decision; the share's jobs above it are reclaimable).
 		complete := true
 		for i, a := range j.dem {
+			if k := j.kept[i]; k > 0 {
+				j.kept[i] = 0
+				j.got[i] += k
+				j.sh.used.add(a.t, k)
+				j.sh.pending.add(a.t, -k)
+			}
 			if j.got[i] != a.n {
 				complete = false
 			}
@@ -810,22 +831,118 @@ func (e *Engine) startReady(env *environment, now int64) {
 			// requeue it rather than start it short.
 			for i, a := range j.dem {
 				s.used.add(a.t, -j.got[i])
-				env.used.add(a.t, -j.got[i])
+				env.used.add(a.t, -j.got[i]-j.kept[i])
 				s.pending.add(a.t, -(a.n - j.got[i]))
 			}
 			j.state = JobRunnable
 			j.got = j.got[:0]
+			j.kept = j.kept[:0]
 			s.runq.push(j)
 			e.stats.Runnable++
 			continue
 		}
 		j.got = j.got[:0]
+		j.kept = j.kept[:0]
 		e.hold(j, now)
 		e.emitStart(j, j.borrowed, j.startWhy)
 		j.startWhy = ""
 		j.borrowed = nil
 	}
 	e.readyBuf = ready[:0]
+}
+
+// startEarly starts reserved jobs that can take what they still wait for
+// from capacity freed in the meantime, without waiting for victims that
+// are still stopping; it keeps their share within its limit (its own, or
+// its borrow cap) counting what the victims still hold. The victims'
+// capacity then becomes free when they are released.
+func (e *Engine) startEarly(env *environment, now int64) {
+	k := 0
+	for _, j := range env.resv {
+		if j.state != JobReserved {
+			continue
+		}
+		if j.waitFor == 0 || !e.fitsNow(env, j) {
+			env.resv[k] = j
+			k++
+			continue
+		}
+		s := j.sh
+		for i, a := range j.dem {
+			if rest := a.n - j.got[i]; rest > 0 {
+				s.used.add(a.t, rest)
+				env.used.add(a.t, rest-j.kept[i])
+				s.pending.add(a.t, -rest)
+			}
+		}
+		j.got = j.got[:0]
+		j.kept = j.kept[:0]
+		j.waitFor = 0
+		j.epoch++ // the victims' capacity now goes back to the pool
+		s.reserved--
+		e.hold(j, now)
+		e.emitStart(j, j.borrowed, j.earlyWhy)
+		j.startWhy, j.earlyWhy, j.borrowed = "", "", nil
+	}
+	clear(env.resv[k:])
+	env.resv = env.resv[:k]
+}
+
+// fitsNow reports whether reserved job j can take what it still waits for
+// from usable capacity now.
+func (e *Engine) fitsNow(env *environment, j *job) bool {
+	s := j.sh
+	for i, a := range j.dem {
+		rest := a.n - j.got[i] // what its share must still take in
+		p := rest - j.kept[i]  // of which from the free pool
+		if rest == 0 {
+			continue
+		}
+		if s.used.at(a.t)+rest > j.resLimit(a.t) || p > e.usable(env, s, a.t) {
+			return false
+		}
+		// A RESERVE share's promised capacity is already off its idle
+		// capacity; taking it from the free pool instead must not leave
+		// less free than the RESERVE shares' idle capacity, counting what
+		// the share's own stopping jobs hold as its own.
+		if s.strategy == qshare.StrategyReserve &&
+			p > env.limit.at(a.t)-env.used.at(a.t)-e.protected(env, nil, a.t)+s.claimed.at(a.t) {
+			return false
+		}
+	}
+	return true
+}
+
+// resLimit is the most the reserved job's share may hold of type t while
+// the job waits: its own limit, or its borrow cap for a reservation that
+// borrows.
+func (j *job) resLimit(t int32) int64 {
+	s := j.sh
+	if j.resBorrow {
+		if m, unl := s.maxUseAt(t); !unl {
+			return m
+		}
+		return 1 << 62
+	}
+	return s.limit.at(t)
+}
+
+// settle moves capacity kept for a reserved job into its share as far as
+// the share's limit allows.
+func (j *job) settle() {
+	s := j.sh
+	for i, a := range j.dem {
+		if j.kept[i] == 0 {
+			continue
+		}
+		mv := min(j.kept[i], max(0, j.resLimit(a.t)-s.used.at(a.t)))
+		if mv > 0 {
+			j.kept[i] -= mv
+			j.got[i] += mv
+			s.used.add(a.t, mv)
+			s.pending.add(a.t, -mv)
+		}
+	}
 }
 
 func (e *Engine) emitStart(j *job, borrowed []amount, why string) {

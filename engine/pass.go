@@ -28,17 +28,41 @@ import (
 // usable is what share s may take of type t from the environment's free
 // capacity now: free capacity less the idle capacity of other RESERVE shares,
 // which nobody else may use.
+//
+// A RESERVE share's idle capacity is counted on what it will hold once its
+// stopping jobs are gone and its reservations complete (its future usage):
+// capacity that in-share victims hold goes to the job they were preempted
+// for, so it is not idle, and the rest is. When the shares own more than the
+// environment has (oversubscription), the deficit is taken off what is
+// protected: capacity owned twice on paper goes to whoever asks first.
 func (e *Engine) usable(env *environment, s *share, t int32) int64 {
 	u := env.limit.at(t) - env.used.at(t)
+	return max(u-e.protected(env, s, t), 0)
+}
+
+// protected is the idle capacity of type t that RESERVE shares other than s
+// keep for themselves, less the environment's oversubscription deficit.
+func (e *Engine) protected(env *environment, s *share, t int32) int64 {
+	var idle int64
 	for _, r := range env.reserves {
 		if r == s {
 			continue
 		}
-		if idle := r.limit.at(t) - r.committed(t); idle > 0 {
-			u -= idle
+		if i := r.limit.at(t) - r.future(t); i > 0 {
+			idle += i
 		}
 	}
-	return max(u, 0)
+	if idle == 0 {
+		return 0
+	}
+	var owned int64
+	for _, o := range env.shares {
+		owned += o.limit.at(t)
+	}
+	if deficit := owned - env.limit.at(t); deficit > 0 {
+		idle -= deficit
+	}
+	return max(idle, 0)
 }
 
 // misconfigured reports whether h can never fit: its demand exceeds the
@@ -189,6 +213,9 @@ func (e *Engine) pass(env *environment, now int64) {
 			break
 		}
 	}
+	// A reservation made in this pass can leave room for an earlier one (a
+	// RESERVE share's promised capacity is no longer idle): try them again.
+	e.startEarly(env, now)
 	for _, s := range env.shares {
 		h := s.head()
 		if h == nil {
@@ -413,7 +440,7 @@ func (e *Engine) tryReclaim(env *environment, s *share, h *job) bool {
 	if !e.selectReclaim(env, s, need) || len(e.chosen) == 0 {
 		return false
 	}
-	e.reserve(env, s, h, nil, e.chosen)
+	e.reserve(env, s, h, nil, e.chosen, false)
 	return true
 }
 
@@ -517,7 +544,7 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 	if mode == 0 { // cannot happen: the set fitted before fill-back ended
 		return false
 	}
-	e.reserve(env, s, h, in, e.chosen)
+	e.reserve(env, s, h, in, e.chosen, mode == 3)
 	e.inChosen = in[:0]
 	return true
 }
@@ -526,7 +553,7 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 // queue, takes at once the part of its demand its victims do not hold (the
 // fit computed by the caller guarantees that much is free to it), and
 // receives the rest from its victims as they are released.
-func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*job) {
+func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*job, borrow bool) {
 	removed := e.removed
 	if len(inShare) == 0 {
 		removed = nil
@@ -540,30 +567,35 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 			borrowed = append(borrowed, amount{a.t, b})
 		}
 	}
-	var why strings.Builder
-	why.WriteString("started on capacity released by preempted job")
+	var names strings.Builder
 	if len(inShare)+len(cross) > 1 {
-		why.WriteString("s")
+		names.WriteString("s")
 	}
 	sep := " "
 	for _, v := range inShare {
-		why.WriteString(sep + v.id)
+		names.WriteString(sep + v.id)
 		sep = ", "
 	}
 	for _, v := range cross {
-		why.WriteString(sep + v.id)
+		names.WriteString(sep + v.id)
 		sep = ", "
 	}
+	tail := ""
 	if len(borrowed) > 0 {
-		why.WriteString("; " + e.borrowText(env, s, borrowed, removed))
+		tail = "; " + e.borrowText(env, s, borrowed, removed)
 	}
-	h.startWhy = why.String()
+	h.startWhy = "started on capacity released by preempted job" + names.String() + tail
+	h.earlyWhy = "started on capacity freed while its preempted job" + names.String() + " stopped" + tail
 	h.borrowed = borrowed
 
 	if cap(h.got) < len(h.dem) {
 		h.got = make([]int64, len(h.dem))
+		h.kept = make([]int64, len(h.dem))
 	}
 	h.got = h.got[:len(h.dem)]
+	h.kept = h.kept[:len(h.dem)]
+	clear(h.kept)
+	h.resBorrow = borrow
 	// It takes at once only what its victims will not give back, so that
 	// its share stays within its limits while the victims still hold.
 	for i, a := range h.dem {
@@ -582,6 +614,7 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	}
 	s.runq.popHead()
 	e.stats.Runnable--
+	env.resv = append(env.resv, h)
 	h.state = JobReserved
 	h.epoch++
 	h.waitFor = len(inShare) + len(cross)

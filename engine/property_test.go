@@ -207,8 +207,12 @@ func (p *propRun) step(rt *rapid.T, i int) {
 	for s := range m.shares {
 		before[s] = make([]int64, p.T)
 		for t := 0; t < p.T; t++ {
-			before[s][t] = m.used(s, t)
+			before[s][t] = m.footprint(s, t)
 		}
+	}
+	envBefore := make([]int64, p.T)
+	for t := 0; t < p.T; t++ {
+		envBefore[t] = m.envUsed(t)
 	}
 	got := p.e.Schedule(now)
 	want := m.schedule(now.UnixNano())
@@ -230,6 +234,9 @@ func (p *propRun) step(rt *rapid.T, i int) {
 	}
 	for _, d := range got {
 		switch d.Kind {
+		case DecisionStart:
+			// Started (perhaps before its victims stopped): its promise is kept.
+			delete(p.victimsOf, d.Job)
 		case DecisionPreempt:
 			if d.Final {
 				p.final[d.Job] = true
@@ -268,7 +275,7 @@ func (p *propRun) step(rt *rapid.T, i int) {
 		}
 	}
 	p.checkAccounting(rt, i)
-	p.checkGuarantees(rt, i, before)
+	p.checkGuarantees(rt, i, before, envBefore)
 }
 
 func (p *propRun) shareIndex(name string) int {
@@ -327,7 +334,7 @@ func (p *propRun) checkAccounting(rt *rapid.T, i int) {
 
 // checkGuarantees checks rule 9 on the reference state, which the
 // accounting check has just shown equal to the engine's.
-func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64) {
+func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64, envBefore []int64) {
 	m := p.m
 	fail := func(f string, args ...any) {
 		rt.Fatalf("step %d: %s\n%s", i, fmt.Sprintf(f, args...), strings.Join(p.log, "\n"))
@@ -337,10 +344,7 @@ func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64) {
 		// lowered below usage: then no pass may add to it until it is back
 		// under the limit.
 		u := m.envUsed(t)
-		var was int64
-		for s := range m.shares {
-			was += before[s][t]
-		}
+		was := envBefore[t]
 		if was <= m.env[t] {
 			p.envOver[t] = false // back under the limit before this pass
 		}
@@ -373,10 +377,17 @@ func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64) {
 		// Nobody uses a RESERVE share's capacity: when a non-RESERVE share
 		// took more of a type in this pass, the RESERVE shares' idle
 		// capacity of that type is still free.
+		// What a RESERVE share's own stopping jobs hold is its own, not
+		// someone else's use of its capacity.
 		free := m.env[t] - m.envUsed(t)
-		ri := m.reserveIdle(t, -1)
 		for s, sh := range m.shares {
-			if m.used(s, t) > before[s][t] && sh.strategy != "RESERVE" && free < ri {
+			if sh.strategy == "RESERVE" {
+				free += m.stoppingHeld(s, t)
+			}
+		}
+		ri := m.protected(t, -1)
+		for s, sh := range m.shares {
+			if m.footprint(s, t) > before[s][t] && sh.strategy != "RESERVE" && free < ri {
 				fail("share %s took capacity while the environment's free %s (%d) is less than the RESERVE shares' idle capacity (%d)", sh.name, typeName(t), free, ri)
 			}
 		}
@@ -391,6 +402,19 @@ func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64) {
 		}
 		if m.ownFit(s, h, zero) && m.freeFit(s, h, zero) {
 			fail("head %s of share %s fits its own limit and free capacity but waits", h.id, m.shares[s].name)
+		}
+		// The same with the environment's raw free capacity: a head that
+		// fits its own limit never waits while the environment has room
+		// for it, unless that room is another RESERVE share's idle
+		// capacity, or an environment limit was lowered.
+		rawFits := m.ownFit(s, h, zero)
+		for t := 0; t < p.T; t++ {
+			if h.dem[t] > 0 && (h.dem[t] > m.env[t]-m.envUsed(t) || m.protected(t, s) > 0 || p.envOver[t]) {
+				rawFits = false
+			}
+		}
+		if rawFits {
+			fail("head %s of share %s fits its own limit and the environment has room for it, but waits", h.id, m.shares[s].name)
 		}
 	}
 	// Every head that waits has a reason, and a misconfigured one says so.

@@ -17,6 +17,8 @@ type refModel struct {
 	seq    uint64
 	out    []Decision
 	ready  []string // reserved jobs whose last victim was released, in order
+	// resOrder lists reserved jobs in the order they were reserved.
+	resOrder []string
 }
 
 type refShare struct {
@@ -39,6 +41,8 @@ type refJob struct {
 	started     int64
 	startSeq    uint64
 	got         []int64
+	kept        []int64 // reserved: given back by victims, not yet in the share
+	resBorrow   bool
 	victims     map[string]bool // reserved: victims not yet released
 	reserver    string          // victim: the job it was preempted for
 	borrowed    []int64
@@ -96,19 +100,59 @@ func (m *refModel) future(s, t int) int64 {
 	return n
 }
 
+// footprint is what share s takes of the environment: what it holds and
+// what is kept for its reserved jobs.
+func (m *refModel) footprint(s, t int) int64 {
+	n := m.used(s, t)
+	for _, j := range m.jobs {
+		if j.sh == s && j.state == JobReserved {
+			n += j.kept[t]
+		}
+	}
+	return n
+}
+
+// stoppingHeld is what share s's stopping jobs hold of type t.
+func (m *refModel) stoppingHeld(s, t int) int64 {
+	var n int64
+	for _, j := range m.jobs {
+		if j.sh == s && j.state == JobStopping {
+			n += j.dem[t]
+		}
+	}
+	return n
+}
+
 func (m *refModel) envUsed(t int) int64 {
 	var n int64
 	for s := range m.shares {
 		n += m.used(s, t)
 	}
+	for _, j := range m.jobs {
+		if j.state == JobReserved {
+			n += j.kept[t]
+		}
+	}
 	return n
 }
 
+func (m *refModel) resLimit(j *refJob, t int) int64 {
+	if j.resBorrow {
+		if mx, unl := m.maxUse(j.sh, t); !unl {
+			return mx
+		}
+		return 1 << 62
+	}
+	return m.shares[j.sh].limit[t]
+}
+
+// reserveIdle is the idle capacity of RESERVE shares other than except,
+// counted on their future usage.
 func (m *refModel) reserveIdle(t int, except int) int64 {
 	var n int64
 	for s, sh := range m.shares {
 		if s != except && sh.strategy == "RESERVE" {
-			if idle := sh.limit[t] - m.committed(s, t); idle > 0 {
+			if idle := sh.limit[t] - m.future(s, t); idle > 0 {
 				n += idle
 			}
 		}
@@ -116,8 +160,17 @@ func (m *refModel) reserveIdle(t int, except int) int64 {
 	return n
 }
 
+// protected is reserveIdle less the oversubscription deficit.
+func (m *refModel) protected(t int, except int) int64 {
+	var owned int64
+	for _, sh := range m.shares {
+		owned += sh.limit[t]
+	}
+	return max(0, m.reserveIdle(t, except)-max(0, owned-m.env[t]))
+}
+
 func (m *refModel) usable(s, t int) int64 {
-	return max(0, m.env[t]-m.envUsed(t)-m.reserveIdle(t, s))
+	return max(0, m.env[t]-m.envUsed(t)-m.protected(t, s))
 }
 
 func (m *refModel) head(s int) *refJob {
@@ -321,10 +374,12 @@ func (m *refModel) hold(h *refJob, now int64) {
 	m.seq++
 	h.startSeq = m.seq
 	h.got = nil
+	h.kept = nil
 	h.victims = nil
 }
 
-func (m *refModel) reserve(s int, h *refJob, inShare, cross []*refJob, removed []int64) {
+func (m *refModel) reserve(s int, h *refJob, inShare, cross []*refJob, removed []int64, borrow bool) {
+	h.resBorrow = borrow
 	h.borrowed = make([]int64, m.T)
 	for t := 0; t < m.T; t++ {
 		c, l := m.committed(s, t)-removed[t], m.shares[s].limit[t]
@@ -339,7 +394,9 @@ func (m *refModel) reserve(s int, h *refJob, inShare, cross []*refJob, removed [
 		got[t] = max(0, h.dem[t]-supply)
 	}
 	h.got = got
+	h.kept = make([]int64, m.T)
 	h.state = JobReserved
+	m.resOrder = append(m.resOrder, h.id)
 	h.victims = map[string]bool{}
 	for _, v := range inShare {
 		m.preempt(v, h, false)
@@ -367,8 +424,14 @@ func (m *refModel) release(id string, requeue bool) {
 	switch j.state {
 	case JobHolding, JobStopping:
 		if r := m.jobs[j.reserver]; j.reserver != "" && r != nil && r.state == JobReserved && r.victims[j.id] {
+			j.state = 0 // released: it holds nothing any more
 			for t := 0; t < m.T; t++ {
-				r.got[t] += min(j.dem[t], r.dem[t]-r.got[t])
+				r.kept[t] += min(j.dem[t], r.dem[t]-r.got[t]-r.kept[t])
+			}
+			for t := 0; t < m.T; t++ {
+				mv := min(r.kept[t], max(0, m.resLimit(r, t)-m.used(r.sh, t)))
+				r.kept[t] -= mv
+				r.got[t] += mv
 			}
 			delete(r.victims, j.id)
 			if len(r.victims) == 0 {
@@ -392,6 +455,7 @@ func (m *refModel) release(id string, requeue bool) {
 
 func (m *refModel) cancel(j *refJob) {
 	j.got = nil
+	j.kept = nil
 	j.victims = nil
 	j.state = JobRunnable
 }
@@ -426,6 +490,7 @@ func (m *refModel) schedule(now int64) []Decision {
 		}
 		m.out = append(m.out, Decision{Kind: DecisionStart, Job: j.id, Share: m.shares[j.sh].name, Borrowed: b.capacity()})
 	}
+	m.startEarly(now)
 	for {
 		progress := false
 		blocked := make([]int64, m.T)
@@ -465,7 +530,7 @@ func (m *refModel) schedule(now int64) []Decision {
 					}
 				}
 				if v, ok := m.reclaim(s, need); ok && len(v) > 0 {
-					m.reserve(s, h, nil, v, zero)
+					m.reserve(s, h, nil, v, zero, false)
 					progress = true
 					continue
 				}
@@ -549,15 +614,55 @@ func (m *refModel) schedule(now int64) []Decision {
 				}
 			}
 			mode, cross := m.fitAfter(s, h, removed, blocked)
-			_ = mode
-			m.reserve(s, h, in, cross, removed)
+			m.reserve(s, h, in, cross, removed, mode == 3)
 			progress = true
 		}
 		if !progress {
 			break
 		}
 	}
+	m.startEarly(now)
 	return m.out
+}
+
+func (m *refModel) startEarly(now int64) {
+	// Reserved jobs that can take what they still wait for from usable
+	// capacity start now, in the order they were reserved, within their
+	// share's limit (own, or borrow cap) counting what victims still hold.
+	var keep []string
+	for _, id := range m.resOrder {
+		j := m.jobs[id]
+		if j == nil || j.state != JobReserved {
+			continue
+		}
+		fits := true
+		for t := 0; t < m.T; t++ {
+			p := j.dem[t] - j.got[t]
+			if p == 0 {
+				continue
+			}
+			lim := m.resLimit(j, t)
+			if m.used(j.sh, t)+p > lim || p-j.kept[t] > m.usable(j.sh, t) {
+				fits = false
+			}
+			if m.shares[j.sh].strategy == "RESERVE" && p-j.kept[t] > m.env[t]-m.envUsed(t)-m.protected(t, -1)+m.stoppingHeld(j.sh, t) {
+				fits = false
+			}
+		}
+		if !fits {
+			keep = append(keep, id)
+			continue
+		}
+		m.hold(j, now)
+		var b qshareCap
+		for t, x := range j.borrowed {
+			if x > 0 {
+				b.add(t, x)
+			}
+		}
+		m.out = append(m.out, Decision{Kind: DecisionStart, Job: j.id, Share: m.shares[j.sh].name, Borrowed: b.capacity()})
+	}
+	m.resOrder = keep
 }
 
 // readyOrder lists reserved jobs without outstanding victims, in the order

@@ -34,11 +34,11 @@ const (
 // reserveHolder names a RESERVE share other than s whose idle capacity of
 // type t is part of the environment's free capacity.
 func (e *Engine) reserveHolder(env *environment, s *share, t int32) *share {
-	if env.limit.at(t)-env.used.at(t) <= 0 {
+	if env.limit.at(t)-env.used.at(t) <= 0 || e.protected(env, s, t) == 0 {
 		return nil
 	}
 	for _, r := range env.reserves {
-		if r != s && r.limit.at(t)-r.committed(t) > 0 {
+		if r != s && r.limit.at(t)-r.future(t) > 0 {
 			return r
 		}
 	}
