@@ -68,11 +68,10 @@ func TestShouldRetry(t *testing.T) {
 }
 
 func TestARNs(t *testing.T) {
-	d, err := New(Config{Store: nopStore{}, Executor: nil})
-	if err == nil {
+	if _, err := New(Config{Store: nopStore{}, Executor: nil}); err == nil {
 		t.Fatal("New without an executor succeeded")
 	}
-	d = &Daemon{cfg: Config{Region: "eu-west-1", AccountID: "123456789012"}}
+	d := &Daemon{cfg: Config{Region: "eu-west-1", AccountID: "123456789012"}}
 	for arn, want := range map[string]parsedARN{
 		"arn:aws:batch:eu-west-1:123456789012:job-queue/q":                 {kind: kindQueue, name: "q"},
 		"arn:aws:batch:eu-west-1:123456789012:job-queue/q/quota-share/QS1": {kind: kindShare, queue: "q", name: "QS1"},

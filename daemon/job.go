@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -578,9 +577,4 @@ func PreemptedAttempts(j *qshare.Job, n int) []qshare.Attempt {
 		}
 	}
 	return out
-}
-
-// String renders a job briefly for logs.
-func jobString(j *qshare.Job) string {
-	return fmt.Sprintf("%s(%s %s/%s p%d %s)", j.ID, j.Name, j.JobQueue, j.QuotaShare, j.Priority, j.Status)
 }

@@ -3,7 +3,6 @@ package process
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -275,13 +274,4 @@ func validateEnvironment(req *trainingjob.Request) error {
 		}
 	}
 	return nil
-}
-
-// describeGPUs renders GPU UUIDs for messages.
-func describeGPUs(gs []gpu.GPU) string {
-	var parts []string
-	for _, g := range gs {
-		parts = append(parts, fmt.Sprintf("%d:%s", g.Index, g.UUID))
-	}
-	return strings.Join(parts, ",")
 }
