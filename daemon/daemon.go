@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"qshare"
@@ -109,6 +110,10 @@ type Daemon struct {
 	// orders its appends.
 	evlog *eventLog
 	evMu  sync.Mutex
+
+	// storeDown holds the error of the loop's last commit while it fails
+	// (nil once one succeeds): commands are then refused at once.
+	storeDown atomic.Pointer[error]
 }
 
 // New returns a daemon over the given store and executor. It does not touch

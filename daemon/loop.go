@@ -44,6 +44,7 @@ type op struct {
 	err     error
 	fn      func(*cycle) error
 	reply   chan error
+	client  bool // opCommand: a client's request (command), refused while the store cannot write
 }
 
 type phase int
@@ -94,8 +95,11 @@ func (d *Daemon) command(ctx context.Context, fn func(*cycle) error) error {
 	if !d.started {
 		return qshare.Errorf(qshare.EINTERNAL, "the server is starting; retry the request")
 	}
+	if errp := d.storeDown.Load(); errp != nil {
+		return errStoreDown(*errp, false)
+	}
 	reply := make(chan error, 1)
-	d.post(op{kind: opCommand, fn: fn, reply: reply})
+	d.post(op{kind: opCommand, fn: fn, reply: reply, client: true})
 	select {
 	case err := <-reply:
 		return err
@@ -119,6 +123,38 @@ func (d *Daemon) loop(ctx context.Context) {
 		case <-t.C:
 		}
 		d.runCycle(ctx)
+	}
+}
+
+// errStoreDown is the ServerException of a command while the loop's commit
+// fails: applied says whether the command is part of the commit being
+// retried (it then takes effect once the store writes again).
+func errStoreDown(err error, applied bool) error {
+	if applied {
+		return qshare.Errorf(qshare.EINTERNAL, "the store cannot write (%v): the change is kept and retried, so it may still take effect; check before retrying", err)
+	}
+	return qshare.Errorf(qshare.EINTERNAL, "the store cannot write (%v): the change was not applied; retry when the store writes again", err)
+}
+
+// refuseCommands answers the clients' commands waiting in the inbox with
+// a ServerException, without applying them: the loop is retrying a commit
+// that the store refuses.
+func (d *Daemon) refuseCommands(err error) {
+	d.mu.Lock()
+	keep := d.inbox[:0]
+	var refused []op
+	for _, o := range d.inbox {
+		if o.kind == opCommand && o.client {
+			refused = append(refused, o)
+			continue
+		}
+		keep = append(keep, o)
+	}
+	clear(d.inbox[len(keep):])
+	d.inbox = keep
+	d.mu.Unlock()
+	for _, o := range refused {
+		o.reply <- errStoreDown(err, false)
 	}
 }
 
@@ -698,10 +734,23 @@ func (c *cycle) finish() {
 		for {
 			err := d.st.Commit(c.ctx, ch)
 			if err == nil {
+				d.storeDown.Store(nil)
 				break
 			}
 			if c.ctx.Err() == nil {
 				d.log.Error("store commit failed in the control loop; retrying", "jobs", len(ch.PutJobs), "err", err)
+				// Clients are not kept waiting for the store: this cycle's
+				// commands are answered now (their changes are retried with
+				// the rest), and commands that come meanwhile are refused.
+				d.storeDown.Store(&err)
+				for _, r := range c.replies {
+					if r.err == nil {
+						r.err = errStoreDown(err, true)
+					}
+					r.ch <- r.err
+				}
+				c.replies = nil
+				d.refuseCommands(err)
 			}
 			select {
 			case <-c.ctx.Done():

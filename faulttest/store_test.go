@@ -130,14 +130,20 @@ func TestStoreCannotWrite(t *testing.T) {
 		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(5)}}})
 	serverException("UpdateServiceEnvironment", err)
 
-	// A change that goes through the control loop waits for the loop's
-	// commit, which is retried; the client gives up first.
-	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	// A change that goes through the control loop is answered as soon as
+	// the loop's commit fails, not when the client gives up (the client
+	// here would wait a minute): a ServerException, while the change is
+	// kept in the commit the loop retries.
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	_, err = c.UpdateServiceJob(pctx, &batch.UpdateServiceJobInput{JobId: waiting.JobId, SchedulingPriority: aws.Int32(7)})
-	cancel()
-	if err == nil {
-		t.Fatal("UpdateServiceJob succeeded while the store cannot write")
-	}
+	serverException("UpdateServiceJob", err)
+	// While the loop retries, further changes are refused at once, and
+	// never applied.
+	_, err = c.UpdateServiceJob(pctx, &batch.UpdateServiceJobInput{JobId: waiting.JobId, SchedulingPriority: aws.Int32(9)})
+	serverException("UpdateServiceJob during the retry", err)
+	_, err = c.TerminateServiceJob(pctx, &batch.TerminateServiceJobInput{JobId: waiting.JobId, Reason: aws.String("not now")})
+	serverException("TerminateServiceJob", err)
 
 	// Nothing half-applied: reads show the state before the outage.
 	shares, err := c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("q")})
