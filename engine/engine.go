@@ -90,7 +90,9 @@ type environment struct {
 	// queue then name; reserves is its RESERVE subset.
 	shares   []*share
 	reserves []*share
-	dirty    bool
+	// owned is the sum of the shares' own limits, per type.
+	owned vec
+	dirty bool
 	// ready holds reserved jobs whose last victim has been released; they
 	// start at the next Schedule.
 	ready []*job
@@ -371,7 +373,11 @@ func (e *Engine) reindex(env *environment) {
 		}
 		return a.name < b.name
 	})
+	env.owned = env.owned[:0]
 	for i, s := range env.shares {
+		for t, l := range s.limit {
+			env.owned.add(int32(t), l)
+		}
 		s.si = int32(i)
 		if s.strategy == qshare.StrategyReserve {
 			env.reserves = append(env.reserves, s)

@@ -55,11 +55,7 @@ func (e *Engine) protected(env *environment, s *share, t int32) int64 {
 	if idle == 0 {
 		return 0
 	}
-	var owned int64
-	for _, o := range env.shares {
-		owned += o.limit.at(t)
-	}
-	if deficit := owned - env.limit.at(t); deficit > 0 {
+	if deficit := env.owned.at(t) - env.limit.at(t); deficit > 0 {
 		idle -= deficit
 	}
 	return max(idle, 0)
