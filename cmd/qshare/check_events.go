@@ -44,8 +44,17 @@ involved:
   reclaim-victim         a cross-share victim from a share within its own capacity
   preempted-for-nothing  a job preempted for another that then never started
   double-hold            a job holding capacity twice at once
-  log                    an inconsistent log (time going back, a job giving
-                         back what it does not hold, an unknown share)
+  log                    an inconsistent log (a line that cannot be read,
+                         time going back, a job giving back what it does
+                         not hold, an unknown share or queue)
+
+A preemption is judged when it was decided: at its "stopping" line when the
+log has one (a server's, or a simulation with a grace period), else at its
+"preempt" line. A "fail" followed by a "start" of the same job is an
+attempt that failed and was retried (or was lost and requeued). Jobs of a
+queue without quota shares (an empty "share") are checked against the
+environment's capacity only. A line that cannot be read is reported with
+its line number, and the lines after it are still checked.
 
 It exits with status 1 when it finds a violation. The configuration is the
 file that "qshare apply" takes (--config), or, without --config, what the
@@ -106,8 +115,8 @@ a log that spans configuration changes is checked against one of them.`,
 				if sum.Violations > len(vs) {
 					fmt.Fprintf(w, "... and %d more\n", sum.Violations-len(vs))
 				}
-				_, err := fmt.Fprintf(w, "%d lines, %d jobs, %d starts, %d preemptions, %d finishes, %d failures: %d violations\n",
-					sum.Lines, sum.Jobs, sum.Starts, sum.Preempts, sum.Finishes, sum.Fails, sum.Violations)
+				_, err := fmt.Fprintf(w, "%d lines, %d jobs, %d starts (%d retries), %d preemptions, %d finishes, %d failures: %d violations\n",
+					sum.Lines, sum.Jobs, sum.Starts, sum.Retries, sum.Preempts, sum.Finishes, sum.Fails, sum.Violations)
 				return err
 			})
 			if err != nil {

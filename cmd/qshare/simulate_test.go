@@ -68,6 +68,17 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 		t.Errorf("json output: %v\n%s", err, out)
 	}
 
+	// A line in the middle that cannot be read is a finding with its line
+	// number; the lines after it are still checked (and here break a rule).
+	lines := strings.SplitAfter(string(data), "\n")
+	garbled := strings.Join(lines[:3], "") + "{\"t\":1,\"job\n" + strings.Join(lines[3:], "")
+	os.WriteFile(bad, []byte(garbled), 0o644)
+	out, errOut, err = run("check-events", bad, "--config", "examples/three-shares.yaml")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "(line 4) [log] line 4 cannot be read") ||
+		!strings.Contains(out, "qs3_big starts") {
+		t.Fatalf("check-events on a log with an unreadable line: %v, want exit status 1, line 4 and qs3_big reported\n%s%s", err, out, errOut)
+	}
+
 	// The configuration a server holds, instead of the file.
 	srv := startProcess(t, bin, t.TempDir())
 	if out, errOut, err := run("apply", "-f", "examples/three-shares.yaml", "--endpoint", srv.addr); err != nil {
