@@ -294,7 +294,10 @@ func (h *Handler) operations() map[string]operation {
 			}
 			s := daemon.SubmitInput{Name: in.JobName, Queue: in.JobQueue, QuotaShare: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier,
 				ServiceJobType: in.ServiceJobType, Payload: in.ServiceRequestPayload, Priority: i64(in.SchedulingPriority), RetryStrategy: rs,
-				Tags: in.Tags, ClientToken: in.ClientToken, RequestHash: requestHash(*in)}
+				Tags: in.Tags, ClientToken: in.ClientToken}
+			if in.ClientToken != "" { // the hash only tells replays of a token apart
+				s.RequestHash = requestHash(*in)
+			}
 			if in.PreemptionConfiguration != nil {
 				s.PreemptionRetries = i64(in.PreemptionConfiguration.PreemptionRetriesBeforeTermination)
 			}
