@@ -37,7 +37,7 @@ func procStat(pid int) (start uint64, state byte, err error) {
 	}
 	start, err = strconv.ParseUint(f[19], 10, 64)
 	if err != nil {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: starttime: %v", pid, err)
+		return 0, 0, fmt.Errorf("/proc/%d/stat: starttime: %w", pid, err)
 	}
 	return start, f[0][0], nil
 }

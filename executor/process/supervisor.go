@@ -564,7 +564,7 @@ func lookPath(cmd []string, env []string, dir string) (string, error) {
 			p = filepath.Join(dir, p)
 		}
 		if err := check(p); err != nil {
-			return "", fmt.Errorf("cannot run %q: %v", name, err)
+			return "", fmt.Errorf("cannot run %q: %w", name, err)
 		}
 		return p, nil
 	}
