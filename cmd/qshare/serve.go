@@ -155,69 +155,36 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 			return s, fmt.Errorf("config file %s: %w (keys: %s)", path, err, serveConfigKeys)
 		}
 	}
-	env := func(key string, set func(string) error) error {
-		if v, ok := os.LookupEnv(key); ok {
-			if err := set(v); err != nil {
-				return fmt.Errorf("environment variable %s=%q: %w", key, v, err)
-			}
-		}
-		return nil
-	}
-	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
-	for _, e := range []struct {
-		key string
-		set func(string) error
-	}{
-		{"QSHARE_ADDR", str(&s.Addr)}, {"QSHARE_DATA_DIR", str(&s.DataDir)}, {"QSHARE_EXECUTOR", str(&s.Executor)},
-		{"QSHARE_REGION", str(&s.Region)}, {"QSHARE_ACCOUNT_ID", str(&s.AccountID)}, {"QSHARE_LOG_LEVEL", str(&s.LogLevel)},
-		{"QSHARE_STOP_GRACE", str(&s.StopGrace)}, {"QSHARE_EVENTS", str(&s.Events)}, {"QSHARE_GPUS", str(&s.GPUs)}, {"QSHARE_INSTANCE_TYPES", str(&s.InstanceTypes)},
-		{"QSHARE_MAX_QUOTA_SHARES_PER_QUEUE", func(v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return errors.New("give a whole number")
-			}
-			s.MaxSharesPerQueue = n
-			return nil
-		}},
-	} {
-		if err := env(e.key, e.set); err != nil {
-			return s, err
-		}
-	}
+	// Each string setting: its environment variable, then its flag if given.
 	f := cmd.Flags()
-	fs := serveFlags.s
-	if f.Changed("addr") {
-		s.Addr = fs.Addr
+	fs := &serveFlags.s
+	for _, e := range []struct {
+		flag, env  string
+		dst, given *string
+	}{
+		{"addr", "QSHARE_ADDR", &s.Addr, &fs.Addr}, {"data-dir", "QSHARE_DATA_DIR", &s.DataDir, &fs.DataDir},
+		{"executor", "QSHARE_EXECUTOR", &s.Executor, &fs.Executor}, {"region", "QSHARE_REGION", &s.Region, &fs.Region},
+		{"account-id", "QSHARE_ACCOUNT_ID", &s.AccountID, &fs.AccountID}, {"log-level", "QSHARE_LOG_LEVEL", &s.LogLevel, &fs.LogLevel},
+		{"stop-grace", "QSHARE_STOP_GRACE", &s.StopGrace, &fs.StopGrace}, {"events", "QSHARE_EVENTS", &s.Events, &fs.Events},
+		{"gpus", "QSHARE_GPUS", &s.GPUs, &fs.GPUs}, {"instance-types", "QSHARE_INSTANCE_TYPES", &s.InstanceTypes, &fs.InstanceTypes},
+	} {
+		if v, ok := os.LookupEnv(e.env); ok {
+			*e.dst = v
+		}
+		if f.Changed(e.flag) {
+			*e.dst = *e.given
+		}
 	}
-	if f.Changed("data-dir") {
-		s.DataDir = fs.DataDir
-	}
-	if f.Changed("executor") {
-		s.Executor = fs.Executor
-	}
-	if f.Changed("region") {
-		s.Region = fs.Region
-	}
-	if f.Changed("account-id") {
-		s.AccountID = fs.AccountID
+	const maxSharesEnv = "QSHARE_MAX_QUOTA_SHARES_PER_QUEUE"
+	if v, ok := os.LookupEnv(maxSharesEnv); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return s, fmt.Errorf("environment variable %s=%q: give a whole number", maxSharesEnv, v)
+		}
+		s.MaxSharesPerQueue = n
 	}
 	if f.Changed("max-quota-shares-per-queue") {
 		s.MaxSharesPerQueue = fs.MaxSharesPerQueue
-	}
-	if f.Changed("log-level") {
-		s.LogLevel = fs.LogLevel
-	}
-	if f.Changed("stop-grace") {
-		s.StopGrace = fs.StopGrace
-	}
-	if f.Changed("gpus") {
-		s.GPUs = fs.GPUs
-	}
-	if f.Changed("instance-types") {
-		s.InstanceTypes = fs.InstanceTypes
-	}
-	if f.Changed("events") {
-		s.Events = fs.Events
 	}
 	return s, nil
 }
