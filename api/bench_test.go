@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -47,45 +48,14 @@ func BenchmarkSubmitServiceJob(b *testing.B) {
 	s.c = c
 	s.setup2("q", 8)
 	p := payload(g5, 1, time.Hour, 0)
-	var next atomic.Int64
-	lat := make([][]time.Duration, clients)
-	b.ResetTimer()
-	cpu0 := processCPU()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for w := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				t0 := time.Now()
-				_, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"),
-					QuotaShareName: aws.String("A"), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(p)})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				lat[w] = append(lat[w], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	cpu := processCPU() - cpu0
-	b.StopTimer()
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	b.ReportMetric(float64(b.N)/el.Seconds(), "submits/s")
-	// CPU per submit of the whole process (server and clients): unlike
-	// submits/s, it hardly depends on what else the machine is doing.
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/submit")
+	el := submitConcurrently(b, clients, func() error {
+		_, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"),
+			QuotaShareName: aws.String("A"), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(p)})
+		return err
+	})
 	st := s.db.Stats()
 	b.ReportMetric(float64(st.Commits)/float64(max(1, st.Batches)), "commits/batch")
 	b.ReportMetric(el.Seconds()*1000/float64(max(1, st.Batches)), "ms/batch")
-	b.ReportMetric(float64(percentile(all, 0.50).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(percentile(all, 0.99).Microseconds())/1000, "p99-ms")
 }
 
 // BenchmarkSubmitServiceJobRawHTTP is BenchmarkSubmitServiceJob with 64
@@ -102,27 +72,40 @@ func BenchmarkSubmitServiceJobRawHTTP(b *testing.B) {
 	hc := &http.Client{Transport: tr}
 	body, _ := json.Marshal(map[string]any{"jobName": "j", "jobQueue": "q", "quotaShareName": "A",
 		"serviceJobType": "SAGEMAKER_TRAINING", "serviceRequestPayload": payload(g5, 1, time.Hour, 0)})
+	submitConcurrently(b, clients, func() error {
+		resp, err := hc.Post(s.url+"/v1/submitservicejob", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// submitConcurrently times b.N calls of submit, shared out among n
+// goroutines, and reports submits/s, CPU per submit and p50/p99 latency. It
+// returns the wall time of the calls. The CPU is the whole process's
+// (server and clients): unlike submits/s, it hardly depends on what else
+// the machine is doing.
+func submitConcurrently(b *testing.B, n int, submit func() error) time.Duration {
 	var next atomic.Int64
-	lat := make([][]time.Duration, clients)
+	lat := make([][]time.Duration, n)
 	b.ResetTimer()
 	cpu0 := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for w := range clients {
+	for w := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(b.N) {
 				t0 := time.Now()
-				resp, err := hc.Post(s.url+"/v1/submitservicejob", "application/json", bytes.NewReader(body))
-				if err != nil {
+				if err := submit(); err != nil {
 					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Errorf("status %d", resp.StatusCode)
 					return
 				}
 				lat[w] = append(lat[w], time.Since(t0))
@@ -138,11 +121,15 @@ func BenchmarkSubmitServiceJobRawHTTP(b *testing.B) {
 		all = append(all, l...)
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "submits/s")
-	// CPU per submit of the whole process (server and clients): unlike
-	// submits/s, it hardly depends on what else the machine is doing.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/submit")
-	b.ReportMetric(float64(percentile(all, 0.50).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(percentile(all, 0.99).Microseconds())/1000, "p99-ms")
+	reportLatency(b, all)
+	return el
+}
+
+// reportLatency reports the median and the 99th percentile of lat in ms.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	b.ReportMetric(float64(percentile(lat, 0.50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
 }
 
 // BenchmarkSubmitToScheduled measures, with capacity free, the time from
@@ -175,8 +162,7 @@ func BenchmarkSubmitToScheduled(b *testing.B) {
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(percentile(lat, 0.50).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+	reportLatency(b, lat)
 }
 
 // setup2 is setup for benchmarks: one share A owning the whole environment.
