@@ -809,7 +809,7 @@ func (d *Daemon) waitAttempt(ctx context.Context, job, attempt string) {
 			exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Reason: "waiting for the attempt failed: " + err.Error(), At: d.now()}})
 		return
 	}
-	d.post(op{kind: opExited, id: job, attempt: attempt, exit: exit})
+	d.post(op{kind: opExited, id: job, attempt: attempt, lost: exit.Lost, exit: exit})
 }
 
 // spec describes a job to the engine.

@@ -55,7 +55,11 @@ type Exit struct {
 	Reason string
 	// Stopped is true when the attempt ended after a Stop.
 	Stopped bool
-	At      time.Time
+	// Lost is true when the executor saw the attempt end but could not learn
+	// how (its supervisor died before recording the exit): the daemon then
+	// requeues the job, as it does for an attempt that Recover finds Lost.
+	Lost bool
+	At   time.Time
 }
 
 // Succeeded reports whether the attempt exited with code 0 on its own.

@@ -750,6 +750,7 @@ func (e *Executor) finish(a *attempt) {
 		exit.ExitCode, exit.Signal, exit.Reason, exit.Stopped, exit.At = x.ExitCode, x.Signal, x.Reason, x.Stopped, x.At
 	} else {
 		exit.ExitCode = -1
+		exit.Lost = true
 		exit.Reason = "Lost: the attempt's supervisor ended without recording how the job ended (see " + filepath.Join(a.st.Dir, fileSupLog) + ")"
 		exit.At = time.Now().UTC()
 		e.mu.Lock()

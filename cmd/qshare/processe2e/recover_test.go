@@ -420,12 +420,6 @@ i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME.go$QSHARE_ATTEMPT" ] && [ $i -lt 600 ]
 	d = s2.await(ends, "requeued and running again", func(d *batch.DescribeServiceJobOutput) bool {
 		return len(d.Attempts) == 2 || d.Status == types.ServiceJobStatusFailed
 	})
-	if d.Status == types.ServiceJobStatusFailed && os.Getenv("QSHARE_E2E_KNOWN_BUGS") == "" {
-		// Reported: the process executor's Wait ends such an attempt with
-		// Reason "Lost: …" but nothing tells the daemon it was lost, so the
-		// daemon counts it as a failed attempt instead of requeueing it.
-		t.Skipf("known bug: an orphan recovered as running ended, and the job is FAILED (%q) instead of requeued; QSHARE_E2E_KNOWN_BUGS=1 makes this a failure", aws.ToString(d.StatusReason))
-	}
 	if d.Status == types.ServiceJobStatusFailed {
 		t.Fatalf("ends: an orphan recovered as running ended, and the job is FAILED (%q) instead of requeued", aws.ToString(d.StatusReason))
 	}
