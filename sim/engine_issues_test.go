@@ -1,24 +1,17 @@
 package sim
 
 import (
-	"os"
 	"testing"
 	"time"
 )
 
-// TestEngineIssues replays the smallest workloads the random test found on
-// which the engine breaks a guarantee the checker enforces (issue 2, rule
-// 9). They are reported to the engine's owner; until they are fixed the test
-// runs only with QSHARE_SIM_ENGINE_ISSUES=1, so that the suite stays green:
-//
-//	QSHARE_SIM_ENGINE_ISSUES=1 go test ./sim -run EngineIssues -v
-//
-// The random test covers the same ground with -oversubscribe, -grace and
-// -reserve-inshare.
+// TestEngineIssues replays the smallest workloads on which the random test
+// once found the engine breaking a guarantee the checker enforces (issue 2,
+// rule 9), so that they stay fixed. The engine has the same cases in
+// engine/guarantee_regression_test.go; the random test covers the same
+// ground with -oversubscribe, -grace and -reserve-inshare (all on by
+// default).
 func TestEngineIssues(t *testing.T) {
-	if os.Getenv("QSHARE_SIM_ENGINE_ISSUES") == "" {
-		t.Skip("known engine issues; set QSHARE_SIM_ENGINE_ISSUES=1 to run them")
-	}
 	for _, tc := range []struct {
 		name  string
 		grace time.Duration

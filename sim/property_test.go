@@ -16,21 +16,19 @@ import (
 )
 
 // oversubscribe lets the random environments be smaller than what their
-// shares own. Off by default: the engine then leaves a RESERVE share's idle
-// capacity unused even by shares within their own limits, which the checker
-// reports as a head waiting while it fits (see docs/simulator.md).
-var oversubscribe = flag.Bool("oversubscribe", false, "let random environments be smaller than the sum of their shares' limits")
+// shares own (on by default; the engine once left a RESERVE share's idle
+// capacity unused there even by shares within their own limits).
+var oversubscribe = flag.Bool("oversubscribe", true, "let random environments be smaller than the sum of their shares' limits")
 
-// withGrace gives preempted jobs a grace period in some random runs. Off by
-// default: a job the engine has reserved (its victims are stopping) keeps
-// waiting for them even when capacity frees up otherwise and it would fit
-// at once, which the checker reports as a head waiting while it fits.
-var withGrace = flag.Bool("grace", false, "give preempted jobs a grace period in some random runs")
+// withGrace gives preempted jobs a grace period in some random runs (on by
+// default; a reserved job once kept waiting for its stopping victims when
+// capacity freed up otherwise).
+var withGrace = flag.Bool("grace", true, "give preempted jobs a grace period in some random runs")
 
-// reserveInShare lets RESERVE shares have in-share preemption ENABLED. Off by
-// default: after an in-share preemption in a RESERVE share, the engine can
-// let a borrower take that share's idle capacity (the borrow-source rule).
-var reserveInShare = flag.Bool("reserve-inshare", false, "let RESERVE shares have in-share preemption ENABLED")
+// reserveInShare lets RESERVE shares have in-share preemption ENABLED (on by
+// default; a borrower once took such a share's idle capacity after an
+// in-share preemption in it).
+var reserveInShare = flag.Bool("reserve-inshare", true, "let RESERVE shares have in-share preemption ENABLED")
 
 // TestRandomWorkloadsKeepGuarantees replays random workloads on random
 // configurations (every strategy, borrow limits, oversubscribed
