@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/api"
+	"qshare/batchclient"
 	"qshare/daemon"
 	"qshare/executor/simulated"
 	"qshare/store"
@@ -71,20 +71,13 @@ func fuzzHandler(tb testing.TB) http.Handler {
 	return api.New(d, slog.New(slog.DiscardHandler))
 }
 
-// noRetryClient is an SDK client for url that sends each request once, so
-// that a recorded request stands for one call.
-func noRetryClient(url string) *batch.Client {
-	return batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
-		Retryer: func() aws.Retryer { return aws.NopRetryer{} }}, func(o *batch.Options) { o.BaseEndpoint = aws.String(url) })
-}
-
 // sdkRequests runs the AWS SDK through every operation against h and
 // returns the request bodies it sent, by operation.
 func sdkRequests(tb testing.TB, h http.Handler) map[string][][]byte {
 	rec := &recorder{h: h, bodies: map[string][][]byte{}}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
-	c := noRetryClient(srv.URL)
+	c := batchclient.New(srv.URL, "us-east-1", batchclient.NoRetry)
 	ctx := context.Background()
 	pol, _ := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
 		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo},
@@ -216,7 +209,7 @@ func FuzzTags(f *testing.F) {
 	h := fuzzHandler(f)
 	rec := &recorder{h: h, bodies: map[string][][]byte{}}
 	srv := httptest.NewServer(rec)
-	c := noRetryClient(srv.URL)
+	c := batchclient.New(srv.URL, "us-east-1", batchclient.NoRetry)
 	ctx := context.Background()
 	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("tagged"),
 		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})

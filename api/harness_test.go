@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/api"
+	"qshare/batchclient"
 	"qshare/daemon"
 	"qshare/executor/simulated"
 	"qshare/sqlite"
@@ -87,11 +87,7 @@ func (s *server) close() {
 }
 
 func newClient(url string) *batch.Client {
-	cfg := aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
-	}
-	return batch.NewFromConfig(cfg, func(o *batch.Options) { o.BaseEndpoint = aws.String(url) })
+	return batchclient.New(url, "us-east-1")
 }
 
 var ctx = context.Background()

@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,9 +22,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
+
+	"qshare/batchclient"
 )
 
 // bin is the qshare binary TestMain built.
@@ -160,9 +159,7 @@ func tail(path string) string {
 // client returns an SDK client of the server that does not retry, so that
 // every answer the test sees is the answer to one request.
 func client(url string) *batch.Client {
-	return batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
-		Retryer: func() aws.Retryer { return aws.NopRetryer{} }, HTTPClient: bufferedDoer{&http.Client{}}},
-		func(o *batch.Options) { o.BaseEndpoint = aws.String(url) })
+	return batchclient.New(url, "us-east-1", batchclient.NoRetry)
 }
 
 // runQshare runs the binary with args and returns its combined output.

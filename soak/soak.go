@@ -11,13 +11,11 @@ package soak
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,10 +28,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
+	"qshare/batchclient"
 	"qshare/config"
 	"qshare/event"
 )
@@ -331,29 +329,7 @@ func (s *run) stopServer() {
 }
 
 func (s *run) client() *batch.Client {
-	return batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
-		Retryer: func() aws.Retryer { return aws.NopRetryer{} }, HTTPClient: bufferedDoer{&http.Client{}}},
-		func(o *batch.Options) { o.BaseEndpoint = aws.String(s.url) })
-}
-
-// bufferedDoer reads each response body whole before the SDK sees it: the
-// AWS SDK for Go v2 (v1.48.0, smithy-go v1.28.9) fails to read a body that
-// arrives in pieces ("use of closed network connection"), which a busy
-// server's ListServiceJobs pages often do (see faulttest.TestSDKSplitBody).
-type bufferedDoer struct{ c *http.Client }
-
-func (b bufferedDoer) Do(r *http.Request) (*http.Response, error) {
-	resp, err := b.c.Do(r)
-	if err != nil {
-		return resp, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	return resp, nil
+	return batchclient.New(s.url, "us-east-1", batchclient.NoRetry)
 }
 
 // drive runs the workload against the current server for d: two

@@ -22,7 +22,6 @@ import (
 	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/aws/smithy-go"
@@ -30,6 +29,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"qshare"
+	"qshare/batchclient"
 	"qshare/config"
 )
 
@@ -85,19 +85,11 @@ func resolveClientOptions(cmd *cobra.Command) (clientOptions, error) {
 	return o, nil
 }
 
-// newClient returns the AWS SDK batch client for an endpoint. The server
-// does not check signatures yet, so static placeholder credentials sign the
-// requests; the SDK retries once, and never waits long for a server that
-// is not there.
+// newClient returns the AWS SDK batch client for an endpoint
+// (batchclient.New); the SDK retries once, and never waits long for a
+// server that is not there.
 func newClient(endpoint, region string) *batch.Client {
-	cfg := aws.Config{
-		Region:      region,
-		Credentials: credentials.NewStaticCredentialsProvider("qshare", "qshare", ""),
-	}
-	return batch.NewFromConfig(cfg, func(o *batch.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-		o.RetryMaxAttempts = 2
-	})
+	return batchclient.New(endpoint, region, func(o *batch.Options) { o.RetryMaxAttempts = 2 })
 }
 
 // session is what a running client command works with.

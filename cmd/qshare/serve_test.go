@@ -17,9 +17,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/batchclient"
 )
 
 func TestCheckLoopback(t *testing.T) {
@@ -95,8 +96,7 @@ func startProcess(t *testing.T, bin, dir string, args ...string) *serveProc {
 }
 
 func serveClient(addr string) *batch.Client {
-	return batch.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")},
-		func(o *batch.Options) { o.BaseEndpoint = aws.String(addr) })
+	return batchclient.New(addr, "us-east-1")
 }
 
 // TestRestart starts the real binary, submits jobs from concurrent clients,

@@ -1,0 +1,70 @@
+// Package batchclient makes the AWS SDK for Go's Batch client that qshare's
+// own tools use to talk to a qshare server: the command line (and through
+// it the demo and shareview), the soak and the fault tests. It sits on the
+// client side of the api package's wire, and holds no scheduling logic.
+//
+// It exists for one workaround: the AWS SDK for Go v2 (aws-sdk-go-v2
+// v1.48.0, smithy-go v1.28.9, batch v1.65.2) fails to read a response whose
+// body arrives in more than one piece with "deserialization failed, failed
+// to decode response body, read tcp ...: use of closed network connection":
+// something closes the connection while the deserializer is still reading.
+// A busy server's ListServiceJobs pages (tens of KiB) hit it often;
+// faulttest.TestSDKSplitBody reproduces it against a plain net/http server.
+// Reading the body whole inside the HTTP client (BufferedDoer) avoids it.
+package batchclient
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+)
+
+// New returns a Batch client for the qshare server at endpoint
+// (http://HOST:PORT) in region. qshare checks no signatures yet, so static
+// placeholder credentials sign the requests. Responses are read through
+// BufferedDoer. optFns are applied last, as batch.NewFromConfig applies
+// them (set RetryMaxAttempts or Retryer there).
+func New(endpoint, region string, optFns ...func(*batch.Options)) *batch.Client {
+	cfg := aws.Config{
+		Region:      region,
+		Credentials: credentials.NewStaticCredentialsProvider("qshare", "qshare", ""),
+		HTTPClient:  BufferedDoer{Client: &http.Client{}},
+	}
+	return batch.NewFromConfig(cfg, append([]func(*batch.Options){func(o *batch.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+	}}, optFns...)...)
+}
+
+// NoRetry is an option of New for a client that sends each request once,
+// so that every answer a caller sees is the answer to one request.
+func NoRetry(o *batch.Options) { o.Retryer = aws.NopRetryer{} }
+
+// BufferedDoer is an aws.HTTPClient that reads each response body whole
+// before the SDK sees it (see the package comment for why). It is safe for
+// concurrent use if Client is.
+type BufferedDoer struct {
+	// Client sends the requests.
+	Client *http.Client
+}
+
+var _ aws.HTTPClient = BufferedDoer{}
+
+// Do sends r with b.Client and returns the response with its body already
+// read into memory; a body that cannot be read is an error.
+func (b BufferedDoer) Do(r *http.Request) (*http.Response, error) {
+	resp, err := b.Client.Do(r)
+	if err != nil {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
