@@ -185,15 +185,39 @@ type job struct {
 	retries     int // -1: unlimited
 
 	// ver versions the job's entry in its share's run queue.
-	ver  uint32
-	done bool
+	ver uint32
+	// epoch tells this reservation from an earlier, cancelled one.
+	epoch uint32
+	done  bool
 
 	started  int64
 	startSeq uint64
 
-	// Reservation (state JobReserved): got is what it already holds, per
-	// entry of dem; waitFor counts victims not yet released; epoch tells
-	// this reservation from an earlier, cancelled one.
+	// Reservation state (see resState): allocated the first time the job
+	// is reserved, so that the million jobs that never are stay small
+	// (fewer bytes to allocate and for the garbage collector to scan).
+	*resState
+
+	// Victim (state JobStopping after a preemption): who receives its
+	// capacity, and for which reservation.
+	reserver *job
+	resEpoch uint32
+	// vt, vuse, vlim: scratch for victim selection, the type, usage and
+	// limit that made the job's share above quota when it was chosen (vt
+	// sits here to share a word with resEpoch).
+	vt int32
+
+	why    waitWhy
+	reason string
+
+	vuse int64
+	vlim int64
+}
+
+// resState is the state of a reserved job (JobReserved).
+type resState struct {
+	// got is what the reserved job already holds, per entry of dem;
+	// waitFor counts victims not yet released.
 	got []int64
 	// kept is capacity its victims gave back that its share cannot hold
 	// yet (an in-share victim still holds its part of the limit): it is
@@ -203,26 +227,11 @@ type job struct {
 	kept      []int64
 	resBorrow bool
 	waitFor   int
-	epoch     uint32
 	// startWhy is the reason of the DecisionStart of a reserved job, and
 	// earlyWhy the reason when it starts before its victims have stopped.
 	startWhy string
 	earlyWhy string
 	borrowed []amount
-
-	// Victim (state JobStopping after a preemption): who receives its
-	// capacity, and for which reservation.
-	reserver *job
-	resEpoch uint32
-
-	why    waitWhy
-	reason string
-
-	// Scratch for victim selection: the type, usage and limit that made
-	// the job's share above quota when the job was chosen.
-	vt   int32
-	vuse int64
-	vlim int64
 }
 
 // New returns an empty engine.
@@ -475,7 +484,8 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	dem := jb.dem0[:0]
 	// Types are interned in name order, so that type numbers (and so
 	// every order that follows them) do not depend on map iteration.
-	var names []string
+	var one [1]string // a demand of one type allocates no name list
+	names := one[:0]
 	if len(j.Demand) > 1 {
 		names = j.Demand.Types()
 	} else {

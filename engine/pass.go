@@ -580,6 +580,9 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	if len(borrowed) > 0 {
 		tail = "; " + e.borrowText(env, s, borrowed, removed)
 	}
+	if h.resState == nil {
+		h.resState = &resState{}
+	}
 	h.startWhy = "started on capacity released by preempted job" + names.String() + tail
 	h.earlyWhy = "started on capacity freed while its preempted job" + names.String() + " stopped" + tail
 	h.borrowed = borrowed

@@ -222,9 +222,13 @@ func (q *shareHeap) Len() int { return len(q.h) }
 // push adds s, whose top must be its run queue's head: the creation time
 // is read from the queue's top entry, not from the job.
 func (q *shareHeap) push(s *share) {
-	created := s.top.created
+	// Read the job only when it is not the queue's top entry: at a
+	// million pending jobs the job itself is usually a cache miss.
+	var created int64
 	if len(s.runq.h) > 0 && s.runq.h[0].j == s.top {
 		created = s.runq.h[0].created
+	} else {
+		created = s.top.created
 	}
 	q.h = append(q.h, shareEntry{created: created, si: s.si})
 	h := q.h
