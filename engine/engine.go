@@ -188,7 +188,6 @@ type job struct {
 	ver uint32
 	// epoch tells this reservation from an earlier, cancelled one.
 	epoch uint32
-	done  bool
 
 	started  int64
 	startSeq uint64
@@ -697,7 +696,6 @@ func (e *Engine) Stopping(id string) error {
 
 func (e *Engine) forget(j *job) {
 	delete(e.jobs, j.id)
-	j.done = true
 	j.state = 0
 }
 
