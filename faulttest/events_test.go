@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"qshare/event"
+	"qshare/soak"
 )
 
 // TestEventLogReconciles kills the server, then removes the last batch of
@@ -27,7 +28,7 @@ func TestEventLogReconciles(t *testing.T) {
 	os.MkdirAll(traces, 0o755)
 	events := filepath.Join(root, "events.jsonl")
 	srv := startServer(t, data, "--events", events)
-	applyConfig(t, srv.url, fleetConfig(2))
+	applyConfig(t, srv.url, soak.FleetConfig(2))
 	w := newWorkload(traces, 2)
 	c := client(srv.url)
 	ctx := context.Background()
@@ -84,7 +85,7 @@ func TestEventLogReconciles(t *testing.T) {
 	if !bytes.Contains(after, []byte("reconciled with the store")) && cut > 0 {
 		t.Log("no reconciliation lines: the removed lines were all re-derived by later commits")
 	}
-	res, err := checkEventsCLI(t, events, writeTemp(t, fleetConfig(2)))
+	res, err := checkEventsCLI(t, events, writeTemp(t, soak.FleetConfig(2)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"qshare/soak"
 )
 
 // TestKill9 kills the server with SIGKILL at random moments (20 times by
@@ -39,7 +41,7 @@ func TestKill9(t *testing.T) {
 	ctx := context.Background()
 
 	srv := startServer(t, data, "--events", events)
-	applyConfig(t, srv.url, fleetConfig(2))
+	applyConfig(t, srv.url, soak.FleetConfig(2))
 	w := newWorkload(traces, 2)
 
 	for k := 0; k < kills; k++ {

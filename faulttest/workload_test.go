@@ -24,54 +24,13 @@ import (
 
 	"qshare/config"
 	"qshare/event"
+	"qshare/soak"
 )
 
 // The mixed workload of the kill -9 test and the soak: concurrent submits of
 // checkpointing shell jobs, priority updates, terminations and changes of a
-// share's limit, with a record of what the server acknowledged.
-
-// fleetConfig is the configuration of the workload, with share A's limit.
-func fleetConfig(limitA int) string {
-	return fmt.Sprintf(`serviceEnvironments:
-  - serviceEnvironmentName: pool
-    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 6}]
-schedulingPolicies:
-  - name: qm
-    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
-jobQueues:
-  - jobQueueName: q
-    priority: 1
-    schedulingPolicy: qm
-    serviceEnvironment: pool
-    quotaShares:
-      - quotaShareName: A
-        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
-        resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 100}
-        preemptionConfiguration: {inSharePreemption: ENABLED}
-      - quotaShareName: B
-        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]
-        resourceSharingConfiguration: {strategy: LEND}
-        preemptionConfiguration: {inSharePreemption: ENABLED}
-      - quotaShareName: C
-        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]
-        resourceSharingConfiguration: {strategy: RESERVE}
-        preemptionConfiguration: {inSharePreemption: DISABLED}
-`, limitA)
-}
-
-// jobScript runs STEPS steps of 0.1s, resuming from its checkpoint, and
-// appends "attempt pid step unixnano" to $TRACE before each step and
-// "attempt pid done unixnano" at the end.
-const jobScript = `ck="$SM_CHECKPOINT_DIR/step"
-s=$(cat "$ck" 2>/dev/null || echo 0)
-while [ "$s" -lt "$STEPS" ]; do
-  echo "$QSHARE_ATTEMPT $$ $s $(date +%s%N)" >> "$TRACE"
-  sleep 0.1
-  s=$((s+1))
-  echo "$s" > "$ck.tmp" && mv "$ck.tmp" "$ck"
-done
-echo "$QSHARE_ATTEMPT $$ done $(date +%s%N)" >> "$TRACE"
-`
+// share's limit, with a record of what the server acknowledged. The fleet
+// (soak.FleetConfig) and the job (soak.JobScript) are the soak's.
 
 // jobRec is what the workload knows of one acknowledged job.
 type jobRec struct {
@@ -136,7 +95,7 @@ func (w *workload) submit(ctx context.Context, c *batch.Client, r *rand.Rand) {
 	out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
 		JobName: aws.String(name), JobQueue: aws.String("q"), QuotaShareName: aws.String(share),
 		SchedulingPriority: aws.Int32(int32(prio)), ServiceJobType: types.ServiceJobTypeSagemakerTraining,
-		ServiceRequestPayload: aws.String(shellJob(jobScript, 1+r.IntN(2), map[string]string{"STEPS": strconv.Itoa(steps), "TRACE": trace})),
+		ServiceRequestPayload: aws.String(shellJob(soak.JobScript, 1+r.IntN(2), map[string]string{"STEPS": strconv.Itoa(steps), "TRACE": trace})),
 	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -534,10 +493,10 @@ func (w *workload) checkEventsOf(t testing.TB, path string, prefix bool) (event.
 	var out []string
 	for limit := range limits {
 		cfgPath := filepath.Join(t.TempDir(), fmt.Sprintf("limit%d.yaml", limit))
-		if err := os.WriteFile(cfgPath, []byte(fleetConfig(limit)), 0o644); err != nil {
+		if err := os.WriteFile(cfgPath, []byte(soak.FleetConfig(limit)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := config.Parse(cfgPath, []byte(fleetConfig(limit)), config.Options{}); err != nil {
+		if _, err := config.Parse(cfgPath, []byte(soak.FleetConfig(limit)), config.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		res, err := checkEventsCLI(t, path, cfgPath)

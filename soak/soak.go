@@ -77,8 +77,12 @@ type Result struct {
 	RSSPeakBytes  int64         `json:"rssPeakBytes"`
 }
 
-// Config is the fleet the soak runs on: three shares of a six-instance pool.
-const Config = `serviceEnvironments:
+// FleetConfig is the fleet of the soak and of faulttest's kill -9 test:
+// three shares of a six-instance pool, A (LEND_AND_BORROW, borrowing up to
+// 100 %) with a limit of limitA instances, B (LEND) and C (RESERVE, no
+// in-share preemption) with 2 each. The soak runs it with limitA 2.
+func FleetConfig(limitA int) string {
+	return fmt.Sprintf(`serviceEnvironments:
   - serviceEnvironmentName: pool
     capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 6}]
 schedulingPolicies:
@@ -91,7 +95,7 @@ jobQueues:
     serviceEnvironment: pool
     quotaShares:
       - quotaShareName: A
-        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
         resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 100}
         preemptionConfiguration: {inSharePreemption: ENABLED}
       - quotaShareName: B
@@ -102,11 +106,18 @@ jobQueues:
         capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]
         resourceSharingConfiguration: {strategy: RESERVE}
         preemptionConfiguration: {inSharePreemption: DISABLED}
-`
+`, limitA)
+}
 
-// jobScript runs $STEPS steps of 0.1 s from its checkpoint and appends
-// "attempt pid step unixnano" to $TRACE before each, "... done ..." at the end.
-const jobScript = `ck="$SM_CHECKPOINT_DIR/step"
+// fleet is the configuration the soak applies and checks its event log
+// against.
+var fleet = FleetConfig(2)
+
+// JobScript is the shell job of the soak and of faulttest's workload: it
+// runs $STEPS steps of 0.1 s from its checkpoint ($SM_CHECKPOINT_DIR/step)
+// and appends "attempt pid step unixnano" to $TRACE before each step,
+// "attempt pid done unixnano" at the end.
+const JobScript = `ck="$SM_CHECKPOINT_DIR/step"
 s=$(cat "$ck" 2>/dev/null || echo 0)
 while [ "$s" -lt "$STEPS" ]; do
   echo "$QSHARE_ATTEMPT $$ $s $(date +%s%N)" >> "$TRACE"
@@ -179,7 +190,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	cfgPath := filepath.Join(dir, "fleet.yaml")
-	if err := os.WriteFile(cfgPath, []byte(Config), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(fleet), 0o644); err != nil {
 		return nil, err
 	}
 	if out, err := exec.CommandContext(ctx, o.Binary, "apply", "-f", cfgPath, "--endpoint", s.url).CombinedOutput(); err != nil {
@@ -389,7 +400,7 @@ func (s *run) submit(ctx context.Context, c *batch.Client, r *rand.Rand) {
 	steps := 3 + r.IntN(20)
 	trace := filepath.Join(s.traces, name)
 	payload := fmt.Sprintf(`{"AlgorithmSpecification":{"TrainingImage":"local","ContainerEntrypoint":["sh","-c",%s]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":%d,"VolumeSizeInGB":1},"Environment":{"STEPS":"%d","TRACE":%s}}`,
-		strconv.Quote(jobScript), 1+r.IntN(2), steps, strconv.Quote(trace))
+		strconv.Quote(JobScript), 1+r.IntN(2), steps, strconv.Quote(trace))
 	out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("q"),
 		QuotaShareName: aws.String([]string{"A", "B", "C"}[r.IntN(3)]), SchedulingPriority: aws.Int32(int32(r.IntN(4))),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload)})
@@ -594,7 +605,7 @@ func checkTrace(j *jobRec, succeeded bool, resumes *int) string {
 
 // checkEvents checks the event log against the fleet's configuration.
 func (s *run) checkEvents(cfgPath string) {
-	cfg, err := config.Parse(cfgPath, []byte(Config), config.Options{})
+	cfg, err := config.Parse(cfgPath, []byte(fleet), config.Options{})
 	if err != nil {
 		s.problem("config: %v", err)
 		return
