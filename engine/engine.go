@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"qshare"
@@ -794,7 +796,9 @@ func (e *Engine) Schedule(now time.Time) []Decision {
 	e.out = e.out[:0]
 	envs := append(e.envsToRun[:0], e.dirty...)
 	e.dirty = e.dirty[:0]
-	sort.Slice(envs, func(i, j int) bool { return envs[i].name < envs[j].name })
+	// slices.SortFunc, unlike sort.Slice, allocates nothing (names are
+	// unique, so stability does not matter).
+	slices.SortFunc(envs, func(a, b *environment) int { return strings.Compare(a.name, b.name) })
 	t := now.UnixNano()
 	for _, env := range envs {
 		env.dirty = false
