@@ -110,6 +110,14 @@ qshare has no authentication yet, so it listens on loopback addresses only.`,
 }
 
 func init() {
+	serveCmd.Example = `  # Run on the embedded defaults: 127.0.0.1:8750, ./qshare-data, jobs as local processes
+  qshare serve
+
+  # No processes: each job "runs" for its payload's QSHARE_SIM_DURATION
+  qshare serve --executor simulated --data-dir /tmp/qshare-demo
+
+  # Two of the host's GPUs, a 30 s checkpoint grace, and an event log to check later
+  qshare serve --gpus 0,1 --stop-grace 30s --events events.jsonl`
 	f := serveCmd.Flags()
 	d := defaultServeSettings()
 	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys "+serveConfigKeys+")")
