@@ -111,17 +111,21 @@ type describeEnvironmentsIn struct {
 }
 
 type environmentDetail struct {
-	ServiceEnvironmentName string             `json:"serviceEnvironmentName"`
-	ServiceEnvironmentArn  string             `json:"serviceEnvironmentArn"`
-	ServiceEnvironmentType string             `json:"serviceEnvironmentType"`
-	State                  string             `json:"state"`
-	Status                 string             `json:"status"`
-	CapacityLimits         []capacityLimitOut `json:"capacityLimits"`
-	Tags                   map[string]string  `json:"tags,omitempty"`
+	ServiceEnvironmentName string `json:"serviceEnvironmentName"`
+	ServiceEnvironmentArn  string `json:"serviceEnvironmentArn"`
+	ServiceEnvironmentType string `json:"serviceEnvironmentType"`
+	State                  string `json:"state"`
+	Status                 string `json:"status"`
+	// StatusReason is a qshare extension (AWS's ServiceEnvironmentDetail
+	// has none; the SDKs ignore it): why the host cannot give the
+	// environment what its limits promise, such as too few GPUs.
+	StatusReason   string             `json:"statusReason,omitempty"`
+	CapacityLimits []capacityLimitOut `json:"capacityLimits"`
+	Tags           map[string]string  `json:"tags,omitempty"`
 }
 
 func environmentOut(e qshare.ServiceEnvironment) environmentDetail {
-	return environmentDetail{e.Name, e.ARN, e.Type, string(e.State), string(e.Status), limitsOut(e.CapacityLimits), e.Tags}
+	return environmentDetail{e.Name, e.ARN, e.Type, string(e.State), string(e.Status), e.StatusReason, limitsOut(e.CapacityLimits), e.Tags}
 }
 
 type describeEnvironmentsOut struct {

@@ -63,6 +63,7 @@ func (d *Daemon) CreateEnvironment(ctx context.Context, in EnvironmentInput) (qs
 		State: orEnabled(in.State), Status: qshare.StatusValid,
 		CapacityLimits: in.CapacityLimits, Tags: in.Tags, CreatedAt: d.now(),
 	}
+	e.StatusReason = d.capacityWarning(e.CapacityLimits)
 	if err := d.commit(ctx, &store.Change{PutEnvironments: []qshare.ServiceEnvironment{e}}); err != nil {
 		return qshare.ServiceEnvironment{}, err
 	}
@@ -84,11 +85,20 @@ func validateEnvLimits(ls []qshare.CapacityLimit) error {
 	return nil
 }
 
-func (d *Daemon) warnCapacity(e *qshare.ServiceEnvironment) {
+// capacityWarning asks the executor whether the host can give an
+// environment with these limits what it promises (GPUs, say), and returns its
+// warning, or "". The warning is kept as the environment's statusReason, so
+// that describing it shows the problem, and logged.
+func (d *Daemon) capacityWarning(ls []qshare.CapacityLimit) string {
 	if cc, ok := d.ex.(executor.CapacityChecker); ok {
-		if w := cc.CheckCapacity(qshare.Limits(e.CapacityLimits)); w != "" {
-			d.log.Warn("service environment capacity", "environment", e.Name, "warning", w)
-		}
+		return cc.CheckCapacity(qshare.Limits(ls))
+	}
+	return ""
+}
+
+func (d *Daemon) warnCapacity(e *qshare.ServiceEnvironment) {
+	if e.StatusReason != "" {
+		d.log.Warn("service environment capacity", "environment", e.Name, "warning", e.StatusReason)
 	}
 }
 
@@ -166,6 +176,7 @@ func (d *Daemon) UpdateEnvironment(ctx context.Context, u EnvironmentUpdate) (qs
 	if u.CapacityLimits != nil {
 		e.CapacityLimits = u.CapacityLimits
 	}
+	e.StatusReason = d.capacityWarning(e.CapacityLimits)
 	if err := d.commit(ctx, &store.Change{PutEnvironments: []qshare.ServiceEnvironment{e}}); err != nil {
 		return qshare.ServiceEnvironment{}, err
 	}
