@@ -250,8 +250,9 @@ func kindName(t reflect.Type) string {
 	return "a " + t.Kind().String()
 }
 
-// page cuts one page from items (sorted by key) after the token.
-func page[T any](items []T, key func(T) string, in pageIn) ([]T, *string, error) {
+// page cuts one page from items (sorted by key) after the token, converted
+// to its wire shape by conv; the page is never nil, so it encodes as [].
+func page[T, D any](items []T, key func(T) string, conv func(T) D, in pageIn) ([]D, *string, error) {
 	max := int64(100)
 	if in.MaxResults != nil {
 		max = int64(*in.MaxResults)
@@ -269,11 +270,26 @@ func page[T any](items []T, key func(T) string, in pageIn) ([]T, *string, error)
 		start = sort.Search(len(items), func(i int) bool { return key(items[i]) > after })
 	}
 	end := start + int(max)
-	if end >= len(items) {
-		return items[start:], nil, nil
+	var tok *string
+	if end < len(items) {
+		t := base64.RawURLEncoding.EncodeToString([]byte(key(items[end-1])))
+		tok = &t
+	} else {
+		end = len(items)
 	}
-	tok := base64.RawURLEncoding.EncodeToString([]byte(key(items[end-1])))
-	return items[start:end], &tok, nil
+	out := make([]D, 0, end-start)
+	for _, it := range items[start:end] {
+		out = append(out, conv(it))
+	}
+	return out, tok, nil
+}
+
+// checkRefs bounds the names or ARNs a describe operation takes.
+func checkRefs(field string, refs []string) error {
+	if len(refs) > 100 {
+		return qshare.Errorf(qshare.EINVALID, "%s has %d entries: at most 100 are allowed", field, len(refs))
+	}
+	return nil
 }
 
 func required(field, v string) error {

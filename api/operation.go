@@ -61,22 +61,18 @@ func (h *Handler) operations() map[string]operation {
 			return empty{}, d.DeleteEnvironment(ctx, in.ServiceEnvironment)
 		}),
 		"describeserviceenvironments": op(maxBody, func(ctx context.Context, in *describeEnvironmentsIn) (any, error) {
-			if len(in.ServiceEnvironments) > 100 {
-				return nil, qshare.Errorf(qshare.EINVALID, "serviceEnvironments has %d entries: at most 100 are allowed", len(in.ServiceEnvironments))
+			if err := checkRefs("serviceEnvironments", in.ServiceEnvironments); err != nil {
+				return nil, err
 			}
 			es, err := d.Environments(in.ServiceEnvironments)
 			if err != nil {
 				return nil, err
 			}
-			p, next, err := page(es, func(e qshare.ServiceEnvironment) string { return e.Name }, in.pageIn)
+			p, next, err := page(es, func(e qshare.ServiceEnvironment) string { return e.Name }, environmentOut, in.pageIn)
 			if err != nil {
 				return nil, err
 			}
-			out := describeEnvironmentsOut{ServiceEnvironments: []environmentDetail{}, NextToken: next}
-			for _, e := range p {
-				out.ServiceEnvironments = append(out.ServiceEnvironments, environmentOut(e))
-			}
-			return out, nil
+			return describeEnvironmentsOut{ServiceEnvironments: p, NextToken: next}, nil
 		}),
 
 		// ---- scheduling policies ----
@@ -131,15 +127,12 @@ func (h *Handler) operations() map[string]operation {
 			if err != nil {
 				return nil, err
 			}
-			p, next, err := page(ps, func(p qshare.SchedulingPolicy) string { return p.Name }, *in)
+			p, next, err := page(ps, func(p qshare.SchedulingPolicy) string { return p.Name },
+				func(p qshare.SchedulingPolicy) arnIn { return arnIn{p.ARN} }, *in)
 			if err != nil {
 				return nil, err
 			}
-			out := listPoliciesOut{SchedulingPolicies: []arnIn{}, NextToken: next}
-			for _, x := range p {
-				out.SchedulingPolicies = append(out.SchedulingPolicies, arnIn{x.ARN})
-			}
-			return out, nil
+			return listPoliciesOut{SchedulingPolicies: p, NextToken: next}, nil
 		}),
 
 		// ---- job queues ----
@@ -184,22 +177,18 @@ func (h *Handler) operations() map[string]operation {
 			return empty{}, d.DeleteQueue(ctx, in.JobQueue)
 		}),
 		"describejobqueues": op(maxBody, func(ctx context.Context, in *describeQueuesIn) (any, error) {
-			if len(in.JobQueues) > 100 {
-				return nil, qshare.Errorf(qshare.EINVALID, "jobQueues has %d entries: at most 100 are allowed", len(in.JobQueues))
+			if err := checkRefs("jobQueues", in.JobQueues); err != nil {
+				return nil, err
 			}
 			qs, err := d.Queues(in.JobQueues)
 			if err != nil {
 				return nil, err
 			}
-			p, next, err := page(qs, func(q qshare.JobQueue) string { return q.Name }, in.pageIn)
+			p, next, err := page(qs, func(q qshare.JobQueue) string { return q.Name }, queueOut, in.pageIn)
 			if err != nil {
 				return nil, err
 			}
-			out := describeQueuesOut{JobQueues: []queueDetail{}, NextToken: next}
-			for _, q := range p {
-				out.JobQueues = append(out.JobQueues, queueOut(q))
-			}
-			return out, nil
+			return describeQueuesOut{JobQueues: p, NextToken: next}, nil
 		}),
 
 		// ---- quota shares ----
@@ -272,15 +261,12 @@ func (h *Handler) operations() map[string]operation {
 			if err != nil {
 				return nil, err
 			}
-			p, next, err := page(ss, func(s qshare.QuotaShare) string { return s.Name }, in.pageIn)
+			p, next, err := page(ss, func(s qshare.QuotaShare) string { return s.Name },
+				func(s qshare.QuotaShare) shareDetail { return shareOut(s, d.QueueARN(s.JobQueue), false) }, in.pageIn)
 			if err != nil {
 				return nil, err
 			}
-			out := listSharesOut{QuotaShares: []shareDetail{}, NextToken: next}
-			for _, s := range p {
-				out.QuotaShares = append(out.QuotaShares, shareOut(s, d.QueueARN(s.JobQueue), false))
-			}
-			return out, nil
+			return listSharesOut{QuotaShares: p, NextToken: next}, nil
 		}),
 
 		// ---- service jobs ----
