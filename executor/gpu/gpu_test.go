@@ -11,23 +11,8 @@ import (
 	"pgregory.net/rapid"
 
 	"qshare"
+	"qshare/executor/gpu/gputest"
 )
-
-// FakeSMI writes an nvidia-smi script reporting n GPUs into a new directory
-// and puts it first on PATH for the rest of the test.
-func fakeSMI(t *testing.T, n int) {
-	t.Helper()
-	dir := t.TempDir()
-	var b strings.Builder
-	b.WriteString("#!/bin/sh\necho 'index, uuid, name, memory.total [MiB]'\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "echo '%d, GPU-fake-%04d, NVIDIA H200, 143771 MiB'\n", i, i)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(b.String()), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-}
 
 func TestParseSMI(t *testing.T) {
 	out := "index, uuid, name, memory.total [MiB]\n0, GPU-5c1e0000-aaaa, NVIDIA H200, 143771 MiB\n1, GPU-77, Tesla V100-SXM2-16GB, 16160 MiB\n"
@@ -60,7 +45,7 @@ func TestDiscover(t *testing.T) {
 		}
 	})
 	t.Run("fake nvidia-smi", func(t *testing.T) {
-		fakeSMI(t, 8)
+		gputest.FakeSMI(t, 8)
 		gs, err := Discover(ctx, nil)
 		if err != nil || len(gs) != 8 || gs[7].UUID != "GPU-fake-0007" || gs[7].Name != "NVIDIA H200" {
 			t.Fatalf("Discover = %v, %v", gs, err)

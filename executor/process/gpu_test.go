@@ -17,25 +17,11 @@ import (
 	"qshare"
 	"qshare/executor"
 	"qshare/executor/gpu"
+	"qshare/executor/gpu/gputest"
 )
 
-// fakeSMI puts an nvidia-smi on PATH that reports n GPUs.
-func fakeSMI(t *testing.T, n int) {
-	t.Helper()
-	dir := t.TempDir()
-	var b strings.Builder
-	b.WriteString("#!/bin/sh\necho 'index, uuid, name, memory.total [MiB]'\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "echo '%d, GPU-fake-%02d, NVIDIA H200, 143771 MiB'\n", i, i)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(b.String()), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-}
-
 func TestGPUAssignment(t *testing.T) {
-	fakeSMI(t, 8)
+	gputest.FakeSMI(t, 8)
 	e := newExecutor(t, t.TempDir(), func(o *Options) { o.GPUs = nil })
 	defer e.Close()
 	if len(e.GPUs()) != 8 {
@@ -112,7 +98,7 @@ func TestGPUAssignment(t *testing.T) {
 }
 
 func TestGPUValidateAndCapacity(t *testing.T) {
-	fakeSMI(t, 8)
+	gputest.FakeSMI(t, 8)
 	e := newExecutor(t, t.TempDir(), func(o *Options) { o.GPUs = nil })
 	if err := e.Validate(payloadOf("true", nil), qshare.Capacity{"ml.p4d.24xlarge": 2}); qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "16 GPUs") {
 		t.Errorf("Validate(16 GPUs on an 8-GPU host) = %v", err)
@@ -148,7 +134,7 @@ func TestGPUValidateAndCapacity(t *testing.T) {
 // lock is taken: a GPU given to two live attempts at once fails the test.
 // QSHARE_GPU_STRESS_JOBS sets the number of jobs (default 48).
 func TestGPUNeverDoubleBooked(t *testing.T) {
-	fakeSMI(t, 8)
+	gputest.FakeSMI(t, 8)
 	n := 48
 	if v, err := strconv.Atoi(os.Getenv("QSHARE_GPU_STRESS_JOBS")); err == nil && v > 0 {
 		n = v

@@ -15,6 +15,7 @@ import (
 	"qshare"
 	"qshare/executor"
 	"qshare/executor/gpu"
+	"qshare/executor/gpu/gputest"
 )
 
 // The server is killed with SIGKILL after the supervisor launched an
@@ -22,7 +23,7 @@ import (
 // the attempt ID. The attempt's GPU must stay its own before anyone asks
 // about it, Recover must say Running, and the job must run once.
 func TestRecoverAfterAKillDuringStart(t *testing.T) {
-	fakeSMI(t, 1)
+	gputest.FakeSMI(t, 1)
 	dir := t.TempDir()
 	ctx := context.Background()
 	s := spec("crashed", 1, payloadOf(`echo run >> "$SM_CHECKPOINT_DIR/runs"; trap 'exit 0' TERM; sleep 300 & wait`, nil))

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,21 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
-)
 
-// fakeSMI writes an nvidia-smi that reports n GPUs (GPU-fake-00, …) into a
-// new directory and returns the directory.
-func fakeSMI(t *testing.T, n int) string {
-	t.Helper()
-	dir := t.TempDir()
-	var b strings.Builder
-	b.WriteString("#!/bin/sh\necho 'index, uuid, name, memory.total [MiB]'\n")
-	for i := range n {
-		fmt.Fprintf(&b, "echo '%d, GPU-fake-%02d, NVIDIA H200, 143771 MiB'\n", i, i)
-	}
-	must(t, os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(b.String()), 0o755))
-	return dir
-}
+	"qshare/executor/gpu/gputest"
+)
 
 // gpuJob prints the GPUs it was given and holds each of them, as a
 // directory $LOCKS/<uuid> made with mkdir (which fails if it exists), for
@@ -107,7 +94,7 @@ func (s *server) gpusOf(id string, attempt int) []string {
 // another job.
 func TestGPUAssignment(t *testing.T) {
 	skipShort(t)
-	s := startServer(t, newDataDir(t), serverOpts{gpus: "-", pathPrefix: fakeSMI(t, 8)})
+	s := startServer(t, newDataDir(t), serverOpts{gpus: "-", pathPrefix: gputest.WriteFakeSMI(t, 8)})
 	const big, small = "ml.g5.12xlarge", "ml.g5.xlarge"
 	limits := map[string]int32{big: 1, small: 4}
 	s.setup(limits, share{name: "gpu", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve, inShare: true})
@@ -195,7 +182,7 @@ func TestGPUAssignment(t *testing.T) {
 func TestGPURecovery(t *testing.T) {
 	skipShort(t)
 	dataDir := newDataDir(t)
-	smi := fakeSMI(t, 8)
+	smi := gputest.WriteFakeSMI(t, 8)
 	s := startServer(t, dataDir, serverOpts{gpus: "-", pathPrefix: smi})
 	const big = "ml.g5.12xlarge"
 	limits := map[string]int32{big: 2}
@@ -267,7 +254,7 @@ func TestGPURandom(t *testing.T) {
 	t.Logf("seed %d (QSHARE_E2E_SEED=%d replays it)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 
-	s := startServer(t, newDataDir(t), serverOpts{gpus: "-", pathPrefix: fakeSMI(t, 8)})
+	s := startServer(t, newDataDir(t), serverOpts{gpus: "-", pathPrefix: gputest.WriteFakeSMI(t, 8)})
 	const small, big = "ml.g5.xlarge", "ml.g5.12xlarge"
 	limits := map[string]int32{small: 4, big: 1}
 	s.setup(limits, share{name: "gpu", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve, inShare: true})
