@@ -122,7 +122,7 @@ func TestGPUAssignment(t *testing.T) {
 			t.Errorf("%s got GPUs %v, want %d", name, got[name], want)
 		}
 		for _, u := range got[name] {
-			if !regexp.MustCompile(`^GPU-fake-0[0-7]$`).MatchString(u) {
+			if !regexp.MustCompile(`^GPU-fake-000[0-7]$`).MatchString(u) {
 				t.Errorf("%s got %q, which nvidia-smi did not report", name, u)
 			}
 			if other, ok := all[u]; ok {
