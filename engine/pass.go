@@ -29,10 +29,13 @@ import (
 // capacity now: free capacity less the idle capacity of other RESERVE shares,
 // which nobody else may use.
 //
-// A RESERVE share's idle capacity is counted on what it will hold once its
-// stopping jobs are gone and its reservations complete (its future usage):
-// capacity that in-share victims hold goes to the job they were preempted
-// for, so it is not idle, and the rest is. When the shares own more than the
+// A RESERVE share's idle capacity is counted on what it holds now, its
+// stopping jobs and its reserved jobs' partial holdings included. Counting it
+// on its future usage instead goes wrong both ways: capacity the share waits
+// to receive from another share's stopping victims would be lent out before
+// it arrives (a borrower takes the share's idle capacity), and capacity its
+// own stopping jobs will give back would be protected while they still hold
+// it (a head that fits waits beside free room). When the shares own more than the
 // environment has (oversubscription), the deficit is taken off what is
 // protected: capacity owned twice on paper goes to whoever asks first.
 func (e *Engine) usable(env *environment, s *share, t int32) int64 {
@@ -48,7 +51,7 @@ func (e *Engine) protected(env *environment, s *share, t int32) int64 {
 		if r == s {
 			continue
 		}
-		if i := r.limit.at(t) - r.future(t); i > 0 {
+		if i := r.limit.at(t) - r.used.at(t); i > 0 {
 			idle += i
 		}
 	}

@@ -147,12 +147,12 @@ func (m *refModel) resLimit(j *refJob, t int) int64 {
 }
 
 // reserveIdle is the idle capacity of RESERVE shares other than except,
-// counted on their future usage.
+// counted on what they hold now.
 func (m *refModel) reserveIdle(t int, except int) int64 {
 	var n int64
 	for s, sh := range m.shares {
 		if s != except && sh.strategy == "RESERVE" {
-			if idle := sh.limit[t] - m.future(s, t); idle > 0 {
+			if idle := sh.limit[t] - m.used(s, t); idle > 0 {
 				n += idle
 			}
 		}

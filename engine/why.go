@@ -38,7 +38,7 @@ func (e *Engine) reserveHolder(env *environment, s *share, t int32) *share {
 		return nil
 	}
 	for _, r := range env.reserves {
-		if r != s && r.limit.at(t)-r.future(t) > 0 {
+		if r != s && r.limit.at(t)-r.used.at(t) > 0 {
 			return r
 		}
 	}
