@@ -119,8 +119,10 @@ type Checker struct {
 	pending   map[*shareState]pendingHead
 	reported  map[string]bool // head jobs already reported waiting
 	forJobs   map[string]*forState
-	summary   Summary
-	violation []Violation
+	// stoppingBy maps a job to the victims still stopping for it.
+	stoppingBy map[string]map[string]bool
+	summary    Summary
+	violation  []Violation
 }
 
 type envState struct {
@@ -162,6 +164,9 @@ type jobState struct {
 	// line) for stoppingFor, and judged then.
 	stopping    bool
 	stoppingFor string
+	// stoppingLine and startLine are the lines of its stopping decision
+	// and of its last start.
+	stoppingLine, startLine int
 }
 
 // inSystem reports whether j can still have events: it is not done, or its
@@ -186,14 +191,15 @@ func NewChecker(cfg *config.File, opts CheckOptions) *Checker {
 		opts.MaxViolations = 10000
 	}
 	c := &Checker{
-		opts:     opts,
-		envs:     map[string]*envState{},
-		shares:   map[string]*shareState{},
-		jobs:     map[string]*jobState{},
-		touched:  map[*envState]bool{},
-		pending:  map[*shareState]pendingHead{},
-		reported: map[string]bool{},
-		forJobs:  map[string]*forState{},
+		opts:       opts,
+		envs:       map[string]*envState{},
+		shares:     map[string]*shareState{},
+		jobs:       map[string]*jobState{},
+		touched:    map[*envState]bool{},
+		pending:    map[*shareState]pendingHead{},
+		reported:   map[string]bool{},
+		forJobs:    map[string]*forState{},
+		stoppingBy: map[string]map[string]bool{},
 	}
 	ec := cfg.Engine()
 	for _, e := range ec.Environments {
@@ -385,6 +391,7 @@ func (c *Checker) flushGroup() {
 		}
 		c.unwait(j)
 		j.demand = demand
+		j.startLine = line
 		s := j.share
 		s.usage.Add(demand)
 		s.env.usage.Add(demand)
@@ -404,7 +411,13 @@ func (c *Checker) flushGroup() {
 		if j.stopping {
 			return // decided again (a restarted server): judged the first time
 		}
-		j.stopping, j.stoppingFor = true, e.For
+		j.stopping, j.stoppingFor, j.stoppingLine = true, e.For, line
+		if e.For != "" {
+			if c.stoppingBy[e.For] == nil {
+				c.stoppingBy[e.For] = map[string]bool{}
+			}
+			c.stoppingBy[e.For][j.id] = true
+		}
 		c.judgePreempt(e, line, j)
 	case Preempt, Finish, Fail:
 		switch e.Event {
@@ -447,6 +460,12 @@ func (c *Checker) flushGroup() {
 			s.env.usage[t] -= n
 		}
 		j.demand = nil
+		if v := c.stoppingBy[j.stoppingFor]; v != nil {
+			delete(v, j.id)
+			if len(v) == 0 {
+				delete(c.stoppingBy, j.stoppingFor)
+			}
+		}
 		j.stopping, j.stoppingFor = false, ""
 		c.touched[s.env] = true
 		switch e.Event {
@@ -559,7 +578,7 @@ func (c *Checker) checkPreempt(e Event, line int, j *jobState) {
 	} else if !c.judgePreempt(e, line, j) {
 		return
 	}
-	if f := c.jobs[e.For]; e.For == "" || f.demand != nil {
+	if f := c.jobs[e.For]; e.For == "" || f.demand != nil || (j.stopping && f != nil && f.startLine > j.stoppingLine) {
 		return // nobody named, or it started already (in room freed meanwhile)
 	}
 	fs := c.forJobs[e.For]
@@ -681,19 +700,26 @@ func (c *Checker) demandOf(j *jobState) qshare.Capacity { return j.want }
 // for others: taking it would leave what borrowers use without a lender
 // (the borrow-source rule), so j has room only if, once started, borrowed
 // capacity is still covered by unowned capacity and lenders' idle capacity.
+//
+// Capacity promised to a reserved job (one that others were preempted for
+// and that has not started yet) is not free either: the engine counts the
+// reserved job's demand in its share's usage, and holds at once, out of the
+// environment's free room, the part its stopping victims do not hold. The
+// log has no line for that holding, so the checker derives it.
 func (c *Checker) fitsNow(s *shareState, j *jobState) bool {
 	d := c.demandOf(j)
 	if len(d) == 0 {
 		return false
 	}
 	env := s.env
+	shareCommit, envCommit := c.reservedCommitments(env, j)
 	for t, n := range d {
-		if s.usage[t]+n > s.limits[t] || env.usage[t]+n > env.limits[t] {
+		if s.usage[t]+shareCommit[s][t]+n > s.limits[t] || env.usage[t]+envCommit[t]+n > env.limits[t] {
 			return false
 		}
 		var borrowed, lendable int64
 		for _, o := range env.shares {
-			u, l := o.usage[t], o.limits[t]
+			u, l := o.usage[t]+shareCommit[o][t], o.limits[t]
 			if o == s {
 				u += n
 			}
@@ -708,6 +734,44 @@ func (c *Checker) fitsNow(s *shareState, j *jobState) bool {
 		}
 	}
 	return true
+}
+
+// reservedCommitments returns, for the reserved jobs of env (jobs that
+// others were preempted for and that have not started), their demand per
+// share, and the part of it that their still-stopping victims do not hold.
+// The job being judged, except, is left out: what is promised to it is
+// room for it.
+func (c *Checker) reservedCommitments(env *envState, except *jobState) (map[*shareState]qshare.Capacity, qshare.Capacity) {
+	var shares map[*shareState]qshare.Capacity
+	var free qshare.Capacity
+	add := func(id string) {
+		r := c.jobs[id]
+		if r == nil || r == except || r.share.env != env || r.demand != nil || !r.inSystem() || r.done {
+			return
+		}
+		if shares == nil {
+			shares, free = map[*shareState]qshare.Capacity{}, qshare.Capacity{}
+		}
+		if shares[r.share] == nil {
+			shares[r.share] = qshare.Capacity{}
+		}
+		for t, n := range r.want {
+			shares[r.share][t] += n
+			for v := range c.stoppingBy[id] {
+				n -= c.jobs[v].demand[t]
+			}
+			free[t] += max(n, 0)
+		}
+	}
+	for id := range c.forJobs {
+		add(id)
+	}
+	for id := range c.stoppingBy {
+		if c.forJobs[id] == nil {
+			add(id)
+		}
+	}
+	return shares, free
 }
 
 // The waiting jobs of a share, best first: priority descending, then
