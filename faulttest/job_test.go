@@ -121,8 +121,8 @@ func TestMisbehavingJobs(t *testing.T) {
 	needBinary(t)
 	root := t.TempDir()
 	srv := startServer(t, filepath.Join(root, "data"), "--events", filepath.Join(root, "events.jsonl"))
-	applyConfig(t, srv.url, oneShareConfig(1))
-	c := client(srv.url)
+	applyConfig(t, srv.Endpoint, oneShareConfig(1))
+	c := client(srv.Endpoint)
 	ctx := context.Background()
 
 	t.Run("IgnoresSIGTERM", func(t *testing.T) {
@@ -218,7 +218,7 @@ func TestMisbehavingJobs(t *testing.T) {
 		t.Logf("missing binary: FAILED %q", reason)
 	})
 
-	srv.stop()
+	srv.Stop()
 	res, err := checkEventsCLI(t, filepath.Join(root, "events.jsonl"), writeTemp(t, oneShareConfig(1)))
 	if err != nil {
 		t.Fatal(err)

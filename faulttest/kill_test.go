@@ -41,11 +41,11 @@ func TestKill9(t *testing.T) {
 	ctx := context.Background()
 
 	srv := startServer(t, data, "--events", events)
-	applyConfig(t, srv.url, soak.FleetConfig(2))
+	applyConfig(t, srv.Endpoint, soak.FleetConfig(2))
 	w := newWorkload(traces, 2)
 
 	for k := 0; k < kills; k++ {
-		c := client(srv.url)
+		c := client(srv.Endpoint)
 		wctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for s := 0; s < 3; s++ {
@@ -69,12 +69,12 @@ func TestKill9(t *testing.T) {
 			}
 		}()
 		time.Sleep(time.Duration(300+r.IntN(1500)) * time.Millisecond)
-		srv.kill() // requests in flight now fail, unacknowledged
+		srv.Kill() // requests in flight now fail, unacknowledged
 		cancel()
 		wg.Wait()
 
 		srv = startServer(t, data, "--events", events)
-		c = client(srv.url)
+		c = client(srv.Endpoint)
 		w.learnLimit(t, ctx, c)
 		if err := w.checkAcked(ctx, c); err != nil {
 			t.Fatalf("after kill %d: %v", k+1, err)
@@ -85,7 +85,7 @@ func TestKill9(t *testing.T) {
 		}
 	}
 
-	c := client(srv.url)
+	c := client(srv.Endpoint)
 	all, err := waitAllDone(ctx, c, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestKill9(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
-	srv.stop()
+	srv.Stop()
 	sum, vs := w.checkEvents(t, events)
 	for _, v := range vs {
 		t.Error("event log: " + v)

@@ -10,16 +10,13 @@
 package soak
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +31,7 @@ import (
 	"qshare/batchclient"
 	"qshare/config"
 	"qshare/event"
+	"qshare/serveproc"
 )
 
 // Options configure a soak run.
@@ -136,19 +134,19 @@ type jobRec struct {
 }
 
 type run struct {
-	o       Options
-	r       *rand.Rand
-	dir     string
-	data    string
-	events  string
-	traces  string
-	mu      sync.Mutex
-	jobs    map[string]*jobRec
-	order   []string
-	res     Result
-	srv     *exec.Cmd
-	url     string
-	srvDone chan struct{}
+	o      Options
+	r      *rand.Rand
+	dir    string
+	data   string
+	events string
+	traces string
+	mu     sync.Mutex
+	jobs   map[string]*jobRec
+	order  []string
+	res    Result
+	srv    *serveproc.Server
+	logf   *os.File
+	url    string
 }
 
 // Run runs a soak and returns what it saw. An error means the soak itself
@@ -199,7 +197,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
 	s.progress("soak: %s of random workload, kill -9 about every %s (seed %d, files in %s)", o.Duration, o.KillEvery, o.Seed, dir)
 	time.Sleep(2 * time.Second)
-	s.res.RSSStartBytes = rss(s.srv.Process.Pid)
+	s.res.RSSStartBytes = rss(s.srv.Pid())
 	s.res.RSSPeakBytes = s.res.RSSStartBytes
 
 	end := start.Add(o.Duration)
@@ -209,7 +207,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			wait = left
 		}
 		s.drive(ctx, wait)
-		if n := rss(s.srv.Process.Pid); n > s.res.RSSPeakBytes {
+		if n := rss(s.srv.Pid()); n > s.res.RSSPeakBytes {
 			s.res.RSSPeakBytes = n
 		}
 		if time.Now().Before(end) && ctx.Err() == nil {
@@ -227,7 +225,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	s.res.Duration = time.Since(start)
 	s.progress("soak: workload over; waiting for the jobs to finish")
 	s.finish(ctx)
-	if n := rss(s.srv.Process.Pid); n > 0 {
+	if n := rss(s.srv.Pid()); n > 0 {
 		s.res.RSSEndBytes = n
 		if n > s.res.RSSPeakBytes {
 			s.res.RSSPeakBytes = n
@@ -261,81 +259,41 @@ func (s *run) acked() int {
 	return len(s.jobs)
 }
 
-var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
-
+// startServer starts the server on the soak's data directory, its output
+// appended to serve.log.
 func (s *run) startServer(ctx context.Context) error {
 	logf, err := os.OpenFile(filepath.Join(s.dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	cmd := exec.Command(s.o.Binary, "serve", "--addr", "127.0.0.1:0", "--data-dir", s.data, "--executor", "process",
-		"--gpus", "0,1,2,3,4,5,6,7", "--log-level", "warn", "--stop-grace", "1s", "--events", s.events)
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "QSHARE_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	cmd.Stderr = logf
-	out, err := cmd.StdoutPipe()
+	srv, err := serveproc.Start(ctx, serveproc.Options{Binary: s.o.Binary, DataDir: s.data,
+		Args:   []string{"--executor", "process", "--gpus", "0,1,2,3,4,5,6,7", "--log-level", "warn", "--stop-grace", "1s", "--events", s.events},
+		Output: logf, StopSignal: syscall.SIGTERM, StopWait: 30 * time.Second})
 	if err != nil {
-		return err
+		logf.Close()
+		return fmt.Errorf("soak: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("soak: starting the server: %w", err)
-	}
-	done := make(chan struct{})
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		sent := false
-		for sc.Scan() {
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-		}
-		io.Copy(io.Discard, out)
-		cmd.Wait()
-		close(done)
-	}()
-	select {
-	case u := <-found:
-		s.srv, s.url, s.srvDone = cmd, u, done
-		return nil
-	case <-done:
-		return fmt.Errorf("soak: the server exited before it listened; see %s", filepath.Join(s.dir, "serve.log"))
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		return errors.New("soak: the server did not listen within 60s")
-	case <-ctx.Done():
-		cmd.Process.Kill()
-		return ctx.Err()
-	}
+	s.srv, s.logf, s.url = srv, logf, srv.Endpoint
+	return nil
 }
 
+// killServer kills the server with SIGKILL, as a crash would.
 func (s *run) killServer() {
 	if s.srv == nil {
 		return
 	}
-	s.srv.Process.Signal(syscall.SIGKILL)
-	<-s.srvDone
+	s.srv.Kill()
+	s.logf.Close()
 	s.srv = nil
 }
 
+// stopServer stops the server cleanly (SIGTERM), or kills it 30 s later.
 func (s *run) stopServer() {
 	if s.srv == nil {
 		return
 	}
-	s.srv.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.srvDone:
-	case <-time.After(30 * time.Second):
-		s.srv.Process.Signal(syscall.SIGKILL)
-		<-s.srvDone
-	}
+	_ = s.srv.Stop()
+	s.logf.Close()
 	s.srv = nil
 }
 
