@@ -33,10 +33,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
+	"qshare/batchclient"
 	"qshare/serveproc"
 )
 
@@ -134,9 +134,7 @@ func startServer(t *testing.T, dataDir string, o serverOpts) *server {
 		t.Fatal(err)
 	}
 	s := &server{t: t, dataDir: dataDir, proc: proc, endpoint: proc.Endpoint,
-		c: batch.NewFromConfig(aws.Config{Region: "us-east-1",
-			Credentials: credentials.NewStaticCredentialsProvider("AKIDE2E", "secret", "")},
-			func(bo *batch.Options) { bo.BaseEndpoint = aws.String(proc.Endpoint) })}
+		c: batchclient.New(proc.Endpoint, "us-east-1")}
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
