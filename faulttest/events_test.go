@@ -29,12 +29,12 @@ func TestEventLogReconciles(t *testing.T) {
 	events := filepath.Join(root, "events.jsonl")
 	srv := startServer(t, data, "--events", events)
 	applyConfig(t, srv.Endpoint, soak.FleetConfig(2))
-	w := newWorkload(traces, 2)
+	w := soak.NewWorkload(traces, 2)
 	c := client(srv.Endpoint)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 20; i++ {
-		w.submit(ctx, c, r)
+		w.Submit(ctx, c, r)
 	}
 	time.Sleep(1500 * time.Millisecond)
 	srv.Kill()
@@ -63,10 +63,10 @@ func TestEventLogReconciles(t *testing.T) {
 
 	srv = startServer(t, data, "--events", events)
 	c = client(srv.Endpoint)
-	if err := w.checkAcked(ctx, c); err != nil {
+	if err := w.CheckAcked(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	all, err := waitAllDone(ctx, c, 2*time.Minute)
+	all, err := soak.WaitAllDone(ctx, c, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

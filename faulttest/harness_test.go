@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -110,24 +109,4 @@ func applyConfig(t testing.TB, url, yaml string) string {
 		t.Fatalf("qshare apply: %v\n%s", err, out)
 	}
 	return path
-}
-
-// shellJob is the payload of a job that runs sh -c script with env.
-func shellJob(script string, instances int, env map[string]string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `{"AlgorithmSpecification":{"TrainingImage":"local","ContainerEntrypoint":["sh","-c",%q]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":%d,"VolumeSizeInGB":1}`, script, instances)
-	if len(env) > 0 {
-		b.WriteString(`,"Environment":{`)
-		first := true
-		for k, v := range env {
-			if !first {
-				b.WriteString(",")
-			}
-			first = false
-			fmt.Fprintf(&b, "%q:%q", k, v)
-		}
-		b.WriteString("}")
-	}
-	b.WriteString("}")
-	return b.String()
 }
