@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare"
+	"qshare/bench"
 )
 
 // benchClient is an SDK client whose transport keeps a connection per
@@ -28,14 +28,6 @@ func benchClient(url string, conns int) *batch.Client {
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", ""),
 		HTTPClient: &http.Client{Transport: tr}}
 	return batch.NewFromConfig(cfg, func(o *batch.Options) { o.BaseEndpoint = aws.String(url) })
-}
-
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
 }
 
 // BenchmarkSubmitServiceJob measures acknowledged, durable submits over HTTP
@@ -126,10 +118,12 @@ func submitConcurrently(b *testing.B, n int, submit func() error) time.Duration 
 	return el
 }
 
-// reportLatency reports the median and the 99th percentile of lat in ms.
+// reportLatency reports the median and the 99th percentile of lat in ms,
+// as qshare bench computes them.
 func reportLatency(b *testing.B, lat []time.Duration) {
-	b.ReportMetric(float64(percentile(lat, 0.50).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+	l := bench.Latencies(lat)
+	b.ReportMetric(l.P50, "p50-ms")
+	b.ReportMetric(l.P99, "p99-ms")
 }
 
 // BenchmarkSubmitToScheduled measures, with capacity free, the time from

@@ -16,7 +16,6 @@
 package config
 
 import (
-	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
@@ -324,111 +323,6 @@ func (c EngineConfig) Load(e *engine.Engine) error {
 	return nil
 }
 
-// ARNs makes the ARN of each kind of resource; the server passes its own
-// (partition, region and account). A nil ARNs leaves ARNs empty.
-type ARNs interface {
-	ServiceEnvironment(name string) string
-	SchedulingPolicy(name string) string
-	JobQueue(name string) string
-	QuotaShare(queue, name string) string
-}
-
-// Resources are a file's declarations as domain records.
-type Resources struct {
-	Environments []qshare.ServiceEnvironment
-	Policies     []qshare.SchedulingPolicy
-	Queues       []qshare.JobQueue
-	Shares       []qshare.QuotaShare
-}
-
-// Resources converts a valid file to the domain records it declares, with
-// the defaults of the API applied (state ENABLED, type SAGEMAKER_TRAINING,
-// borrowLimit -1). Statuses and creation times are left for the server to
-// set. References are resolved to names and then to ARNs with arns.
-func (f *File) Resources(arns ARNs) Resources {
-	arn := func(fn func(ARNs) string) string {
-		if arns == nil {
-			return ""
-		}
-		return fn(arns)
-	}
-	var r Resources
-	for _, e := range f.ServiceEnvironments {
-		r.Environments = append(r.Environments, qshare.ServiceEnvironment{
-			Name:           e.Name,
-			ARN:            arn(func(a ARNs) string { return a.ServiceEnvironment(e.Name) }),
-			Type:           orDefault(e.Type, SageMakerTraining),
-			State:          stateOrEnabled(e.State),
-			CapacityLimits: append([]qshare.CapacityLimit(nil), e.CapacityLimits...),
-			Tags:           cloneTags(e.Tags),
-		})
-	}
-	for _, p := range f.SchedulingPolicies {
-		sp := qshare.SchedulingPolicy{
-			Name: p.Name,
-			ARN:  arn(func(a ARNs) string { return a.SchedulingPolicy(p.Name) }),
-			Tags: cloneTags(p.Tags),
-		}
-		if p.QuotaSharePolicy != nil {
-			q := *p.QuotaSharePolicy
-			sp.QuotaSharePolicy = &q
-		}
-		if p.FairsharePolicy != nil {
-			sp.FairsharePolicy = p.FairsharePolicy.json()
-		}
-		r.Policies = append(r.Policies, sp)
-	}
-	for _, q := range f.JobQueues {
-		jq := qshare.JobQueue{
-			Name:                     q.Name,
-			ARN:                      arn(func(a ARNs) string { return a.JobQueue(q.Name) }),
-			Type:                     orDefault(q.Type, SageMakerTraining),
-			State:                    stateOrEnabled(q.State),
-			JobStateTimeLimitActions: append([]qshare.JobStateTimeLimitAction(nil), q.JobStateTimeLimitActions...),
-			Tags:                     cloneTags(q.Tags),
-		}
-		if q.Priority != nil {
-			jq.Priority = int(*q.Priority)
-		}
-		if q.SchedulingPolicy != "" {
-			if strings.HasPrefix(q.SchedulingPolicy, "arn:") {
-				jq.SchedulingPolicyARN = q.SchedulingPolicy
-			} else {
-				jq.SchedulingPolicyARN = arn(func(a ARNs) string { return a.SchedulingPolicy(q.PolicyName()) })
-			}
-		}
-		if q.ServiceEnvironment != "" {
-			envARN := q.ServiceEnvironment
-			if !strings.HasPrefix(envARN, "arn:") {
-				envARN = arn(func(a ARNs) string { return a.ServiceEnvironment(q.EnvironmentName()) })
-			}
-			jq.ServiceEnvironmentOrder = []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: envARN}}
-		}
-		r.Queues = append(r.Queues, jq)
-		for _, s := range q.QuotaShares {
-			r.Shares = append(r.Shares, qshare.QuotaShare{
-				Name:              s.Name,
-				ARN:               arn(func(a ARNs) string { return a.QuotaShare(q.Name, s.Name) }),
-				JobQueue:          q.Name,
-				CapacityLimits:    append([]qshare.CapacityLimit(nil), s.CapacityLimits...),
-				Strategy:          s.Strategy,
-				BorrowLimit:       s.EffectiveBorrowLimit(),
-				InSharePreemption: s.InSharePreemption,
-				State:             stateOrEnabled(s.State),
-				Tags:              cloneTags(s.Tags),
-			})
-		}
-	}
-	return r
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 func stateOrEnabled(s qshare.State) qshare.State {
 	if s == "" {
 		return qshare.Enabled
@@ -446,10 +340,4 @@ func (f *File) ShareNames() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// json returns the fair-share policy in its wire form.
-func (p *FairsharePolicy) json() []byte {
-	b, _ := json.Marshal(p) // cannot fail: plain numbers and strings
-	return b
 }

@@ -39,24 +39,6 @@ func TestParseExample(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Engine():\n got %+v\nwant %+v", got, want)
 	}
-	r := f.Resources(testARNs{})
-	if len(r.Shares) != 3 || r.Shares[0].ARN != "arn:aws:batch:us-east-1:000000000000:job-queue/training/quota-share/QS1" ||
-		r.Queues[0].SchedulingPolicyARN != "arn:aws:batch:us-east-1:000000000000:scheduling-policy/qm" ||
-		r.Queues[0].ServiceEnvironmentOrder[0].ServiceEnvironment != "arn:aws:batch:us-east-1:000000000000:service-environment/gpu-pool" ||
-		r.Queues[0].Priority != 1 || r.Shares[1].State != qshare.Enabled || r.Environments[0].Type != SageMakerTraining {
-		t.Fatalf("Resources: %+v", r)
-	}
-}
-
-type testARNs struct{}
-
-const arnPrefix = "arn:aws:batch:us-east-1:000000000000:"
-
-func (testARNs) ServiceEnvironment(n string) string { return arnPrefix + "service-environment/" + n }
-func (testARNs) SchedulingPolicy(n string) string   { return arnPrefix + "scheduling-policy/" + n }
-func (testARNs) JobQueue(n string) string           { return arnPrefix + "job-queue/" + n }
-func (testARNs) QuotaShare(q, n string) string {
-	return arnPrefix + "job-queue/" + q + "/quota-share/" + n
 }
 
 func TestParseJSONAndARNReferences(t *testing.T) {

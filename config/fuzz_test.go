@@ -29,7 +29,6 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse accepted a file that does not validate")
 			}
 			cfg.Engine()
-			cfg.Resources(nil)
 			return
 		}
 		var errs *Errors

@@ -83,9 +83,9 @@ func TestMisbehavingClients(t *testing.T) {
 	needBinary(t)
 	root := t.TempDir()
 	srv := startServer(t, filepath.Join(root, "data"))
-	applyConfig(t, srv.url, oneShareConfig(1))
-	c := client(srv.url)
-	u, _ := url.Parse(srv.url)
+	applyConfig(t, srv.Endpoint, oneShareConfig(1))
+	c := client(srv.Endpoint)
+	u, _ := url.Parse(srv.Endpoint)
 	addr := u.Host
 
 	t.Run("StalledConnections", func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestMisbehavingClients(t *testing.T) {
 			size int
 		}{{"createserviceenvironment", 2 << 20}, {"submitservicejob", 64 << 10}, {"describejobqueues", 8 << 20}} {
 			body := `{"x":"` + strings.Repeat("a", tc.size) + `"}`
-			status, typ, msg := post(t, srv.url+"/v1/"+tc.op, "application/json", body)
+			status, typ, msg := post(t, srv.Endpoint+"/v1/"+tc.op, "application/json", body)
 			if status != http.StatusBadRequest || typ != "ClientException" || msg == "" {
 				t.Errorf("%s with a %d-byte body: %d %s %q, want a 400 ClientException", tc.op, len(body), status, typ, msg)
 			} else {
@@ -168,7 +168,7 @@ func TestMisbehavingClients(t *testing.T) {
 	t.Run("WrongContentType", func(t *testing.T) {
 		for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/xml", ""} {
 			for _, body := range []string{`{"jobQueues":["q"]}`, `jobQueues=q`, `<jobQueues>q</jobQueues>`} {
-				status, typ, msg := post(t, srv.url+"/v1/describejobqueues", ct, body)
+				status, typ, msg := post(t, srv.Endpoint+"/v1/describejobqueues", ct, body)
 				if status != http.StatusOK && (status != http.StatusBadRequest || typ != "ClientException" || msg == "") {
 					t.Errorf("Content-Type %q, body %q: %d %s %q", ct, body, status, typ, msg)
 				}
@@ -201,7 +201,7 @@ func TestMisbehavingClients(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-				resp, err := hc.Post(srv.url+"/v1/describejobqueues", "application/json", strings.NewReader(`{"jobQueues":["q"]}`))
+				resp, err := hc.Post(srv.Endpoint+"/v1/describejobqueues", "application/json", strings.NewReader(`{"jobQueues":["q"]}`))
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()

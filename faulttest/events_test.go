@@ -28,16 +28,16 @@ func TestEventLogReconciles(t *testing.T) {
 	os.MkdirAll(traces, 0o755)
 	events := filepath.Join(root, "events.jsonl")
 	srv := startServer(t, data, "--events", events)
-	applyConfig(t, srv.url, soak.FleetConfig(2))
-	w := newWorkload(traces, 2)
-	c := client(srv.url)
+	applyConfig(t, srv.Endpoint, soak.FleetConfig(2))
+	w := soak.NewWorkload(traces, 2)
+	c := client(srv.Endpoint)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 20; i++ {
-		w.submit(ctx, c, r)
+		w.Submit(ctx, c, r)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	srv.kill()
+	srv.Kill()
 
 	b, err := os.ReadFile(events)
 	if err != nil {
@@ -62,22 +62,22 @@ func TestEventLogReconciles(t *testing.T) {
 	t.Logf("removed the last batch (%d of %d lines) and left a torn line", cut, len(lines))
 
 	srv = startServer(t, data, "--events", events)
-	c = client(srv.url)
-	if err := w.checkAcked(ctx, c); err != nil {
+	c = client(srv.Endpoint)
+	if err := w.CheckAcked(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	all, err := waitAllDone(ctx, c, 2*time.Minute)
+	all, err := soak.WaitAllDone(ctx, c, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// check-events reads the configuration from the running server too.
-	out, err := runQshare(t, "check-events", events, "--endpoint", srv.url, "--settle", "1")
+	out, err := runQshare(t, "check-events", events, "--endpoint", srv.Endpoint, "--settle", "1")
 	if err != nil {
 		t.Errorf("check-events --endpoint: %v\n%s", err, out)
 	} else {
 		t.Logf("check-events --endpoint: %s", strings.TrimSpace(out))
 	}
-	srv.stop()
+	srv.Stop()
 	after, _ := os.ReadFile(events)
 	if bytes.Contains(after, []byte("half-writ")) {
 		t.Error("the torn line is still in the log")

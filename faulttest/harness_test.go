@@ -8,16 +8,12 @@
 package faulttest
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 
 	"qshare/batchclient"
+	"qshare/serveproc"
 )
 
 // bin is the qshare binary TestMain built.
@@ -59,101 +56,30 @@ func needBinary(t *testing.T) {
 	}
 }
 
-// server is one run of qshare serve.
-type server struct {
-	cmd    *exec.Cmd
-	url    string
-	stderr *os.File
-}
-
-var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
-
 // startServer runs qshare serve on a free loopback port over dataDir, with
 // the process executor and fake GPUs, and returns once it listens. Extra
-// arguments follow the defaults, so they override them.
-func startServer(t testing.TB, dataDir string, args ...string) *server {
+// arguments follow the defaults, so they override them. What the server
+// prints is appended to dataDir's name + ".stderr", across restarts, and
+// its end is in the test's log when it does not come up. Stop sends
+// SIGTERM, and SIGKILL 20 s later.
+func startServer(t testing.TB, dataDir string, args ...string) *serveproc.Server {
 	t.Helper()
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	errf, err := os.OpenFile(filepath.Join(filepath.Dir(dataDir), filepath.Base(dataDir)+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(filepath.Join(filepath.Dir(dataDir), filepath.Base(dataDir)+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--executor", "process",
-		"--gpus", "0,1,2,3,4,5,6,7", "--log-level", "warn", "--stop-grace", "1s"}, args...)
-	cmd := exec.Command(bin, all...)
-	cmd.Stderr = errf
-	stdout, err := cmd.StdoutPipe()
+	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: dataDir,
+		Args:   append([]string{"--executor", "process", "--gpus", "0,1,2,3,4,5,6,7", "--log-level", "warn", "--stop-grace", "1s"}, args...),
+		Output: logf, StopSignal: syscall.SIGTERM, StopWait: 20 * time.Second})
 	if err != nil {
-		t.Fatal(err)
+		logf.Close()
+		t.Fatalf("%v\n(the whole output is in %s)", err, logf.Name())
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-		}
-		if !sent {
-			close(found)
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	s := &server{cmd: cmd, stderr: errf}
-	t.Cleanup(func() { s.kill() })
-	select {
-	case u, ok := <-found:
-		if !ok {
-			cmd.Wait()
-			t.Fatalf("qshare serve exited before it listened; its stderr is in %s:\n%s", errf.Name(), tail(errf.Name()))
-		}
-		s.url = u
-		return s
-	case <-time.After(60 * time.Second):
-		s.kill()
-		t.Fatalf("qshare serve did not listen within 60s:\n%s", tail(errf.Name()))
-	}
-	return nil
-}
-
-// kill sends SIGKILL and reaps the process.
-func (s *server) kill() {
-	if s.cmd.ProcessState == nil {
-		s.cmd.Process.Signal(syscall.SIGKILL)
-		s.cmd.Wait()
-	}
-	s.stderr.Close()
-}
-
-// stop asks the server to shut down cleanly.
-func (s *server) stop() {
-	if s.cmd.ProcessState == nil {
-		s.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { s.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			s.cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-		}
-	}
-	s.stderr.Close()
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
+	t.Cleanup(func() {
+		srv.Kill()
+		logf.Close()
+	})
+	return srv
 }
 
 // client returns an SDK client of the server that does not retry, so that
@@ -183,24 +109,4 @@ func applyConfig(t testing.TB, url, yaml string) string {
 		t.Fatalf("qshare apply: %v\n%s", err, out)
 	}
 	return path
-}
-
-// shellJob is the payload of a job that runs sh -c script with env.
-func shellJob(script string, instances int, env map[string]string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `{"AlgorithmSpecification":{"TrainingImage":"local","ContainerEntrypoint":["sh","-c",%q]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":%d,"VolumeSizeInGB":1}`, script, instances)
-	if len(env) > 0 {
-		b.WriteString(`,"Environment":{`)
-		first := true
-		for k, v := range env {
-			if !first {
-				b.WriteString(",")
-			}
-			first = false
-			fmt.Fprintf(&b, "%q:%q", k, v)
-		}
-		b.WriteString("}")
-	}
-	b.WriteString("}")
-	return b.String()
 }

@@ -20,6 +20,7 @@ import (
 	"qshare/api"
 	"qshare/daemon"
 	"qshare/executor/process"
+	"qshare/soak"
 	"qshare/sqlite"
 )
 
@@ -121,13 +122,13 @@ func TestMisbehavingJobs(t *testing.T) {
 	needBinary(t)
 	root := t.TempDir()
 	srv := startServer(t, filepath.Join(root, "data"), "--events", filepath.Join(root, "events.jsonl"))
-	applyConfig(t, srv.url, oneShareConfig(1))
-	c := client(srv.url)
+	applyConfig(t, srv.Endpoint, oneShareConfig(1))
+	c := client(srv.Endpoint)
 	ctx := context.Background()
 
 	t.Run("IgnoresSIGTERM", func(t *testing.T) {
 		pidf := filepath.Join(root, "stubborn.pid")
-		id := submitJob(t, c, "stubborn", 0, shellJob(`trap '' TERM; echo $$ > "$PIDF"; while :; do sleep 0.2; done`, 1, map[string]string{"PIDF": pidf}))
+		id := submitJob(t, c, "stubborn", 0, soak.ShellJob(`trap '' TERM; echo $$ > "$PIDF"; while :; do sleep 0.2; done`, 1, map[string]string{"PIDF": pidf}))
 		waitStatus(t, c, id, 20*time.Second, types.ServiceJobStatusRunning)
 		pid := pidsIn(t, waitFile(t, pidf, 10*time.Second))[0]
 		asked := time.Now()
@@ -145,11 +146,11 @@ func TestMisbehavingJobs(t *testing.T) {
 		pidf := filepath.Join(root, "forker.pids")
 		// The main process leaves two children behind in its group and one
 		// grandchild in a subshell, then waits.
-		low := submitJob(t, c, "forker", 0, shellJob(`sleep 300 & a=$!; (sleep 300 & echo $! > "$PIDF.gc"; wait) & b=$!; echo "$$ $a $b" > "$PIDF"; wait`, 1, map[string]string{"PIDF": pidf}))
+		low := submitJob(t, c, "forker", 0, soak.ShellJob(`sleep 300 & a=$!; (sleep 300 & echo $! > "$PIDF.gc"; wait) & b=$!; echo "$$ $a $b" > "$PIDF"; wait`, 1, map[string]string{"PIDF": pidf}))
 		waitStatus(t, c, low, 20*time.Second, types.ServiceJobStatusRunning)
 		pids := pidsIn(t, waitFile(t, pidf, 10*time.Second))
 		pids = append(pids, pidsIn(t, waitFile(t, pidf+".gc", 10*time.Second))...)
-		high := submitJob(t, c, "preemptor", 5, shellJob(`exit 0`, 1, nil))
+		high := submitJob(t, c, "preemptor", 5, soak.ShellJob(`exit 0`, 1, nil))
 		waitStatus(t, c, high, 30*time.Second, types.ServiceJobStatusSucceeded)
 		d := waitStatus(t, c, low, 30*time.Second, types.ServiceJobStatusRunnable, types.ServiceJobStatusRunning, types.ServiceJobStatusScheduled, types.ServiceJobStatusStarting)
 		if len(d.Attempts) == 0 {
@@ -169,7 +170,7 @@ func TestMisbehavingJobs(t *testing.T) {
 
 	t.Run("ForksAndExits", func(t *testing.T) {
 		pidf := filepath.Join(root, "orphan.pid")
-		id := submitJob(t, c, "orphaner", 0, shellJob(`sleep 300 & echo $! > "$PIDF"; exit 0`, 1, map[string]string{"PIDF": pidf}))
+		id := submitJob(t, c, "orphaner", 0, soak.ShellJob(`sleep 300 & echo $! > "$PIDF"; exit 0`, 1, map[string]string{"PIDF": pidf}))
 		pid := pidsIn(t, waitFile(t, pidf, 20*time.Second))[0]
 		// The main process is gone; its child still holds the attempt.
 		time.Sleep(500 * time.Millisecond)
@@ -189,12 +190,12 @@ func TestMisbehavingJobs(t *testing.T) {
 	})
 
 	t.Run("ExitsWhileStarting", func(t *testing.T) {
-		id := submitJob(t, c, "quitter", 0, shellJob(`exit 3`, 1, nil))
+		id := submitJob(t, c, "quitter", 0, soak.ShellJob(`exit 3`, 1, nil))
 		d := waitStatus(t, c, id, 20*time.Second, types.ServiceJobStatusFailed)
 		if !strings.Contains(aws.ToString(d.StatusReason), "3") {
 			t.Errorf("a job that exits 3 at once FAILED with %q", aws.ToString(d.StatusReason))
 		}
-		ok := submitJob(t, c, "instant", 0, shellJob(`true`, 1, nil))
+		ok := submitJob(t, c, "instant", 0, soak.ShellJob(`true`, 1, nil))
 		waitStatus(t, c, ok, 20*time.Second, types.ServiceJobStatusSucceeded)
 		t.Logf("exit 3 at once: FAILED %q; true at once: SUCCEEDED", aws.ToString(d.StatusReason))
 	})
@@ -218,7 +219,7 @@ func TestMisbehavingJobs(t *testing.T) {
 		t.Logf("missing binary: FAILED %q", reason)
 	})
 
-	srv.stop()
+	srv.Stop()
 	res, err := checkEventsCLI(t, filepath.Join(root, "events.jsonl"), writeTemp(t, oneShareConfig(1)))
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +273,7 @@ func TestHugeLog(t *testing.T) {
 	defer hs.Close()
 	applyConfig(t, hs.URL, oneShareConfig(1))
 	c := client(hs.URL)
-	id := submitJob(t, c, "chatty", 0, shellJob(fmt.Sprintf(`yes "a line of training output that goes on and on" | head -c %d; echo end`, mib<<20), 1, nil))
+	id := submitJob(t, c, "chatty", 0, soak.ShellJob(fmt.Sprintf(`yes "a line of training output that goes on and on" | head -c %d; echo end`, mib<<20), 1, nil))
 	start := time.Now()
 	var worst time.Duration
 	polls := 0

@@ -41,11 +41,11 @@ func TestKill9(t *testing.T) {
 	ctx := context.Background()
 
 	srv := startServer(t, data, "--events", events)
-	applyConfig(t, srv.url, soak.FleetConfig(2))
-	w := newWorkload(traces, 2)
+	applyConfig(t, srv.Endpoint, soak.FleetConfig(2))
+	w := soak.NewWorkload(traces, 2)
 
 	for k := 0; k < kills; k++ {
-		c := client(srv.url)
+		c := client(srv.Endpoint)
 		wctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for s := 0; s < 3; s++ {
@@ -54,7 +54,7 @@ func TestKill9(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for wctx.Err() == nil {
-					w.submit(wctx, c, rs)
+					w.Submit(wctx, c, rs)
 					sleepCtx(wctx, time.Duration(300+rs.IntN(500))*time.Millisecond)
 				}
 			}()
@@ -64,44 +64,47 @@ func TestKill9(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for wctx.Err() == nil {
-				w.mutate(wctx, c, rm, true)
+				w.Mutate(wctx, c, rm, true)
 				sleepCtx(wctx, time.Duration(50+rm.IntN(150))*time.Millisecond)
 			}
 		}()
 		time.Sleep(time.Duration(300+r.IntN(1500)) * time.Millisecond)
-		srv.kill() // requests in flight now fail, unacknowledged
+		srv.Kill() // requests in flight now fail, unacknowledged
 		cancel()
 		wg.Wait()
 
 		srv = startServer(t, data, "--events", events)
-		c = client(srv.url)
-		w.learnLimit(t, ctx, c)
-		if err := w.checkAcked(ctx, c); err != nil {
+		c = client(srv.Endpoint)
+		if err := w.LearnLimit(ctx, c); err != nil {
 			t.Fatalf("after kill %d: %v", k+1, err)
 		}
-		w.closeWindows()
-		if _, vs := w.checkEventsPrefix(t, events); len(vs) > 0 {
+		if err := w.CheckAcked(ctx, c); err != nil {
+			t.Fatalf("after kill %d: %v", k+1, err)
+		}
+		w.CloseWindows()
+		if _, vs := checkEventsPrefix(t, w, events); len(vs) > 0 {
 			t.Fatalf("after kill %d, the event log so far breaks the guarantees:\n%s", k+1, strings.Join(vs, "\n"))
 		}
 	}
 
-	c := client(srv.url)
-	all, err := waitAllDone(ctx, c, 3*time.Minute)
+	c := client(srv.Endpoint)
+	all, err := soak.WaitAllDone(ctx, c, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.closeWindows()
-	o, problems := w.checkFinal(ctx, c, all)
+	w.CloseWindows()
+	o, problems := w.CheckFinal(ctx, c, all)
 	for _, p := range problems {
 		t.Error(p)
 	}
-	srv.stop()
-	sum, vs := w.checkEvents(t, events)
+	srv.Stop()
+	sum, vs := checkEvents(t, w, events)
 	for _, v := range vs {
 		t.Error("event log: " + v)
 	}
+	st := w.Stats()
 	t.Logf("%d kills; %d submits sent, %d acknowledged jobs, %d stored; %d succeeded, %d failed (%d terminated); %d resumes from a checkpoint, %d jobs ran their last step twice; %d priority updates, %d terminations, %d limit changes sent",
-		kills, w.submits, len(w.jobs), o.jobs, o.succeeded, o.failed, o.terminated, o.preemptedResumes, o.reruns, w.prioOps, w.termOps, w.limitOps)
+		kills, st.Submits, st.Acknowledged, o.Jobs, o.Succeeded, o.Failed, o.Terminated, o.Resumes, o.Reruns, st.PriorityOps, st.TermOps, st.LimitOps)
 	t.Logf("event log: %d lines, %d starts, %d preemptions, %d finishes, %d failures; %d violations in windows of known limit", sum.Lines, sum.Starts, sum.Preempts, sum.Finishes, sum.Fails, len(vs))
 }
 

@@ -11,6 +11,7 @@ import (
 	"qshare"
 	"qshare/executor"
 	"qshare/executor/process"
+	"qshare/soak"
 )
 
 // TestRecoverWithoutHandleState is the double run the soak found: the
@@ -32,7 +33,7 @@ func TestRecoverWithoutHandleState(t *testing.T) {
 	}
 	pidf := filepath.Join(dir, "pid")
 	spec := executor.Spec{JobID: "job1", JobName: "job1", AttemptID: "job1-1", Attempt: 1, Queue: "q", Share: "A",
-		Demand: qshare.Capacity{"ml.g5.xlarge": 1}, Payload: shellJob(`echo $$ > "$PIDF"; sleep 30`, 1, map[string]string{"PIDF": pidf})}
+		Demand: qshare.Capacity{"ml.g5.xlarge": 1}, Payload: soak.ShellJob(`echo $$ > "$PIDF"; sleep 30`, 1, map[string]string{"PIDF": pidf})}
 	if _, err := ex1.Start(ctx, spec); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"qshare/daemon"
 	"qshare/event"
 	"qshare/executor/simulated"
+	"qshare/soak"
 	"qshare/sqlite"
 	"qshare/store"
 )
@@ -157,7 +158,7 @@ func TestStoreCannotWrite(t *testing.T) {
 	if n := aws.ToInt32(envs.ServiceEnvironments[0].CapacityLimits[0].MaxCapacity); n != 1 {
 		t.Errorf("environment capacity %d after a failed update, want 1", n)
 	}
-	jobs, err := listAll(ctx, c)
+	jobs, err := soak.ListAll(ctx, c)
 	must(err)
 	for _, j := range jobs {
 		if aws.ToString(j.JobName) == "lost" {
@@ -210,7 +211,7 @@ func TestStoreCannotWrite(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	all, err := waitAllDone(ctx, c, 30*time.Second)
+	all, err := soak.WaitAllDone(ctx, c, 30*time.Second)
 	must(err)
 	for _, j := range all {
 		if j.Status != types.ServiceJobStatusSucceeded {

@@ -10,17 +10,13 @@
 package soak
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +30,7 @@ import (
 	"qshare/batchclient"
 	"qshare/config"
 	"qshare/event"
+	"qshare/serveproc"
 )
 
 // Options configure a soak run.
@@ -128,27 +125,19 @@ done
 echo "$QSHARE_ATTEMPT $$ done $(date +%s%N)" >> "$TRACE"
 `
 
-type jobRec struct {
-	id, trace  string
-	steps      int
-	termTried  bool
-	terminated bool
-}
-
 type run struct {
-	o       Options
-	r       *rand.Rand
-	dir     string
-	data    string
-	events  string
-	traces  string
-	mu      sync.Mutex
-	jobs    map[string]*jobRec
-	order   []string
-	res     Result
-	srv     *exec.Cmd
-	url     string
-	srvDone chan struct{}
+	o      Options
+	r      *rand.Rand
+	dir    string
+	data   string
+	events string
+	traces string
+	mu     sync.Mutex // guards res.Problems
+	w      *Workload
+	res    Result
+	srv    *serveproc.Server
+	logf   *os.File
+	url    string
 }
 
 // Run runs a soak and returns what it saw. An error means the soak itself
@@ -180,7 +169,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		dir = d
 	}
 	s := &run{o: o, r: rand.New(rand.NewPCG(o.Seed, 7)), dir: dir, data: filepath.Join(dir, "data"),
-		events: filepath.Join(dir, "events.jsonl"), traces: filepath.Join(dir, "traces"), jobs: map[string]*jobRec{}}
+		events: filepath.Join(dir, "events.jsonl"), traces: filepath.Join(dir, "traces")}
+	s.w = NewWorkload(s.traces, 2)
 	s.res.Seed, s.res.Dir = o.Seed, dir
 	if err := os.MkdirAll(s.traces, 0o755); err != nil {
 		return nil, err
@@ -199,7 +189,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
 	s.progress("soak: %s of random workload, kill -9 about every %s (seed %d, files in %s)", o.Duration, o.KillEvery, o.Seed, dir)
 	time.Sleep(2 * time.Second)
-	s.res.RSSStartBytes = rss(s.srv.Process.Pid)
+	s.res.RSSStartBytes = rss(s.srv.Pid())
 	s.res.RSSPeakBytes = s.res.RSSStartBytes
 
 	end := start.Add(o.Duration)
@@ -209,7 +199,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			wait = left
 		}
 		s.drive(ctx, wait)
-		if n := rss(s.srv.Process.Pid); n > s.res.RSSPeakBytes {
+		if n := rss(s.srv.Pid()); n > s.res.RSSPeakBytes {
 			s.res.RSSPeakBytes = n
 		}
 		if time.Now().Before(end) && ctx.Err() == nil {
@@ -218,16 +208,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if err := s.startServer(ctx); err != nil {
 				return &s.res, err
 			}
-			if err := s.checkAcked(ctx); err != nil {
+			if err := s.w.CheckAcked(ctx, s.client()); err != nil {
 				s.problem("after restart %d: %v", s.res.Restarts, err)
 			}
-			s.progress("soak: %s, restart %d, %d jobs acknowledged", time.Since(start).Round(time.Second), s.res.Restarts, s.acked())
+			s.progress("soak: %s, restart %d, %d jobs acknowledged", time.Since(start).Round(time.Second), s.res.Restarts, s.w.Stats().Acknowledged)
 		}
 	}
 	s.res.Duration = time.Since(start)
 	s.progress("soak: workload over; waiting for the jobs to finish")
 	s.finish(ctx)
-	if n := rss(s.srv.Process.Pid); n > 0 {
+	if n := rss(s.srv.Pid()); n > 0 {
 		s.res.RSSEndBytes = n
 		if n > s.res.RSSPeakBytes {
 			s.res.RSSPeakBytes = n
@@ -255,87 +245,41 @@ func (s *run) problem(format string, args ...any) {
 	s.res.Problems = append(s.res.Problems, fmt.Sprintf(format, args...))
 }
 
-func (s *run) acked() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.jobs)
-}
-
-var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
-
+// startServer starts the server on the soak's data directory, its output
+// appended to serve.log.
 func (s *run) startServer(ctx context.Context) error {
 	logf, err := os.OpenFile(filepath.Join(s.dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	cmd := exec.Command(s.o.Binary, "serve", "--addr", "127.0.0.1:0", "--data-dir", s.data, "--executor", "process",
-		"--gpus", "0,1,2,3,4,5,6,7", "--log-level", "warn", "--stop-grace", "1s", "--events", s.events)
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "QSHARE_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	cmd.Stderr = logf
-	out, err := cmd.StdoutPipe()
+	srv, err := serveproc.Start(ctx, serveproc.Options{Binary: s.o.Binary, DataDir: s.data,
+		Args:   []string{"--executor", "process", "--gpus", "0,1,2,3,4,5,6,7", "--log-level", "warn", "--stop-grace", "1s", "--events", s.events},
+		Output: logf, StopSignal: syscall.SIGTERM, StopWait: 30 * time.Second})
 	if err != nil {
-		return err
+		logf.Close()
+		return fmt.Errorf("soak: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("soak: starting the server: %w", err)
-	}
-	done := make(chan struct{})
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		sent := false
-		for sc.Scan() {
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-		}
-		io.Copy(io.Discard, out)
-		cmd.Wait()
-		close(done)
-	}()
-	select {
-	case u := <-found:
-		s.srv, s.url, s.srvDone = cmd, u, done
-		return nil
-	case <-done:
-		return fmt.Errorf("soak: the server exited before it listened; see %s", filepath.Join(s.dir, "serve.log"))
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		return errors.New("soak: the server did not listen within 60s")
-	case <-ctx.Done():
-		cmd.Process.Kill()
-		return ctx.Err()
-	}
+	s.srv, s.logf, s.url = srv, logf, srv.Endpoint
+	return nil
 }
 
+// killServer kills the server with SIGKILL, as a crash would.
 func (s *run) killServer() {
 	if s.srv == nil {
 		return
 	}
-	s.srv.Process.Signal(syscall.SIGKILL)
-	<-s.srvDone
+	s.srv.Kill()
+	s.logf.Close()
 	s.srv = nil
 }
 
+// stopServer stops the server cleanly (SIGTERM), or kills it 30 s later.
 func (s *run) stopServer() {
 	if s.srv == nil {
 		return
 	}
-	s.srv.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.srvDone:
-	case <-time.After(30 * time.Second):
-		s.srv.Process.Signal(syscall.SIGKILL)
-		<-s.srvDone
-	}
+	_ = s.srv.Stop()
+	s.logf.Close()
 	s.srv = nil
 }
 
@@ -358,7 +302,7 @@ func (s *run) drive(ctx context.Context, d time.Duration) {
 			defer wg.Done()
 			for wctx.Err() == nil {
 				if s.backlog(wctx, c) < 30 {
-					s.submit(wctx, c, r)
+					s.w.Submit(wctx, c, r)
 				}
 				sleep(wctx, time.Duration(300+r.IntN(600))*time.Millisecond)
 			}
@@ -369,7 +313,8 @@ func (s *run) drive(ctx context.Context, d time.Duration) {
 	go func() {
 		defer wg.Done()
 		for wctx.Err() == nil {
-			s.mutate(wctx, c, r)
+			// Share A keeps its limit: checkEvents checks against one.
+			s.w.Mutate(wctx, c, r, false)
 			sleep(wctx, time.Duration(200+r.IntN(400))*time.Millisecond)
 		}
 	}()
@@ -392,215 +337,23 @@ func (s *run) backlog(ctx context.Context, c *batch.Client) int {
 	return len(out.JobSummaryList)
 }
 
-func (s *run) submit(ctx context.Context, c *batch.Client, r *rand.Rand) {
-	s.mu.Lock()
-	s.res.SubmitsSent++
-	name := fmt.Sprintf("s%06d", s.res.SubmitsSent)
-	s.mu.Unlock()
-	steps := 3 + r.IntN(20)
-	trace := filepath.Join(s.traces, name)
-	payload := fmt.Sprintf(`{"AlgorithmSpecification":{"TrainingImage":"local","ContainerEntrypoint":["sh","-c",%s]},"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":%d,"VolumeSizeInGB":1},"Environment":{"STEPS":"%d","TRACE":%s}}`,
-		strconv.Quote(JobScript), 1+r.IntN(2), steps, strconv.Quote(trace))
-	out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("q"),
-		QuotaShareName: aws.String([]string{"A", "B", "C"}[r.IntN(3)]), SchedulingPriority: aws.Int32(int32(r.IntN(4))),
-		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload)})
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	s.jobs[*out.JobId] = &jobRec{id: *out.JobId, trace: trace, steps: steps}
-	s.order = append(s.order, *out.JobId)
-	s.mu.Unlock()
-}
-
-func (s *run) mutate(ctx context.Context, c *batch.Client, r *rand.Rand) {
-	s.mu.Lock()
-	if len(s.order) == 0 {
-		s.mu.Unlock()
-		return
-	}
-	j := s.jobs[s.order[len(s.order)-1-r.IntN(min(len(s.order), 30))]]
-	term := r.IntN(10) == 0
-	if term {
-		j.termTried = true
-	} else {
-		s.res.PriorityOps++
-	}
-	s.mu.Unlock()
-	if term {
-		if _, err := c.TerminateServiceJob(ctx, &batch.TerminateServiceJobInput{JobId: aws.String(j.id), Reason: aws.String("soak terminates it")}); err == nil {
-			s.mu.Lock()
-			j.terminated = true
-			s.mu.Unlock()
-		}
-		return
-	}
-	c.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(j.id), SchedulingPriority: aws.Int32(int32(r.IntN(10)))})
-}
-
-func (s *run) listAll(ctx context.Context) (map[string]types.ServiceJobSummary, error) {
-	c := s.client()
-	var err error
-	for try := 0; try < 5; try++ {
-		out := map[string]types.ServiceJobSummary{}
-		pg := batch.NewListServiceJobsPaginator(c, &batch.ListServiceJobsInput{JobQueue: aws.String("q"), MaxResults: aws.Int32(100),
-			Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{"*"}}}})
-		for pg.HasMorePages() && err == nil {
-			var p *batch.ListServiceJobsOutput
-			if p, err = pg.NextPage(ctx); err == nil {
-				for _, j := range p.JobSummaryList {
-					out[*j.JobId] = j
-				}
-			}
-		}
-		if err == nil {
-			return out, nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return nil, err
-}
-
-// checkAcked checks that every acknowledged job is there after a restart.
-func (s *run) checkAcked(ctx context.Context) error {
-	all, err := s.listAll(ctx)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	missing := 0
-	for id := range s.jobs {
-		if _, ok := all[id]; !ok {
-			missing++
-			s.res.Problems = append(s.res.Problems, fmt.Sprintf("acknowledged job %s is missing after restart %d", id, s.res.Restarts))
-		}
-	}
-	return nil
-}
-
 // finish waits for every job to end and checks final states and traces.
 func (s *run) finish(ctx context.Context) {
-	deadline := time.Now().Add(5 * time.Minute)
-	var all map[string]types.ServiceJobSummary
-	for {
-		var err error
-		all, err = s.listAll(ctx)
-		if err != nil {
-			s.problem("listing jobs at the end: %v", err)
+	c := s.client()
+	all, err := WaitAllDone(ctx, c, 5*time.Minute)
+	if err != nil {
+		s.problem("at the end: %v", err)
+		if all == nil {
 			return
 		}
-		left := 0
-		for _, j := range all {
-			if j.Status != types.ServiceJobStatusSucceeded && j.Status != types.ServiceJobStatusFailed {
-				left++
-			}
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.problem("%d jobs unfinished 5 minutes after the workload stopped", left)
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
 	}
+	o, problems := s.w.CheckFinal(ctx, c, all)
+	st := s.w.Stats()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.res.Jobs = len(all)
-	s.res.Acknowledged = len(s.jobs)
-	for id := range s.jobs {
-		if _, ok := all[id]; !ok {
-			s.res.Problems = append(s.res.Problems, fmt.Sprintf("acknowledged job %s is missing at the end", id))
-		}
-	}
-	for id, sum := range all {
-		j := s.jobs[id]
-		switch sum.Status {
-		case types.ServiceJobStatusSucceeded:
-			s.res.Succeeded++
-		case types.ServiceJobStatusFailed:
-			s.res.Failed++
-			if j != nil && j.termTried {
-				s.res.Terminated++
-			} else if j != nil {
-				s.res.Problems = append(s.res.Problems, fmt.Sprintf("job %s failed without being terminated: %s", id, aws.ToString(sum.StatusReason)))
-			}
-		}
-		if j == nil {
-			continue
-		}
-		if p := checkTrace(j, sum.Status == types.ServiceJobStatusSucceeded, &s.res.Resumes); p != "" {
-			s.res.Problems = append(s.res.Problems, p)
-		}
-	}
-}
-
-// checkTrace reads a job's trace: its attempts must not overlap, a later
-// attempt resumes from the checkpoint, and a SUCCEEDED job ran every step.
-func checkTrace(j *jobRec, succeeded bool, resumes *int) string {
-	data, err := os.ReadFile(j.trace)
-	if err != nil && !os.IsNotExist(err) {
-		return fmt.Sprintf("trace of %s: %v", j.id, err)
-	}
-	type span struct {
-		key                 string
-		first, last         int64
-		firstStep, lastStep int
-	}
-	var spans []*span
-	by := map[string]*span{}
-	done := false
-	steps := map[int]bool{}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 4 {
-			continue
-		}
-		at, _ := strconv.ParseInt(f[3], 10, 64)
-		step := -1
-		if f[2] == "done" {
-			done = true
-		} else {
-			step, _ = strconv.Atoi(f[2])
-			steps[step] = true
-		}
-		k := f[0] + "/" + f[1]
-		sp := by[k]
-		if sp == nil {
-			sp = &span{key: k, first: at, firstStep: step}
-			by[k] = sp
-			spans = append(spans, sp)
-		}
-		sp.last = at
-		if step >= 0 {
-			sp.lastStep = step
-		}
-	}
-	sort.Slice(spans, func(a, b int) bool { return spans[a].first < spans[b].first })
-	for i := 1; i < len(spans); i++ {
-		p, q := spans[i-1], spans[i]
-		if q.first <= p.last {
-			return fmt.Sprintf("job %s ran two attempts at once: %s until %d, %s from %d", j.id, p.key, p.last, q.key, q.first)
-		}
-		if q.firstStep >= 0 && q.firstStep < p.lastStep {
-			return fmt.Sprintf("job %s: attempt %s restarted at step %d after %s reached %d: the checkpoint was lost", j.id, q.key, q.firstStep, p.key, p.lastStep)
-		}
-		if q.firstStep > 0 {
-			*resumes++
-		}
-	}
-	if succeeded {
-		if !done {
-			return fmt.Sprintf("job %s SUCCEEDED without its last line", j.id)
-		}
-		for st := 0; st < j.steps; st++ {
-			if !steps[st] {
-				return fmt.Sprintf("job %s SUCCEEDED without step %d", j.id, st)
-			}
-		}
-	}
-	return ""
+	s.res.Problems = append(s.res.Problems, problems...)
+	s.res.SubmitsSent, s.res.Acknowledged, s.res.PriorityOps = st.Submits, st.Acknowledged, st.PriorityOps
+	s.res.Jobs, s.res.Succeeded, s.res.Failed, s.res.Terminated, s.res.Resumes = o.Jobs, o.Succeeded, o.Failed, o.Terminated, o.Resumes
 }
 
 // checkEvents checks the event log against the fleet's configuration.

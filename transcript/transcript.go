@@ -5,14 +5,12 @@
 // commands really do.
 //
 // It drives the real binary (each command is a child process with
-// QSHARE_ENDPOINT set) and can start a private `qshare serve` on a free
-// loopback port. It is used by cmd/qshare (the demo) and by the command
-// line's end-to-end tests; it holds no scheduling logic.
+// QSHARE_ENDPOINT set) against a server its caller started, usually a
+// private one (package serveproc). It is used by cmd/qshare (the demo) and
+// by the command line's end-to-end tests; it holds no scheduling logic.
 package transcript
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,115 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
 )
-
-// Server is a `qshare serve` child process.
-type Server struct {
-	// Endpoint is the server's URL, http://127.0.0.1:PORT.
-	Endpoint string
-	cmd      *exec.Cmd
-	done     chan struct{}
-	waitErr  error
-	logMu    sync.Mutex
-	log      bytes.Buffer
-}
-
-var listenRE = regexp.MustCompile(`listening on (http://[0-9.:\[\]]+)`)
-
-// Start runs `exe serve --addr 127.0.0.1:0 ARGS...` and returns once the
-// server has said where it listens. Give it --data-dir and --executor in
-// args. The server runs until Stop, or until ctx is done.
-func Start(ctx context.Context, exe string, args ...string) (*Server, error) {
-	full := append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(exe, full...)
-	cmd.Env = append(os.Environ(), "QSHARE_ADDR=", "QSHARE_CONFIG=")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cmd: cmd, done: make(chan struct{})}
-	cmd.Stderr = &lockedWriter{mu: &s.logMu, w: &s.log}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", exe, err)
-	}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			s.logMu.Lock()
-			s.log.WriteString(line + "\n")
-			s.logMu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.done)
-	}()
-	context.AfterFunc(ctx, func() { _ = s.Stop() })
-	select {
-	case s.Endpoint = <-found:
-		return s, nil
-	case <-s.done:
-		return nil, fmt.Errorf("qshare serve exited before it listened (%v):\n%s", s.waitErr, s.Log())
-	case <-time.After(60 * time.Second):
-		_ = s.Stop()
-		return nil, fmt.Errorf("qshare serve did not say where it listens within a minute:\n%s", s.Log())
-	}
-}
-
-// Log returns what the server printed so far.
-func (s *Server) Log() string {
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	return s.log.String()
-}
-
-// Stop interrupts the server, as Ctrl-C would, and waits for it to exit;
-// after ten seconds it kills it.
-func (s *Server) Stop() error {
-	select {
-	case <-s.done:
-		return nil
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-		return errors.New("qshare serve did not stop within 10s of SIGINT and was killed")
-	}
-}
-
-// Kill ends the server at once, as a crash would.
-func (s *Server) Kill() {
-	_ = s.cmd.Process.Kill()
-	<-s.done
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // Format is how a Session writes its transcript.
 type Format int

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/spf13/cobra"
 
+	"qshare/serveproc"
 	"qshare/transcript"
 )
 
@@ -77,7 +79,8 @@ func runDemo(ctx context.Context, exe string, out interface{ Write([]byte) (int,
 			os.RemoveAll(dir)
 		}
 	}()
-	srv, err := transcript.Start(ctx, exe, "--executor", "simulated", "--data-dir", dir+"/data", "--log-level", "warn")
+	srv, err := serveproc.Start(ctx, serveproc.Options{Binary: exe, DataDir: filepath.Join(dir, "data"),
+		Args: []string{"--executor", "simulated", "--log-level", "warn"}, StopWait: 10 * time.Second})
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"qshare/transcript"
+	"qshare/serveproc"
 )
 
 // bin is the qshare binary under test; root is the repository root.
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 // env is one test's server and working directory.
 type env struct {
 	t   *testing.T
-	srv *transcript.Server
+	srv *serveproc.Server
 	dir string
 }
 
@@ -55,8 +55,8 @@ func newEnv(t *testing.T, args ...string) *env {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	args = append([]string{"--data-dir", filepath.Join(dir, "data"), "--executor", "simulated", "--log-level", "warn"}, args...)
-	srv, err := transcript.Start(ctx, bin, args...)
+	srv, err := serveproc.Start(ctx, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+		Args: append([]string{"--executor", "simulated", "--log-level", "warn"}, args...), StopWait: 10 * time.Second})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -14,7 +14,6 @@
 package processe2e_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -29,15 +28,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/batchclient"
+	"qshare/serveproc"
 )
 
 // bin is the qshare binary under test.
@@ -90,12 +90,9 @@ func skipShort(t *testing.T) {
 type server struct {
 	t        *testing.T
 	dataDir  string
-	cmd      *exec.Cmd
-	done     chan struct{}
+	proc     *serveproc.Server
 	endpoint string
 	c        *batch.Client
-	logMu    sync.Mutex
-	log      bytes.Buffer
 }
 
 // serverOpts are what differs between the tests' servers.
@@ -105,8 +102,6 @@ type serverOpts struct {
 	// pathPrefix is put in front of PATH (a directory with a fake nvidia-smi).
 	pathPrefix string
 }
-
-var listenRE = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 
 // newDataDir returns a fresh data directory. When the test ends, after its
 // servers stopped, any job process still running in it is killed, so that
@@ -118,112 +113,45 @@ func newDataDir(t *testing.T) string {
 	return dir
 }
 
-// startServer starts a server on dataDir and returns once it listens.
+// startServer starts a server on dataDir and returns once it listens. Its
+// environment is the tests' without their QSHARE_* settings; the jobs
+// inherit it. What it prints is in the test's log if the test fails.
 func startServer(t *testing.T, dataDir string, o serverOpts) *server {
 	t.Helper()
 	if o.gpus == "" {
 		o.gpus = "none"
 	}
-	args := []string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--executor", "process",
-		"--stop-grace", grace, "--log-level", "info"}
+	args := []string{"--executor", "process", "--stop-grace", grace, "--log-level", "info"}
 	if o.gpus != "-" {
 		args = append(args, "--gpus", o.gpus)
 	}
-	cmd := exec.Command(bin, args...)
-	// The server's environment, without the QSHARE_* settings of whoever
-	// runs the tests; the jobs inherit it.
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "QSHARE_") || (o.pathPrefix != "" && strings.HasPrefix(kv, "PATH=")) {
-			continue
-		}
-		cmd.Env = append(cmd.Env, kv)
-	}
+	var env []string
 	if o.pathPrefix != "" {
-		cmd.Env = append(cmd.Env, "PATH="+o.pathPrefix+string(os.PathListSeparator)+os.Getenv("PATH"))
+		env = append(env, "PATH="+o.pathPrefix+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
-	s := &server{t: t, dataDir: dataDir, cmd: cmd, done: make(chan struct{})}
-	stdout, err := cmd.StdoutPipe()
+	proc, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: dataDir, Args: args, Env: env, StartWait: waitLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
-		s.logMu.Lock()
-		defer s.logMu.Unlock()
-		return s.log.Write(p)
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			s.logMu.Lock()
-			s.log.WriteString(line + "\n")
-			s.logMu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	go func() {
-		_ = cmd.Wait()
-		close(s.done)
-	}()
+	s := &server{t: t, dataDir: dataDir, proc: proc, endpoint: proc.Endpoint,
+		c: batchclient.New(proc.Endpoint, "us-east-1")}
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
-			t.Logf("server log (%s):\n%s", dataDir, s.serverLog())
+			t.Logf("server log (%s):\n%s", dataDir, proc.Log())
 		}
 	})
-	select {
-	case s.endpoint = <-found:
-	case <-s.done:
-		t.Fatalf("qshare serve exited before it listened:\n%s", s.serverLog())
-	case <-time.After(waitLimit):
-		t.Fatalf("qshare serve did not say where it listens:\n%s", s.serverLog())
-	}
-	s.c = batch.NewFromConfig(aws.Config{Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDE2E", "secret", "")},
-		func(bo *batch.Options) { bo.BaseEndpoint = aws.String(s.endpoint) })
 	return s
 }
 
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-func (s *server) serverLog() string {
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	return s.log.String()
-}
-
 // kill ends the server with SIGKILL, as a crash would; its jobs keep running.
-func (s *server) kill() {
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.done
-}
+func (s *server) kill() { s.proc.Kill() }
 
 // stop interrupts the server, as Ctrl-C would, and kills it if it has not
 // exited 15 s later.
 func (s *server) stop() {
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		s.t.Errorf("qshare serve did not exit within 15s of SIGINT")
-		s.kill()
+	if err := s.proc.Stop(); err != nil {
+		s.t.Error(err)
 	}
 }
 
