@@ -124,6 +124,9 @@ quotaShare training/QS3 created (dry run)
 		t.Errorf("prune terminated a job: %+v", j)
 	}
 	e.ok("terminate", "reserved-job", "--reason", "make way for the prune")
+	// A termination is acknowledged before the job has stopped; the prune
+	// refuses until it has.
+	e.await(map[string]string{"reserved-job": "FAILED"})
 	out = e.ok("apply", "-f", file, "--prune")
 	if !strings.Contains(out, "quotaShare training/QS3 deleted\n") {
 		t.Errorf("prune printed\n%s", out)
