@@ -444,7 +444,7 @@ func encode(c *store.Change) (*encoded, error) {
 		if v.ID == "" {
 			return nil, fmt.Errorf("put job #%d (%q) has an empty ID; every job needs one", i+1, v.Name)
 		}
-		b, err := json.Marshal(v)
+		b, err := marshalJob(v)
 		if err != nil {
 			return nil, fmt.Errorf("encode job %q: %w", v.ID, err)
 		}
