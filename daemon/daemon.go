@@ -307,3 +307,11 @@ func cloneTags(t map[string]string) map[string]string {
 	}
 	return c
 }
+
+// infoLog reports whether info records are logged. The loop's records are
+// built only then: at --log-level warn their arguments (a dozen values
+// boxed into interfaces per transition, and strings formatted for them)
+// were a few allocations per job change for nothing.
+func (d *Daemon) infoLog() bool {
+	return d.log.Enabled(context.Background(), slog.LevelInfo)
+}

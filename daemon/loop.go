@@ -319,7 +319,9 @@ func (c *cycle) apply(o op) {
 func (c *cycle) transition(j *qshare.Job, to qshare.JobStatus, reason string) {
 	from := j.Status
 	j.Status, j.StatusReason = to, reason
-	c.d.log.Info("job transition", "job", j.ID, "name", j.Name, "from", from, "to", to, "reason", reason)
+	if c.d.infoLog() {
+		c.d.log.Info("job transition", "job", j.ID, "name", j.Name, "from", from, "to", to, "reason", reason)
+	}
 }
 
 func (c *cycle) fail(j *qshare.Job, reason string) {
@@ -459,8 +461,10 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 		attempt := r.attempt
 		c.effects = append(c.effects, func() { f.Forget(attempt) })
 	}
-	d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
-		"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
+	if d.infoLog() {
+		d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
+			"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
+	}
 	if requeue && r.recoveredStop && a.Preempted {
 		// The engine did not decide this preemption (the server that did was
 		// restarted), so it would not count it: give it the job again with
@@ -555,7 +559,9 @@ func (c *cycle) decide(dec engine.Decision) {
 		delete(d.waits, j.ID)
 		attempt := r.attempt
 		c.effects = append(c.effects, func() { d.post(op{kind: opBeginStart, id: r.job, attempt: attempt}) })
-		d.log.Info("decision: start", "job", j.ID, "queue", dec.Queue, "share", dec.Share, "attempt", n, "borrowed", dec.Borrowed.String(), "reason", dec.Reason)
+		if d.infoLog() {
+			d.log.Info("decision: start", "job", j.ID, "queue", dec.Queue, "share", dec.Share, "attempt", n, "borrowed", dec.Borrowed.String(), "reason", dec.Reason)
+		}
 	case engine.DecisionPreempt:
 		r := d.runs[dec.Job]
 		if r == nil {
@@ -587,7 +593,9 @@ func (c *cycle) decide(dec engine.Decision) {
 		if j.StatusReason != dec.Reason {
 			j = c.edit(dec.Job)
 			j.StatusReason = dec.Reason
-			d.log.Info("decision: wait", "job", dec.Job, "queue", dec.Queue, "share", dec.Share, "reason", dec.Reason)
+			if d.infoLog() {
+				d.log.Info("decision: wait", "job", dec.Job, "queue", dec.Queue, "share", dec.Share, "reason", dec.Reason)
+			}
 		}
 	}
 }
