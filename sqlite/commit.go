@@ -194,7 +194,7 @@ type writer struct {
 	conn  *sql.Conn // nil after a failure, until the next apply reopens it
 	stmts struct {
 		putEnv, putPolicy, putQueue, putShare, putJob, updJob *sql.Stmt
-		delEnv, delPolicy, delQueue, delShare, delJob *sql.Stmt
+		delEnv, delPolicy, delQueue, delShare, delJob         *sql.Stmt
 	}
 }
 
