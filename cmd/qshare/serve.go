@@ -267,6 +267,7 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 		return fmt.Errorf("--executor %q is not known: use %s", s.Executor, strings.Join(executorNames(), " or "))
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	setServeGC(log)
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
