@@ -185,7 +185,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	if d.evlog != nil { // build the lines only when there is an event log
 		d.emitEvents(submitEvents(j)) // before the loop can see the job, so its submit line comes first
 	}
-	d.meta.Store(id, metaOf(req))
+	d.setMeta(id, metaOf(req))
 	d.mu.Lock()
 	d.installJob(j)
 	d.inbox = append(d.inbox, op{kind: opSubmit, id: id})

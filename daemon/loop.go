@@ -327,7 +327,7 @@ func (c *cycle) transition(j *qshare.Job, to qshare.JobStatus, reason string) {
 func (c *cycle) fail(j *qshare.Job, reason string) {
 	c.transition(j, qshare.JobFailed, reason)
 	j.StoppedAt = c.now
-	c.d.meta.Delete(j.ID)
+	c.d.dropMeta(j.ID)
 }
 
 func attemptByID(j *qshare.Job, id string) *qshare.Attempt {
@@ -360,15 +360,17 @@ func metaOf(r *trainingjob.Request) payloadMeta {
 // payloadMeta returns the job's payload facts, from the cache Submit fills
 // or by parsing the payload (after a restart).
 func (d *Daemon) payloadMeta(j *qshare.Job) payloadMeta {
-	if m, ok := d.meta.Load(j.ID); ok {
-		return m.(payloadMeta)
+	d.metaMu.Lock()
+	m, ok := d.meta[j.ID]
+	d.metaMu.Unlock()
+	if ok {
+		return m
 	}
-	var m payloadMeta
 	if r, err := trainingjob.Parse(j.Payload); err == nil {
 		m = metaOf(r)
 	}
 	if !j.Status.Terminal() {
-		d.meta.Store(j.ID, m)
+		d.setMeta(j.ID, m)
 	}
 	return m
 }
@@ -455,7 +457,7 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 	if requeue {
 		j.RunnableSince = c.now
 	} else {
-		d.meta.Delete(j.ID)
+		d.dropMeta(j.ID)
 	}
 	if f, ok := d.ex.(forgetter); ok {
 		attempt := r.attempt
