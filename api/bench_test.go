@@ -186,3 +186,75 @@ func (s *server) setup2(queue string, capacity int32) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkJobLifecycle measures the server's work for a whole job, as in
+// the kueue-large-scale benchmark: 64 plain HTTP clients submit b.N jobs of
+// 1 ms into free capacity, and the benchmark waits until every one has
+// SUCCEEDED. Each job is committed five times (RUNNABLE by its submit;
+// SCHEDULED, STARTING, RUNNING and SUCCEEDED by the control loop).
+// cpu-µs/job is the whole process's CPU from the first submit to the last
+// SUCCEEDED, so it includes the (cheap) clients.
+func BenchmarkJobLifecycle(b *testing.B) {
+	const clients = 64
+	s := newServer(b)
+	s.c = benchClient(s.url, clients)
+	s.setup2("q", 1_000_000)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = clients*2, clients*2
+	hc := &http.Client{Transport: tr}
+	body, _ := json.Marshal(map[string]any{"jobName": "j", "jobQueue": "q", "quotaShareName": "A",
+		"serviceJobType": "SAGEMAKER_TRAINING", "serviceRequestPayload": payload(g5, 1, time.Millisecond, 0)})
+	ids := make([][]string, clients)
+	var next atomic.Int64
+	b.ResetTimer()
+	cpu0 := processCPU()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				resp, err := hc.Post(s.url+"/v1/submitservicejob", "application/json", bytes.NewReader(body))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				var out struct{ JobID string }
+				err = json.NewDecoder(resp.Body).Decode(&out)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 {
+					b.Errorf("status %d, %v", resp.StatusCode, err)
+					return
+				}
+				ids[w] = append(ids[w], out.JobID)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, l := range ids {
+		for _, id := range l {
+			for {
+				j, err := s.d.Job(id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if j.Status.Terminal() {
+					if j.Status != qshare.JobSucceeded {
+						b.Fatalf("job %s is %s: %s", id, j.Status, j.StatusReason)
+					}
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	el := time.Since(start)
+	cpu := processCPU() - cpu0
+	b.StopTimer()
+	st := s.db.Stats()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
+	b.ReportMetric(float64(st.Commits)/float64(max(1, st.Batches)), "commits/batch")
+	b.ReportMetric(float64(st.Batches)/float64(b.N), "batches/job")
+}

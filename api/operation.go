@@ -32,6 +32,33 @@ func statePtr(s *string) *qshare.State {
 // operations lists every operation by its lowercased name.
 func (h *Handler) operations() map[string]operation {
 	d := h.d
+	// submit is SubmitServiceJob once its body is decoded.
+	submit := func(ctx context.Context, in *submitIn) (any, error) {
+		if err := required("jobQueue", in.JobQueue); err != nil {
+			return nil, err
+		}
+		rs, err := retryIn(in.RetryStrategy)
+		if err != nil {
+			return nil, err
+		}
+		s := daemon.SubmitInput{Name: in.JobName, Queue: in.JobQueue, QuotaShare: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier,
+			ServiceJobType: in.ServiceJobType, Payload: in.ServiceRequestPayload, Priority: i64(in.SchedulingPriority), RetryStrategy: rs,
+			Tags: in.Tags, ClientToken: in.ClientToken}
+		if in.ClientToken != "" { // the hash only tells replays of a token apart
+			s.RequestHash = requestHash(*in)
+		}
+		if in.PreemptionConfiguration != nil {
+			s.PreemptionRetries = i64(in.PreemptionConfiguration.PreemptionRetriesBeforeTermination)
+		}
+		if in.TimeoutConfig != nil {
+			s.AttemptDurationSeconds = i64(in.TimeoutConfig.AttemptDurationSeconds)
+		}
+		j, err := d.Submit(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		return jobRef{j.ARN, j.Name, j.ID}, nil
+	}
 	return map[string]operation{
 		// ---- service environments ----
 		"createserviceenvironment": op(maxBody, func(ctx context.Context, in *createEnvironmentIn) (any, error) {
@@ -270,32 +297,15 @@ func (h *Handler) operations() map[string]operation {
 		}),
 
 		// ---- service jobs ----
-		"submitservicejob": op(maxSubmitBody, func(ctx context.Context, in *submitIn) (any, error) {
-			if err := required("jobQueue", in.JobQueue); err != nil {
-				return nil, err
+		"submitservicejob": {limit: maxSubmitBody, run: func(ctx context.Context, body []byte) (any, error) {
+			var in submitIn
+			if !decodeSubmitFast(body, &in) {
+				if err := decode(body, &in); err != nil {
+					return nil, err
+				}
 			}
-			rs, err := retryIn(in.RetryStrategy)
-			if err != nil {
-				return nil, err
-			}
-			s := daemon.SubmitInput{Name: in.JobName, Queue: in.JobQueue, QuotaShare: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier,
-				ServiceJobType: in.ServiceJobType, Payload: in.ServiceRequestPayload, Priority: i64(in.SchedulingPriority), RetryStrategy: rs,
-				Tags: in.Tags, ClientToken: in.ClientToken}
-			if in.ClientToken != "" { // the hash only tells replays of a token apart
-				s.RequestHash = requestHash(*in)
-			}
-			if in.PreemptionConfiguration != nil {
-				s.PreemptionRetries = i64(in.PreemptionConfiguration.PreemptionRetriesBeforeTermination)
-			}
-			if in.TimeoutConfig != nil {
-				s.AttemptDurationSeconds = i64(in.TimeoutConfig.AttemptDurationSeconds)
-			}
-			j, err := d.Submit(ctx, s)
-			if err != nil {
-				return nil, err
-			}
-			return jobRef{j.ARN, j.Name, j.ID}, nil
-		}),
+			return submit(ctx, &in)
+		}},
 		"updateservicejob": op(maxBody, func(ctx context.Context, in *updateJobIn) (any, error) {
 			if in.SchedulingPriority == nil {
 				return nil, qshare.Errorf(qshare.EINVALID, "schedulingPriority is required: use an integer from 0 to 9999")

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/base64"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -186,7 +185,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	if d.evlog != nil { // build the lines only when there is an event log
 		d.emitEvents(submitEvents(j)) // before the loop can see the job, so its submit line comes first
 	}
-	d.meta.Store(id, metaOf(req))
+	d.setMeta(id, metaOf(req))
 	d.mu.Lock()
 	d.installJob(j)
 	d.inbox = append(d.inbox, op{kind: opSubmit, id: id})
@@ -196,7 +195,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	}
 	d.mu.Unlock()
 	d.kickLoop()
-	if d.log.Enabled(ctx, slog.LevelInfo) { // spare the arguments' cost at --log-level warn
+	if d.infoLog() { // spare the arguments' cost at --log-level warn
 		d.log.Info("job submitted", "job", id, "name", j.Name, "queue", queue, "share", share, "priority", j.Priority, "demand", demand.String(), "status", "SUBMITTED→RUNNABLE")
 	}
 	return j, nil

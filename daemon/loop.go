@@ -319,13 +319,15 @@ func (c *cycle) apply(o op) {
 func (c *cycle) transition(j *qshare.Job, to qshare.JobStatus, reason string) {
 	from := j.Status
 	j.Status, j.StatusReason = to, reason
-	c.d.log.Info("job transition", "job", j.ID, "name", j.Name, "from", from, "to", to, "reason", reason)
+	if c.d.infoLog() {
+		c.d.log.Info("job transition", "job", j.ID, "name", j.Name, "from", from, "to", to, "reason", reason)
+	}
 }
 
 func (c *cycle) fail(j *qshare.Job, reason string) {
 	c.transition(j, qshare.JobFailed, reason)
 	j.StoppedAt = c.now
-	c.d.meta.Delete(j.ID)
+	c.d.dropMeta(j.ID)
 }
 
 func attemptByID(j *qshare.Job, id string) *qshare.Attempt {
@@ -358,15 +360,17 @@ func metaOf(r *trainingjob.Request) payloadMeta {
 // payloadMeta returns the job's payload facts, from the cache Submit fills
 // or by parsing the payload (after a restart).
 func (d *Daemon) payloadMeta(j *qshare.Job) payloadMeta {
-	if m, ok := d.meta.Load(j.ID); ok {
-		return m.(payloadMeta)
+	d.metaMu.Lock()
+	m, ok := d.meta[j.ID]
+	d.metaMu.Unlock()
+	if ok {
+		return m
 	}
-	var m payloadMeta
 	if r, err := trainingjob.Parse(j.Payload); err == nil {
 		m = metaOf(r)
 	}
 	if !j.Status.Terminal() {
-		d.meta.Store(j.ID, m)
+		d.setMeta(j.ID, m)
 	}
 	return m
 }
@@ -453,14 +457,16 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 	if requeue {
 		j.RunnableSince = c.now
 	} else {
-		d.meta.Delete(j.ID)
+		d.dropMeta(j.ID)
 	}
 	if f, ok := d.ex.(forgetter); ok {
 		attempt := r.attempt
 		c.effects = append(c.effects, func() { f.Forget(attempt) })
 	}
-	d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
-		"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
+	if d.infoLog() {
+		d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
+			"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
+	}
 	if requeue && r.recoveredStop && a.Preempted {
 		// The engine did not decide this preemption (the server that did was
 		// restarted), so it would not count it: give it the job again with
@@ -555,7 +561,9 @@ func (c *cycle) decide(dec engine.Decision) {
 		delete(d.waits, j.ID)
 		attempt := r.attempt
 		c.effects = append(c.effects, func() { d.post(op{kind: opBeginStart, id: r.job, attempt: attempt}) })
-		d.log.Info("decision: start", "job", j.ID, "queue", dec.Queue, "share", dec.Share, "attempt", n, "borrowed", dec.Borrowed.String(), "reason", dec.Reason)
+		if d.infoLog() {
+			d.log.Info("decision: start", "job", j.ID, "queue", dec.Queue, "share", dec.Share, "attempt", n, "borrowed", dec.Borrowed.String(), "reason", dec.Reason)
+		}
 	case engine.DecisionPreempt:
 		r := d.runs[dec.Job]
 		if r == nil {
@@ -587,7 +595,9 @@ func (c *cycle) decide(dec engine.Decision) {
 		if j.StatusReason != dec.Reason {
 			j = c.edit(dec.Job)
 			j.StatusReason = dec.Reason
-			d.log.Info("decision: wait", "job", dec.Job, "queue", dec.Queue, "share", dec.Share, "reason", dec.Reason)
+			if d.infoLog() {
+				d.log.Info("decision: wait", "job", dec.Job, "queue", dec.Queue, "share", dec.Share, "reason", dec.Reason)
+			}
 		}
 	}
 }

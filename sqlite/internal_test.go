@@ -249,3 +249,42 @@ func TestLoadCorruptRecord(t *testing.T) {
 		t.Errorf("the error does not say which record: %v", err)
 	}
 }
+
+// TestMigrateFromVersion1 opens a database of schema version 1 (the first
+// schema, with the index jobs_by_queue) with the current code: the job is
+// still there, and the index is gone.
+func TestMigrateFromVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qshare.db")
+	all := migrations
+	migrations = all[:1]
+	d, err := Open(path)
+	migrations = all
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := qshare.Job{ID: "j", Name: "n", JobQueue: "q", Status: qshare.JobRunnable, CreatedAt: time.Unix(1, 0), Version: 1}
+	if err := d.Commit(context.Background(), &store.Change{PutJobs: []qshare.Job{j}}); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	st, err := d.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Jobs) != 1 || st.Jobs[0].ID != "j" {
+		t.Fatalf("after the migration the store holds %+v, want job j", st.Jobs)
+	}
+	var n int
+	if err := d.db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE name = 'jobs_by_queue'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("jobs_by_queue: %d, %v; want it dropped", n, err)
+	}
+	var v int
+	if err := d.db.QueryRow(`SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil || v != len(migrations) {
+		t.Fatalf("schema version %d, %v; want %d", v, err, len(migrations))
+	}
+}

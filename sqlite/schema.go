@@ -45,6 +45,10 @@ var migrations = []string{
 	) STRICT;
 	CREATE INDEX jobs_by_created ON jobs (created_at, id);
 	CREATE INDEX jobs_by_queue ON jobs (queue, share, status);`,
+	// 2: no query used jobs_by_queue, and every job change (four or more
+	// per job: SCHEDULED, STARTING, RUNNING, its end) moved the job's
+	// entry in it, since the status is one of its columns.
+	`DROP INDEX IF EXISTS jobs_by_queue;`,
 }
 
 // timeKey formats t as a fixed-width UTC string whose byte order is the

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,8 +78,9 @@ var executors = map[string]func(ctx context.Context, s serveSettings, grace time
 }
 
 var serveFlags struct {
-	config string
-	s      serveSettings
+	config     string
+	cpuProfile string
+	s          serveSettings
 }
 
 var serveCmd = &cobra.Command{
@@ -104,6 +106,17 @@ qshare has no authentication yet, so it listens on loopback addresses only.`,
 		s, err := resolveServeSettings(cmd)
 		if err != nil {
 			return err
+		}
+		if serveFlags.cpuProfile != "" {
+			f, err := os.Create(serveFlags.cpuProfile)
+			if err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
 		}
 		return runServe(cmd.Context(), s, cmd.OutOrStdout())
 	},
@@ -131,6 +144,7 @@ func init() {
 	f.StringVar(&serveFlags.s.GPUs, "gpus", "", "process executor: the GPUs jobs may use, as a comma-separated list of indexes or UUIDs (default: every GPU nvidia-smi lists)")
 	f.StringVar(&serveFlags.s.InstanceTypes, "instance-types", "", "process executor: YAML file that overrides the GPUs per instance type table")
 	f.StringVar(&serveFlags.s.StopGrace, "stop-grace", "", "grace period of a stop (preemption, termination, timeout) before a forced kill, e.g. 30s; empty: the executor's default")
+	f.StringVar(&serveFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the server to `FILE` until it stops (go tool pprof FILE); for measuring, not a setting")
 	f.StringVar(&serveFlags.s.Events, "events", "", "append the capacity event log (one JSON line per start, preemption, finish, failure, submit and priority change) to this file; check it with qshare check-events")
 	rootCmd.AddCommand(serveCmd)
 }
@@ -253,6 +267,7 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 		return fmt.Errorf("--executor %q is not known: use %s", s.Executor, strings.Join(executorNames(), " or "))
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	setServeGC(log)
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

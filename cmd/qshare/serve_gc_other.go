@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+// physicalMemory returns 0: the machine's memory is not known here, so the
+// server sets no memory limit of its own.
+func physicalMemory() uint64 { return 0 }
