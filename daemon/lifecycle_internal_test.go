@@ -57,7 +57,9 @@ func waitShareStatus(t *testing.T, d *Daemon, arn string, want qshare.ResourceSt
 func TestSettleSuperseded(t *testing.T) {
 	d := startInternal(t)
 	ctx := context.Background()
-	g5 := func(n int64) []qshare.CapacityLimit { return []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: n}} }
+	g5 := func(n int64) []qshare.CapacityLimit {
+		return []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: n}}
+	}
 	_, err := d.CreatePolicy(ctx, PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
 	mustNil(t, err)
 	_, err = d.CreateEnvironment(ctx, EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: g5(4)})
