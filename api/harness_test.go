@@ -155,6 +155,7 @@ func (s *server) setup(queue string, envCap int32, shares ...shareSpec) (queueAR
 		})
 		must(t, err)
 	}
+	s.waitSettled(queue, shares...) // as the reference client does, before using them
 	return *q.JobQueueArn
 }
 

@@ -51,6 +51,10 @@ type Config struct {
 	// StopGrace is the grace period of a stop: preemption, termination,
 	// timeout (0: the executor's default).
 	StopGrace time.Duration
+	// JobRetention is how long a finished job (SUCCEEDED or FAILED) is kept
+	// after it stopped; older ones are deleted from the store and memory.
+	// 0 keeps every job forever.
+	JobRetention time.Duration
 	// Events, when set, receives the capacity event log: the events of
 	// each commit, after it (see EventSink).
 	Events EventSink
@@ -205,6 +209,13 @@ func (d *Daemon) Start(ctx context.Context) error {
 	d.cancel = cancel
 	d.lctx = lctx
 	go d.loop(lctx)
+	if d.cfg.JobRetention > 0 {
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.retain(lctx)
+		}()
+	}
 	d.resumeDeletions()
 	d.kickLoop()
 	return nil

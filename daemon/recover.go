@@ -49,6 +49,9 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 			return fmt.Errorf("daemon: restore quota share %s/%s: %w", sh.JobQueue, sh.Name, err)
 		}
 	}
+	if err := d.settleRecovered(ctx); err != nil {
+		return fmt.Errorf("daemon: recovery commit of resources: %w", err)
+	}
 
 	var fixes []qshare.Job
 	counts := map[string]int{}

@@ -14,9 +14,10 @@ import (
 )
 
 // The resource operations. Each validates against the in-memory state under
-// resMu, commits the new record, then updates the engine and installs the
-// record in memory. A resource is committed VALID at once: there is nothing
-// to provision, so CREATING and UPDATING are never observable.
+// resMu, commits the new record and installs it in memory. A service
+// environment, job queue or quota share is committed CREATING or UPDATING
+// and settles VALID once the control loop has applied it to the engine
+// (lifecycle.go); a scheduling policy has no status and is in force at once.
 
 const serviceTypeSageMaker = "SAGEMAKER_TRAINING"
 
@@ -50,6 +51,9 @@ func (d *Daemon) CreateEnvironment(ctx context.Context, in EnvironmentInput) (qs
 	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
 		return qshare.ServiceEnvironment{}, err
 	}
+	if !d.started {
+		return qshare.ServiceEnvironment{}, errNotStarted()
+	}
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	d.mu.RLock()
@@ -60,7 +64,7 @@ func (d *Daemon) CreateEnvironment(ctx context.Context, in EnvironmentInput) (qs
 	}
 	e := qshare.ServiceEnvironment{
 		Name: in.Name, ARN: d.EnvironmentARN(in.Name), Type: in.Type,
-		State: orEnabled(in.State), Status: qshare.StatusValid,
+		State: orEnabled(in.State), Status: qshare.StatusCreating,
 		CapacityLimits: in.CapacityLimits, Tags: in.Tags, CreatedAt: d.now(),
 	}
 	e.StatusReason = d.capacityWarning(e.CapacityLimits)
@@ -102,32 +106,13 @@ func (d *Daemon) warnCapacity(e *qshare.ServiceEnvironment) {
 	}
 }
 
+// applyEnv installs a committed CREATING or UPDATING environment in memory
+// and has the control loop apply and settle it. Callers hold resMu.
 func (d *Daemon) applyEnv(e *qshare.ServiceEnvironment) {
-	d.engMu.Lock()
-	if err := d.eng.SetEnvironment(engine.EnvironmentConfig{Name: e.Name, Limits: qshare.Limits(e.CapacityLimits)}); err != nil {
-		d.log.Error("engine refused environment", "environment", e.Name, "err", err)
-	}
-	d.engMu.Unlock()
 	d.mu.Lock()
 	d.envs[e.Name] = e
-	var fifo []*qshare.JobQueue
-	for _, q := range d.queues {
-		if d.envName(q) == e.Name {
-			fifo = append(fifo, q)
-		}
-	}
 	d.mu.Unlock()
-	// Queues without a quota-share policy own the whole environment.
-	for _, q := range fifo {
-		if !d.isQuotaQueue(q) {
-			d.engMu.Lock()
-			if err := d.eng.SetShare(d.fifoShare(q)); err != nil {
-				d.log.Error("engine refused queue share", "queue", q.Name, "err", err)
-			}
-			d.engMu.Unlock()
-		}
-	}
-	d.kickLoop()
+	d.settleEnv(e)
 }
 
 func orEnabled(s qshare.State) qshare.State {
@@ -161,6 +146,9 @@ func (d *Daemon) UpdateEnvironment(ctx context.Context, u EnvironmentUpdate) (qs
 			return qshare.ServiceEnvironment{}, err
 		}
 	}
+	if !d.started {
+		return qshare.ServiceEnvironment{}, errNotStarted()
+	}
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	d.mu.RLock()
@@ -170,6 +158,7 @@ func (d *Daemon) UpdateEnvironment(ctx context.Context, u EnvironmentUpdate) (qs
 		return qshare.ServiceEnvironment{}, errNoEnv(name)
 	}
 	e := *old
+	e.Status = changing(old.Status)
 	if u.State != nil {
 		e.State = *u.State
 	}
@@ -545,6 +534,9 @@ func (d *Daemon) CreateQueue(ctx context.Context, in QueueInput) (qshare.JobQueu
 	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
 		return qshare.JobQueue{}, err
 	}
+	if !d.started {
+		return qshare.JobQueue{}, errNotStarted()
+	}
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	d.mu.RLock()
@@ -566,7 +558,7 @@ func (d *Daemon) CreateQueue(ctx context.Context, in QueueInput) (qshare.JobQueu
 		return qshare.JobQueue{}, err
 	}
 	q := qshare.JobQueue{Name: in.Name, ARN: d.QueueARN(in.Name), Type: in.Type, State: orEnabled(in.State),
-		Status: qshare.StatusValid, Priority: int(in.Priority), SchedulingPolicyARN: policyARN,
+		Status: qshare.StatusCreating, Priority: int(in.Priority), SchedulingPolicyARN: policyARN,
 		ServiceEnvironmentOrder: order, JobStateTimeLimitActions: in.JobStateTimeLimitActions,
 		Tags: in.Tags, CreatedAt: d.now()}
 	if err := d.commit(ctx, &store.Change{PutQueues: []qshare.JobQueue{q}}); err != nil {
@@ -586,23 +578,13 @@ func (d *Daemon) envName(q *qshare.JobQueue) string {
 	return n
 }
 
+// applyQueue installs a committed CREATING or UPDATING job queue in memory
+// and has the control loop apply and settle it. Callers hold resMu.
 func (d *Daemon) applyQueue(q *qshare.JobQueue) {
-	d.engMu.Lock()
-	if err := d.eng.SetQueue(engine.QueueConfig{Name: q.Name, Environment: d.envName(q)}); err != nil {
-		d.log.Error("engine refused queue", "queue", q.Name, "err", err)
-	}
-	if !d.isQuotaQueue(q) {
-		// A queue without a quota-share policy is one FIFO line: the engine
-		// sees it as a single share that owns the whole environment.
-		if err := d.eng.SetShare(d.fifoShare(q)); err != nil {
-			d.log.Error("engine refused queue share", "queue", q.Name, "err", err)
-		}
-	}
-	d.engMu.Unlock()
 	d.mu.Lock()
 	d.queues[q.Name] = q
 	d.mu.Unlock()
-	d.kickLoop()
+	d.settleQueue(q)
 }
 
 // fifoShareName is the engine share of a job queue without a quota-share policy.
@@ -676,6 +658,9 @@ func (d *Daemon) UpdateQueue(ctx context.Context, u QueueUpdate) (qshare.JobQueu
 			return qshare.JobQueue{}, err
 		}
 	}
+	if !d.started {
+		return qshare.JobQueue{}, errNotStarted()
+	}
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	d.mu.RLock()
@@ -689,6 +674,7 @@ func (d *Daemon) UpdateQueue(ctx context.Context, u QueueUpdate) (qshare.JobQueu
 			return qshare.Errorf(qshare.ECONFLICT, "Job queue %s is being deleted: it can no longer change", name)
 		}
 		q = *old
+		q.Status = changing(old.Status)
 		if u.SchedulingPolicyARN != nil {
 			if *u.SchedulingPolicyARN == "" {
 				if old.SchedulingPolicyARN != "" {
@@ -938,6 +924,9 @@ func (d *Daemon) CreateShare(ctx context.Context, in ShareInput) (qshare.QuotaSh
 	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
 		return qshare.QuotaShare{}, err
 	}
+	if !d.started {
+		return qshare.QuotaShare{}, errNotStarted()
+	}
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	key := store.ShareKey{Queue: queue, Name: in.Name}
@@ -963,7 +952,7 @@ func (d *Daemon) CreateShare(ctx context.Context, in ShareInput) (qshare.QuotaSh
 	}
 	s := qshare.QuotaShare{Name: in.Name, ARN: d.ShareARN(queue, in.Name), JobQueue: queue,
 		CapacityLimits: in.CapacityLimits, Strategy: in.Strategy, BorrowLimit: borrow,
-		InSharePreemption: in.InSharePreemption, State: orEnabled(in.State), Status: qshare.StatusValid,
+		InSharePreemption: in.InSharePreemption, State: orEnabled(in.State), Status: qshare.StatusCreating,
 		Tags: in.Tags, CreatedAt: d.now()}
 	if err := d.commit(ctx, &store.Change{PutShares: []qshare.QuotaShare{s}}); err != nil {
 		return qshare.QuotaShare{}, err
@@ -980,16 +969,13 @@ func shareConfig(s *qshare.QuotaShare) engine.ShareConfig {
 		Disabled: s.State == qshare.Disabled}
 }
 
+// applyShare installs a committed CREATING or UPDATING quota share in memory
+// and has the control loop apply and settle it. Callers hold resMu.
 func (d *Daemon) applyShare(s *qshare.QuotaShare) {
-	d.engMu.Lock()
-	if err := d.eng.SetShare(shareConfig(s)); err != nil {
-		d.log.Error("engine refused share", "queue", s.JobQueue, "share", s.Name, "err", err)
-	}
-	d.engMu.Unlock()
 	d.mu.Lock()
 	d.shares[store.ShareKey{Queue: s.JobQueue, Name: s.Name}] = s
 	d.mu.Unlock()
-	d.kickLoop()
+	d.settleShare(s)
 }
 
 // UpdateShare changes a quota share.
@@ -1019,6 +1005,9 @@ func (d *Daemon) UpdateShare(ctx context.Context, u ShareUpdate) (qshare.QuotaSh
 			return qshare.QuotaShare{}, err
 		}
 	}
+	if !d.started {
+		return qshare.QuotaShare{}, errNotStarted()
+	}
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	d.mu.RLock()
@@ -1031,6 +1020,7 @@ func (d *Daemon) UpdateShare(ctx context.Context, u ShareUpdate) (qshare.QuotaSh
 		return qshare.QuotaShare{}, qshare.Errorf(qshare.ECONFLICT, "Quota share %s is being deleted: it can no longer change", key.Name)
 	}
 	s := *old
+	s.Status = changing(old.Status)
 	if u.CapacityLimits != nil {
 		s.CapacityLimits = u.CapacityLimits
 	}

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Reopen", testReopen},
 		{"Closed", testClosed},
 		{"LargeChange", testLarge},
+		{"RetentionDeletes", testRetentionDeletes},
 		{"CancelledContext", testCancelled},
 		{"DeadlinesTellTheTruth", testDeadlines},
 		{"CallerMayReuseChange", testReuse},
@@ -503,6 +504,45 @@ func testLarge(t *testing.T, h *harness) {
 	h.commit(c)
 	h.check()
 	h.commit(del)
+	h.check()
+}
+
+// testRetentionDeletes is how the daemon's job retention uses a store:
+// finished jobs deleted in batches of DeleteJobs among unfinished ones, the
+// deletions surviving a reopen, and a deleted job put again (a tag change
+// that raced the deletion) stored afresh whatever its version.
+func testRetentionDeletes(t *testing.T, h *harness) {
+	const n = 2500
+	put := &store.Change{}
+	var finished []string
+	for i := range n {
+		j := job(i, base.Add(time.Duration(i)*time.Millisecond))
+		if i%3 != 0 {
+			j.Status = qshare.JobSucceeded
+			if i%2 == 0 {
+				j.Status = qshare.JobFailed
+			}
+			j.StoppedAt = j.CreatedAt.Add(time.Minute)
+			j.Version = 5
+			finished = append(finished, j.ID)
+		}
+		put.PutJobs = append(put.PutJobs, j)
+	}
+	h.commit(put)
+	for len(finished) > 0 {
+		batch := finished[:min(len(finished), 1000)]
+		finished = finished[len(batch):]
+		h.commit(&store.Change{DeleteJobs: batch})
+	}
+	h.check()
+	h.reopen()
+	h.check()
+	if got, want := len(h.load().Jobs), (n+2)/3; got != want {
+		t.Fatalf("%d jobs left after deleting the finished ones, want %d", got, want)
+	}
+	again := job(1, base.Add(time.Millisecond))
+	again.Status, again.Version = qshare.JobSucceeded, 2
+	h.commit(&store.Change{PutJobs: []qshare.Job{again}})
 	h.check()
 }
 

@@ -47,16 +47,41 @@ type serveSettings struct {
 	GPUs              string `yaml:"gpus"`
 	InstanceTypes     string `yaml:"instanceTypes"`
 	Events            string `yaml:"events"`
+	JobRetention      string `yaml:"jobRetention"`
 }
 
 func defaultServeSettings() serveSettings {
 	return serveSettings{Addr: "127.0.0.1:8750", DataDir: "./qshare-data", Executor: defaultExecutor, Region: "us-east-1",
-		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info"}
+		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info",
+		JobRetention: defaultJobRetention}
 }
 
 // serveConfigKeys lists the keys of serveSettings' YAML tags, for the help
 // and for the error on an unknown key.
-const serveConfigKeys = "addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events"
+const serveConfigKeys = "addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention"
+
+// defaultJobRetention is how long finished jobs are kept by default.
+const defaultJobRetention = "7d"
+
+// parseRetention reads a job retention: a Go duration (36h, 90m) or a whole
+// number of days (7d); 0 keeps finished jobs forever.
+func parseRetention(v string) (time.Duration, error) {
+	if v == "0" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m, or 0 to keep finished jobs forever", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m, or 0 to keep finished jobs forever", v)
+	}
+	return d, nil
+}
 
 // defaultExecutor is the executor qshare serve uses unless told otherwise.
 var defaultExecutor = "process"
@@ -98,7 +123,7 @@ Point an AWS SDK at it with any static credentials, for example in Go:
 Settings come from flags, then QSHARE_* environment variables (QSHARE_ADDR,
 QSHARE_DATA_DIR, QSHARE_EXECUTOR, QSHARE_REGION, QSHARE_ACCOUNT_ID,
 QSHARE_MAX_QUOTA_SHARES_PER_QUEUE, QSHARE_LOG_LEVEL, QSHARE_STOP_GRACE,
-QSHARE_EVENTS, QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
+QSHARE_EVENTS, QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_JOB_RETENTION, QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
 
 qshare has no authentication yet, so it listens on loopback addresses only.`,
 	Args: cobra.NoArgs,
@@ -146,6 +171,7 @@ func init() {
 	f.StringVar(&serveFlags.s.StopGrace, "stop-grace", "", "grace period of a stop (preemption, termination, timeout) before a forced kill, e.g. 30s; empty: the executor's default")
 	f.StringVar(&serveFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the server to `FILE` until it stops (go tool pprof FILE); for measuring, not a setting")
 	f.StringVar(&serveFlags.s.Events, "events", "", "append the capacity event log (one JSON line per start, preemption, finish, failure, submit and priority change) to this file; check it with qshare check-events")
+	f.StringVar(&serveFlags.s.JobRetention, "job-retention", d.JobRetention, "how long a finished (SUCCEEDED or FAILED) job is kept after it stopped, e.g. 7d, 36h; older ones are deleted; 0 keeps them forever")
 	rootCmd.AddCommand(serveCmd)
 }
 
@@ -189,6 +215,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		{"account-id", "QSHARE_ACCOUNT_ID", &s.AccountID, &fs.AccountID}, {"log-level", "QSHARE_LOG_LEVEL", &s.LogLevel, &fs.LogLevel},
 		{"stop-grace", "QSHARE_STOP_GRACE", &s.StopGrace, &fs.StopGrace}, {"events", "QSHARE_EVENTS", &s.Events, &fs.Events},
 		{"gpus", "QSHARE_GPUS", &s.GPUs, &fs.GPUs}, {"instance-types", "QSHARE_INSTANCE_TYPES", &s.InstanceTypes, &fs.InstanceTypes},
+		{"job-retention", "QSHARE_JOB_RETENTION", &s.JobRetention, &fs.JobRetention},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {
 			*e.dst = v
@@ -262,6 +289,10 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 			return fmt.Errorf("--stop-grace %q: %w", s.StopGrace, err)
 		}
 	}
+	retention, err := parseRetention(s.JobRetention)
+	if err != nil {
+		return err
+	}
 	newExec, ok := executors[s.Executor]
 	if !ok {
 		return fmt.Errorf("--executor %q is not known: use %s", s.Executor, strings.Join(executorNames(), " or "))
@@ -299,7 +330,7 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 		events = evf
 	}
 	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
-		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events})
+		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events, JobRetention: retention})
 	if err != nil {
 		return err
 	}

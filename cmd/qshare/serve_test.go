@@ -301,6 +301,21 @@ func serveMust(t *testing.T, err error) {
 	}
 }
 
+// TestParseRetention checks the forms --job-retention takes.
+func TestParseRetention(t *testing.T) {
+	for in, want := range map[string]time.Duration{"0": 0, "7d": 7 * 24 * time.Hour, "0d": 0, "36h": 36 * time.Hour, "90m": 90 * time.Minute} {
+		got, err := parseRetention(in)
+		if err != nil || got != want {
+			t.Errorf("parseRetention(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1h", "x", "1.5d", "-2d"} {
+		if _, err := parseRetention(in); err == nil {
+			t.Errorf("parseRetention(%q) succeeded, want an error", in)
+		}
+	}
+}
+
 // TestServeSettings checks the precedence: flag over environment over config
 // file over default.
 func TestServeSettings(t *testing.T) {
@@ -312,6 +327,7 @@ func TestServeSettings(t *testing.T) {
 	t.Setenv("QSHARE_DATA_DIR", "/from/env")
 	t.Setenv("QSHARE_REGION", "ap-south-1")
 	t.Setenv("QSHARE_MAX_QUOTA_SHARES_PER_QUEUE", "40")
+	t.Setenv("QSHARE_JOB_RETENTION", "36h")
 	cmd := *serveCmd // a copy, so the real command's flags stay untouched
 	cmd.ResetFlags()
 	saved := serveFlags
@@ -329,6 +345,7 @@ func TestServeSettings(t *testing.T) {
 	f.StringVar(&serveFlags.s.GPUs, "gpus", "", "")
 	f.StringVar(&serveFlags.s.InstanceTypes, "instance-types", "", "")
 	f.StringVar(&serveFlags.s.Events, "events", "", "")
+	f.StringVar(&serveFlags.s.JobRetention, "job-retention", "", "")
 	if err := f.Parse([]string{"--region", "us-west-2"}); err != nil {
 		t.Fatal(err)
 	}
@@ -338,6 +355,7 @@ func TestServeSettings(t *testing.T) {
 	want.Addr, want.LogLevel = "127.0.0.1:1111", "debug"   // file
 	want.DataDir, want.MaxSharesPerQueue = "/from/env", 40 // environment over file
 	want.Region = "us-west-2"                              // flag over environment
+	want.JobRetention = "36h"                              // environment over default
 	if s != want {
 		t.Fatalf("settings = %+v\nwant       %+v", s, want)
 	}

@@ -46,6 +46,13 @@ func main() {
 		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(2)}},
 	})
 	must(err)
+	// Resources are CREATING until the scheduler has them, then VALID: wait,
+	// as the AWS samples do, before using them.
+	waitValid("service environment", func() string {
+		out, err := client.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{*env.ServiceEnvironmentName}})
+		must(err)
+		return string(out.ServiceEnvironments[0].Status)
+	})
 	queue, err := client.CreateJobQueue(ctx, &batch.CreateJobQueueInput{
 		JobQueueName:            aws.String("sdk-queue"),
 		JobQueueType:            types.JobQueueTypeSagemakerTraining,
@@ -54,7 +61,12 @@ func main() {
 		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}},
 	})
 	must(err)
-	_, err = client.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{
+	waitValid("job queue", func() string {
+		out, err := client.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{*queue.JobQueueName}})
+		must(err)
+		return string(out.JobQueues[0].Status)
+	})
+	share, err := client.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{
 		QuotaShareName:               aws.String("research"),
 		JobQueue:                     queue.JobQueueArn,
 		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(1)}},
@@ -62,6 +74,11 @@ func main() {
 		PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateEnabled},
 	})
 	must(err)
+	waitValid("quota share", func() string {
+		out, err := client.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: share.QuotaShareArn})
+		must(err)
+		return string(out.Status)
+	})
 
 	// The payload is a SageMaker CreateTrainingJob request.
 	payload := `{"TrainingJobName":"hello",
@@ -88,6 +105,19 @@ func main() {
 		}
 	}
 	log.Fatal("the job did not end within a minute")
+}
+
+// waitValid polls a resource's status until it is VALID, for at most a minute.
+func waitValid(what string, status func() string) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		switch s := status(); s {
+		case "VALID":
+			return
+		case "INVALID":
+			log.Fatalf("the %s is INVALID: see the server's log", what)
+		}
+	}
+	log.Fatalf("the %s did not become VALID within a minute", what)
 }
 
 func must(err error) {

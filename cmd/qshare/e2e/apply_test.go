@@ -1,9 +1,16 @@
 package e2e_test
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/batchclient"
 )
 
 // sharesView is the part of `qshare shares -o json` the tests read.
@@ -67,6 +74,26 @@ quotaShare training/QS3 created (dry run)
 
 	if out := e.ok("apply", "-f", "examples/three-shares.yaml"); out != strings.ReplaceAll(want, " (dry run)", "") {
 		t.Errorf("apply printed\n%s", out)
+	}
+	// apply returns only once each resource has settled: everything is VALID.
+	c := batchclient.New(e.srv.Endpoint, "us-east-1")
+	ctx := context.Background()
+	envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{})
+	if err != nil || len(envs.ServiceEnvironments) != 1 || envs.ServiceEnvironments[0].Status != types.ServiceEnvironmentStatusValid {
+		t.Errorf("after apply: service environments %+v, %v; want one VALID", envs, err)
+	}
+	queues, err := c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{})
+	if err != nil || len(queues.JobQueues) != 1 || queues.JobQueues[0].Status != types.JQStatusValid {
+		t.Errorf("after apply: job queues %+v, %v; want one VALID", queues, err)
+	}
+	shares, err := c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("training")})
+	if err != nil || len(shares.QuotaShares) != 3 {
+		t.Fatalf("after apply: quota shares %+v, %v; want 3", shares, err)
+	}
+	for _, sh := range shares.QuotaShares {
+		if sh.Status != types.QuotaShareStatusValid {
+			t.Errorf("after apply: quota share %s is %s, want VALID", aws.ToString(sh.QuotaShareName), sh.Status)
+		}
 	}
 	if out := e.ok("apply", "-f", "examples/three-shares.yaml"); strings.Count(out, " unchanged\n") != 6 {
 		t.Errorf("a second apply changed something:\n%s", out)

@@ -1,0 +1,365 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare"
+	"qshare/store"
+)
+
+// waitSettled waits, as the reference client does after each create, until
+// the service environment, job queue and quota shares that setup created
+// are VALID.
+func (s *server) waitSettled(queue string, shares ...shareSpec) {
+	s.t.Helper()
+	s.waitEnvStatus(queue+"-env", types.ServiceEnvironmentStatusValid)
+	s.waitQueueStatus(queue, types.JQStatusValid)
+	for _, sh := range shares {
+		s.waitShareStatus(s.shareARN(queue, sh.name), types.QuotaShareStatusValid)
+	}
+}
+
+func (s *server) shareARN(queue, name string) string {
+	return "arn:aws:batch:us-east-1:000000000000:job-queue/" + queue + "/quota-share/" + name
+}
+
+// poll calls probe until it returns want, for at most 15 s, and fails the
+// test with the last status otherwise.
+func poll[T comparable](t testing.TB, what string, want T, probe func() T) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := probe()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %v, want %v", what, got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (s *server) envStatus(name string) types.ServiceEnvironmentStatus {
+	s.t.Helper()
+	out, err := s.c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{name}})
+	must(s.t, err)
+	if len(out.ServiceEnvironments) == 0 {
+		return ""
+	}
+	return out.ServiceEnvironments[0].Status
+}
+
+func (s *server) queueStatus(name string) types.JQStatus {
+	s.t.Helper()
+	out, err := s.c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{name}})
+	must(s.t, err)
+	if len(out.JobQueues) == 0 {
+		return ""
+	}
+	return out.JobQueues[0].Status
+}
+
+func (s *server) shareStatus(arn string) types.QuotaShareStatus {
+	s.t.Helper()
+	out, err := s.c.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: aws.String(arn)})
+	must(s.t, err)
+	return out.Status
+}
+
+func (s *server) waitEnvStatus(name string, want types.ServiceEnvironmentStatus) {
+	s.t.Helper()
+	poll(s.t, "service environment "+name, want, func() types.ServiceEnvironmentStatus { return s.envStatus(name) })
+}
+
+func (s *server) waitQueueStatus(name string, want types.JQStatus) {
+	s.t.Helper()
+	poll(s.t, "job queue "+name, want, func() types.JQStatus { return s.queueStatus(name) })
+}
+
+func (s *server) waitShareStatus(arn string, want types.QuotaShareStatus) {
+	s.t.Helper()
+	poll(s.t, "quota share "+arn, want, func() types.QuotaShareStatus { return s.shareStatus(arn) })
+}
+
+// settleGate is a store that holds back the commits that settle a resource
+// (those that put an environment, queue or share with status VALID) while
+// it is closed, so that a test can look at a resource between its change
+// and its settling.
+type settleGate struct {
+	store.Store
+	mu     sync.Mutex
+	closed bool
+	open   chan struct{}
+}
+
+// newSettleGate returns an open gate: close it to hold back settlings.
+func newSettleGate(st store.Store) *settleGate {
+	open := make(chan struct{})
+	close(open)
+	return &settleGate{Store: st, open: open}
+}
+
+func (g *settleGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		g.closed = false
+		close(g.open)
+	}
+}
+
+func settles(c *store.Change) bool {
+	for _, e := range c.PutEnvironments {
+		if e.Status == qshare.StatusValid {
+			return true
+		}
+	}
+	for _, q := range c.PutQueues {
+		if q.Status == qshare.StatusValid {
+			return true
+		}
+	}
+	for _, s := range c.PutShares {
+		if s.Status == qshare.StatusValid {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *settleGate) Commit(ctx context.Context, c *store.Change) error {
+	if settles(c) {
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return g.Store.Commit(ctx, c)
+}
+
+// close makes the gate hold back settlings until release.
+func (g *settleGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.closed, g.open = true, make(chan struct{})
+	}
+}
+
+// TestResourceStatusTransitions watches a service environment, a job queue
+// and a quota share go through CREATING to VALID, and UPDATING to VALID, as
+// the spec's status lifecycle has them, with each settling commit held back
+// so that the transient status is seen for certain. (A held-back settling
+// holds the resource lock, as every resource change's commit does, so the
+// changes are made one at a time; describing does not wait for it.)
+func TestResourceStatusTransitions(t *testing.T) {
+	var gate *settleGate
+	s := newServer(t, func(c *daemonConfig) {
+		gate = newSettleGate(c.Store)
+		c.Store = gate
+	})
+	c := s.c
+	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("p"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+
+	gate.close()
+	env, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("e"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(2)}}})
+	must(t, err)
+	if st := s.envStatus("e"); st != types.ServiceEnvironmentStatusCreating {
+		t.Fatalf("service environment is %s right after create, want CREATING", st)
+	}
+	gate.release()
+	s.waitEnvStatus("e", types.ServiceEnvironmentStatusValid)
+
+	gate.close()
+	q, err := c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), Priority: aws.Int32(1),
+		JobQueueType: types.JobQueueTypeSagemakerTraining, SchedulingPolicyArn: pol.Arn,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}}})
+	must(t, err)
+	if st := s.queueStatus("q"); st != types.JQStatusCreating {
+		t.Fatalf("job queue is %s right after create, want CREATING", st)
+	}
+	gate.release()
+	s.waitQueueStatus("q", types.JQStatusValid)
+
+	gate.close()
+	sh, err := c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("A"), JobQueue: q.JobQueueArn,
+		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(2)}},
+		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
+		PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+	must(t, err)
+	shareARN := aws.ToString(sh.QuotaShareArn)
+	if st := s.shareStatus(shareARN); st != types.QuotaShareStatusCreating {
+		t.Fatalf("quota share is %s right after create, want CREATING", st)
+	}
+	gate.release()
+	s.waitShareStatus(shareARN, types.QuotaShareStatusValid)
+
+	// Updates: UPDATING until settled, then VALID with the new settings.
+	gate.close()
+	_, err = c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String("e"),
+		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
+	must(t, err)
+	if st := s.envStatus("e"); st != types.ServiceEnvironmentStatusUpdating {
+		t.Fatalf("service environment is %s right after update, want UPDATING", st)
+	}
+	gate.release()
+	s.waitEnvStatus("e", types.ServiceEnvironmentStatusValid)
+
+	gate.close()
+	_, err = c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String("q"), Priority: aws.Int32(5)})
+	must(t, err)
+	if st := s.queueStatus("q"); st != types.JQStatusUpdating {
+		t.Fatalf("job queue is %s right after update, want UPDATING", st)
+	}
+	gate.release()
+	s.waitQueueStatus("q", types.JQStatusValid)
+
+	gate.close()
+	_, err = c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: sh.QuotaShareArn,
+		CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
+	must(t, err)
+	if st := s.shareStatus(shareARN); st != types.QuotaShareStatusUpdating {
+		t.Fatalf("quota share is %s right after update, want UPDATING", st)
+	}
+	gate.release()
+	s.waitShareStatus(shareARN, types.QuotaShareStatusValid)
+
+	envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{"e"}})
+	must(t, err)
+	if n := aws.ToInt32(envs.ServiceEnvironments[0].CapacityLimits[0].MaxCapacity); n != 3 {
+		t.Fatalf("service environment limit = %d after update, want 3", n)
+	}
+	qs, err := c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{"q"}})
+	must(t, err)
+	if p := aws.ToInt32(qs.JobQueues[0].Priority); p != 5 {
+		t.Fatalf("job queue priority = %d after update, want 5", p)
+	}
+	s.waitStatus(s.submit("q", "A", "j", 1, payload(g5, 3, time.Millisecond, 0)), types.ServiceJobStatusSucceeded)
+}
+
+// TestSubmitWhileCreating submits to a queue and share the moment their
+// creates are answered, as a client that does not wait for VALID would: the
+// jobs are kept and run, since the scheduler learns about a resource before
+// it learns about any job submitted after the create was answered.
+func TestSubmitWhileCreating(t *testing.T) {
+	s := newServer(t)
+	c := s.c
+	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("p"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+	var ids []string
+	for i := range 5 {
+		n := fmt.Sprint(i)
+		env, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("e" + n),
+			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+			CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
+		must(t, err)
+		fifo, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("f" + n),
+			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+			CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
+		must(t, err)
+		q, err := c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q" + n), Priority: aws.Int32(1),
+			JobQueueType: types.JobQueueTypeSagemakerTraining, SchedulingPolicyArn: pol.Arn,
+			ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}}})
+		must(t, err)
+		_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("A"), JobQueue: q.JobQueueArn,
+			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}},
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
+			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+		must(t, err)
+		ids = append(ids, s.submit("q"+n, "A", "j", 1, payload(g5, 1, time.Millisecond, 0)))
+		_, err = c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("fifo" + n), Priority: aws.Int32(1),
+			JobQueueType:            types.JobQueueTypeSagemakerTraining,
+			ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: fifo.ServiceEnvironmentArn}}})
+		must(t, err)
+		ids = append(ids, s.submit("fifo"+n, "", "j", 1, payload(g5, 1, time.Millisecond, 0)))
+	}
+	for _, id := range ids {
+		s.waitStatus(id, types.ServiceJobStatusSucceeded)
+	}
+}
+
+// TestResourceStatusRecovery stops servers while a new resource is still
+// CREATING or an update still UPDATING (the settling commit held back), and
+// starts another on the same data each time: the restart finishes the
+// transition, with the change in force, and the resources schedule jobs.
+func TestResourceStatusRecovery(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.close()
+	// gated starts a server whose settlings are held back once it has
+	// started (its recovery settles what the last one left).
+	gated := func() *server {
+		var gate *settleGate
+		s := startServer(t, dir, func(c *daemonConfig) {
+			gate = newSettleGate(c.Store)
+			c.Store = gate
+		})
+		gate.close()
+		return s
+	}
+
+	// A service environment left CREATING.
+	s = gated()
+	env, err := s.c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("e2"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
+	must(t, err)
+	if st := s.envStatus("e2"); st != types.ServiceEnvironmentStatusCreating {
+		t.Fatalf("service environment is %s after create, want CREATING", st)
+	}
+	s.close()
+
+	// A job queue left CREATING, on the environment the restart settled.
+	s = gated()
+	if st := s.envStatus("e2"); st != types.ServiceEnvironmentStatusValid {
+		t.Fatalf("after restart the service environment is %s, want VALID", st)
+	}
+	_, err = s.c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("fifo"), Priority: aws.Int32(1),
+		JobQueueType:            types.JobQueueTypeSagemakerTraining,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}}})
+	must(t, err)
+	if st := s.queueStatus("fifo"); st != types.JQStatusCreating {
+		t.Fatalf("job queue is %s after create, want CREATING", st)
+	}
+	s.close()
+
+	// A quota share left UPDATING.
+	s = gated()
+	if st := s.queueStatus("fifo"); st != types.JQStatusValid {
+		t.Fatalf("after restart the job queue is %s, want VALID", st)
+	}
+	_, err = s.c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(s.shareARN("q", "A")),
+		CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
+	must(t, err)
+	if st := s.shareStatus(s.shareARN("q", "A")); st != types.QuotaShareStatusUpdating {
+		t.Fatalf("quota share is %s after update, want UPDATING", st)
+	}
+	s.close()
+
+	s = startServer(t, dir)
+	out, err := s.c.DescribeQuotaShare(ctx, &batch.DescribeQuotaShareInput{QuotaShareArn: aws.String(s.shareARN("q", "A"))})
+	must(t, err)
+	if out.Status != types.QuotaShareStatusValid || aws.ToInt32(out.CapacityLimits[0].MaxCapacity) != 1 {
+		t.Fatalf("after restart the quota share is %s with limit %d, want VALID with 1", out.Status, aws.ToInt32(out.CapacityLimits[0].MaxCapacity))
+	}
+	a := s.submit("fifo", "", "a", 1, payload(g5, 1, time.Millisecond, 0))
+	b := s.submit("q", "A", "b", 1, payload(g5, 1, time.Millisecond, 0))
+	s.waitStatus(a, types.ServiceJobStatusSucceeded)
+	s.waitStatus(b, types.ServiceJobStatusSucceeded)
+}
