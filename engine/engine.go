@@ -20,7 +20,7 @@ import (
 type Engine struct {
 	envs   map[string]*environment
 	queues map[string]*queue
-	jobs   map[string]*job
+	jobs   jobStore
 
 	typeIndex map[string]int32
 	typeNames []string
@@ -213,6 +213,13 @@ type job struct {
 
 	vuse int64
 	vlim int64
+
+	// slot is the job's place in the engine's job store; refs counts the
+	// lazy list entries that still name it, and dead says it was forgotten
+	// (its slot is freed when refs drops to 0).
+	slot int32
+	refs int32
+	dead bool
 }
 
 // resState is the state of a reserved job (JobReserved).
@@ -240,7 +247,6 @@ func New() *Engine {
 	return &Engine{
 		envs:      map[string]*environment{},
 		queues:    map[string]*queue{},
-		jobs:      map[string]*job{},
 		typeIndex: map[string]int32{},
 	}
 }
@@ -420,6 +426,7 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	isNew := s == nil
 	if isNew {
 		s = &share{q: q, name: c.Name, ownWhy: "started within the own capacity of share " + c.Name}
+		s.runq.st = &e.jobs
 		q.shares[c.Name] = s
 	}
 	s.cfg = c
@@ -464,7 +471,7 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	if j.ID == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "job ID must not be empty")
 	}
-	if _, ok := e.jobs[j.ID]; ok {
+	if e.jobs.get(j.ID) != nil {
 		return nil, qshare.Errorf(qshare.ECONFLICT, "job %s already exists", j.ID)
 	}
 	q := e.queues[j.Queue]
@@ -481,8 +488,8 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	if j.PreemptionRetries < -1 {
 		return nil, qshare.Errorf(qshare.EINVALID, "job %s: preemption retries %d is below -1 (-1 means unlimited)", j.ID, j.PreemptionRetries)
 	}
-	jb := &job{}
-	dem := jb.dem0[:0]
+	var dem0 [2]amount
+	dem := dem0[:0]
 	// Types are interned in name order, so that type numbers (and so
 	// every order that follows them) do not depend on map iteration.
 	var one [1]string // a demand of one type allocates no name list
@@ -512,18 +519,20 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	if len(dem) == 0 {
 		return nil, qshare.Errorf(qshare.EINVALID, "job %s demands no capacity; a job needs at least one instance of one instance type", j.ID)
 	}
-	*jb = job{
-		id:          j.ID,
-		sh:          s,
-		prio:        j.Priority,
-		created:     j.Created.UnixNano(),
-		dem:         dem,
-		preemptions: j.Preemptions,
-		retries:     j.PreemptionRetries,
-		dem0:        jb.dem0,
-	}
+	// The record comes zeroed from the store, but for the counters a slot
+	// keeps (ver, epoch), so fields are set one by one.
+	jb := e.jobs.add(j.ID)
+	jb.id = j.ID
+	jb.sh = s
+	jb.prio = j.Priority
+	jb.created = j.Created.UnixNano()
+	jb.preemptions = j.Preemptions
+	jb.retries = j.PreemptionRetries
 	if len(dem) <= len(jb.dem0) {
+		jb.dem0 = dem0
 		jb.dem = jb.dem0[:len(dem)]
+	} else {
+		jb.dem = slices.Clone(dem)
 	}
 	return jb, nil
 }
@@ -535,7 +544,6 @@ func (e *Engine) Submit(j JobSpec) error {
 	if err != nil {
 		return err
 	}
-	e.jobs[jb.id] = jb
 	jb.state = JobRunnable
 	jb.sh.runq.push(jb)
 	e.stats.Runnable++
@@ -551,7 +559,6 @@ func (e *Engine) Restore(j JobSpec, startedAt time.Time) error {
 	if err != nil {
 		return err
 	}
-	e.jobs[jb.id] = jb
 	e.hold(jb, startedAt.UnixNano())
 	e.markDirty(jb.sh.q.env)
 	return nil
@@ -642,7 +649,7 @@ func (a *held) less(b *held) bool {
 // SetPriority changes a job's schedulingPriority. A RUNNABLE job moves to its
 // new place; the change can trigger preemption at the next Schedule.
 func (e *Engine) SetPriority(id string, priority int) error {
-	j := e.jobs[id]
+	j := e.jobs.get(id)
 	if j == nil {
 		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
 	}
@@ -673,7 +680,7 @@ func (e *Engine) SetPriority(id string, priority int) error {
 // its capacity until Release, but is no longer a preemption candidate. For a
 // RUNNABLE or reserved job, Stopping removes it at once and it holds nothing.
 func (e *Engine) Stopping(id string) error {
-	j := e.jobs[id]
+	j := e.jobs.get(id)
 	if j == nil {
 		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
 	}
@@ -697,8 +704,8 @@ func (e *Engine) Stopping(id string) error {
 }
 
 func (e *Engine) forget(j *job) {
-	delete(e.jobs, j.id)
 	j.state = 0
+	e.jobs.remove(j)
 }
 
 // cancelReservation gives back what a reserved job holds; its victims, when
@@ -727,7 +734,7 @@ func (e *Engine) cancelReservation(j *job) {
 // a preemption with retries left, or a retry after a failure); otherwise the
 // engine forgets it. Releasing an unknown job fails with ENOTFOUND.
 func (e *Engine) Release(id string, requeue bool) error {
-	j := e.jobs[id]
+	j := e.jobs.get(id)
 	if j == nil {
 		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
 	}
@@ -771,6 +778,7 @@ func (e *Engine) Release(id string, requeue bool) error {
 			r.settle()
 			r.waitFor--
 			if r.waitFor == 0 {
+				r.refs++
 				r.sh.q.env.ready = append(r.sh.q.env.ready, r)
 				e.markDirty(r.sh.q.env)
 			}
@@ -866,6 +874,10 @@ func (e *Engine) startReady(env *environment, now int64) {
 		j.startWhy = ""
 		j.borrowed = nil
 	}
+	for _, j := range ready {
+		e.jobs.unref(j)
+	}
+	clear(ready)
 	e.readyBuf = ready[:0]
 }
 
@@ -878,6 +890,7 @@ func (e *Engine) startEarly(env *environment, now int64) {
 	k := 0
 	for _, j := range env.resv {
 		if j.state != JobReserved {
+			e.jobs.unref(j)
 			continue
 		}
 		if j.waitFor == 0 || !e.fitsNow(env, j) {
@@ -901,6 +914,7 @@ func (e *Engine) startEarly(env *environment, now int64) {
 		e.hold(j, now)
 		e.emitStart(j, j.borrowed, j.earlyWhy)
 		j.startWhy, j.earlyWhy, j.borrowed = "", "", nil
+		e.jobs.unref(j)
 	}
 	clear(env.resv[k:])
 	env.resv = env.resv[:k]

@@ -613,6 +613,7 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	}
 	s.runq.popHead()
 	e.stats.Runnable--
+	h.refs++
 	env.resv = append(env.resv, h)
 	h.state = JobReserved
 	h.epoch++

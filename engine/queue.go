@@ -11,6 +11,9 @@ type runQueue struct {
 	h     []entry
 	live  int
 	stale int
+	// st is the engine's job store: each entry counts as a reference to
+	// its job's slot (job.refs), dropped when the entry leaves the heap.
+	st *jobStore
 }
 
 type entry struct {
@@ -59,6 +62,7 @@ func (q *runQueue) Len() int { return q.live }
 // push adds a RUNNABLE job.
 func (q *runQueue) push(j *job) {
 	j.ver++
+	j.refs++
 	q.h = append(q.h, entry{prio: int32(j.prio), ver: j.ver, created: j.created, j: j})
 	q.up(len(q.h) - 1)
 	q.live++
@@ -102,6 +106,7 @@ func (q *runQueue) popHead() {
 
 func (q *runQueue) popTop() {
 	n := len(q.h) - 1
+	q.st.unref(q.h[0].j)
 	q.h[0] = q.h[n]
 	q.h[n] = entry{}
 	q.h = q.h[:n]
@@ -116,6 +121,8 @@ func (q *runQueue) compact() {
 		if q.h[i].valid() {
 			q.h[k] = q.h[i]
 			k++
+		} else {
+			q.st.unref(q.h[i].j)
 		}
 	}
 	clear(q.h[k:])

@@ -51,7 +51,7 @@ type JobView struct {
 
 // Job returns a view of the job, and false if the engine does not have it.
 func (e *Engine) Job(id string) (JobView, bool) {
-	j := e.jobs[id]
+	j := e.jobs.get(id)
 	if j == nil {
 		return JobView{}, false
 	}
