@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"qshare"
+)
+
+// TestVersionWrap changes one job's priority more than 1<<verBits times
+// while enough other jobs wait that its old run-queue entries are not
+// compacted away in between: an old entry whose version bits alias the
+// current ones would show the job twice, or in its old place.
+func TestVersionWrap(t *testing.T) {
+	e := New()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(e.SetEnvironment(EnvironmentConfig{Name: "E", Limits: qshare.Capacity{"t": 1 << 20}}))
+	must(e.SetQueue(QueueConfig{Name: "Q", Environment: "E"}))
+	must(e.SetShare(ShareConfig{Queue: "Q", Name: "S", Limits: qshare.Capacity{"t": 1 << 20}, Strategy: qshare.StrategyLend, BorrowLimit: -1}))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const others = 200_000
+	for i := range others {
+		must(e.Submit(JobSpec{ID: fmt.Sprintf("j%06d", i), Queue: "Q", Share: "S", Priority: 5, Created: t0.Add(time.Duration(i+1) * time.Second), Demand: qshare.Capacity{"t": 1}, PreemptionRetries: -1}))
+	}
+	must(e.Submit(JobSpec{ID: "a", Queue: "Q", Share: "S", Priority: 5, Created: t0, Demand: qshare.Capacity{"t": 1}, PreemptionRetries: -1}))
+	// Two version steps per change; end at priority 0, behind the others,
+	// after more than 1<<verBits steps but before the stale entries exceed
+	// the live ones (which compacts the queue): the entries pushed
+	// 1<<verBits steps ago are still there.
+	n := 150_001
+	for i := 0; i < n; i++ {
+		p := 9 * (i % 2)
+		must(e.SetPriority("a", p))
+		if i%40_000 == 0 || i > n-3 || i > 1<<verBits/2-3 && i < 1<<verBits/2+3 {
+			want := "a"
+			if p == 0 {
+				want = "j000000"
+			}
+			if h := e.Shares("Q")[0].Head; h != want {
+				t.Fatalf("change %d to priority %d: head %s, want %s", i, p, h, want)
+			}
+		}
+	}
+	if st := e.Stats(); st.Runnable != others+1 {
+		t.Fatalf("runnable %d, want %d", st.Runnable, others+1)
+	}
+	// Exactly one entry of a passes for current, at the bottom.
+	q := &e.queues["Q"].shares["S"].runq
+	a := e.jobs.get("a")
+	valid := 0
+	for i := range q.h {
+		if q.h[i].slot == a.slot && q.valid(&q.h[i]) {
+			valid++
+		}
+	}
+	if valid != 1 || a.prio != 0 {
+		t.Fatalf("a (priority %d) has %d current entries, want 1", a.prio, valid)
+	}
+}
