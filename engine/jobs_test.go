@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"qshare"
 )
@@ -61,5 +62,25 @@ func TestVersionWrap(t *testing.T) {
 	}
 	if valid != 1 || a.prio != 0 {
 		t.Fatalf("a (priority %d) has %d current entries, want 1", a.prio, valid)
+	}
+}
+
+// TestJobLayout keeps the job record at 256 bytes with the fields a head's
+// evaluation and a Release read in its first two cache lines (see job).
+func TestJobLayout(t *testing.T) {
+	var j job
+	if n := unsafe.Sizeof(j); n != 256 {
+		t.Errorf("job is %d bytes, want 256", n)
+	}
+	for name, off := range map[string]uintptr{
+		"dem0": unsafe.Offsetof(j.dem0), "reserver": unsafe.Offsetof(j.reserver),
+		"startSeq": unsafe.Offsetof(j.startSeq), "dead": unsafe.Offsetof(j.dead),
+	} {
+		if off >= 128 {
+			t.Errorf("job.%s at offset %d, beyond the first two cache lines", name, off)
+		}
+	}
+	if off := unsafe.Offsetof(j.reason); off >= 192 {
+		t.Errorf("job.reason at offset %d, beyond the third cache line", off)
 	}
 }

@@ -128,12 +128,9 @@ func (q *runQueue) head() *job {
 	return nil
 }
 
-// topSlot is the slot of the top entry, or -1.
-func (q *runQueue) topSlot() int32 {
-	if len(q.h) == 0 {
-		return -1
-	}
-	return q.h[0].slot
+// topIs reports whether the top entry names j, without reading j.
+func (q *runQueue) topIs(j *job) bool {
+	return len(q.h) > 0 && q.st.at(q.h[0].slot) == j
 }
 
 // popHead removes the head job; head must have returned it.
@@ -297,7 +294,7 @@ func (q *shareHeap) push(s *share) {
 	// Read the job only when it is not the queue's top entry: at a
 	// million pending jobs the job itself is usually a cache miss.
 	var created int64
-	if s.runq.topSlot() == s.top.slot {
+	if s.runq.topIs(s.top) {
 		created = s.runq.h[0].created
 	} else {
 		created = s.top.created

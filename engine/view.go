@@ -56,7 +56,7 @@ func (e *Engine) Job(id string) (JobView, bool) {
 		return JobView{}, false
 	}
 	d := qshare.Capacity{}
-	for _, a := range j.dem {
+	for _, a := range j.demand() {
 		d[e.typeNames[a.t]] = a.n
 	}
 	return JobView{ID: j.id, Queue: j.sh.q.name, Share: j.sh.name, Priority: j.prio, State: j.state, Demand: d, Preemptions: j.preemptions, Reason: j.reason}, true
