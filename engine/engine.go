@@ -48,6 +48,9 @@ type Engine struct {
 	touched    []*share
 	readyBuf   []*job
 	envsToRun  []*environment
+	// warm sums values read only to bring job records into the cache
+	// ahead of use (see startHead); it means nothing.
+	warm int64
 }
 
 // vec is a capacity vector indexed by interned instance type. A vector may

@@ -133,6 +133,9 @@ func (e *Engine) pass(env *environment, now int64) {
 		for _, s := range env.shares {
 			if s.top = s.head(); s.top != nil {
 				work.push(s)
+				// Load every head's record now (see startHead): the
+				// misses overlap instead of coming one at a time.
+				e.warm += s.top.created
 			}
 		}
 		failed := e.failed[:0]
@@ -243,6 +246,10 @@ func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 		why = s.ownWhy
 	}
 	s.runq.popHead()
+	// The share's next head is read soon, and at a million pending jobs
+	// its record is usually a cache miss: load it now, so that the miss
+	// overlaps with the work of this start instead of stalling later.
+	e.warm += s.runq.peek()
 	e.stats.Runnable--
 	e.hold(h, now)
 	e.emitStart(h, borrowed, why)

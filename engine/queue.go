@@ -133,6 +133,15 @@ func (q *runQueue) topIs(j *job) bool {
 	return len(q.h) > 0 && q.st.at(q.h[0].slot) == j
 }
 
+// peek reads the top entry's job record (its creation time), or returns
+// 0: a load whose only purpose is to bring the record into the cache.
+func (q *runQueue) peek() int64 {
+	if len(q.h) == 0 {
+		return 0
+	}
+	return q.st.at(q.h[0].slot).created
+}
+
 // popHead removes the head job; head must have returned it.
 func (q *runQueue) popHead() {
 	q.popTop()
