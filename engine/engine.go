@@ -492,7 +492,8 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	if j.ID == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "job ID must not be empty")
 	}
-	if e.jobs.get(j.ID) != nil {
+	old, hash := e.jobs.lookup(j.ID)
+	if old != nil {
 		return nil, qshare.Errorf(qshare.ECONFLICT, "job %s already exists", j.ID)
 	}
 	q := e.queues[j.Queue]
@@ -542,7 +543,7 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	}
 	// The record comes zeroed from the store, but for the counters a slot
 	// keeps (ver, epoch), so fields are set one by one.
-	jb := e.jobs.add(j.ID)
+	jb := e.jobs.add(j.ID, hash)
 	jb.id = j.ID
 	jb.sh = s
 	jb.prio = j.Priority

@@ -67,26 +67,34 @@ func hashID(s string) uint32 {
 
 // get returns the job with the given ID, or nil.
 func (st *jobStore) get(id string) *job {
-	if st.count == 0 {
-		return nil
-	}
+	j, _ := st.lookup(id)
+	return j
+}
+
+// lookup returns the job with the given ID, or nil, and the ID's hash (for
+// add).
+func (st *jobStore) lookup(id string) (*job, uint32) {
 	h := hashID(id)
+	if st.count == 0 {
+		return nil, h
+	}
 	for p := h & st.mask; ; p = (p + 1) & st.mask {
 		x := st.index[p]
 		if x == 0 {
-			return nil
+			return nil, h
 		}
 		if uint32(x>>32) == h {
 			if j := st.at(int32(uint32(x)) - 1); j.id == id {
-				return j
+				return j, h
 			}
 		}
 	}
 }
 
-// add gives a new job a slot and indexes it under id, which must not be
-// indexed yet. The record is zero but for the counters a slot keeps.
-func (st *jobStore) add(id string) *job {
+// add gives a new job a slot and indexes it under id, whose hash is h and
+// which must not be indexed yet. The record is zero but for the counters a
+// slot keeps.
+func (st *jobStore) add(id string, h uint32) *job {
 	if (st.count+1)*2 > len(st.index) {
 		st.grow()
 	}
@@ -104,7 +112,6 @@ func (st *jobStore) add(id string) *job {
 	j := st.at(slot)
 	j.slot = slot
 	j.id = id
-	h := hashID(id)
 	p := h & st.mask
 	for st.index[p] != 0 {
 		p = (p + 1) & st.mask
