@@ -176,25 +176,35 @@ func (s *share) jobCount() int { return s.runq.Len() + len(s.holding) + s.reserv
 
 // job is a job the engine knows.
 //
-// Its 256 bytes are laid out for the cache: at a million pending jobs a
-// record is usually a cache miss when its job becomes a share's head or
-// is released, so what those read (ID, share, creation time, demand,
-// priority, state, the counters of its slot, start times, reserver) is in
-// the first two 64-byte lines, the wait reason in the third, and what only
-// preemption and reservation read in the fourth. Records are 256 bytes
-// and chunks start on a page, so a record starts on a line.
+// Its 256 bytes are laid out for the cache and for the garbage collector.
+// At a million pending jobs a record is usually a cache miss when its job
+// becomes a share's head or is released; what those read is in the first
+// three 64-byte lines, and what only preemption and reservation read in
+// the fourth. Every pointer is in the first two lines (the wait reason
+// holds one), so the collector, which loads only a record's pointer
+// words, reads one 128-byte pair of lines per record instead of all four.
+// Records are 256 bytes and chunks start on a page, so a record starts on
+// a line.
 type job struct {
-	// Line 0.
-	id      string
-	sh      *share
+	// Line 0: pointers.
+	id       string
+	sh       *share
+	reserver *job // a victim's (JobStopping after a preemption) reserved job
+	// Reservation state (see resState): allocated the first time the job
+	// is reserved, so that the million jobs that never are stay small.
+	*resState
+	reason  string
 	created int64 // UnixNano
+
+	// Line 1: the wait reason (with one pointer), priority and state.
+	why   waitWhy
+	prio  int
+	state JobState
+
+	// Line 2.
 	// dem0 holds the demand of a job of one or two types (ndem entries);
 	// a larger one is in resState.dem (see demand).
 	dem0 [2]amount
-
-	// Line 1.
-	prio  int
-	state JobState
 	// ver versions the job's entry in its share's run queue.
 	ver uint32
 	// slot is the job's place in the engine's job store; refs counts the
@@ -202,26 +212,17 @@ type job struct {
 	// (its slot is freed when refs drops to 0).
 	refs int32
 	slot int32
-	// Victim (state JobStopping after a preemption): who receives its
-	// capacity (reserver, below), and for which reservation.
+	// resEpoch is the reservation of reserver that a victim's capacity
+	// goes to; epoch tells this job's reservation from an earlier,
+	// cancelled one.
 	resEpoch uint32
-	// epoch tells this reservation from an earlier, cancelled one.
 	epoch    uint32
 	ndem     uint8
 	dead     bool
 	started  int64
-	startSeq uint64
-	reserver *job
-
-	// Line 2.
-	why    waitWhy
-	reason string
 
 	// Line 3.
-	// Reservation state (see resState): allocated the first time the job
-	// is reserved, so that the million jobs that never are stay small
-	// (fewer bytes to allocate and for the garbage collector to scan).
-	*resState
+	startSeq    uint64
 	preemptions int
 	retries     int // -1: unlimited
 	// vt, vuse, vlim: scratch for victim selection, the type, usage and

@@ -65,22 +65,28 @@ func TestVersionWrap(t *testing.T) {
 	}
 }
 
-// TestJobLayout keeps the job record at 256 bytes with the fields a head's
-// evaluation and a Release read in its first two cache lines (see job).
+// TestJobLayout keeps the job record at 256 bytes, its pointers in its
+// first two cache lines and what a head's evaluation reads in its first
+// three (see job).
 func TestJobLayout(t *testing.T) {
 	var j job
 	if n := unsafe.Sizeof(j); n != 256 {
 		t.Errorf("job is %d bytes, want 256", n)
 	}
 	for name, off := range map[string]uintptr{
-		"dem0": unsafe.Offsetof(j.dem0), "reserver": unsafe.Offsetof(j.reserver),
-		"startSeq": unsafe.Offsetof(j.startSeq), "dead": unsafe.Offsetof(j.dead),
+		"id": unsafe.Offsetof(j.id), "sh": unsafe.Offsetof(j.sh), "reserver": unsafe.Offsetof(j.reserver),
+		"resState": unsafe.Offsetof(j.resState), "reason": unsafe.Offsetof(j.reason),
+		"why.o": unsafe.Offsetof(j.why) + unsafe.Offsetof(j.why.o),
 	} {
 		if off >= 128 {
-			t.Errorf("job.%s at offset %d, beyond the first two cache lines", name, off)
+			t.Errorf("pointer job.%s at offset %d, beyond the first two cache lines", name, off)
 		}
 	}
-	if off := unsafe.Offsetof(j.reason); off >= 192 {
-		t.Errorf("job.reason at offset %d, beyond the third cache line", off)
+	for name, off := range map[string]uintptr{
+		"dem0": unsafe.Offsetof(j.dem0), "ndem": unsafe.Offsetof(j.ndem), "started": unsafe.Offsetof(j.started),
+	} {
+		if off >= 192 {
+			t.Errorf("job.%s at offset %d, beyond the first three cache lines", name, off)
+		}
 	}
 }
