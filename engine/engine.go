@@ -135,7 +135,7 @@ type share struct {
 	si int32
 	// whyCache holds the last wait reasons formatted for heads of this
 	// share: heads that wait for the same reason share the text.
-	whyCache [4]cachedWhy
+	whyCache [16]cachedWhy
 	whyNext  int
 	// holding lists holding and stopping jobs in victim order: lowest
 	// priority first, then the most recently started.
@@ -453,7 +453,7 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	}
 	s.cfg = c
 	s.cfg.Limits = c.Limits.Clone()
-	s.whyCache = [4]cachedWhy{}
+	s.whyCache = [len(s.whyCache)]cachedWhy{}
 	s.strategy = c.Strategy
 	s.limit = e.toVec(c.Limits)
 	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited
