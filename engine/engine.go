@@ -631,7 +631,15 @@ func (s *share) insertHolding(j *job) {
 func (s *share) removeHolding(j *job) {
 	x := held{prio: int32(j.prio), started: j.started, seq: j.startSeq, j: j}
 	h := s.holding
-	i := sort.Search(len(h), func(k int) bool { return !h[k].less(&x) })
+	i, hi := 0, len(h) // binary search for the first entry not before x
+	for i < hi {
+		m := int(uint(i+hi) >> 1)
+		if h[m].less(&x) {
+			i = m + 1
+		} else {
+			hi = m
+		}
+	}
 	if i >= len(h) || h[i].j != j {
 		// The order was broken by a change that did not reposition the
 		// job; fall back to a scan rather than corrupt the list.

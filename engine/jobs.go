@@ -32,6 +32,10 @@ type jobStore struct {
 	// hash's low bits, so an entry can be moved without reading its job.
 	index []uint64
 	mask  uint32
+	// hit is where lookup last found a job: a Release looks the job up
+	// and then removes it, and remove starts there instead of hashing
+	// and probing again.
+	hit uint32
 }
 
 const (
@@ -85,6 +89,7 @@ func (st *jobStore) lookup(id string) (*job, uint32) {
 		}
 		if uint32(x>>32) == h {
 			if j := st.at(int32(uint32(x)) - 1); j.id == id {
+				st.hit = p
 				return j, h
 			}
 		}
@@ -140,11 +145,14 @@ func (st *jobStore) grow() {
 
 // remove drops j from the index; its slot is freed once nothing names it.
 func (st *jobStore) remove(j *job) {
-	h := hashID(j.id)
-	want := uint64(h)<<32 | uint64(uint32(j.slot)+1)
-	p := h & st.mask
-	for st.index[p] != want {
-		p = (p + 1) & st.mask
+	p := st.hit
+	if p >= uint32(len(st.index)) || uint32(st.index[p]) != uint32(j.slot)+1 {
+		h := hashID(j.id)
+		want := uint64(h)<<32 | uint64(uint32(j.slot)+1)
+		p = h & st.mask
+		for st.index[p] != want {
+			p = (p + 1) & st.mask
+		}
 	}
 	// Backward-shift deletion: move later entries of the probe run into
 	// the hole when their home position allows, so no tombstones.
