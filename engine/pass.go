@@ -135,7 +135,7 @@ func (e *Engine) pass(env *environment, now int64) {
 				work.push(s)
 				// Load every head's record now (see startHead): the
 				// misses overlap instead of coming one at a time.
-				e.warm += s.top.created
+				e.warm += s.top.warm()
 			}
 		}
 		failed := e.failed[:0]

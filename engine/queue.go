@@ -138,13 +138,13 @@ func (q *runQueue) topIs(j *job) bool {
 	return len(q.h) > 0 && q.st.at(q.h[0].slot) == j
 }
 
-// peek reads the top entry's job record (its creation time), or returns
+// peek reads the top entry's job record (see job.warm), or returns
 // 0: a load whose only purpose is to bring the record into the cache.
 func (q *runQueue) peek() int64 {
 	if len(q.h) == 0 {
 		return 0
 	}
-	return q.st.at(q.h[0].slot).created
+	return q.st.at(q.h[0].slot).warm()
 }
 
 // popHead removes the head job; head must have returned it.
