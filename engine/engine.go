@@ -721,6 +721,8 @@ func (e *Engine) Stopping(id string) error {
 	if j == nil {
 		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
 	}
+	// Read before forget: a forgotten job's slot may be cleared at once.
+	env := j.sh.q.env
 	switch j.state {
 	case JobRunnable:
 		j.sh.runq.drop(j)
@@ -736,10 +738,12 @@ func (e *Engine) Stopping(id string) error {
 		}
 	case JobStopping:
 	}
-	e.markDirty(j.sh.q.env)
+	e.markDirty(env)
 	return nil
 }
 
+// forget drops j from the engine. Its record is cleared at once when no
+// lazy list names it, so callers read what they need from j first.
 func (e *Engine) forget(j *job) {
 	j.state = 0
 	e.jobs.remove(j)

@@ -90,3 +90,48 @@ func TestJobLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestSlotReuse: a forgotten job's slot is not reused while a run-queue
+// entry still names it, and is reused (last freed, first reused) once the
+// entry is gone.
+func TestSlotReuse(t *testing.T) {
+	e := New()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(e.SetEnvironment(EnvironmentConfig{Name: "E", Limits: qshare.Capacity{"t": 1}}))
+	must(e.SetQueue(QueueConfig{Name: "Q", Environment: "E"}))
+	must(e.SetShare(ShareConfig{Queue: "Q", Name: "S", Limits: qshare.Capacity{"t": 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1}))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	submit := func(id string, prio int) {
+		t.Helper()
+		must(e.Submit(JobSpec{ID: id, Queue: "Q", Share: "S", Priority: prio, Created: t0, Demand: qshare.Capacity{"t": 1}, PreemptionRetries: -1}))
+	}
+	submit("a", 9)
+	submit("b", 5)
+	slotA := e.jobs.get("a").slot
+	must(e.Stopping("a")) // a's entry stays in the heap, stale
+	submit("c", 1)
+	if e.jobs.get("c").slot == slotA {
+		t.Fatal("c took the slot of a, which a run-queue entry still names")
+	}
+	if ds := e.Schedule(t0); len(ds) != 2 || ds[0].Job != "b" || ds[0].Kind != DecisionStart || ds[1].Job != "c" {
+		t.Fatalf("decisions %+v, want b started and c waiting", ds)
+	}
+	submit("d", 1) // a's entry was dropped at the top: its slot is free
+	if got := e.jobs.get("d").slot; got != slotA {
+		t.Fatalf("d in slot %d, want a's freed slot %d", got, slotA)
+	}
+	if _, ok := e.Job("a"); ok {
+		t.Fatal("a is still known")
+	}
+	if v, _ := e.Job("d"); v.ID != "d" || v.State != JobRunnable {
+		t.Fatalf("d: %+v", v)
+	}
+	if e.jobs.count != 3 {
+		t.Fatalf("%d jobs indexed, want 3 (b, c, d)", e.jobs.count)
+	}
+}
