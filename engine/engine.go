@@ -20,7 +20,7 @@ import (
 type Engine struct {
 	envs   map[string]*environment
 	queues map[string]*queue
-	jobs   map[string]*job
+	jobs   jobStore
 
 	typeIndex map[string]int32
 	typeNames []string
@@ -48,6 +48,9 @@ type Engine struct {
 	touched    []*share
 	readyBuf   []*job
 	envsToRun  []*environment
+	// warm sums values read only to bring job records into the cache
+	// ahead of use (see startHead); it means nothing.
+	warm int64
 }
 
 // vec is a capacity vector indexed by interned instance type. A vector may
@@ -132,7 +135,7 @@ type share struct {
 	si int32
 	// whyCache holds the last wait reasons formatted for heads of this
 	// share: heads that wait for the same reason share the text.
-	whyCache [4]cachedWhy
+	whyCache [16]cachedWhy
 	whyNext  int
 	// holding lists holding and stopping jobs in victim order: lowest
 	// priority first, then the most recently started.
@@ -172,47 +175,76 @@ func (s *share) head() *job { return s.runq.head() }
 func (s *share) jobCount() int { return s.runq.Len() + len(s.holding) + s.reserved }
 
 // job is a job the engine knows.
+//
+// Its 256 bytes are laid out for the cache and for the garbage collector.
+// At a million pending jobs a record is usually a cache miss when its job
+// becomes a share's head or is released; what those read is in the first
+// three 64-byte lines, and what only preemption and reservation read in
+// the fourth. Every pointer is in the first two lines (the wait reason
+// holds one), so the collector, which loads only a record's pointer
+// words, reads one 128-byte pair of lines per record instead of all four.
+// Records are 256 bytes and chunks start on a page, so a record starts on
+// a line.
 type job struct {
-	id      string
-	sh      *share
-	prio    int
+	// Line 0: pointers.
+	id       string
+	sh       *share
+	reserver *job // a victim's (JobStopping after a preemption) reserved job
+	// Reservation state (see resState): allocated the first time the job
+	// is reserved, so that the million jobs that never are stay small.
+	*resState
+	reason  string
 	created int64 // UnixNano
-	dem     []amount
-	// dem0 holds the demand of a job of one or two types, so that dem
-	// points into the job itself.
-	dem0  [2]amount
+
+	// Line 1: the wait reason (with one pointer), priority and state.
+	why   waitWhy
+	prio  int
 	state JobState
 
-	preemptions int
-	retries     int // -1: unlimited
-
+	// Line 2.
+	// dem0 holds the demand of a job of one or two types (ndem entries);
+	// a larger one is in resState.dem (see demand).
+	dem0 [2]amount
 	// ver versions the job's entry in its share's run queue.
 	ver uint32
-	// epoch tells this reservation from an earlier, cancelled one.
-	epoch uint32
-
-	started  int64
-	startSeq uint64
-
-	// Reservation state (see resState): allocated the first time the job
-	// is reserved, so that the million jobs that never are stay small
-	// (fewer bytes to allocate and for the garbage collector to scan).
-	*resState
-
-	// Victim (state JobStopping after a preemption): who receives its
-	// capacity, and for which reservation.
-	reserver *job
+	// slot is the job's place in the engine's job store; refs counts the
+	// lazy list entries that still name it, and dead says it was forgotten
+	// (its slot is freed when refs drops to 0).
+	refs int32
+	slot int32
+	// resEpoch is the reservation of reserver that a victim's capacity
+	// goes to; epoch tells this job's reservation from an earlier,
+	// cancelled one.
 	resEpoch uint32
+	epoch    uint32
+	ndem     uint8
+	dead     bool
+	started  int64
+
+	// Line 3.
+	startSeq    uint64
+	preemptions int
+	retries     int // -1: unlimited
 	// vt, vuse, vlim: scratch for victim selection, the type, usage and
-	// limit that made the job's share above quota when it was chosen (vt
-	// sits here to share a word with resEpoch).
-	vt int32
-
-	why    waitWhy
-	reason string
-
+	// limit that made the job's share above quota when it was chosen.
 	vuse int64
 	vlim int64
+	vt   int32
+	_    [20]byte
+}
+
+// warm reads a word from each of the record's first three lines (its two
+// 128-byte pairs): a value that means nothing, read to bring the record
+// into the cache before a head's evaluation, which reads all three. The
+// two loads are independent, so their misses overlap.
+func (j *job) warm() int64 { return j.created + int64(j.ndem) }
+
+// demand is the job's demand, one entry per type, in type order.
+func (j *job) demand() []amount {
+	if j.ndem <= uint8(len(j.dem0)) {
+		return j.dem0[:j.ndem]
+	}
+	return j.resState.dem
 }
 
 // resState is the state of a reserved job (JobReserved).
@@ -233,6 +265,9 @@ type resState struct {
 	startWhy string
 	earlyWhy string
 	borrowed []amount
+	// dem is the demand of a job of more than two types, allocated when
+	// the job is created.
+	dem []amount
 }
 
 // New returns an empty engine.
@@ -240,7 +275,6 @@ func New() *Engine {
 	return &Engine{
 		envs:      map[string]*environment{},
 		queues:    map[string]*queue{},
-		jobs:      map[string]*job{},
 		typeIndex: map[string]int32{},
 	}
 }
@@ -420,11 +454,12 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	isNew := s == nil
 	if isNew {
 		s = &share{q: q, name: c.Name, ownWhy: "started within the own capacity of share " + c.Name}
+		s.runq.st = &e.jobs
 		q.shares[c.Name] = s
 	}
 	s.cfg = c
 	s.cfg.Limits = c.Limits.Clone()
-	s.whyCache = [4]cachedWhy{}
+	s.whyCache = [len(s.whyCache)]cachedWhy{}
 	s.strategy = c.Strategy
 	s.limit = e.toVec(c.Limits)
 	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited
@@ -464,7 +499,8 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	if j.ID == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "job ID must not be empty")
 	}
-	if _, ok := e.jobs[j.ID]; ok {
+	old, hash := e.jobs.lookup(j.ID)
+	if old != nil {
 		return nil, qshare.Errorf(qshare.ECONFLICT, "job %s already exists", j.ID)
 	}
 	q := e.queues[j.Queue]
@@ -481,8 +517,8 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	if j.PreemptionRetries < -1 {
 		return nil, qshare.Errorf(qshare.EINVALID, "job %s: preemption retries %d is below -1 (-1 means unlimited)", j.ID, j.PreemptionRetries)
 	}
-	jb := &job{}
-	dem := jb.dem0[:0]
+	var dem0 [2]amount
+	dem := dem0[:0]
 	// Types are interned in name order, so that type numbers (and so
 	// every order that follows them) do not depend on map iteration.
 	var one [1]string // a demand of one type allocates no name list
@@ -512,18 +548,20 @@ func (e *Engine) newJob(j JobSpec) (*job, error) {
 	if len(dem) == 0 {
 		return nil, qshare.Errorf(qshare.EINVALID, "job %s demands no capacity; a job needs at least one instance of one instance type", j.ID)
 	}
-	*jb = job{
-		id:          j.ID,
-		sh:          s,
-		prio:        j.Priority,
-		created:     j.Created.UnixNano(),
-		dem:         dem,
-		preemptions: j.Preemptions,
-		retries:     j.PreemptionRetries,
-		dem0:        jb.dem0,
-	}
+	// The record comes zeroed from the store, but for the counters a slot
+	// keeps (ver, epoch), so fields are set one by one.
+	jb := e.jobs.add(j.ID, hash)
+	jb.id = j.ID
+	jb.sh = s
+	jb.prio = j.Priority
+	jb.created = j.Created.UnixNano()
+	jb.preemptions = j.Preemptions
+	jb.retries = j.PreemptionRetries
+	jb.ndem = uint8(min(len(dem), 255))
 	if len(dem) <= len(jb.dem0) {
-		jb.dem = jb.dem0[:len(dem)]
+		jb.dem0 = dem0
+	} else {
+		jb.resState = &resState{dem: slices.Clone(dem)}
 	}
 	return jb, nil
 }
@@ -535,7 +573,6 @@ func (e *Engine) Submit(j JobSpec) error {
 	if err != nil {
 		return err
 	}
-	e.jobs[jb.id] = jb
 	jb.state = JobRunnable
 	jb.sh.runq.push(jb)
 	e.stats.Runnable++
@@ -551,7 +588,6 @@ func (e *Engine) Restore(j JobSpec, startedAt time.Time) error {
 	if err != nil {
 		return err
 	}
-	e.jobs[jb.id] = jb
 	e.hold(jb, startedAt.UnixNano())
 	e.markDirty(jb.sh.q.env)
 	return nil
@@ -563,7 +599,7 @@ func (e *Engine) hold(j *job, now int64) {
 	s := j.sh
 	if j.state != JobReserved { // a reserved job already holds everything
 		env := s.q.env
-		for _, a := range j.dem {
+		for _, a := range j.demand() {
 			s.used.add(a.t, a.n)
 			env.used.add(a.t, a.n)
 		}
@@ -601,7 +637,15 @@ func (s *share) insertHolding(j *job) {
 func (s *share) removeHolding(j *job) {
 	x := held{prio: int32(j.prio), started: j.started, seq: j.startSeq, j: j}
 	h := s.holding
-	i := sort.Search(len(h), func(k int) bool { return !h[k].less(&x) })
+	i, hi := 0, len(h) // binary search for the first entry not before x
+	for i < hi {
+		m := int(uint(i+hi) >> 1)
+		if h[m].less(&x) {
+			i = m + 1
+		} else {
+			hi = m
+		}
+	}
 	if i >= len(h) || h[i].j != j {
 		// The order was broken by a change that did not reposition the
 		// job; fall back to a scan rather than corrupt the list.
@@ -642,7 +686,7 @@ func (a *held) less(b *held) bool {
 // SetPriority changes a job's schedulingPriority. A RUNNABLE job moves to its
 // new place; the change can trigger preemption at the next Schedule.
 func (e *Engine) SetPriority(id string, priority int) error {
-	j := e.jobs[id]
+	j := e.jobs.get(id)
 	if j == nil {
 		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
 	}
@@ -673,10 +717,12 @@ func (e *Engine) SetPriority(id string, priority int) error {
 // its capacity until Release, but is no longer a preemption candidate. For a
 // RUNNABLE or reserved job, Stopping removes it at once and it holds nothing.
 func (e *Engine) Stopping(id string) error {
-	j := e.jobs[id]
+	j := e.jobs.get(id)
 	if j == nil {
 		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
 	}
+	// Read before forget: a forgotten job's slot may be cleared at once.
+	env := j.sh.q.env
 	switch j.state {
 	case JobRunnable:
 		j.sh.runq.drop(j)
@@ -687,18 +733,20 @@ func (e *Engine) Stopping(id string) error {
 		e.forget(j)
 	case JobHolding:
 		j.state = JobStopping
-		for _, a := range j.dem {
+		for _, a := range j.demand() {
 			j.sh.claimed.add(a.t, a.n)
 		}
 	case JobStopping:
 	}
-	e.markDirty(j.sh.q.env)
+	e.markDirty(env)
 	return nil
 }
 
+// forget drops j from the engine. Its record is cleared at once when no
+// lazy list names it, so callers read what they need from j first.
 func (e *Engine) forget(j *job) {
-	delete(e.jobs, j.id)
 	j.state = 0
+	e.jobs.remove(j)
 }
 
 // cancelReservation gives back what a reserved job holds; its victims, when
@@ -706,7 +754,7 @@ func (e *Engine) forget(j *job) {
 func (e *Engine) cancelReservation(j *job) {
 	s := j.sh
 	env := s.q.env
-	for i, a := range j.dem {
+	for i, a := range j.demand() {
 		s.used.add(a.t, -j.got[i])
 		env.used.add(a.t, -j.got[i]-j.kept[i])
 		s.pending.add(a.t, -(a.n - j.got[i]))
@@ -727,7 +775,7 @@ func (e *Engine) cancelReservation(j *job) {
 // a preemption with retries left, or a retry after a failure); otherwise the
 // engine forgets it. Releasing an unknown job fails with ENOTFOUND.
 func (e *Engine) Release(id string, requeue bool) error {
-	j := e.jobs[id]
+	j := e.jobs.get(id)
 	if j == nil {
 		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
 	}
@@ -748,14 +796,14 @@ func (e *Engine) Release(id string, requeue bool) error {
 		e.unhold(j)
 		r := j.reserver
 		live := r != nil && r.state == JobReserved && r.epoch == j.resEpoch
-		for _, a := range j.dem {
+		for _, a := range j.demand() {
 			s.used.add(a.t, -a.n)
 			env.used.add(a.t, -a.n)
 			if j.state == JobStopping {
 				s.claimed.add(a.t, -a.n)
 			}
 			if live {
-				for i, ra := range r.dem {
+				for i, ra := range r.demand() {
 					if ra.t != a.t {
 						continue
 					}
@@ -771,6 +819,7 @@ func (e *Engine) Release(id string, requeue bool) error {
 			r.settle()
 			r.waitFor--
 			if r.waitFor == 0 {
+				r.refs++
 				r.sh.q.env.ready = append(r.sh.q.env.ready, r)
 				e.markDirty(r.sh.q.env)
 			}
@@ -831,7 +880,7 @@ func (e *Engine) startReady(env *environment, now int64) {
 		// if the share's limit was lowered meanwhile (a lowered limit does
 		// not undo a decision; the share's jobs above it are reclaimable).
 		complete := true
-		for i, a := range j.dem {
+		for i, a := range j.demand() {
 			if k := j.kept[i]; k > 0 {
 				j.kept[i] = 0
 				j.got[i] += k
@@ -847,7 +896,7 @@ func (e *Engine) startReady(env *environment, now int64) {
 		if !complete {
 			// Cannot happen while the victims' capacity goes to the job;
 			// requeue it rather than start it short.
-			for i, a := range j.dem {
+			for i, a := range j.demand() {
 				s.used.add(a.t, -j.got[i])
 				env.used.add(a.t, -j.got[i]-j.kept[i])
 				s.pending.add(a.t, -(a.n - j.got[i]))
@@ -866,6 +915,10 @@ func (e *Engine) startReady(env *environment, now int64) {
 		j.startWhy = ""
 		j.borrowed = nil
 	}
+	for _, j := range ready {
+		e.jobs.unref(j)
+	}
+	clear(ready)
 	e.readyBuf = ready[:0]
 }
 
@@ -878,6 +931,7 @@ func (e *Engine) startEarly(env *environment, now int64) {
 	k := 0
 	for _, j := range env.resv {
 		if j.state != JobReserved {
+			e.jobs.unref(j)
 			continue
 		}
 		if j.waitFor == 0 || !e.fitsNow(env, j) {
@@ -886,7 +940,7 @@ func (e *Engine) startEarly(env *environment, now int64) {
 			continue
 		}
 		s := j.sh
-		for i, a := range j.dem {
+		for i, a := range j.demand() {
 			if rest := a.n - j.got[i]; rest > 0 {
 				s.used.add(a.t, rest)
 				env.used.add(a.t, rest-j.kept[i])
@@ -901,6 +955,7 @@ func (e *Engine) startEarly(env *environment, now int64) {
 		e.hold(j, now)
 		e.emitStart(j, j.borrowed, j.earlyWhy)
 		j.startWhy, j.earlyWhy, j.borrowed = "", "", nil
+		e.jobs.unref(j)
 	}
 	clear(env.resv[k:])
 	env.resv = env.resv[:k]
@@ -910,7 +965,7 @@ func (e *Engine) startEarly(env *environment, now int64) {
 // from usable capacity now.
 func (e *Engine) fitsNow(env *environment, j *job) bool {
 	s := j.sh
-	for i, a := range j.dem {
+	for i, a := range j.demand() {
 		rest := a.n - j.got[i] // what its share must still take in
 		p := rest - j.kept[i]  // of which from the free pool
 		if rest == 0 {
@@ -949,7 +1004,7 @@ func (j *job) resLimit(t int32) int64 {
 // the share's limit allows.
 func (j *job) settle() {
 	s := j.sh
-	for i, a := range j.dem {
+	for i, a := range j.demand() {
 		if j.kept[i] == 0 {
 			continue
 		}

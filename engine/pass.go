@@ -67,12 +67,12 @@ func (e *Engine) protected(env *environment, s *share, t int32) int64 {
 // misconfigured reports whether h can never fit: its demand exceeds the
 // environment's limit, or what its share may ever use (rule 10).
 func (e *Engine) misconfigured(env *environment, s *share, h *job) (waitWhy, bool) {
-	for _, a := range h.dem {
+	for _, a := range h.demand() {
 		if a.n > env.limit.at(a.t) {
 			return waitWhy{kind: whyEnvMax, t: a.t, a: a.n, b: env.limit.at(a.t)}, true
 		}
 	}
-	for _, a := range h.dem {
+	for _, a := range h.demand() {
 		if m, unl := s.maxUseAt(a.t); !unl && a.n > m {
 			return waitWhy{kind: whyShareMax, t: a.t, a: a.n, b: m}, true
 		}
@@ -83,7 +83,7 @@ func (e *Engine) misconfigured(env *environment, s *share, h *job) (waitWhy, boo
 // ownFit reports whether h fits its share's own limit, counting what the
 // share holds and what its reservations will receive, less removed.
 func ownFit(s *share, h *job, removed vec) bool {
-	for _, a := range h.dem {
+	for _, a := range h.demand() {
 		if s.committed(a.t)-removed.at(a.t)+a.n > s.limit.at(a.t) {
 			return false
 		}
@@ -96,7 +96,7 @@ func capFit(s *share, h *job, removed vec) bool {
 	if s.strategy != qshare.StrategyLendAndBorrow {
 		return false
 	}
-	for _, a := range h.dem {
+	for _, a := range h.demand() {
 		if m, unl := s.maxUseAt(a.t); !unl && s.committed(a.t)-removed.at(a.t)+a.n > m {
 			return false
 		}
@@ -105,7 +105,7 @@ func capFit(s *share, h *job, removed vec) bool {
 }
 
 func (e *Engine) freeFit(env *environment, s *share, h *job, blocked vec) bool {
-	for _, a := range h.dem {
+	for _, a := range h.demand() {
 		if a.n > e.usable(env, s, a.t)-blocked.at(a.t) {
 			return false
 		}
@@ -136,6 +136,9 @@ func (e *Engine) pass(env *environment, now int64) {
 		for _, s := range env.shares {
 			if s.top = s.head(); s.top != nil {
 				work.push(s)
+				// Load every head's record now (see startHead): the
+				// misses overlap instead of coming one at a time.
+				e.warm += s.top.warm()
 			}
 		}
 		failed := e.failed[:0]
@@ -167,7 +170,7 @@ func (e *Engine) pass(env *environment, now int64) {
 					}
 					continue
 				}
-				for _, a := range h.dem {
+				for _, a := range h.demand() {
 					blocked[a.t] += a.n
 				}
 			}
@@ -233,7 +236,7 @@ func (e *Engine) pass(env *environment, now int64) {
 func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 	var borrowed []amount
 	var why string
-	for _, a := range h.dem {
+	for _, a := range h.demand() {
 		c := s.committed(a.t)
 		l := s.limit.at(a.t)
 		if b := max(0, c+a.n-l) - max(0, c-l); b > 0 {
@@ -246,6 +249,10 @@ func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 		why = s.ownWhy
 	}
 	s.runq.popHead()
+	// The share's next head is read soon, and at a million pending jobs
+	// its record is usually a cache miss: load it now, so that the miss
+	// overlaps with the work of this start instead of stalling later.
+	e.warm += s.runq.peek()
 	e.stats.Runnable--
 	e.hold(h, now)
 	e.emitStart(h, borrowed, why)
@@ -377,7 +384,7 @@ func (e *Engine) selectReclaim(env *environment, s *share, need vec) bool {
 			}
 		}
 		eligible := false
-		for _, a := range c.dem {
+		for _, a := range c.demand() {
 			if need.at(a.t) > 0 && o.sim[a.t] > o.limit.at(a.t) {
 				eligible = true
 				c.vt, c.vuse, c.vlim = a.t, o.sim[a.t], o.limit.at(a.t)
@@ -388,7 +395,7 @@ func (e *Engine) selectReclaim(env *environment, s *share, need vec) bool {
 			continue
 		}
 		e.chosen = append(e.chosen, c)
-		for _, a := range c.dem {
+		for _, a := range c.demand() {
 			o.sim[a.t] -= a.n
 			need[a.t] -= a.n
 		}
@@ -412,14 +419,14 @@ func (e *Engine) selectReclaim(env *environment, s *share, need vec) bool {
 	for i := len(e.chosen) - 1; i >= 0; i-- {
 		c := e.chosen[i]
 		spare := true
-		for _, a := range c.dem {
+		for _, a := range c.demand() {
 			if need[a.t]+a.n > 0 {
 				spare = false
 				break
 			}
 		}
 		if spare {
-			for _, a := range c.dem {
+			for _, a := range c.demand() {
 				need[a.t] += a.n
 			}
 			e.chosen = append(e.chosen[:i], e.chosen[i+1:]...)
@@ -433,7 +440,7 @@ func (e *Engine) selectReclaim(env *environment, s *share, need vec) bool {
 // head, or changes nothing.
 func (e *Engine) tryReclaim(env *environment, s *share, h *job) bool {
 	need := e.resetVec(&e.need)
-	for _, a := range h.dem {
+	for _, a := range h.demand() {
 		need[a.t] = a.n - e.usable(env, s, a.t)
 	}
 	if !e.selectReclaim(env, s, need) || len(e.chosen) == 0 {
@@ -451,7 +458,7 @@ func (e *Engine) fitAfter(env *environment, s *share, h *job, removed, blocked v
 	if ownFit(s, h, removed) {
 		need := e.resetVec(&e.need)
 		short := false
-		for _, a := range h.dem {
+		for _, a := range h.demand() {
 			need[a.t] = a.n - e.usable(env, s, a.t) - removed.at(a.t)
 			if need[a.t] > 0 {
 				short = true
@@ -467,7 +474,7 @@ func (e *Engine) fitAfter(env *environment, s *share, h *job, removed, blocked v
 		return 0
 	}
 	if capFit(s, h, removed) {
-		for _, a := range h.dem {
+		for _, a := range h.demand() {
 			if a.n > max(0, e.usable(env, s, a.t)-blocked.at(a.t))+removed.at(a.t) {
 				return 0
 			}
@@ -493,7 +500,7 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 		}
 		if j := s.holding[k].j; j.state == JobHolding {
 			any = true
-			for _, a := range j.dem {
+			for _, a := range j.demand() {
 				removed[a.t] += a.n
 			}
 		}
@@ -513,7 +520,7 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 			continue
 		}
 		in = append(in, c)
-		for _, a := range c.dem {
+		for _, a := range c.demand() {
 			removed[a.t] += a.n
 		}
 		if e.fitAfter(env, s, h, removed, blocked) != 0 {
@@ -527,14 +534,14 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 	}
 	for i := len(in) - 1; i >= 0; i-- {
 		c := in[i]
-		for _, a := range c.dem {
+		for _, a := range c.demand() {
 			removed[a.t] -= a.n
 		}
 		if e.fitAfter(env, s, h, removed, blocked) != 0 {
 			in = append(in[:i], in[i+1:]...)
 			continue
 		}
-		for _, a := range c.dem {
+		for _, a := range c.demand() {
 			removed[a.t] += a.n
 		}
 	}
@@ -559,7 +566,7 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	}
 	// What it will borrow, once its in-share victims are gone.
 	var borrowed []amount
-	for _, a := range h.dem {
+	for _, a := range h.demand() {
 		c := s.committed(a.t) - removed.at(a.t)
 		l := s.limit.at(a.t)
 		if b := max(0, c+a.n-l) - max(0, c-l); b > 0 {
@@ -590,17 +597,17 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	h.earlyWhy = "started on capacity freed while its preempted job" + names.String() + " stopped" + tail
 	h.borrowed = borrowed
 
-	if cap(h.got) < len(h.dem) {
-		h.got = make([]int64, len(h.dem))
-		h.kept = make([]int64, len(h.dem))
+	if cap(h.got) < len(h.demand()) {
+		h.got = make([]int64, len(h.demand()))
+		h.kept = make([]int64, len(h.demand()))
 	}
-	h.got = h.got[:len(h.dem)]
-	h.kept = h.kept[:len(h.dem)]
+	h.got = h.got[:len(h.demand())]
+	h.kept = h.kept[:len(h.demand())]
 	clear(h.kept)
 	h.resBorrow = borrow
 	// It takes at once only what its victims will not give back, so that
 	// its share stays within its limits while the victims still hold.
-	for i, a := range h.dem {
+	for i, a := range h.demand() {
 		supply := int64(0)
 		for _, v := range inShare {
 			supply += v.demandOf(a.t)
@@ -616,6 +623,7 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	}
 	s.runq.popHead()
 	e.stats.Runnable--
+	h.refs++
 	env.resv = append(env.resv, h)
 	h.state = JobReserved
 	h.epoch++
@@ -634,7 +642,7 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 
 func (e *Engine) preempt(v, h *job, cross bool, why string) {
 	v.state = JobStopping
-	for _, a := range v.dem {
+	for _, a := range v.demand() {
 		v.sh.claimed.add(a.t, a.n)
 	}
 	v.reserver = h
@@ -649,7 +657,7 @@ func (e *Engine) preempt(v, h *job, cross bool, why string) {
 }
 
 func (j *job) demandOf(t int32) int64 {
-	for _, a := range j.dem {
+	for _, a := range j.demand() {
 		if a.t == t {
 			return a.n
 		}

@@ -323,8 +323,8 @@ func (p *propRun) checkAccounting(rt *rapid.T, i int) {
 			rt.Fatalf("step %d: job %s: engine %+v (%v), reference state %v preemptions %d", i, id, v, ok, j.state, j.preemptions)
 		}
 	}
-	if len(p.e.jobs) != len(m.jobs) {
-		rt.Fatalf("step %d: engine has %d jobs, reference %d", i, len(p.e.jobs), len(m.jobs))
+	if p.e.jobs.count != len(m.jobs) {
+		rt.Fatalf("step %d: engine has %d jobs, reference %d", i, p.e.jobs.count, len(m.jobs))
 	}
 	st := p.e.Stats()
 	if st.Runnable != len(p.jobsIn(JobRunnable)) || st.Holding != len(p.jobsIn(JobHolding, JobStopping)) {

@@ -1,37 +1,64 @@
 package engine
 
-// runQueue is a share's queue of RUNNABLE jobs: a binary heap whose top is
+// runQueue is a share's queue of RUNNABLE jobs: a 4-ary heap whose top is
 // the job the share runs next (priority descending, then creation time
 // ascending, then ID ascending). Entries carry their sort keys, so that
 // sifting compares without touching the jobs: a pop at a million pending
 // jobs stays within a share's small, contiguous heap array. Removal is lazy:
 // a job that leaves the queue, or changes priority, bumps its version, and
 // its old entry is dropped when it reaches the top (or at compaction).
+//
+// An entry is 16 bytes and holds no pointer: the job's slot, its priority
+// and the low bits of its version packed in one word. So sifting needs no
+// write barriers and the garbage collector does not scan the heaps.
 type runQueue struct {
 	h     []entry
 	live  int
 	stale int
+	// st is the engine's job store: each entry counts as a reference to
+	// its job's slot (job.refs), dropped when the entry leaves the heap.
+	st *jobStore
 }
+
+// arity is the run-queue heap's number of children per node: four
+// 16-byte entries are one cache line, and a heap of a thousand jobs is 5
+// levels deep instead of 10, so a pop at a million pending jobs misses
+// the cache about half as often.
+const arity = 4
 
 type entry struct {
-	prio    int32
-	ver     uint32
 	created int64
-	j       *job
+	slot    int32
+	// pv is the priority (0..9999, 14 bits) above the low verBits bits of
+	// the job's version when the entry was pushed.
+	pv uint32
 }
 
+// verBits is how many bits of a job's version an entry keeps. Versions of
+// one job's entries never alias: when a job's version crosses a multiple
+// of 1<<verBits, every entry of the job is removed first (see bump).
+const (
+	verBits = 18
+	verMask = 1<<verBits - 1
+)
+
+func (e *entry) prio() int32 { return int32(e.pv >> verBits) }
+
 // before reports whether a runs before b inside one share (rule 1).
-func (a *entry) before(b *entry) bool {
-	if a.prio != b.prio {
-		return a.prio > b.prio
+func (q *runQueue) before(a, b *entry) bool {
+	if a.pv>>verBits != b.pv>>verBits {
+		return a.pv > b.pv
 	}
 	if a.created != b.created {
 		return a.created < b.created
 	}
-	return a.j.id < b.j.id
+	return q.st.at(a.slot).id < q.st.at(b.slot).id
 }
 
-func (e *entry) valid() bool { return e.j.ver == e.ver && e.j.state == JobRunnable }
+func (q *runQueue) valid(e *entry) bool {
+	j := q.st.at(e.slot)
+	return j.ver&verMask == e.pv&verMask && j.state == JobRunnable
+}
 
 // before reports whether job a runs before job b inside one share.
 func before(a, b *job) bool {
@@ -56,10 +83,22 @@ func fifoBefore(a, b *job) bool {
 // Len is the number of RUNNABLE jobs in the queue.
 func (q *runQueue) Len() int { return q.live }
 
+// bump increments j's version, which makes its entries in the queue
+// stale. Entries keep only the low verBits bits of a version; when these
+// wrap to zero, every entry of j is removed now, so that none pushed
+// 1<<verBits versions ago can pass for a current one.
+func (q *runQueue) bump(j *job) {
+	j.ver++
+	if j.ver&verMask == 0 {
+		q.compactWithout(j.slot)
+	}
+}
+
 // push adds a RUNNABLE job.
 func (q *runQueue) push(j *job) {
-	j.ver++
-	q.h = append(q.h, entry{prio: int32(j.prio), ver: j.ver, created: j.created, j: j})
+	q.bump(j)
+	j.refs++
+	q.h = append(q.h, entry{created: j.created, slot: j.slot, pv: uint32(j.prio)<<verBits | j.ver&verMask})
 	q.up(len(q.h) - 1)
 	q.live++
 }
@@ -67,9 +106,9 @@ func (q *runQueue) push(j *job) {
 // drop removes j from the queue (it left, or its priority changed and it
 // is pushed again).
 func (q *runQueue) drop(j *job) {
-	j.ver++
 	q.live--
 	q.stale++
+	q.bump(j)
 	if q.stale > 64 && q.stale > q.live {
 		q.compact()
 	}
@@ -82,16 +121,30 @@ func (q *runQueue) head() *job {
 		if len(q.h) == 0 {
 			return nil
 		}
-		return q.h[0].j
+		return q.st.at(q.h[0].slot)
 	}
 	for len(q.h) > 0 {
-		if q.h[0].valid() {
-			return q.h[0].j
+		if q.valid(&q.h[0]) {
+			return q.st.at(q.h[0].slot)
 		}
 		q.popTop()
 		q.stale--
 	}
 	return nil
+}
+
+// topIs reports whether the top entry names j, without reading j.
+func (q *runQueue) topIs(j *job) bool {
+	return len(q.h) > 0 && q.st.at(q.h[0].slot) == j
+}
+
+// peek reads the top entry's job record (see job.warm), or returns
+// 0: a load whose only purpose is to bring the record into the cache.
+func (q *runQueue) peek() int64 {
+	if len(q.h) == 0 {
+		return 0
+	}
+	return q.st.at(q.h[0].slot).warm()
 }
 
 // popHead removes the head job; head must have returned it.
@@ -100,57 +153,93 @@ func (q *runQueue) popHead() {
 	q.live--
 }
 
+// popTop removes the top entry. The hole it leaves goes down to a leaf
+// along the earliest child, and the last entry fills it and moves up: the
+// last entry, which belongs near the bottom, rarely moves up, so this
+// saves the comparisons with it on the way down.
 func (q *runQueue) popTop() {
-	n := len(q.h) - 1
-	q.h[0] = q.h[n]
-	q.h[n] = entry{}
-	q.h = q.h[:n]
-	if n > 0 {
-		q.down(0)
+	h := q.h
+	n := len(h) - 1
+	q.st.unref(q.st.at(h[0].slot))
+	last := h[n]
+	h[n] = entry{}
+	h = h[:n]
+	q.h = h
+	if n == 0 {
+		return
 	}
+	i := 0
+	for {
+		c := arity*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		for k := c + 1; k < min(c+arity, n); k++ {
+			if q.before(&h[k], &h[m]) {
+				m = k
+			}
+		}
+		h[i] = h[m]
+		i = m
+	}
+	h[i] = last
+	q.up(i)
 }
 
-func (q *runQueue) compact() {
+func (q *runQueue) compact() { q.compactWithout(-1) }
+
+// compactWithout drops the stale entries, and every entry of the job in
+// slot skip, and rebuilds the heap.
+func (q *runQueue) compactWithout(skip int32) {
 	k := 0
 	for i := range q.h {
-		if q.h[i].valid() {
+		if q.h[i].slot != skip && q.valid(&q.h[i]) {
 			q.h[k] = q.h[i]
 			k++
+		} else {
+			q.st.unref(q.st.at(q.h[i].slot))
 		}
 	}
 	clear(q.h[k:])
 	q.h = q.h[:k]
 	q.stale = 0
-	for i := k/2 - 1; i >= 0; i-- {
-		q.down(i)
+	if k > 1 {
+		for i := (k - 2) / arity; i >= 0; i-- {
+			q.down(i)
+		}
 	}
 }
 
 func (q *runQueue) up(i int) {
 	h := q.h
+	x := h[i]
 	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].before(&h[p]) {
+		p := (i - 1) / arity
+		if !q.before(&x, &h[p]) {
 			break
 		}
-		h[i], h[p] = h[p], h[i]
+		h[i] = h[p]
 		i = p
 	}
+	h[i] = x
 }
 
 func (q *runQueue) down(i int) {
 	h := q.h
 	n := len(h)
 	for {
-		l := 2*i + 1
-		if l >= n {
+		c := arity*i + 1
+		if c >= n {
 			break
 		}
-		m := l
-		if r := l + 1; r < n && h[r].before(&h[l]) {
-			m = r
+		m := c
+		for k := c + 1; k < min(c+arity, n); k++ {
+			if q.before(&h[k], &h[m]) {
+				m = k
+			}
 		}
-		if !h[m].before(&h[i]) {
+		if !q.before(&h[m], &h[i]) {
 			break
 		}
 		h[i], h[m] = h[m], h[i]
@@ -170,21 +259,18 @@ func (q *runQueue) top(n int) []*job {
 	for len(frontier) > 0 && len(out) < n {
 		bi := 0
 		for k := 1; k < len(frontier); k++ {
-			if h[frontier[k]].before(&h[frontier[bi]]) {
+			if q.before(&h[frontier[k]], &h[frontier[bi]]) {
 				bi = k
 			}
 		}
 		i := frontier[bi]
 		frontier[bi] = frontier[len(frontier)-1]
 		frontier = frontier[:len(frontier)-1]
-		if h[i].valid() {
-			out = append(out, h[i].j)
+		if q.valid(&h[i]) {
+			out = append(out, q.st.at(h[i].slot))
 		}
-		if l := 2*i + 1; l < len(h) {
-			frontier = append(frontier, l)
-		}
-		if r := 2*i + 2; r < len(h) {
-			frontier = append(frontier, r)
+		for c := arity*i + 1; c < min(arity*i+arity+1, len(h)); c++ {
+			frontier = append(frontier, c)
 		}
 	}
 	return out
@@ -225,7 +311,7 @@ func (q *shareHeap) push(s *share) {
 	// Read the job only when it is not the queue's top entry: at a
 	// million pending jobs the job itself is usually a cache miss.
 	var created int64
-	if len(s.runq.h) > 0 && s.runq.h[0].j == s.top {
+	if s.runq.topIs(s.top) {
 		created = s.runq.h[0].created
 	} else {
 		created = s.top.created

@@ -232,10 +232,7 @@ func formatDecision(d Decision) string {
 }
 
 func (h *harness) jobs() string {
-	var ids []string
-	for id := range h.e.jobs {
-		ids = append(ids, id)
-	}
+	ids := h.e.jobs.ids()
 	sort.Strings(ids)
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 1, 2, ' ', 0)

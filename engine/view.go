@@ -51,12 +51,12 @@ type JobView struct {
 
 // Job returns a view of the job, and false if the engine does not have it.
 func (e *Engine) Job(id string) (JobView, bool) {
-	j := e.jobs[id]
+	j := e.jobs.get(id)
 	if j == nil {
 		return JobView{}, false
 	}
 	d := qshare.Capacity{}
-	for _, a := range j.dem {
+	for _, a := range j.demand() {
 		d[e.typeNames[a.t]] = a.n
 	}
 	return JobView{ID: j.id, Queue: j.sh.q.name, Share: j.sh.name, Priority: j.prio, State: j.state, Demand: d, Preemptions: j.preemptions, Reason: j.reason}, true

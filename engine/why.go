@@ -53,28 +53,28 @@ func (e *Engine) classify(env *environment, s *share, h *job, blocked vec) waitW
 	w := waitWhy{kind: whyOther, in: s.cfg.InSharePreemption}
 	switch {
 	case ownFit(s, h, nil):
-		for _, a := range h.dem {
+		for _, a := range h.demand() {
 			if u := e.usable(env, s, a.t); a.n > u {
 				w.kind, w.t, w.a, w.o = whyOwnNoRoom, a.t, a.n, e.reserveHolder(env, s, a.t)
 				break
 			}
 		}
 	case s.strategy != qshare.StrategyLendAndBorrow:
-		for _, a := range h.dem {
+		for _, a := range h.demand() {
 			if c, l := s.committed(a.t), s.limit.at(a.t); c+a.n > l {
 				w.kind, w.t, w.a, w.b = whyNoBorrow, a.t, a.n, l
 				break
 			}
 		}
 	case !capFit(s, h, nil):
-		for _, a := range h.dem {
+		for _, a := range h.demand() {
 			if m, unl := s.maxUseAt(a.t); !unl && s.committed(a.t)+a.n > m {
 				w.kind, w.t, w.a, w.b = whyBorrowCap, a.t, a.n, m
 				break
 			}
 		}
 	default:
-		for _, a := range h.dem {
+		for _, a := range h.demand() {
 			if u := e.usable(env, s, a.t); a.n > u-blocked.at(a.t) {
 				w.kind, w.t, w.a, w.o = whyBorrowRoom, a.t, a.n, e.reserveHolder(env, s, a.t)
 				if a.n <= u {

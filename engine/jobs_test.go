@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+	"unsafe"
+
+	"qshare"
+)
+
+// TestVersionWrap changes one job's priority more than 1<<verBits times
+// while enough other jobs wait that its old run-queue entries are not
+// compacted away in between: an old entry whose version bits alias the
+// current ones would show the job twice, or in its old place.
+func TestVersionWrap(t *testing.T) {
+	e := New()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(e.SetEnvironment(EnvironmentConfig{Name: "E", Limits: qshare.Capacity{"t": 1 << 20}}))
+	must(e.SetQueue(QueueConfig{Name: "Q", Environment: "E"}))
+	must(e.SetShare(ShareConfig{Queue: "Q", Name: "S", Limits: qshare.Capacity{"t": 1 << 20}, Strategy: qshare.StrategyLend, BorrowLimit: -1}))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const others = 200_000
+	for i := range others {
+		must(e.Submit(JobSpec{ID: fmt.Sprintf("j%06d", i), Queue: "Q", Share: "S", Priority: 5, Created: t0.Add(time.Duration(i+1) * time.Second), Demand: qshare.Capacity{"t": 1}, PreemptionRetries: -1}))
+	}
+	must(e.Submit(JobSpec{ID: "a", Queue: "Q", Share: "S", Priority: 5, Created: t0, Demand: qshare.Capacity{"t": 1}, PreemptionRetries: -1}))
+	// Two version steps per change; end at priority 0, behind the others,
+	// after more than 1<<verBits steps but before the stale entries exceed
+	// the live ones (which compacts the queue): the entries pushed
+	// 1<<verBits steps ago are still there.
+	n := 150_001
+	for i := 0; i < n; i++ {
+		p := 9 * (i % 2)
+		must(e.SetPriority("a", p))
+		if i%40_000 == 0 || i > n-3 || i > 1<<verBits/2-3 && i < 1<<verBits/2+3 {
+			want := "a"
+			if p == 0 {
+				want = "j000000"
+			}
+			if h := e.Shares("Q")[0].Head; h != want {
+				t.Fatalf("change %d to priority %d: head %s, want %s", i, p, h, want)
+			}
+		}
+	}
+	if st := e.Stats(); st.Runnable != others+1 {
+		t.Fatalf("runnable %d, want %d", st.Runnable, others+1)
+	}
+	// Exactly one entry of a passes for current, at the bottom.
+	q := &e.queues["Q"].shares["S"].runq
+	a := e.jobs.get("a")
+	valid := 0
+	for i := range q.h {
+		if q.h[i].slot == a.slot && q.valid(&q.h[i]) {
+			valid++
+		}
+	}
+	if valid != 1 || a.prio != 0 {
+		t.Fatalf("a (priority %d) has %d current entries, want 1", a.prio, valid)
+	}
+}
+
+// TestJobLayout keeps the job record at 256 bytes, its pointers in its
+// first two cache lines and what a head's evaluation reads in its first
+// three (see job).
+func TestJobLayout(t *testing.T) {
+	var j job
+	if n := unsafe.Sizeof(j); n != 256 {
+		t.Errorf("job is %d bytes, want 256", n)
+	}
+	for name, off := range map[string]uintptr{
+		"id": unsafe.Offsetof(j.id), "sh": unsafe.Offsetof(j.sh), "reserver": unsafe.Offsetof(j.reserver),
+		"resState": unsafe.Offsetof(j.resState), "reason": unsafe.Offsetof(j.reason),
+		"why.o": unsafe.Offsetof(j.why) + unsafe.Offsetof(j.why.o),
+	} {
+		if off >= 128 {
+			t.Errorf("pointer job.%s at offset %d, beyond the first two cache lines", name, off)
+		}
+	}
+	for name, off := range map[string]uintptr{
+		"dem0": unsafe.Offsetof(j.dem0), "ndem": unsafe.Offsetof(j.ndem), "started": unsafe.Offsetof(j.started),
+	} {
+		if off >= 192 {
+			t.Errorf("job.%s at offset %d, beyond the first three cache lines", name, off)
+		}
+	}
+}
+
+// TestSlotReuse: a forgotten job's slot is not reused while a run-queue
+// entry still names it, and is reused (last freed, first reused) once the
+// entry is gone.
+func TestSlotReuse(t *testing.T) {
+	e := New()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(e.SetEnvironment(EnvironmentConfig{Name: "E", Limits: qshare.Capacity{"t": 1}}))
+	must(e.SetQueue(QueueConfig{Name: "Q", Environment: "E"}))
+	must(e.SetShare(ShareConfig{Queue: "Q", Name: "S", Limits: qshare.Capacity{"t": 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1}))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	submit := func(id string, prio int) {
+		t.Helper()
+		must(e.Submit(JobSpec{ID: id, Queue: "Q", Share: "S", Priority: prio, Created: t0, Demand: qshare.Capacity{"t": 1}, PreemptionRetries: -1}))
+	}
+	submit("a", 9)
+	submit("b", 5)
+	slotA := e.jobs.get("a").slot
+	must(e.Stopping("a")) // a's entry stays in the heap, stale
+	submit("c", 1)
+	if e.jobs.get("c").slot == slotA {
+		t.Fatal("c took the slot of a, which a run-queue entry still names")
+	}
+	if ds := e.Schedule(t0); len(ds) != 2 || ds[0].Job != "b" || ds[0].Kind != DecisionStart || ds[1].Job != "c" {
+		t.Fatalf("decisions %+v, want b started and c waiting", ds)
+	}
+	submit("d", 1) // a's entry was dropped at the top: its slot is free
+	if got := e.jobs.get("d").slot; got != slotA {
+		t.Fatalf("d in slot %d, want a's freed slot %d", got, slotA)
+	}
+	if _, ok := e.Job("a"); ok {
+		t.Fatal("a is still known")
+	}
+	if v, _ := e.Job("d"); v.ID != "d" || v.State != JobRunnable {
+		t.Fatalf("d: %+v", v)
+	}
+	if e.jobs.count != 3 {
+		t.Fatalf("%d jobs indexed, want 3 (b, c, d)", e.jobs.count)
+	}
+}
