@@ -20,6 +20,8 @@ import (
 type KueueOptions struct {
 	Endpoint string
 	Server   ServerOptions
+	// Sign signs each request (ClientOptions.Sign).
+	Sign bool
 	// Workload is sim.KueueBaseline() or sim.KueueLargeScale().
 	Workload *sim.Workload
 	// Submitters is the number of clients that submit the jobs at their
@@ -156,7 +158,7 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 	res.IdealS = ideal.makespan
 	res.Ideal = ideal.KueueIdeal
 	err = withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, srv *Server) error {
-		c := NewClient(endpoint, opt.Submitters)
+		c := NewClient(endpoint, ClientOptions{Conns: opt.Submitters, Sign: opt.Sign})
 		queues, err := applyConfig(ctx, c, w.Config, prefix)
 		if err != nil {
 			return err

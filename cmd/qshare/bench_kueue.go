@@ -85,7 +85,7 @@ simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`
 		f.IntVar(&opt.Submitters, "submitters", 64, "clients that submit the jobs at their scheduled times")
 		f.DurationVar(&opt.Timeout, "timeout", opt.Timeout, "longest wait for every job to finish")
 		f.StringVar(&svg, "svg", "", "also write a chart of mean admission per class (ideal, qshare, Kueue) to this SVG `FILE`")
-		serverFlags(cmd, &opt.Endpoint, &opt.Server)
+		serverFlags(cmd, &opt.Endpoint, &opt.Server, &opt.Sign)
 		benchCmd.AddCommand(cmd)
 	}
 }
