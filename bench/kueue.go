@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,35 @@ type KueueResult struct {
 	// SubmitRetries counts submits sent again after a connection failure
 	// (with the same clientToken).
 	SubmitRetries int `json:"submit_retries"`
+	// SubmitSpanS runs from the first submit to the last one acknowledged,
+	// and SubmitsPerS is Jobs over it: the rate the harness and the server
+	// reached together. Keeping to the schedule takes Jobs over the last
+	// scheduled submit time (about 16,700/s for kueue-large-scale).
+	SubmitSpanS float64 `json:"submit_span_s"`
+	SubmitsPerS float64 `json:"submits_per_s"`
+	// CPU splits the machine's time between the harness and the server.
+	CPU KueueCPU `json:"cpu"`
+}
+
+// KueueCPU is the CPU time (user and system) the harness and the server
+// used during a Kueue run: where the machine's cores went.
+type KueueCPU struct {
+	// HarnessSubmitS is the harness process's CPU from the first submit to
+	// the last acknowledgement (its AWS SDK clients, HTTP, garbage
+	// collection), and HarnessUsPerSubmit the same per job in µs.
+	HarnessSubmitS     float64 `json:"harness_submit_s"`
+	HarnessUsPerSubmit float64 `json:"harness_us_per_submit"`
+	// ServerSubmitS is the server's CPU over the same interval, and
+	// ServerRunS from the first submit until the harness saw every job
+	// finished; ServerUsPerJob is ServerRunS per job in µs (its submit,
+	// scheduling, simulated run and the durable writes of each). They are
+	// known only for a server the harness started as a child process:
+	// absent with --endpoint and with --in-process (there, --cpuprofile
+	// separates them: the harness's goroutines carry the pprof label
+	// bench=submit, bench=wait or bench=read-back).
+	ServerSubmitS  *float64 `json:"server_submit_s,omitempty"`
+	ServerRunS     *float64 `json:"server_run_s,omitempty"`
+	ServerUsPerJob *float64 `json:"server_us_per_job,omitempty"`
 }
 
 // KueueIdeal is the simulator's side of a Kueue benchmark.
@@ -119,6 +149,13 @@ func KueueRows(pub KueuePublished, wallTarget, largeTarget float64) []Row {
 		Row{Label: "submit lag p99 (harness health)", Key: "submit_lag_p99_ms", Format: "%.1f", Unit: "ms"},
 		Row{Label: "submit latency p99", Key: "submit_latency.p99_ms", Format: "%.1f", Unit: "ms"},
 		Row{Label: "submits resent after a connection failure", Key: "submit_retries", Format: "%.0f"},
+		Row{Label: "submit span (first submit → last acknowledged)", Key: "submit_span_s", Format: "%.2f", Unit: "s"},
+		Row{Label: "submits/s reached", Key: "submits_per_s", Format: "%.0f"},
+		Row{Label: "harness CPU while submitting", Key: "cpu.harness_submit_s", Format: "%.2f", Unit: "s"},
+		Row{Label: "  per submit", Key: "cpu.harness_us_per_submit", Format: "%.0f", Unit: "µs"},
+		Row{Label: "server CPU while submitting", Key: "cpu.server_submit_s", Format: "%.2f", Unit: "s"},
+		Row{Label: "server CPU, first submit → all finished", Key: "cpu.server_run_s", Format: "%.2f", Unit: "s"},
+		Row{Label: "  per job", Key: "cpu.server_us_per_job", Format: "%.0f", Unit: "µs"},
 	)
 	return rows
 }
@@ -163,7 +200,9 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 		if err != nil {
 			return err
 		}
-		subs, start, err := kueueSubmit(ctx, c, w, queues, prefix, opt.Submitters, &res)
+		ins := kueueInputs(w, queues, prefix)
+		run := startCPU(srv)
+		subs, start, err := kueueSubmit(ctx, c, w, ins, opt.Submitters, srv, &res)
 		if err != nil {
 			return err
 		}
@@ -174,10 +213,21 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 			qs = append(qs, q)
 		}
 		sort.Strings(qs)
-		if err := waitDone(ctx, c, qs, srv, 500*time.Millisecond, opt.Timeout); err != nil {
+		pprof.Do(ctx, pprof.Labels("bench", "wait"), func(ctx context.Context) {
+			err = waitDone(ctx, c, qs, srv, 500*time.Millisecond, opt.Timeout)
+		})
+		if err != nil {
 			return err
 		}
-		jobs, err := describeAll(ctx, c, subs, opt.Submitters)
+		run.stop()
+		if d, ok := run.server(); ok {
+			res.CPU.ServerRunS = ptr(round(d.Seconds(), 3))
+			res.CPU.ServerUsPerJob = ptr(round(float64(d.Microseconds())/float64(len(ins)), 1))
+		}
+		var jobs []*batch.DescribeServiceJobOutput
+		pprof.Do(ctx, pprof.Labels("bench", "read-back"), func(ctx context.Context) {
+			jobs, err = describeAll(ctx, c, subs, opt.Submitters)
+		})
 		if err != nil {
 			return err
 		}
@@ -216,45 +266,68 @@ func KueueIdealRun(ctx context.Context, w *sim.Workload) (idealRun, error) {
 	return out, nil
 }
 
+// kueueInputs builds every job's SubmitServiceJob request before the
+// schedule starts, so that the clock only runs over the submits.
+func kueueInputs(w *sim.Workload, queues map[string]string, prefix string) []*batch.SubmitServiceJobInput {
+	ins := make([]*batch.SubmitServiceJobInput, len(w.Jobs))
+	for i := range w.Jobs {
+		j := &w.Jobs[i]
+		size := j.Demand[sim.KueueInstanceType]
+		ins[i] = &batch.SubmitServiceJobInput{
+			JobName:            aws.String(j.ID),
+			JobQueue:           aws.String(queues[j.Queue]),
+			QuotaShareName:     aws.String(j.Share),
+			SchedulingPriority: aws.Int32(int32(j.Priority)),
+			ServiceJobType:     types.ServiceJobTypeSagemakerTraining,
+			ServiceRequestPayload: aws.String(Payload(j.ID, sim.KueueInstanceType, size, []string{"true"},
+				map[string]string{"QSHARE_SIM_DURATION": j.Duration.String()})),
+			ClientToken: aws.String(prefix + j.ID),
+		}
+	}
+	return ins
+}
+
 // kueueSubmit submits every job at its scheduled time from n clients and
 // returns them, with the instant the schedule started.
+//
+// The jobs are sorted by submit time. One goroutine keeps the schedule: it
+// sleeps on a single timer until the next distinct submit time and then
+// releases every job due by then at once (a gate, see release); the n
+// clients take jobs in order and send each as soon as it is released. So
+// there is no goroutine or timer per job, and when the clients fall behind
+// they never wait on the schedule at all.
 //
 // A submit that fails on the connection (not with an answer from the
 // server) is sent again with the same clientToken, so that it cannot create
 // a second job; SubmitRetries counts them.
-func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues map[string]string, prefix string, n int, res *KueueResult) ([]submitted, time.Time, error) {
+func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, ins []*batch.SubmitServiceJobInput, n int, srv *Server, res *KueueResult) ([]submitted, time.Time, error) {
 	subs := make([]submitted, len(w.Jobs))
 	lags := make([]time.Duration, len(w.Jobs))
 	lats := make([]time.Duration, len(w.Jobs))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	work := make(chan int, 4096)
+	gate := newRelease()
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	var retried atomic.Int64
+	cpu := startCPU(srv)
 	start := time.Now()
 	for range n {
 		wg.Add(1)
-		go func() {
+		go pprof.Do(ctx, pprof.Labels("bench", "submit"), func(ctx context.Context) {
 			defer wg.Done()
-			for i := range work {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ins) || !gate.wait(i) {
+					return
+				}
 				j := &w.Jobs[i]
 				t := time.Now()
 				lags[i] = t.Sub(start.Add(j.Submit))
-				size := j.Demand[sim.KueueInstanceType]
-				in := &batch.SubmitServiceJobInput{
-					JobName:            aws.String(j.ID),
-					JobQueue:           aws.String(queues[j.Queue]),
-					QuotaShareName:     aws.String(j.Share),
-					SchedulingPriority: aws.Int32(int32(j.Priority)),
-					ServiceJobType:     types.ServiceJobTypeSagemakerTraining,
-					ServiceRequestPayload: aws.String(Payload(j.ID, sim.KueueInstanceType, size, []string{"true"},
-						map[string]string{"QSHARE_SIM_DURATION": j.Duration.String()})),
-					ClientToken: aws.String(prefix + j.ID),
-				}
 				var out *batch.SubmitServiceJobOutput
 				r, err := retryTransient(ctx, 3, func() (err error) {
-					out, err = c.SubmitServiceJob(ctx, in)
+					out, err = c.SubmitServiceJob(ctx, ins[i])
 					return err
 				})
 				retried.Add(int64(r))
@@ -262,27 +335,18 @@ func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues m
 				if err != nil {
 					if firstErr.CompareAndSwap(nil, fmt.Errorf("bench kueue: submit %s: %w", j.ID, err)) {
 						cancel()
+						gate.close()
 					}
-					continue
+					return
 				}
 				subs[i] = submitted{spec: j, id: aws.ToString(out.JobId)}
 			}
-		}()
+		})
 	}
-	for i := range w.Jobs {
-		if d := time.Until(start.Add(w.Jobs[i].Submit)); d > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(d):
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		work <- i
-	}
-	close(work)
+	keepSchedule(ctx, w.Jobs, start, gate)
 	wg.Wait()
+	span := time.Since(start)
+	cpu.stop()
 	if err, _ := firstErr.Load().(error); err != nil {
 		return nil, start, err
 	}
@@ -296,8 +360,89 @@ func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues m
 	res.SubmitLagP99Ms = round(Percentile(ms, 99), 1)
 	res.SubmitRetries = int(retried.Load())
 	res.SubmitLatency = Latencies(lats)
+	res.SubmitSpanS = round(span.Seconds(), 3)
+	res.SubmitsPerS = round(float64(len(ins))/span.Seconds(), 1)
+	res.CPU.HarnessSubmitS = round(cpu.harness().Seconds(), 3)
+	res.CPU.HarnessUsPerSubmit = round(float64(cpu.harness().Microseconds())/float64(len(ins)), 1)
+	if d, ok := cpu.server(); ok {
+		res.CPU.ServerSubmitS = ptr(round(d.Seconds(), 3))
+	}
 	return subs, start, nil
 }
+
+// keepSchedule releases jobs (sorted by Submit) through gate as their
+// submit times come, sleeping on one timer between distinct times, until
+// every job is released or ctx ends; then it closes the gate.
+func keepSchedule(ctx context.Context, jobs []sim.Job, start time.Time, gate *release) {
+	defer gate.close()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for k := 0; k < len(jobs); {
+		if d := time.Until(start.Add(jobs[k].Submit)); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		}
+		now := time.Since(start)
+		for k < len(jobs) && jobs[k].Submit <= now {
+			k++
+		}
+		gate.open(k)
+	}
+}
+
+// release is a gate over a sequence of jobs: jobs below its mark may go.
+// Waiting costs one atomic load while the mark is ahead, which it is
+// whenever the clients are behind the schedule.
+type release struct {
+	mark   atomic.Int64
+	mu     sync.Mutex
+	cond   *sync.Cond
+	closed bool
+}
+
+func newRelease() *release {
+	r := &release{}
+	r.cond = sync.NewCond(&r.mu)
+	return r
+}
+
+// open lets every job below k go.
+func (r *release) open(k int) {
+	r.mu.Lock()
+	r.mark.Store(int64(k))
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+// close wakes every waiter for good: wait returns whether its job was
+// released before.
+func (r *release) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+// wait blocks until job i is released (true) or the gate is closed first
+// (false).
+func (r *release) wait(i int) bool {
+	if int64(i) < r.mark.Load() {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for int64(i) >= r.mark.Load() && !r.closed {
+		r.cond.Wait()
+	}
+	return int64(i) < r.mark.Load()
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // describeAll fetches every submitted job's detail (attempts and
 // preemptions) with n clients, after the run.

@@ -51,7 +51,13 @@ job back and reports:
   mean_admission_s  mean createdAt → first admission per class
   preemptions       preempted attempts
 
-next to Kueue's published means. A server given with --endpoint must use the
+next to Kueue's published means, and how the harness kept up: the submit lag
+(how late it sent submits), the submits per second reached, and the CPU that
+the harness and the server (when it is a child process) used while it
+submitted. The jobs' requests are built before the schedule starts; one
+timer releases them as they fall due, to --submitters clients that share one
+SDK client. Requests go unsigned unless --sign is given (qshare checks no
+signatures; signing costs the harness about a tenth of its CPU). A server given with --endpoint must use the
 simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`,
 			Example: k.example,
 			Args:    cobra.NoArgs,
