@@ -30,6 +30,10 @@ type KueueOptions struct {
 	Submitters int
 	// Timeout bounds the wait for every job to finish.
 	Timeout time.Duration
+	// ServerInProcess says that the server runs in this process
+	// (--in-process): the process's CPU is then the server's and the
+	// harness's together, and the harness's own is not reported.
+	ServerInProcess bool
 }
 
 // KueueResult is what `qshare bench kueue-baseline` and
@@ -83,8 +87,9 @@ type KueueCPU struct {
 	// HarnessSubmitS is the harness process's CPU from the first submit to
 	// the last acknowledgement (its AWS SDK clients, HTTP, garbage
 	// collection), and HarnessUsPerSubmit the same per job in µs.
-	HarnessSubmitS     float64 `json:"harness_submit_s"`
-	HarnessUsPerSubmit float64 `json:"harness_us_per_submit"`
+	// Both are absent with --in-process (see ServerInProcess).
+	HarnessSubmitS     *float64 `json:"harness_submit_s,omitempty"`
+	HarnessUsPerSubmit *float64 `json:"harness_us_per_submit,omitempty"`
 	// ServerSubmitS is the server's CPU over the same interval, and
 	// ServerRunS from the first submit until the harness saw every job
 	// finished; ServerUsPerJob is ServerRunS per job in µs (its submit,
@@ -202,7 +207,7 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 		}
 		ins := kueueInputs(w, queues, prefix)
 		run := startCPU(srv)
-		subs, start, err := kueueSubmit(ctx, c, w, ins, opt.Submitters, srv, &res)
+		subs, start, err := kueueSubmit(ctx, c, w, ins, opt.Submitters, opt.ServerInProcess, srv, &res)
 		if err != nil {
 			return err
 		}
@@ -300,7 +305,7 @@ func kueueInputs(w *sim.Workload, queues map[string]string, prefix string) []*ba
 // A submit that fails on the connection (not with an answer from the
 // server) is sent again with the same clientToken, so that it cannot create
 // a second job; SubmitRetries counts them.
-func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, ins []*batch.SubmitServiceJobInput, n int, srv *Server, res *KueueResult) ([]submitted, time.Time, error) {
+func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, ins []*batch.SubmitServiceJobInput, n int, inProcess bool, srv *Server, res *KueueResult) ([]submitted, time.Time, error) {
 	subs := make([]submitted, len(w.Jobs))
 	lags := make([]time.Duration, len(w.Jobs))
 	lats := make([]time.Duration, len(w.Jobs))
@@ -362,8 +367,10 @@ func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, ins []*b
 	res.SubmitLatency = Latencies(lats)
 	res.SubmitSpanS = round(span.Seconds(), 3)
 	res.SubmitsPerS = round(float64(len(ins))/span.Seconds(), 1)
-	res.CPU.HarnessSubmitS = round(cpu.harness().Seconds(), 3)
-	res.CPU.HarnessUsPerSubmit = round(float64(cpu.harness().Microseconds())/float64(len(ins)), 1)
+	if !inProcess {
+		res.CPU.HarnessSubmitS = ptr(round(cpu.harness().Seconds(), 3))
+		res.CPU.HarnessUsPerSubmit = ptr(round(float64(cpu.harness().Microseconds())/float64(len(ins)), 1))
+	}
 	if d, ok := cpu.server(); ok {
 		res.CPU.ServerSubmitS = ptr(round(d.Seconds(), 3))
 	}

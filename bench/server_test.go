@@ -113,7 +113,10 @@ func TestHarnessAgainstRealServer(t *testing.T) {
 		if r.CPU.ServerSubmitS == nil || r.CPU.ServerRunS == nil || r.CPU.ServerUsPerJob == nil {
 			t.Fatalf("server CPU missing for a child server: %+v", r.CPU)
 		}
-		if *r.CPU.ServerRunS < *r.CPU.ServerSubmitS || r.CPU.HarnessSubmitS < 0 {
+		if r.CPU.HarnessSubmitS == nil || r.CPU.HarnessUsPerSubmit == nil {
+			t.Fatalf("harness CPU missing: %+v", r.CPU)
+		}
+		if *r.CPU.ServerRunS < *r.CPU.ServerSubmitS || *r.CPU.HarnessSubmitS < 0 {
 			t.Errorf("CPU %+v: server run %v s < server submit %v s", r.CPU, *r.CPU.ServerRunS, *r.CPU.ServerSubmitS)
 		}
 		for _, c := range []string{"small", "large"} {

@@ -70,6 +70,7 @@ simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`
 						o := opt
 						o.Workload = w
 						o.Endpoint = ep
+						o.ServerInProcess = inProcess && opt.Endpoint == ""
 						return bench.RunKueue(ctx, o)
 					})
 				})
