@@ -77,6 +77,10 @@ type KueueResult struct {
 	// scheduled submit time (about 16,700/s for kueue-large-scale).
 	SubmitSpanS float64 `json:"submit_span_s"`
 	SubmitsPerS float64 `json:"submits_per_s"`
+	// ScheduleSubmitsPerS is the rate the schedule asks for: Jobs over the
+	// last job's submit time. Where SubmitsPerS falls short of it the
+	// submit lag grows.
+	ScheduleSubmitsPerS float64 `json:"schedule_submits_per_s"`
 	// CPU splits the machine's time between the harness and the server.
 	CPU KueueCPU `json:"cpu"`
 }
@@ -156,6 +160,7 @@ func KueueRows(pub KueuePublished, wallTarget, largeTarget float64) []Row {
 		Row{Label: "submits resent after a connection failure", Key: "submit_retries", Format: "%.0f"},
 		Row{Label: "submit span (first submit → last acknowledged)", Key: "submit_span_s", Format: "%.2f", Unit: "s"},
 		Row{Label: "submits/s reached", Key: "submits_per_s", Format: "%.0f"},
+		Row{Label: "  submits/s the schedule asks", Key: "schedule_submits_per_s", Format: "%.0f"},
 		Row{Label: "harness CPU while submitting", Key: "cpu.harness_submit_s", Format: "%.2f", Unit: "s"},
 		Row{Label: "  per submit", Key: "cpu.harness_us_per_submit", Format: "%.0f", Unit: "µs"},
 		Row{Label: "server CPU while submitting", Key: "cpu.server_submit_s", Format: "%.2f", Unit: "s"},
@@ -189,7 +194,7 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 	if opt.Server.MaxSharesPerQueue == 0 {
 		opt.Server.MaxSharesPerQueue = w.MaxSharesPerQueue
 	}
-	res := KueueResult{Workload: w.Name, Jobs: len(w.Jobs)}
+	res := KueueResult{Workload: w.Name, Jobs: len(w.Jobs), ScheduleSubmitsPerS: scheduleRate(w)}
 	for _, q := range w.Config.JobQueues {
 		res.Shares += len(q.QuotaShares)
 	}
@@ -239,6 +244,17 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 		return kueueFigures(w, subs, jobs, start, &res)
 	})
 	return res, err
+}
+
+// scheduleRate is the submit rate a workload's schedule asks for: its jobs
+// over the last one's submit time (jobs are sorted by it); 0 when every job
+// is due at once.
+func scheduleRate(w *sim.Workload) float64 {
+	last := w.Jobs[len(w.Jobs)-1].Submit
+	if last <= 0 {
+		return 0
+	}
+	return round(float64(len(w.Jobs))/last.Seconds(), 1)
 }
 
 type idealRun struct {

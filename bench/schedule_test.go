@@ -96,3 +96,18 @@ func TestProcessCPU(t *testing.T) {
 		t.Errorf("CPU from /proc %v, from getrusage %v (read just before)", proc, self)
 	}
 }
+
+// TestScheduleRate checks the rate each Kueue workload's schedule asks for,
+// worked out from BENCHMARKS.md §2. The last job of the baseline is the
+// 50th large one of a queue (49 × 1.2 s = 58.8 s; the last small one is due
+// at 34.9 s, the last medium at 49.5 s), so 15,000 / 58.8 s; of the
+// large-scale one the 11th medium (10 × 300 ms = 3 s; small 2.04 s, large
+// 2.1 s), so 50,000 / 3 s.
+func TestScheduleRate(t *testing.T) {
+	if got := scheduleRate(sim.KueueBaseline()); got != 255.1 {
+		t.Errorf("baseline: %v submits/s, want 255.1 (15,000 / 58.8 s)", got)
+	}
+	if got := scheduleRate(sim.KueueLargeScale()); got != 16666.7 {
+		t.Errorf("large-scale: %v submits/s, want 16,666.7 (50,000 / 3 s)", got)
+	}
+}
