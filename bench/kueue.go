@@ -89,7 +89,7 @@ type KueueResult struct {
 // used during a Kueue run: where the machine's cores went.
 type KueueCPU struct {
 	// HarnessSubmitS is the harness process's CPU from the first submit to
-	// the last acknowledgement (its AWS SDK clients, HTTP, garbage
+	// the last acknowledgement (its AWS SDK client, HTTP, garbage
 	// collection), and HarnessUsPerSubmit the same per job in µs.
 	// Both are absent with --in-process (see ServerInProcess).
 	HarnessSubmitS     *float64 `json:"harness_submit_s,omitempty"`
