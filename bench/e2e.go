@@ -20,6 +20,8 @@ import (
 type E2EOptions struct {
 	Endpoint string
 	Server   ServerOptions
+	// Sign signs each request (ClientOptions.Sign).
+	Sign bool
 	// Jobs trivial jobs (`true`, one instance each) are submitted by
 	// Clients parallel clients onto Capacity instances (64).
 	Jobs     int
@@ -112,7 +114,7 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 		res.Executor = "(the server's)"
 	}
 	err := withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, srv *Server) error {
-		c := NewClient(endpoint, opt.Clients)
+		c := NewClient(endpoint, ClientOptions{Conns: opt.Clients, Sign: opt.Sign})
 		queues, err := applyConfig(ctx, c, e2eConfig(opt.Capacity), prefix)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,8 @@ import (
 type KueueOptions struct {
 	Endpoint string
 	Server   ServerOptions
+	// Sign signs each request (ClientOptions.Sign).
+	Sign bool
 	// Workload is sim.KueueBaseline() or sim.KueueLargeScale().
 	Workload *sim.Workload
 	// Submitters is the number of clients that submit the jobs at their
@@ -27,6 +30,10 @@ type KueueOptions struct {
 	Submitters int
 	// Timeout bounds the wait for every job to finish.
 	Timeout time.Duration
+	// ServerInProcess says that the server runs in this process
+	// (--in-process): the process's CPU is then the server's and the
+	// harness's together, and the harness's own is not reported.
+	ServerInProcess bool
 }
 
 // KueueResult is what `qshare bench kueue-baseline` and
@@ -64,6 +71,40 @@ type KueueResult struct {
 	// SubmitRetries counts submits sent again after a connection failure
 	// (with the same clientToken).
 	SubmitRetries int `json:"submit_retries"`
+	// SubmitSpanS runs from the first submit to the last one acknowledged,
+	// and SubmitsPerS is Jobs over it: the rate the harness and the server
+	// reached together. Keeping to the schedule takes Jobs over the last
+	// scheduled submit time (about 16,700/s for kueue-large-scale).
+	SubmitSpanS float64 `json:"submit_span_s"`
+	SubmitsPerS float64 `json:"submits_per_s"`
+	// ScheduleSubmitsPerS is the rate the schedule asks for: Jobs over the
+	// last job's submit time. Where SubmitsPerS falls short of it the
+	// submit lag grows.
+	ScheduleSubmitsPerS float64 `json:"schedule_submits_per_s"`
+	// CPU splits the machine's time between the harness and the server.
+	CPU KueueCPU `json:"cpu"`
+}
+
+// KueueCPU is the CPU time (user and system) the harness and the server
+// used during a Kueue run: where the machine's cores went.
+type KueueCPU struct {
+	// HarnessSubmitS is the harness process's CPU from the first submit to
+	// the last acknowledgement (its AWS SDK client, HTTP, garbage
+	// collection), and HarnessUsPerSubmit the same per job in µs.
+	// Both are absent with --in-process (see ServerInProcess).
+	HarnessSubmitS     *float64 `json:"harness_submit_s,omitempty"`
+	HarnessUsPerSubmit *float64 `json:"harness_us_per_submit,omitempty"`
+	// ServerSubmitS is the server's CPU over the same interval, and
+	// ServerRunS from the first submit until the harness saw every job
+	// finished; ServerUsPerJob is ServerRunS per job in µs (its submit,
+	// scheduling, simulated run and the durable writes of each). They are
+	// known only for a server the harness started as a child process:
+	// absent with --endpoint and with --in-process (there, --cpuprofile
+	// separates them: the harness's goroutines carry the pprof label
+	// bench=submit, bench=wait or bench=read-back).
+	ServerSubmitS  *float64 `json:"server_submit_s,omitempty"`
+	ServerRunS     *float64 `json:"server_run_s,omitempty"`
+	ServerUsPerJob *float64 `json:"server_us_per_job,omitempty"`
 }
 
 // KueueIdeal is the simulator's side of a Kueue benchmark.
@@ -117,6 +158,14 @@ func KueueRows(pub KueuePublished, wallTarget, largeTarget float64) []Row {
 		Row{Label: "submit lag p99 (harness health)", Key: "submit_lag_p99_ms", Format: "%.1f", Unit: "ms"},
 		Row{Label: "submit latency p99", Key: "submit_latency.p99_ms", Format: "%.1f", Unit: "ms"},
 		Row{Label: "submits resent after a connection failure", Key: "submit_retries", Format: "%.0f"},
+		Row{Label: "submit span (first submit → last acknowledged)", Key: "submit_span_s", Format: "%.2f", Unit: "s"},
+		Row{Label: "submits/s reached", Key: "submits_per_s", Format: "%.0f"},
+		Row{Label: "  submits/s the schedule asks", Key: "schedule_submits_per_s", Format: "%.0f"},
+		Row{Label: "harness CPU while submitting", Key: "cpu.harness_submit_s", Format: "%.2f", Unit: "s"},
+		Row{Label: "  per submit", Key: "cpu.harness_us_per_submit", Format: "%.0f", Unit: "µs"},
+		Row{Label: "server CPU while submitting", Key: "cpu.server_submit_s", Format: "%.2f", Unit: "s"},
+		Row{Label: "server CPU, first submit → all finished", Key: "cpu.server_run_s", Format: "%.2f", Unit: "s"},
+		Row{Label: "  per job", Key: "cpu.server_us_per_job", Format: "%.0f", Unit: "µs"},
 	)
 	return rows
 }
@@ -145,7 +194,7 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 	if opt.Server.MaxSharesPerQueue == 0 {
 		opt.Server.MaxSharesPerQueue = w.MaxSharesPerQueue
 	}
-	res := KueueResult{Workload: w.Name, Jobs: len(w.Jobs)}
+	res := KueueResult{Workload: w.Name, Jobs: len(w.Jobs), ScheduleSubmitsPerS: scheduleRate(w)}
 	for _, q := range w.Config.JobQueues {
 		res.Shares += len(q.QuotaShares)
 	}
@@ -156,12 +205,14 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 	res.IdealS = ideal.makespan
 	res.Ideal = ideal.KueueIdeal
 	err = withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, srv *Server) error {
-		c := NewClient(endpoint, opt.Submitters)
+		c := NewClient(endpoint, ClientOptions{Conns: opt.Submitters, Sign: opt.Sign})
 		queues, err := applyConfig(ctx, c, w.Config, prefix)
 		if err != nil {
 			return err
 		}
-		subs, start, err := kueueSubmit(ctx, c, w, queues, prefix, opt.Submitters, &res)
+		ins := kueueInputs(w, queues, prefix)
+		run := startCPU(srv)
+		subs, start, err := kueueSubmit(ctx, c, w, ins, opt.Submitters, opt.ServerInProcess, srv, &res)
 		if err != nil {
 			return err
 		}
@@ -172,16 +223,38 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 			qs = append(qs, q)
 		}
 		sort.Strings(qs)
-		if err := waitDone(ctx, c, qs, srv, 500*time.Millisecond, opt.Timeout); err != nil {
+		pprof.Do(ctx, pprof.Labels("bench", "wait"), func(ctx context.Context) {
+			err = waitDone(ctx, c, qs, srv, 500*time.Millisecond, opt.Timeout)
+		})
+		if err != nil {
 			return err
 		}
-		jobs, err := describeAll(ctx, c, subs, opt.Submitters)
+		run.stop()
+		if d, ok := run.server(); ok {
+			res.CPU.ServerRunS = ptr(round(d.Seconds(), 3))
+			res.CPU.ServerUsPerJob = ptr(round(float64(d.Microseconds())/float64(len(ins)), 1))
+		}
+		var jobs []*batch.DescribeServiceJobOutput
+		pprof.Do(ctx, pprof.Labels("bench", "read-back"), func(ctx context.Context) {
+			jobs, err = describeAll(ctx, c, subs, opt.Submitters)
+		})
 		if err != nil {
 			return err
 		}
 		return kueueFigures(w, subs, jobs, start, &res)
 	})
 	return res, err
+}
+
+// scheduleRate is the submit rate a workload's schedule asks for: its jobs
+// over the last one's submit time (jobs are sorted by it); 0 when every job
+// is due at once.
+func scheduleRate(w *sim.Workload) float64 {
+	last := w.Jobs[len(w.Jobs)-1].Submit
+	if last <= 0 {
+		return 0
+	}
+	return round(float64(len(w.Jobs))/last.Seconds(), 1)
 }
 
 type idealRun struct {
@@ -214,45 +287,68 @@ func KueueIdealRun(ctx context.Context, w *sim.Workload) (idealRun, error) {
 	return out, nil
 }
 
+// kueueInputs builds every job's SubmitServiceJob request before the
+// schedule starts, so that the clock only runs over the submits.
+func kueueInputs(w *sim.Workload, queues map[string]string, prefix string) []*batch.SubmitServiceJobInput {
+	ins := make([]*batch.SubmitServiceJobInput, len(w.Jobs))
+	for i := range w.Jobs {
+		j := &w.Jobs[i]
+		size := j.Demand[sim.KueueInstanceType]
+		ins[i] = &batch.SubmitServiceJobInput{
+			JobName:            aws.String(j.ID),
+			JobQueue:           aws.String(queues[j.Queue]),
+			QuotaShareName:     aws.String(j.Share),
+			SchedulingPriority: aws.Int32(int32(j.Priority)),
+			ServiceJobType:     types.ServiceJobTypeSagemakerTraining,
+			ServiceRequestPayload: aws.String(Payload(j.ID, sim.KueueInstanceType, size, []string{"true"},
+				map[string]string{"QSHARE_SIM_DURATION": j.Duration.String()})),
+			ClientToken: aws.String(prefix + j.ID),
+		}
+	}
+	return ins
+}
+
 // kueueSubmit submits every job at its scheduled time from n clients and
 // returns them, with the instant the schedule started.
+//
+// The jobs are sorted by submit time. One goroutine keeps the schedule: it
+// sleeps on a single timer until the next distinct submit time and then
+// releases every job due by then at once (a gate, see release); the n
+// clients take jobs in order and send each as soon as it is released. So
+// there is no goroutine or timer per job, and when the clients fall behind
+// they never wait on the schedule at all.
 //
 // A submit that fails on the connection (not with an answer from the
 // server) is sent again with the same clientToken, so that it cannot create
 // a second job; SubmitRetries counts them.
-func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues map[string]string, prefix string, n int, res *KueueResult) ([]submitted, time.Time, error) {
+func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, ins []*batch.SubmitServiceJobInput, n int, inProcess bool, srv *Server, res *KueueResult) ([]submitted, time.Time, error) {
 	subs := make([]submitted, len(w.Jobs))
 	lags := make([]time.Duration, len(w.Jobs))
 	lats := make([]time.Duration, len(w.Jobs))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	work := make(chan int, 4096)
+	gate := newRelease()
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	var retried atomic.Int64
+	cpu := startCPU(srv)
 	start := time.Now()
 	for range n {
 		wg.Add(1)
-		go func() {
+		go pprof.Do(ctx, pprof.Labels("bench", "submit"), func(ctx context.Context) {
 			defer wg.Done()
-			for i := range work {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ins) || !gate.wait(i) {
+					return
+				}
 				j := &w.Jobs[i]
 				t := time.Now()
 				lags[i] = t.Sub(start.Add(j.Submit))
-				size := j.Demand[sim.KueueInstanceType]
-				in := &batch.SubmitServiceJobInput{
-					JobName:            aws.String(j.ID),
-					JobQueue:           aws.String(queues[j.Queue]),
-					QuotaShareName:     aws.String(j.Share),
-					SchedulingPriority: aws.Int32(int32(j.Priority)),
-					ServiceJobType:     types.ServiceJobTypeSagemakerTraining,
-					ServiceRequestPayload: aws.String(Payload(j.ID, sim.KueueInstanceType, size, []string{"true"},
-						map[string]string{"QSHARE_SIM_DURATION": j.Duration.String()})),
-					ClientToken: aws.String(prefix + j.ID),
-				}
 				var out *batch.SubmitServiceJobOutput
 				r, err := retryTransient(ctx, 3, func() (err error) {
-					out, err = c.SubmitServiceJob(ctx, in)
+					out, err = c.SubmitServiceJob(ctx, ins[i])
 					return err
 				})
 				retried.Add(int64(r))
@@ -260,27 +356,18 @@ func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues m
 				if err != nil {
 					if firstErr.CompareAndSwap(nil, fmt.Errorf("bench kueue: submit %s: %w", j.ID, err)) {
 						cancel()
+						gate.close()
 					}
-					continue
+					return
 				}
 				subs[i] = submitted{spec: j, id: aws.ToString(out.JobId)}
 			}
-		}()
+		})
 	}
-	for i := range w.Jobs {
-		if d := time.Until(start.Add(w.Jobs[i].Submit)); d > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(d):
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		work <- i
-	}
-	close(work)
+	keepSchedule(ctx, w.Jobs, start, gate)
 	wg.Wait()
+	span := time.Since(start)
+	cpu.stop()
 	if err, _ := firstErr.Load().(error); err != nil {
 		return nil, start, err
 	}
@@ -294,8 +381,91 @@ func kueueSubmit(ctx context.Context, c *batch.Client, w *sim.Workload, queues m
 	res.SubmitLagP99Ms = round(Percentile(ms, 99), 1)
 	res.SubmitRetries = int(retried.Load())
 	res.SubmitLatency = Latencies(lats)
+	res.SubmitSpanS = round(span.Seconds(), 3)
+	res.SubmitsPerS = round(float64(len(ins))/span.Seconds(), 1)
+	if !inProcess {
+		res.CPU.HarnessSubmitS = ptr(round(cpu.harness().Seconds(), 3))
+		res.CPU.HarnessUsPerSubmit = ptr(round(float64(cpu.harness().Microseconds())/float64(len(ins)), 1))
+	}
+	if d, ok := cpu.server(); ok {
+		res.CPU.ServerSubmitS = ptr(round(d.Seconds(), 3))
+	}
 	return subs, start, nil
 }
+
+// keepSchedule releases jobs (sorted by Submit) through gate as their
+// submit times come, sleeping on one timer between distinct times, until
+// every job is released or ctx ends; then it closes the gate.
+func keepSchedule(ctx context.Context, jobs []sim.Job, start time.Time, gate *release) {
+	defer gate.close()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for k := 0; k < len(jobs); {
+		if d := time.Until(start.Add(jobs[k].Submit)); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		}
+		now := time.Since(start)
+		for k < len(jobs) && jobs[k].Submit <= now {
+			k++
+		}
+		gate.open(k)
+	}
+}
+
+// release is a gate over a sequence of jobs: jobs below its mark may go.
+// Waiting costs one atomic load while the mark is ahead, which it is
+// whenever the clients are behind the schedule.
+type release struct {
+	mark   atomic.Int64
+	mu     sync.Mutex
+	cond   *sync.Cond
+	closed bool
+}
+
+func newRelease() *release {
+	r := &release{}
+	r.cond = sync.NewCond(&r.mu)
+	return r
+}
+
+// open lets every job below k go.
+func (r *release) open(k int) {
+	r.mu.Lock()
+	r.mark.Store(int64(k))
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+// close wakes every waiter for good: wait returns whether its job was
+// released before.
+func (r *release) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+// wait blocks until job i is released (true) or the gate is closed first
+// (false).
+func (r *release) wait(i int) bool {
+	if int64(i) < r.mark.Load() {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for int64(i) >= r.mark.Load() && !r.closed {
+		r.cond.Wait()
+	}
+	return int64(i) < r.mark.Load()
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // describeAll fetches every submitted job's detail (attempts and
 // preemptions) with n clients, after the run.

@@ -105,6 +105,20 @@ func TestHarnessAgainstRealServer(t *testing.T) {
 		if r.MinShareUsage <= 0 || r.MinShareUsage > r.Usage || r.Usage > 600 {
 			t.Errorf("usage %v%%, min share %v%%", r.Usage, r.MinShareUsage)
 		}
+		if r.SubmitSpanS <= 0 || r.SubmitSpanS > r.WallS || r.SubmitsPerS <= 0 {
+			t.Errorf("submit span %v s (wall %v s), %v submits/s", r.SubmitSpanS, r.WallS, r.SubmitsPerS)
+		}
+		// The server is a child process, so its CPU is known; the run's
+		// interval holds the submits' interval.
+		if r.CPU.ServerSubmitS == nil || r.CPU.ServerRunS == nil || r.CPU.ServerUsPerJob == nil {
+			t.Fatalf("server CPU missing for a child server: %+v", r.CPU)
+		}
+		if r.CPU.HarnessSubmitS == nil || r.CPU.HarnessUsPerSubmit == nil {
+			t.Fatalf("harness CPU missing: %+v", r.CPU)
+		}
+		if *r.CPU.ServerRunS < *r.CPU.ServerSubmitS || *r.CPU.HarnessSubmitS < 0 {
+			t.Errorf("CPU %+v: server run %v s < server submit %v s", r.CPU, *r.CPU.ServerRunS, *r.CPU.ServerSubmitS)
+		}
 		for _, c := range []string{"small", "large"} {
 			if a, ok := r.MeanAdmissionS[c]; !ok || a < 0 {
 				t.Errorf("mean admission of %s = %v, %v", c, a, ok)

@@ -21,6 +21,8 @@ type SubmitOptions struct {
 	// started with Server.
 	Endpoint string
 	Server   ServerOptions
+	// Sign signs each request (ClientOptions.Sign).
+	Sign bool
 	// Clients submit in a closed loop for Duration after a Warmup whose
 	// submits are not counted.
 	Clients  int
@@ -124,7 +126,7 @@ func RunSubmit(ctx context.Context, opt SubmitOptions) (SubmitResult, error) {
 	}
 	var res SubmitResult
 	err := withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, _ *Server) error {
-		c := NewClient(endpoint, opt.Clients)
+		c := NewClient(endpoint, ClientOptions{Conns: opt.Clients, Sign: opt.Sign})
 		queues, err := applyConfig(ctx, c, submitConfig(opt.LatencyJobs), prefix)
 		if err != nil {
 			return err

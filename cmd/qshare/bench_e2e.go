@@ -51,6 +51,6 @@ Slurm packages (apt-get install -y slurm-wlm munge) and root.`,
 	f.IntVar(&opt.Capacity, "capacity", opt.Capacity, "instances (and Slurm CPU slots) the jobs run on")
 	f.BoolVar(&opt.VsSlurm, "vs-slurm", false, "run the same jobs through a local Slurm right after, and report the ratio")
 	f.StringVar(&executor, "executor", "process", "executor of the temporary server (process runs `true`; simulated runs nothing)")
-	serverFlags(cmd, &opt.Endpoint, &opt.Server)
+	serverFlags(cmd, &opt.Endpoint, &opt.Server, &opt.Sign)
 	benchCmd.AddCommand(cmd)
 }

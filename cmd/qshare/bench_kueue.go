@@ -51,7 +51,13 @@ job back and reports:
   mean_admission_s  mean createdAt → first admission per class
   preemptions       preempted attempts
 
-next to Kueue's published means. A server given with --endpoint must use the
+next to Kueue's published means, and how the harness kept up: the submit lag
+(how late it sent submits), the submits per second reached, and the CPU that
+the harness and the server (when it is a child process) used while it
+submitted. The jobs' requests are built before the schedule starts; one
+timer releases them as they fall due, to --submitters clients that share one
+SDK client. Requests go unsigned unless --sign is given (qshare checks no
+signatures; signing costs the harness about a tenth of its CPU). A server given with --endpoint must use the
 simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`,
 			Example: k.example,
 			Args:    cobra.NoArgs,
@@ -64,6 +70,7 @@ simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`
 						o := opt
 						o.Workload = w
 						o.Endpoint = ep
+						o.ServerInProcess = inProcess && opt.Endpoint == ""
 						return bench.RunKueue(ctx, o)
 					})
 				})
@@ -85,7 +92,7 @@ simulated executor, and for kueue-large-scale --max-quota-shares-per-queue 100.`
 		f.IntVar(&opt.Submitters, "submitters", 64, "clients that submit the jobs at their scheduled times")
 		f.DurationVar(&opt.Timeout, "timeout", opt.Timeout, "longest wait for every job to finish")
 		f.StringVar(&svg, "svg", "", "also write a chart of mean admission per class (ideal, qshare, Kueue) to this SVG `FILE`")
-		serverFlags(cmd, &opt.Endpoint, &opt.Server)
+		serverFlags(cmd, &opt.Endpoint, &opt.Server, &opt.Sign)
 		benchCmd.AddCommand(cmd)
 	}
 }

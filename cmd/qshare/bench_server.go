@@ -20,8 +20,9 @@ import (
 var inProcess bool
 
 // serverFlags adds the flags of the benchmarks that talk to a server.
-func serverFlags(cmd *cobra.Command, endpoint *string, so *bench.ServerOptions) {
+func serverFlags(cmd *cobra.Command, endpoint *string, so *bench.ServerOptions, sign *bool) {
 	f := cmd.Flags()
+	f.BoolVar(sign, "sign", false, "sign every request with SigV4 (placeholder credentials), as a client of AWS Batch would; by default requests go unsigned, since qshare checks no signatures and signing costs the harness CPU on the cores it shares with the server")
 	f.StringVar(endpoint, "endpoint", "", "benchmark a running server at this URL (http://127.0.0.1:8750) instead of starting a temporary one")
 	f.StringVar(&so.Binary, "qshare", "", "qshare binary to run as the temporary server (default: this one)")
 	f.StringVar(&so.LogLevel, "server-log-level", "warn", "--log-level of the temporary server")
@@ -117,6 +118,6 @@ reports the server's time from createdAt to scheduledAt.`,
 	f.DurationVar(&opt.Duration, "duration", opt.Duration, "how long submits are measured")
 	f.DurationVar(&opt.Warmup, "warmup", opt.Warmup, "how long clients submit before measuring starts")
 	f.IntVar(&opt.LatencyJobs, "latency-jobs", opt.LatencyJobs, "jobs submitted one at a time to measure submit → SCHEDULED (0: skip)")
-	serverFlags(cmd, &opt.Endpoint, &opt.Server)
+	serverFlags(cmd, &opt.Endpoint, &opt.Server, &opt.Sign)
 	benchCmd.AddCommand(cmd)
 }
