@@ -188,7 +188,7 @@ func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
 	}
 	ctx := context.Background()
 	fake := func(t *testing.T, launch bool, id string) []string {
-		sc := `read line; dir=$(printf '%s' "$line" | sed 's/.*"dir":"\([^"]*\)".*/\1/'); `
+		sc := `read line; dir=$(printf '%s' "$line" | sed 's/^{"op":"start","dir":"\([^"]*\)".*/\1/'); `
 		if launch {
 			sc += `if [ ! -e "$dir/launched" ]; then : > "$dir/launched"; QSHARE_ATTEMPT_ID=` + id + ` setsid sleep 300 </dev/null >/dev/null 2>&1 & fi; `
 		}
@@ -238,7 +238,7 @@ func TestNewIndexesAnOldDataDirectory(t *testing.T) {
 	startInServer(t, dir, ended)
 	os.RemoveAll(filepath.Join(dir, dirLive))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(dir, "attempts", ended.JobID, ended.AttemptID, fileExit)); err == nil {
+		if readRecords(filepath.Join(dir, "attempts", ended.JobID, ended.AttemptID)).exit != nil {
 			break
 		}
 		if time.Now().After(deadline) {
