@@ -309,11 +309,7 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 		}
 		s.emit(event{Dir: dir, Event: replyExited, Exit: &x})
 	}
-	log, err := openRotatingLog(cfg.Log, cfg.LogMaxBytes, cfg.LogKeep)
-	if err != nil {
-		fail(fmt.Sprintf("CannotStartError: cannot open the log file: %v", err))
-		return
-	}
+	log := openRotatingLog(cfg.Log, cfg.LogMaxBytes, cfg.LogKeep) // created at the job's first output
 	path, err := lookPath(cfg.Command, cfg.Env, cfg.Dir)
 	if err != nil {
 		log.Close()
