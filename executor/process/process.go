@@ -21,9 +21,10 @@
 //	  input/config/                  hyperparameters.json, resourceconfig.json, inputdataconfig.json
 //	  model/ output/ output/data/    SM_MODEL_DIR, SM_OUTPUT_DIR, SM_OUTPUT_DATA_DIR
 //	  checkpoints/                   SM_CHECKPOINT_DIR (or CheckpointConfig.LocalPath)
-//	attempts/<jobID>/<attemptID>/    supervisor.json, launched, started.json,
-//	                                 stop.json, exit.json, output.log[.1 …]
-//	live/<attemptID>                 a link to the above, from Start until Forget
+//	attempts/<attemptID>/            launched (the attempt's record: launch,
+//	                                 start, end), stop.json, output.log[.1 …]
+//	live/<attemptID>                 a second name of launched, from the launch
+//	                                 until Forget
 //	supervisor.log                   the supervisors' own complaints
 //
 // An attempt's records name its supervisor and its job by pid, start time
@@ -360,6 +361,11 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	l, err := jobLayout(e.o.DataDir, s.JobID, s.AttemptID, req)
 	if err != nil {
 		return executor.Handle{}, err
+	}
+	if st, err := os.Stat(oldAttemptDir(e.o.DataDir, s.JobID, s.AttemptID)); err == nil && st.IsDir() {
+		// Prepared by an earlier version, which put attempts under their
+		// job: go on there, so that it is launched at most once.
+		l.Attempt = oldAttemptDir(e.o.DataDir, s.JobID, s.AttemptID)
 	}
 	if _, err := os.Stat(filepath.Join(l.Attempt, fileLaunched)); err == nil {
 		return e.adopt(a, l.Attempt)

@@ -296,17 +296,30 @@ func (e *Executor) findDir(attemptID string) string {
 		}
 	}
 	root := filepath.Join(e.o.DataDir, "attempts")
+	if d := filepath.Join(root, attemptID); isDir(d) {
+		return d
+	}
+	// Earlier versions put attempts under their job.
 	jobs, _ := os.ReadDir(root)
 	for _, j := range jobs {
 		if !j.IsDir() {
 			continue
 		}
-		d := filepath.Join(root, j.Name(), attemptID)
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
+		if d := filepath.Join(root, j.Name(), attemptID); isDir(d) {
 			return d
 		}
 	}
 	return ""
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// oldAttemptDir is where earlier versions put an attempt's directory.
+func oldAttemptDir(dataDir, jobID, attemptID string) string {
+	return filepath.Join(dataDir, "attempts", jobID, attemptID)
 }
 
 // verdict is what the records of an attempt say about it.
@@ -470,16 +483,28 @@ func (e *Executor) indexOld(live string) error {
 		return err
 	}
 	root := filepath.Join(e.o.DataDir, "attempts")
-	jobs, _ := os.ReadDir(root)
-	for _, j := range jobs {
-		as, _ := os.ReadDir(filepath.Join(root, j.Name()))
+	index := func(id, d string) {
+		if readRecords(d).exit != nil {
+			return
+		}
+		if rel, err := filepath.Rel(live, d); err == nil {
+			os.Symlink(rel, filepath.Join(tmp, id))
+		}
+	}
+	entries, _ := os.ReadDir(root)
+	for _, en := range entries {
+		d := filepath.Join(root, en.Name())
+		if !en.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, fileLaunched)); err == nil {
+			index(en.Name(), d) // attempts/<attemptID>
+			continue
+		}
+		as, _ := os.ReadDir(d) // attempts/<jobID>/<attemptID>, from earlier versions
 		for _, a := range as {
-			d := filepath.Join(root, j.Name(), a.Name())
-			if !a.IsDir() || readRecords(d).exit != nil {
-				continue
-			}
-			if rel, err := filepath.Rel(live, d); err == nil {
-				os.Symlink(rel, filepath.Join(tmp, a.Name()))
+			if a.IsDir() {
+				index(a.Name(), filepath.Join(d, a.Name()))
 			}
 		}
 	}

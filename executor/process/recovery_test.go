@@ -91,7 +91,7 @@ func TestRecoverFencesANeverLaunchedAttempt(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	s := spec("fence", 1, payloadOf(`touch "`+marker+`"`, nil))
-	ad := filepath.Join(dir, "attempts", s.JobID, s.AttemptID)
+	ad := oldAttemptDir(dir, s.JobID, s.AttemptID) // as an earlier version laid it out
 	os.MkdirAll(ad, 0o755)
 	cfg := supervisorConfig{AttemptID: s.AttemptID, Command: []string{"/bin/sh", "-c", `touch "` + marker + `"`}, Dir: dir, Log: filepath.Join(ad, fileOutput)}
 	if err := writeJSONAtomic(filepath.Join(ad, fileConfig), cfg); err != nil {
@@ -222,7 +222,7 @@ func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
 		if _, err := e.Start(ctx, s); err == nil {
 			t.Fatalf("Start with a supervisor that launches nothing succeeded")
 		}
-		if lr, err := readLaunch(filepath.Join(dir, "attempts", s.JobID, s.AttemptID)); err != nil || !lr.Lost {
+		if lr, err := readLaunch(filepath.Join(dir, "attempts", s.AttemptID)); err != nil || !lr.Lost {
 			t.Errorf("launched = %+v, %v; want a tombstone", lr, err)
 		}
 	})
@@ -238,7 +238,7 @@ func TestNewIndexesAnOldDataDirectory(t *testing.T) {
 	startInServer(t, dir, ended)
 	os.RemoveAll(filepath.Join(dir, dirLive))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if readRecords(filepath.Join(dir, "attempts", ended.JobID, ended.AttemptID)).exit != nil {
+		if readRecords(filepath.Join(dir, "attempts", ended.AttemptID)).exit != nil {
 			break
 		}
 		if time.Now().After(deadline) {

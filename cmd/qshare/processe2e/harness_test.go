@@ -435,7 +435,7 @@ func (s *server) awaitLog(id string, attempt int, want string) string {
 
 // attemptDir is where the executor keeps the records of a job's n-th attempt.
 func (s *server) attemptDir(id string, n int) string {
-	return filepath.Join(s.dataDir, "attempts", id, fmt.Sprintf("%s-%d", id, n))
+	return filepath.Join(s.dataDir, "attempts", fmt.Sprintf("%s-%d", id, n))
 }
 
 // gates is a directory of files that release the tests' jobs: a job waits
@@ -531,7 +531,7 @@ func pidIn(t *testing.T, out string) int {
 // still names the same process (its start time), so that a recycled pid is
 // never hit.
 func killLeftovers(t *testing.T, dataDir string) {
-	files, _ := filepath.Glob(filepath.Join(dataDir, "attempts", "*", "*", "launched"))
+	files, _ := filepath.Glob(filepath.Join(dataDir, "attempts", "*", "launched"))
 	for _, f := range files {
 		st, ended := readAttempt(filepath.Dir(f))
 		if ended || st == nil || st.Job.PID <= 1 {

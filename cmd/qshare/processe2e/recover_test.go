@@ -157,7 +157,7 @@ func TestKillAndRecover(t *testing.T) {
 		t.Errorf("the queue lists %v, want keep, fail and waiter once each", names)
 	}
 	for _, id := range []string{keep, fail, waiter} {
-		if dirs, _ := filepath.Glob(filepath.Join(dataDir, "attempts", id, "*")); len(dirs) != 1 {
+		if dirs, _ := filepath.Glob(filepath.Join(dataDir, "attempts", id+"-*")); len(dirs) != 1 {
 			t.Errorf("job %s has attempt directories %v, want one", id, dirs)
 		}
 	}
