@@ -172,6 +172,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		if err := os.MkdirAll(filepath.Join(dd, d), 0o755); err != nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "process executor: cannot create %s: %v", filepath.Join(dd, d), err)
 		}
+		// Spread the jobs' and attempts' directories over the file system
+		// (see markTopDir); a file system without the attribute is fine.
+		markTopDir(filepath.Join(dd, d))
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = DefaultStopGrace
