@@ -206,7 +206,10 @@ func Supervise(dataDir string) int {
 		}
 	}()
 	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(make([]byte, 0, 4096), 1<<20)
+	// A start request carries the job's whole environment: allow far more
+	// than any environment (a line too long would end the loop, as if the
+	// server had gone).
+	in.Buffer(make([]byte, 0, 64<<10), 256<<20)
 	for in.Scan() {
 		var r request
 		if err := json.Unmarshal(in.Bytes(), &r); err != nil {
@@ -219,6 +222,9 @@ func Supervise(dataDir string) int {
 		case "stop":
 			go s.stopFromFile(r.Dir)
 		}
+	}
+	if err := in.Err(); err != nil {
+		logf("reading requests: %v; taking no more jobs", err)
 	}
 	s.mu.Lock()
 	s.draining = true
