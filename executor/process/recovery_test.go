@@ -26,7 +26,7 @@ func TestRecoverAfterAKillDuringStart(t *testing.T) {
 	gputest.FakeSMI(t, 1)
 	dir := t.TempDir()
 	ctx := context.Background()
-	s := spec("crashed", 1, payloadOf(`echo run >> "$SM_CHECKPOINT_DIR/runs"; trap 'exit 0' TERM; sleep 300 & wait`, nil))
+	s := spec("crashed", 1, payloadOf(`trap 'exit 0' TERM; echo run >> "$SM_CHECKPOINT_DIR/runs"; while :; do sleep 0.05; done`, nil))
 	s.Demand = qshare.Capacity{"ml.g5.xlarge": 1}
 	startInServer(t, dir, s, testServerEnv+"_SMI=1") // its handle is never saved
 
@@ -45,6 +45,11 @@ func TestRecoverAfterAKillDuringStart(t *testing.T) {
 	if got := e.alloc.Held(s.AttemptID); len(got) != 1 {
 		t.Errorf("the recovered attempt holds GPUs %v; want its one GPU", got)
 	}
+	// Stopped once its script runs (its trap set), not while the shell is
+	// still starting: a SIGTERM before the trap kills it. (Its sleeps are
+	// short: one forked just as the SIGTERM comes may miss it, since the
+	// shell's handler is still in place until the exec.)
+	waitForLog(t, filepath.Join(dir, "jobs/crashed/checkpoints/runs"), "run\n", time.Minute)
 	if err := e.Stop(ctx, s.AttemptID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
