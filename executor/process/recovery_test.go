@@ -275,3 +275,88 @@ func TestNewIndexesAnOldDataDirectory(t *testing.T) {
 		t.Errorf("exit after Stop = %+v, %v", x, err)
 	}
 }
+
+// The attempt's record: the launch line, then complete lines only; a line
+// still being written (no newline yet) and a line that is not JSON are
+// skipped; a launched file of an earlier version (one object, no newline)
+// is the launch record alone.
+func TestParseRecord(t *testing.T) {
+	me := identity{PID: 7, Start: 8, BootID: "b"}
+	launch := `{"supervisor":{"pid":7,"start":8,"bootID":"b"},"at":"2026-01-02T03:04:05Z","dir":"/d","gpus":["g0"],"jobGrace":5}`
+	started := `{"started":{"supervisor":{"pid":7,"start":8,"bootID":"b"},"job":{"pid":9,"start":10,"bootID":"b"},"at":"2026-01-02T03:04:06Z"}}`
+	exit := `{"exit":{"exitCode":3,"reason":"Essential process exited with code 3","at":"2026-01-02T03:04:07Z"}}`
+	cases := []struct {
+		name          string
+		content       string
+		started, exit bool
+	}{
+		{"launched", launch + "\n", false, false},
+		{"started", launch + "\n" + started + "\n", true, false},
+		{"ended", launch + "\n" + started + "\n" + exit + "\n", true, true},
+		{"end half written", launch + "\n" + started + "\n" + exit[:20], true, false},
+		{"start half written", launch + "\n" + started[:30], false, false},
+		{"garbage line", launch + "\n" + "{oops\n" + exit + "\n", false, true},
+		{"failed to start", launch + "\n" + exit + "\n", false, true},
+	}
+	for _, c := range cases {
+		r := parseRecord([]byte(c.content))
+		if r.launch == nil || r.launch.Supervisor != me || r.launch.Dir != "/d" || len(r.launch.GPUs) != 1 || r.launch.JobGrace != 5 {
+			t.Errorf("%s: launch record %+v", c.name, r.launch)
+		}
+		if (r.started != nil) != c.started || (r.exit != nil) != c.exit {
+			t.Errorf("%s: started %v, exit %v; want %v, %v", c.name, r.started != nil, r.exit != nil, c.started, c.exit)
+		}
+		if r.started != nil && r.started.Job.PID != 9 {
+			t.Errorf("%s: started %+v", c.name, r.started)
+		}
+		if r.exit != nil && r.exit.ExitCode != 3 {
+			t.Errorf("%s: exit %+v", c.name, r.exit)
+		}
+	}
+	if r := parseRecord([]byte(launch)); r.launch.Supervisor != me || r.started != nil || r.exit != nil {
+		t.Errorf("a launched file of an earlier version: %+v", r)
+	}
+	if r := parseRecord(nil); r.launch == nil || r.launch.Supervisor.PID != 0 {
+		t.Errorf("an empty launched file: %+v; want a zero launch record", r.launch)
+	}
+}
+
+// An attempt that an earlier version launched under its job's directory
+// (attempts/<jobID>/<attemptID>, with supervisor.json, started.json and
+// exit.json) and that ended: a repeated Start reports its end and does not
+// run the job again.
+func TestStartAdoptsAnAttemptOfAnEarlierLayout(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	s := spec("old", 1, payloadOf(`touch "`+marker+`"`, nil))
+	ad := oldAttemptDir(dir, s.JobID, s.AttemptID)
+	os.MkdirAll(ad, 0o755)
+	dead := identity{PID: 1 << 22, Start: 1, BootID: bootIDOnce}
+	writeJSONAtomic(filepath.Join(ad, fileConfig), supervisorConfig{AttemptID: s.AttemptID})
+	b, _ := json.Marshal(launchRecord{Supervisor: dead, At: time.Now().UTC()})
+	if err := createExclusive(filepath.Join(ad, fileLaunched), b); err != nil {
+		t.Fatal(err)
+	}
+	writeJSONAtomic(filepath.Join(ad, fileStarted), started{Supervisor: dead, Job: dead, At: time.Now().UTC()})
+	writeJSONAtomic(filepath.Join(ad, fileExit), exitRecord{ExitCode: 3, Reason: "Essential process exited with code 3", At: time.Now().UTC()})
+	e := newExecutor(t, dir, nil)
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h.LogPath, ad) {
+		t.Errorf("log path %s is not in the attempt's directory %s", h.LogPath, ad)
+	}
+	if x, err := e.Wait(ctx, s.AttemptID); err != nil || x.ExitCode != 3 {
+		t.Errorf("exit = %+v, %v; want the recorded code 3", x, err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the job ran again")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "attempts", s.AttemptID)); err == nil {
+		t.Errorf("a second directory was made for the attempt")
+	}
+}
