@@ -68,12 +68,17 @@ func script(j executortest.Job) string {
 	}
 	switch j.OnStop {
 	case executortest.StopCheckpoint:
-		fmt.Fprintf(&b, "trap 'sleep %s; exit 0' TERM\n", secs(j.CheckpointTime))
+		// It ends its own sleep too: a SIGTERM that comes while the shell
+		// forks it may be lost to the child, whose shell handler is still
+		// in place until its exec.
+		fmt.Fprintf(&b, "trap 'kill -9 $! 2>/dev/null; sleep %s; exit 0' TERM\n", secs(j.CheckpointTime))
 	case executortest.StopIgnore:
 		b.WriteString("trap '' TERM\n")
 	}
-	b.WriteString("echo ready\n")
-	fmt.Fprintf(&b, "sleep %s & wait $!\nexit %d\n", secs(j.Run), j.ExitCode)
+	// Ready once the sleep is forked: a stop that came between "ready" and
+	// the fork would leave the sleep out of its SIGTERM, alive until the
+	// grace ends (up to an hour here).
+	fmt.Fprintf(&b, "sleep %s &\necho ready\nwait $!\nexit %d\n", secs(j.Run), j.ExitCode)
 	return b.String()
 }
 
