@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,7 +155,7 @@ func TestRecoverDuringTheLaunch(t *testing.T) {
 	})
 	t.Run("SupervisorDiedAfterTheFork", func(t *testing.T) {
 		dir := t.TempDir()
-		id := "j-a2"
+		id := uniqueID("j") + "-a2" // findAttemptProcess looks at every process
 		dead := identity{PID: 1 << 22, Start: 1, BootID: bootIDOnce}
 		prepared(t, dir, id, dead)
 		job := exec.Command("/bin/sh", "-c", "sleep 300")
@@ -200,7 +201,7 @@ func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
 		return []string{"/bin/sh", "-c", sc + "exit 0"}
 	}
 	t.Run("Launched", func(t *testing.T) {
-		s := spec("dies", 1, payloadOf(`sleep 300`, nil))
+		s := spec(uniqueID("dies"), 1, payloadOf(`sleep 300`, nil)) // findAttemptProcess looks at every process
 		e := newExecutor(t, t.TempDir(), func(o *Options) { o.Supervisor = fake(t, true, s.AttemptID) })
 		defer e.Close()
 		if _, err := e.Start(ctx, s); err != nil {
@@ -359,4 +360,14 @@ func TestStartAdoptsAnAttemptOfAnEarlierLayout(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "attempts", s.AttemptID)); err == nil {
 		t.Errorf("a second directory was made for the attempt")
 	}
+}
+
+// uniqueID returns an ID for a job or attempt that no other test run on the
+// machine uses at the same time: findAttemptProcess, like recovery, finds an
+// attempt's processes by the QSHARE_ATTEMPT_ID in their environment, among
+// all the machine's processes, and a test binary run beside this one (by
+// another checkout, or go test -count in parallel) would otherwise have its
+// jobs taken for ours.
+func uniqueID(prefix string) string {
+	return prefix + strconv.Itoa(os.Getpid()) + "x" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
 }
