@@ -203,7 +203,7 @@ sleep "$RUN" & wait $!`
 					return
 				}
 				if x.ExitCode == 99 || x.ExitCode == 98 {
-					b, _ := os.ReadFile(filepath.Join(e.o.DataDir, "attempts", id, s.AttemptID, fileOutput))
+					b, _ := os.ReadFile(filepath.Join(e.o.DataDir, "attempts", s.AttemptID, fileOutput))
 					t.Errorf("attempt %s: %s", s.AttemptID, b)
 				}
 			}

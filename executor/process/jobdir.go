@@ -28,8 +28,11 @@ type layout struct {
 	Output     string // output
 	OutputData string // output/data
 	Checkpoint string // checkpoints, or CheckpointConfig.LocalPath inside the job directory
-	// Attempt is <data>/attempts/<jobID>/<attemptID>: the supervisor's files
-	// and the log, outside the working directory so the job cannot disturb them.
+	// Attempt is <data>/attempts/<attemptID>: the supervisor's files and
+	// the log, outside the working directory so the job cannot disturb them.
+	// (Earlier versions used attempts/<jobID>/<attemptID>: one directory
+	// more to create for every job, and creating directories is what an
+	// attempt costs most.)
 	Attempt string
 }
 
@@ -47,7 +50,7 @@ func jobLayout(dataDir, jobID, attemptID string, req *trainingjob.Request) (layo
 		Output:     filepath.Join(job, "output"),
 		OutputData: filepath.Join(job, "output", "data"),
 		Checkpoint: filepath.Join(job, ck),
-		Attempt:    filepath.Join(dataDir, "attempts", jobID, attemptID),
+		Attempt:    filepath.Join(dataDir, "attempts", attemptID),
 	}, nil
 }
 
@@ -122,7 +125,7 @@ func hpValue(s string) any {
 func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU, base []string) ([]string, error) {
 	// Parents first, so each is one mkdir (an attempt is started often; the
 	// structure is known).
-	for _, d := range []string{l.Job, l.Input, l.Config, filepath.Join(l.Input, "data"), l.Model, l.Output, l.OutputData, filepath.Dir(l.Attempt)} {
+	for _, d := range []string{l.Job, l.Input, l.Config, filepath.Join(l.Input, "data"), l.Model, l.Output, l.OutputData} {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, err
 		}

@@ -9,6 +9,10 @@ import (
 // max bytes it becomes path.1 (path.1 becomes path.2, and so on, up to keep
 // old files; the oldest is deleted), so an attempt never holds more than
 // (keep+1)*max bytes of log however much its job writes.
+//
+// The file is created at the first write: a job that prints nothing costs
+// no file (creating one is among the dearest things an attempt does), and
+// a reader of the log treats a missing file as an empty one.
 type rotatingLog struct {
 	path string
 	max  int64
@@ -17,20 +21,30 @@ type rotatingLog struct {
 	n    int64
 }
 
-func openRotatingLog(path string, max int64, keep int) (*rotatingLog, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+func openRotatingLog(path string, max int64, keep int) *rotatingLog {
+	return &rotatingLog{path: path, max: max, keep: keep}
+}
+
+func (l *rotatingLog) open() error {
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
-	return &rotatingLog{path: path, max: max, keep: keep, f: f, n: st.Size()}, nil
+	l.f, l.n = f, st.Size()
+	return nil
 }
 
 func (l *rotatingLog) Write(p []byte) (int, error) {
+	if l.f == nil && len(p) > 0 {
+		if err := l.open(); err != nil {
+			return 0, err
+		}
+	}
 	written := 0
 	for len(p) > 0 {
 		if l.n >= l.max {
@@ -76,4 +90,9 @@ func (l *rotatingLog) rotate() error {
 	return nil
 }
 
-func (l *rotatingLog) Close() error { return l.f.Close() }
+func (l *rotatingLog) Close() error {
+	if l.f == nil {
+		return nil
+	}
+	return l.f.Close()
+}

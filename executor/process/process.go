@@ -21,9 +21,10 @@
 //	  input/config/                  hyperparameters.json, resourceconfig.json, inputdataconfig.json
 //	  model/ output/ output/data/    SM_MODEL_DIR, SM_OUTPUT_DIR, SM_OUTPUT_DATA_DIR
 //	  checkpoints/                   SM_CHECKPOINT_DIR (or CheckpointConfig.LocalPath)
-//	attempts/<jobID>/<attemptID>/    supervisor.json, launched, started.json,
-//	                                 stop.json, exit.json, output.log[.1 …]
-//	live/<attemptID>                 a link to the above, from Start until Forget
+//	attempts/<attemptID>/            launched (the attempt's record: launch,
+//	                                 start, end), stop.json, output.log[.1 …]
+//	live/<attemptID>                 a second name of launched, from the launch
+//	                                 until Forget
 //	supervisor.log                   the supervisors' own complaints
 //
 // An attempt's records name its supervisor and its job by pid, start time
@@ -171,6 +172,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		if err := os.MkdirAll(filepath.Join(dd, d), 0o755); err != nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "process executor: cannot create %s: %v", filepath.Join(dd, d), err)
 		}
+		// Spread the jobs' and attempts' directories over the file system
+		// (see markTopDir); a file system without the attribute is fine.
+		markTopDir(filepath.Join(dd, d))
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = DefaultStopGrace
@@ -361,6 +365,11 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	if err != nil {
 		return executor.Handle{}, err
 	}
+	if st, err := os.Stat(oldAttemptDir(e.o.DataDir, s.JobID, s.AttemptID)); err == nil && st.IsDir() {
+		// Prepared by an earlier version, which put attempts under their
+		// job: go on there, so that it is launched at most once.
+		l.Attempt = oldAttemptDir(e.o.DataDir, s.JobID, s.AttemptID)
+	}
 	if _, err := os.Stat(filepath.Join(l.Attempt, fileLaunched)); err == nil {
 		return e.adopt(a, l.Attempt)
 	}
@@ -394,14 +403,10 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 		GPUs:        ids,
 		JobGrace:    grace,
 	}
-	if err := writeJSONAtomic(filepath.Join(l.Attempt, fileConfig), cfg); err != nil {
-		return executor.Handle{}, err
-	}
-	// Before the launch: a server killed from here on leaves an attempt
-	// that a new executor finds by its ID alone.
-	if err := e.link(s.AttemptID, l.Attempt); err != nil {
-		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: cannot record attempt %s under %s: %v", s.AttemptID, dirLive, err)
-	}
+	// The configuration goes to the supervisor with the start request; the
+	// supervisor's record of the launch keeps what recovery needs of it. A
+	// server killed from here on leaves an attempt directory that a new
+	// executor finds by its ID alone (by its live/ link once launched).
 	return e.spawn(a, l.Attempt, cfg)
 }
 
@@ -419,7 +424,7 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 		e.byDir[dir] = a
 		e.mu.Unlock()
 		ch := sup.expect(dir)
-		if err := sup.send(request{Op: "start", Dir: dir}); err != nil {
+		if err := sup.send(request{Op: "start", Dir: dir, Config: &cfg}); err != nil {
 			if sup.markDead(); try == 0 {
 				e.unbind(a, nil)
 				continue // it died since the last attempt: start another
@@ -439,20 +444,30 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 	}
 	switch ev.Event {
 	case replyStarted:
-		var st started
-		if err := readJSON(filepath.Join(dir, fileStarted), &st); err != nil {
+		st := ev.Started
+		if st == nil {
+			st = readRecords(dir).started
+		}
+		if st == nil {
 			// The job runs all the same: failing the Start would have the
 			// daemon start another attempt beside it.
-			e.log.Warn("process executor: attempt started, but started.json is unreadable; following it from its launch record", "attempt", a.id, "err", err)
+			err := fmt.Errorf("process executor: attempt %s started, but its start is not recorded in %s", a.id, filepath.Join(dir, fileLaunched))
+			e.log.Warn("process executor: attempt started, but its start is not recorded; following it from its launch record", "attempt", a.id)
 			return e.settle(a, dir, err)
 		}
 		a.st.Job = st.Job
 		a.handle = e.handleOf(a, st.At)
 	case replyExited:
-		var x exitRecord
-		readJSON(filepath.Join(dir, fileExit), &x)
-		a.handle = e.handleOf(a, x.At)
-		e.finish(a)
+		x := ev.Exit
+		if x == nil {
+			x = readRecords(dir).exit
+		}
+		var at time.Time
+		if x != nil {
+			at = x.At
+		}
+		a.handle = e.handleOf(a, at)
+		e.finish(a, x)
 	case replyAlready:
 		e.unbind(a, nil)
 		return e.adopt(a, dir)
@@ -600,7 +615,7 @@ func (e *Executor) listen(c *supClient, stdout io.Reader) {
 			a := e.byDir[ev.Dir]
 			e.mu.Unlock()
 			if a != nil {
-				e.finish(a)
+				e.finish(a, ev.Exit)
 			}
 			continue
 		}
@@ -659,7 +674,7 @@ func (e *Executor) adopt(a *attempt, dir string) (executor.Handle, error) {
 	switch v {
 	case exited:
 		a.handle = e.handleOf(a, at)
-		e.finish(a)
+		e.finish(a, nil)
 		return a.handle, nil
 	case running:
 		a.handle = e.handleOf(a, at)
@@ -701,17 +716,17 @@ func (e *Executor) follow(a *attempt) {
 		defer t.Stop()
 		goneOnce := false
 		for {
-			if _, err := os.Stat(filepath.Join(a.st.Dir, fileExit)); err == nil {
-				e.finish(a)
+			r := readRecords(a.st.Dir)
+			if r.exit != nil {
+				e.finish(a, r.exit)
 				return
 			}
 			if a.st.Job.PID == 0 {
 				// Recovered while its supervisor was launching it: learn
-				// the job once started.json is written.
-				var sr started
-				if readJSON(filepath.Join(a.st.Dir, fileStarted), &sr) == nil {
+				// the job once its start is recorded.
+				if r.started != nil {
 					e.mu.Lock()
-					a.st.Job = sr.Job
+					a.st.Job = r.started.Job
 					e.mu.Unlock()
 				} else if !a.st.Supervisor.alive() {
 					// It died without a record: the job may run all the same.
@@ -726,8 +741,8 @@ func (e *Executor) follow(a *attempt) {
 			st := a.st
 			e.mu.Unlock()
 			if !st.Supervisor.alive() && !st.Job.alive() {
-				if goneOnce { // checked exit.json once more after seeing it gone
-					e.finish(a)
+				if goneOnce { // looked for the exit once more after seeing it gone
+					e.finish(a, nil)
 					return
 				}
 				goneOnce = true
@@ -741,12 +756,15 @@ func (e *Executor) follow(a *attempt) {
 	}()
 }
 
-// finish records the attempt's end from exit.json, frees its GPUs and
-// wakes its waiters.
-func (e *Executor) finish(a *attempt) {
-	var x exitRecord
+// finish records the attempt's end, frees its GPUs and wakes its waiters.
+// x is the end as the supervisor reported it; nil: read it from the
+// attempt's records.
+func (e *Executor) finish(a *attempt, x *exitRecord) {
+	if x == nil {
+		x = readRecords(a.st.Dir).exit
+	}
 	exit := executor.Exit{AttemptID: a.id}
-	if err := readJSON(filepath.Join(a.st.Dir, fileExit), &x); err == nil {
+	if x != nil {
 		exit.ExitCode, exit.Signal, exit.Reason, exit.Stopped, exit.At = x.ExitCode, x.Signal, x.Reason, x.Stopped, x.At
 	} else {
 		exit.ExitCode = -1

@@ -17,29 +17,192 @@ import (
 // The daemon persists an attempt's Handle only after Start returns, so a
 // server killed during Start leaves a launched attempt whose Handle.State was
 // never saved. Everything Recover and a repeated Start need is therefore on
-// disk, written before or right after the launch:
+// disk, written at the launch, in one file per attempt (creating a file or a
+// directory is what costs most per attempt; appending a line to an open file
+// costs little):
 //
-//   - live/<attemptID>, a symbolic link to the attempt directory, made by
-//     Start before the launch and removed by Forget: it finds the directory
-//     from the attempt ID alone, and lists the attempts that may be running
-//     when a new executor starts;
-//   - supervisor.json, written by Start before the launch: what runs, and the
-//     GPUs it was given;
 //   - launched, created atomically and exclusively by the supervisor before
-//     it forks the job, holding the supervisor's pid, start time and boot ID
-//     (a recovery that finds an attempt never launched creates it too, as a
-//     tombstone, so that no supervisor launches the attempt afterwards);
-//   - started.json, written right after the fork: the job's pid, start time
-//     and boot ID;
-//   - exit.json, written last: how the job ended.
+//     it forks the job: its first line is the launchRecord (the supervisor's
+//     pid, start time and boot ID, the attempt directory, the GPUs the
+//     attempt holds and its own grace period). A recovery that finds an
+//     attempt directory without it creates it too, as a tombstone, so that
+//     no supervisor launches the attempt afterwards;
+//   - then, in the same file, {"started":…} right after the fork (the job's
+//     pid, start time and boot ID) and {"exit":…} when the job's processes
+//     are all gone. A line counts once it ends with a newline: a reader
+//     that catches one half-written sees the attempt as it was before it;
+//   - live/<attemptID>, a hard link to launched, made by the supervisor
+//     right after launched and before the fork, removed by Forget: it
+//     finds the directory from the attempt ID alone, and lists the attempts
+//     that may be running when a new executor starts.
+//
+// Data directories of earlier versions hold supervisor.json, started.json and
+// exit.json beside a one-line launched, and live/ symbolic links to attempt
+// directories: they are read too.
 
-// launchRecord is the content of the launched file.
+// launchRecord is the first line of the launched file.
 type launchRecord struct {
 	Supervisor identity  `json:"supervisor"`
 	At         time.Time `json:"at"`
 	// Lost marks a tombstone: a recovery found the attempt prepared but
 	// never launched, and fenced it off so that it never runs.
 	Lost bool `json:"lost,omitempty"`
+	// Dir is the attempt directory (live/<attemptID> is a link to this
+	// file); GPUs and JobGrace are the supervisorConfig's. Empty in the
+	// records of earlier versions, which kept them in supervisor.json.
+	Dir      string        `json:"dir,omitempty"`
+	GPUs     []string      `json:"gpus,omitempty"`
+	JobGrace time.Duration `json:"jobGrace,omitempty"`
+}
+
+// recordLine is a line of the launched file after the first.
+type recordLine struct {
+	Started *started    `json:"started,omitempty"`
+	Exit    *exitRecord `json:"exit,omitempty"`
+}
+
+// records is what an attempt directory says about the attempt.
+type records struct {
+	launch  *launchRecord // nil: no launched file
+	started *started
+	exit    *exitRecord
+	// cfg: the GPUs and grace period are known (from the launch record, or
+	// an earlier version's supervisor.json).
+	cfg      bool
+	gpus     []string
+	jobGrace time.Duration
+}
+
+// parseRecord reads the content of a launched file: the launch record
+// (zero if unreadable, as a launched file written before the record existed
+// is), then the complete lines that follow it.
+func parseRecord(b []byte) records {
+	var r records
+	lr := &launchRecord{}
+	r.launch = lr
+	first, rest, ok := bytes.Cut(b, []byte{'\n'})
+	if json.Unmarshal(first, lr) != nil {
+		*lr = launchRecord{}
+	}
+	if !ok {
+		return r
+	}
+	for {
+		line, more, ok := bytes.Cut(rest, []byte{'\n'})
+		if !ok {
+			break // not complete yet
+		}
+		var l recordLine
+		if json.Unmarshal(line, &l) == nil {
+			if l.Started != nil {
+				r.started = l.Started
+			}
+			if l.Exit != nil {
+				r.exit = l.Exit
+			}
+		}
+		rest = more
+	}
+	return r
+}
+
+// readRecords reads the records of the attempt directory dir.
+func readRecords(dir string) records {
+	var r records
+	if b, err := os.ReadFile(filepath.Join(dir, fileLaunched)); err == nil {
+		r = parseRecord(b)
+	}
+	if r.launch != nil && r.launch.Dir != "" {
+		r.cfg, r.gpus, r.jobGrace = true, r.launch.GPUs, r.launch.JobGrace
+	} else {
+		// An earlier version's records, or a tombstone.
+		var cfg supervisorConfig
+		if readJSON(filepath.Join(dir, fileConfig), &cfg) == nil {
+			r.cfg, r.gpus, r.jobGrace = true, cfg.GPUs, cfg.JobGrace
+		}
+		if r.started == nil {
+			var sr started
+			if readJSON(filepath.Join(dir, fileStarted), &sr) == nil {
+				r.started = &sr
+			}
+		}
+		if r.exit == nil {
+			var x exitRecord
+			if readJSON(filepath.Join(dir, fileExit), &x) == nil {
+				r.exit = &x
+			}
+		}
+	}
+	return r
+}
+
+// createRecord creates the launched file of dir exclusively, with lr as its
+// first line, links it as live (unless live is ""), and returns it open for
+// appendRecord. It fails with an error wrapping os.ErrExist when launched
+// exists. A reader sees no file or the whole first line: the line is
+// written to a temporary file that is then hard-linked to launched (link(2)
+// does not replace an existing file), and renamed to live, so that the
+// file costs one inode.
+func createRecord(dir string, lr launchRecord, live string) (*os.File, error) {
+	b, _ := json.Marshal(lr)
+	b = append(b, '\n')
+	path := filepath.Join(dir, fileLaunched)
+	f, err := os.CreateTemp(dir, "."+fileLaunched+".tmp*")
+	if err != nil {
+		return nil, err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	if err := os.Link(tmp, path); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		if errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		// A file system without hard links: O_EXCL, and a reader may see
+		// the file before its content (readLaunch then knows no supervisor).
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := f.Write(b); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if live != "" {
+			linkLive(live, dir)
+		}
+		return f, nil
+	}
+	if live == "" {
+		os.Remove(tmp)
+		return f, nil
+	}
+	err = os.Rename(tmp, live)
+	if errors.Is(err, os.ErrNotExist) { // live/ was removed under us
+		if err = os.MkdirAll(filepath.Dir(live), 0o755); err == nil {
+			err = os.Rename(tmp, live)
+		}
+	}
+	if err != nil {
+		// The attempt is still found from its ID, by looking under every job.
+		os.Remove(tmp)
+	}
+	return f, nil
+}
+
+// appendRecord appends a line to an attempt's record.
+func appendRecord(f *os.File, l recordLine) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	return err
 }
 
 const dirLive = "live" // in the data directory: one link per attempt not yet forgotten
@@ -79,28 +242,25 @@ func createExclusive(path string, b []byte) error {
 	return err
 }
 
-// readLaunch reads the launched file of dir. It returns the os error for a
-// missing file, and a zero record (no supervisor known) for an empty or
-// unreadable one, as a launched file written before the record existed is.
+// readLaunch reads the first line of the launched file of dir. It returns
+// the os error for a missing file, and a zero record (no supervisor known)
+// for an empty or unreadable one, as a launched file written before the
+// record existed is.
 func readLaunch(dir string) (launchRecord, error) {
 	b, err := os.ReadFile(filepath.Join(dir, fileLaunched))
 	if err != nil {
 		return launchRecord{}, err
 	}
-	var r launchRecord
-	if json.Unmarshal(b, &r) != nil {
-		return launchRecord{}, nil
-	}
-	return r, nil
+	return *parseRecord(b).launch, nil
 }
 
-// link records the attempt directory under live/, before the launch.
-func (e *Executor) link(attemptID, dir string) error {
-	rel, err := filepath.Rel(filepath.Join(e.o.DataDir, dirLive), dir)
+// linkLive records the attempt directory dir as live (live/<attemptID>) with
+// a symbolic link, as earlier versions did, where hard links fail.
+func linkLive(path, dir string) error {
+	rel, err := filepath.Rel(filepath.Dir(path), dir)
 	if err != nil {
 		rel = dir
 	}
-	path := filepath.Join(e.o.DataDir, dirLive, attemptID)
 	err = os.Symlink(rel, path)
 	if errors.Is(err, os.ErrNotExist) { // live/ was removed under us
 		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
@@ -120,26 +280,46 @@ func (e *Executor) findDir(attemptID string) string {
 	if pathComponent("attempt ID", attemptID) != nil {
 		return ""
 	}
-	if t, err := os.Readlink(filepath.Join(e.o.DataDir, dirLive, attemptID)); err == nil {
+	live := filepath.Join(e.o.DataDir, dirLive, attemptID)
+	if t, err := os.Readlink(live); err == nil { // an earlier version's link
 		if !filepath.IsAbs(t) {
 			t = filepath.Join(e.o.DataDir, dirLive, t)
 		}
 		if st, err := os.Stat(t); err == nil && st.IsDir() {
 			return filepath.Clean(t)
 		}
+	} else if b, err := os.ReadFile(live); err == nil { // a link to the record
+		if t := parseRecord(b).launch.Dir; t != "" {
+			if st, err := os.Stat(t); err == nil && st.IsDir() {
+				return filepath.Clean(t)
+			}
+		}
 	}
 	root := filepath.Join(e.o.DataDir, "attempts")
+	if d := filepath.Join(root, attemptID); isDir(d) {
+		return d
+	}
+	// Earlier versions put attempts under their job.
 	jobs, _ := os.ReadDir(root)
 	for _, j := range jobs {
 		if !j.IsDir() {
 			continue
 		}
-		d := filepath.Join(root, j.Name(), attemptID)
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
+		if d := filepath.Join(root, j.Name(), attemptID); isDir(d) {
 			return d
 		}
 	}
 	return ""
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// oldAttemptDir is where earlier versions put an attempt's directory.
+func oldAttemptDir(dataDir, jobID, attemptID string) string {
+	return filepath.Join(dataDir, "attempts", jobID, attemptID)
 }
 
 // verdict is what the records of an attempt say about it.
@@ -166,48 +346,42 @@ const (
 func (e *Executor) inspect(attemptID, dir string, hint state, fence bool) (state, verdict, time.Time) {
 	st := hint
 	st.Dir = dir
-	var cfg supervisorConfig
-	haveCfg := readJSON(filepath.Join(dir, fileConfig), &cfg) == nil
-	if haveCfg {
-		st.GPUs, st.Grace = cfg.GPUs, cfg.JobGrace
-	}
 	for pass := 0; pass < 3; pass++ {
-		var sr started
-		haveStarted := readJSON(filepath.Join(dir, fileStarted), &sr) == nil
-		if haveStarted {
-			st.Supervisor, st.Job = sr.Supervisor, sr.Job
+		r := readRecords(dir)
+		if r.cfg {
+			st.GPUs, st.Grace = r.gpus, r.jobGrace
 		}
-		var x exitRecord
-		if readJSON(filepath.Join(dir, fileExit), &x) == nil {
-			at := sr.At
-			if at.IsZero() {
-				at = x.At
+		if r.started != nil {
+			st.Supervisor, st.Job = r.started.Supervisor, r.started.Job
+		}
+		if r.exit != nil {
+			at := r.exit.At
+			if r.started != nil && !r.started.At.IsZero() {
+				at = r.started.At
 			}
 			return st, exited, at
 		}
-		if haveStarted {
+		if r.started != nil {
 			if st.Supervisor.alive() || st.Job.alive() {
-				return st, running, sr.At
+				return st, running, r.started.At
 			}
-			continue // look for exit.json once more: it may have been written meanwhile
+			continue // look for the exit once more: it may have been written meanwhile
 		}
-		lr, err := readLaunch(dir)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			if !fence || !haveCfg {
-				// No supervisor was ever asked to launch an attempt without
-				// its supervisor.json: it cannot start later either.
+		if r.launch == nil {
+			if !fence {
 				return st, lost, time.Time{}
 			}
+			// The attempt directory exists: a supervisor may hold its start
+			// request (the configuration travels with it).
 			tomb, _ := json.Marshal(launchRecord{At: time.Now().UTC(), Lost: true})
 			err := createExclusive(filepath.Join(dir, fileLaunched), tomb)
 			if err == nil || !errors.Is(err, os.ErrExist) {
 				return st, lost, time.Time{}
 			}
 			continue // a supervisor launched it just now: judge again
-		case err != nil:
-			return st, lost, time.Time{}
-		case lr.Lost:
+		}
+		lr := *r.launch
+		if lr.Lost {
 			return st, lost, time.Time{}
 		}
 		if lr.Supervisor.alive() {
@@ -285,9 +459,7 @@ func (e *Executor) recoverLive() error {
 		if dir == "" {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, fileExit)); err == nil {
-			continue // ended: Recover or Start reads it when asked
-		}
+		// Ended ones are judged when asked (Recover or Start reads them).
 		st, v, at := e.inspect(id, dir, state{}, false)
 		if v != running {
 			continue
@@ -311,16 +483,28 @@ func (e *Executor) indexOld(live string) error {
 		return err
 	}
 	root := filepath.Join(e.o.DataDir, "attempts")
-	jobs, _ := os.ReadDir(root)
-	for _, j := range jobs {
-		as, _ := os.ReadDir(filepath.Join(root, j.Name()))
+	index := func(id, d string) {
+		if readRecords(d).exit != nil {
+			return
+		}
+		if rel, err := filepath.Rel(live, d); err == nil {
+			os.Symlink(rel, filepath.Join(tmp, id))
+		}
+	}
+	entries, _ := os.ReadDir(root)
+	for _, en := range entries {
+		d := filepath.Join(root, en.Name())
+		if !en.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, fileLaunched)); err == nil {
+			index(en.Name(), d) // attempts/<attemptID>
+			continue
+		}
+		as, _ := os.ReadDir(d) // attempts/<jobID>/<attemptID>, from earlier versions
 		for _, a := range as {
-			d := filepath.Join(root, j.Name(), a.Name())
-			if _, err := os.Stat(filepath.Join(d, fileExit)); err == nil || !a.IsDir() {
-				continue
-			}
-			if rel, err := filepath.Rel(live, d); err == nil {
-				os.Symlink(rel, filepath.Join(tmp, a.Name()))
+			if a.IsDir() {
+				index(a.Name(), filepath.Join(d, a.Name()))
 			}
 		}
 	}
@@ -356,7 +540,7 @@ func (e *Executor) recoverFromDisk(h executor.Handle, hint state, dir string) ex
 	a.handle = e.handleOf(a, at)
 	switch v {
 	case exited:
-		e.finish(a)
+		e.finish(a, nil)
 		return executor.Exited
 	case running:
 		e.follow(a)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,7 +27,7 @@ func TestRecoverAfterAKillDuringStart(t *testing.T) {
 	gputest.FakeSMI(t, 1)
 	dir := t.TempDir()
 	ctx := context.Background()
-	s := spec("crashed", 1, payloadOf(`echo run >> "$SM_CHECKPOINT_DIR/runs"; trap 'exit 0' TERM; sleep 300 & wait`, nil))
+	s := spec("crashed", 1, payloadOf(`trap 'exit 0' TERM; echo run >> "$SM_CHECKPOINT_DIR/runs"; while :; do sleep 0.05; done`, nil))
 	s.Demand = qshare.Capacity{"ml.g5.xlarge": 1}
 	startInServer(t, dir, s, testServerEnv+"_SMI=1") // its handle is never saved
 
@@ -45,6 +46,11 @@ func TestRecoverAfterAKillDuringStart(t *testing.T) {
 	if got := e.alloc.Held(s.AttemptID); len(got) != 1 {
 		t.Errorf("the recovered attempt holds GPUs %v; want its one GPU", got)
 	}
+	// Stopped once its script runs (its trap set), not while the shell is
+	// still starting: a SIGTERM before the trap kills it. (Its sleeps are
+	// short: one forked just as the SIGTERM comes may miss it, since the
+	// shell's handler is still in place until the exec.)
+	waitForLog(t, filepath.Join(dir, "jobs/crashed/checkpoints/runs"), "run\n", time.Minute)
 	if err := e.Stop(ctx, s.AttemptID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +97,7 @@ func TestRecoverFencesANeverLaunchedAttempt(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	s := spec("fence", 1, payloadOf(`touch "`+marker+`"`, nil))
-	ad := filepath.Join(dir, "attempts", s.JobID, s.AttemptID)
+	ad := oldAttemptDir(dir, s.JobID, s.AttemptID) // as an earlier version laid it out
 	os.MkdirAll(ad, 0o755)
 	cfg := supervisorConfig{AttemptID: s.AttemptID, Command: []string{"/bin/sh", "-c", `touch "` + marker + `"`}, Dir: dir, Log: filepath.Join(ad, fileOutput)}
 	if err := writeJSONAtomic(filepath.Join(ad, fileConfig), cfg); err != nil {
@@ -149,7 +155,7 @@ func TestRecoverDuringTheLaunch(t *testing.T) {
 	})
 	t.Run("SupervisorDiedAfterTheFork", func(t *testing.T) {
 		dir := t.TempDir()
-		id := "j-a2"
+		id := uniqueID("j") + "-a2" // findAttemptProcess looks at every process
 		dead := identity{PID: 1 << 22, Start: 1, BootID: bootIDOnce}
 		prepared(t, dir, id, dead)
 		job := exec.Command("/bin/sh", "-c", "sleep 300")
@@ -188,14 +194,14 @@ func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
 	}
 	ctx := context.Background()
 	fake := func(t *testing.T, launch bool, id string) []string {
-		sc := `read line; dir=$(printf '%s' "$line" | sed 's/.*"dir":"\([^"]*\)".*/\1/'); `
+		sc := `read line; dir=$(printf '%s' "$line" | sed 's/^{"op":"start","dir":"\([^"]*\)".*/\1/'); `
 		if launch {
 			sc += `if [ ! -e "$dir/launched" ]; then : > "$dir/launched"; QSHARE_ATTEMPT_ID=` + id + ` setsid sleep 300 </dev/null >/dev/null 2>&1 & fi; `
 		}
 		return []string{"/bin/sh", "-c", sc + "exit 0"}
 	}
 	t.Run("Launched", func(t *testing.T) {
-		s := spec("dies", 1, payloadOf(`sleep 300`, nil))
+		s := spec(uniqueID("dies"), 1, payloadOf(`sleep 300`, nil)) // findAttemptProcess looks at every process
 		e := newExecutor(t, t.TempDir(), func(o *Options) { o.Supervisor = fake(t, true, s.AttemptID) })
 		defer e.Close()
 		if _, err := e.Start(ctx, s); err != nil {
@@ -222,7 +228,7 @@ func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
 		if _, err := e.Start(ctx, s); err == nil {
 			t.Fatalf("Start with a supervisor that launches nothing succeeded")
 		}
-		if lr, err := readLaunch(filepath.Join(dir, "attempts", s.JobID, s.AttemptID)); err != nil || !lr.Lost {
+		if lr, err := readLaunch(filepath.Join(dir, "attempts", s.AttemptID)); err != nil || !lr.Lost {
 			t.Errorf("launched = %+v, %v; want a tombstone", lr, err)
 		}
 	})
@@ -238,7 +244,7 @@ func TestNewIndexesAnOldDataDirectory(t *testing.T) {
 	startInServer(t, dir, ended)
 	os.RemoveAll(filepath.Join(dir, dirLive))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(dir, "attempts", ended.JobID, ended.AttemptID, fileExit)); err == nil {
+		if readRecords(filepath.Join(dir, "attempts", ended.AttemptID)).exit != nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -269,4 +275,99 @@ func TestNewIndexesAnOldDataDirectory(t *testing.T) {
 	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
 		t.Errorf("exit after Stop = %+v, %v", x, err)
 	}
+}
+
+// The attempt's record: the launch line, then complete lines only; a line
+// still being written (no newline yet) and a line that is not JSON are
+// skipped; a launched file of an earlier version (one object, no newline)
+// is the launch record alone.
+func TestParseRecord(t *testing.T) {
+	me := identity{PID: 7, Start: 8, BootID: "b"}
+	launch := `{"supervisor":{"pid":7,"start":8,"bootID":"b"},"at":"2026-01-02T03:04:05Z","dir":"/d","gpus":["g0"],"jobGrace":5}`
+	started := `{"started":{"supervisor":{"pid":7,"start":8,"bootID":"b"},"job":{"pid":9,"start":10,"bootID":"b"},"at":"2026-01-02T03:04:06Z"}}`
+	exit := `{"exit":{"exitCode":3,"reason":"Essential process exited with code 3","at":"2026-01-02T03:04:07Z"}}`
+	cases := []struct {
+		name          string
+		content       string
+		started, exit bool
+	}{
+		{"launched", launch + "\n", false, false},
+		{"started", launch + "\n" + started + "\n", true, false},
+		{"ended", launch + "\n" + started + "\n" + exit + "\n", true, true},
+		{"end half written", launch + "\n" + started + "\n" + exit[:20], true, false},
+		{"start half written", launch + "\n" + started[:30], false, false},
+		{"garbage line", launch + "\n" + "{oops\n" + exit + "\n", false, true},
+		{"failed to start", launch + "\n" + exit + "\n", false, true},
+	}
+	for _, c := range cases {
+		r := parseRecord([]byte(c.content))
+		if r.launch == nil || r.launch.Supervisor != me || r.launch.Dir != "/d" || len(r.launch.GPUs) != 1 || r.launch.JobGrace != 5 {
+			t.Errorf("%s: launch record %+v", c.name, r.launch)
+		}
+		if (r.started != nil) != c.started || (r.exit != nil) != c.exit {
+			t.Errorf("%s: started %v, exit %v; want %v, %v", c.name, r.started != nil, r.exit != nil, c.started, c.exit)
+		}
+		if r.started != nil && r.started.Job.PID != 9 {
+			t.Errorf("%s: started %+v", c.name, r.started)
+		}
+		if r.exit != nil && r.exit.ExitCode != 3 {
+			t.Errorf("%s: exit %+v", c.name, r.exit)
+		}
+	}
+	if r := parseRecord([]byte(launch)); r.launch.Supervisor != me || r.started != nil || r.exit != nil {
+		t.Errorf("a launched file of an earlier version: %+v", r)
+	}
+	if r := parseRecord(nil); r.launch == nil || r.launch.Supervisor.PID != 0 {
+		t.Errorf("an empty launched file: %+v; want a zero launch record", r.launch)
+	}
+}
+
+// An attempt that an earlier version launched under its job's directory
+// (attempts/<jobID>/<attemptID>, with supervisor.json, started.json and
+// exit.json) and that ended: a repeated Start reports its end and does not
+// run the job again.
+func TestStartAdoptsAnAttemptOfAnEarlierLayout(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	s := spec("old", 1, payloadOf(`touch "`+marker+`"`, nil))
+	ad := oldAttemptDir(dir, s.JobID, s.AttemptID)
+	os.MkdirAll(ad, 0o755)
+	dead := identity{PID: 1 << 22, Start: 1, BootID: bootIDOnce}
+	writeJSONAtomic(filepath.Join(ad, fileConfig), supervisorConfig{AttemptID: s.AttemptID})
+	b, _ := json.Marshal(launchRecord{Supervisor: dead, At: time.Now().UTC()})
+	if err := createExclusive(filepath.Join(ad, fileLaunched), b); err != nil {
+		t.Fatal(err)
+	}
+	writeJSONAtomic(filepath.Join(ad, fileStarted), started{Supervisor: dead, Job: dead, At: time.Now().UTC()})
+	writeJSONAtomic(filepath.Join(ad, fileExit), exitRecord{ExitCode: 3, Reason: "Essential process exited with code 3", At: time.Now().UTC()})
+	e := newExecutor(t, dir, nil)
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h.LogPath, ad) {
+		t.Errorf("log path %s is not in the attempt's directory %s", h.LogPath, ad)
+	}
+	if x, err := e.Wait(ctx, s.AttemptID); err != nil || x.ExitCode != 3 {
+		t.Errorf("exit = %+v, %v; want the recorded code 3", x, err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the job ran again")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "attempts", s.AttemptID)); err == nil {
+		t.Errorf("a second directory was made for the attempt")
+	}
+}
+
+// uniqueID returns an ID for a job or attempt that no other test run on the
+// machine uses at the same time: findAttemptProcess, like recovery, finds an
+// attempt's processes by the QSHARE_ATTEMPT_ID in their environment, among
+// all the machine's processes, and a test binary run beside this one (by
+// another checkout, or go test -count in parallel) would otherwise have its
+// jobs taken for ours.
+func uniqueID(prefix string) string {
+	return prefix + strconv.Itoa(os.Getpid()) + "x" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
 }

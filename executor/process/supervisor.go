@@ -35,13 +35,19 @@ func MaybeSupervise() {
 
 // Files of an attempt directory.
 const (
-	fileConfig   = "supervisor.json" // what to run: written by the executor
-	fileLaunched = "launched"        // created exclusively by the supervisor before it forks the job (launchRecord)
-	fileStarted  = "started.json"    // the job's and the supervisor's identities
-	fileStop     = "stop.json"       // a stop request: written by the executor before it signals
-	fileExit     = "exit.json"       // how the job ended: written by the supervisor last
-	fileSupLog   = "supervisor.log"  // the supervisor's own errors, in the data directory
-	fileOutput   = "output.log"      // the job's stdout and stderr
+	// fileLaunched is the attempt's record, created exclusively by the
+	// supervisor before it forks the job: one JSON object a line, the
+	// launchRecord, then {"started":…} after the fork, then {"exit":…} when
+	// the job's processes are all gone (see records.go).
+	fileLaunched = "launched"
+	fileStop     = "stop.json"      // a stop request: written by the executor before it signals
+	fileSupLog   = "supervisor.log" // the supervisor's own errors, in the data directory
+	fileOutput   = "output.log"     // the job's stdout and stderr
+
+	// Written by versions before the record held them all, and still read:
+	fileConfig  = "supervisor.json" // what to run: written by the executor before the launch
+	fileStarted = "started.json"    // the job's and the supervisor's identities, after the fork
+	fileExit    = "exit.json"       // how the job ended
 )
 
 // supervisorConfig is what the executor tells the supervisor to run.
@@ -96,6 +102,10 @@ const (
 type request struct {
 	Op  string `json:"op"` // "start" or "stop"
 	Dir string `json:"dir"`
+	// Config is what a start runs. It travels with the request instead of
+	// through a file: the launch record keeps what recovery needs of it.
+	// Without it (an older executor), the supervisor reads supervisor.json.
+	Config *supervisorConfig `json:"config,omitempty"`
 }
 
 // event is one line the supervisor writes to its stdout.
@@ -103,6 +113,11 @@ type event struct {
 	Dir   string `json:"dir"`
 	Event string `json:"event"` // replyStarted, replyExited, replyAlready, "error", or eventEnded
 	Msg   string `json:"msg,omitempty"`
+	// Started and Exit carry what the supervisor appended to the attempt's
+	// record (replyStarted; replyExited and eventEnded), so that the
+	// executor need not read it back.
+	Started *started    `json:"started,omitempty"`
+	Exit    *exitRecord `json:"exit,omitempty"`
 }
 
 // eventEnded says an attempt's processes are all gone and exit.json is written.
@@ -110,8 +125,9 @@ const eventEnded = "ended"
 
 // supervisor is the state of the supervisor process.
 type supervisor struct {
-	self identity
-	logf func(format string, args ...any)
+	self    identity
+	dataDir string
+	logf    func(format string, args ...any)
 
 	outMu sync.Mutex
 	out   *bufio.Writer
@@ -130,6 +146,7 @@ type supJob struct {
 	cfg    supervisorConfig
 	pid    int // leader, and its process group
 	log    *rotatingLog
+	rec    *os.File // the attempt's record (launched), open for appending
 	copied chan struct{}
 
 	leaderDone chan struct{}
@@ -178,7 +195,7 @@ func Supervise(dataDir string) int {
 		logf("cannot read my own start time: %v", err)
 		return 2
 	}
-	s := &supervisor{self: self, logf: logf, out: bufio.NewWriter(os.Stdout), jobs: map[string]*supJob{}, byPID: map[int]*supJob{},
+	s := &supervisor{self: self, dataDir: dataDir, logf: logf, out: bufio.NewWriter(os.Stdout), jobs: map[string]*supJob{}, byPID: map[int]*supJob{},
 		kick: make(chan struct{}, 1), idle: make(chan struct{})}
 	go s.reap()
 	go func() {
@@ -189,7 +206,10 @@ func Supervise(dataDir string) int {
 		}
 	}()
 	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(make([]byte, 0, 4096), 1<<20)
+	// A start request carries the job's whole environment: allow far more
+	// than any environment (a line too long would end the loop, as if the
+	// server had gone).
+	in.Buffer(make([]byte, 0, 64<<10), 256<<20)
 	for in.Scan() {
 		var r request
 		if err := json.Unmarshal(in.Bytes(), &r); err != nil {
@@ -198,10 +218,13 @@ func Supervise(dataDir string) int {
 		}
 		switch r.Op {
 		case "start":
-			go s.start(r.Dir)
+			go s.start(r.Dir, r.Config)
 		case "stop":
 			go s.stopFromFile(r.Dir)
 		}
+	}
+	if err := in.Err(); err != nil {
+		logf("reading requests: %v; taking no more jobs", err)
 	}
 	s.mu.Lock()
 	s.draining = true
@@ -250,10 +273,12 @@ func (s *supervisor) reap() {
 	}
 }
 
-func (s *supervisor) start(dir string) {
+func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	reply := func(ev string, msg string) { s.emit(event{Dir: dir, Event: ev, Msg: msg}) }
 	var cfg supervisorConfig
-	if err := readJSON(filepath.Join(dir, fileConfig), &cfg); err != nil {
+	if cfgp != nil {
+		cfg = *cfgp
+	} else if err := readJSON(filepath.Join(dir, fileConfig), &cfg); err != nil {
 		s.logf("cannot read %s: %v", filepath.Join(dir, fileConfig), err)
 		reply("error", err.Error())
 		return
@@ -263,9 +288,15 @@ func (s *supervisor) start(dir string) {
 		return
 	}
 	// Who launches it, so that a server that recovers the attempt from its
-	// directory alone knows whom to ask before started.json exists.
-	lrec, _ := json.Marshal(launchRecord{Supervisor: s.self, At: time.Now().UTC()})
-	if err := createExclusive(filepath.Join(dir, fileLaunched), lrec); err != nil {
+	// directory alone knows whom to ask before the job is recorded, and what
+	// the attempt holds. The same file gets the job's identity and its end.
+	lr := launchRecord{Supervisor: s.self, At: time.Now().UTC(), Dir: dir, GPUs: cfg.GPUs, JobGrace: cfg.JobGrace}
+	live := ""
+	if cfg.AttemptID != "" && pathComponent("attempt ID", cfg.AttemptID) == nil {
+		live = filepath.Join(s.dataDir, dirLive, cfg.AttemptID)
+	}
+	rec, err := createRecord(dir, lr, live)
+	if err != nil {
 		if errors.Is(err, os.ErrExist) {
 			reply(replyAlready, "")
 			return
@@ -274,19 +305,17 @@ func (s *supervisor) start(dir string) {
 		return
 	}
 	fail := func(reason string) {
-		rec := exitRecord{ExitCode: 127, Reason: reason, At: time.Now().UTC()}
-		if err := writeJSONAtomic(filepath.Join(dir, fileExit), rec); err != nil {
-			s.logf("cannot write %s: %v", filepath.Join(dir, fileExit), err)
+		x := exitRecord{ExitCode: 127, Reason: reason, At: time.Now().UTC()}
+		err := appendRecord(rec, recordLine{Exit: &x})
+		rec.Close()
+		if err != nil {
+			s.logf("cannot record the end of %s: %v", dir, err)
 			reply("error", err.Error())
 			return
 		}
-		reply(replyExited, "")
+		s.emit(event{Dir: dir, Event: replyExited, Exit: &x})
 	}
-	log, err := openRotatingLog(cfg.Log, cfg.LogMaxBytes, cfg.LogKeep)
-	if err != nil {
-		fail(fmt.Sprintf("CannotStartError: cannot open the log file: %v", err))
-		return
-	}
+	log := openRotatingLog(cfg.Log, cfg.LogMaxBytes, cfg.LogKeep) // created at the job's first output
 	path, err := lookPath(cfg.Command, cfg.Env, cfg.Dir)
 	if err != nil {
 		log.Close()
@@ -306,7 +335,7 @@ func (s *supervisor) start(dir string) {
 		fail(fmt.Sprintf("CannotStartError: %v", err))
 		return
 	}
-	j := &supJob{dir: dir, cfg: cfg, log: log, copied: make(chan struct{}), leaderDone: make(chan struct{})}
+	j := &supJob{dir: dir, cfg: cfg, log: log, rec: rec, copied: make(chan struct{}), leaderDone: make(chan struct{})}
 	// Hold the lock across the fork, so the reaper cannot reap the leader
 	// before it is registered under its pid.
 	s.mu.Lock()
@@ -315,7 +344,12 @@ func (s *supervisor) start(dir string) {
 		pr.Close()
 		pw.Close()
 		log.Close()
-		os.Remove(filepath.Join(dir, fileLaunched)) // it never ran: a later start may run it
+		rec.Close()
+		// It never ran: a later start may run it.
+		if live != "" {
+			os.Remove(live)
+		}
+		os.Remove(filepath.Join(dir, fileLaunched))
 		reply("error", "the supervisor is shutting down")
 		return
 	}
@@ -346,8 +380,9 @@ func (s *supervisor) start(dir string) {
 	if err != nil {
 		job = identity{PID: pid, BootID: bootIDOnce} // it cannot be gone: it is not reaped yet
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, fileStarted), started{Supervisor: s.self, Job: job, At: time.Now().UTC()}); err != nil {
-		s.logf("cannot write %s: %v", filepath.Join(dir, fileStarted), err)
+	sr := started{Supervisor: s.self, Job: job, At: time.Now().UTC()}
+	if err := appendRecord(rec, recordLine{Started: &sr}); err != nil {
+		s.logf("cannot record the start of %s: %v", dir, err)
 	}
 	go func() {
 		defer close(j.copied)
@@ -357,7 +392,7 @@ func (s *supervisor) start(dir string) {
 		}
 		pr.Close()
 	}()
-	reply(replyStarted, "")
+	s.emit(event{Dir: dir, Event: replyStarted, Started: &sr})
 	// A stop may have been asked for while it started.
 	if _, err := os.Stat(filepath.Join(dir, fileStop)); err == nil {
 		s.stopFromFile(dir)
@@ -412,10 +447,11 @@ func (s *supervisor) watch(j *supJob) {
 			rec.Reason = line
 		}
 	}
-	if err := writeJSONAtomic(filepath.Join(j.dir, fileExit), rec); err != nil {
-		s.logf("%s: cannot write %s: %v", j.dir, fileExit, err)
+	if err := appendRecord(j.rec, recordLine{Exit: &rec}); err != nil {
+		s.logf("%s: cannot record the end in %s: %v", j.dir, fileLaunched, err)
 	}
-	s.emit(event{Dir: j.dir, Event: eventEnded})
+	j.rec.Close()
+	s.emit(event{Dir: j.dir, Event: eventEnded, Exit: &rec})
 	s.mu.Lock()
 	delete(s.jobs, j.dir)
 	if s.draining && len(s.jobs) == 0 {

@@ -363,7 +363,7 @@ func (s *server) awaitLog(id string, attempt int, want string) string {
 
 // attemptDir is where the executor keeps the records of a job's n-th attempt.
 func (s *server) attemptDir(id string, n int) string {
-	return filepath.Join(s.dataDir, "attempts", id, fmt.Sprintf("%s-%d", id, n))
+	return filepath.Join(s.dataDir, "attempts", fmt.Sprintf("%s-%d", id, n))
 }
 
 // gates is a directory of files that release the tests' jobs: a job waits
@@ -459,19 +459,10 @@ func pidIn(t *testing.T, out string) int {
 // still names the same process (its start time), so that a recycled pid is
 // never hit.
 func killLeftovers(t *testing.T, dataDir string) {
-	files, _ := filepath.Glob(filepath.Join(dataDir, "attempts", "*", "*", "started.json"))
+	files, _ := filepath.Glob(filepath.Join(dataDir, "attempts", "*", "launched"))
 	for _, f := range files {
-		if _, err := os.Stat(filepath.Join(filepath.Dir(f), "exit.json")); err == nil {
-			continue
-		}
-		var st struct {
-			Job struct {
-				PID   int    `json:"pid"`
-				Start uint64 `json:"start"`
-			} `json:"job"`
-		}
-		b, err := os.ReadFile(f)
-		if err != nil || json.Unmarshal(b, &st) != nil || st.Job.PID <= 1 {
+		st, ended := readAttempt(filepath.Dir(f))
+		if ended || st == nil || st.Job.PID <= 1 {
 			continue
 		}
 		// The leader may be a zombie that its group outlived: compare the
@@ -482,6 +473,41 @@ func killLeftovers(t *testing.T, dataDir string) {
 		t.Logf("killing the leftover job process group %d (%s)", st.Job.PID, filepath.Dir(f))
 		_ = syscall.Kill(-st.Job.PID, syscall.SIGKILL)
 	}
+}
+
+// procID names a process in an attempt's record: pid and start time.
+type procID struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+// attemptStart is the start of an attempt as its supervisor recorded it.
+type attemptStart struct {
+	Supervisor procID `json:"supervisor"`
+	Job        procID `json:"job"`
+}
+
+// readAttempt reads the record of the attempt directory dir (its launched
+// file: one JSON object a line, the launch, then {"started":…} and
+// {"exit":…}; see executor/process/recovery.go): the start, if recorded,
+// and whether the end is recorded.
+func readAttempt(dir string) (st *attemptStart, ended bool) {
+	b, _ := os.ReadFile(filepath.Join(dir, "launched"))
+	lines := strings.Split(string(b), "\n")
+	for _, l := range lines[:len(lines)-1] { // the last is incomplete, or empty
+		var r struct {
+			Started *attemptStart    `json:"started"`
+			Exit    *json.RawMessage `json:"exit"`
+		}
+		if json.Unmarshal([]byte(l), &r) != nil {
+			continue
+		}
+		if r.Started != nil {
+			st = r.Started
+		}
+		ended = ended || r.Exit != nil
+	}
+	return st, ended
 }
 
 // startTime returns field 22 of /proc/PID/stat, when the process started,

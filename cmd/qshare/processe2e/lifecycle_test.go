@@ -3,7 +3,6 @@ package processe2e_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,8 +188,8 @@ func TestTerminate(t *testing.T) {
 		if groupAlive(pids[id]) {
 			t.Errorf("%s: its process group %d is still there after FAILED", name, pids[id])
 		}
-		if _, err := os.Stat(filepath.Join(s.attemptDir(id, 1), "exit.json")); err != nil {
-			t.Errorf("%s: the attempt's end is not recorded: %v", name, err)
+		if _, ended := readAttempt(s.attemptDir(id, 1)); !ended {
+			t.Errorf("%s: the attempt's end is not recorded", name)
 		}
 	}
 	if out := s.mustLogs(stubborn, 1); !strings.Contains(out, "ignoring SIGTERM") {

@@ -2,7 +2,6 @@ package processe2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -92,8 +91,8 @@ func TestKillAndRecover(t *testing.T) {
 	// and "keep" goes on.
 	g.release("fail")
 	awaitFile(t, "the end of fail recorded while the server is down", func() bool {
-		_, err := os.Stat(filepath.Join(s.attemptDir(fail, 1), "exit.json"))
-		return err == nil
+		_, ended := readAttempt(s.attemptDir(fail, 1))
+		return ended
 	})
 	awaitFile(t, "keep printing while the server is down", func() bool { return len(readTicks()) >= atKill+3 })
 
@@ -158,7 +157,7 @@ func TestKillAndRecover(t *testing.T) {
 		t.Errorf("the queue lists %v, want keep, fail and waiter once each", names)
 	}
 	for _, id := range []string{keep, fail, waiter} {
-		if dirs, _ := filepath.Glob(filepath.Join(dataDir, "attempts", id, "*")); len(dirs) != 1 {
+		if dirs, _ := filepath.Glob(filepath.Join(dataDir, "attempts", id+"-*")); len(dirs) != 1 {
 			t.Errorf("job %s has attempt directories %v, want one", id, dirs)
 		}
 	}
@@ -323,17 +322,12 @@ func TestLostAttemptRequeued(t *testing.T) {
 	pid := pidIn(t, s.awaitLog(id, 1, "tick 2\n"))
 
 	s.kill()
-	var st struct {
-		Supervisor struct {
-			PID   int    `json:"pid"`
-			Start uint64 `json:"start"`
-		} `json:"supervisor"`
+	st, _ := readAttempt(s.attemptDir(id, 1))
+	if st == nil {
+		t.Fatal("the attempt's start is not recorded")
 	}
-	b, err := os.ReadFile(filepath.Join(s.attemptDir(id, 1), "started.json"))
-	must(t, err)
-	must(t, json.Unmarshal(b, &st))
 	if start, ok := startTime(st.Supervisor.PID); !ok || start != st.Supervisor.Start {
-		t.Fatalf("the supervisor %d recorded in started.json is not running", st.Supervisor.PID)
+		t.Fatalf("the supervisor %d recorded at the start is not running", st.Supervisor.PID)
 	}
 	must(t, syscall.Kill(st.Supervisor.PID, syscall.SIGKILL))
 	awaitFile(t, "the job dies once its output pipe is gone", func() bool { return !alive(pid) })
@@ -380,17 +374,12 @@ i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME.go$QSHARE_ATTEMPT" ] && [ $i -lt 600 ]
 	}
 
 	s.kill()
-	var st struct {
-		Supervisor struct {
-			PID   int    `json:"pid"`
-			Start uint64 `json:"start"`
-		} `json:"supervisor"`
+	st, _ := readAttempt(s.attemptDir(ends, 1))
+	if st == nil {
+		t.Fatal("the attempt's start is not recorded")
 	}
-	b, err := os.ReadFile(filepath.Join(s.attemptDir(ends, 1), "started.json"))
-	must(t, err)
-	must(t, json.Unmarshal(b, &st))
 	if start, ok := startTime(st.Supervisor.PID); !ok || start != st.Supervisor.Start {
-		t.Fatalf("the supervisor %d recorded in started.json is not running", st.Supervisor.PID)
+		t.Fatalf("the supervisor %d recorded at the start is not running", st.Supervisor.PID)
 	}
 	must(t, syscall.Kill(st.Supervisor.PID, syscall.SIGKILL))
 	awaitFile(t, "the supervisor is gone", func() bool { s, ok := startTime(st.Supervisor.PID); return !ok || s != st.Supervisor.Start })
@@ -406,7 +395,7 @@ i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME.go$QSHARE_ATTEMPT" ] && [ $i -lt 600 ]
 	}
 
 	const why = "e2e: stop the orphan"
-	_, err = s2.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(stopped), Reason: aws.String(why)})
+	_, err := s2.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(stopped), Reason: aws.String(why)})
 	must(t, err)
 	d := s2.awaitStatus(stopped, types.ServiceJobStatusFailed)
 	if r := aws.ToString(d.StatusReason); !aws.ToBool(d.IsTerminated) || !strings.Contains(r, why) || len(d.Attempts) != 1 {
