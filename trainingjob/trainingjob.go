@@ -102,7 +102,8 @@ type Tag struct {
 const MaxInstanceCount = 1 << 20
 
 // Parse reads a payload. It fails with a *qshare.Error (EINVALID) when the
-// payload is not a JSON object of the CreateTrainingJob shape.
+// payload is not a JSON object of the CreateTrainingJob shape. The
+// Request's strings may share the payload's memory.
 func Parse(payload string) (*Request, error) {
 	if strings.TrimSpace(payload) == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload is required: give a SageMaker CreateTrainingJob request as JSON")
