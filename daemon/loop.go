@@ -268,7 +268,7 @@ func (c *cycle) apply(o op) {
 		c.transition(j, qshare.JobStarting, reason)
 		r.phase = phaseStarting
 		spec := executor.Spec{JobID: j.ID, JobName: j.Name, AttemptID: r.attempt, Attempt: r.n, Queue: j.JobQueue,
-			Share: j.QuotaShare, Demand: j.Demand, Payload: j.Payload}
+			Share: j.QuotaShare, Demand: j.Demand, Payload: j.Payload, Request: d.payloadMeta(j).req}
 		c.effects = append(c.effects, func() { d.startAttempt(c.ctx, spec) })
 	case opStarted:
 		r := d.runs[o.id]
@@ -351,10 +351,13 @@ const (
 type payloadMeta struct {
 	trainingJobName string
 	maxRuntime      int64
+	// req is the parsed payload, handed to the executor in Spec.Request so
+	// that starting an attempt parses nothing; nil when it failed to parse.
+	req *trainingjob.Request
 }
 
 func metaOf(r *trainingjob.Request) payloadMeta {
-	return payloadMeta{trainingJobName: r.TrainingJobName, maxRuntime: r.MaxRuntimeSeconds()}
+	return payloadMeta{trainingJobName: r.TrainingJobName, maxRuntime: r.MaxRuntimeSeconds(), req: r}
 }
 
 // payloadMeta returns the job's payload facts, from the cache Submit fills

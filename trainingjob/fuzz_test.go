@@ -6,8 +6,9 @@ import (
 	"qshare"
 )
 
-// FuzzParse feeds arbitrary payloads to the parser: it must never panic, and
-// every rejection must be an EINVALID error with a message. Seeds are payloads
+// FuzzParse feeds arbitrary payloads to the parser: it must never panic,
+// it must answer as encoding/json alone does, and every rejection must be
+// an EINVALID error with a message. Seeds are payloads
 // as the SageMaker Python SDK and the qshare CLI send them.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
@@ -21,6 +22,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, payload string) {
+		checkSame(t, payload) // Parse answers as encoding/json alone does
 		r, err := Parse(payload)
 		if err != nil {
 			checkRejection(t, err)
