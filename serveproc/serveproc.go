@@ -57,6 +57,11 @@ type Options struct {
 	// Group starts the server in a process group of its own; Stop and Kill
 	// then signal the whole group.
 	Group bool
+	// OutliveContext makes Start's context bound only the start: once the
+	// server listens, it runs until Stop or Kill whatever becomes of the
+	// context, so that its owner decides when it goes (and can tell a server
+	// that died from one that was stopped).
+	OutliveContext bool
 }
 
 // Server is a running `qshare serve` child process.
@@ -76,8 +81,9 @@ type Server struct {
 // Start runs `qshare serve --addr 127.0.0.1:0 --data-dir DataDir ARGS...`
 // and returns once the server has printed the address it listens on. When
 // ctx is done before that, Start kills the server and returns ctx's error;
-// when it is done later, the server is stopped as Stop does. The error of a
-// server that does not come up carries the end of its output.
+// when it is done later, the server is stopped as Stop does, unless
+// Options.OutliveContext is set. The error of a server that does not come
+// up carries the end of its output.
 func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("serveproc: no data directory")
@@ -123,7 +129,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}()
 	select {
 	case s.Endpoint = <-s.out.found:
-		context.AfterFunc(ctx, func() { _ = s.Stop() })
+		if !o.OutliveContext {
+			context.AfterFunc(ctx, func() { _ = s.Stop() })
+		}
 		return s, nil
 	case <-s.done:
 		return nil, fmt.Errorf("qshare serve exited before it listened (%v):\n%s", s.waitErr, s.out.tail())

@@ -188,6 +188,28 @@ func TestContextStopsTheServer(t *testing.T) {
 	}
 }
 
+func TestOutliveContext(t *testing.T) {
+	t.Setenv("FAKE_SERVE", "serve")
+	exe, _ := os.Executable()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Start(ctx, Options{Binary: exe, DataDir: t.TempDir(), OutliveContext: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-s.Done():
+		t.Fatalf("the server stopped with its context:\n%s", s.Log())
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(s.Log(), "got interrupt"); n != 1 {
+		t.Errorf("the server got %d interrupts, want the one of Stop:\n%s", n, s.Log())
+	}
+}
+
 func TestLogKeepsTheTail(t *testing.T) {
 	o := &output{w: writerFunc(func(p []byte) (int, error) { return len(p), nil })}
 	line := strings.Repeat("x", 99) + "\n"
