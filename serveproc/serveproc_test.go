@@ -56,6 +56,11 @@ func fakeServe(mode string) {
 
 func start(t *testing.T, mode string, o Options) (*Server, error) {
 	t.Helper()
+	return startCtx(context.Background(), t, mode, o)
+}
+
+func startCtx(ctx context.Context, t *testing.T, mode string, o Options) (*Server, error) {
+	t.Helper()
 	t.Setenv("FAKE_SERVE", mode)
 	exe, err := os.Executable()
 	if err != nil {
@@ -65,7 +70,7 @@ func start(t *testing.T, mode string, o Options) (*Server, error) {
 	if o.DataDir == "" {
 		o.DataDir = filepath.Join(t.TempDir(), "data")
 	}
-	return Start(context.Background(), o)
+	return Start(ctx, o)
 }
 
 func TestStartStop(t *testing.T) {
@@ -170,10 +175,8 @@ func TestStartFails(t *testing.T) {
 }
 
 func TestContextStopsTheServer(t *testing.T) {
-	t.Setenv("FAKE_SERVE", "serve")
-	exe, _ := os.Executable()
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := Start(ctx, Options{Binary: exe, DataDir: t.TempDir()})
+	s, err := startCtx(ctx, t, "serve", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +192,8 @@ func TestContextStopsTheServer(t *testing.T) {
 }
 
 func TestOutliveContext(t *testing.T) {
-	t.Setenv("FAKE_SERVE", "serve")
-	exe, _ := os.Executable()
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := Start(ctx, Options{Binary: exe, DataDir: t.TempDir(), OutliveContext: true})
+	s, err := startCtx(ctx, t, "serve", Options{OutliveContext: true})
 	if err != nil {
 		t.Fatal(err)
 	}
