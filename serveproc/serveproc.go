@@ -1,10 +1,10 @@
 // Package serveproc runs `qshare serve` as a child process on a port the
 // kernel picks on 127.0.0.1, and returns once the server has said where it
 // listens. The demo, the command line's end-to-end tests, the process
-// end-to-end tests, the fault tests and the soak all start their servers
-// with it: stopped cleanly or killed with SIGKILL, and started again on the
-// same data directory, with the server's output kept in memory or written
-// where the caller says.
+// end-to-end tests, the fault tests, the soak and the benchmark harness all
+// start their servers with it: stopped cleanly or killed with SIGKILL, and
+// started again on the same data directory, with the server's output kept
+// in memory or written where the caller says.
 //
 // It holds no scheduling logic, and needs nothing of the server but its
 // command line and the line it prints once it listens.
