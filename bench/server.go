@@ -1,18 +1,17 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"qshare/serveproc"
 )
 
 // ServerOptions say how to start a temporary `qshare serve`.
@@ -38,105 +37,53 @@ type Server struct {
 	Endpoint string
 	// DataDir is its data directory, removed by Close.
 	DataDir string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	waitErr error
-	logPath string
+	srv     *serveproc.Server
+	logf    *os.File
 }
-
-var listeningRE = regexp.MustCompile(`listening on (http://\S+)`)
 
 // StartServer starts `qshare serve` with a fresh data directory on a port
 // the kernel picks on 127.0.0.1, and returns once it has printed the
 // address it listens on. Its output goes to serve.log in a directory next
-// to the data; the tail of it is in the error if it does not come up.
+// to the data; the tail of it is in the error if it does not come up. ctx
+// bounds the start only: the server runs until Close, in a process group
+// of its own, so that a Ctrl-C meant for the benchmark does not reach it.
 func StartServer(ctx context.Context, opt ServerOptions) (*Server, error) {
-	bin := opt.Binary
-	if bin == "" {
-		var err error
-		if bin, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("bench: finding the qshare binary: %w", err)
-		}
-	}
 	if opt.LogLevel == "" {
 		opt.LogLevel = "warn"
 	}
-	dir, err := os.MkdirTemp("", "qshare-bench-")
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	s := &Server{DataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "serve.log"), done: make(chan struct{})}
-	args := []string{"serve", "--addr", "127.0.0.1:0", "--data-dir", s.DataDir, "--log-level", opt.LogLevel}
+	args := []string{"--log-level", opt.LogLevel}
 	if opt.Executor != "" {
 		args = append(args, "--executor", opt.Executor)
 	}
 	if opt.MaxSharesPerQueue > 0 {
-		args = append(args, "--max-quota-shares-per-queue", fmt.Sprint(opt.MaxSharesPerQueue))
+		args = append(args, "--max-quota-shares-per-queue", strconv.Itoa(opt.MaxSharesPerQueue))
 	}
 	args = append(args, opt.Args...)
-	logf, err := os.Create(s.logPath)
+	dir, err := os.MkdirTemp("", "qshare-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "serve.log"))
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	defer logf.Close()
-	pr, pw := io.Pipe()
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout = io.MultiWriter(logf, pw)
-	s.cmd.Stderr = logf
-	// Settings from the environment or a config file must not change the
-	// benchmark's server.
-	s.cmd.Env = serverEnv()
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
+	srv, err := serveproc.Start(ctx, serveproc.Options{
+		Binary: opt.Binary, DataDir: filepath.Join(dir, "data"), Args: args, Output: logf,
+		StopSignal: syscall.SIGTERM, StopWait: 15 * time.Second, StartWait: 30 * time.Second,
+		Group: true, OutliveContext: true,
+	})
+	if err != nil {
+		logf.Close()
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("bench: starting %s serve: %w", bin, err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		pw.Close()
-		close(s.done)
-	}()
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sent := false
-		for sc.Scan() {
-			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-		}
-		io.Copy(io.Discard, pr) //nolint:errcheck // drain so the server never blocks on stdout
-	}()
-	select {
-	case ep := <-found:
-		s.Endpoint = ep
-		return s, nil
-	case <-s.done:
-		err = fmt.Errorf("bench: qshare serve exited before listening: %v%s", s.waitErr, s.logTail())
-	case <-time.After(30 * time.Second):
-		err = fmt.Errorf("bench: qshare serve did not say where it listens within 30 s%s", s.logTail())
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	s.Close()
-	return nil, err
+	return &Server{Endpoint: srv.Endpoint, DataDir: srv.DataDir, srv: srv, logf: logf}, nil
 }
 
-func serverEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "QSHARE_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
+// logTail returns the last lines the server printed, for an error message.
 func (s *Server) logTail() string {
-	data, _ := os.ReadFile(s.logPath)
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	lines := strings.Split(strings.TrimSpace(s.srv.Log()), "\n")
 	if len(lines) > 10 {
 		lines = lines[len(lines)-10:]
 	}
@@ -147,27 +94,18 @@ func (s *Server) logTail() string {
 }
 
 // Pid returns the server's process id (for profiling or resource use).
-func (s *Server) Pid() int { return s.cmd.Process.Pid }
+func (s *Server) Pid() int { return s.srv.Pid() }
 
 // Close stops the server (SIGTERM, then SIGKILL after 15 s) and removes its
 // directory. It is safe to call more than once.
 func (s *Server) Close() error {
-	if s == nil || s.cmd == nil {
+	if s == nil || s.logf == nil {
 		return nil
 	}
-	select {
-	case <-s.done:
-	default:
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM) //nolint:errcheck
-		select {
-		case <-s.done:
-		case <-time.After(15 * time.Second):
-			syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck
-			<-s.done
-		}
-	}
-	s.cmd = nil
-	return os.RemoveAll(filepath.Dir(s.DataDir))
+	stopErr := s.srv.Stop()
+	s.logf.Close()
+	s.logf = nil
+	return errors.Join(stopErr, os.RemoveAll(filepath.Dir(s.DataDir)))
 }
 
 // errServerGone reports that the server died during a benchmark.
@@ -177,8 +115,8 @@ var errServerGone = errors.New("bench: the server exited during the run")
 // exited.
 func (s *Server) Alive() error {
 	select {
-	case <-s.done:
-		return fmt.Errorf("%w: %v%s", errServerGone, s.waitErr, s.logTail())
+	case <-s.srv.Done():
+		return fmt.Errorf("%w: %v%s", errServerGone, s.srv.Err(), s.logTail())
 	default:
 		return nil
 	}

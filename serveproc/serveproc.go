@@ -1,10 +1,10 @@
 // Package serveproc runs `qshare serve` as a child process on a port the
 // kernel picks on 127.0.0.1, and returns once the server has said where it
 // listens. The demo, the command line's end-to-end tests, the process
-// end-to-end tests, the fault tests and the soak all start their servers
-// with it: stopped cleanly or killed with SIGKILL, and started again on the
-// same data directory, with the server's output kept in memory or written
-// where the caller says.
+// end-to-end tests, the fault tests, the soak and the benchmark harness all
+// start their servers with it: stopped cleanly or killed with SIGKILL, and
+// started again on the same data directory, with the server's output kept
+// in memory or written where the caller says.
 //
 // It holds no scheduling logic, and needs nothing of the server but its
 // command line and the line it prints once it listens.
@@ -57,6 +57,11 @@ type Options struct {
 	// Group starts the server in a process group of its own; Stop and Kill
 	// then signal the whole group.
 	Group bool
+	// OutliveContext makes Start's context bound only the start: once the
+	// server listens, it runs until Stop or Kill whatever becomes of the
+	// context, so that its owner decides when it goes (and can tell a server
+	// that died from one that was stopped).
+	OutliveContext bool
 }
 
 // Server is a running `qshare serve` child process.
@@ -76,8 +81,9 @@ type Server struct {
 // Start runs `qshare serve --addr 127.0.0.1:0 --data-dir DataDir ARGS...`
 // and returns once the server has printed the address it listens on. When
 // ctx is done before that, Start kills the server and returns ctx's error;
-// when it is done later, the server is stopped as Stop does. The error of a
-// server that does not come up carries the end of its output.
+// when it is done later, the server is stopped as Stop does, unless
+// Options.OutliveContext is set. The error of a server that does not come
+// up carries the end of its output.
 func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("serveproc: no data directory")
@@ -123,7 +129,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}()
 	select {
 	case s.Endpoint = <-s.out.found:
-		context.AfterFunc(ctx, func() { _ = s.Stop() })
+		if !o.OutliveContext {
+			context.AfterFunc(ctx, func() { _ = s.Stop() })
+		}
 		return s, nil
 	case <-s.done:
 		return nil, fmt.Errorf("qshare serve exited before it listened (%v):\n%s", s.waitErr, s.out.tail())

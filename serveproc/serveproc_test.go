@@ -56,6 +56,11 @@ func fakeServe(mode string) {
 
 func start(t *testing.T, mode string, o Options) (*Server, error) {
 	t.Helper()
+	return startCtx(context.Background(), t, mode, o)
+}
+
+func startCtx(ctx context.Context, t *testing.T, mode string, o Options) (*Server, error) {
+	t.Helper()
 	t.Setenv("FAKE_SERVE", mode)
 	exe, err := os.Executable()
 	if err != nil {
@@ -65,7 +70,7 @@ func start(t *testing.T, mode string, o Options) (*Server, error) {
 	if o.DataDir == "" {
 		o.DataDir = filepath.Join(t.TempDir(), "data")
 	}
-	return Start(context.Background(), o)
+	return Start(ctx, o)
 }
 
 func TestStartStop(t *testing.T) {
@@ -170,10 +175,8 @@ func TestStartFails(t *testing.T) {
 }
 
 func TestContextStopsTheServer(t *testing.T) {
-	t.Setenv("FAKE_SERVE", "serve")
-	exe, _ := os.Executable()
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := Start(ctx, Options{Binary: exe, DataDir: t.TempDir()})
+	s, err := startCtx(ctx, t, "serve", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +188,26 @@ func TestContextStopsTheServer(t *testing.T) {
 	}
 	if !strings.Contains(s.Log(), "got interrupt") {
 		t.Errorf("not stopped by SIGINT:\n%s", s.Log())
+	}
+}
+
+func TestOutliveContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := startCtx(ctx, t, "serve", Options{OutliveContext: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-s.Done():
+		t.Fatalf("the server stopped with its context:\n%s", s.Log())
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(s.Log(), "got interrupt"); n != 1 {
+		t.Errorf("the server got %d interrupts, want the one of Stop:\n%s", n, s.Log())
 	}
 }
 
