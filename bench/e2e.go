@@ -94,6 +94,7 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	if opt.Jobs < 1 || opt.Clients < 1 {
 		return E2EResult{}, fmt.Errorf("bench e2e: need at least one job and one client")
 	}
+	defer lessGC()()
 	if opt.Capacity == 0 {
 		opt.Capacity = 64
 	}

@@ -184,6 +184,7 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 	if w == nil || len(w.Jobs) == 0 {
 		return KueueResult{}, fmt.Errorf("bench kueue: no workload")
 	}
+	defer lessGC()()
 	if opt.Submitters == 0 {
 		opt.Submitters = 64
 	}

@@ -159,6 +159,7 @@ func submitInput(queue, name string) *batch.SubmitServiceJobInput {
 
 func submitLoop(ctx context.Context, c *batch.Client, queue string, opt SubmitOptions) (SubmitResult, error) {
 	res := SubmitResult{Clients: opt.Clients}
+	defer lessGC()()
 	start := time.Now()
 	measureFrom := start.Add(opt.Warmup)
 	end := measureFrom.Add(opt.Duration)
