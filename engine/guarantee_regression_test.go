@@ -37,10 +37,14 @@ func regressionSubmit(t *testing.T, e *Engine, id, share string, n int64, prio i
 	}
 }
 
-func started(ds []Decision) map[string]bool {
+func started(ds []Decision) map[string]bool   { return decided(ds, DecisionStart) }
+func preempted(ds []Decision) map[string]bool { return decided(ds, DecisionPreempt) }
+
+// decided returns the jobs of the decisions of kind k.
+func decided(ds []Decision, k DecisionKind) map[string]bool {
 	m := map[string]bool{}
 	for _, d := range ds {
-		if d.Kind == DecisionStart {
+		if d.Kind == k {
 			m[d.Job] = true
 		}
 	}
@@ -119,16 +123,6 @@ func TestRegressionReservedStartsWhenItFits(t *testing.T) {
 		v, _ := e.Job("head")
 		t.Fatalf("head (state %v) waits for its stopping victim although 4 are free and it fits its share's own limit", v.State)
 	}
-}
-
-func preempted(ds []Decision) map[string]bool {
-	m := map[string]bool{}
-	for _, d := range ds {
-		if d.Kind == DecisionPreempt {
-			m[d.Job] = true
-		}
-	}
-	return m
 }
 
 // A RESERVE share whose job waits for another share's victims to stop has

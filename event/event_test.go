@@ -431,6 +431,16 @@ func TestCheckSettle(t *testing.T) {
 	}
 }
 
+// checkLog checks a log in the tests' shorthand against cfg.
+func checkLog(t *testing.T, cfg *config.File, log string) []Violation {
+	t.Helper()
+	vs, _, err := Check(cfg, bytes.NewReader(parseLog(t, log)), CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
 // A job that others are preempted for is promised its demand: the engine
 // counts it in its share's usage and holds at once the part its stopping
 // victims do not hold. A head of the same share that would fit without that
@@ -454,14 +464,7 @@ func TestCheckReservedCapacityIsNotFree(t *testing.T) {
 6 b2 finish B 1 0
 6 b1 start B 2 0
 7 b1 finish B 2 0`
-	check := func(log string) []Violation {
-		t.Helper()
-		vs, _, err := Check(cfg, bytes.NewReader(parseLog(t, log)), CheckOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return vs
-	}
+	check := func(log string) []Violation { t.Helper(); return checkLog(t, cfg, log) }
 	if vs := check(log); len(vs) != 0 {
 		t.Fatalf("a head waiting behind a reserved job's promised capacity: %v", vs)
 	}
@@ -494,11 +497,7 @@ func TestCheckPreemptedForJobThatFinishedEarly(t *testing.T) {
 3 b1 preempt B 1 0 b3
 3 b1 start B 1 0
 4 b1 finish B 1 0`
-	vs, _, err := Check(cfg, bytes.NewReader(parseLog(t, log)), CheckOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) != 0 {
+	if vs := checkLog(t, cfg, log); len(vs) != 0 {
 		t.Fatalf("violations: %v", vs)
 	}
 }
@@ -527,14 +526,7 @@ func TestCheckPreemptionJudgedWhenDecided(t *testing.T) {
 5 a3 finish A 1 0
 5 b1 finish B 1 0
 5 b2 finish B 1 0`
-	check := func(log string) []Violation {
-		t.Helper()
-		vs, _, err := Check(cfg, bytes.NewReader(parseLog(t, log)), CheckOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return vs
-	}
+	check := func(log string) []Violation { t.Helper(); return checkLog(t, cfg, log) }
 	// Judged at the preempt line, when A is back within its limit: the
 	// false report this log format avoids.
 	if got := rulesOf(check(before + after)); !reflect.DeepEqual(got, []string{RuleReclaimVictim}) {
