@@ -51,6 +51,8 @@ type Engine struct {
 	// warm sums values read only to bring job records into the cache
 	// ahead of use (see startHead); it means nothing.
 	warm int64
+	// hashes is scratch for ReleaseMany: the hashes of a group's IDs.
+	hashes []uint32
 }
 
 // vec is a capacity vector indexed by interned instance type. A vector may
@@ -779,6 +781,44 @@ func (e *Engine) Release(id string, requeue bool) error {
 	if j == nil {
 		return qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
 	}
+	e.release(j, requeue)
+	return nil
+}
+
+// releaseGroup is how many jobs ReleaseMany prefetches at a time: enough
+// for the cache misses of a group to overlap, few enough that what it
+// loads is still in cache when each job's release reads it.
+const releaseGroup = 32
+
+// ReleaseMany releases the jobs in order, each as Release(id, requeue)
+// would, with the same effect as those calls one after the other. It stops
+// at the first job that cannot be released and returns how many it
+// released and that job's error (ENOTFOUND for an unknown job).
+//
+// It is cheaper than one Release per job when many jobs stop at once (a
+// caller that gathers the attempts that ended since its last pass): the
+// engine reads the index entries and records of a group of jobs before
+// releasing any of them, so that their cache misses overlap instead of
+// coming one after the other.
+func (e *Engine) ReleaseMany(ids []string, requeue bool) (int, error) {
+	for i := 0; i < len(ids); i += releaseGroup {
+		g := ids[i:min(i+releaseGroup, len(ids))]
+		var warm int64
+		e.hashes, warm = e.jobs.prefetch(g, e.hashes)
+		e.warm += warm
+		for k, id := range g {
+			j, _ := e.jobs.lookupHash(id, e.hashes[k])
+			if j == nil {
+				return i + k, qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
+			}
+			e.release(j, requeue)
+		}
+	}
+	return len(ids), nil
+}
+
+// release is Release of a job the engine knows.
+func (e *Engine) release(j *job, requeue bool) {
 	s := j.sh
 	env := s.q.env
 	e.markDirty(env)
@@ -789,7 +829,7 @@ func (e *Engine) Release(id string, requeue bool) error {
 			e.stats.Runnable--
 			e.forget(j)
 		}
-		return nil
+		return
 	case JobReserved:
 		e.cancelReservation(j)
 	case JobHolding, JobStopping:
@@ -834,7 +874,6 @@ func (e *Engine) Release(id string, requeue bool) error {
 	} else {
 		e.forget(j)
 	}
-	return nil
 }
 
 // Schedule runs one scheduling pass at time now and returns what it decided,
