@@ -214,20 +214,20 @@ func (st *jobStore) ids() []string {
 // the index, then the record each entry names. The loads within a sweep
 // do not depend on each other, so their cache misses overlap, where
 // lookups one after the other pay an index miss and then a record miss per
-// job. It returns a sum of what it read, which means nothing: the caller
-// keeps it so that the reads are not removed.
+// job. The sweeps are short loops, so that the processor, which runs ahead
+// only so many instructions past a load that misses, reaches many loads
+// at once. It returns a sum of what it read, which means nothing: the
+// caller keeps it so that the reads are not removed.
 func (st *jobStore) prefetch(ids []string, hashes []uint32) ([]uint32, int64) {
 	hashes = hashes[:0]
-	var sum uint64
+	for _, id := range ids {
+		hashes = append(hashes, hashID(id))
+	}
 	if st.count == 0 {
-		for _, id := range ids {
-			hashes = append(hashes, hashID(id))
-		}
 		return hashes, 0
 	}
-	for _, id := range ids {
-		h := hashID(id)
-		hashes = append(hashes, h)
+	var sum uint64
+	for _, h := range hashes {
 		sum += st.index[h&st.mask]
 	}
 	var warm int64

@@ -137,12 +137,14 @@ func TestSlotReuse(t *testing.T) {
 	}
 }
 
-// TestReleaseMany checks that ReleaseMany has the effect of one Release per
-// job, in order: two engines fed the same mixed churn, one releasing job by
-// job and one in batches (of more than one prefetch group, with and without
-// requeue), decide the same at every step; an unknown ID stops the batch
-// there, with ENOTFOUND, after the jobs before it.
-func TestReleaseMany(t *testing.T) {
+// TestReleaseManySubmitMany checks that ReleaseMany and SubmitMany have the
+// effect of one Release or Submit per job, in order: two engines fed the
+// same mixed churn, one called job by job and one in batches (of more than
+// one prefetch group; releases with and without requeue), decide the same
+// at every step. An unknown ID stops ReleaseMany there, with ENOTFOUND,
+// after the jobs before it; a duplicate ID or an unknown share stops
+// SubmitMany likewise.
+func TestReleaseManySubmitMany(t *testing.T) {
 	a, b := newBenchWorld(5_000, true), newBenchWorld(5_000, true)
 	for step := range 40 {
 		k := 1 + step*7 // 1 to 274 jobs: one group, several, and partial ones
@@ -161,14 +163,15 @@ func TestReleaseMany(t *testing.T) {
 		if n, err := b.e.ReleaseMany(ids, requeue); n != len(ids) || err != nil {
 			t.Fatalf("step %d: ReleaseMany = %d, %v; want %d, nil", step, n, err, len(ids))
 		}
-		for range k {
-			sp := a.spec(a.rng.IntN(len(a.shares)))
-			if err := a.e.Submit(sp); err != nil {
+		specs := make([]JobSpec, k)
+		for x := range specs {
+			specs[x] = a.spec(a.rng.IntN(len(a.shares)))
+			if err := a.e.Submit(specs[x]); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.e.Submit(sp); err != nil {
-				t.Fatal(err)
-			}
+		}
+		if n, err := b.e.SubmitMany(specs); n != k || err != nil {
+			t.Fatalf("step %d: SubmitMany = %d, %v; want %d, nil", step, n, err, k)
 		}
 		da, db := a.e.Schedule(a.clock), b.e.Schedule(a.clock)
 		if !reflect.DeepEqual(da, db) {
@@ -187,6 +190,24 @@ func TestReleaseMany(t *testing.T) {
 	}
 	if b.e.jobs.get(ids[0]) != nil || b.e.jobs.get(ids[1]) != nil || b.e.jobs.get(ids[3]) == nil {
 		t.Fatal("ReleaseMany did not release exactly the jobs before the unknown one")
+	}
+	for _, bad := range []struct {
+		spec JobSpec
+		code qshare.ErrorCode
+	}{
+		{JobSpec{ID: ids[3], Queue: "queue00", Share: "share00", Demand: qshare.Capacity{benchTypes[0]: 1}}, qshare.ECONFLICT},
+		{JobSpec{ID: "new-b", Queue: "queue00", Share: "no-such-share", Demand: qshare.Capacity{benchTypes[0]: 1}}, qshare.ENOTFOUND},
+		{JobSpec{ID: "new-c", Queue: "no-such-queue", Share: "share00", Demand: qshare.Capacity{benchTypes[0]: 1}}, qshare.ENOTFOUND},
+	} {
+		id := "ok-" + bad.spec.ID
+		specs := []JobSpec{{ID: id, Queue: "queue01", Share: "share01", Demand: qshare.Capacity{benchTypes[0]: 1}}, bad.spec, {ID: id + "-after", Queue: "queue01", Share: "share01", Demand: qshare.Capacity{benchTypes[0]: 1}}}
+		n, err := b.e.SubmitMany(specs)
+		if n != 1 || qshare.ErrorCodeOf(err) != bad.code {
+			t.Fatalf("SubmitMany with %+v = %d, %v; want 1, %v", bad.spec, n, err, bad.code)
+		}
+		if b.e.jobs.get(id) == nil || b.e.jobs.get(id+"-after") != nil {
+			t.Fatal("SubmitMany did not submit exactly the jobs before the failing one")
+		}
 	}
 }
 

@@ -148,6 +148,9 @@ type simulator struct {
 	// before the engine is next called, so it sees the same calls in the
 	// same order.
 	finished []string
+	// arriving holds the jobs submitted at the current instant, given to
+	// the engine in one SubmitMany call before the pass, in order.
+	arriving []engine.JobSpec
 }
 
 // Run replays jobs against the configuration cfg (which must be valid) and
@@ -269,10 +272,11 @@ func (s *simulator) loop(ctx context.Context, jobs []Job) error {
 				return err
 			}
 			for next < len(jobs) && jobs[next].Submit == t {
-				if err := s.submit(s.runs[jobs[next].ID]); err != nil {
-					return err
-				}
+				s.submit(s.runs[jobs[next].ID])
 				next++
+			}
+			if err := s.submitArriving(); err != nil {
+				return err
 			}
 			if err := s.schedule(); err != nil {
 				return err
@@ -291,7 +295,9 @@ func (s *simulator) loop(ctx context.Context, jobs []Job) error {
 	return nil
 }
 
-func (s *simulator) submit(r *run) error {
+// submit accepts a job, or rejects it at once; accepted jobs are given to
+// the engine by submitArriving.
+func (s *simulator) submit(r *run) {
 	j := r.job
 	s.emit(r, event.Submit, j.Demand, "", "")
 	q := s.cfg.Queue(j.Queue)
@@ -306,16 +312,27 @@ func (s *simulator) submit(r *run) error {
 		s.done++
 		r.share.rejected++
 		s.emit(r, event.Fail, nil, reject, "")
-		return nil
+		return
 	}
 	r.share.submitted++
-	err := s.eng.Submit(engine.JobSpec{
+	s.arriving = append(s.arriving, engine.JobSpec{
 		ID: j.ID, Queue: j.Queue, Share: j.Share, Priority: j.Priority, Created: epoch.Add(j.Submit),
 		Demand: j.Demand, PreemptionRetries: j.PreemptionRetries,
 	})
-	if err != nil {
-		return fmt.Errorf("submitting job %s: %w", j.ID, err)
+}
+
+// submitArriving gives the engine the jobs accepted since it was last
+// called, in the order they arrived.
+func (s *simulator) submitArriving() error {
+	if len(s.arriving) == 0 {
+		return nil
 	}
+	n, err := s.eng.SubmitMany(s.arriving)
+	if err != nil {
+		return fmt.Errorf("submitting job %s: %w", s.arriving[n].ID, err)
+	}
+	clear(s.arriving)
+	s.arriving = s.arriving[:0]
 	return nil
 }
 
