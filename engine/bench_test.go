@@ -246,7 +246,7 @@ func BenchmarkChurnBatch(b *testing.B) {
 }
 
 // churn runs b.N steps of k finishes, k submits and one pass. The CPU time
-// counted is that of the engine calls (Release, Submit, Schedule), the
+// counted is that of the engine calls (ReleaseMany, SubmitMany, Schedule, and Release of preempted jobs), the
 // garbage collection they cause included; choosing jobs, building their
 // specs and the harness's bookkeeping of decisions are left out.
 func churn(b *testing.B, w *benchWorld, k int) {
@@ -264,15 +264,14 @@ func churn(b *testing.B, w *benchWorld, k int) {
 			specs[x] = w.spec(w.rng.IntN(len(w.shares)))
 		}
 		c0, h0 := processCPU(), w.harness
-		for _, id := range ids {
-			if err := w.e.Release(id, false); err != nil {
-				panic(err)
-			}
+		// The finished jobs are released in one call, and the new ones
+		// submitted in one, as the simulator does with the jobs that
+		// finish or arrive at one instant.
+		if _, err := w.e.ReleaseMany(ids, false); err != nil {
+			panic(err)
 		}
-		for _, sp := range specs {
-			if err := w.e.Submit(sp); err != nil {
-				panic(err)
-			}
+		if _, err := w.e.SubmitMany(specs); err != nil {
+			panic(err)
 		}
 		n, d := w.schedule()
 		cpu += processCPU() - c0 - (w.harness - h0)

@@ -78,7 +78,11 @@ func (st *jobStore) get(id string) *job {
 // lookup returns the job with the given ID, or nil, and the ID's hash (for
 // add).
 func (st *jobStore) lookup(id string) (*job, uint32) {
-	h := hashID(id)
+	return st.lookupHash(id, hashID(id))
+}
+
+// lookupHash is lookup for an ID whose hash h is known.
+func (st *jobStore) lookupHash(id string, h uint32) (*job, uint32) {
 	if st.count == 0 {
 		return nil, h
 	}
@@ -202,4 +206,37 @@ func (st *jobStore) ids() []string {
 		}
 	}
 	return out
+}
+
+// prefetch brings the index entries and job records of the given IDs into
+// the cache ahead of their lookups, and leaves their hashes in hashes
+// (grown as needed). It reads in two sweeps: first every ID's home entry in
+// the index, then the record each entry names. The loads within a sweep
+// do not depend on each other, so their cache misses overlap, where
+// lookups one after the other pay an index miss and then a record miss per
+// job. The sweeps are short loops, so that the processor, which runs ahead
+// only so many instructions past a load that misses, reaches many loads
+// at once. It returns a sum of what it read, which means nothing: the
+// caller keeps it so that the reads are not removed.
+func (st *jobStore) prefetch(ids []string, hashes []uint32) ([]uint32, int64) {
+	hashes = hashes[:0]
+	for _, id := range ids {
+		hashes = append(hashes, hashID(id))
+	}
+	if st.count == 0 {
+		return hashes, 0
+	}
+	var sum uint64
+	for _, h := range hashes {
+		sum += st.index[h&st.mask]
+	}
+	var warm int64
+	for _, h := range hashes {
+		// The entry at the home position is the job's unless an earlier
+		// ID took it; then the record read is wasted, not wrong.
+		if x := st.index[h&st.mask]; x != 0 {
+			warm += st.at(int32(uint32(x)) - 1).warm()
+		}
+	}
+	return hashes, warm + int64(sum&1)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 	"unsafe"
@@ -133,5 +134,95 @@ func TestSlotReuse(t *testing.T) {
 	}
 	if e.jobs.count != 3 {
 		t.Fatalf("%d jobs indexed, want 3 (b, c, d)", e.jobs.count)
+	}
+}
+
+// TestReleaseManySubmitMany checks that ReleaseMany and SubmitMany have the
+// effect of one Release or Submit per job, in order: two engines fed the
+// same mixed churn, one called job by job and one in batches (of more than
+// one prefetch group; releases with and without requeue), decide the same
+// at every step. An unknown ID stops ReleaseMany there, with ENOTFOUND,
+// after the jobs before it; a duplicate ID or an unknown share stops
+// SubmitMany likewise.
+func TestReleaseManySubmitMany(t *testing.T) {
+	a, b := newBenchWorld(5_000, true), newBenchWorld(5_000, true)
+	for step := range 40 {
+		k := 1 + step*7 // 1 to 274 jobs: one group, several, and partial ones
+		requeue := step%3 == 0
+		ids := make([]string, 0, k)
+		for range min(k, len(a.running)) {
+			i := a.rng.IntN(len(a.running))
+			ids = append(ids, a.drop(i))
+			b.drop(i)
+		}
+		for _, id := range ids {
+			if err := a.e.Release(id, requeue); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := b.e.ReleaseMany(ids, requeue); n != len(ids) || err != nil {
+			t.Fatalf("step %d: ReleaseMany = %d, %v; want %d, nil", step, n, err, len(ids))
+		}
+		specs := make([]JobSpec, k)
+		for x := range specs {
+			specs[x] = a.spec(a.rng.IntN(len(a.shares)))
+			if err := a.e.Submit(specs[x]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := b.e.SubmitMany(specs); n != k || err != nil {
+			t.Fatalf("step %d: SubmitMany = %d, %v; want %d, nil", step, n, err, k)
+		}
+		da, db := a.e.Schedule(a.clock), b.e.Schedule(a.clock)
+		if !reflect.DeepEqual(da, db) {
+			t.Fatalf("step %d: decisions differ:\n%v\n%v", step, da, db)
+		}
+		a.apply(da)
+		b.apply(db)
+		if !reflect.DeepEqual(a.e.Stats(), b.e.Stats()) {
+			t.Fatalf("step %d: stats differ: %+v, %+v", step, a.e.Stats(), b.e.Stats())
+		}
+	}
+	ids := []string{a.running[0], a.running[1], "no-such-job", a.running[2]}
+	n, err := b.e.ReleaseMany(ids, false)
+	if n != 2 || qshare.ErrorCodeOf(err) != qshare.ENOTFOUND {
+		t.Fatalf("ReleaseMany with an unknown ID = %d, %v; want 2, ENOTFOUND", n, err)
+	}
+	if b.e.jobs.get(ids[0]) != nil || b.e.jobs.get(ids[1]) != nil || b.e.jobs.get(ids[3]) == nil {
+		t.Fatal("ReleaseMany did not release exactly the jobs before the unknown one")
+	}
+	for _, bad := range []struct {
+		spec JobSpec
+		code qshare.ErrorCode
+	}{
+		{JobSpec{ID: ids[3], Queue: "queue00", Share: "share00", Demand: qshare.Capacity{benchTypes[0]: 1}}, qshare.ECONFLICT},
+		{JobSpec{ID: "new-b", Queue: "queue00", Share: "no-such-share", Demand: qshare.Capacity{benchTypes[0]: 1}}, qshare.ENOTFOUND},
+		{JobSpec{ID: "new-c", Queue: "no-such-queue", Share: "share00", Demand: qshare.Capacity{benchTypes[0]: 1}}, qshare.ENOTFOUND},
+	} {
+		id := "ok-" + bad.spec.ID
+		specs := []JobSpec{{ID: id, Queue: "queue01", Share: "share01", Demand: qshare.Capacity{benchTypes[0]: 1}}, bad.spec, {ID: id + "-after", Queue: "queue01", Share: "share01", Demand: qshare.Capacity{benchTypes[0]: 1}}}
+		n, err := b.e.SubmitMany(specs)
+		if n != 1 || qshare.ErrorCodeOf(err) != bad.code {
+			t.Fatalf("SubmitMany with %+v = %d, %v; want 1, %v", bad.spec, n, err, bad.code)
+		}
+		if b.e.jobs.get(id) == nil || b.e.jobs.get(id+"-after") != nil {
+			t.Fatal("SubmitMany did not submit exactly the jobs before the failing one")
+		}
+	}
+}
+
+// apply carries out a pass's decisions as benchWorld.schedule does.
+func (w *benchWorld) apply(ds []Decision) {
+	for _, x := range ds {
+		switch x.Kind {
+		case DecisionStart:
+			w.pos[x.Job] = len(w.running)
+			w.running = append(w.running, x.Job)
+		case DecisionPreempt:
+			if err := w.e.Release(x.Job, !x.Final); err != nil {
+				panic(err)
+			}
+			w.drop(w.pos[x.Job])
+		}
 	}
 }

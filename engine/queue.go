@@ -147,6 +147,19 @@ func (q *runQueue) peek() int64 {
 	return q.st.at(q.h[0].slot).warm()
 }
 
+// bottom reads the entries a push compares first: the last entry (the new
+// one goes next to it) and its parent and grandparent. A value that means
+// nothing: the loads bring the entries into the cache ahead of a push.
+func (q *runQueue) bottom() int64 {
+	h := q.h
+	n := len(h)
+	if n == 0 {
+		return 0
+	}
+	p := (n - 1) / arity
+	return h[n-1].created + h[p].created + h[max(p-1, 0)/arity].created
+}
+
 // popHead removes the head job; head must have returned it.
 func (q *runQueue) popHead() {
 	q.popTop()

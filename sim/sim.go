@@ -142,6 +142,15 @@ type simulator struct {
 	total  int
 	engine time.Duration // wall time spent in the engine (Timing only)
 	passes int
+	// finished holds the jobs that finished at the current instant and
+	// that the engine has not been told about yet: they are released in
+	// one ReleaseMany call (cheaper than one Release each at many jobs)
+	// before the engine is next called, so it sees the same calls in the
+	// same order.
+	finished []string
+	// arriving holds the jobs submitted at the current instant, given to
+	// the engine in one SubmitMany call before the pass, in order.
+	arriving []engine.JobSpec
 }
 
 // Run replays jobs against the configuration cfg (which must be valid) and
@@ -259,11 +268,15 @@ func (s *simulator) loop(ctx context.Context, jobs []Job) error {
 					return err
 				}
 			}
+			if err := s.releaseFinished(); err != nil {
+				return err
+			}
 			for next < len(jobs) && jobs[next].Submit == t {
-				if err := s.submit(s.runs[jobs[next].ID]); err != nil {
-					return err
-				}
+				s.submit(s.runs[jobs[next].ID])
 				next++
+			}
+			if err := s.submitArriving(); err != nil {
+				return err
 			}
 			if err := s.schedule(); err != nil {
 				return err
@@ -282,7 +295,9 @@ func (s *simulator) loop(ctx context.Context, jobs []Job) error {
 	return nil
 }
 
-func (s *simulator) submit(r *run) error {
+// submit accepts a job, or rejects it at once; accepted jobs are given to
+// the engine by submitArriving.
+func (s *simulator) submit(r *run) {
 	j := r.job
 	s.emit(r, event.Submit, j.Demand, "", "")
 	q := s.cfg.Queue(j.Queue)
@@ -297,16 +312,27 @@ func (s *simulator) submit(r *run) error {
 		s.done++
 		r.share.rejected++
 		s.emit(r, event.Fail, nil, reject, "")
-		return nil
+		return
 	}
 	r.share.submitted++
-	err := s.eng.Submit(engine.JobSpec{
+	s.arriving = append(s.arriving, engine.JobSpec{
 		ID: j.ID, Queue: j.Queue, Share: j.Share, Priority: j.Priority, Created: epoch.Add(j.Submit),
 		Demand: j.Demand, PreemptionRetries: j.PreemptionRetries,
 	})
-	if err != nil {
-		return fmt.Errorf("submitting job %s: %w", j.ID, err)
+}
+
+// submitArriving gives the engine the jobs accepted since it was last
+// called, in the order they arrived.
+func (s *simulator) submitArriving() error {
+	if len(s.arriving) == 0 {
+		return nil
 	}
+	n, err := s.eng.SubmitMany(s.arriving)
+	if err != nil {
+		return fmt.Errorf("submitting job %s: %w", s.arriving[n].ID, err)
+	}
+	clear(s.arriving)
+	s.arriving = s.arriving[:0]
 	return nil
 }
 
@@ -395,15 +421,28 @@ func (s *simulator) handle(it item) error {
 		r.share.completed++
 		s.acct.hold(r, -1)
 		s.emit(r, event.Finish, r.job.Demand, "completed", "")
-		if err := s.eng.Release(r.job.ID, false); err != nil {
-			return fmt.Errorf("releasing finished job %s: %w", r.job.ID, err)
-		}
+		s.finished = append(s.finished, r.job.ID)
 	case itemRelease:
 		if r.state != jobStopping {
 			return nil
 		}
 		return s.release(r)
 	}
+	return nil
+}
+
+// releaseFinished tells the engine about the jobs that have finished since
+// it was last called, in the order they finished.
+func (s *simulator) releaseFinished() error {
+	if len(s.finished) == 0 {
+		return nil
+	}
+	n, err := s.eng.ReleaseMany(s.finished, false)
+	if err != nil {
+		return fmt.Errorf("releasing finished job %s: %w", s.finished[n], err)
+	}
+	clear(s.finished)
+	s.finished = s.finished[:0]
 	return nil
 }
 
@@ -432,6 +471,10 @@ func (s *simulator) release(r *run) error {
 	s.acct.hold(r, -1)
 	s.emit(r, event.Preempt, r.job.Demand, preemptReason(r), r.preemptFor)
 	r.attempt++ // any pending finish of this attempt is void
+	// Jobs that finished earlier at this instant are released first.
+	if err := s.releaseFinished(); err != nil {
+		return err
+	}
 	if err := s.eng.Release(r.job.ID, !r.final); err != nil {
 		return fmt.Errorf("releasing preempted job %s: %w", r.job.ID, err)
 	}
