@@ -205,3 +205,54 @@ func TestRegressionReserveHeadStartsBesideAStoppingJob(t *testing.T) {
 		t.Fatalf("a2 (state %v) waits although it fits s0's own limit and 2 are free", v.State)
 	}
 }
+
+// A start within its own limit can make a head that already failed its
+// reclaim in the same pass succeed: taking the last free capacity of a type
+// the head needs makes that type short too, and a share above its own limit
+// of that type becomes a candidate (found by the property test: the
+// reference, which always rounds again, reclaimed in the same pass; the
+// engine left the head waiting until something else changed).
+func TestRegressionStartWidensAFailedReclaim(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	const a, b = "ml.g5.xlarge", "ml.p4d.24xlarge"
+	e := New()
+	if err := e.SetEnvironment(EnvironmentConfig{Name: "env", Limits: qshare.Capacity{a: 2, b: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetQueue(QueueConfig{Name: "q", Environment: "env"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []ShareConfig{
+		{Name: "sx", Limits: qshare.Capacity{a: 2}, Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
+		{Name: "sf", Limits: qshare.Capacity{a: 2, b: 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1},
+		{Name: "sg", Limits: qshare.Capacity{b: 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1},
+	} {
+		s.Queue = "q"
+		if err := e.SetShare(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(id, share string, at time.Time, dem qshare.Capacity) {
+		t.Helper()
+		if err := e.Submit(JobSpec{ID: id, Queue: "q", Share: share, Created: at, Demand: dem, PreemptionRetries: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// x holds all of a (within sx's limit) and borrows 1 b (above sx's
+	// limit of none).
+	submit("x", "sx", t0, qshare.Capacity{a: 2, b: 1})
+	if s := started(e.Schedule(t0)); !s["x"] {
+		t.Fatalf("t=0 started %v, want x", s)
+	}
+	// f is evaluated first: it lacks a but not b, and no share is above its
+	// own limit of a, so its reclaim fails. g then takes the last free b:
+	// now f lacks b too, and x (sx is above its limit of b) can be
+	// reclaimed for it.
+	t1 := t0.Add(time.Second)
+	submit("f", "sf", t1, qshare.Capacity{a: 2, b: 1})
+	submit("g", "sg", t1.Add(time.Millisecond), qshare.Capacity{b: 1})
+	ds := e.Schedule(t1)
+	if !started(ds)["g"] || !preempted(ds)["x"] {
+		t.Fatalf("t=1: want g started and x preempted for f in the same pass: %+v", ds)
+	}
+}
