@@ -256,3 +256,39 @@ func TestRegressionStartWidensAFailedReclaim(t *testing.T) {
 		t.Fatalf("t=1: want g started and x preempted for f in the same pass: %+v", ds)
 	}
 }
+
+// A RESERVE share's reserved job starts early on free room within its
+// share's limit, like a head of the share would: the capacity promised to
+// it is the share's own idle capacity, not room it must leave to itself
+// (found by the simulator's property test: the job waited for its stopping
+// victim beside free room, in an oversubscribed environment).
+func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	one := func(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
+	// The shares own 8 of 7: a deficit of 1.
+	e := regressionEngine(t, 7,
+		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
+		ShareConfig{Name: "s3", Limits: one(3), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
+		ShareConfig{Name: "s4", Limits: one(4), Strategy: qshare.StrategyLend, BorrowLimit: -1},
+	)
+	regressionSubmit(t, e, "x", "s1", 4, 0, t0)
+	regressionSubmit(t, e, "w", "s4", 1, 0, t0)
+	if s := started(e.Schedule(t0)); !s["x"] || !s["w"] {
+		t.Fatalf("t=0 started %v, want x (borrowing 3) and w", s)
+	}
+	t1 := t0.Add(time.Second)
+	regressionSubmit(t, e, "h", "s3", 3, 0, t1)
+	if ds := e.Schedule(t1); !preempted(ds)["x"] {
+		t.Fatalf("t=1: x not reclaimed for h (2 usable, h needs 3): %+v", ds)
+	}
+	// w finishes while x still stops (a grace period): 3 are free, all of
+	// them s3's own idle capacity.
+	if err := e.Release("w", false); err != nil {
+		t.Fatal(err)
+	}
+	t2 := t1.Add(time.Second)
+	if s := started(e.Schedule(t2)); !s["h"] {
+		v, _ := e.Job("h")
+		t.Fatalf("h (state %v) waits for its stopping victim although 3 are free and it fits s3's own limit", v.State)
+	}
+}
