@@ -979,7 +979,14 @@ func (e *Engine) fitsNow(env *environment, j *job) bool {
 		// (An extra test, from when idle capacity was counted on future
 		// usage, subtracted the share's own idle capacity, the promise
 		// included, and left j waiting beside the room it was promised.)
-		if s.used.at(a.t)+rest > j.resLimit(a.t) || p > e.usable(env, s, a.t) {
+		//
+		// The limit is checked on committed usage: it holds j's rest and
+		// what the share's other reserved jobs still wait for, which joins
+		// the share when their victims are released whatever the share
+		// holds then. Checking what the share holds now plus j's rest let
+		// j start while an in-share victim still held its part, and the
+		// other reserved job then took the share above its limit.
+		if s.committed(a.t) > j.resLimit(a.t) || p > e.usable(env, s, a.t) {
 			return false
 		}
 	}

@@ -292,3 +292,67 @@ func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
 		t.Fatalf("h (state %v) waits for its stopping victim although 3 are free and it fits s3's own limit", v.State)
 	}
 }
+
+// A reserved job starts early only if its share's committed usage fits the
+// limit: what the share's other reserved jobs still wait for joins the share
+// when their victims are released, whatever it holds then (found by the
+// property test: a job started early beside its stopping in-share victim,
+// and another reserved job of the share then took it above its limit).
+func TestRegressionEarlyStartLeavesRoomForOtherReservations(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	one := func(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
+	// The shares own 8 of 5: a deficit of 3.
+	e := regressionEngine(t, 5,
+		ShareConfig{Name: "s3", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
+		ShareConfig{Name: "s4", Limits: one(3), Strategy: qshare.StrategyLend, BorrowLimit: -1},
+		ShareConfig{Name: "s5", Limits: one(4), Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
+	)
+	regressionSubmit(t, e, "low", "s5", 1, 0, t0)
+	regressionSubmit(t, e, "x", "s3", 3, 0, t0)
+	if s := started(e.Schedule(t0)); !s["low"] || !s["x"] {
+		t.Fatalf("t=0 started %v, want low and x (borrowing 2)", s)
+	}
+	t1 := t0.Add(time.Second)
+	regressionSubmit(t, e, "big", "s5", 3, 0, t1)
+	if ds := e.Schedule(t1); !preempted(ds)["x"] || started(ds)["big"] {
+		t.Fatalf("t=1: want x reclaimed for big (1 usable, big needs 3), big not started: %+v", ds)
+	}
+	// s5 commits 4 of 4 (low 1, big 3): high fits only once low is gone.
+	t2 := t1.Add(time.Second)
+	regressionSubmit(t, e, "high", "s5", 1, 1, t2)
+	ds := e.Schedule(t2)
+	if !preempted(ds)["low"] {
+		t.Fatalf("t=2: low not preempted in-share for high: %+v", ds)
+	}
+	if started(ds)["high"] {
+		t.Fatalf("t=2: high started while low still stops and big waits for 3: s5 would commit 5 of 4: %+v", ds)
+	}
+	usage := func() int64 {
+		for _, v := range e.Shares("q") {
+			if v.Name == "s5" {
+				return v.Usage["ml.g5.xlarge"]
+			}
+		}
+		t.Fatal("no share s5")
+		return 0
+	}
+	if err := e.Release("x", true); err != nil {
+		t.Fatal(err)
+	}
+	t3 := t2.Add(time.Second)
+	if s := started(e.Schedule(t3)); !s["big"] {
+		t.Fatalf("t=3: big did not start after x's release: %v", s)
+	}
+	if u := usage(); u > 4 {
+		t.Fatalf("t=3: s5 holds %d, above its limit of 4", u)
+	}
+	if err := e.Release("low", true); err != nil {
+		t.Fatal(err)
+	}
+	if s := started(e.Schedule(t3)); !s["high"] {
+		t.Fatalf("t=3: high did not start after low's release: %v", s)
+	}
+	if u := usage(); u > 4 {
+		t.Fatalf("t=3: s5 holds %d, above its limit of 4", u)
+	}
+}
