@@ -1089,15 +1089,22 @@ func (e *Engine) fitsNow(env *environment, j *job) bool {
 		if rest == 0 {
 			continue
 		}
-		if s.used.at(a.t)+rest > j.resLimit(a.t) || p > e.usable(env, s, a.t) {
-			return false
-		}
-		// A RESERVE share's promised capacity is already off its idle
-		// capacity; taking it from the free pool instead must not leave
-		// less free than the RESERVE shares' idle capacity, counting what
-		// the share's own stopping jobs hold as its own.
-		if s.strategy == qshare.StrategyReserve &&
-			p > env.limit.at(a.t)-env.used.at(a.t)-e.protected(env, nil, a.t)+s.claimed.at(a.t) {
+		// The same test as for a head of its share: within the limit, and
+		// from capacity the share may use. For a RESERVE share that is
+		// all: its idle capacity is counted on what it holds now, so the
+		// capacity promised to j is still its own idle capacity, which
+		// usable leaves to it, and its stopping jobs' capacity is not idle.
+		// (An extra test, from when idle capacity was counted on future
+		// usage, subtracted the share's own idle capacity, the promise
+		// included, and left j waiting beside the room it was promised.)
+		//
+		// The limit is checked on committed usage: it holds j's rest and
+		// what the share's other reserved jobs still wait for, which joins
+		// the share when their victims are released whatever the share
+		// holds then. Checking what the share holds now plus j's rest let
+		// j start while an in-share victim still held its part, and the
+		// other reserved job then took the share above its limit.
+		if s.committed(a.t) > j.resLimit(a.t) || p > e.usable(env, s, a.t) {
 			return false
 		}
 	}

@@ -205,3 +205,154 @@ func TestRegressionReserveHeadStartsBesideAStoppingJob(t *testing.T) {
 		t.Fatalf("a2 (state %v) waits although it fits s0's own limit and 2 are free", v.State)
 	}
 }
+
+// A start within its own limit can make a head that already failed its
+// reclaim in the same pass succeed: taking the last free capacity of a type
+// the head needs makes that type short too, and a share above its own limit
+// of that type becomes a candidate (found by the property test: the
+// reference, which always rounds again, reclaimed in the same pass; the
+// engine left the head waiting until something else changed).
+func TestRegressionStartWidensAFailedReclaim(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	const a, b = "ml.g5.xlarge", "ml.p4d.24xlarge"
+	e := New()
+	if err := e.SetEnvironment(EnvironmentConfig{Name: "env", Limits: qshare.Capacity{a: 2, b: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetQueue(QueueConfig{Name: "q", Environment: "env"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []ShareConfig{
+		{Name: "sx", Limits: qshare.Capacity{a: 2}, Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
+		{Name: "sf", Limits: qshare.Capacity{a: 2, b: 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1},
+		{Name: "sg", Limits: qshare.Capacity{b: 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1},
+	} {
+		s.Queue = "q"
+		if err := e.SetShare(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(id, share string, at time.Time, dem qshare.Capacity) {
+		t.Helper()
+		if err := e.Submit(JobSpec{ID: id, Queue: "q", Share: share, Created: at, Demand: dem, PreemptionRetries: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// x holds all of a (within sx's limit) and borrows 1 b (above sx's
+	// limit of none).
+	submit("x", "sx", t0, qshare.Capacity{a: 2, b: 1})
+	if s := started(e.Schedule(t0)); !s["x"] {
+		t.Fatalf("t=0 started %v, want x", s)
+	}
+	// f is evaluated first: it lacks a but not b, and no share is above its
+	// own limit of a, so its reclaim fails. g then takes the last free b:
+	// now f lacks b too, and x (sx is above its limit of b) can be
+	// reclaimed for it.
+	t1 := t0.Add(time.Second)
+	submit("f", "sf", t1, qshare.Capacity{a: 2, b: 1})
+	submit("g", "sg", t1.Add(time.Millisecond), qshare.Capacity{b: 1})
+	ds := e.Schedule(t1)
+	if !started(ds)["g"] || !preempted(ds)["x"] {
+		t.Fatalf("t=1: want g started and x preempted for f in the same pass: %+v", ds)
+	}
+}
+
+// A RESERVE share's reserved job starts early on free room within its
+// share's limit, like a head of the share would: the capacity promised to
+// it is the share's own idle capacity, not room it must leave to itself
+// (found by the simulator's property test: the job waited for its stopping
+// victim beside free room, in an oversubscribed environment).
+func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	one := func(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
+	// The shares own 8 of 7: a deficit of 1.
+	e := regressionEngine(t, 7,
+		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
+		ShareConfig{Name: "s3", Limits: one(3), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
+		ShareConfig{Name: "s4", Limits: one(4), Strategy: qshare.StrategyLend, BorrowLimit: -1},
+	)
+	regressionSubmit(t, e, "x", "s1", 4, 0, t0)
+	regressionSubmit(t, e, "w", "s4", 1, 0, t0)
+	if s := started(e.Schedule(t0)); !s["x"] || !s["w"] {
+		t.Fatalf("t=0 started %v, want x (borrowing 3) and w", s)
+	}
+	t1 := t0.Add(time.Second)
+	regressionSubmit(t, e, "h", "s3", 3, 0, t1)
+	if ds := e.Schedule(t1); !preempted(ds)["x"] {
+		t.Fatalf("t=1: x not reclaimed for h (2 usable, h needs 3): %+v", ds)
+	}
+	// w finishes while x still stops (a grace period): 3 are free, all of
+	// them s3's own idle capacity.
+	if err := e.Release("w", false); err != nil {
+		t.Fatal(err)
+	}
+	t2 := t1.Add(time.Second)
+	if s := started(e.Schedule(t2)); !s["h"] {
+		v, _ := e.Job("h")
+		t.Fatalf("h (state %v) waits for its stopping victim although 3 are free and it fits s3's own limit", v.State)
+	}
+}
+
+// A reserved job starts early only if its share's committed usage fits the
+// limit: what the share's other reserved jobs still wait for joins the share
+// when their victims are released, whatever it holds then (found by the
+// property test: a job started early beside its stopping in-share victim,
+// and another reserved job of the share then took it above its limit).
+func TestRegressionEarlyStartLeavesRoomForOtherReservations(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	one := func(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
+	// The shares own 8 of 5: a deficit of 3.
+	e := regressionEngine(t, 5,
+		ShareConfig{Name: "s3", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
+		ShareConfig{Name: "s4", Limits: one(3), Strategy: qshare.StrategyLend, BorrowLimit: -1},
+		ShareConfig{Name: "s5", Limits: one(4), Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
+	)
+	regressionSubmit(t, e, "low", "s5", 1, 0, t0)
+	regressionSubmit(t, e, "x", "s3", 3, 0, t0)
+	if s := started(e.Schedule(t0)); !s["low"] || !s["x"] {
+		t.Fatalf("t=0 started %v, want low and x (borrowing 2)", s)
+	}
+	t1 := t0.Add(time.Second)
+	regressionSubmit(t, e, "big", "s5", 3, 0, t1)
+	if ds := e.Schedule(t1); !preempted(ds)["x"] || started(ds)["big"] {
+		t.Fatalf("t=1: want x reclaimed for big (1 usable, big needs 3), big not started: %+v", ds)
+	}
+	// s5 commits 4 of 4 (low 1, big 3): high fits only once low is gone.
+	t2 := t1.Add(time.Second)
+	regressionSubmit(t, e, "high", "s5", 1, 1, t2)
+	ds := e.Schedule(t2)
+	if !preempted(ds)["low"] {
+		t.Fatalf("t=2: low not preempted in-share for high: %+v", ds)
+	}
+	if started(ds)["high"] {
+		t.Fatalf("t=2: high started while low still stops and big waits for 3: s5 would commit 5 of 4: %+v", ds)
+	}
+	usage := func() int64 {
+		for _, v := range e.Shares("q") {
+			if v.Name == "s5" {
+				return v.Usage["ml.g5.xlarge"]
+			}
+		}
+		t.Fatal("no share s5")
+		return 0
+	}
+	if err := e.Release("x", true); err != nil {
+		t.Fatal(err)
+	}
+	t3 := t2.Add(time.Second)
+	if s := started(e.Schedule(t3)); !s["big"] {
+		t.Fatalf("t=3: big did not start after x's release: %v", s)
+	}
+	if u := usage(); u > 4 {
+		t.Fatalf("t=3: s5 holds %d, above its limit of 4", u)
+	}
+	if err := e.Release("low", true); err != nil {
+		t.Fatal(err)
+	}
+	if s := started(e.Schedule(t3)); !s["high"] {
+		t.Fatalf("t=3: high did not start after low's release: %v", s)
+	}
+	if u := usage(); u > 4 {
+		t.Fatalf("t=3: s5 holds %d, above its limit of 4", u)
+	}
+}

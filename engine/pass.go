@@ -151,12 +151,24 @@ func (e *Engine) pass(env *environment, now int64) {
 			}
 			if ownFit(s, h, nil) {
 				if e.freeFit(env, s, h, nil) {
-					// A start within the own limit takes capacity and adds no
-					// victims (its share stays within its limit): it cannot
-					// make any head that already failed succeed, and the
-					// share's next head is evaluated in this phase. So it
-					// needs no further round; the reference model, which
-					// always rounds again, checks this claim.
+					// A start within the own limit adds no victims (its
+					// share stays within its limit), and the share's next
+					// head is evaluated in this phase. But it takes capacity,
+					// so a head that already failed its reclaim in this
+					// round may now lack a type it found usable before, and
+					// that larger need makes the over-quota shares of that
+					// type candidates too: its reclaim can now succeed. So a
+					// start of a type some failed head needs (blocked holds
+					// their demands) calls for another round; any other
+					// start cannot change a failed head's outcome. The
+					// reference model, which always rounds again, checks
+					// this claim.
+					for _, a := range h.demand() {
+						if blocked.at(a.t) > 0 {
+							progress = true
+							break
+						}
+					}
 					e.startHead(env, s, h, now)
 					if s.top = s.head(); s.top != nil {
 						work.push(s)

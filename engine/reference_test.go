@@ -642,10 +642,7 @@ func (m *refModel) startEarly(now int64) {
 				continue
 			}
 			lim := m.resLimit(j, t)
-			if m.used(j.sh, t)+p > lim || p-j.kept[t] > m.usable(j.sh, t) {
-				fits = false
-			}
-			if m.shares[j.sh].strategy == "RESERVE" && p-j.kept[t] > m.env[t]-m.envUsed(t)-m.protected(t, -1)+m.stoppingHeld(j.sh, t) {
+			if m.committed(j.sh, t) > lim || p-j.kept[t] > m.usable(j.sh, t) {
 				fits = false
 			}
 		}

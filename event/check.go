@@ -615,16 +615,25 @@ func (c *Checker) judgePreempt(e Event, line int, j *jobState) bool {
 				"job %s (priority %d) is preempted in share %s for job %s of priority %d: only strictly lower priorities may be", j.id, j.priority, s.name, f.id, f.priority)
 		}
 	} else {
+		// The share's usage counts what is promised to its reserved jobs
+		// (their demand, as in fitsNow): the engine counts it too, so a
+		// share whose reserved job borrows is above its limit although
+		// its started jobs alone are not.
+		commit, _ := c.reservedCommitments(s.env, nil)
 		over := false
 		for t, n := range j.demand {
-			if n > 0 && s.usage[t] > s.limits[t] {
+			if n > 0 && s.usage[t]+commit[s][t] > s.limits[t] {
 				over = true
 			}
 		}
 		if !over {
+			promised := ""
+			if len(commit[s]) > 0 {
+				promised = fmt.Sprintf(", and %s promised to its reserved jobs", commit[s])
+			}
 			c.fail(e.T, line, RuleReclaimVictim, []string{j.id, e.For},
-				"job %s of share %s is preempted for job %s of share %s, but share %s uses no more than its own maxCapacity (%s of %s)",
-				j.id, s.name, f.id, f.share.name, s.name, s.usage, s.limits)
+				"job %s of share %s is preempted for job %s of share %s, but share %s uses no more than its own maxCapacity (%s of %s%s)",
+				j.id, s.name, f.id, f.share.name, s.name, s.usage, s.limits, promised)
 		}
 	}
 	return true

@@ -475,6 +475,49 @@ func TestCheckReservedCapacityIsNotFree(t *testing.T) {
 	}
 }
 
+// A share whose reserved job borrows is above its own limit while its
+// started jobs alone are not: the engine counts the promised demand in the
+// share's usage, and so may reclaim the share's other jobs for another
+// share (found by the simulator's property test: big's reservation made S0
+// commit 6 of 2, and x1 was reclaimed for y; the checker counted only x1
+// and x2 and reported a reclaim-victim).
+func TestCheckReclaimCountsReservedDemand(t *testing.T) {
+	cfg := inlineConfig(t, 5, "S0 2 LEND_AND_BORROW -1", "S1 1 LEND")
+	const log = `
+0 x1 submit S0 1 0
+0 x1 start S0 1 0
+0 x2 submit S0 1 0
+0 x2 start S0 1 0
+1 big submit S0 4 1
+1 x2 stopping S0 1 0 big
+2 y submit S1 1 0
+2 x1 stopping S0 1 0 y
+3 x2 preempt S0 1 0 big
+3 big start S0 4 1
+3 x1 preempt S0 1 0 y
+3 y start S1 1 0
+4 big finish S0 4 1
+4 y finish S1 1 0
+4 x1 start S0 1 0
+4 x2 start S0 1 0
+5 x1 finish S0 1 0
+5 x2 finish S0 1 0`
+	if vs := checkLog(t, cfg, log); len(vs) != 0 {
+		t.Fatalf("a victim of a share whose reserved job borrows: %v", vs)
+	}
+	// Without big's reservation (x2 runs on), S0 uses 2 of 2: x1 is not a
+	// victim.
+	var plain []string
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.Contains(l, "big") && !strings.Contains(l, "x2 stopping") && !strings.Contains(l, "x2 preempt") && !strings.Contains(l, "4 x2 start") {
+			plain = append(plain, l)
+		}
+	}
+	if got := rulesOf(checkLog(t, cfg, strings.Join(plain, "\n"))); !slices.Contains(got, RuleReclaimVictim) {
+		t.Fatalf("without the reservation: rules %v, want reclaim-victim among them", got)
+	}
+}
+
 // A job that others are preempted for may start early, on room freed
 // while its victims stop, and even finish before they do: the victims'
 // preempt lines then find it started since the decision, not "never
