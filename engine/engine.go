@@ -55,6 +55,11 @@ type Engine struct {
 	// hashes of a group's IDs, and the shares of a group of specs.
 	hashes   []uint32
 	shareBuf []*share
+	// text, srcs and borrowBuf are scratch for the reason texts of starts
+	// and preemptions (see appendBorrowText), built without fmt.
+	text      []byte
+	srcs      []lender
+	borrowBuf []amount
 }
 
 // vec is a capacity vector indexed by interned instance type. A vector may

@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 
 	"qshare"
@@ -274,12 +274,25 @@ func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 // first, then the idle capacity of lending shares in name order, after what
 // the shares of the environment already borrow.
 func (e *Engine) borrowText(env *environment, s *share, borrowed []amount, removed vec) string {
-	type src struct {
-		name string
-		n    int64
-	}
-	var parts []string
-	for _, b := range borrowed {
+	e.text = e.appendBorrowText(e.text[:0], env, s, borrowed, removed)
+	return string(e.text)
+}
+
+// lender is one source of a borrowing, as borrowText names it: a share (its
+// name as seen from the borrower) or capacity no share owns, and how much.
+type lender struct {
+	s    *share // nil: name is the source
+	name string
+	n    int64
+}
+
+// appendBorrowText appends borrowText's text to dst. It formats with
+// strconv into reused buffers, so that the text costs one string.
+func (e *Engine) appendBorrowText(dst []byte, env *environment, s *share, borrowed []amount, removed vec) []byte {
+	for i, b := range borrowed {
+		if i > 0 {
+			dst = append(dst, "; "...)
+		}
 		t := b.t
 		var owned, already int64
 		for _, o := range env.shares {
@@ -292,40 +305,69 @@ func (e *Engine) borrowText(env *environment, s *share, borrowed []amount, remov
 				already += over
 			}
 		}
-		var srcs []src
+		srcs := e.srcs[:0]
 		rest := b.n
-		take := func(name string, supply int64) {
+		take := func(o *share, name string, supply int64) {
 			if rest <= 0 || supply <= 0 {
 				return
 			}
 			skip := min(already, supply)
 			already -= skip
 			if n := min(supply-skip, rest); n > 0 {
-				srcs = append(srcs, src{name, n})
+				srcs = append(srcs, lender{o, name, n})
 				rest -= n
 			}
 		}
-		take("capacity no share owns", env.limit.at(t)-owned)
+		take(nil, "capacity no share owns", env.limit.at(t)-owned)
 		for _, o := range env.shares {
 			if o != s && o.strategy.Lends() {
-				take(e.relName(s, o), o.limit.at(t)-o.committed(t))
+				take(o, "", o.limit.at(t)-o.committed(t))
 			}
 		}
 		if rest > 0 {
-			srcs = append(srcs, src{"the environment's free capacity", rest})
+			srcs = append(srcs, lender{nil, "the environment's free capacity", rest})
 		}
+		e.srcs = srcs[:0]
 		tn := e.typeNames[t]
+		dst = append(dst, "borrowed "...)
+		dst = strconv.AppendInt(dst, b.n, 10)
+		dst = append(dst, ' ')
+		dst = append(dst, tn...)
 		if len(srcs) == 1 {
-			parts = append(parts, fmt.Sprintf("borrowed %d %s from %s", b.n, tn, srcs[0].name))
+			dst = append(dst, " from "...)
+			dst = e.appendLender(dst, s, srcs[0])
 			continue
 		}
-		from := make([]string, 0, len(srcs))
-		for _, x := range srcs {
-			from = append(from, fmt.Sprintf("%d from %s", x.n, x.name))
+		dst = append(dst, " ("...)
+		for k, x := range srcs {
+			if k > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = strconv.AppendInt(dst, x.n, 10)
+			dst = append(dst, " from "...)
+			dst = e.appendLender(dst, s, x)
 		}
-		parts = append(parts, fmt.Sprintf("borrowed %d %s (%s)", b.n, tn, strings.Join(from, ", ")))
+		dst = append(dst, ')')
 	}
-	return strings.Join(parts, "; ")
+	return dst
+}
+
+func (e *Engine) appendLender(dst []byte, s *share, x lender) []byte {
+	if x.s == nil {
+		return append(dst, x.name...)
+	}
+	return e.appendRelName(dst, s, x.s)
+}
+
+// joinText returns a+b+c+d as one allocation.
+func joinText(a string, b []byte, c string, d []byte) string {
+	var sb strings.Builder
+	sb.Grow(len(a) + len(b) + len(c) + len(d))
+	sb.WriteString(a)
+	sb.Write(b)
+	sb.WriteString(c)
+	sb.Write(d)
+	return sb.String()
 }
 
 // relName names share o as seen from share s: its name, prefixed with its
@@ -335,6 +377,15 @@ func (e *Engine) relName(s, o *share) string {
 		return o.name
 	}
 	return o.q.name + "/" + o.name
+}
+
+// appendRelName appends relName(s, o) to dst.
+func (e *Engine) appendRelName(dst []byte, s, o *share) []byte {
+	if s != nil && s.q != o.q {
+		dst = append(dst, o.q.name...)
+		dst = append(dst, '/')
+	}
+	return append(dst, o.name...)
 }
 
 // selectReclaim chooses victims among jobs of shares other than s that are
@@ -585,28 +636,34 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 			borrowed = append(borrowed, amount{a.t, b})
 		}
 	}
-	var names strings.Builder
+	// The two start texts share the victims' names and the borrow text:
+	// build "<names><tail>" once in the scratch buffer, then each text.
+	b := e.text[:0]
 	if len(inShare)+len(cross) > 1 {
-		names.WriteString("s")
+		b = append(b, 's')
 	}
 	sep := " "
 	for _, v := range inShare {
-		names.WriteString(sep + v.id)
+		b = append(b, sep...)
+		b = append(b, v.id...)
 		sep = ", "
 	}
 	for _, v := range cross {
-		names.WriteString(sep + v.id)
+		b = append(b, sep...)
+		b = append(b, v.id...)
 		sep = ", "
 	}
-	tail := ""
+	nameEnd := len(b)
 	if len(borrowed) > 0 {
-		tail = "; " + e.borrowText(env, s, borrowed, removed)
+		b = append(b, "; "...)
+		b = e.appendBorrowText(b, env, s, borrowed, removed)
 	}
+	e.text = b
 	if h.resState == nil {
 		h.resState = &resState{}
 	}
-	h.startWhy = "started on capacity released by preempted job" + names.String() + tail
-	h.earlyWhy = "started on capacity freed while its preempted job" + names.String() + " stopped" + tail
+	h.startWhy = joinText("started on capacity released by preempted job", b, "", nil)
+	h.earlyWhy = joinText("started on capacity freed while its preempted job", b[:nameEnd], " stopped", b[nameEnd:])
 	h.borrowed = borrowed
 
 	if cap(h.got) < len(h.demand()) {
@@ -643,12 +700,33 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	h.why = waitWhy{}
 	h.reason = ""
 	s.reserved++
-	for _, v := range inShare {
-		e.preempt(v, h, false, fmt.Sprintf("in-share preemption by job %s of priority %d", h.id, h.prio))
+	if len(inShare) > 0 {
+		b := append(e.text[:0], "in-share preemption by job "...)
+		b = append(b, h.id...)
+		b = append(b, " of priority "...)
+		b = strconv.AppendInt(b, int64(h.prio), 10)
+		e.text = b
+		why := string(b)
+		for _, v := range inShare {
+			e.preempt(v, h, false, why)
+		}
 	}
 	for _, v := range cross {
-		e.preempt(v, h, true, fmt.Sprintf("preempted by cross-share preemption to return capacity to share %s for job %s (share %s uses %d %s, above its own limit of %d)",
-			e.relName(v.sh, s), h.id, v.sh.name, v.vuse, e.typeNames[v.vt], v.vlim))
+		b := append(e.text[:0], "preempted by cross-share preemption to return capacity to share "...)
+		b = e.appendRelName(b, v.sh, s)
+		b = append(b, " for job "...)
+		b = append(b, h.id...)
+		b = append(b, " (share "...)
+		b = append(b, v.sh.name...)
+		b = append(b, " uses "...)
+		b = strconv.AppendInt(b, v.vuse, 10)
+		b = append(b, ' ')
+		b = append(b, e.typeNames[v.vt]...)
+		b = append(b, ", above its own limit of "...)
+		b = strconv.AppendInt(b, v.vlim, 10)
+		b = append(b, ')')
+		e.text = b
+		e.preempt(v, h, true, string(b))
 	}
 }
 
@@ -662,7 +740,14 @@ func (e *Engine) preempt(v, h *job, cross bool, why string) {
 	v.preemptions++
 	final := v.retries >= 0 && v.preemptions > v.retries
 	if final {
-		why += fmt.Sprintf("; preempted %d time(s), more than its %d preemption retries: the job fails", v.preemptions, v.retries)
+		b := append(e.text[:0], why...)
+		b = append(b, "; preempted "...)
+		b = strconv.AppendInt(b, int64(v.preemptions), 10)
+		b = append(b, " time(s), more than its "...)
+		b = strconv.AppendInt(b, int64(v.retries), 10)
+		b = append(b, " preemption retries: the job fails"...)
+		e.text = b
+		why = string(b)
 	}
 	e.out = append(e.out, Decision{Kind: DecisionPreempt, Job: v.id, Queue: v.sh.q.name, Share: v.sh.name, For: h.id, CrossShare: cross, Final: final, Reason: why})
 	e.stats.Preempts++
