@@ -269,10 +269,11 @@ type resState struct {
 	kept      []int64
 	resBorrow bool
 	waitFor   int
-	// startWhy is the reason of the DecisionStart of a reserved job, and
-	// earlyWhy the reason when it starts before its victims have stopped.
+	// startWhy is the reason of the DecisionStart of a reserved job; the
+	// reason when it starts before its victims have stopped is built from
+	// it only then (see earlyWhy): whyNames ends the victims' names in it.
 	startWhy string
-	earlyWhy string
+	whyNames int
 	borrowed []amount
 	// dem is the demand of a job of more than two types, allocated when
 	// the job is created.
@@ -852,7 +853,7 @@ func (e *Engine) cancelReservation(j *job) {
 	s.reserved--
 	// It may sit in env.ready; startReady skips jobs no longer reserved.
 	j.state = 0
-	j.startWhy, j.earlyWhy = "", ""
+	j.startWhy = ""
 	j.borrowed = nil
 }
 
@@ -1076,8 +1077,8 @@ func (e *Engine) startEarly(env *environment, now int64) {
 		j.epoch++ // the victims' capacity now goes back to the pool
 		s.reserved--
 		e.hold(j, now)
-		e.emitStart(j, j.borrowed, j.earlyWhy)
-		j.startWhy, j.earlyWhy, j.borrowed = "", "", nil
+		e.emitStart(j, j.borrowed, j.earlyWhy())
+		j.startWhy, j.borrowed = "", nil
 		e.jobs.unref(j)
 	}
 	clear(env.resv[k:])

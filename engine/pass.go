@@ -359,6 +359,21 @@ func (e *Engine) appendLender(dst []byte, s *share, x lender) []byte {
 	return e.appendRelName(dst, s, x.s)
 }
 
+// The reasons of a reserved job's start: when its victims have stopped,
+// and when it starts before they have.
+const (
+	startedReleased = "started on capacity released by preempted job"
+	startedFreed    = "started on capacity freed while its preempted job"
+)
+
+// earlyWhy is the reason of the start of reserved job j before its victims
+// have stopped: startWhy with the other opening and " stopped" after the
+// victims' names.
+func (j *job) earlyWhy() string {
+	w := j.startWhy
+	return startedFreed + w[len(startedReleased):j.whyNames] + " stopped" + w[j.whyNames:]
+}
+
 // joinText returns a+b+c+d as one allocation.
 func joinText(a string, b []byte, c string, d []byte) string {
 	var sb strings.Builder
@@ -662,13 +677,13 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	if h.resState == nil {
 		h.resState = &resState{}
 	}
-	h.startWhy = joinText("started on capacity released by preempted job", b, "", nil)
-	h.earlyWhy = joinText("started on capacity freed while its preempted job", b[:nameEnd], " stopped", b[nameEnd:])
+	h.startWhy = joinText(startedReleased, b, "", nil)
+	h.whyNames = len(startedReleased) + nameEnd
 	h.borrowed = borrowed
 
-	if cap(h.got) < len(h.demand()) {
-		h.got = make([]int64, len(h.demand()))
-		h.kept = make([]int64, len(h.demand()))
+	if n := len(h.demand()); cap(h.got) < n {
+		buf := make([]int64, 2*n)
+		h.got, h.kept = buf[:n:n], buf[n:]
 	}
 	h.got = h.got[:len(h.demand())]
 	h.kept = h.kept[:len(h.demand())]
