@@ -854,7 +854,7 @@ func (e *Engine) cancelReservation(j *job) {
 	// It may sit in env.ready; startReady skips jobs no longer reserved.
 	j.state = 0
 	j.startWhy = ""
-	j.borrowed = nil
+	j.borrowed = j.borrowed[:0]
 }
 
 // Release reports that the job's attempt has really stopped: its capacity is
@@ -1037,7 +1037,7 @@ func (e *Engine) startReady(env *environment, now int64) {
 		e.hold(j, now)
 		e.emitStart(j, j.borrowed, j.startWhy)
 		j.startWhy = ""
-		j.borrowed = nil
+		j.borrowed = j.borrowed[:0]
 	}
 	for _, j := range ready {
 		e.jobs.unref(j)
@@ -1078,7 +1078,7 @@ func (e *Engine) startEarly(env *environment, now int64) {
 		s.reserved--
 		e.hold(j, now)
 		e.emitStart(j, j.borrowed, j.earlyWhy())
-		j.startWhy, j.borrowed = "", nil
+		j.startWhy, j.borrowed = "", j.borrowed[:0]
 		e.jobs.unref(j)
 	}
 	clear(env.resv[k:])

@@ -246,7 +246,7 @@ func (e *Engine) pass(env *environment, now int64) {
 
 // startHead starts the head job h of s on free capacity.
 func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
-	var borrowed []amount
+	borrowed := e.borrowBuf[:0]
 	var why string
 	for _, a := range h.demand() {
 		c := s.committed(a.t)
@@ -268,6 +268,7 @@ func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 	e.stats.Runnable--
 	e.hold(h, now)
 	e.emitStart(h, borrowed, why)
+	e.borrowBuf = borrowed[:0]
 }
 
 // borrowText names the lenders of a new borrowing: capacity no share owns
@@ -642,8 +643,11 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	if len(inShare) == 0 {
 		removed = nil
 	}
+	if h.resState == nil {
+		h.resState = &resState{}
+	}
 	// What it will borrow, once its in-share victims are gone.
-	var borrowed []amount
+	borrowed := h.borrowed[:0]
 	for _, a := range h.demand() {
 		c := s.committed(a.t) - removed.at(a.t)
 		l := s.limit.at(a.t)
@@ -674,9 +678,6 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 		b = e.appendBorrowText(b, env, s, borrowed, removed)
 	}
 	e.text = b
-	if h.resState == nil {
-		h.resState = &resState{}
-	}
 	h.startWhy = joinText(startedReleased, b, "", nil)
 	h.whyNames = len(startedReleased) + nameEnd
 	h.borrowed = borrowed

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"qshare"
@@ -109,7 +110,11 @@ func (e *Engine) formatWhy(env *environment, s *share, h *job, w waitWhy) string
 	case whyBorrowCap:
 		fmt.Fprintf(&b, "waiting for capacity: the job needs %d %s, which would take share %s above the %d its borrow limit allows", w.a, tn, s.name, w.b)
 	case whyBorrowRoom:
-		fmt.Fprintf(&b, "waiting for capacity: the job must borrow to get %d %s, and too little is free for borrowing", w.a, tn)
+		b.WriteString("waiting for capacity: the job must borrow to get ")
+		b.WriteString(strconv.FormatInt(w.a, 10))
+		b.WriteString(" ")
+		b.WriteString(tn)
+		b.WriteString(", and too little is free for borrowing")
 		if w.c > 0 {
 			b.WriteString(" (free capacity is held back for jobs waiting within their own share's limit)")
 		}
@@ -117,7 +122,14 @@ func (e *Engine) formatWhy(env *environment, s *share, h *job, w waitWhy) string
 		b.WriteString("waiting for capacity")
 	}
 	if w.o != nil {
-		fmt.Fprintf(&b, "; the environment's free %s is reserved by %s", tn, e.relName(s, w.o))
+		b.WriteString("; the environment's free ")
+		b.WriteString(tn)
+		b.WriteString(" is reserved by ")
+		if s != nil && s.q != w.o.q {
+			b.WriteString(w.o.q.name)
+			b.WriteString("/")
+		}
+		b.WriteString(w.o.name)
 	}
 	if w.in {
 		b.WriteString("; in-share preemption found no lower-priority jobs whose preemption would make room")
