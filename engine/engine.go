@@ -199,8 +199,9 @@ type job struct {
 	id       string
 	sh       *share
 	reserver *job // a victim's (JobStopping after a preemption) reserved job
-	// Reservation state (see resState): allocated the first time the job
-	// is reserved, so that the million jobs that never are stay small.
+	// Reservation state (see resState): allocated the first time a job in
+	// this slot is reserved, so that the million jobs that never are stay
+	// small; kept, emptied, when the slot is reused (see release).
 	*resState
 	reason  string
 	created int64 // UnixNano
@@ -578,7 +579,10 @@ func (e *Engine) newJobHash(j JobSpec, hash uint32, s *share) (*job, error) {
 	if len(dem) <= len(jb.dem0) {
 		jb.dem0 = dem0
 	} else {
-		jb.resState = &resState{dem: slices.Clone(dem)}
+		if jb.resState == nil {
+			jb.resState = &resState{}
+		}
+		jb.resState.dem = append(jb.resState.dem[:0], dem...)
 	}
 	return jb, nil
 }

@@ -190,10 +190,16 @@ func (st *jobStore) unref(j *job) {
 }
 
 // release returns j's slot to the free list. What the record points to is
-// let go; the counters that old references are checked against are kept.
+// let go; the counters that old references are checked against are kept,
+// and so is its reservation state, emptied, for the slot's next job to
+// reuse (a reservation then allocates nothing).
 func (st *jobStore) release(j *job) {
-	slot, ver, epoch := j.slot, j.ver, j.epoch
+	slot, ver, epoch, rs := j.slot, j.ver, j.epoch, j.resState
 	*j = job{slot: slot, ver: ver, epoch: epoch}
+	if rs != nil {
+		*rs = resState{got: rs.got[:0], kept: rs.kept[:0], borrowed: rs.borrowed[:0], dem: rs.dem[:0]}
+		j.resState = rs
+	}
 	st.free = append(st.free, slot)
 }
 
