@@ -59,11 +59,7 @@ func BenchmarkSubmitServiceJobRawHTTP(b *testing.B) {
 	s := newServer(b)
 	s.c = benchClient(s.url, clients)
 	s.setup2("q", 8)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = clients*2, clients*2
-	hc := &http.Client{Transport: tr}
-	body, _ := json.Marshal(map[string]any{"jobName": "j", "jobQueue": "q", "quotaShareName": "A",
-		"serviceJobType": "SAGEMAKER_TRAINING", "serviceRequestPayload": payload(g5, 1, time.Hour, 0)})
+	hc, body := rawSubmit(clients, time.Hour)
 	submitConcurrently(b, clients, func() error {
 		resp, err := hc.Post(s.url+"/v1/submitservicejob", "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -199,11 +195,7 @@ func BenchmarkJobLifecycle(b *testing.B) {
 	s := newServer(b)
 	s.c = benchClient(s.url, clients)
 	s.setup2("q", 1_000_000)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = clients*2, clients*2
-	hc := &http.Client{Transport: tr}
-	body, _ := json.Marshal(map[string]any{"jobName": "j", "jobQueue": "q", "quotaShareName": "A",
-		"serviceJobType": "SAGEMAKER_TRAINING", "serviceRequestPayload": payload(g5, 1, time.Millisecond, 0)})
+	hc, body := rawSubmit(clients, time.Millisecond)
 	ids := make([][]string, clients)
 	var next atomic.Int64
 	b.ResetTimer()
@@ -257,4 +249,15 @@ func BenchmarkJobLifecycle(b *testing.B) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
 	b.ReportMetric(float64(st.Commits)/float64(max(1, st.Batches)), "commits/batch")
 	b.ReportMetric(float64(st.Batches)/float64(b.N), "batches/job")
+}
+
+// rawSubmit returns a plain HTTP client with a connection for each of
+// clients, and the body of a SubmitServiceJob of one ml.g5.xlarge to share A
+// of queue q whose simulated run lasts d.
+func rawSubmit(clients int, d time.Duration) (*http.Client, []byte) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = clients*2, clients*2
+	body, _ := json.Marshal(map[string]any{"jobName": "j", "jobQueue": "q", "quotaShareName": "A",
+		"serviceJobType": "SAGEMAKER_TRAINING", "serviceRequestPayload": payload(g5, 1, d, 0)})
+	return &http.Client{Transport: tr}, body
 }

@@ -202,25 +202,16 @@ func appendCounts(b []byte, c qshare.Capacity) []byte {
 	if c == nil {
 		return append(b, "null"...)
 	}
-	var arr [8]string
-	keys := arr[:0]
-	for k := range c {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, k)
-		b = append(b, ':')
-		b = strconv.AppendInt(b, c[k], 10)
-	}
-	return append(b, '}')
+	return appendObject(b, c, func(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) })
 }
 
 func appendTags(b []byte, m map[string]string) []byte {
+	return appendObject(b, m, appendString)
+}
+
+// appendObject writes m as a JSON object with its keys sorted, as
+// json.Marshal does, each value written by val.
+func appendObject[V any](b []byte, m map[string]V, val func([]byte, V) []byte) []byte {
 	var arr [16]string
 	keys := arr[:0]
 	for k := range m {
@@ -234,7 +225,7 @@ func appendTags(b []byte, m map[string]string) []byte {
 		}
 		b = appendString(b, k)
 		b = append(b, ':')
-		b = appendString(b, m[k])
+		b = val(b, m[k])
 	}
 	return append(b, '}')
 }
