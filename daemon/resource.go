@@ -226,27 +226,39 @@ func (d *Daemon) DeleteEnvironment(ctx context.Context, ref string) error {
 // Environments returns the named environments (names or ARNs; unknown ones
 // are left out), or every environment when refs is empty, in name order.
 func (d *Daemon) Environments(refs []string) ([]qshare.ServiceEnvironment, error) {
+	return listByRefs(d, d.envs, "serviceEnvironments", kindEnvironment, refs)
+}
+
+// listByRefs returns copies of the records of m (keyed by name) that refs
+// name (names or ARNs of kind; unknown ones are left out, repeats are given
+// once), or of every record when refs is empty, in name order. field names
+// refs in the error for a ref of another kind. It takes d.mu for reading.
+func listByRefs[T any](d *Daemon, m map[string]*T, field, kind string, refs []string) ([]T, error) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	var out []qshare.ServiceEnvironment
+	var names []string
 	if len(refs) == 0 {
-		for _, e := range d.envs {
-			out = append(out, *e)
+		for n := range m {
+			names = append(names, n)
 		}
 	} else {
 		seen := map[string]bool{}
 		for _, r := range refs {
-			n, err := d.refName("serviceEnvironments", kindEnvironment, r)
+			n, err := d.refName(field, kind, r)
 			if err != nil {
 				return nil, err
 			}
-			if e := d.envs[n]; e != nil && !seen[n] {
+			if m[n] != nil && !seen[n] {
 				seen[n] = true
-				out = append(out, *e)
+				names = append(names, n)
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Strings(names)
+	var out []T
+	for _, n := range names {
+		out = append(out, *m[n])
+	}
 	return out, nil
 }
 
@@ -390,28 +402,7 @@ func (d *Daemon) DeletePolicy(ctx context.Context, arn string) error {
 // Policies returns the policies with the given ARNs (unknown ones left out),
 // or all of them when arns is empty, in name order.
 func (d *Daemon) Policies(arns []string) ([]qshare.SchedulingPolicy, error) {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	var out []qshare.SchedulingPolicy
-	if len(arns) == 0 {
-		for _, p := range d.policies {
-			out = append(out, *p)
-		}
-	} else {
-		seen := map[string]bool{}
-		for _, a := range arns {
-			n, err := d.refName("arns", kindPolicy, a)
-			if err != nil {
-				return nil, err
-			}
-			if p := d.policies[n]; p != nil && !seen[n] {
-				seen[n] = true
-				out = append(out, *p)
-			}
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return listByRefs(d, d.policies, "arns", kindPolicy, arns)
 }
 
 // ---- job queues ----
@@ -826,28 +817,7 @@ func (d *Daemon) removeQueue(ctx context.Context, q *qshare.JobQueue) error {
 // Queues returns the named queues (names or ARNs; unknown ones left out), or
 // every queue when refs is empty, in name order.
 func (d *Daemon) Queues(refs []string) ([]qshare.JobQueue, error) {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	var out []qshare.JobQueue
-	if len(refs) == 0 {
-		for _, q := range d.queues {
-			out = append(out, *q)
-		}
-	} else {
-		seen := map[string]bool{}
-		for _, r := range refs {
-			n, err := d.refName("jobQueues", kindQueue, r)
-			if err != nil {
-				return nil, err
-			}
-			if q := d.queues[n]; q != nil && !seen[n] {
-				seen[n] = true
-				out = append(out, *q)
-			}
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return listByRefs(d, d.queues, "jobQueues", kindQueue, refs)
 }
 
 // ---- quota shares ----
