@@ -23,6 +23,61 @@ const serviceTypeSageMaker = "SAGEMAKER_TRAINING"
 
 func errExists() error { return qshare.Errorf(qshare.EINVALID, "Object already exists") }
 
+// lookup returns m[k], read under d.mu. m is one of the daemon's resource
+// maps, which d.mu guards.
+func lookup[K comparable, T any](d *Daemon, m map[K]*T, k K) *T {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return m[k]
+}
+
+// install sets m[k] to v under d.mu.
+func install[K comparable, T any](d *Daemon, m map[K]*T, k K, v *T) {
+	d.mu.Lock()
+	m[k] = v
+	d.mu.Unlock()
+}
+
+// forget deletes m[k] under d.mu.
+func forget[K comparable, T any](d *Daemon, m map[K]*T, k K) {
+	d.mu.Lock()
+	delete(m, k)
+	d.mu.Unlock()
+}
+
+// lockChanges takes resMu for a change that the control loop must settle,
+// and so only once the daemon has started; the caller unlocks resMu.
+func (d *Daemon) lockChanges() error {
+	if !d.started {
+		return errNotStarted()
+	}
+	d.resMu.Lock()
+	return nil
+}
+
+// validateNewState checks the new value of an optional state member; nil
+// leaves the state as it is.
+func validateNewState(field string, s *qshare.State) error {
+	if s == nil {
+		return nil
+	}
+	return qshare.ValidateState(field, *s, false)
+}
+
+// queuesUsing returns, in name order, the names of the job queues for which
+// uses is true: those that stand in the way of deleting a resource they use.
+// Callers hold d.mu.
+func (d *Daemon) queuesUsing(uses func(q *qshare.JobQueue) bool) []string {
+	var names []string
+	for _, q := range d.queues {
+		if uses(q) {
+			names = append(names, q.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 // ---- service environments ----
 
 // EnvironmentInput is a CreateServiceEnvironment request.
@@ -51,28 +106,30 @@ func (d *Daemon) CreateEnvironment(ctx context.Context, in EnvironmentInput) (qs
 	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
 		return qshare.ServiceEnvironment{}, err
 	}
-	if !d.started {
-		return qshare.ServiceEnvironment{}, errNotStarted()
+	if err := d.lockChanges(); err != nil {
+		return qshare.ServiceEnvironment{}, err
 	}
-	d.resMu.Lock()
 	defer d.resMu.Unlock()
-	d.mu.RLock()
-	_, dup := d.envs[in.Name]
-	d.mu.RUnlock()
-	if dup {
+	if lookup(d, d.envs, in.Name) != nil {
 		return qshare.ServiceEnvironment{}, errExists()
 	}
-	e := qshare.ServiceEnvironment{
+	return d.putEnv(ctx, qshare.ServiceEnvironment{
 		Name: in.Name, ARN: d.EnvironmentARN(in.Name), Type: in.Type,
 		State: orEnabled(in.State), Status: qshare.StatusCreating,
 		CapacityLimits: in.CapacityLimits, Tags: in.Tags, CreatedAt: d.now(),
-	}
+	}, "created")
+}
+
+// putEnv commits a new or changed environment, with the executor's capacity
+// warning as its statusReason, and installs it; done is the log's verb.
+// Callers hold resMu.
+func (d *Daemon) putEnv(ctx context.Context, e qshare.ServiceEnvironment, done string) (qshare.ServiceEnvironment, error) {
 	e.StatusReason = d.capacityWarning(e.CapacityLimits)
 	if err := d.commit(ctx, &store.Change{PutEnvironments: []qshare.ServiceEnvironment{e}}); err != nil {
 		return qshare.ServiceEnvironment{}, err
 	}
 	d.applyEnv(&e)
-	d.log.Info("service environment created", "environment", e.Name, "limits", qshare.Limits(e.CapacityLimits).String(), "state", e.State)
+	d.log.Info("service environment "+done, "environment", e.Name, "limits", qshare.Limits(e.CapacityLimits).String(), "state", e.State)
 	d.warnCapacity(&e)
 	return e, nil
 }
@@ -109,9 +166,7 @@ func (d *Daemon) warnCapacity(e *qshare.ServiceEnvironment) {
 // applyEnv installs a committed CREATING or UPDATING environment in memory
 // and has the control loop apply and settle it. Callers hold resMu.
 func (d *Daemon) applyEnv(e *qshare.ServiceEnvironment) {
-	d.mu.Lock()
-	d.envs[e.Name] = e
-	d.mu.Unlock()
+	install(d, d.envs, e.Name, e)
 	d.settleEnv(e)
 }
 
@@ -136,24 +191,19 @@ func (d *Daemon) UpdateEnvironment(ctx context.Context, u EnvironmentUpdate) (qs
 	if err != nil {
 		return qshare.ServiceEnvironment{}, err
 	}
-	if u.State != nil {
-		if err := qshare.ValidateState("state", *u.State, false); err != nil {
-			return qshare.ServiceEnvironment{}, err
-		}
+	if err := validateNewState("state", u.State); err != nil {
+		return qshare.ServiceEnvironment{}, err
 	}
 	if u.CapacityLimits != nil {
 		if err := validateEnvLimits(u.CapacityLimits); err != nil {
 			return qshare.ServiceEnvironment{}, err
 		}
 	}
-	if !d.started {
-		return qshare.ServiceEnvironment{}, errNotStarted()
+	if err := d.lockChanges(); err != nil {
+		return qshare.ServiceEnvironment{}, err
 	}
-	d.resMu.Lock()
 	defer d.resMu.Unlock()
-	d.mu.RLock()
-	old := d.envs[name]
-	d.mu.RUnlock()
+	old := lookup(d, d.envs, name)
 	if old == nil {
 		return qshare.ServiceEnvironment{}, errNoEnv(name)
 	}
@@ -165,14 +215,7 @@ func (d *Daemon) UpdateEnvironment(ctx context.Context, u EnvironmentUpdate) (qs
 	if u.CapacityLimits != nil {
 		e.CapacityLimits = u.CapacityLimits
 	}
-	e.StatusReason = d.capacityWarning(e.CapacityLimits)
-	if err := d.commit(ctx, &store.Change{PutEnvironments: []qshare.ServiceEnvironment{e}}); err != nil {
-		return qshare.ServiceEnvironment{}, err
-	}
-	d.applyEnv(&e)
-	d.log.Info("service environment updated", "environment", e.Name, "limits", qshare.Limits(e.CapacityLimits).String(), "state", e.State)
-	d.warnCapacity(&e)
-	return e, nil
+	return d.putEnv(ctx, e, "updated")
 }
 
 func errNoEnv(name string) error {
@@ -189,14 +232,14 @@ func (d *Daemon) DeleteEnvironment(ctx context.Context, ref string) error {
 	defer d.resMu.Unlock()
 	d.mu.RLock()
 	e := d.envs[name]
-	var users []string
-	for _, q := range d.queues {
+	users := d.queuesUsing(func(q *qshare.JobQueue) bool {
 		for _, o := range q.ServiceEnvironmentOrder {
 			if o.ServiceEnvironment == d.EnvironmentARN(name) {
-				users = append(users, q.Name)
+				return true
 			}
 		}
-	}
+		return false
+	})
 	d.mu.RUnlock()
 	if e == nil {
 		return errNoEnv(name)
@@ -205,15 +248,12 @@ func (d *Daemon) DeleteEnvironment(ctx context.Context, ref string) error {
 		return qshare.Errorf(qshare.ECONFLICT, "Service environment %s is ENABLED: disable it with UpdateServiceEnvironment (state DISABLED) before deleting it", name)
 	}
 	if len(users) > 0 {
-		sort.Strings(users)
 		return qshare.Errorf(qshare.ECONFLICT, "Service environment %s is used by job queue(s) %s: delete them, or remove it from their serviceEnvironmentOrder, first", name, strings.Join(users, ", "))
 	}
 	if err := d.commit(ctx, &store.Change{DeleteEnvironments: []string{name}}); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	delete(d.envs, name)
-	d.mu.Unlock()
+	forget(d, d.envs, name)
 	d.engMu.Lock()
 	if err := d.eng.RemoveEnvironment(name); err != nil {
 		d.log.Error("engine refused to remove environment", "environment", name, "err", err)
@@ -303,10 +343,7 @@ func (d *Daemon) CreatePolicy(ctx context.Context, in PolicyInput) (qshare.Sched
 	}
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
-	d.mu.RLock()
-	_, dup := d.policies[in.Name]
-	d.mu.RUnlock()
-	if dup {
+	if lookup(d, d.policies, in.Name) != nil {
 		return qshare.SchedulingPolicy{}, errExists()
 	}
 	p := qshare.SchedulingPolicy{Name: in.Name, ARN: d.PolicyARN(in.Name), QuotaSharePolicy: in.QuotaSharePolicy,
@@ -314,9 +351,7 @@ func (d *Daemon) CreatePolicy(ctx context.Context, in PolicyInput) (qshare.Sched
 	if err := d.commit(ctx, &store.Change{PutPolicies: []qshare.SchedulingPolicy{p}}); err != nil {
 		return qshare.SchedulingPolicy{}, err
 	}
-	d.mu.Lock()
-	d.policies[p.Name] = &p
-	d.mu.Unlock()
+	install(d, d.policies, p.Name, &p)
 	d.log.Info("scheduling policy created", "policy", p.Name, "quotaShare", p.QuotaSharePolicy != nil)
 	return p, nil
 }
@@ -336,9 +371,7 @@ func (d *Daemon) UpdatePolicy(ctx context.Context, arn string, qsp *qshare.Quota
 	}
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
-	d.mu.RLock()
-	old := d.policies[name]
-	d.mu.RUnlock()
+	old := lookup(d, d.policies, name)
 	if old == nil {
 		return errNoPolicy(arn)
 	}
@@ -358,9 +391,7 @@ func (d *Daemon) UpdatePolicy(ctx context.Context, arn string, qsp *qshare.Quota
 	if err := d.commit(ctx, &store.Change{PutPolicies: []qshare.SchedulingPolicy{p}}); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	d.policies[name] = &p
-	d.mu.Unlock()
+	install(d, d.policies, name, &p)
 	d.log.Info("scheduling policy updated", "policy", name)
 	return nil
 }
@@ -375,26 +406,18 @@ func (d *Daemon) DeletePolicy(ctx context.Context, arn string) error {
 	defer d.resMu.Unlock()
 	d.mu.RLock()
 	p := d.policies[name]
-	var users []string
-	for _, q := range d.queues {
-		if q.SchedulingPolicyARN == d.PolicyARN(name) {
-			users = append(users, q.Name)
-		}
-	}
+	users := d.queuesUsing(func(q *qshare.JobQueue) bool { return q.SchedulingPolicyARN == d.PolicyARN(name) })
 	d.mu.RUnlock()
 	if p == nil {
 		return errNoPolicy(arn)
 	}
 	if len(users) > 0 {
-		sort.Strings(users)
 		return qshare.Errorf(qshare.ECONFLICT, "Scheduling policy %s is used by job queue(s) %s: delete those queues or give them another policy first", name, strings.Join(users, ", "))
 	}
 	if err := d.commit(ctx, &store.Change{DeletePolicies: []string{name}}); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	delete(d.policies, name)
-	d.mu.Unlock()
+	forget(d, d.policies, name)
 	d.log.Info("scheduling policy deleted", "policy", name)
 	return nil
 }
@@ -525,10 +548,9 @@ func (d *Daemon) CreateQueue(ctx context.Context, in QueueInput) (qshare.JobQueu
 	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
 		return qshare.JobQueue{}, err
 	}
-	if !d.started {
-		return qshare.JobQueue{}, errNotStarted()
+	if err := d.lockChanges(); err != nil {
+		return qshare.JobQueue{}, err
 	}
-	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	d.mu.RLock()
 	_, dup := d.queues[in.Name]
@@ -572,9 +594,7 @@ func (d *Daemon) envName(q *qshare.JobQueue) string {
 // applyQueue installs a committed CREATING or UPDATING job queue in memory
 // and has the control loop apply and settle it. Callers hold resMu.
 func (d *Daemon) applyQueue(q *qshare.JobQueue) {
-	d.mu.Lock()
-	d.queues[q.Name] = q
-	d.mu.Unlock()
+	install(d, d.queues, q.Name, q)
 	d.settleQueue(q)
 }
 
@@ -582,9 +602,7 @@ func (d *Daemon) applyQueue(q *qshare.JobQueue) {
 const fifoShareName = "_queue"
 
 func (d *Daemon) fifoShare(q *qshare.JobQueue) engine.ShareConfig {
-	d.mu.RLock()
-	e := d.envs[d.envName(q)]
-	d.mu.RUnlock()
+	e := lookup(d, d.envs, d.envName(q))
 	var limits qshare.Capacity
 	if e != nil {
 		limits = qshare.Limits(e.CapacityLimits)
@@ -634,10 +652,8 @@ func (d *Daemon) UpdateQueue(ctx context.Context, u QueueUpdate) (qshare.JobQueu
 	if u.HasComputeEnvironments {
 		return qshare.JobQueue{}, qshare.Errorf(qshare.EINVALID, "computeEnvironmentOrder is not supported: qshare runs service jobs, so give serviceEnvironmentOrder instead")
 	}
-	if u.State != nil {
-		if err := qshare.ValidateState("state", *u.State, false); err != nil {
-			return qshare.JobQueue{}, err
-		}
+	if err := validateNewState("state", u.State); err != nil {
+		return qshare.JobQueue{}, err
 	}
 	if u.Priority != nil {
 		if err := validateQueuePriority(*u.Priority); err != nil {
@@ -649,10 +665,9 @@ func (d *Daemon) UpdateQueue(ctx context.Context, u QueueUpdate) (qshare.JobQueu
 			return qshare.JobQueue{}, err
 		}
 	}
-	if !d.started {
-		return qshare.JobQueue{}, errNotStarted()
+	if err := d.lockChanges(); err != nil {
+		return qshare.JobQueue{}, err
 	}
-	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	d.mu.RLock()
 	old := d.queues[name]
@@ -769,9 +784,7 @@ func (d *Daemon) DeleteQueue(ctx context.Context, ref string) error {
 	if err := d.commit(ctx, &store.Change{PutQueues: []qshare.JobQueue{n}}); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	d.queues[name] = &n
-	d.mu.Unlock()
+	install(d, d.queues, name, &n)
 	d.log.Info("job queue deleting: terminating its jobs", "queue", name, "jobs", active)
 	d.drainQueue(name)
 	return nil
@@ -780,10 +793,7 @@ func (d *Daemon) DeleteQueue(ctx context.Context, ref string) error {
 // drainQueue terminates the jobs of a DELETING queue and then removes it.
 func (d *Daemon) drainQueue(name string) {
 	d.drain(name, "", fmt.Sprintf("Terminated because job queue %s was deleted", name), func(ctx context.Context) {
-		d.mu.RLock()
-		cur := d.queues[name]
-		d.mu.RUnlock()
-		if cur != nil && cur.Status == qshare.StatusDeleting {
+		if cur := lookup(d, d.queues, name); cur != nil && cur.Status == qshare.StatusDeleting {
 			if err := d.removeQueue(ctx, cur); err != nil {
 				d.log.Error("job queue deletion failed; it stays DELETING until the next start", "queue", name, "err", err)
 			}
@@ -797,9 +807,7 @@ func (d *Daemon) removeQueue(ctx context.Context, q *qshare.JobQueue) error {
 	if err := d.commit(ctx, &store.Change{DeleteQueues: []string{name}}); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	delete(d.queues, name)
-	d.mu.Unlock()
+	forget(d, d.queues, name)
 	d.engMu.Lock()
 	if !d.isQuotaQueue(q) {
 		if err := d.eng.RemoveShare(name, fifoShareName); err != nil {
@@ -894,10 +902,9 @@ func (d *Daemon) CreateShare(ctx context.Context, in ShareInput) (qshare.QuotaSh
 	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
 		return qshare.QuotaShare{}, err
 	}
-	if !d.started {
-		return qshare.QuotaShare{}, errNotStarted()
+	if err := d.lockChanges(); err != nil {
+		return qshare.QuotaShare{}, err
 	}
-	d.resMu.Lock()
 	defer d.resMu.Unlock()
 	key := store.ShareKey{Queue: queue, Name: in.Name}
 	d.mu.RLock()
@@ -920,15 +927,20 @@ func (d *Daemon) CreateShare(ctx context.Context, in ShareInput) (qshare.QuotaSh
 	case n >= d.cfg.MaxSharesPerQueue:
 		return qshare.QuotaShare{}, qshare.Errorf(qshare.EINVALID, "Job queue %s already has %d quota shares, the most allowed: delete one, or start the server with a higher --max-quota-shares-per-queue", queue, n)
 	}
-	s := qshare.QuotaShare{Name: in.Name, ARN: d.ShareARN(queue, in.Name), JobQueue: queue,
+	return d.putShare(ctx, qshare.QuotaShare{Name: in.Name, ARN: d.ShareARN(queue, in.Name), JobQueue: queue,
 		CapacityLimits: in.CapacityLimits, Strategy: in.Strategy, BorrowLimit: borrow,
 		InSharePreemption: in.InSharePreemption, State: orEnabled(in.State), Status: qshare.StatusCreating,
-		Tags: in.Tags, CreatedAt: d.now()}
+		Tags: in.Tags, CreatedAt: d.now()}, "created")
+}
+
+// putShare commits a new or changed quota share and installs it; done is
+// the log's verb. Callers hold resMu.
+func (d *Daemon) putShare(ctx context.Context, s qshare.QuotaShare, done string) (qshare.QuotaShare, error) {
 	if err := d.commit(ctx, &store.Change{PutShares: []qshare.QuotaShare{s}}); err != nil {
 		return qshare.QuotaShare{}, err
 	}
 	d.applyShare(&s)
-	d.log.Info("quota share created", "queue", queue, "share", s.Name, "limits", qshare.Limits(s.CapacityLimits).String(),
+	d.log.Info("quota share "+done, "queue", s.JobQueue, "share", s.Name, "limits", qshare.Limits(s.CapacityLimits).String(),
 		"strategy", s.Strategy, "borrowLimit", s.BorrowLimit, "inSharePreemption", s.InSharePreemption, "state", s.State)
 	return s, nil
 }
@@ -942,9 +954,7 @@ func shareConfig(s *qshare.QuotaShare) engine.ShareConfig {
 // applyShare installs a committed CREATING or UPDATING quota share in memory
 // and has the control loop apply and settle it. Callers hold resMu.
 func (d *Daemon) applyShare(s *qshare.QuotaShare) {
-	d.mu.Lock()
-	d.shares[store.ShareKey{Queue: s.JobQueue, Name: s.Name}] = s
-	d.mu.Unlock()
+	install(d, d.shares, store.ShareKey{Queue: s.JobQueue, Name: s.Name}, s)
 	d.settleShare(s)
 }
 
@@ -965,24 +975,17 @@ func (d *Daemon) UpdateShare(ctx context.Context, u ShareUpdate) (qshare.QuotaSh
 			return qshare.QuotaShare{}, err
 		}
 	}
-	if u.InSharePreemption != nil {
-		if err := qshare.ValidateState("preemptionConfiguration.inSharePreemption", *u.InSharePreemption, false); err != nil {
-			return qshare.QuotaShare{}, err
-		}
+	if err := validateNewState("preemptionConfiguration.inSharePreemption", u.InSharePreemption); err != nil {
+		return qshare.QuotaShare{}, err
 	}
-	if u.State != nil {
-		if err := qshare.ValidateState("state", *u.State, false); err != nil {
-			return qshare.QuotaShare{}, err
-		}
+	if err := validateNewState("state", u.State); err != nil {
+		return qshare.QuotaShare{}, err
 	}
-	if !d.started {
-		return qshare.QuotaShare{}, errNotStarted()
+	if err := d.lockChanges(); err != nil {
+		return qshare.QuotaShare{}, err
 	}
-	d.resMu.Lock()
 	defer d.resMu.Unlock()
-	d.mu.RLock()
-	old := d.shares[key]
-	d.mu.RUnlock()
+	old := lookup(d, d.shares, key)
 	if old == nil {
 		return qshare.QuotaShare{}, errNoShare(key)
 	}
@@ -1003,13 +1006,7 @@ func (d *Daemon) UpdateShare(ctx context.Context, u ShareUpdate) (qshare.QuotaSh
 	if u.State != nil {
 		s.State = *u.State
 	}
-	if err := d.commit(ctx, &store.Change{PutShares: []qshare.QuotaShare{s}}); err != nil {
-		return qshare.QuotaShare{}, err
-	}
-	d.applyShare(&s)
-	d.log.Info("quota share updated", "queue", s.JobQueue, "share", s.Name, "limits", qshare.Limits(s.CapacityLimits).String(),
-		"strategy", s.Strategy, "borrowLimit", s.BorrowLimit, "inSharePreemption", s.InSharePreemption, "state", s.State)
-	return s, nil
+	return d.putShare(ctx, s, "updated")
 }
 
 // DeleteShare deletes a DISABLED quota share. As in AWS Batch, its
@@ -1043,9 +1040,7 @@ func (d *Daemon) DeleteShare(ctx context.Context, arn string) error {
 	if err := d.commit(ctx, &store.Change{PutShares: []qshare.QuotaShare{n}}); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	d.shares[key] = &n
-	d.mu.Unlock()
+	install(d, d.shares, key, &n)
 	d.log.Info("quota share deleting: terminating its jobs", "queue", key.Queue, "share", key.Name, "jobs", active)
 	d.drainShare(key)
 	return nil
@@ -1054,7 +1049,7 @@ func (d *Daemon) DeleteShare(ctx context.Context, arn string) error {
 // drainShare terminates the jobs of a DELETING share and then removes it.
 func (d *Daemon) drainShare(key store.ShareKey) {
 	d.drain(key.Queue, key.Name, fmt.Sprintf("Terminated because quota share %s was deleted", key.Name), func(ctx context.Context) {
-		if cur := d.shareNow(key); cur != nil && cur.Status == qshare.StatusDeleting {
+		if cur := lookup(d, d.shares, key); cur != nil && cur.Status == qshare.StatusDeleting {
 			if err := d.removeShare(ctx, key); err != nil {
 				d.log.Error("quota share deletion failed; it stays DELETING until the next start", "share", key.Name, "err", err)
 			}
@@ -1062,20 +1057,12 @@ func (d *Daemon) drainShare(key store.ShareKey) {
 	})
 }
 
-func (d *Daemon) shareNow(key store.ShareKey) *qshare.QuotaShare {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return d.shares[key]
-}
-
 // removeShare deletes a share record and forgets it. Callers hold resMu.
 func (d *Daemon) removeShare(ctx context.Context, key store.ShareKey) error {
 	if err := d.commit(ctx, &store.Change{DeleteShares: []store.ShareKey{key}}); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	delete(d.shares, key)
-	d.mu.Unlock()
+	forget(d, d.shares, key)
 	d.engMu.Lock()
 	if err := d.eng.RemoveShare(key.Queue, key.Name); err != nil {
 		d.log.Error("engine refused to remove share", "queue", key.Queue, "share", key.Name, "err", err)
