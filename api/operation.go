@@ -21,6 +21,60 @@ func op[In any](limit int64, f func(ctx context.Context, in *In) (any, error)) o
 
 type empty struct{}
 
+// reply is an operation's answer: out, or only err when the daemon refused.
+// out is built before err is looked at, so it must be safe to build from
+// the zero record a refusing daemon call returns (a struct of its fields,
+// not a conversion that follows a pointer).
+func reply(out any, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// describePage answers a Describe* or List* call over a resource kind: it checks
+// that refs has at most 100 entries (field names it), asks list for the
+// records (nil refs: all of them) and returns the page that in asks for,
+// each record converted by conv and keyed by name.
+func describePage[T, D any](field string, refs []string, list func([]string) ([]T, error), name func(T) string, conv func(T) D, in pageIn) ([]D, *string, error) {
+	if err := checkRefs(field, refs); err != nil {
+		return nil, nil, err
+	}
+	items, err := list(refs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return page(items, name, conv, in)
+}
+
+// policyBodyIn decodes the two bodies a scheduling policy may have; the
+// daemon decides which of them it takes.
+func policyBodyIn(qspIn *quotaSharePolicyWire, fspIn json.RawMessage) (*qshare.QuotaSharePolicy, []byte, error) {
+	qsp, err := quotaSharePolicyIn(qspIn)
+	if err != nil {
+		return nil, nil, err
+	}
+	fsp, err := fairshareIn(fspIn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return qsp, fsp, nil
+}
+
+// queueOrderIn decodes the serviceEnvironmentOrder and
+// jobStateTimeLimitActions of a job queue create or update.
+func queueOrderIn(os []envOrderWire, as []timeLimitWire) ([]qshare.ServiceEnvironmentOrder, []qshare.JobStateTimeLimitAction, error) {
+	order, err := envOrderIn(os)
+	if err != nil {
+		return nil, nil, err
+	}
+	actions, err := timeLimitsIn(as)
+	if err != nil {
+		return nil, nil, err
+	}
+	return order, actions, nil
+}
+
 func statePtr(s *string) *qshare.State {
 	if s == nil {
 		return nil
@@ -68,10 +122,7 @@ func (h *Handler) operations() map[string]operation {
 			}
 			e, err := d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: in.ServiceEnvironmentName, Type: in.ServiceEnvironmentType,
 				State: qshare.State(in.State), CapacityLimits: limits, Tags: in.Tags})
-			if err != nil {
-				return nil, err
-			}
-			return environmentRef{e.Name, e.ARN}, nil
+			return reply(environmentRef{e.Name, e.ARN}, err)
 		}),
 		"updateserviceenvironment": op(maxBody, func(ctx context.Context, in *updateEnvironmentIn) (any, error) {
 			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
@@ -79,51 +130,28 @@ func (h *Handler) operations() map[string]operation {
 				return nil, err
 			}
 			e, err := d.UpdateEnvironment(ctx, daemon.EnvironmentUpdate{Ref: in.ServiceEnvironment, State: statePtr(in.State), CapacityLimits: limits})
-			if err != nil {
-				return nil, err
-			}
-			return environmentRef{e.Name, e.ARN}, nil
+			return reply(environmentRef{e.Name, e.ARN}, err)
 		}),
 		"deleteserviceenvironment": op(maxBody, func(ctx context.Context, in *deleteEnvironmentIn) (any, error) {
 			return empty{}, d.DeleteEnvironment(ctx, in.ServiceEnvironment)
 		}),
 		"describeserviceenvironments": op(maxBody, func(ctx context.Context, in *describeEnvironmentsIn) (any, error) {
-			if err := checkRefs("serviceEnvironments", in.ServiceEnvironments); err != nil {
-				return nil, err
-			}
-			es, err := d.Environments(in.ServiceEnvironments)
-			if err != nil {
-				return nil, err
-			}
-			p, next, err := page(es, func(e qshare.ServiceEnvironment) string { return e.Name }, environmentOut, in.pageIn)
-			if err != nil {
-				return nil, err
-			}
-			return describeEnvironmentsOut{ServiceEnvironments: p, NextToken: next}, nil
+			p, next, err := describePage("serviceEnvironments", in.ServiceEnvironments, d.Environments,
+				func(e qshare.ServiceEnvironment) string { return e.Name }, environmentOut, in.pageIn)
+			return reply(describeEnvironmentsOut{ServiceEnvironments: p, NextToken: next}, err)
 		}),
 
 		// ---- scheduling policies ----
 		"createschedulingpolicy": op(maxBody, func(ctx context.Context, in *createPolicyIn) (any, error) {
-			qsp, err := quotaSharePolicyIn(in.QuotaSharePolicy)
-			if err != nil {
-				return nil, err
-			}
-			fsp, err := fairshareIn(in.FairsharePolicy)
+			qsp, fsp, err := policyBodyIn(in.QuotaSharePolicy, in.FairsharePolicy)
 			if err != nil {
 				return nil, err
 			}
 			p, err := d.CreatePolicy(ctx, daemon.PolicyInput{Name: in.Name, QuotaSharePolicy: qsp, FairsharePolicy: fsp, Tags: in.Tags})
-			if err != nil {
-				return nil, err
-			}
-			return policyRef{p.Name, p.ARN}, nil
+			return reply(policyRef{p.Name, p.ARN}, err)
 		}),
 		"updateschedulingpolicy": op(maxBody, func(ctx context.Context, in *updatePolicyIn) (any, error) {
-			qsp, err := quotaSharePolicyIn(in.QuotaSharePolicy)
-			if err != nil {
-				return nil, err
-			}
-			fsp, err := fairshareIn(in.FairsharePolicy)
+			qsp, fsp, err := policyBodyIn(in.QuotaSharePolicy, in.FairsharePolicy)
 			if err != nil {
 				return nil, err
 			}
@@ -150,16 +178,9 @@ func (h *Handler) operations() map[string]operation {
 			return out, nil
 		}),
 		"listschedulingpolicies": op(maxBody, func(ctx context.Context, in *pageIn) (any, error) {
-			ps, err := d.Policies(nil)
-			if err != nil {
-				return nil, err
-			}
-			p, next, err := page(ps, func(p qshare.SchedulingPolicy) string { return p.Name },
+			p, next, err := describePage("arns", nil, d.Policies, func(p qshare.SchedulingPolicy) string { return p.Name },
 				func(p qshare.SchedulingPolicy) arnIn { return arnIn{p.ARN} }, *in)
-			if err != nil {
-				return nil, err
-			}
-			return listPoliciesOut{SchedulingPolicies: p, NextToken: next}, nil
+			return reply(listPoliciesOut{SchedulingPolicies: p, NextToken: next}, err)
 		}),
 
 		// ---- job queues ----
@@ -167,55 +188,31 @@ func (h *Handler) operations() map[string]operation {
 			if in.Priority == nil {
 				return nil, qshare.Errorf(qshare.EINVALID, "priority is required: use an integer from 0 to 1000")
 			}
-			order, err := envOrderIn(in.ServiceEnvironmentOrder)
-			if err != nil {
-				return nil, err
-			}
-			actions, err := timeLimitsIn(in.JobStateTimeLimitActions)
+			order, actions, err := queueOrderIn(in.ServiceEnvironmentOrder, in.JobStateTimeLimitActions)
 			if err != nil {
 				return nil, err
 			}
 			q, err := d.CreateQueue(ctx, daemon.QueueInput{Name: in.JobQueueName, Type: in.JobQueueType, State: qshare.State(in.State),
 				SchedulingPolicyARN: in.SchedulingPolicyArn, Priority: int64(*in.Priority), HasComputeEnvironments: len(in.ComputeEnvironmentOrder) > 0,
 				ServiceEnvironmentOrder: order, JobStateTimeLimitActions: actions, Tags: in.Tags})
-			if err != nil {
-				return nil, err
-			}
-			return queueRef{q.Name, q.ARN}, nil
+			return reply(queueRef{q.Name, q.ARN}, err)
 		}),
 		"updatejobqueue": op(maxBody, func(ctx context.Context, in *updateQueueIn) (any, error) {
-			order, err := envOrderIn(in.ServiceEnvironmentOrder)
-			if err != nil {
-				return nil, err
-			}
-			actions, err := timeLimitsIn(in.JobStateTimeLimitActions)
+			order, actions, err := queueOrderIn(in.ServiceEnvironmentOrder, in.JobStateTimeLimitActions)
 			if err != nil {
 				return nil, err
 			}
 			q, err := d.UpdateQueue(ctx, daemon.QueueUpdate{Ref: in.JobQueue, State: statePtr(in.State), SchedulingPolicyARN: in.SchedulingPolicyArn,
 				Priority: i64(in.Priority), HasComputeEnvironments: len(in.ComputeEnvironmentOrder) > 0, ServiceEnvironmentOrder: order,
 				JobStateTimeLimitActions: actions})
-			if err != nil {
-				return nil, err
-			}
-			return queueRef{q.Name, q.ARN}, nil
+			return reply(queueRef{q.Name, q.ARN}, err)
 		}),
 		"deletejobqueue": op(maxBody, func(ctx context.Context, in *jobQueueIn) (any, error) {
 			return empty{}, d.DeleteQueue(ctx, in.JobQueue)
 		}),
 		"describejobqueues": op(maxBody, func(ctx context.Context, in *describeQueuesIn) (any, error) {
-			if err := checkRefs("jobQueues", in.JobQueues); err != nil {
-				return nil, err
-			}
-			qs, err := d.Queues(in.JobQueues)
-			if err != nil {
-				return nil, err
-			}
-			p, next, err := page(qs, func(q qshare.JobQueue) string { return q.Name }, queueOut, in.pageIn)
-			if err != nil {
-				return nil, err
-			}
-			return describeQueuesOut{JobQueues: p, NextToken: next}, nil
+			p, next, err := describePage("jobQueues", in.JobQueues, d.Queues, func(q qshare.JobQueue) string { return q.Name }, queueOut, in.pageIn)
+			return reply(describeQueuesOut{JobQueues: p, NextToken: next}, err)
 		}),
 
 		// ---- quota shares ----
@@ -240,10 +237,7 @@ func (h *Handler) operations() map[string]operation {
 			s, err := d.CreateShare(ctx, daemon.ShareInput{Name: in.QuotaShareName, Queue: in.JobQueue, CapacityLimits: limits,
 				Strategy: qshare.Strategy(strategy), BorrowLimit: i64(in.ResourceSharingConfiguration.BorrowLimit),
 				InSharePreemption: qshare.State(*in.PreemptionConfiguration.InSharePreemption), State: qshare.State(in.State), Tags: in.Tags})
-			if err != nil {
-				return nil, err
-			}
-			return shareRef{s.Name, s.ARN}, nil
+			return reply(shareRef{s.Name, s.ARN}, err)
 		}),
 		"updatequotashare": op(maxBody, func(ctx context.Context, in *updateShareIn) (any, error) {
 			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
@@ -265,10 +259,7 @@ func (h *Handler) operations() map[string]operation {
 				u.InSharePreemption = statePtr(pc.InSharePreemption)
 			}
 			s, err := d.UpdateShare(ctx, u)
-			if err != nil {
-				return nil, err
-			}
-			return shareRef{s.Name, s.ARN}, nil
+			return reply(shareRef{s.Name, s.ARN}, err)
 		}),
 		"deletequotashare": op(maxBody, func(ctx context.Context, in *shareArnIn) (any, error) {
 			return empty{}, d.DeleteShare(ctx, in.QuotaShareArn)
@@ -290,10 +281,7 @@ func (h *Handler) operations() map[string]operation {
 			}
 			p, next, err := page(ss, func(s qshare.QuotaShare) string { return s.Name },
 				func(s qshare.QuotaShare) shareDetail { return shareOut(s, d.QueueARN(s.JobQueue), false) }, in.pageIn)
-			if err != nil {
-				return nil, err
-			}
-			return listSharesOut{QuotaShares: p, NextToken: next}, nil
+			return reply(listSharesOut{QuotaShares: p, NextToken: next}, err)
 		}),
 
 		// ---- service jobs ----
