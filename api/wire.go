@@ -17,21 +17,34 @@ type capacityLimitWire struct {
 	MaxCapacity  *int32  `json:"maxCapacity"`
 }
 
-func limitsIn(field string, ls []capacityLimitWire) ([]qshare.CapacityLimit, error) {
-	if ls == nil {
+// listIn converts a list member of a request element by element. An absent
+// list (nil) stays nil, so that an update can tell it from an empty one; the
+// first element conv refuses (i is its index) is the error.
+func listIn[W, T any](ws []W, conv func(i int, w W) (T, error)) ([]T, error) {
+	if ws == nil {
 		return nil, nil
 	}
-	out := make([]qshare.CapacityLimit, len(ls))
-	for i, l := range ls {
-		if l.CapacityUnit == nil {
-			return nil, qshare.Errorf(qshare.EINVALID, "%s[%d].capacityUnit is required: name an instance type such as ml.g5.xlarge", field, i)
+	out := make([]T, len(ws))
+	for i, w := range ws {
+		t, err := conv(i, w)
+		if err != nil {
+			return nil, err
 		}
-		if l.MaxCapacity == nil {
-			return nil, qshare.Errorf(qshare.EINVALID, "%s[%d].maxCapacity is required", field, i)
-		}
-		out[i] = qshare.CapacityLimit{CapacityUnit: *l.CapacityUnit, MaxCapacity: int64(*l.MaxCapacity)}
+		out[i] = t
 	}
 	return out, nil
+}
+
+func limitsIn(field string, ls []capacityLimitWire) ([]qshare.CapacityLimit, error) {
+	return listIn(ls, func(i int, l capacityLimitWire) (qshare.CapacityLimit, error) {
+		if l.CapacityUnit == nil {
+			return qshare.CapacityLimit{}, qshare.Errorf(qshare.EINVALID, "%s[%d].capacityUnit is required: name an instance type such as ml.g5.xlarge", field, i)
+		}
+		if l.MaxCapacity == nil {
+			return qshare.CapacityLimit{}, qshare.Errorf(qshare.EINVALID, "%s[%d].maxCapacity is required", field, i)
+		}
+		return qshare.CapacityLimit{CapacityUnit: *l.CapacityUnit, MaxCapacity: int64(*l.MaxCapacity)}, nil
+	})
 }
 
 type capacityLimitOut struct {
@@ -223,17 +236,12 @@ type envOrderWire struct {
 }
 
 func envOrderIn(os []envOrderWire) ([]qshare.ServiceEnvironmentOrder, error) {
-	if os == nil {
-		return nil, nil
-	}
-	out := make([]qshare.ServiceEnvironmentOrder, len(os))
-	for i, o := range os {
+	return listIn(os, func(i int, o envOrderWire) (qshare.ServiceEnvironmentOrder, error) {
 		if o.Order == nil || o.ServiceEnvironment == nil {
-			return nil, qshare.Errorf(qshare.EINVALID, "serviceEnvironmentOrder[%d] needs both order and serviceEnvironment", i)
+			return qshare.ServiceEnvironmentOrder{}, qshare.Errorf(qshare.EINVALID, "serviceEnvironmentOrder[%d] needs both order and serviceEnvironment", i)
 		}
-		out[i] = qshare.ServiceEnvironmentOrder{Order: int(*o.Order), ServiceEnvironment: *o.ServiceEnvironment}
-	}
-	return out, nil
+		return qshare.ServiceEnvironmentOrder{Order: int(*o.Order), ServiceEnvironment: *o.ServiceEnvironment}, nil
+	})
 }
 
 type timeLimitWire struct {
@@ -244,17 +252,12 @@ type timeLimitWire struct {
 }
 
 func timeLimitsIn(as []timeLimitWire) ([]qshare.JobStateTimeLimitAction, error) {
-	if as == nil {
-		return nil, nil
-	}
-	out := make([]qshare.JobStateTimeLimitAction, len(as))
-	for i, a := range as {
+	return listIn(as, func(i int, a timeLimitWire) (qshare.JobStateTimeLimitAction, error) {
 		if a.Reason == nil || a.State == nil || a.MaxTimeSeconds == nil || a.Action == nil {
-			return nil, qshare.Errorf(qshare.EINVALID, "jobStateTimeLimitActions[%d] needs reason, state, maxTimeSeconds and action", i)
+			return qshare.JobStateTimeLimitAction{}, qshare.Errorf(qshare.EINVALID, "jobStateTimeLimitActions[%d] needs reason, state, maxTimeSeconds and action", i)
 		}
-		out[i] = qshare.JobStateTimeLimitAction{Reason: *a.Reason, State: *a.State, MaxTimeSeconds: int(*a.MaxTimeSeconds), Action: *a.Action}
-	}
-	return out, nil
+		return qshare.JobStateTimeLimitAction{Reason: *a.Reason, State: *a.State, MaxTimeSeconds: int(*a.MaxTimeSeconds), Action: *a.Action}, nil
+	})
 }
 
 type timeLimitOut struct {
@@ -562,6 +565,14 @@ type latestAttempt struct {
 	ServiceResourceId *serviceResourceID `json:"serviceResourceId,omitempty"`
 }
 
+// latestOut is a job's latestAttempt: nil until an attempt has a training job.
+func latestOut(j *qshare.Job) *latestAttempt {
+	if a := j.LatestAttempt(); a != nil && a.ResourceARN != "" {
+		return &latestAttempt{&serviceResourceID{"TrainingJobArn", a.ResourceARN}}
+	}
+	return nil
+}
+
 type preemptionSummary struct {
 	PreemptedAttemptCount   int             `json:"preemptedAttemptCount"`
 	RecentPreemptedAttempts []attemptDetail `json:"recentPreemptedAttempts"`
@@ -606,9 +617,7 @@ func jobOut(j *qshare.Job, queueARN string) jobDetail {
 	for _, a := range j.Attempts {
 		out.Attempts = append(out.Attempts, attemptOut(a))
 	}
-	if a := j.LatestAttempt(); a != nil && a.ResourceARN != "" {
-		out.LatestAttempt = &latestAttempt{&serviceResourceID{"TrainingJobArn", a.ResourceARN}}
-	}
+	out.LatestAttempt = latestOut(j)
 	if j.PreemptionRetries != nil {
 		n := int32(*j.PreemptionRetries)
 		out.PreemptionConfiguration = &jobPreemptionWire{&n}
@@ -656,9 +665,7 @@ func summaryOut(j *qshare.Job) jobSummary {
 		CreatedAt: ms(j.CreatedAt), JobArn: j.ARN, QuotaShareName: j.QuotaShare, ScheduledAt: ms(j.ScheduledAt),
 		ShareIdentifier: j.ShareIdentifier, StartedAt: ms(j.StartedAt), Status: string(j.Status), StatusReason: j.StatusReason,
 		StoppedAt: ms(j.StoppedAt)}
-	if a := j.LatestAttempt(); a != nil && a.ResourceARN != "" {
-		out.LatestAttempt = &latestAttempt{&serviceResourceID{"TrainingJobArn", a.ResourceARN}}
-	}
+	out.LatestAttempt = latestOut(j)
 	return out
 }
 
