@@ -191,28 +191,24 @@ func (a *applier) read(ctx context.Context, f *config.File) error {
 	a.shares = map[string]map[string]types.QuotaShareDetail{}
 	a.envARN, a.policyARN, a.queueARN = map[string]string{}, map[string]string{}, map[string]string{}
 
-	ep := batch.NewDescribeServiceEnvironmentsPaginator(a.s.api, &batch.DescribeServiceEnvironmentsInput{})
-	for ep.HasMorePages() {
-		out, err := ep.NextPage(ctx)
-		if err != nil {
-			return err
-		}
+	err := eachPage(ctx, batch.NewDescribeServiceEnvironmentsPaginator(a.s.api, &batch.DescribeServiceEnvironmentsInput{}), func(out *batch.DescribeServiceEnvironmentsOutput) {
 		for _, e := range out.ServiceEnvironments {
 			if e.Status != types.ServiceEnvironmentStatusDeleted {
 				a.envs[aws.ToString(e.ServiceEnvironmentName)] = e
 			}
 		}
+	})
+	if err != nil {
+		return err
 	}
 	var arns []string
-	pp := batch.NewListSchedulingPoliciesPaginator(a.s.api, &batch.ListSchedulingPoliciesInput{})
-	for pp.HasMorePages() {
-		out, err := pp.NextPage(ctx)
-		if err != nil {
-			return err
-		}
+	err = eachPage(ctx, batch.NewListSchedulingPoliciesPaginator(a.s.api, &batch.ListSchedulingPoliciesInput{}), func(out *batch.ListSchedulingPoliciesOutput) {
 		for _, p := range out.SchedulingPolicies {
 			arns = append(arns, aws.ToString(p.Arn))
 		}
+	})
+	if err != nil {
+		return err
 	}
 	for len(arns) > 0 {
 		n := min(len(arns), 100)
@@ -225,31 +221,46 @@ func (a *applier) read(ctx context.Context, f *config.File) error {
 		}
 		arns = arns[n:]
 	}
-	qp := batch.NewDescribeJobQueuesPaginator(a.s.api, &batch.DescribeJobQueuesInput{})
-	for qp.HasMorePages() {
-		out, err := qp.NextPage(ctx)
-		if err != nil {
-			return err
-		}
+	err = eachPage(ctx, batch.NewDescribeJobQueuesPaginator(a.s.api, &batch.DescribeJobQueuesInput{}), func(out *batch.DescribeJobQueuesOutput) {
 		for _, q := range out.JobQueues {
 			if q.Status != types.JQStatusDeleted {
 				a.queues[aws.ToString(q.JobQueueName)] = q
 			}
 		}
+	})
+	if err != nil {
+		return err
 	}
 	for name, q := range a.queues {
 		m := map[string]types.QuotaShareDetail{}
-		sp := batch.NewListQuotaSharesPaginator(a.s.api, &batch.ListQuotaSharesInput{JobQueue: q.JobQueueArn})
-		for sp.HasMorePages() {
-			out, err := sp.NextPage(ctx)
-			if err != nil {
-				return err
-			}
+		err := eachPage(ctx, batch.NewListQuotaSharesPaginator(a.s.api, &batch.ListQuotaSharesInput{JobQueue: q.JobQueueArn}), func(out *batch.ListQuotaSharesOutput) {
 			for _, s := range out.QuotaShares {
 				m[aws.ToString(s.QuotaShareName)] = s
 			}
+		})
+		if err != nil {
+			return err
 		}
 		a.shares[name] = m
+	}
+	return nil
+}
+
+// pager is what the SDK's paginators have in common.
+type pager[O any] interface {
+	HasMorePages() bool
+	NextPage(ctx context.Context, optFns ...func(*batch.Options)) (O, error)
+}
+
+// eachPage hands every page of p to f in turn, and stops at the first
+// error.
+func eachPage[O any](ctx context.Context, p pager[O], f func(O)) error {
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		f(out)
 	}
 	return nil
 }
@@ -341,17 +352,15 @@ func (a *applier) checkUnfinished(ctx context.Context, prune []Action) error {
 			continue
 		}
 		var names []string
-		p := batch.NewListServiceJobsPaginator(a.s.api, &batch.ListServiceJobsInput{JobQueue: aws.String(queue), Filters: filter})
-		for p.HasMorePages() {
-			out, err := p.NextPage(ctx)
-			if err != nil {
-				return err
-			}
+		err := eachPage(ctx, batch.NewListServiceJobsPaginator(a.s.api, &batch.ListServiceJobsInput{JobQueue: aws.String(queue), Filters: filter}), func(out *batch.ListServiceJobsOutput) {
 			for _, j := range out.JobSummaryList {
 				if !qshare.JobStatus(j.Status).Terminal() {
 					names = append(names, aws.ToString(j.JobName))
 				}
 			}
+		})
+		if err != nil {
+			return err
 		}
 		if len(names) > 0 {
 			sort.Strings(names)
@@ -374,6 +383,15 @@ func (a *applier) checkUnfinished(ctx context.Context, prune []Action) error {
 		return qshare.Errorf(qshare.ECONFLICT, "--prune would end running and waiting jobs, so nothing was changed: %s. Terminate them with `qshare terminate`, or let them finish, then apply again", strings.Join(probs, "; "))
 	}
 	return nil
+}
+
+// typeOr is a file's environment or queue type, SAGEMAKER_TRAINING when
+// it names none.
+func typeOr(t string) string {
+	if t == "" {
+		return config.SageMakerTraining
+	}
+	return t
 }
 
 func stateOr(s qshare.State) string {
@@ -418,13 +436,9 @@ func (a *applier) planEnvironment(ctx context.Context, e config.Environment) (Ac
 	if !ok {
 		act.Action = "created"
 		act.do = func(ctx context.Context) error {
-			typ := e.Type
-			if typ == "" {
-				typ = config.SageMakerTraining
-			}
 			out, err := a.s.api.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{
 				ServiceEnvironmentName: aws.String(e.Name),
-				ServiceEnvironmentType: types.ServiceEnvironmentType(typ),
+				ServiceEnvironmentType: types.ServiceEnvironmentType(typeOr(e.Type)),
 				State:                  types.ServiceEnvironmentState(stateOr(e.State)),
 				CapacityLimits:         limits,
 				Tags:                   nonEmpty(e.Tags),
@@ -443,8 +457,26 @@ func (a *applier) planEnvironment(ctx context.Context, e config.Environment) (Ac
 	if e.Type != "" && e.Type != string(cur.ServiceEnvironmentType) {
 		return act, qshare.Errorf(qshare.EINVALID, "serviceEnvironment %s: serviceEnvironmentType cannot change (%s on the server, %s in the file): delete the environment, or use a new name", e.Name, cur.ServiceEnvironmentType, e.Type)
 	}
-	update := len(changes) > 0
-	tagDo, tagChanges, err := a.planTags(ctx, aws.ToString(cur.ServiceEnvironmentArn), cur.Tags, e.Tags)
+	return a.planExisting(ctx, act, changes, aws.ToString(cur.ServiceEnvironmentArn), cur.Tags, e.Tags, func(ctx context.Context) error {
+		_, err := a.s.api.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{
+			ServiceEnvironment: cur.ServiceEnvironmentArn,
+			State:              types.ServiceEnvironmentState(stateOr(e.State)),
+			CapacityLimits:     limits,
+		})
+		if err != nil {
+			return err
+		}
+		return a.waitEnv(ctx, e.Name, false)
+	})
+}
+
+// planExisting finishes the plan of a resource the server has: changes are
+// the differences in its settings, which update makes; the differences in
+// its tags (from have to want, read from arn when have is nil) are added to
+// them and made after update. update runs only when changes is not empty.
+func (a *applier) planExisting(ctx context.Context, act Action, changes []string, arn string, have, want map[string]string, update func(context.Context) error) (Action, error) {
+	changed := len(changes) > 0
+	tagDo, tagChanges, err := a.planTags(ctx, arn, have, want)
 	if err != nil {
 		return act, err
 	}
@@ -452,16 +484,8 @@ func (a *applier) planEnvironment(ctx context.Context, e config.Environment) (Ac
 	act.Changes = changes
 	act.Action = actionWord(changes)
 	act.do = func(ctx context.Context) error {
-		if update {
-			_, err := a.s.api.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{
-				ServiceEnvironment: cur.ServiceEnvironmentArn,
-				State:              types.ServiceEnvironmentState(stateOr(e.State)),
-				CapacityLimits:     limits,
-			})
-			if err != nil {
-				return err
-			}
-			if err := a.waitEnv(ctx, e.Name, false); err != nil {
+		if changed {
+			if err := update(ctx); err != nil {
 				return err
 			}
 		}
@@ -586,27 +610,13 @@ func (a *applier) planPolicy(ctx context.Context, p config.Policy) (Action, erro
 		return act, nil
 	}
 	var changes []string
-	have, want := policyText(cur.QuotaSharePolicy, cur.FairsharePolicy), policyText(qsp, fsp)
-	update := have != want
-	if update {
+	if have, want := policyText(cur.QuotaSharePolicy, cur.FairsharePolicy), policyText(qsp, fsp); have != want {
 		changes = append(changes, fmt.Sprintf("policy %s -> %s", have, want))
 	}
-	tagDo, tagChanges, err := a.planTags(ctx, aws.ToString(cur.Arn), cur.Tags, p.Tags)
-	if err != nil {
-		return act, err
-	}
-	changes = append(changes, tagChanges...)
-	act.Changes = changes
-	act.Action = actionWord(changes)
-	act.do = func(ctx context.Context) error {
-		if update {
-			if _, err := a.s.api.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: cur.Arn, QuotaSharePolicy: qsp, FairsharePolicy: fsp}); err != nil {
-				return err
-			}
-		}
-		return tagDo(ctx)
-	}
-	return act, nil
+	return a.planExisting(ctx, act, changes, aws.ToString(cur.Arn), cur.Tags, p.Tags, func(ctx context.Context) error {
+		_, err := a.s.api.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: cur.Arn, QuotaSharePolicy: qsp, FairsharePolicy: fsp})
+		return err
+	})
 }
 
 // policyARNOf resolves a queue's policy reference to an ARN, at the time
@@ -675,15 +685,11 @@ func (a *applier) planQueue(ctx context.Context, f *config.File, q config.Queue)
 	if !ok {
 		act.Action = "created"
 		act.do = func(ctx context.Context) error {
-			typ := q.Type
-			if typ == "" {
-				typ = config.SageMakerTraining
-			}
 			in := &batch.CreateJobQueueInput{
 				JobQueueName:             aws.String(q.Name),
 				Priority:                 aws.Int32(priority),
 				State:                    types.JQState(stateOr(q.State)),
-				JobQueueType:             types.JobQueueType(typ),
+				JobQueueType:             types.JobQueueType(typeOr(q.Type)),
 				ServiceEnvironmentOrder:  order(),
 				JobStateTimeLimitActions: timeLimitActions(q.JobStateTimeLimitActions),
 				Tags:                     nonEmpty(q.Tags),
@@ -711,36 +717,22 @@ func (a *applier) planQueue(ctx context.Context, f *config.File, q config.Queue)
 	diff(&changes, "serviceEnvironment", orNone(haveEnv), orNone(q.EnvironmentName()))
 	haveTL, wantTL := timeLimitText(cur.JobStateTimeLimitActions), timeLimitText(timeLimitActions(q.JobStateTimeLimitActions))
 	diff(&changes, "jobStateTimeLimitActions", haveTL, wantTL)
-	update := len(changes) > 0
-	tagDo, tagChanges, err := a.planTags(ctx, aws.ToString(cur.JobQueueArn), cur.Tags, q.Tags)
-	if err != nil {
-		return act, err
-	}
-	changes = append(changes, tagChanges...)
-	act.Changes = changes
-	act.Action = actionWord(changes)
-	act.do = func(ctx context.Context) error {
-		if update {
-			in := &batch.UpdateJobQueueInput{
-				JobQueue:                 cur.JobQueueArn,
-				Priority:                 aws.Int32(priority),
-				State:                    types.JQState(stateOr(q.State)),
-				ServiceEnvironmentOrder:  order(),
-				JobStateTimeLimitActions: timeLimitActions(q.JobStateTimeLimitActions),
-			}
-			if arn := a.policyARNOf(q); arn != "" {
-				in.SchedulingPolicyArn = aws.String(arn)
-			}
-			if _, err := a.s.api.UpdateJobQueue(ctx, in); err != nil {
-				return err
-			}
-			if err := a.waitQueue(ctx, q.Name, false); err != nil {
-				return err
-			}
+	return a.planExisting(ctx, act, changes, aws.ToString(cur.JobQueueArn), cur.Tags, q.Tags, func(ctx context.Context) error {
+		in := &batch.UpdateJobQueueInput{
+			JobQueue:                 cur.JobQueueArn,
+			Priority:                 aws.Int32(priority),
+			State:                    types.JQState(stateOr(q.State)),
+			ServiceEnvironmentOrder:  order(),
+			JobStateTimeLimitActions: timeLimitActions(q.JobStateTimeLimitActions),
 		}
-		return tagDo(ctx)
-	}
-	return act, nil
+		if arn := a.policyARNOf(q); arn != "" {
+			in.SchedulingPolicyArn = aws.String(arn)
+		}
+		if _, err := a.s.api.UpdateJobQueue(ctx, in); err != nil {
+			return err
+		}
+		return a.waitQueue(ctx, q.Name, false)
+	})
 }
 
 // lastSegment returns what follows the last / of an ARN: a resource's name.
@@ -810,33 +802,19 @@ func (a *applier) planShare(ctx context.Context, queue string, s config.Share) (
 	}
 	diff(&changes, "inSharePreemption", haveISP, string(s.InSharePreemption))
 	diff(&changes, "state", string(cur.State), stateOr(s.State))
-	update := len(changes) > 0
-	var have map[string]string
-	tagDo, tagChanges, err := a.planTags(ctx, aws.ToString(cur.QuotaShareArn), have, s.Tags)
-	if err != nil {
-		return act, err
-	}
-	changes = append(changes, tagChanges...)
-	act.Changes = changes
-	act.Action = actionWord(changes)
-	act.do = func(ctx context.Context) error {
-		if update {
-			if _, err := a.s.api.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{
-				QuotaShareArn:                cur.QuotaShareArn,
-				CapacityLimits:               limits,
-				ResourceSharingConfiguration: shareSharing(s),
-				PreemptionConfiguration:      preempt,
-				State:                        types.QuotaShareState(stateOr(s.State)),
-			}); err != nil {
-				return err
-			}
-			if err := a.waitShare(ctx, queue, s.Name, false); err != nil {
-				return err
-			}
+	// A quota share's detail carries no tags: nil has them read from its ARN.
+	return a.planExisting(ctx, act, changes, aws.ToString(cur.QuotaShareArn), nil, s.Tags, func(ctx context.Context) error {
+		if _, err := a.s.api.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{
+			QuotaShareArn:                cur.QuotaShareArn,
+			CapacityLimits:               limits,
+			ResourceSharingConfiguration: shareSharing(s),
+			PreemptionConfiguration:      preempt,
+			State:                        types.QuotaShareState(stateOr(s.State)),
+		}); err != nil {
+			return err
 		}
-		return tagDo(ctx)
-	}
-	return act, nil
+		return a.waitShare(ctx, queue, s.Name, false)
+	})
 }
 
 // planPrune lists the deletions of what the file does not name: quota
@@ -852,18 +830,13 @@ func (a *applier) planPrune(f *config.File) []Action {
 			}
 			cur := a.shares[qn][sn]
 			plan = append(plan, Action{Kind: "quotaShare", Name: qn + "/" + sn, Action: "deleted", do: func(ctx context.Context) error {
-				if cur.State != types.QuotaShareStateDisabled {
-					if _, err := a.s.api.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: cur.QuotaShareArn, State: types.QuotaShareStateDisabled}); err != nil {
-						return err
-					}
-					if err := a.waitShare(ctx, qn, sn, false); err != nil {
-						return err
-					}
-				}
-				if _, err := a.s.api.DeleteQuotaShare(ctx, &batch.DeleteQuotaShareInput{QuotaShareArn: cur.QuotaShareArn}); err != nil {
+				return disableAndDelete(ctx, cur.State == types.QuotaShareStateDisabled, func(ctx context.Context) error {
+					_, err := a.s.api.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: cur.QuotaShareArn, State: types.QuotaShareStateDisabled})
 					return err
-				}
-				return a.waitShare(ctx, qn, sn, true)
+				}, func(ctx context.Context) error {
+					_, err := a.s.api.DeleteQuotaShare(ctx, &batch.DeleteQuotaShareInput{QuotaShareArn: cur.QuotaShareArn})
+					return err
+				}, func(ctx context.Context, gone bool) error { return a.waitShare(ctx, qn, sn, gone) })
 			}})
 		}
 	}
@@ -873,18 +846,13 @@ func (a *applier) planPrune(f *config.File) []Action {
 		}
 		cur := a.queues[qn]
 		plan = append(plan, Action{Kind: "jobQueue", Name: qn, Action: "deleted", do: func(ctx context.Context) error {
-			if cur.State != types.JQStateDisabled {
-				if _, err := a.s.api.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: cur.JobQueueArn, State: types.JQStateDisabled}); err != nil {
-					return err
-				}
-				if err := a.waitQueue(ctx, qn, false); err != nil {
-					return err
-				}
-			}
-			if _, err := a.s.api.DeleteJobQueue(ctx, &batch.DeleteJobQueueInput{JobQueue: cur.JobQueueArn}); err != nil {
+			return disableAndDelete(ctx, cur.State == types.JQStateDisabled, func(ctx context.Context) error {
+				_, err := a.s.api.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: cur.JobQueueArn, State: types.JQStateDisabled})
 				return err
-			}
-			return a.waitQueue(ctx, qn, true)
+			}, func(ctx context.Context) error {
+				_, err := a.s.api.DeleteJobQueue(ctx, &batch.DeleteJobQueueInput{JobQueue: cur.JobQueueArn})
+				return err
+			}, func(ctx context.Context, gone bool) error { return a.waitQueue(ctx, qn, gone) })
 		}})
 	}
 	for _, pn := range sortedKeys(a.policies) {
@@ -903,21 +871,34 @@ func (a *applier) planPrune(f *config.File) []Action {
 		}
 		cur := a.envs[en]
 		plan = append(plan, Action{Kind: "serviceEnvironment", Name: en, Action: "deleted", do: func(ctx context.Context) error {
-			if cur.State != types.ServiceEnvironmentStateDisabled {
-				if _, err := a.s.api.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn, State: types.ServiceEnvironmentStateDisabled}); err != nil {
-					return err
-				}
-				if err := a.waitEnv(ctx, en, false); err != nil {
-					return err
-				}
-			}
-			if _, err := a.s.api.DeleteServiceEnvironment(ctx, &batch.DeleteServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn}); err != nil {
+			return disableAndDelete(ctx, cur.State == types.ServiceEnvironmentStateDisabled, func(ctx context.Context) error {
+				_, err := a.s.api.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn, State: types.ServiceEnvironmentStateDisabled})
 				return err
-			}
-			return a.waitEnv(ctx, en, true)
+			}, func(ctx context.Context) error {
+				_, err := a.s.api.DeleteServiceEnvironment(ctx, &batch.DeleteServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn})
+				return err
+			}, func(ctx context.Context, gone bool) error { return a.waitEnv(ctx, en, gone) })
 		}})
 	}
 	return plan
+}
+
+// disableAndDelete deletes a resource the API deletes only when DISABLED:
+// unless it already is, disable it and wait for that to settle; then delete
+// it and wait for it to be gone.
+func disableAndDelete(ctx context.Context, disabled bool, disable, del func(context.Context) error, wait func(ctx context.Context, gone bool) error) error {
+	if !disabled {
+		if err := disable(ctx); err != nil {
+			return err
+		}
+		if err := wait(ctx, false); err != nil {
+			return err
+		}
+	}
+	if err := del(ctx); err != nil {
+		return err
+	}
+	return wait(ctx, true)
 }
 
 // errGone is what a wait's probe returns for a resource that no longer exists.
