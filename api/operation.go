@@ -48,31 +48,27 @@ func describePage[T, D any](field string, refs []string, list func([]string) ([]
 }
 
 // policyBodyIn decodes the two bodies a scheduling policy may have; the
-// daemon decides which of them it takes.
+// daemon decides which of them it takes. With an error, the bodies are not
+// to be used.
 func policyBodyIn(qspIn *quotaSharePolicyWire, fspIn json.RawMessage) (*qshare.QuotaSharePolicy, []byte, error) {
 	qsp, err := quotaSharePolicyIn(qspIn)
 	if err != nil {
 		return nil, nil, err
 	}
 	fsp, err := fairshareIn(fspIn)
-	if err != nil {
-		return nil, nil, err
-	}
-	return qsp, fsp, nil
+	return qsp, fsp, err
 }
 
 // queueOrderIn decodes the serviceEnvironmentOrder and
-// jobStateTimeLimitActions of a job queue create or update.
+// jobStateTimeLimitActions of a job queue create or update. With an error,
+// the lists are not to be used.
 func queueOrderIn(os []envOrderWire, as []timeLimitWire) ([]qshare.ServiceEnvironmentOrder, []qshare.JobStateTimeLimitAction, error) {
 	order, err := envOrderIn(os)
 	if err != nil {
 		return nil, nil, err
 	}
 	actions, err := timeLimitsIn(as)
-	if err != nil {
-		return nil, nil, err
-	}
-	return order, actions, nil
+	return order, actions, err
 }
 
 func statePtr(s *string) *qshare.State {
