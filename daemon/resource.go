@@ -38,11 +38,26 @@ func install[K comparable, T any](d *Daemon, m map[K]*T, k K, v *T) {
 	d.mu.Unlock()
 }
 
-// forget deletes m[k] under d.mu.
-func forget[K comparable, T any](d *Daemon, m map[K]*T, k K) {
+// commitPut commits c, which stores v, and only then installs v as m[k]:
+// memory never shows what the store may not have.
+func commitPut[K comparable, T any](ctx context.Context, d *Daemon, c *store.Change, m map[K]*T, k K, v *T) error {
+	if err := d.commit(ctx, c); err != nil {
+		return err
+	}
+	install(d, m, k, v)
+	return nil
+}
+
+// commitForget commits c, which deletes the record m[k], and only then
+// deletes it from memory under d.mu.
+func commitForget[K comparable, T any](ctx context.Context, d *Daemon, c *store.Change, m map[K]*T, k K) error {
+	if err := d.commit(ctx, c); err != nil {
+		return err
+	}
 	d.mu.Lock()
 	delete(m, k)
 	d.mu.Unlock()
+	return nil
 }
 
 // lockChanges takes resMu for a change that the control loop must settle,
@@ -250,10 +265,9 @@ func (d *Daemon) DeleteEnvironment(ctx context.Context, ref string) error {
 	if len(users) > 0 {
 		return qshare.Errorf(qshare.ECONFLICT, "Service environment %s is used by job queue(s) %s: delete them, or remove it from their serviceEnvironmentOrder, first", name, strings.Join(users, ", "))
 	}
-	if err := d.commit(ctx, &store.Change{DeleteEnvironments: []string{name}}); err != nil {
+	if err := commitForget(ctx, d, &store.Change{DeleteEnvironments: []string{name}}, d.envs, name); err != nil {
 		return err
 	}
-	forget(d, d.envs, name)
 	d.engMu.Lock()
 	if err := d.eng.RemoveEnvironment(name); err != nil {
 		d.log.Error("engine refused to remove environment", "environment", name, "err", err)
@@ -348,10 +362,9 @@ func (d *Daemon) CreatePolicy(ctx context.Context, in PolicyInput) (qshare.Sched
 	}
 	p := qshare.SchedulingPolicy{Name: in.Name, ARN: d.PolicyARN(in.Name), QuotaSharePolicy: in.QuotaSharePolicy,
 		FairsharePolicy: in.FairsharePolicy, Tags: in.Tags, CreatedAt: d.now()}
-	if err := d.commit(ctx, &store.Change{PutPolicies: []qshare.SchedulingPolicy{p}}); err != nil {
+	if err := commitPut(ctx, d, &store.Change{PutPolicies: []qshare.SchedulingPolicy{p}}, d.policies, p.Name, &p); err != nil {
 		return qshare.SchedulingPolicy{}, err
 	}
-	install(d, d.policies, p.Name, &p)
 	d.log.Info("scheduling policy created", "policy", p.Name, "quotaShare", p.QuotaSharePolicy != nil)
 	return p, nil
 }
@@ -388,10 +401,9 @@ func (d *Daemon) UpdatePolicy(ctx context.Context, arn string, qsp *qshare.Quota
 	case fsp != nil:
 		p.FairsharePolicy = fsp
 	}
-	if err := d.commit(ctx, &store.Change{PutPolicies: []qshare.SchedulingPolicy{p}}); err != nil {
+	if err := commitPut(ctx, d, &store.Change{PutPolicies: []qshare.SchedulingPolicy{p}}, d.policies, name, &p); err != nil {
 		return err
 	}
-	install(d, d.policies, name, &p)
 	d.log.Info("scheduling policy updated", "policy", name)
 	return nil
 }
@@ -414,10 +426,9 @@ func (d *Daemon) DeletePolicy(ctx context.Context, arn string) error {
 	if len(users) > 0 {
 		return qshare.Errorf(qshare.ECONFLICT, "Scheduling policy %s is used by job queue(s) %s: delete those queues or give them another policy first", name, strings.Join(users, ", "))
 	}
-	if err := d.commit(ctx, &store.Change{DeletePolicies: []string{name}}); err != nil {
+	if err := commitForget(ctx, d, &store.Change{DeletePolicies: []string{name}}, d.policies, name); err != nil {
 		return err
 	}
-	forget(d, d.policies, name)
 	d.log.Info("scheduling policy deleted", "policy", name)
 	return nil
 }
@@ -781,10 +792,9 @@ func (d *Daemon) DeleteQueue(ctx context.Context, ref string) error {
 	}
 	n := *q
 	n.Status = qshare.StatusDeleting
-	if err := d.commit(ctx, &store.Change{PutQueues: []qshare.JobQueue{n}}); err != nil {
+	if err := commitPut(ctx, d, &store.Change{PutQueues: []qshare.JobQueue{n}}, d.queues, name, &n); err != nil {
 		return err
 	}
-	install(d, d.queues, name, &n)
 	d.log.Info("job queue deleting: terminating its jobs", "queue", name, "jobs", active)
 	d.drainQueue(name)
 	return nil
@@ -804,10 +814,9 @@ func (d *Daemon) drainQueue(name string) {
 // removeQueue deletes a queue record and forgets it. Callers hold resMu.
 func (d *Daemon) removeQueue(ctx context.Context, q *qshare.JobQueue) error {
 	name := q.Name
-	if err := d.commit(ctx, &store.Change{DeleteQueues: []string{name}}); err != nil {
+	if err := commitForget(ctx, d, &store.Change{DeleteQueues: []string{name}}, d.queues, name); err != nil {
 		return err
 	}
-	forget(d, d.queues, name)
 	d.engMu.Lock()
 	if !d.isQuotaQueue(q) {
 		if err := d.eng.RemoveShare(name, fifoShareName); err != nil {
@@ -1037,10 +1046,9 @@ func (d *Daemon) DeleteShare(ctx context.Context, arn string) error {
 	}
 	n := *s
 	n.Status = qshare.StatusDeleting
-	if err := d.commit(ctx, &store.Change{PutShares: []qshare.QuotaShare{n}}); err != nil {
+	if err := commitPut(ctx, d, &store.Change{PutShares: []qshare.QuotaShare{n}}, d.shares, key, &n); err != nil {
 		return err
 	}
-	install(d, d.shares, key, &n)
 	d.log.Info("quota share deleting: terminating its jobs", "queue", key.Queue, "share", key.Name, "jobs", active)
 	d.drainShare(key)
 	return nil
@@ -1059,10 +1067,9 @@ func (d *Daemon) drainShare(key store.ShareKey) {
 
 // removeShare deletes a share record and forgets it. Callers hold resMu.
 func (d *Daemon) removeShare(ctx context.Context, key store.ShareKey) error {
-	if err := d.commit(ctx, &store.Change{DeleteShares: []store.ShareKey{key}}); err != nil {
+	if err := commitForget(ctx, d, &store.Change{DeleteShares: []store.ShareKey{key}}, d.shares, key); err != nil {
 		return err
 	}
-	forget(d, d.shares, key)
 	d.engMu.Lock()
 	if err := d.eng.RemoveShare(key.Queue, key.Name); err != nil {
 		d.log.Error("engine refused to remove share", "queue", key.Queue, "share", key.Name, "err", err)
