@@ -116,6 +116,9 @@ type engineWorld struct {
 	pos         map[string]int
 	stopped     []stop
 	preemptions int
+	// ds is the last pass's decisions, reused by the next pass
+	// (engine.AppendSchedule), as the daemon and the simulator do.
+	ds []engine.Decision
 }
 
 type stop struct {
@@ -252,8 +255,9 @@ func (w *engineWorld) steady(passes, churn int) (phase, error) {
 			}
 		}
 		ts := time.Now()
-		ds := w.e.Schedule(w.now())
+		ds := w.e.AppendSchedule(w.ds[:0], w.now())
 		end := time.Now()
+		w.ds = ds
 		w.stopped = w.stopped[:0]
 		p.passes = append(p.passes, end.Sub(ts))
 		p.inSchedule += end.Sub(ts)

@@ -969,8 +969,32 @@ func (e *Engine) release(j *job, requeue bool) {
 // in the order the decisions were made. The cost of a pass grows with the
 // work it does, not with the number of pending jobs.
 func (e *Engine) Schedule(now time.Time) []Decision {
+	e.out = e.schedule(e.out[:0], now)
+	if len(e.out) == 0 {
+		return nil
+	}
+	out := make([]Decision, len(e.out))
+	copy(out, e.out)
+	return out
+}
+
+// AppendSchedule is Schedule, but appends the decisions to dst and returns
+// the extended slice, as append does. A caller that runs many passes and
+// is done with one pass's decisions before the next can hand the same
+// slice back each time (dst[:0]): the pass then allocates no slice for its
+// decisions and copies none, which Schedule, whose result is the caller's
+// to keep, must (at 1,500 decisions of 104 bytes, a 156 KB allocation per
+// pass of 1,000 starts). The engine keeps no reference to dst.
+func (e *Engine) AppendSchedule(dst []Decision, now time.Time) []Decision {
+	return e.schedule(dst, now)
+}
+
+// schedule runs a pass, appending its decisions to out.
+func (e *Engine) schedule(out []Decision, now time.Time) []Decision {
+	scratch := e.out
+	e.out = out
+	n0 := len(out)
 	e.stats.Passes++
-	e.out = e.out[:0]
 	envs := append(e.envsToRun[:0], e.dirty...)
 	e.dirty = e.dirty[:0]
 	// slices.SortFunc, unlike sort.Slice, allocates nothing (names are
@@ -987,12 +1011,9 @@ func (e *Engine) Schedule(now time.Time) []Decision {
 		e.pass(env, t)
 	}
 	e.envsToRun = envs[:0]
-	e.stats.Decisions += uint64(len(e.out))
-	if len(e.out) == 0 {
-		return nil
-	}
-	out := make([]Decision, len(e.out))
-	copy(out, e.out)
+	out = e.out
+	e.out = scratch
+	e.stats.Decisions += uint64(len(out) - n0)
 	return out
 }
 
