@@ -48,8 +48,8 @@ type Engine struct {
 	touched    []*share
 	readyBuf   []*job
 	envsToRun  []*environment
-	// warm sums values read only to bring job records into the cache
-	// ahead of use (see startHead); it means nothing.
+	// warm sums values read only to bring run-queue entries into the
+	// cache ahead of use (see prefetchSubmits); it means nothing.
 	warm int64
 	// hashes and shareBuf are scratch for ReleaseMany and SubmitMany: the
 	// hashes of a group's IDs, and the shares of a group of specs.
@@ -242,12 +242,6 @@ type job struct {
 	vt   int32
 	_    [20]byte
 }
-
-// warm reads a word from each of the record's first three lines (its two
-// 128-byte pairs): a value that means nothing, read to bring the record
-// into the cache before a head's evaluation, which reads all three. The
-// two loads are independent, so their misses overlap.
-func (j *job) warm() int64 { return j.created + int64(j.ndem) }
 
 // demand is the job's demand, one entry per type, in type order.
 func (j *job) demand() []amount {
@@ -648,12 +642,12 @@ func (e *Engine) prefetchSubmits(specs []JobSpec) {
 	st := &e.jobs
 	if st.count > 0 {
 		for _, h := range hashes {
-			sum += int64(st.index[h&st.mask] & 1)
+			prefetchIndex(&st.index[h&st.mask])
 		}
 	}
 	for k, s := range shares {
 		if f := len(st.free) - 1 - k; f >= 0 {
-			sum += st.at(st.free[f]).warm()
+			prefetchJob(st.at(st.free[f]))
 		}
 		if s != nil {
 			sum += s.runq.bottom()
@@ -892,9 +886,7 @@ const releaseGroup = 32
 func (e *Engine) ReleaseMany(ids []string, requeue bool) (int, error) {
 	for i := 0; i < len(ids); i += releaseGroup {
 		g := ids[i:min(i+releaseGroup, len(ids))]
-		var warm int64
-		e.hashes, warm = e.jobs.prefetch(g, e.hashes)
-		e.warm += warm
+		e.hashes = e.jobs.prefetch(g, e.hashes)
 		for k, id := range g {
 			j, _ := e.jobs.lookupHash(id, e.hashes[k])
 			if j == nil {

@@ -216,33 +216,28 @@ func (st *jobStore) ids() []string {
 
 // prefetch brings the index entries and job records of the given IDs into
 // the cache ahead of their lookups, and leaves their hashes in hashes
-// (grown as needed). It reads in two sweeps: first every ID's home entry in
-// the index, then the record each entry names. The loads within a sweep
-// do not depend on each other, so their cache misses overlap, where
-// lookups one after the other pay an index miss and then a record miss per
-// job. The sweeps are short loops, so that the processor, which runs ahead
-// only so many instructions past a load that misses, reaches many loads
-// at once. It returns a sum of what it read, which means nothing: the
-// caller keeps it so that the reads are not removed.
-func (st *jobStore) prefetch(ids []string, hashes []uint32) ([]uint32, int64) {
+// (grown as needed). It works in two sweeps: first it asks for every ID's
+// home entry in the index (see prefetchIndex), then it reads those entries
+// and asks for the record each one names. The requests within a sweep do
+// not depend on each other, so their cache misses overlap, where lookups
+// one after the other pay an index miss and then a record miss per job.
+func (st *jobStore) prefetch(ids []string, hashes []uint32) []uint32 {
 	hashes = hashes[:0]
 	for _, id := range ids {
 		hashes = append(hashes, hashID(id))
 	}
 	if st.count == 0 {
-		return hashes, 0
+		return hashes
 	}
-	var sum uint64
 	for _, h := range hashes {
-		sum += st.index[h&st.mask]
+		prefetchIndex(&st.index[h&st.mask])
 	}
-	var warm int64
 	for _, h := range hashes {
 		// The entry at the home position is the job's unless an earlier
-		// ID took it; then the record read is wasted, not wrong.
+		// ID took it; then the record loaded is wasted, not wrong.
 		if x := st.index[h&st.mask]; x != 0 {
-			warm += st.at(int32(uint32(x)) - 1).warm()
+			prefetchJob(st.at(int32(uint32(x)) - 1))
 		}
 	}
-	return hashes, warm + int64(sum&1)
+	return hashes
 }

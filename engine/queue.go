@@ -138,13 +138,11 @@ func (q *runQueue) topIs(j *job) bool {
 	return len(q.h) > 0 && q.st.at(q.h[0].slot) == j
 }
 
-// peek reads the top entry's job record (see job.warm), or returns
-// 0: a load whose only purpose is to bring the record into the cache.
-func (q *runQueue) peek() int64 {
-	if len(q.h) == 0 {
-		return 0
+// prefetchHead asks for the top entry's job record (see prefetchJob).
+func (q *runQueue) prefetchHead() {
+	if len(q.h) > 0 {
+		prefetchJob(q.st.at(q.h[0].slot))
 	}
-	return q.st.at(q.h[0].slot).warm()
 }
 
 // bottom reads the entries a push compares first: the last entry (the new

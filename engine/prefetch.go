@@ -1,0 +1,25 @@
+package engine
+
+// Loading ahead. At a million pending jobs the record of a job that
+// becomes a share's head, or that is released, is usually a cache miss
+// (and a TLB miss: the records span 256 MB). The engine knows a little
+// ahead which records it will read, and asks the processor to bring them
+// into the cache then, so that the misses overlap with other work and with
+// each other.
+//
+// On amd64 and arm64 this is a prefetch instruction (prefetch_amd64.s,
+// prefetch_arm64.s): unlike a load, it does not hold up the instructions
+// after it until the line arrives. A load whose value is thrown away
+// (which the engine used before) stalls the processor once its reorder
+// window is full, so at most a few misses were in flight and the stall
+// showed in the profile as the load itself. Elsewhere the functions do
+// nothing (prefetch_other.go). A prefetch never faults and changes no
+// value the engine reads: it changes only how long a later load takes.
+
+// prefetchJob asks for the lines of j that a head's evaluation and a
+// Release read first: line 0 (ID, share, creation time) and line 2 (the
+// demand, the slot's counters); see the layout of job.
+func prefetchJob(j *job) { prefetchJobLines(j) }
+
+// prefetchIndex asks for the line of the job index holding *x.
+func prefetchIndex(x *uint64) { prefetchWord(x) }

@@ -1,0 +1,11 @@
+//go:build amd64 || arm64
+
+package engine
+
+// Implemented in prefetch_$GOARCH.s.
+
+//go:noescape
+func prefetchJobLines(j *job)
+
+//go:noescape
+func prefetchWord(x *uint64)

@@ -1,0 +1,7 @@
+//go:build !amd64 && !arm64
+
+package engine
+
+func prefetchJobLines(j *job) {}
+
+func prefetchWord(x *uint64) {}
