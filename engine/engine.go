@@ -993,10 +993,17 @@ func (e *Engine) schedule(out []Decision, now time.Time) []Decision {
 	// unique, so stability does not matter).
 	slices.SortFunc(envs, func(a, b *environment) int { return strings.Compare(a.name, b.name) })
 	t := now.UnixNano()
-	for _, env := range envs {
+	for k, env := range envs {
 		env.dirty = false
 		if _, ok := e.envs[env.name]; !ok || e.envs[env.name] != env {
 			continue
+		}
+		// Ask for the head records of the next environment's shares now:
+		// they arrive while this one is scheduled (see prefetchJob).
+		if k+1 < len(envs) {
+			for _, s := range envs[k+1].shares {
+				s.runq.prefetchHead()
+			}
 		}
 		e.startReady(env, t)
 		e.startEarly(env, t)
