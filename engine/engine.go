@@ -884,13 +884,28 @@ const releaseGroup = 32
 // releasing any of them, so that their cache misses overlap instead of
 // coming one after the other.
 func (e *Engine) ReleaseMany(ids []string, requeue bool) (int, error) {
-	for i := 0; i < len(ids); i += releaseGroup {
-		g := ids[i:min(i+releaseGroup, len(ids))]
-		e.hashes = e.jobs.prefetch(g, e.hashes)
-		for k, id := range g {
-			j, _ := e.jobs.lookupHash(id, e.hashes[k])
+	st := &e.jobs
+	hashes := e.hashes[:0]
+	for _, id := range ids {
+		hashes = append(hashes, hashID(id))
+	}
+	e.hashes = hashes
+	// A pipeline of groups: while group g is released, the records of
+	// group g+1 are on their way (their index entries were asked for one
+	// group earlier) and so are the index entries of group g+2.
+	group := func(g int) []uint32 {
+		return hashes[min(g*releaseGroup, len(hashes)):min((g+1)*releaseGroup, len(hashes))]
+	}
+	st.prefetchEntries(group(0))
+	st.prefetchEntries(group(1))
+	st.prefetchRecords(group(0))
+	for g := 0; g*releaseGroup < len(ids); g++ {
+		st.prefetchRecords(group(g + 1))
+		st.prefetchEntries(group(g + 2))
+		for k := g * releaseGroup; k < min((g+1)*releaseGroup, len(ids)); k++ {
+			j, _ := st.lookupHash(ids[k], hashes[k])
 			if j == nil {
-				return i + k, qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", id)
+				return k, qshare.Errorf(qshare.ENOTFOUND, "job %s does not exist", ids[k])
 			}
 			e.release(j, requeue)
 		}

@@ -214,30 +214,33 @@ func (st *jobStore) ids() []string {
 	return out
 }
 
-// prefetch brings the index entries and job records of the given IDs into
-// the cache ahead of their lookups, and leaves their hashes in hashes
-// (grown as needed). It works in two sweeps: first it asks for every ID's
-// home entry in the index (see prefetchIndex), then it reads those entries
-// and asks for the record each one names. The requests within a sweep do
-// not depend on each other, so their cache misses overlap, where lookups
-// one after the other pay an index miss and then a record miss per job.
-func (st *jobStore) prefetch(ids []string, hashes []uint32) []uint32 {
-	hashes = hashes[:0]
-	for _, id := range ids {
-		hashes = append(hashes, hashID(id))
-	}
+// prefetchEntries and prefetchRecords bring the index entries and job
+// records of IDs with the given hashes into the cache ahead of their
+// lookups, in two sweeps: first prefetchEntries asks for every ID's home
+// entry in the index, then, once those have arrived, prefetchRecords reads
+// them and asks for the record each one names. The requests within a sweep
+// do not depend on each other, so their cache misses overlap, where
+// lookups one after the other pay an index miss and then a record miss per
+// job. ReleaseMany runs them a group or two of IDs ahead of its lookups.
+func (st *jobStore) prefetchEntries(hashes []uint32) {
 	if st.count == 0 {
-		return hashes
+		return
 	}
 	for _, h := range hashes {
 		prefetchIndex(&st.index[h&st.mask])
 	}
+}
+
+func (st *jobStore) prefetchRecords(hashes []uint32) {
+	if st.count == 0 {
+		return
+	}
 	for _, h := range hashes {
 		// The entry at the home position is the job's unless an earlier
-		// ID took it; then the record loaded is wasted, not wrong.
+		// ID took it, or a removal since moved it; then the record asked
+		// for is wasted, not wrong.
 		if x := st.index[h&st.mask]; x != 0 {
 			prefetchJob(st.at(int32(uint32(x)) - 1))
 		}
 	}
-	return hashes
 }
