@@ -48,8 +48,8 @@ type Engine struct {
 	touched    []*share
 	readyBuf   []*job
 	envsToRun  []*environment
-	// warm sums values read only to bring run-queue entries into the
-	// cache ahead of use (see prefetchSubmits); it means nothing.
+	// warm sums values read only to bring the callers' demand maps into
+	// the cache ahead of use (see prefetchSubmits); it means nothing.
 	warm int64
 	// hashes and shareBuf are scratch for ReleaseMany and SubmitMany: the
 	// hashes of a group's IDs, and the shares of a group of specs.
@@ -598,34 +598,12 @@ func (e *Engine) Submit(j JobSpec) error {
 // that job's error.
 //
 // It is cheaper than one Submit per job when many jobs arrive at once:
-// the engine reads the index entries of a group of IDs, and the run-queue
-// entries each new job is compared with first, before adding any of them,
-// so that their cache misses overlap instead of coming one after the
-// other.
+// the engine asks for the index entries of a group of IDs, the free
+// records they will get and the run-queue entries each new job is
+// compared with first while it adds the group before, so that their cache
+// misses overlap with each other and with that work instead of coming one
+// after the other.
 func (e *Engine) SubmitMany(specs []JobSpec) (int, error) {
-	for i := 0; i < len(specs); i += releaseGroup {
-		g := specs[i:min(i+releaseGroup, len(specs))]
-		e.prefetchSubmits(g)
-		for k := range g {
-			jb, err := e.newJobHash(g[k], e.hashes[k], e.shareBuf[k])
-			if err != nil {
-				clear(e.shareBuf)
-				return i + k, err
-			}
-			e.enqueue(jb)
-		}
-	}
-	clear(e.shareBuf)
-	return len(specs), nil
-}
-
-// prefetchSubmits leaves in e.hashes and e.shareBuf the hashes of the
-// specs' IDs and their shares (nil where the queue or share is unknown, so
-// that newJobHash reports it), reading on the way each ID's home entry in
-// the index, the record of the free slot the job will get, the header of
-// its demand map, and the bottom of its share's run queue, where the new
-// job's entry goes and is first compared.
-func (e *Engine) prefetchSubmits(specs []JobSpec) {
 	hashes, shares := e.hashes[:0], e.shareBuf[:0]
 	for k := range specs {
 		sp := &specs[k]
@@ -637,20 +615,46 @@ func (e *Engine) prefetchSubmits(specs []JobSpec) {
 		shares = append(shares, s)
 	}
 	e.hashes, e.shareBuf = hashes, shares
-	// The loads, in a short loop of their own (see jobStore.prefetch).
-	var sum int64
-	st := &e.jobs
-	if st.count > 0 {
-		for _, h := range hashes {
-			prefetchIndex(&st.index[h&st.mask])
+	// Each group's memory is asked for while the group before it is
+	// added (see prefetchSubmits).
+	free0 := len(e.jobs.free)
+	e.prefetchSubmits(specs, 0, free0)
+	for i := 0; i < len(specs); i += releaseGroup {
+		e.prefetchSubmits(specs, i+releaseGroup, free0)
+		for k := i; k < min(i+releaseGroup, len(specs)); k++ {
+			jb, err := e.newJobHash(specs[k], hashes[k], shares[k])
+			if err != nil {
+				clear(e.shareBuf)
+				return k, err
+			}
+			e.enqueue(jb)
 		}
 	}
-	for k, s := range shares {
-		if f := len(st.free) - 1 - k; f >= 0 {
+	clear(e.shareBuf)
+	return len(specs), nil
+}
+
+// prefetchSubmits asks for what adding the group of specs from index from
+// on will read: each ID's home entry in the index, the record of the free
+// slot the job will get (the k-th spec of the batch gets the k-th slot
+// from the top of the free list, which held free0 slots when the batch
+// began), and the bottom of its share's run queue, where the new job's
+// entry goes and is first compared; and it reads the header of each
+// demand map. e.hashes and e.shareBuf hold the batch's hashes and shares
+// (nil where the queue or share is unknown, so that newJobHash reports
+// it).
+func (e *Engine) prefetchSubmits(specs []JobSpec, from, free0 int) {
+	st := &e.jobs
+	var sum int64
+	for k := from; k < min(from+releaseGroup, len(specs)); k++ {
+		if st.count > 0 {
+			prefetchIndex(&st.index[e.hashes[k]&st.mask])
+		}
+		if f := free0 - 1 - k; f >= 0 {
 			prefetchJob(st.at(st.free[f]))
 		}
-		if s != nil {
-			sum += s.runq.bottom()
+		if s := e.shareBuf[k]; s != nil {
+			s.runq.prefetchBottom()
 		}
 		sum += int64(len(specs[k].Demand))
 	}

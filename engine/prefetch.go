@@ -23,3 +23,6 @@ func prefetchJob(j *job) { prefetchJobLines(j) }
 
 // prefetchIndex asks for the line of the job index holding *x.
 func prefetchIndex(x *uint64) { prefetchWord(x) }
+
+// prefetchEntry asks for the line of a run queue holding *e.
+func prefetchEntry(e *entry) { prefetchEntryLine(e) }

@@ -13,3 +13,9 @@ TEXT ·prefetchWord(SB), NOSPLIT, $0-8
 	PREFETCHT0 (AX)
 	RET
 
+
+// func prefetchEntryLine(e *entry)
+TEXT ·prefetchEntryLine(SB), NOSPLIT, $0-8
+	MOVQ e+0(FP), AX
+	PREFETCHT0 (AX)
+	RET

@@ -13,3 +13,9 @@ TEXT ·prefetchWord(SB), NOSPLIT, $0-8
 	PRFM (R0), PLDL1KEEP
 	RET
 
+
+// func prefetchEntryLine(e *entry)
+TEXT ·prefetchEntryLine(SB), NOSPLIT, $0-8
+	MOVD e+0(FP), R0
+	PRFM (R0), PLDL1KEEP
+	RET

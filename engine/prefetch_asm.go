@@ -9,3 +9,6 @@ func prefetchJobLines(j *job)
 
 //go:noescape
 func prefetchWord(x *uint64)
+
+//go:noescape
+func prefetchEntryLine(e *entry)

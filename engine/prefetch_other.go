@@ -5,3 +5,5 @@ package engine
 func prefetchJobLines(j *job) {}
 
 func prefetchWord(x *uint64) {}
+
+func prefetchEntryLine(e *entry) {}
