@@ -240,7 +240,7 @@ func (st *jobStore) prefetchRecords(hashes []uint32) {
 		// ID took it, or a removal since moved it; then the record asked
 		// for is wasted, not wrong.
 		if x := st.index[h&st.mask]; x != 0 {
-			prefetchJob(st.at(int32(uint32(x)) - 1))
+			prefetchReleased(st.at(int32(uint32(x)) - 1))
 		}
 	}
 }

@@ -16,10 +16,15 @@ package engine
 // nothing (prefetch_other.go). A prefetch never faults and changes no
 // value the engine reads: it changes only how long a later load takes.
 
-// prefetchJob asks for the lines of j that a head's evaluation and a
-// Release read first: line 0 (ID, share, creation time) and line 2 (the
-// demand, the slot's counters); see the layout of job.
+// prefetchJob asks for the lines of j that a head's evaluation reads:
+// lines 0 to 2 (ID, share, creation time; wait reason, priority, state;
+// the demand, the slot's counters); see the layout of job.
 func prefetchJob(j *job) { prefetchJobLines(j) }
+
+// prefetchReleased asks for all four lines of j: a Release of a holding
+// job also reads its start sequence, in line 3, to find it in its share's
+// holding list.
+func prefetchReleased(j *job) { prefetchWholeJob(j) }
 
 // prefetchIndex asks for the line of the job index holding *x.
 func prefetchIndex(x *uint64) { prefetchWord(x) }

@@ -4,7 +4,17 @@
 TEXT ·prefetchJobLines(SB), NOSPLIT, $0-8
 	MOVQ j+0(FP), AX
 	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
 	PREFETCHT0 128(AX)
+	RET
+
+// func prefetchWholeJob(j *job)
+TEXT ·prefetchWholeJob(SB), NOSPLIT, $0-8
+	MOVQ j+0(FP), AX
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
 	RET
 
 // func prefetchWord(x *uint64)

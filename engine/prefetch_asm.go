@@ -8,6 +8,9 @@ package engine
 func prefetchJobLines(j *job)
 
 //go:noescape
+func prefetchWholeJob(j *job)
+
+//go:noescape
 func prefetchWord(x *uint64)
 
 //go:noescape

@@ -4,6 +4,8 @@ package engine
 
 func prefetchJobLines(j *job) {}
 
+func prefetchWholeJob(j *job) {}
+
 func prefetchWord(x *uint64) {}
 
 func prefetchEntryLine(e *entry) {}
