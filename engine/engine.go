@@ -52,7 +52,7 @@ type Engine struct {
 	// the cache ahead of use (see prefetchSubmits); it means nothing.
 	warm int64
 	// hashes and shareBuf are scratch for ReleaseMany and SubmitMany: the
-	// hashes of a group's IDs, and the shares of a group of specs.
+	// hashes of a batch's IDs, and the shares of a batch of specs.
 	hashes   []uint32
 	shareBuf []*share
 	// text, srcs and borrowBuf are scratch for the reason texts of starts
