@@ -116,6 +116,9 @@ type engineWorld struct {
 	pos         map[string]int
 	stopped     []stop
 	preemptions int
+	// ds is the last pass's decisions, reused by the next pass
+	// (engine.AppendSchedule), as the daemon and the simulator do.
+	ds []engine.Decision
 }
 
 type stop struct {
@@ -241,19 +244,20 @@ func (w *engineWorld) steady(passes, churn int) (phase, error) {
 				return p, err
 			}
 		}
-		for _, id := range finished {
-			if err := w.e.Release(id, false); err != nil {
-				return p, err
-			}
+		// The jobs that finished are released in one call and the new
+		// ones submitted in one, as the simulator does with the jobs that
+		// finish or arrive at one instant (the same effect as one call
+		// each, in the same order).
+		if _, err := w.e.ReleaseMany(finished, false); err != nil {
+			return p, err
 		}
-		for i := range specs {
-			if err := w.e.Submit(specs[i]); err != nil {
-				return p, err
-			}
+		if _, err := w.e.SubmitMany(specs); err != nil {
+			return p, err
 		}
 		ts := time.Now()
-		ds := w.e.Schedule(w.now())
+		ds := w.e.AppendSchedule(w.ds[:0], w.now())
 		end := time.Now()
+		w.ds = ds
 		w.stopped = w.stopped[:0]
 		p.passes = append(p.passes, end.Sub(ts))
 		p.inSchedule += end.Sub(ts)

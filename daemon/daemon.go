@@ -78,6 +78,9 @@ type Daemon struct {
 	// and schedules, readers (snapshots) while they look.
 	engMu sync.Mutex
 	eng   *engine.Engine
+	// decisions is the slice the loop's passes append their decisions to
+	// (engine.AppendSchedule), reused from cycle to cycle (under engMu).
+	decisions []engine.Decision
 
 	// mu guards the maps below. Job records are immutable once installed:
 	// a change installs a new *qshare.Job, so a reader may keep a pointer.

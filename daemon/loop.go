@@ -205,10 +205,12 @@ func (d *Daemon) runCycle(ctx context.Context) {
 		c.apply(o)
 	}
 	c.timers()
-	decisions := d.eng.Schedule(c.now)
+	decisions := d.eng.AppendSchedule(d.decisions[:0], c.now)
 	for _, dec := range decisions {
 		c.decide(dec)
 	}
+	clear(decisions) // drop what the decisions refer to
+	d.decisions = decisions[:0]
 	d.engMu.Unlock()
 	c.finish()
 }

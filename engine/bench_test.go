@@ -42,6 +42,9 @@ type benchWorld struct {
 	next    int
 	clock   time.Time
 	shares  [][2]string // queue, share
+	// ds is the decisions of the last pass; the next pass reuses it, as
+	// the simulator and the daemon do (AppendSchedule).
+	ds []Decision
 	// harness is the process CPU time schedule spent on the harness's
 	// bookkeeping, to be left out of the engine's CPU time.
 	harness time.Duration
@@ -123,12 +126,13 @@ func processCPU() time.Duration {
 type passTime struct{ wall, cpu time.Duration }
 
 // schedule runs a pass and carries out its decisions the way the daemon
-// would, except that preempted jobs are released at once (inside the
+// would (into a reused slice, as the daemon and the simulator do), except that preempted jobs are released at once (inside the
 // measured region: releasing is engine work).
 func (w *benchWorld) schedule() (starts int, d passTime) {
 	c0 := threadCPU()
 	t0 := time.Now()
-	ds := w.e.Schedule(w.clock)
+	ds := w.e.AppendSchedule(w.ds[:0], w.clock)
+	w.ds = ds
 	d.wall = time.Since(t0)
 	d.cpu = threadCPU() - c0
 	for _, x := range ds {

@@ -214,35 +214,42 @@ func (st *jobStore) ids() []string {
 	return out
 }
 
-// prefetch brings the index entries and job records of the given IDs into
-// the cache ahead of their lookups, and leaves their hashes in hashes
-// (grown as needed). It reads in two sweeps: first every ID's home entry in
-// the index, then the record each entry names. The loads within a sweep
+// prefetchEntries and prefetchRecords bring the index entries and job
+// records of IDs with the given hashes into the cache ahead of their
+// lookups, in two sweeps: first prefetchEntries asks for every ID's home
+// entry in the index, then, once those have arrived, prefetchRecords reads
+// them and asks for the record each one names. The requests within a sweep
 // do not depend on each other, so their cache misses overlap, where
 // lookups one after the other pay an index miss and then a record miss per
-// job. The sweeps are short loops, so that the processor, which runs ahead
-// only so many instructions past a load that misses, reaches many loads
-// at once. It returns a sum of what it read, which means nothing: the
-// caller keeps it so that the reads are not removed.
-func (st *jobStore) prefetch(ids []string, hashes []uint32) ([]uint32, int64) {
-	hashes = hashes[:0]
-	for _, id := range ids {
-		hashes = append(hashes, hashID(id))
-	}
+// job. ReleaseMany runs them a group or two of IDs ahead of its lookups.
+func (st *jobStore) prefetchEntries(hashes []uint32) {
 	if st.count == 0 {
-		return hashes, 0
+		return
 	}
-	var sum uint64
 	for _, h := range hashes {
-		sum += st.index[h&st.mask]
+		prefetchIndex(&st.index[h&st.mask])
 	}
-	var warm int64
+}
+
+func (st *jobStore) prefetchRecords(hashes []uint32) {
+	if st.count == 0 {
+		return
+	}
 	for _, h := range hashes {
-		// The entry at the home position is the job's unless an earlier
-		// ID took it; then the record read is wasted, not wrong.
-		if x := st.index[h&st.mask]; x != 0 {
-			warm += st.at(int32(uint32(x)) - 1).warm()
+		// The first entry of the probe run with the ID's hash is almost
+		// always the job's (at a load of one half, a third of the jobs are
+		// not at their home position); if it is another job's, or a
+		// removal since moved it, the record asked for is wasted, not
+		// wrong.
+		for p := h & st.mask; ; p = (p + 1) & st.mask {
+			x := st.index[p]
+			if x == 0 {
+				break
+			}
+			if uint32(x>>32) == h {
+				prefetchReleased(st.at(int32(uint32(x)) - 1))
+				break
+			}
 		}
 	}
-	return hashes, warm + int64(sum&1)
 }

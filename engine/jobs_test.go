@@ -143,9 +143,13 @@ func TestSlotReuse(t *testing.T) {
 // one prefetch group; releases with and without requeue), decide the same
 // at every step. An unknown ID stops ReleaseMany there, with ENOTFOUND,
 // after the jobs before it; a duplicate ID or an unknown share stops
-// SubmitMany likewise.
+// SubmitMany likewise. The batch engine's passes go through
+// AppendSchedule into the slice of its last pass, after an entry that
+// must be left as it is.
 func TestReleaseManySubmitMany(t *testing.T) {
 	a, b := newBenchWorld(5_000, true), newBenchWorld(5_000, true)
+	sentinel := Decision{Kind: DecisionWait, Job: "not-a-job", Reason: "kept"}
+	var buf []Decision
 	for step := range 40 {
 		k := 1 + step*7 // 1 to 274 jobs: one group, several, and partial ones
 		requeue := step%3 == 0
@@ -173,8 +177,15 @@ func TestReleaseManySubmitMany(t *testing.T) {
 		if n, err := b.e.SubmitMany(specs); n != k || err != nil {
 			t.Fatalf("step %d: SubmitMany = %d, %v; want %d, nil", step, n, err, k)
 		}
-		da, db := a.e.Schedule(a.clock), b.e.Schedule(a.clock)
-		if !reflect.DeepEqual(da, db) {
+		// b passes its last decisions' slice back to AppendSchedule, after
+		// an entry that must stay as it is.
+		da := a.e.Schedule(a.clock)
+		buf = b.e.AppendSchedule(append(buf[:0], sentinel), a.clock)
+		if !reflect.DeepEqual(buf[0], sentinel) {
+			t.Fatalf("step %d: AppendSchedule changed what dst held: %v", step, buf[0])
+		}
+		db := buf[1:]
+		if len(da) != len(db) || len(da) > 0 && !reflect.DeepEqual(da, db) {
 			t.Fatalf("step %d: decisions differ:\n%v\n%v", step, da, db)
 		}
 		a.apply(da)

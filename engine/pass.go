@@ -138,7 +138,7 @@ func (e *Engine) pass(env *environment, now int64) {
 				work.push(s)
 				// Load every head's record now (see startHead): the
 				// misses overlap instead of coming one at a time.
-				e.warm += s.top.warm()
+				prefetchJob(s.top)
 			}
 		}
 		failed := e.failed[:0]
@@ -264,7 +264,7 @@ func (e *Engine) startHead(env *environment, s *share, h *job, now int64) {
 	// The share's next head is read soon, and at a million pending jobs
 	// its record is usually a cache miss: load it now, so that the miss
 	// overlaps with the work of this start instead of stalling later.
-	e.warm += s.runq.peek()
+	s.runq.prefetchHead()
 	e.stats.Runnable--
 	e.hold(h, now)
 	e.emitStart(h, borrowed, why)

@@ -138,26 +138,25 @@ func (q *runQueue) topIs(j *job) bool {
 	return len(q.h) > 0 && q.st.at(q.h[0].slot) == j
 }
 
-// peek reads the top entry's job record (see job.warm), or returns
-// 0: a load whose only purpose is to bring the record into the cache.
-func (q *runQueue) peek() int64 {
-	if len(q.h) == 0 {
-		return 0
+// prefetchHead asks for the top entry's job record (see prefetchJob).
+func (q *runQueue) prefetchHead() {
+	if len(q.h) > 0 {
+		prefetchJob(q.st.at(q.h[0].slot))
 	}
-	return q.st.at(q.h[0].slot).warm()
 }
 
-// bottom reads the entries a push compares first: the last entry (the new
-// one goes next to it) and its parent and grandparent. A value that means
-// nothing: the loads bring the entries into the cache ahead of a push.
-func (q *runQueue) bottom() int64 {
+// prefetchBottom asks for the entries a push compares first: the last
+// entry (the new one goes next to it) and its parent and grandparent.
+func (q *runQueue) prefetchBottom() {
 	h := q.h
 	n := len(h)
 	if n == 0 {
-		return 0
+		return
 	}
 	p := (n - 1) / arity
-	return h[n-1].created + h[p].created + h[max(p-1, 0)/arity].created
+	prefetchEntry(&h[n-1])
+	prefetchEntry(&h[p])
+	prefetchEntry(&h[max(p-1, 0)/arity])
 }
 
 // popHead removes the head job; head must have returned it.

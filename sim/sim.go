@@ -151,6 +151,9 @@ type simulator struct {
 	// arriving holds the jobs submitted at the current instant, given to
 	// the engine in one SubmitMany call before the pass, in order.
 	arriving []engine.JobSpec
+	// decisions is the last pass's decisions; each pass appends to it
+	// again (engine.AppendSchedule), so that a pass allocates no slice.
+	decisions []engine.Decision
 }
 
 // Run replays jobs against the configuration cfg (which must be valid) and
@@ -347,7 +350,8 @@ func (s *simulator) schedule() error {
 		if s.opts.Timing {
 			t0 = time.Now()
 		}
-		ds := s.eng.Schedule(s.at())
+		ds := s.eng.AppendSchedule(s.decisions[:0], s.at())
+		s.decisions = ds
 		if s.opts.Timing {
 			s.engine += time.Since(t0)
 		}
