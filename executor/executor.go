@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"qshare"
-	"qshare/trainingjob"
 )
 
 // Spec is everything an executor needs to start one attempt.
@@ -30,11 +29,6 @@ type Spec struct {
 	Demand qshare.Capacity
 	// Payload is the SageMaker CreateTrainingJob request, as submitted.
 	Payload string
-	// Request is Payload as trainingjob.Parse reads it, when the caller has
-	// it (the daemon parses each payload once, at submit or after a
-	// restart), or nil: then the executor parses Payload. It is shared:
-	// executors only read it.
-	Request *trainingjob.Request
 }
 
 // Handle is what an executor returns for a started attempt. The daemon

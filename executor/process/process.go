@@ -314,10 +314,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if err := pathComponent("attempt ID", s.AttemptID); err != nil {
 		return executor.Handle{}, err
 	}
-	req, err := s.Request, error(nil)
-	if req == nil {
-		req, err = trainingjob.Parse(s.Payload)
-	}
+	req, err := trainingjob.Parse(s.Payload)
 	if err != nil {
 		return executor.Handle{}, err
 	}

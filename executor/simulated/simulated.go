@@ -221,13 +221,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if s.AttemptID == "" {
 		return executor.Handle{}, qshare.Errorf(qshare.EINVALID, "executor: attempt ID is empty")
 	}
-	var p plan
-	var err error
-	if s.Request != nil {
-		p, err = planOfRequest(s.Request) // the daemon's parse: spares one per start
-	} else {
-		p, err = planOf(s.Payload)
-	}
+	p, err := planOf(s.Payload)
 	if err != nil {
 		return executor.Handle{}, err
 	}
