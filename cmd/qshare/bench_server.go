@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,8 +26,6 @@ func serverFlags(cmd *cobra.Command, endpoint *string, so *bench.ServerOptions, 
 	f.StringVar(&so.LogLevel, "server-log-level", "warn", "--log-level of the temporary server")
 	f.BoolVar(&inProcess, "in-process", false, "run the temporary server inside this process (same code as qshare serve), so that --cpuprofile profiles server and clients together")
 }
-
-var listeningLine = regexp.MustCompile(`listening on (http://\S+)`)
 
 // withServerFor runs f against the endpoint the user gave, or, with
 // --in-process, against a server started in this process for the call
@@ -52,28 +48,11 @@ func withServerFor(ctx context.Context, endpoint string, so bench.ServerOptions,
 	if maxShares > 0 {
 		s.MaxSharesPerQueue = maxShares
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := runServe(sctx, s, pw)
-		pw.Close()
-		done <- err
-	}()
-	defer func() { cancel(); <-done }()
 	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := listeningLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, pr) //nolint:errcheck
-	}()
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runServeReady(sctx, s, io.Discard, func(addr string) { found <- "http://" + addr }) }()
+	defer func() { cancel(); <-done }()
 	select {
 	case ep := <-found:
 		return f(ep)

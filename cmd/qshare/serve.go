@@ -264,6 +264,13 @@ func parseLevel(s string) (slog.Level, error) {
 
 // runServe runs the server until ctx ends or SIGINT/SIGTERM arrives.
 func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
+	return runServeReady(ctx, s, stdout, nil)
+}
+
+// runServeReady is runServe that also calls ready, when it is not nil, with the
+// address it listens on once it is about to serve: how `bench
+// --in-process` learns the port the kernel gave it.
+func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready func(addr string)) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -354,6 +361,9 @@ func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(stdout, "qshare: listening on http://%s (executor %s, data in %s)\n", ln.Addr(), s.Executor, s.DataDir)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
 	log.Info("serving", "addr", ln.Addr().String(), "executor", s.Executor, "dataDir", s.DataDir, "region", s.Region, "account", s.AccountID)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
