@@ -363,9 +363,10 @@ type payloadMeta struct {
 }
 
 func metaOf(r *trainingjob.Request) payloadMeta {
-	// The name is copied: a string the parser cut from a larger buffer
-	// would keep that buffer alive.
-	return payloadMeta{trainingJobName: strings.Clone(r.TrainingJobName), maxRuntime: r.MaxRuntimeSeconds()}
+	// The name may be cut from the payload string it was parsed from; that
+	// is the job's own Payload, which the job keeps anyway, so it is not
+	// copied.
+	return payloadMeta{trainingJobName: r.TrainingJobName, maxRuntime: r.MaxRuntimeSeconds()}
 }
 
 // payloadMeta returns the job's payload facts, from the cache Submit fills
