@@ -106,3 +106,41 @@ func TestKueueFiguresByHand(t *testing.T) {
 		t.Error("a FAILED job was counted as a finished one")
 	}
 }
+
+// TestIdealAtArrivalsByHand checks the ideal that takes the arrivals a
+// run got instead of the schedule, on jobs worked out on paper.
+func TestIdealAtArrivalsByHand(t *testing.T) {
+	// One share of 4 instances; two large jobs (4 instances, 1 s), both
+	// scheduled at 0: the schedule's ideal runs them 0–1 and 1–2 (2 s).
+	w := (sim.KueueShape{Name: "late", Cohorts: 1, QueuesPerCohort: 1, NominalQuota: 4, BorrowingPercent: 500,
+		Classes: []sim.KueueClass{{Name: "large", Count: 2, Size: 4, Runtime: time.Second, Priority: 200, Every: 0}}}).Workload()
+	if len(w.Jobs) != 2 {
+		t.Fatalf("workload has %d jobs, want 2", len(w.Jobs))
+	}
+	start := time.UnixMilli(5_000_000).Add(400 * time.Microsecond)
+	at := func(s float64) *int64 { v := time.UnixMilli(5_000_000).UnixMilli() + int64(s*1000); return &v }
+	subs := []submitted{{spec: &w.Jobs[0], id: "a"}, {spec: &w.Jobs[1], id: "b"}}
+	// The server created the second job 3 s late and the first within the
+	// millisecond of the start (read as 0.4 ms before it, so due at 0):
+	// they run 0–1 and 3–4, a makespan of 4 s.
+	jobs := []*batch.DescribeServiceJobOutput{{CreatedAt: at(0)}, {CreatedAt: at(3)}}
+	got, err := idealAtArrivals(context.Background(), w, subs, jobs, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.makespan != 4 {
+		t.Errorf("ideal at arrivals = %v s, want 4", got.makespan)
+	}
+	// Created in the other order, 0.5 s apart: 0.5–1.5 and 1.5–2.5; the
+	// jobs given to the simulator must be sorted by their new times.
+	jobs = []*batch.DescribeServiceJobOutput{{CreatedAt: at(1)}, {CreatedAt: at(0.5)}}
+	if got, err = idealAtArrivals(context.Background(), w, subs, jobs, start); err != nil {
+		t.Fatal(err)
+	}
+	if got.makespan != 2.5 {
+		t.Errorf("ideal at arrivals = %v s, want 2.5", got.makespan)
+	}
+	if w.Jobs[0].Submit != 0 || w.Jobs[1].Submit != 0 {
+		t.Errorf("the workload's own schedule changed: %v, %v", w.Jobs[0].Submit, w.Jobs[1].Submit)
+	}
+}

@@ -46,6 +46,11 @@ job back and reports:
 
   wall_s            first submit to the last job's stoppedAt
   ideal_s           the same workload through the simulator (same engine, virtual clock)
+  ideal_at_arrivals_s
+                    the same jobs through the simulator, each due when the
+                    server created it rather than at its scheduled time: the
+                    ideal for the arrivals this run got, so that wall_s over
+                    it is the scheduling's own share of wall_s over ideal_s
   min_share_usage   lowest share's instance-seconds used over nominal × wall_s (%)
   usage             the same over all shares (Kueue's class usage, %)
   mean_admission_s  mean createdAt → first admission per class
