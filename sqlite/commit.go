@@ -230,14 +230,14 @@ func (w *writer) open(ctx context.Context) error {
 		{&s.putShare, `INSERT INTO shares (queue, name, data) VALUES (?, ?, ?)
 			ON CONFLICT (queue, name) DO UPDATE SET data = excluded.data`},
 		// The store keeps the newest version of a job.
-		{&s.putJob, `INSERT INTO jobs (id, queue, share, status, created_at, version, data) VALUES (?, ?, ?, ?, ?, ?, ?)
+		{&s.putJob, `INSERT INTO jobs (id, queue, share, status, created_at, version, data, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, share = excluded.share,
 				status = excluded.status, created_at = excluded.created_at,
-				version = excluded.version, data = excluded.data
+				version = excluded.version, data = excluded.data, payload = excluded.payload
 			WHERE excluded.version >= jobs.version`},
 		// A job that changes keeps its key columns (queue, share, creation
 		// time): an UPDATE of the rest leaves the index on created_at alone.
-		{&s.updJob, `UPDATE jobs SET status = ?, version = ?, data = ?
+		{&s.updJob, `UPDATE jobs SET status = ?, version = ?, data = ?, payload = ?
 			WHERE id = ? AND version <= ? AND queue = ? AND share = ? AND created_at = ?`},
 		{&s.delEnv, `DELETE FROM environments WHERE name = ?`},
 		{&s.delPolicy, `DELETE FROM policies WHERE name = ?`},
@@ -349,7 +349,7 @@ func (w *writer) applyOne(ctx context.Context, e *encoded) error {
 			// version 1): try the UPDATE, which touches the table alone.
 			// It changes nothing when the job is new, older or has other
 			// key columns, and the upsert below then does what it must.
-			res, err := s.updJob.ExecContext(ctx, r.status, r.version, r.data, r.id, r.version, r.queue, r.share, r.created)
+			res, err := s.updJob.ExecContext(ctx, r.status, r.version, r.data, r.payload, r.id, r.version, r.queue, r.share, r.created)
 			if err != nil {
 				return fmt.Errorf("put job %q: %w", r.id, err)
 			}
@@ -357,7 +357,7 @@ func (w *writer) applyOne(ctx context.Context, e *encoded) error {
 				continue
 			}
 		}
-		if _, err := s.putJob.ExecContext(ctx, r.id, r.queue, r.share, r.status, r.created, r.version, r.data); err != nil {
+		if _, err := s.putJob.ExecContext(ctx, r.id, r.queue, r.share, r.status, r.created, r.version, r.data, r.payload); err != nil {
 			return fmt.Errorf("put job %q: %w", r.id, err)
 		}
 	}
@@ -407,7 +407,8 @@ type shareRow struct{ queue, name, data string }
 type jobRow struct {
 	id, queue, share, status, created string
 	version                           int64
-	data                              string
+	data                              string // the job's JSON, without its payload
+	payload                           string
 }
 
 // encode validates c and turns it into rows. A record with an empty key
@@ -470,7 +471,7 @@ func encode(c *store.Change) (*encoded, error) {
 		}
 		e.putJobs = append(e.putJobs, jobRow{
 			id: v.ID, queue: v.JobQueue, share: v.QuotaShare, status: string(v.Status),
-			created: timeKey(v.CreatedAt), version: v.Version, data: ownedString(b),
+			created: timeKey(v.CreatedAt), version: v.Version, data: ownedString(b), payload: v.Payload,
 		})
 	}
 	// Copy the delete keys: the caller may reuse its Change once Commit

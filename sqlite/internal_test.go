@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"qshare"
 	"qshare/store"
+	"qshare/storetest"
 )
 
 func TestPragmas(t *testing.T) {
@@ -255,19 +257,9 @@ func TestLoadCorruptRecord(t *testing.T) {
 // still there, and the index is gone.
 func TestMigrateFromVersion1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "qshare.db")
-	all := migrations
-	migrations = all[:1]
+	j := qshare.Job{ID: "j", Name: "n", JobQueue: "q", Status: qshare.JobRunnable, CreatedAt: time.Unix(1, 0), Version: 1, Payload: `{"a":"b"}`}
+	oldDatabase(t, path, 1, j)
 	d, err := Open(path)
-	migrations = all
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := qshare.Job{ID: "j", Name: "n", JobQueue: "q", Status: qshare.JobRunnable, CreatedAt: time.Unix(1, 0), Version: 1}
-	if err := d.Commit(context.Background(), &store.Change{PutJobs: []qshare.Job{j}}); err != nil {
-		t.Fatal(err)
-	}
-	d.Close()
-	d, err = Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +268,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Jobs) != 1 || st.Jobs[0].ID != "j" {
+	if len(st.Jobs) != 1 || st.Jobs[0].ID != "j" || st.Jobs[0].Payload != j.Payload {
 		t.Fatalf("after the migration the store holds %+v, want job j", st.Jobs)
 	}
 	var n int
@@ -329,5 +321,78 @@ func TestExperiments(t *testing.T) {
 			t.Errorf("%s: %d jobs stored after one commit, want %d", c.experiment, len(st.Jobs), want)
 		}
 		d.Close()
+	}
+}
+
+// TestMigratePayload opens a database of schema version 2, whose jobs keep
+// their payload inside the JSON, and checks that migration 3 moves it to
+// its column: the jobs load as they were, and the JSON no longer has it.
+func TestMigratePayload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qshare.db")
+	// Two jobs as version 2 wrote them (json.Marshal, payload inside): one
+	// with a payload full of characters that JSON escapes, one without.
+	full := storetest.FullJob("j1", time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	full.Payload = `{"TrainingJobName":"a \"quoted\" name","Environment":{"X":"line\nbreak\ttab é \u2028 <&>"}}`
+	empty := storetest.FullJob("j2", time.Date(2026, 3, 1, 12, 0, 1, 0, time.UTC))
+	empty.Payload = ""
+	oldDatabase(t, path, 2, full, empty)
+	ctx := context.Background()
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	st, err := d.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Jobs) != 2 {
+		t.Fatalf("loaded %d jobs, want 2", len(st.Jobs))
+	}
+	for i, want := range []qshare.Job{full, empty} {
+		if got := st.Jobs[i]; got.ID != want.ID || got.Payload != want.Payload || got.Name != want.Name || got.Version != want.Version {
+			t.Errorf("job %s after the migration: payload %q (version %d), want %q (version %d)", want.ID, got.Payload, got.Version, want.Payload, want.Version)
+		}
+	}
+	var inJSON int
+	if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE json_type(data, '$.payload') IS NOT NULL`).Scan(&inJSON); err != nil {
+		t.Fatal(err)
+	}
+	if inJSON != 0 {
+		t.Errorf("%d jobs still have the payload in their JSON", inJSON)
+	}
+}
+
+// oldDatabase creates, at path, a database of the given schema version
+// holding jobs, written as that version wrote them (json.Marshal, the
+// payload inside the JSON).
+func oldDatabase(t *testing.T, path string, version int, jobs ...qshare.Job) {
+	t.Helper()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	ctx := context.Background()
+	if _, err := raw.ExecContext(ctx, `CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL) STRICT`); err != nil {
+		t.Fatal(err)
+	}
+	for v, m := range migrations[:version] {
+		if _, err := raw.ExecContext(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.ExecContext(ctx, `INSERT INTO schema_version VALUES (?, 'then')`, v+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, j := range jobs {
+		b, err := json.Marshal(&j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.ExecContext(ctx, `INSERT INTO jobs (id, queue, share, status, created_at, version, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			j.ID, j.JobQueue, j.QuotaShare, string(j.Status), timeKey(j.CreatedAt), j.Version, string(b)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

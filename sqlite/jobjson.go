@@ -11,28 +11,32 @@ import (
 	"qshare"
 )
 
-// marshalJob returns the JSON of j that json.Marshal would give, field for
-// field: the same names, the same omitempty and omitzero rules, the same
-// values once decoded (the bytes may differ: no HTML escaping, for one).
+// marshalJob returns the JSON of j, without its payload, that json.Marshal
+// would give for j with an empty payload, field for field: the same names,
+// the same omitempty and omitzero rules, the same values once decoded (the
+// bytes may differ: no HTML escaping, for one). The payload goes to a
+// column of its own, as it is: it is JSON itself, and as a JSON string every
+// quote in it had to be escaped again at each write.
 //
 // Every job change the server makes (a submit, and SCHEDULED, STARTING,
-// RUNNING and the end of every attempt) writes the whole job, payload
-// included, so this encoding runs about five times per job; written out by
-// hand it costs about a fifth of json.Marshal's CPU, which reflects on every
-// field and checks every Marshaler on the way. A value it cannot encode
-// exactly (a time outside the years 0 to 9999) goes to json.Marshal, so the
-// error, too, is json.Marshal's. TestMarshalJob compares the two on random
-// jobs and fails when Job or Attempt gains a field this function does not
-// know.
+// RUNNING and the end of every attempt) writes the whole job, so this
+// encoding runs about five times per job; written out by hand it costs
+// about a fifth of json.Marshal's CPU, which reflects on every field and
+// checks every Marshaler on the way. A value it cannot encode exactly (a
+// time outside the years 0 to 9999) goes to json.Marshal, so the error,
+// too, is json.Marshal's. TestMarshalJob compares the two on random jobs
+// and fails when Job or Attempt gains a field this function does not know.
 func marshalJob(j *qshare.Job) ([]byte, error) {
-	n := 512 + len(j.Payload) + len(j.StatusReason) + len(j.ARN) + len(j.Name)
+	n := 512 + len(j.StatusReason) + len(j.ARN) + len(j.Name)
 	for i := range j.Attempts {
 		a := &j.Attempts[i]
 		n += 256 + len(a.StatusReason) + len(a.ResourceARN) + len(a.LogPath) + len(a.Executor)*4/3
 	}
 	b, ok := appendJob(make([]byte, 0, n), j)
 	if !ok {
-		return json.Marshal(j)
+		c := *j
+		c.Payload = ""
+		return json.Marshal(&c)
 	}
 	return b, nil
 }
@@ -65,8 +69,6 @@ func appendJob(b []byte, j *qshare.Job) ([]byte, bool) {
 		b = append(b, `,"statusReason":`...)
 		b = appendString(b, j.StatusReason)
 	}
-	b = append(b, `,"payload":`...)
-	b = appendString(b, j.Payload)
 	b = append(b, `,"demand":`...)
 	b = appendCounts(b, j.Demand)
 	if rs := j.RetryStrategy; rs != nil {

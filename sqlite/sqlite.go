@@ -238,29 +238,31 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only; nothing to undo
 	st := &store.State{}
-	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data FROM environments ORDER BY name`); err != nil {
+	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data FROM environments ORDER BY name`, nil); err != nil {
 		return nil, fmt.Errorf("sqlite: load environments from %s: %w", d.path, err)
 	}
-	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data FROM policies ORDER BY name`); err != nil {
+	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data FROM policies ORDER BY name`, nil); err != nil {
 		return nil, fmt.Errorf("sqlite: load policies from %s: %w", d.path, err)
 	}
-	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data FROM queues ORDER BY name`); err != nil {
+	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data FROM queues ORDER BY name`, nil); err != nil {
 		return nil, fmt.Errorf("sqlite: load queues from %s: %w", d.path, err)
 	}
-	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data FROM shares ORDER BY queue, name`); err != nil {
+	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data FROM shares ORDER BY queue, name`, nil); err != nil {
 		return nil, fmt.Errorf("sqlite: load shares from %s: %w", d.path, err)
 	}
-	if st.Jobs, err = loadAll[qshare.Job](ctx, tx, `SELECT data FROM jobs ORDER BY created_at, id`); err != nil {
+	setPayload := func(j *qshare.Job, payload string) { j.Payload = payload }
+	if st.Jobs, err = loadAll(ctx, tx, `SELECT data, payload FROM jobs ORDER BY created_at, id`, setPayload); err != nil {
 		return nil, fmt.Errorf("sqlite: load jobs from %s: %w", d.path, err)
 	}
 	return st, nil
 }
 
 // loadAll runs query, which selects one JSON column, and decodes every row,
-// in order. Decoding the JSON costs more than reading the rows, so it runs
+// in order. With extra, the query selects a second, text column, which
+// extra puts into the decoded record. Decoding the JSON costs more than reading the rows, so it runs
 // on every core: the rows are read in chunks and each chunk is decoded by a
 // worker while the next ones are read.
-func loadAll[T any](ctx context.Context, tx *sql.Tx, query string) ([]T, error) {
+func loadAll[T any](ctx context.Context, tx *sql.Tx, query string, extra func(*T, string)) ([]T, error) {
 	rows, err := tx.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
@@ -271,6 +273,7 @@ func loadAll[T any](ctx context.Context, tx *sql.Tx, query string) ([]T, error) 
 	type chunk struct {
 		first int // index of the chunk's first row, for error messages
 		raw   [][]byte
+		extra []string
 		out   *[]T
 	}
 	work := make(chan chunk, 4)
@@ -295,6 +298,9 @@ func loadAll[T any](ctx context.Context, tx *sql.Tx, query string) ([]T, error) 
 						failed.Store(true)
 						break
 					}
+					if extra != nil {
+						extra(&out[i], c.extra[i])
+					}
 				}
 				*c.out = out
 			}
@@ -303,15 +309,24 @@ func loadAll[T any](ctx context.Context, tx *sql.Tx, query string) ([]T, error) 
 	var chunks []*[]T
 	n := 0
 	raw := make([][]byte, 0, chunkSize)
+	var extras []string
 	flush := func() {
 		p := new([]T)
 		chunks = append(chunks, p)
-		work <- chunk{first: n - len(raw), raw: raw, out: p}
+		work <- chunk{first: n - len(raw), raw: raw, extra: extras, out: p}
 		raw = make([][]byte, 0, chunkSize)
+		extras = nil
 	}
 	for rows.Next() {
 		var b []byte
-		if err = rows.Scan(&b); err != nil {
+		if extra == nil {
+			err = rows.Scan(&b)
+		} else {
+			var x string
+			err = rows.Scan(&b, &x)
+			extras = append(extras, x)
+		}
+		if err != nil {
 			break
 		}
 		raw = append(raw, b)
