@@ -90,6 +90,13 @@ type Daemon struct {
 	queues   map[string]*qshare.JobQueue
 	shares   map[store.ShareKey]*qshare.QuotaShare
 	jobs     map[string]*qshare.Job
+	// inflight holds the loop's newest versions of jobs whose commit has
+	// not returned yet (the committer), newer than their d.jobs record.
+	// Only the loop reads it, to decide on top of its own changes; every
+	// API read keeps to d.jobs, which holds durable versions only. The
+	// loop adds to it; the committer removes a version once it has
+	// installed it in d.jobs, if the loop has not replaced it since.
+	inflight map[string]*qshare.Job
 	byQueue  map[string]*jobIndex
 	tokens   map[string]*tokenEntry
 	inbox    []op
@@ -120,6 +127,19 @@ type Daemon struct {
 	// orders its appends.
 	evlog *eventLog
 	evMu  sync.Mutex
+
+	// The committer's queue (see commit.go), guarded by cmu: the cycles
+	// the loop has finished whose changes are not committed yet, in order,
+	// and how many job versions they hold.
+	cmu    sync.Mutex
+	cq     []*pending
+	cqJobs int
+	// cwake wakes the committer; cspace tells a loop held back by a full
+	// queue that the committer took it; cdone is closed when the committer
+	// has returned.
+	cwake  chan struct{}
+	cspace chan struct{}
+	cdone  chan struct{}
 
 	// storeDown holds the error of the loop's last commit while it fails
 	// (nil once one succeeds): commands are then refused at once.
@@ -170,11 +190,15 @@ func New(cfg Config) (*Daemon, error) {
 		queues:   map[string]*qshare.JobQueue{},
 		shares:   map[store.ShareKey]*qshare.QuotaShare{},
 		jobs:     map[string]*qshare.Job{},
+		inflight: map[string]*qshare.Job{},
 		byQueue:  map[string]*jobIndex{},
 		tokens:   map[string]*tokenEntry{},
 		meta:     map[string]payloadMeta{},
 		kick:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		cwake:    make(chan struct{}, 1),
+		cspace:   make(chan struct{}, 1),
+		cdone:    make(chan struct{}),
 		runs:     map[string]*run{},
 		waits:    map[string]waitInfo{},
 	}, nil
@@ -211,6 +235,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 	d.started = true
 	d.cancel = cancel
 	d.lctx = lctx
+	go d.commitLoop(lctx)
 	go d.loop(lctx)
 	if d.cfg.JobRetention > 0 {
 		d.bg.Add(1)

@@ -106,11 +106,14 @@ func submitEvents(j *qshare.Job) []event.Event {
 }
 
 // cycleEvents derives the events of a loop commit: the jobs this cycle
-// changed, compared with the records they replace. Priority changes come
+// changed, compared with the records they replace (the loop's view:
+// versions of earlier cycles may not be committed yet). Priority changes come
 // first, then every release, then the preemptions decided (stopping lines),
 // then every start, so that a start never appears to use capacity that the
 // same commit gave back, and a preemption is judged against the usage the
-// engine decided on. Called by the loop before it installs the changes.
+// engine decided on. Called by the loop's finish, before the cycle's
+// versions replace the older ones in the loop's view; the committer appends
+// the events after the commit.
 func (c *cycle) cycleEvents() []event.Event {
 	d := c.d
 	if d.evlog == nil {
@@ -120,7 +123,7 @@ func (c *cycle) cycleEvents() []event.Event {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	for _, id := range d.evlog.decided {
-		old, nu := d.jobs[id], c.changed[id]
+		old, nu := d.loopJob(id), c.changed[id]
 		if old == nil || nu == nil || !old.Status.Active() {
 			continue
 		}
@@ -131,7 +134,7 @@ func (c *cycle) cycleEvents() []event.Event {
 	}
 	d.evlog.decided = d.evlog.decided[:0]
 	for _, id := range c.order {
-		old, nu := d.jobs[id], c.changed[id]
+		old, nu := d.loopJob(id), c.changed[id]
 		if old == nil || nu == nil {
 			continue
 		}

@@ -12,17 +12,17 @@ import (
 	"qshare"
 	"qshare/engine"
 	"qshare/executor"
-	"qshare/store"
 	"qshare/trainingjob"
 )
 
 // The control loop. Each cycle takes the inbox (submits, commands, reports
 // from executors), feeds it to the engine, lets the engine schedule, and
-// gathers every resulting job change into one store commit. Only after the
-// commit does it install the changes in memory, answer the commands, and act:
-// start, stop, wait. A crash between deciding and acting therefore leaves a
-// store that Start can recover from, and every executor action is keyed by
-// attempt ID, so acting twice is harmless.
+// gathers every resulting job change into one store commit, which the
+// committer makes (commit.go) while the loop goes on. Only after the commit
+// are the changes installed in memory, the commands answered, and the
+// actions taken: start, stop, wait. A crash between deciding and acting
+// therefore leaves a store that Start can recover from, and every executor
+// action is keyed by attempt ID, so acting twice is harmless.
 
 type opKind int
 
@@ -118,6 +118,8 @@ func (d *Daemon) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			d.failPending()
+			<-d.cdone
+			d.failQueued() // what the loop queued after the committer's last look
 			return
 		case <-d.kick:
 		case <-t.C:
@@ -180,6 +182,9 @@ type cycle struct {
 	order   []string
 	replies []reply
 	effects []func()
+	// posts are ops for the next cycles that need not wait for this
+	// cycle's commit (they only change the loop's own view).
+	posts []op
 }
 
 type reply struct {
@@ -188,6 +193,12 @@ type reply struct {
 }
 
 func (d *Daemon) runCycle(ctx context.Context) {
+	if errp := d.storeDown.Load(); errp != nil {
+		// The committer is retrying a commit that the store refuses: the
+		// clients' commands are refused, as d.command does, not queued
+		// behind it.
+		d.refuseCommands(*errp)
+	}
 	d.mu.Lock()
 	ops := d.inbox
 	d.inbox, d.spare = d.spare, nil
@@ -215,14 +226,24 @@ func (d *Daemon) runCycle(ctx context.Context) {
 	c.finish()
 }
 
-// job returns the job as this cycle sees it.
+// job returns the job as this cycle sees it: its own change, else the
+// newest version an earlier cycle changed (committed or not).
 func (c *cycle) job(id string) *qshare.Job {
 	if j := c.changed[id]; j != nil {
 		return j
 	}
 	c.d.mu.RLock()
 	defer c.d.mu.RUnlock()
-	return c.d.jobs[id]
+	return c.d.loopJob(id)
+}
+
+// loopJob is the loop's view of a job: the version in flight to the store,
+// else the durable one. Callers hold d.mu.
+func (d *Daemon) loopJob(id string) *qshare.Job {
+	if j := d.inflight[id]; j != nil {
+		return j
+	}
+	return d.jobs[id]
 }
 
 // edit returns a copy of the job that this cycle may change and will commit.
@@ -231,7 +252,7 @@ func (c *cycle) edit(id string) *qshare.Job {
 		return j
 	}
 	c.d.mu.RLock()
-	old := c.d.jobs[id]
+	old := c.d.loopJob(id)
 	c.d.mu.RUnlock()
 	j := cloneJob(old)
 	j.Version++
@@ -571,8 +592,11 @@ func (c *cycle) decide(dec engine.Decision) {
 		c.transition(j, qshare.JobScheduled, reason)
 		d.runs[j.ID] = r
 		delete(d.waits, j.ID)
-		attempt := r.attempt
-		c.effects = append(c.effects, func() { d.post(op{kind: opBeginStart, id: r.job, attempt: attempt}) })
+		// The next cycle makes it STARTING without waiting for this commit:
+		// the commits are made in order, so STARTING is never durable
+		// before SCHEDULED, and the attempt is started only once STARTING
+		// is (an effect of that cycle). Under load both land in one commit.
+		c.posts = append(c.posts, op{kind: opBeginStart, id: r.job, attempt: r.attempt})
 		if d.infoLog() {
 			d.log.Info("decision: start", "job", j.ID, "queue", dec.Queue, "share", dec.Share, "attempt", n, "borrowed", dec.Borrowed.String(), "reason", dec.Reason)
 		}
@@ -743,63 +767,33 @@ func (c *cycle) timers() {
 	}
 }
 
-// finish commits the cycle's changes, installs them, answers the commands
-// and carries out the effects.
+// finish hands the cycle's changes, with their events, replies and effects,
+// to the committer, after making them the loop's view of the jobs
+// (d.inflight) for the next cycles.
 func (c *cycle) finish() {
 	d := c.d
+	p := &pending{replies: c.replies, effects: c.effects}
 	if len(c.order) > 0 {
-		ch := &store.Change{PutJobs: make([]qshare.Job, 0, len(c.order))}
-		for _, id := range c.order {
-			ch.PutJobs = append(ch.PutJobs, *c.changed[id])
-		}
-		backoff := 10 * time.Millisecond
-		for {
-			err := d.st.Commit(c.ctx, ch)
-			if err == nil {
-				d.storeDown.Store(nil)
-				break
-			}
-			if c.ctx.Err() == nil {
-				d.log.Error("store commit failed in the control loop; retrying", "jobs", len(ch.PutJobs), "err", err)
-				// Clients are not kept waiting for the store: this cycle's
-				// commands are answered now (their changes are retried with
-				// the rest), and commands that come meanwhile are refused.
-				d.storeDown.Store(&err)
-				for _, r := range c.replies {
-					if r.err == nil {
-						r.err = errStoreDown(err, true)
-					}
-					r.ch <- r.err
-				}
-				c.replies = nil
-				d.refuseCommands(err)
-			}
-			select {
-			case <-c.ctx.Done():
-				for _, r := range c.replies {
-					r.ch <- qshare.Errorf(qshare.EINTERNAL, "the server is shutting down; retry the request")
-				}
-				return
-			case <-time.After(backoff):
-			}
-			if backoff < time.Second {
-				backoff *= 2
-			}
-		}
-		evs := c.cycleEvents()
+		p.events = c.cycleEvents()
+		p.jobs = make([]*qshare.Job, len(c.order))
 		d.mu.Lock()
-		for _, id := range c.order {
-			d.jobs[id] = c.changed[id]
+		for i, id := range c.order {
+			j := c.changed[id]
+			p.jobs[i] = j
+			d.inflight[id] = j
 		}
 		d.mu.Unlock()
-		d.emitEvents(evs)
 	}
-	for _, r := range c.replies {
-		r.ch <- r.err
+	if len(c.posts) > 0 {
+		d.post(c.posts...)
 	}
-	for _, e := range c.effects {
-		e()
+	if len(p.jobs) == 0 && len(p.replies) == 0 && len(p.effects) == 0 {
+		return
 	}
+	// A cycle without changes is queued too when it answers or acts: what
+	// it answered or decided may rest on changes of earlier cycles that
+	// are not durable yet.
+	d.enqueue(c.ctx, p)
 }
 
 // startAttempt starts an attempt and then waits for it, reporting both to the loop.

@@ -1,0 +1,326 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/simulated"
+	"qshare/sqlite"
+	"qshare/store"
+)
+
+// heldStore is a real SQLite store whose loop commits (those that put a
+// job version after the submit's) can be held back until released, and
+// that records what each commit put and which versions are durable (their
+// commit has returned).
+type heldStore struct {
+	*sqlite.DB
+	mu      sync.Mutex
+	held    bool
+	open    chan struct{}
+	entered chan struct{} // a loop commit waits at the gate
+	commits [][]qshare.Job
+	durable map[string]int64 // job ID -> highest version whose commit returned
+}
+
+func newHeldStore(t *testing.T) *heldStore {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "q.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := make(chan struct{})
+	close(open)
+	return &heldStore{DB: db, open: open, entered: make(chan struct{}, 16), durable: map[string]int64{}}
+}
+
+func (s *heldStore) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.held {
+		s.held, s.open = true, make(chan struct{})
+	}
+}
+
+func (s *heldStore) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held {
+		s.held = false
+		close(s.open)
+	}
+}
+
+func (s *heldStore) Commit(ctx context.Context, c *store.Change) error {
+	loop := false
+	for _, j := range c.PutJobs {
+		loop = loop || j.Version > 1
+	}
+	if loop {
+		s.mu.Lock()
+		open, held := s.open, s.held
+		s.mu.Unlock()
+		if held {
+			s.entered <- struct{}{}
+		}
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := s.DB.Commit(ctx, c); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commits = append(s.commits, append([]qshare.Job(nil), c.PutJobs...))
+	for _, j := range c.PutJobs {
+		if j.Version > s.durable[j.ID] {
+			s.durable[j.ID] = j.Version
+		}
+	}
+	return nil
+}
+
+func (s *heldStore) durableVersion(id string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durable[id]
+}
+
+// watchingExecutor is the simulated executor; it records every Start made
+// before the store's record of the job says STARTING.
+type watchingExecutor struct {
+	*simulated.Executor
+	st       *heldStore
+	starts   atomic.Int64
+	tooEarly atomic.Value // string
+}
+
+func (x *watchingExecutor) Start(ctx context.Context, spec executor.Spec) (executor.Handle, error) {
+	x.starts.Add(1)
+	x.st.mu.Lock()
+	var last *qshare.Job
+	for _, c := range x.st.commits {
+		for i := range c {
+			if c[i].ID == spec.JobID {
+				last = &c[i]
+			}
+		}
+	}
+	x.st.mu.Unlock()
+	if last == nil || last.Status != qshare.JobStarting {
+		x.tooEarly.Store(fmt.Sprintf("Start of %s before STARTING was durable (durable: %+v)", spec.AttemptID, last))
+	}
+	return x.Executor.Start(ctx, spec)
+}
+
+func startHeld(t *testing.T) (*Daemon, *heldStore, *watchingExecutor) {
+	t.Helper()
+	st := newHeldStore(t)
+	ex := &watchingExecutor{Executor: simulated.New(simulated.Options{}), st: st}
+	d, err := New(Config{Store: st, Executor: ex, Tick: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		st.release()
+		d.Close()
+		ex.Close()
+		st.Close()
+	})
+	ctx := context.Background()
+	g5 := []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 4}}
+	_, err = d.CreatePolicy(ctx, PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
+	mustNil(t, err)
+	_, err = d.CreateEnvironment(ctx, EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: g5})
+	mustNil(t, err)
+	_, err = d.CreateQueue(ctx, QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
+		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
+	mustNil(t, err)
+	s, err := d.CreateShare(ctx, ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: qshare.Disabled, CapacityLimits: g5})
+	mustNil(t, err)
+	waitShareStatus(t, d, s.ARN, qshare.StatusValid)
+	return d, st, ex
+}
+
+func submitSim(t *testing.T, d *Daemon, name, duration string) *qshare.Job {
+	t.Helper()
+	j, err := d.Submit(context.Background(), SubmitInput{Name: name, Queue: "q", QuotaShare: "A", ServiceJobType: serviceTypeSageMaker,
+		Payload: `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1},"Environment":{"QSHARE_SIM_DURATION":"` + duration + `"}}`})
+	mustNil(t, err)
+	return j
+}
+
+func waitFor(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !f(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestPipelinedCommit holds the committer in a commit (a tag change) while
+// a job is submitted: the loop goes on without it, making the job
+// SCHEDULED and then STARTING in two cycles, which reach the store as one
+// row in one commit once the store is released. Meanwhile the tag command
+// is not answered, the API reads show only durable versions, and the
+// executor is not asked to start the job before STARTING is durable.
+func TestPipelinedCommit(t *testing.T) {
+	d, st, ex := startHeld(t)
+	ctx := context.Background()
+	first := submitSim(t, d, "first", "1h")
+	waitFor(t, "the first job to run", func() bool {
+		j, _ := d.Job(first.ID)
+		return j.Status == qshare.JobRunning
+	})
+
+	// Every API read of a job sees a durable version, all along.
+	stop := make(chan struct{})
+	var readerDone sync.WaitGroup
+	var undurable atomic.Value
+	readerDone.Add(1)
+	go func() {
+		defer readerDone.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			d.mu.RLock()
+			ids := make([]string, 0, len(d.jobs))
+			for id := range d.jobs {
+				ids = append(ids, id)
+			}
+			d.mu.RUnlock()
+			for _, id := range ids {
+				j, err := d.Job(id)
+				if err == nil && j.Version > st.durableVersion(id) {
+					undurable.Store(fmt.Sprintf("job %s shown at version %d (%s), durable is %d", id, j.Version, j.Status, st.durableVersion(id)))
+				}
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+
+	st.hold()
+	tagged := make(chan error, 1)
+	go func() { tagged <- d.TagResource(ctx, first.ARN, map[string]string{"k": "v"}) }()
+	<-st.entered // the tag change's commit waits in the store
+	second := submitSim(t, d, "second", "1h")
+	waitFor(t, "the loop to make the second job STARTING ahead of the store", func() bool {
+		d.mu.RLock()
+		defer d.mu.RUnlock()
+		j := d.inflight[second.ID]
+		return j != nil && j.Status == qshare.JobStarting
+	})
+	select {
+	case err := <-tagged:
+		t.Fatalf("TagResource answered (%v) before its commit returned", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if j, _ := d.Job(second.ID); j.Status != qshare.JobRunnable || j.Version != 1 {
+		t.Fatalf("Describe shows the second job %s v%d while nothing of the loop's is durable, want RUNNABLE v1", j.Status, j.Version)
+	}
+	if j, _ := d.Job(first.ID); j.Tags["k"] != "" {
+		t.Fatal("Describe shows the tag before its commit returned")
+	}
+	if n := ex.starts.Load(); n != 1 {
+		t.Fatalf("%d Start calls while the store is held, want 1 (the first job's)", n)
+	}
+
+	st.release()
+	mustNil(t, <-tagged)
+	if st.durableVersion(first.ID) == 0 {
+		t.Fatal("TagResource returned without its commit")
+	}
+	waitFor(t, "the second job to run", func() bool {
+		j, _ := d.Job(second.ID)
+		return j.Status == qshare.JobRunning
+	})
+	close(stop)
+	readerDone.Wait()
+	if v := undurable.Load(); v != nil {
+		t.Fatal(v)
+	}
+	if v := ex.tooEarly.Load(); v != nil {
+		t.Fatal(v)
+	}
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var rows []string
+	for i, c := range st.commits {
+		for _, j := range c {
+			if j.ID == second.ID {
+				rows = append(rows, fmt.Sprintf("commit %d: v%d %s", i, j.Version, j.Status))
+			}
+		}
+	}
+	want := []string{"v1 RUNNABLE", "v3 STARTING", "v4 RUNNING"}
+	if len(rows) != len(want) {
+		t.Fatalf("the second job's rows: %q, want %q (SCHEDULED and STARTING in one commit, one row)", rows, want)
+	}
+	for i := range want {
+		if got := rows[i][len(rows[i])-len(want[i]):]; got != want[i] {
+			t.Fatalf("the second job's rows: %q, want %q", rows, want)
+		}
+	}
+}
+
+// TestShutdownWithQueuedCycles closes the daemon while the committer is
+// held in a commit and the loop has queued more behind it: the waiting
+// command is answered with the shutdown error, and the executor is never
+// asked to start what was not made durable.
+func TestShutdownWithQueuedCycles(t *testing.T) {
+	d, st, ex := startHeld(t)
+	ctx := context.Background()
+	first := submitSim(t, d, "first", "1h")
+	waitFor(t, "the first job to run", func() bool {
+		j, _ := d.Job(first.ID)
+		return j.Status == qshare.JobRunning
+	})
+	st.hold()
+	go func() { _ = d.TagResource(ctx, first.ARN, map[string]string{"k": "v"}) }()
+	<-st.entered
+	second := submitSim(t, d, "second", "1h")
+	waitFor(t, "the loop to make the second job STARTING ahead of the store", func() bool {
+		d.mu.RLock()
+		defer d.mu.RUnlock()
+		j := d.inflight[second.ID]
+		return j != nil && j.Status == qshare.JobStarting
+	})
+	prio := make(chan error, 1)
+	go func() {
+		_, err := d.UpdatePriority(ctx, second.ID, 5)
+		prio <- err
+	}()
+	waitFor(t, "the priority change to be queued", func() bool {
+		d.mu.RLock()
+		defer d.mu.RUnlock()
+		j := d.inflight[second.ID]
+		return j != nil && j.Priority == 5
+	})
+	mustNil(t, d.Close())
+	if err := <-prio; err == nil || qshare.ErrorMessageOf(err) != "the server is shutting down; retry the request" {
+		t.Fatalf("UpdatePriority at shutdown: %v, want the shutdown error", err)
+	}
+	if n := ex.starts.Load(); n != 1 {
+		t.Fatalf("%d Start calls, want 1: the second job's STARTING was never durable", n)
+	}
+	if v := st.durableVersion(second.ID); v != 1 {
+		t.Fatalf("the second job is durable at version %d, want 1", v)
+	}
+}
