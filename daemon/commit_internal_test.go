@@ -324,3 +324,51 @@ func TestShutdownWithQueuedCycles(t *testing.T) {
 		t.Fatalf("the second job is durable at version %d, want 1", v)
 	}
 }
+
+// TestLoopWaitsForCommitter holds the committer in a commit while jobs keep
+// arriving: the loop runs at most maxQueuedCycles cycles ahead (it then
+// waits, leaving the rest in its inbox), and everything goes through once
+// the store is released.
+func TestLoopWaitsForCommitter(t *testing.T) {
+	d, st, _ := startHeld(t)
+	ctx := context.Background()
+	first := submitSim(t, d, "first", "1h")
+	waitFor(t, "the first job to run", func() bool {
+		j, _ := d.Job(first.ID)
+		return j.Status == qshare.JobRunning
+	})
+	st.hold()
+	tagged := make(chan error, 1)
+	go func() { tagged <- d.TagResource(ctx, first.ARN, map[string]string{"k": "v"}) }()
+	<-st.entered
+	var jobs []*qshare.Job
+	for i := 0; i < 30; i++ {
+		jobs = append(jobs, submitSim(t, d, fmt.Sprintf("j%d", i), "1ms"))
+		time.Sleep(time.Millisecond) // one cycle each, as far as the loop may run
+		d.cmu.Lock()
+		n := len(d.cq)
+		d.cmu.Unlock()
+		if n > maxQueuedCycles+1 {
+			t.Fatalf("%d cycles queued behind a held commit, want at most %d", n, maxQueuedCycles+1)
+		}
+	}
+	waitFor(t, "the loop to wait for the committer", func() bool {
+		d.cmu.Lock()
+		defer d.cmu.Unlock()
+		return len(d.cq) > maxQueuedCycles
+	})
+	d.mu.RLock()
+	waiting := len(d.inbox)
+	d.mu.RUnlock()
+	if waiting == 0 {
+		t.Fatal("the loop's inbox is empty while it waits for the committer: it ran further ahead")
+	}
+	st.release()
+	mustNil(t, <-tagged)
+	for _, j := range jobs {
+		waitFor(t, "job "+j.Name+" to end", func() bool {
+			j, _ := d.Job(j.ID)
+			return j.Status.Terminal()
+		})
+	}
+}
