@@ -162,6 +162,18 @@ func submitSim(t *testing.T, d *Daemon, name, duration string) *qshare.Job {
 	return j
 }
 
+// runFirst submits a job of an hour and waits until it runs: a job whose
+// tags the tests change to hold the committer.
+func runFirst(t *testing.T, d *Daemon) *qshare.Job {
+	t.Helper()
+	first := submitSim(t, d, "first", "1h")
+	waitFor(t, "the first job to run", func() bool {
+		j, _ := d.Job(first.ID)
+		return j.Status == qshare.JobRunning
+	})
+	return first
+}
+
 func waitFor(t *testing.T, what string, f func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !f(); time.Sleep(time.Millisecond) {
@@ -180,11 +192,7 @@ func waitFor(t *testing.T, what string, f func() bool) {
 func TestPipelinedCommit(t *testing.T) {
 	d, st, ex := startHeld(t)
 	ctx := context.Background()
-	first := submitSim(t, d, "first", "1h")
-	waitFor(t, "the first job to run", func() bool {
-		j, _ := d.Job(first.ID)
-		return j.Status == qshare.JobRunning
-	})
+	first := runFirst(t, d)
 
 	// Every API read of a job sees a durable version, all along.
 	stop := make(chan struct{})
@@ -287,11 +295,7 @@ func TestPipelinedCommit(t *testing.T) {
 func TestShutdownWithQueuedCycles(t *testing.T) {
 	d, st, ex := startHeld(t)
 	ctx := context.Background()
-	first := submitSim(t, d, "first", "1h")
-	waitFor(t, "the first job to run", func() bool {
-		j, _ := d.Job(first.ID)
-		return j.Status == qshare.JobRunning
-	})
+	first := runFirst(t, d)
 	st.hold()
 	go func() { _ = d.TagResource(ctx, first.ARN, map[string]string{"k": "v"}) }()
 	<-st.entered
@@ -332,11 +336,7 @@ func TestShutdownWithQueuedCycles(t *testing.T) {
 func TestLoopWaitsForCommitter(t *testing.T) {
 	d, st, _ := startHeld(t)
 	ctx := context.Background()
-	first := submitSim(t, d, "first", "1h")
-	waitFor(t, "the first job to run", func() bool {
-		j, _ := d.Job(first.ID)
-		return j.Status == qshare.JobRunning
-	})
+	first := runFirst(t, d)
 	st.hold()
 	tagged := make(chan error, 1)
 	go func() { tagged <- d.TagResource(ctx, first.ARN, map[string]string{"k": "v"}) }()
