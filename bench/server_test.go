@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,4 +127,23 @@ func TestHarnessAgainstRealServer(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEndpointNobodyListens runs a benchmark against an --endpoint where
+// nothing listens: the error says so and what to do, not only the
+// connection's failure.
+func TestEndpointNobodyListens(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + l.Addr().String()
+	l.Close() // the port is now free: nothing listens there
+	_, err = RunSubmit(context.Background(), SubmitOptions{Endpoint: endpoint, Clients: 1, Duration: time.Second})
+	if err == nil {
+		t.Fatal("a benchmark against a closed port succeeded")
+	}
+	if !strings.Contains(err.Error(), "nothing listens at "+endpoint) || !strings.Contains(err.Error(), "leave out --endpoint") {
+		t.Errorf("error %q does not say that nothing listens there and what to do", err)
+	}
 }

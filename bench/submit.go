@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -100,7 +102,11 @@ func submitConfig(latencyJobs int) *config.File {
 // run prefix for a shared one.
 func withServer(ctx context.Context, endpoint string, so ServerOptions, f func(endpoint, prefix string, srv *Server) error) error {
 	if endpoint != "" {
-		return f(endpoint, fmt.Sprintf("b%d-", time.Now().UnixNano()%1e9), nil)
+		err := f(endpoint, fmt.Sprintf("b%d-", time.Now().UnixNano()%1e9), nil)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("%w\nnothing listens at %s: start a qshare serve there, or leave out --endpoint and the benchmark starts its own", err, endpoint)
+		}
+		return err
 	}
 	srv, err := StartServer(ctx, so)
 	if err != nil {

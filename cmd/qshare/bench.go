@@ -81,8 +81,11 @@ func runBench(cmd *cobra.Command, title string, rows []bench.Row, run func(ctx c
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s: run %d of %d\n", title, i+1, benchOpts.runs)
 		}
 		r, err := run(ctx, i)
+		if err != nil && benchOpts.runs > 1 {
+			return nil, fmt.Errorf("run %d of %d: %w", i+1, benchOpts.runs, err)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("run %d: %w", i+1, err)
+			return nil, err
 		}
 		results = append(results, r)
 	}
