@@ -20,7 +20,7 @@ import (
 //
 // Every job change the server makes (a submit, and SCHEDULED, STARTING,
 // RUNNING and the end of every attempt) writes the whole job, so this
-// encoding runs about five times per job; written out by hand it costs
+// encoding runs four or five times per job; written out by hand it costs
 // about a fifth of json.Marshal's CPU, which reflects on every field and
 // checks every Marshaler on the way. A value it cannot encode exactly (a
 // time outside the years 0 to 9999) goes to json.Marshal, so the error,
