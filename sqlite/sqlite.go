@@ -41,6 +41,8 @@ type DB struct {
 	db   *sql.DB
 	opts options
 	lock *fileLock
+	// noStore: a measuring build's "nostore" experiment, read once at Open.
+	noStore bool
 
 	// mu guards closed and the send side of reqs: Commit holds it for
 	// reading while it hands a request over, Close takes it for writing
@@ -126,12 +128,13 @@ func Open(path string, opts ...Option) (*DB, error) {
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(0)
 	d := &DB{
-		path: abs,
-		db:   db,
-		opts: o,
-		lock: lock,
-		reqs: make(chan *request, 4096),
-		done: make(chan struct{}),
+		path:    abs,
+		db:      db,
+		opts:    o,
+		lock:    lock,
+		noStore: experiment == "nostore",
+		reqs:    make(chan *request, 4096),
+		done:    make(chan struct{}),
 	}
 	ctx := context.Background()
 	if err := d.migrate(ctx); err != nil {
