@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare"
-	"qshare/bench"
+	"qshare/internal/bench"
 )
 
 // benchClient is an SDK client whose transport keeps a connection per

@@ -18,9 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/api"
-	"qshare/batchclient"
 	"qshare/daemon"
 	"qshare/executor/simulated"
+	"qshare/internal/batchclient"
 	"qshare/sqlite"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"qshare"
 	"qshare/store"
-	"qshare/storetest"
+	"qshare/store/storetest"
 )
 
 func TestPragmas(t *testing.T) {

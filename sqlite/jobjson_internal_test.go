@@ -10,7 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"qshare"
-	"qshare/storetest"
+	"qshare/store/storetest"
 )
 
 // TestMarshalJob checks that marshalJob's JSON decodes to exactly what

@@ -7,7 +7,7 @@ import (
 
 	"qshare/sqlite"
 	"qshare/store"
-	"qshare/storetest"
+	"qshare/store/storetest"
 )
 
 // openIn returns a storetest open function that keeps each test's database

@@ -3,7 +3,7 @@
 // Store before acting on it; on start it rebuilds itself from Load.
 //
 // Implementations live in their own packages (sqlite/, later postgres/) and
-// must all pass the conformance suite in storetest/.
+// must all pass the conformance suite in store/storetest/.
 package store
 
 import (

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"qshare/bench"
+	"qshare/internal/bench"
 )
 
 // benchFlags are the flags every bench subcommand takes.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"qshare/bench"
+	"qshare/internal/bench"
 )
 
 func init() {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"qshare/bench"
+	"qshare/internal/bench"
 	"qshare/sim"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"qshare/bench"
+	"qshare/internal/bench"
 )
 
 // inProcess is --in-process: the temporary server runs inside the bench

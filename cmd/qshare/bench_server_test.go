@@ -7,8 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 
-	"qshare/batchclient"
-	"qshare/bench"
+	"qshare/internal/batchclient"
+	"qshare/internal/bench"
 )
 
 // TestInProcessServer: with --in-process, withServerFor starts a server in

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"qshare/soak"
+	"qshare/internal/soak"
 )
 
 func init() {

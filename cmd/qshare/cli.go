@@ -29,8 +29,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"qshare"
-	"qshare/batchclient"
 	"qshare/config"
+	"qshare/internal/batchclient"
 )
 
 // DefaultEndpoint is where the client commands find the server unless

@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/spf13/cobra"
 
-	"qshare/serveproc"
-	"qshare/transcript"
+	"qshare/internal/serveproc"
+	"qshare/internal/transcript"
 )
 
 // demoConfig is examples/three-shares.yaml (a test keeps the two equal):

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
-	"qshare/batchclient"
+	"qshare/internal/batchclient"
 )
 
 func TestCheckLoopback(t *testing.T) {

@@ -1,11 +1,11 @@
-// Package faulttest injects faults into the real qshare binary: kill -9 at
+// Package fault injects faults into the real qshare binary: kill -9 at
 // random moments under a mixed workload, a store that cannot write, jobs and
 // clients that misbehave. It builds the binary once (TestMain), runs it as
 // a server on a loopback port with the process executor, and checks what a
 // user would check: every acknowledged request took effect, no job ran two
 // attempts at once, every job ended as it should, and the server's capacity
 // event log (serve --events) keeps the scheduler's guarantees.
-package faulttest
+package fault
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 
-	"qshare/batchclient"
-	"qshare/serveproc"
+	"qshare/internal/batchclient"
+	"qshare/internal/serveproc"
 )
 
 // bin is the qshare binary TestMain built.

@@ -36,8 +36,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
-	"qshare/batchclient"
-	"qshare/serveproc"
+	"qshare/internal/batchclient"
+	"qshare/internal/serveproc"
 )
 
 // bin is the qshare binary under test.
@@ -63,7 +63,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	root, _ := filepath.Abs("../../..")
+	root, _ := filepath.Abs("../..")
 	bin = filepath.Join(dir, "qshare")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/qshare")
 	build.Dir = root

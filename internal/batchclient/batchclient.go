@@ -9,7 +9,7 @@
 // to decode response body, read tcp ...: use of closed network connection":
 // something closes the connection while the deserializer is still reading.
 // A busy server's ListServiceJobs pages (tens of KiB) hit it often;
-// faulttest.TestSDKSplitBody reproduces it against a plain net/http server.
+// TestSDKSplitBody (in this package's tests) reproduces it against a plain net/http server.
 // Reading the body whole inside the HTTP client (BufferedDoer) avoids it.
 package batchclient
 

@@ -1,4 +1,4 @@
-package faulttest
+package fault
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"qshare/daemon"
 	"qshare/event"
 	"qshare/executor/simulated"
-	"qshare/soak"
+	"qshare/internal/soak"
 	"qshare/sqlite"
 	"qshare/store"
 )

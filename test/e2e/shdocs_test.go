@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"qshare/transcript"
+	"qshare/internal/transcript"
 )
 
 // shellAllowed are the command lines of the docs that may fail here, because

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 
-	"qshare/batchclient"
+	"qshare/internal/batchclient"
 )
 
 // TestSDKSplitBody reproduces the SDK's failure on a response body that

@@ -1,4 +1,4 @@
-package faulttest
+package fault
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"qshare/api"
 	"qshare/daemon"
 	"qshare/executor/process"
-	"qshare/soak"
+	"qshare/internal/soak"
 	"qshare/sqlite"
 )
 

@@ -1,4 +1,4 @@
-package faulttest
+package fault
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"qshare/event"
-	"qshare/soak"
+	"qshare/internal/soak"
 )
 
 // TestEventLogReconciles kills the server, then removes the last batch of

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"qshare/serveproc"
+	"qshare/internal/serveproc"
 )
 
 // ServerOptions say how to start a temporary `qshare serve`.

@@ -1,4 +1,4 @@
-package faulttest
+package fault
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"qshare"
 	"qshare/executor"
 	"qshare/executor/process"
-	"qshare/soak"
+	"qshare/internal/soak"
 )
 
 // TestRecoverWithoutHandleState is the double run the soak found: the

@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare"
-	"qshare/bench/slurm"
 	"qshare/config"
+	"qshare/internal/bench/slurm"
 )
 
 // E2EOptions configure the end-to-end benchmark.

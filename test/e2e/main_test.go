@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"qshare/serveproc"
+	"qshare/internal/serveproc"
 )
 
 // bin is the qshare binary under test; root is the repository root.
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	root, _ = filepath.Abs("../../..")
+	root, _ = filepath.Abs("../..")
 	bin = filepath.Join(dir, "qshare")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/qshare")
 	build.Dir = root

@@ -1,4 +1,4 @@
-package faulttest
+package fault
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"qshare/soak"
+	"qshare/internal/soak"
 )
 
 // TestKill9 kills the server with SIGKILL at random moments (20 times by

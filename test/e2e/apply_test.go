@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
-	"qshare/batchclient"
+	"qshare/internal/batchclient"
 )
 
 // sharesView is the part of `qshare shares -o json` the tests read.

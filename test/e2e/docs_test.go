@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"qshare/config"
-	"qshare/transcript"
+	"qshare/internal/transcript"
 )
 
 // docFiles are the documents whose examples TestDocExamples runs. tour.md

@@ -1,4 +1,4 @@
-package faulttest
+package fault
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package faulttest
+package fault
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 
 	"qshare/config"
 	"qshare/event"
-	"qshare/soak"
+	"qshare/internal/soak"
 )
 
 // The kill -9 tests drive soak's Workload (the soak's fleet, jobs and

@@ -2,7 +2,7 @@
 // and the reports behind `qshare bench`. Each benchmark measures qshare
 // against an anchor that anyone can check: Kueue's scheduler benchmark
 // (published figures, and the ideal computed by the simulator), a local
-// Slurm started side by side (package bench/slurm), and the targets of the
+// Slurm started side by side (package internal/bench/slurm), and the targets of the
 // engine and server issues.
 //
 // A runner returns one result struct per run; Aggregate turns N runs into

@@ -27,10 +27,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
-	"qshare/batchclient"
 	"qshare/config"
 	"qshare/event"
-	"qshare/serveproc"
+	"qshare/internal/batchclient"
+	"qshare/internal/serveproc"
 )
 
 // Options configure a soak run.

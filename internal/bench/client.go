@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 
-	"qshare/batchclient"
+	"qshare/internal/batchclient"
 )
 
 // ClientOptions say how the harness's AWS SDK client talks to the server.
