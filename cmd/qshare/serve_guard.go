@@ -69,8 +69,8 @@ var guardFlags struct {
 
 func init() {
 	f := serveCmd.Flags()
-	f.StringArrayVar(&guardFlags.allowOrigins, "allow-origin", nil, "let the web pages of this `ORIGIN` (scheme://host[:port], such as https://dash.example.com) call the API from a browser; repeatable. Without it, requests from any page but the server's own are refused (see docs/security.md)")
-	f.StringArrayVar(&guardFlags.allowHosts, "allow-host", nil, "answer to this `NAME` in the Host header too (NAME alone: on any port; NAME:PORT: on that port), as behind a proxy or SSH tunnel that keeps its own name; repeatable. Without it, only the listen address (for loopback: localhost, 127.0.0.1, [::1]) is answered, against DNS rebinding")
+	f.StringArrayVar(&guardFlags.allowOrigins, "allow-origin", nil, "also serve browsers the pages of `ORIGIN` (scheme://host[:port]); repeatable. By default only the server's own pages may call it (docs/security.md)")
+	f.StringArrayVar(&guardFlags.allowHosts, "allow-host", nil, "also answer to `NAME` in the Host header (NAME: on any port, NAME:PORT: on that one), as behind a proxy; repeatable. By default only the listen address (loopback: localhost, 127.0.0.1, [::1]), against DNS rebinding")
 }
 
 // resolveGuardSettings layers QSHARE_ALLOW_ORIGIN and QSHARE_ALLOW_HOST
