@@ -269,9 +269,11 @@ func (g *Guard) check(r *http.Request) error {
 	}
 	origin := r.Header.Get("Origin")
 	originOK := false
-	if c, ok := canonicalOrigin(origin); ok {
-		self, _ := canonicalOrigin("http://" + r.Host)
-		originOK = c == self || g.origins[c]
+	if origin != "" {
+		if c, ok := canonicalOrigin(origin); ok {
+			self, _ := canonicalOrigin("http://" + r.Host)
+			originOK = c == self || g.origins[c]
+		}
 	}
 	if origin != "" && !originOK {
 		return qshare.Errorf(qshare.EDENIED, "requests from web pages are refused: this one came from a page of %s (the request's Origin header). qshare's API is for API clients such as the AWS SDKs and CLI; to let the pages of an origin you trust call it, start the server with --allow-origin ORIGIN", quote(origin))
@@ -286,6 +288,9 @@ func (g *Guard) check(r *http.Request) error {
 	}
 	if r.ContentLength != 0 {
 		ct := r.Header.Get("Content-Type")
+		if ct == "application/json" { // what the SDKs send: no parse needed
+			return nil
+		}
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			shown := "none"
 			if ct != "" {
@@ -318,7 +323,7 @@ func (g *Guard) hostAllowed(hostport string) bool {
 	if host == "" {
 		return false
 	}
-	if g.anyPort[host] || g.exact[net.JoinHostPort(host, port)] {
+	if g.anyPort[host] || (len(g.exact) > 0 && g.exact[net.JoinHostPort(host, port)]) {
 		return true
 	}
 	return port == g.port && g.hosts[host]

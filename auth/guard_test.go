@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -264,5 +265,22 @@ func TestSameUserServed(t *testing.T) {
 		if status, typ, msg := s.send(t, attack{name: "own user", path: "/v1/listjobs", body: "{}", header: map[string]string{"Content-Type": "application/json"}}); status != 200 {
 			t.Fatalf("own user refused: %d %s %s", status, typ, msg)
 		}
+	}
+}
+
+// BenchmarkGuard measures what the guard adds to each request an AWS SDK
+// sends (the per-connection user lookup is BenchmarkConnUID).
+func BenchmarkGuard(b *testing.B) {
+	g, err := auth.New(auth.Config{Addr: "127.0.0.1:8750", AllowHosts: []string{"qshare.internal"}, WriteError: api.WriteError})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := g.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8750/v1/listjobs", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(w, req)
 	}
 }
