@@ -1,8 +1,10 @@
 // Package api is qshare's AWS Batch restJson1 endpoint: it routes
 // "POST /v1/<operation>" and the tag routes, decodes request bodies (with
 // size limits) into daemon commands, encodes the results in the exact wire
-// shapes of AWS Batch, and maps every error to ClientException or
-// ServerException in one table, so the AWS SDKs work against it unchanged.
+// shapes of AWS Batch, and maps every error to ClientException,
+// ServerException or (for the request guard of package auth, through
+// WriteError) AccessDeniedException in one table, so the AWS SDKs work
+// against it unchanged.
 //
 // It holds no state of its own: every operation is one call on the daemon.
 package api
