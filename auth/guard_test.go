@@ -284,3 +284,25 @@ func BenchmarkGuard(b *testing.B) {
 		h.ServeHTTP(w, req)
 	}
 }
+
+// TestNoHostRefused: an HTTP/1.0 request without a Host header names no
+// server, so it is refused like a wrong name.
+func TestNoHostRefused(t *testing.T) {
+	s := startGuarded(t, auth.Config{})
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET /qshare/v1/logs/x HTTP/1.0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 403 || resp.Header.Get("X-Amzn-ErrorType") != "AccessDeniedException" || s.reached.Load() != 0 {
+		t.Fatalf("answer %s %q, reached %d; want 403 AccessDeniedException", resp.Status, resp.Header.Get("X-Amzn-ErrorType"), s.reached.Load())
+	}
+}
