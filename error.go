@@ -17,6 +17,10 @@ const (
 	ENOTFOUND ErrorCode = "not_found"
 	// ECONFLICT: the resource's state forbids the request now (ClientException).
 	ECONFLICT ErrorCode = "conflict"
+	// EDENIED: the caller may not make this request at all
+	// (AccessDeniedException, HTTP 403): a browser, a name the server does
+	// not answer to, a local user other than the server's own.
+	EDENIED ErrorCode = "denied"
 	// EINTERNAL: qshare failed; the request may be retried (ServerException).
 	EINTERNAL ErrorCode = "internal"
 )

@@ -1,8 +1,10 @@
 // Package api is qshare's AWS Batch restJson1 endpoint: it routes
 // "POST /v1/<operation>" and the tag routes, decodes request bodies (with
 // size limits) into daemon commands, encodes the results in the exact wire
-// shapes of AWS Batch, and maps every error to ClientException or
-// ServerException in one table, so the AWS SDKs work against it unchanged.
+// shapes of AWS Batch, and maps every error to ClientException,
+// ServerException or (for the request guard of package auth, through
+// WriteError) AccessDeniedException in one table, so the AWS SDKs work
+// against it unchanged.
 //
 // It holds no state of its own: every operation is one call on the daemon.
 package api
@@ -48,6 +50,7 @@ var errorTable = map[qshare.ErrorCode]struct {
 	qshare.EINVALID:  {"ClientException", http.StatusBadRequest},
 	qshare.ENOTFOUND: {"ClientException", http.StatusBadRequest},
 	qshare.ECONFLICT: {"ClientException", http.StatusBadRequest},
+	qshare.EDENIED:   {"AccessDeniedException", http.StatusForbidden},
 	qshare.EINTERNAL: {"ServerException", http.StatusInternalServerError},
 }
 
@@ -159,6 +162,20 @@ func readAll(r io.Reader, announced, limit int64) ([]byte, error) {
 			b = append(b, 0)[:len(b)] // grow
 		}
 	}
+}
+
+// WriteError writes err as the API would answer it: the restJson1 error
+// format of AWS Batch, typed and given its HTTP status by the one error
+// table (EINVALID, ENOTFOUND and ECONFLICT are a 400 ClientException, EDENIED
+// a 403 AccessDeniedException, anything else a 500 ServerException whose
+// message hides the error's text), with an X-Amzn-RequestId unless w already
+// has one. It is how the server's request guard (package auth) refuses a
+// request in the wire form the AWS SDKs and CLI read.
+func WriteError(w http.ResponseWriter, err error) {
+	if w.Header().Get("X-Amzn-RequestId") == "" {
+		w.Header().Set("X-Amzn-RequestId", uuid.NewString())
+	}
+	writeError(w, err)
 }
 
 // writeError writes err in the restJson1 error format of AWS Batch.

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/api"
+	"qshare/auth"
 	"qshare/daemon"
 	"qshare/executor/simulated"
 	"qshare/internal/batchclient"
@@ -68,7 +69,15 @@ func startServer(t testing.TB, dir string, opts ...serverOption) *server {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(d, log))
+	// The API behind the request guard, as qshare serve runs it, so that
+	// every test's AWS SDK client also shows the guard lets it through.
+	srv := httptest.NewUnstartedServer(api.New(d, log))
+	guard, err := auth.New(auth.Config{Addr: srv.Listener.Addr().String(), SameUserOnly: true, WriteError: api.WriteError, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard.Install(srv.Config)
+	srv.Start()
 	s := &server{t: t, d: d, db: db, ex: ex, url: srv.URL, dir: dir, srv: srv}
 	s.c = newClient(srv.URL)
 	t.Cleanup(s.close)

@@ -48,6 +48,9 @@ type serveSettings struct {
 	InstanceTypes     string `yaml:"instanceTypes"`
 	Events            string `yaml:"events"`
 	JobRetention      string `yaml:"jobRetention"`
+
+	// Guard holds the request guard's settings (serve_guard.go).
+	Guard guardSettings `yaml:",inline"`
 }
 
 func defaultServeSettings() serveSettings {
@@ -58,7 +61,7 @@ func defaultServeSettings() serveSettings {
 
 // serveConfigKeys lists the keys of serveSettings' YAML tags, for the help
 // and for the error on an unknown key.
-const serveConfigKeys = "addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention"
+const serveConfigKeys = "addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -125,7 +128,13 @@ QSHARE_DATA_DIR, QSHARE_EXECUTOR, QSHARE_REGION, QSHARE_ACCOUNT_ID,
 QSHARE_MAX_QUOTA_SHARES_PER_QUEUE, QSHARE_LOG_LEVEL, QSHARE_STOP_GRACE,
 QSHARE_EVENTS, QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_JOB_RETENTION, QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
 
-qshare has no authentication yet, so it listens on loopback addresses only.`,
+qshare has no authentication yet, so it listens on loopback addresses only,
+serves only its own Unix user and root (on Linux), answers only to its own
+address in the Host header, and refuses requests from web pages (Origin,
+Sec-Fetch-Site) and bodies that are not application/json; --allow-host and
+--allow-origin (QSHARE_ALLOW_HOST, QSHARE_ALLOW_ORIGIN, comma-separated;
+allowHosts, allowOrigins in the config file) widen the Host and Origin rules.
+See docs/security.md.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		s, err := resolveServeSettings(cmd)
@@ -224,6 +233,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 			*e.dst = *e.given
 		}
 	}
+	resolveGuardSettings(cmd, &s.Guard)
 	const maxSharesEnv = "QSHARE_MAX_QUOTA_SHARES_PER_QUEUE"
 	if v, ok := os.LookupEnv(maxSharesEnv); ok {
 		n, err := strconv.Atoi(v)
@@ -316,6 +326,10 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
 	}
 	defer ln.Close()
+	guard, err := newGuard(ln, s.Guard, log)
+	if err != nil {
+		return err
+	}
 
 	db, err := sqlite.Open(filepath.Join(s.DataDir, "qshare.db"))
 	if err != nil {
@@ -360,6 +374,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	guard.Install(srv)
 	fmt.Fprintf(stdout, "qshare: listening on http://%s (executor %s, data in %s)\n", ln.Addr(), s.Executor, s.DataDir)
 	if ready != nil {
 		ready(ln.Addr().String())

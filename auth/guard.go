@@ -1,0 +1,355 @@
+// Package auth decides who may talk to qshare's server at all. It sits in
+// front of every route the server has (the AWS Batch operations and tag
+// routes of package api, the log endpoint of package logstream, and any
+// later extension) as an http.Handler wrapper, and refuses a request before
+// any route sees it, before its body is read.
+//
+// Its first piece is the Guard, which closes the server to browsers and to
+// other local users while qshare has no authentication:
+//
+//   - Host: a request must name the server's own address (for a loopback
+//     listener: localhost, 127.0.0.1 or [::1], with the port) or a name it is
+//     told to answer to, so that a DNS-rebinding page finds nothing.
+//   - Origin and Sec-Fetch-Site: a request that a browser sent for a page of
+//     another origin is refused, unless that origin is allowed.
+//   - Content-Type: a request with a body must say application/json, which
+//     is what the AWS SDKs and CLI send and what no cross-site "simple"
+//     request can carry without a CORS preflight (which qshare never grants).
+//   - The peer's user: without authentication, a connection from a local Unix
+//     user other than the server's own (and other than root) is refused. On
+//     Linux the user of a TCP connection is read from /proc/net/tcp and
+//     /proc/net/tcp6, once per connection; elsewhere it cannot be learned,
+//     and the Guard says so in its Warnings.
+//
+// Refusals use the AWS error shape the SDKs read: 403 AccessDeniedException,
+// or 400 ClientException for a wrong Content-Type, written by the function the
+// server passes in (api.WriteError), so the one error table stays in api.
+//
+// SigV4 verification and policy evaluation (qshare serve --auth) will live
+// here too; when a request is authenticated the same-user rule is off.
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"sync"
+
+	"qshare"
+)
+
+// Config says what a Guard lets through.
+type Config struct {
+	// Addr is the address the server listens on, HOST:PORT, as the
+	// listener reports it (so port 0 has become the real port). Required.
+	Addr string
+	// AllowHosts are more names the server answers to in the Host header
+	// (qshare serve --allow-host): a name alone allows it on any port, a
+	// NAME:PORT only on that port.
+	AllowHosts []string
+	// AllowOrigins are the web origins (scheme://host[:port]) whose pages
+	// may call the server from a browser (qshare serve --allow-origin). The
+	// server's own origin is always allowed.
+	AllowOrigins []string
+	// SameUserOnly refuses a connection from a local Unix user other than
+	// the server's own and root. It is what stands in for authentication
+	// while there is none: qshare serve sets it until --auth exists, and
+	// --auth will turn it off.
+	SameUserOnly bool
+	// WriteError writes a refusal in the API's wire form: a *qshare.Error
+	// with code EDENIED (403 AccessDeniedException) or EINVALID (400
+	// ClientException). Required; qshare serve passes api.WriteError.
+	WriteError func(http.ResponseWriter, error)
+	// Log receives one record per refused request; nil discards them.
+	Log *slog.Logger
+}
+
+// Guard is an http.Handler wrapper that refuses what Config does not allow.
+// Install it on the server with Install (or set both Wrap and ConnContext
+// yourself): the same-user rule needs ConnContext to see each connection.
+// It is safe for concurrent use.
+type Guard struct {
+	cfg     Config
+	log     *slog.Logger
+	port    string
+	hosts   map[string]bool // host names and IPs (lower case, no brackets) on the server's port
+	anyPort map[string]bool // --allow-host names without a port
+	exact   map[string]bool // --allow-host NAME:PORT, lower case
+	origins map[string]bool // --allow-origin, canonical
+	uid     int             // the server's effective uid
+	uname   string          // and its user name, for messages
+}
+
+// New returns a Guard for cfg, or an error naming the setting (--allow-host,
+// --allow-origin) that is not valid.
+func New(cfg Config) (*Guard, error) {
+	if cfg.WriteError == nil {
+		return nil, errors.New("auth: Config.WriteError is required")
+	}
+	host, port, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("auth: listen address %q is not HOST:PORT: %w", cfg.Addr, err)
+	}
+	g := &Guard{cfg: cfg, log: cfg.Log, port: port, hosts: map[string]bool{}, anyPort: map[string]bool{},
+		exact: map[string]bool{}, origins: map[string]bool{}, uid: os.Geteuid()}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	g.uname = strconv.Itoa(g.uid)
+	if u, err := user.LookupId(g.uname); err == nil {
+		g.uname = u.Username
+	}
+	host = strings.ToLower(host)
+	g.hosts[host] = true
+	if ip, err := netip.ParseAddr(host); host == "localhost" || (err == nil && (ip.IsLoopback() || ip.IsUnspecified())) {
+		for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
+			g.hosts[h] = true
+		}
+	}
+	for _, h := range cfg.AllowHosts {
+		n := strings.ToLower(strings.TrimSpace(h))
+		if hh, pp, err := net.SplitHostPort(n); err == nil {
+			if !validHostName(hh) || !validPort(pp) {
+				return nil, fmt.Errorf("--allow-host %q is not valid: give a host name or IP, optionally with :PORT", h)
+			}
+			g.exact[net.JoinHostPort(hh, pp)] = true
+			continue
+		}
+		n = strings.TrimSuffix(strings.TrimPrefix(n, "["), "]")
+		if !validHostName(n) {
+			return nil, fmt.Errorf("--allow-host %q is not valid: give a host name or IP, optionally with :PORT", h)
+		}
+		g.anyPort[n] = true
+	}
+	for _, o := range cfg.AllowOrigins {
+		c, ok := canonicalOrigin(o)
+		if !ok {
+			return nil, fmt.Errorf("--allow-origin %q is not valid: give an origin as a browser sends it, scheme://host[:port] with no path, such as https://dash.example.com (there is no wildcard)", o)
+		}
+		g.origins[c] = true
+	}
+	return g, nil
+}
+
+// validHostName reports whether h is an IP or a DNS name (letters, digits,
+// '-', '.', '_').
+func validHostName(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, c := range h {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n > 0 && n < 65536 && strconv.Itoa(n) == p
+}
+
+// canonicalOrigin returns o in the form a browser sends in Origin
+// (lower-case scheme and host, no default port, no path), and whether o is
+// an origin at all.
+func canonicalOrigin(o string) (string, bool) {
+	u, err := url.Parse(strings.TrimSpace(o))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if !validHostName(host) || (port != "" && !validPort(port)) {
+		return "", false
+	}
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	if port != "" {
+		return u.Scheme + "://" + net.JoinHostPort(host, port), true
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return u.Scheme + "://" + host, true
+}
+
+// Warnings returns what the server should say at start about what this
+// Guard cannot enforce here: on systems where the user of a TCP connection
+// cannot be learned, that any local user can use the API.
+func (g *Guard) Warnings() []string {
+	if g.cfg.SameUserOnly && !peerUIDSupported {
+		return []string{"this system does not tell qshare which local user opened a TCP connection, and qshare has no authentication yet: every local user of this machine can use the API (submit jobs that run as " + g.uname + ", read every job and log). Run the server on a machine or in a network namespace you do not share"}
+	}
+	return nil
+}
+
+// Install wraps srv.Handler in the Guard and chains ConnContext, so that
+// the same-user rule sees each connection.
+func (g *Guard) Install(srv *http.Server) {
+	srv.Handler = g.Wrap(srv.Handler)
+	prev := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if prev != nil {
+			ctx = prev(ctx, c)
+		}
+		return g.ConnContext(ctx, c)
+	}
+}
+
+// peerKey is the context key of a connection's *peer.
+type peerKey struct{}
+
+// peer is what the Guard knows of a connection's other end. Its user is
+// learned on the first request, in that connection's goroutine, not in
+// ConnContext, which runs in the server's accept loop.
+type peer struct {
+	conn net.Conn
+	once sync.Once
+	uid  int
+	err  error
+}
+
+func (p *peer) user() (int, error) {
+	p.once.Do(func() { p.uid, p.err = connUID(p.conn) })
+	return p.uid, p.err
+}
+
+// ConnContext is an http.Server ConnContext hook: it records the
+// connection, whose user the same-user rule learns once, on its first
+// request.
+func (g *Guard) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if !g.cfg.SameUserOnly {
+		return ctx
+	}
+	return context.WithValue(ctx, peerKey{}, &peer{conn: c})
+}
+
+// Wrap returns next behind the Guard: a request it refuses never reaches
+// next, and its body is not read.
+func (g *Guard) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := g.check(r); err != nil {
+			g.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
+			w.Header().Set("Connection", "close")
+			g.cfg.WriteError(w, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// quote shows a caller-supplied header value in a message, cut short.
+func quote(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// check returns nil for a request the Guard lets through, or the
+// *qshare.Error to answer it with.
+func (g *Guard) check(r *http.Request) error {
+	if !g.hostAllowed(r.Host) {
+		return qshare.Errorf(qshare.EDENIED, "this server does not answer to the host name %s (the request's Host header): it answers to its own address (%s) and to the names given with qshare serve --allow-host NAME", quote(r.Host), g.ownAddr())
+	}
+	origin := r.Header.Get("Origin")
+	originOK := false
+	if origin != "" {
+		if c, ok := canonicalOrigin(origin); ok {
+			self, _ := canonicalOrigin("http://" + r.Host)
+			originOK = c == self || g.origins[c]
+		}
+	}
+	if origin != "" && !originOK {
+		return qshare.Errorf(qshare.EDENIED, "requests from web pages are refused: this one came from a page of %s (the request's Origin header). qshare's API is for API clients such as the AWS SDKs and CLI; to let the pages of an origin you trust call it, start the server with --allow-origin ORIGIN", quote(origin))
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" && !originOK {
+		return qshare.Errorf(qshare.EDENIED, "requests from web pages are refused: this one came from another site (Sec-Fetch-Site: %s). qshare's API is for API clients such as the AWS SDKs and CLI; to let the pages of an origin you trust call it, start the server with --allow-origin ORIGIN", quote(site))
+	}
+	if g.cfg.SameUserOnly {
+		if err := g.checkPeer(r); err != nil {
+			return err
+		}
+	}
+	if r.ContentLength != 0 {
+		ct := r.Header.Get("Content-Type")
+		if ct == "application/json" { // what the SDKs send: no parse needed
+			return nil
+		}
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			shown := "none"
+			if ct != "" {
+				shown = quote(ct)
+			}
+			return qshare.Errorf(qshare.EINVALID, "Content-Type must be application/json for a request with a body, as the AWS SDKs and CLI send it; this request's Content-Type is %s", shown)
+		}
+	}
+	return nil
+}
+
+// ownAddr is how a message names the server's own address.
+func (g *Guard) ownAddr() string {
+	if g.hosts["localhost"] {
+		return "localhost, 127.0.0.1 or [::1] on port " + g.port
+	}
+	for h := range g.hosts {
+		return net.JoinHostPort(h, g.port)
+	}
+	return "port " + g.port
+}
+
+// hostAllowed reports whether a Host header names this server.
+func (g *Guard) hostAllowed(hostport string) bool {
+	hp := strings.ToLower(hostport)
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil { // no port: the scheme's default, 80 for qshare's plain HTTP
+		host, port = strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]"), "80"
+	}
+	if host == "" {
+		return false
+	}
+	if g.anyPort[host] || (len(g.exact) > 0 && g.exact[net.JoinHostPort(host, port)]) {
+		return true
+	}
+	return port == g.port && g.hosts[host]
+}
+
+// checkPeer refuses a connection whose local user is neither the server's
+// nor root.
+func (g *Guard) checkPeer(r *http.Request) error {
+	p, _ := r.Context().Value(peerKey{}).(*peer)
+	if p == nil {
+		g.log.Error("the request guard cannot see the connection: install it with Guard.Install")
+		return qshare.Errorf(qshare.EDENIED, "this server cannot tell which local user opened this connection, and without authentication it serves only its own user")
+	}
+	uid, err := p.user()
+	if errors.Is(err, errPeerUnsupported) {
+		return nil // said at start, by Warnings
+	}
+	if err != nil {
+		return qshare.Errorf(qshare.EDENIED, "this server could not learn which local user opened this connection (%v), and without authentication it serves only the user it runs as, %s. Authentication (qshare serve --auth FILE) is not available yet; meanwhile connect from this machine as %s", err, g.uname, g.uname)
+	}
+	if uid == g.uid || uid == 0 {
+		return nil
+	}
+	who := g.uname + " and root"
+	if g.uid == 0 {
+		who = "root"
+	}
+	return qshare.Errorf(qshare.EDENIED, "this qshare server runs as %s and has no authentication, so it serves only %s; this connection came from another user (uid %d). Authentication (qshare serve --auth FILE) is not available yet; meanwhile run the client as %s, or run a server of your own as your own user (on a port of your own, or in a private network namespace)", g.uname, who, uid, g.uname)
+}

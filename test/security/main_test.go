@@ -1,0 +1,129 @@
+// Package security_test attacks a real `qshare serve` as a hostile web page
+// and a hostile local user would (issue 14, findings 1 and 2), and shows
+// each attack refused and nothing done, while the AWS SDK for Go and the
+// AWS CLI still work unchanged.
+//
+// It builds the qshare binary once. The test binary itself is also the
+// attacking client when it is started with QSHARE_SECURITY_CLIENT set: the
+// other-Unix-user test runs it as a second user (created when the tests run
+// as root) with setpriv.
+package security_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// bin is the qshare binary under test; client is a copy of this test
+// binary that any user may run; root is the repository root.
+var bin, client, root string
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv("QSHARE_SECURITY_CLIENT"); url != "" {
+		os.Exit(runClient(url))
+	}
+	dir, err := os.MkdirTemp("", "qshare-security-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		// The other user must reach and run the client copy.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		root, _ = filepath.Abs("../..")
+		bin = filepath.Join(dir, "qshare")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/qshare")
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+			return 1
+		}
+		self, err := os.Executable()
+		if err == nil {
+			client = filepath.Join(dir, "client")
+			err = copyFile(self, client)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "copying the test binary:", err)
+			return 1
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// answer is what the client prints: the status and the AWS error's type
+// and message.
+type answer struct {
+	Status  int    `json:"status"`
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Body    string `json:"body"`
+}
+
+// runClient is the attacking client: it sends QSHARE_SECURITY_METHOD
+// (POST) of QSHARE_SECURITY_BODY to url with the headers an AWS SDK sends,
+// and prints the answer as JSON.
+func runClient(url string) int {
+	method := os.Getenv("QSHARE_SECURITY_METHOD")
+	if method == "" {
+		method = http.MethodPost
+	}
+	var body io.Reader
+	if b := os.Getenv("QSHARE_SECURITY_BODY"); b != "" {
+		body = strings.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := answer{Status: resp.StatusCode, Type: resp.Header.Get("X-Amzn-ErrorType"), Body: string(b)}
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(b, &e) == nil {
+		a.Message = e.Message
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(a)
+	return 0
+}
