@@ -18,15 +18,19 @@ const module = "qshare"
 // harness reports whether the package with import path p is a harness, not
 // product: anything under internal/ (the benchmark, soak, server-process,
 // transcript and batch-client harnesses), anything under test/ (the system
-// tests), and the conformance suites, whose package names end in "test"
-// (store/storetest, executor/executortest, executor/gpu/gputest).
+// tests), and the conformance suites, each named after the package whose
+// contract it tests with "test" added, beside it (store/storetest,
+// executor/executortest, executor/gpu/gputest).
 func harness(p string) bool {
 	rel, ok := strings.CutPrefix(p, module+"/")
 	if !ok {
 		return false
 	}
-	return strings.HasPrefix(rel, "internal/") || strings.HasPrefix(rel, "test/") ||
-		strings.HasSuffix(path.Base(rel), "test")
+	if strings.HasPrefix(rel, "internal/") || strings.HasPrefix(rel, "test/") {
+		return true
+	}
+	dir, base := path.Split(rel)
+	return dir != "" && base == path.Base(strings.TrimSuffix(dir, "/"))+"test"
 }
 
 // allowed reports whether product package from may import harness package
@@ -107,6 +111,8 @@ func TestHarnessRule(t *testing.T) {
 		"qshare/store/storetest":             true,
 		"qshare/executor/executortest":       true,
 		"qshare/executor/gpu/gputest":        true,
+		"qshare/web/latest":                  false,
+		"qshare/test":                        false,
 		"github.com/stretchr/testify/assert": false,
 	} {
 		if got := harness(p); got != want {
