@@ -77,8 +77,11 @@ type Action struct {
 	Action string `json:"action"`
 	// Changes lists what an update changes, one field a line.
 	Changes []string `json:"changes,omitempty"`
-	DryRun  bool     `json:"dryRun,omitempty"`
+	// DryRun says the action was planned and reported but not done.
+	DryRun bool `json:"dryRun,omitempty"`
 
+	// do carries the action out through the API; it is bound to the
+	// Applier that planned it (nil for nothing to do).
 	do func(context.Context) error
 }
 
