@@ -81,7 +81,7 @@ type Action struct {
 	DryRun bool `json:"dryRun,omitempty"`
 
 	// do carries the action out through the API; it is bound to the
-	// Applier that planned it (nil for nothing to do).
+	// Applier that planned it.
 	do func(context.Context) error
 }
 
