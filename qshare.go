@@ -4,7 +4,10 @@
 //
 // It depends on the standard library alone. The engine decides with these
 // types, the store persists them, the API translates them to and from the
-// AWS Batch wire format, and only cmd/ wires the layers together.
+// AWS Batch wire format, and only cmd/ wires the layers together. The
+// tree, the place of the packages still to come (postgres/,
+// executor/kubernetes/, executor/slurm/, auth/, metrics/, web/), and the
+// rule that keeps the harnesses out of the product are in docs/layout.md.
 package qshare
 
 // Strategy says what a quota share does with capacity it does not use.

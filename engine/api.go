@@ -21,6 +21,13 @@
 // environments are independent. The rules, the order of a pass and the
 // measured costs are described in docs/engine.md.
 //
+// The files are named after the concept they hold. The memory machinery
+// that makes a million pending jobs cheap is kept apart from the
+// scheduling logic, in memory.go (the job record's layout and the reused
+// scratch buffers), jobs.go (the job store) and prefetch*.go with
+// prefetch_*.s (loading ahead); it changes how long a load takes, never a
+// decision.
+//
 // An Engine is not safe for concurrent use.
 package engine
 

@@ -138,27 +138,6 @@ func (q *runQueue) topIs(j *job) bool {
 	return len(q.h) > 0 && q.st.at(q.h[0].slot) == j
 }
 
-// prefetchHead asks for the top entry's job record (see prefetchJob).
-func (q *runQueue) prefetchHead() {
-	if len(q.h) > 0 {
-		prefetchJob(q.st.at(q.h[0].slot))
-	}
-}
-
-// prefetchBottom asks for the entries a push compares first: the last
-// entry (the new one goes next to it) and its parent and grandparent.
-func (q *runQueue) prefetchBottom() {
-	h := q.h
-	n := len(h)
-	if n == 0 {
-		return
-	}
-	p := (n - 1) / arity
-	prefetchEntry(&h[n-1])
-	prefetchEntry(&h[p])
-	prefetchEntry(&h[max(p-1, 0)/arity])
-}
-
 // popHead removes the head job; head must have returned it.
 func (q *runQueue) popHead() {
 	q.popTop()

@@ -518,3 +518,11 @@ func completeShares(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.S
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
+
+// orNone is s, or "none" when it is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"qshare/plan"
 	"qshare/trainingjob"
 )
 
@@ -170,7 +171,7 @@ func TestWireUsesTheAPIsNames(t *testing.T) {
 		t.Errorf("wire YAML %s, %v", y, err)
 	}
 	// Values with json tags keep them.
-	act := Action{Kind: "jobQueue", Name: "q", Action: "created", DryRun: true}
+	act := plan.Action{Kind: "jobQueue", Name: "q", Action: "created", DryRun: true}
 	b, _ = json.Marshal(wire(act))
 	if string(b) != `{"action":"created","dryRun":true,"kind":"jobQueue","name":"q"}` {
 		t.Errorf("tagged value %s", b)

@@ -24,8 +24,8 @@ var shellAllowed = map[string]string{}
 
 // TestShellDocExamples checks every qshare command line of the docs that
 // TestDocExamples and TestTour do not run: the ```sh, ```shell, ```bash,
-// ```console and unlabelled blocks of every docs/*.md but docFiles and
-// tour.md. Lines joined by "\" are one command; comments are removed;
+// ```console and unlabelled blocks of every docs/*.md and
+// docs/performance/*.md but docFiles and tour.md. Lines joined by "\" are one command; comments are removed;
 // "./qshare" and "go run ./cmd/qshare" count as qshare, and leading VAR=value
 // words and "time" are set aside; lines of other programs (go test, aws, ...)
 // are skipped. In a console block only the "$ " lines are commands.
@@ -45,6 +45,13 @@ func TestShellDocExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// docs/performance/ holds the lab notebooks (history.md): their
+	// commands are checked too.
+	more, err := filepath.Glob(filepath.Join(root, "docs", "performance", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, more...)
 	scratch := t.TempDir()
 	work := shellScratch(t, scratch)
 	var srv *env // started at the first client command

@@ -1,0 +1,192 @@
+package engine
+
+// Configuration: environments, queues and shares are set and removed here.
+// A change marks its environment dirty; it takes effect at the next
+// Schedule.
+
+import (
+	"sort"
+
+	"qshare"
+)
+
+// SetEnvironment creates or updates a service environment. Raising a limit
+// takes effect at the next Schedule; lowering one below its usage preempts
+// nothing, it only stops new starts until usage drops.
+func (e *Engine) SetEnvironment(c EnvironmentConfig) error {
+	if c.Name == "" {
+		return qshare.Errorf(qshare.EINVALID, "service environment name must not be empty")
+	}
+	for t, n := range c.Limits {
+		if n < 0 {
+			return qshare.Errorf(qshare.EINVALID, "service environment %s: maxCapacity of %s is %d; it must be at least 0", c.Name, t, n)
+		}
+	}
+	env := e.envs[c.Name]
+	if env == nil {
+		env = &environment{name: c.Name, queues: map[string]*queue{}}
+		e.envs[c.Name] = env
+	}
+	env.limit = e.toVec(c.Limits)
+	e.markDirty(env)
+	return nil
+}
+
+// RemoveEnvironment forgets an environment. It fails with ECONFLICT while a
+// queue draws on it.
+func (e *Engine) RemoveEnvironment(name string) error {
+	env := e.envs[name]
+	if env == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "service environment %s does not exist", name)
+	}
+	if len(env.queues) > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "service environment %s is used by %d job queue(s); remove or move them first", name, len(env.queues))
+	}
+	delete(e.envs, name)
+	return nil
+}
+
+// SetQueue creates or updates a job queue. It fails with ENOTFOUND when the
+// environment does not exist.
+func (e *Engine) SetQueue(c QueueConfig) error {
+	if c.Name == "" {
+		return qshare.Errorf(qshare.EINVALID, "job queue name must not be empty")
+	}
+	env := e.envs[c.Environment]
+	if env == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "service environment %s does not exist; create it before job queue %s", c.Environment, c.Name)
+	}
+	q := e.queues[c.Name]
+	if q == nil {
+		q = &queue{name: c.Name, env: env, shares: map[string]*share{}}
+		e.queues[c.Name] = q
+		env.queues[q.name] = q
+		e.markDirty(env)
+		return nil
+	}
+	if q.env == env {
+		return nil
+	}
+	for _, s := range q.shares {
+		if s.jobCount() > 0 {
+			return qshare.Errorf(qshare.ECONFLICT, "job queue %s has jobs in quota share %s; it cannot move to service environment %s until they are gone", q.name, s.name, env.name)
+		}
+	}
+	old := q.env
+	delete(old.queues, q.name)
+	q.env = env
+	env.queues[q.name] = q
+	e.reindex(old)
+	e.reindex(env)
+	e.markDirty(old)
+	e.markDirty(env)
+	return nil
+}
+
+// RemoveQueue forgets a queue. It fails with ECONFLICT while it has shares.
+func (e *Engine) RemoveQueue(name string) error {
+	q := e.queues[name]
+	if q == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job queue %s does not exist", name)
+	}
+	if len(q.shares) > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "job queue %s still has %d quota share(s); remove them first", name, len(q.shares))
+	}
+	delete(q.env.queues, name)
+	delete(e.queues, name)
+	return nil
+}
+
+// reindex rebuilds an environment's sorted share lists.
+func (e *Engine) reindex(env *environment) {
+	env.shares = env.shares[:0]
+	env.reserves = env.reserves[:0]
+	for _, q := range env.queues {
+		for _, s := range q.shares {
+			env.shares = append(env.shares, s)
+		}
+	}
+	sort.Slice(env.shares, func(i, j int) bool {
+		a, b := env.shares[i], env.shares[j]
+		if a.q.name != b.q.name {
+			return a.q.name < b.q.name
+		}
+		return a.name < b.name
+	})
+	env.owned = env.owned[:0]
+	for i, s := range env.shares {
+		for t, l := range s.limit {
+			env.owned.add(int32(t), l)
+		}
+		s.si = int32(i)
+		if s.strategy == qshare.StrategyReserve {
+			env.reserves = append(env.reserves, s)
+		}
+	}
+}
+
+// SetShare creates or updates a quota share. Lowering a limit below the
+// share's usage makes its jobs above the new limit reclaimable.
+func (e *Engine) SetShare(c ShareConfig) error {
+	q := e.queues[c.Queue]
+	if q == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job queue %s does not exist; create it before quota share %s", c.Queue, c.Name)
+	}
+	if c.Name == "" {
+		return qshare.Errorf(qshare.EINVALID, "quota share name must not be empty")
+	}
+	if !c.Strategy.Valid() {
+		return qshare.Errorf(qshare.EINVALID, "quota share %s: strategy %q is not one of RESERVE, LEND, LEND_AND_BORROW", c.Name, c.Strategy)
+	}
+	if c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit < qshare.BorrowUnlimited {
+		return qshare.Errorf(qshare.EINVALID, "quota share %s: borrowLimit %d is below -1; use -1 for unlimited or a percentage of at least 0", c.Name, c.BorrowLimit)
+	}
+	for t, n := range c.Limits {
+		if n < 0 {
+			return qshare.Errorf(qshare.EINVALID, "quota share %s: maxCapacity of %s is %d; it must be at least 0", c.Name, t, n)
+		}
+	}
+	s := q.shares[c.Name]
+	isNew := s == nil
+	if isNew {
+		s = &share{q: q, name: c.Name, ownWhy: "started within the own capacity of share " + c.Name}
+		s.runq.st = &e.jobs
+		q.shares[c.Name] = s
+	}
+	s.cfg = c
+	s.cfg.Limits = c.Limits.Clone()
+	s.whyCache = [len(s.whyCache)]cachedWhy{}
+	s.strategy = c.Strategy
+	s.limit = e.toVec(c.Limits)
+	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited
+	s.maxUse = make(vec, len(s.limit))
+	for i, l := range s.limit {
+		s.maxUse[i] = l
+		if c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit > 0 {
+			s.maxUse[i] = l + l*c.BorrowLimit/100
+		}
+	}
+	e.reindex(q.env)
+	e.markDirty(q.env)
+	return nil
+}
+
+// RemoveShare forgets a share. It fails with ECONFLICT while the share has
+// jobs (the caller terminates and releases them first).
+func (e *Engine) RemoveShare(queue, name string) error {
+	q := e.queues[queue]
+	if q == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job queue %s does not exist", queue)
+	}
+	s := q.shares[name]
+	if s == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "quota share %s does not exist in job queue %s", name, queue)
+	}
+	if n := s.jobCount(); n > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "quota share %s still has %d job(s); terminate and release them first", name, n)
+	}
+	delete(q.shares, name)
+	e.reindex(q.env)
+	e.markDirty(q.env)
+	return nil
+}
