@@ -166,13 +166,7 @@ func (d *Daemon) CreateQueue(ctx context.Context, in QueueInput) (qshare.JobQueu
 }
 
 // envName returns the name of the queue's service environment.
-func (d *Daemon) envName(q *qshare.JobQueue) string {
-	if len(q.ServiceEnvironmentOrder) == 0 {
-		return ""
-	}
-	n, _ := d.refName("", kindEnvironment, q.ServiceEnvironmentOrder[0].ServiceEnvironment)
-	return n
-}
+func (d *Daemon) envName(q *qshare.JobQueue) string { return engine.EnvironmentName(q) }
 
 // applyQueue installs a committed CREATING or UPDATING job queue in memory
 // and has the control loop apply and settle it. Callers hold resMu.
@@ -181,28 +175,15 @@ func (d *Daemon) applyQueue(q *qshare.JobQueue) {
 	d.settleQueue(q)
 }
 
-// fifoShareName is the engine share of a job queue without a quota-share policy.
-const fifoShareName = "_queue"
-
+// fifoShare is the engine share of a job queue without a quota-share
+// policy (engine.QueueShareOf), on the environment the daemon holds now.
 func (d *Daemon) fifoShare(q *qshare.JobQueue) engine.ShareConfig {
-	e := lookup(d, d.envs, d.envName(q))
-	var limits qshare.Capacity
-	if e != nil {
-		limits = qshare.Limits(e.CapacityLimits)
-	}
-	return engine.ShareConfig{Queue: q.Name, Name: fifoShareName, Limits: limits, Strategy: qshare.StrategyReserve, BorrowLimit: 0}
+	return engine.QueueShareOf(q, lookup(d, d.envs, d.envName(q)))
 }
 
 // isQuotaQueue reports whether the queue has a quota-share policy.
 func (d *Daemon) isQuotaQueue(q *qshare.JobQueue) bool {
-	if q.SchedulingPolicyARN == "" {
-		return false
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	n, _ := d.refName("", kindPolicy, q.SchedulingPolicyARN)
-	p := d.policies[n]
-	return p != nil && p.QuotaSharePolicy != nil
+	return engine.HasQuotaShares(lookup(d, d.policies, engine.PolicyName(q)))
 }
 
 func errNoQueue(name string) error {
@@ -391,7 +372,7 @@ func (d *Daemon) removeQueue(ctx context.Context, q *qshare.JobQueue) error {
 	}
 	d.engMu.Lock()
 	if !d.isQuotaQueue(q) {
-		if err := d.eng.RemoveShare(name, fifoShareName); err != nil {
+		if err := d.eng.RemoveShare(name, engine.QueueShare); err != nil {
 			d.log.Error("engine refused to remove queue share", "queue", name, "err", err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"qshare"
-	"qshare/engine"
 	"qshare/store"
 )
 
@@ -125,12 +124,6 @@ func (d *Daemon) putShare(ctx context.Context, s qshare.QuotaShare, done string)
 	d.log.Info("quota share "+done, "queue", s.JobQueue, "share", s.Name, "limits", qshare.Limits(s.CapacityLimits).String(),
 		"strategy", s.Strategy, "borrowLimit", s.BorrowLimit, "inSharePreemption", s.InSharePreemption, "state", s.State)
 	return s, nil
-}
-
-func shareConfig(s *qshare.QuotaShare) engine.ShareConfig {
-	return engine.ShareConfig{Queue: s.JobQueue, Name: s.Name, Limits: qshare.Limits(s.CapacityLimits),
-		Strategy: s.Strategy, BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption == qshare.Enabled,
-		Disabled: s.State == qshare.Disabled}
 }
 
 // applyShare installs a committed CREATING or UPDATING quota share in memory
