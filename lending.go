@@ -73,3 +73,8 @@ type Flow struct {
 	Unowned    bool   `json:"unowned,omitempty"`
 	Quantity   int64  `json:"quantity"`
 }
+
+// LendingPath is where a qshare server serves who lends to whom: GET
+// LendingPath[?jobQueue=NAME_OR_ARN] answers {"jobQueues": [Lending...]}.
+// It is a qshare extension, outside the AWS Batch API.
+const LendingPath = "/qshare/v1/lending"

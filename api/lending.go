@@ -7,11 +7,11 @@ import (
 	"qshare/daemon"
 )
 
-// LendingPath is where the server mounts LendingHandler. It is a qshare
-// extension, outside the AWS Batch operations (which live under /v1/): the
-// AWS API says how much each quota share uses, not whose capacity a
-// borrower occupies.
-const LendingPath = "/qshare/v1/lending"
+// LendingPath is where the server mounts LendingHandler (qshare.LendingPath).
+// It is a qshare extension, outside the AWS Batch operations (which live
+// under /v1/): the AWS API says how much each quota share uses, not whose
+// capacity a borrower occupies.
+const LendingPath = qshare.LendingPath
 
 // LendingResponse is the body of a successful GET LendingPath.
 type LendingResponse struct {

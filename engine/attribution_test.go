@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"qshare"
 )
 
@@ -164,4 +166,93 @@ func TestLendingUnknownAndFIFO(t *testing.T) {
 	if got := e.Config(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Config():\n got %+v\nwant %+v", got, want)
 	}
+}
+
+// TestLendingBalances checks, for random shares holding random usage (held
+// through Restore, so limits and configuration changes of every kind are
+// covered), that the attribution accounts for every instance: own use, lent
+// and idle add up to what each share owns; when the environment's usage is
+// within its capacity, every borrowed instance is charged to someone; what
+// a share lends is what others borrow from it; capacity no share owns is
+// never over-lent; and a RESERVE share is charged only when no lending
+// share and no unowned capacity is left.
+func TestLendingBalances(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		e := New()
+		env := rapid.Int64Range(0, 20).Draw(t, "env")
+		c := Config{
+			Environments: []EnvironmentConfig{{Name: "pool", Limits: qshare.Capacity{g5: env}}},
+			Queues:       []QueueConfig{{Name: "q", Environment: "pool"}},
+		}
+		strategies := []qshare.Strategy{qshare.StrategyReserve, qshare.StrategyLend, qshare.StrategyLendAndBorrow}
+		n := rapid.IntRange(1, 5).Draw(t, "shares")
+		usage := map[string]int64{}
+		var owned, used int64
+		for i := 0; i < n; i++ {
+			name := string(rune('a' + i))
+			l := rapid.Int64Range(0, 6).Draw(t, "limit")
+			owned += l
+			c.Shares = append(c.Shares, ShareConfig{Queue: "q", Name: name, Limits: qshare.Capacity{g5: l},
+				Strategy: strategies[rapid.IntRange(0, 2).Draw(t, "strategy")], BorrowLimit: qshare.BorrowUnlimited})
+			usage[name] = rapid.Int64Range(0, 8).Draw(t, "usage")
+			used += usage[name]
+		}
+		if err := c.Load(e); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range c.Shares {
+			if u := usage[s.Name]; u > 0 {
+				if err := e.Restore(JobSpec{ID: s.Name, Queue: "q", Share: s.Name, Demand: qshare.Capacity{g5: u}, PreemptionRetries: -1}, time.Unix(0, 0)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		l, _ := e.Lending("q")
+		lentTo, borrowedFrom := map[[2]string]int64{}, map[[2]string]int64{}
+		var unownedUsed, attributed, borrowed, idleLendable int64
+		for _, s := range l.QuotaShares {
+			for _, c := range s.Capacity {
+				if c.Own+c.Lent+c.Idle != c.Owned || c.Own+c.Borrowed != c.InUse || c.Idle < 0 || c.Lent < 0 {
+					t.Fatalf("share %s does not balance: %+v", s.QuotaShareName, c)
+				}
+				borrowed += c.Borrowed
+				if s.Strategy.Lends() {
+					idleLendable += c.Idle
+				}
+				for _, f := range c.LentTo {
+					lentTo[[2]string{s.QuotaShareName, f.QuotaShare}] += f.Quantity
+				}
+				for _, f := range c.BorrowedFrom {
+					attributed += f.Quantity
+					if f.Unowned {
+						unownedUsed += f.Quantity
+					} else {
+						borrowedFrom[[2]string{f.QuotaShare, s.QuotaShareName}] += f.Quantity
+					}
+				}
+			}
+		}
+		if !reflect.DeepEqual(lentTo, borrowedFrom) {
+			t.Fatalf("lent %v, borrowed %v", lentTo, borrowedFrom)
+		}
+		if unowned := max(0, env-owned); unownedUsed > unowned {
+			t.Fatalf("%d borrowed from %d unowned", unownedUsed, unowned)
+		}
+		if used <= env && attributed != borrowed {
+			t.Fatalf("usage %d within the environment's %d, but %d of %d borrowed attributed", used, env, attributed, borrowed)
+		}
+		if attributed > borrowed {
+			t.Fatalf("attributed %d, more than the %d borrowed", attributed, borrowed)
+		}
+		for _, s := range l.QuotaShares {
+			if s.Strategy.Lends() {
+				continue
+			}
+			for _, c := range s.Capacity {
+				if c.Lent > 0 && (idleLendable > 0 || unownedUsed < max(0, env-owned)) {
+					t.Fatalf("RESERVE share %s charged %d while lendable capacity was left", s.QuotaShareName, c.Lent)
+				}
+			}
+		}
+	})
 }
