@@ -1,11 +1,14 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,6 +22,8 @@ import (
 	"qshare/api"
 	"qshare/engine"
 )
+
+var updateLending = flag.Bool("update-lending", false, "rewrite testdata/lending-two-lenders.json")
 
 // getLending calls GET api.LendingPath with the query q and returns the
 // status and the body.
@@ -119,6 +124,17 @@ func TestLendingEndpoint(t *testing.T) {
 		if status != http.StatusOK || !reflect.DeepEqual(r.JobQueues, got.JobQueues) {
 			t.Fatalf("GET ?jobQueue=%s: %d %s", ref, status, one)
 		}
+	}
+	// The body, indented, is the example of docs/api.md.
+	var pretty bytes.Buffer
+	must(t, json.Indent(&pretty, body, "", "  "))
+	pretty.WriteByte('\n')
+	const golden = "testdata/lending-two-lenders.json"
+	if *updateLending {
+		must(t, os.WriteFile(golden, pretty.Bytes(), 0o644))
+	}
+	if g, err := os.ReadFile(golden); err != nil || !bytes.Equal(g, pretty.Bytes()) {
+		t.Errorf("the body differs from %s (go test ./api -run TestLendingEndpoint -update-lending rewrites it, and docs/api.md quotes it):\n%s", golden, pretty.Bytes())
 	}
 	for _, member := range []string{`"jobQueues"`, `"serviceEnvironment":"q-env"`, `"quotaShareName":"QS1"`, `"borrowedFrom":[{"unowned":true,"quantity":1},{"quotaShare":"QS2","quantity":1}`, `"lentTo":[{"quotaShare":"QS1","quantity":1}]`, `"limit":-1`, `"unowned":1`} {
 		if !strings.Contains(string(body), member) {
