@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 
 	"qshare"
 	"qshare/daemon"
@@ -12,6 +14,10 @@ import (
 // under /v1/): the AWS API says how much each quota share uses, not whose
 // capacity a borrower occupies.
 const LendingPath = qshare.LendingPath
+
+// maxQueueRef bounds the jobQueue parameter: a name has at most 128
+// characters, and an ARN adds a region, an account and a prefix to it.
+const maxQueueRef = 512
 
 // LendingResponse is the body of a successful GET LendingPath.
 type LendingResponse struct {
@@ -35,7 +41,11 @@ func LendingHandler(d *daemon.Daemon) http.Handler {
 			writeError(w, qshare.Errorf(qshare.ENOTFOUND, "no such extension endpoint: use GET %s?jobQueue=NAME", LendingPath))
 			return
 		}
-		q := r.URL.Query()
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "the query string is not valid: escape it, as ?jobQueue=NAME_OR_ARN"))
+			return
+		}
 		for k := range q {
 			if k != "jobQueue" {
 				writeError(w, qshare.Errorf(qshare.EINVALID, "query parameter %q is not known: the only one is jobQueue", k))
@@ -50,6 +60,16 @@ func LendingHandler(d *daemon.Daemon) http.Handler {
 		if q.Has("jobQueue") && ref == "" {
 			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is empty: give a job queue name or ARN, or leave the parameter out for every queue"))
 			return
+		}
+		if len(ref) > maxQueueRef {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is %d bytes long: give a job queue name (at most 128 characters) or its ARN", len(ref)))
+			return
+		}
+		if ref != "" && !strings.HasPrefix(ref, "arn:") {
+			if err := qshare.ValidateName("jobQueue", ref); err != nil {
+				writeError(w, err)
+				return
+			}
 		}
 		ls, err := d.Lending(ref)
 		if err != nil {

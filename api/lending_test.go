@@ -163,7 +163,11 @@ func TestLendingEndpointRejects(t *testing.T) {
 		{http.MethodGet, "queue=a", `query parameter "queue" is not known`},
 		{http.MethodGet, "jobQueue=arn:aws:batch:us-east-1:000000000000:scheduling-policy/p", "jobQueue"},
 		{http.MethodPost, "", "POST is not allowed"},
-		{http.MethodGet, "jobQueue=%2e%2e%2f%2e%2e%2fetc", "does not exist"},
+		{http.MethodGet, "jobQueue=%2e%2e%2f%2e%2e%2fetc", "is not valid"},
+		{http.MethodGet, "jobQueue=%zz", "the query string is not valid"},
+		{http.MethodGet, "jobQueue=" + strings.Repeat("x", 5000), "jobQueue is 5000 bytes long"},
+		{http.MethodGet, "jobQueue=" + strings.Repeat("x", 200), "use 1 to 128 letters"},
+		{http.MethodGet, "jobQueue=a%00b", "is not valid"},
 	} {
 		status, body := getLending(t, srv.URL, tc.method, tc.query)
 		var e struct {
