@@ -101,6 +101,14 @@ func TestGolden(t *testing.T) {
 			in.Heads["QS1"] = job("qs1-high", 3, "RUNNABLE", 1)
 			return []Input{served(t, in, qshare.Capacity{g5: 3}, map[string]qshare.Capacity{"QS1": {g5: 1}, "QS2": {g5: 1}})}
 		},
+		// QS2 lent its instance to QS1, then became RESERVE: until it
+		// reclaims it, the instance is still QS2's, lent to QS1.
+		"lender-stopped-lending": func(t *testing.T) []Input {
+			in := example()
+			in.Shares[2].Strategy = qshare.StrategyReserve
+			in.Active["QS1"] = []Job{job("qs1-med", 2, "RUNNING", 0), job("qs1-high", 3, "RUNNING", 0)}
+			return []Input{served(t, in, qshare.Capacity{g5: 3}, map[string]qshare.Capacity{"QS1": {g5: 2}})}
+		},
 		// Capacity nobody owns is borrowed first; a borrow limit is reached.
 		"unowned-and-limit": func(t *testing.T) []Input {
 			return []Input{served(t, Input{
