@@ -105,8 +105,7 @@ func (e *Engine) Shares(queue string) []ShareView {
 		v := &ShareView{
 			Name: s.name, Strategy: s.strategy,
 			Limits: e.toCapacity(s.limit), Usage: e.toCapacity(s.used),
-			MaxUsage: qshare.Capacity{}, Borrowed: qshare.Capacity{}, BorrowedFrom: map[string]qshare.Capacity{},
-			Lent: qshare.Capacity{}, LentTo: map[string]qshare.Capacity{}, Idle: qshare.Capacity{},
+			MaxUsage: qshare.Capacity{}, BorrowedFrom: map[string]qshare.Capacity{}, LentTo: map[string]qshare.Capacity{},
 			Runnable: s.runq.Len(), Holding: len(s.holding), Reserved: s.reserved,
 		}
 		for i := range s.limit {
