@@ -5,6 +5,8 @@
 // ServerException in one table, so the AWS SDKs work against it unchanged.
 //
 // It holds no state of its own: every operation is one call on the daemon.
+// Beside the AWS operations it serves qshare's lending extension
+// (LendingHandler, at LendingPath), through the same error table.
 package api
 
 import (
