@@ -7,6 +7,8 @@
 // against it unchanged.
 //
 // It holds no state of its own: every operation is one call on the daemon.
+// Beside the AWS operations it serves qshare's lending extension
+// (LendingHandler, at LendingPath), through the same error table.
 package api
 
 import (

@@ -266,61 +266,44 @@ func cloneTags(m map[string]string) map[string]string {
 	return out
 }
 
-// EngineConfig is a file's configuration as the engine takes it.
-type EngineConfig struct {
-	Environments []engine.EnvironmentConfig
-	Queues       []engine.QueueConfig
-	Shares       []engine.ShareConfig
-}
-
-// Engine converts a valid file to engine configuration: every environment,
-// every job queue that has a quota-share policy, and its shares. Queues
-// without a quota-share policy are left out: the engine schedules quota
-// shares only.
-func (f *File) Engine() EngineConfig {
-	var c EngineConfig
+// Resources returns the file's resources as the domain's types, with their
+// defaults applied (an omitted state is ENABLED, an omitted borrowLimit -1)
+// and references as written (names or ARNs).
+func (f *File) Resources() engine.Resources {
+	var r engine.Resources
 	for _, e := range f.ServiceEnvironments {
-		c.Environments = append(c.Environments, engine.EnvironmentConfig{Name: e.Name, Limits: qshare.Limits(e.CapacityLimits)})
+		r.Environments = append(r.Environments, qshare.ServiceEnvironment{Name: e.Name, Type: SageMakerTraining,
+			State: stateOrEnabled(e.State), CapacityLimits: e.CapacityLimits})
+	}
+	for _, p := range f.SchedulingPolicies {
+		r.Policies = append(r.Policies, qshare.SchedulingPolicy{Name: p.Name, QuotaSharePolicy: p.QuotaSharePolicy})
 	}
 	for _, q := range f.JobQueues {
-		if p := f.Policy(q.PolicyName()); p == nil || p.QuotaSharePolicy == nil {
-			continue
+		jq := qshare.JobQueue{Name: q.Name, Type: SageMakerTraining, State: stateOrEnabled(q.State),
+			SchedulingPolicyARN: q.SchedulingPolicy, JobStateTimeLimitActions: q.JobStateTimeLimitActions}
+		if q.Priority != nil {
+			jq.Priority = int(*q.Priority)
 		}
-		c.Queues = append(c.Queues, engine.QueueConfig{Name: q.Name, Environment: q.EnvironmentName()})
+		if q.ServiceEnvironment != "" {
+			jq.ServiceEnvironmentOrder = []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: q.ServiceEnvironment}}
+		}
+		r.Queues = append(r.Queues, jq)
 		for _, s := range q.QuotaShares {
-			c.Shares = append(c.Shares, engine.ShareConfig{
-				Queue:             q.Name,
-				Name:              s.Name,
-				Limits:            qshare.Limits(s.CapacityLimits),
-				Strategy:          s.Strategy,
-				BorrowLimit:       s.EffectiveBorrowLimit(),
-				InSharePreemption: s.InSharePreemption == qshare.Enabled,
-				Disabled:          s.State == qshare.Disabled,
-			})
+			r.Shares = append(r.Shares, qshare.QuotaShare{Name: s.Name, JobQueue: q.Name, CapacityLimits: s.CapacityLimits,
+				Strategy: s.Strategy, BorrowLimit: s.EffectiveBorrowLimit(), InSharePreemption: s.InSharePreemption,
+				State: stateOrEnabled(s.State)})
 		}
 	}
-	return c
+	return r
 }
 
-// Load gives the engine every environment, queue and share of c, in that
-// order. It stops at the first error, which is the engine's.
-func (c EngineConfig) Load(e *engine.Engine) error {
-	for _, x := range c.Environments {
-		if err := e.SetEnvironment(x); err != nil {
-			return err
-		}
-	}
-	for _, x := range c.Queues {
-		if err := e.SetQueue(x); err != nil {
-			return err
-		}
-	}
-	for _, x := range c.Shares {
-		if err := e.SetShare(x); err != nil {
-			return err
-		}
-	}
-	return nil
+// Engine converts a valid file to engine configuration through the one
+// mapping the daemon also uses (engine.Configure): every environment, every
+// job queue, and the quota shares of queues with a quota-share policy; a
+// queue without one is scheduled as its single engine.QueueShare. Lists
+// keep the file's order.
+func (f *File) Engine() engine.Config {
+	return engine.Configure(f.Resources())
 }
 
 func stateOrEnabled(s qshare.State) qshare.State {

@@ -27,7 +27,7 @@ func parseExample(t *testing.T) *File {
 func TestParseExample(t *testing.T) {
 	f := parseExample(t)
 	got := f.Engine()
-	want := EngineConfig{
+	want := engine.Config{
 		Environments: []engine.EnvironmentConfig{{Name: "gpu-pool", Limits: qshare.Capacity{"ml.g5.xlarge": 3}}},
 		Queues:       []engine.QueueConfig{{Name: "training", Environment: "gpu-pool"}},
 		Shares: []engine.ShareConfig{

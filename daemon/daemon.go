@@ -12,6 +12,11 @@
 //
 // On Start the daemon rebuilds itself from the store and asks the executor to
 // recover every attempt that was SCHEDULED, STARTING or RUNNING.
+//
+// The resource operations live one file per resource (environment.go,
+// policy.go, queue.go, share.go); each gives the engine its resources
+// through the one mapping, engine.Configure's parts, that the simulator also
+// uses. Lending (lending.go) reads back who lends to whom.
 package daemon
 
 import (

@@ -179,7 +179,7 @@ func (d *Daemon) settleShare(s *qshare.QuotaShare) {
 // without a quota-share policy that own it their new limits. The loop holds
 // engMu.
 func (d *Daemon) engineEnv(e *qshare.ServiceEnvironment) error {
-	if err := d.eng.SetEnvironment(engine.EnvironmentConfig{Name: e.Name, Limits: qshare.Limits(e.CapacityLimits)}); err != nil {
+	if err := d.eng.SetEnvironment(engine.EnvironmentOf(e)); err != nil {
 		d.log.Error("engine refused environment", "environment", e.Name, "err", err)
 		return err
 	}
@@ -207,7 +207,7 @@ func (d *Daemon) engineEnv(e *qshare.ServiceEnvironment) error {
 
 // engineQueue gives a job queue to the engine. The loop holds engMu.
 func (d *Daemon) engineQueue(q *qshare.JobQueue) error {
-	if err := d.eng.SetQueue(engine.QueueConfig{Name: q.Name, Environment: d.envName(q)}); err != nil {
+	if err := d.eng.SetQueue(engine.QueueOf(q)); err != nil {
 		d.log.Error("engine refused queue", "queue", q.Name, "err", err)
 		return err
 	}
@@ -224,7 +224,7 @@ func (d *Daemon) engineQueue(q *qshare.JobQueue) error {
 
 // engineShare gives a quota share to the engine. The loop holds engMu.
 func (d *Daemon) engineShare(s *qshare.QuotaShare) error {
-	if err := d.eng.SetShare(shareConfig(s)); err != nil {
+	if err := d.eng.SetShare(engine.ShareOf(s)); err != nil {
 		d.log.Error("engine refused share", "queue", s.JobQueue, "share", s.Name, "err", err)
 		return err
 	}

@@ -832,7 +832,7 @@ func (d *Daemon) waitAttempt(ctx context.Context, job, attempt string) {
 func (d *Daemon) spec(j *qshare.Job) engine.JobSpec {
 	share := j.QuotaShare
 	if share == "" {
-		share = fifoShareName
+		share = engine.QueueShare
 	}
 	retries := -1
 	if j.PreemptionRetries != nil {

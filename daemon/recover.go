@@ -20,7 +20,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 	for i := range s.Environments {
 		e := s.Environments[i]
 		d.envs[e.Name] = &e
-		if err := d.eng.SetEnvironment(engine.EnvironmentConfig{Name: e.Name, Limits: qshare.Limits(e.CapacityLimits)}); err != nil {
+		if err := d.eng.SetEnvironment(engine.EnvironmentOf(&e)); err != nil {
 			return fmt.Errorf("daemon: restore environment %s: %w", e.Name, err)
 		}
 	}
@@ -33,7 +33,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 		d.queues[q.Name] = &q
 	}
 	for _, q := range d.queues {
-		if err := d.eng.SetQueue(engine.QueueConfig{Name: q.Name, Environment: d.envName(q)}); err != nil {
+		if err := d.eng.SetQueue(engine.QueueOf(q)); err != nil {
 			return fmt.Errorf("daemon: restore job queue %s: %w", q.Name, err)
 		}
 		if !d.isQuotaQueue(q) {
@@ -45,7 +45,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 	for i := range s.Shares {
 		sh := s.Shares[i]
 		d.shares[store.ShareKey{Queue: sh.JobQueue, Name: sh.Name}] = &sh
-		if err := d.eng.SetShare(shareConfig(&sh)); err != nil {
+		if err := d.eng.SetShare(engine.ShareOf(&sh)); err != nil {
 			return fmt.Errorf("daemon: restore quota share %s/%s: %w", sh.JobQueue, sh.Name, err)
 		}
 	}

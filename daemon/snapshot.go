@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/engine"
 )
 
 // FrontJob is a RUNNABLE job at the front of a queue or share, and since
@@ -68,7 +69,7 @@ func (d *Daemon) Snapshot(ref string) (Snapshot, error) {
 	}
 	for _, v := range views {
 		snap.Total.Add(v.Usage)
-		if v.Name == fifoShareName {
+		if v.Name == engine.QueueShare {
 			continue
 		}
 		if v.Head != "" {

@@ -91,10 +91,8 @@ type ShareView struct {
 
 // Shares returns a view of each share of the queue, in name order.
 //
-// Borrowed capacity is attributed the way decisions name lenders: each
-// borrower, in the order of the environment's share list, takes first from
-// capacity no share owns, then from the idle capacity of lending shares in
-// name order. Usage counts what jobs hold now, the partial holdings of
+// Borrowed capacity is attributed by the engine's one rule (attribute, in
+// attribution.go). Usage counts what jobs hold now, the partial holdings of
 // reserved jobs included.
 func (e *Engine) Shares(queue string) []ShareView {
 	q := e.queues[queue]
@@ -107,8 +105,7 @@ func (e *Engine) Shares(queue string) []ShareView {
 		v := &ShareView{
 			Name: s.name, Strategy: s.strategy,
 			Limits: e.toCapacity(s.limit), Usage: e.toCapacity(s.used),
-			MaxUsage: qshare.Capacity{}, Borrowed: qshare.Capacity{}, BorrowedFrom: map[string]qshare.Capacity{},
-			Lent: qshare.Capacity{}, LentTo: map[string]qshare.Capacity{}, Idle: qshare.Capacity{},
+			MaxUsage: qshare.Capacity{}, BorrowedFrom: map[string]qshare.Capacity{}, LentTo: map[string]qshare.Capacity{},
 			Runnable: s.runq.Len(), Holding: len(s.holding), Reserved: s.reserved,
 		}
 		for i := range s.limit {
@@ -123,58 +120,29 @@ func (e *Engine) Shares(queue string) []ShareView {
 		}
 		views[s] = v
 	}
-	for t := range e.typeNames {
-		ti := int32(t)
-		var owned int64
-		for _, s := range env.shares {
-			owned += s.limit.at(ti)
-		}
-		type supply struct {
-			s *share // nil: no share owns it
-			n int64
-		}
-		sup := []supply{{nil, env.limit.at(ti) - owned}}
-		for _, s := range env.shares {
-			if s.strategy.Lends() {
-				sup = append(sup, supply{s, s.limit.at(ti) - s.used.at(ti)})
+	att := e.attribute(env)
+	for i, s := range env.shares {
+		v, a := views[s], &att[i]
+		v.Borrowed, v.Lent, v.Idle = a.borrowed, a.lent, a.idle
+		for tn, fs := range a.from {
+			for _, f := range fs {
+				from := "" // capacity no share owns
+				if f.s != nil {
+					from = e.relName(s, f.s)
+				}
+				if v.BorrowedFrom[from] == nil {
+					v.BorrowedFrom[from] = qshare.Capacity{}
+				}
+				v.BorrowedFrom[from][tn] += f.n
 			}
 		}
-		tn := e.typeNames[t]
-		for _, b := range env.shares {
-			over := b.used.at(ti) - b.limit.at(ti)
-			if over <= 0 {
-				continue
-			}
-			views[b].Borrowed[tn] = over
-			for k := range sup {
-				if over == 0 {
-					break
+		for tn, fs := range a.to {
+			for _, f := range fs {
+				to := e.relName(s, f.s)
+				if v.LentTo[to] == nil {
+					v.LentTo[to] = qshare.Capacity{}
 				}
-				if sup[k].n <= 0 || sup[k].s == b {
-					continue
-				}
-				n := min(over, sup[k].n)
-				sup[k].n -= n
-				over -= n
-				from := ""
-				if sup[k].s != nil {
-					from = e.relName(b, sup[k].s)
-					lv := views[sup[k].s]
-					lv.Lent[tn] += n
-					if lv.LentTo[e.relName(sup[k].s, b)] == nil {
-						lv.LentTo[e.relName(sup[k].s, b)] = qshare.Capacity{}
-					}
-					lv.LentTo[e.relName(sup[k].s, b)][tn] += n
-				}
-				if views[b].BorrowedFrom[from] == nil {
-					views[b].BorrowedFrom[from] = qshare.Capacity{}
-				}
-				views[b].BorrowedFrom[from][tn] += n
-			}
-		}
-		for _, s := range env.shares {
-			if idle := s.limit.at(ti) - s.used.at(ti) - views[s].Lent[tn]; idle > 0 {
-				views[s].Idle[tn] = idle
+				v.LentTo[to][tn] += f.n
 			}
 		}
 	}

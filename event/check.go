@@ -10,6 +10,7 @@ import (
 
 	"qshare"
 	"qshare/config"
+	"qshare/engine"
 )
 
 // Rules the checker enforces: the guarantees of the engine (issue 2, rule 9)
@@ -218,8 +219,8 @@ func NewChecker(cfg *config.File, opts CheckOptions) *Checker {
 	}
 	for _, s := range ec.Shares {
 		env := queueEnv[s.Queue]
-		if env == nil {
-			continue
+		if env == nil || s.Name == engine.QueueShare {
+			continue // queues without quota shares are modelled above
 		}
 		st := &shareState{queue: s.Queue, name: s.Name, env: env, limits: s.Limits.Clone(), strategy: s.Strategy,
 			borrowLimit: s.BorrowLimit, inShare: s.InSharePreemption, usage: qshare.Capacity{}}

@@ -28,8 +28,9 @@ type API interface {
 var _ API = (*batch.Client)(nil)
 
 // Fetch gathers the input of the view of each job queue that has quota
-// shares, or of the one named queue (a name or an ARN), in name order.
-func Fetch(ctx context.Context, api API, queue string) ([]Input, error) {
+// shares, or of the one named queue (a name or an ARN), in name order: the
+// settings and jobs from the AWS API, who lends to whom from lending.
+func Fetch(ctx context.Context, api API, lending LendingSource, queue string) ([]Input, error) {
 	in := &batch.DescribeJobQueuesInput{}
 	if queue != "" {
 		in.JobQueues = []string{queue}
@@ -60,12 +61,21 @@ func Fetch(ctx context.Context, api API, queue string) ([]Input, error) {
 		envs = append(envs, out.ServiceEnvironments...)
 	}
 
+	ls, err := lending.Lending(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	byQueue := map[string]qshare.Lending{}
+	for _, l := range ls {
+		byQueue[l.JobQueue] = l
+	}
+
 	var inputs []Input
 	for _, q := range queues {
 		if q.Status == types.JQStatusDeleted || q.Status == types.JQStatusDeleting {
 			continue
 		}
-		input, ok, err := fetchQueue(ctx, api, q, envs)
+		input, ok, err := fetchQueue(ctx, api, q, envs, byQueue[aws.ToString(q.JobQueueName)])
 		if err != nil {
 			return nil, err
 		}
@@ -77,12 +87,11 @@ func Fetch(ctx context.Context, api API, queue string) ([]Input, error) {
 }
 
 // fetchQueue gathers one queue's input; ok is false when it has no shares.
-func fetchQueue(ctx context.Context, api API, q types.JobQueueDetail, envs []types.ServiceEnvironmentDetail) (Input, bool, error) {
+func fetchQueue(ctx context.Context, api API, q types.JobQueueDetail, envs []types.ServiceEnvironmentDetail, lending qshare.Lending) (Input, bool, error) {
 	in := Input{
 		Queue:      aws.ToString(q.JobQueueName),
 		QueueState: string(q.State),
-		EnvLimits:  qshare.Capacity{},
-		Usage:      map[string]qshare.Capacity{},
+		Lending:    lending,
 		Active:     map[string][]Job{},
 		Waiting:    map[string]int{},
 		Heads:      map[string]Job{},
@@ -93,9 +102,6 @@ func fetchQueue(ctx context.Context, api API, q types.JobQueueDetail, envs []typ
 			if aws.ToString(e.ServiceEnvironmentArn) == ref || aws.ToString(e.ServiceEnvironmentName) == ref {
 				in.Environment = aws.ToString(e.ServiceEnvironmentName)
 				in.EnvironmentState = string(e.State)
-				for _, l := range e.CapacityLimits {
-					in.EnvLimits[aws.ToString(l.CapacityUnit)] += int64(aws.ToInt32(l.MaxCapacity))
-				}
 			}
 		}
 		if in.Environment == "" {
@@ -140,16 +146,6 @@ func fetchQueue(ctx context.Context, api API, q types.JobQueueDetail, envs []typ
 	if err != nil {
 		return in, false, err
 	}
-	if u := snap.QueueUtilization; u != nil && u.QuotaShareUtilization != nil {
-		for _, su := range u.QuotaShareUtilization.TopCapacityUtilization {
-			c := qshare.Capacity{}
-			for _, cu := range su.CapacityUsage {
-				c[aws.ToString(cu.CapacityUnit)] += int64(aws.ToFloat64(cu.Quantity))
-			}
-			in.Usage[aws.ToString(su.QuotaShareName)] = c
-		}
-	}
-
 	// The jobs of each share: who runs, how many wait, and the head.
 	var (
 		mu       sync.Mutex

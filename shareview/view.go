@@ -4,12 +4,13 @@
 // whom, what it borrows and from whom, and what lies idle; and, for each
 // share, the job at its head and why that job waits.
 //
-// It sits at the very end of the flow, on the client side. The AWS Batch API
-// says how much each share uses (GetJobQueueSnapshot) and what each share
-// owns (ListQuotaShares), but not who lends to whom, so this package derives
-// lending from those numbers with one deterministic rule (see Compute). Fetch
-// gathers the numbers through the AWS SDK's batch client; Compute and Render
-// are pure, so that the picture is tested with golden files.
+// It sits at the very end of the flow, on the client side. Who lends to whom
+// is the scheduler's own attribution, which the server serves at its
+// extension endpoint GET /qshare/v1/lending (qshare.Lending); this package
+// never derives it again. The AWS Batch API gives the rest: the shares'
+// settings (ListQuotaShares), their jobs, and each share's head
+// (GetJobQueueSnapshot). Fetch gathers both; Compute and Render are pure, so
+// that the picture is tested with golden files.
 package shareview
 
 import (
@@ -21,7 +22,8 @@ import (
 )
 
 // Unowned names, in a Flow, the capacity of the service environment that no
-// quota share owns. Borrowing from it is never reclaimed.
+// quota share owns (a qshare.Flow with Unowned set). Borrowing from it is
+// never reclaimed.
 const Unowned = "(unowned)"
 
 // Share is one quota share as the API describes it.
@@ -56,12 +58,10 @@ type Input struct {
 	QueueState       string
 	Environment      string
 	EnvironmentState string
-	// EnvLimits is the service environment's capacity, per instance type.
-	EnvLimits qshare.Capacity
-	Shares    []Share
-	// Usage is each share's capacity in use by its dispatched jobs
-	// (GetJobQueueSnapshot's quotaShareUtilization), by share name.
-	Usage map[string]qshare.Capacity
+	Shares           []Share
+	// Lending is the server's answer for the queue: the environment's
+	// capacity, and per share who lends to whom (GET /qshare/v1/lending).
+	Lending qshare.Lending
 	// Active lists each share's SCHEDULED, STARTING and RUNNING jobs.
 	Active map[string][]Job
 	// Waiting counts each share's RUNNABLE jobs.
@@ -139,18 +139,10 @@ type Flow struct {
 	Quantity   int64  `json:"quantity"`
 }
 
-// Compute derives the view from its input.
-//
-// The API reports how much each share uses, not whose capacity a borrowing
-// job occupies, so lending is attributed with this rule, per instance type:
-// the borrowers (shares that use more than they own) are taken in name
-// order, and each is charged, in turn, to the environment's unowned
-// capacity first (it is never reclaimed), then to the idle capacity of the
-// lending shares (LEND and LEND_AND_BORROW) in name order, and last, for
-// capacity that was lent before a share stopped lending, to the idle
-// capacity of the other shares in name order. The rule matches what the
-// scheduler can do (borrowing never takes RESERVE capacity) and gives the
-// same picture for the same numbers.
+// Compute draws the view from its input. The capacity figures, who lends
+// to whom among them, are the server's (Input.Lending), taken as they are. A
+// share the scheduler does not have yet (one just created) shows what it
+// owns, idle.
 func Compute(in Input) View {
 	v := View{
 		Queue:            in.Queue,
@@ -158,50 +150,16 @@ func Compute(in Input) View {
 		Environment:      in.Environment,
 		EnvironmentState: in.EnvironmentState,
 	}
+	for _, c := range in.Lending.Capacity {
+		v.Capacity = append(v.Capacity, TypeTotal{CapacityUnit: c.CapacityUnit, Limit: c.MaxCapacity, InUse: c.InUse, Unowned: c.Unowned})
+	}
+	lending := map[string]qshare.ShareLending{}
+	for _, sl := range in.Lending.QuotaShares {
+		lending[sl.QuotaShareName] = sl
+	}
 	shares := append([]Share(nil), in.Shares...)
 	sort.Slice(shares, func(i, j int) bool { return shares[i].Name < shares[j].Name })
-
-	// Every instance type that the environment, a share or a job names.
-	typeSet := map[string]bool{}
-	for t := range in.EnvLimits {
-		typeSet[t] = true
-	}
 	for _, s := range shares {
-		for t := range s.Limits {
-			typeSet[t] = true
-		}
-		for t := range in.Usage[s.Name] {
-			typeSet[t] = true
-		}
-	}
-	types := make([]string, 0, len(typeSet))
-	for t := range typeSet {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-
-	caps := make([]map[string]*ShareCapacity, len(shares))
-	for i := range shares {
-		caps[i] = map[string]*ShareCapacity{}
-	}
-	for _, t := range types {
-		var owned, used int64
-		for i, s := range shares {
-			l, u := s.Limits[t], max(0, in.Usage[s.Name][t])
-			owned += l
-			used += u
-			c := &ShareCapacity{CapacityUnit: t, Owned: l, InUse: u, Own: min(u, l), Borrowed: max(0, u-l), Limit: limitOf(s, l)}
-			c.Idle = l - c.Own
-			caps[i][t] = c
-		}
-		unowned := max(0, in.EnvLimits[t]-owned)
-		if in.EnvLimits[t] > 0 || used > 0 {
-			v.Capacity = append(v.Capacity, TypeTotal{CapacityUnit: t, Limit: in.EnvLimits[t], InUse: used, Unowned: unowned})
-		}
-		attribute(shares, caps, t, unowned)
-	}
-
-	for i, s := range shares {
 		sv := ShareView{
 			Name:              s.Name,
 			Strategy:          s.Strategy,
@@ -220,12 +178,17 @@ func Compute(in Input) View {
 			}
 			return sv.Active[a].Name < sv.Active[b].Name
 		})
-		for _, t := range types {
-			c := caps[i][t]
-			if c.Owned == 0 && c.InUse == 0 {
-				continue
+		if sl, ok := lending[s.Name]; ok {
+			for _, c := range sl.Capacity {
+				sv.Capacity = append(sv.Capacity, ShareCapacity{CapacityUnit: c.CapacityUnit, Owned: c.Owned, InUse: c.InUse,
+					Own: c.Own, Borrowed: c.Borrowed, Lent: c.Lent, Idle: c.Idle,
+					LentTo: flowsOf(c.LentTo), BorrowedFrom: flowsOf(c.BorrowedFrom), Limit: c.Limit})
 			}
-			sv.Capacity = append(sv.Capacity, *c)
+		} else {
+			for _, t := range s.Limits.Types() {
+				l := s.Limits[t]
+				sv.Capacity = append(sv.Capacity, ShareCapacity{CapacityUnit: t, Owned: l, Idle: l, Limit: limitOf(s, l)})
+			}
 		}
 		if h, ok := in.Heads[s.Name]; ok {
 			h := h
@@ -245,8 +208,22 @@ func Compute(in Input) View {
 	return v
 }
 
+// flowsOf turns the server's flows into the view's.
+func flowsOf(fs []qshare.Flow) []Flow {
+	var out []Flow
+	for _, f := range fs {
+		name := f.QuotaShare
+		if f.Unowned {
+			name = Unowned
+		}
+		out = append(out, Flow{QuotaShare: name, Quantity: f.Quantity})
+	}
+	return out
+}
+
 // limitOf returns the most a share may use of a type it owns l of: l plus
-// its borrow limit, or -1 when unbounded.
+// its borrow limit, or -1 when unbounded. Only a share the scheduler does
+// not have yet needs it; for the others the server says.
 func limitOf(s Share, l int64) int64 {
 	if !s.Strategy.Borrows() {
 		return l
@@ -255,58 +232,6 @@ func limitOf(s Share, l int64) int64 {
 		return -1
 	}
 	return l + l*s.BorrowLimit/100
-}
-
-// attribute charges the borrowed capacity of type t to its sources, by the
-// rule in Compute's comment, and records the flows on both sides.
-func attribute(shares []Share, caps []map[string]*ShareCapacity, t string, unowned int64) {
-	type source struct {
-		i    int // share index, or -1 for the unowned capacity
-		left int64
-	}
-	sources := []*source{{i: -1, left: unowned}}
-	for pass := 0; pass < 2; pass++ {
-		for i, s := range shares {
-			if lends := s.Strategy.Lends(); (pass == 0) == lends && caps[i][t].Idle > 0 {
-				sources = append(sources, &source{i: i, left: caps[i][t].Idle})
-			}
-		}
-	}
-	k := 0
-	for i := range shares {
-		b := caps[i][t]
-		need := b.Borrowed
-		for need > 0 && k < len(sources) {
-			src := sources[k]
-			n := min(need, src.left)
-			if n > 0 {
-				from := Unowned
-				if src.i >= 0 {
-					from = shares[src.i].Name
-					l := caps[src.i][t]
-					l.Lent += n
-					l.Idle -= n
-					l.LentTo = addFlow(l.LentTo, shares[i].Name, n)
-				}
-				b.BorrowedFrom = addFlow(b.BorrowedFrom, from, n)
-				need -= n
-				src.left -= n
-			}
-			if src.left == 0 {
-				k++
-			}
-		}
-	}
-}
-
-func addFlow(fs []Flow, share string, n int64) []Flow {
-	for i := range fs {
-		if fs[i].QuotaShare == share {
-			fs[i].Quantity += n
-			return fs
-		}
-	}
-	return append(fs, Flow{QuotaShare: share, Quantity: n})
 }
 
 // capOf returns the capacity entry of type t of a share view, or a zero one.
@@ -335,7 +260,7 @@ func explain(v *View, in Input, sv *ShareView, s Share) string {
 	}
 	for _, t := range h.Demand.Types() {
 		d := h.Demand[t]
-		env := in.EnvLimits[t]
+		env := envLimit(v, t)
 		if env == 0 {
 			return fmt.Sprintf("needs %d × %s, and the service environment has no %s", d, t, t)
 		}
@@ -402,6 +327,16 @@ func explain(v *View, in Input, sv *ShareView, s Share) string {
 		why += "; in-share preemption is DISABLED, so it waits for a job of " + sv.Name + " to end"
 	}
 	return why
+}
+
+// envLimit is the service environment's maxCapacity of type t.
+func envLimit(v *View, t string) int64 {
+	for _, tt := range v.Capacity {
+		if tt.CapacityUnit == t {
+			return tt.Limit
+		}
+	}
+	return 0
 }
 
 // lendableIdle is the idle capacity of type t that share may borrow: the

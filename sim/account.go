@@ -78,6 +78,11 @@ func newAccounting(cfg *config.File, buckets int) *accounting {
 		envs[q.Environment].queues = append(envs[q.Environment].queues, q.Name)
 	}
 	for _, s := range ec.Shares {
+		if s.Name == engine.QueueShare {
+			// A queue without a quota-share policy: a trace names quota
+			// shares only, so nothing is ever submitted to it.
+			continue
+		}
 		sa := &shareAcc{queue: s.Queue, name: s.Name, strategy: s.Strategy, limits: s.Limits, env: queueEnv[s.Queue],
 			usage: qshare.Capacity{}, misconfigured: map[string]bool{}}
 		sa.cur[mIdle] = float64(s.Limits.Total())

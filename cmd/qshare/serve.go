@@ -360,10 +360,11 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	}
 	defer d.Close()
 
-	// The AWS Batch API at /v1/, and qshare's one extension, the logs of
-	// an attempt, which the AWS API has no operation for.
+	// The AWS Batch API at /v1/, and qshare's extensions, which the AWS API
+	// has no operation for: the logs of an attempt, and who lends to whom.
 	mux := http.NewServeMux()
 	mux.Handle(logstream.PathPrefix, logstream.New(d.Job))
+	mux.Handle(api.LendingPath, api.LendingHandler(d))
 	mux.Handle("/", api.New(d, log))
 	srv := &http.Server{
 		Handler:           mux,

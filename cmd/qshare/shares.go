@@ -22,10 +22,11 @@ var sharesCmd = &cobra.Command{
 with, in words, whom it lends to and borrows from, its running jobs, how
 many jobs wait, and the job at its head with why it waits.
 
-The AWS Batch API reports how much each share uses, not whose capacity a
-borrower occupies. qshare charges borrowed capacity, per instance type, to
-the environment's capacity that no share owns first, then to the idle
-capacity of lending shares in name order (see docs/concepts.md).`,
+Who lends to whom is the scheduler's own attribution, which the AWS Batch
+API does not report: qshare reads it from the server's extension endpoint
+GET /qshare/v1/lending (see docs/api.md). Borrowed capacity is charged, per
+instance type, to the environment's capacity that no share owns first, then
+to the idle capacity of lending shares in name order (see docs/concepts.md).`,
 	Example: `  qshare shares
   qshare shares --queue training -o json`,
 	Args: cobra.NoArgs,
@@ -47,7 +48,7 @@ func init() {
 
 // shareViews fetches and computes the view of one queue, or of all.
 func (s *session) shareViews(ctx context.Context, queue string) ([]shareview.View, error) {
-	inputs, err := shareview.Fetch(ctx, s.api, queue)
+	inputs, err := shareview.Fetch(ctx, s.api, &shareview.LendingClient{Endpoint: s.endpoint}, queue)
 	if err != nil {
 		return nil, err
 	}

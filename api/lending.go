@@ -1,0 +1,81 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"qshare"
+	"qshare/daemon"
+)
+
+// LendingPath is where the server mounts LendingHandler (qshare.LendingPath).
+// It is a qshare extension, outside the AWS Batch operations (which live
+// under /v1/): the AWS API says how much each quota share uses, not whose
+// capacity a borrower occupies.
+const LendingPath = qshare.LendingPath
+
+// maxQueueRef bounds the jobQueue parameter: a name has at most 128
+// characters, and an ARN adds a region, an account and a prefix to it.
+const maxQueueRef = 512
+
+// LendingResponse is the body of a successful GET LendingPath.
+type LendingResponse struct {
+	// JobQueues has one entry per job queue, in name order.
+	JobQueues []qshare.Lending `json:"jobQueues"`
+}
+
+// LendingHandler serves GET LendingPath[?jobQueue=NAME_OR_ARN]: who lends to
+// whom, as the scheduler attributes it, in the named job queue or in every
+// job queue with a quota-share policy. Errors use the AWS error format and
+// the one error table: an unknown or malformed queue, an unknown parameter
+// or another method is a ClientException (400) that says which.
+func LendingHandler(d *daemon.Daemon) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, qshare.Errorf(qshare.EINVALID, "%s is not allowed on %s: use GET", r.Method, LendingPath))
+			return
+		}
+		if r.URL.Path != LendingPath {
+			writeError(w, qshare.Errorf(qshare.ENOTFOUND, "no such extension endpoint: use GET %s?jobQueue=NAME", LendingPath))
+			return
+		}
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "the query string is not valid: escape it, as ?jobQueue=NAME_OR_ARN"))
+			return
+		}
+		for k := range q {
+			if k != "jobQueue" {
+				writeError(w, qshare.Errorf(qshare.EINVALID, "query parameter %q is not known: the only one is jobQueue", k))
+				return
+			}
+		}
+		if len(q["jobQueue"]) > 1 {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is given %d times: give it once, or not at all for every queue", len(q["jobQueue"])))
+			return
+		}
+		ref := q.Get("jobQueue")
+		if q.Has("jobQueue") && ref == "" {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is empty: give a job queue name or ARN, or leave the parameter out for every queue"))
+			return
+		}
+		if len(ref) > maxQueueRef {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is %d bytes long: give a job queue name (at most 128 characters) or its ARN", len(ref)))
+			return
+		}
+		if ref != "" && !strings.HasPrefix(ref, "arn:") {
+			if err := qshare.ValidateName("jobQueue", ref); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		ls, err := d.Lending(ref)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, LendingResponse{JobQueues: ls})
+	})
+}

@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"sort"
+
+	"qshare"
+	"qshare/engine"
+)
+
+// Lending returns who lends to whom in a job queue (a name or an ARN), or,
+// when queueRef is "", in every job queue with a quota-share policy, in name
+// order. It is the engine's own attribution (engine.Lending), read under
+// engMu, so it agrees with the decisions the engine has made. A queue that
+// has not reached the engine yet (CREATING) has no shares in its answer.
+func (d *Daemon) Lending(queueRef string) ([]qshare.Lending, error) {
+	var names []string
+	if queueRef != "" {
+		name, err := d.refName("jobQueue", kindQueue, queueRef)
+		if err != nil {
+			return nil, err
+		}
+		if lookup(d, d.queues, name) == nil {
+			return nil, errNoQueue(name)
+		}
+		names = []string{name}
+	} else {
+		d.mu.RLock()
+		var quota []*qshare.JobQueue
+		for _, q := range d.queues {
+			quota = append(quota, q)
+		}
+		d.mu.RUnlock()
+		for _, q := range quota {
+			if d.isQuotaQueue(q) {
+				names = append(names, q.Name)
+			}
+		}
+		sort.Strings(names)
+	}
+	out := make([]qshare.Lending, 0, len(names))
+	d.engMu.Lock()
+	defer d.engMu.Unlock()
+	for _, n := range names {
+		l, ok := d.eng.Lending(n)
+		if !ok {
+			q := lookup(d, d.queues, n)
+			if q == nil {
+				continue
+			}
+			l = qshare.Lending{JobQueue: n, ServiceEnvironment: d.envName(q),
+				Capacity: []qshare.EnvironmentLending{}, QuotaShares: []qshare.ShareLending{}}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// EngineConfig returns the configuration the daemon's engine holds now, in
+// name order (engine.Engine.Config): what the daemon has given it of every
+// environment, queue and share it applied or recovered.
+func (d *Daemon) EngineConfig() engine.Config {
+	d.engMu.Lock()
+	defer d.engMu.Unlock()
+	return d.eng.Config()
+}

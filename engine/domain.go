@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"sort"
+	"strings"
+
+	"qshare"
+)
+
+// The one mapping from the domain's resources to engine configuration. The
+// daemon (one resource at a time, as they are created, changed and
+// recovered) and the simulator and the event checker (a whole apply file at
+// once, through config) both call it, so that the server and a replay of the
+// same resources can never configure the engine differently.
+
+// QueueShare is the name of the one engine share of a job queue without a
+// quota-share policy: such a queue is one FIFO line, which the engine
+// schedules as a RESERVE share that owns its whole service environment.
+const QueueShare = "_queue"
+
+// Resources is a set of domain resources: what the daemon holds, or what an
+// apply file declares. References between them (a queue's
+// SchedulingPolicyARN and ServiceEnvironmentOrder) may be names or ARNs.
+type Resources struct {
+	Environments []qshare.ServiceEnvironment
+	Policies     []qshare.SchedulingPolicy
+	Queues       []qshare.JobQueue
+	Shares       []qshare.QuotaShare
+}
+
+// Config is the engine configuration of a set of resources.
+type Config struct {
+	Environments []EnvironmentConfig
+	Queues       []QueueConfig
+	Shares       []ShareConfig
+}
+
+// Configure maps resources to engine configuration: every environment;
+// every job queue, on the environment it names; for a queue without a
+// quota-share policy, its QueueShare (QueueShareOf); and every quota share
+// of a queue with a quota-share policy (shares of other queues are left
+// out: they cannot schedule). Each list keeps the order of r.
+func Configure(r Resources) Config {
+	var c Config
+	envs := make(map[string]*qshare.ServiceEnvironment, len(r.Environments))
+	for i := range r.Environments {
+		e := &r.Environments[i]
+		envs[e.Name] = e
+		c.Environments = append(c.Environments, EnvironmentOf(e))
+	}
+	policies := make(map[string]*qshare.SchedulingPolicy, len(r.Policies))
+	for i := range r.Policies {
+		policies[r.Policies[i].Name] = &r.Policies[i]
+	}
+	quota := map[string]bool{}
+	var fifo []ShareConfig
+	for i := range r.Queues {
+		q := &r.Queues[i]
+		c.Queues = append(c.Queues, QueueOf(q))
+		if HasQuotaShares(policies[PolicyName(q)]) {
+			quota[q.Name] = true
+			continue
+		}
+		fifo = append(fifo, QueueShareOf(q, envs[EnvironmentName(q)]))
+	}
+	c.Shares = fifo
+	for i := range r.Shares {
+		if s := &r.Shares[i]; quota[s.JobQueue] {
+			c.Shares = append(c.Shares, ShareOf(s))
+		}
+	}
+	return c
+}
+
+// EnvironmentOf is a service environment as the engine takes it.
+func EnvironmentOf(e *qshare.ServiceEnvironment) EnvironmentConfig {
+	return EnvironmentConfig{Name: e.Name, Limits: qshare.Limits(e.CapacityLimits)}
+}
+
+// QueueOf is a job queue as the engine takes it.
+func QueueOf(q *qshare.JobQueue) QueueConfig {
+	return QueueConfig{Name: q.Name, Environment: EnvironmentName(q)}
+}
+
+// QueueShareOf is the engine share of a job queue without a quota-share
+// policy: QueueShare, RESERVE, owning every instance of the queue's
+// environment env (none when env is nil).
+func QueueShareOf(q *qshare.JobQueue, env *qshare.ServiceEnvironment) ShareConfig {
+	var limits qshare.Capacity
+	if env != nil {
+		limits = qshare.Limits(env.CapacityLimits)
+	}
+	return ShareConfig{Queue: q.Name, Name: QueueShare, Limits: limits, Strategy: qshare.StrategyReserve, BorrowLimit: 0}
+}
+
+// ShareOf is a quota share as the engine takes it.
+func ShareOf(s *qshare.QuotaShare) ShareConfig {
+	return ShareConfig{Queue: s.JobQueue, Name: s.Name, Limits: qshare.Limits(s.CapacityLimits),
+		Strategy: s.Strategy, BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption == qshare.Enabled,
+		Disabled: s.State == qshare.Disabled}
+}
+
+// HasQuotaShares reports whether a job queue whose scheduling policy is p
+// (nil for none, or one that does not exist) is split into quota shares.
+func HasQuotaShares(p *qshare.SchedulingPolicy) bool {
+	return p != nil && p.QuotaSharePolicy != nil
+}
+
+// EnvironmentName returns the name of the service environment a job queue
+// draws on: its first serviceEnvironmentOrder entry, a name or an ARN; ""
+// when it has none.
+func EnvironmentName(q *qshare.JobQueue) string {
+	if len(q.ServiceEnvironmentOrder) == 0 {
+		return ""
+	}
+	return refName(q.ServiceEnvironmentOrder[0].ServiceEnvironment)
+}
+
+// PolicyName returns the name of a job queue's scheduling policy (its
+// SchedulingPolicyARN, a name or an ARN); "" when it has none.
+func PolicyName(q *qshare.JobQueue) string { return refName(q.SchedulingPolicyARN) }
+
+// refName returns the name a reference points at: the reference itself, or
+// the part of an ARN after its resource type (KIND/NAME).
+func refName(ref string) string {
+	if !strings.HasPrefix(ref, "arn:") {
+		return ref
+	}
+	if i := strings.LastIndexByte(ref, '/'); i >= 0 {
+		return ref[i+1:]
+	}
+	return ""
+}
+
+// Load gives the engine every environment, queue and share of c, in that
+// order. It stops at the first error, which is the engine's.
+func (c Config) Load(e *Engine) error {
+	for _, x := range c.Environments {
+		if err := e.SetEnvironment(x); err != nil {
+			return err
+		}
+	}
+	for _, x := range c.Queues {
+		if err := e.SetQueue(x); err != nil {
+			return err
+		}
+	}
+	for _, x := range c.Shares {
+		if err := e.SetShare(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Config returns the configuration the engine holds now, as the Set calls
+// gave it, in name order (environments; queues; shares by queue, then
+// name). An environment's limits leave out types of no capacity.
+func (e *Engine) Config() Config {
+	var c Config
+	for _, env := range e.envs {
+		c.Environments = append(c.Environments, EnvironmentConfig{Name: env.name, Limits: e.toCapacity(env.limit)})
+	}
+	for _, q := range e.queues {
+		c.Queues = append(c.Queues, QueueConfig{Name: q.name, Environment: q.env.name})
+		for _, s := range q.shares {
+			sc := s.cfg
+			sc.Limits = s.cfg.Limits.Clone()
+			c.Shares = append(c.Shares, sc)
+		}
+	}
+	c.Sort()
+	return c
+}
+
+// Sort puts c in name order: environments and queues by name, shares by
+// queue, then name. Two configurations declare the same resources when
+// their sorted forms are equal.
+func (c Config) Sort() {
+	sort.Slice(c.Environments, func(i, j int) bool { return c.Environments[i].Name < c.Environments[j].Name })
+	sort.Slice(c.Queues, func(i, j int) bool { return c.Queues[i].Name < c.Queues[j].Name })
+	sort.Slice(c.Shares, func(i, j int) bool {
+		if c.Shares[i].Queue != c.Shares[j].Queue {
+			return c.Shares[i].Queue < c.Shares[j].Queue
+		}
+		return c.Shares[i].Name < c.Shares[j].Name
+	})
+}
