@@ -14,12 +14,13 @@ import "qshare/event"
 // The methods and their contract are the daemon's, daemon.EventSink, the
 // one place that uses them: Append adds a batch at the end, in order, and
 // when it returns nil the batch survives a crash of the process (and soon
-// after, of the machine); when it returns an error none of the batch is
-// kept. Events passes every event appended, oldest first, across Close and
-// reopen; an unreadable event is skipped and reported with a
-// *event.BadLinesError after the others. The events must come back field
-// for field. Both may be called only while the Store is open; after Close,
-// Append fails.
+// after, of the machine), and after a crash the log is a prefix of what
+// was appended; when it returns an error none of the batch is kept. Events
+// passes every event appended, oldest first, across Close and reopen; an
+// unreadable event is skipped and reported with a *event.BadLinesError
+// after the others. Events as the daemon writes them (a known kind, a job,
+// valid UTF-8, a finite T) come back field for field. Both are called only
+// while the Store is open; after Close, Append fails.
 //
 // store/storetest runs its event checks (RunEventSink) on every Store that
 // implements EventSink.
