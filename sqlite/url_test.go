@@ -80,6 +80,8 @@ func TestURL(t *testing.T) {
 		{"qshare-data/qshare.db", "has no scheme"},
 		{"postgres://db.example/qshare", `no store is known for the scheme "postgres" (stores: sqlite)`},
 		{"::", "is not a URL"},
+		{"postgres://user:secret@db/qshare", "no store is known"},
+		{"postgres://user:secret@db/%zz", "not shown"},
 	} {
 		s, err := reg.Open(ctx, tc.url)
 		if err == nil {

@@ -65,8 +65,8 @@ func (r *Registry) Schemes() []string {
 
 // Open opens the store that rawURL names, through the Opener registered for
 // its scheme. A string that is not a URL, has no scheme, or has a scheme
-// nothing is registered for is refused with an error that quotes it and lists
-// the known schemes; the Opener's own errors are returned as it gave them
+// nothing is registered for is refused with an error that quotes it (its
+// password, if any, redacted) and lists the known schemes; the Opener's own errors are returned as it gave them
 // (they name the store, and wrap ErrLocked when another server owns it).
 func (r *Registry) Open(ctx context.Context, rawURL string) (Store, error) {
 	known := strings.Join(r.Schemes(), ", ")
@@ -75,14 +75,18 @@ func (r *Registry) Open(ctx context.Context, rawURL string) (Store, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("store %q is not a URL (%v); give, for example, sqlite:///var/lib/qshare/qshare.db (stores: %s)", rawURL, unwrapURLError(err), known)
+		shown := rawURL
+		if strings.Contains(shown, "@") {
+			shown = "(not shown: it may hold a password)"
+		}
+		return nil, fmt.Errorf("store %q is not a URL (%v); give, for example, sqlite:///var/lib/qshare/qshare.db (stores: %s)", shown, unwrapURLError(err), known)
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("store %q has no scheme; give a URL such as sqlite:///var/lib/qshare/qshare.db (stores: %s)", rawURL, known)
+		return nil, fmt.Errorf("store %q has no scheme; give a URL such as sqlite:///var/lib/qshare/qshare.db (stores: %s)", u.Redacted(), known)
 	}
 	open, ok := r.openers[u.Scheme]
 	if !ok {
-		return nil, fmt.Errorf("store %q: no store is known for the scheme %q (stores: %s)", rawURL, u.Scheme, known)
+		return nil, fmt.Errorf("store %q: no store is known for the scheme %q (stores: %s)", u.Redacted(), u.Scheme, known)
 	}
 	return open(ctx, u)
 }
