@@ -4,6 +4,9 @@
 //
 // The suite compares each store with a small in-memory model of the
 // contract (model.go) after every step, using records with every field set.
+// It also checks exclusive ownership (exclusive.go), with a child process
+// that it kills, and, for a store that keeps the event log, the event sink
+// contract (eventsink.go, which event.File passes too).
 package storetest
 
 import (
