@@ -327,16 +327,16 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		return err
 	}
 	defer db.Close()
-	ex, err := newExec(ctx, s, grace, log)
-	if err != nil {
-		return fmt.Errorf("executor %s: %w", s.Executor, err)
-	}
-	defer ex.Close()
 	events, closeEvents, err := serveEvents(s, db, storeName)
 	if err != nil {
 		return err
 	}
 	defer closeEvents()
+	ex, err := newExec(ctx, s, grace, log)
+	if err != nil {
+		return fmt.Errorf("executor %s: %w", s.Executor, err)
+	}
+	defer ex.Close()
 	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
 		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events, JobRetention: retention})
 	if err != nil {
