@@ -9,6 +9,7 @@ import (
 
 	"qshare"
 	"qshare/event"
+	"qshare/store"
 )
 
 // The capacity event log (qshare serve --events). Events are derived from
@@ -29,14 +30,51 @@ import (
 // so; the job's next start follows.
 
 // EventSink is where the daemon appends its capacity event log (see package
-// event for the format). The daemon calls it from one goroutine at a time.
+// event for the events). event.File keeps it in a file (qshare serve
+// --events FILE); a Store may keep it beside its records by implementing
+// store.EventSink, which has these methods and this contract, so that the
+// history survives a failover to another server on the same store.
+//
+// The daemon calls a sink from one goroutine at a time: Events once in
+// Start, before the first Append; then Append after each commit whose
+// changes have events, in the store's commit order.
+//
+//   - Ordering: the log is the appended batches in the order Append was
+//     called, each batch's events in slice order; Events returns them so.
+//     The daemon makes T non-decreasing before it appends.
+//   - Durability: when Append returns nil, the batch survives a crash of the
+//     process. It must reach stable storage soon after (event.File fsyncs
+//     within event.SyncEvery), so a crash of the machine loses at most the
+//     last moments of the log. After any crash the log is a prefix of the
+//     events appended, in order: whole events, never one that was not
+//     appended (of a batch cut short by the crash, its first events may
+//     remain).
+//   - Errors: when Append returns an error, the sink keeps none of that
+//     batch. The daemon logs the error and goes on; the log then lacks
+//     those events until the next Start, which compares the log with the
+//     store and appends what brings them together. A later Append may
+//     succeed.
+//   - Reading: Events calls fn with every event in the log, oldest first.
+//     An event that cannot be read is skipped, the others are still passed
+//     to fn, and Events then returns a *event.BadLinesError naming what it
+//     skipped (the daemon logs them and starts); any other error means the
+//     log could not be read, and Start fails with it.
+//
+// store.EventSink restates this interface for the stores; the assertions
+// below keep the two, and the file sink, in step.
 type EventSink interface {
 	// Events calls fn with every event already in the log, oldest first.
 	Events(fn func(event.Event)) error
-	// Append appends events, in order, as one batch, and makes them
-	// survive a crash of the process before it returns.
+	// Append appends evs, in order, as one batch, and makes them survive a
+	// crash of the process before it returns nil.
 	Append(evs []event.Event) error
 }
+
+var (
+	_ EventSink       = (*event.File)(nil)
+	_ EventSink       = store.EventSink(nil)
+	_ store.EventSink = EventSink(nil)
+)
 
 // loggedJob is what the event log says about one job.
 type loggedJob struct {

@@ -11,20 +11,27 @@ import (
 )
 
 // File is an event log on disk that a server appends to (qshare serve
-// --events): lines are only ever added. Each Append is one write, so a batch
-// is in the file (in the kernel's hands) when Append returns and survives a
-// crash of the process; the file is also fsync'd within SyncEvery of an
-// append, and on Close, so that it survives a crash of the machine a moment
-// later. A line that a crash cut short is removed at Open: it was never
-// complete, so nothing read it. File is safe for concurrent use.
+// --events): lines are only ever added. It is the daemon's file sink
+// (daemon.EventSink, whose contract it keeps). Each Append is one write, so
+// a batch is in the file (in the kernel's hands) when Append returns and
+// survives a crash of the process; the file is also fsync'd within
+// SyncEvery of an append, and on Close, so that it survives a crash of the
+// machine a moment later. A write that fails is cut off again, so a failed
+// Append leaves nothing of its batch. A line that a crash cut short is
+// removed at Open: it was never complete, so nothing read it. File is safe
+// for concurrent use.
 type File struct {
 	mu    sync.Mutex
 	f     *os.File
 	path  string
 	buf   []byte
+	size  int64 // the file's length after the last whole batch
 	dirty bool
-	stop  chan struct{}
-	done  chan struct{}
+	// broken, once set, fails every later Append: a failed write could not
+	// be cut off, so what follows would not be whole lines.
+	broken error
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 // SyncEvery is how long an appended batch may wait for its fsync.
@@ -40,11 +47,12 @@ func OpenFile(path string) (*File, error) {
 		f.Close()
 		return nil, fmt.Errorf("event log %s: %w", path, err)
 	}
-	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("event log %s: %w", path, err)
 	}
-	l := &File{f: f, path: path, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &File{f: f, path: path, size: size, stop: make(chan struct{}), done: make(chan struct{})}
 	go l.syncer()
 	return l, nil
 }
@@ -135,7 +143,10 @@ func (l *File) Events(fn func(Event)) error {
 	return nil
 }
 
-// Append writes evs as one batch of lines.
+// Append writes evs as one batch of lines, with one write. If the write
+// fails, whatever part of the batch it wrote is cut off again, so the file
+// keeps only whole batches; if even that fails, this and every later Append
+// return the error (a restart drops a torn last line and goes on).
 func (l *File) Append(evs []Event) error {
 	if len(evs) == 0 {
 		return nil
@@ -145,16 +156,37 @@ func (l *File) Append(evs []Event) error {
 	if l.f == nil {
 		return errors.New("event log: closed")
 	}
+	if l.broken != nil {
+		return l.broken
+	}
 	l.buf = l.buf[:0]
 	for _, e := range evs {
 		l.buf = Append(l.buf, e)
 		l.buf = append(l.buf, '\n')
 	}
-	if _, err := l.f.Write(l.buf); err != nil {
-		return fmt.Errorf("event log %s: %w", l.path, err)
+	n, err := l.f.Write(l.buf)
+	if err != nil {
+		err = fmt.Errorf("event log %s: %w", l.path, err)
+		if n > 0 {
+			if terr := l.cutOff(); terr != nil {
+				l.broken = fmt.Errorf("%w; and the partly written batch could not be cut off (%v), so nothing more is appended until a restart", err, terr)
+				return l.broken
+			}
+		}
+		return err
 	}
+	l.size += int64(n)
 	l.dirty = true
 	return nil
+}
+
+// cutOff truncates the file to its last whole batch and writes from there.
+func (l *File) cutOff() error {
+	if err := l.f.Truncate(l.size); err != nil {
+		return err
+	}
+	_, err := l.f.Seek(l.size, io.SeekStart)
+	return err
 }
 
 func (l *File) syncer() {

@@ -1,11 +1,15 @@
+//go:build qshare_experiment
+
 package sqlite
 
 import "fmt"
 
-// experiment is set only when linking a binary for measuring what
-// durability costs (docs/performance.md, "What durability costs"):
+// This file is compiled only into measuring builds, with the build tag
+// qshare_experiment; the product (experiment_off.go) has no switch at all.
+// experiment is set when linking such a build, to measure what durability
+// costs (docs/performance.md, "What durability costs"):
 //
-//	go build -ldflags "-X qshare/sqlite.experiment=nostore" -o /tmp/qshare-nostore ./cmd/qshare
+//	go build -tags qshare_experiment -ldflags "-X qshare/sqlite.experiment=nostore" -o /tmp/qshare-nostore ./cmd/qshare
 //
 // Values:
 //   - "nostore": Commit encodes each change, as always, and then returns
@@ -14,19 +18,22 @@ import "fmt"
 //     at checkpoints only);
 //   - "sync-off": synchronous=OFF (never fsynced).
 //
-// The default, "", is the product. Open refuses any other value, so a
-// misspelt experiment cannot pass for the product.
+// The default, "", behaves as the product. Open refuses any other value, so
+// a misspelt experiment cannot pass for the product.
 var experiment string
 
-// synchronous is the synchronous pragma for the experiment in effect.
-func synchronous() (string, error) {
+// storeMode is the synchronous pragma and whether commits are kept, for the
+// experiment in effect.
+func storeMode() (synchronous string, noStore bool, err error) {
 	switch experiment {
-	case "", "nostore":
-		return "FULL", nil
+	case "":
+		return "FULL", false, nil
+	case "nostore":
+		return "FULL", true, nil
 	case "sync-normal":
-		return "NORMAL", nil
+		return "NORMAL", false, nil
 	case "sync-off":
-		return "OFF", nil
+		return "OFF", false, nil
 	}
-	return "", fmt.Errorf("this binary was linked with the unknown store experiment %q (sqlite.experiment: nostore, sync-normal or sync-off)", experiment)
+	return "", false, fmt.Errorf("this binary was linked with the unknown store experiment %q (sqlite.experiment: nostore, sync-normal or sync-off)", experiment)
 }

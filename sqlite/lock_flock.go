@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"qshare/store"
 )
 
 // fileLock is an exclusive advisory lock (flock) on a file beside the
@@ -16,8 +18,8 @@ import (
 // leaves a stale lock behind.
 type fileLock struct{ f *os.File }
 
-// lockFile takes the lock at path, or fails at once if another open DB
-// holds it. It writes the holder's pid into the file, for the error message
+// lockFile takes the lock at path, or fails at once, with an error that
+// wraps store.ErrLocked, if another open DB holds it. It writes the holder's pid into the file, for the error message
 // the next one gets.
 func lockFile(path string) (*fileLock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
@@ -32,7 +34,7 @@ func lockFile(path string) (*fileLock, error) {
 			if _, perr := strconv.Atoi(holder); perr != nil {
 				holder = "unknown"
 			}
-			return nil, fmt.Errorf("the database is in use by another qshare (pid %s, lock %s); stop it or use another data directory", holder, path)
+			return nil, fmt.Errorf("%w (pid %s, lock %s); stop that server or use another data directory", store.ErrLocked, holder, path)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

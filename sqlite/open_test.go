@@ -3,12 +3,15 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"qshare/sqlite"
+	"qshare/store"
 )
 
 func TestOpenTwiceRefused(t *testing.T) {
@@ -20,8 +23,15 @@ func TestOpenTwiceRefused(t *testing.T) {
 	if d2, err := sqlite.Open(path); err == nil {
 		d2.Close()
 		t.Fatal("a second Open of a database in use succeeded")
-	} else if !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), "pid") {
-		t.Errorf("the error does not say the database is in use, and by whom: %v", err)
+	} else {
+		if !errors.Is(err, store.ErrLocked) {
+			t.Errorf("the error does not wrap store.ErrLocked: %v", err)
+		}
+		for _, want := range []string{path, "in use by another qshare server", fmt.Sprintf("pid %d", os.Getpid())} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the error does not say %q (the database, that it is in use, and by whom): %v", want, err)
+			}
+		}
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)

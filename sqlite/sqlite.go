@@ -41,7 +41,8 @@ type DB struct {
 	db   *sql.DB
 	opts options
 	lock *fileLock
-	// noStore: a measuring build's "nostore" experiment, read once at Open.
+	// noStore: a measuring build's "nostore" experiment (experiment.go),
+	// read once at Open; always false in the product.
 	noStore bool
 
 	// mu guards closed and the send side of reqs: Commit holds it for
@@ -103,7 +104,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: open: empty database path; give the path of the database file")
 	}
-	syncMode, err := synchronous()
+	syncMode, noStore, err := storeMode()
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -132,7 +133,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 		db:      db,
 		opts:    o,
 		lock:    lock,
-		noStore: experiment == "nostore",
+		noStore: noStore,
 		reqs:    make(chan *request, 4096),
 		done:    make(chan struct{}),
 	}
@@ -165,7 +166,8 @@ func dsn(abs string, o options, synchronous string) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	// FULL: the WAL is fsynced at every commit, so an acknowledged commit
 	// survives a power loss, not only a crash of the process. (Only a
-	// measuring build sets another mode; see experiment.)
+	// measuring build, tagged qshare_experiment, sets another mode; see
+	// experiment.go.)
 	q.Add("_pragma", "synchronous("+synchronous+")")
 	q.Add("_pragma", "foreign_keys(OFF)")
 	q.Add("_pragma", "cache_size(-8192)")

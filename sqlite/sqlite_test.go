@@ -1,8 +1,8 @@
 package sqlite_test
 
 import (
+	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"qshare/sqlite"
@@ -10,27 +10,18 @@ import (
 	"qshare/store/storetest"
 )
 
-// openIn returns a storetest open function that keeps each test's database
-// under dir, named after the test, so that a second open in one test opens
-// the same file again.
-func openIn(dir string, opts ...sqlite.Option) func(t *testing.T) store.Store {
-	return func(t *testing.T) store.Store {
-		path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"), "qshare.db")
-		d, err := sqlite.Open(path, opts...)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() {
-			if err := d.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return d
-	}
-}
-
+// TestConformance runs the store suite on SQLite as the server opens it: by
+// URL, through a store.Registry with the scheme sqlite registered.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, openIn(t.TempDir()))
+	var reg store.Registry
+	reg.Register(sqlite.Scheme, sqlite.OpenURL)
+	storetest.Run(t, func(t *testing.T) string {
+		u, err := sqlite.URL(filepath.Join(t.TempDir(), "qshare.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}, reg.Open)
 }
 
 // TestConformanceNoGroupCommit runs the suite with one transaction per
@@ -39,5 +30,12 @@ func TestConformanceNoGroupCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	storetest.Run(t, openIn(t.TempDir(), sqlite.WithMaxBatch(1)))
+	storetest.Run(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "qshare.db") },
+		func(_ context.Context, path string) (store.Store, error) {
+			d, err := sqlite.Open(path, sqlite.WithMaxBatch(1))
+			if err != nil {
+				return nil, err
+			}
+			return d, nil
+		})
 }

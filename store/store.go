@@ -3,7 +3,10 @@
 // Store before acting on it; on start it rebuilds itself from Load.
 //
 // Implementations live in their own packages (sqlite/, later postgres/) and
-// must all pass the conformance suite in store/storetest/.
+// must all pass the conformance suite in store/storetest/. A server picks
+// its store by URL through a Registry (registry.go), which cmd/qshare fills
+// with the stores it links, so adding a backend never touches the daemon.
+// A store may also keep the capacity event log (EventSink, event.go).
 package store
 
 import (
@@ -16,6 +19,12 @@ import (
 // ErrClosed is returned (possibly wrapped) by Commit and Load on a Store that
 // has been closed.
 var ErrClosed = errors.New("store is closed")
+
+// ErrLocked is returned (wrapped, with the store's name and, where known,
+// the holder) by a store's open function when another open Store, in this
+// process or another, owns the same storage. See "Exclusive ownership" on
+// Store.
+var ErrLocked = errors.New("store is in use by another qshare server")
 
 // Store persists resources and jobs.
 //
@@ -32,6 +41,18 @@ var ErrClosed = errors.New("store is closed")
 // monotonic clock reading. A put of a job whose Version is lower than
 // the stored job's is ignored: the store keeps the newest. A change that
 // puts a record with an empty key is rejected whole.
+//
+// Exclusive ownership: at most one Store is open on the same storage at a
+// time, because the daemon assumes it is the only writer (two servers on one
+// store would each start the same jobs). While a Store is open, opening its
+// storage again, from this process or another, fails at once (it does not
+// wait) with an error that wraps ErrLocked and names the store, and where it
+// can, the process that holds it. Ownership ends with Close, and with the
+// death of the owning process: a server that crashed, even by SIGKILL, never
+// blocks the next one. sqlite/ holds an flock, which the kernel drops with
+// its process; a PostgreSQL store would hold a session-level advisory lock,
+// which the database drops with its connection. store/storetest checks all
+// of this, the crash with a real child process that it kills.
 type Store interface {
 	// Load returns everything stored. Jobs are returned in CreatedAt order,
 	// ties broken by ID.
@@ -39,7 +60,9 @@ type Store interface {
 	// Commit applies a change atomically and durably. Puts replace a
 	// record with the same key; deleting a missing key is not an error.
 	Commit(ctx context.Context, c *Change) error
-	// Close releases the store. Commits after Close fail.
+	// Close waits for the commits already handed over, then releases the
+	// store and its ownership. Commit and Load after Close fail with
+	// ErrClosed; a second Close does nothing.
 	Close() error
 }
 

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -24,12 +23,10 @@ import (
 	"qshare"
 	"qshare/api"
 	"qshare/daemon"
-	"qshare/event"
 	"qshare/executor"
 	"qshare/executor/process"
 	"qshare/executor/simulated"
 	"qshare/logstream"
-	"qshare/sqlite"
 )
 
 // serveSettings are the settings of qshare serve. Each comes, in rising
@@ -38,6 +35,7 @@ import (
 type serveSettings struct {
 	Addr              string `yaml:"addr"`
 	DataDir           string `yaml:"dataDir"`
+	Store             string `yaml:"store"`
 	Executor          string `yaml:"executor"`
 	Region            string `yaml:"region"`
 	AccountID         string `yaml:"accountId"`
@@ -61,7 +59,7 @@ func defaultServeSettings() serveSettings {
 
 // serveConfigKeys lists the keys of serveSettings' YAML tags, for the help
 // and for the error on an unknown key.
-const serveConfigKeys = "addr, dataDir, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, " + guardConfigKeys
+const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -116,15 +114,17 @@ var serveCmd = &cobra.Command{
 	Short: "Run the AWS Batch-compatible server",
 	Long: `serve runs qshare's server: the AWS Batch service-job and quota-management API
 over HTTP (POST /v1/<operation>), the scheduler, and the executor that runs
-the jobs. Every resource and job is kept in an SQLite database in the data
-directory, and every change is durable before it is acknowledged; a restart
-recovers the jobs that were running.
+the jobs. Every resource and job is kept in the store, by default an SQLite
+database in the data directory (--store names another), and every change is
+durable before it is acknowledged; a restart recovers the jobs that were
+running. One server owns a store at a time: a second one on the same store
+refuses to start.
 
 Point an AWS SDK at it with any static credentials, for example in Go:
   batch.NewFromConfig(cfg, func(o *batch.Options){ o.BaseEndpoint = aws.String("http://127.0.0.1:8750") })
 
 Settings come from flags, then QSHARE_* environment variables (QSHARE_ADDR,
-QSHARE_DATA_DIR, QSHARE_EXECUTOR, QSHARE_REGION, QSHARE_ACCOUNT_ID,
+QSHARE_DATA_DIR, QSHARE_STORE, QSHARE_EXECUTOR, QSHARE_REGION, QSHARE_ACCOUNT_ID,
 QSHARE_MAX_QUOTA_SHARES_PER_QUEUE, QSHARE_LOG_LEVEL, QSHARE_STOP_GRACE,
 QSHARE_EVENTS, QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_JOB_RETENTION, QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
 
@@ -164,12 +164,16 @@ func init() {
   qshare serve --executor simulated --data-dir /tmp/qshare-demo
 
   # Two of the host's GPUs, a 30 s checkpoint grace, and an event log to check later
-  qshare serve --gpus 0,1 --stop-grace 30s --events events.jsonl`
+  qshare serve --gpus 0,1 --stop-grace 30s --events events.jsonl
+
+  # The database on another disk; the jobs' files stay in ./qshare-data
+  qshare serve --store sqlite:///var/lib/qshare/qshare.db`
 	f := serveCmd.Flags()
 	d := defaultServeSettings()
 	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys "+serveConfigKeys+")")
 	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on; a loopback address (port 0 picks a free port)")
-	f.StringVar(&serveFlags.s.DataDir, "data-dir", d.DataDir, "directory of the database and the executor's files")
+	f.StringVar(&serveFlags.s.DataDir, "data-dir", d.DataDir, "directory of the executor's files, and of the database unless --store names one")
+	f.StringVar(&serveFlags.s.Store, "store", "", storeFlagUsage)
 	f.StringVar(&serveFlags.s.Executor, "executor", d.Executor, "what runs the jobs: "+strings.Join(executorNames(), " or "))
 	f.StringVar(&serveFlags.s.Region, "region", d.Region, "region in ARNs")
 	f.StringVar(&serveFlags.s.AccountID, "account-id", d.AccountID, "account ID in ARNs (12 digits)")
@@ -179,7 +183,7 @@ func init() {
 	f.StringVar(&serveFlags.s.InstanceTypes, "instance-types", "", "process executor: YAML file that overrides the GPUs per instance type table")
 	f.StringVar(&serveFlags.s.StopGrace, "stop-grace", "", "grace period of a stop (preemption, termination, timeout) before a forced kill, e.g. 30s; empty: the executor's default")
 	f.StringVar(&serveFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the server to `FILE` until it stops (go tool pprof FILE); for measuring, not a setting")
-	f.StringVar(&serveFlags.s.Events, "events", "", "append the capacity event log (one JSON line per start, preemption, finish, failure, submit and priority change) to this file; check it with qshare check-events")
+	f.StringVar(&serveFlags.s.Events, "events", "", "append the capacity event log (one JSON line per start, preemption, finish, failure, submit and priority change) to this file; check it with qshare check-events; \"store\": into the store, if it keeps one")
 	f.StringVar(&serveFlags.s.JobRetention, "job-retention", d.JobRetention, "how long a finished (SUCCEEDED or FAILED) job is kept after it stopped, e.g. 7d, 36h; older ones are deleted; 0 keeps them forever")
 	rootCmd.AddCommand(serveCmd)
 }
@@ -220,6 +224,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		dst, given *string
 	}{
 		{"addr", "QSHARE_ADDR", &s.Addr, &fs.Addr}, {"data-dir", "QSHARE_DATA_DIR", &s.DataDir, &fs.DataDir},
+		{"store", "QSHARE_STORE", &s.Store, &fs.Store},
 		{"executor", "QSHARE_EXECUTOR", &s.Executor, &fs.Executor}, {"region", "QSHARE_REGION", &s.Region, &fs.Region},
 		{"account-id", "QSHARE_ACCOUNT_ID", &s.AccountID, &fs.AccountID}, {"log-level", "QSHARE_LOG_LEVEL", &s.LogLevel, &fs.LogLevel},
 		{"stop-grace", "QSHARE_STOP_GRACE", &s.StopGrace, &fs.StopGrace}, {"events", "QSHARE_EVENTS", &s.Events, &fs.Events},
@@ -331,25 +336,21 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		return err
 	}
 
-	db, err := sqlite.Open(filepath.Join(s.DataDir, "qshare.db"))
+	db, storeName, err := openServeStore(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	events, closeEvents, err := serveEvents(s, db, storeName)
+	if err != nil {
+		return err
+	}
+	defer closeEvents()
 	ex, err := newExec(ctx, s, grace, log)
 	if err != nil {
 		return fmt.Errorf("executor %s: %w", s.Executor, err)
 	}
 	defer ex.Close()
-	var events daemon.EventSink
-	if s.Events != "" {
-		evf, err := event.OpenFile(s.Events)
-		if err != nil {
-			return err
-		}
-		defer evf.Close()
-		events = evf
-	}
 	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
 		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events, JobRetention: retention})
 	if err != nil {
@@ -376,11 +377,11 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	guard.Install(srv)
-	fmt.Fprintf(stdout, "qshare: listening on http://%s (executor %s, data in %s)\n", ln.Addr(), s.Executor, s.DataDir)
+	fmt.Fprintf(stdout, "qshare: listening on http://%s (executor %s, data in %s%s)\n", ln.Addr(), s.Executor, s.DataDir, storeNote(s, storeName))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "executor", s.Executor, "dataDir", s.DataDir, "region", s.Region, "account", s.AccountID)
+	log.Info("serving", "addr", ln.Addr().String(), "executor", s.Executor, "dataDir", s.DataDir, "store", storeName, "region", s.Region, "account", s.AccountID)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -328,6 +328,7 @@ func TestServeSettings(t *testing.T) {
 	t.Setenv("QSHARE_REGION", "ap-south-1")
 	t.Setenv("QSHARE_MAX_QUOTA_SHARES_PER_QUEUE", "40")
 	t.Setenv("QSHARE_JOB_RETENTION", "36h")
+	t.Setenv("QSHARE_STORE", "sqlite:/from/env.db")
 	cmd := *serveCmd // a copy, so the real command's flags stay untouched
 	cmd.ResetFlags()
 	saved := serveFlags
@@ -336,6 +337,7 @@ func TestServeSettings(t *testing.T) {
 	f.StringVar(&serveFlags.config, "config", "", "")
 	f.StringVar(&serveFlags.s.Addr, "addr", "", "")
 	f.StringVar(&serveFlags.s.DataDir, "data-dir", "", "")
+	f.StringVar(&serveFlags.s.Store, "store", "", "")
 	f.StringVar(&serveFlags.s.Executor, "executor", "", "")
 	f.StringVar(&serveFlags.s.Region, "region", "", "")
 	f.StringVar(&serveFlags.s.AccountID, "account-id", "", "")
@@ -356,6 +358,7 @@ func TestServeSettings(t *testing.T) {
 	want.DataDir, want.MaxSharesPerQueue = "/from/env", 40 // environment over file
 	want.Region = "us-west-2"                              // flag over environment
 	want.JobRetention = "36h"                              // environment over default
+	want.Store = "sqlite:/from/env.db"                     // environment over default
 	if s != want {
 		t.Fatalf("settings = %+v\nwant       %+v", s, want)
 	}

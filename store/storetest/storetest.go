@@ -4,6 +4,9 @@
 //
 // The suite compares each store with a small in-memory model of the
 // contract (model.go) after every step, using records with every field set.
+// It also checks exclusive ownership (exclusive.go), with a child process
+// that it kills, and, for a store that keeps the event log, the event sink
+// contract (eventsink.go, which event.File passes too).
 package storetest
 
 import (
@@ -19,15 +22,27 @@ import (
 	"qshare/store"
 )
 
-// Run runs the conformance suite against the stores that open returns.
+// Run runs the conformance suite against one store backend.
 //
-// open is called one or more times in each subtest. The first call in a
-// test must return a store on empty storage; a later call in the same test
-// must open the storage of the earlier ones again (the suite closes the
-// earlier store first), which is how durability across close and reopen is
-// tested. open should register t.Cleanup to close the store it returns;
-// Close must then tolerate being called twice.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+// newLocation returns the location of new, empty storage for one test: a
+// file path, a URL, a database name, whatever open understands. Each subtest
+// calls it once (t.TempDir is the place for files).
+//
+// open opens the storage at a location. The suite calls it several times
+// with one location: to reopen storage after Close (durability), and, while
+// a store on that location is still open, to check exclusive ownership: that
+// second open must fail with an error that wraps store.ErrLocked, and must
+// succeed again once the first store is closed, or once a child process
+// holding it has been killed (the suite starts the test binary again, with
+// the location in an environment variable, to run that child). The suite
+// closes every store it opens; on error open must return a nil Store.
+//
+// When the store implements store.EventSink, the suite also runs
+// RunEventSink on it.
+func Run(t *testing.T, newLocation func(t *testing.T) string, open func(ctx context.Context, location string) (store.Store, error)) {
+	if holdChild(t, open) {
+		return
+	}
 	t.Run("Fixtures", testFixtures)
 	for _, tc := range []struct {
 		name string
@@ -48,6 +63,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentCommits", testConcurrent},
 		{"Reopen", testReopen},
 		{"Closed", testClosed},
+		{"Exclusive", testExclusive},
+		{"ExclusiveAfterCrash", testExclusiveAfterCrash},
 		{"LargeChange", testLarge},
 		{"RetentionDeletes", testRetentionDeletes},
 		{"CancelledContext", testCancelled},
@@ -56,19 +73,59 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RandomChanges", testRandom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &harness{t: t, open: open, m: newModel()}
-			h.s = open(t)
+			h := &harness{t: t, openFn: open, loc: newLocation(t), m: newModel()}
+			h.s = h.open()
 			tc.fn(t, h)
 		})
 	}
+	t.Run("EventSink", func(t *testing.T) {
+		loc := newLocation(t)
+		s := mustOpen(t, open, loc)
+		_, ok := s.(store.EventSink)
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if !ok {
+			t.Skip("the store keeps no event log (it does not implement store.EventSink)")
+		}
+		RunEventSink(t, newLocation, func(location string) (store.EventSink, func() error, error) {
+			s, err := open(context.Background(), location)
+			if err != nil {
+				return nil, nil, err
+			}
+			return s.(store.EventSink), s.Close, nil
+		})
+	})
+}
+
+// mustOpen opens location, failing t on error, and closes the store when t
+// ends.
+func mustOpen(t *testing.T, open func(context.Context, string) (store.Store, error), location string) store.Store {
+	t.Helper()
+	s, err := open(context.Background(), location)
+	if err != nil {
+		t.Fatalf("open %s: %v", location, err)
+	}
+	if s == nil {
+		t.Fatalf("open %s returned a nil Store and no error", location)
+	}
+	t.Cleanup(func() { s.Close() }) //nolint:errcheck // a second Close; the tests check the first
+	return s
 }
 
 // harness holds a subtest's store and the model it must match.
 type harness struct {
-	t    *testing.T
-	open func(t *testing.T) store.Store
-	s    store.Store
-	m    *model
+	t      *testing.T
+	openFn func(ctx context.Context, location string) (store.Store, error)
+	loc    string
+	s      store.Store
+	m      *model
+}
+
+// open opens the subtest's storage.
+func (h *harness) open() store.Store {
+	h.t.Helper()
+	return mustOpen(h.t, h.openFn, h.loc)
 }
 
 // commit commits c, which must succeed, and applies it to the model.
@@ -102,7 +159,7 @@ func (h *harness) reopen() {
 	if err := h.s.Close(); err != nil {
 		h.t.Fatalf("Close: %v", err)
 	}
-	h.s = h.open(h.t)
+	h.s = h.open()
 }
 
 // fullChange puts one fully populated record of every kind.
@@ -483,7 +540,7 @@ func testClosed(t *testing.T, h *harness) {
 	if err := h.s.Close(); err != nil {
 		t.Fatalf("a second Close returned %v, want nil", err)
 	}
-	h.s = h.open(t)
+	h.s = h.open()
 	h.check() // the failed commit left nothing behind
 }
 
