@@ -1,9 +1,12 @@
 package process
 
 import (
+	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"qshare"
 )
@@ -98,4 +101,31 @@ func checkPassEnv(names []string) error {
 		}
 	}
 	return nil
+}
+
+// checkReachable checks that u can enter dir: every directory on the way
+// lets u search it (by owner, group or other bits), as the job's working
+// directory lies beneath it.
+func checkReachable(dir string, u *jobUser) error {
+	groups := map[uint32]bool{u.GID: true}
+	for _, g := range u.Groups {
+		groups[g] = true
+	}
+	for p := dir; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return qshare.Errorf(qshare.EINVALID, "--run-as %s: %v", u.Name, err)
+		}
+		m := st.Mode().Perm()
+		ok := m&0o001 != 0
+		if s, isSys := st.Sys().(*syscall.Stat_t); isSys {
+			ok = ok || (s.Uid == u.UID && m&0o100 != 0) || (groups[s.Gid] && m&0o010 != 0)
+		}
+		if !ok {
+			return qshare.Errorf(qshare.EINVALID, "--run-as %s: the user cannot enter %s (mode %#o), which holds the jobs' directories: give it o+x (chmod o+x %s) or choose another --data-dir", u.Name, p, m, p)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
 }

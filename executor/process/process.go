@@ -215,6 +215,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		if euid := os.Geteuid(); euid != 0 && uint32(euid) != ju.UID {
 			return nil, qshare.Errorf(qshare.EINVALID, "--run-as %s needs a server that runs as root (it runs as uid %d): start it as root, or drop --run-as", o.RunAs, euid)
 		}
+		if err := checkReachable(filepath.Join(dd, "jobs"), ju); err != nil {
+			return nil, err
+		}
 	}
 	if len(o.Supervisor) == 0 {
 		self, err := os.Executable()
