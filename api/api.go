@@ -161,6 +161,12 @@ func readAll(r io.Reader, announced, limit int64) ([]byte, error) {
 	}
 }
 
+// WriteError writes err as the API writes its errors: the AWS restJson1
+// error form, with the type and status of err's code from the one error
+// table (ClientException 400, ServerException 500). The server's other
+// endpoints (the log endpoint) answer their errors through it.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
+
 // writeError writes err in the restJson1 error format of AWS Batch.
 func writeError(w http.ResponseWriter, err error) {
 	e, ok := errorTable[qshare.ErrorCodeOf(err)]

@@ -361,7 +361,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	// The AWS Batch API at /v1/, and qshare's one extension, the logs of
 	// an attempt, which the AWS API has no operation for.
 	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, logstream.New(d.Job))
+	mux.Handle(logstream.PathPrefix, logstream.New(d.Job, ex.Logs))
 	mux.Handle("/", api.New(d, log))
 	srv := &http.Server{
 		Handler:           mux,
