@@ -38,6 +38,7 @@ func retryRefused(t *testing.T, e *Executor, data, job, want string) {
 		t.Fatalf("attempt 2 started in a directory with a planted link")
 	}
 	msg := err.Error()
+	t.Logf("attempt 2 refused: %s", msg)
 	if !strings.Contains(msg, want) || !strings.Contains(msg, "link") {
 		t.Errorf("Start: %q; want a reason that names %s and the link", msg, want)
 	}
@@ -49,7 +50,7 @@ func retryRefused(t *testing.T, e *Executor, data, job, want string) {
 	}
 }
 
-// emptyDir reports whether dir holds nothing but what is listed in keep.
+// dirNames lists the names in dir.
 func dirNames(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -71,7 +72,7 @@ func TestAttackConfigDirectoryLink(t *testing.T) {
 	e := newExecutor(t, data, nil)
 	defer e.Close()
 	plant(t, e, "cfg", `rm -rf "$SM_INPUT_CONFIG_DIR" && ln -s "`+outside+`" "$SM_INPUT_CONFIG_DIR"`)
-	retryRefused(t, e, data, "cfg", "input/config")
+	retryRefused(t, e, data, "cfg", "input/config in the job's directory is a link")
 	if names := dirNames(t, outside); len(names) != 0 {
 		t.Errorf("the attempt wrote %v outside the data directory", names)
 	}
@@ -161,7 +162,7 @@ func TestAttackJobDirectoryLink(t *testing.T) {
 	e := newExecutor(t, data, nil)
 	defer e.Close()
 	plant(t, e, "whole", `d=$(pwd); cd / && mv "$d" "$d.old" && ln -s "`+outside+`" "$d"`)
-	retryRefused(t, e, data, "whole", "job's directory")
+	retryRefused(t, e, data, "whole", "the job's directory is a link")
 	if names := dirNames(t, outside); len(names) != 0 {
 		t.Errorf("the attempt created %v outside the data directory", names)
 	}

@@ -29,7 +29,7 @@ import (
 
 // errLink is the cause of a refusal to follow a link (or a path that would
 // leave the data directory): a job planted it.
-var errLink = errors.New("is a link or not what qshare made there: qshare does not follow links in a job's directory")
+var errLink = errors.New("is a link, or not what qshare made there")
 
 // fsError is an error of dataFS. Rel is the path relative to the data
 // directory, so that a message built from it exposes no server path.

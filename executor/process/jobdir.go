@@ -313,3 +313,17 @@ func jobRel(err error, jobID string) string {
 	}
 	return err.Error()
 }
+
+// linkIn says which path of the job's directory a refused link is at, for
+// the attempt's reason: "input/config in the job's directory is a link, …".
+func linkIn(err error, jobID string) string {
+	var fe *fsError
+	if !errors.As(err, &fe) {
+		return "the job's directory holds a link"
+	}
+	rel := strings.TrimPrefix(fe.Rel, "jobs/"+jobID+"/")
+	if rel == "jobs/"+jobID {
+		return "the job's directory " + errLink.Error()
+	}
+	return rel + " in the job's directory " + errLink.Error()
+}

@@ -151,6 +151,9 @@ exit 0`
 	if st, err := os.Stat(filepath.Join(data, "attempts", "runas-a1")); err != nil || st.Sys().(*syscall.Stat_t).Uid != 0 {
 		t.Errorf("the attempt's directory: %v; want it owned by root", err)
 	}
+	if st, err := os.Stat(filepath.Join(data, "attempts")); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("attempts/: %v, %v; want it private to the server (0700): it holds every job's log", st.Mode(), err)
+	}
 	// A data directory that the job's user cannot reach is refused at New.
 	os.Chmod(data, 0o700)
 	defer os.Chmod(data, 0o755)

@@ -218,6 +218,13 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		if err := checkReachable(filepath.Join(dd, "jobs"), ju); err != nil {
 			return nil, err
 		}
+		// Jobs run as another user: the attempts' records and logs (every
+		// job's output) are the server's alone.
+		for _, d := range []string{"attempts", dirLive} {
+			if err := os.Chmod(filepath.Join(dd, d), 0o700); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, qshare.Errorf(qshare.EINVALID, "process executor: cannot make %s private to the server: %v", filepath.Join(dd, d), err)
+			}
+		}
 	}
 	if len(o.Supervisor) == 0 {
 		self, err := os.Executable()
@@ -410,7 +417,7 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	env, err := prepare(e.fs, l, s, req, gpus, e.env, e.user)
 	if err != nil {
 		if isLinkErr(err) {
-			return executor.Handle{}, qshare.Errorf(qshare.EINVALID, "the job's directory holds a link that qshare does not follow: %s; the attempt is not started and nothing is written through it", jobRel(err, s.JobID))
+			return executor.Handle{}, qshare.Errorf(qshare.EINVALID, "%s: qshare follows no links in a job's directory, so the attempt is not started and nothing is written through it", linkIn(err, s.JobID))
 		}
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: preparing the directory of job %s: %s", s.JobID, jobRel(err, s.JobID))
 	}
