@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -46,12 +47,68 @@ func (e *fsError) Unwrap() error { return e.Err }
 func isLinkErr(err error) bool { return errors.Is(err, errLink) }
 
 // dataFS opens files beneath a data directory without following links. The
-// zero value is unusable; root is an absolute, clean path. It holds no file
-// descriptor between calls, so it needs no closing and survives the data
-// directory being replaced.
-type dataFS struct{ root string }
+// zero value is unusable; root is an absolute, clean path. Copies share one
+// descriptor of the root, opened at the first use (opening the root's path
+// for every call would cost a lookup of each of its components); after
+// close, each call opens the root again.
+type dataFS struct {
+	root string
+	h    *rootHandle
+}
 
-func newDataFS(root string) dataFS { return dataFS{root: filepath.Clean(root)} }
+// rootHandle is the descriptor of a dataFS's root. Calls hold mu for
+// reading while they use fd, so that close never ends a descriptor in use
+// (whose number could then name another file).
+type rootHandle struct {
+	mu     sync.RWMutex
+	fd     int // -1: not open
+	closed bool
+}
+
+func newDataFS(root string) dataFS {
+	return dataFS{root: filepath.Clean(root), h: &rootHandle{fd: -1}}
+}
+
+// withRoot calls fn with a descriptor of the root, valid during the call.
+func (fs dataFS) withRoot(fn func(root int) error) error {
+	if h := fs.h; h != nil {
+		h.mu.RLock()
+		if h.fd < 0 && !h.closed {
+			h.mu.RUnlock()
+			h.mu.Lock()
+			if h.fd < 0 && !h.closed {
+				if fd, err := fs.openRoot(); err == nil {
+					h.fd = fd
+				}
+			}
+			h.mu.Unlock()
+			h.mu.RLock()
+		}
+		if h.fd >= 0 {
+			defer h.mu.RUnlock()
+			return fn(h.fd)
+		}
+		h.mu.RUnlock()
+	}
+	fd, err := fs.openRoot()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return fn(fd)
+}
+
+// close closes the root's descriptor; later calls open the root each time.
+func (fs dataFS) close() {
+	if h := fs.h; h != nil {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.fd >= 0 {
+			unix.Close(h.fd)
+		}
+		h.fd, h.closed = -1, true
+	}
+}
 
 // rel returns path relative to the root; it fails for a path outside it.
 func (fs dataFS) rel(op, path string) (string, error) {
@@ -138,12 +195,11 @@ func (fs dataFS) open(op, path string, flags int, mode uint32) (int, string, err
 	if err != nil {
 		return -1, "", err
 	}
-	root, err := fs.openRoot()
-	if err != nil {
-		return -1, rel, &fsError{op, rel, err}
-	}
-	defer unix.Close(root)
-	fd, err := openBeneath(root, rel, flags, mode)
+	fd := -1
+	err = fs.withRoot(func(root int) (err error) {
+		fd, err = openBeneath(root, rel, flags, mode)
+		return err
+	})
 	if err != nil {
 		return -1, rel, &fsError{op, rel, err}
 	}
@@ -161,15 +217,15 @@ func (fs dataFS) parent(op, path string) (int, string, string, error) {
 		return -1, "", rel, &fsError{op, rel, errors.New("is the data directory")}
 	}
 	dir, name := filepath.Split(rel)
-	root, err := fs.openRoot()
-	if err != nil {
-		return -1, "", rel, &fsError{op, rel, err}
-	}
-	if dir == "" {
-		return root, name, rel, nil
-	}
-	defer unix.Close(root)
-	fd, err := openBeneath(root, strings.TrimSuffix(dir, "/"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd := -1
+	err = fs.withRoot(func(root int) (err error) {
+		if dir == "" {
+			fd, err = unix.Dup(root) // the caller closes it
+			return err
+		}
+		fd, err = openBeneath(root, strings.TrimSuffix(dir, "/"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		return err
+	})
 	if err != nil {
 		return -1, "", rel, &fsError{op, rel, err}
 	}

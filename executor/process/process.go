@@ -976,6 +976,7 @@ func (e *Executor) Forget(attemptID string) {
 func (e *Executor) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.closed)
+		e.fs.close()
 		e.supMu.Lock()
 		if e.sup != nil {
 			// The supervisor takes no more jobs and exits when the ones it
