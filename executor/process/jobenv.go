@@ -56,12 +56,12 @@ func lookupJobUser(name string) (*jobUser, error) {
 	return ju, nil
 }
 
-// DefaultJobEnv names the server's environment variables that every job
+// defaultJobEnv names the server's environment variables that every job
 // gets; Options.PassEnv adds more.
-var DefaultJobEnv = []string{"PATH", "HOME", "LANG", "TZ"}
+var defaultJobEnv = []string{"PATH", "HOME", "LANG", "TZ"}
 
 // jobBaseEnv picks from the server's environment what a job inherits: the
-// variables of DefaultJobEnv and pass, in that order, those the server has.
+// variables of defaultJobEnv and pass, in that order, those the server has.
 // Anything else the server holds (credentials, tokens, proxies) stays with
 // the server. qshare's own variables (QSHARE_*) are never passed: the
 // executor sets those a job needs. With u set, HOME is u's home.
@@ -74,7 +74,7 @@ func jobBaseEnv(server, pass []string, u *jobUser) []string {
 	}
 	var out []string
 	seen := map[string]bool{}
-	for _, k := range append(append([]string(nil), DefaultJobEnv...), pass...) {
+	for _, k := range append(append([]string(nil), defaultJobEnv...), pass...) {
 		if seen[k] || strings.HasPrefix(k, "QSHARE_") {
 			continue
 		}

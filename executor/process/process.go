@@ -94,7 +94,7 @@ type Options struct {
 	LogMaxBytes int64
 	LogKeep     int
 	// Env is the server's environment, from which jobs take PATH, HOME,
-	// LANG and TZ (DefaultJobEnv) and the variables PassEnv names; nothing
+	// LANG and TZ (defaultJobEnv) and the variables PassEnv names; nothing
 	// else of it reaches a job. Nil means os.Environ(). The supervisor
 	// process gets all of it (it runs qshare, not jobs).
 	Env []string
