@@ -144,7 +144,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			api.WriteError(w, logError(err, n, j.Name))
 			return
 		}
-		defer first.Close()
 	}
 
 	if n == 0 {
@@ -159,7 +158,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out.flush() // send the headers now: a follow may wait long for output
 	if !follow {
-		_ = out.copy(first)
+		if first != nil {
+			_ = out.copy(first)
+			first.Close()
+		}
 		return
 	}
 	// A follow lasts as long as the job: lift the server's write timeout
@@ -184,9 +186,9 @@ func logReady(a *qshare.Attempt) bool {
 	return a.LogPath != "" || !a.StartedAt.IsZero() || !a.StoppedAt.IsZero()
 }
 
-// follow streams attempt n of the job (first is its log, if already open),
-// and the attempts after it when onward is set, until they end or ctx is
-// done.
+// follow streams attempt n of the job (first is its log, if already open;
+// follow closes it), and the attempts after it when onward is set, until
+// they end or ctx is done.
 func (h *Handler) follow(ctx context.Context, w *flushWriter, ref string, n int, onward bool, first io.ReadCloser) {
 	for k := 0; ; k++ {
 		var a *qshare.Attempt
