@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 )
 
@@ -85,5 +86,30 @@ func TestRunAs(t *testing.T) {
 	}
 	if strings.Contains(s.proc.Log(), "every job runs as root") {
 		t.Errorf("warned about root jobs with --run-as")
+	}
+}
+
+// A job whose first attempt replaces input/config with a link to a
+// directory outside the data directory, and fails: its retry wrote the
+// toolkit's files there (issue 14, finding 3). Now the retry fails to start,
+// with a reason that names input/config and no server path, and nothing is
+// written outside.
+func TestAttackConfigLinkRetry(t *testing.T) {
+	skipShort(t)
+	outside := t.TempDir()
+	data := newDataDir(t)
+	s := startServer(t, data, serverOpts{})
+	oneShare(s, 1, false)
+	retry := &types.ServiceJobRetryStrategy{Attempts: aws.Int32(2)}
+	id := s.submit(job{name: "plant", share: "s", retry: retry,
+		script: `rm -rf "$SM_INPUT_CONFIG_DIR" && ln -s "` + outside + `" "$SM_INPUT_CONFIG_DIR"; exit 3`})
+	d := s.awaitStatus(id, types.ServiceJobStatusFailed)
+	reasons := attemptReasons(d)
+	if len(reasons) != 2 || !strings.Contains(reasons[1], "CannotStartAttempt: input/config in the job's directory is a link") ||
+		strings.Contains(reasons[1], data) || strings.Contains(reasons[1], os.TempDir()) {
+		t.Errorf("attempts %q; want the retry refused for the link, naming no server path", reasons)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("the retry wrote %d files outside the data directory", len(ents))
 	}
 }
