@@ -888,10 +888,16 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	if st.Supervisor.signal(syscall.SIGUSR1) == nil {
 		return nil
 	}
-	// No supervisor (it was killed): stop the job's group ourselves.
-	if st.Job.signalGroup(syscall.SIGTERM) == nil {
+	// No supervisor (it was killed): stop the job's group ourselves. A job
+	// found by its QSHARE_ATTEMPT_ID may not lead a group (it was caught
+	// before its setsid took effect): then the process itself.
+	if st.Job.signalGroup(syscall.SIGTERM) == nil || st.Job.signal(syscall.SIGTERM) == nil {
 		job := st.Job
-		time.AfterFunc(g, func() { job.signalGroup(syscall.SIGKILL) })
+		time.AfterFunc(g, func() {
+			if job.signalGroup(syscall.SIGKILL) != nil {
+				job.signal(syscall.SIGKILL)
+			}
+		})
 	}
 	return nil
 }
