@@ -492,10 +492,8 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 	} else {
 		d.dropMeta(j.ID)
 	}
-	if f, ok := d.ex.(forgetter); ok {
-		attempt := r.attempt
-		c.effects = append(c.effects, func() { f.Forget(attempt) })
-	}
+	attempt := r.attempt
+	c.effects = append(c.effects, func() { d.ex.Forget(attempt) })
 	if d.infoLog() {
 		d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
 			"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
@@ -516,10 +514,6 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 		d.log.Error("engine release failed", "job", j.ID, "requeue", requeue, "err", err)
 	}
 }
-
-// forgetter is implemented by executors that keep ended attempts in memory
-// until told that the daemon has recorded their end.
-type forgetter interface{ Forget(attemptID string) }
 
 // shouldRetry applies the retry strategy to a failed attempt: the first
 // evaluateOnExit rule whose glob matches the reason decides; with no match

@@ -11,9 +11,11 @@ package executor
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"qshare"
+	"qshare/trainingjob"
 )
 
 // Spec is everything an executor needs to start one attempt.
@@ -36,7 +38,10 @@ type Spec struct {
 type Handle struct {
 	AttemptID string
 	StartedAt time.Time
-	// LogPath is where the attempt's output goes, if the executor keeps it.
+	// LogPath names where the attempt's output goes, if the executor keeps
+	// it, for people reading the job's record: it is kept in the store as it
+	// always was, but nobody outside the executor reads the log through it
+	// (it need not be a local file); Executor.Logs serves the log.
 	LogPath string
 	// State is the executor's own record of the attempt (for example a pid
 	// and the process's start time), opaque to everyone else.
@@ -69,6 +74,10 @@ func (x Exit) Succeeded() bool { return x.ExitCode == 0 && x.Signal == "" && !x.
 // neither started nor recovered.
 var ErrUnknownAttempt = errors.New("executor: unknown attempt")
 
+// ErrNoLog is returned by Logs for an attempt whose output the executor
+// does not keep (the simulated executor keeps none).
+var ErrNoLog = errors.New("executor: the attempt keeps no log")
+
 // Recovery is what Recover found about an attempt after a restart.
 type Recovery int
 
@@ -84,6 +93,8 @@ const (
 )
 
 // Executor runs attempts. Implementations are safe for concurrent use.
+// These methods are everything the daemon and the server's log endpoint
+// ask of an executor, and executortest tests each of them.
 //
 // Start and Stop are idempotent by attempt ID, so a daemon that crashed
 // between persisting a decision and acting on it can simply act again.
@@ -93,6 +104,11 @@ type Executor interface {
 	// Validate checks a job's payload at submit time; it returns a
 	// *qshare.Error with code EINVALID that says what is wrong.
 	Validate(payload string, demand qshare.Capacity) error
+	// ValidateRequest is Validate for a payload that the caller has
+	// already parsed with trainingjob.Parse (the daemon does, for the
+	// demand), so that a submit parses its payload once: it returns what
+	// Validate returns for that payload, and only reads req.
+	ValidateRequest(req *trainingjob.Request, demand qshare.Capacity) error
 	// Start prepares and launches an attempt and returns once it runs.
 	// Starting an attempt ID that was already started returns its handle.
 	Start(ctx context.Context, s Spec) (Handle, error)
@@ -105,6 +121,26 @@ type Executor interface {
 	Wait(ctx context.Context, attemptID string) (Exit, error)
 	// Recover re-attaches to an attempt started before a restart.
 	Recover(ctx context.Context, h Handle) (Recovery, error)
+	// Forget drops an ended attempt from the executor's memory once the
+	// daemon has recorded its end, so that a server that runs for months
+	// does not keep every attempt it ever ran. After Forget, Wait and Stop
+	// of the attempt return ErrUnknownAttempt; Logs may still serve its
+	// log. Forgetting an attempt that has not ended, or that the executor
+	// does not know, is a no-op.
+	Forget(attemptID string)
+	// Logs returns the attempt's output (stdout and stderr), oldest first,
+	// from wherever the executor keeps it (files, a cluster's log API).
+	// Without follow, the reader ends after what was written by the time
+	// of the call. With follow, it also returns what is written later and
+	// ends (io.EOF) once the attempt has ended and all its output has been
+	// returned; cancelling ctx or closing the reader ends it early. An
+	// attempt that has written nothing yet has an empty log, not an error.
+	// Logs serves attempts started before a restart or forgotten as long
+	// as the executor still has their output. It returns ErrNoLog when the
+	// executor keeps no output for the attempt, ErrUnknownAttempt when it
+	// knows nothing of it, and a *qshare.Error with code EINVALID when the
+	// log cannot be served as it is (a job planted a link in its place).
+	Logs(ctx context.Context, attemptID string, follow bool) (io.ReadCloser, error)
 	// Close releases the executor's resources. Attempts keep running.
 	Close() error
 }

@@ -5,8 +5,10 @@
 //	GET /qshare/v1/logs/{jobId}?attempt=N&follow=true
 //
 // {jobId} is a job id or a job ARN (path-escaped). The answer is the
-// attempt's output as text/plain, oldest line first: the files the executor
-// rotated out (LOG.K … LOG.1) and then the current one (qshare.Attempt.LogPath).
+// attempt's output as text/plain, oldest line first, as the executor's Logs
+// method returns it (executor.Executor): the endpoint knows nothing of where
+// an executor keeps its output (the process executor's files and their
+// rotations, a cluster's log service).
 //
 //   - attempt=N picks the job's N-th attempt (from 1); the default is the
 //     latest attempt.
@@ -16,15 +18,14 @@
 //     the job is SUCCEEDED or FAILED; on a job that has not started yet it
 //     waits for its first attempt.
 //
-// Errors have the AWS wire form that the API uses: a JSON body
-// {"__type": "ClientException", "message": "..."} with the X-Amzn-ErrorType
-// header; status 400 for a request the caller must change (an unknown job,
-// an attempt that does not exist, an attempt without a log), 500 when
-// qshare failed.
+// Errors are written by the API's one error table (api.WriteError): a JSON
+// body {"__type": "ClientException", "message": "..."} with the
+// X-Amzn-ErrorType header; status 400 for a request the caller must change
+// (an unknown job, an attempt that does not exist, an attempt without a
+// log, a method other than GET), 500 when qshare failed.
 //
 // It sits beside the API at the server's edge: the server mounts Handler at
-// PathPrefix, and `qshare logs` is its client. It reads the log files
-// directly, so the server must run on the host the executor writes them to.
+// PathPrefix, and `qshare logs` is its client.
 package logstream
 
 import (
@@ -34,38 +35,44 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"qshare"
+	"qshare/api"
+	"qshare/executor"
 )
 
 // PathPrefix is where the server mounts the Handler.
 const PathPrefix = "/qshare/v1/logs/"
-
-// MaxRotated is the most rotated files (LOG.1 … LOG.MaxRotated) a response
-// includes before the current one.
-const MaxRotated = 20
 
 // JobFunc returns the job with the given id or ARN, or an error: a
 // *qshare.Error with code ENOTFOUND for an unknown job. The daemon's Job
 // method is one.
 type JobFunc func(ref string) (*qshare.Job, error)
 
+// LogFunc returns the log of an attempt, by attempt ID, as
+// executor.Executor's Logs does (its errors included): the server passes
+// its executor's Logs method.
+type LogFunc func(ctx context.Context, attemptID string, follow bool) (io.ReadCloser, error)
+
 // Handler serves PathPrefix. Its fields must be set before it serves; it is
 // safe for concurrent use.
 type Handler struct {
 	// Job looks a job up. Required.
 	Job JobFunc
-	// Poll is how often a follow looks for new output and for the end of
-	// the attempt; 0 means 250ms.
+	// Logs reads an attempt's log. Required.
+	Logs LogFunc
+	// Poll is how often a follow looks for the job's next attempt; 0 means
+	// 250ms. (How often an attempt's own log is polled, if at all, is the
+	// executor's business.)
 	Poll time.Duration
 }
 
-// New returns a Handler that looks jobs up with job.
-func New(job JobFunc) *Handler { return &Handler{Job: job} }
+// New returns a Handler that looks jobs up with job and reads their
+// attempts' logs with logs.
+func New(job JobFunc, logs LogFunc) *Handler { return &Handler{Job: job, Logs: logs} }
 
 func (h *Handler) poll() time.Duration {
 	if h.Poll > 0 {
@@ -78,12 +85,12 @@ func (h *Handler) poll() time.Duration {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		writeError(w, http.StatusMethodNotAllowed, "ClientException", fmt.Sprintf("%s is not allowed here: use GET %s{jobId}", r.Method, PathPrefix))
+		api.WriteError(w, qshare.Errorf(qshare.EINVALID, "%s is not allowed here: use GET %s{jobId}", r.Method, PathPrefix))
 		return
 	}
 	ref := strings.TrimPrefix(r.URL.Path, PathPrefix)
 	if ref == "" || ref == r.URL.Path {
-		writeError(w, http.StatusBadRequest, "ClientException", "the job is missing: use GET "+PathPrefix+"{jobId}")
+		api.WriteError(w, qshare.Errorf(qshare.EINVALID, "the job is missing: use GET %s{jobId}", PathPrefix))
 		return
 	}
 	q := r.URL.Query()
@@ -91,7 +98,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("attempt"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "ClientException", fmt.Sprintf("attempt %q is not valid: give an attempt number from 1", s))
+			api.WriteError(w, qshare.Errorf(qshare.EINVALID, "attempt %q is not valid: give an attempt number from 1", s))
 			return
 		}
 		attempt = n
@@ -100,7 +107,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("follow"); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "ClientException", fmt.Sprintf("follow %q is not valid: use true or false", s))
+			api.WriteError(w, qshare.Errorf(qshare.EINVALID, "follow %q is not valid: use true or false", s))
 			return
 		}
 		follow = b
@@ -108,7 +115,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	j, err := h.Job(ref)
 	if err != nil {
-		writeErr(w, err)
+		api.WriteError(w, err)
 		return
 	}
 	// Decide what to send before the first byte, so that an error can
@@ -119,17 +126,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case n == 0 && !follow:
-		writeErr(w, qshare.Errorf(qshare.EINVALID, "job %s has not started yet (it is %s): it has no log; use follow=true to wait for it", j.Name, j.Status))
+		api.WriteError(w, qshare.Errorf(qshare.EINVALID, "job %s has not started yet (it is %s): it has no log; use follow=true to wait for it", j.Name, j.Status))
 		return
 	case n > len(j.Attempts) && (!follow || j.Status.Terminal()):
-		writeErr(w, qshare.Errorf(qshare.EINVALID, "job %s has %d attempts: attempt %d does not exist", j.Name, len(j.Attempts), n))
-		return
-	case n >= 1 && n <= len(j.Attempts) && noLog(&j.Attempts[n-1]):
-		writeErr(w, qshare.Errorf(qshare.EINVALID, "attempt %d of job %s has no log: the executor that ran it keeps no output (the simulated executor never does)", n, j.Name))
+		api.WriteError(w, qshare.Errorf(qshare.EINVALID, "job %s has %d attempts: attempt %d does not exist", j.Name, len(j.Attempts), n))
 		return
 	case n >= 1 && n <= len(j.Attempts) && !follow && !logReady(&j.Attempts[n-1]):
-		writeErr(w, qshare.Errorf(qshare.EINVALID, "attempt %d of job %s is starting and has no log yet: try again in a moment, or use follow=true", n, j.Name))
+		api.WriteError(w, qshare.Errorf(qshare.EINVALID, "attempt %d of job %s is starting and has no log yet: try again in a moment, or use follow=true", n, j.Name))
 		return
+	}
+	// Open the first log before the first byte, so that an error can still
+	// be an error response.
+	var first io.ReadCloser
+	if n >= 1 && n <= len(j.Attempts) && logReady(&j.Attempts[n-1]) {
+		first, err = h.Logs(r.Context(), j.Attempts[n-1].ID, follow)
+		if err != nil {
+			api.WriteError(w, logError(err, n, j.Name))
+			return
+		}
 	}
 
 	if n == 0 {
@@ -144,34 +158,42 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out.flush() // send the headers now: a follow may wait long for output
 	if !follow {
-		_ = copyAll(out, j.Attempts[n-1].LogPath)
+		if first != nil {
+			_ = out.copy(first)
+			first.Close()
+		}
 		return
 	}
 	// A follow lasts as long as the job: lift the server's write timeout
 	// for this response (servers that cannot just keep theirs).
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	h.follow(r.Context(), out, ref, n, attempt == 0)
+	h.follow(r.Context(), out, ref, n, attempt == 0, first)
 }
 
-// noLog reports whether an attempt has started (the executor set its log
-// path then, if it keeps one) or ended without a log.
-func noLog(a *qshare.Attempt) bool {
-	return a.LogPath == "" && (!a.StartedAt.IsZero() || !a.StoppedAt.IsZero())
+// logError is the error of a log that Logs would not give.
+func logError(err error, n int, job string) error {
+	if errors.Is(err, executor.ErrNoLog) || errors.Is(err, executor.ErrUnknownAttempt) {
+		return qshare.Errorf(qshare.EINVALID, "attempt %d of job %s has no log: the executor that ran it keeps no output (the simulated executor never does)", n, job)
+	}
+	return err
 }
 
-// logReady reports whether an attempt's log path is known for good.
+// logReady reports whether an attempt has got as far as its start, or its
+// end, so that its log is the executor's to give. (LogPath, set at the
+// start by an executor that keeps a log, only says so too; it is never
+// read as a path here.)
 func logReady(a *qshare.Attempt) bool {
 	return a.LogPath != "" || !a.StartedAt.IsZero() || !a.StoppedAt.IsZero()
 }
 
-// follow streams attempt n of the job, and the attempts after it when
-// onward is set, until they end or ctx is done.
-func (h *Handler) follow(ctx context.Context, w *flushWriter, ref string, n int, onward bool) {
-	first := true
-	for {
-		// Wait for attempt n to exist.
+// follow streams attempt n of the job (first is its log, if already open;
+// follow closes it), and the attempts after it when onward is set, until
+// they end or ctx is done.
+func (h *Handler) follow(ctx context.Context, w *flushWriter, ref string, n int, onward bool, first io.ReadCloser) {
+	for k := 0; ; k++ {
 		var a *qshare.Attempt
-		for a == nil {
+		for first == nil && a == nil {
+			// Wait for attempt n to start.
 			j, err := h.Job(ref)
 			if err != nil {
 				return
@@ -187,79 +209,36 @@ func (h *Handler) follow(ctx context.Context, w *flushWriter, ref string, n int,
 				return
 			}
 		}
-		if !first {
+		if k > 0 {
 			fmt.Fprintf(w, "==> attempt %d <==\n", n)
 			w.flush()
 		}
-		first = false
-		if a.LogPath == "" {
-			fmt.Fprintf(w, "(attempt %d keeps no log)\n", n)
-			w.flush()
-		} else if !h.tail(ctx, w, ref, n, a.LogPath) {
-			return
+		rc := first
+		first = nil
+		if rc == nil {
+			var err error
+			rc, err = h.Logs(ctx, a.ID, true)
+			switch {
+			case errors.Is(err, executor.ErrNoLog) || errors.Is(err, executor.ErrUnknownAttempt):
+				fmt.Fprintf(w, "(attempt %d keeps no log)\n", n)
+				w.flush()
+			case err != nil:
+				fmt.Fprintf(w, "(the log of attempt %d cannot be read: %s)\n", n, qshare.ErrorMessageOf(err))
+				w.flush()
+				return
+			}
+		}
+		if rc != nil {
+			err := w.copy(rc)
+			rc.Close()
+			if err != nil || ctx.Err() != nil {
+				return
+			}
 		}
 		if !onward {
 			return
 		}
 		n++
-	}
-}
-
-// tail sends a log's rotated files and then its current file, and goes on
-// sending what is appended until attempt n of the job has stopped. It
-// reports false when the client went away.
-func (h *Handler) tail(ctx context.Context, w *flushWriter, ref string, n int, path string) bool {
-	for k := MaxRotated; k >= 1; k-- {
-		_ = copyFile(w, fmt.Sprintf("%s.%d", path, k))
-	}
-	var f *os.File
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
-	for {
-		// Open the current file once it exists; reopen it when it was
-		// rotated (after draining the old one, which the open handle
-		// still reads).
-		if st, err := os.Stat(path); err == nil {
-			if f != nil {
-				if fst, err := f.Stat(); err == nil && !os.SameFile(st, fst) {
-					_, _ = io.Copy(w, f)
-					f.Close()
-					f = nil
-				}
-			}
-			if f == nil {
-				if f, err = os.Open(path); err != nil {
-					f = nil
-				}
-			}
-		}
-		if f != nil {
-			if _, err := io.Copy(w, f); err != nil {
-				return false
-			}
-		}
-		w.flush()
-		if w.err != nil {
-			return false
-		}
-		j, err := h.Job(ref)
-		if err != nil {
-			return false
-		}
-		stopped := n <= len(j.Attempts) && !j.Attempts[n-1].StoppedAt.IsZero()
-		if stopped {
-			if f != nil {
-				_, _ = io.Copy(w, f) // the last words
-			}
-			w.flush()
-			return w.err == nil
-		}
-		if !sleep(ctx, h.poll()) {
-			return false
-		}
 	}
 }
 
@@ -272,24 +251,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// copyAll writes a log's rotated files, oldest first, and then the log.
-func copyAll(w io.Writer, path string) error {
-	for k := MaxRotated; k >= 1; k-- {
-		_ = copyFile(w, fmt.Sprintf("%s.%d", path, k))
-	}
-	return copyFile(w, path)
-}
-
-func copyFile(w io.Writer, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = io.Copy(w, f)
-	return err
 }
 
 // flushWriter flushes the response as output arrives, and remembers the
@@ -317,20 +278,25 @@ func (fw *flushWriter) flush() {
 	}
 }
 
-// writeErr writes err in the AWS wire form, mapped as the API maps it.
-func writeErr(w http.ResponseWriter, err error) {
-	if qshare.ErrorCodeOf(err) == qshare.EINTERNAL {
-		writeError(w, http.StatusInternalServerError, "ServerException", qshare.ErrorMessageOf(err))
-		return
+// copy sends what r returns, flushing after every read, until r ends (nil)
+// or fails, or the client goes away (the error).
+func (fw *flushWriter) copy(r io.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := fw.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			fw.flush()
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
-	writeError(w, http.StatusBadRequest, "ClientException", qshare.ErrorMessageOf(err))
-}
-
-func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Amzn-ErrorType", typ)
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"__type": typ, "message": msg})
 }
 
 // Error is an error response of the endpoint, as a client reads it.

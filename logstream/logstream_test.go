@@ -7,14 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"qshare"
+	"qshare/executor"
 )
 
 // jobs is a job table that a test changes while the handler reads it, as
@@ -42,35 +41,93 @@ func (js *jobs) update(id string, fn func(j *qshare.Job)) {
 	fn(js.m[id])
 }
 
-func setup(t *testing.T) (*jobs, *httptest.Server, string) {
+// logs holds the attempts' output, by attempt ID, the way an executor's
+// Logs serves it: these tests are about the endpoint (which attempt, when a
+// follow moves on, the errors); how the process executor reads its files is
+// tested in executor/process, and both together in TestProcessExecutorLogs.
+type logs struct {
+	mu    sync.Mutex
+	out   map[string]*strings.Builder
+	ended map[string]bool
+	noLog map[string]bool
+}
+
+func (l *logs) write(id, s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.out[id] == nil {
+		l.out[id] = &strings.Builder{}
+	}
+	l.out[id].WriteString(s)
+}
+
+func (l *logs) end(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended[id] = true
+}
+
+func (l *logs) Logs(ctx context.Context, id string, follow bool) (io.ReadCloser, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.noLog[id] {
+		return nil, executor.ErrNoLog
+	}
+	if l.out[id] == nil && !l.ended[id] {
+		l.out[id] = &strings.Builder{}
+	}
+	if l.out[id] == nil {
+		return nil, executor.ErrUnknownAttempt
+	}
+	return &logReader{l: l, ctx: ctx, id: id, follow: follow, upto: map[bool]int{false: l.out[id].Len()}[follow]}, nil
+}
+
+type logReader struct {
+	l      *logs
+	ctx    context.Context
+	id     string
+	follow bool
+	off    int
+	upto   int
+}
+
+func (r *logReader) Read(p []byte) (int, error) {
+	for {
+		r.l.mu.Lock()
+		s, ended := r.l.out[r.id].String(), r.l.ended[r.id]
+		r.l.mu.Unlock()
+		end := len(s)
+		if !r.follow {
+			end = r.upto
+		}
+		if r.off < end {
+			n := copy(p, s[r.off:end])
+			r.off += n
+			return n, nil
+		}
+		if !r.follow || ended {
+			return 0, io.EOF
+		}
+		select {
+		case <-r.ctx.Done():
+			return 0, r.ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (r *logReader) Close() error { return nil }
+
+func setup(t *testing.T) (*jobs, *httptest.Server, *logs) {
 	t.Helper()
-	dir := t.TempDir()
 	js := &jobs{m: map[string]*qshare.Job{}}
-	h := &Handler{Job: js.get, Poll: 10 * time.Millisecond}
+	ls := &logs{out: map[string]*strings.Builder{}, ended: map[string]bool{}, noLog: map[string]bool{}}
+	h := &Handler{Job: js.get, Logs: ls.Logs, Poll: 10 * time.Millisecond}
 	mux := http.NewServeMux()
 	mux.Handle(PathPrefix, h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return js, srv, dir
-}
-
-func write(t *testing.T, path, s string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func appendTo(t *testing.T, path, s string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(s); err != nil {
-		t.Fatal(err)
-	}
+	return js, srv, ls
 }
 
 func get(t *testing.T, srv *httptest.Server, ref, query string) (int, string, string) {
@@ -92,18 +149,15 @@ func get(t *testing.T, srv *httptest.Server, ref, query string) (int, string, st
 }
 
 func TestWholeLog(t *testing.T) {
-	js, srv, dir := setup(t)
-	log1, log2 := filepath.Join(dir, "a1.log"), filepath.Join(dir, "a2.log")
-	write(t, log1, "first attempt\n")
-	// The second attempt's log was rotated twice: .2 is the oldest.
-	write(t, log2+".2", "one\n")
-	write(t, log2+".1", "two\n")
-	write(t, log2, "three\n")
+	js, srv, ls := setup(t)
+	ls.write("a1", "first attempt\n")
+	ls.end("a1")
+	ls.write("a2", "one\ntwo\nthree\n")
 	now := time.Now()
 	arn := "arn:aws:batch:us-east-1:000000000000:service-job/j1"
 	js.m["j1"] = &qshare.Job{ID: "j1", Name: "train", Status: qshare.JobRunning, Attempts: []qshare.Attempt{
-		{N: 1, LogPath: log1, StoppedAt: now},
-		{N: 2, LogPath: log2},
+		{N: 1, ID: "a1", StartedAt: now, StoppedAt: now},
+		{N: 2, ID: "a2", StartedAt: now},
 	}}
 	js.m[arn] = js.m["j1"]
 
@@ -122,14 +176,21 @@ func TestWholeLog(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	js, srv, dir := setup(t)
+	js, srv, ls := setup(t)
 	js.m["waiting"] = &qshare.Job{ID: "waiting", Name: "w", Status: qshare.JobRunnable}
-	js.m["sim"] = &qshare.Job{ID: "sim", Name: "s", Status: qshare.JobRunning, Attempts: []qshare.Attempt{{N: 1, StartedAt: time.Now()}}}
-	js.m["done"] = &qshare.Job{ID: "done", Name: "d", Status: qshare.JobSucceeded, Attempts: []qshare.Attempt{{N: 1, LogPath: filepath.Join(dir, "x")}}}
+	js.m["sim"] = &qshare.Job{ID: "sim", Name: "s", Status: qshare.JobRunning, Attempts: []qshare.Attempt{{N: 1, ID: "sim-1", StartedAt: time.Now()}}}
+	ls.noLog["sim-1"] = true
+	js.m["done"] = &qshare.Job{ID: "done", Name: "d", Status: qshare.JobSucceeded, Attempts: []qshare.Attempt{{N: 1, ID: "done-1", StartedAt: time.Now()}}}
+	ls.write("done-1", "x\n")
+	ls.end("done-1")
+	js.m["gone"] = &qshare.Job{ID: "gone", Name: "g", Status: qshare.JobFailed, Attempts: []qshare.Attempt{{N: 1, ID: "gone-1", StoppedAt: time.Now()}}}
+	ls.end("gone-1") // ended, and the executor has nothing of it
 	for _, tc := range []struct{ ref, query, want string }{
 		{"nope", "", "does not exist"},
 		{"waiting", "", "has not started yet"},
 		{"sim", "", "keeps no output"},
+		{"sim", "?follow=true", "keeps no output"},
+		{"gone", "", "has no log"},
 		{"done", "?attempt=2", "attempt 2 does not exist"},
 		{"done", "?attempt=2&follow=true", "attempt 2 does not exist"},
 		{"done", "?attempt=0", "not valid"},
@@ -145,17 +206,18 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("POST = %d, want 405", resp.StatusCode)
+	// As the API answers a wrong method: a ClientException, through the
+	// one error table; Allow says which method is.
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("X-Amzn-ErrorType") != "ClientException" || resp.Header.Get("Allow") != "GET" {
+		t.Errorf("POST = %d %s, Allow %q; want 400 ClientException, Allow GET", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), resp.Header.Get("Allow"))
 	}
 }
 
-// TestFollow follows a job from before its first attempt, through a log
-// rotation and a second attempt, to its end.
+// TestFollow follows a job from before its first attempt, through a second
+// attempt, to its end.
 func TestFollow(t *testing.T) {
-	js, srv, dir := setup(t)
+	js, srv, ls := setup(t)
 	js.m["j"] = &qshare.Job{ID: "j", Name: "train", Status: qshare.JobRunnable}
-	log1, log2 := filepath.Join(dir, "1.log"), filepath.Join(dir, "2.log")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -179,36 +241,31 @@ func TestFollow(t *testing.T) {
 		}
 	}
 
-	write(t, log1, "")
 	js.update("j", func(j *qshare.Job) {
 		j.Status = qshare.JobRunning
-		j.Attempts = append(j.Attempts, qshare.Attempt{N: 1, LogPath: log1})
+		j.Attempts = append(j.Attempts, qshare.Attempt{N: 1, ID: "j-1", StartedAt: time.Now()})
 	})
-	appendTo(t, log1, "epoch 1\n")
+	ls.write("j-1", "epoch 1\n")
 	expect("epoch 1")
-	// Rotate: the old file becomes .1 and a new one starts.
-	appendTo(t, log1, "epoch 2\n")
-	if err := os.Rename(log1, log1+".1"); err != nil {
-		t.Fatal(err)
-	}
-	write(t, log1, "epoch 3\n")
+	ls.write("j-1", "epoch 2\n")
 	expect("epoch 2")
-	expect("epoch 3")
 	// Preempted: the attempt stops, a second one starts.
-	appendTo(t, log1, "checkpoint saved\n")
+	ls.write("j-1", "checkpoint saved\n")
+	ls.end("j-1")
 	js.update("j", func(j *qshare.Job) {
 		j.Attempts[0].StoppedAt = time.Now()
 		j.Status = qshare.JobRunnable
 	})
 	expect("checkpoint saved")
-	write(t, log2, "resumed from checkpoint\n")
+	ls.write("j-2", "resumed from checkpoint\n")
 	js.update("j", func(j *qshare.Job) {
 		j.Status = qshare.JobRunning
-		j.Attempts = append(j.Attempts, qshare.Attempt{N: 2, LogPath: log2})
+		j.Attempts = append(j.Attempts, qshare.Attempt{N: 2, ID: "j-2", StartedAt: time.Now()})
 	})
 	expect("==> attempt 2 <==")
 	expect("resumed from checkpoint")
-	appendTo(t, log2, "done\n")
+	ls.write("j-2", "done\n")
+	ls.end("j-2")
 	js.update("j", func(j *qshare.Job) {
 		j.Attempts[1].StoppedAt = time.Now()
 		j.Status = qshare.JobSucceeded
@@ -222,10 +279,9 @@ func TestFollow(t *testing.T) {
 // TestFollowStopsWhenClientLeaves checks that a follow ends when its
 // client disconnects, not when the attempt does.
 func TestFollowStopsWhenClientLeaves(t *testing.T) {
-	js, srv, dir := setup(t)
-	log := filepath.Join(dir, "1.log")
-	write(t, log, "hello\n")
-	js.m["j"] = &qshare.Job{ID: "j", Name: "train", Status: qshare.JobRunning, Attempts: []qshare.Attempt{{N: 1, LogPath: log}}}
+	js, srv, ls := setup(t)
+	ls.write("j-1", "hello\n")
+	js.m["j"] = &qshare.Job{ID: "j", Name: "train", Status: qshare.JobRunning, Attempts: []qshare.Attempt{{N: 1, ID: "j-1", StartedAt: time.Now()}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+PathPrefix+"j?follow=true", nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -247,21 +303,20 @@ func TestFollowStopsWhenClientLeaves(t *testing.T) {
 // creation (SCHEDULED) and its start, when the executor has not yet said
 // where its log goes.
 func TestFollowWaitsForTheLogPath(t *testing.T) {
-	js, srv, dir := setup(t)
-	log := filepath.Join(dir, "1.log")
-	js.m["j"] = &qshare.Job{ID: "j", Name: "train", Status: qshare.JobScheduled, Attempts: []qshare.Attempt{{N: 1}}}
+	js, srv, ls := setup(t)
+	js.m["j"] = &qshare.Job{ID: "j", Name: "train", Status: qshare.JobScheduled, Attempts: []qshare.Attempt{{N: 1, ID: "j-1"}}}
 	if status, _, msg := get(t, srv, "j", ""); status != 400 || !strings.Contains(msg, "is starting") {
 		t.Errorf("GET of a starting attempt: %d %s", status, msg)
 	}
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		write(t, log, "started\n")
+		ls.write("j-1", "started\n")
 		js.update("j", func(j *qshare.Job) {
 			j.Status = qshare.JobRunning
 			j.Attempts[0].StartedAt = time.Now()
-			j.Attempts[0].LogPath = log
 		})
 		time.Sleep(50 * time.Millisecond)
+		ls.end("j-1")
 		js.update("j", func(j *qshare.Job) {
 			j.Status = qshare.JobSucceeded
 			j.Attempts[0].StoppedAt = time.Now()

@@ -46,6 +46,9 @@ type serveSettings struct {
 	InstanceTypes     string `yaml:"instanceTypes"`
 	Events            string `yaml:"events"`
 	JobRetention      string `yaml:"jobRetention"`
+	// RunAs and PassEnv are the process executor's: see process.Options.
+	RunAs   string   `yaml:"runAs"`
+	PassEnv []string `yaml:"passEnv"`
 
 	// Guard holds the request guard's settings (serve_guard.go).
 	Guard guardSettings `yaml:",inline"`
@@ -99,7 +102,11 @@ var executors = map[string]func(ctx context.Context, s serveSettings, grace time
 				gpus = append(gpus, g)
 			}
 		}
-		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log})
+		if s.RunAs == "" && os.Geteuid() == 0 {
+			log.Warn("qshare serve runs as root with the process executor and no --run-as: every job runs as root and can do anything on this host; give --run-as USER to run jobs as an unprivileged user")
+		}
+		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log,
+			RunAs: s.RunAs, PassEnv: s.PassEnv})
 	},
 }
 
@@ -185,6 +192,8 @@ func init() {
 	f.StringVar(&serveFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the server to `FILE` until it stops (go tool pprof FILE); for measuring, not a setting")
 	f.StringVar(&serveFlags.s.Events, "events", "", "append the capacity event log (one JSON line per start, preemption, finish, failure, submit and priority change) to this file; check it with qshare check-events; \"store\": into the store, if it keeps one")
 	f.StringVar(&serveFlags.s.JobRetention, "job-retention", d.JobRetention, "how long a finished (SUCCEEDED or FAILED) job is kept after it stopped, e.g. 7d, 36h; older ones are deleted; 0 keeps them forever")
+	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process executor: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user")
+	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
 	rootCmd.AddCommand(serveCmd)
 }
 
@@ -229,7 +238,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		{"account-id", "QSHARE_ACCOUNT_ID", &s.AccountID, &fs.AccountID}, {"log-level", "QSHARE_LOG_LEVEL", &s.LogLevel, &fs.LogLevel},
 		{"stop-grace", "QSHARE_STOP_GRACE", &s.StopGrace, &fs.StopGrace}, {"events", "QSHARE_EVENTS", &s.Events, &fs.Events},
 		{"gpus", "QSHARE_GPUS", &s.GPUs, &fs.GPUs}, {"instance-types", "QSHARE_INSTANCE_TYPES", &s.InstanceTypes, &fs.InstanceTypes},
-		{"job-retention", "QSHARE_JOB_RETENTION", &s.JobRetention, &fs.JobRetention},
+		{"job-retention", "QSHARE_JOB_RETENTION", &s.JobRetention, &fs.JobRetention}, {"run-as", "QSHARE_RUN_AS", &s.RunAs, &fs.RunAs},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {
 			*e.dst = v
@@ -246,6 +255,9 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 			return s, fmt.Errorf("environment variable %s=%q: give a whole number", maxSharesEnv, v)
 		}
 		s.MaxSharesPerQueue = n
+	}
+	if f.Changed("pass-env") {
+		s.PassEnv = fs.PassEnv
 	}
 	if f.Changed("max-quota-shares-per-queue") {
 		s.MaxSharesPerQueue = fs.MaxSharesPerQueue
@@ -364,7 +376,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	// The AWS Batch API at /v1/, and qshare's extensions, which the AWS API
 	// has no operation for: the logs of an attempt, and who lends to whom.
 	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, logstream.New(d.Job))
+	mux.Handle(logstream.PathPrefix, logstream.New(d.Job, ex.Logs))
 	mux.Handle(api.LendingPath, api.LendingHandler(d))
 	mux.Handle("/", api.New(d, log))
 	srv := &http.Server{

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -359,7 +360,7 @@ func TestServeSettings(t *testing.T) {
 	want.Region = "us-west-2"                              // flag over environment
 	want.JobRetention = "36h"                              // environment over default
 	want.Store = "sqlite:/from/env.db"                     // environment over default
-	if s != want {
+	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("settings = %+v\nwant       %+v", s, want)
 	}
 	if err := os.WriteFile(cfg, []byte("adress: x\n"), 0o644); err != nil {

@@ -4,7 +4,10 @@
 // attempt ID, exit codes and signals are reported the same way, a stop is
 // polite first and forced after the grace period, Wait returns only when the
 // attempt is really gone, and a new executor over the same data directory
-// recovers what the old one started.
+// recovers what the old one started. It covers every method of
+// executor.Executor, the daemon's and the log endpoint's alike: validation
+// of a parsed payload as of its text, forgetting an ended attempt, and
+// serving an attempt's log.
 //
 // An executor takes part by describing, in a Harness, how to build itself
 // and how to express a test Job (run this long, exit with this code, react to
@@ -15,13 +18,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"qshare"
 	"qshare/executor"
+	"qshare/trainingjob"
 )
 
 // OnStop says how a test job reacts to the polite stop signal (SIGTERM).
@@ -53,6 +59,9 @@ type Job struct {
 	// RecordEnv asks the job to record the environment it sees, for
 	// Harness.Observed.
 	RecordEnv bool
+	// Output is a line (letters, digits and spaces) the job writes to its
+	// standard output as it starts, for the Logs subtest.
+	Output string
 }
 
 // Harness describes an executor to the suite.
@@ -81,6 +90,9 @@ type Harness struct {
 	// job twice at once. An executor whose attempts die with it (simulated)
 	// leaves it false and skips that subtest.
 	Durable bool
+	// KeepsLogs says that the executor keeps its attempts' output and
+	// serves it through Logs; false means Logs must answer ErrNoLog.
+	KeepsLogs bool
 }
 
 // Run runs the conformance suite against the executor h describes.
@@ -102,6 +114,157 @@ func Run(t *testing.T, h Harness) {
 	t.Run("RecoverWithoutState", s.recoverWithoutState)
 	t.Run("Environment", s.environment)
 	t.Run("Concurrent", s.concurrent)
+	t.Run("ValidateRequestIsValidate", s.validateRequest)
+	t.Run("Forget", s.forget)
+	t.Run("Logs", s.logs)
+}
+
+// validateRequest: the daemon parses a submit's payload once and validates
+// the parsed request; that must answer what Validate answers for the text.
+func (s *suite) validateRequest(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	demand := qshare.Capacity{"ml.m5.large": 1}
+	for _, p := range []string{
+		s.Payload(t, Job{Run: time.Second}),
+		s.Payload(t, Job{Run: time.Second, ExitCode: 3, OnStop: StopCheckpoint, CheckpointTime: time.Second}),
+		`{"TrainingJobName":"t","ResourceConfig":{"InstanceType":"ml.m5.large","InstanceCount":1}}`,
+		`{"TrainingJobName":"t","AlgorithmSpecification":{"ContainerEntrypoint":[""]},"ResourceConfig":{"InstanceType":"ml.m5.large","InstanceCount":1}}`,
+	} {
+		req, err := trainingjob.Parse(p)
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", p, err)
+		}
+		want, got := e.Validate(p, demand), e.ValidateRequest(req, demand)
+		if (want == nil) != (got == nil) || (want != nil && (want.Error() != got.Error() || qshare.ErrorCodeOf(want) != qshare.ErrorCodeOf(got))) {
+			t.Errorf("payload %s: ValidateRequest = %v, Validate = %v", p, got, want)
+		}
+	}
+}
+
+// forget: the daemon forgets every attempt whose end it has recorded, so
+// that a server that runs for months does not keep them all in memory.
+func (s *suite) forget(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	ctx, cancel := context.WithTimeout(context.Background(), s.Slack)
+	defer cancel()
+	ended := s.spec(t, Job{Run: 20 * time.Millisecond})
+	s.start(t, e, ended)
+	s.wait(t, e, ended.AttemptID, 20*time.Millisecond)
+	e.Forget(ended.AttemptID)
+	if _, err := e.Wait(ctx, ended.AttemptID); !errors.Is(err, executor.ErrUnknownAttempt) {
+		t.Errorf("Wait after Forget = %v, want ErrUnknownAttempt: the executor still holds the ended attempt", err)
+	}
+	if err := e.Stop(ctx, ended.AttemptID, 0); !errors.Is(err, executor.ErrUnknownAttempt) {
+		t.Errorf("Stop after Forget = %v, want ErrUnknownAttempt", err)
+	}
+	e.Forget("no-such-attempt") // a no-op
+
+	// An attempt that runs is not forgotten: its end is still reported.
+	running := s.spec(t, Job{Run: time.Hour})
+	h := s.start(t, e, running)
+	s.ready(t, running, h)
+	e.Forget(running.AttemptID)
+	if err := e.Stop(ctx, running.AttemptID, 10*time.Millisecond); err != nil {
+		t.Fatalf("Stop of a running attempt after Forget: %v", err)
+	}
+	if x := s.wait(t, e, running.AttemptID, 0); !x.Stopped {
+		t.Errorf("exit = %+v, want stopped", x)
+	}
+}
+
+// readLog reads an attempt's log to its end within the slack.
+func (s *suite) readLog(t *testing.T, e executor.Executor, id string, follow bool) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), s.Slack)
+	defer cancel()
+	rc, err := e.Logs(ctx, id, follow)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("reading the log of %s (follow %v): %v", id, follow, err)
+	}
+	return string(b), nil
+}
+
+// logs: the log endpoint reads attempts' output through Logs, whatever the
+// executor keeps it in.
+func (s *suite) logs(t *testing.T) {
+	t.Parallel()
+	e, dir := s.newExec(t)
+	const line = "hello from the conformance suite"
+	sp := s.spec(t, Job{Run: 300 * time.Millisecond, Output: line})
+	s.start(t, e, sp)
+	if !s.KeepsLogs {
+		s.wait(t, e, sp.AttemptID, 300*time.Millisecond)
+		for _, follow := range []bool{false, true} {
+			if _, err := s.readLog(t, e, sp.AttemptID, follow); !errors.Is(err, executor.ErrNoLog) {
+				t.Errorf("Logs(follow %v) of an executor that keeps no logs = %v, want ErrNoLog", follow, err)
+			}
+		}
+		return
+	}
+	// A follow from the start ends once the attempt has ended, with all of
+	// its output.
+	got, err := s.readLog(t, e, sp.AttemptID, true)
+	if err != nil {
+		t.Fatalf("Logs(follow): %v", err)
+	}
+	if !strings.Contains(got, line+"\n") {
+		t.Errorf("followed log %q, want the line %q", got, line)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	if _, err := e.Wait(ctx, sp.AttemptID); err != nil {
+		t.Errorf("the follow ended before the attempt did (Wait: %v)", err)
+	}
+	cancel()
+	// Read again, after Forget, and after a restart for a durable executor.
+	check := func(when string, e executor.Executor) {
+		t.Helper()
+		got, err := s.readLog(t, e, sp.AttemptID, false)
+		if err != nil || !strings.Contains(got, line+"\n") {
+			t.Errorf("Logs %s = %q, %v; want the line %q", when, got, err, line)
+		}
+	}
+	check("after the end", e)
+	e.Forget(sp.AttemptID)
+	check("after Forget", e)
+	if s.Durable {
+		e.Close()
+		check("after a restart", s.New(t, dir))
+	}
+	if _, err := s.readLog(t, e, "no-such-attempt", false); !errors.Is(err, executor.ErrUnknownAttempt) && !errors.Is(err, executor.ErrNoLog) {
+		t.Errorf("Logs(unknown) = %v, want ErrUnknownAttempt or ErrNoLog", err)
+	}
+
+	// Cancelling a follow ends it while the attempt runs on.
+	long := s.spec(t, Job{Run: time.Hour, Output: line})
+	e2, _ := s.newExec(t)
+	h := s.start(t, e2, long)
+	s.ready(t, long, h)
+	fctx, fcancel := context.WithCancel(context.Background())
+	rc, err := e2.Logs(fctx, long.AttemptID, true)
+	if err != nil {
+		t.Fatalf("Logs(follow) of a running attempt: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { io.ReadAll(rc); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	fcancel()
+	select {
+	case <-done:
+	case <-time.After(s.Slack):
+		t.Errorf("a cancelled follow did not end")
+	}
+	rc.Close()
+	if err := e2.Stop(context.Background(), long.AttemptID, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	s.wait(t, e2, long.AttemptID, 0)
 }
 
 type suite struct {

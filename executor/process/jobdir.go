@@ -120,24 +120,38 @@ func hpValue(s string) any {
 }
 
 // prepare creates the job's directories and the toolkit's files, and
-// returns the attempt's environment. base is the server's environment that
-// the job inherits.
-func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU, base []string) ([]string, error) {
+// returns the attempt's environment. base is what the job inherits from the
+// server (see jobBaseEnv). Everything is created through fs, so a link that
+// an earlier attempt of the job planted in its directory makes prepare fail
+// (errLink) instead of writing where it points; with owner set (--run-as),
+// the job's directories are given to that user, so that the job can write
+// its model, output and checkpoints.
+func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU, base []string, owner *jobUser) ([]string, error) {
+	give := func(string) error { return nil }
+	if owner != nil {
+		give = func(d string) error { return fs.Chown(d, int(owner.UID), int(owner.GID)) }
+	}
 	// Parents first, so each is one mkdir (an attempt is started often; the
 	// structure is known).
 	for _, d := range []string{l.Job, l.Input, l.Config, filepath.Join(l.Input, "data"), l.Model, l.Output, l.OutputData} {
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := fs.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		if err := give(d); err != nil {
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(l.Checkpoint, 0o755); err != nil { // LocalPath may nest
+	if err := fs.MkdirAll(l.Checkpoint, 0o755, give); err != nil { // LocalPath may nest
+		return nil, err
+	}
+	if err := give(l.Checkpoint); err != nil {
 		return nil, err
 	}
 	hps := map[string]string{}
 	for k, v := range req.HyperParameters {
 		hps[k] = v
 	}
-	if err := writeJSON(filepath.Join(l.Config, "hyperparameters.json"), hps); err != nil {
+	if err := writeJSON(fs, filepath.Join(l.Config, "hyperparameters.json"), hps); err != nil {
 		return nil, err
 	}
 	typ := ""
@@ -160,7 +174,7 @@ func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU
 		Groups       []group  `json:"instance_groups"`
 		Network      string   `json:"network_interface_name"`
 	}{"algo-1", typ, "homogeneousCluster", []string{"algo-1"}, []group{{"homogeneousCluster", typ, []string{"algo-1"}}}, "lo"}
-	if err := writeJSON(filepath.Join(l.Config, "resourceconfig.json"), rc); err != nil {
+	if err := writeJSON(fs, filepath.Join(l.Config, "resourceconfig.json"), rc); err != nil {
 		return nil, err
 	}
 	idc := map[string]any{}
@@ -181,7 +195,7 @@ func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU
 			chPaths[c.ChannelName] = p
 		}
 	}
-	if err := writeJSON(filepath.Join(l.Config, "inputdataconfig.json"), idc); err != nil {
+	if err := writeJSON(fs, filepath.Join(l.Config, "inputdataconfig.json"), idc); err != nil {
 		return nil, err
 	}
 
@@ -195,10 +209,6 @@ func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU
 	}
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case SupervisorEnv, "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES":
-			continue
-		}
 		set(k, v)
 	}
 	keys := make([]string, 0, len(req.Environment))
@@ -207,6 +217,9 @@ func prepare(l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if k == SupervisorEnv {
+			continue // refused by Validate; never passed, whatever the store holds
+		}
 		set(k, req.Environment[k])
 	}
 	// What follows is qshare's and wins over the payload: a job cannot
@@ -267,6 +280,9 @@ func validateEnvironment(req *trainingjob.Request) error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return qshare.Errorf(qshare.EINVALID, "Environment has the variable name %q: a name must be non-empty and hold no '=' or NUL", k)
 		}
+		if k == SupervisorEnv {
+			return qshare.Errorf(qshare.EINVALID, "Environment sets %s, which qshare reserves for its own supervisor: remove it", k)
+		}
 		if strings.ContainsRune(v, 0) {
 			return qshare.Errorf(qshare.EINVALID, "Environment.%s holds a NUL byte, which a process environment cannot carry", k)
 		}
@@ -277,4 +293,37 @@ func validateEnvironment(req *trainingjob.Request) error {
 		}
 	}
 	return nil
+}
+
+// jobRel describes err for the job's owner, who must not learn server
+// paths: the path of an fsError is given relative to the job's directory
+// ("input/config"), and other errors without their paths.
+func jobRel(err error, jobID string) string {
+	var fe *fsError
+	if errors.As(err, &fe) {
+		rel := strings.TrimPrefix(fe.Rel, "jobs/"+jobID+"/")
+		if rel == "jobs/"+jobID {
+			rel = "the job's directory"
+		}
+		return rel + ": " + fe.Err.Error()
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// linkIn says which path of the job's directory a refused link is at, for
+// the attempt's reason: "input/config in the job's directory is a link, …".
+func linkIn(err error, jobID string) string {
+	var fe *fsError
+	if !errors.As(err, &fe) {
+		return "the job's directory holds a link"
+	}
+	rel := strings.TrimPrefix(fe.Rel, "jobs/"+jobID+"/")
+	if rel == "jobs/"+jobID {
+		return "the job's directory " + errLink.Error()
+	}
+	return rel + " in the job's directory " + errLink.Error()
 }

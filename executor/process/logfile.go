@@ -14,6 +14,7 @@ import (
 // no file (creating one is among the dearest things an attempt does), and
 // a reader of the log treats a missing file as an empty one.
 type rotatingLog struct {
+	fs   dataFS
 	path string
 	max  int64
 	keep int
@@ -21,12 +22,12 @@ type rotatingLog struct {
 	n    int64
 }
 
-func openRotatingLog(path string, max int64, keep int) *rotatingLog {
-	return &rotatingLog{path: path, max: max, keep: keep}
+func openRotatingLog(fs dataFS, path string, max int64, keep int) *rotatingLog {
+	return &rotatingLog{fs: fs, path: path, max: max, keep: keep}
 }
 
 func (l *rotatingLog) open() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := l.fs.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -72,17 +73,17 @@ func (l *rotatingLog) rotate() error {
 		return err
 	}
 	if l.keep <= 0 {
-		os.Remove(l.path)
+		l.fs.Remove(l.path)
 	} else {
-		os.Remove(fmt.Sprintf("%s.%d", l.path, l.keep))
+		l.fs.Remove(fmt.Sprintf("%s.%d", l.path, l.keep))
 		for i := l.keep - 1; i >= 1; i-- {
-			os.Rename(fmt.Sprintf("%s.%d", l.path, i), fmt.Sprintf("%s.%d", l.path, i+1))
+			l.fs.Rename(fmt.Sprintf("%s.%d", l.path, i), fmt.Sprintf("%s.%d", l.path, i+1))
 		}
-		if err := os.Rename(l.path, l.path+".1"); err != nil {
+		if err := l.fs.Rename(l.path, l.path+".1"); err != nil {
 			return err
 		}
 	}
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := l.fs.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}

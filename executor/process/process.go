@@ -93,9 +93,19 @@ type Options struct {
 	// kept after rotation. Zero means DefaultLogMaxBytes and DefaultLogKeep.
 	LogMaxBytes int64
 	LogKeep     int
-	// Env is the environment that jobs inherit before qshare adds its own.
-	// Nil means the server's environment (os.Environ).
+	// Env is the server's environment, from which jobs take PATH, HOME,
+	// LANG and TZ (defaultJobEnv) and the variables PassEnv names; nothing
+	// else of it reaches a job. Nil means os.Environ(). The supervisor
+	// process gets all of it (it runs qshare, not jobs).
 	Env []string
+	// PassEnv names more of the server's variables that every job gets
+	// (--pass-env). Names starting with QSHARE_ are refused.
+	PassEnv []string
+	// RunAs is the Unix user (a name or a uid) every job runs as, with its
+	// groups (--run-as); the job's directories are given to it. Empty
+	// means the server's own user. Setting it needs a server that runs as
+	// root (or as that user).
+	RunAs string
 	// PollInterval is how often a recovered attempt is checked for its end.
 	// Zero means 100ms.
 	PollInterval time.Duration
@@ -106,6 +116,9 @@ type Options struct {
 // Executor runs attempts as host processes. It is safe for concurrent use.
 type Executor struct {
 	o     Options
+	fs    dataFS
+	user  *jobUser // nil: jobs run as the server's user
+	env   []string // what every job inherits from the server
 	table gpu.Table
 	alloc *gpu.Allocator
 	log   *slog.Logger
@@ -191,6 +204,28 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if o.Env == nil {
 		o.Env = os.Environ()
 	}
+	if err := checkPassEnv(o.PassEnv); err != nil {
+		return nil, err
+	}
+	var ju *jobUser
+	if o.RunAs != "" {
+		if ju, err = lookupJobUser(o.RunAs); err != nil {
+			return nil, err
+		}
+		if euid := os.Geteuid(); euid != 0 && uint32(euid) != ju.UID {
+			return nil, qshare.Errorf(qshare.EINVALID, "--run-as %s needs a server that runs as root (it runs as uid %d): start it as root, or drop --run-as", o.RunAs, euid)
+		}
+		if err := checkReachable(filepath.Join(dd, "jobs"), ju); err != nil {
+			return nil, err
+		}
+		// Jobs run as another user: the attempts' records and logs (every
+		// job's output) are the server's alone.
+		for _, d := range []string{"attempts", dirLive} {
+			if err := os.Chmod(filepath.Join(dd, d), 0o700); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, qshare.Errorf(qshare.EINVALID, "process executor: cannot make %s private to the server: %v", filepath.Join(dd, d), err)
+			}
+		}
+	}
 	if len(o.Supervisor) == 0 {
 		self, err := os.Executable()
 		if err != nil {
@@ -198,7 +233,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		}
 		o.Supervisor = []string{self}
 	}
-	e := &Executor{o: o, attempts: map[string]*attempt{}, byDir: map[string]*attempt{}, closed: make(chan struct{}), log: o.Logger}
+	e := &Executor{o: o, fs: newDataFS(dd), user: ju, env: jobBaseEnv(o.Env, o.PassEnv, ju), attempts: map[string]*attempt{}, byDir: map[string]*attempt{}, closed: make(chan struct{}), log: o.Logger}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -365,12 +400,12 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	if err != nil {
 		return executor.Handle{}, err
 	}
-	if st, err := os.Stat(oldAttemptDir(e.o.DataDir, s.JobID, s.AttemptID)); err == nil && st.IsDir() {
+	if e.fs.IsDir(oldAttemptDir(e.o.DataDir, s.JobID, s.AttemptID)) {
 		// Prepared by an earlier version, which put attempts under their
 		// job: go on there, so that it is launched at most once.
 		l.Attempt = oldAttemptDir(e.o.DataDir, s.JobID, s.AttemptID)
 	}
-	if _, err := os.Stat(filepath.Join(l.Attempt, fileLaunched)); err == nil {
+	if e.fs.Exists(filepath.Join(l.Attempt, fileLaunched)) {
 		return e.adopt(a, l.Attempt)
 	}
 	var gpus []gpu.GPU
@@ -379,12 +414,15 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 			return executor.Handle{}, fmt.Errorf("process executor: attempt %s of job %s (%s): %w", s.AttemptID, s.JobID, e.table.Describe(s.Demand), err)
 		}
 	}
-	env, err := prepare(l, s, req, gpus, e.o.Env)
+	env, err := prepare(e.fs, l, s, req, gpus, e.env, e.user)
 	if err != nil {
-		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: preparing the directory of job %s: %v", s.JobID, err)
+		if isLinkErr(err) {
+			return executor.Handle{}, qshare.Errorf(qshare.EINVALID, "%s: qshare follows no links in a job's directory, so the attempt is not started and nothing is written through it", linkIn(err, s.JobID))
+		}
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: preparing the directory of job %s: %s", s.JobID, jobRel(err, s.JobID))
 	}
-	if err := os.Mkdir(l.Attempt, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return executor.Handle{}, err
+	if err := e.fs.Mkdir(l.Attempt, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: creating the directory of attempt %s: %v", s.AttemptID, err)
 	}
 	var ids []string
 	for _, g := range gpus {
@@ -402,6 +440,7 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 		FailureFile: filepath.Join(l.Output, "failure"),
 		GPUs:        ids,
 		JobGrace:    grace,
+		User:        e.user,
 	}
 	// The configuration goes to the supervisor with the start request; the
 	// supervisor's record of the launch keeps what recovery needs of it. A
@@ -446,12 +485,12 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 	case replyStarted:
 		st := ev.Started
 		if st == nil {
-			st = readRecords(dir).started
+			st = readRecords(e.fs, dir).started
 		}
 		if st == nil {
 			// The job runs all the same: failing the Start would have the
 			// daemon start another attempt beside it.
-			err := fmt.Errorf("process executor: attempt %s started, but its start is not recorded in %s", a.id, filepath.Join(dir, fileLaunched))
+			err := fmt.Errorf("process executor: attempt %s started, but its start is not recorded in its %s file", a.id, fileLaunched)
 			e.log.Warn("process executor: attempt started, but its start is not recorded; following it from its launch record", "attempt", a.id)
 			return e.settle(a, dir, err)
 		}
@@ -460,7 +499,7 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 	case replyExited:
 		x := ev.Exit
 		if x == nil {
-			x = readRecords(dir).exit
+			x = readRecords(e.fs, dir).exit
 		}
 		var at time.Time
 		if x != nil {
@@ -472,7 +511,7 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 		e.unbind(a, nil)
 		return e.adopt(a, dir)
 	default:
-		return e.settle(a, dir, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor could not start attempt %s: %s (see %s)", a.id, ev.Msg, filepath.Join(e.o.DataDir, fileSupLog)))
+		return e.settle(a, dir, qshare.Errorf(qshare.EINTERNAL, "process executor: the supervisor could not start attempt %s: %s (see %s in the server's data directory)", a.id, ev.Msg, fileSupLog))
 	}
 	return a.handle, nil
 }
@@ -486,11 +525,11 @@ func (e *Executor) spawn(a *attempt, dir string, cfg supervisorConfig) (executor
 func (e *Executor) settle(a *attempt, dir string, err error) (executor.Handle, error) {
 	e.unbind(a, nil)
 	tomb, _ := json.Marshal(launchRecord{At: time.Now().UTC(), Lost: true})
-	ferr := createExclusive(filepath.Join(dir, fileLaunched), tomb)
+	ferr := createExclusive(e.fs, filepath.Join(dir, fileLaunched), tomb)
 	if ferr == nil || !errors.Is(ferr, os.ErrExist) {
 		return executor.Handle{}, err
 	}
-	if lr, rerr := readLaunch(dir); rerr == nil && lr.Lost {
+	if lr, rerr := readLaunch(e.fs, dir); rerr == nil && lr.Lost {
 		return executor.Handle{}, err
 	}
 	h, aerr := e.adopt(a, dir)
@@ -569,7 +608,7 @@ func (e *Executor) supervisor() (*supClient, error) {
 		return nil, qshare.Errorf(qshare.EINTERNAL, "process executor: closed")
 	default:
 	}
-	logf, err := os.OpenFile(filepath.Join(e.o.DataDir, fileSupLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	logf, err := e.fs.OpenFile(filepath.Join(e.o.DataDir, fileSupLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -681,7 +720,7 @@ func (e *Executor) adopt(a *attempt, dir string) (executor.Handle, error) {
 		e.follow(a)
 		return a.handle, nil
 	}
-	if lr, err := readLaunch(dir); err == nil && lr.Lost {
+	if lr, err := readLaunch(e.fs, dir); err == nil && lr.Lost {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was declared lost by a recovery (it was prepared but never launched); it is not started now", a.id)
 	}
 	return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: attempt %s was launched before, but nothing of it runs and its end was never recorded; its fate is unknown", a.id)
@@ -716,7 +755,7 @@ func (e *Executor) follow(a *attempt) {
 		defer t.Stop()
 		goneOnce := false
 		for {
-			r := readRecords(a.st.Dir)
+			r := readRecords(e.fs, a.st.Dir)
 			if r.exit != nil {
 				e.finish(a, r.exit)
 				return
@@ -761,7 +800,7 @@ func (e *Executor) follow(a *attempt) {
 // attempt's records.
 func (e *Executor) finish(a *attempt, x *exitRecord) {
 	if x == nil {
-		x = readRecords(a.st.Dir).exit
+		x = readRecords(e.fs, a.st.Dir).exit
 	}
 	exit := executor.Exit{AttemptID: a.id}
 	if x != nil {
@@ -769,7 +808,7 @@ func (e *Executor) finish(a *attempt, x *exitRecord) {
 	} else {
 		exit.ExitCode = -1
 		exit.Lost = true
-		exit.Reason = "Lost: the attempt's supervisor ended without recording how the job ended (see " + filepath.Join(a.st.Dir, fileSupLog) + ")"
+		exit.Reason = "Lost: the attempt's supervisor ended without recording how the job ended (see " + fileSupLog + " in the server's data directory)"
 		exit.At = time.Now().UTC()
 		e.mu.Lock()
 		exit.Stopped = a.stopping
@@ -838,7 +877,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	st, sup := a.st, a.sup // follow may learn st.Job meanwhile
 	e.mu.Unlock()
 	g := e.graceFor(st.Grace, grace)
-	if err := writeJSONAtomic(filepath.Join(st.Dir, fileStop), stopRequest{Grace: g, At: time.Now().UTC()}); err != nil {
+	if err := writeJSONAtomic(e.fs, filepath.Join(st.Dir, fileStop), stopRequest{Grace: g, At: time.Now().UTC()}); err != nil {
 		return qshare.Errorf(qshare.EINTERNAL, "process executor: cannot record the stop of attempt %s: %v", attemptID, err)
 	}
 	if sup != nil && sup.send(request{Op: "stop", Dir: st.Dir}) == nil {
@@ -849,10 +888,16 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	if st.Supervisor.signal(syscall.SIGUSR1) == nil {
 		return nil
 	}
-	// No supervisor (it was killed): stop the job's group ourselves.
-	if st.Job.signalGroup(syscall.SIGTERM) == nil {
+	// No supervisor (it was killed): stop the job's group ourselves. A job
+	// found by its QSHARE_ATTEMPT_ID may not lead a group (it was caught
+	// before its setsid took effect): then the process itself.
+	if st.Job.signalGroup(syscall.SIGTERM) == nil || st.Job.signal(syscall.SIGTERM) == nil {
 		job := st.Job
-		time.AfterFunc(g, func() { job.signalGroup(syscall.SIGKILL) })
+		time.AfterFunc(g, func() {
+			if job.signalGroup(syscall.SIGKILL) != nil {
+				job.signal(syscall.SIGKILL)
+			}
+		})
 	}
 	return nil
 }
@@ -900,7 +945,7 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 			hint = state{}
 		}
 		dir := hint.Dir
-		if _, err := os.Stat(dir); dir == "" || err != nil {
+		if dir == "" || !e.fs.IsDir(dir) {
 			dir = e.findDir(h.AttemptID) // no state, or the data directory moved
 		}
 		if dir == "" {
@@ -929,7 +974,7 @@ func (e *Executor) Forget(attemptID string) {
 	e.mu.Unlock()
 	// Its end is recorded by the daemon: a new executor need not look at
 	// it (Recover still finds its directory by looking under every job).
-	os.Remove(filepath.Join(e.o.DataDir, dirLive, attemptID))
+	e.fs.Remove(filepath.Join(e.o.DataDir, dirLive, attemptID))
 }
 
 // Close stops watching recovered attempts. Attempts keep running; a new
@@ -937,6 +982,7 @@ func (e *Executor) Forget(attemptID string) {
 func (e *Executor) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.closed)
+		e.fs.close()
 		e.supMu.Lock()
 		if e.sup != nil {
 			// The supervisor takes no more jobs and exits when the ones it

@@ -66,6 +66,9 @@ func script(j executortest.Job) string {
 	if j.RecordEnv {
 		b.WriteString("env -0\n")
 	}
+	if j.Output != "" {
+		fmt.Fprintf(&b, "echo '%s'\n", j.Output)
+	}
 	switch j.OnStop {
 	case executortest.StopCheckpoint:
 		// It ends its own sleep too: a SIGTERM that comes while the shell
@@ -113,7 +116,8 @@ func TestConformance(t *testing.T) {
 		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
 			return readEnv(t, h.LogPath)
 		},
-		Durable: true,
+		Durable:   true,
+		KeepsLogs: true,
 	})
 }
 

@@ -2,6 +2,8 @@ package process
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -107,9 +109,9 @@ func parseRecord(b []byte) records {
 }
 
 // readRecords reads the records of the attempt directory dir.
-func readRecords(dir string) records {
+func readRecords(fs dataFS, dir string) records {
 	var r records
-	if b, err := os.ReadFile(filepath.Join(dir, fileLaunched)); err == nil {
+	if b, err := fs.ReadFile(filepath.Join(dir, fileLaunched)); err == nil {
 		r = parseRecord(b)
 	}
 	if r.launch != nil && r.launch.Dir != "" {
@@ -117,18 +119,18 @@ func readRecords(dir string) records {
 	} else {
 		// An earlier version's records, or a tombstone.
 		var cfg supervisorConfig
-		if readJSON(filepath.Join(dir, fileConfig), &cfg) == nil {
+		if readJSON(fs, filepath.Join(dir, fileConfig), &cfg) == nil {
 			r.cfg, r.gpus, r.jobGrace = true, cfg.GPUs, cfg.JobGrace
 		}
 		if r.started == nil {
 			var sr started
-			if readJSON(filepath.Join(dir, fileStarted), &sr) == nil {
+			if readJSON(fs, filepath.Join(dir, fileStarted), &sr) == nil {
 				r.started = &sr
 			}
 		}
 		if r.exit == nil {
 			var x exitRecord
-			if readJSON(filepath.Join(dir, fileExit), &x) == nil {
+			if readJSON(fs, filepath.Join(dir, fileExit), &x) == nil {
 				r.exit = &x
 			}
 		}
@@ -143,29 +145,29 @@ func readRecords(dir string) records {
 // written to a temporary file that is then hard-linked to launched (link(2)
 // does not replace an existing file), and renamed to live, so that the
 // file costs one inode.
-func createRecord(dir string, lr launchRecord, live string) (*os.File, error) {
+func createRecord(fs dataFS, dir string, lr launchRecord, live string) (*os.File, error) {
 	b, _ := json.Marshal(lr)
 	b = append(b, '\n')
 	path := filepath.Join(dir, fileLaunched)
-	f, err := os.CreateTemp(dir, "."+fileLaunched+".tmp*")
+	f, err := fs.CreateTemp(dir, "."+fileLaunched+".tmp")
 	if err != nil {
 		return nil, err
 	}
 	tmp := f.Name()
 	if _, err := f.Write(b); err != nil {
 		f.Close()
-		os.Remove(tmp)
+		fs.Remove(tmp)
 		return nil, err
 	}
-	if err := os.Link(tmp, path); err != nil {
+	if err := fs.Link(tmp, path); err != nil {
 		f.Close()
-		os.Remove(tmp)
+		fs.Remove(tmp)
 		if errors.Is(err, os.ErrExist) {
 			return nil, err
 		}
 		// A file system without hard links: O_EXCL, and a reader may see
 		// the file before its content (readLaunch then knows no supervisor).
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+		f, err = fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -174,23 +176,23 @@ func createRecord(dir string, lr launchRecord, live string) (*os.File, error) {
 			return nil, err
 		}
 		if live != "" {
-			linkLive(live, dir)
+			linkLive(fs, live, dir)
 		}
 		return f, nil
 	}
 	if live == "" {
-		os.Remove(tmp)
+		fs.Remove(tmp)
 		return f, nil
 	}
-	err = os.Rename(tmp, live)
+	err = fs.Rename(tmp, live)
 	if errors.Is(err, os.ErrNotExist) { // live/ was removed under us
-		if err = os.MkdirAll(filepath.Dir(live), 0o755); err == nil {
-			err = os.Rename(tmp, live)
+		if err = fs.MkdirAll(filepath.Dir(live), 0o755, nil); err == nil {
+			err = fs.Rename(tmp, live)
 		}
 	}
 	if err != nil {
 		// The attempt is still found from its ID, by looking under every job.
-		os.Remove(tmp)
+		fs.Remove(tmp)
 	}
 	return f, nil
 }
@@ -211,13 +213,13 @@ const dirLive = "live" // in the data directory: one link per attempt not yet fo
 // wraps os.ErrExist when path exists. A reader sees no file or the whole
 // content: the content is written to a temporary file that is then
 // hard-linked to path (link(2) does not replace an existing file).
-func createExclusive(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+func createExclusive(fs dataFS, path string, b []byte) error {
+	f, err := fs.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp)
+	defer fs.Remove(tmp)
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return err
@@ -225,13 +227,13 @@ func createExclusive(path string, b []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	err = os.Link(tmp, path)
+	err = fs.Link(tmp, path)
 	if err == nil || errors.Is(err, os.ErrExist) {
 		return err
 	}
 	// A file system without hard links: O_EXCL, and a reader may see the
 	// file before its content (readLaunch then knows no supervisor).
-	lf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	lf, err := fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
@@ -246,8 +248,8 @@ func createExclusive(path string, b []byte) error {
 // the os error for a missing file, and a zero record (no supervisor known)
 // for an empty or unreadable one, as a launched file written before the
 // record existed is.
-func readLaunch(dir string) (launchRecord, error) {
-	b, err := os.ReadFile(filepath.Join(dir, fileLaunched))
+func readLaunch(fs dataFS, dir string) (launchRecord, error) {
+	b, err := fs.ReadFile(filepath.Join(dir, fileLaunched))
 	if err != nil {
 		return launchRecord{}, err
 	}
@@ -256,15 +258,15 @@ func readLaunch(dir string) (launchRecord, error) {
 
 // linkLive records the attempt directory dir as live (live/<attemptID>) with
 // a symbolic link, as earlier versions did, where hard links fail.
-func linkLive(path, dir string) error {
+func linkLive(fs dataFS, path, dir string) error {
 	rel, err := filepath.Rel(filepath.Dir(path), dir)
 	if err != nil {
 		rel = dir
 	}
-	err = os.Symlink(rel, path)
+	err = fs.Symlink(rel, path)
 	if errors.Is(err, os.ErrNotExist) { // live/ was removed under us
-		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
-			err = os.Symlink(rel, path)
+		if err = fs.MkdirAll(filepath.Dir(path), 0o755, nil); err == nil {
+			err = fs.Symlink(rel, path)
 		}
 	}
 	if err != nil && !errors.Is(err, os.ErrExist) {
@@ -281,40 +283,37 @@ func (e *Executor) findDir(attemptID string) string {
 		return ""
 	}
 	live := filepath.Join(e.o.DataDir, dirLive, attemptID)
-	if t, err := os.Readlink(live); err == nil { // an earlier version's link
+	// The link and the record are read, never followed: the directory
+	// they name is then opened beneath the data directory like any other.
+	if t, err := e.fs.Readlink(live); err == nil { // an earlier version's link
 		if !filepath.IsAbs(t) {
 			t = filepath.Join(e.o.DataDir, dirLive, t)
 		}
-		if st, err := os.Stat(t); err == nil && st.IsDir() {
-			return filepath.Clean(t)
+		if t = filepath.Clean(t); e.fs.IsDir(t) {
+			return t
 		}
-	} else if b, err := os.ReadFile(live); err == nil { // a link to the record
+	} else if b, err := e.fs.ReadFile(live); err == nil { // a link to the record
 		if t := parseRecord(b).launch.Dir; t != "" {
-			if st, err := os.Stat(t); err == nil && st.IsDir() {
-				return filepath.Clean(t)
+			if t = filepath.Clean(t); e.fs.IsDir(t) {
+				return t
 			}
 		}
 	}
 	root := filepath.Join(e.o.DataDir, "attempts")
-	if d := filepath.Join(root, attemptID); isDir(d) {
+	if d := filepath.Join(root, attemptID); e.fs.IsDir(d) {
 		return d
 	}
 	// Earlier versions put attempts under their job.
-	jobs, _ := os.ReadDir(root)
+	jobs, _ := e.fs.ReadDir(root)
 	for _, j := range jobs {
 		if !j.IsDir() {
 			continue
 		}
-		if d := filepath.Join(root, j.Name(), attemptID); isDir(d) {
+		if d := filepath.Join(root, j.Name(), attemptID); e.fs.IsDir(d) {
 			return d
 		}
 	}
 	return ""
-}
-
-func isDir(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.IsDir()
 }
 
 // oldAttemptDir is where earlier versions put an attempt's directory.
@@ -347,7 +346,7 @@ func (e *Executor) inspect(attemptID, dir string, hint state, fence bool) (state
 	st := hint
 	st.Dir = dir
 	for pass := 0; pass < 3; pass++ {
-		r := readRecords(dir)
+		r := readRecords(e.fs, dir)
 		if r.cfg {
 			st.GPUs, st.Grace = r.gpus, r.jobGrace
 		}
@@ -374,7 +373,7 @@ func (e *Executor) inspect(attemptID, dir string, hint state, fence bool) (state
 			// The attempt directory exists: a supervisor may hold its start
 			// request (the configuration travels with it).
 			tomb, _ := json.Marshal(launchRecord{At: time.Now().UTC(), Lost: true})
-			err := createExclusive(filepath.Join(dir, fileLaunched), tomb)
+			err := createExclusive(e.fs, filepath.Join(dir, fileLaunched), tomb)
 			if err == nil || !errors.Is(err, os.ErrExist) {
 				return st, lost, time.Time{}
 			}
@@ -441,12 +440,12 @@ func findAttemptProcess(attemptID string) (identity, bool) {
 // in memory. A data directory from before live/ existed is indexed first.
 func (e *Executor) recoverLive() error {
 	live := filepath.Join(e.o.DataDir, dirLive)
-	if _, err := os.Stat(live); errors.Is(err, os.ErrNotExist) {
+	if !e.fs.Exists(live) {
 		if err := e.indexOld(live); err != nil {
 			return err
 		}
 	}
-	ents, err := os.ReadDir(live)
+	ents, err := e.fs.ReadDir(live)
 	if err != nil {
 		return err
 	}
@@ -478,39 +477,45 @@ func (e *Executor) recoverLive() error {
 // indexOld creates live/ with a link for every attempt directory that has
 // no exit.json yet.
 func (e *Executor) indexOld(live string) error {
-	tmp, err := os.MkdirTemp(e.o.DataDir, ".live.tmp*")
-	if err != nil {
+	var r [6]byte
+	rand.Read(r[:])
+	tmp := filepath.Join(e.o.DataDir, ".live.tmp"+hex.EncodeToString(r[:]))
+	if err := e.fs.Mkdir(tmp, 0o755); err != nil {
 		return err
 	}
 	root := filepath.Join(e.o.DataDir, "attempts")
 	index := func(id, d string) {
-		if readRecords(d).exit != nil {
+		if readRecords(e.fs, d).exit != nil {
 			return
 		}
 		if rel, err := filepath.Rel(live, d); err == nil {
-			os.Symlink(rel, filepath.Join(tmp, id))
+			e.fs.Symlink(rel, filepath.Join(tmp, id))
 		}
 	}
-	entries, _ := os.ReadDir(root)
+	entries, _ := e.fs.ReadDir(root)
 	for _, en := range entries {
 		d := filepath.Join(root, en.Name())
 		if !en.IsDir() {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(d, fileLaunched)); err == nil {
+		if e.fs.Exists(filepath.Join(d, fileLaunched)) {
 			index(en.Name(), d) // attempts/<attemptID>
 			continue
 		}
-		as, _ := os.ReadDir(d) // attempts/<jobID>/<attemptID>, from earlier versions
+		as, _ := e.fs.ReadDir(d) // attempts/<jobID>/<attemptID>, from earlier versions
 		for _, a := range as {
 			if a.IsDir() {
 				index(a.Name(), filepath.Join(d, a.Name()))
 			}
 		}
 	}
-	if err := os.Rename(tmp, live); err != nil {
-		os.RemoveAll(tmp)
-		if _, serr := os.Stat(live); serr == nil {
+	if err := e.fs.Rename(tmp, live); err != nil {
+		ents, _ := e.fs.ReadDir(tmp)
+		for _, en := range ents {
+			e.fs.Remove(filepath.Join(tmp, en.Name()))
+		}
+		e.fs.Remove(tmp)
+		if e.fs.Exists(live) {
 			return nil // another executor made it
 		}
 		return err

@@ -100,7 +100,7 @@ func TestRecoverFencesANeverLaunchedAttempt(t *testing.T) {
 	ad := oldAttemptDir(dir, s.JobID, s.AttemptID) // as an earlier version laid it out
 	os.MkdirAll(ad, 0o755)
 	cfg := supervisorConfig{AttemptID: s.AttemptID, Command: []string{"/bin/sh", "-c", `touch "` + marker + `"`}, Dir: dir, Log: filepath.Join(ad, fileOutput)}
-	if err := writeJSONAtomic(filepath.Join(ad, fileConfig), cfg); err != nil {
+	if err := writeJSONAtomic(newDataFS(dir), filepath.Join(ad, fileConfig), cfg); err != nil {
 		t.Fatal(err)
 	}
 	e := newExecutor(t, dir, nil)
@@ -109,7 +109,7 @@ func TestRecoverFencesANeverLaunchedAttempt(t *testing.T) {
 	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Lost || err != nil {
 		t.Fatalf("Recover(never launched) = %v, %v; want Lost", r, err)
 	}
-	if lr, err := readLaunch(ad); err != nil || !lr.Lost {
+	if lr, err := readLaunch(newDataFS(dir), ad); err != nil || !lr.Lost {
 		t.Fatalf("launched after a Lost recovery = %+v, %v; want a tombstone", lr, err)
 	}
 	if _, err := e.Start(ctx, s); err == nil {
@@ -128,9 +128,9 @@ func TestRecoverDuringTheLaunch(t *testing.T) {
 	prepared := func(t *testing.T, dir, id string, sup identity) string {
 		ad := filepath.Join(dir, "attempts", "j", id)
 		os.MkdirAll(ad, 0o755)
-		writeJSONAtomic(filepath.Join(ad, fileConfig), supervisorConfig{AttemptID: id})
+		writeJSONAtomic(newDataFS(dir), filepath.Join(ad, fileConfig), supervisorConfig{AttemptID: id})
 		b, _ := json.Marshal(launchRecord{Supervisor: sup, At: time.Now().UTC()})
-		if err := createExclusive(filepath.Join(ad, fileLaunched), b); err != nil {
+		if err := createExclusive(newDataFS(dir), filepath.Join(ad, fileLaunched), b); err != nil {
 			t.Fatal(err)
 		}
 		return ad
@@ -145,8 +145,8 @@ func TestRecoverDuringTheLaunch(t *testing.T) {
 			t.Fatalf("Recover = %v, %v; want Running (its supervisor is launching it)", r, err)
 		}
 		// The supervisor records the job, then its end.
-		writeJSONAtomic(filepath.Join(ad, fileStarted), started{Supervisor: me, Job: me, At: time.Now().UTC()})
-		writeJSONAtomic(filepath.Join(ad, fileExit), exitRecord{ExitCode: 2, Reason: "Essential process exited with code 2", At: time.Now().UTC()})
+		writeJSONAtomic(newDataFS(dir), filepath.Join(ad, fileStarted), started{Supervisor: me, Job: me, At: time.Now().UTC()})
+		writeJSONAtomic(newDataFS(dir), filepath.Join(ad, fileExit), exitRecord{ExitCode: 2, Reason: "Essential process exited with code 2", At: time.Now().UTC()})
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		if x, err := e.Wait(wctx, "j-a1"); err != nil || x.ExitCode != 2 {
@@ -228,7 +228,7 @@ func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
 		if _, err := e.Start(ctx, s); err == nil {
 			t.Fatalf("Start with a supervisor that launches nothing succeeded")
 		}
-		if lr, err := readLaunch(filepath.Join(dir, "attempts", s.AttemptID)); err != nil || !lr.Lost {
+		if lr, err := readLaunch(newDataFS(dir), filepath.Join(dir, "attempts", s.AttemptID)); err != nil || !lr.Lost {
 			t.Errorf("launched = %+v, %v; want a tombstone", lr, err)
 		}
 	})
@@ -244,7 +244,7 @@ func TestNewIndexesAnOldDataDirectory(t *testing.T) {
 	startInServer(t, dir, ended)
 	os.RemoveAll(filepath.Join(dir, dirLive))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if readRecords(filepath.Join(dir, "attempts", ended.AttemptID)).exit != nil {
+		if readRecords(newDataFS(dir), filepath.Join(dir, "attempts", ended.AttemptID)).exit != nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -333,13 +333,13 @@ func TestStartAdoptsAnAttemptOfAnEarlierLayout(t *testing.T) {
 	ad := oldAttemptDir(dir, s.JobID, s.AttemptID)
 	os.MkdirAll(ad, 0o755)
 	dead := identity{PID: 1 << 22, Start: 1, BootID: bootIDOnce}
-	writeJSONAtomic(filepath.Join(ad, fileConfig), supervisorConfig{AttemptID: s.AttemptID})
+	writeJSONAtomic(newDataFS(dir), filepath.Join(ad, fileConfig), supervisorConfig{AttemptID: s.AttemptID})
 	b, _ := json.Marshal(launchRecord{Supervisor: dead, At: time.Now().UTC()})
-	if err := createExclusive(filepath.Join(ad, fileLaunched), b); err != nil {
+	if err := createExclusive(newDataFS(dir), filepath.Join(ad, fileLaunched), b); err != nil {
 		t.Fatal(err)
 	}
-	writeJSONAtomic(filepath.Join(ad, fileStarted), started{Supervisor: dead, Job: dead, At: time.Now().UTC()})
-	writeJSONAtomic(filepath.Join(ad, fileExit), exitRecord{ExitCode: 3, Reason: "Essential process exited with code 3", At: time.Now().UTC()})
+	writeJSONAtomic(newDataFS(dir), filepath.Join(ad, fileStarted), started{Supervisor: dead, Job: dead, At: time.Now().UTC()})
+	writeJSONAtomic(newDataFS(dir), filepath.Join(ad, fileExit), exitRecord{ExitCode: 3, Reason: "Essential process exited with code 3", At: time.Now().UTC()})
 	e := newExecutor(t, dir, nil)
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -27,8 +27,14 @@ const SupervisorEnv = "QSHARE_SUPERVISE"
 // is set, and returns at once otherwise. Every binary that creates a process
 // executor must call it first thing: qshare's main does, through an init
 // function, and a test binary does in TestMain.
+//
+// Jobs never see SupervisorEnv: the executor builds their environment
+// without it (the server's QSHARE_* variables are never passed, and a
+// payload that sets it is refused), and the supervisor removes it from its
+// own environment before it starts anything.
 func MaybeSupervise() {
 	if dir := os.Getenv(SupervisorEnv); dir != "" {
+		os.Unsetenv(SupervisorEnv)
 		os.Exit(Supervise(dir))
 	}
 }
@@ -67,6 +73,8 @@ type supervisorConfig struct {
 	// after a restart reads them back); the supervisor does not use them.
 	GPUs     []string      `json:"gpus,omitempty"`
 	JobGrace time.Duration `json:"jobGrace,omitempty"`
+	// User is whom the job runs as (--run-as); nil: the supervisor's user.
+	User *jobUser `json:"user,omitempty"`
 }
 
 // started is the content of started.json.
@@ -127,6 +135,7 @@ const eventEnded = "ended"
 type supervisor struct {
 	self    identity
 	dataDir string
+	fs      dataFS
 	logf    func(format string, args ...any)
 
 	outMu sync.Mutex
@@ -171,12 +180,17 @@ type supJob struct {
 // gone (killed at once after a natural exit, like a container whose init
 // exits; given the rest of the grace period during a stop).
 func Supervise(dataDir string) int {
+	if !filepath.IsAbs(dataDir) {
+		fmt.Fprintf(os.Stderr, "qshare: %s=%q is not the absolute path of a data directory; the supervisor does not start\n", SupervisorEnv, dataDir)
+		return 2
+	}
+	fs := newDataFS(dataDir)
 	logPath := filepath.Join(dataDir, fileSupLog)
 	var logMu sync.Mutex
 	logf := func(format string, args ...any) {
 		logMu.Lock()
 		defer logMu.Unlock()
-		if f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+		if f, err := fs.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
 			fmt.Fprintf(f, "%s supervisor %d: %s\n", time.Now().UTC().Format(time.RFC3339Nano), os.Getpid(), fmt.Sprintf(format, args...))
 			f.Close()
 		}
@@ -195,7 +209,7 @@ func Supervise(dataDir string) int {
 		logf("cannot read my own start time: %v", err)
 		return 2
 	}
-	s := &supervisor{self: self, dataDir: dataDir, logf: logf, out: bufio.NewWriter(os.Stdout), jobs: map[string]*supJob{}, byPID: map[int]*supJob{},
+	s := &supervisor{self: self, dataDir: dataDir, fs: fs, logf: logf, out: bufio.NewWriter(os.Stdout), jobs: map[string]*supJob{}, byPID: map[int]*supJob{},
 		kick: make(chan struct{}, 1), idle: make(chan struct{})}
 	go s.reap()
 	go func() {
@@ -278,7 +292,7 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	var cfg supervisorConfig
 	if cfgp != nil {
 		cfg = *cfgp
-	} else if err := readJSON(filepath.Join(dir, fileConfig), &cfg); err != nil {
+	} else if err := readJSON(s.fs, filepath.Join(dir, fileConfig), &cfg); err != nil {
 		s.logf("cannot read %s: %v", filepath.Join(dir, fileConfig), err)
 		reply("error", err.Error())
 		return
@@ -295,7 +309,7 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	if cfg.AttemptID != "" && pathComponent("attempt ID", cfg.AttemptID) == nil {
 		live = filepath.Join(s.dataDir, dirLive, cfg.AttemptID)
 	}
-	rec, err := createRecord(dir, lr, live)
+	rec, err := createRecord(s.fs, dir, lr, live)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
 			reply(replyAlready, "")
@@ -315,7 +329,7 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 		}
 		s.emit(event{Dir: dir, Event: replyExited, Exit: &x})
 	}
-	log := openRotatingLog(cfg.Log, cfg.LogMaxBytes, cfg.LogKeep) // created at the job's first output
+	log := openRotatingLog(s.fs, cfg.Log, cfg.LogMaxBytes, cfg.LogKeep) // created at the job's first output
 	path, err := lookPath(cfg.Command, cfg.Env, cfg.Dir)
 	if err != nil {
 		log.Close()
@@ -347,17 +361,23 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 		rec.Close()
 		// It never ran: a later start may run it.
 		if live != "" {
-			os.Remove(live)
+			s.fs.Remove(live)
 		}
-		os.Remove(filepath.Join(dir, fileLaunched))
+		s.fs.Remove(filepath.Join(dir, fileLaunched))
 		reply("error", "the supervisor is shutting down")
 		return
+	}
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if u := cfg.User; u != nil {
+		// Set before the chdir to the job's directory, which is then
+		// entered with the job's rights, not the supervisor's.
+		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 	}
 	pid, err := syscall.ForkExec(path, cfg.Command, &syscall.ProcAttr{
 		Dir:   cfg.Dir,
 		Env:   cfg.Env,
 		Files: []uintptr{devnull.Fd(), pw.Fd(), pw.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   sys,
 	})
 	if err == nil {
 		j.pid = pid
@@ -394,7 +414,7 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	}()
 	s.emit(event{Dir: dir, Event: replyStarted, Started: &sr})
 	// A stop may have been asked for while it started.
-	if _, err := os.Stat(filepath.Join(dir, fileStop)); err == nil {
+	if s.fs.Exists(filepath.Join(dir, fileStop)) {
 		s.stopFromFile(dir)
 	}
 	s.watch(j)
@@ -443,7 +463,7 @@ func (s *supervisor) watch(j *supJob) {
 		rec.Reason = "Essential process ended in an unknown way"
 	}
 	if rec.ExitCode != 0 || rec.Signal != "" {
-		if line := firstLine(j.cfg.FailureFile); line != "" {
+		if line := firstLine(s.fs, j.cfg.FailureFile); line != "" {
 			rec.Reason = line
 		}
 	}
@@ -513,7 +533,7 @@ func ownChildren() []int {
 // stop.json: SIGTERM to its process group now, SIGKILL when the grace ends.
 func (s *supervisor) stopFromFile(dir string) {
 	var req stopRequest
-	if err := readJSON(filepath.Join(dir, fileStop), &req); err != nil {
+	if err := readJSON(s.fs, filepath.Join(dir, fileStop), &req); err != nil {
 		return
 	}
 	s.mu.Lock()
@@ -551,16 +571,23 @@ func (s *supervisor) scanStops() {
 	}
 }
 
-// firstLine returns the first non-empty line of the file at path, cut to 1 KiB.
-func firstLine(path string) string {
+// firstLine returns the first non-empty line of the file at path, cut to 1
+// KiB. The file is the job's (SM_OUTPUT_DIR/failure), read by a supervisor
+// that may run as root: it is read only if it is a regular file beneath the
+// data directory, reached without a link, and has no other hard link (a job
+// could have linked a file that only root may read).
+func firstLine(fs dataFS, path string) string {
 	if path == "" {
 		return ""
 	}
-	f, err := os.Open(path)
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || nlink(st) != 1 {
+		return ""
+	}
 	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for sc.Scan() {

@@ -32,6 +32,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -401,6 +402,12 @@ func (e *Executor) Forget(attemptID string) {
 	if a, ok := e.attempts[attemptID]; ok && a.ended {
 		delete(e.attempts, attemptID)
 	}
+}
+
+// Logs returns executor.ErrNoLog: a simulated attempt runs no process and
+// writes no output (the log endpoint says so to whoever asks).
+func (e *Executor) Logs(ctx context.Context, attemptID string, follow bool) (io.ReadCloser, error) {
+	return nil, executor.ErrNoLog
 }
 
 // Close stops every pending timer. Attempts are forgotten, as a real

@@ -101,6 +101,8 @@ type serverOpts struct {
 	gpus string
 	// pathPrefix is put in front of PATH (a directory with a fake nvidia-smi).
 	pathPrefix string
+	// args are more flags of qshare serve; env is added to its environment.
+	args, env []string
 }
 
 // newDataDir returns a fresh data directory. When the test ends, after its
@@ -114,8 +116,8 @@ func newDataDir(t *testing.T) string {
 }
 
 // startServer starts a server on dataDir and returns once it listens. Its
-// environment is the tests' without their QSHARE_* settings; the jobs
-// inherit it. What it prints is in the test's log if the test fails.
+// environment is the tests' without their QSHARE_* settings; the jobs get
+// PATH, HOME, LANG and TZ of it (and what --pass-env names). What it prints is in the test's log if the test fails.
 func startServer(t *testing.T, dataDir string, o serverOpts) *server {
 	t.Helper()
 	if o.gpus == "" {
@@ -125,7 +127,8 @@ func startServer(t *testing.T, dataDir string, o serverOpts) *server {
 	if o.gpus != "-" {
 		args = append(args, "--gpus", o.gpus)
 	}
-	var env []string
+	args = append(args, o.args...)
+	env := append([]string(nil), o.env...)
 	if o.pathPrefix != "" {
 		env = append(env, "PATH="+o.pathPrefix+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
