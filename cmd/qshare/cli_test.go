@@ -73,7 +73,7 @@ func TestSubmitBuildsThePayload(t *testing.T) {
 	if r.Environment["EPOCHS"] != "10" || r.Environment["LR"] != "0.1" || r.TrainingJobName != "resnet-1" {
 		t.Errorf("environment %v, training job name %q", r.Environment, r.TrainingJobName)
 	}
-	if r.StoppingCondition == nil || r.StoppingCondition.MaxRuntimeInSeconds != 5400 || r.CheckpointConfig.LocalPath != "/opt/ml/checkpoints" {
+	if r.StoppingCondition == nil || r.MaxRuntimeSeconds() != 5400 || r.CheckpointConfig.LocalPath != "/opt/ml/checkpoints" {
 		t.Errorf("stopping condition %+v, checkpoint %+v", r.StoppingCondition, r.CheckpointConfig)
 	}
 }

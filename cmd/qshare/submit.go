@@ -248,13 +248,18 @@ func buildPayload(o submitOptions, name string, args []string) ([]byte, error) {
 	}
 	count := int64(o.instanceCount)
 	req := trainingjob.Request{
-		TrainingJobName: name,
 		AlgorithmSpecification: trainingjob.AlgorithmSpecification{
 			TrainingImage:     o.image,
 			TrainingInputMode: "File",
 		},
 		ResourceConfig: trainingjob.ResourceConfig{InstanceType: o.instanceType, InstanceCount: &count, VolumeSizeInGB: 30},
 		Environment:    env,
+	}
+	// A job name may hold '_' and 128 characters, a TrainingJobName
+	// neither; one that cannot be a TrainingJobName is left out, and the
+	// server names the attempt after the job.
+	if trainingjob.ValidTrainingJobName(name) {
+		req.TrainingJobName = name
 	}
 	if len(args) > 0 {
 		req.AlgorithmSpecification.ContainerEntrypoint = args[:1]
@@ -263,7 +268,8 @@ func buildPayload(o submitOptions, name string, args []string) ([]byte, error) {
 		}
 	}
 	if o.timeout > 0 {
-		req.StoppingCondition = &trainingjob.StoppingCondition{MaxRuntimeInSeconds: timeoutSeconds(o.timeout)}
+		secs := timeoutSeconds(o.timeout)
+		req.StoppingCondition = &trainingjob.StoppingCondition{MaxRuntimeInSeconds: &secs}
 	}
 	if o.checkpointDir != "" {
 		req.CheckpointConfig = &trainingjob.CheckpointConfig{LocalPath: o.checkpointDir}
