@@ -2,7 +2,6 @@ package trainingjob
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -49,18 +48,55 @@ var payloadControls = map[string]bool{
 // ReservedPrefix is refused at submit.
 func PayloadControl(name string) bool { return payloadControls[name] }
 
-var (
-	trainingJobNameRE = regexp.MustCompile(`^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$`)
-	envKeyRE          = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-	channelNameRE     = regexp.MustCompile(`^[A-Za-z0-9.\-_]+$`)
-)
+// The patterns of SageMaker's API reference, checked byte by byte: a
+// regexp of TrainingJobName's pattern took about as long as decoding the
+// whole payload. TestPatterns checks each function against its pattern.
+//
+//	TrainingJobName   ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$
+//	Environment key   ^[a-zA-Z_][a-zA-Z0-9_]*$
+//	ChannelName       ^[A-Za-z0-9\.\-_]+$
 
 // ValidTrainingJobName reports whether name is a TrainingJobName SageMaker
 // accepts: 1 to 63 letters, digits and hyphens, starting and ending with a
 // letter or digit.
 func ValidTrainingJobName(name string) bool {
-	return len(name) <= MaxTrainingJobName && trainingJobNameRE.MatchString(name)
+	if len(name) == 0 || len(name) > MaxTrainingJobName || !alnum(name[0]) || !alnum(name[len(name)-1]) {
+		return false
+	}
+	for i := 1; i < len(name)-1; i++ {
+		if c := name[i]; !alnum(c) && c != '-' {
+			return false
+		}
+	}
+	return true
 }
+
+func validEnvKey(k string) bool {
+	if len(k) == 0 || !(letter(k[0]) || k[0] == '_') {
+		return false
+	}
+	for i := 1; i < len(k); i++ {
+		if c := k[i]; !alnum(c) && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+func validChannelName(n string) bool {
+	if len(n) == 0 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if c := n[i]; !alnum(c) && c != '.' && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+func letter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+func alnum(c byte) bool  { return letter(c) || c >= '0' && c <= '9' }
 
 // Validate checks what SageMaker's CreateTrainingJob checks of the members
 // qshare reads, and that the Environment sets none of qshare's own
@@ -100,7 +136,7 @@ func (r *Request) Validate() error {
 		if l := utf8.RuneCountInString(c.ChannelName); l > MaxChannelName {
 			return invalid("InputDataConfig[%d].ChannelName is %d characters long: at most %d are allowed", i, l, MaxChannelName)
 		}
-		if !channelNameRE.MatchString(c.ChannelName) {
+		if !validChannelName(c.ChannelName) {
 			return invalid("InputDataConfig[%d].ChannelName %s is not valid: use 1 to %d letters, digits, '.', '-' and '_'", i, quote(c.ChannelName), MaxChannelName)
 		}
 	}
@@ -115,7 +151,7 @@ func validateEnvironment(env map[string]string) error {
 		if l := utf8.RuneCountInString(k); l > MaxEnvironmentKey {
 			return invalid("Environment has a key of %d characters: at most %d are allowed", l, MaxEnvironmentKey)
 		}
-		if !envKeyRE.MatchString(k) {
+		if !validEnvKey(k) {
 			return invalid("Environment key %s is not valid: use a letter or '_', then letters, digits and '_'", quote(k))
 		}
 		if strings.HasPrefix(k, ReservedPrefix) && !payloadControls[k] {
