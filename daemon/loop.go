@@ -396,7 +396,7 @@ func (d *Daemon) payloadMeta(j *qshare.Job) payloadMeta {
 	if ok {
 		return m
 	}
-	if r, err := trainingjob.Parse(j.Payload); err == nil {
+	if r, err := trainingjob.ParseAccepted(j.Payload); err == nil { // accepted at submit, perhaps by an older version
 		m = metaOf(r)
 	}
 	if !j.Status.Terminal() {

@@ -117,6 +117,25 @@ func Parse(payload string) (*Request, error) {
 	return r, nil
 }
 
+// ParseAccepted reads the payload of a job that a submit accepted, perhaps
+// under the older, looser rules of an earlier version: the daemon after a
+// restart, and an executor starting an attempt, use it. It decodes as Parse
+// does but enforces only the rule that protects what runs, that the
+// Environment sets none of qshare's own variables (PayloadControl), so
+// that a job queued before an upgrade (a TrainingJobName with '_', a
+// relative CheckpointConfig.LocalPath) still starts, and a job planted
+// before it still cannot set QSHARE_SUPERVISE.
+func ParseAccepted(payload string) (*Request, error) {
+	r, err := decode(payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := firstBad(r.Environment, reservedVariable); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // decode reads a payload into a Request, without validating it.
 func decode(payload string) (*Request, error) {
 	if strings.TrimSpace(payload) == "" {

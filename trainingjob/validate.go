@@ -154,8 +154,8 @@ func validateEnvironment(env map[string]string) error {
 		if !validEnvKey(k) {
 			return invalid("Environment key %s is not valid: use a letter or '_', then letters, digits and '_'", quote(k))
 		}
-		if strings.HasPrefix(k, ReservedPrefix) && !payloadControls[k] {
-			return invalid("Environment.%s is not allowed: variables starting with %s are qshare's own (a payload may set only QSHARE_STOP_GRACE and QSHARE_SIM_*)", k, ReservedPrefix)
+		if err := reservedVariable(k, v); err != nil {
+			return err
 		}
 		if l := utf8.RuneCountInString(v); l > MaxEnvironmentValue {
 			return invalid("Environment.%s is %d characters long: at most %d are allowed", k, l, MaxEnvironmentValue)
@@ -180,6 +180,19 @@ func validateHyperParameters(hp map[string]string) error {
 		}
 		return nil
 	})
+}
+
+// reservedVariable refuses an Environment entry that sets one of qshare's
+// own variables.
+func reservedVariable(k, _ string) error {
+	if !strings.HasPrefix(k, ReservedPrefix) || payloadControls[k] {
+		return nil
+	}
+	name := k
+	if !validEnvKey(k) || len(k) > 64 { // ParseAccepted has not checked the key
+		name = quote(k)
+	}
+	return invalid("Environment.%s is not allowed: variables starting with %s are qshare's own (a payload may set only QSHARE_STOP_GRACE and QSHARE_SIM_*)", name, ReservedPrefix)
 }
 
 // firstBad checks every entry of m and returns the error of the smallest

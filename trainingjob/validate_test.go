@@ -169,3 +169,30 @@ func TestValidateReportsTheSmallestKey(t *testing.T) {
 		}
 	}
 }
+
+// TestParseAccepted checks that a payload an earlier version accepted
+// still parses for a job already queued, unless it sets one of qshare's
+// own variables.
+func TestParseAccepted(t *testing.T) {
+	old := `{"TrainingJobName":"train_model-1a2b3c4d","ResourceConfig":{"InstanceType":"ml.g5.xlarge"},` +
+		`"CheckpointConfig":{"LocalPath":"checkpoints"},"StoppingCondition":{"MaxRuntimeInSeconds":60},"Environment":{"QSHARE_STOP_GRACE":"5"}}`
+	if _, err := trainingjob.Parse(old); err == nil {
+		t.Fatal("Parse accepts a TrainingJobName with '_'")
+	}
+	r, err := trainingjob.ParseAccepted(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TrainingJobName != "train_model-1a2b3c4d" || r.MaxRuntimeSeconds() != 60 || r.CheckpointConfig.LocalPath != "checkpoints" {
+		t.Fatalf("ParseAccepted = %+v", r)
+	}
+	for _, env := range []string{`{"QSHARE_SUPERVISE":"1"}`, `{"QSHARE_JOB_ID\n":"x"}`} {
+		_, err := trainingjob.ParseAccepted(`{"ResourceConfig":{"InstanceType":"ml.g5.xlarge"},"Environment":` + env + `}`)
+		if err == nil || qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "Environment.") {
+			t.Fatalf("ParseAccepted with Environment %s: %v", env, err)
+		}
+	}
+	if _, err := trainingjob.ParseAccepted("{"); qshare.ErrorCodeOf(err) != qshare.EINVALID {
+		t.Fatalf("ParseAccepted of a broken payload: %v", err)
+	}
+}
