@@ -103,8 +103,9 @@ func alnum(c byte) bool  { return letter(c) || c >= '0' && c <= '9' }
 // variables. It fails with a *qshare.Error (EINVALID) whose message names
 // the member, quotes at most a short prefix of the offending value, and
 // holds nothing of the server's (no path, no configuration). Parse calls
-// it, so every caller of Parse (the daemon at submit, the executors before
-// they start an attempt) refuses the same payloads.
+// it, so every caller of Parse (the daemon at submit, an executor's
+// Validate) refuses the same payloads; ParseAccepted, for jobs already
+// queued, holds them to the QSHARE_ rule alone.
 func (r *Request) Validate() error {
 	if n := r.TrainingJobName; n != "" && !ValidTrainingJobName(n) {
 		if l := utf8.RuneCountInString(n); l > MaxTrainingJobName {
@@ -158,10 +159,10 @@ func validateEnvironment(env map[string]string) error {
 			return err
 		}
 		if l := utf8.RuneCountInString(v); l > MaxEnvironmentValue {
-			return invalid("Environment.%s is %d characters long: at most %d are allowed", k, l, MaxEnvironmentValue)
+			return invalid("Environment.%s is %d characters long: at most %d are allowed", keyName(k), l, MaxEnvironmentValue)
 		}
 		if strings.IndexByte(v, 0) >= 0 {
-			return invalid("Environment.%s holds a NUL byte, which a process environment cannot carry", k)
+			return invalid("Environment.%s holds a NUL byte, which a process environment cannot carry", keyName(k))
 		}
 		return nil
 	})
@@ -188,11 +189,16 @@ func reservedVariable(k, _ string) error {
 	if !strings.HasPrefix(k, ReservedPrefix) || payloadControls[k] {
 		return nil
 	}
-	name := k
-	if !validEnvKey(k) || len(k) > 64 { // ParseAccepted has not checked the key
-		name = quote(k)
+	return invalid("Environment.%s is not allowed: variables starting with %s are qshare's own (a payload may set only QSHARE_STOP_GRACE and QSHARE_SIM_*)", keyName(k), ReservedPrefix)
+}
+
+// keyName is an Environment key for a message: as it is when it is a
+// valid name of at most 64 bytes, quoted (and cut) otherwise.
+func keyName(k string) string {
+	if validEnvKey(k) && len(k) <= 64 {
+		return k
 	}
-	return invalid("Environment.%s is not allowed: variables starting with %s are qshare's own (a payload may set only QSHARE_STOP_GRACE and QSHARE_SIM_*)", name, ReservedPrefix)
+	return quote(k)
 }
 
 // firstBad checks every entry of m and returns the error of the smallest
