@@ -281,15 +281,7 @@ func (h *Handler) operations() map[string]operation {
 		}),
 
 		// ---- service jobs ----
-		"submitservicejob": {limit: maxSubmitBody, run: func(ctx context.Context, body []byte) (any, error) {
-			var in submitIn
-			if !decodeSubmitFast(body, &in) {
-				if err := decode(body, &in); err != nil {
-					return nil, err
-				}
-			}
-			return submit(ctx, &in)
-		}},
+		"submitservicejob": op(maxSubmitBody, submit),
 		"updateservicejob": op(maxBody, func(ctx context.Context, in *updateJobIn) (any, error) {
 			if in.SchedulingPriority == nil {
 				return nil, qshare.Errorf(qshare.EINVALID, "schedulingPriority is required: use an integer from 0 to 9999")

@@ -376,17 +376,14 @@ const (
 // in 26 for the SageMaker SDK's) for as long as it waits, which with many
 // jobs waiting was a quarter of the daemon's memory per job and of the
 // garbage collector's marking. The executor parses the payload again when
-// it starts an attempt, on the attempt's own goroutine (under a
-// microsecond for a small payload, about 3 µs for the SDK's).
+// it starts an attempt, on the attempt's own goroutine (a few
+// microseconds: go test ./trainingjob -bench Parse).
 type payloadMeta struct {
 	trainingJobName string
 	maxRuntime      int64
 }
 
 func metaOf(r *trainingjob.Request) payloadMeta {
-	// The name may be cut from the payload string it was parsed from; that
-	// is the job's own Payload, which the job keeps anyway, so it is not
-	// copied.
 	return payloadMeta{trainingJobName: r.TrainingJobName, maxRuntime: r.MaxRuntimeSeconds()}
 }
 
@@ -399,7 +396,7 @@ func (d *Daemon) payloadMeta(j *qshare.Job) payloadMeta {
 	if ok {
 		return m
 	}
-	if r, err := trainingjob.Parse(j.Payload); err == nil {
+	if r, err := trainingjob.ParseAccepted(j.Payload); err == nil { // accepted at submit, perhaps by an older version
 		m = metaOf(r)
 	}
 	if !j.Status.Terminal() {

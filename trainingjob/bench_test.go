@@ -2,7 +2,7 @@ package trainingjob
 
 import "testing"
 
-// benchPayloads are a payload as bench/ and the simulated executor's tests
+// benchPayloads are a payload as internal/bench/ and the simulated executor's tests
 // send it, and one as the SageMaker Python SDK does, with channels,
 // hyperparameters and tags.
 var benchPayloads = map[string]string{
@@ -18,6 +18,24 @@ func BenchmarkParse(b *testing.B) {
 			b.SetBytes(int64(len(p)))
 			for b.Loop() {
 				if _, err := Parse(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkValidate times the SageMaker rules alone, on decoded payloads.
+func BenchmarkValidate(b *testing.B) {
+	for _, name := range []string{"bench", "sdk"} {
+		r, err := decode(benchPayloads[name])
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.Validate(); err != nil {
 					b.Fatal(err)
 				}
 			}

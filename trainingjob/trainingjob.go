@@ -80,8 +80,10 @@ type InstanceGroup struct {
 
 // StoppingCondition bounds the training job's run time.
 type StoppingCondition struct {
-	MaxRuntimeInSeconds  int64 `json:"MaxRuntimeInSeconds,omitempty"`
-	MaxWaitTimeInSeconds int64 `json:"MaxWaitTimeInSeconds,omitempty"`
+	// MaxRuntimeInSeconds is nil when the payload leaves it out (no limit);
+	// a value given must be at least 1.
+	MaxRuntimeInSeconds  *int64 `json:"MaxRuntimeInSeconds,omitempty"`
+	MaxWaitTimeInSeconds int64  `json:"MaxWaitTimeInSeconds,omitempty"`
 }
 
 // CheckpointConfig names where checkpoints go. LocalPath is the directory
@@ -101,18 +103,43 @@ type Tag struct {
 // overflow.
 const MaxInstanceCount = 1 << 20
 
-// Parse reads a payload. It fails with a *qshare.Error (EINVALID) when the
-// payload is not a JSON object of the CreateTrainingJob shape. The
-// Request's strings may share the payload's memory.
+// Parse reads a payload and validates it (Validate). It fails with a
+// *qshare.Error (EINVALID) when the payload is not a JSON object of the
+// CreateTrainingJob shape, or breaks one of SageMaker's rules.
 func Parse(payload string) (*Request, error) {
+	r, err := decode(payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ParseAccepted reads the payload of a job that a submit accepted, perhaps
+// under the older, looser rules of an earlier version: the daemon after a
+// restart, and an executor starting an attempt, use it. It decodes as Parse
+// does but enforces only the rule that protects what runs, that the
+// Environment sets none of qshare's own variables (PayloadControl), so
+// that a job queued before an upgrade (a TrainingJobName with '_', a
+// relative CheckpointConfig.LocalPath) still starts, and a job planted
+// before it still cannot set QSHARE_SUPERVISE.
+func ParseAccepted(payload string) (*Request, error) {
+	r, err := decode(payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := firstBad(r.Environment, reservedVariable); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decode reads a payload into a Request, without validating it.
+func decode(payload string) (*Request, error) {
 	if strings.TrimSpace(payload) == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload is required: give a SageMaker CreateTrainingJob request as JSON")
-	}
-	// Fastest path: the payloads clients send, decoded without reflection
-	// (a quarter of encoding/json's time, a third of its allocations). It
-	// gives up on anything it cannot decode exactly as json.Unmarshal does.
-	if r, ok := fastParse(payload); ok {
-		return r, nil
 	}
 	// Fast path: json.Unmarshal accepts exactly the payloads that decode
 	// without error and have nothing but space after the object, without a
@@ -215,10 +242,11 @@ func (r *Request) Command() []string {
 	return append(cmd, r.AlgorithmSpecification.ContainerArguments...)
 }
 
-// MaxRuntimeSeconds returns StoppingCondition.MaxRuntimeInSeconds, or 0.
+// MaxRuntimeSeconds returns StoppingCondition.MaxRuntimeInSeconds, or 0
+// when the payload gives none.
 func (r *Request) MaxRuntimeSeconds() int64 {
-	if r.StoppingCondition == nil {
+	if r.StoppingCondition == nil || r.StoppingCondition.MaxRuntimeInSeconds == nil {
 		return 0
 	}
-	return r.StoppingCondition.MaxRuntimeInSeconds
+	return *r.StoppingCondition.MaxRuntimeInSeconds
 }

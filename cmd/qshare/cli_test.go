@@ -41,6 +41,22 @@ func payloadOf(t *testing.T, in *batch.SubmitServiceJobInput) *trainingjob.Reque
 	return r
 }
 
+// TestSubmitNameThatCannotBeATrainingJobName checks that a job name with
+// '_' (which job names allow and TrainingJobName does not, as the default
+// name of train_model.py has) leaves TrainingJobName out instead of
+// building a payload the server refuses.
+func TestSubmitNameThatCannotBeATrainingJobName(t *testing.T) {
+	for _, args := range [][]string{{"--name", "my_job"}, {"--", "python", "train_model.py"}} {
+		in, err := submitWith(t, append([]string{"--queue", "training", "--share", "QS1", "--instance-type", "ml.g5.xlarge"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := payloadOf(t, in); r.TrainingJobName != "" || !strings.Contains(aws.ToString(in.JobName), "_") {
+			t.Errorf("%v: job name %q, TrainingJobName %q", args, aws.ToString(in.JobName), r.TrainingJobName)
+		}
+	}
+}
+
 func TestSubmitBuildsThePayload(t *testing.T) {
 	in, err := submitWith(t, "--queue", "training", "--share", "QS1", "--priority", "7", "--name", "resnet-1",
 		"--instance-type", "ml.g5.xlarge", "--instance-count", "2", "--env", "EPOCHS=10", "-e", "LR=0.1",
@@ -74,7 +90,7 @@ func TestSubmitBuildsThePayload(t *testing.T) {
 	if r.Environment["EPOCHS"] != "10" || r.Environment["LR"] != "0.1" || r.TrainingJobName != "resnet-1" {
 		t.Errorf("environment %v, training job name %q", r.Environment, r.TrainingJobName)
 	}
-	if r.StoppingCondition == nil || r.StoppingCondition.MaxRuntimeInSeconds != 5400 || r.CheckpointConfig.LocalPath != "/opt/ml/checkpoints" {
+	if r.StoppingCondition == nil || r.MaxRuntimeSeconds() != 5400 || r.CheckpointConfig.LocalPath != "/opt/ml/checkpoints" {
 		t.Errorf("stopping condition %+v, checkpoint %+v", r.StoppingCondition, r.CheckpointConfig)
 	}
 }

@@ -59,8 +59,9 @@ submit builds the SageMaker CreateTrainingJob payload from its flags: the
 command after -- becomes AlgorithmSpecification.ContainerEntrypoint and
 ContainerArguments, --env the Environment, --instance-type and
 --instance-count the ResourceConfig, --timeout the StoppingCondition, --name
-the TrainingJobName. With --payload FILE it sends a payload you wrote, as it
-is (use - for standard input).
+the TrainingJobName (when it is one: 1 to 63 letters, digits and hyphens).
+With --payload FILE it sends a payload you wrote, as it is (use - for
+standard input).
 
 The job's capacity is its instance count of its instance type; the share's
 limits, its strategy and the job's priority decide when it runs.`,
@@ -100,7 +101,7 @@ func defineSubmitFlags(f *pflag.FlagSet, o *submitOptions) {
 	f.StringVarP(&o.queue, "queue", "q", "", "the job queue (a name or an ARN; required)")
 	f.StringVarP(&o.share, "share", "s", "", "the quota share (required on a queue with a quota-share policy)")
 	f.StringVar(&o.shareIdentifier, "share-identifier", "", "the fair-share identifier (on a queue with a fair-share policy)")
-	f.StringVar(&o.name, "name", "", "the job name, also the TrainingJobName (default: the command's name and a random suffix)")
+	f.StringVar(&o.name, "name", "", "the job name, also the TrainingJobName when it can be one (default: the command's name and a random suffix)")
 	f.IntVarP(&o.priority, "priority", "p", 0, "the scheduling priority, 0 to 9999: higher runs first within the share")
 	f.StringVar(&o.instanceType, "instance-type", "", "the instance type of ResourceConfig, such as ml.g5.xlarge (required without --payload)")
 	f.IntVar(&o.instanceCount, "instance-count", 1, "the instance count of ResourceConfig")
@@ -248,13 +249,18 @@ func buildPayload(o submitOptions, name string, args []string) ([]byte, error) {
 	}
 	count := int64(o.instanceCount)
 	req := trainingjob.Request{
-		TrainingJobName: name,
 		AlgorithmSpecification: trainingjob.AlgorithmSpecification{
 			TrainingImage:     o.image,
 			TrainingInputMode: "File",
 		},
 		ResourceConfig: trainingjob.ResourceConfig{InstanceType: o.instanceType, InstanceCount: &count, VolumeSizeInGB: 30},
 		Environment:    env,
+	}
+	// A job name may hold '_' and 128 characters, a TrainingJobName
+	// neither; one that cannot be a TrainingJobName is left out, and the
+	// server names the attempt after the job.
+	if trainingjob.ValidTrainingJobName(name) {
+		req.TrainingJobName = name
 	}
 	if len(args) > 0 {
 		req.AlgorithmSpecification.ContainerEntrypoint = args[:1]
@@ -263,7 +269,8 @@ func buildPayload(o submitOptions, name string, args []string) ([]byte, error) {
 		}
 	}
 	if o.timeout > 0 {
-		req.StoppingCondition = &trainingjob.StoppingCondition{MaxRuntimeInSeconds: timeoutSeconds(o.timeout)}
+		secs := timeoutSeconds(o.timeout)
+		req.StoppingCondition = &trainingjob.StoppingCondition{MaxRuntimeInSeconds: &secs}
 	}
 	if o.checkpointDir != "" {
 		req.CheckpointConfig = &trainingjob.CheckpointConfig{LocalPath: o.checkpointDir}

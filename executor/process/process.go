@@ -349,7 +349,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if err := pathComponent("attempt ID", s.AttemptID); err != nil {
 		return executor.Handle{}, err
 	}
-	req, err := trainingjob.Parse(s.Payload)
+	req, err := trainingjob.ParseAccepted(s.Payload) // accepted at submit, perhaps by an older version
 	if err != nil {
 		return executor.Handle{}, err
 	}

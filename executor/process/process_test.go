@@ -225,7 +225,8 @@ echo "hello stdout"; echo "hello stderr" >&2`
 			map[string]any{"ChannelName": "remote", "DataSource": map[string]any{"S3DataSource": map[string]string{"S3Uri": "s3://bucket/x"}}},
 		}
 		p["CheckpointConfig"] = map[string]string{"LocalPath": "/opt/ml/my-ckpt", "S3Uri": "s3://b/c"}
-		p["Environment"] = map[string]string{"USER_VAR": "v", "CUDA_VISIBLE_DEVICES": "0,1,2,3", "QSHARE_JOB_ID": "forged"}
+		// (A payload that sets QSHARE_JOB_ID is refused by trainingjob.Parse.)
+		p["Environment"] = map[string]string{"USER_VAR": "v", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
 	})
 	s := spec("envjob", 3, p)
 	s.Demand = qshare.Capacity{"ml.g5.2xlarge": 2}
