@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"qshare"
@@ -38,7 +41,11 @@ the status.
 Without filters every job is listed, whatever its status. --share and
 --status are sent to ListServiceJobs (QUOTA_SHARE_NAME and jobStatus);
 --name matches job names without regard to case, and a trailing * makes it
-a prefix.`,
+a prefix.
+
+Reasons are printed whole, except on a terminal, where a long one is
+shortened to what the line leaves (its first clause, which says what the
+job lacks, always whole); qshare describe shows one job's reason whole.`,
 	Example: `  # Every job of queue training:
   qshare jobs --queue training
 
@@ -196,32 +203,99 @@ func (s *session) listJobs(ctx context.Context, o jobsOptions) ([]jobRow, error)
 	return rows, nil
 }
 
-// printJobs prints the listing as a table.
+// printJobs prints the listing as a table. The REASON column is last, and
+// is printed whole unless w is a terminal, where it gets the rest of the
+// line (see reasonWidth and shorten): a pipe, a file or a script always
+// sees every reason in full, and `qshare describe` shows one job's whole.
 func (s *session) printJobs(w io.Writer, rows []jobRow, withQueue bool) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no jobs")
 		return err
 	}
-	tw := table(w)
+	header := []string{"NAME", "ID", "SHARE", "PRIORITY", "STATUS", "INSTANCES", "AGE"}
 	if withQueue {
-		fmt.Fprint(tw, "QUEUE\t")
+		header = append([]string{"QUEUE"}, header...)
 	}
-	fmt.Fprintln(tw, "NAME\tID\tSHARE\tPRIORITY\tSTATUS\tINSTANCES\tAGE\tREASON")
 	now := s.now()
+	cells := make([][]string, 0, len(rows))
+	reasons := make([]string, 0, len(rows))
 	for _, r := range rows {
 		j := r.Summary
-		if withQueue {
-			fmt.Fprintf(tw, "%s\t", r.Queue)
-		}
 		share := aws.ToString(j.QuotaShareName)
 		if share == "" {
 			share = orDash(aws.ToString(j.ShareIdentifier))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-			aws.ToString(j.JobName), aws.ToString(j.JobId), share, r.Priority, j.Status,
-			usage(j.CapacityUsage), shareview.Age(now, msTime(j.CreatedAt)), orDash(truncate(aws.ToString(j.StatusReason), 70)))
+		row := []string{aws.ToString(j.JobName), aws.ToString(j.JobId), share, fmt.Sprint(r.Priority), string(j.Status),
+			usage(j.CapacityUsage), shareview.Age(now, msTime(j.CreatedAt))}
+		if withQueue {
+			row = append([]string{r.Queue}, row...)
+		}
+		cells = append(cells, row)
+		reasons = append(reasons, orDash(aws.ToString(j.StatusReason)))
+	}
+	width := reasonWidth(w, append([][]string{header}, cells...))
+	tw := table(w)
+	fmt.Fprintln(tw, strings.Join(append(header, "REASON"), "\t"))
+	for i, row := range cells {
+		fmt.Fprintln(tw, strings.Join(append(row, shorten(reasons[i], width)), "\t"))
 	}
 	return tw.Flush()
+}
+
+// minReasonWidth is the least room the REASON column gets on a terminal,
+// however narrow; defaultTermWidth is the terminal's width when it cannot
+// be asked.
+const (
+	minReasonWidth   = 40
+	defaultTermWidth = 160
+)
+
+// reasonWidth returns how many runes of a reason fit on a line after the
+// other columns (rows, the header among them, as table lays them out): 0,
+// no limit, when w is not a terminal.
+func reasonWidth(w io.Writer, rows [][]string) int {
+	f, ok := w.(*os.File)
+	if !ok || !isatty.IsTerminal(f.Fd()) {
+		return 0
+	}
+	cols := terminalWidth(f)
+	if cols <= 0 {
+		cols = defaultTermWidth
+	}
+	used := 0
+	for c := range rows[0] {
+		widest := 0
+		for _, r := range rows {
+			widest = max(widest, utf8.RuneCountInString(r[c]))
+		}
+		used += widest + 2 // table's padding
+	}
+	return max(minReasonWidth, cols-used-1)
+}
+
+// shorten returns s cut to about n runes (n <= 0: no limit), ending in
+// "…", for a terminal. A reason is a kind ("waiting for capacity:") and
+// clauses separated by "; ", the first of which says what the job lacks and
+// the later ones why: the first clause is always kept whole, even past n
+// (the terminal then wraps the line), and s is cut after the last whole
+// clause that fits when that keeps at least half of the room, else after
+// the last whole word that fits, never inside a word.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if n <= 0 || len(r) <= n {
+		return s
+	}
+	head := string(r[:n-1])
+	if first := strings.Index(s, "; "); first >= len(head) {
+		return s[:first] + " …"
+	}
+	if i := strings.LastIndex(head, "; "); i >= len(head)/2 {
+		return head[:i] + " …"
+	}
+	if i := strings.LastIndexByte(head, ' '); i >= len(head)/2 {
+		return strings.TrimRight(head[:i], ",;:") + " …"
+	}
+	return head + "…"
 }
 
 func orDash(s string) string {
