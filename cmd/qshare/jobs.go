@@ -43,9 +43,8 @@ Without filters every job is listed, whatever its status. --share and
 --name matches job names without regard to case, and a trailing * makes it
 a prefix.
 
-Reasons are printed whole, except on a terminal, where a long one is
-shortened to what the line leaves (its first clause, which says what the
-job lacks, always whole); qshare describe shows one job's reason whole.`,
+Each reason is printed whole: on one line, or on a terminal, when it is
+longer than the line leaves, wrapped onto more lines within its column.`,
 	Example: `  # Every job of queue training:
   qshare jobs --queue training
 
@@ -203,10 +202,10 @@ func (s *session) listJobs(ctx context.Context, o jobsOptions) ([]jobRow, error)
 	return rows, nil
 }
 
-// printJobs prints the listing as a table. The REASON column is last, and
-// is printed whole unless w is a terminal, where it gets the rest of the
-// line (see reasonWidth and shorten): a pipe, a file or a script always
-// sees every reason in full, and `qshare describe` shows one job's whole.
+// printJobs prints the listing as a table. The REASON column is last, and a
+// reason is printed whole on one line, except on a terminal, where a long
+// one is wrapped at word boundaries onto more lines within its column (see
+// reasonWidth and wrap), so that no part of it is cut off.
 func (s *session) printJobs(w io.Writer, rows []jobRow, withQueue bool) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no jobs")
@@ -233,18 +232,28 @@ func (s *session) printJobs(w io.Writer, rows []jobRow, withQueue bool) error {
 		cells = append(cells, row)
 		reasons = append(reasons, orDash(aws.ToString(j.StatusReason)))
 	}
-	width := reasonWidth(w, append([][]string{header}, cells...))
+	return writeJobTable(w, header, cells, reasons, reasonWidth(w, append([][]string{header}, cells...)))
+}
+
+// writeJobTable writes the listing's table: the header and the cells of
+// each row, then REASON, each reason wrapped to width (0: one line).
+func writeJobTable(w io.Writer, header []string, cells [][]string, reasons []string, width int) error {
 	tw := table(w)
 	fmt.Fprintln(tw, strings.Join(append(header, "REASON"), "\t"))
+	blank := strings.Repeat("\t", len(header))
 	for i, row := range cells {
-		fmt.Fprintln(tw, strings.Join(append(row, shorten(reasons[i], width)), "\t"))
+		lines := wrap(reasons[i], width)
+		fmt.Fprintln(tw, strings.Join(append(row, lines[0]), "\t"))
+		for _, l := range lines[1:] {
+			fmt.Fprintln(tw, blank+l)
+		}
 	}
 	return tw.Flush()
 }
 
-// minReasonWidth is the least room the REASON column gets on a terminal,
-// however narrow; defaultTermWidth is the terminal's width when it cannot
-// be asked.
+// minReasonWidth is the least width the REASON column wraps to on a
+// terminal, however narrow; defaultTermWidth is the terminal's width when
+// it cannot be asked.
 const (
 	minReasonWidth   = 40
 	defaultTermWidth = 160
@@ -273,29 +282,26 @@ func reasonWidth(w io.Writer, rows [][]string) int {
 	return max(minReasonWidth, cols-used-1)
 }
 
-// shorten returns s cut to about n runes (n <= 0: no limit), ending in
-// "…", for a terminal. A reason is a kind ("waiting for capacity:") and
-// clauses separated by "; ", the first of which says what the job lacks and
-// the later ones why: the first clause is always kept whole, even past n
-// (the terminal then wraps the line), and s is cut after the last whole
-// clause that fits when that keeps at least half of the room, else after
-// the last whole word that fits, never inside a word.
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if n <= 0 || len(r) <= n {
-		return s
+// wrap breaks s into lines of at most n runes at spaces (n <= 0: one
+// line); a word longer than n gets a line of its own.
+func wrap(s string, n int) []string {
+	if n <= 0 || utf8.RuneCountInString(s) <= n {
+		return []string{s}
 	}
-	head := string(r[:n-1])
-	if first := strings.Index(s, "; "); first >= len(head) {
-		return s[:first] + " …"
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= n:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
 	}
-	if i := strings.LastIndex(head, "; "); i >= len(head)/2 {
-		return head[:i] + " …"
-	}
-	if i := strings.LastIndexByte(head, ' '); i >= len(head)/2 {
-		return strings.TrimRight(head[:i], ",;:") + " …"
-	}
-	return head + "…"
+	return append(lines, line)
 }
 
 func orDash(s string) string {

@@ -38,32 +38,56 @@ func TestJobsPrintsWholeReasons(t *testing.T) {
 	}
 }
 
-// TestShorten: a reason cut for a terminal keeps its first clause whole,
-// then whole clauses or whole words, and ends in "…".
-func TestShorten(t *testing.T) {
-	first := "waiting for capacity: the job must borrow to get 1 ml.g5.xlarge, and too little is free for borrowing …"
-	for _, c := range []struct {
-		s    string
-		n    int
-		want string
-	}{
-		{reasonOfWait, 0, reasonOfWait},
-		{reasonOfWait, 1000, reasonOfWait},
-		{reasonOfWait, 160, "waiting for capacity: the job must borrow to get 1 ml.g5.xlarge, and too little is free for borrowing; the environment's free ml.g5.xlarge is reserved by QS3 …"},
-		{reasonOfWait, 110, first},
-		{reasonOfWait, 70, first}, // the first clause is kept whole
-		{reasonOfWait, 8, first},
-		{"Attempt 1 is running", 40, "Attempt 1 is running"},
-		{"Essential container in task exited with a long message here", 30, "Essential container in task …"},
-		{"Essentialcontainerintaskexited", 10, "Essential…"},
-	} {
-		got := shorten(c.s, c.n)
-		if got != c.want {
-			t.Errorf("shorten(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+// TestWrap: a reason wrapped for a terminal keeps every word, in order, on
+// lines that fit.
+func TestWrap(t *testing.T) {
+	for _, n := range []int{0, 8, 40, 70, 1000} {
+		lines := wrap(reasonOfWait, n)
+		if got := strings.Join(lines, " "); got != reasonOfWait {
+			t.Errorf("wrap(%d) lost words: %q", n, got)
 		}
-		if c.n > 0 && !strings.HasPrefix(got, first) && len([]rune(got)) > c.n {
-			t.Errorf("shorten(%q, %d) is %d runes long", c.s, c.n, len([]rune(got)))
+		for _, l := range lines {
+			if n > 0 && len([]rune(l)) > n && strings.Contains(l, " ") {
+				t.Errorf("wrap(%d): the line %q is longer", n, l)
+			}
 		}
+		if (n == 0 || n == 1000) && len(lines) != 1 {
+			t.Errorf("wrap(%d) made %d lines", n, len(lines))
+		}
+	}
+	want := []string{"waiting for capacity: the job must", "borrow to get 1 ml.g5.xlarge, and too", "little is free for borrowing; the"}
+	if got := wrap(reasonOfWait, 40); len(got) < 3 || strings.Join(got[:3], "|") != strings.Join(want, "|") {
+		t.Errorf("wrap(40) = %q", got)
+	}
+	if got := wrap("Attempt 1 is running", 40); len(got) != 1 || got[0] != "Attempt 1 is running" {
+		t.Errorf("a short reason changed: %q", got)
+	}
+}
+
+// TestJobsWrapsOnATerminal: with a width, as on a terminal, a long reason
+// goes on in the REASON column on the lines after its row, every word kept.
+func TestJobsWrapsOnATerminal(t *testing.T) {
+	var b bytes.Buffer
+	header := []string{"NAME", "STATUS"}
+	cells := [][]string{{"bert-base", "RUNNABLE"}, {"eval", "RUNNING"}}
+	if err := writeJobTable(&b, header, cells, []string{reasonOfWait, "Attempt 1 is running"}, 40); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	col := strings.Index(out[0], "REASON")
+	if len(out) != 1+len(wrap(reasonOfWait, 40))+1 || !strings.HasPrefix(out[1], "bert-base ") || !strings.HasPrefix(out[len(out)-1], "eval ") {
+		t.Fatalf("the table is\n%s", b.String())
+	}
+	var words []string
+	for _, l := range out[1 : len(out)-1] {
+		if len(l) <= col || l[col] == ' ' || l[col-1] != ' ' || (l != out[1] && strings.TrimSpace(l[:col]) != "") {
+			t.Errorf("the line %q does not go on in the REASON column (at %d)", l, col)
+			continue
+		}
+		words = append(words, l[col:])
+	}
+	if got := strings.Join(words, " "); got != reasonOfWait {
+		t.Errorf("the wrapped reason reads %q", got)
 	}
 }
 
