@@ -76,7 +76,8 @@ func New() *Metrics {
 	m.wait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "qshare_job_wait_seconds",
 		Help:    "Time from a job's submission to its first start decision, per queue and quota share.",
-		Buckets: []float64{0.1, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600},
+		// Few buckets: there is a series of each per share.
+		Buckets: []float64{1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600},
 	}, []string{"queue", "share"})
 	m.preempt = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "qshare_preemptions_total",

@@ -130,10 +130,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 					capacity = 1
 				}
 			}
-			gauge(descRunnable, behind, w.Queue, s.Share, reasonHeadOfShare)
-			gauge(descRunnable, capacity, w.Queue, s.Share, reasonCapacity)
-			gauge(descRunnable, misconf, w.Queue, s.Share, reasonMisconfiguration)
-			gauge(descRunnable, float64(s.Reserved), w.Queue, s.Share, reasonPreemption)
+			// A reason no job waits for has no sample: most shares of a
+			// large fleet have none, and a scrape stays small.
+			for _, r := range [...]struct {
+				n      float64
+				reason string
+			}{{behind, reasonHeadOfShare}, {capacity, reasonCapacity}, {misconf, reasonMisconfiguration}, {float64(s.Reserved), reasonPreemption}} {
+				if r.n > 0 {
+					gauge(descRunnable, r.n, w.Queue, s.Share, r.reason)
+				}
+			}
 		}
 	}
 	for _, j := range st.Jobs {
