@@ -254,3 +254,24 @@ func BenchmarkScrape(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkObservePerSubmit measures what metrics add to one submit on the
+// server's side: the API request's histogram and the submit's store-commit
+// histogram, each with the clock reads around it. Compare it with a
+// submit's own cost (qshare bench submit) for the overhead of --metrics on
+// that a loaded machine's noise hides.
+//
+//	go test ./metrics -run '^$' -bench ObservePerSubmit
+func BenchmarkObservePerSubmit(b *testing.B) {
+	m := metrics.New()
+	obs := m.API()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			t0 := time.Now()
+			m.StoreCommit(time.Since(t0), nil)
+			t1 := time.Now()
+			obs("submitservicejob", "success", time.Since(t1))
+		}
+	})
+}
