@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +25,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"qshare/sqlite"
+	"qshare/store"
 )
 
 // serveAt runs qshare serve in this process on s until the test ends and
@@ -404,5 +411,117 @@ func TestMetricsGuardedAndOff(t *testing.T) {
 	bad.Metrics = "maybe"
 	if err := runServe(context.Background(), bad, io.Discard); err == nil || !strings.Contains(err.Error(), "--metrics") {
 		t.Errorf("--metrics maybe: %v, want an error naming --metrics", err)
+	}
+}
+
+// registerSlowStore registers the slowtest:// store once per process (a
+// scheme is registered once); slowRelease is the current test's release.
+var (
+	registerSlowStore sync.Once
+	slowRelease       atomic.Pointer[chan struct{}]
+)
+
+// slowStore is an SQLite store whose Load waits until release is closed, so
+// that a test sees the server before it is ready.
+type slowStore struct {
+	store.Store
+	release chan struct{}
+}
+
+func (s *slowStore) Load(ctx context.Context) (*store.State, error) {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.Store.Load(ctx)
+}
+
+// TestReadyzAfterRecovery runs qshare serve on a store whose Load is held
+// back, and checks that meanwhile /healthz is 200, /readyz is 503 with the
+// reason, and the API answers 503 ServerException (which the AWS SDKs
+// retry); once the store is loaded and recovery has finished, /readyz is
+// 200 and the API serves.
+func TestReadyzAfterRecovery(t *testing.T) {
+	release := make(chan struct{})
+	slowRelease.Store(&release)
+	registerSlowStore.Do(func() {
+		stores.Register("slowtest", func(ctx context.Context, u *url.URL) (store.Store, error) {
+			db, err := sqlite.Open(filepath.Join(u.Path, "qshare.db"))
+			if err != nil {
+				return nil, err
+			}
+			return &slowStore{Store: db, release: *slowRelease.Load()}, nil
+		})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := simServeSettings(t)
+	s.Addr = addr
+	s.Store = "slowtest://" + t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { done <- runServeReady(ctx, s, io.Discard, func(string) { close(ready) }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	getBody := func(method, path string) (int, string) {
+		t.Helper()
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader("{}")
+		}
+		req, _ := http.NewRequest(method, "http://"+addr+path, body)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// Wait until it listens (it does so before touching the store).
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if code, _ := getBody(http.MethodGet, "/healthz"); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			code, body := getBody(http.MethodGet, "/healthz")
+			t.Fatalf("serve did not answer /healthz while loading: %d %s", code, body)
+		}
+	}
+	if code, body := getBody(http.MethodGet, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "loading the store") {
+		t.Errorf("GET /readyz while loading = %d %q, want 503 with the reason", code, body)
+	}
+	if code, body := getBody(http.MethodPost, "/v1/describejobqueues"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"__type":"ServerException"`) {
+		t.Errorf("the API while loading = %d %q, want a 503 ServerException", code, body)
+	}
+	if code, _ := getBody(http.MethodGet, "/metrics"); code != http.StatusOK {
+		t.Errorf("GET /metrics while loading = %d, want 200", code)
+	}
+	close(release)
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("serve stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not become ready")
+	}
+	if code, body := getBody(http.MethodGet, "/readyz"); code != http.StatusOK || body != "ready\n" {
+		t.Errorf("GET /readyz after recovery = %d %q, want 200", code, body)
+	}
+	if code, body := getBody(http.MethodPost, "/v1/describejobqueues"); code != http.StatusOK {
+		t.Errorf("the API after recovery = %d %q, want 200", code, body)
 	}
 }
