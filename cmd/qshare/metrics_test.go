@@ -525,3 +525,54 @@ func TestReadyzAfterRecovery(t *testing.T) {
 		t.Errorf("the API after recovery = %d %q, want 200", code, body)
 	}
 }
+
+// TestMetricsLimitChange lowers the limit of a share whose jobs started
+// within it, and checks that the preemption that returns the capacity to
+// the other share is counted as limit-change, not as a reclaim of
+// borrowed capacity.
+func TestMetricsLimitChange(t *testing.T) {
+	addr := serveAt(t, simServeSettings(t))
+	c := serveClient("http://" + addr)
+	ctx := context.Background()
+	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("qm"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	serveMust(t, err)
+	_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("gpu-pool"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
+	serveMust(t, err)
+	_, err = c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("training"), Priority: aws.Int32(1), SchedulingPolicyArn: pol.Arn,
+		JobQueueType:            types.JobQueueTypeSagemakerTraining,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("gpu-pool")}}})
+	serveMust(t, err)
+	arns := map[string]*string{}
+	for _, sh := range []struct {
+		name  string
+		limit int32
+	}{{"A", 2}, {"B", 1}} {
+		out, err := c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.name), JobQueue: aws.String("training"),
+			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(sh.limit)}},
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyLend},
+			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+		serveMust(t, err)
+		arns[sh.name] = out.QuotaShareArn
+	}
+	submitTo(t, c, "A", "a1", 1, time.Hour)
+	submitTo(t, c, "A", "a2", 1, time.Hour)
+	submitTo(t, c, "B", "b1", 1, time.Hour)
+	waitSample(t, addr, "qshare_environment_in_use", map[string]string{"service_environment": "gpu-pool"}, 3)
+	// A's limit goes down to 1 and B's up to 2: A's second job, started
+	// within A's old limit, must go when B's second job comes.
+	for name, limit := range map[string]int32{"A": 1, "B": 2} {
+		_, err := c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: arns[name],
+			CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(limit)}}})
+		serveMust(t, err)
+	}
+	waitSample(t, addr, "qshare_share_capacity", map[string]string{"queue": "training", "share": "B"}, 2)
+	submitTo(t, c, "B", "b2", 1, time.Hour)
+	fams := waitSample(t, addr, "qshare_preemptions_total",
+		map[string]string{"queue": "training", "kind": "limit-change", "preempting_share": "B", "preempted_share": "A"}, 1)
+	if v, ok := sample(fams, "qshare_preemptions_total", map[string]string{"kind": "cross-share"}); ok {
+		t.Errorf("a limit change was counted as %v cross-share preemptions", v)
+	}
+}
