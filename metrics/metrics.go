@@ -74,8 +74,8 @@ func New() *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 	}, []string{"outcome"})
 	m.wait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "qshare_job_wait_seconds",
-		Help:    "Time from a job's submission to its first start decision, per queue and quota share.",
+		Name: "qshare_job_wait_seconds",
+		Help: "Time from a job's submission to its first start decision, per queue and quota share.",
 		// Few buckets: there is a series of each per share.
 		Buckets: []float64{1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600},
 	}, []string{"queue", "share"})
