@@ -14,8 +14,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -414,13 +412,6 @@ func TestMetricsGuardedAndOff(t *testing.T) {
 	}
 }
 
-// registerSlowStore registers the slowtest:// store once per process (a
-// scheme is registered once); slowRelease is the current test's release.
-var (
-	registerSlowStore sync.Once
-	slowRelease       atomic.Pointer[chan struct{}]
-)
-
 // slowStore is an SQLite store whose Load waits until release is closed, so
 // that a test sees the server before it is ready.
 type slowStore struct {
@@ -444,15 +435,17 @@ func (s *slowStore) Load(ctx context.Context) (*store.State, error) {
 // 200 and the API serves.
 func TestReadyzAfterRecovery(t *testing.T) {
 	release := make(chan struct{})
-	slowRelease.Store(&release)
-	registerSlowStore.Do(func() {
-		stores.Register("slowtest", func(ctx context.Context, u *url.URL) (store.Store, error) {
-			db, err := sqlite.Open(filepath.Join(u.Path, "qshare.db"))
-			if err != nil {
-				return nil, err
-			}
-			return &slowStore{Store: db, release: *slowRelease.Load()}, nil
-		})
+	// A registry of its own for this test, so that the other tests' list
+	// of stores stays as qshare has it.
+	saved := stores
+	stores = newStoreRegistry()
+	t.Cleanup(func() { stores = saved })
+	stores.Register("slowtest", func(ctx context.Context, u *url.URL) (store.Store, error) {
+		db, err := sqlite.Open(filepath.Join(u.Path, "qshare.db"))
+		if err != nil {
+			return nil, err
+		}
+		return &slowStore{Store: db, release: release}, nil
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -400,6 +400,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if err := d.Start(ctx); err != nil {
+		srv.Close()
 		return err
 	}
 	defer d.Close()
