@@ -151,10 +151,9 @@ type Daemon struct {
 
 	// obs receives the measurements (Config.Observer, or none); counts
 	// holds the jobs of d.jobs per queue, share and status (setJob, under
-	// d.mu); ready is set once Start has finished.
+	// d.mu).
 	obs    Observer
 	counts map[statusKey]int
-	ready  atomic.Bool
 
 	// storeDown holds the error of the loop's last commit while it fails
 	// (nil once one succeeds): commands are then refused at once.
@@ -267,7 +266,6 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	d.resumeDeletions()
 	d.kickLoop()
-	d.ready.Store(true)
 	return nil
 }
 

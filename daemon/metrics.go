@@ -170,10 +170,6 @@ func (d *Daemon) MetricsState() MetricsState {
 	return st
 }
 
-// Ready reports whether Start has finished: the store is loaded and the
-// recovery of every attempt in flight is done.
-func (d *Daemon) Ready() bool { return d.ready.Load() }
-
 // observePreempt reports a preemption decision to the observer, with the
 // preempting job's share as the cycle sees it.
 func (d *Daemon) observePreempt(c *cycle, dec engine.Decision, r *run) {
