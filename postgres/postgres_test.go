@@ -1,0 +1,282 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"qshare"
+	"qshare/store"
+	"qshare/store/storetest"
+)
+
+// TestStore runs the conformance suite against a real PostgreSQL, one new
+// database per subtest.
+func TestStore(t *testing.T) {
+	if srv == nil {
+		t.Skip(skipWhy)
+	}
+	storetest.Run(t, newDB, func(ctx context.Context, location string) (store.Store, error) {
+		u, err := url.Parse(location)
+		if err != nil {
+			return nil, err
+		}
+		return OpenURL(ctx, u)
+	})
+}
+
+func mustOpen(t *testing.T, loc string) *DB {
+	t.Helper()
+	d, err := Open(context.Background(), loc)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func testJob(id string) qshare.Job {
+	return qshare.Job{ID: id, Name: "n", JobQueue: "q", Status: qshare.JobSubmitted, Version: 1,
+		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Payload: `{"x":1}`}
+}
+
+// terminate ends the server process of d's owning connection from another
+// connection, as an operator's pg_terminate_backend or a cut network would.
+func terminate(t *testing.T, loc string, pid uint32) {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var ok bool
+	if err := c.QueryRow(context.Background(), `SELECT pg_terminate_backend($1, 5000)`, int32(pid)).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend(%d): %v, %v", pid, ok, err)
+	}
+}
+
+// TestFencedAfterConnectionLoss: once the owner's connection is gone (here
+// terminated by the server), its lock is free, another Open takes the store
+// over, and the old owner can never commit again.
+func TestFencedAfterConnectionLoss(t *testing.T) {
+	loc := newDB(t)
+	old := mustOpen(t, loc)
+	ctx := context.Background()
+	if err := old.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("before")}}); err != nil {
+		t.Fatal(err)
+	}
+	terminate(t, loc, old.w.pid)
+	// The lock went with the connection: a new owner may open the store.
+	var next *DB
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := Open(ctx, loc)
+		if err == nil {
+			next = d
+			t.Cleanup(func() { next.Close() })
+			break
+		}
+		if !errors.Is(err, store.ErrLocked) || time.Now().After(deadline) {
+			t.Fatalf("open after the owner's connection was terminated: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if next.Epoch() != old.Epoch()+1 {
+		t.Errorf("the new owner has epoch %d, want %d", next.Epoch(), old.Epoch()+1)
+	}
+	for i := range 3 {
+		err := old.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("after")}})
+		if !errors.Is(err, ErrDeposed) {
+			t.Fatalf("commit %d of the deposed owner returned %v, want ErrDeposed", i, err)
+		}
+		if i == 0 {
+			t.Logf("the deposed owner's commit says: %v", err)
+		}
+	}
+	if err := next.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("new-owner")}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := next.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range st.Jobs {
+		ids = append(ids, j.ID)
+	}
+	if strings.Join(ids, ",") != "before,new-owner" {
+		t.Fatalf("the store holds %v, want [before new-owner]", ids)
+	}
+	if err := old.Close(); err != nil {
+		t.Logf("Close of the deposed owner: %v", err)
+	}
+}
+
+// TestFenceRefusesAnotherEpoch: the fence also refuses a commit when the
+// stored epoch is no longer the writer's, even on a connection that holds
+// the lock (a later owner that bypassed the lock).
+func TestFenceRefusesAnotherEpoch(t *testing.T) {
+	loc := newDB(t)
+	d := mustOpen(t, loc)
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `UPDATE owner SET epoch = epoch + 1`); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("j")}})
+	if !errors.Is(err, ErrDeposed) || !strings.Contains(err.Error(), "another server has taken the store over") {
+		t.Fatalf("commit after another epoch was taken returned %v", err)
+	}
+	var n int
+	if err := c.QueryRow(ctx, `SELECT count(*) FROM jobs`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d jobs stored (%v), want 0", n, err)
+	}
+}
+
+// TestServerErrorIsolated: a change that the server itself refuses (here a
+// NUL byte in a key, which PostgreSQL's text cannot hold) fails alone, with
+// nothing of it applied, and the changes grouped with it commit.
+func TestServerErrorIsolated(t *testing.T) {
+	d := mustOpen(t, newDB(t))
+	mk := func(ids ...string) *request {
+		c := &store.Change{}
+		for _, id := range ids {
+			c.PutJobs = append(c.PutJobs, testJob(id))
+		}
+		enc, err := encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &request{enc: enc, err: make(chan error, 1)}
+		return r
+	}
+	good1, bad, good2 := mk("a", "b"), mk("c", "bad\x00key"), mk("d")
+	d.commitBatch([]*request{good1, bad, good2})
+	for name, r := range map[string]*request{"first": good1, "last": good2} {
+		if err := <-r.err; err != nil {
+			t.Errorf("the %s good change failed beside a bad one: %v", name, err)
+		}
+	}
+	if err := <-bad.err; err == nil {
+		t.Error("a key with a NUL byte was accepted")
+	} else {
+		t.Logf("the bad change says: %v", err)
+	}
+	st, err := d.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range st.Jobs {
+		ids = append(ids, j.ID)
+	}
+	if strings.Join(ids, ",") != "a,b,d" {
+		t.Fatalf("the store holds %v, want [a b d]", ids)
+	}
+	if s := d.Stats(); s.Batches != 1 || s.Commits != 2 || s.Failed != 1 {
+		t.Errorf("stats %+v, want 1 batch, 2 commits, 1 failed", s)
+	}
+}
+
+// TestOutcome: the owner row tells whether a batch was applied, as the
+// writer reads it after a broken connection.
+func TestOutcome(t *testing.T) {
+	d := mustOpen(t, newDB(t))
+	if err := d.Commit(context.Background(), &store.Change{PutJobs: []qshare.Job{testJob("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock() // keep the writer idle: outcome is the writer's
+	defer d.mu.Unlock()
+	n := d.w.batch
+	for _, tc := range []struct {
+		batch int64
+		want  bool
+	}{{n, true}, {n + 1, false}} {
+		got, err := d.w.outcome(tc.batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("outcome(%d) = %v, want %v", tc.batch, got, tc.want)
+		}
+	}
+}
+
+// TestNewerSchemaRefused: a database migrated by a newer qshare is refused
+// with a message that says so, and the refusal leaves the store free.
+func TestNewerSchemaRefused(t *testing.T) {
+	loc := newDB(t)
+	d := mustOpen(t, loc)
+	d.Close()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `INSERT INTO schema_version VALUES (99, now())`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, loc)
+	if err == nil || !strings.Contains(err.Error(), "schema version 99") {
+		t.Fatalf("Open of a newer schema returned %v", err)
+	}
+	if _, err := c.Exec(ctx, `DELETE FROM schema_version WHERE version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	d = mustOpen(t, loc) // the failed Open released the lock
+	var v int
+	if err := c.QueryRow(ctx, `SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != len(migrations) {
+		t.Fatalf("schema version %d (%v), want %d", v, err, len(migrations))
+	}
+}
+
+// TestPasswordNeverShown: the errors of Open and OpenURL never hold the
+// password of the URL they were given.
+func TestPasswordNeverShown(t *testing.T) {
+	const pw = "s3cr-t/pass"
+	ctx := context.Background()
+	for _, conn := range []string{
+		"postgres://qshare:" + url.PathEscape(pw) + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
+		"postgresql://qshare:" + url.QueryEscape(pw) + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
+		"postgres://qshare:" + url.PathEscape(pw) + "@127.0.0.1:1/db?sslmode=bogus",
+		"host=127.0.0.1 port=1 user=qshare password='" + pw + "' dbname=db sslmode=disable connect_timeout=2",
+	} {
+		_, err := Open(ctx, conn)
+		if err == nil {
+			t.Fatalf("Open of a closed port succeeded")
+		}
+		for _, leak := range []string{pw, url.PathEscape(pw), url.QueryEscape(pw)} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		}
+		if u, perr := url.Parse(conn); perr == nil && u.Scheme != "" {
+			if _, err := OpenURL(ctx, u); err == nil || strings.Contains(err.Error(), pw) || strings.Contains(err.Error(), url.PathEscape(pw)) {
+				t.Errorf("OpenURL: %v", err)
+			}
+		}
+	}
+}
+
+// TestOpenURLRefuses: what a postgres URL must not hold is refused.
+func TestOpenURLRefuses(t *testing.T) {
+	for _, raw := range []string{"postgres:db", "postgres://h/db#frag", "sqlite:///x.db"} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := OpenURL(context.Background(), u); err == nil || d != nil {
+			t.Errorf("OpenURL(%s) = %v, %v; want a refusal", raw, d, err)
+		}
+	}
+}
