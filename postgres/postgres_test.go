@@ -280,3 +280,128 @@ func TestOpenURLRefuses(t *testing.T) {
 		}
 	}
 }
+
+// blockJobs takes an exclusive lock on the jobs table from another
+// connection, so that the writer's next batch waits; release lets it go.
+func blockJobs(t *testing.T, loc string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE jobs IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		tx.Rollback(ctx) //nolint:errcheck // releases the lock
+		c.Close(ctx)
+	}
+}
+
+// waitingOnLock waits until the writer's backend waits for a lock.
+func waitingOnLock(t *testing.T, loc string, pid uint32) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := c.QueryRow(ctx, `SELECT COALESCE(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, int32(pid)).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never waited for the lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestGroupCommit: commits that queue while a transaction is in flight go
+// together in the next one, and a change the server refuses among them
+// fails alone.
+func TestGroupCommit(t *testing.T) {
+	loc := newDB(t)
+	d := mustOpen(t, loc)
+	release := blockJobs(t, loc)
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() { first <- d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("first")}}) }()
+	waitingOnLock(t, loc, d.w.pid)
+	const n = 42
+	errs := make(chan error, n)
+	for i := range n {
+		id := "job-" + string(rune('A'+i%26)) + string(rune('a'+i/26))
+		if i == 7 || i == 30 {
+			id += "\x00" // refused by the server
+		}
+		go func() { errs <- d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob(id)}}) }()
+	}
+	for len(d.reqs) < n { // every one of them queued behind the first
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for range n {
+		if err := <-errs; err != nil {
+			failed++
+		}
+	}
+	st := d.Stats()
+	t.Logf("stats: %+v", st)
+	if failed != 2 || st.Commits != n-2+1 || st.Failed != 2 {
+		t.Fatalf("%d commits failed (stats %+v), want exactly the 2 refused ones", failed, st)
+	}
+	if st.Batches != 2 {
+		t.Errorf("%d transactions for the first commit and the %d queued behind it, want 2", st.Batches, n)
+	}
+	got, err := d.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Jobs) != n-2+1 {
+		t.Fatalf("%d jobs stored, want %d", len(got.Jobs), n-2+1)
+	}
+}
+
+// TestConnectionLostMidCommit: when the owner's connection is terminated
+// while its transaction waits, the commit fails, the writer learns from a
+// fresh connection that nothing was applied, and says so.
+func TestConnectionLostMidCommit(t *testing.T) {
+	loc := newDB(t)
+	d := mustOpen(t, loc)
+	release := blockJobs(t, loc)
+	defer release()
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("lost")}}) }()
+	waitingOnLock(t, loc, d.w.pid)
+	terminate(t, loc, d.w.pid)
+	err := <-done
+	if !errors.Is(err, ErrDeposed) || !strings.Contains(err.Error(), "nothing in it was applied") {
+		t.Fatalf("the commit whose connection was lost returned %v", err)
+	}
+	release()
+	d2 := mustOpen(t, loc)
+	st, err := d2.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Jobs) != 0 {
+		t.Fatalf("the lost commit was applied: %v", st.Jobs)
+	}
+}
