@@ -7,26 +7,26 @@ import (
 	"os"
 	"testing"
 
-	"qshare/postgres/pgtest"
+	"qshare/postgres/postgrestest"
 )
 
 // srv is the PostgreSQL server of this test binary, or nil when PostgreSQL
 // is not installed (skipWhy says so).
 var (
-	srv     *pgtest.Server
+	srv     *postgrestest.Server
 	skipWhy string
 )
 
-// TestMain starts a throwaway PostgreSQL (pgtest) for the tests and stops
+// TestMain starts a throwaway PostgreSQL (postgrestest) for the tests and stops
 // it at the end, whatever the tests did; a child process that storetest
 // starts finds its parent's server in the environment and uses it.
 func TestMain(m *testing.M) {
-	if u := os.Getenv(pgtest.URLEnv); u != "" {
-		srv = pgtest.Attach(u)
+	if u := os.Getenv(postgrestest.URLEnv); u != "" {
+		srv = postgrestest.Attach(u)
 		os.Exit(m.Run())
 	}
-	s, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNotInstalled) {
+	s, err := postgrestest.Start()
+	if errors.Is(err, postgrestest.ErrNotInstalled) {
 		skipWhy = err.Error()
 		os.Exit(m.Run())
 	}
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	srv = s
-	os.Setenv(pgtest.URLEnv, s.URL())
+	os.Setenv(postgrestest.URLEnv, s.URL())
 	code := m.Run()
 	s.Stop()
 	os.Exit(code)

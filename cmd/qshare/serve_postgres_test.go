@@ -13,16 +13,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
-	"qshare/postgres/pgtest"
+	"qshare/postgres/postgrestest"
 	"qshare/store"
 )
 
 // The tests of qshare serve on PostgreSQL share one throwaway server
-// (pgtest), started by the first test that needs it and stopped by
+// (postgrestest), started by the first test that needs it and stopped by
 // TestMain; without PostgreSQL they skip.
 var (
 	pgOnce sync.Once
-	pgSrv  *pgtest.Server
+	pgSrv  *postgrestest.Server
 	pgErr  error
 )
 
@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 // postgresDB returns the URL of a new database on the shared server.
 func postgresDB(t *testing.T) string {
 	t.Helper()
-	pgOnce.Do(func() { pgSrv, pgErr = pgtest.Start() })
-	if errors.Is(pgErr, pgtest.ErrNotInstalled) {
+	pgOnce.Do(func() { pgSrv, pgErr = postgrestest.Start() })
+	if errors.Is(pgErr, postgrestest.ErrNotInstalled) {
 		t.Skip(pgErr)
 	}
 	if pgErr != nil {

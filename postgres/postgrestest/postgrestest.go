@@ -4,7 +4,7 @@
 // with fsync on. Tests of postgres/ and of anything that runs qshare on
 // PostgreSQL use it from their TestMain; when PostgreSQL is not installed,
 // Start says so (ErrNotInstalled) and the tests skip.
-package pgtest
+package postgrestest
 
 import (
 	"context"
@@ -235,7 +235,7 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 // starts it again on the same port.
 func (s *Server) Restart(mode string) error {
 	if s.cmd == nil {
-		return errors.New("pgtest: this process did not start the server")
+		return errors.New("postgrestest: this process did not start the server")
 	}
 	if out, err := s.command("pg_ctl", "-D", s.data(), "-m", mode, "-w", "stop").CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctl stop: %v: %s", err, out)
