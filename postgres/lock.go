@@ -40,21 +40,28 @@ import (
 // learn, from a fresh connection, whether that commit was applied (see
 // outcome).
 
+// outcomeTimeout bounds how long a writer whose connection broke during a
+// commit tries to learn that commit's outcome (the callers wait for it).
+const outcomeTimeout = 30 * time.Second
+
 // lockClass is the first key of the store's advisory lock ("qshr").
 const lockClass int32 = 0x71736872
 
 // writer owns the connection that holds the lock and that every write goes
 // through. Only the writer goroutine uses it after Open.
 type writer struct {
-	cfg    *pgx.ConnConfig
-	conn   *pgx.Conn // nil once lost
-	lost   error     // why the connection was given up; wraps ErrDeposed
-	name   string
-	objid  int32
-	epoch  int64
-	pid    uint32 // the server process of conn
-	batch  int64  // the number of the last batch sent
-	schema string
+	cfg   *pgx.ConnConfig
+	conn  *pgx.Conn // nil once lost
+	lost  error     // why the connection was given up; wraps ErrDeposed
+	name  string
+	objid int32
+	epoch int64
+	pid   uint32 // the server process of conn
+	// started is when that process started: with pid, it names the
+	// process even after a database restart, when pids are reused.
+	started time.Time
+	batch   int64 // the number of the last batch sent
+	schema  string
 }
 
 // newWriter connects, takes the lock, migrates the schema and takes the
@@ -72,7 +79,7 @@ func newWriter(ctx context.Context, cfg *pgx.ConnConfig, name, connString string
 		}
 	}()
 	var schema *string
-	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT current_schema(), (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())`).Scan(&schema, &w.started); err != nil {
 		return nil, fmt.Errorf("read the current schema: %w", err)
 	}
 	if schema == nil {
@@ -158,24 +165,35 @@ func (w *writer) lose(why error) {
 // lock: it only reads), ends the old backend if it still runs, so that its
 // transaction is over one way or the other, and reads the owner row: the
 // batch was applied if and only if the row holds our epoch and a last batch
-// at least batch's number. It reports an error when it cannot tell.
+// at least batch's number. While the database does not answer (it may be
+// restarting) it tries again, for up to outcomeTimeout; it reports an
+// error when it cannot tell.
 func (w *writer) outcome(batch int64) (applied bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), outcomeTimeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, w.cfg)
-	if err != nil {
-		return false, fmt.Errorf("reconnect to learn the outcome: %w", err)
+	// The database may be restarting: try again until it answers.
+	var conn *pgx.Conn
+	for {
+		var err error
+		if conn, err = pgx.ConnectConfig(ctx, w.cfg); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("reconnect to learn the outcome, for %v: %w", outcomeTimeout, err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	defer conn.Close(context.Background())
 	for {
 		var alive bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, int32(w.pid)).Scan(&alive); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`, int32(w.pid), w.started).Scan(&alive); err != nil {
 			return false, fmt.Errorf("look for the old connection's server process: %w", err)
 		}
 		if !alive {
 			break
 		}
-		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1, 5000)`, int32(w.pid)); err != nil {
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2`, int32(w.pid), w.started); err != nil {
 			return false, fmt.Errorf("end the old connection's server process %d: %w", w.pid, err)
 		}
 		select {
