@@ -80,7 +80,15 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "qshare-pgtest-")
+	parent := ""
+	if os.Geteuid() == 0 {
+		// The server runs as nobody, who must reach the directory: $TMPDIR
+		// may be under root's home; /tmp is open to every user.
+		if fi, err := os.Stat("/tmp"); err == nil && fi.IsDir() {
+			parent = "/tmp"
+		}
+	}
+	dir, err := os.MkdirTemp(parent, "qshare-pgtest-")
 	if err != nil {
 		return nil, err
 	}
