@@ -499,3 +499,37 @@ func TestDurableAcrossDatabaseCrash(t *testing.T) {
 		t.Errorf("%d commits ended with an unknown outcome", len(unknown))
 	}
 }
+
+// TestSchemasAreSeparateStores: stores in two schemas of one database
+// (search_path in the URL) are separate, each exclusively owned, and a
+// search_path that names no existing schema is refused with advice.
+func TestSchemasAreSeparateStores(t *testing.T) {
+	loc := newDB(t)
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `CREATE SCHEMA team_a; CREATE SCHEMA team_b`); err != nil {
+		t.Fatal(err)
+	}
+	a := mustOpen(t, loc+"&search_path=team_a")
+	b := mustOpen(t, loc+"&search_path=team_b")
+	if _, err := Open(ctx, loc+"&search_path=team_a"); !errors.Is(err, store.ErrLocked) {
+		t.Errorf("a second open of schema team_a: %v, want store.ErrLocked", err)
+	}
+	if err := a.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("in-a")}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.Load(ctx); err != nil || len(st.Jobs) != 0 {
+		t.Fatalf("schema team_b sees %d jobs (%v), want none", len(st.Jobs), err)
+	}
+	var n int
+	if err := c.QueryRow(ctx, `SELECT count(*) FROM team_a.jobs`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("team_a.jobs holds %d rows (%v), want 1", n, err)
+	}
+	if _, err := Open(ctx, loc+"&search_path=nowhere"); err == nil || !strings.Contains(err.Error(), "no schema of the search_path exists") {
+		t.Errorf("open with a search_path of no schema: %v", err)
+	}
+}
