@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -250,30 +251,101 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 
 // loadAll runs query, which selects a JSON text column and a bytea column,
 // and decodes every row in order; extra, when not nil, puts the second
-// column into the decoded record.
+// column into the decoded record. Decoding the JSON costs more than reading
+// the rows, so it runs on every core: the rows are read in chunks and each
+// chunk is decoded by a worker while the next ones are read (as sqlite/
+// does).
 func loadAll[T any](ctx context.Context, tx pgx.Tx, query string, extra func(*T, []byte)) ([]T, error) {
 	rows, err := tx.Query(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []T
-	var data string
-	var x []byte
-	for rows.Next() {
-		if err := rows.Scan(&data, &x); err != nil {
-			return nil, err
-		}
-		var v T
-		if err := json.Unmarshal([]byte(data), &v); err != nil {
-			return nil, fmt.Errorf("decode record %d: %w", len(out)+1, err)
-		}
-		if extra != nil {
-			extra(&v, x)
-		}
-		out = append(out, v)
+
+	const chunkSize = 256
+	type chunk struct {
+		first int // index of the chunk's first row, for error messages
+		raw   [][]byte
+		extra [][]byte
+		out   *[]T
 	}
-	return out, rows.Err()
+	work := make(chan chunk, 4)
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		decErr  error
+		failed  atomic.Bool
+	)
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				if failed.Load() {
+					continue
+				}
+				out := make([]T, len(c.raw))
+				for i, b := range c.raw {
+					if err := json.Unmarshal(b, &out[i]); err != nil {
+						errOnce.Do(func() { decErr = fmt.Errorf("decode record %d: %w", c.first+i+1, err) })
+						failed.Store(true)
+						break
+					}
+					if extra != nil {
+						extra(&out[i], c.extra[i])
+					}
+				}
+				*c.out = out
+			}
+		}()
+	}
+	var chunks []*[]T
+	n := 0
+	raw := make([][]byte, 0, chunkSize)
+	extras := make([][]byte, 0, chunkSize)
+	flush := func() {
+		p := new([]T)
+		chunks = append(chunks, p)
+		work <- chunk{first: n - len(raw), raw: raw, extra: extras, out: p}
+		raw = make([][]byte, 0, chunkSize)
+		extras = make([][]byte, 0, chunkSize)
+	}
+	for rows.Next() {
+		// Scanning into []byte copies the row's bytes (pgx reuses its
+		// buffer for the next row).
+		var data, x []byte
+		if err = rows.Scan(&data, &x); err != nil {
+			break
+		}
+		raw = append(raw, data)
+		extras = append(extras, x)
+		n++
+		if len(raw) == chunkSize {
+			flush()
+		}
+	}
+	if len(raw) > 0 {
+		flush()
+	}
+	close(work)
+	wg.Wait()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if decErr != nil {
+		return nil, decErr
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]T, 0, n)
+	for _, c := range chunks {
+		out = append(out, *c...)
+	}
+	return out, nil
 }
 
 // redact returns connString without its password, for messages: a URL as
