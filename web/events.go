@@ -31,17 +31,33 @@ type EventsResponse struct {
 	Since float64 `json:"since"`
 	// Truncated is true when older events of the window were left out.
 	Truncated bool `json:"truncated,omitempty"`
-	// Events are the starts, stops (stopping), preemptions, finishes and
-	// failures since Since, oldest first, at most 5,000 (the newest).
-	Events []event.Event `json:"events"`
+	// Events are the starts, preemptions, finishes and failures since
+	// Since, oldest first, at most 5,000 (the newest).
+	Events []Event `json:"events"`
 }
+
+// Event is one line of the event log, with the names of its jobs.
+type Event struct {
+	event.Event
+	// JobName is the name of Job, and ForName that of For, while the
+	// server still keeps the job; empty once it is gone.
+	JobName string `json:"jobName,omitempty"`
+	ForName string `json:"forName,omitempty"`
+}
+
+// NameFunc returns the name of the job with the given id, or "" for a job
+// the server does not keep.
+type NameFunc func(id string) string
 
 // EventsHandler serves GET EventsPath[?since=UNIX_SECONDS]: the capacity
 // events of the last hour (or since the given time, at most a day back).
 // read is nil when there is no event log. Errors use the AWS error format: a
 // since that is not a number, or too old, an unknown parameter, or another
 // method is a ClientException (400) that says which.
-func EventsHandler(read EventsFunc, now func() time.Time) http.Handler {
+func EventsHandler(read EventsFunc, name NameFunc, now func() time.Time) http.Handler {
+	if name == nil {
+		name = func(string) string { return "" }
+	}
 	if now == nil {
 		now = time.Now
 	}
@@ -80,18 +96,18 @@ func EventsHandler(read EventsFunc, now func() time.Time) http.Handler {
 			}
 			since = s
 		}
-		out := EventsResponse{Enabled: read != nil, Since: since, Events: []event.Event{}}
+		out := EventsResponse{Enabled: read != nil, Since: since, Events: []Event{}}
 		if read != nil {
 			err := read(func(e event.Event) {
 				if e.T < since {
 					return
 				}
 				switch e.Event {
-				case event.Start, event.Stopping, event.Preempt, event.Finish, event.Fail:
+				case event.Start, event.Preempt, event.Finish, event.Fail:
 				default:
 					return
 				}
-				out.Events = append(out.Events, e)
+				out.Events = append(out.Events, Event{Event: e})
 			})
 			var bad *event.BadLinesError
 			if err != nil && !asBad(err, &bad) {
@@ -101,6 +117,21 @@ func EventsHandler(read EventsFunc, now func() time.Time) http.Handler {
 		}
 		if n := len(out.Events); n > maxEvents {
 			out.Events, out.Truncated = out.Events[n-maxEvents:], true
+		}
+		names := map[string]string{}
+		named := func(id string) string {
+			if id == "" {
+				return ""
+			}
+			n, ok := names[id]
+			if !ok {
+				n = name(id)
+				names[id] = n
+			}
+			return n
+		}
+		for i := range out.Events {
+			out.Events[i].JobName, out.Events[i].ForName = named(out.Events[i].Job), named(out.Events[i].For)
 		}
 		writeJSON(w, out)
 	})

@@ -23,5 +23,17 @@ func mountDashboard(mux *http.ServeMux, health *metrics.Health, d *daemon.Daemon
 	}
 	mux.Handle(web.Path, health.Gate(web.Handler()))
 	mux.Handle(api.QueuePath, health.Gate(api.QueueHandler(d)))
-	mux.Handle(web.EventsPath, health.Gate(web.EventsHandler(read, nil)))
+	mux.Handle(web.EventsPath, health.Gate(web.EventsHandler(read, jobName(d), nil)))
+}
+
+// jobName names a job by its id, for the timeline; "" for one the server
+// no longer keeps.
+func jobName(d *daemon.Daemon) web.NameFunc {
+	return func(id string) string {
+		j, err := d.Job(id)
+		if err != nil {
+			return ""
+		}
+		return j.Name
+	}
 }

@@ -19,10 +19,10 @@ function el(tag, attrs, ...kids) {
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k === "class") e.className = v;
-    else if (k === "style") e.setAttribute("style", v);
+    else if (k === "style") for (const [p, x] of Object.entries(v)) e.style.setProperty(p, x); // CSSOM: the CSP allows no style attributes
     else e.setAttribute(k, String(v));
   }
-  for (const k of kids.flat()) {
+  for (const k of kids.flat(Infinity)) {
     if (k === undefined || k === null) continue;
     e.append(k instanceof Node ? k : document.createTextNode(String(k)));
   }
@@ -123,7 +123,7 @@ const LEGEND = [["own", "own capacity in use"], ["borrowed", "borrowed"], ["lent
   ["idle", "idle, lendable"], ["reserved", "idle, kept (RESERVE)"]];
 
 function legend() {
-  return el("div", {class: "legend"}, LEGEND.map(([k, label]) => el("span", {style: "--c: var(--" + k + ")", "data-legend": k}, label)));
+  return el("div", {class: "legend"}, LEGEND.map(([k, label]) => el("span", {style: {"--c": "var(--" + k + ")"}, "data-legend": k}, label)));
 }
 
 async function viewShares() {
@@ -149,14 +149,14 @@ async function viewShares() {
         const idle = c.idle - reserved;
         const segs = [["own", c.own], ["lent", c.lent], ["idle", idle], ["reserved", reserved], ["borrowed", c.borrowed]]
           .filter(([, n]) => n > 0)
-          .map(([k, n]) => el("div", {class: "seg " + k, style: "flex: " + n + " 0 0", title: n + " " + k, "data-seg": k, "data-n": n}));
+          .map(([k, n]) => el("div", {class: "seg " + k, style: {flex: n + " 0 0"}, title: n + " " + k, "data-seg": k, "data-n": n}));
         const width = Math.max(4, Math.round(100 * (c.owned + c.borrowed) / scale[c.capacityUnit]));
         rows.push(el("tr", {class: "share-row", "data-queue": q.jobQueue, "data-share": s.quotaShareName, "data-type": c.capacityUnit,
           "data-strategy": s.strategy, "data-owned": c.owned, "data-own": c.own, "data-borrowed": c.borrowed, "data-lent": c.lent,
           "data-idle": idle, "data-reserved": reserved, "data-borrowed-from": flowAttr(c.borrowedFrom), "data-lent-to": flowAttr(c.lentTo)},
           el("td", {}, i === 0 ? [el("div", {class: "sharename"}, s.quotaShareName), el("div", {class: "strategy"}, s.strategy)] : ""),
           el("td", {}, c.capacityUnit),
-          el("td", {style: "width: 32%"}, el("div", {class: "bar", style: "width: " + width + "%"}, segs)),
+          el("td", {class: "barcell"}, el("div", {class: "bar", style: {width: width + "%"}}, segs)),
           el("td", {class: "desc"}, describe(c, s.strategy)),
           el("td", {class: "num"}, c.owned), el("td", {class: "num"}, c.own), el("td", {class: "num"}, c.borrowed),
           el("td", {class: "num"}, c.lent), el("td", {class: "num"}, idle), el("td", {class: "num"}, reserved),
@@ -207,6 +207,7 @@ async function viewQueue() {
 
 // ---- Jobs ----
 
+const JOB_ID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
 const STATUSES = ["SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED"];
 const jobFilter = {share: "", status: "", name: ""};
 
@@ -277,6 +278,15 @@ async function viewJob(id) {
     log = {ok: false, text: String(e)};
   }
   const ps = j.preemptionSummary || {preemptedAttemptCount: 0, recentPreemptedAttempts: []};
+  // A preemption's reason names the job it made room for by id: say who.
+  const ids = [...new Set(ps.recentPreemptedAttempts.flatMap(a => (a.statusReason || "").match(JOB_ID) || []))].slice(0, 10);
+  const who = {};
+  await Promise.all(ids.map(async id => {
+    try { who[id] = await call("describeservicejob", {jobId: id}); } catch (e) { /* gone: keep the id */ }
+  }));
+  const byWhom = a => ((a.statusReason || "").match(JOB_ID) || []).filter(id => who[id]).map(id =>
+    el("div", {class: "by", "data-preempted-for": who[id].jobName}, "made room for ", jobLink(id, who[id].jobName),
+      " (" + (who[id].quotaShareName || who[id].shareIdentifier || "no share") + ", priority " + who[id].schedulingPriority + ")"));
   const attempts = j.attempts || [];
   const dur = (a) => a.startedAt ? Math.round(((a.stoppedAt || Date.now()) - a.startedAt) / 1000) + " s" : "";
   return [
@@ -293,7 +303,7 @@ async function viewJob(id) {
     ps.recentPreemptedAttempts.length === 0 ? el("p", {class: "muted"}, "Never preempted.") :
       el("div", {id: "preemptions"}, ps.recentPreemptedAttempts.map(a => el("div", {class: "preempt", "data-preemption": ""},
         el("div", {}, "attempt from " + fmtTime(a.startedAt) + " to " + fmtTime(a.stoppedAt)),
-        el("div", {class: "reason"}, a.statusReason || "no reason recorded")))),
+        el("div", {class: "reason"}, a.statusReason || "no reason recorded"), byWhom(a)))),
     el("h3", {}, "Attempts"),
     attempts.length === 0 ? el("p", {class: "muted"}, "No attempt yet.") :
       el("table", {class: "attempts"},
@@ -308,6 +318,13 @@ async function viewJob(id) {
 
 // ---- Events ----
 
+// named replaces each job id in text with the job's name, where known.
+function named(text, names) {
+  return (text || "").replace(JOB_ID, id => names[id] || id);
+}
+
+const LANES = {start: 0, preempt: 1, finish: 2, fail: 2};
+
 async function viewEvents() {
   const v = await get("/qshare/v1/events");
   if (!v.enabled) {
@@ -316,28 +333,32 @@ async function viewEvents() {
   }
   const now = Date.now() / 1000, from = now - 3600;
   const evs = v.events;
+  const names = {};
+  for (const e of evs) {
+    if (e.jobName) names[e.job] = e.jobName;
+    if (e.forName) names[e.for] = e.forName;
+  }
   const count = k => evs.filter(e => e.event === k).length;
-  const ticks = evs.map(e => el("div", {class: "tick " + e.event, title: e.event + " " + e.job,
-    style: "left: calc(" + Math.max(0, Math.min(100, 100 * (e.t - from) / 3600)).toFixed(2) + "% - 2px)"}));
+  const ticks = evs.map(e => el("div", {class: "tick " + e.event, title: e.event + " " + (e.jobName || e.job),
+    style: {left: Math.max(0, Math.min(99.6, 100 * (e.t - from) / 3600)).toFixed(2) + "%", top: (4 + 14 * (LANES[e.event] || 0)) + "px"}}));
   const newest = evs.slice(-300).reverse();
   const what = e => {
-    if (e.event === "preempt") return "preempted" + (e.for ? " for " + e.for : "") + (e.reason ? ": " + e.reason : "");
-    if (e.event === "stopping") return "stopping to make room" + (e.for ? " for " + e.for : "") + (e.reason ? ": " + e.reason : "");
-    return e.reason || "";
+    const reason = named(e.reason, names);
+    if (e.event === "preempt") return "preempted" + (e.for ? " for " + (e.forName || e.for) : "") + (reason ? ": " + reason : "");
+    return reason;
   };
   return [
     el("p", {class: "muted"}, "The last hour of the event log: " + count("start") + " starts, " + count("preempt") + " preemptions, " +
       count("finish") + " finishes, " + count("fail") + " failures" + (v.truncated ? " (only the newest 5,000 events)" : "") + "."),
-    el("div", {class: "legend"}, [["own", "start"], ["borrowed", "preemption"], ["finish", "finish"], ["fail", "failure"]].map(([c, l]) =>
-      el("span", {style: "--c: " + (c === "finish" ? "#3aa55b" : c === "fail" ? "#d0412a" : "var(--" + c + ")")}, l))),
-    el("div", {class: "timeline", id: "timeline"}, ticks),
-    el("div", {class: "muted", style: "display:flex; justify-content:space-between; font-size:12px"},
-      el("span", {}, fmtTime(from * 1000)), el("span", {}, "now")),
+    el("div", {class: "lanes"},
+      el("div", {class: "lane-names"}, el("div", {}, "starts"), el("div", {}, "preemptions"), el("div", {}, "finishes, failures")),
+      el("div", {class: "timeline", id: "timeline"}, ticks)),
+    el("div", {class: "muted axis"}, el("span", {}, fmtTime(from * 1000) + " (an hour ago)"), el("span", {}, "30 min ago"), el("span", {}, "now")),
     el("table", {class: "events"},
       el("thead", {}, el("tr", {}, ["time", "event", "job", "share", "capacity", "details"].map(h => el("th", {}, h)))),
-      el("tbody", {}, newest.map(e => el("tr", {"data-event": e.event, "data-job": e.job, "data-share": e.share},
-        el("td", {}, fmtTime(e.t * 1000)), el("td", {class: "ev-" + e.event}, e.event), el("td", {}, jobLink(e.job, e.job)),
-        el("td", {}, e.share), el("td", {}, e.instances ? e.instances + " × " + e.instance_type : ""), el("td", {class: "reason"}, what(e)))))),
+      el("tbody", {}, newest.map(e => el("tr", {"data-event": e.event, "data-job": e.job, "data-job-name": e.jobName || "", "data-share": e.share},
+        el("td", {}, fmtTime(e.t * 1000)), el("td", {class: "ev-" + e.event}, e.event), el("td", {}, jobLink(e.job, e.jobName || e.job)),
+        el("td", {}, e.share), el("td", {class: "nowrap"}, e.instances ? e.instances + " × " + e.instance_type : ""), el("td", {class: "reason"}, what(e)))))),
   ];
 }
 
