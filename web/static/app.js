@@ -160,11 +160,11 @@ async function viewShares() {
           el("td", {class: "desc"}, describe(c, s.strategy)),
           el("td", {class: "num"}, c.owned), el("td", {class: "num"}, c.own), el("td", {class: "num"}, c.borrowed),
           el("td", {class: "num"}, c.lent), el("td", {class: "num"}, idle), el("td", {class: "num"}, reserved),
-          el("td", {class: "num"}, c.limit)));
+          el("td", {class: "num", "data-limit": c.limit}, c.limit < 0 ? "no limit" : c.limit)));
       });
     }
     frag.push(el("table", {class: "shares", "data-queue": q.jobQueue},
-      el("thead", {}, el("tr", {}, ["share", "instance type", "capacity", "in words", "owns", "own in use", "borrowed", "lent", "idle", "reserved", "limit"]
+      el("thead", {}, el("tr", {}, ["share", "instance type", "capacity", "in words", "owns", "own in use", "borrowed", "lent", "idle", "reserved", "may use"]
         .map((h, i) => el("th", {class: i >= 4 ? "num" : null}, h)))),
       el("tbody", {}, rows)));
   }
@@ -394,6 +394,12 @@ async function refresh() {
     renders++;
     document.body.dataset.renders = renders;
     document.body.dataset.renderMs = Math.round(performance.now() - t0);
+    // And once the browser has laid the page out and painted it.
+    const n = renders;
+    requestAnimationFrame(() => setTimeout(() => {
+      document.body.dataset.paintMs = Math.round(performance.now() - t0);
+      document.body.dataset.painted = n;
+    }, 0));
     statusEl.className = "";
     statusEl.textContent = "updated " + new Date().toLocaleTimeString([], {hour12: false}) + " · refreshes every " + POLL_MS / 1000 + " s";
   } catch (e) {
