@@ -17,7 +17,7 @@ import (
 // still running.
 func TestEndedAttemptsAreForgotten(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 4, shareSpec{name: "A", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(4)
 	ok := s.submit("q", "A", "ok", 1, payload(g5, 1, 10*time.Millisecond, 0))
 	failed := s.submit("q", "A", "failed", 1, payload(g5, 1, 10*time.Millisecond, 3))
 	long := s.submit("q", "A", "long", 1, payload(g5, 1, time.Hour, 0))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,27 @@ func (s *server) setup(queue string, envCap int32, shares ...shareSpec) (queueAR
 	s.waitSettled(queue, shares...) // as the reference client does, before using them
 	return *q.JobQueueArn
 }
+
+// reserved creates queue "q" on an environment of n ml.g5.xlarge, with one
+// RESERVE share "A" of n: the set-up of the tests about one share's jobs.
+func (s *server) reserved(n int32) (queueARN string) {
+	s.t.Helper()
+	return s.setup("q", n, shareSpec{name: "A", limit: n, strategy: types.QuotaShareResourceSharingStrategyReserve})
+}
+
+// clock is a daemon clock that a test moves forward (pass its option to
+// newServer or startServer); the executor's clock stays real.
+type clock struct{ skew atomic.Int64 }
+
+// option makes the daemon read its time from c.
+func (c *clock) option() serverOption {
+	return func(cfg *daemon.Config) {
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(c.skew.Load())) }
+	}
+}
+
+// setAhead puts the daemon's clock d ahead of the real one.
+func (c *clock) setAhead(d time.Duration) { c.skew.Store(int64(d)) }
 
 func (s *server) submit(queue, share, name string, prio int32, p string) string {
 	s.t.Helper()

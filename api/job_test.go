@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 
 func TestClientTokenReplay(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(2)
 	in := &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0)),
 		ClientToken: aws.String("token-1")}
@@ -66,7 +65,7 @@ func TestClientTokenReplay(t *testing.T) {
 
 func TestJobIDOrARN(t *testing.T) {
 	s := newServer(t)
-	queue := s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	queue := s.reserved(2)
 	id := s.submit(queue, "A", "j", 1, payload(g5, 1, time.Hour, 0))
 	arn := "arn:aws:batch:us-east-1:000000000000:service-job/" + id
 	for _, ref := range []string{id, arn} {
@@ -101,7 +100,7 @@ func TestJobIDOrARN(t *testing.T) {
 // DescribeServiceJob and ListServiceJobs say about it.
 func TestJobDetail(t *testing.T) {
 	s := newServer(t)
-	queue := s.setup("q", 4, shareSpec{name: "A", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	queue := s.reserved(4)
 	p := `{"TrainingJobName":"my-training-job","ResourceConfig":{"InstanceGroups":[
 		{"InstanceGroupName":"a","InstanceType":"ml.g5.xlarge","InstanceCount":2},
 		{"InstanceGroupName":"b","InstanceType":"ml.g5.xlarge","InstanceCount":1}]},
@@ -211,7 +210,7 @@ func TestListServiceJobs(t *testing.T) {
 
 func TestRetries(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 4, shareSpec{name: "A", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(4)
 	sub := func(name string, code int, rs *types.ServiceJobRetryStrategy) string {
 		out, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 			ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, 10*time.Millisecond, code)), RetryStrategy: rs})
@@ -247,7 +246,7 @@ func TestRetries(t *testing.T) {
 
 func TestTimeouts(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(2)
 	out, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("slow"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0)),
 		TimeoutConfig: &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(1)},
@@ -285,7 +284,7 @@ func TestPreemptionRetries(t *testing.T) {
 // the bulk TerminateServiceJobs (not in the pinned SDK: raw HTTP).
 func TestTerminate(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 1, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(1)
 	run := s.submit("q", "A", "run", 1, payload(g5, 1, time.Hour, 0))
 	s.waitStatus(run, types.ServiceJobStatusRunning)
 	wait := s.submit("q", "A", "wait", 0, payload(g5, 1, time.Hour, 0))
@@ -399,7 +398,7 @@ func TestWireErrors(t *testing.T) {
 // a ServerException (HTTP 500, retried by the SDK) and applies nothing.
 func TestServerException(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 1, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(1)
 	s.db.Close()
 	_, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0))})
@@ -443,20 +442,18 @@ func TestUnknownInstanceType(t *testing.T) {
 
 // TestClientTokenExpiry: after 24 hours a clientToken starts a new job.
 func TestClientTokenExpiry(t *testing.T) {
-	var skew atomic.Int64
-	s := newServer(t, func(c *daemonConfig) {
-		c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	})
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	var clk clock
+	s := newServer(t, clk.option())
+	s.reserved(2)
 	in := &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0)),
 		ClientToken: aws.String("daily")}
 	a, err := s.c.SubmitServiceJob(ctx, in)
 	must(t, err)
-	skew.Store(int64(23 * time.Hour))
+	clk.setAhead(23 * time.Hour)
 	b, err := s.c.SubmitServiceJob(ctx, in)
 	must(t, err)
-	skew.Store(int64(25 * time.Hour))
+	clk.setAhead(25 * time.Hour)
 	c, err := s.c.SubmitServiceJob(ctx, in)
 	must(t, err)
 	if *a.JobId != *b.JobId || *c.JobId == *a.JobId {

@@ -300,7 +300,7 @@ func TestSubmitWhileCreating(t *testing.T) {
 func TestResourceStatusRecovery(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir)
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(2)
 	s.close()
 	// gated starts a server whose settlings are held back once it has
 	// started (its recovery settles what the last one left).

@@ -19,7 +19,7 @@ import (
 // and no message holds a path of the server's.
 func TestPayloadValidationAttacks(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 4, shareSpec{name: "A", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(4)
 	long := strings.Repeat("a", 5000)
 	good := func() map[string]any {
 		return map[string]any{
