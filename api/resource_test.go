@@ -133,18 +133,9 @@ func TestResourcePagination(t *testing.T) {
 	c := s.c
 	s.setup("q", 10)
 	for i := range 25 {
-		_, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String(fmt.Sprintf("p%02d", i)),
-			QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-		must(t, err)
-		_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String(fmt.Sprintf("e%02d", i)),
-			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-			CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
-		must(t, err)
-		_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(fmt.Sprintf("s%02d", i)), JobQueue: aws.String("q"),
-			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}},
-			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
-			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
-		must(t, err)
+		s.createPolicy(fmt.Sprintf("p%02d", i))
+		s.createEnv(fmt.Sprintf("e%02d", i), 1)
+		s.createShare(aws.String("q"), shareSpec{name: fmt.Sprintf("s%02d", i), limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
 	}
 	count := func(name string, pages, items int, wantPages, wantItems int) {
 		t.Helper()
