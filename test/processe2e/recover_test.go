@@ -26,13 +26,32 @@ echo "end after tick $n"; exit $CODE
 var tickRE = regexp.MustCompile(`(?m)^tick (\d+)$`)
 
 // ticks lists the tick numbers of an output.
-func ticks(out string) []int {
+func ticks(out string) []int { return numbered(tickRE, out) }
+
+// numbered lists the numbers that re's first group matches in out, in order.
+func numbered(re *regexp.Regexp, out string) []int {
 	var ns []int
-	for _, m := range tickRE.FindAllStringSubmatch(out, -1) {
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[1])
 		ns = append(ns, n)
 	}
 	return ns
+}
+
+// killSupervisor kills with SIGKILL the supervisor of the job's first
+// attempt, once the server is down, after checking that the supervisor the
+// attempt's start recorded is the one running. It returns that start.
+func killSupervisor(t *testing.T, s *server, id string) *attemptStart {
+	t.Helper()
+	st, _ := readAttempt(s.attemptDir(id, 1))
+	if st == nil {
+		t.Fatal("the attempt's start is not recorded")
+	}
+	if start, ok := startTime(st.Supervisor.PID); !ok || start != st.Supervisor.Start {
+		t.Fatalf("the supervisor %d recorded at the start is not running", st.Supervisor.PID)
+	}
+	must(t, syscall.Kill(st.Supervisor.PID, syscall.SIGKILL))
+	return st
 }
 
 // awaitFile waits until a condition on the file system holds; the server
@@ -322,14 +341,7 @@ func TestLostAttemptRequeued(t *testing.T) {
 	pid := pidIn(t, s.awaitLog(id, 1, "tick 2\n"))
 
 	s.kill()
-	st, _ := readAttempt(s.attemptDir(id, 1))
-	if st == nil {
-		t.Fatal("the attempt's start is not recorded")
-	}
-	if start, ok := startTime(st.Supervisor.PID); !ok || start != st.Supervisor.Start {
-		t.Fatalf("the supervisor %d recorded at the start is not running", st.Supervisor.PID)
-	}
-	must(t, syscall.Kill(st.Supervisor.PID, syscall.SIGKILL))
+	killSupervisor(t, s, id)
 	awaitFile(t, "the job dies once its output pipe is gone", func() bool { return !alive(pid) })
 
 	s2 := startServer(t, dataDir, serverOpts{})
@@ -374,14 +386,7 @@ i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME.go$QSHARE_ATTEMPT" ] && [ $i -lt 600 ]
 	}
 
 	s.kill()
-	st, _ := readAttempt(s.attemptDir(ends, 1))
-	if st == nil {
-		t.Fatal("the attempt's start is not recorded")
-	}
-	if start, ok := startTime(st.Supervisor.PID); !ok || start != st.Supervisor.Start {
-		t.Fatalf("the supervisor %d recorded at the start is not running", st.Supervisor.PID)
-	}
-	must(t, syscall.Kill(st.Supervisor.PID, syscall.SIGKILL))
+	st := killSupervisor(t, s, ends)
 	awaitFile(t, "the supervisor is gone", func() bool { s, ok := startTime(st.Supervisor.PID); return !ok || s != st.Supervisor.Start })
 
 	s2 := startServer(t, dataDir, serverOpts{})
