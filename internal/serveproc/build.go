@@ -1,0 +1,23 @@
+package serveproc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Build compiles the qshare command into dir/qshare and returns its path,
+// for the tests that run the real binary. It builds with CGO_ENABLED=0, so
+// that the binary needs no C library and runs the same for every user the
+// tests run it as. It must run inside the qshare module; the error holds
+// the compiler's output.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "qshare")
+	cmd := exec.Command("go", "build", "-o", bin, "qshare/cmd/qshare")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
