@@ -1,21 +1,14 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"qshare"
-	"qshare/api"
-	"qshare/daemon"
 	"qshare/executor/simulated"
-	"qshare/sqlite"
 )
 
 // fewGPUs is an executor whose host has 2 GPUs of one instance each.
@@ -32,24 +25,11 @@ func (fewGPUs) CheckCapacity(l qshare.Capacity) string {
 // host has is created, and describing it says so (statusReason, a qshare
 // extension the SDKs ignore), until an update brings it within the host.
 func TestEnvironmentCapacityWarning(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "q.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	d, err := daemon.New(daemon.Config{Store: db, Executor: fewGPUs{simulated.New(simulated.Options{})}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	srv := httptest.NewServer(api.New(d, slog.New(slog.DiscardHandler)))
-	defer srv.Close()
+	// The harness's simulated executor, on a host of 2 GPUs.
+	s := newServer(t, func(c *daemonConfig) { c.Executor = fewGPUs{c.Executor.(*simulated.Executor)} })
 	call := func(op, body string) map[string]any {
 		t.Helper()
-		resp, err := http.Post(srv.URL+"/v1/"+op, "application/json", strings.NewReader(body))
+		resp, err := http.Post(s.url+"/v1/"+op, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
