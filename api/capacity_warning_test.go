@@ -2,8 +2,6 @@ package api_test
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -29,12 +27,7 @@ func TestEnvironmentCapacityWarning(t *testing.T) {
 	s := newServer(t, func(c *daemonConfig) { c.Executor = fewGPUs{c.Executor.(*simulated.Executor)} })
 	call := func(op, body string) map[string]any {
 		t.Helper()
-		resp, err := http.Post(s.url+"/v1/"+op, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := s.post("/v1/"+op, body)
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", op, resp.StatusCode, b)
 		}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -235,6 +237,18 @@ func (s *server) submit(queue, share, name string, prio int32, p string) string 
 	out, err := s.c.SubmitServiceJob(ctx, in)
 	must(s.t, err)
 	return *out.JobId
+}
+
+// post sends body as a raw JSON request to path (/v1/OPERATION) of the
+// server, not through the SDK, and returns the response, its body read.
+func (s *server) post(path, body string) (*http.Response, []byte) {
+	s.t.Helper()
+	resp, err := http.Post(s.url+path, "application/json", strings.NewReader(body))
+	must(s.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must(s.t, err)
+	return resp, b
 }
 
 func (s *server) describe(id string) *batch.DescribeServiceJobOutput {

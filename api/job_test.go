@@ -1,12 +1,10 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -298,14 +296,11 @@ func TestTerminate(t *testing.T) {
 		t.Fatalf("terminated RUNNABLE job: %s %q", d.Status, aws.ToString(d.StatusReason))
 	}
 	body := fmt.Sprintf(`{"jobs":[%q,"arn:aws:batch:us-east-1:000000000000:service-job/unknown","arn:aws:batch:us-east-1:000000000000:job-queue/q"],"reason":"bulk"}`, run)
-	resp, err := http.Post(s.url+"/v1/terminateservicejobs", "application/json", strings.NewReader(body))
-	must(t, err)
+	resp, b := s.post("/v1/terminateservicejobs", body)
 	var res struct {
 		Successful []string
 		Errors     []struct{ Job, Code, Message string }
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	if err := json.Unmarshal(b, &res); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("TerminateServiceJobs: %d %s", resp.StatusCode, b)
 	}
@@ -357,11 +352,8 @@ func TestWireErrors(t *testing.T) {
 	s := newServer(t)
 	post := func(path, body string) (*http.Response, map[string]any) {
 		t.Helper()
-		resp, err := http.Post(s.url+path, "application/json", bytes.NewBufferString(body))
-		must(t, err)
-		defer resp.Body.Close()
+		resp, b := s.post(path, body)
 		var m map[string]any
-		b, _ := io.ReadAll(resp.Body)
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatalf("%s: body %q is not a JSON object", path, b)
 		}
