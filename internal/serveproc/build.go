@@ -21,3 +21,22 @@ func Build(dir string) (string, error) {
 	}
 	return bin, nil
 }
+
+// WithBinary is the body of a TestMain whose tests run the real binary: it
+// builds qshare into a new temporary directory (its name starts with
+// prefix), sets *bin to its path, calls run (m.Run) and removes the
+// directory. It returns the exit code for os.Exit: run's, or 1, said on
+// standard error, when the binary cannot be built.
+func WithBinary(prefix string, bin *string, run func() int) int {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return run()
+}

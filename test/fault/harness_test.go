@@ -10,7 +10,6 @@ package fault
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -37,18 +36,7 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "qshare-faulttest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if bin, err = serveproc.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(serveproc.WithBinary("qshare-faulttest-", &bin, m.Run))
 }
 
 func needBinary(t *testing.T) {

@@ -57,19 +57,7 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run()) // every test skips itself
 	}
-	dir, err := os.MkdirTemp("", "qshare-processe2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if bin, err = serveproc.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(serveproc.WithBinary("qshare-processe2e-", &bin, m.Run))
 }
 
 // skipShort skips a test in -short mode: each one builds on a real server.
