@@ -38,6 +38,18 @@ func numbered(re *regexp.Regexp, out string) []int {
 	return ns
 }
 
+// restartable starts a server on a new data directory, for a second server
+// to start again on, with one share of n instances (in-share preemption
+// as inShare) and gates for the jobs. It skips the test in -short mode.
+func restartable(t *testing.T, n int32, inShare bool) (dataDir string, s *server, g *gates) {
+	t.Helper()
+	skipShort(t)
+	dataDir = newDataDir(t)
+	s = startServer(t, dataDir, serverOpts{})
+	oneShare(s, n, inShare)
+	return dataDir, s, newGates(t)
+}
+
 // killSupervisor kills with SIGKILL the supervisor of the job's first
 // attempt, once the server is down, after checking that the supervisor the
 // attempt's start recorded is the one running. It returns that start.
@@ -76,11 +88,7 @@ func awaitFile(t *testing.T, what string, ok func() bool) {
 // without running it again, starts the waiting job in the capacity that
 // freed, and every job finishes with the right status and one attempt.
 func TestKillAndRecover(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 2, false)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 2, false)
 	keep := s.submit(job{name: "keep", share: "s", env: g.env("CODE", "0"), script: ticker})
 	fail := s.submit(job{name: "fail", share: "s", env: g.env("CODE", "7"), script: ticker})
 	s.awaitRunning(keep, 1)
@@ -190,11 +198,7 @@ func TestKillAndRecover(t *testing.T) {
 // the terminated one is FAILED with the termination's reason, and the
 // preemptor starts only after its victim's process is gone.
 func TestKillWhileStopping(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 2, true)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 2, true)
 	low := s.submit(job{name: "low", share: "s", priority: 1, env: g.env("SAVE_GATE", "save-low", "QSHARE_STOP_GRACE", "300"), script: trainer})
 	term := s.submit(job{name: "term", share: "s", priority: 5, env: g.env("SAVE_GATE", "save-term", "QSHARE_STOP_GRACE", "300"), script: trainer})
 	for _, id := range []string{low, term} {
@@ -279,11 +283,7 @@ echo "high runs"; ` + waitGate + `echo "high done"`})
 // failed, though it exits 0 and the new server never decided to stop it)
 // and resume from its checkpoint on attempt 2.
 func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 1, true)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 1, true)
 	low := s.submit(job{name: "low", share: "s", priority: 1, env: g.env("SAVE_GATE", "save", "QSHARE_STOP_GRACE", "300"), script: trainer})
 	s.awaitRunning(low, 1)
 	s.awaitLog(low, 1, "step 2\n")
@@ -331,11 +331,7 @@ func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
 // cannot know the attempt's fate, so it requeues the job with a reason
 // that says so, and the job runs again (attempt 2) and succeeds.
 func TestLostAttemptRequeued(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 1, false)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 1, false)
 	id := s.submit(job{name: "orphan", share: "s", env: g.env("CODE", "0"), script: ticker})
 	s.awaitRunning(id, 1)
 	pid := pidIn(t, s.awaitLog(id, 1, "tick 2\n"))
@@ -368,11 +364,7 @@ func TestLostAttemptRequeued(t *testing.T) {
 // process is gone); the other is terminated, which signals its process
 // group directly, and ends FAILED with the reason, its group gone.
 func TestOrphanStillRunning(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 2, false)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 2, false)
 	const silent = runningSh + `echo $$ > "$GATE/$QSHARE_JOB_NAME.pid.$QSHARE_ATTEMPT"
 if [ "$QSHARE_ATTEMPT" != 1 ] && running "$(cat "$GATE/$QSHARE_JOB_NAME.pid.1")"; then echo "OVERLAP: attempt 1 still runs"; fi
 echo "attempt $QSHARE_ATTEMPT pid=$$"
