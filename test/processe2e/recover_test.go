@@ -50,6 +50,23 @@ func restartable(t *testing.T, n int32, inShare bool) (dataDir string, s *server
 	return dataDir, s, newGates(t)
 }
 
+// awaitRequeuedInShare waits until the first attempt of job id has
+// stopped, and checks that it was preempted in-share and the job requeued,
+// not ended. It returns the job as it then was.
+func awaitRequeuedInShare(t *testing.T, s *server, id string) *batch.DescribeServiceJobOutput {
+	t.Helper()
+	d := s.await(id, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
+		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if d.Status == types.ServiceJobStatusFailed || d.Status == types.ServiceJobStatusSucceeded {
+		t.Fatalf("%s is %s (%q) after its preempted attempt ended; want it requeued", aws.ToString(d.JobName), d.Status, aws.ToString(d.StatusReason))
+	}
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
+		t.Errorf("%s: attempt 1 reason %q, want the in-share preemption", aws.ToString(d.JobName), r)
+	}
+	return d
+}
+
 // killSupervisor kills with SIGKILL the supervisor of the job's first
 // attempt, once the server is down, after checking that the supervisor the
 // attempt's start recorded is the one running. It returns that start.
@@ -234,15 +251,7 @@ echo "high runs"; ` + waitGate + `echo "high done"`})
 	// low saves first: high can then run only in the capacity low held,
 	// since term still holds the rest.
 	g.release("save-low")
-	d := s2.await(low, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
-		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
-	})
-	if d.Status == types.ServiceJobStatusFailed || d.Status == types.ServiceJobStatusSucceeded {
-		t.Fatalf("low is %s (%q) after its preempted attempt ended; want it requeued", d.Status, aws.ToString(d.StatusReason))
-	}
-	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
-		t.Errorf("low: attempt 1 reason %q, want the in-share preemption", r)
-	}
+	d := awaitRequeuedInShare(t, s2, low)
 	s2.awaitRunning(high, 1)
 	if out := s2.awaitLog(high, 1, "high runs"); strings.Contains(out, "OVERLAP") {
 		t.Errorf("high started while low's process was alive:\n%s", out)
@@ -301,15 +310,7 @@ func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
 		t.Errorf("low after the restart: %s with %d attempts, want RUNNING (still saving) with one", d.Status, len(d.Attempts))
 	}
 	g.release("save")
-	d := s2.await(low, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
-		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
-	})
-	if d.Status == types.ServiceJobStatusFailed || d.Status == types.ServiceJobStatusSucceeded {
-		t.Fatalf("low is %s (%q) after its preempted attempt ended; want it requeued", d.Status, aws.ToString(d.StatusReason))
-	}
-	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
-		t.Errorf("low: attempt 1 reason %q, want the in-share preemption", r)
-	}
+	d := awaitRequeuedInShare(t, s2, low)
 	s2.awaitRunning(low, 2)
 	m := regexp.MustCompile(`SIGTERM: checkpointed step (\d+)\n$`).FindStringSubmatch(s2.mustLogs(low, 1))
 	if m == nil {
