@@ -126,31 +126,12 @@ func startHeld(t *testing.T) (*Daemon, *heldStore, *watchingExecutor) {
 	t.Helper()
 	st := newHeldStore(t)
 	ex := &watchingExecutor{Executor: simulated.New(simulated.Options{}), st: st}
-	d, err := New(Config{Store: st, Executor: ex, Tick: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d, stop := startDaemon(t, st, ex)
 	t.Cleanup(func() {
 		st.release()
-		d.Close()
-		ex.Close()
-		st.Close()
+		stop()
 	})
-	ctx := context.Background()
-	g5 := []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 4}}
-	_, err = d.CreatePolicy(ctx, PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
-	mustNil(t, err)
-	_, err = d.CreateEnvironment(ctx, EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: g5})
-	mustNil(t, err)
-	_, err = d.CreateQueue(ctx, QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
-		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
-	mustNil(t, err)
-	s, err := d.CreateShare(ctx, ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: qshare.Disabled, CapacityLimits: g5})
-	mustNil(t, err)
-	waitShareStatus(t, d, s.ARN, qshare.StatusValid)
+	waitShareStatus(t, d, createReserved(t, d, 4, 4).ARN, qshare.StatusValid)
 	return d, st, ex
 }
 
