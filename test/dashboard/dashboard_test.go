@@ -46,23 +46,8 @@ func TestMain(m *testing.M) {
 		fmt.Println("test/dashboard: Chromium is not installed (no /usr/bin/chromium, no chromium on the PATH): the browser tests are skipped. Install it with apt-get install -y chromium (.ci/run does).")
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "qshare-dashboard-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	root, _ = filepath.Abs("../..")
-	bin = filepath.Join(dir, "qshare")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/qshare")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(serveproc.WithBinary("qshare-dashboard-", &bin, m.Run))
 }
 
 func needChromium(t testing.TB) {
