@@ -46,10 +46,11 @@ func TestQueueEndpoint(t *testing.T) {
 		waiting = append(waiting, s.submit("q", "QS1", n, 1, payload(g5, 1, time.Hour, 0)))
 	}
 	w4 := s.submit("q", "QS2", "w4", 5, payload(g5, 2, time.Hour, 0)) // needs 2 of a share of 1: waits
-	// Wait until the scheduler has said why the heads wait.
+	// Wait until the scheduler has said why the heads wait (w4, which can
+	// never fit its share, last).
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.HasPrefix(aws.ToString(s.describe(waiting[0]).StatusReason), "waiting for capacity:") ||
-		aws.ToString(s.describe(w4).StatusReason) == "" {
+		!strings.HasPrefix(aws.ToString(s.describe(w4).StatusReason), "MISCONFIGURATION:") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no wait reason: %q, %q", aws.ToString(s.describe(waiting[0]).StatusReason), aws.ToString(s.describe(w4).StatusReason))
 		}
