@@ -391,6 +391,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	mux := http.NewServeMux()
 	mux.Handle(logstream.PathPrefix, health.Gate(logstream.New(d.Job, ex.Logs)))
 	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
+	mountDashboard(mux, health, d, events) // the dashboard at /ui/ (serve_web.go)
 	mux.Handle("/", health.Gate(apiHandler))
 	mux.Handle(metrics.HealthzPath, health.Healthz())
 	mux.Handle(metrics.ReadyzPath, health.Readyz())

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"qshare"
+	"qshare/daemon"
+)
+
+// QueuePath is where the server mounts QueueHandler. It is a qshare
+// extension, beside LendingPath: GetJobQueueSnapshot gives the front of a
+// queue and of each share as bare job ARNs, and a reader (the dashboard's
+// Queue view) would need one DescribeServiceJob per job to say who each one
+// is and why it waits. This endpoint answers with both in one request.
+const QueuePath = "/qshare/v1/queue"
+
+// QueueJob is one RUNNABLE job at the front of a queue or share.
+type QueueJob struct {
+	// Position is the job's place in the order the scheduler considers the
+	// queue's jobs, from 1; 0 in ShareFronts for a head beyond the first
+	// 100 of the queue.
+	Position           int    `json:"position"`
+	JobID              string `json:"jobId"`
+	JobArn             string `json:"jobArn"`
+	JobName            string `json:"jobName"`
+	QuotaShareName     string `json:"quotaShareName,omitempty"`
+	ShareIdentifier    string `json:"shareIdentifier,omitempty"`
+	SchedulingPriority int    `json:"schedulingPriority"`
+	Status             string `json:"status"`
+	// StatusReason is the scheduler's words for why the job waits.
+	StatusReason string `json:"statusReason,omitempty"`
+	// RunnableSince is when the job became RUNNABLE, in Unix milliseconds.
+	RunnableSince *int64 `json:"runnableSince,omitempty"`
+}
+
+// ShareFront is the head of one quota share.
+type ShareFront struct {
+	QuotaShareName string   `json:"quotaShareName"`
+	Head           QueueJob `json:"head"`
+}
+
+// QueueResponse is the body of a successful GET QueuePath.
+type QueueResponse struct {
+	JobQueue string `json:"jobQueue"`
+	// QuotaShares is true for a queue with a quota-share policy.
+	QuotaShares bool `json:"quotaShares"`
+	// Front is up to 100 RUNNABLE jobs, in the order the scheduler
+	// considers them (GetJobQueueSnapshot's frontOfQueue).
+	Front []QueueJob `json:"front"`
+	// ShareFronts is the head of each share with a RUNNABLE job, in share
+	// name order (GetJobQueueSnapshot's frontOfQuotaShares).
+	ShareFronts []ShareFront `json:"shareFronts"`
+	// LastUpdatedAt is when the snapshot was taken, in Unix milliseconds.
+	LastUpdatedAt int64 `json:"lastUpdatedAt"`
+}
+
+// QueueHandler serves GET QueuePath?jobQueue=NAME_OR_ARN: the snapshot of
+// GetJobQueueSnapshot, each job with its name, share, priority and status
+// reason. A job that finished between the snapshot and the look-up is left
+// out. Errors are those of LendingHandler: a missing, unknown or malformed
+// queue, an unknown parameter or another method is a ClientException.
+func QueueHandler(d *daemon.Daemon) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, qshare.Errorf(qshare.EINVALID, "%s is not allowed on %s: use GET", r.Method, QueuePath))
+			return
+		}
+		if r.URL.Path != QueuePath {
+			writeError(w, qshare.Errorf(qshare.ENOTFOUND, "no such extension endpoint: use GET %s?jobQueue=NAME", QueuePath))
+			return
+		}
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "the query string is not valid: escape it, as ?jobQueue=NAME_OR_ARN"))
+			return
+		}
+		for k := range q {
+			if k != "jobQueue" {
+				writeError(w, qshare.Errorf(qshare.EINVALID, "query parameter %q is not known: the only one is jobQueue", k))
+				return
+			}
+		}
+		if len(q["jobQueue"]) != 1 || q.Get("jobQueue") == "" {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is required, once: give a job queue name or ARN, as ?jobQueue=NAME"))
+			return
+		}
+		ref := q.Get("jobQueue")
+		if len(ref) > maxQueueRef {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is %d bytes long: give a job queue name (at most 128 characters) or its ARN", len(ref)))
+			return
+		}
+		if !strings.HasPrefix(ref, "arn:") {
+			if err := qshare.ValidateName("jobQueue", ref); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		s, err := d.Snapshot(ref)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, queueViewOut(d, s, ref))
+	})
+}
+
+func queueViewOut(d *daemon.Daemon, s daemon.Snapshot, ref string) QueueResponse {
+	if i := strings.LastIndex(ref, "/"); strings.HasPrefix(ref, "arn:") && i >= 0 {
+		ref = ref[i+1:]
+	}
+	out := QueueResponse{JobQueue: ref, QuotaShares: s.QuotaShares, Front: []QueueJob{}, ShareFronts: []ShareFront{}, LastUpdatedAt: s.At.UnixMilli()}
+	pos := map[string]int{}
+	look := func(arn string) (QueueJob, bool) {
+		j, err := d.Job(arn)
+		if err != nil {
+			return QueueJob{}, false
+		}
+		return QueueJob{JobID: j.ID, JobArn: j.ARN, JobName: j.Name, QuotaShareName: j.QuotaShare, ShareIdentifier: j.ShareIdentifier,
+			SchedulingPriority: j.Priority, Status: string(j.Status), StatusReason: j.StatusReason, RunnableSince: ms(j.RunnableSince)}, true
+	}
+	for i, f := range s.Front {
+		pos[f.JobARN] = i + 1
+		if qj, ok := look(f.JobARN); ok {
+			qj.Position = i + 1
+			out.Front = append(out.Front, qj)
+		}
+	}
+	names := make([]string, 0, len(s.ShareFronts))
+	for n := range s.ShareFronts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		for _, f := range s.ShareFronts[n] {
+			if qj, ok := look(f.JobARN); ok {
+				qj.Position = pos[f.JobARN]
+				out.ShareFronts = append(out.ShareFronts, ShareFront{QuotaShareName: n, Head: qj})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+// Package web is qshare's dashboard: a read-only web page that `qshare
+// serve` serves at Path, from files embedded in the binary. It loads nothing
+// from the internet. Its script reads what every other client reads: the
+// AWS Batch JSON API (POST /v1/<operation>, with Content-Type
+// application/json), and qshare's read-only extensions: who lends to whom
+// (GET /qshare/v1/lending), the front of a queue with each job's wait reason
+// (GET /qshare/v1/queue), a job's log (GET /qshare/v1/logs/{jobId}), and the
+// event log's last hour (EventsHandler, at EventsPath).
+//
+// It sits at the server's edge, beside package api, behind the same request
+// guard (package auth): the page is same-origin, so the browser's requests
+// carry the server's own Origin or Sec-Fetch-Site: same-origin, which the
+// guard lets through; a page of another origin is refused. docs/dashboard.md
+// says what each view shows.
+package web
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+)
+
+// Path is where the server mounts Handler.
+const Path = "/ui/"
+
+//go:embed static
+var static embed.FS
+
+// Handler serves the dashboard's files at Path: index.html at Path itself,
+// and its script and style sheet beside it. Only GET and HEAD are allowed.
+// Every answer carries a Content-Security-Policy that lets the page load and
+// call only its own origin.
+func Handler() http.Handler {
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	files := http.StripPrefix(strings.TrimSuffix(Path, "/"), http.FileServer(http.FS(sub)))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.Set("Allow", "GET, HEAD")
+			http.Error(w, "the dashboard is read-only: use GET", http.StatusMethodNotAllowed)
+			return
+		}
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	})
+}
