@@ -141,10 +141,11 @@ func readRecords(fs dataFS, dir string) records {
 // createRecord creates the launched file of dir exclusively, with lr as its
 // first line, links it as live (unless live is ""), and returns it open for
 // appendRecord. It fails with an error wrapping os.ErrExist when launched
-// exists. A reader sees no file or the whole first line: the line is
-// written to a temporary file that is then hard-linked to launched (link(2)
-// does not replace an existing file), and renamed to live, so that the
-// file costs one inode.
+// exists. A reader sees no file or the whole first line, and the file costs
+// one inode: the line is written to an unnamed file (O_TMPFILE) that is then
+// hard-linked to launched (link(2) does not replace an existing file) and to
+// live; where unnamed files cannot be made, to a temporary file that is
+// hard-linked to launched and renamed to live.
 func createRecord(fs dataFS, dir string, lr launchRecord, live string) (*os.File, error) {
 	b, _ := json.Marshal(lr)
 	b = append(b, '\n')
