@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -45,6 +46,11 @@ func (e *fsError) Unwrap() error { return e.Err }
 
 // isLinkErr reports whether err is a refusal to follow a planted link.
 func isLinkErr(err error) bool { return errors.Is(err, errLink) }
+
+// noTmpfile is set once unnamed files (CreateUnnamed) turned out to be
+// unavailable here: the file system has no O_TMPFILE, or there is no /proc
+// to name them through.
+var noTmpfile atomic.Bool
 
 // dataFS opens files beneath a data directory without following links. The
 // zero value is unusable; root is an absolute, clean path. Copies share one
@@ -287,6 +293,44 @@ func (fs dataFS) WriteFile(path string, b []byte, perm os.FileMode) error {
 	return err
 }
 
+// CreateFile creates path as a new regular file holding b. It fails with an
+// error wrapping os.ErrExist when anything (a link included) is there: it is
+// WriteFile without the removal, for a directory that the caller has just
+// created and that no one else has written to yet (one system call fewer,
+// and none that fails, per file).
+func (fs dataFS) CreateFile(path string, b []byte, perm os.FileMode) error {
+	f, err := fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Holds reports whether path is a regular file, reached without a link and
+// with no other hard link, whose content is exactly b: a file that
+// WriteFile(path, b) would only write again.
+func (fs dataFS) Holds(path string, b []byte) bool {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() != int64(len(b)) || nlink(st) != 1 {
+		return false
+	}
+	got := make([]byte, len(b)+1) // one more: the file may have grown since
+	n, err := io.ReadFull(f, got)
+	if err != io.ErrUnexpectedEOF && !(err == io.EOF && len(b) == 0) {
+		return false
+	}
+	return string(got[:n]) == string(b)
+}
+
 // CreateTemp creates a new file in dir with a name made of prefix and a
 // random suffix, open for reading and writing.
 func (fs dataFS) CreateTemp(dir, prefix string) (*os.File, error) {
@@ -330,6 +374,35 @@ func (fs dataFS) MkdirAll(path string, perm os.FileMode, made func(string) error
 	}
 	p := fs.root
 	for _, part := range strings.Split(rel, "/") {
+		p = filepath.Join(p, part)
+		err := fs.Mkdir(p, perm)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if made != nil {
+			if err := made(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// MkdirBelow creates the directories of path that are missing below base,
+// an existing directory that holds path, down from base, and calls made (if
+// not nil) for each one it created. It is MkdirAll without the lookups of
+// the directories from the root to base, which the caller knows exist.
+func (fs dataFS) MkdirBelow(base, path string, perm os.FileMode, made func(string) error) error {
+	base, path = filepath.Clean(base), filepath.Clean(path)
+	rel, ok := strings.CutPrefix(path, base+string(filepath.Separator))
+	if !ok || rel == "" {
+		return fs.MkdirAll(path, perm, made)
+	}
+	p := base
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
 		p = filepath.Join(p, part)
 		err := fs.Mkdir(p, perm)
 		if errors.Is(err, os.ErrExist) {

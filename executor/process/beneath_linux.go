@@ -2,6 +2,8 @@ package process
 
 import (
 	"errors"
+	"os"
+	"strconv"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -27,4 +29,43 @@ func openat2(dirfd int, rel string, flags int, mode uint32) (fd int, ok bool, er
 		return -1, false, nil
 	}
 	return fd, true, err
+}
+
+// CreateUnnamed opens a new, unnamed regular file in the directory dir
+// (O_TMPFILE), beneath the root and without following links, for LinkAs
+// to give it its names once it holds its content: a reader then finds no
+// file, or the file with all of it, and no temporary name is ever made or
+// removed. ok is false where the file system or the kernel cannot make
+// unnamed files (and /proc, through which LinkAs names them, is absent):
+// the caller then writes a named temporary file instead.
+func (fs dataFS) CreateUnnamed(dir string, perm os.FileMode) (f *os.File, ok bool, err error) {
+	if noTmpfile.Load() {
+		return nil, false, nil
+	}
+	f, err = fs.OpenFile(dir, unix.O_TMPFILE|os.O_RDWR, perm)
+	if err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+			noTmpfile.Store(true)
+			return nil, false, nil
+		}
+		return nil, true, err
+	}
+	return f, true, nil
+}
+
+// LinkAs gives the open file f (from CreateUnnamed, or any file it opened)
+// the name path beneath the root. It fails with an error wrapping
+// os.ErrExist when path exists: link(2) never replaces a file, so the first
+// name given is the one an exclusive creation would have made.
+func (fs dataFS) LinkAs(f *os.File, path string) error {
+	dfd, name, rel, err := fs.parent("link", path)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	src := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	if err := unix.Linkat(unix.AT_FDCWD, src, dfd, name, unix.AT_SYMLINK_FOLLOW); err != nil {
+		return &fsError{"link", rel, err}
+	}
+	return nil
 }

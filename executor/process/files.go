@@ -2,6 +2,8 @@ package process
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 )
 
@@ -38,13 +40,24 @@ func writeFileAtomic(fs dataFS, path string, b []byte) error {
 	return nil
 }
 
-// writeJSON writes v as JSON to path, replacing what is there: for files
-// nobody reads while they are written (the toolkit's files, before the job
-// starts).
-func writeJSON(fs dataFS, path string, v any) error {
+// writeConfig writes v as JSON to path, one of the toolkit's files, before
+// the job starts. In a directory that the caller has just created (fresh),
+// the file is created exclusively: nothing can be there to remove, and if
+// something is all the same, it is replaced as WriteFile does. Otherwise
+// (a later attempt of the job) a file that already holds exactly this
+// content, as a plain file of its own, is left as it is: writing it again
+// would cost a removal and a new inode for the same bytes.
+func writeConfig(fs dataFS, path string, v any, fresh bool) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if fresh {
+		if err := fs.CreateFile(path, b, 0o644); err == nil || !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	} else if fs.Holds(path, b) {
+		return nil
 	}
 	return fs.WriteFile(path, b, 0o644)
 }

@@ -132,26 +132,35 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 		give = func(d string) error { return fs.Chown(d, int(owner.UID), int(owner.GID)) }
 	}
 	// Parents first, so each is one mkdir (an attempt is started often; the
-	// structure is known).
+	// structure is known). fresh: input/config was made just now, by us, so
+	// nothing is in it yet, and the toolkit's files are created without
+	// first removing what an earlier attempt (or the job) left there.
+	fresh := false
 	for _, d := range []string{l.Job, l.Input, l.Config, filepath.Join(l.Input, "data"), l.Model, l.Output, l.OutputData} {
-		if err := fs.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		err := fs.Mkdir(d, 0o755)
+		if err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, err
+		}
+		if d == l.Config {
+			fresh = err == nil
 		}
 		if err := give(d); err != nil {
 			return nil, err
 		}
 	}
-	if err := fs.MkdirAll(l.Checkpoint, 0o755, give); err != nil { // LocalPath may nest
+	// LocalPath may nest; the job directory exists now.
+	if err := fs.MkdirBelow(l.Job, l.Checkpoint, 0o755, give); err != nil {
 		return nil, err
 	}
 	if err := give(l.Checkpoint); err != nil {
 		return nil, err
 	}
+	put := func(path string, v any) error { return writeConfig(fs, path, v, fresh) }
 	hps := map[string]string{}
 	for k, v := range req.HyperParameters {
 		hps[k] = v
 	}
-	if err := writeJSON(fs, filepath.Join(l.Config, "hyperparameters.json"), hps); err != nil {
+	if err := put(filepath.Join(l.Config, "hyperparameters.json"), hps); err != nil {
 		return nil, err
 	}
 	typ := ""
@@ -174,7 +183,7 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 		Groups       []group  `json:"instance_groups"`
 		Network      string   `json:"network_interface_name"`
 	}{"algo-1", typ, "homogeneousCluster", []string{"algo-1"}, []group{{"homogeneousCluster", typ, []string{"algo-1"}}}, "lo"}
-	if err := writeJSON(fs, filepath.Join(l.Config, "resourceconfig.json"), rc); err != nil {
+	if err := put(filepath.Join(l.Config, "resourceconfig.json"), rc); err != nil {
 		return nil, err
 	}
 	idc := map[string]any{}
@@ -195,7 +204,7 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 			chPaths[c.ChannelName] = p
 		}
 	}
-	if err := writeJSON(fs, filepath.Join(l.Config, "inputdataconfig.json"), idc); err != nil {
+	if err := put(filepath.Join(l.Config, "inputdataconfig.json"), idc); err != nil {
 		return nil, err
 	}
 

@@ -141,14 +141,18 @@ func readRecords(fs dataFS, dir string) records {
 // createRecord creates the launched file of dir exclusively, with lr as its
 // first line, links it as live (unless live is ""), and returns it open for
 // appendRecord. It fails with an error wrapping os.ErrExist when launched
-// exists. A reader sees no file or the whole first line: the line is
-// written to a temporary file that is then hard-linked to launched (link(2)
-// does not replace an existing file), and renamed to live, so that the
-// file costs one inode.
+// exists. A reader sees no file or the whole first line, and the file costs
+// one inode: the line is written to an unnamed file (O_TMPFILE) that is then
+// hard-linked to launched (link(2) does not replace an existing file) and to
+// live; where unnamed files cannot be made, to a temporary file that is
+// hard-linked to launched and renamed to live.
 func createRecord(fs dataFS, dir string, lr launchRecord, live string) (*os.File, error) {
 	b, _ := json.Marshal(lr)
 	b = append(b, '\n')
 	path := filepath.Join(dir, fileLaunched)
+	if f, ok, err := createRecordUnnamed(fs, dir, b, path, live); ok {
+		return f, err
+	}
 	f, err := fs.CreateTemp(dir, "."+fileLaunched+".tmp")
 	if err != nil {
 		return nil, err
@@ -195,6 +199,46 @@ func createRecord(fs dataFS, dir string, lr launchRecord, live string) (*os.File
 		fs.Remove(tmp)
 	}
 	return f, nil
+}
+
+// createRecordUnnamed is createRecord with an unnamed file (O_TMPFILE): its
+// content is written before it has a name, then it is linked as launched
+// (exclusively: link(2) does not replace) and as live. No temporary name is
+// made, renamed or removed, which spares two changes of directories per
+// attempt. ok is false, with nothing created, where unnamed files cannot be
+// made or named here: the caller makes a named temporary file instead.
+func createRecordUnnamed(fs dataFS, dir string, b []byte, path, live string) (*os.File, bool, error) {
+	f, ok, err := fs.CreateUnnamed(dir, 0o644)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, true, err
+	}
+	if err := fs.LinkAs(f, path); err != nil {
+		f.Close()
+		if errors.Is(err, os.ErrExist) {
+			return nil, true, err
+		}
+		if errors.Is(err, os.ErrNotExist) && fs.IsDir(dir) {
+			// No /proc to name the file through: nothing was created.
+			noTmpfile.Store(true)
+			return nil, false, nil
+		}
+		return nil, true, err
+	}
+	if live != "" {
+		err := fs.LinkAs(f, live)
+		if errors.Is(err, os.ErrNotExist) { // live/ was removed under us
+			if err = fs.MkdirAll(filepath.Dir(live), 0o755, nil); err == nil {
+				err = fs.LinkAs(f, live)
+			}
+		}
+		// On failure the attempt is still found from its ID, by looking
+		// under every job.
+	}
+	return f, true, nil
 }
 
 // appendRecord appends a line to an attempt's record.
