@@ -29,6 +29,10 @@ type SubmitInput struct {
 	AttemptDurationSeconds *int64
 	Tags                   map[string]string
 	ClientToken            string
+	// SubmittedBy is the ARN of the authenticated principal that submits
+	// the job, or empty without authentication. The job keeps it as the
+	// system tag qshare.TagSubmittedBy, which no user can set or remove.
+	SubmittedBy string
 	// RequestHash identifies the request for clientToken replay: the same
 	// token with another hash is refused. The API sets it from the body.
 	RequestHash string
@@ -163,7 +167,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 		ID: id, ARN: d.JobARN(id), Name: in.Name, JobQueue: queue, QuotaShare: share,
 		ShareIdentifier: in.ShareIdentifier, ServiceJobType: in.ServiceJobType, Priority: int(prio),
 		Status: qshare.JobRunnable, StatusReason: submitReason(queue, share), Payload: in.Payload, Demand: demand, RetryStrategy: in.RetryStrategy,
-		PreemptionRetries: preemptRetries, AttemptDurationSeconds: timeout, Tags: in.Tags,
+		PreemptionRetries: preemptRetries, AttemptDurationSeconds: timeout, Tags: withSubmitter(in.Tags, in.SubmittedBy),
 		ClientToken: in.ClientToken, RequestHash: in.RequestHash,
 		CreatedAt: now, RunnableSince: now, Version: 1,
 	}
@@ -565,4 +569,18 @@ func PreemptedAttempts(j *qshare.Job, n int) []qshare.Attempt {
 		}
 	}
 	return out
+}
+
+// withSubmitter returns tags with the system tag qshare.TagSubmittedBy set
+// to by, in a copy; with no submitter, tags unchanged.
+func withSubmitter(tags map[string]string, by string) map[string]string {
+	if by == "" {
+		return tags
+	}
+	n := cloneTags(tags)
+	if n == nil {
+		n = map[string]string{}
+	}
+	n[qshare.TagSubmittedBy] = by
+	return n
 }

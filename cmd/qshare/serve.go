@@ -135,8 +135,12 @@ QSHARE_DATA_DIR, QSHARE_STORE, QSHARE_EXECUTOR, QSHARE_REGION, QSHARE_ACCOUNT_ID
 QSHARE_MAX_QUOTA_SHARES_PER_QUEUE, QSHARE_LOG_LEVEL, QSHARE_STOP_GRACE,
 QSHARE_EVENTS, QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_JOB_RETENTION, QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
 
-qshare has no authentication yet, so it listens on loopback addresses only,
-serves only its own Unix user and root (on Linux), answers only to its own
+--auth FILE (QSHARE_AUTH; auth in the config file) turns authentication on:
+every request must then be signed (AWS Signature Version 4) with an access
+key of FILE, and allowed by its principal's IAM-style policies; SIGHUP
+reloads FILE. qshare auth new-key makes a key. Without --auth the server
+serves only its own Unix user and root (on Linux). Either way it listens on
+loopback addresses only, answers only to its own
 address in the Host header, and refuses requests from web pages (Origin,
 Sec-Fetch-Site) and bodies that are not application/json; --allow-host and
 --allow-origin (QSHARE_ALLOW_HOST, QSHARE_ALLOW_ORIGIN, comma-separated;
@@ -343,7 +347,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
 	}
 	defer ln.Close()
-	guard, err := newGuard(ln, s.Guard, log)
+	guard, err := newGuard(ctx, ln, s, log)
 	if err != nil {
 		return err
 	}
@@ -376,7 +380,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	// The AWS Batch API at /v1/, and qshare's extensions, which the AWS API
 	// has no operation for: the logs of an attempt, and who lends to whom.
 	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, logstream.New(d.Job, ex.Logs))
+	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }})
 	mux.Handle(api.LendingPath, api.LendingHandler(d))
 	mux.Handle("/", api.New(d, log))
 	srv := &http.Server{
