@@ -130,11 +130,11 @@ type fileStatement struct {
 	Effect      string      `yaml:"Effect"`
 	Action      stringOrSeq `yaml:"Action"`
 	Resource    stringOrSeq `yaml:"Resource"`
-	NotAction   *yaml.Node  `yaml:"NotAction"`
-	NotResource *yaml.Node  `yaml:"NotResource"`
-	Principal   *yaml.Node  `yaml:"Principal"`
-	NotPrinc    *yaml.Node  `yaml:"NotPrincipal"`
-	Condition   *yaml.Node  `yaml:"Condition"`
+	NotAction   yaml.Node   `yaml:"NotAction"`
+	NotResource yaml.Node   `yaml:"NotResource"`
+	Principal   yaml.Node   `yaml:"Principal"`
+	NotPrinc    yaml.Node   `yaml:"NotPrincipal"`
+	Condition   yaml.Node   `yaml:"Condition"`
 	line        int
 }
 
@@ -323,9 +323,9 @@ func checkPolicy(name string, fp filePolicy) (*Policy, error) {
 		swhere := fmt.Sprintf("line %d: policies.%s.Statement[%d]", fs.line, name, i)
 		for _, x := range []struct {
 			member string
-			n      *yaml.Node
+			n      yaml.Node
 		}{{"NotAction", fs.NotAction}, {"NotResource", fs.NotResource}, {"Principal", fs.Principal}, {"NotPrincipal", fs.NotPrinc}, {"Condition", fs.Condition}} {
-			if x.n != nil {
+			if x.n.Kind != 0 {
 				return nil, fmt.Errorf("%s: %s is not supported by qshare: write the statement with Action and Resource only (an identity policy applies to its principal; list what is allowed, and deny with Effect: Deny)", swhere, x.member)
 			}
 		}
