@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"sort"
 	"strings"
 
 	"qshare/auth"
@@ -104,4 +105,22 @@ func BodyLimit(r *http.Request) int64 {
 		return maxSubmitBody
 	}
 	return maxBody
+}
+
+// Actions returns every IAM action the server's routes authorize, sorted:
+// one per AWS Batch operation (batch:SubmitServiceJob…), the tag routes'
+// (batch:TagResource, batch:UntagResource, batch:ListTagsForResource) and
+// the extensions' (ActionGetServiceJobLogs, ActionGetLending). docs/security.md
+// lists them, and a test keeps the two the same.
+func Actions() []string {
+	var out []string
+	for _, o := range (&Handler{}).operations() {
+		out = append(out, o.action)
+	}
+	for _, a := range tagActions {
+		out = append(out, a)
+	}
+	out = append(out, ActionGetServiceJobLogs, ActionGetLending)
+	sort.Strings(out)
+	return out
 }

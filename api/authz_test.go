@@ -1,0 +1,429 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/smithy-go"
+
+	"qshare"
+	"qshare/api"
+	"qshare/auth"
+	"qshare/daemon"
+	"qshare/executor/simulated"
+	"qshare/internal/batchclient"
+	"qshare/logstream"
+	"qshare/sqlite"
+)
+
+// The principals of the auth tests: alice and bob each own a quota share,
+// carol may do anything but submit to QS1 (a Deny over an Allow), admin
+// anything, nobody nothing.
+var keys = map[string][2]string{
+	"alice":  {"AKIAQSHAREALICE00001", "alice-secret-alice-secret-alice-secret-1"},
+	"bob":    {"AKIAQSHAREBOB0000001", "bob-secret-bob-secret-bob-secret-bob-sec1"},
+	"carol":  {"AKIAQSHARECAROL00001", "carol-secret-carol-secret-carol-secret-12"},
+	"admin":  {"AKIAQSHAREADMIN00001", "admin-secret-admin-secret-admin-secret-12"},
+	"nobody": {"AKIAQSHARENOBODY0001", "nobody-secret-nobody-secret-nobody-secre1"},
+}
+
+func authFile(without ...string) string {
+	skip := map[string]bool{}
+	for _, w := range without {
+		skip[w] = true
+	}
+	policies := map[string]string{"alice": "team-a", "bob": "team-b", "carol": "carol", "admin": "admin", "nobody": ""}
+	var b strings.Builder
+	b.WriteString("principals:\n")
+	for _, name := range []string{"alice", "bob", "carol", "admin", "nobody"} {
+		b.WriteString("  - name: " + name + "\n")
+		if !skip[name] {
+			b.WriteString("    accessKeys: [{id: " + keys[name][0] + ", secret: " + keys[name][1] + "}]\n")
+		}
+		if p := policies[name]; p != "" {
+			b.WriteString("    policies: [" + p + "]\n")
+		}
+	}
+	b.WriteString(`policies:
+  team-a:
+    Version: "2012-10-17"
+    Statement:
+      - Effect: Allow
+        Action: [batch:SubmitServiceJob, batch:UpdateServiceJob, batch:TerminateServiceJob, batch:TerminateServiceJobs, batch:GetServiceJobLogs]
+        Resource: arn:aws:batch:*:*:job-queue/training/quota-share/QS1
+      - Effect: Allow
+        Action: [batch:Describe*, batch:List*, batch:GetJobQueueSnapshot]
+        Resource: "*"
+  team-b:
+    Version: "2012-10-17"
+    Statement:
+      - Effect: Allow
+        Action: [batch:SubmitServiceJob, batch:UpdateServiceJob, batch:TerminateServiceJob, batch:GetServiceJobLogs, batch:DescribeServiceJob]
+        Resource: arn:aws:batch:*:*:job-queue/training/quota-share/QS2
+  carol:
+    Version: "2012-10-17"
+    Statement:
+      - {Effect: Allow, Action: "batch:*", Resource: "*"}
+      - {Effect: Deny, Action: batch:SubmitServiceJob, Resource: "arn:aws:batch:*:*:job-queue/training/quota-share/QS1"}
+  admin:
+    Version: "2012-10-17"
+    Statement: [{Effect: Allow, Action: "batch:*", Resource: "*"}]
+`)
+	return b.String()
+}
+
+// authServer is a real server as qshare serve --auth runs it: the API, the
+// log endpoint and the lending endpoint behind the request guard with an
+// Authenticator over an auth file.
+type authServer struct {
+	*server
+	a    *auth.Authenticator
+	file string
+}
+
+func newAuthServer(t *testing.T) *authServer {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "auth.yaml")
+	if err := os.WriteFile(file, []byte(authFile()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := simulated.New(simulated.Options{})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("QSHARE_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Logger: log, Tick: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.NewAuthenticator(auth.AuthConfig{File: file, Region: "us-east-1", AccountID: "000000000000", BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }})
+	mux.Handle(api.LendingPath, api.LendingHandler(d))
+	mux.Handle("/", api.New(d, log))
+	srv := httptest.NewUnstartedServer(mux)
+	guard, err := auth.New(auth.Config{Addr: srv.Listener.Addr().String(), Authenticator: a, WriteError: api.WriteError, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard.Install(srv.Config)
+	srv.Start()
+	s := &server{t: t, d: d, db: db, ex: ex, url: srv.URL, dir: dir, srv: srv}
+	t.Cleanup(s.close)
+	s.c = as(srv.URL, "admin")
+	return &authServer{server: s, a: a, file: file}
+}
+
+// as returns an AWS SDK client that signs with name's key.
+func as(url, name string, opts ...func(*batch.Options)) *batch.Client {
+	k := keys[name]
+	return batchclient.NewSigned(url, "us-east-1", credentials.NewStaticCredentialsProvider(k[0], k[1], ""), nil, append([]func(*batch.Options){batchclient.NoRetry}, opts...)...)
+}
+
+// skewSigner is the SDK's signer with its clock off by skew.
+type skewSigner struct{ skew time.Duration }
+
+func (s skewSigner) SignHTTP(ctx context.Context, c aws.Credentials, r *http.Request, hash, service, region string, t time.Time, o ...func(*v4.SignerOptions)) error {
+	return v4.NewSigner().SignHTTP(ctx, c, r, hash, service, region, t.Add(s.skew), o...)
+}
+
+// apiErr asserts err is the AWS error code (as the SDK names it) with a
+// message containing every fragment.
+func apiErr(t *testing.T, err error, code string, fragments ...string) {
+	t.Helper()
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("err = %v (%T), want the AWS error %s", err, err, code)
+	}
+	if ae.ErrorCode() != code {
+		t.Fatalf("error code %s (%s), want %s", ae.ErrorCode(), ae.ErrorMessage(), code)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(ae.ErrorMessage(), f) {
+			t.Fatalf("%s message %q does not contain %q", code, ae.ErrorMessage(), f)
+		}
+	}
+}
+
+func (s *authServer) submitAs(c *batch.Client, share string, tags map[string]string) (string, error) {
+	out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
+		JobName: aws.String("j-" + share), JobQueue: aws.String("training"), QuotaShareName: aws.String(share),
+		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0)),
+		SchedulingPriority: aws.Int32(1), Tags: tags,
+	})
+	if err != nil {
+		return "", err
+	}
+	return *out.JobId, nil
+}
+
+const (
+	qs1ARN = "arn:aws:batch:us-east-1:000000000000:job-queue/training/quota-share/QS1"
+	qs2ARN = "arn:aws:batch:us-east-1:000000000000:job-queue/training/quota-share/QS2"
+)
+
+func TestAuthErrorsByName(t *testing.T) {
+	s := newAuthServer(t)
+	_, err := batchclient.NewSigned(s.url, "us-east-1", aws.AnonymousCredentials{}, nil, batchclient.NoRetry).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+	apiErr(t, err, "MissingAuthenticationTokenException", "Missing Authentication Token")
+	_, err = batchclient.NewSigned(s.url, "us-east-1", credentials.NewStaticCredentialsProvider("AKIAQSHAREMALLORY001", keys["alice"][1], ""), nil, batchclient.NoRetry).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+	apiErr(t, err, "UnrecognizedClientException", "The security token included in the request is invalid")
+	_, err = batchclient.NewSigned(s.url, "us-east-1", credentials.NewStaticCredentialsProvider(keys["alice"][0], keys["bob"][1], ""), nil, batchclient.NoRetry).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+	apiErr(t, err, "InvalidSignatureException", "does not match")
+	_, err = batchclient.NewSigned(s.url, "eu-west-1", credentials.NewStaticCredentialsProvider(keys["alice"][0], keys["alice"][1], ""), nil, batchclient.NoRetry).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+	apiErr(t, err, "InvalidSignatureException", "valid region")
+	_, err = as(s.url, "nobody").ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+	apiErr(t, err, "AccessDeniedException", "User: arn:aws:iam::000000000000:user/nobody is not authorized to perform: batch:ListSchedulingPolicies on resource: *")
+	if _, err := as(s.url, "alice").ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
+		t.Fatalf("alice may list: %v", err)
+	}
+}
+
+// The skew limit holds: a client whose clock is 6 minutes off either way is
+// refused; one 4 minutes off is served.
+func TestAuthSkew(t *testing.T) {
+	s := newAuthServer(t)
+	for _, skew := range []time.Duration{-6 * time.Minute, 6 * time.Minute} {
+		_, err := as(s.url, "admin", func(o *batch.Options) { o.HTTPSignerV4 = skewSigner{skew} }).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+		apiErr(t, err, "InvalidSignatureException", "Signature")
+	}
+	if _, err := as(s.url, "admin", func(o *batch.Options) { o.HTTPSignerV4 = skewSigner{-4 * time.Minute} }).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
+		t.Fatalf("4 minutes off: %v", err)
+	}
+}
+
+func TestAuthPolicies(t *testing.T) {
+	s := newAuthServer(t)
+	// admin may do everything: it creates the resources.
+	s.setup("training", 8, shareSpec{name: "QS1", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve},
+		shareSpec{name: "QS2", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	alice, bob, carol := as(s.url, "alice"), as(s.url, "bob"), as(s.url, "carol")
+
+	aliceJob, err := s.submitAs(alice, "QS1", nil)
+	if err != nil {
+		t.Fatalf("alice submits to QS1: %v", err)
+	}
+	_, err = s.submitAs(alice, "QS2", nil)
+	apiErr(t, err, "AccessDeniedException", "User: arn:aws:iam::000000000000:user/alice is not authorized to perform: batch:SubmitServiceJob on resource: "+qs2ARN+" because no identity-based policy allows")
+	bobJob, err := s.submitAs(bob, "QS2", nil)
+	if err != nil {
+		t.Fatalf("bob submits to QS2: %v", err)
+	}
+	bobJobARN := "arn:aws:batch:us-east-1:000000000000:service-job/" + bobJob
+
+	// alice may not touch bob's job, by id or by ARN; she may touch hers.
+	for _, ref := range []string{bobJob, bobJobARN} {
+		_, err = alice.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(ref), SchedulingPriority: aws.Int32(9)})
+		apiErr(t, err, "AccessDeniedException", "alice is not authorized to perform: batch:UpdateServiceJob on resource: "+bobJobARN)
+		_, err = alice.TerminateServiceJob(ctx, &batch.TerminateServiceJobInput{JobId: aws.String(ref), Reason: aws.String("x")})
+		apiErr(t, err, "AccessDeniedException", "batch:TerminateServiceJob on resource: "+bobJobARN)
+	}
+	// bob may not describe alice's job (his policy allows DescribeServiceJob on QS2 only).
+	_, err = bob.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(aliceJob)})
+	apiErr(t, err, "AccessDeniedException", "bob is not authorized to perform: batch:DescribeServiceJob")
+	if _, err := bob.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(bobJob)}); err != nil {
+		t.Fatalf("bob describes his job: %v", err)
+	}
+	// alice's terminate of bob's job did nothing.
+	if st := s.describe(bobJob).Status; st == types.ServiceJobStatusFailed {
+		t.Fatalf("bob's job is %s after alice's refused terminate", st)
+	}
+	if _, err := alice.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(aliceJob), SchedulingPriority: aws.Int32(9)}); err != nil {
+		t.Fatalf("alice updates her job: %v", err)
+	}
+	// A bulk terminate with one job she may not touch is refused whole.
+	// (This SDK has no TerminateServiceJobs: the request is signed as the CLI signs it.)
+	ka := keys["alice"]
+	req, _ := http.NewRequest("POST", s.url+"/v1/terminateservicejobs", strings.NewReader(`{"jobs":["`+aliceJob+`","`+bobJob+`"],"reason":"x"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := batchclient.SignedHTTPClient(nil, credentials.NewStaticCredentialsProvider(ka[0], ka[1], ""), "us-east-1").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "batch:TerminateServiceJobs on resource: "+bobJobARN) {
+		t.Fatalf("alice terminates her job and bob's: %d %s", resp.StatusCode, b)
+	}
+	if st := s.describe(aliceJob).Status; st == types.ServiceJobStatusFailed {
+		t.Fatalf("alice's job is %s after the refused bulk terminate", st)
+	}
+	// An unknown job tells alice nothing.
+	_, err = alice.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String("no-such-job"), SchedulingPriority: aws.Int32(1)})
+	apiErr(t, err, "AccessDeniedException", "service-job/no-such-job")
+
+	// alice creates nothing, and may not tag.
+	_, err = alice.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("mine"), Priority: aws.Int32(1)})
+	apiErr(t, err, "AccessDeniedException", "batch:CreateJobQueue on resource: arn:aws:batch:us-east-1:000000000000:job-queue/mine")
+	_, err = alice.TagResource(ctx, &batch.TagResourceInput{ResourceArn: aws.String(bobJobARN), Tags: map[string]string{"x": "y"}})
+	apiErr(t, err, "AccessDeniedException", "batch:TagResource on resource: "+bobJobARN)
+
+	// A Deny wins over an Allow: carol may do anything but submit to QS1.
+	_, err = s.submitAs(carol, "QS1", nil)
+	apiErr(t, err, "AccessDeniedException", "carol is not authorized to perform: batch:SubmitServiceJob on resource: "+qs1ARN+" with an explicit deny")
+	if _, err := s.submitAs(carol, "QS2", nil); err != nil {
+		t.Fatalf("carol submits to QS2: %v", err)
+	}
+	if _, err := carol.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(aliceJob), SchedulingPriority: aws.Int32(3)}); err != nil {
+		t.Fatalf("carol updates alice's job: %v", err)
+	}
+
+	// The log endpoint: alice may not read bob's log, signed as the CLI signs it.
+	hc := func(name string) *http.Client {
+		k := keys[name]
+		return batchclient.SignedHTTPClient(nil, credentials.NewStaticCredentialsProvider(k[0], k[1], ""), "us-east-1")
+	}
+	get := func(c *http.Client, path string) (int, string) {
+		resp, err := c.Get(s.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType") + " " + string(b)
+	}
+	if code, body := get(hc("alice"), logstream.PathPrefix+bobJob); code != 403 || !strings.Contains(body, "AccessDeniedException") || !strings.Contains(body, "batch:GetServiceJobLogs on resource: "+bobJobARN) {
+		t.Fatalf("alice reads bob's log: %d %s", code, body)
+	}
+	if code, body := get(hc("alice"), logstream.PathPrefix+aliceJob); code == 403 {
+		t.Fatalf("alice reads her own log: %d %s", code, body)
+	}
+	if code, body := get(http.DefaultClient, logstream.PathPrefix+aliceJob); code != 403 || !strings.HasPrefix(body, "MissingAuthenticationTokenException") {
+		t.Fatalf("an unsigned log read: %d %s", code, body)
+	}
+	// The lending endpoint: nobody may not, admin may.
+	if code, body := get(hc("nobody"), api.LendingPath+"?"+url.Values{"jobQueue": {"training"}}.Encode()); code != 403 || !strings.Contains(body, "batch:GetJobQueueLending on resource: arn:aws:batch:us-east-1:000000000000:job-queue/training") {
+		t.Fatalf("nobody reads lending: %d %s", code, body)
+	}
+	if code, body := get(hc("admin"), api.LendingPath); code != 200 {
+		t.Fatalf("admin reads lending: %d %s", code, body)
+	}
+}
+
+// Every job records its submitter in the system tag qshare:submittedBy,
+// which no user can set or remove.
+func TestAuthSubmittedBy(t *testing.T) {
+	s := newAuthServer(t)
+	s.setup("training", 8, shareSpec{name: "QS1", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	alice := as(s.url, "alice")
+	id, err := s.submitAs(alice, "QS1", map[string]string{"team": "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := s.describe(id)
+	if got := out.Tags[qshare.TagSubmittedBy]; got != "arn:aws:iam::000000000000:user/alice" || out.Tags["team"] != "a" {
+		t.Fatalf("tags %v, want qshare:submittedBy alice's ARN and team=a", out.Tags)
+	}
+	_, err = s.submitAs(alice, "QS1", map[string]string{qshare.TagSubmittedBy: "arn:aws:iam::000000000000:user/bob"})
+	clientErr(t, err, "qshare:submittedBy", "system tags")
+	_, err = s.c.TagResource(ctx, &batch.TagResourceInput{ResourceArn: out.JobArn, Tags: map[string]string{"QSHARE:submittedBy": "x"}})
+	clientErr(t, err, "system tags")
+	_, err = s.c.UntagResource(ctx, &batch.UntagResourceInput{ResourceArn: out.JobArn, TagKeys: []string{qshare.TagSubmittedBy}})
+	clientErr(t, err, "cannot be removed")
+	if got := s.describe(id).Tags[qshare.TagSubmittedBy]; got != "arn:aws:iam::000000000000:user/alice" {
+		t.Fatalf("after the refused changes, qshare:submittedBy is %q", got)
+	}
+}
+
+// Every route authorizes: a principal with no policy is refused every
+// operation, with the operation's own action, even with an empty body.
+func TestAuthEveryOperation(t *testing.T) {
+	s := newAuthServer(t)
+	k := keys["nobody"]
+	c := batchclient.SignedHTTPClient(nil, credentials.NewStaticCredentialsProvider(k[0], k[1], ""), "us-east-1")
+	n := 0
+	for _, action := range api.Actions() {
+		name := strings.TrimPrefix(action, "batch:")
+		method, path := http.MethodPost, "/v1/"+strings.ToLower(name)
+		switch name {
+		case "TagResource", "UntagResource", "ListTagsForResource":
+			method = map[string]string{"TagResource": "POST", "UntagResource": "DELETE", "ListTagsForResource": "GET"}[name]
+			path = "/v1/tags/" + url.PathEscape("arn:aws:batch:us-east-1:000000000000:job-queue/training") + "?tagKeys=a"
+		case "GetServiceJobLogs":
+			method, path = http.MethodGet, logstream.PathPrefix+"some-job"
+		case "GetJobQueueLending":
+			method, path = http.MethodGet, api.LendingPath
+		}
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader("{}")
+		}
+		req, _ := http.NewRequest(method, s.url+path, body)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 403 || resp.Header.Get("X-Amzn-ErrorType") != "AccessDeniedException" || !strings.Contains(string(b), "user/nobody is not authorized to perform: "+action+" on resource: ") {
+			t.Errorf("%s %s as nobody: %d %s", method, path, resp.StatusCode, b)
+		}
+		n++
+	}
+	if n < 28 {
+		t.Fatalf("only %d actions", n)
+	}
+}
+
+// A key removed from the file stops working at the reload; a bad file on
+// reload keeps the one in force.
+func TestAuthReload(t *testing.T) {
+	s := newAuthServer(t)
+	bob := as(s.url, "bob")
+	list := func(c *batch.Client) error {
+		_, err := c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("training")})
+		return err
+	}
+	// bob may not list (team-b has no List*), but his key is known.
+	apiErr(t, list(bob), "AccessDeniedException")
+	if err := os.WriteFile(s.file, []byte("principals: [{name: x, NotAKey: 1}]"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.a.Reload(); err == nil || !strings.Contains(err.Error(), `"NotAKey" is not known`) {
+		t.Fatalf("a bad file reloaded: %v", err)
+	}
+	apiErr(t, list(bob), "AccessDeniedException") // the old file is still in force
+	if err := os.WriteFile(s.file, []byte(authFile("bob")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	apiErr(t, list(bob), "UnrecognizedClientException")
+	if _, err := as(s.url, "admin").ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
+		t.Fatalf("admin after the reload: %v", err)
+	}
+	if err := os.Chmod(s.file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.a.Reload(); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a world-readable file reloaded: %v", err)
+	}
+}
