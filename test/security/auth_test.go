@@ -1,0 +1,236 @@
+package security_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/smithy-go"
+
+	"qshare/internal/batchclient"
+	"qshare/internal/serveproc"
+)
+
+// The keys of the real-process authentication tests.
+var (
+	aliceKey = [2]string{"AKIAQSHAREALICE00001", "alice-secret-alice-secret-alice-secret-1"}
+	bobKey   = [2]string{"AKIAQSHAREBOB0000001", "bob-secret-bob-secret-bob-secret-bob-sec1"}
+	adminKey = [2]string{"AKIAQSHAREADMIN00001", "admin-secret-admin-secret-admin-secret-12"}
+)
+
+func authFileText(withBob bool) string {
+	bob := ""
+	if withBob {
+		bob = "    accessKeys: [{id: " + bobKey[0] + ", secret: " + bobKey[1] + "}]\n"
+	}
+	return `principals:
+  - name: alice
+    accessKeys: [{id: ` + aliceKey[0] + `, secret: ` + aliceKey[1] + `}]
+    policies: [team-a]
+  - name: bob
+` + bob + `    policies: [team-b]
+  - name: admin
+    accessKeys: [{id: ` + adminKey[0] + `, secret: ` + adminKey[1] + `}]
+    policies: [admin]
+policies:
+  team-a:
+    Version: "2012-10-17"
+    Statement:
+      - Effect: Allow
+        Action: [batch:SubmitServiceJob, batch:UpdateServiceJob, batch:TerminateServiceJob, batch:GetServiceJobLogs]
+        Resource: arn:aws:batch:*:*:job-queue/training/quota-share/QS1
+      - Effect: Allow
+        Action: [batch:Describe*, batch:List*, batch:GetJobQueueSnapshot, batch:GetJobQueueLending]
+        Resource: "*"
+  team-b:
+    Version: "2012-10-17"
+    Statement:
+      - Effect: Allow
+        Action: [batch:SubmitServiceJob, batch:Describe*, batch:List*]
+        Resource: ["arn:aws:batch:*:*:job-queue/training/quota-share/QS2", "*"]
+  admin:
+    Version: "2012-10-17"
+    Statement: [{Effect: Allow, Action: "batch:*", Resource: "*"}]
+`
+}
+
+func signedClient(endpoint string, key [2]string) *batch.Client {
+	return batchclient.NewSigned(endpoint, "us-east-1", credentials.NewStaticCredentialsProvider(key[0], key[1], ""), nil, batchclient.NoRetry)
+}
+
+func awsCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// cli runs the qshare command line against endpoint with env (and a HOME
+// with no AWS files of its own), and returns its output and error.
+func cli(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"),
+		"AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none")}, env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// A real qshare serve --auth: the file's mode is enforced at start, the
+// command line signs every request with the credentials the AWS chain finds
+// (environment, --profile), jobs record their submitter, and a key removed
+// from the file stops working once the server gets SIGHUP.
+func TestServeWithAuth(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "auth.yaml")
+	if err := os.WriteFile(file, []byte(authFileText(true)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A file others may read: the server refuses to start, and says why.
+	out, err := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "refused"), "--executor", "simulated", "--auth", file).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "chmod 600") {
+		t.Fatalf("serve with a mode 644 auth file: %v\n%s", err, out)
+	}
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+		Args: []string{"--executor", "simulated", "--log-level", "info", "--auth", file}, StopWait: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", srv.Log())
+		}
+	})
+	ctx := context.Background()
+	admin := signedClient(srv.Endpoint, adminKey)
+
+	// The unsigned client of issue 14's tests is now refused.
+	_, err = batchclient.New(srv.Endpoint, "us-east-1", batchclient.NoRetry).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+	if awsCode(err) != "UnrecognizedClientException" {
+		t.Fatalf("placeholder credentials: %v, want UnrecognizedClientException", err)
+	}
+
+	pol, err := admin.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+	_, err = admin.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(4)}}})
+	must(t, err)
+	_, err = admin.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("training"), Priority: aws.Int32(1),
+		SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
+	must(t, err)
+	for _, sh := range []string{"QS1", "QS2"} {
+		_, err = admin.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh), JobQueue: aws.String("training"),
+			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(2)}},
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
+			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+		must(t, err)
+	}
+
+	ep := "QSHARE_ENDPOINT=" + srv.Endpoint
+	aliceEnv := []string{ep, "AWS_ACCESS_KEY_ID=" + aliceKey[0], "AWS_SECRET_ACCESS_KEY=" + aliceKey[1]}
+	bobEnv := []string{ep, "AWS_ACCESS_KEY_ID=" + bobKey[0], "AWS_SECRET_ACCESS_KEY=" + bobKey[1]}
+	submit := []string{"submit", "--queue", "training", "--instance-type", "ml.g5.xlarge", "--env", "QSHARE_SIM_DURATION=1h", "-o", "json"}
+
+	// The command line with no credentials at all is refused, by name.
+	if out, err := cli(t, []string{ep}, "jobs"); err == nil || !strings.Contains(out, "UnrecognizedClientException") {
+		t.Fatalf("qshare jobs without credentials: %v\n%s", err, out)
+	}
+	// alice, from the environment: QS1 yes, QS2 no.
+	if out, err := cli(t, aliceEnv, append(submit, "--share", "QS1", "--name", "alice-1")...); err != nil {
+		t.Fatalf("alice submits to QS1: %v\n%s", err, out)
+	}
+	if out, err := cli(t, aliceEnv, append(submit, "--share", "QS2", "--name", "alice-2")...); err == nil ||
+		!strings.Contains(out, "AccessDeniedException: User: arn:aws:iam::000000000000:user/alice is not authorized to perform: batch:SubmitServiceJob on resource: arn:aws:batch:us-east-1:000000000000:job-queue/training/quota-share/QS2") {
+		t.Fatalf("alice submits to QS2: %v\n%s", err, out)
+	}
+	// bob, from a profile of a shared credentials file (--profile).
+	creds := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(creds, []byte("[bob]\naws_access_key_id = "+bobKey[0]+"\naws_secret_access_key = "+bobKey[1]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli(t, []string{ep, "AWS_SHARED_CREDENTIALS_FILE=" + creds}, append(submit, "--share", "QS2", "--name", "bob-1", "--profile", "bob")...); err != nil {
+		t.Fatalf("bob submits to QS2 with --profile: %v\n%s", err, out)
+	}
+	// describe shows who submitted.
+	if out, err := cli(t, aliceEnv, "describe", "alice-1"); err != nil || !strings.Contains(out, "qshare:submittedBy=arn:aws:iam::000000000000:user/alice") {
+		t.Fatalf("qshare describe alice-1: %v\n%s", err, out)
+	}
+	// alice may not read bob's log, nor terminate his job; `qshare shares`
+	// reads the lending endpoint, signed.
+	if out, err := cli(t, aliceEnv, "logs", "bob-1"); err == nil || !strings.Contains(out, "batch:GetServiceJobLogs on resource: arn:aws:batch:us-east-1:000000000000:service-job/") {
+		t.Fatalf("alice reads bob's log: %v\n%s", err, out)
+	}
+	if out, err := cli(t, aliceEnv, "terminate", "bob-1"); err == nil || !strings.Contains(out, "AccessDeniedException") {
+		t.Fatalf("alice terminates bob's job: %v\n%s", err, out)
+	}
+	if out, err := cli(t, aliceEnv, "shares", "--queue", "training"); err != nil || !strings.Contains(out, "QS1") {
+		t.Fatalf("alice's qshare shares: %v\n%s", err, out)
+	}
+	if out, err := cli(t, bobEnv, "shares", "--queue", "training"); err == nil || !strings.Contains(out, "batch:GetJobQueueLending") {
+		t.Fatalf("bob's qshare shares (no batch:GetJobQueueLending): %v\n%s", err, out)
+	}
+
+	// bob's key removed from the file, and SIGHUP: it stops working.
+	bob := signedClient(srv.Endpoint, bobKey)
+	if _, err := bob.ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
+		t.Fatalf("bob before the reload: %v", err)
+	}
+	if err := os.WriteFile(file, []byte(authFileText(false)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(srv.Pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := bob.ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+		if awsCode(err) == "UnrecognizedClientException" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob's removed key still works 10 s after SIGHUP: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := admin.ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
+		t.Fatalf("admin after the reload: %v", err)
+	}
+	// A broken file and SIGHUP: the server keeps the last good one, and says so.
+	if err := os.WriteFile(file, []byte("principals: [{name: x, Efect: 1}]"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(t, syscall.Kill(srv.Pid(), syscall.SIGHUP))
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(srv.Log(), "the auth file was not reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatal("no log line for the refused reload")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := signedClient(srv.Endpoint, aliceKey).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
+		t.Fatalf("alice after a refused reload: %v", err)
+	}
+}
