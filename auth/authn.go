@@ -80,7 +80,7 @@ func (a *Authenticator) Reload() error {
 		return err
 	}
 	a.keys.Store(k)
-	a.log.Info("auth file reloaded", "file", a.cfg.File, "principals", len(k.names), "accessKeys", len(k.owners))
+	a.log.Info("auth file reloaded", "file", a.cfg.File, "principals", len(k.names), "accessKeys", len(k.keys))
 	return nil
 }
 

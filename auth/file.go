@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -30,15 +31,30 @@ type Principal struct {
 // immutable once made, and so safe for concurrent use.
 type Keyring struct {
 	account string
-	secrets map[string]string     // access key id -> secret
-	owners  map[string]*Principal // access key id -> principal
+	keys    map[string]*keyEntry // by access key id
 	names   map[string]*Principal
+}
+
+// keyEntry is one access key of a Keyring.
+type keyEntry struct {
+	owner  *Principal
+	secret string
+	// signer recomputes this key's signatures. One per key, made with the
+	// keyring: the SDK's signer caches the signing key it derives by region,
+	// service, access key id and day, not by secret, so a signer shared by
+	// all keys would re-derive on every change of key, and one that
+	// outlived a reload would keep accepting a secret replaced under the
+	// same key id until the day ends.
+	signer *v4.Signer
 }
 
 // Principal returns the principal of the access key id, and its secret.
 func (k *Keyring) Principal(keyID string) (*Principal, string, bool) {
-	p, ok := k.owners[keyID]
-	return p, k.secrets[keyID], ok
+	e, ok := k.keys[keyID]
+	if !ok {
+		return nil, "", false
+	}
+	return e.owner, e.secret, true
 }
 
 // Principals returns the names of the principals, sorted.
@@ -265,7 +281,7 @@ func Parse(b []byte, account string) (*Keyring, error) {
 		}
 		policies[name] = p
 	}
-	k := &Keyring{account: account, secrets: map[string]string{}, owners: map[string]*Principal{}, names: map[string]*Principal{}}
+	k := &Keyring{account: account, keys: map[string]*keyEntry{}, names: map[string]*Principal{}}
 	for i, fp := range doc.Principals {
 		where := fmt.Sprintf("line %d: principals[%d]", fp.line, i)
 		if !validUserName(fp.Name) {
@@ -293,10 +309,10 @@ func Parse(b []byte, account string) (*Keyring, error) {
 			if len(key.Secret) < 20 || strings.ContainsAny(key.Secret, " \t\r\n") {
 				return nil, fmt.Errorf("%s: the secret of %s is not valid: give at least 20 characters without spaces, as qshare auth new-key makes", kwhere, key.ID)
 			}
-			if other := k.owners[key.ID]; other != nil {
-				return nil, fmt.Errorf("%s: access key %s is given twice (also for %s)", kwhere, key.ID, other.Name)
+			if other := k.keys[key.ID]; other != nil {
+				return nil, fmt.Errorf("%s: access key %s is given twice (also for %s)", kwhere, key.ID, other.owner.Name)
 			}
-			k.owners[key.ID], k.secrets[key.ID] = p, key.Secret
+			k.keys[key.ID] = &keyEntry{owner: p, secret: key.Secret, signer: v4.NewSigner()}
 		}
 		k.names[fp.Name] = p
 	}

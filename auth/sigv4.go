@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"qshare"
 )
@@ -105,9 +104,9 @@ func parseAuthorization(h string) (authorization, error) {
 	return a, nil
 }
 
-// Verifier checks SigV4 signatures against a Keyring. It holds no state
-// but its settings and the SDK's signer (whose key cache is safe for
-// concurrent use), and is safe for concurrent use.
+// Verifier checks SigV4 signatures against a Keyring, with the SDK's
+// signer of each key (see keyEntry). It holds no state but its settings,
+// and is safe for concurrent use.
 type Verifier struct {
 	// Region is the region requests must be signed for.
 	Region string
@@ -119,13 +118,11 @@ type Verifier struct {
 	// BodyLimit returns the most bytes the request's route reads of a body;
 	// nil means 1 MiB for every route.
 	BodyLimit func(r *http.Request) int64
-
-	signer *v4.Signer
 }
 
 // NewVerifier returns a Verifier for region over the keyring keys returns.
 func NewVerifier(region string, keys func() *Keyring) *Verifier {
-	return &Verifier{Region: region, Keys: keys, signer: v4.NewSigner()}
+	return &Verifier{Region: region, Keys: keys}
 }
 
 func (v *Verifier) now() time.Time {
@@ -158,7 +155,7 @@ func (v *Verifier) Verify(r *http.Request) (*Principal, error) {
 	if err != nil {
 		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "%s", err.Error())
 	}
-	p, secret, ok := v.Keys().Principal(a.keyID)
+	key, ok := v.Keys().keys[a.keyID]
 	if !ok {
 		return nil, qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: access key %s is not in this server's auth file", quote(a.keyID))
 	}
@@ -225,7 +222,7 @@ func (v *Verifier) Verify(r *http.Request) (*Principal, error) {
 			c.Header[textproto.CanonicalMIMEHeaderKey(h)] = vals
 		}
 	}
-	if err := v.signer.SignHTTP(context.Background(), aws.Credentials{AccessKeyID: a.keyID, SecretAccessKey: secret}, c, hash, Service, v.Region, t); err != nil {
+	if err := key.signer.SignHTTP(context.Background(), aws.Credentials{AccessKeyID: a.keyID, SecretAccessKey: key.secret}, c, hash, Service, v.Region, t); err != nil {
 		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "the signature could not be checked: %v", err)
 	}
 	want := c.Header.Get("Authorization")
@@ -233,7 +230,7 @@ func (v *Verifier) Verify(r *http.Request) (*Principal, error) {
 	if i < 0 || subtle.ConstantTimeCompare([]byte(want[i+len("Signature="):]), []byte(a.signature)) != 1 {
 		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method")
 	}
-	return p, nil
+	return key.owner, nil
 }
 
 // readBody reads r's body up to its route's limit and puts the bytes back.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,4 +242,32 @@ func FuzzParseAuthorization(f *testing.F) {
 			t.Fatalf("accepted %q", h)
 		}
 	})
+}
+
+// A secret replaced under the same access key id (a reload) is refused at
+// once: the SDK signer's cache of derived keys, keyed by key id and day but
+// not by secret, must not carry it over.
+func TestVerifySecretRotation(t *testing.T) {
+	file := func(secret string) *Keyring {
+		k, err := Parse([]byte("principals: [{name: alice, accessKeys: [{id: "+aliceID+", secret: "+secret+"}]}]"), "000000000000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	old, rotated := strings.Repeat("o", 40), strings.Repeat("n", 40)
+	var current atomic.Pointer[Keyring]
+	current.Store(file(old))
+	v := NewVerifier("us-east-1", current.Load)
+	srv := verifyServer(t, v)
+	if got := send(t, signed(t, "GET", srv.URL+"/x", "", aliceID, old, "us-east-1", "batch", time.Now())); !strings.HasPrefix(got, "ok alice") {
+		t.Fatalf("the old secret before the rotation: %s", got)
+	}
+	current.Store(file(rotated))
+	if got := send(t, signed(t, "GET", srv.URL+"/x", "", aliceID, old, "us-east-1", "batch", time.Now())); !strings.HasPrefix(got, "bad_signature") {
+		t.Fatalf("the old secret after the rotation: %s", got)
+	}
+	if got := send(t, signed(t, "GET", srv.URL+"/x", "", aliceID, rotated, "us-east-1", "batch", time.Now())); !strings.HasPrefix(got, "ok alice") {
+		t.Fatalf("the new secret: %s", got)
+	}
 }

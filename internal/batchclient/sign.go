@@ -97,8 +97,6 @@ type SigningTransport struct {
 	Now func() time.Time
 }
 
-var signer = v4.NewSigner()
-
 // RoundTrip implements http.RoundTripper.
 func (t *SigningTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if t.Creds == nil {
@@ -123,7 +121,10 @@ func (t *SigningTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if t.Now != nil {
 		now = t.Now
 	}
-	if err := signer.SignHTTP(r.Context(), creds, c, hex.EncodeToString(sum[:]), "batch", t.Region, now()); err != nil {
+	// A signer per request: the SDK's signer caches the signing key it
+	// derives by access key id and day, not by secret, so a shared one
+	// would sign with a stale secret after a rotation.
+	if err := v4.NewSigner().SignHTTP(r.Context(), creds, c, hex.EncodeToString(sum[:]), "batch", t.Region, now()); err != nil {
 		return nil, err
 	}
 	base := t.Base
