@@ -427,3 +427,17 @@ func TestAuthReload(t *testing.T) {
 		t.Fatalf("a world-readable file reloaded: %v", err)
 	}
 }
+
+// docs/security.md names every action the server checks.
+func TestSecurityDocListsEveryAction(t *testing.T) {
+	b, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "### Actions and resources")
+	for _, a := range api.Actions() {
+		if !strings.Contains(section, "`"+a+"`") {
+			t.Errorf("docs/security.md, Actions and resources, does not name %s", a)
+		}
+	}
+}

@@ -201,7 +201,7 @@ func canonicalOrigin(o string) (string, bool) {
 // cannot be learned, that any local user can use the API.
 func (g *Guard) Warnings() []string {
 	if g.cfg.SameUserOnly && g.cfg.Authenticator == nil && !peerUIDSupported {
-		return []string{"this system does not tell qshare which local user opened a TCP connection, and qshare has no authentication yet: every local user of this machine can use the API (submit jobs that run as " + g.uname + ", read every job and log). Run the server on a machine or in a network namespace you do not share"}
+		return []string{"this system does not tell qshare which local user opened a TCP connection, and this server runs without authentication: every local user of this machine can use the API (submit jobs that run as " + g.uname + ", read every job and log). Start it with --auth FILE, or run it on a machine or in a network namespace you do not share"}
 	}
 	return nil
 }

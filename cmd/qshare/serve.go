@@ -127,7 +127,7 @@ durable before it is acknowledged; a restart recovers the jobs that were
 running. One server owns a store at a time: a second one on the same store
 refuses to start.
 
-Point an AWS SDK at it with any static credentials, for example in Go:
+Without --auth, point an AWS SDK at it with any static credentials, for example in Go:
   batch.NewFromConfig(cfg, func(o *batch.Options){ o.BaseEndpoint = aws.String("http://127.0.0.1:8750") })
 
 Settings come from flags, then QSHARE_* environment variables (QSHARE_ADDR,
@@ -269,8 +269,8 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 	return s, nil
 }
 
-// checkLoopback refuses any address that is not loopback: qshare has no
-// authentication yet, and anyone who can reach the port can run commands.
+// checkLoopback refuses any address that is not loopback: qshare serves no
+// TLS yet, and anyone who can reach the port can run commands.
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -282,7 +282,7 @@ func checkLoopback(addr string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("refusing to listen on %q: qshare has no authentication yet, and its jobs run commands, so anyone who can reach the port could run programs on this machine. Listen on a loopback address such as 127.0.0.1:8750, and reach it from elsewhere through an SSH tunnel or an authenticating proxy", addr)
+	return fmt.Errorf("refusing to listen on %q: qshare does not serve TLS yet, and its jobs run commands, so anyone who can reach the port could run programs on this machine. Listen on a loopback address such as 127.0.0.1:8750, and reach it from elsewhere through an SSH tunnel or an authenticating proxy", addr)
 }
 
 func parseLevel(s string) (slog.Level, error) {
