@@ -101,6 +101,10 @@ const SystemTagPrefix = "qshare:"
 // principal that submitted it (with authentication on).
 const TagSubmittedBy = SystemTagPrefix + "submittedBy"
 
+// TagRunAs is the system tag of a job that names the Unix user its
+// processes run as: its submitter's unixUser (with authentication on).
+const TagRunAs = SystemTagPrefix + "runAs"
+
 // ReservedTagKey reports whether a tag key is qshare's (SystemTagPrefix,
 // in any case).
 func ReservedTagKey(k string) bool {

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -26,6 +27,11 @@ type AuthConfig struct {
 	// Log receives a record per refused request and per reload; nil
 	// discards them.
 	Log *slog.Logger
+	// CheckPrincipal, when set, is asked about every principal of the file,
+	// at start and on each reload; an error refuses the file, as a
+	// malformed one is (qshare serve checks with it that each unixUser is
+	// one its executor can run jobs as).
+	CheckPrincipal func(*Principal) error
 }
 
 // Authenticator is qshare serve --auth: it verifies every request's SigV4
@@ -47,11 +53,11 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	if cfg.WriteError == nil {
 		return nil, errors.New("auth: AuthConfig.WriteError is required")
 	}
-	k, err := LoadFile(cfg.File, cfg.AccountID)
+	a := &Authenticator{cfg: cfg, log: cfg.Log}
+	k, err := a.load()
 	if err != nil {
 		return nil, err
 	}
-	a := &Authenticator{cfg: cfg, log: cfg.Log}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -74,7 +80,7 @@ func (a *Authenticator) Keys() *Keyring { return a.keys.Load() }
 func (a *Authenticator) Reload() error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	k, err := LoadFile(a.cfg.File, a.cfg.AccountID)
+	k, err := a.load()
 	if err != nil {
 		a.log.Error("the auth file was not reloaded; the one loaded before stays in force", "err", err)
 		return err
@@ -82,6 +88,20 @@ func (a *Authenticator) Reload() error {
 	a.keys.Store(k)
 	a.log.Info("auth file reloaded", "file", a.cfg.File, "principals", len(k.names), "accessKeys", len(k.keys))
 	return nil
+}
+
+// load reads the auth file and asks CheckPrincipal about each principal.
+func (a *Authenticator) load() (*Keyring, error) {
+	k, err := LoadFile(a.cfg.File, a.cfg.AccountID)
+	if err != nil || a.cfg.CheckPrincipal == nil {
+		return k, err
+	}
+	for _, n := range k.Principals() {
+		if err := a.cfg.CheckPrincipal(k.names[n]); err != nil {
+			return nil, fmt.Errorf("auth file %s: %w", a.cfg.File, err)
+		}
+	}
+	return k, nil
 }
 
 // principalKey is the context key of a request's *Principal.

@@ -368,7 +368,8 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	}
 	defer ex.Close()
 	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
-		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events, JobRetention: retention})
+		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events, JobRetention: retention,
+		RequireRunAs: runsAsPrincipals(s)})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"qshare/api"
 	"qshare/auth"
+	"qshare/executor/process"
 )
 
 // guardSettings are the settings of the request guard (package auth) that
@@ -120,7 +121,7 @@ func newGuard(ctx context.Context, ln net.Listener, s serveSettings, log *slog.L
 		AllowHosts: g.AllowHosts.list(), SameUserOnly: g.Auth == "", WriteError: api.WriteError, Log: log}
 	if g.Auth != "" {
 		a, err := auth.NewAuthenticator(auth.AuthConfig{File: g.Auth, Region: s.Region, AccountID: s.AccountID,
-			BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log})
+			BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log, CheckPrincipal: unixUserCheck(s)})
 		if err != nil {
 			return nil, fmt.Errorf("--auth: %w", err)
 		}
@@ -136,6 +137,26 @@ func newGuard(ctx context.Context, ln net.Listener, s serveSettings, log *slog.L
 		log.Warn(w)
 	}
 	return guard, nil
+}
+
+// runsAsPrincipals reports whether the jobs of a server with settings s run
+// as their submitter's unixUser: with authentication on and the process
+// executor. Such a server refuses a submit by a principal without one.
+func runsAsPrincipals(s serveSettings) bool { return s.Guard.Auth != "" && s.Executor == "process" }
+
+// unixUserCheck returns the check of each principal's unixUser for a
+// server with settings s: with the process executor, each must be a user
+// this server can run jobs as (process.CheckUser); otherwise none.
+func unixUserCheck(s serveSettings) func(*auth.Principal) error {
+	if !runsAsPrincipals(s) {
+		return nil
+	}
+	return func(p *auth.Principal) error {
+		if p.UnixUser == "" {
+			return nil
+		}
+		return process.CheckUser("principal "+p.Name+"'s unixUser", p.UnixUser)
+	}
 }
 
 // reloadOnHangup reloads the auth file on each SIGHUP until ctx ends; a

@@ -134,7 +134,11 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 	// Parents first, so each is one mkdir (an attempt is started often; the
 	// structure is known).
 	for _, d := range []string{l.Job, l.Input, l.Config, filepath.Join(l.Input, "data"), l.Model, l.Output, l.OutputData} {
-		if err := fs.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		mode := os.FileMode(0o755)
+		if d == l.Job && owner != nil {
+			mode = 0o700 // the job's user's alone: other jobs' users may not read its files
+		}
+		if err := fs.Mkdir(d, mode); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, err
 		}
 		if err := give(d); err != nil {
