@@ -58,6 +58,9 @@ func authFile(without ...string) string {
 		if p := policies[name]; p != "" {
 			b.WriteString("    policies: [" + p + "]\n")
 		}
+		if name == "carol" {
+			b.WriteString("    unixUser: carol\n")
+		}
 	}
 	b.WriteString(`policies:
   team-a:
@@ -96,7 +99,7 @@ type authServer struct {
 	file string
 }
 
-func newAuthServer(t *testing.T) *authServer {
+func newAuthServer(t *testing.T, opts ...serverOption) *authServer {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")
@@ -112,7 +115,11 @@ func newAuthServer(t *testing.T) *authServer {
 	if os.Getenv("QSHARE_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Logger: log, Tick: 20 * time.Millisecond})
+	cfg := daemon.Config{Store: db, Executor: ex, Logger: log, Tick: 20 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := daemon.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,4 +447,25 @@ func TestSecurityDocListsEveryAction(t *testing.T) {
 			t.Errorf("docs/security.md, Actions and resources, does not name %s", a)
 		}
 	}
+}
+
+// The Unix user a job is to run as is its submitter's unixUser, kept as the
+// system tag qshare:runAs; a server whose jobs run as their submitters
+// (RequireRunAs: serve --auth with the process executor) refuses a submit
+// by a principal without one.
+func TestAuthRunAs(t *testing.T) {
+	s := newAuthServer(t, func(c *daemon.Config) { c.RequireRunAs = true })
+	s.setup("training", 8, shareSpec{name: "QS1", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve},
+		shareSpec{name: "QS2", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	_, err := s.submitAs(as(s.url, "alice"), "QS1", nil)
+	clientErr(t, err, "arn:aws:iam::000000000000:user/alice has no Unix user to run jobs as", "unixUser")
+	id, err := s.submitAs(as(s.url, "carol"), "QS2", nil)
+	if err != nil {
+		t.Fatalf("carol, who has a unixUser: %v", err)
+	}
+	if got := s.describe(id).Tags[qshare.TagRunAs]; got != "carol" {
+		t.Fatalf("qshare:runAs = %q, want carol", got)
+	}
+	_, err = s.submitAs(as(s.url, "carol"), "QS2", map[string]string{qshare.TagRunAs: "root"})
+	clientErr(t, err, "system tags")
 }

@@ -2,10 +2,13 @@ package security_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -232,5 +235,148 @@ func TestServeWithAuth(t *testing.T) {
 	}
 	if _, err := signedClient(srv.Endpoint, aliceKey).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
 		t.Fatalf("alice after a refused reload: %v", err)
+	}
+}
+
+// ensureUser creates (once) the system user name, or skips the test.
+func ensureUser(t *testing.T, name string) *user.User {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("jobs that run as their principal's unixUser need a test that runs as root, to create the users; run the tests as root to cover it")
+	}
+	if u, err := user.Lookup(name); err == nil {
+		return u
+	}
+	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+		t.Skipf("useradd %s: %v: %s", name, err, out)
+	}
+	u, err := user.Lookup(name)
+	must(t, err)
+	return u
+}
+
+// A real qshare serve --auth with the process executor runs alice's job as
+// alice's unixUser, and bob's job cannot read alice's checkpoints; a
+// principal without a unixUser cannot submit; a file whose unixUser the
+// server cannot run jobs as is refused at start.
+func TestServeRunsJobsAsTheirPrincipal(t *testing.T) {
+	alice, bob := ensureUser(t, "qshare-alice-test"), ensureUser(t, "qshare-bob-test")
+	dir, err := os.MkdirTemp("", "qshare-auth-runas")
+	must(t, err)
+	defer os.RemoveAll(dir)
+	must(t, os.Chmod(dir, 0o755)) // the jobs' users must reach their directories
+	file := filepath.Join(dir, "auth.yaml")
+	text := strings.Replace(strings.Replace(authFileText(true),
+		"    policies: [team-a]\n", "    unixUser: "+alice.Username+"\n    policies: [team-a]\n", 1),
+		"    policies: [team-b]\n", "    unixUser: "+bob.Username+"\n    policies: [team-b]\n", 1)
+	text = strings.Replace(text, "Resource: [\"arn:aws:batch:*:*:job-queue/training/quota-share/QS2\", \"*\"]", "Resource: [\"arn:aws:batch:*:*:job-queue/training/quota-share/QS2\"]", 1)
+
+	// unixUser root, or a user that does not exist: the server does not start.
+	for _, bad := range []string{"root", "qshare-no-such-user"} {
+		must(t, os.WriteFile(file, []byte(strings.Replace(text, "unixUser: "+alice.Username, "unixUser: "+bad, 1)), 0o600))
+		out, err := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "refused"), "--executor", "process", "--gpus", "none", "--auth", file).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "principal alice's unixUser") {
+			t.Fatalf("serve with alice's unixUser %s: %v\n%s", bad, err, out)
+		}
+	}
+	// A server that does not run as root can run jobs only as its own user:
+	// run as bob, it refuses alice's unixUser at start.
+	if setpriv, err := exec.LookPath("setpriv"); err == nil {
+		bobFile := filepath.Join(dir, "bob-auth.yaml")
+		must(t, os.WriteFile(bobFile, []byte(text), 0o600))
+		uid, _ := strconv.Atoi(bob.Uid)
+		gid, _ := strconv.Atoi(bob.Gid)
+		must(t, os.Chown(bobFile, uid, gid))
+		out, err := exec.Command(setpriv, "--reuid", bob.Uid, "--regid", bob.Gid, "--clear-groups", bin, "serve", "--addr", "127.0.0.1:0",
+			"--data-dir", filepath.Join(dir, "bob-data"), "--executor", "process", "--gpus", "none", "--auth", bobFile).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "principal alice's unixUser "+alice.Username+": this server runs as uid "+bob.Uid+", not as root") {
+			t.Fatalf("a server run as bob, with alice's unixUser: %v\n%s", err, out)
+		}
+	} else {
+		t.Log("setpriv is not installed: the refusal by a server that is not root is not checked")
+	}
+	must(t, os.WriteFile(file, []byte(text), 0o600))
+	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+		Args: []string{"--executor", "process", "--gpus", "none", "--log-level", "warn", "--auth", file}, StopWait: 20 * time.Second})
+	must(t, err)
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", srv.Log())
+		}
+	})
+	ctx := context.Background()
+	admin := signedClient(srv.Endpoint, adminKey)
+	pol, err := admin.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+	_, err = admin.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String("ml.m5.xlarge"), MaxCapacity: aws.Int32(4)}}})
+	must(t, err)
+	_, err = admin.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("training"), Priority: aws.Int32(1),
+		SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
+	must(t, err)
+	for _, sh := range []string{"QS1", "QS2"} {
+		_, err = admin.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh), JobQueue: aws.String("training"),
+			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.m5.xlarge"), MaxCapacity: aws.Int32(2)}},
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
+			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+		must(t, err)
+	}
+	submit := func(c *batch.Client, share, script string) (string, error) {
+		payload, _ := json.Marshal(map[string]any{
+			"AlgorithmSpecification": map[string]any{"TrainingImage": "local/sh:latest", "TrainingInputMode": "File",
+				"ContainerEntrypoint": []string{"/bin/sh", "-c"}, "ContainerArguments": []string{script}},
+			"CheckpointConfig": map[string]string{"S3Uri": "s3://x/ck", "LocalPath": "/opt/ml/checkpoints"},
+			"ResourceConfig":   map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
+		})
+		out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("training"),
+			QuotaShareName: aws.String(share), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(string(payload))})
+		if err != nil {
+			return "", err
+		}
+		return *out.JobId, nil
+	}
+	wait := func(id string) *batch.DescribeServiceJobOutput {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := admin.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+			must(t, err)
+			if out.Status == types.ServiceJobStatusSucceeded || out.Status == types.ServiceJobStatusFailed {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s is still %s", id, out.Status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// admin has no unixUser: this server runs every job as its submitter.
+	if _, err := submit(admin, "QS1", "true"); awsCode(err) != "ClientException" || !strings.Contains(err.Error(), "unixUser") {
+		t.Fatalf("admin (no unixUser) submits: %v", err)
+	}
+	aliceJob, err := submit(signedClient(srv.Endpoint, aliceKey), "QS1", `id -u > "$SM_OUTPUT_DATA_DIR/uid" && echo secret-weights > "$SM_CHECKPOINT_DIR/ck"`)
+	must(t, err)
+	if out := wait(aliceJob); out.Status != types.ServiceJobStatusSucceeded || out.Tags["qshare:runAs"] != alice.Username {
+		t.Fatalf("alice's job: %s (%s), tags %v", out.Status, aws.ToString(out.StatusReason), out.Tags)
+	}
+	jobDir := filepath.Join(dir, "data", "jobs", aliceJob)
+	b, err := os.ReadFile(filepath.Join(jobDir, "output", "data", "uid"))
+	if err != nil || strings.TrimSpace(string(b)) != alice.Uid {
+		t.Fatalf("alice's job ran as uid %q (%v), want %s (%s)", b, err, alice.Uid, alice.Username)
+	}
+	ck := filepath.Join(jobDir, "checkpoints", "ck")
+	if _, err := os.Stat(ck); err != nil {
+		t.Fatalf("alice's checkpoint: %v", err)
+	}
+	bobJob, err := submit(signedClient(srv.Endpoint, bobKey), "QS2", `id -u; if cat "`+ck+`"; then exit 11; fi; exit 0`)
+	must(t, err)
+	if out := wait(bobJob); out.Status != types.ServiceJobStatusSucceeded {
+		t.Fatalf("bob's job, which fails if it can read alice's checkpoint: %s (%s)", out.Status, aws.ToString(out.StatusReason))
 	}
 }
