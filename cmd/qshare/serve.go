@@ -305,7 +305,11 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := checkLoopback(s.Addr); err != nil {
+	if err := checkListenAddr(s); err != nil {
+		return err
+	}
+	tlsConfig, err := serverTLS(s)
+	if err != nil {
 		return err
 	}
 	level, err := parseLevel(s.LogLevel)
@@ -394,13 +398,13 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	guard.Install(srv)
-	fmt.Fprintf(stdout, "qshare: listening on http://%s (executor %s, data in %s%s)\n", ln.Addr(), s.Executor, s.DataDir, storeNote(s, storeName))
+	fmt.Fprintf(stdout, "qshare: listening on %s://%s (executor %s, data in %s%s)\n", scheme(tlsConfig), ln.Addr(), s.Executor, s.DataDir, storeNote(s, storeName))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "executor", s.Executor, "dataDir", s.DataDir, "store", storeName, "region", s.Region, "account", s.AccountID)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serveOn(srv, ln, tlsConfig) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("server stopped: %w", err)

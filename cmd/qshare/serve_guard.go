@@ -26,10 +26,14 @@ type guardSettings struct {
 	// Auth is the auth file (--auth): with it, every request must be
 	// signed by one of its principals and allowed by their policies.
 	Auth string `yaml:"auth"`
+	// TLSCert and TLSKey are the server's certificate and key (--tls-cert,
+	// --tls-key; serve_tls.go): with them it serves HTTPS.
+	TLSCert string `yaml:"tlsCert"`
+	TLSKey  string `yaml:"tlsKey"`
 }
 
 // guardConfigKeys are guardSettings' YAML keys, for serveConfigKeys.
-const guardConfigKeys = "allowOrigins, allowHosts, auth"
+const guardConfigKeys = "allowOrigins, allowHosts, auth, tlsCert, tlsKey"
 
 // nameList is a list of names kept as one comma-separated string, so that
 // serveSettings stays comparable. In the config file it is a YAML list or
@@ -107,6 +111,7 @@ func resolveGuardSettings(cmd *cobra.Command, g *guardSettings) {
 	if cmd.Flags().Changed("auth") {
 		g.Auth = guardFlags.auth
 	}
+	resolveTLSSettings(cmd.Flags(), g)
 }
 
 // newGuard returns the request guard for a server listening on ln. Without

@@ -97,3 +97,29 @@ func TestAuthSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckListenAddr: loopback always; beyond it, authentication and TLS,
+// each named when missing; never one TLS file without the other.
+func TestCheckListenAddr(t *testing.T) {
+	for _, c := range []struct {
+		addr, auth, cert, key string
+		want                  string // "" for allowed
+	}{
+		{"127.0.0.1:8750", "", "", "", ""},
+		{"127.0.0.1:8750", "", "c.pem", "k.pem", ""},
+		{"0.0.0.0:8750", "", "", "", "missing: --auth FILE (authentication) and --tls-cert FILE and --tls-key FILE (TLS)"},
+		{"0.0.0.0:8750", "a.yaml", "", "", "missing: --tls-cert FILE and --tls-key FILE (TLS)."},
+		{"10.0.0.1:8750", "", "c.pem", "k.pem", "missing: --auth FILE (authentication)."},
+		{"[::]:8750", "a.yaml", "c.pem", "k.pem", ""},
+		{"127.0.0.1:8750", "", "c.pem", "", "--tls-cert is given without --tls-key"},
+		{"127.0.0.1:8750", "", "", "k.pem", "--tls-key is given without --tls-cert"},
+		{"nonsense", "a.yaml", "c.pem", "k.pem", "is not HOST:PORT"},
+	} {
+		s := defaultServeSettings()
+		s.Addr, s.Guard.Auth, s.Guard.TLSCert, s.Guard.TLSKey = c.addr, c.auth, c.cert, c.key
+		err := checkListenAddr(s)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("checkListenAddr(%s, auth %q, cert %q, key %q) = %v, want %q", c.addr, c.auth, c.cert, c.key, err, c.want)
+		}
+	}
+}
