@@ -133,24 +133,7 @@ func TestServeWithAuth(t *testing.T) {
 		t.Fatalf("placeholder credentials: %v, want UnrecognizedClientException", err)
 	}
 
-	pol, err := admin.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-	must(t, err)
-	_, err = admin.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(4)}}})
-	must(t, err)
-	_, err = admin.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("training"), Priority: aws.Int32(1),
-		SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
-	must(t, err)
-	for _, sh := range []string{"QS1", "QS2"} {
-		_, err = admin.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh), JobQueue: aws.String("training"),
-			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(2)}},
-			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
-			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
-		must(t, err)
-	}
+	setupTraining(t, admin, "ml.g5.xlarge")
 
 	ep := "QSHARE_ENDPOINT=" + srv.Endpoint
 	aliceEnv := []string{ep, "AWS_ACCESS_KEY_ID=" + aliceKey[0], "AWS_SECRET_ACCESS_KEY=" + aliceKey[1]}
@@ -309,24 +292,7 @@ func TestServeRunsJobsAsTheirPrincipal(t *testing.T) {
 	})
 	ctx := context.Background()
 	admin := signedClient(srv.Endpoint, adminKey)
-	pol, err := admin.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-	must(t, err)
-	_, err = admin.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String("ml.m5.xlarge"), MaxCapacity: aws.Int32(4)}}})
-	must(t, err)
-	_, err = admin.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("training"), Priority: aws.Int32(1),
-		SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
-	must(t, err)
-	for _, sh := range []string{"QS1", "QS2"} {
-		_, err = admin.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh), JobQueue: aws.String("training"),
-			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String("ml.m5.xlarge"), MaxCapacity: aws.Int32(2)}},
-			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
-			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
-		must(t, err)
-	}
+	setupTraining(t, admin, "ml.m5.xlarge")
 	submit := func(c *batch.Client, share, script string) (string, error) {
 		payload, _ := json.Marshal(map[string]any{
 			"AlgorithmSpecification": map[string]any{"TrainingImage": "local/sh:latest", "TrainingInputMode": "File",
@@ -378,5 +344,30 @@ func TestServeRunsJobsAsTheirPrincipal(t *testing.T) {
 	must(t, err)
 	if out := wait(bobJob); out.Status != types.ServiceJobStatusSucceeded {
 		t.Fatalf("bob's job, which fails if it can read alice's checkpoint: %s (%s)", out.Status, aws.ToString(out.StatusReason))
+	}
+}
+
+// setupTraining creates, as admin, job queue training with quota shares QS1
+// and QS2 of 2 instances of typ each, over a service environment of 4.
+func setupTraining(t *testing.T, admin *batch.Client, typ string) {
+	t.Helper()
+	ctx := context.Background()
+	pol, err := admin.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+	_, err = admin.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(typ), MaxCapacity: aws.Int32(4)}}})
+	must(t, err)
+	_, err = admin.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("training"), Priority: aws.Int32(1),
+		SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
+	must(t, err)
+	for _, sh := range []string{"QS1", "QS2"} {
+		_, err = admin.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh), JobQueue: aws.String("training"),
+			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(typ), MaxCapacity: aws.Int32(2)}},
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
+			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+		must(t, err)
 	}
 }
