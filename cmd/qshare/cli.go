@@ -102,29 +102,37 @@ func newClient(endpoint, region string) *batch.Client {
 // the standard AWS chain finds (batchclient.Credentials, --profile) and
 // trust AWS_CA_BUNDLE.
 func clientsFor(ctx context.Context, o clientOptions) (*batch.Client, *http.Client, error) {
+	api, hc, _, err := clientsWithCreds(ctx, o)
+	return api, hc, err
+}
+
+// clientsWithCreds is clientsFor that also says whether no credentials
+// were found (and placeholder ones sign).
+func clientsWithCreds(ctx context.Context, o clientOptions) (*batch.Client, *http.Client, bool, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	creds, err := batchclient.Credentials(ctx, o.profile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	hc, err := batchclient.HTTPClient()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	api := batchclient.NewSigned(o.endpoint, o.region, creds, hc, func(o *batch.Options) { o.RetryMaxAttempts = 2 })
-	return api, batchclient.SignedHTTPClient(hc, creds, o.region), nil
+	return api, batchclient.SignedHTTPClient(hc, creds, o.region), creds == batchclient.Placeholder, nil
 }
 
 // session is what a running client command works with.
 type session struct {
-	api      *batch.Client
-	http     *http.Client // signed, for the extension endpoints
-	endpoint string
-	output   string
-	out      io.Writer
-	now      func() time.Time
+	api         *batch.Client
+	http        *http.Client // signed, for the extension endpoints
+	placeholder bool         // no credentials were found: they sign with batchclient.Placeholder
+	endpoint    string
+	output      string
+	out         io.Writer
+	now         func() time.Time
 }
 
 // newSession resolves the client flags of cmd and makes its client.
@@ -133,11 +141,11 @@ func newSession(cmd *cobra.Command) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	api, hc, err := clientsFor(cmd.Context(), o)
+	api, hc, placeholder, err := clientsWithCreds(cmd.Context(), o)
 	if err != nil {
 		return nil, err
 	}
-	return &session{api: api, http: hc, endpoint: o.endpoint, output: o.output, out: cmd.OutOrStdout(), now: time.Now}, nil
+	return &session{api: api, http: hc, placeholder: placeholder, endpoint: o.endpoint, output: o.output, out: cmd.OutOrStdout(), now: time.Now}, nil
 }
 
 // clientRun wraps the body of a client command so that its error reaches
@@ -148,7 +156,11 @@ func clientRun(fn func(cmd *cobra.Command, s *session, args []string) error) fun
 		if err != nil {
 			return err
 		}
-		return userError(fn(cmd, s, args), s.endpoint)
+		err = userError(fn(cmd, s, args), s.endpoint)
+		if err != nil && s.placeholder && strings.Contains(err.Error(), "UnrecognizedClientException") {
+			err = fmt.Errorf("%w\n(no AWS credentials were found, so the request was signed with placeholder ones: this server checks signatures; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to your key of its auth file, or give --profile)", err)
+		}
+		return err
 	}
 }
 

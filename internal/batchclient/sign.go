@@ -17,14 +17,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 )
 
 // Placeholder is the credentials qshare's tools sign with when none are
 // configured: a server without authentication reads no signature, so the
-// demo and the tour need no credentials at all.
-var Placeholder aws.CredentialsProvider = credentials.NewStaticCredentialsProvider("qshare", "qshare", "")
+// demo and the tour need no credentials at all. It compares equal to itself
+// (creds == Placeholder tells whether Credentials found none).
+var Placeholder aws.CredentialsProvider = placeholder{}
+
+// placeholder is Placeholder's type: the access key "qshare", secret
+// "qshare".
+type placeholder struct{}
+
+// Retrieve implements aws.CredentialsProvider.
+func (placeholder) Retrieve(context.Context) (aws.Credentials, error) {
+	return aws.Credentials{AccessKeyID: "qshare", SecretAccessKey: "qshare", Source: "qshare placeholder"}, nil
+}
 
 // Credentials finds the credentials of a client the standard AWS way,
 // through the SDK's config loader: the environment (AWS_ACCESS_KEY_ID,

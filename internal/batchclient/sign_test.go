@@ -92,7 +92,7 @@ func TestCredentials(t *testing.T) {
 	t.Setenv("AWS_PROFILE", "")
 	ctx := context.Background()
 	c, err := Credentials(ctx, "")
-	if v, _ := c.Retrieve(ctx); err != nil || v.AccessKeyID != "qshare" {
+	if v, _ := c.Retrieve(ctx); err != nil || c != Placeholder || v.AccessKeyID != "qshare" {
 		t.Fatalf("no credentials anywhere: %v %v, want the placeholder", c, err)
 	}
 	if _, err := Credentials(ctx, "nope"); err == nil {

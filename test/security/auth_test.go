@@ -141,7 +141,7 @@ func TestServeWithAuth(t *testing.T) {
 	submit := []string{"submit", "--queue", "training", "--instance-type", "ml.g5.xlarge", "--env", "QSHARE_SIM_DURATION=1h", "-o", "json"}
 
 	// The command line with no credentials at all is refused, by name.
-	if out, err := cli(t, []string{ep}, "jobs"); err == nil || !strings.Contains(out, "UnrecognizedClientException") {
+	if out, err := cli(t, []string{ep}, "jobs"); err == nil || !strings.Contains(out, "UnrecognizedClientException") || !strings.Contains(out, "no AWS credentials were found") {
 		t.Fatalf("qshare jobs without credentials: %v\n%s", err, out)
 	}
 	// alice, from the environment: QS1 yes, QS2 no.
