@@ -138,9 +138,11 @@ QSHARE_EVENTS, QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_JOB_RETENTION, QSHARE_
 --auth FILE (QSHARE_AUTH; auth in the config file) turns authentication on:
 every request must then be signed (AWS Signature Version 4) with an access
 key of FILE, and allowed by its principal's IAM-style policies; SIGHUP
-reloads FILE. qshare auth new-key makes a key. Without --auth the server
-serves only its own Unix user and root (on Linux). Either way it listens on
-loopback addresses only, answers only to its own
+reloads FILE. qshare auth new-key makes a key. With the process executor,
+each job then runs as its submitter's unixUser. Without --auth the server
+serves only its own Unix user and root (on Linux). --tls-cert and --tls-key
+(QSHARE_TLS_CERT, QSHARE_TLS_KEY) serve HTTPS; only with both --auth and TLS
+may --addr be a non-loopback address. The server answers only to its own
 address in the Host header, and refuses requests from web pages (Origin,
 Sec-Fetch-Site) and bodies that are not application/json; --allow-host and
 --allow-origin (QSHARE_ALLOW_HOST, QSHARE_ALLOW_ORIGIN, comma-separated;
@@ -182,7 +184,7 @@ func init() {
 	f := serveCmd.Flags()
 	d := defaultServeSettings()
 	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys "+serveConfigKeys+")")
-	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on; a loopback address (port 0 picks a free port)")
+	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on (port 0 picks a free port); a loopback address, unless --auth and --tls-cert/--tls-key are given")
 	f.StringVar(&serveFlags.s.DataDir, "data-dir", d.DataDir, "directory of the executor's files, and of the database unless --store names one")
 	f.StringVar(&serveFlags.s.Store, "store", "", storeFlagUsage)
 	f.StringVar(&serveFlags.s.Executor, "executor", d.Executor, "what runs the jobs: "+strings.Join(executorNames(), " or "))
