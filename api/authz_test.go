@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -135,7 +136,12 @@ func newAuthServer(t *testing.T, opts ...serverOption) *authServer {
 	mux.Handle(api.LendingPath, api.LendingHandler(d))
 	mux.Handle("/", api.New(d, log))
 	srv := httptest.NewUnstartedServer(mux)
-	guard, err := auth.New(auth.Config{Addr: srv.Listener.Addr().String(), Authenticator: a, WriteError: api.WriteError, Log: log})
+	audit, err := auth.OpenAudit(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { audit.Close() })
+	guard, err := auth.New(auth.Config{Addr: srv.Listener.Addr().String(), Authenticator: a, Audit: audit, WriteError: api.WriteError, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,4 +474,67 @@ func TestAuthRunAs(t *testing.T) {
 	}
 	_, err = s.submitAs(as(s.url, "carol"), "QS2", map[string]string{qshare.TagRunAs: "root"})
 	clientErr(t, err, "system tags")
+}
+
+// The audit log has a line for every mutating request and every refused
+// one, with its principal, action, resources, outcome and request ID, and
+// none for an allowed read.
+func TestAuthAudit(t *testing.T) {
+	s := newAuthServer(t)
+	s.setup("training", 8, shareSpec{name: "QS1", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve},
+		shareSpec{name: "QS2", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	path := filepath.Join(s.dir, "audit.jsonl")
+	before := len(readAudit(t, path)) // admin's setup: one line per create
+	if before < 5 {
+		t.Fatalf("%d lines after the setup's creates", before)
+	}
+	alice := as(s.url, "alice")
+	id, err := s.submitAs(alice, "QS1", nil)
+	must(t, err)
+	_, err = s.submitAs(alice, "QS2", nil)
+	apiErr(t, err, "AccessDeniedException")
+	_, err = alice.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("training")}) // a read: no line
+	must(t, err)
+	_, err = batchclient.NewSigned(s.url, "us-east-1", aws.AnonymousCredentials{}, nil, batchclient.NoRetry).ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("training")})
+	apiErr(t, err, "MissingAuthenticationTokenException")
+	_, err = alice.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(id), SchedulingPriority: aws.Int32(0)})
+	must(t, err)
+
+	lines := readAudit(t, path)[before:]
+	if len(lines) != 4 {
+		t.Fatalf("%d new lines, want 4: %+v", len(lines), lines)
+	}
+	aliceARN := "arn:aws:iam::000000000000:user/alice"
+	check := func(i int, principal, action, outcome string, status int, errType, resource string) {
+		t.Helper()
+		e := lines[i]
+		if e.Principal != principal || e.Action != action || e.Outcome != outcome || e.Status != status || e.ErrorType != errType ||
+			(resource != "" && !strings.Contains(strings.Join(e.Resource, " "), resource)) || e.RequestID == "" || !strings.HasPrefix(e.Source, "127.0.0.1:") || e.Time.IsZero() {
+			t.Errorf("line %d: %+v; want %s %s %s %d %s %s", i, e, principal, action, outcome, status, errType, resource)
+		}
+	}
+	check(0, aliceARN, "batch:SubmitServiceJob", "ok", 200, "", qs1ARN)
+	check(1, aliceARN, "batch:SubmitServiceJob", "denied", 403, "AccessDeniedException", qs2ARN)
+	check(2, "", "", "denied", 403, "MissingAuthenticationTokenException", "")
+	check(3, aliceARN, "batch:UpdateServiceJob", "ok", 200, "", id)
+}
+
+func readAudit(t *testing.T, path string) []auth.AuditEntry {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []auth.AuditEntry
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var e auth.AuditEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, e)
+	}
+	return out
 }

@@ -118,6 +118,7 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 			a.cfg.WriteError(w, err)
 			return
 		}
+		notePrincipal(r.Context(), p)
 		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 	})
 }
@@ -149,6 +150,7 @@ func Authorize(ctx context.Context, action string, resources ...string) error {
 	if len(resources) == 0 {
 		resources = []string{"*"}
 	}
+	noteAuthorization(ctx, action, resources)
 	d := Evaluate(p.Policies, action, resources)
 	if d == Allowed {
 		return nil

@@ -74,6 +74,10 @@ type Config struct {
 	// Authenticator, when not nil, authenticates every request that passes
 	// the Guard's own checks (qshare serve --auth), after them.
 	Authenticator *Authenticator
+	// Audit, when not nil, receives a line for every mutating request and
+	// every refused one (qshare serve --audit), written before the
+	// response.
+	Audit *Audit
 	// WriteError writes a refusal in the API's wire form: a *qshare.Error
 	// with code EDENIED (403 AccessDeniedException) or EINVALID (400
 	// ClientException). Required; qshare serve passes api.WriteError.
@@ -254,6 +258,12 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		next = g.cfg.Authenticator.Wrap(next)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.cfg.Audit != nil {
+			rec := &auditRecord{}
+			r = r.WithContext(context.WithValue(r.Context(), auditKey{}, rec))
+			w = &auditWriter{ResponseWriter: w, a: g.cfg.Audit, r: r, rec: rec,
+				fail: func(err error) { g.log.Error("the audit log could not be written", "err", err) }}
+		}
 		if err := g.check(r); err != nil {
 			g.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
 			w.Header().Set("Connection", "close")

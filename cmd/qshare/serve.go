@@ -353,10 +353,11 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
 	}
 	defer ln.Close()
-	guard, err := newGuard(ctx, ln, s, log)
+	guard, closeGuard, err := newGuard(ctx, ln, s, log)
 	if err != nil {
 		return err
 	}
+	defer closeGuard()
 
 	db, storeName, err := openServeStore(ctx, s)
 	if err != nil {

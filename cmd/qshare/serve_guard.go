@@ -30,10 +30,13 @@ type guardSettings struct {
 	// --tls-key; serve_tls.go): with them it serves HTTPS.
 	TLSCert string `yaml:"tlsCert"`
 	TLSKey  string `yaml:"tlsKey"`
+	// Audit is the audit log (--audit): a JSON line per mutating or
+	// refused request.
+	Audit string `yaml:"audit"`
 }
 
 // guardConfigKeys are guardSettings' YAML keys, for serveConfigKeys.
-const guardConfigKeys = "allowOrigins, allowHosts, auth, tlsCert, tlsKey"
+const guardConfigKeys = "allowOrigins, allowHosts, auth, tlsCert, tlsKey, audit"
 
 // nameList is a list of names kept as one comma-separated string, so that
 // serveSettings stays comparable. In the config file it is a YAML list or
@@ -77,13 +80,14 @@ func (l nameList) list() []string {
 
 var guardFlags struct {
 	allowOrigins, allowHosts []string
-	auth                     string
+	auth, audit              string
 }
 
 func init() {
 	f := serveCmd.Flags()
 	f.StringArrayVar(&guardFlags.allowOrigins, "allow-origin", nil, "also serve browsers the pages of `ORIGIN` (scheme://host[:port]); repeatable. By default only the server's own pages may call it (docs/security.md)")
 	f.StringVar(&guardFlags.auth, "auth", "", "turn authentication on: every request must carry an AWS Signature Version 4 of an access key in `FILE` (YAML or JSON, mode 600), and its principal's policies must allow it; reloaded on SIGHUP (docs/security.md)")
+	f.StringVar(&guardFlags.audit, "audit", "", "append one JSON line per mutating request and per refused request (time, principal, source, action, resource, outcome, request ID) to `FILE`, made durable before the response (docs/security.md)")
 	f.StringArrayVar(&guardFlags.allowHosts, "allow-host", nil, "also answer to `NAME` in the Host header (NAME: on any port, NAME:PORT: on that one), as behind a proxy; repeatable. By default only the listen address (loopback: localhost, 127.0.0.1, [::1]), against DNS rebinding")
 }
 
@@ -111,6 +115,12 @@ func resolveGuardSettings(cmd *cobra.Command, g *guardSettings) {
 	if cmd.Flags().Changed("auth") {
 		g.Auth = guardFlags.auth
 	}
+	if v, ok := os.LookupEnv("QSHARE_AUDIT"); ok {
+		g.Audit = v
+	}
+	if cmd.Flags().Changed("audit") {
+		g.Audit = guardFlags.audit
+	}
 	resolveTLSSettings(cmd.Flags(), g)
 }
 
@@ -119,11 +129,31 @@ func resolveGuardSettings(cmd *cobra.Command, g *guardSettings) {
 // root), and logs what it cannot enforce on this system; with one
 // (--auth), it authenticates every request instead, and reloads the file on
 // SIGHUP until ctx ends. The caller installs it on its http.Server
-// (Guard.Install).
-func newGuard(ctx context.Context, ln net.Listener, s serveSettings, log *slog.Logger) (*auth.Guard, error) {
+// (Guard.Install), and calls the returned function when it has stopped
+// serving (it closes the audit log).
+func newGuard(ctx context.Context, ln net.Listener, s serveSettings, log *slog.Logger) (*auth.Guard, func(), error) {
 	g := s.Guard
 	cfg := auth.Config{Addr: ln.Addr().String(), AllowOrigins: g.AllowOrigins.list(),
 		AllowHosts: g.AllowHosts.list(), SameUserOnly: g.Auth == "", WriteError: api.WriteError, Log: log}
+	done := func() {}
+	if g.Audit != "" {
+		a, err := auth.OpenAudit(g.Audit)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Audit, done = a, func() { a.Close() }
+	}
+	guard, err := newGuardWith(ctx, cfg, s, log)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return guard, done, nil
+}
+
+// newGuardWith is newGuard's body over cfg.
+func newGuardWith(ctx context.Context, cfg auth.Config, s serveSettings, log *slog.Logger) (*auth.Guard, error) {
+	g := s.Guard
 	if g.Auth != "" {
 		a, err := auth.NewAuthenticator(auth.AuthConfig{File: g.Auth, Region: s.Region, AccountID: s.AccountID,
 			BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log, CheckPrincipal: unixUserCheck(s)})

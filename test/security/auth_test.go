@@ -112,7 +112,7 @@ func TestServeWithAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
-		Args: []string{"--executor", "simulated", "--log-level", "info", "--auth", file}, StopWait: 20 * time.Second})
+		Args: []string{"--executor", "simulated", "--log-level", "info", "--auth", file, "--audit", filepath.Join(dir, "audit.jsonl")}, StopWait: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +218,20 @@ func TestServeWithAuth(t *testing.T) {
 	}
 	if _, err := signedClient(srv.Endpoint, aliceKey).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
 		t.Fatalf("alice after a refused reload: %v", err)
+	}
+	// The audit log (--audit) has alice's refused submit and bob's refused
+	// key, each with its outcome, written before the answers came.
+	audit, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	must(t, err)
+	for _, want := range []string{
+		`"principal":"arn:aws:iam::000000000000:user/alice","source":"127.0.0.1:`,
+		`"action":"batch:SubmitServiceJob","resource":["arn:aws:batch:us-east-1:000000000000:job-queue/training/quota-share/QS2"],"outcome":"denied","status":403,"errorType":"AccessDeniedException"`,
+		`"outcome":"denied","status":403,"errorType":"UnrecognizedClientException"`,
+		`"action":"batch:CreateQuotaShare"`,
+	} {
+		if !strings.Contains(string(audit), want) {
+			t.Errorf("the audit log has no %s:\n%s", want, audit)
+		}
 	}
 }
 
