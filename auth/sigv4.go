@@ -242,7 +242,29 @@ func (v *Verifier) readBody(r *http.Request) ([]byte, error) {
 	if v.BodyLimit != nil {
 		limit = v.BodyLimit(r)
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	// One buffer of the announced size (and a byte more, to see the end),
+	// rather than io.ReadAll's doubling from 512 bytes.
+	size := int64(512)
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		size = r.ContentLength + 1
+	}
+	b := make([]byte, 0, size)
+	lr := io.LimitReader(r.Body, limit+1)
+	var err error
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		var n int
+		n, err = lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			break
+		}
+	}
+	if err == io.EOF {
+		err = nil
+	}
 	_ = r.Body.Close()
 	if err != nil {
 		return nil, qshare.Errorf(qshare.EINVALID, "the request body could not be read: %v", err)
