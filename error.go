@@ -31,6 +31,10 @@ const (
 	// or was made too far from the server's clock
 	// (InvalidSignatureException, HTTP 403).
 	EBADSIGNATURE ErrorCode = "bad_signature"
+	// ETHROTTLED: the caller made more requests than its limits allow;
+	// it may retry later (TooManyRequestsException, HTTP 429, which the
+	// AWS SDKs retry with backoff).
+	ETHROTTLED ErrorCode = "throttled"
 	// EINTERNAL: qshare failed; the request may be retried (ServerException).
 	EINTERNAL ErrorCode = "internal"
 )

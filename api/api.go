@@ -58,6 +58,7 @@ var errorTable = map[qshare.ErrorCode]struct {
 	qshare.ENOSIGNATURE:  {"MissingAuthenticationTokenException", http.StatusForbidden},
 	qshare.EUNKNOWNKEY:   {"UnrecognizedClientException", http.StatusForbidden},
 	qshare.EBADSIGNATURE: {"InvalidSignatureException", http.StatusForbidden},
+	qshare.ETHROTTLED:    {"TooManyRequestsException", http.StatusTooManyRequests},
 	qshare.EINTERNAL:     {"ServerException", http.StatusInternalServerError},
 }
 

@@ -11,7 +11,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,6 +44,7 @@ var keys = map[string][2]string{
 	"carol":  {"AKIAQSHARECAROL00001", "carol-secret-carol-secret-carol-secret-12"},
 	"admin":  {"AKIAQSHAREADMIN00001", "admin-secret-admin-secret-admin-secret-12"},
 	"nobody": {"AKIAQSHARENOBODY0001", "nobody-secret-nobody-secret-nobody-secre1"},
+	"flood":  {"AKIAQSHAREFLOOD00001", "flood-secret-flood-secret-flood-secret-12"},
 }
 
 func authFile(without ...string) string {
@@ -48,10 +52,10 @@ func authFile(without ...string) string {
 	for _, w := range without {
 		skip[w] = true
 	}
-	policies := map[string]string{"alice": "team-a", "bob": "team-b", "carol": "carol", "admin": "admin", "nobody": ""}
+	policies := map[string]string{"alice": "team-a", "bob": "team-b", "carol": "carol", "admin": "admin", "nobody": "", "flood": "admin"}
 	var b strings.Builder
 	b.WriteString("principals:\n")
-	for _, name := range []string{"alice", "bob", "carol", "admin", "nobody"} {
+	for _, name := range []string{"alice", "bob", "carol", "admin", "nobody", "flood"} {
 		b.WriteString("  - name: " + name + "\n")
 		if !skip[name] {
 			b.WriteString("    accessKeys: [{id: " + keys[name][0] + ", secret: " + keys[name][1] + "}]\n")
@@ -61,6 +65,9 @@ func authFile(without ...string) string {
 		}
 		if name == "carol" {
 			b.WriteString("    unixUser: carol\n")
+		}
+		if name == "flood" {
+			b.WriteString("    limits: {requestsPerSecond: 20, burst: 10}\n")
 		}
 	}
 	b.WriteString(`policies:
@@ -537,4 +544,66 @@ func readAudit(t *testing.T, path string) []auth.AuditEntry {
 		out = append(out, e)
 	}
 	return out
+}
+
+// Per-principal limits: a principal that floods the server past its
+// request rate gets TooManyRequestsException (HTTP 429, which the SDKs
+// retry), while another principal making requests at the same time is
+// never refused. Latencies are reported, not asserted (timing on a shared
+// machine is no test).
+func TestAuthNoisyNeighbour(t *testing.T) {
+	s := newAuthServer(t)
+	flood := as(s.url, "flood")
+	var throttled, served atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := flood.ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+				var ae smithy.APIError
+				switch {
+				case err == nil:
+					served.Add(1)
+				case errors.As(err, &ae) && ae.ErrorCode() == "TooManyRequestsException":
+					throttled.Add(1)
+				default:
+					t.Errorf("flood: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	alice := as(s.url, "alice")
+	var lat []time.Duration
+	deadline := time.Now().Add(3 * time.Second)
+	for i := 0; i < 100 || (served.Load()+throttled.Load() < 2000 && time.Now().Before(deadline)); i++ {
+		t0 := time.Now()
+		if _, err := alice.ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
+			t.Fatalf("alice's request %d during the flood: %v", i, err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	close(stop)
+	wg.Wait()
+	if throttled.Load() == 0 {
+		t.Fatalf("the flood was never throttled (%d served)", served.Load())
+	}
+	// 20/s and a burst of 10, over the test's run: nowhere near all served.
+	if served.Load() > throttled.Load() {
+		t.Errorf("the flood had %d served and %d throttled", served.Load(), throttled.Load())
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	t.Logf("during the flood (%d served, %d throttled): alice's %d requests, p50 %v, p99 %v", served.Load(), throttled.Load(), len(lat), lat[len(lat)/2], lat[len(lat)*99/100])
+	// The SDK's own retryer backs off and gets through.
+	if _, err := batchclient.NewSigned(s.url, "us-east-1", credentials.NewStaticCredentialsProvider(keys["flood"][0], keys["flood"][1], ""), nil).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
+		t.Fatalf("the flood principal with the SDK's retries, after the flood: %v", err)
+	}
 }

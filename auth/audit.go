@@ -12,7 +12,7 @@ import (
 )
 
 // Audit is the audit log (qshare serve --audit FILE): one JSON line per
-// mutating request and per refused one, appended to a file that is never
+// mutating request and per refused one (denied or throttled), appended to a file that is never
 // rewritten, and made durable (fsync) before the request's response is
 // sent. Lines that arrive together share one fsync. It is safe for
 // concurrent use.
@@ -54,7 +54,7 @@ type AuditEntry struct {
 	Path      string    `json:"path"`
 	Action    string    `json:"action,omitempty"`   // batch:…, when the route authorized one
 	Resource  []string  `json:"resource,omitempty"` // the resources it was checked against
-	Outcome   string    `json:"outcome"`            // ok, denied, or error
+	Outcome   string    `json:"outcome"`            // ok, denied, throttled, or error
 	Status    int       `json:"status"`
 	ErrorType string    `json:"errorType,omitempty"` // the AWS error, as X-Amzn-ErrorType
 	RequestID string    `json:"requestId,omitempty"`
@@ -175,6 +175,8 @@ func (w *auditWriter) audit(status int) {
 	switch {
 	case status == http.StatusForbidden:
 		outcome = "denied"
+	case status == http.StatusTooManyRequests:
+		outcome = "throttled"
 	case status >= 400:
 		outcome = "error"
 	}
@@ -182,7 +184,7 @@ func (w *auditWriter) audit(status int) {
 	if w.rec.action != "" {
 		mutating = !readOnly(w.rec.action)
 	}
-	if !mutating && outcome != "denied" {
+	if !mutating && outcome != "denied" && outcome != "throttled" {
 		return
 	}
 	h := w.ResponseWriter.Header()

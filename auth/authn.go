@@ -45,6 +45,7 @@ type Authenticator struct {
 	keys     atomic.Pointer[Keyring]
 	verifier *Verifier
 	reloadMu sync.Mutex
+	limits   limiter
 }
 
 // NewAuthenticator loads the auth file (LoadFile) and returns an
@@ -119,6 +120,11 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		notePrincipal(r.Context(), p)
+		if err := a.limits.allow(p, a.verifier.now()); err != nil {
+			a.log.Warn("request refused", "remote", r.RemoteAddr, "principal", p.Name, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
+			a.cfg.WriteError(w, err)
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 	})
 }

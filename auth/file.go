@@ -25,6 +25,19 @@ type Principal struct {
 	UnixUser string
 	// Policies are the principal's policies, in the order the file gives.
 	Policies []*Policy
+	// Limits bound the principal's requests; zero values bound nothing.
+	Limits Limits
+}
+
+// Limits are a principal's limits in the auth file.
+type Limits struct {
+	// RequestsPerSecond is the sustained rate of requests the principal
+	// may make; a request beyond it is refused with TooManyRequestsException
+	// (HTTP 429). 0: no limit.
+	RequestsPerSecond float64 `yaml:"requestsPerSecond"`
+	// Burst is how many requests may come at once above the rate; 0 means
+	// RequestsPerSecond (at least 1).
+	Burst int `yaml:"burst"`
 }
 
 // Keyring is a loaded auth file: the principals by access key. It is
@@ -80,7 +93,21 @@ type filePrincipal struct {
 	AccessKeys []fileKey `yaml:"accessKeys"`
 	UnixUser   string    `yaml:"unixUser"`
 	Policies   []string  `yaml:"policies"`
+	Limits     fileLimit `yaml:"limits"`
 	line       int
+}
+
+type fileLimit struct {
+	Limits `yaml:",inline"`
+	line   int
+}
+
+func (l *fileLimit) UnmarshalYAML(n *yaml.Node) error {
+	if err := decodeStrict(n, &l.Limits); err != nil {
+		return err
+	}
+	l.line = n.Line
+	return nil
 }
 
 func (p *filePrincipal) UnmarshalYAML(n *yaml.Node) error {
@@ -293,7 +320,10 @@ func Parse(b []byte, account string) (*Keyring, error) {
 		if fp.UnixUser != "" && !validUnixUser(fp.UnixUser) {
 			return nil, fmt.Errorf("%s (%s): unixUser %q is not a user name or uid", where, fp.Name, fp.UnixUser)
 		}
-		p := &Principal{Name: fp.Name, ARN: "arn:aws:iam::" + account + ":user/" + fp.Name, UnixUser: fp.UnixUser}
+		if l := fp.Limits; l.RequestsPerSecond < 0 || l.Burst < 0 || (l.Burst > 0 && l.RequestsPerSecond == 0) {
+			return nil, fmt.Errorf("line %d: principals[%d] (%s).limits: requestsPerSecond must be more than 0 (or left out for no limit), and burst 1 or more with it", l.line, i, fp.Name)
+		}
+		p := &Principal{Name: fp.Name, ARN: "arn:aws:iam::" + account + ":user/" + fp.Name, UnixUser: fp.UnixUser, Limits: fp.Limits.Limits}
 		for _, pn := range fp.Policies {
 			pol := policies[pn]
 			if pol == nil {
