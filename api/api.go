@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -67,6 +68,7 @@ type Handler struct {
 	d   *daemon.Daemon
 	log *slog.Logger
 	ops map[string]operation
+	obs Observer // nil: none (Observe)
 }
 
 type operation struct {
@@ -92,6 +94,9 @@ func New(d *daemon.Daemon, log *slog.Logger) *Handler {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rid := uuid.NewString()
 	w.Header().Set("X-Amzn-RequestId", rid)
+	if h.obs != nil {
+		defer h.observe(w, r, time.Now())
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {

@@ -22,6 +22,9 @@ const (
 	// ActionGetLending reads who lends to whom (LendingPath), on the job
 	// queue's ARN, or on "*" for every queue.
 	ActionGetLending = actionPrefix + "GetJobQueueLending"
+	// ActionGetMetrics reads the Prometheus metrics (/metrics, mounted by
+	// qshare serve behind auth.Require), on "*".
+	ActionGetMetrics = actionPrefix + "GetMetrics"
 )
 
 // one is the resources of an operation on one resource.

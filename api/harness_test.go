@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,8 +120,7 @@ func payload(typ string, count int, dur time.Duration, code int) string {
 
 const g5 = "ml.g5.xlarge"
 
-// setup creates the worked example's resources: a FIFO quota-share policy,
-// a service environment with envCap ml.g5.xlarge, a queue, and shares.
+// shareSpec is a quota share of ml.g5.xlarge for setup and createShare.
 type shareSpec struct {
 	name     string
 	limit    int32
@@ -127,46 +129,101 @@ type shareSpec struct {
 	inShare  bool
 }
 
+// setup creates the worked example's resources: a FIFO quota-share policy,
+// a service environment with envCap ml.g5.xlarge, a queue, and shares.
 func (s *server) setup(queue string, envCap int32, shares ...shareSpec) (queueARN string) {
-	t := s.t
-	t.Helper()
-	pol, err := s.c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{
-		Name:             aws.String(queue + "-policy"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo},
-	})
-	must(t, err)
-	env, err := s.c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{
-		ServiceEnvironmentName: aws.String(queue + "-env"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(envCap)}},
-	})
-	must(t, err)
-	q, err := s.c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{
-		JobQueueName:            aws.String(queue),
-		Priority:                aws.Int32(1),
-		JobQueueType:            types.JobQueueTypeSagemakerTraining,
-		SchedulingPolicyArn:     pol.Arn,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}},
-	})
-	must(t, err)
+	s.t.Helper()
+	pol := s.createPolicy(queue + "-policy")
+	env := s.createEnv(queue+"-env", envCap)
+	q := s.createQueue(queue, pol, env)
 	for _, sh := range shares {
-		inShare := types.QuotaShareInSharePreemptionStateDisabled
-		if sh.inShare {
-			inShare = types.QuotaShareInSharePreemptionStateEnabled
-		}
-		_, err := s.c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{
-			QuotaShareName: aws.String(sh.name),
-			JobQueue:       q.JobQueueArn,
-			CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(sh.limit)}},
-			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{
-				Strategy: sh.strategy, BorrowLimit: sh.borrow},
-			PreemptionConfiguration: &types.QuotaSharePreemptionConfiguration{InSharePreemption: inShare},
-		})
-		must(t, err)
+		s.createShare(q, sh)
 	}
 	s.waitSettled(queue, shares...) // as the reference client does, before using them
-	return *q.JobQueueArn
+	return *q
 }
+
+// createPolicy creates a quota-share scheduling policy (FIFO) and returns
+// its ARN.
+func (s *server) createPolicy(name string) *string {
+	s.t.Helper()
+	pol, err := s.c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{
+		Name:             aws.String(name),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo},
+	})
+	must(s.t, err)
+	return pol.Arn
+}
+
+// createEnv creates a SAGEMAKER_TRAINING service environment of n
+// ml.g5.xlarge and returns its ARN.
+func (s *server) createEnv(name string, n int32) *string {
+	s.t.Helper()
+	env, err := s.c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{
+		ServiceEnvironmentName: aws.String(name),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(n)}},
+	})
+	must(s.t, err)
+	return env.ServiceEnvironmentArn
+}
+
+// createQueue creates a SAGEMAKER_TRAINING job queue of priority 1 on the
+// environment env, under the scheduling policy pol (nil: a FIFO queue, with
+// no quota shares), and returns its ARN.
+func (s *server) createQueue(name string, pol, env *string) *string {
+	s.t.Helper()
+	q, err := s.c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{
+		JobQueueName:            aws.String(name),
+		Priority:                aws.Int32(1),
+		JobQueueType:            types.JobQueueTypeSagemakerTraining,
+		SchedulingPolicyArn:     pol,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env}},
+	})
+	must(s.t, err)
+	return q.JobQueueArn
+}
+
+// createShare creates the quota share sh of ml.g5.xlarge in the job queue
+// (a name or an ARN) and returns its ARN.
+func (s *server) createShare(queue *string, sh shareSpec) string {
+	s.t.Helper()
+	inShare := types.QuotaShareInSharePreemptionStateDisabled
+	if sh.inShare {
+		inShare = types.QuotaShareInSharePreemptionStateEnabled
+	}
+	out, err := s.c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{
+		QuotaShareName: aws.String(sh.name),
+		JobQueue:       queue,
+		CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(sh.limit)}},
+		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{
+			Strategy: sh.strategy, BorrowLimit: sh.borrow},
+		PreemptionConfiguration: &types.QuotaSharePreemptionConfiguration{InSharePreemption: inShare},
+	})
+	must(s.t, err)
+	return aws.ToString(out.QuotaShareArn)
+}
+
+// reserved creates queue "q" on an environment of n ml.g5.xlarge, with one
+// RESERVE share "A" of n: the set-up of the tests about one share's jobs.
+func (s *server) reserved(n int32) (queueARN string) {
+	s.t.Helper()
+	return s.setup("q", n, shareSpec{name: "A", limit: n, strategy: types.QuotaShareResourceSharingStrategyReserve})
+}
+
+// clock is a daemon clock that a test moves forward (pass its option to
+// newServer or startServer); the executor's clock stays real.
+type clock struct{ skew atomic.Int64 }
+
+// option makes the daemon read its time from c.
+func (c *clock) option() serverOption {
+	return func(cfg *daemon.Config) {
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(c.skew.Load())) }
+	}
+}
+
+// setAhead puts the daemon's clock d ahead of the real one.
+func (c *clock) setAhead(d time.Duration) { c.skew.Store(int64(d)) }
 
 func (s *server) submit(queue, share, name string, prio int32, p string) string {
 	s.t.Helper()
@@ -180,6 +237,18 @@ func (s *server) submit(queue, share, name string, prio int32, p string) string 
 	out, err := s.c.SubmitServiceJob(ctx, in)
 	must(s.t, err)
 	return *out.JobId
+}
+
+// post sends body as a raw JSON request to path (/v1/OPERATION) of the
+// server, not through the SDK, and returns the response, its body read.
+func (s *server) post(path, body string) (*http.Response, []byte) {
+	s.t.Helper()
+	resp, err := http.Post(s.url+path, "application/json", strings.NewReader(body))
+	must(s.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must(s.t, err)
+	return resp, b
 }
 
 func (s *server) describe(id string) *batch.DescribeServiceJobOutput {

@@ -1,26 +1,26 @@
 package api_test
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/executor"
 )
 
 func TestClientTokenReplay(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(2)
 	in := &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0)),
 		ClientToken: aws.String("token-1")}
@@ -66,7 +66,7 @@ func TestClientTokenReplay(t *testing.T) {
 
 func TestJobIDOrARN(t *testing.T) {
 	s := newServer(t)
-	queue := s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	queue := s.reserved(2)
 	id := s.submit(queue, "A", "j", 1, payload(g5, 1, time.Hour, 0))
 	arn := "arn:aws:batch:us-east-1:000000000000:service-job/" + id
 	for _, ref := range []string{id, arn} {
@@ -101,7 +101,7 @@ func TestJobIDOrARN(t *testing.T) {
 // DescribeServiceJob and ListServiceJobs say about it.
 func TestJobDetail(t *testing.T) {
 	s := newServer(t)
-	queue := s.setup("q", 4, shareSpec{name: "A", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	queue := s.reserved(4)
 	p := `{"TrainingJobName":"my-training-job","ResourceConfig":{"InstanceGroups":[
 		{"InstanceGroupName":"a","InstanceType":"ml.g5.xlarge","InstanceCount":2},
 		{"InstanceGroupName":"b","InstanceType":"ml.g5.xlarge","InstanceCount":1}]},
@@ -211,7 +211,7 @@ func TestListServiceJobs(t *testing.T) {
 
 func TestRetries(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 4, shareSpec{name: "A", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(4)
 	sub := func(name string, code int, rs *types.ServiceJobRetryStrategy) string {
 		out, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 			ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, 10*time.Millisecond, code)), RetryStrategy: rs})
@@ -247,7 +247,7 @@ func TestRetries(t *testing.T) {
 
 func TestTimeouts(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(2)
 	out, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("slow"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0)),
 		TimeoutConfig: &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(1)},
@@ -285,7 +285,7 @@ func TestPreemptionRetries(t *testing.T) {
 // the bulk TerminateServiceJobs (not in the pinned SDK: raw HTTP).
 func TestTerminate(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 1, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(1)
 	run := s.submit("q", "A", "run", 1, payload(g5, 1, time.Hour, 0))
 	s.waitStatus(run, types.ServiceJobStatusRunning)
 	wait := s.submit("q", "A", "wait", 0, payload(g5, 1, time.Hour, 0))
@@ -296,14 +296,11 @@ func TestTerminate(t *testing.T) {
 		t.Fatalf("terminated RUNNABLE job: %s %q", d.Status, aws.ToString(d.StatusReason))
 	}
 	body := fmt.Sprintf(`{"jobs":[%q,"arn:aws:batch:us-east-1:000000000000:service-job/unknown","arn:aws:batch:us-east-1:000000000000:job-queue/q"],"reason":"bulk"}`, run)
-	resp, err := http.Post(s.url+"/v1/terminateservicejobs", "application/json", strings.NewReader(body))
-	must(t, err)
+	resp, b := s.post("/v1/terminateservicejobs", body)
 	var res struct {
 		Successful []string
 		Errors     []struct{ Job, Code, Message string }
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	if err := json.Unmarshal(b, &res); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("TerminateServiceJobs: %d %s", resp.StatusCode, b)
 	}
@@ -355,11 +352,8 @@ func TestWireErrors(t *testing.T) {
 	s := newServer(t)
 	post := func(path, body string) (*http.Response, map[string]any) {
 		t.Helper()
-		resp, err := http.Post(s.url+path, "application/json", bytes.NewBufferString(body))
-		must(t, err)
-		defer resp.Body.Close()
+		resp, b := s.post(path, body)
 		var m map[string]any
-		b, _ := io.ReadAll(resp.Body)
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatalf("%s: body %q is not a JSON object", path, b)
 		}
@@ -399,7 +393,7 @@ func TestWireErrors(t *testing.T) {
 // a ServerException (HTTP 500, retried by the SDK) and applies nothing.
 func TestServerException(t *testing.T) {
 	s := newServer(t)
-	s.setup("q", 1, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(1)
 	s.db.Close()
 	_, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0))})
@@ -443,20 +437,18 @@ func TestUnknownInstanceType(t *testing.T) {
 
 // TestClientTokenExpiry: after 24 hours a clientToken starts a new job.
 func TestClientTokenExpiry(t *testing.T) {
-	var skew atomic.Int64
-	s := newServer(t, func(c *daemonConfig) {
-		c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	})
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	var clk clock
+	s := newServer(t, clk.option())
+	s.reserved(2)
 	in := &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(g5, 1, time.Hour, 0)),
 		ClientToken: aws.String("daily")}
 	a, err := s.c.SubmitServiceJob(ctx, in)
 	must(t, err)
-	skew.Store(int64(23 * time.Hour))
+	clk.setAhead(23 * time.Hour)
 	b, err := s.c.SubmitServiceJob(ctx, in)
 	must(t, err)
-	skew.Store(int64(25 * time.Hour))
+	clk.setAhead(25 * time.Hour)
 	c, err := s.c.SubmitServiceJob(ctx, in)
 	must(t, err)
 	if *a.JobId != *b.JobId || *c.JobId == *a.JobId {
@@ -490,5 +482,39 @@ func TestCapacityChanges(t *testing.T) {
 	d1, d2 := s.describe(a1), s.describe(a2)
 	if (d1.Status == types.ServiceJobStatusRunning) == (d2.Status == types.ServiceJobStatusRunning) {
 		t.Fatalf("after the reclaim a1 is %s and a2 is %s: want exactly one running", d1.Status, d2.Status)
+	}
+}
+
+// TestEndedAttemptsAreForgotten checks that the daemon tells the executor
+// to drop every attempt whose end it has committed (so a long-running
+// server's executor does not grow without bound), and never one that is
+// still running.
+func TestEndedAttemptsAreForgotten(t *testing.T) {
+	s := newServer(t)
+	s.reserved(4)
+	ok := s.submit("q", "A", "ok", 1, payload(g5, 1, 10*time.Millisecond, 0))
+	failed := s.submit("q", "A", "failed", 1, payload(g5, 1, 10*time.Millisecond, 3))
+	long := s.submit("q", "A", "long", 1, payload(g5, 1, time.Hour, 0))
+	s.waitStatus(ok, types.ServiceJobStatusSucceeded)
+	s.waitStatus(failed, types.ServiceJobStatusFailed)
+	s.waitStatus(long, types.ServiceJobStatusRunning)
+
+	waitErr := func(attempt string) error {
+		c, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, err := s.ex.Wait(c, attempt)
+		return err
+	}
+	for _, attempt := range []string{ok + "-1", failed + "-1"} {
+		deadline := time.Now().Add(5 * time.Second) // Forget runs right after the commit
+		for err := waitErr(attempt); !errors.Is(err, executor.ErrUnknownAttempt); err = waitErr(attempt) {
+			if time.Now().After(deadline) {
+				t.Fatalf("attempt %s ended and was recorded, but the executor still knows it (Wait = %v)", attempt, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := waitErr(long + "-1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait of the running attempt = %v, want it still running (deadline exceeded)", err)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare"
@@ -58,14 +57,7 @@ func TestLendingEndpoint(t *testing.T) {
 		shareSpec{name: "QS4", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve},
 	)
 	// A queue without a quota-share policy is not listed.
-	env, err := s.c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{
-		ServiceEnvironmentName: aws.String("fifo-env"), ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
-	must(t, err)
-	_, err = s.c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("fifo"), Priority: aws.Int32(1),
-		JobQueueType:            types.JobQueueTypeSagemakerTraining,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}}})
-	must(t, err)
+	s.createQueue("fifo", nil, s.createEnv("fifo-env", 1))
 	s.waitQueueStatus("fifo", types.JQStatusValid)
 
 	var ids []string

@@ -156,6 +156,21 @@ func (g *settleGate) close() {
 	}
 }
 
+// heldBack makes a change (when says which: "create", "update") while gate
+// holds back the settling commits, checks that the resource, read by
+// status, is then in its transient status, and releases the gate and waits
+// for the resource to settle as valid.
+func heldBack[S comparable](t *testing.T, gate *settleGate, what, when string, change func(), status func() S, transient, valid S) {
+	t.Helper()
+	gate.close()
+	change()
+	if st := status(); st != transient {
+		t.Fatalf("%s is %v right after %s, want %v", what, st, when, transient)
+	}
+	gate.release()
+	poll(t, what, valid, status)
+}
+
 // TestResourceStatusTransitions watches a service environment, a job queue
 // and a quota share go through CREATING to VALID, and UPDATING to VALID, as
 // the spec's status lifecycle has them, with each settling commit held back
@@ -169,74 +184,35 @@ func TestResourceStatusTransitions(t *testing.T) {
 		c.Store = gate
 	})
 	c := s.c
-	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("p"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-	must(t, err)
-
-	gate.close()
-	env, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("e"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(2)}}})
-	must(t, err)
-	if st := s.envStatus("e"); st != types.ServiceEnvironmentStatusCreating {
-		t.Fatalf("service environment is %s right after create, want CREATING", st)
-	}
-	gate.release()
-	s.waitEnvStatus("e", types.ServiceEnvironmentStatusValid)
-
-	gate.close()
-	q, err := c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), Priority: aws.Int32(1),
-		JobQueueType: types.JobQueueTypeSagemakerTraining, SchedulingPolicyArn: pol.Arn,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}}})
-	must(t, err)
-	if st := s.queueStatus("q"); st != types.JQStatusCreating {
-		t.Fatalf("job queue is %s right after create, want CREATING", st)
-	}
-	gate.release()
-	s.waitQueueStatus("q", types.JQStatusValid)
-
-	gate.close()
-	sh, err := c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("A"), JobQueue: q.JobQueueArn,
-		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(2)}},
-		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
-		PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
-	must(t, err)
-	shareARN := aws.ToString(sh.QuotaShareArn)
-	if st := s.shareStatus(shareARN); st != types.QuotaShareStatusCreating {
-		t.Fatalf("quota share is %s right after create, want CREATING", st)
-	}
-	gate.release()
-	s.waitShareStatus(shareARN, types.QuotaShareStatusValid)
+	pol := s.createPolicy("p")
+	var env, q *string
+	var shareARN string
+	heldBack(t, gate, "service environment", "create", func() { env = s.createEnv("e", 2) },
+		func() types.ServiceEnvironmentStatus { return s.envStatus("e") },
+		types.ServiceEnvironmentStatusCreating, types.ServiceEnvironmentStatusValid)
+	heldBack(t, gate, "job queue", "create", func() { q = s.createQueue("q", pol, env) },
+		func() types.JQStatus { return s.queueStatus("q") }, types.JQStatusCreating, types.JQStatusValid)
+	shareStatus := func() types.QuotaShareStatus { return s.shareStatus(shareARN) }
+	heldBack(t, gate, "quota share", "create", func() {
+		shareARN = s.createShare(q, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	}, shareStatus, types.QuotaShareStatusCreating, types.QuotaShareStatusValid)
 
 	// Updates: UPDATING until settled, then VALID with the new settings.
-	gate.close()
-	_, err = c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String("e"),
-		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
-	must(t, err)
-	if st := s.envStatus("e"); st != types.ServiceEnvironmentStatusUpdating {
-		t.Fatalf("service environment is %s right after update, want UPDATING", st)
-	}
-	gate.release()
-	s.waitEnvStatus("e", types.ServiceEnvironmentStatusValid)
-
-	gate.close()
-	_, err = c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String("q"), Priority: aws.Int32(5)})
-	must(t, err)
-	if st := s.queueStatus("q"); st != types.JQStatusUpdating {
-		t.Fatalf("job queue is %s right after update, want UPDATING", st)
-	}
-	gate.release()
-	s.waitQueueStatus("q", types.JQStatusValid)
-
-	gate.close()
-	_, err = c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: sh.QuotaShareArn,
-		CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
-	must(t, err)
-	if st := s.shareStatus(shareARN); st != types.QuotaShareStatusUpdating {
-		t.Fatalf("quota share is %s right after update, want UPDATING", st)
-	}
-	gate.release()
-	s.waitShareStatus(shareARN, types.QuotaShareStatusValid)
+	heldBack(t, gate, "service environment", "update", func() {
+		_, err := c.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: aws.String("e"),
+			CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
+		must(t, err)
+	}, func() types.ServiceEnvironmentStatus { return s.envStatus("e") },
+		types.ServiceEnvironmentStatusUpdating, types.ServiceEnvironmentStatusValid)
+	heldBack(t, gate, "job queue", "update", func() {
+		_, err := c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String("q"), Priority: aws.Int32(5)})
+		must(t, err)
+	}, func() types.JQStatus { return s.queueStatus("q") }, types.JQStatusUpdating, types.JQStatusValid)
+	heldBack(t, gate, "quota share", "update", func() {
+		_, err := c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(shareARN),
+			CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
+		must(t, err)
+	}, shareStatus, types.QuotaShareStatusUpdating, types.QuotaShareStatusValid)
 
 	envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{"e"}})
 	must(t, err)
@@ -257,35 +233,16 @@ func TestResourceStatusTransitions(t *testing.T) {
 // it learns about any job submitted after the create was answered.
 func TestSubmitWhileCreating(t *testing.T) {
 	s := newServer(t)
-	c := s.c
-	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("p"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-	must(t, err)
+	pol := s.createPolicy("p")
 	var ids []string
 	for i := range 5 {
 		n := fmt.Sprint(i)
-		env, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("e" + n),
-			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-			CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
-		must(t, err)
-		fifo, err := c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("f" + n),
-			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-			CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
-		must(t, err)
-		q, err := c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q" + n), Priority: aws.Int32(1),
-			JobQueueType: types.JobQueueTypeSagemakerTraining, SchedulingPolicyArn: pol.Arn,
-			ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}}})
-		must(t, err)
-		_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("A"), JobQueue: q.JobQueueArn,
-			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}},
-			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
-			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
-		must(t, err)
+		env := s.createEnv("e"+n, 1)
+		fifo := s.createEnv("f"+n, 1)
+		q := s.createQueue("q"+n, pol, env)
+		s.createShare(q, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
 		ids = append(ids, s.submit("q"+n, "A", "j", 1, payload(g5, 1, time.Millisecond, 0)))
-		_, err = c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("fifo" + n), Priority: aws.Int32(1),
-			JobQueueType:            types.JobQueueTypeSagemakerTraining,
-			ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: fifo.ServiceEnvironmentArn}}})
-		must(t, err)
+		s.createQueue("fifo"+n, nil, fifo)
 		ids = append(ids, s.submit("fifo"+n, "", "j", 1, payload(g5, 1, time.Millisecond, 0)))
 	}
 	for _, id := range ids {
@@ -300,7 +257,7 @@ func TestSubmitWhileCreating(t *testing.T) {
 func TestResourceStatusRecovery(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir)
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(2)
 	s.close()
 	// gated starts a server whose settlings are held back once it has
 	// started (its recovery settles what the last one left).
@@ -316,10 +273,7 @@ func TestResourceStatusRecovery(t *testing.T) {
 
 	// A service environment left CREATING.
 	s = gated()
-	env, err := s.c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("e2"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
-	must(t, err)
+	env := s.createEnv("e2", 1)
 	if st := s.envStatus("e2"); st != types.ServiceEnvironmentStatusCreating {
 		t.Fatalf("service environment is %s after create, want CREATING", st)
 	}
@@ -330,10 +284,7 @@ func TestResourceStatusRecovery(t *testing.T) {
 	if st := s.envStatus("e2"); st != types.ServiceEnvironmentStatusValid {
 		t.Fatalf("after restart the service environment is %s, want VALID", st)
 	}
-	_, err = s.c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("fifo"), Priority: aws.Int32(1),
-		JobQueueType:            types.JobQueueTypeSagemakerTraining,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: env.ServiceEnvironmentArn}}})
-	must(t, err)
+	s.createQueue("fifo", nil, env)
 	if st := s.queueStatus("fifo"); st != types.JQStatusCreating {
 		t.Fatalf("job queue is %s after create, want CREATING", st)
 	}
@@ -344,7 +295,7 @@ func TestResourceStatusRecovery(t *testing.T) {
 	if st := s.queueStatus("fifo"); st != types.JQStatusValid {
 		t.Fatalf("after restart the job queue is %s, want VALID", st)
 	}
-	_, err = s.c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(s.shareARN("q", "A")),
+	_, err := s.c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(s.shareARN("q", "A")),
 		CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
 	must(t, err)
 	if st := s.shareStatus(s.shareARN("q", "A")); st != types.QuotaShareStatusUpdating {

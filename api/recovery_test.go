@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,11 +14,9 @@ import (
 // maxTimeSeconds for the configured reason, and lets the next job run. The
 // daemon's clock is moved forward; the executor's is real.
 func TestJobStateTimeLimitAction(t *testing.T) {
-	var skew atomic.Int64
-	s := newServer(t, func(c *daemonConfig) {
-		c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	})
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	var clk clock
+	s := newServer(t, clk.option())
+	s.reserved(2)
 	reason := "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
 	_, err := s.c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String("q"), JobStateTimeLimitActions: []types.JobStateTimeLimitAction{{
 		Action: types.JobStateTimeLimitActionsActionTerminate, MaxTimeSeconds: aws.Int32(600), Reason: aws.String(reason),
@@ -42,7 +39,7 @@ func TestJobStateTimeLimitAction(t *testing.T) {
 	if d := s.describe(big); d.Status != types.ServiceJobStatusRunnable {
 		t.Fatalf("big job is %s before its time limit", d.Status)
 	}
-	skew.Store(int64(601 * time.Second))
+	clk.setAhead(601 * time.Second)
 	d := s.waitStatus(big, types.ServiceJobStatusFailed)
 	if aws.ToString(d.StatusReason) != "Terminated by JobStateTimeLimit action due to reason: "+reason || !aws.ToBool(d.IsTerminated) {
 		t.Fatalf("big job: %q terminated=%v", aws.ToString(d.StatusReason), aws.ToBool(d.IsTerminated))
@@ -57,7 +54,7 @@ func TestJobStateTimeLimitAction(t *testing.T) {
 func TestRecoveryInProcess(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir)
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	s.reserved(2)
 	long := s.submit("q", "A", "long", 3, payload(g5, 1, time.Hour, 0))
 	stubborn := s.submit("q", "A", "stubborn", 2, strings.Replace(payload(g5, 1, time.Hour, 0), `"QSHARE_SIM_EXIT_CODE"`, `"QSHARE_SIM_ON_STOP":"ignore","QSHARE_STOP_GRACE":"400ms","QSHARE_SIM_EXIT_CODE"`, 1))
 	waiting := s.submit("q", "A", "waiting", 1, payload(g5, 1, 50*time.Millisecond, 0))

@@ -1,12 +1,17 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare"
+	"qshare/executor/simulated"
 )
 
 // TestResourceLifecycle creates, describes, updates and deletes every kind
@@ -133,18 +138,9 @@ func TestResourcePagination(t *testing.T) {
 	c := s.c
 	s.setup("q", 10)
 	for i := range 25 {
-		_, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String(fmt.Sprintf("p%02d", i)),
-			QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-		must(t, err)
-		_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String(fmt.Sprintf("e%02d", i)),
-			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-			CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
-		must(t, err)
-		_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(fmt.Sprintf("s%02d", i)), JobQueue: aws.String("q"),
-			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}},
-			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
-			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
-		must(t, err)
+		s.createPolicy(fmt.Sprintf("p%02d", i))
+		s.createEnv(fmt.Sprintf("e%02d", i), 1)
+		s.createShare(aws.String("q"), shareSpec{name: fmt.Sprintf("s%02d", i), limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
 	}
 	count := func(name string, pages, items int, wantPages, wantItems int) {
 		t.Helper()
@@ -254,5 +250,47 @@ func TestTags(t *testing.T) {
 	must(t, err)
 	if out.Tags["a"] != "b" {
 		t.Fatalf("tags at create: %v", out.Tags)
+	}
+}
+
+// fewGPUs is an executor whose host has 2 GPUs of one instance each.
+type fewGPUs struct{ *simulated.Executor }
+
+func (fewGPUs) CheckCapacity(l qshare.Capacity) string {
+	if n := l["ml.g5.xlarge"]; n > 2 {
+		return "the limits need 3 GPUs but this host has only 2"
+	}
+	return ""
+}
+
+// TestEnvironmentCapacityWarning: an environment that asks for more than the
+// host has is created, and describing it says so (statusReason, a qshare
+// extension the SDKs ignore), until an update brings it within the host.
+func TestEnvironmentCapacityWarning(t *testing.T) {
+	// The harness's simulated executor, on a host of 2 GPUs.
+	s := newServer(t, func(c *daemonConfig) { c.Executor = fewGPUs{c.Executor.(*simulated.Executor)} })
+	call := func(op, body string) map[string]any {
+		t.Helper()
+		resp, b := s.post("/v1/"+op, body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", op, resp.StatusCode, b)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	reason := func() any {
+		out := call("describeserviceenvironments", `{"serviceEnvironments":["pool"]}`)
+		return out["serviceEnvironments"].([]any)[0].(map[string]any)["statusReason"]
+	}
+	call("createserviceenvironment", `{"serviceEnvironmentName":"pool","serviceEnvironmentType":"SAGEMAKER_TRAINING","capacityLimits":[{"capacityUnit":"ml.g5.xlarge","maxCapacity":3}]}`)
+	if r, _ := reason().(string); !strings.Contains(r, "only 2") {
+		t.Fatalf("statusReason of an environment larger than the host = %v, want the executor's warning", r)
+	}
+	call("updateserviceenvironment", `{"serviceEnvironment":"pool","capacityLimits":[{"capacityUnit":"ml.g5.xlarge","maxCapacity":2}]}`)
+	if r := reason(); r != nil {
+		t.Fatalf("statusReason after the update = %v, want none", r)
 	}
 }

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,13 +15,10 @@ import (
 // kept. The daemon's clock is moved forward; the executor's is real.
 func TestJobRetention(t *testing.T) {
 	dir := t.TempDir()
-	var skew atomic.Int64
-	opt := func(c *daemonConfig) {
-		c.JobRetention = time.Hour
-		c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	}
-	s := startServer(t, dir, opt)
-	s.setup("q", 2, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	var clk clock
+	retain := func(c *daemonConfig) { c.JobRetention = time.Hour }
+	s := startServer(t, dir, clk.option(), retain)
+	s.reserved(2)
 	old1 := s.submit("q", "A", "old1", 1, payload(g5, 1, time.Millisecond, 0))
 	old2 := s.submit("q", "A", "old2", 1, payload(g5, 1, time.Millisecond, 1))
 	s.waitStatus(old1, types.ServiceJobStatusSucceeded)
@@ -30,14 +26,14 @@ func TestJobRetention(t *testing.T) {
 	running := s.submit("q", "A", "running", 1, payload(g5, 1, time.Hour, 0))
 	s.waitStatus(running, types.ServiceJobStatusRunning)
 
-	skew.Store(int64(50 * time.Minute))
+	clk.setAhead(50 * time.Minute)
 	recent := s.submit("q", "A", "recent", 1, payload(g5, 1, time.Millisecond, 0))
 	s.waitStatus(recent, types.ServiceJobStatusSucceeded)
 	if n, err := s.d.PurgeFinishedJobs(ctx); err != nil || n != 0 {
 		t.Fatalf("PurgeFinishedJobs before the retention = %d, %v; want 0", n, err)
 	}
 
-	skew.Store(int64(61 * time.Minute))
+	clk.setAhead(61 * time.Minute)
 	if n, err := s.d.PurgeFinishedJobs(ctx); err != nil || n != 2 {
 		t.Fatalf("PurgeFinishedJobs = %d, %v; want 2", n, err)
 	}
@@ -64,20 +60,18 @@ func TestJobRetention(t *testing.T) {
 	check()
 	s.close()
 
-	s = startServer(t, dir, opt)
+	s = startServer(t, dir, clk.option(), retain)
 	check()
 }
 
 // TestJobRetentionOff keeps every job when the retention is 0.
 func TestJobRetentionOff(t *testing.T) {
-	var skew atomic.Int64
-	s := newServer(t, func(c *daemonConfig) {
-		c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	})
-	s.setup("q", 1, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	var clk clock
+	s := newServer(t, clk.option())
+	s.reserved(1)
 	id := s.submit("q", "A", "j", 1, payload(g5, 1, time.Millisecond, 0))
 	s.waitStatus(id, types.ServiceJobStatusSucceeded)
-	skew.Store(int64(365 * 24 * time.Hour))
+	clk.setAhead(365 * 24 * time.Hour)
 	if n, err := s.d.PurgeFinishedJobs(ctx); err != nil || n != 0 {
 		t.Fatalf("PurgeFinishedJobs with no retention = %d, %v; want 0", n, err)
 	}

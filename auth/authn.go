@@ -27,6 +27,10 @@ type AuthConfig struct {
 	// Log receives a record per refused request and per reload; nil
 	// discards them.
 	Log *slog.Logger
+	// PublicPaths are request paths served without authentication: the
+	// health probes (/healthz, /readyz), which tell nothing but whether the
+	// server is up and ready, and which a prober cannot sign.
+	PublicPaths []string
 	// CheckPrincipal, when set, is asked about every principal of the file,
 	// at start and on each reload; an error refuses the file, as a
 	// malformed one is (qshare serve checks with it that each unixUser is
@@ -112,7 +116,15 @@ type principalKey struct{}
 // not verify is refused with the Verifier's error, and next sees the
 // others with their principal in the context (PrincipalFrom, Authorize).
 func (a *Authenticator) Wrap(next http.Handler) http.Handler {
+	public := map[string]bool{}
+	for _, p := range a.cfg.PublicPaths {
+		public[p] = true
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if public[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
 		p, err := a.verifier.Verify(r)
 		if err != nil {
 			a.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))

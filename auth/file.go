@@ -295,7 +295,7 @@ func Parse(b []byte, account string) (*Keyring, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("the file is empty: give principals and policies (docs/security.md)")
 		}
-		return nil, fmt.Errorf("%w (members: principals, policies; a principal has name, accessKeys, unixUser, policies; a statement has Sid, Effect, Action, Resource)", err)
+		return nil, fmt.Errorf("%w (members: principals, policies; a principal has name, accessKeys, unixUser, policies, limits; a statement has Sid, Effect, Action, Resource)", err)
 	}
 	if len(doc.Principals) == 0 {
 		return nil, errors.New("principals is missing or empty: name at least one principal")

@@ -66,15 +66,8 @@ func (f *File) check(opts Options) []Problem {
 	envs := map[string]int{}
 	for i, e := range f.ServiceEnvironments {
 		p := fmt.Sprintf("serviceEnvironments[%d]", i)
-		c.add(p+".serviceEnvironmentName", qshare.ValidateName(p+".serviceEnvironmentName", e.Name))
-		if j, dup := envs[e.Name]; dup && e.Name != "" {
-			c.fail(p+".serviceEnvironmentName", "%s.serviceEnvironmentName %q is already declared by serviceEnvironments[%d]: names must be unique", p, e.Name, j)
-		} else {
-			envs[e.Name] = i
-		}
-		if e.Type != "" && e.Type != SageMakerTraining {
-			c.fail(p+".serviceEnvironmentType", "%s.serviceEnvironmentType %q is not supported: use %s", p, e.Type, SageMakerTraining)
-		}
+		c.uniqueName(envs, p+".serviceEnvironmentName", "serviceEnvironments", i, e.Name, "")
+		c.supportedType(p+".serviceEnvironmentType", e.Type)
 		c.add(p+".state", qshare.ValidateState(p+".state", e.State, true))
 		c.add(p+".capacityLimits", qshare.ValidateCapacityLimits(p+".capacityLimits", e.CapacityLimits))
 		c.add(p+".tags", qshare.ValidateTags(p+".tags", e.Tags))
@@ -82,12 +75,7 @@ func (f *File) check(opts Options) []Problem {
 	pols := map[string]int{}
 	for i, pol := range f.SchedulingPolicies {
 		p := fmt.Sprintf("schedulingPolicies[%d]", i)
-		c.add(p+".name", qshare.ValidateName(p+".name", pol.Name))
-		if j, dup := pols[pol.Name]; dup && pol.Name != "" {
-			c.fail(p+".name", "%s.name %q is already declared by schedulingPolicies[%d]: names must be unique", p, pol.Name, j)
-		} else {
-			pols[pol.Name] = i
-		}
+		c.uniqueName(pols, p+".name", "schedulingPolicies", i, pol.Name, "")
 		switch {
 		case pol.QuotaSharePolicy != nil && pol.FairsharePolicy != nil:
 			c.fail(p, "%s sets both quotaSharePolicy and fairsharePolicy: a policy is one or the other", p)
@@ -127,15 +115,8 @@ func (f *File) check(opts Options) []Problem {
 	for i := range f.JobQueues {
 		q := &f.JobQueues[i]
 		p := fmt.Sprintf("jobQueues[%d]", i)
-		c.add(p+".jobQueueName", qshare.ValidateName(p+".jobQueueName", q.Name))
-		if j, dup := queues[q.Name]; dup && q.Name != "" {
-			c.fail(p+".jobQueueName", "%s.jobQueueName %q is already declared by jobQueues[%d]: names must be unique", p, q.Name, j)
-		} else {
-			queues[q.Name] = i
-		}
-		if q.Type != "" && q.Type != SageMakerTraining {
-			c.fail(p+".jobQueueType", "%s.jobQueueType %q is not supported: use %s", p, q.Type, SageMakerTraining)
-		}
+		c.uniqueName(queues, p+".jobQueueName", "jobQueues", i, q.Name, "")
+		c.supportedType(p+".jobQueueType", q.Type)
 		if q.Priority == nil {
 			c.fail(p+".priority", "%s.priority is required: an integer from 0 to 1000 (higher is evaluated first)", p)
 		} else if *q.Priority < 0 || *q.Priority > 1000 {
@@ -197,12 +178,7 @@ func (f *File) check(opts Options) []Problem {
 		shares := map[string]int{}
 		for k, s := range q.QuotaShares {
 			sp := fmt.Sprintf("%s.quotaShares[%d]", p, k)
-			c.add(sp+".quotaShareName", qshare.ValidateName(sp+".quotaShareName", s.Name))
-			if j, dup := shares[s.Name]; dup && s.Name != "" {
-				c.fail(sp+".quotaShareName", "%s.quotaShareName %q is already declared by %s.quotaShares[%d]: names must be unique within a queue", sp, s.Name, p, j)
-			} else {
-				shares[s.Name] = k
-			}
+			c.uniqueName(shares, sp+".quotaShareName", p+".quotaShares", k, s.Name, " within a queue")
 			c.add(sp+".capacityLimits", qshare.ValidateCapacityLimits(sp+".capacityLimits", s.CapacityLimits))
 			rp := sp + ".resourceSharingConfiguration"
 			if _, ok := f.pos[rp]; !ok && s.Strategy == "" && f.pos != nil {
@@ -222,6 +198,27 @@ func (f *File) check(opts Options) []Problem {
 		}
 	}
 	return c.problems
+}
+
+// uniqueName checks the name at path: a valid name, and not one that an
+// earlier item of the same list already declares. seen maps the names met
+// so far to their index in list (e.g. "jobQueues"), and records this one,
+// item i; within says where names must be unique, for the message.
+func (c *checker) uniqueName(seen map[string]int, path, list string, i int, name, within string) {
+	c.add(path, qshare.ValidateName(path, name))
+	if j, dup := seen[name]; dup && name != "" {
+		c.fail(path, "%s %q is already declared by %s[%d]: names must be unique%s", path, name, list, j, within)
+	} else {
+		seen[name] = i
+	}
+}
+
+// supportedType checks a resource type at path: empty (the default) or
+// SAGEMAKER_TRAINING.
+func (c *checker) supportedType(path, typ string) {
+	if typ != "" && typ != SageMakerTraining {
+		c.fail(path, "%s %q is not supported: use %s", path, typ, SageMakerTraining)
+	}
 }
 
 func names[T any](xs []T, name func(T) string) string {

@@ -57,24 +57,17 @@ func (f *File) set(kv string) error {
 	origin := Pos{Origin: "--what-if " + kv}
 	switch kind {
 	case "env":
-		i := -1
-		for k := range f.ServiceEnvironments {
-			if f.ServiceEnvironments[k].Name == name {
-				i = k
-			}
-		}
-		if i < 0 {
-			return fmt.Errorf("no service environment %q (known: %s)", name, names(f.ServiceEnvironments, func(e Environment) string { return e.Name }))
+		i, err := lookup(f.ServiceEnvironments, "service environment", name, func(e Environment) string { return e.Name })
+		if err != nil {
+			return err
 		}
 		e := &f.ServiceEnvironments[i]
 		p := fmt.Sprintf("serviceEnvironments[%d]", i)
 		switch {
 		case strings.HasPrefix(field, "maxCapacity."):
-			n, err := parseInt(val)
-			if err != nil {
+			if err := setMaxCapacity(&e.CapacityLimits, field, val); err != nil {
 				return err
 			}
-			e.CapacityLimits = setLimit(e.CapacityLimits, strings.TrimPrefix(field, "maxCapacity."), n)
 			f.mark(p+".capacityLimits", origin)
 		case field == "state":
 			e.State = qshare.State(val)
@@ -83,14 +76,9 @@ func (f *File) set(kv string) error {
 			return fmt.Errorf("unknown field %q of an environment: use maxCapacity.TYPE or state", field)
 		}
 	case "queue":
-		i := -1
-		for k := range f.JobQueues {
-			if f.JobQueues[k].Name == name {
-				i = k
-			}
-		}
-		if i < 0 {
-			return fmt.Errorf("no job queue %q (known: %s)", name, names(f.JobQueues, func(q Queue) string { return q.Name }))
+		i, err := lookup(f.JobQueues, "job queue", name, func(q Queue) string { return q.Name })
+		if err != nil {
+			return err
 		}
 		q := &f.JobQueues[i]
 		p := fmt.Sprintf("jobQueues[%d]", i)
@@ -117,11 +105,9 @@ func (f *File) set(kv string) error {
 		p := fmt.Sprintf("jobQueues[%d].quotaShares[%d]", qi, si)
 		switch {
 		case strings.HasPrefix(field, "maxCapacity."):
-			n, err := parseInt(val)
-			if err != nil {
+			if err := setMaxCapacity(&s.CapacityLimits, field, val); err != nil {
 				return err
 			}
-			s.CapacityLimits = setLimit(s.CapacityLimits, strings.TrimPrefix(field, "maxCapacity."), n)
 			f.mark(p+".capacityLimits", origin)
 		case field == "strategy":
 			s.Strategy = qshare.Strategy(val)
@@ -191,6 +177,32 @@ func (f *File) findShare(name string) (qi, si int, err error) {
 		return 0, 0, fmt.Errorf("no quota share %q (known: %s)", name, strings.Join(f.ShareNames(), ", "))
 	}
 	return 0, 0, fmt.Errorf("quota share %q is in several queues: name it as QUEUE/%s", share, share)
+}
+
+// lookup returns the index of the last of xs called name, or an error that
+// names what was looked for (a "job queue") and the names there are.
+func lookup[T any](xs []T, what, name string, nameOf func(T) string) (int, error) {
+	i := -1
+	for k := range xs {
+		if nameOf(xs[k]) == name {
+			i = k
+		}
+	}
+	if i < 0 {
+		return 0, fmt.Errorf("no %s %q (known: %s)", what, name, names(xs, nameOf))
+	}
+	return i, nil
+}
+
+// setMaxCapacity applies the change maxCapacity.TYPE=val (field holds
+// "maxCapacity.TYPE") to the limits at ls; 0 removes the type's limit.
+func setMaxCapacity(ls *[]qshare.CapacityLimit, field, val string) error {
+	n, err := parseInt(val)
+	if err != nil {
+		return err
+	}
+	*ls = setLimit(*ls, strings.TrimPrefix(field, "maxCapacity."), n)
+	return nil
 }
 
 func setLimit(ls []qshare.CapacityLimit, unit string, n int64) []qshare.CapacityLimit {

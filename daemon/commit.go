@@ -168,7 +168,9 @@ func (d *Daemon) commitBatch(ctx context.Context, batch []*pending) bool {
 	if ch := merge(batch); ch != nil {
 		backoff := 10 * time.Millisecond
 		for {
+			t0 := time.Now()
 			err := d.st.Commit(ctx, ch)
+			d.obs.StoreCommit(time.Since(t0), err)
 			if err == nil {
 				d.storeDown.Store(nil)
 				break
@@ -209,7 +211,7 @@ func (d *Daemon) commitBatch(ctx context.Context, batch []*pending) bool {
 		d.mu.Lock()
 		for _, p := range batch {
 			for _, j := range p.jobs {
-				d.jobs[j.ID] = j
+				d.setJob(j)
 				if d.inflight[j.ID] == j {
 					delete(d.inflight, j.ID)
 				}

@@ -126,31 +126,12 @@ func startHeld(t *testing.T) (*Daemon, *heldStore, *watchingExecutor) {
 	t.Helper()
 	st := newHeldStore(t)
 	ex := &watchingExecutor{Executor: simulated.New(simulated.Options{}), st: st}
-	d, err := New(Config{Store: st, Executor: ex, Tick: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d, stop := startDaemon(t, st, ex)
 	t.Cleanup(func() {
 		st.release()
-		d.Close()
-		ex.Close()
-		st.Close()
+		stop()
 	})
-	ctx := context.Background()
-	g5 := []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 4}}
-	_, err = d.CreatePolicy(ctx, PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
-	mustNil(t, err)
-	_, err = d.CreateEnvironment(ctx, EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: g5})
-	mustNil(t, err)
-	_, err = d.CreateQueue(ctx, QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
-		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
-	mustNil(t, err)
-	s, err := d.CreateShare(ctx, ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: qshare.Disabled, CapacityLimits: g5})
-	mustNil(t, err)
-	waitShareStatus(t, d, s.ARN, qshare.StatusValid)
+	waitShareStatus(t, d, createReserved(t, d, 4, 4).ARN, qshare.StatusValid)
 	return d, st, ex
 }
 
@@ -164,6 +145,31 @@ func submitSim(t *testing.T, d *Daemon, name, duration string) *qshare.Job {
 
 // runFirst submits a job of an hour and waits until it runs: a job whose
 // tags the tests change to hold the committer.
+// holdTagChange holds the store and tags the first job: the change's
+// commit then waits in the store until st.release. It returns the tag
+// change's answer, which comes once its commit has returned.
+func holdTagChange(d *Daemon, st *heldStore, first *qshare.Job) <-chan error {
+	st.hold()
+	tagged := make(chan error, 1)
+	go func() { tagged <- d.TagResource(context.Background(), first.ARN, map[string]string{"k": "v"}) }()
+	<-st.entered
+	return tagged
+}
+
+// startAheadOfStore submits a second job while the store is held, and
+// waits until the loop has made it STARTING ahead of the store.
+func startAheadOfStore(t *testing.T, d *Daemon) *qshare.Job {
+	t.Helper()
+	second := submitSim(t, d, "second", "1h")
+	waitFor(t, "the loop to make the second job STARTING ahead of the store", func() bool {
+		d.mu.RLock()
+		defer d.mu.RUnlock()
+		j := d.inflight[second.ID]
+		return j != nil && j.Status == qshare.JobStarting
+	})
+	return second
+}
+
 func runFirst(t *testing.T, d *Daemon) *qshare.Job {
 	t.Helper()
 	first := submitSim(t, d, "first", "1h")
@@ -191,7 +197,6 @@ func waitFor(t *testing.T, what string, f func() bool) {
 // executor is not asked to start the job before STARTING is durable.
 func TestPipelinedCommit(t *testing.T) {
 	d, st, ex := startHeld(t)
-	ctx := context.Background()
 	first := runFirst(t, d)
 
 	// Every API read of a job sees a durable version, all along.
@@ -223,17 +228,8 @@ func TestPipelinedCommit(t *testing.T) {
 		}
 	}()
 
-	st.hold()
-	tagged := make(chan error, 1)
-	go func() { tagged <- d.TagResource(ctx, first.ARN, map[string]string{"k": "v"}) }()
-	<-st.entered // the tag change's commit waits in the store
-	second := submitSim(t, d, "second", "1h")
-	waitFor(t, "the loop to make the second job STARTING ahead of the store", func() bool {
-		d.mu.RLock()
-		defer d.mu.RUnlock()
-		j := d.inflight[second.ID]
-		return j != nil && j.Status == qshare.JobStarting
-	})
+	tagged := holdTagChange(d, st, first)
+	second := startAheadOfStore(t, d)
 	select {
 	case err := <-tagged:
 		t.Fatalf("TagResource answered (%v) before its commit returned", err)
@@ -296,16 +292,8 @@ func TestShutdownWithQueuedCycles(t *testing.T) {
 	d, st, ex := startHeld(t)
 	ctx := context.Background()
 	first := runFirst(t, d)
-	st.hold()
-	go func() { _ = d.TagResource(ctx, first.ARN, map[string]string{"k": "v"}) }()
-	<-st.entered
-	second := submitSim(t, d, "second", "1h")
-	waitFor(t, "the loop to make the second job STARTING ahead of the store", func() bool {
-		d.mu.RLock()
-		defer d.mu.RUnlock()
-		j := d.inflight[second.ID]
-		return j != nil && j.Status == qshare.JobStarting
-	})
+	holdTagChange(d, st, first)
+	second := startAheadOfStore(t, d)
 	prio := make(chan error, 1)
 	go func() {
 		_, err := d.UpdatePriority(ctx, second.ID, 5)
@@ -335,12 +323,8 @@ func TestShutdownWithQueuedCycles(t *testing.T) {
 // the store is released.
 func TestLoopWaitsForCommitter(t *testing.T) {
 	d, st, _ := startHeld(t)
-	ctx := context.Background()
 	first := runFirst(t, d)
-	st.hold()
-	tagged := make(chan error, 1)
-	go func() { tagged <- d.TagResource(ctx, first.ARN, map[string]string{"k": "v"}) }()
-	<-st.entered
+	tagged := holdTagChange(d, st, first)
 	var jobs []*qshare.Job
 	for i := 0; i < 30; i++ {
 		jobs = append(jobs, submitSim(t, d, fmt.Sprintf("j%d", i), "1ms"))

@@ -67,6 +67,9 @@ type Config struct {
 	// --auth sets it with the process executor, whose jobs run as their
 	// submitter's unixUser.
 	RequireRunAs bool
+	// Observer, when set, receives the daemon's measurements (see
+	// Observer); package metrics exports them.
+	Observer Observer
 }
 
 // Daemon is the server's state and control loop. Create one with New, then
@@ -150,6 +153,12 @@ type Daemon struct {
 	cspace chan struct{}
 	cdone  chan struct{}
 
+	// obs receives the measurements (Config.Observer, or none); counts
+	// holds the jobs of d.jobs per queue, share and status (setJob, under
+	// d.mu).
+	obs    Observer
+	counts map[statusKey]int
+
 	// storeDown holds the error of the loop's last commit while it fails
 	// (nil once one succeeds): commands are then refused at once.
 	storeDown atomic.Pointer[error]
@@ -182,12 +191,18 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Engine == nil {
 		cfg.Engine = engine.New()
 	}
+	obs := cfg.Observer
+	if obs == nil {
+		obs = noObserver{}
+	}
 	var evlog *eventLog
 	if cfg.Events != nil {
 		evlog = &eventLog{sink: cfg.Events}
 	}
 	return &Daemon{
 		evlog:    evlog,
+		obs:      obs,
+		counts:   map[statusKey]int{},
 		cfg:      cfg,
 		st:       cfg.Store,
 		ex:       cfg.Executor,
@@ -289,7 +304,10 @@ func (d *Daemon) post(ops ...op) {
 // commit writes a change through the store, translating its failure into an
 // internal error for the caller.
 func (d *Daemon) commit(ctx context.Context, c *store.Change) error {
-	if err := d.st.Commit(ctx, c); err != nil {
+	t0 := time.Now()
+	err := d.st.Commit(ctx, c)
+	d.obs.StoreCommit(time.Since(t0), err)
+	if err != nil {
 		d.log.Error("store commit failed", "err", err)
 		return &qshare.Error{Code: qshare.EINTERNAL, Message: "the change could not be saved, so it was not applied; retry the request"}
 	}
@@ -337,7 +355,7 @@ func (d *Daemon) installJob(j *qshare.Job) {
 		}
 		x.add(jobKey{j.CreatedAt.UnixNano(), j.ID})
 	}
-	d.jobs[j.ID] = j
+	d.setJob(j)
 }
 
 // cloneJob returns a copy of j that may be changed without touching j: the

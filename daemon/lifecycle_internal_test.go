@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/executor"
 	"qshare/executor/simulated"
 	"qshare/sqlite"
+	"qshare/store"
 )
 
 func startInternal(t *testing.T) *Daemon {
@@ -17,20 +19,51 @@ func startInternal(t *testing.T) *Daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := simulated.New(simulated.Options{})
-	d, err := New(Config{Store: db, Executor: ex, Tick: 10 * time.Millisecond})
+	d, stop := startDaemon(t, db, simulated.New(simulated.Options{}))
+	t.Cleanup(stop)
+	return d
+}
+
+// startDaemon starts a daemon on st and ex that ticks every 10 ms, and
+// returns it with stop, which closes the daemon, then ex, then st.
+func startDaemon(tb testing.TB, st store.Store, ex executor.Executor) (d *Daemon, stop func()) {
+	tb.Helper()
+	d, err := New(Config{Store: st, Executor: ex, Tick: 10 * time.Millisecond})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() {
+	return d, func() {
 		d.Close()
 		ex.Close()
-		db.Close()
-	})
-	return d
+		st.Close()
+	}
+}
+
+// createReserved creates the FIFO policy p, the environment e of env
+// ml.g5.xlarge, the queue q on it and, in q, the RESERVE share A of share
+// ml.g5.xlarge. It returns A as CreateShare answered.
+func createReserved(tb testing.TB, d *Daemon, env, share int64) qshare.QuotaShare {
+	tb.Helper()
+	ctx := context.Background()
+	g5 := func(n int64) []qshare.CapacityLimit {
+		return []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: n}}
+	}
+	must := func(_ any, err error) {
+		tb.Helper()
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	must(d.CreatePolicy(ctx, PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}}))
+	must(d.CreateEnvironment(ctx, EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: g5(env)}))
+	must(d.CreateQueue(ctx, QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
+		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}}))
+	s, err := d.CreateShare(ctx, ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: qshare.Disabled, CapacityLimits: g5(share)})
+	must(s, err)
+	return s
 }
 
 func waitShareStatus(t *testing.T, d *Daemon, arn string, want qshare.ResourceStatus) qshare.QuotaShare {
@@ -60,22 +93,14 @@ func TestSettleSuperseded(t *testing.T) {
 	g5 := func(n int64) []qshare.CapacityLimit {
 		return []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: n}}
 	}
-	_, err := d.CreatePolicy(ctx, PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
-	mustNil(t, err)
-	_, err = d.CreateEnvironment(ctx, EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: g5(4)})
-	mustNil(t, err)
-	_, err = d.CreateQueue(ctx, QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
-		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
-	mustNil(t, err)
-	s, err := d.CreateShare(ctx, ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: qshare.Disabled, CapacityLimits: g5(1)})
-	mustNil(t, err)
+	s := createReserved(t, d, 4, 1)
 	if s.Status != qshare.StatusCreating {
 		t.Fatalf("CreateShare answered status %s, want CREATING", s.Status)
 	}
 	waitShareStatus(t, d, s.ARN, qshare.StatusValid)
 
 	d.engMu.Lock() // the loop cannot run a cycle
-	_, err = d.UpdateShare(ctx, ShareUpdate{ARN: s.ARN, CapacityLimits: g5(2)})
+	_, err := d.UpdateShare(ctx, ShareUpdate{ARN: s.ARN, CapacityLimits: g5(2)})
 	mustNil(t, err)
 	_, err = d.UpdateShare(ctx, ShareUpdate{ARN: s.ARN, CapacityLimits: g5(3)})
 	mustNil(t, err)

@@ -81,6 +81,9 @@ type run struct {
 	mustStart bool
 	// recoveredStop: the stop was decided before a restart (recoverStop).
 	recoveredStop bool
+	// ownStart: the attempt was started within its share's own limit
+	// (nothing borrowed); false for an attempt recovered after a restart.
+	ownStart bool
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
@@ -216,7 +219,9 @@ func (d *Daemon) runCycle(ctx context.Context) {
 		c.apply(o)
 	}
 	c.timers()
+	t0 := time.Now()
 	decisions := d.eng.AppendSchedule(d.decisions[:0], c.now)
+	d.obs.SchedulingPass(time.Since(t0))
 	for _, dec := range decisions {
 		c.decide(dec)
 	}
@@ -569,7 +574,10 @@ func (c *cycle) decide(dec engine.Decision) {
 		}
 		j := c.edit(dec.Job)
 		n := len(j.Attempts) + 1
-		r := &run{job: j.ID, attempt: fmt.Sprintf("%s-%d", j.ID, n), n: n, phase: phasePending}
+		r := &run{job: j.ID, attempt: fmt.Sprintf("%s-%d", j.ID, n), n: n, phase: phasePending, ownStart: len(dec.Borrowed) == 0}
+		if n == 1 {
+			d.obs.JobStarted(j.JobQueue, j.QuotaShare, c.now.Sub(j.CreatedAt))
+		}
 		j.Attempts = append(j.Attempts, qshare.Attempt{N: n, ID: r.attempt, ResourceARN: d.trainingJobARN(j), ScheduledAt: c.now})
 		j.ScheduledAt = c.now
 		j.StartedAt = time.Time{}
@@ -601,6 +609,7 @@ func (c *cycle) decide(dec engine.Decision) {
 		if dec.CrossShare {
 			kind = "cross-share"
 		}
+		d.observePreempt(c, dec, r)
 		r.stop, r.final = stopPreempt, dec.Final
 		d.notePreempt(dec.Job, dec.For)
 		r.reason = fmt.Sprintf("%s (%s): %s", preemptPrefix, kind, dec.Reason)
@@ -792,7 +801,9 @@ func (d *Daemon) startAttempt(ctx context.Context, spec executor.Spec) {
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
+		t0 := time.Now()
 		h, err := d.ex.Start(ctx, spec)
+		d.obs.ExecutorStart(time.Since(t0), err)
 		if ctx.Err() != nil {
 			return
 		}

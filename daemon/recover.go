@@ -95,7 +95,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 			return fmt.Errorf("daemon: recovery commit: %w", err)
 		}
 		for i := range fixes {
-			d.jobs[fixes[i].ID] = &fixes[i]
+			d.setJob(&fixes[i])
 		}
 	}
 	d.log.Info("recovered from store", "environments", len(s.Environments), "policies", len(s.Policies), "queues", len(s.Queues),

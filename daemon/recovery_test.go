@@ -50,7 +50,9 @@ func (i *instance) close() {
 	i.db.Close()
 }
 
-func setup(t *testing.T, d *daemon.Daemon, capacity int64, inShare bool) {
+// setupQueue creates the FIFO policy p, the environment e of capacity
+// ml.g5.xlarge and the queue q on it.
+func setupQueue(t *testing.T, d *daemon.Daemon, capacity int64) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := d.CreatePolicy(ctx, daemon.PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
@@ -60,11 +62,18 @@ func setup(t *testing.T, d *daemon.Daemon, capacity int64, inShare bool) {
 	_, err = d.CreateQueue(ctx, daemon.QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
 		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
 	must(t, err)
+}
+
+// setup creates queue q of capacity ml.g5.xlarge (see setupQueue) with
+// the one RESERVE share A of all of it.
+func setup(t *testing.T, d *daemon.Daemon, capacity int64, inShare bool) {
+	t.Helper()
+	setupQueue(t, d, capacity)
 	pre := qshare.Disabled
 	if inShare {
 		pre = qshare.Enabled
 	}
-	_, err = d.CreateShare(ctx, daemon.ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: pre,
+	_, err := d.CreateShare(context.Background(), daemon.ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: pre,
 		CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: capacity}}})
 	must(t, err)
 }

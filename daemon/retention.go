@@ -106,7 +106,7 @@ func (d *Daemon) forgetJobs(ids []string) {
 		if e := d.tokens[j.ClientToken]; j.ClientToken != "" && e != nil && e.job == id {
 			delete(d.tokens, j.ClientToken)
 		}
-		delete(d.jobs, id)
+		d.dropJob(id)
 		d.dropMeta(id)
 	}
 	for q := range queues {

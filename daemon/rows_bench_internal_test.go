@@ -38,31 +38,10 @@ func rowsPerJobRun(b *testing.B) (rows, batches, jobs int64) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ex := simulated.New(simulated.Options{})
-	d, err := New(Config{Store: db, Executor: ex, Tick: 10 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, stop := startDaemon(b, db, simulated.New(simulated.Options{}))
+	defer stop()
 	ctx := context.Background()
-	if err := d.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { d.Close(); ex.Close(); db.Close() }()
-	must := func(err error) {
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	g5 := []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 64}}
-	_, err = d.CreatePolicy(ctx, PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
-	must(err)
-	_, err = d.CreateEnvironment(ctx, EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: g5})
-	must(err)
-	_, err = d.CreateQueue(ctx, QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
-		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
-	must(err)
-	s, err := d.CreateShare(ctx, ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: qshare.Disabled, CapacityLimits: g5})
-	must(err)
+	s := createReserved(b, d, 64, 64)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if sh, _ := d.Share(s.ARN); sh.Status == qshare.StatusValid {
 			break

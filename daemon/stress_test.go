@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"qshare/daemon"
 	"qshare/executor"
 	"qshare/executor/simulated"
-	"qshare/sqlite"
 )
 
 // checkingExecutor wraps an executor and checks, in real time, that the
@@ -78,31 +76,15 @@ func TestStressNoOverAdmission(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few seconds of random load")
 	}
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "q.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	const g5 = "ml.g5.xlarge"
 	limit := qshare.Capacity{g5: 6}
 	ex := &checkingExecutor{Executor: simulated.New(simulated.Options{StopGrace: 20 * time.Millisecond}), limit: limit,
 		used: qshare.Capacity{}, demand: map[string]qshare.Capacity{}, running: map[string]string{}}
-	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Tick: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inst := open(t, t.TempDir(), ex)
+	defer inst.close()
+	d := inst.d
 	ctx := context.Background()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	_, err = d.CreatePolicy(ctx, daemon.PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
-	must(t, err)
-	_, err = d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: g5, MaxCapacity: 6}}})
-	must(t, err)
-	_, err = d.CreateQueue(ctx, daemon.QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
-		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
-	must(t, err)
+	setupQueue(t, d, 6)
 	borrow := int64(100)
 	for _, s := range []daemon.ShareInput{
 		{Name: "A", Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: &borrow, InSharePreemption: qshare.Enabled},

@@ -37,6 +37,20 @@ func regressionSubmit(t *testing.T, e *Engine, id, share string, n int64, prio i
 	}
 }
 
+// regressionRelease releases the jobs (requeued, or ended) one by one, and
+// fails the test if the engine refuses one.
+func regressionRelease(t *testing.T, e *Engine, requeue bool, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := e.Release(id, requeue); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// one is n ml.g5.xlarge instances.
+func one(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
+
 func started(ds []Decision) map[string]bool   { return decided(ds, DecisionStart) }
 func preempted(ds []Decision) map[string]bool { return decided(ds, DecisionPreempt) }
 
@@ -55,7 +69,6 @@ func decided(ds []Decision, k DecisionKind) map[string]bool {
 // where that share preempts one of its own jobs for another (borrow source).
 func TestRegressionReserveNotBorrowedDuringInSharePreemption(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	one := func(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
 	e := regressionEngine(t, 6,
 		ShareConfig{Name: "s0", Limits: one(3), Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
 		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
@@ -72,9 +85,7 @@ func TestRegressionReserveNotBorrowedDuringInSharePreemption(t *testing.T) {
 	if started(ds)["big"] {
 		t.Fatalf("t=1: big started by borrowing while s0 (RESERVE) preempts low for high; decisions %+v", ds)
 	}
-	if err := e.Release("low", true); err != nil {
-		t.Fatal(err)
-	}
+	regressionRelease(t, e, true, "low")
 	if s := started(e.Schedule(t1)); !s["high"] || s["big"] {
 		t.Fatalf("after low's release started %v, want high and not big", s)
 	}
@@ -86,10 +97,9 @@ func TestRegressionReserveNotBorrowedDuringInSharePreemption(t *testing.T) {
 // capacity and the environment has free room).
 func TestRegressionOversubscribedReserveHeadStarts(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	one := qshare.Capacity{"ml.g5.xlarge": 1}
 	e := regressionEngine(t, 1,
-		ShareConfig{Name: "s0", Limits: one, Strategy: qshare.StrategyReserve, BorrowLimit: -1},
-		ShareConfig{Name: "s1", Limits: one, Strategy: qshare.StrategyReserve, BorrowLimit: -1},
+		ShareConfig{Name: "s0", Limits: one(1), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
+		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
 	)
 	regressionSubmit(t, e, "a", "s0", 1, 0, t0)
 	if s := started(e.Schedule(t0)); !s["a"] {
@@ -102,7 +112,7 @@ func TestRegressionOversubscribedReserveHeadStarts(t *testing.T) {
 func TestRegressionReservedStartsWhenItFits(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	e := regressionEngine(t, 5,
-		ShareConfig{Name: "s0", Limits: qshare.Capacity{"ml.g5.xlarge": 5}, Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
+		ShareConfig{Name: "s0", Limits: one(5), Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
 	)
 	regressionSubmit(t, e, "victim", "s0", 1, 0, t0)
 	if s := started(e.Schedule(t0)); !s["victim"] {
@@ -116,9 +126,7 @@ func TestRegressionReservedStartsWhenItFits(t *testing.T) {
 		t.Fatalf("t=1: a_quick did not start: %+v", ds)
 	}
 	// a_quick ends at once; victim is still stopping (a grace period).
-	if err := e.Release("a_quick", false); err != nil {
-		t.Fatal(err)
-	}
+	regressionRelease(t, e, false, "a_quick")
 	if s := started(e.Schedule(t1)); !s["head"] {
 		v, _ := e.Job("head")
 		t.Fatalf("head (state %v) waits for its stopping victim although 4 are free and it fits its share's own limit", v.State)
@@ -132,7 +140,6 @@ func TestRegressionReservedStartsWhenItFits(t *testing.T) {
 // environment, while the share's next job waited for a reclaim).
 func TestRegressionReserveNotBorrowedWhileItsReservationWaits(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	one := func(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
 	e := regressionEngine(t, 3,
 		ShareConfig{Name: "s0", Limits: one(2), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
 		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1, InSharePreemption: true},
@@ -143,9 +150,7 @@ func TestRegressionReserveNotBorrowedWhileItsReservationWaits(t *testing.T) {
 	if s := started(e.Schedule(t0)); !s["a"] || !s["b"] {
 		t.Fatalf("t=0 started %v, want a and b (b borrows s2's 1)", s)
 	}
-	if err := e.Release("a", false); err != nil {
-		t.Fatal(err)
-	}
+	regressionRelease(t, e, false, "a")
 	t1 := t0.Add(time.Second)
 	regressionSubmit(t, e, "big", "s0", 2, 0, t1)
 	regressionSubmit(t, e, "more", "s1", 1, 0, t1.Add(time.Millisecond))
@@ -156,9 +161,7 @@ func TestRegressionReserveNotBorrowedWhileItsReservationWaits(t *testing.T) {
 	if started(ds)["more"] {
 		t.Fatalf("t=1: more borrowed the room s0 (RESERVE) left while big waits for b to stop: %+v", ds)
 	}
-	if err := e.Release("b", true); err != nil {
-		t.Fatal(err)
-	}
+	regressionRelease(t, e, true, "b")
 	if s := started(e.Schedule(t1)); !s["big"] {
 		t.Fatalf("after b's release started %v, want big", s)
 	}
@@ -171,7 +174,6 @@ func TestRegressionReserveNotBorrowedWhileItsReservationWaits(t *testing.T) {
 // test: the head waited until the stopping job was gone).
 func TestRegressionReserveHeadStartsBesideAStoppingJob(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	one := func(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
 	e := regressionEngine(t, 5,
 		ShareConfig{Name: "s0", Limits: one(2), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
 		ShareConfig{Name: "s1", Limits: one(4), Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
@@ -187,17 +189,11 @@ func TestRegressionReserveHeadStartsBesideAStoppingJob(t *testing.T) {
 	if ds := e.Schedule(t1); !preempted(ds)["low"] {
 		t.Fatalf("t=1: low not preempted in-share for high: %+v", ds)
 	}
-	for _, id := range []string{"a0", "a1"} {
-		if err := e.Release(id, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	regressionRelease(t, e, false, "a0", "a1")
 	if s := started(e.Schedule(t1)); !s["high"] {
 		t.Fatalf("high did not start on the room a0 and a1 left: %v", s)
 	}
-	if err := e.Release("high", false); err != nil {
-		t.Fatal(err)
-	}
+	regressionRelease(t, e, false, "high")
 	// low still stops (a grace period) and holds 3; 2 are free.
 	regressionSubmit(t, e, "a2", "s0", 1, 0, t1)
 	if s := started(e.Schedule(t1)); !s["a2"] {
@@ -264,7 +260,6 @@ func TestRegressionStartWidensAFailedReclaim(t *testing.T) {
 // victim beside free room, in an oversubscribed environment).
 func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	one := func(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
 	// The shares own 8 of 7: a deficit of 1.
 	e := regressionEngine(t, 7,
 		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
@@ -283,9 +278,7 @@ func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
 	}
 	// w finishes while x still stops (a grace period): 3 are free, all of
 	// them s3's own idle capacity.
-	if err := e.Release("w", false); err != nil {
-		t.Fatal(err)
-	}
+	regressionRelease(t, e, false, "w")
 	t2 := t1.Add(time.Second)
 	if s := started(e.Schedule(t2)); !s["h"] {
 		v, _ := e.Job("h")
@@ -300,7 +293,6 @@ func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
 // and another reserved job of the share then took it above its limit).
 func TestRegressionEarlyStartLeavesRoomForOtherReservations(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	one := func(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
 	// The shares own 8 of 5: a deficit of 3.
 	e := regressionEngine(t, 5,
 		ShareConfig{Name: "s3", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
@@ -336,9 +328,7 @@ func TestRegressionEarlyStartLeavesRoomForOtherReservations(t *testing.T) {
 		t.Fatal("no share s5")
 		return 0
 	}
-	if err := e.Release("x", true); err != nil {
-		t.Fatal(err)
-	}
+	regressionRelease(t, e, true, "x")
 	t3 := t2.Add(time.Second)
 	if s := started(e.Schedule(t3)); !s["big"] {
 		t.Fatalf("t=3: big did not start after x's release: %v", s)
@@ -346,9 +336,7 @@ func TestRegressionEarlyStartLeavesRoomForOtherReservations(t *testing.T) {
 	if u := usage(); u > 4 {
 		t.Fatalf("t=3: s5 holds %d, above its limit of 4", u)
 	}
-	if err := e.Release("low", true); err != nil {
-		t.Fatal(err)
-	}
+	regressionRelease(t, e, true, "low")
 	if s := started(e.Schedule(t3)); !s["high"] {
 		t.Fatalf("t=3: high did not start after low's release: %v", s)
 	}

@@ -368,6 +368,19 @@ func (m *refModel) start(s int, h *refJob, now int64) {
 	m.out = append(m.out, Decision{Kind: DecisionStart, Job: h.id, Share: m.shares[s].name, Borrowed: b.capacity()})
 }
 
+// startReserved starts a reserved job, which borrows what its reservation
+// worked out.
+func (m *refModel) startReserved(j *refJob, now int64) {
+	m.hold(j, now)
+	var b qshareCap
+	for t, x := range j.borrowed {
+		if x > 0 {
+			b.add(t, x)
+		}
+	}
+	m.out = append(m.out, Decision{Kind: DecisionStart, Job: j.id, Share: m.shares[j.sh].name, Borrowed: b.capacity()})
+}
+
 func (m *refModel) hold(h *refJob, now int64) {
 	h.state = JobHolding
 	h.started = now
@@ -481,14 +494,7 @@ func (m *refModel) schedule(now int64) []Decision {
 	// keeps that order in readyOrder).
 	for _, id := range m.readyOrder() {
 		j := m.jobs[id]
-		m.hold(j, now)
-		var b qshareCap
-		for t, x := range j.borrowed {
-			if x > 0 {
-				b.add(t, x)
-			}
-		}
-		m.out = append(m.out, Decision{Kind: DecisionStart, Job: j.id, Share: m.shares[j.sh].name, Borrowed: b.capacity()})
+		m.startReserved(j, now)
 	}
 	m.startEarly(now)
 	for {
@@ -650,14 +656,7 @@ func (m *refModel) startEarly(now int64) {
 			keep = append(keep, id)
 			continue
 		}
-		m.hold(j, now)
-		var b qshareCap
-		for t, x := range j.borrowed {
-			if x > 0 {
-				b.add(t, x)
-			}
-		}
-		m.out = append(m.out, Decision{Kind: DecisionStart, Job: j.id, Share: m.shares[j.sh].name, Borrowed: b.capacity()})
+		m.startReserved(j, now)
 	}
 	m.resOrder = keep
 }

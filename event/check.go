@@ -2,7 +2,6 @@ package event
 
 import (
 	"container/heap"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -245,21 +244,8 @@ func NewChecker(cfg *config.File, opts CheckOptions) *Checker {
 // check goes on with the next; the error is for input that cannot be read.
 func Check(cfg *config.File, r io.Reader, opts CheckOptions) ([]Violation, Summary, error) {
 	c := NewChecker(cfg, opts)
-	rd := NewReader(r)
-	for {
-		e, err := rd.Read()
-		if err == io.EOF {
-			break
-		}
-		var le *LineError
-		if errors.As(err, &le) {
-			c.BadLine(le)
-			continue
-		}
-		if err != nil {
-			return nil, Summary{}, err
-		}
-		c.Add(e, rd.Line())
+	if err := NewReader(r).each(c.Add, c.BadLine); err != nil {
+		return nil, Summary{}, err
 	}
 	v, s := c.Close()
 	return v, s, nil

@@ -268,6 +268,27 @@ func (r *Reader) Read() (Event, error) {
 	return Event{}, io.EOF
 }
 
+// each reads to the end: it calls fn with every event and its line
+// number, and bad with every line that is not one (reading goes on after
+// it). It returns the error that ended the reading early, if any.
+func (r *Reader) each(fn func(e Event, line int), bad func(*LineError)) error {
+	for {
+		e, err := r.Read()
+		if err == io.EOF {
+			return nil
+		}
+		var le *LineError
+		if errors.As(err, &le) {
+			bad(le)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		fn(e, r.line)
+	}
+}
+
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r') {
 		b = b[1:]

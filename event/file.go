@@ -120,22 +120,10 @@ func (l *File) Events(fn func(Event)) error {
 		return fmt.Errorf("event log: %w", err)
 	}
 	defer f.Close()
-	rd := NewReader(f)
 	var bad []*LineError
-	for {
-		e, err := rd.Read()
-		if err == io.EOF {
-			break
-		}
-		var le *LineError
-		if errors.As(err, &le) {
-			bad = append(bad, le)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("event log %s: %w", l.path, err)
-		}
-		fn(e)
+	err = NewReader(f).each(func(e Event, _ int) { fn(e) }, func(le *LineError) { bad = append(bad, le) })
+	if err != nil {
+		return fmt.Errorf("event log %s: %w", l.path, err)
 	}
 	if len(bad) > 0 {
 		return &BadLinesError{Path: l.path, Lines: bad}

@@ -78,6 +78,18 @@ type Exit struct {
 // Succeeded reports whether the attempt exited with code 0 on its own.
 func (x Exit) Succeeded() bool { return x.ExitCode == 0 && x.Signal == "" && !x.Stopped }
 
+// AwaitExit is the end of an implementation's Wait: it blocks until done is
+// closed and returns *exit, which the executor sets before it closes done,
+// or until ctx is done.
+func AwaitExit(ctx context.Context, done <-chan struct{}, exit *Exit) (Exit, error) {
+	select {
+	case <-done:
+		return *exit, nil
+	case <-ctx.Done():
+		return Exit{}, ctx.Err()
+	}
+}
+
 // ErrUnknownAttempt is returned by Wait and Stop for an attempt the executor
 // neither started nor recovered.
 var ErrUnknownAttempt = errors.New("executor: unknown attempt")

@@ -54,7 +54,7 @@ func renderView(b *strings.Builder, v View) {
 	}
 	b.WriteString("\n")
 	for _, t := range v.Capacity {
-		fmt.Fprintf(b, "  %s: %d of %d in use", t.CapacityUnit, t.InUse, t.Limit)
+		fmt.Fprintf(b, "  %s: %d of %d in use", t.CapacityUnit, t.InUse, t.MaxCapacity)
 		if t.Unowned > 0 {
 			fmt.Fprintf(b, " (%d owned by no share)", t.Unowned)
 		}

@@ -77,20 +77,10 @@ type View struct {
 	QueueState       string `json:"state,omitempty"`
 	Environment      string `json:"serviceEnvironment"`
 	EnvironmentState string `json:"serviceEnvironmentState,omitempty"`
-	// Capacity is the environment's capacity per instance type.
-	Capacity []TypeTotal `json:"capacity"`
-	Shares   []ShareView `json:"quotaShares"`
-}
-
-// TypeTotal is the service environment's capacity of one instance type.
-type TypeTotal struct {
-	CapacityUnit string `json:"capacityUnit"`
-	// Limit is the environment's maxCapacity.
-	Limit int64 `json:"maxCapacity"`
-	// InUse is the sum of every share's use.
-	InUse int64 `json:"inUse"`
-	// Unowned is the part of Limit that no share owns.
-	Unowned int64 `json:"unowned"`
+	// Capacity is the environment's capacity per instance type, as the
+	// server's lending endpoint gives it.
+	Capacity []qshare.EnvironmentLending `json:"capacity"`
+	Shares   []ShareView                 `json:"quotaShares"`
 }
 
 // ShareView is one share in the view.
@@ -150,9 +140,7 @@ func Compute(in Input) View {
 		Environment:      in.Environment,
 		EnvironmentState: in.EnvironmentState,
 	}
-	for _, c := range in.Lending.Capacity {
-		v.Capacity = append(v.Capacity, TypeTotal{CapacityUnit: c.CapacityUnit, Limit: c.MaxCapacity, InUse: c.InUse, Unowned: c.Unowned})
-	}
+	v.Capacity = append(v.Capacity, in.Lending.Capacity...)
 	lending := map[string]qshare.ShareLending{}
 	for _, sl := range in.Lending.QuotaShares {
 		lending[sl.QuotaShareName] = sl
@@ -333,7 +321,7 @@ func explain(v *View, in Input, sv *ShareView, s Share) string {
 func envLimit(v *View, t string) int64 {
 	for _, tt := range v.Capacity {
 		if tt.CapacityUnit == t {
-			return tt.Limit
+			return tt.MaxCapacity
 		}
 	}
 	return 0
@@ -365,7 +353,7 @@ func lendableIdle(v *View, share, t string) int64 {
 	// The environment caps everything.
 	for _, tt := range v.Capacity {
 		if tt.CapacityUnit == t {
-			n = min(n, max(0, tt.Limit-tt.InUse))
+			n = min(n, max(0, tt.MaxCapacity-tt.InUse))
 		}
 	}
 	return n

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"qshare/config"
-	"qshare/event"
 )
 
 func TestKueueShapes(t *testing.T) {
@@ -65,15 +64,5 @@ func TestKueueBaselineIdeal(t *testing.T) {
 		t.Errorf("admission means %v", means)
 	}
 	t.Logf("ideal: makespan %.1fs, utilization %.1f%%, mean admission %v", rep.MakespanS, 100*rep.Utilization, means)
-	vs, _, err := event.Check(w.Config, &events, event.CheckOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range vs {
-		if i == 10 {
-			t.Errorf("... %d violations", len(vs))
-			break
-		}
-		t.Errorf("violation: %v", v)
-	}
+	checkEvents(t, w.Config, &events)
 }

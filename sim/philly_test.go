@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"testing"
-
-	"qshare/event"
 )
 
 // phillyTrace is where the shared Philly trace lives, relative to this
@@ -46,17 +44,7 @@ func TestPhillyPrefixClean(t *testing.T) {
 	if rep.Jobs.Completed != len(jobs) {
 		t.Errorf("%d of %d jobs completed", rep.Jobs.Completed, len(jobs))
 	}
-	vs, sum, err := event.Check(cfg, &events, event.CheckOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range vs {
-		if i == 10 {
-			t.Errorf("... %d violations in all", len(vs))
-			break
-		}
-		t.Errorf("violation: %v", v)
-	}
+	sum := checkEvents(t, cfg, &events)
 	if sum.Starts < len(jobs) {
 		t.Errorf("summary %+v", sum)
 	}

@@ -36,6 +36,20 @@ type svg struct{ bytes.Buffer }
 
 func (s *svg) f(format string, args ...any) { fmt.Fprintf(&s.Buffer, format, args...) }
 
+// begin writes the opening of a plot h high.
+func (s *svg) begin(h float64) { s.f(svgHeader, plotW, h, plotW, h) }
+
+// title writes a plot's heading, escaped.
+func (s *svg) title(text string) {
+	s.f(`<text x="%s" y="22" font-size="15">%s</text>`+"\n", num(marginL), html.EscapeString(text))
+}
+
+// end closes the plot and returns its bytes.
+func (s *svg) end() []byte {
+	s.f("</svg>\n")
+	return s.Bytes()
+}
+
 func num(x float64) string {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		x = 0
@@ -197,17 +211,16 @@ func (r *Report) CapacityPlot(title string) []byte {
 	var s svg
 	h1, h2 := innerH, innerH*0.55
 	total := marginT + h1 + 56 + h2 + marginB
-	s.f(svgHeader, plotW, total, plotW, total)
+	s.begin(total)
 	s.f("<defs>")
 	for i := range r.Shares {
 		s.f(hatchPatternFormat, i, color(i), color(i))
 	}
 	s.f("</defs>\n")
-	s.f(`<text x="%s" y="22" font-size="15">%s</text>`+"\n", num(marginL), html.EscapeString("Capacity over time — "+title))
+	s.title("Capacity over time — " + title)
 	n := r.buckets()
 	if n == 0 {
-		s.f("</svg>\n")
-		return s.Bytes()
+		return s.end()
 	}
 	bs := r.Series.BucketS
 	span := math.Max(r.MakespanS, bs)
@@ -247,16 +260,15 @@ func (r *Report) CapacityPlot(title string) []byte {
 	s.f(`<text x="%s" y="%s" font-size="13">Capacity lent to other shares</text>`+"\n", num(marginL), num(y2-8))
 	s.frame(y2, h2, span, lmax, "instances lent", trimNum)
 	s.stacked(y2, h2, lmax, bs, span, lent, lentFills)
-	s.f("</svg>\n")
-	return s.Bytes()
+	return s.end()
 }
 
 // WaitPlot draws each share's wait-time distribution as a cumulative curve
 // on a logarithmic time axis.
 func (r *Report) WaitPlot(title string) []byte {
 	var s svg
-	s.f(svgHeader, plotW, plotH, plotW, plotH)
-	s.f(`<text x="%s" y="22" font-size="15">%s</text>`+"\n", num(marginL), html.EscapeString("Wait before first start — "+title))
+	s.begin(plotH)
+	s.title("Wait before first start — " + title)
 	lo, hi := 1.0, 10.0
 	for _, w := range r.Series.Waits {
 		if len(w) > 0 {
@@ -298,20 +310,18 @@ func (r *Report) WaitPlot(title string) []byte {
 		s.f(`<path d="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", p.String(), color(i))
 	}
 	s.legend(marginT, shareNames(r), color, "")
-	s.f("</svg>\n")
-	return s.Bytes()
+	return s.end()
 }
 
 // PreemptionPlot draws preemptions over time, cross-share and in-share
 // stacked.
 func (r *Report) PreemptionPlot(title string) []byte {
 	var s svg
-	s.f(svgHeader, plotW, plotH, plotW, plotH)
-	s.f(`<text x="%s" y="22" font-size="15">%s</text>`+"\n", num(marginL), html.EscapeString("Preemptions over time — "+title))
+	s.begin(plotH)
+	s.title("Preemptions over time — " + title)
 	n := r.buckets()
 	if n == 0 {
-		s.f("</svg>\n")
-		return s.Bytes()
+		return s.end()
 	}
 	bs := r.Series.BucketS
 	span := math.Max(r.MakespanS, bs)
@@ -322,8 +332,7 @@ func (r *Report) PreemptionPlot(title string) []byte {
 	s.frame(marginT, innerH, span, ymax, fmt.Sprintf("preemptions per %s", dur(bs)), trimNum)
 	s.stacked(marginT, innerH, ymax, bs, span, [][]float64{r.Series.Cross[:n], r.Series.InShare[:n]}, []string{"#e15759", "#f28e2b"})
 	s.legend(marginT, []string{"cross-share", "in-share"}, func(i int) string { return []string{"#e15759", "#f28e2b"}[i] }, "")
-	s.f("</svg>\n")
-	return s.Bytes()
+	return s.end()
 }
 
 // HTML renders index.html: the headline figures, the table of shares and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,6 +106,24 @@ func TestGoldenSmallTrace(t *testing.T) {
 	if sum.Preempts == 0 || sum.Starts == 0 {
 		t.Errorf("the small trace should exercise preemption: %+v", sum)
 	}
+}
+
+// checkEvents checks an event log of a large run against cfg: each
+// violation, up to ten, is a test error. It returns the log's summary.
+func checkEvents(t *testing.T, cfg *config.File, events io.Reader) event.Summary {
+	t.Helper()
+	vs, sum, err := event.Check(cfg, events, event.CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vs {
+		if i == 10 {
+			t.Errorf("... %d violations in all", len(vs))
+			break
+		}
+		t.Errorf("violation: %v", v)
+	}
+	return sum
 }
 
 func runChecked(t *testing.T, cfg *config.File, jobs []Job, opts Options, settle float64) *Report {

@@ -116,20 +116,7 @@ func ReadTrace(r io.Reader, cfg *config.File, opts TraceOptions) ([]Job, []RowEr
 	}
 	res := newResolver(cfg)
 	b := newBuilder(opts)
-	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				b.bad(pe.Line, pe.Err.Error())
-				continue
-			}
-			return nil, nil, err
-		}
-		line, _ := cr.FieldPos(0)
+	err = b.records(cr, func(rec []string, line int) {
 		get := func(name string) string {
 			i, ok := col[name]
 			if !ok || i >= len(rec) {
@@ -142,14 +129,7 @@ func ReadTrace(r io.Reader, cfg *config.File, opts TraceOptions) ([]Job, []RowEr
 		if j.ID == "" {
 			probs = append(probs, "job_id is empty")
 		}
-		var err1, err2 error
-		j.Submit, err1 = seconds(get("submit_s"), "submit_s")
-		j.Duration, err2 = seconds(get("duration_s"), "duration_s")
-		for _, e := range []error{err1, err2} {
-			if e != nil {
-				probs = append(probs, e.Error())
-			}
-		}
+		probs = times(&j, get("submit_s"), get("duration_s"), probs)
 		typ := get("instance_type")
 		if typ == "" {
 			probs = append(probs, "instance_type is empty")
@@ -174,18 +154,28 @@ func ReadTrace(r io.Reader, cfg *config.File, opts TraceOptions) ([]Job, []RowEr
 			j.PreemptionRetries = v
 		}
 		j.Queue, j.Share = get("job_queue"), get("quota_share")
-		if len(probs) == 0 {
-			if msg := res.resolve(&j); msg != "" {
-				probs = append(probs, msg)
-			}
+		if b.settle(res, &j, line, probs) {
+			b.add(j, line)
 		}
-		if len(probs) > 0 {
-			b.bad(line, strings.Join(probs, "; "))
-			continue
-		}
-		b.add(j, line)
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return b.finish()
+}
+
+// times parses a row's submit_s and duration_s into j, adding to probs
+// what is wrong with them.
+func times(j *Job, submit, duration string, probs []string) []string {
+	var err1, err2 error
+	j.Submit, err1 = seconds(submit, "submit_s")
+	j.Duration, err2 = seconds(duration, "duration_s")
+	for _, e := range []error{err1, err2} {
+		if e != nil {
+			probs = append(probs, e.Error())
+		}
+	}
+	return probs
 }
 
 func seconds(s, name string) (time.Duration, error) {
@@ -252,6 +242,44 @@ func (b *builder) bad(line int, msg string) {
 	} else {
 		b.more++
 	}
+}
+
+// records calls each with every record of cr and the line it starts on.
+// A record the CSV reader cannot parse is a bad row, and reading goes on;
+// any other read error ends it and is returned.
+func (b *builder) records(cr *csv.Reader, each func(rec []string, line int)) error {
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				b.bad(pe.Line, pe.Err.Error())
+				continue
+			}
+			return err
+		}
+		line, _ := cr.FieldPos(0)
+		each(rec, line)
+	}
+}
+
+// settle resolves j's queue and share once the row's own fields are good
+// (probs is empty), and reports the row as bad if anything is wrong. It
+// returns whether j is good.
+func (b *builder) settle(res *resolver, j *Job, line int, probs []string) bool {
+	if len(probs) == 0 {
+		if msg := res.resolve(j); msg != "" {
+			probs = append(probs, msg)
+		}
+	}
+	if len(probs) > 0 {
+		b.bad(line, strings.Join(probs, "; "))
+		return false
+	}
+	return true
 }
 
 func (b *builder) add(j Job, line int) {
@@ -329,34 +357,14 @@ func ReadPhilly(r io.Reader, cfg *config.File, opts PhillyOptions) ([]Job, []Row
 	}
 	res := newResolver(cfg)
 	b := newBuilder(opts.TraceOptions)
-	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				b.bad(pe.Line, pe.Err.Error())
-				continue
-			}
-			return nil, nil, err
-		}
-		line, _ := cr.FieldPos(0)
+	err = b.records(cr, func(rec []string, line int) {
 		vc := rec[col["vc"]]
 		if exclude[vc] {
-			continue
+			return
 		}
 		j := Job{ID: rec[col["job_id"]], Queue: opts.Queue, Share: vc, PreemptionRetries: -1}
 		var probs []string
-		var err1, err2 error
-		j.Submit, err1 = seconds(rec[col["submit_s"]], "submit_s")
-		j.Duration, err2 = seconds(rec[col["duration_s"]], "duration_s")
-		for _, e := range []error{err1, err2} {
-			if e != nil {
-				probs = append(probs, e.Error())
-			}
-		}
+		probs = times(&j, rec[col["submit_s"]], rec[col["duration_s"]], probs)
 		g, err := strconv.ParseInt(rec[col["gpus"]], 10, 64)
 		if err != nil || g < 1 {
 			probs = append(probs, fmt.Sprintf("gpus %q is not a whole number of at least 1", rec[col["gpus"]]))
@@ -373,20 +381,17 @@ func ReadPhilly(r io.Reader, cfg *config.File, opts PhillyOptions) ([]Job, []Row
 		if j.ID == "" {
 			probs = append(probs, "job_id is empty")
 		}
-		if len(probs) == 0 {
-			if msg := res.resolve(&j); msg != "" {
-				probs = append(probs, msg)
-			}
-		}
-		if len(probs) > 0 {
-			b.bad(line, strings.Join(probs, "; "))
-			continue
+		if !b.settle(res, &j, line, probs) {
+			return
 		}
 		if _, dup := b.index[j.ID]; dup {
 			b.bad(line, fmt.Sprintf("job_id %q is repeated", j.ID))
-			continue
+			return
 		}
 		b.add(j, line)
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return b.finish()
 }

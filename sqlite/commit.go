@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"qshare"
 	"qshare/store"
 )
 
@@ -419,32 +420,14 @@ func encode(c *store.Change) (*encoded, error) {
 	}
 	e := &encoded{}
 	var err error
-	for i := range c.PutEnvironments {
-		v := &c.PutEnvironments[i]
-		if v.Name == "" {
-			return nil, fmt.Errorf("put service environment #%d has an empty name; every record needs its key", i+1)
-		}
-		if e.putEnvs, err = appendKeyed(e.putEnvs, v.Name, v); err != nil {
-			return nil, fmt.Errorf("encode service environment %q: %w", v.Name, err)
-		}
+	if e.putEnvs, err = encodeNamed(c.PutEnvironments, "service environment", func(v *qshare.ServiceEnvironment) string { return v.Name }); err != nil {
+		return nil, err
 	}
-	for i := range c.PutPolicies {
-		v := &c.PutPolicies[i]
-		if v.Name == "" {
-			return nil, fmt.Errorf("put scheduling policy #%d has an empty name; every record needs its key", i+1)
-		}
-		if e.putPolicies, err = appendKeyed(e.putPolicies, v.Name, v); err != nil {
-			return nil, fmt.Errorf("encode scheduling policy %q: %w", v.Name, err)
-		}
+	if e.putPolicies, err = encodeNamed(c.PutPolicies, "scheduling policy", func(v *qshare.SchedulingPolicy) string { return v.Name }); err != nil {
+		return nil, err
 	}
-	for i := range c.PutQueues {
-		v := &c.PutQueues[i]
-		if v.Name == "" {
-			return nil, fmt.Errorf("put job queue #%d has an empty name; every record needs its key", i+1)
-		}
-		if e.putQueues, err = appendKeyed(e.putQueues, v.Name, v); err != nil {
-			return nil, fmt.Errorf("encode job queue %q: %w", v.Name, err)
-		}
+	if e.putQueues, err = encodeNamed(c.PutQueues, "job queue", func(v *qshare.JobQueue) string { return v.Name }); err != nil {
+		return nil, err
 	}
 	for i := range c.PutShares {
 		v := &c.PutShares[i]
@@ -484,6 +467,24 @@ func encode(c *store.Change) (*encoded, error) {
 	e.rows = len(e.putEnvs) + len(e.putPolicies) + len(e.putQueues) + len(e.putShares) + len(e.putJobs) +
 		len(e.delEnvs) + len(e.delPolicies) + len(e.delQueues) + len(e.delShares) + len(e.delJobs)
 	return e, nil
+}
+
+// encodeNamed encodes records keyed by their name; what is their kind, for
+// the errors ("job queue"). A record without a name fails them all.
+func encodeNamed[T any](vs []T, what string, name func(*T) string) ([]keyedRow, error) {
+	var rows []keyedRow
+	for i := range vs {
+		v := &vs[i]
+		n := name(v)
+		if n == "" {
+			return nil, fmt.Errorf("put %s #%d has an empty name; every record needs its key", what, i+1)
+		}
+		var err error
+		if rows, err = appendKeyed(rows, n, v); err != nil {
+			return nil, fmt.Errorf("encode %s %q: %w", what, n, err)
+		}
+	}
+	return rows, nil
 }
 
 func appendKeyed(rows []keyedRow, key string, v any) ([]keyedRow, error) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"qshare"
 	"qshare/sqlite"
 	"qshare/store"
+	"qshare/store/storetest"
 )
 
 // The crash test runs the test binary again as a child process that commits
@@ -88,17 +88,7 @@ func TestCrash(t *testing.T) {
 	acked := map[[2]int]bool{}
 	start := 0
 	for round := range 4 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, fmt.Sprintf("%s_START=%d", crashChildEnv, start))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, stdout, stderr := storetest.StartChild(t, "^TestCrashChild$", crashChildEnv+"="+path, fmt.Sprintf("%s_START=%d", crashChildEnv, start))
 		lines := make(chan string, 1024)
 		go func() {
 			defer close(lines)
@@ -131,7 +121,7 @@ func TestCrash(t *testing.T) {
 				break collect
 			}
 		}
-		err = cmd.Wait()
+		err := cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(interface{ Signaled() bool }); !ok || !ws.Signaled() {
 			t.Fatalf("round %d: the child ended on its own (%v) before it was killed: %s", round, err, stderr.String())
 		}

@@ -353,3 +353,25 @@ func oldDatabase(t *testing.T, path string, version int, jobs ...qshare.Job) {
 		}
 	}
 }
+
+// TestEncodeRefusesEmptyKeys: a record without its key fails the whole
+// change, with an error that names the record's kind and place.
+func TestEncodeRefusesEmptyKeys(t *testing.T) {
+	for _, tc := range []struct {
+		c    store.Change
+		want string
+	}{
+		{store.Change{PutEnvironments: []qshare.ServiceEnvironment{{Name: "e"}, {}}}, "put service environment #2 has an empty name"},
+		{store.Change{PutPolicies: []qshare.SchedulingPolicy{{}}}, "put scheduling policy #1 has an empty name"},
+		{store.Change{PutQueues: []qshare.JobQueue{{Name: "q"}, {Name: "r"}, {}}}, "put job queue #3 has an empty name"},
+		{store.Change{PutShares: []qshare.QuotaShare{{Name: "A"}}}, "put quota share #1"},
+	} {
+		if _, err := encode(&tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("encode = %v, want an error containing %q", err, tc.want)
+		}
+	}
+	enc, err := encode(&store.Change{PutEnvironments: []qshare.ServiceEnvironment{{Name: "e"}}, PutQueues: []qshare.JobQueue{{Name: "q"}}})
+	if err != nil || len(enc.putEnvs) != 1 || enc.putEnvs[0].key != "e" || len(enc.putQueues) != 1 || enc.putQueues[0].key != "q" {
+		t.Fatalf("encode of named records = %+v, %v", enc, err)
+	}
+}

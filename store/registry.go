@@ -82,7 +82,11 @@ func (r *Registry) Open(ctx context.Context, rawURL string) (Store, error) {
 		return nil, fmt.Errorf("store %q is not a URL (%v); give, for example, sqlite:///var/lib/qshare/qshare.db (stores: %s)", shown, unwrapURLError(err), known)
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("store %q has no scheme; give a URL such as sqlite:///var/lib/qshare/qshare.db (stores: %s)", u.Redacted(), known)
+		shown := u.Redacted()
+		if strings.Contains(strings.ToLower(rawURL), "password") { // a libpq key=value string, say
+			shown = "(not shown: it may hold a password)"
+		}
+		return nil, fmt.Errorf("store %q has no scheme; give a URL such as sqlite:///var/lib/qshare/qshare.db (stores: %s)", shown, known)
 	}
 	open, ok := r.openers[u.Scheme]
 	if !ok {

@@ -25,7 +25,12 @@ sched/backfill, select/cons_tres, no accounting; munged, slurmctld and slurmd
 with a config in a temporary directory, on loopback ports) and runs the same
 number of ` + "`sbatch --wrap true`" + ` jobs from the same number of clients, timed
 until squeue shows the queue empty, and reports the ratio. This needs the
-Slurm packages (apt-get install -y slurm-wlm munge) and root.`,
+Slurm packages (apt-get install -y slurm-wlm munge) and root.
+
+The report also states the conditions that move these figures most: the
+directory both halves keep their data under ($TMPDIR, else /tmp) and its
+file system (every acknowledged submit waits for an fsync there: tmpfs
+makes it free, a disk does not), and the load average as each half starts.`,
 		Example: `  qshare bench e2e --jobs 600 --clients 4 --vs-slurm
   qshare bench e2e --jobs 2000 --clients 8 --runs 3 --json`,
 		Args: cobra.NoArgs,

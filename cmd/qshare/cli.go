@@ -365,15 +365,6 @@ func usage[T interface {
 	return c.String()
 }
 
-// truncate shortens s to n runes for a table cell.
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
-
 // nameOfARN returns the name part of a job queue ARN (or the argument when
 // it is not an ARN).
 func nameOfARN(arn string) string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/spf13/cobra"
 
 	"qshare/shareview"
@@ -78,14 +79,7 @@ func (s *session) printJob(w io.Writer, j *batch.DescribeServiceJobOutput) error
 	if j.StoppedAt != nil {
 		field("Stopped", clock(j.StoppedAt))
 	}
-	retry := "1 attempt"
-	if r := j.RetryStrategy; r != nil {
-		retry = fmt.Sprintf("%d attempts", aws.ToInt32(r.Attempts))
-		for _, e := range r.EvaluateOnExit {
-			retry += fmt.Sprintf("; %s on %q", e.Action, aws.ToString(e.OnStatusReason))
-		}
-	}
-	field("Retry", retry)
+	field("Retry strategy", retryText(j.RetryStrategy))
 	preempt := "survives any number of preemptions"
 	if p := j.PreemptionConfiguration; p != nil && p.PreemptionRetriesBeforeTermination != nil {
 		preempt = fmt.Sprintf("fails after %d preemption retries", *p.PreemptionRetriesBeforeTermination)
@@ -150,4 +144,32 @@ func (s *session) printJob(w io.Writer, j *batch.DescribeServiceJobOutput) error
 		return tw.Flush()
 	}
 	return nil
+}
+
+// retryText says what a retry strategy allows. retryStrategy.attempts is, as
+// in AWS Batch, the number of attempts a job may make in all, the first
+// included, when attempts fail; an attempt that was preempted does not
+// count (preemptionConfiguration bounds those), so the listing of attempts
+// may well hold more than this number.
+func retryText(r *types.ServiceJobRetryStrategy) string {
+	n := int32(1)
+	if r != nil && aws.ToInt32(r.Attempts) > 1 {
+		n = aws.ToInt32(r.Attempts)
+	}
+	var text string
+	switch n {
+	case 1:
+		text = "1 attempt (no retry after a failure)"
+	case 2:
+		text = "2 attempts (1 retry after a failure)"
+	default:
+		text = fmt.Sprintf("%d attempts (%d retries after a failure)", n, n-1)
+	}
+	text += "; preempted attempts do not count"
+	if r != nil {
+		for _, e := range r.EvaluateOnExit {
+			text += fmt.Sprintf("; %s on %q", e.Action, aws.ToString(e.OnStatusReason))
+		}
+	}
+	return text
 }

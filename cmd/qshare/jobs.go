@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"qshare"
@@ -38,7 +41,10 @@ the status.
 Without filters every job is listed, whatever its status. --share and
 --status are sent to ListServiceJobs (QUOTA_SHARE_NAME and jobStatus);
 --name matches job names without regard to case, and a trailing * makes it
-a prefix.`,
+a prefix.
+
+Each reason is printed whole: on one line, or on a terminal, when it is
+longer than the line leaves, wrapped onto more lines within its column.`,
 	Example: `  # Every job of queue training:
   qshare jobs --queue training
 
@@ -196,32 +202,106 @@ func (s *session) listJobs(ctx context.Context, o jobsOptions) ([]jobRow, error)
 	return rows, nil
 }
 
-// printJobs prints the listing as a table.
+// printJobs prints the listing as a table. The REASON column is last, and a
+// reason is printed whole on one line, except on a terminal, where a long
+// one is wrapped at word boundaries onto more lines within its column (see
+// reasonWidth and wrap), so that no part of it is cut off.
 func (s *session) printJobs(w io.Writer, rows []jobRow, withQueue bool) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no jobs")
 		return err
 	}
-	tw := table(w)
+	header := []string{"NAME", "ID", "SHARE", "PRIORITY", "STATUS", "INSTANCES", "AGE"}
 	if withQueue {
-		fmt.Fprint(tw, "QUEUE\t")
+		header = append([]string{"QUEUE"}, header...)
 	}
-	fmt.Fprintln(tw, "NAME\tID\tSHARE\tPRIORITY\tSTATUS\tINSTANCES\tAGE\tREASON")
 	now := s.now()
+	cells := make([][]string, 0, len(rows))
+	reasons := make([]string, 0, len(rows))
 	for _, r := range rows {
 		j := r.Summary
-		if withQueue {
-			fmt.Fprintf(tw, "%s\t", r.Queue)
-		}
 		share := aws.ToString(j.QuotaShareName)
 		if share == "" {
 			share = orDash(aws.ToString(j.ShareIdentifier))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-			aws.ToString(j.JobName), aws.ToString(j.JobId), share, r.Priority, j.Status,
-			usage(j.CapacityUsage), shareview.Age(now, msTime(j.CreatedAt)), orDash(truncate(aws.ToString(j.StatusReason), 70)))
+		row := []string{aws.ToString(j.JobName), aws.ToString(j.JobId), share, fmt.Sprint(r.Priority), string(j.Status),
+			usage(j.CapacityUsage), shareview.Age(now, msTime(j.CreatedAt))}
+		if withQueue {
+			row = append([]string{r.Queue}, row...)
+		}
+		cells = append(cells, row)
+		reasons = append(reasons, orDash(aws.ToString(j.StatusReason)))
+	}
+	return writeJobTable(w, header, cells, reasons, reasonWidth(w, append([][]string{header}, cells...)))
+}
+
+// writeJobTable writes the listing's table: the header and the cells of
+// each row, then REASON, each reason wrapped to width (0: one line).
+func writeJobTable(w io.Writer, header []string, cells [][]string, reasons []string, width int) error {
+	tw := table(w)
+	fmt.Fprintln(tw, strings.Join(append(header, "REASON"), "\t"))
+	blank := strings.Repeat("\t", len(header))
+	for i, row := range cells {
+		lines := wrap(reasons[i], width)
+		fmt.Fprintln(tw, strings.Join(append(row, lines[0]), "\t"))
+		for _, l := range lines[1:] {
+			fmt.Fprintln(tw, blank+l)
+		}
 	}
 	return tw.Flush()
+}
+
+// minReasonWidth is the least width the REASON column wraps to on a
+// terminal, however narrow; defaultTermWidth is the terminal's width when
+// it cannot be asked.
+const (
+	minReasonWidth   = 40
+	defaultTermWidth = 160
+)
+
+// reasonWidth returns how many runes of a reason fit on a line after the
+// other columns (rows, the header among them, as table lays them out): 0,
+// no limit, when w is not a terminal.
+func reasonWidth(w io.Writer, rows [][]string) int {
+	f, ok := w.(*os.File)
+	if !ok || !isatty.IsTerminal(f.Fd()) {
+		return 0
+	}
+	cols := terminalWidth(f)
+	if cols <= 0 {
+		cols = defaultTermWidth
+	}
+	used := 0
+	for c := range rows[0] {
+		widest := 0
+		for _, r := range rows {
+			widest = max(widest, utf8.RuneCountInString(r[c]))
+		}
+		used += widest + 2 // table's padding
+	}
+	return max(minReasonWidth, cols-used-1)
+}
+
+// wrap breaks s into lines of at most n runes at spaces (n <= 0: one
+// line); a word longer than n gets a line of its own.
+func wrap(s string, n int) []string {
+	if n <= 0 || utf8.RuneCountInString(s) <= n {
+		return []string{s}
+	}
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= n:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	return append(lines, line)
 }
 
 func orDash(s string) string {

@@ -22,11 +22,13 @@ import (
 
 	"qshare"
 	"qshare/api"
+	"qshare/auth"
 	"qshare/daemon"
 	"qshare/executor"
 	"qshare/executor/process"
 	"qshare/executor/simulated"
 	"qshare/logstream"
+	"qshare/metrics"
 )
 
 // serveSettings are the settings of qshare serve. Each comes, in rising
@@ -46,6 +48,7 @@ type serveSettings struct {
 	InstanceTypes     string `yaml:"instanceTypes"`
 	Events            string `yaml:"events"`
 	JobRetention      string `yaml:"jobRetention"`
+	Metrics           string `yaml:"metrics"`
 	// RunAs and PassEnv are the process executor's: see process.Options.
 	RunAs   string   `yaml:"runAs"`
 	PassEnv []string `yaml:"passEnv"`
@@ -57,12 +60,12 @@ type serveSettings struct {
 func defaultServeSettings() serveSettings {
 	return serveSettings{Addr: "127.0.0.1:8750", DataDir: "./qshare-data", Executor: defaultExecutor, Region: "us-east-1",
 		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info",
-		JobRetention: defaultJobRetention}
+		JobRetention: defaultJobRetention, Metrics: "on"}
 }
 
 // serveConfigKeys lists the keys of serveSettings' YAML tags, for the help
 // and for the error on an unknown key.
-const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, " + guardConfigKeys
+const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -200,6 +203,7 @@ func init() {
 	f.StringVar(&serveFlags.s.JobRetention, "job-retention", d.JobRetention, "how long a finished (SUCCEEDED or FAILED) job is kept after it stopped, e.g. 7d, 36h; older ones are deleted; 0 keeps them forever")
 	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process executor: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user")
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
+	f.StringVar(&serveFlags.s.Metrics, "metrics", d.Metrics, "on: serve Prometheus metrics at GET /metrics (docs/metrics.md); off: serve none and measure nothing")
 	rootCmd.AddCommand(serveCmd)
 }
 
@@ -245,6 +249,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		{"stop-grace", "QSHARE_STOP_GRACE", &s.StopGrace, &fs.StopGrace}, {"events", "QSHARE_EVENTS", &s.Events, &fs.Events},
 		{"gpus", "QSHARE_GPUS", &s.GPUs, &fs.GPUs}, {"instance-types", "QSHARE_INSTANCE_TYPES", &s.InstanceTypes, &fs.InstanceTypes},
 		{"job-retention", "QSHARE_JOB_RETENTION", &s.JobRetention, &fs.JobRetention}, {"run-as", "QSHARE_RUN_AS", &s.RunAs, &fs.RunAs},
+		{"metrics", "QSHARE_METRICS", &s.Metrics, &fs.Metrics},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {
 			*e.dst = v
@@ -337,6 +342,9 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	if err != nil {
 		return err
 	}
+	if s.Metrics != "on" && s.Metrics != "off" {
+		return fmt.Errorf("--metrics %q is not valid: give on or off", s.Metrics)
+	}
 	newExec, ok := executors[s.Executor]
 	if !ok {
 		return fmt.Errorf("--executor %q is not known: use %s", s.Executor, strings.Join(executorNames(), " or "))
@@ -374,23 +382,36 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		return fmt.Errorf("executor %s: %w", s.Executor, err)
 	}
 	defer ex.Close()
-	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
+	cfg := daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
 		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events, JobRetention: retention,
-		RequireRunAs: runsAsPrincipals(s)})
+		RequireRunAs: runsAsPrincipals(s)}
+	var m *metrics.Metrics
+	if s.Metrics == "on" {
+		m = metrics.New()
+		cfg.Observer = m
+	}
+	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
 	}
-	if err := d.Start(ctx); err != nil {
-		return err
-	}
-	defer d.Close()
 
 	// The AWS Batch API at /v1/, and qshare's extensions, which the AWS API
-	// has no operation for: the logs of an attempt, and who lends to whom.
+	// has no operation for: the logs of an attempt, and who lends to whom;
+	// they wait (503) until the store is loaded and recovered. The probes
+	// and /metrics answer at once, behind the same guard.
+	health := metrics.NewHealth("loading the store and recovering the attempts in flight")
+	apiHandler := api.New(d, log)
 	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }})
-	mux.Handle(api.LendingPath, api.LendingHandler(d))
-	mux.Handle("/", api.New(d, log))
+	mux.Handle(logstream.PathPrefix, health.Gate(&logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}))
+	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
+	mux.Handle("/", health.Gate(apiHandler))
+	mux.Handle(metrics.HealthzPath, health.Healthz())
+	mux.Handle(metrics.ReadyzPath, health.Readyz())
+	if m != nil {
+		apiHandler.Observe(m.API())
+		m.Watch(d)
+		mux.Handle(metrics.Path, auth.Require(api.ActionGetMetrics, m.Handler(), api.WriteError))
+	}
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -401,19 +422,26 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	guard.Install(srv)
+	errc := make(chan error, 1)
+	go func() { errc <- serveOn(srv, ln, tlsConfig) }()
+	if err := d.Start(ctx); err != nil {
+		srv.Close()
+		return err
+	}
+	defer d.Close()
+	health.SetReady()
 	fmt.Fprintf(stdout, "qshare: listening on %s://%s (executor %s, data in %s%s)\n", scheme(tlsConfig), ln.Addr(), s.Executor, s.DataDir, storeNote(s, storeName))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "executor", s.Executor, "dataDir", s.DataDir, "store", storeName, "region", s.Region, "account", s.AccountID)
-	errc := make(chan error, 1)
-	go func() { errc <- serveOn(srv, ln, tlsConfig) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("server stopped: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
+	health.SetNotReady("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

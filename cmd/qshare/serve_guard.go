@@ -16,6 +16,7 @@ import (
 	"qshare/api"
 	"qshare/auth"
 	"qshare/executor/process"
+	"qshare/metrics"
 )
 
 // guardSettings are the settings of the request guard (package auth) that
@@ -156,7 +157,8 @@ func newGuardWith(ctx context.Context, cfg auth.Config, s serveSettings, log *sl
 	g := s.Guard
 	if g.Auth != "" {
 		a, err := auth.NewAuthenticator(auth.AuthConfig{File: g.Auth, Region: s.Region, AccountID: s.AccountID,
-			BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log, CheckPrincipal: unixUserCheck(s)})
+			BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log, CheckPrincipal: unixUserCheck(s),
+			PublicPaths: []string{metrics.HealthzPath, metrics.ReadyzPath}})
 		if err != nil {
 			return nil, fmt.Errorf("--auth: %w", err)
 		}

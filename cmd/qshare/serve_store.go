@@ -9,6 +9,7 @@ import (
 
 	"qshare/daemon"
 	"qshare/event"
+	"qshare/postgres"
 	"qshare/sqlite"
 	"qshare/store"
 )
@@ -16,18 +17,20 @@ import (
 // The store and the event log of qshare serve: which backend, chosen by URL.
 
 // stores is the registry of the stores qshare serve --store can open, by URL
-// scheme. Adding a backend (postgres/, say) is one Register line here; the
-// daemon only ever sees a store.Store.
+// scheme. Adding a backend is one Register line here; the daemon only ever
+// sees a store.Store.
 var stores = newStoreRegistry()
 
 func newStoreRegistry() *store.Registry {
 	r := &store.Registry{}
 	r.Register(sqlite.Scheme, sqlite.OpenURL)
+	r.Register(postgres.Scheme, postgres.OpenURL)
+	r.Register(postgres.SchemeLong, postgres.OpenURL)
 	return r
 }
 
 // storeFlagUsage is the help of --store.
-const storeFlagUsage = "`URL` of the store: sqlite:///ABSOLUTE/PATH/qshare.db or sqlite:RELATIVE/PATH/qshare.db (default: the SQLite database DATA_DIR/qshare.db); the executor's files stay in --data-dir"
+const storeFlagUsage = "`URL` of the store: sqlite:///ABSOLUTE/PATH/qshare.db, sqlite:RELATIVE/PATH/qshare.db, or postgres://USER@HOST:PORT/DATABASE?sslmode=... (password from PGPASSWORD or ~/.pgpass; never printed) (default: the SQLite database DATA_DIR/qshare.db); the executor's files stay in --data-dir"
 
 // eventsInStore is the --events value that asks for the store's own event
 // log (a file of that name is ./store).

@@ -125,11 +125,12 @@ func TestServeStoreURL(t *testing.T) {
 // give.
 func TestServeStoreRefused(t *testing.T) {
 	for _, tc := range []struct{ store, events, want string }{
-		{"postgres://db.internal/qshare", "", `--store: store "postgres://db.internal/qshare": no store is known for the scheme "postgres" (stores: sqlite)`},
+		{"mysql://db.internal/qshare", "", `--store: store "mysql://db.internal/qshare": no store is known for the scheme "mysql" (stores: postgres, postgresql, sqlite)`},
 		{"qshare-data/qshare.db", "", "has no scheme"},
 		{"sqlite://host/db", "", `names the host "host"`},
 		{"sqlite:///tmp/x.db?_pragma=synchronous(OFF)", "", "has a query"},
-		{"postgres://admin:hunter2@db/qshare", "", "postgres://admin:xxxxx@db/qshare"},
+		{"postgres://admin:hunter2@127.0.0.1:1/qshare?connect_timeout=5", "", "postgres://admin:xxxxx@127.0.0.1:1/qshare"},
+		{"postgresql://admin:hunter2@127.0.0.1:1/qshare?sslmode=nonsense", "", "postgresql://admin:xxxxx@127.0.0.1:1/qshare"},
 		{"", "store", "keeps no event log; give a file instead"},
 	} {
 		s := testServeSettings(t)

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/internal/batchclient"
+	"qshare/internal/serveproc"
 )
 
 func TestCheckLoopback(t *testing.T) {
@@ -38,11 +39,9 @@ func TestCheckLoopback(t *testing.T) {
 // buildBinary builds qshare into a temporary directory.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "qshare")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := serveproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

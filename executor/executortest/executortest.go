@@ -312,6 +312,21 @@ func (s *suite) wait(t testing.TB, e executor.Executor, id string, d time.Durati
 	return x
 }
 
+// runsOn checks that an attempt that e recovered as Running goes on as it
+// was: a Start of it returns the handle h it was started with, without a
+// new run, and a Wait on it does not return while the job runs.
+func (s *suite) runsOn(t testing.TB, e executor.Executor, sp executor.Spec, h executor.Handle) {
+	t.Helper()
+	if again := s.start(t, e, sp); !again.StartedAt.Equal(h.StartedAt) {
+		t.Errorf("Start after Recover gave a new run: %v, was %v", again.StartedAt, h.StartedAt)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := e.Wait(wctx, sp.AttemptID); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait on a recovered running attempt returned early: %v", err)
+	}
+}
+
 func (s *suite) start(t testing.TB, e executor.Executor, sp executor.Spec) executor.Handle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), s.Slack)
@@ -557,14 +572,7 @@ func (s *suite) recover(t *testing.T) {
 		t.Fatalf("second Recover(long) = %v, %v; want Running", r, err)
 	}
 	// Start after Recover returns the handle; it does not run the job again.
-	if h := s.start(t, e2, long); !h.StartedAt.Equal(hl.StartedAt) {
-		t.Errorf("Start after Recover gave a new run: %v, was %v", h.StartedAt, hl.StartedAt)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	if _, err := e2.Wait(wctx, long.AttemptID); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Wait on a recovered running attempt returned early: %v", err)
-	}
-	cancel()
+	s.runsOn(t, e2, long, hl)
 	if err := e2.Stop(ctx, long.AttemptID, time.Hour); err != nil {
 		t.Fatalf("Stop(recovered): %v", err)
 	}
@@ -621,14 +629,7 @@ func (s *suite) recoverWithoutState(t *testing.T) {
 	if h := s.start(t, e2, again); !h.StartedAt.Equal(ha.StartedAt) {
 		t.Errorf("Start of a running attempt after a restart gave a new run: %v, was %v", h.StartedAt, ha.StartedAt)
 	}
-	if h := s.start(t, e2, long); !h.StartedAt.Equal(hl.StartedAt) {
-		t.Errorf("Start after Recover gave a new run: %v, was %v", h.StartedAt, hl.StartedAt)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	if _, err := e2.Wait(wctx, long.AttemptID); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Wait on a recovered running attempt returned early: %v", err)
-	}
-	cancel()
+	s.runsOn(t, e2, long, hl)
 	for _, sp := range []executor.Spec{long, again} {
 		if err := e2.Stop(ctx, sp.AttemptID, time.Hour); err != nil {
 			t.Fatalf("Stop(%s): %v", sp.AttemptID, err)

@@ -369,37 +369,35 @@ func (fs dataFS) Remove(path string) error {
 
 // Rename renames oldpath to newpath; both lie beneath the root.
 func (fs dataFS) Rename(oldpath, newpath string) error {
-	ofd, oname, orel, err := fs.parent("rename", oldpath)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(ofd)
-	nfd, nname, _, err := fs.parent("rename", newpath)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(nfd)
-	if err := unix.Renameat(ofd, oname, nfd, nname); err != nil {
-		return &fsError{"rename", orel, linkErr(err)}
-	}
-	return nil
+	return fs.twoPaths("rename", oldpath, newpath, func(ofd int, oname string, nfd int, nname string) error {
+		return linkErr(unix.Renameat(ofd, oname, nfd, nname))
+	})
 }
 
 // Link makes newpath a hard link of oldpath; it fails with an error
 // wrapping os.ErrExist when newpath exists.
 func (fs dataFS) Link(oldpath, newpath string) error {
-	ofd, oname, orel, err := fs.parent("link", oldpath)
+	return fs.twoPaths("link", oldpath, newpath, func(ofd int, oname string, nfd int, nname string) error {
+		return unix.Linkat(ofd, oname, nfd, nname, 0)
+	})
+}
+
+// twoPaths runs sys, an operation on two names (Renameat, Linkat), on
+// oldpath and newpath, each named in its parent directory opened beneath
+// the root. An error of sys is an *fsError of op at oldpath.
+func (fs dataFS) twoPaths(op, oldpath, newpath string, sys func(ofd int, oname string, nfd int, nname string) error) error {
+	ofd, oname, orel, err := fs.parent(op, oldpath)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(ofd)
-	nfd, nname, _, err := fs.parent("link", newpath)
+	nfd, nname, _, err := fs.parent(op, newpath)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(nfd)
-	if err := unix.Linkat(ofd, oname, nfd, nname, 0); err != nil {
-		return &fsError{"link", orel, err}
+	if err := sys(ofd, oname, nfd, nname); err != nil {
+		return &fsError{op, orel, err}
 	}
 	return nil
 }

@@ -918,12 +918,7 @@ func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, e
 	if err != nil {
 		return executor.Exit{}, err
 	}
-	select {
-	case <-a.done:
-		return a.exit, nil
-	case <-ctx.Done():
-		return executor.Exit{}, ctx.Err()
-	}
+	return executor.AwaitExit(ctx, a.done, &a.exit)
 }
 
 // Recover re-attaches to an attempt started before a restart. It needs

@@ -357,12 +357,7 @@ func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, e
 	if !ok {
 		return executor.Exit{}, executor.ErrUnknownAttempt
 	}
-	select {
-	case <-a.done:
-		return a.exit, nil
-	case <-ctx.Done():
-		return executor.Exit{}, ctx.Err()
-	}
+	return executor.AwaitExit(ctx, a.done, &a.exit)
 }
 
 // Recover re-creates an attempt from its handle: Running if its planned end

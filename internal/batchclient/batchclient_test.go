@@ -3,12 +3,8 @@ package batchclient_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -22,24 +18,9 @@ import (
 // that a client from New avoids it. QSHARE_SDK_REPRO=1 also counts the
 // failures of the SDK's own HTTP client.
 func TestSDKSplitBody(t *testing.T) {
-	var b strings.Builder
-	b.WriteString(`{"jobSummaryList":[`)
-	for i := 0; i < 200; i++ {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `{"jobId":"%08d-0000-0000-0000-000000000000","jobName":"job%d","jobArn":"arn:aws:batch:us-east-1:000000000000:service-job/x","serviceJobType":"SAGEMAKER_TRAINING","status":"SUCCEEDED","statusReason":"Essential process exited with code 0","createdAt":1,"startedAt":2,"stoppedAt":3}`, i, i)
-	}
-	b.WriteString(`]}`)
-	body := []byte(b.String())
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.Write(body[:len(body)/2])
-		w.(http.Flusher).Flush()
-		time.Sleep(5 * time.Millisecond)
-		w.Write(body[len(body)/2:])
-	}))
+	srv := batchclient.SplitBodyServer(200, func(i int) string {
+		return fmt.Sprintf(`{"jobId":"%08d-0000-0000-0000-000000000000","jobName":"job%d","jobArn":"arn:aws:batch:us-east-1:000000000000:service-job/x","serviceJobType":"SAGEMAKER_TRAINING","status":"SUCCEEDED","statusReason":"Essential process exited with code 0","createdAt":1,"startedAt":2,"stoppedAt":3}`, i, i)
+	})
 	defer srv.Close()
 	count := func(c *batch.Client) int {
 		bad := 0

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/internal/batchclient"
 )
 
 const submitAnswer = `{"jobArn":"arn:aws:batch:us-east-1:000000000000:service-job/j","jobId":"j","jobName":"n"}`
@@ -74,24 +75,9 @@ func TestClientSigning(t *testing.T) {
 // whose body arrives in two pieces, which the SDK's own HTTP client fails
 // on (see the batchclient package).
 func TestClientSplitBody(t *testing.T) {
-	var b strings.Builder
-	b.WriteString(`{"jobSummaryList":[`)
-	for i := range 200 {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `{"jobId":"%08d","jobName":"job%d","serviceJobType":"SAGEMAKER_TRAINING","status":"SUCCEEDED","createdAt":1,"startedAt":2,"stoppedAt":3}`, i, i)
-	}
-	b.WriteString(`]}`)
-	body := []byte(b.String())
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.Write(body[:len(body)/2])
-		w.(http.Flusher).Flush()
-		time.Sleep(5 * time.Millisecond)
-		w.Write(body[len(body)/2:])
-	}))
+	srv := batchclient.SplitBodyServer(200, func(i int) string {
+		return fmt.Sprintf(`{"jobId":"%08d","jobName":"job%d","serviceJobType":"SAGEMAKER_TRAINING","status":"SUCCEEDED","createdAt":1,"startedAt":2,"stoppedAt":3}`, i, i)
+	})
 	defer srv.Close()
 	c := NewClient(srv.URL, ClientOptions{Conns: 1})
 	for i := range 10 {

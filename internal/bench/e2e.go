@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,16 @@ type E2EResult struct {
 	SlurmSubmitLatency *Latency `json:"slurm_submit_latency,omitempty"`
 	// Ratio is JobsPerS over SlurmJobsPerS.
 	Ratio float64 `json:"ratio,omitempty"`
+	// The conditions that move these figures most (docs/performance.md,
+	// section 3): TmpDir is the directory under which the temporary
+	// server's data directory and the Slurm cluster's directory are made
+	// ($TMPDIR, else /tmp), and TmpFS its file system ("tmpfs", "ext4",
+	// ...): every acknowledged submit waits for an fsync there. LoadAvg and
+	// SlurmLoadAvg are the 1-minute load average when each half started.
+	TmpDir       string  `json:"tmp_dir"`
+	TmpFS        string  `json:"tmp_fs"`
+	LoadAvg      float64 `json:"load_avg_1m"`
+	SlurmLoadAvg float64 `json:"slurm_load_avg_1m,omitempty"`
 }
 
 var e2eRows = []Row{
@@ -70,6 +81,10 @@ var e2eRows = []Row{
 	{Label: "Slurm submit latency p50", Key: "slurm_submit_latency.p50_ms", Format: "%.2f", Unit: "ms"},
 	{Label: "Slurm submit latency p99", Key: "slurm_submit_latency.p99_ms", Format: "%.2f", Unit: "ms"},
 	{Label: "ratio (qshare / Slurm jobs/s)", Key: "ratio", Format: "%.1f", Anchor: "target ≥ 20"},
+	{Label: "$TMPDIR (data of both halves)", Key: "tmp_dir", Format: "%s"},
+	{Label: "its file system", Key: "tmp_fs", Format: "%s", Anchor: "fsync at every acknowledged submit"},
+	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
+	{Label: "load average at Slurm's start", Key: "slurm_load_avg_1m", Format: "%.2f"},
 }
 
 // E2ERows returns the rows of the e2e benchmark's table.
@@ -110,7 +125,8 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 			return E2EResult{}, fmt.Errorf("--vs-slurm: %w", err)
 		}
 	}
-	res := E2EResult{Jobs: opt.Jobs, Clients: opt.Clients, Executor: opt.Server.Executor}
+	res := E2EResult{Jobs: opt.Jobs, Clients: opt.Clients, Executor: opt.Server.Executor,
+		TmpDir: os.TempDir(), TmpFS: FileSystem(os.TempDir()), LoadAvg: LoadAverage()}
 	if opt.Endpoint != "" {
 		res.Executor = "(the server's)"
 	}
@@ -128,6 +144,7 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	if !opt.VsSlurm {
 		return res, nil
 	}
+	res.SlurmLoadAvg = LoadAverage()
 	cl, err := slurm.Start(ctx, slurm.Options{CPUs: opt.Capacity})
 	if err != nil {
 		return res, err

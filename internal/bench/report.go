@@ -126,6 +126,20 @@ func Lookup(report map[string]any, key string) (float64, bool) {
 	return 0, false
 }
 
+// lookupString returns the string at a dotted key of a report.
+func lookupString(report map[string]any, key string) (string, bool) {
+	var cur any = report
+	for _, part := range strings.Split(key, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		cur = m[part]
+	}
+	s, ok := cur.(string)
+	return s, ok
+}
+
 // Table prints an aggregated report as a table: one row per Row, with the
 // median, and with several runs the min–max spread.
 func Table(w io.Writer, title string, report map[string]any, rows []Row) error {
@@ -151,6 +165,8 @@ func Table(w io.Writer, title string, report map[string]any, rows []Row) error {
 		val := "—"
 		if ok {
 			val = strings.TrimSpace(fmt.Sprintf(f, v) + " " + r.Unit)
+		} else if s, ok := lookupString(report, r.Key); ok && s != "" {
+			val = s // a condition of the run, such as a file system
 		}
 		if n > 1 {
 			sp := "—"

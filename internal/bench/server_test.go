@@ -5,12 +5,12 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"qshare/internal/serveproc"
 	"qshare/sim"
 )
 
@@ -21,10 +21,9 @@ func buildQshare(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds and starts a real server; skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "qshare")
-	cmd := exec.Command("go", "build", "-o", bin, "qshare/cmd/qshare")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := serveproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

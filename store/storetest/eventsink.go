@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -246,18 +245,7 @@ func testSinkCrash(t *testing.T, loc string, open SinkOpener) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run="+runPattern(t.Name()), "-test.count=1")
-	cmd.Env = append(os.Environ(), sinkEnv+"="+loc)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill() //nolint:errcheck // already dead on the normal path
+	cmd, stdout, stderr := StartChild(t, runPattern(t.Name()), sinkEnv+"="+loc)
 	acks := make(chan int, 1024)
 	go func() {
 		defer close(acks)
@@ -298,7 +286,7 @@ collect:
 		}
 	}
 	cmd.Wait() //nolint:errcheck // killed on purpose
-	if ws, ok := cmd.ProcessState.Sys().(interface{ Signaled() bool }); ok && !ws.Signaled() {
+	if !Signaled(cmd) {
 		t.Fatalf("the child ended on its own (%v) before it was killed: %s", cmd.ProcessState, stderr.String())
 	}
 

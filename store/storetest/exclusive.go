@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -103,18 +100,7 @@ func testExclusiveAfterCrash(t *testing.T, h *harness) {
 	if err := h.s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run="+runPattern(t.Name()), "-test.count=1")
-	cmd.Env = append(os.Environ(), holdEnv+"="+h.loc)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill() //nolint:errcheck // already dead on the normal path
+	cmd, stdout, stderr := StartChild(t, runPattern(t.Name()), holdEnv+"="+h.loc)
 	held := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -154,7 +140,7 @@ func testExclusiveAfterCrash(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	cmd.Wait() //nolint:errcheck // killed on purpose
-	if ws, ok := cmd.ProcessState.Sys().(interface{ Signaled() bool }); ok && !ws.Signaled() {
+	if !Signaled(cmd) {
 		t.Fatalf("the child ended on its own (%v) before it was killed: %s", cmd.ProcessState, stderr.String())
 	}
 
@@ -167,14 +153,4 @@ func testExclusiveAfterCrash(t *testing.T, h *harness) {
 	t.Cleanup(func() { s.Close() }) //nolint:errcheck // a second Close
 	h.m.apply(&store.Change{PutJobs: []qshare.Job{childMarker}})
 	h.check()
-}
-
-// runPattern is the -test.run pattern that selects exactly the test named
-// name (as t.Name gives it) and its parents.
-func runPattern(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	return strings.Join(parts, "/")
 }

@@ -104,8 +104,9 @@ func TestWorkedExample(t *testing.T) {
 		t.Errorf("qs1-med preempted %d times, want 1", j.preemptions())
 	}
 	out = e.ok("describe", "qs1-med")
-	for _, want := range []string{"Status:       RUNNABLE", "Attempts (1, 1 preempted):", "Preemptions (newest first):", "yes"} {
-		if !strings.Contains(out, want) {
+	words := strings.Join(strings.Fields(out), " ") // the fields' alignment aside
+	for _, want := range []string{"Status: RUNNABLE", "Retry strategy: 1 attempt (no retry after a failure); preempted attempts do not count", "Attempts (1, 1 preempted):", "Preemptions (newest first):", "yes"} {
+		if !strings.Contains(words, want) {
 			t.Errorf("describe qs1-med lacks %q:\n%s", want, out)
 		}
 	}

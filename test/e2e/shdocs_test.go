@@ -35,7 +35,10 @@ var shellAllowed = map[string]string{}
 //     repository (examples/ and sim/ linked, an empty docs/ tree, and
 //     ../shared linked), against a private server; a path under /tmp/ is
 //     moved into the scratch directory. They must exit 0, unless the line's
-//     comment starts with "fails".
+//     comment starts with "fails". A line that reads from ../shared/ is
+//     skipped, with the reason, when that file is not there (a clone with
+//     nothing beside it), and so is every later line that reads a file
+//     which a skipped line would have written (skippedOutputs).
 //   - Commands that run until stopped (serve, bench, top without -n,
 //     logs -f, demo --keep) run with --help added: that fails on an unknown
 //     flag, and the usage it prints must name the doc's subcommand, so a
@@ -55,6 +58,7 @@ func TestShellDocExamples(t *testing.T) {
 	scratch := t.TempDir()
 	work := shellScratch(t, scratch)
 	var srv *env // started at the first client command
+	skipped := skippedOutputs{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ran := 0
@@ -91,13 +95,21 @@ func TestShellDocExamples(t *testing.T) {
 					}
 					continue
 				}
-				if missing := missingShared(work, args); missing != "" {
-					// The replay of ../shared's data needs the data.
-					t.Logf("%s: skipped, %s is not here: %s", where, missing, c.text)
-					continue
-				}
 				for i, a := range args {
 					args[i] = scratchTmp(scratch, a)
+				}
+				if missing := missingShared(work, args); missing != "" {
+					// The replay of ../shared's data needs the data; what
+					// it would have written is missing too (see skipped).
+					why := fmt.Sprintf("%s is not here (it comes beside the repository, in ../shared)", missing)
+					t.Logf("%s: skipped, %s: %s", where, why, c.text)
+					skipped.add(work, args, where, why)
+					continue
+				}
+				if path, by := skipped.needs(work, args); path != "" {
+					t.Logf("%s: skipped, it reads %s, which %s would have written (%s): %s", where, path, by.where, by.why, c.text)
+					skipped.add(work, args, where, by.why)
+					continue
 				}
 				if client(args) {
 					if srv == nil {
@@ -340,6 +352,87 @@ func missingShared(work string, args []string) string {
 	return ""
 }
 
+// skippedOutputs are the files that skipped command lines would have
+// written: every path-like argument of a skipped line (see pathLike) that
+// did not exist when it was skipped, as an absolute path, with the line and
+// why it was skipped. A later line that reads one of them, while it still
+// does not exist, is skipped too, and so are the lines that read what that
+// one would have written: on a clone without ../shared, the Philly replay
+// is skipped, and so is the check of the event log it writes.
+type skippedOutputs map[string]skippedBy
+
+// skippedBy is the skipped line that would have written a file.
+type skippedBy struct {
+	where string // doc:line
+	why   string // why it was skipped, first cause
+}
+
+// add records the arguments of a skipped line, run in dir.
+func (s skippedOutputs) add(dir string, args []string, where, why string) {
+	for _, p := range pathArgs(dir, args) {
+		if _, err := os.Stat(p); err != nil {
+			if _, ok := s[p]; !ok {
+				s[p] = skippedBy{where: where, why: why}
+			}
+		}
+	}
+}
+
+// needs returns the first argument of a line, run in dir, that a skipped
+// line would have written and that does not exist, and that line.
+func (s skippedOutputs) needs(dir string, args []string) (string, skippedBy) {
+	for _, p := range pathArgs(dir, args) {
+		by, ok := s[p]
+		if !ok {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			return p, by
+		}
+	}
+	return "", skippedBy{}
+}
+
+// pathArgs returns the path-like arguments of a command line (alone or as a
+// flag's value), made absolute from dir.
+func pathArgs(dir string, args []string) []string {
+	var out []string
+	for _, a := range args[1:] {
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
+			a = v
+		}
+		if !pathLike(a) {
+			continue
+		}
+		if !filepath.IsAbs(a) {
+			a = filepath.Join(dir, a)
+		}
+		out = append(out, filepath.Clean(a))
+	}
+	return out
+}
+
+// pathLike tells whether a command-line word names a file: it is not a flag
+// or a URL, and it holds a "/" or ends in an extension (".jsonl").
+func pathLike(w string) bool {
+	if w == "" || strings.HasPrefix(w, "-") || strings.Contains(w, "://") || strings.ContainsAny(w, "= ") {
+		return false
+	}
+	if strings.Contains(w, "/") {
+		return true
+	}
+	ext := filepath.Ext(w)
+	if len(ext) < 2 {
+		return false
+	}
+	for _, r := range ext[1:] {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
 // scratchTmp moves a path under /tmp/ (alone or as a flag's value) into
 // TMP/tmp, so that the test writes nothing outside its own directory.
 func scratchTmp(scratch, arg string) string {
@@ -405,5 +498,32 @@ aws batch describe-job-queues
 	}
 	if got := scratchTmp("/s", "--events=/tmp/e.jsonl"); got != "--events=/s/tmp/e.jsonl" {
 		t.Errorf("scratchTmp: %q", got)
+	}
+
+	// A skipped line's outputs, and what depends on them, are skipped; an
+	// input that exists, a flag's plain value and an unrelated file are not.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sk := skippedOutputs{}
+	sk.add(dir, []string{"simulate", "--config", "a.yaml", "--trace-format", "philly", "--events=/s/tmp/p.jsonl", "--report", "r/report.json"}, "d.md:1", "no trace")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check-events", "/s/tmp/p.jsonl", "--config", "a.yaml"}, "/s/tmp/p.jsonl"},
+		{[]string{"x", "--in=r/report.json"}, filepath.Join(dir, "r/report.json")},
+		{[]string{"check-events", "other.jsonl", "--config", "a.yaml"}, ""},
+		{[]string{"simulate", "--trace-format", "philly", "--config", "a.yaml"}, ""},
+	} {
+		if got, by := sk.needs(dir, c.args); got != c.want || (got != "" && by.where != "d.md:1") {
+			t.Errorf("needs(%v) = %q, %v; want %q", c.args, got, by, c.want)
+		}
+	}
+	for w, want := range map[string]bool{"a.yaml": true, "docs/philly": true, "philly": false, "30m": false, "1.5": false, "http://x/y": false, "--f": false} {
+		if pathLike(w) != want {
+			t.Errorf("pathLike(%q) = %v", w, !want)
+		}
 	}
 }

@@ -94,6 +94,10 @@ process: a job "runs" for as long as its QSHARE_SIM_DURATION says, which
 makes it the quickest way to see the scheduler at work. With
 `+"`--executor process`"+` the same commands run real programs.
 
+`+"`qshare`"+` here is the binary that `+"`CGO_ENABLED=0 go build -o qshare ./cmd/qshare`"+`
+builds: run it as `+"`./qshare`"+`, or install it on your PATH with
+`+"`go install ./cmd/qshare`"+` (into `+"`$(go env GOPATH)/bin`"+`).
+
 `)
 	s.Heading("1. Start a server")
 	s.Say("In a terminal of its own:")

@@ -10,7 +10,8 @@ package fault
 import (
 	"context"
 	"flag"
-	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +21,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 
+	"qshare/api"
+	"qshare/daemon"
 	"qshare/internal/batchclient"
 	"qshare/internal/serveproc"
+	"qshare/sqlite"
 )
 
 // bin is the qshare binary TestMain built.
@@ -32,21 +36,7 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "qshare-faulttest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = filepath.Join(dir, "qshare")
-	cmd := exec.Command("go", "build", "-o", bin, "qshare/cmd/qshare")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(serveproc.WithBinary("qshare-faulttest-", &bin, m.Run))
 }
 
 func needBinary(t *testing.T) {
@@ -80,6 +70,38 @@ func startServer(t testing.TB, dataDir string, args ...string) *serveproc.Server
 		logf.Close()
 	})
 	return srv
+}
+
+// openDB opens the SQLite store of dir, closed when the test ends.
+func openDB(t testing.TB, dir string) *sqlite.DB {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// serveInProcess runs a daemon with cfg (its logs discarded) behind the API
+// on a loopback port, for the tests that reach inside the server (a log
+// cap, a store that fails), and returns the server's URL and the daemon
+// (which a test may close early; closing again is harmless). The daemon and
+// the listener stop when the test ends, before what cfg holds is closed.
+func serveInProcess(t testing.TB, cfg daemon.Config) (string, *daemon.Daemon) {
+	t.Helper()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	d, err := daemon.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	srv := httptest.NewServer(api.New(d, cfg.Logger))
+	t.Cleanup(srv.Close)
+	return srv.URL, d
 }
 
 // client returns an SDK client of the server that does not retry, so that

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,11 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
-	"qshare/api"
 	"qshare/daemon"
 	"qshare/executor/process"
 	"qshare/internal/soak"
-	"qshare/sqlite"
 )
 
 // oneShareConfig is a pool of n instances with one share that may preempt
@@ -249,30 +246,17 @@ func TestHugeLog(t *testing.T) {
 		mib, _ = strconv.Atoi(v)
 	}
 	dir := t.TempDir()
-	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	log := slog.New(slog.DiscardHandler)
+	db := openDB(t, dir)
 	ctx := context.Background()
-	ex, err := process.New(ctx, process.Options{DataDir: dir, GPUs: []string{"0"}, Supervisor: []string{bin}, LogMaxBytes: 1 << 20, LogKeep: 2, Logger: log})
+	ex, err := process.New(ctx, process.Options{DataDir: dir, GPUs: []string{"0"}, Supervisor: []string{bin}, LogMaxBytes: 1 << 20, LogKeep: 2,
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ex.Close()
-	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Logger: log, Tick: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	hs := httptest.NewServer(api.New(d, log))
-	defer hs.Close()
-	applyConfig(t, hs.URL, oneShareConfig(1))
-	c := client(hs.URL)
+	t.Cleanup(func() { ex.Close() })
+	url, _ := serveInProcess(t, daemon.Config{Store: db, Executor: ex, Tick: 50 * time.Millisecond})
+	applyConfig(t, url, oneShareConfig(1))
+	c := client(url)
 	id := submitJob(t, c, "chatty", 0, soak.ShellJob(fmt.Sprintf(`yes "a line of training output that goes on and on" | head -c %d; echo end`, mib<<20), 1, nil))
 	start := time.Now()
 	var worst time.Duration

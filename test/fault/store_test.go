@@ -3,8 +3,6 @@ package fault
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	"github.com/aws/smithy-go"
 
-	"qshare/api"
 	"qshare/config"
 	"qshare/daemon"
 	"qshare/event"
@@ -54,29 +51,14 @@ func (s *failingStore) Commit(ctx context.Context, c *store.Change) error {
 // including a change the control loop was still retrying.
 func TestStoreCannotWrite(t *testing.T) {
 	dir := t.TempDir()
-	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st := &failingStore{DB: db}
+	st := &failingStore{DB: openDB(t, dir)}
 	evf, err := event.OpenFile(filepath.Join(dir, "events.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer evf.Close()
-	log := slog.New(slog.DiscardHandler)
-	d, err := daemon.New(daemon.Config{Store: st, Executor: simulated.New(simulated.Options{}), Logger: log, Tick: 20 * time.Millisecond, Events: evf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	srv := httptest.NewServer(api.New(d, log))
-	defer srv.Close()
-	c := client(srv.URL)
+	t.Cleanup(func() { evf.Close() })
+	url, d := serveInProcess(t, daemon.Config{Store: st, Executor: simulated.New(simulated.Options{}), Tick: 20 * time.Millisecond, Events: evf})
+	c := client(url)
 	ctx := context.Background()
 
 	must := func(err error) {

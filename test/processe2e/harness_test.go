@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -58,24 +57,7 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run()) // every test skips itself
 	}
-	dir, err := os.MkdirTemp("", "qshare-processe2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	root, _ := filepath.Abs("../..")
-	bin = filepath.Join(dir, "qshare")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/qshare")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(serveproc.WithBinary("qshare-processe2e-", &bin, m.Run))
 }
 
 // skipShort skips a test in -short mode: each one builds on a real server.

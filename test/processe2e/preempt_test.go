@@ -33,14 +33,7 @@ echo "finished after step $step"
 var stepRE = regexp.MustCompile(`(?m)^step (\d+)$`)
 
 // steps lists the step lines of an output.
-func steps(out string) []int {
-	var ns []int
-	for _, m := range stepRE.FindAllStringSubmatch(out, -1) {
-		n, _ := strconv.Atoi(m[1])
-		ns = append(ns, n)
-	}
-	return ns
-}
+func steps(out string) []int { return numbered(stepRE, out) }
 
 // TestInSharePreemptionResume: a low-priority trainer runs; a higher
 // priority job in the same share (in-share preemption ENABLED, capacity

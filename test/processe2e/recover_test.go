@@ -26,13 +26,61 @@ echo "end after tick $n"; exit $CODE
 var tickRE = regexp.MustCompile(`(?m)^tick (\d+)$`)
 
 // ticks lists the tick numbers of an output.
-func ticks(out string) []int {
+func ticks(out string) []int { return numbered(tickRE, out) }
+
+// numbered lists the numbers that re's first group matches in out, in order.
+func numbered(re *regexp.Regexp, out string) []int {
 	var ns []int
-	for _, m := range tickRE.FindAllStringSubmatch(out, -1) {
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[1])
 		ns = append(ns, n)
 	}
 	return ns
+}
+
+// restartable starts a server on a new data directory, for a second server
+// to start again on, with one share of n instances (in-share preemption
+// as inShare) and gates for the jobs. It skips the test in -short mode.
+func restartable(t *testing.T, n int32, inShare bool) (dataDir string, s *server, g *gates) {
+	t.Helper()
+	skipShort(t)
+	dataDir = newDataDir(t)
+	s = startServer(t, dataDir, serverOpts{})
+	oneShare(s, n, inShare)
+	return dataDir, s, newGates(t)
+}
+
+// awaitRequeuedInShare waits until the first attempt of job id has
+// stopped, and checks that it was preempted in-share and the job requeued,
+// not ended. It returns the job as it then was.
+func awaitRequeuedInShare(t *testing.T, s *server, id string) *batch.DescribeServiceJobOutput {
+	t.Helper()
+	d := s.await(id, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
+		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if d.Status == types.ServiceJobStatusFailed || d.Status == types.ServiceJobStatusSucceeded {
+		t.Fatalf("%s is %s (%q) after its preempted attempt ended; want it requeued", aws.ToString(d.JobName), d.Status, aws.ToString(d.StatusReason))
+	}
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
+		t.Errorf("%s: attempt 1 reason %q, want the in-share preemption", aws.ToString(d.JobName), r)
+	}
+	return d
+}
+
+// killSupervisor kills with SIGKILL the supervisor of the job's first
+// attempt, once the server is down, after checking that the supervisor the
+// attempt's start recorded is the one running. It returns that start.
+func killSupervisor(t *testing.T, s *server, id string) *attemptStart {
+	t.Helper()
+	st, _ := readAttempt(s.attemptDir(id, 1))
+	if st == nil {
+		t.Fatal("the attempt's start is not recorded")
+	}
+	if start, ok := startTime(st.Supervisor.PID); !ok || start != st.Supervisor.Start {
+		t.Fatalf("the supervisor %d recorded at the start is not running", st.Supervisor.PID)
+	}
+	must(t, syscall.Kill(st.Supervisor.PID, syscall.SIGKILL))
+	return st
 }
 
 // awaitFile waits until a condition on the file system holds; the server
@@ -57,11 +105,7 @@ func awaitFile(t *testing.T, what string, ok func() bool) {
 // without running it again, starts the waiting job in the capacity that
 // freed, and every job finishes with the right status and one attempt.
 func TestKillAndRecover(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 2, false)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 2, false)
 	keep := s.submit(job{name: "keep", share: "s", env: g.env("CODE", "0"), script: ticker})
 	fail := s.submit(job{name: "fail", share: "s", env: g.env("CODE", "7"), script: ticker})
 	s.awaitRunning(keep, 1)
@@ -171,11 +215,7 @@ func TestKillAndRecover(t *testing.T) {
 // the terminated one is FAILED with the termination's reason, and the
 // preemptor starts only after its victim's process is gone.
 func TestKillWhileStopping(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 2, true)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 2, true)
 	low := s.submit(job{name: "low", share: "s", priority: 1, env: g.env("SAVE_GATE", "save-low", "QSHARE_STOP_GRACE", "300"), script: trainer})
 	term := s.submit(job{name: "term", share: "s", priority: 5, env: g.env("SAVE_GATE", "save-term", "QSHARE_STOP_GRACE", "300"), script: trainer})
 	for _, id := range []string{low, term} {
@@ -211,15 +251,7 @@ echo "high runs"; ` + waitGate + `echo "high done"`})
 	// low saves first: high can then run only in the capacity low held,
 	// since term still holds the rest.
 	g.release("save-low")
-	d := s2.await(low, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
-		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
-	})
-	if d.Status == types.ServiceJobStatusFailed || d.Status == types.ServiceJobStatusSucceeded {
-		t.Fatalf("low is %s (%q) after its preempted attempt ended; want it requeued", d.Status, aws.ToString(d.StatusReason))
-	}
-	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
-		t.Errorf("low: attempt 1 reason %q, want the in-share preemption", r)
-	}
+	d := awaitRequeuedInShare(t, s2, low)
 	s2.awaitRunning(high, 1)
 	if out := s2.awaitLog(high, 1, "high runs"); strings.Contains(out, "OVERLAP") {
 		t.Errorf("high started while low's process was alive:\n%s", out)
@@ -260,11 +292,7 @@ echo "high runs"; ` + waitGate + `echo "high done"`})
 // failed, though it exits 0 and the new server never decided to stop it)
 // and resume from its checkpoint on attempt 2.
 func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 1, true)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 1, true)
 	low := s.submit(job{name: "low", share: "s", priority: 1, env: g.env("SAVE_GATE", "save", "QSHARE_STOP_GRACE", "300"), script: trainer})
 	s.awaitRunning(low, 1)
 	s.awaitLog(low, 1, "step 2\n")
@@ -282,15 +310,7 @@ func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
 		t.Errorf("low after the restart: %s with %d attempts, want RUNNING (still saving) with one", d.Status, len(d.Attempts))
 	}
 	g.release("save")
-	d := s2.await(low, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
-		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
-	})
-	if d.Status == types.ServiceJobStatusFailed || d.Status == types.ServiceJobStatusSucceeded {
-		t.Fatalf("low is %s (%q) after its preempted attempt ended; want it requeued", d.Status, aws.ToString(d.StatusReason))
-	}
-	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
-		t.Errorf("low: attempt 1 reason %q, want the in-share preemption", r)
-	}
+	d := awaitRequeuedInShare(t, s2, low)
 	s2.awaitRunning(low, 2)
 	m := regexp.MustCompile(`SIGTERM: checkpointed step (\d+)\n$`).FindStringSubmatch(s2.mustLogs(low, 1))
 	if m == nil {
@@ -312,24 +332,13 @@ func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
 // cannot know the attempt's fate, so it requeues the job with a reason
 // that says so, and the job runs again (attempt 2) and succeeds.
 func TestLostAttemptRequeued(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 1, false)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 1, false)
 	id := s.submit(job{name: "orphan", share: "s", env: g.env("CODE", "0"), script: ticker})
 	s.awaitRunning(id, 1)
 	pid := pidIn(t, s.awaitLog(id, 1, "tick 2\n"))
 
 	s.kill()
-	st, _ := readAttempt(s.attemptDir(id, 1))
-	if st == nil {
-		t.Fatal("the attempt's start is not recorded")
-	}
-	if start, ok := startTime(st.Supervisor.PID); !ok || start != st.Supervisor.Start {
-		t.Fatalf("the supervisor %d recorded at the start is not running", st.Supervisor.PID)
-	}
-	must(t, syscall.Kill(st.Supervisor.PID, syscall.SIGKILL))
+	killSupervisor(t, s, id)
 	awaitFile(t, "the job dies once its output pipe is gone", func() bool { return !alive(pid) })
 
 	s2 := startServer(t, dataDir, serverOpts{})
@@ -356,11 +365,7 @@ func TestLostAttemptRequeued(t *testing.T) {
 // process is gone); the other is terminated, which signals its process
 // group directly, and ends FAILED with the reason, its group gone.
 func TestOrphanStillRunning(t *testing.T) {
-	skipShort(t)
-	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
-	oneShare(s, 2, false)
-	g := newGates(t)
+	dataDir, s, g := restartable(t, 2, false)
 	const silent = runningSh + `echo $$ > "$GATE/$QSHARE_JOB_NAME.pid.$QSHARE_ATTEMPT"
 if [ "$QSHARE_ATTEMPT" != 1 ] && running "$(cat "$GATE/$QSHARE_JOB_NAME.pid.1")"; then echo "OVERLAP: attempt 1 still runs"; fi
 echo "attempt $QSHARE_ATTEMPT pid=$$"
@@ -374,14 +379,7 @@ i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME.go$QSHARE_ATTEMPT" ] && [ $i -lt 600 ]
 	}
 
 	s.kill()
-	st, _ := readAttempt(s.attemptDir(ends, 1))
-	if st == nil {
-		t.Fatal("the attempt's start is not recorded")
-	}
-	if start, ok := startTime(st.Supervisor.PID); !ok || start != st.Supervisor.Start {
-		t.Fatalf("the supervisor %d recorded at the start is not running", st.Supervisor.PID)
-	}
-	must(t, syscall.Kill(st.Supervisor.PID, syscall.SIGKILL))
+	st := killSupervisor(t, s, ends)
 	awaitFile(t, "the supervisor is gone", func() bool { s, ok := startTime(st.Supervisor.PID); return !ok || s != st.Supervisor.Start })
 
 	s2 := startServer(t, dataDir, serverOpts{})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -177,6 +179,32 @@ func TestServeWithAuth(t *testing.T) {
 	}
 	if out, err := cli(t, bobEnv, "shares", "--queue", "training"); err == nil || !strings.Contains(out, "batch:GetJobQueueLending") {
 		t.Fatalf("bob's qshare shares (no batch:GetJobQueueLending): %v\n%s", err, out)
+	}
+
+	// /metrics is authorized as batch:GetMetrics; the probes need no signature.
+	hc := func(key [2]string) *http.Client {
+		return batchclient.SignedHTTPClient(nil, credentials.NewStaticCredentialsProvider(key[0], key[1], ""), "us-east-1")
+	}
+	for _, c := range []struct {
+		name string
+		c    *http.Client
+		path string
+		code int
+		want string
+	}{
+		{"alice's /metrics", hc(aliceKey), "/metrics", 403, "batch:GetMetrics on resource: *"},
+		{"admin's /metrics", hc(adminKey), "/metrics", 200, ""},
+		{"unsigned /metrics", http.DefaultClient, "/metrics", 403, "Missing Authentication Token"},
+		{"unsigned /healthz", http.DefaultClient, "/healthz", 200, ""},
+		{"unsigned /readyz", http.DefaultClient, "/readyz", 200, ""},
+	} {
+		resp, err := c.c.Get(srv.Endpoint + c.path)
+		must(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code || !strings.Contains(string(b), c.want) {
+			t.Errorf("%s: %d %s", c.name, resp.StatusCode, b)
+		}
 	}
 
 	// bob's key removed from the file, and SIGHUP: it stops working.

@@ -15,10 +15,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"qshare/internal/serveproc"
 )
 
 // bin is the qshare binary under test; client is a copy of this test
@@ -42,12 +43,9 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		root, _ = filepath.Abs("../..")
-		bin = filepath.Join(dir, "qshare")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/qshare")
-		build.Dir = root
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		var err error
+		if bin, err = serveproc.Build(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		self, err := os.Executable()

@@ -88,6 +88,16 @@ func (s *server) setup(t *testing.T) {
 // with /bin/sh, as an attacker would write it by hand.
 func submitBody(t *testing.T, name, script string) string {
 	t.Helper()
+	b, err := json.Marshal(map[string]any{"jobName": name, "jobQueue": "q", "serviceJobType": "SAGEMAKER_TRAINING",
+		"quotaShareName": "team", "serviceRequestPayload": submitPayload(t, script)})
+	must(t, err)
+	return string(b)
+}
+
+// submitPayload is a SageMaker training payload whose job runs script with
+// /bin/sh.
+func submitPayload(t *testing.T, script string) string {
+	t.Helper()
 	payload, err := json.Marshal(map[string]any{
 		"AlgorithmSpecification": map[string]any{"TrainingImage": "local/sh:latest", "TrainingInputMode": "File",
 			"ContainerEntrypoint": []string{"/bin/sh", "-c"}, "ContainerArguments": []string{script}},
@@ -95,10 +105,7 @@ func submitBody(t *testing.T, name, script string) string {
 		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
 	})
 	must(t, err)
-	b, err := json.Marshal(map[string]any{"jobName": name, "jobQueue": "q", "serviceJobType": "SAGEMAKER_TRAINING",
-		"quotaShareName": "team", "serviceRequestPayload": string(payload)})
-	must(t, err)
-	return string(b)
+	return string(payload)
 }
 
 // jobs returns the names of every job the server has.
@@ -366,6 +373,8 @@ func TestSDKAndCLIUnchanged(t *testing.T) {
 		t.Fatalf("a request with Origin http://evil.example through the SDK: %v", err)
 	}
 
+	s.boto3(t, aws.ToString(arn))
+
 	awsCLI, err := exec.LookPath("aws")
 	if err != nil {
 		t.Log("no aws on PATH: the AWS CLI part is skipped")
@@ -393,6 +402,33 @@ func TestSDKAndCLIUnchanged(t *testing.T) {
 			t.Errorf("aws %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+}
+
+// boto3 drives the server through boto3 (testdata/boto3_check.py): empty
+// inputs, a submit of a job of the server's share "team", an update, tags,
+// and a refusal read as a ClientException. It is skipped, with a message,
+// where python3 cannot import boto3 (CI installs no Python packages).
+func (s *server) boto3(t *testing.T, queueARN string) {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err == nil {
+		err = exec.Command(py, "-c", "import boto3").Run()
+	}
+	if err != nil {
+		t.Log("python3 cannot import boto3: the boto3 part is skipped")
+		return
+	}
+	payload := filepath.Join(t.TempDir(), "payload.json")
+	must(t, os.WriteFile(payload, []byte(submitPayload(t, "sleep 600")), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "testdata/boto3_check.py", s.srv.Endpoint, queueARN, "team", payload)
+	cmd.Env = append(os.Environ(), "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("boto3: %v\n%s", err, out)
+	}
+	t.Logf("boto3:\n%s", out)
 }
 
 // headerDoer is an aws.HTTPClient that adds one header to every request,

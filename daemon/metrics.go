@@ -1,0 +1,189 @@
+package daemon
+
+import (
+	"sort"
+	"time"
+
+	"qshare"
+	"qshare/engine"
+)
+
+// Observer receives the daemon's measurements as they happen, for a metrics
+// exporter (package metrics). Its methods are called from the control
+// loop, the committer, submitting requests and the executor's goroutines:
+// they must be safe for concurrent use, cheap, and must not call back into
+// the daemon.
+type Observer interface {
+	// SchedulingPass is the time one engine pass (AppendSchedule) took.
+	SchedulingPass(elapsed time.Duration)
+	// StoreCommit is the time one store commit took, and its error.
+	StoreCommit(elapsed time.Duration, err error)
+	// ExecutorStart is the time the executor took to start an attempt, and
+	// its error.
+	ExecutorStart(elapsed time.Duration, err error)
+	// JobStarted is a job's first start decision: its queue, its quota
+	// share ("" in a queue without quota shares) and the time from its
+	// submission to that decision.
+	JobStarted(queue, share string, wait time.Duration)
+	// Preempted is one preemption decision.
+	Preempted(p Preemption)
+}
+
+// PreemptionKind says why a job was preempted.
+type PreemptionKind string
+
+// The kinds of preemption.
+const (
+	// PreemptCrossShare: another share reclaims its own capacity from a
+	// share that borrowed it.
+	PreemptCrossShare PreemptionKind = "cross-share"
+	// PreemptInShare: a higher-priority job of the same share takes the
+	// victim's place.
+	PreemptInShare PreemptionKind = "in-share"
+	// PreemptLimitChange: a cross-share preemption of a job that started
+	// within its share's own limit, so that only a lowered limit can have
+	// put it above that limit. A job recovered after a restart is counted
+	// as cross-share, since whether it borrowed is not kept.
+	PreemptLimitChange PreemptionKind = "limit-change"
+)
+
+// Preemption is one preemption decision, as an Observer receives it.
+type Preemption struct {
+	Kind  PreemptionKind
+	Queue string
+	// By is the preempting job's quota share, Share the victim's.
+	By, Share string
+}
+
+type noObserver struct{}
+
+func (noObserver) SchedulingPass(time.Duration)             {}
+func (noObserver) StoreCommit(time.Duration, error)         {}
+func (noObserver) ExecutorStart(time.Duration, error)       {}
+func (noObserver) JobStarted(string, string, time.Duration) {}
+func (noObserver) Preempted(Preemption)                     {}
+
+// statusKey is one count of MetricsState.Jobs.
+type statusKey struct {
+	queue, share string
+	status       qshare.JobStatus
+}
+
+// setJob makes j the record of its job in d.jobs, and keeps the per-share
+// counts of jobs by status (d.counts) equal to what d.jobs holds, so that a
+// scrape reads them without walking the jobs. Callers hold d.mu.
+func (d *Daemon) setJob(j *qshare.Job) {
+	k := statusKey{j.JobQueue, j.QuotaShare, j.Status}
+	if old := d.jobs[j.ID]; old != nil {
+		ok := statusKey{old.JobQueue, old.QuotaShare, old.Status}
+		if ok == k {
+			d.jobs[j.ID] = j
+			return
+		}
+		d.uncount(ok)
+	}
+	d.counts[k]++
+	d.jobs[j.ID] = j
+}
+
+// dropJob removes a job from d.jobs and from the counts. Callers hold d.mu.
+func (d *Daemon) dropJob(id string) {
+	if old := d.jobs[id]; old != nil {
+		d.uncount(statusKey{old.JobQueue, old.QuotaShare, old.Status})
+		delete(d.jobs, id)
+	}
+}
+
+func (d *Daemon) uncount(k statusKey) {
+	if d.counts[k] <= 1 {
+		delete(d.counts, k)
+	} else {
+		d.counts[k]--
+	}
+}
+
+// JobCount is how many jobs of a queue and quota share have one status.
+type JobCount struct {
+	Queue, Share string
+	Status       qshare.JobStatus
+	N            int
+}
+
+// QueueWaiting is engine.Waiting of one job queue.
+type QueueWaiting struct {
+	Queue  string
+	Shares []engine.ShareWaiting
+}
+
+// MetricsState is what a metrics scrape reads of the daemon: who lends to
+// whom in every job queue with quota shares (as Lending("") answers),
+// why their jobs wait, and how many jobs each queue and share has per
+// status. Its cost grows with the shares and queues, not with the jobs.
+type MetricsState struct {
+	Lending []qshare.Lending
+	Waiting []QueueWaiting
+	// Jobs has a count per queue, share and status with at least one job,
+	// in that order.
+	Jobs []JobCount
+}
+
+// MetricsState returns the daemon's state for a metrics scrape. The
+// lending and waiting figures are read under one hold of the engine's
+// lock, so they agree with each other; the counts are read under d.mu.
+func (d *Daemon) MetricsState() MetricsState {
+	var st MetricsState
+	d.mu.RLock()
+	queues := make([]*qshare.JobQueue, 0, len(d.queues))
+	for _, q := range d.queues {
+		queues = append(queues, q)
+	}
+	st.Jobs = make([]JobCount, 0, len(d.counts))
+	for k, n := range d.counts {
+		st.Jobs = append(st.Jobs, JobCount{Queue: k.queue, Share: k.share, Status: k.status, N: n})
+	}
+	d.mu.RUnlock()
+	var names []string
+	for _, q := range queues {
+		if d.isQuotaQueue(q) { // takes d.mu itself
+			names = append(names, q.Name)
+		}
+	}
+	sort.Strings(names)
+	sort.Slice(st.Jobs, func(i, j int) bool {
+		a, b := st.Jobs[i], st.Jobs[j]
+		if a.Queue != b.Queue {
+			return a.Queue < b.Queue
+		}
+		if a.Share != b.Share {
+			return a.Share < b.Share
+		}
+		return a.Status < b.Status
+	})
+	d.engMu.Lock()
+	defer d.engMu.Unlock()
+	for _, n := range names {
+		if l, ok := d.eng.Lending(n); ok {
+			st.Lending = append(st.Lending, l)
+			st.Waiting = append(st.Waiting, QueueWaiting{Queue: n, Shares: d.eng.Waiting(n)})
+		}
+	}
+	return st
+}
+
+// observePreempt reports a preemption decision to the observer, with the
+// preempting job's share as the cycle sees it.
+func (d *Daemon) observePreempt(c *cycle, dec engine.Decision, r *run) {
+	p := Preemption{Kind: PreemptInShare, Queue: dec.Queue, By: dec.Share, Share: dec.Share}
+	if dec.CrossShare {
+		p.Kind = PreemptCrossShare
+		if r.ownStart {
+			p.Kind = PreemptLimitChange
+		}
+		if j := c.job(dec.For); j != nil {
+			p.By = j.QuotaShare
+		} else {
+			p.By = ""
+		}
+	}
+	d.obs.Preempted(p)
+}

@@ -1,0 +1,42 @@
+package serveproc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Build compiles the qshare command into dir/qshare and returns its path,
+// for the tests that run the real binary. It builds with CGO_ENABLED=0, so
+// that the binary needs no C library and runs the same for every user the
+// tests run it as. It must run inside the qshare module; the error holds
+// the compiler's output.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "qshare")
+	cmd := exec.Command("go", "build", "-o", bin, "qshare/cmd/qshare")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// WithBinary is the body of a TestMain whose tests run the real binary: it
+// builds qshare into a new temporary directory (its name starts with
+// prefix), sets *bin to its path, calls run (m.Run) and removes the
+// directory. It returns the exit code for os.Exit: run's, or 1, said on
+// standard error, when the binary cannot be built.
+func WithBinary(prefix string, bin *string, run func() int) int {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return run()
+}

@@ -1,0 +1,148 @@
+package metrics
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"qshare/daemon"
+)
+
+// Why a RUNNABLE job waits, the reason label of qshare_runnable_jobs.
+const (
+	// reasonHeadOfShare: the job is behind its share's head, which the
+	// scheduler considers first.
+	reasonHeadOfShare = "head_of_share"
+	// reasonCapacity: the job is its share's head and waits for capacity.
+	reasonCapacity = "capacity"
+	// reasonMisconfiguration: the job is its share's head and can never fit
+	// (a MISCONFIGURATION status reason).
+	reasonMisconfiguration = "misconfiguration"
+	// reasonPreemption: preemptions were issued for the job; it starts when
+	// its victims have stopped.
+	reasonPreemption = "preemption"
+)
+
+var (
+	envLabels   = []string{"service_environment", "instance_type"}
+	shareLabels = []string{"queue", "share", "instance_type"}
+
+	descEnvCapacity = prometheus.NewDesc("qshare_environment_capacity",
+		"The service environment's maxCapacity of an instance type.", envLabels, nil)
+	descEnvInUse = prometheus.NewDesc("qshare_environment_in_use",
+		"Capacity of an instance type that jobs of the environment's quota shares hold, stopping jobs included.", envLabels, nil)
+	descEnvUnowned = prometheus.NewDesc("qshare_environment_unowned",
+		"The part of the environment's capacity of an instance type that no quota share owns.", envLabels, nil)
+	descShareCapacity = prometheus.NewDesc("qshare_share_capacity",
+		"A quota share's own limit (maxCapacity) of an instance type.", shareLabels, nil)
+	descShareBorrowLimit = prometheus.NewDesc("qshare_share_borrow_limit",
+		"How much a quota share may borrow beyond its own limit of an instance type: 0 for a share that does not borrow, +Inf for no limit.", shareLabels, nil)
+	descShareInUse = prometheus.NewDesc("qshare_share_in_use",
+		"Capacity of an instance type that a quota share's jobs hold, borrowed capacity included.", shareLabels, nil)
+	descShareOwnUse = prometheus.NewDesc("qshare_share_own_use",
+		"The part of qshare_share_in_use within the share's own limit.", shareLabels, nil)
+	descShareBorrowed = prometheus.NewDesc("qshare_share_borrowed",
+		"The part of qshare_share_in_use beyond the share's own limit: borrowed capacity.", shareLabels, nil)
+	descShareLent = prometheus.NewDesc("qshare_share_lent",
+		"The part of a quota share's own capacity that other shares' jobs hold.", shareLabels, nil)
+	descShareIdle = prometheus.NewDesc("qshare_share_idle",
+		"The part of a quota share's own capacity that nobody uses.", shareLabels, nil)
+	descLent = prometheus.NewDesc("qshare_lent",
+		"Capacity of an instance type that the lender share owns and the borrower share's jobs hold, as the scheduler attributes it (the borrower is QUEUE/SHARE when in another queue).",
+		[]string{"queue", "lender", "borrower", "instance_type"}, nil)
+	descBorrowedUnowned = prometheus.NewDesc("qshare_borrowed_unowned",
+		"Capacity of an instance type that a quota share borrows from the environment's capacity no share owns.", shareLabels, nil)
+	descJobs = prometheus.NewDesc("qshare_jobs",
+		"Jobs the server keeps, by queue, quota share (empty in a queue without quota shares) and status.",
+		[]string{"queue", "share", "status"}, nil)
+	descRunnable = prometheus.NewDesc("qshare_runnable_jobs",
+		"RUNNABLE jobs of a quota share by why they wait: head_of_share (behind the share's head), capacity (the head waits for capacity), misconfiguration (the head can never fit), preemption (waiting for the victims of its preemptions to stop).",
+		[]string{"queue", "share", "reason"}, nil)
+
+	stateDescs = []*prometheus.Desc{descEnvCapacity, descEnvInUse, descEnvUnowned,
+		descShareCapacity, descShareBorrowLimit, descShareInUse, descShareOwnUse, descShareBorrowed,
+		descShareLent, descShareIdle, descLent, descBorrowedUnowned, descJobs, descRunnable}
+)
+
+// stateCollector computes the gauges from one daemon.MetricsState per
+// scrape.
+type stateCollector struct {
+	d *daemon.Daemon
+}
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range stateDescs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.d.MetricsState()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	envs := map[string]bool{}
+	for _, l := range st.Lending {
+		if !envs[l.ServiceEnvironment] {
+			envs[l.ServiceEnvironment] = true
+			for _, e := range l.Capacity {
+				gauge(descEnvCapacity, float64(e.MaxCapacity), l.ServiceEnvironment, e.CapacityUnit)
+				gauge(descEnvInUse, float64(e.InUse), l.ServiceEnvironment, e.CapacityUnit)
+				gauge(descEnvUnowned, float64(e.Unowned), l.ServiceEnvironment, e.CapacityUnit)
+			}
+		}
+		q := l.JobQueue
+		for _, s := range l.QuotaShares {
+			for _, k := range s.Capacity {
+				t := k.CapacityUnit
+				gauge(descShareCapacity, float64(k.Owned), q, s.QuotaShareName, t)
+				borrow := math.Inf(1)
+				if k.Limit >= 0 {
+					borrow = float64(max(0, k.Limit-k.Owned))
+				}
+				gauge(descShareBorrowLimit, borrow, q, s.QuotaShareName, t)
+				gauge(descShareInUse, float64(k.InUse), q, s.QuotaShareName, t)
+				gauge(descShareOwnUse, float64(k.Own), q, s.QuotaShareName, t)
+				gauge(descShareBorrowed, float64(k.Borrowed), q, s.QuotaShareName, t)
+				gauge(descShareLent, float64(k.Lent), q, s.QuotaShareName, t)
+				gauge(descShareIdle, float64(k.Idle), q, s.QuotaShareName, t)
+				for _, f := range k.LentTo {
+					gauge(descLent, float64(f.Quantity), q, s.QuotaShareName, f.QuotaShare, t)
+				}
+				for _, f := range k.BorrowedFrom {
+					if f.Unowned {
+						gauge(descBorrowedUnowned, float64(f.Quantity), q, s.QuotaShareName, t)
+					}
+				}
+			}
+		}
+	}
+	for _, w := range st.Waiting {
+		for _, s := range w.Shares {
+			var behind, capacity, misconf float64
+			if s.Runnable > 0 {
+				behind = float64(s.Runnable - 1)
+				if s.Misconfigured {
+					misconf = 1
+				} else {
+					capacity = 1
+				}
+			}
+			// A reason no job waits for has no sample: most shares of a
+			// large fleet have none, and a scrape stays small.
+			for _, r := range [...]struct {
+				n      float64
+				reason string
+			}{{behind, reasonHeadOfShare}, {capacity, reasonCapacity}, {misconf, reasonMisconfiguration}, {float64(s.Reserved), reasonPreemption}} {
+				if r.n > 0 {
+					gauge(descRunnable, r.n, w.Queue, s.Share, r.reason)
+				}
+			}
+		}
+	}
+	for _, j := range st.Jobs {
+		gauge(descJobs, float64(j.N), j.Queue, j.Share, string(j.Status))
+	}
+}

@@ -1,0 +1,217 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"qshare/store"
+)
+
+// Exclusive ownership and fencing.
+//
+// The writer's connection takes a session-level advisory lock,
+// pg_try_advisory_lock(lockClass, objid), before it migrates or writes
+// anything, and holds it until Close. objid is a hash of the current schema,
+// so stores in two schemas of one database do not exclude each other
+// (advisory locks are per database already). The lock is tied to the
+// connection's server process: when the owner's process dies, however
+// (SIGKILL included), its socket closes, the server ends that backend and
+// the lock is gone; the next Open takes it. The try form never waits, so a
+// second Open fails at once with store.ErrLocked, naming the holder from
+// pg_stat_activity (its application_name says host and pid).
+//
+// Under the lock, Open increments the owner row's epoch. Every commit then
+// calls qshare_fence(lockClass, objid, epoch, batch) first, in the same
+// transaction: it fails unless this backend holds the lock and the stored
+// epoch is still ours, and it records the batch number. A commit therefore
+// can only ever apply on the connection that holds the lock, and a server
+// that lost its connection (PostgreSQL restarted, the backend was
+// terminated, the network was cut) cannot commit again: the writer never
+// reconnects to write (ErrDeposed). The epoch check also refuses a commit
+// once any later owner has taken over, should the lock ever be bypassed.
+// The batch number lets a writer whose connection broke during a commit
+// learn, from a fresh connection, whether that commit was applied (see
+// outcome).
+
+// outcomeTimeout bounds how long a writer whose connection broke during a
+// commit tries to learn that commit's outcome (the callers wait for it).
+const outcomeTimeout = 30 * time.Second
+
+// lockClass is the first key of the store's advisory lock ("qshr").
+const lockClass int32 = 0x71736872
+
+// writer owns the connection that holds the lock and that every write goes
+// through. Only the writer goroutine uses it after Open.
+type writer struct {
+	cfg   *pgx.ConnConfig
+	conn  *pgx.Conn // nil once lost
+	lost  error     // why the connection was given up; wraps ErrDeposed
+	name  string
+	objid int32
+	epoch int64
+	pid   uint32 // the server process of conn
+	// started is when that process started: with pid, it names the
+	// process even after a database restart, when pids are reused.
+	started time.Time
+	batch   int64 // the number of the last batch sent
+	schema  string
+}
+
+// newWriter connects, takes the lock, migrates the schema and takes the
+// next owner epoch.
+func newWriter(ctx context.Context, cfg *pgx.ConnConfig, name, connString string) (*writer, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", redactErr(err, connString))
+	}
+	w := &writer{cfg: cfg, conn: conn, name: name, pid: conn.PgConn().PID()}
+	ok := false
+	defer func() {
+		if !ok {
+			conn.Close(context.Background())
+		}
+	}()
+	var schema *string
+	if err := conn.QueryRow(ctx, `SELECT current_schema(), (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())`).Scan(&schema, &w.started); err != nil {
+		return nil, fmt.Errorf("read the current schema: %w", err)
+	}
+	if schema == nil {
+		return nil, errors.New("no schema of the search_path exists; create it, or fix search_path")
+	}
+	w.schema = *schema
+	h := fnv.New32a()
+	h.Write([]byte(w.schema))
+	w.objid = int32(h.Sum32() & 0x7fffffff)
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockClass, w.objid).Scan(&got); err != nil {
+		return nil, fmt.Errorf("take the store's lock: %w", err)
+	}
+	if !got {
+		return nil, fmt.Errorf("%w: %s", store.ErrLocked, holder(ctx, conn, w.objid))
+	}
+	if err := migrate(ctx, conn); err != nil {
+		return nil, err
+	}
+	if err := conn.QueryRow(ctx, `INSERT INTO owner (id, epoch, holder, since, last_batch)
+		VALUES (1, 1, $1, now(), 0)
+		ON CONFLICT (id) DO UPDATE SET epoch = owner.epoch + 1, holder = excluded.holder, since = excluded.since, last_batch = 0
+		RETURNING epoch`, cfg.RuntimeParams["application_name"]).Scan(&w.epoch); err != nil {
+		return nil, fmt.Errorf("take the next owner epoch: %w", err)
+	}
+	ok = true
+	return w, nil
+}
+
+// holder describes who holds the lock, as far as this user may see.
+func holder(ctx context.Context, conn *pgx.Conn, objid int32) string {
+	var pid int32
+	var app, addr string
+	var since time.Time
+	err := conn.QueryRow(ctx, `SELECT l.pid, COALESCE(a.application_name, ''), COALESCE(host(a.client_addr), 'a local socket'), COALESCE(a.backend_start, now())
+		FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1::int::oid AND l.objid = $2::int::oid AND l.objsubid = 2
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`, lockClass, objid).Scan(&pid, &app, &addr, &since)
+	if err != nil {
+		return "another connection holds its lock"
+	}
+	who := fmt.Sprintf("held by server process %d", pid)
+	if app != "" {
+		who += ", " + app
+	}
+	return fmt.Sprintf("%s, connected from %s since %s", who, addr, since.UTC().Format(time.RFC3339))
+}
+
+// close releases the lock and the connection for good.
+func (w *writer) close() error {
+	if w.conn == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Unlock explicitly: the server drops the lock when the backend exits,
+	// but that may come a moment after Close returns, and the next Open
+	// must find the store free.
+	_, err := w.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, lockClass, w.objid)
+	if cerr := w.conn.Close(ctx); err == nil {
+		err = cerr
+	}
+	w.conn = nil
+	return err
+}
+
+// lose gives the connection up for good: from now on every commit fails
+// with ErrDeposed.
+func (w *writer) lose(why error) {
+	if w.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		w.conn.Close(ctx) //nolint:errcheck // it is broken already
+		cancel()
+		w.conn = nil
+	}
+	if w.lost == nil {
+		w.lost = fmt.Errorf("%w: %v", ErrDeposed, why)
+	}
+}
+
+// outcome finds out, after the connection broke during the commit of batch,
+// whether that commit was applied. It connects afresh (without taking the
+// lock: it only reads), ends the old backend if it still runs, so that its
+// transaction is over one way or the other, and reads the owner row: the
+// batch was applied if and only if the row holds our epoch and a last batch
+// at least batch's number. While the database does not answer (it may be
+// restarting) it tries again, for up to outcomeTimeout; it reports an
+// error when it cannot tell.
+func (w *writer) outcome(batch int64) (applied bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), outcomeTimeout)
+	defer cancel()
+	// The database may be restarting: try again until it answers.
+	var conn *pgx.Conn
+	for {
+		var err error
+		if conn, err = pgx.ConnectConfig(ctx, w.cfg); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("reconnect to learn the outcome, for %v: %w", outcomeTimeout, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	defer conn.Close(context.Background())
+	for {
+		var alive bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`, int32(w.pid), w.started).Scan(&alive); err != nil {
+			return false, fmt.Errorf("look for the old connection's server process: %w", err)
+		}
+		if !alive {
+			break
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2`, int32(w.pid), w.started); err != nil {
+			return false, fmt.Errorf("end the old connection's server process %d: %w", w.pid, err)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	var epoch, last int64
+	err = conn.QueryRow(ctx, `SELECT epoch, last_batch FROM owner WHERE id = 1`).Scan(&epoch, &last)
+	if err != nil {
+		return false, fmt.Errorf("read the owner row: %w", err)
+	}
+	return epoch == w.epoch && last >= batch, nil
+}
+
+// isFenceError reports whether err is qshare_fence's refusal.
+func isFenceError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03" && strings.HasPrefix(pe.Message, "qshare:")
+}

@@ -1,0 +1,56 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"qshare/postgres/postgrestest"
+)
+
+// srv is the PostgreSQL server of this test binary, or nil when PostgreSQL
+// is not installed (skipWhy says so).
+var (
+	srv     *postgrestest.Server
+	skipWhy string
+)
+
+// TestMain starts a throwaway PostgreSQL (postgrestest) for the tests and stops
+// it at the end, whatever the tests did; a child process that storetest
+// starts finds its parent's server in the environment and uses it.
+func TestMain(m *testing.M) {
+	if u := os.Getenv(postgrestest.URLEnv); u != "" {
+		srv = postgrestest.Attach(u)
+		os.Exit(m.Run())
+	}
+	s, err := postgrestest.Start()
+	if errors.Is(err, postgrestest.ErrNotInstalled) {
+		skipWhy = err.Error()
+		os.Exit(m.Run())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "postgres tests: cannot start PostgreSQL:", err)
+		os.Exit(1)
+	}
+	srv = s
+	os.Setenv(postgrestest.URLEnv, s.URL())
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+// newDB returns the URL of a new, empty database, skipping t when there is
+// no PostgreSQL.
+func newDB(t *testing.T) string {
+	t.Helper()
+	if srv == nil {
+		t.Skip(skipWhy)
+	}
+	u, err := srv.NewDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

@@ -1,0 +1,358 @@
+// Package postgres is qshare's PostgreSQL store: a store.Store kept in one
+// PostgreSQL database (or one schema of it), through github.com/jackc/pgx/v5.
+// A server picks it with --store postgres://USER@HOST:PORT/DB (url.go).
+//
+// It keeps the contract of store.Store as sqlite/ does, and passes the same
+// conformance suite (store/storetest):
+//
+//   - Commit is atomic and durable: a group of changes is written as one
+//     pipelined batch that PostgreSQL runs as one implicit transaction, and
+//     a caller is answered only after the server has acknowledged the commit,
+//     which with synchronous_commit=on (forced on the writing connection) is
+//     after its WAL was flushed.
+//   - Concurrent commits are grouped (commit.go): one writer goroutine takes
+//     every change that is waiting into one transaction and one round trip.
+//   - Exclusive ownership (lock.go): the writing connection holds a
+//     session-level advisory lock for as long as the store is open, so a
+//     second Open fails at once with store.ErrLocked, and the database drops
+//     the lock when the owner's connection ends, however its process died.
+//   - Fencing: every commit runs on that connection and, in its own
+//     transaction, proves that the connection still holds the lock and that
+//     no later owner has taken over (the owner row's epoch). A store whose
+//     connection was lost never reconnects to write: its commits fail with
+//     ErrDeposed from then on, and the server must start again from Load.
+//
+// The schema is created and migrated by Open, in versioned steps
+// (schema.go), as sqlite/ does.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"qshare"
+	"qshare/store"
+)
+
+var _ store.Store = (*DB)(nil)
+
+// ErrDeposed is returned (wrapped) by Commit once the store has lost the
+// connection that holds its ownership: another server may own the storage
+// now, so this one must not write again. Only a new Open (which loads what
+// is stored) can own it again.
+var ErrDeposed = errors.New("this server no longer owns the PostgreSQL store (its connection, and with it the lock, was lost)")
+
+// DB is a store.Store in a PostgreSQL database. It is safe for concurrent
+// use. Open it with Open and release it with Close.
+type DB struct {
+	name string // the URL without its password, for messages
+	pool *pgxpool.Pool
+	opts options
+
+	// mu guards closed and the send side of reqs, as in sqlite/: Commit
+	// holds it for reading while it hands a request over, Close takes it
+	// for writing before it closes reqs.
+	mu     sync.RWMutex
+	closed bool
+	reqs   chan *request
+	done   chan struct{} // closed when the writer goroutine has exited
+
+	w *writer // owned by the writer goroutine after Open
+
+	stats struct {
+		commits, batches, failed, rows atomic.Int64
+	}
+}
+
+type options struct {
+	maxBatch     int
+	maxRows      int
+	batchTimeout time.Duration
+}
+
+// Option configures Open.
+type Option func(*options)
+
+// WithMaxBatch bounds how many concurrent commits are grouped into one
+// transaction (default 1024). A batch also stops growing once it holds
+// about 20,000 rows; a single larger change is still committed whole.
+// WithMaxBatch(1) turns group commit off: one transaction per Commit.
+func WithMaxBatch(n int) Option {
+	return func(o *options) {
+		if n >= 1 {
+			o.maxBatch = n
+		}
+	}
+}
+
+// Open opens the PostgreSQL store that connString (a postgres:// URL or a
+// libpq key=value string, as pgx.ParseConfig reads it) names, takes its
+// ownership, and brings its schema up to date. The tables live in the
+// connection's current schema (the first of its search_path that exists).
+// When another open store owns it, Open fails at once with an error that
+// wraps store.ErrLocked and names the holder. The caller must Close the DB.
+// No error message holds the password.
+func Open(ctx context.Context, connString string, opts ...Option) (*DB, error) {
+	o := options{maxBatch: 1024, maxRows: 20000, batchTimeout: time.Minute}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	name := redact(connString)
+	fail := func(err error) (*DB, error) {
+		return nil, fmt.Errorf("postgres: open %s: %w", name, err)
+	}
+	cfg, err := pgx.ParseConfig(connString)
+	if err != nil {
+		return fail(redactErr(err, connString))
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	// Durability is the store's promise, whatever the server's default.
+	cfg.RuntimeParams["synchronous_commit"] = "on"
+	if cfg.RuntimeParams["application_name"] == "" {
+		host, _ := os.Hostname()
+		cfg.RuntimeParams["application_name"] = fmt.Sprintf("qshare (host %s, pid %d)", host, os.Getpid())
+	}
+	w, err := newWriter(ctx, cfg, name, connString)
+	if err != nil {
+		return fail(err)
+	}
+	pcfg, err := pgxpool.ParseConfig("")
+	if err != nil {
+		w.close()
+		return fail(err)
+	}
+	pcfg.ConnConfig = cfg.Copy()
+	pcfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		w.close()
+		return fail(redactErr(err, connString))
+	}
+	d := &DB{
+		name: name,
+		pool: pool,
+		opts: o,
+		reqs: make(chan *request, 4096),
+		done: make(chan struct{}),
+		w:    w,
+	}
+	go d.run()
+	return d, nil
+}
+
+// Name returns the store's URL without its password.
+func (d *DB) Name() string { return d.name }
+
+// Epoch returns the owner epoch this DB took at Open: one more than the
+// previous owner's. Every commit checks, in its transaction, that the
+// stored epoch is still this one.
+func (d *DB) Epoch() int64 { return d.w.epoch }
+
+// Stats counts what the DB has done since it was opened.
+type Stats struct {
+	// Commits is the number of Commit calls that succeeded.
+	Commits int64
+	// Failed is the number of Commit calls that returned an error from the
+	// database (not counting cancelled or invalid ones).
+	Failed int64
+	// Batches is the number of transactions committed; Commits/Batches is
+	// the mean group-commit batch size.
+	Batches int64
+	// Rows is the number of records put or deleted by successful commits.
+	Rows int64
+}
+
+// Stats returns the DB's counters. It is safe to call at any time.
+func (d *DB) Stats() Stats {
+	return Stats{
+		Commits: d.stats.commits.Load(),
+		Failed:  d.stats.failed.Load(),
+		Batches: d.stats.batches.Load(),
+		Rows:    d.stats.rows.Load(),
+	}
+}
+
+// Close waits for the commits already handed over to finish, stops the
+// writer, releases the ownership and closes the connections. Commit and
+// Load fail with store.ErrClosed afterwards. Closing a closed DB does
+// nothing and returns nil.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.reqs)
+	d.mu.Unlock()
+	<-d.done
+	err := d.w.close()
+	d.pool.Close()
+	if err != nil {
+		return fmt.Errorf("postgres: close %s: %w", d.name, err)
+	}
+	return nil
+}
+
+// Load returns everything stored, read in one REPEATABLE READ transaction
+// so that it is a consistent snapshot even while commits go on. Jobs come in
+// CreatedAt order, ties broken by ID (byte order). Load reads through its
+// own connections, not the owner's: it needs no ownership.
+func (d *DB) Load(ctx context.Context) (*store.State, error) {
+	d.mu.RLock()
+	closed := d.closed
+	d.mu.RUnlock()
+	if closed {
+		return nil, fmt.Errorf("postgres: load: %w", store.ErrClosed)
+	}
+	fail := func(what string, err error) (*store.State, error) {
+		return nil, fmt.Errorf("postgres: load %sfrom %s: %w", what, d.name, err)
+	}
+	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fail("", err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only; nothing to undo
+	st := &store.State{}
+	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data, NULL::bytea FROM environments ORDER BY name`, nil); err != nil {
+		return fail("environments ", err)
+	}
+	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data, NULL::bytea FROM policies ORDER BY name`, nil); err != nil {
+		return fail("policies ", err)
+	}
+	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data, NULL::bytea FROM queues ORDER BY name`, nil); err != nil {
+		return fail("queues ", err)
+	}
+	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data, NULL::bytea FROM shares ORDER BY queue, name`, nil); err != nil {
+		return fail("shares ", err)
+	}
+	setPayload := func(j *qshare.Job, payload []byte) { j.Payload = string(payload) }
+	if st.Jobs, err = loadAll(ctx, tx, `SELECT data, payload FROM jobs ORDER BY created_at, id`, setPayload); err != nil {
+		return fail("jobs ", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fail("", err)
+	}
+	return st, nil
+}
+
+// loadAll runs query, which selects a JSON text column and a bytea column,
+// and decodes every row in order; extra, when not nil, puts the second
+// column into the decoded record. Decoding the JSON costs more than reading
+// the rows, so it runs on every core: the rows are read in chunks and each
+// chunk is decoded by a worker while the next ones are read (as sqlite/
+// does).
+func loadAll[T any](ctx context.Context, tx pgx.Tx, query string, extra func(*T, []byte)) ([]T, error) {
+	rows, err := tx.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+
+	const chunkSize = 256
+	type chunk struct {
+		first int // index of the chunk's first row, for error messages
+		raw   [][]byte
+		extra [][]byte
+		out   *[]T
+	}
+	work := make(chan chunk, 4)
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		decErr  error
+		failed  atomic.Bool
+	)
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				if failed.Load() {
+					continue
+				}
+				out := make([]T, len(c.raw))
+				for i, b := range c.raw {
+					if err := json.Unmarshal(b, &out[i]); err != nil {
+						errOnce.Do(func() { decErr = fmt.Errorf("decode record %d: %w", c.first+i+1, err) })
+						failed.Store(true)
+						break
+					}
+					if extra != nil {
+						extra(&out[i], c.extra[i])
+					}
+				}
+				*c.out = out
+			}
+		}()
+	}
+	var chunks []*[]T
+	n := 0
+	raw := make([][]byte, 0, chunkSize)
+	extras := make([][]byte, 0, chunkSize)
+	flush := func() {
+		p := new([]T)
+		chunks = append(chunks, p)
+		work <- chunk{first: n - len(raw), raw: raw, extra: extras, out: p}
+		raw = make([][]byte, 0, chunkSize)
+		extras = make([][]byte, 0, chunkSize)
+	}
+	for rows.Next() {
+		// Scanning into []byte copies the row's bytes (pgx reuses its
+		// buffer for the next row).
+		var data, x []byte
+		if err = rows.Scan(&data, &x); err != nil {
+			break
+		}
+		raw = append(raw, data)
+		extras = append(extras, x)
+		n++
+		if len(raw) == chunkSize {
+			flush()
+		}
+	}
+	if len(raw) > 0 {
+		flush()
+	}
+	close(work)
+	wg.Wait()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if decErr != nil {
+		return nil, decErr
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]T, 0, n)
+	for _, c := range chunks {
+		out = append(out, *c...)
+	}
+	return out, nil
+}
+
+// redact returns connString without its password, for messages: a URL as
+// url.URL.Redacted gives it, a key=value string with password=xxxxx.
+func redact(connString string) string {
+	if u, err := url.Parse(connString); err == nil && u.Scheme != "" {
+		return u.Redacted()
+	}
+	return kvPasswordRE.ReplaceAllString(connString, "${1}xxxxx")
+}

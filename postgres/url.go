@@ -1,0 +1,93 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"qshare/store"
+)
+
+// Scheme and SchemeLong are the URL schemes of PostgreSQL stores, for
+// store.Registry: postgres://USER[:PASSWORD]@HOST:PORT/DB?PARAMS, with the
+// parameters pgx and libpq know (sslmode, connect_timeout, search_path,
+// ...). A password is better given through PGPASSWORD or a ~/.pgpass file
+// than in the URL, where a process listing can show it; either way no
+// message of this package prints it.
+const (
+	Scheme     = "postgres"
+	SchemeLong = "postgresql"
+)
+
+// OpenURL opens the store that u, a URL of scheme postgres or postgresql,
+// names, as Open does with no options. It is the Opener that cmd/qshare
+// registers for both schemes (store.Registry).
+func OpenURL(ctx context.Context, u *url.URL) (store.Store, error) {
+	if u.Scheme != Scheme && u.Scheme != SchemeLong {
+		return nil, fmt.Errorf("postgres: store URL %q is not of the scheme %s or %s", u.Redacted(), Scheme, SchemeLong)
+	}
+	if u.Fragment != "" {
+		return nil, fmt.Errorf("postgres: store URL %q has a fragment (#...), which names nothing in a database", u.Redacted())
+	}
+	if u.Opaque != "" {
+		return nil, fmt.Errorf("postgres: store URL %q has no //: give postgres://USER@HOST:PORT/DATABASE", u.Redacted())
+	}
+	d, err := Open(ctx, u.String())
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return d, nil
+}
+
+// kvPasswordRE finds the password of a key=value connection string.
+var kvPasswordRE = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
+
+// passwordOf returns the password that connString holds, or "".
+func passwordOf(connString string) string {
+	if u, err := url.Parse(connString); err == nil && u.Scheme != "" {
+		if u.User != nil {
+			p, _ := u.User.Password()
+			return p
+		}
+		return ""
+	}
+	if m := kvPasswordRE.FindStringSubmatch(connString); m != nil {
+		return strings.Trim(m[2], "'")
+	}
+	return ""
+}
+
+// redactErr returns err with any copy of connString's password in its
+// message (as given, or percent-encoded) replaced by xxxxx: a driver's
+// messages may quote the connection string. It still wraps err.
+func redactErr(err error, connString string) error {
+	if err == nil {
+		return nil
+	}
+	return &redactedError{msg: redactMsg(err.Error(), connString), err: err}
+}
+
+// redactedError is an error whose message was redacted.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactMsg replaces connString's password in msg.
+func redactMsg(msg, connString string) string {
+	if pw := passwordOf(connString); pw != "" {
+		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		if esc := url.QueryEscape(pw); esc != pw {
+			msg = strings.ReplaceAll(msg, esc, "xxxxx")
+		}
+		if esc := url.PathEscape(pw); esc != pw {
+			msg = strings.ReplaceAll(msg, esc, "xxxxx")
+		}
+	}
+	return msg
+}
