@@ -74,6 +74,9 @@ type Config struct {
 	// Authenticator, when not nil, authenticates every request that passes
 	// the Guard's own checks (qshare serve --auth), after them.
 	Authenticator *Authenticator
+	// TLS says the server speaks HTTPS, so that a Host header without a
+	// port means port 443, not 80.
+	TLS bool
 	// Audit, when not nil, receives a line for every mutating request and
 	// every refused one (qshare serve --audit), written before the
 	// response.
@@ -338,8 +341,11 @@ func (g *Guard) ownAddr() string {
 func (g *Guard) hostAllowed(hostport string) bool {
 	hp := strings.ToLower(hostport)
 	host, port, err := net.SplitHostPort(hp)
-	if err != nil { // no port: the scheme's default, 80 for qshare's plain HTTP
+	if err != nil { // no port: the scheme's default
 		host, port = strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]"), "80"
+		if g.cfg.TLS {
+			port = "443"
+		}
 	}
 	if host == "" {
 		return false

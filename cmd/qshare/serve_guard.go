@@ -135,7 +135,7 @@ func resolveGuardSettings(cmd *cobra.Command, g *guardSettings) {
 func newGuard(ctx context.Context, ln net.Listener, s serveSettings, log *slog.Logger) (*auth.Guard, func(), error) {
 	g := s.Guard
 	cfg := auth.Config{Addr: ln.Addr().String(), AllowOrigins: g.AllowOrigins.list(),
-		AllowHosts: g.AllowHosts.list(), SameUserOnly: g.Auth == "", WriteError: api.WriteError, Log: log}
+		AllowHosts: g.AllowHosts.list(), SameUserOnly: g.Auth == "", TLS: g.TLSCert != "", WriteError: api.WriteError, Log: log}
 	done := func() {}
 	if g.Audit != "" {
 		a, err := auth.OpenAudit(g.Audit)
