@@ -21,6 +21,20 @@ const (
 	// (AccessDeniedException, HTTP 403): a browser, a name the server does
 	// not answer to, a local user other than the server's own.
 	EDENIED ErrorCode = "denied"
+	// ENOSIGNATURE: authentication is on and the request carries no
+	// signature (MissingAuthenticationTokenException, HTTP 403).
+	ENOSIGNATURE ErrorCode = "no_signature"
+	// EUNKNOWNKEY: the request is signed with an access key the server does
+	// not know (UnrecognizedClientException, HTTP 403).
+	EUNKNOWNKEY ErrorCode = "unknown_key"
+	// EBADSIGNATURE: the request's signature is malformed, does not match,
+	// or was made too far from the server's clock
+	// (InvalidSignatureException, HTTP 403).
+	EBADSIGNATURE ErrorCode = "bad_signature"
+	// ETHROTTLED: the caller made more requests than its limits allow;
+	// it may retry later (TooManyRequestsException, HTTP 429, which the
+	// AWS SDKs retry with backoff).
+	ETHROTTLED ErrorCode = "throttled"
 	// EINTERNAL: qshare failed; the request may be retried (ServerException).
 	EINTERNAL ErrorCode = "internal"
 )

@@ -3,6 +3,7 @@ package qshare
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -92,13 +93,34 @@ func ValidateSharing(field string, strategy Strategy, borrowLimit *int64) (int64
 	return *borrowLimit, nil
 }
 
+// SystemTagPrefix begins the keys of the tags qshare itself sets, such as
+// TagSubmittedBy; users can neither set nor remove them.
+const SystemTagPrefix = "qshare:"
+
+// TagSubmittedBy is the system tag of a job that names the ARN of the
+// principal that submitted it (with authentication on).
+const TagSubmittedBy = SystemTagPrefix + "submittedBy"
+
+// TagRunAs is the system tag of a job that names the Unix user its
+// processes run as: its submitter's unixUser (with authentication on).
+const TagRunAs = SystemTagPrefix + "runAs"
+
+// ReservedTagKey reports whether a tag key is qshare's (SystemTagPrefix,
+// in any case).
+func ReservedTagKey(k string) bool {
+	return len(k) >= len(SystemTagPrefix) && strings.EqualFold(k[:len(SystemTagPrefix)], SystemTagPrefix)
+}
+
 // ValidateTags checks a tag map: at most 50 tags, keys of 1 to 128
-// characters, values of at most 256.
+// characters that do not begin with SystemTagPrefix, values of at most 256.
 func ValidateTags(field string, tags map[string]string) error {
 	if len(tags) > 50 {
 		return Errorf(EINVALID, "%s has %d tags: at most 50 are allowed", field, len(tags))
 	}
 	for k, v := range tags {
+		if ReservedTagKey(k) {
+			return Errorf(EINVALID, "%s key %q is not allowed: keys that begin with %s are qshare's system tags", field, k, SystemTagPrefix)
+		}
 		if n := utf8.RuneCountInString(k); n < 1 || n > 128 {
 			return Errorf(EINVALID, "%s key %q is not valid: keys have 1 to 128 characters", field, k)
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/google/uuid"
 
 	"qshare"
+	"qshare/auth"
 	"qshare/daemon"
 )
 
@@ -54,7 +55,12 @@ var errorTable = map[qshare.ErrorCode]struct {
 	qshare.ENOTFOUND: {"ClientException", http.StatusBadRequest},
 	qshare.ECONFLICT: {"ClientException", http.StatusBadRequest},
 	qshare.EDENIED:   {"AccessDeniedException", http.StatusForbidden},
-	qshare.EINTERNAL: {"ServerException", http.StatusInternalServerError},
+	// The refusals of authentication (package auth), as AWS answers them.
+	qshare.ENOSIGNATURE:  {"MissingAuthenticationTokenException", http.StatusForbidden},
+	qshare.EUNKNOWNKEY:   {"UnrecognizedClientException", http.StatusForbidden},
+	qshare.EBADSIGNATURE: {"InvalidSignatureException", http.StatusForbidden},
+	qshare.ETHROTTLED:    {"TooManyRequestsException", http.StatusTooManyRequests},
+	qshare.EINTERNAL:     {"ServerException", http.StatusInternalServerError},
 }
 
 // Handler serves the AWS Batch API over a daemon.
@@ -66,8 +72,9 @@ type Handler struct {
 }
 
 type operation struct {
-	limit int64
-	run   func(ctx context.Context, body []byte) (any, error)
+	limit  int64
+	action string // the IAM action, batch:OperationName
+	run    func(ctx context.Context, body []byte) (any, error)
 }
 
 // New returns the HTTP handler of the AWS Batch API for d. log receives one
@@ -340,6 +347,13 @@ func requestHash(in submitIn) string {
 
 var hashBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// tagActions are the actions of the tag routes, by method.
+var tagActions = map[string]string{
+	http.MethodGet:    actionPrefix + "ListTagsForResource",
+	http.MethodPost:   actionPrefix + "TagResource",
+	http.MethodDelete: actionPrefix + "UntagResource",
+}
+
 // serveTags serves TagResource (POST), UntagResource (DELETE) and
 // ListTagsForResource (GET) on /v1/tags/{resourceArn}.
 func (h *Handler) serveTags(w http.ResponseWriter, r *http.Request, rid string) {
@@ -352,6 +366,12 @@ func (h *Handler) serveTags(w http.ResponseWriter, r *http.Request, rid string) 
 		return
 	}
 	ctx := r.Context()
+	if action, ok := tagActions[r.Method]; ok {
+		if err := auth.Authorize(ctx, action, tagResources(h.d, arn)...); err != nil {
+			h.fail(w, rid, strings.ToLower(strings.TrimPrefix(action, actionPrefix)), err)
+			return
+		}
+	}
 	switch r.Method {
 	case http.MethodGet:
 		tags, err := h.d.Tags(arn)

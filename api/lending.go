@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"qshare"
+	"qshare/auth"
 	"qshare/daemon"
 )
 
@@ -70,6 +71,14 @@ func LendingHandler(d *daemon.Daemon) http.Handler {
 				writeError(w, err)
 				return
 			}
+		}
+		res := "*"
+		if ref != "" {
+			res = refARN(ref, d.QueueARN)
+		}
+		if err := auth.Authorize(r.Context(), ActionGetLending, res); err != nil {
+			writeError(w, err)
+			return
 		}
 		ls, err := d.Lending(ref)
 		if err != nil {

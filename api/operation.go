@@ -5,14 +5,25 @@ import (
 	"encoding/json"
 
 	"qshare"
+	"qshare/auth"
 	"qshare/daemon"
 )
 
-// op wraps a typed operation: decode the body into In, then run f.
-func op[In any](limit int64, f func(ctx context.Context, in *In) (any, error)) operation {
-	return operation{limit: limit, run: func(ctx context.Context, body []byte) (any, error) {
+// op wraps a typed operation: decode the body into In, authorize the
+// caller for batch:action on the resources res names (authorizeAll), then
+// run f. res nil means the operation concerns no one resource ("*"), as
+// AWS checks its Describe* and List* operations.
+func op[In any](limit int64, action string, res func(in *In) [][]string, f func(ctx context.Context, in *In) (any, error)) operation {
+	return operation{limit: limit, action: actionPrefix + action, run: func(ctx context.Context, body []byte) (any, error) {
 		var in In
 		if err := decode(body, &in); err != nil {
+			return nil, err
+		}
+		var groups [][]string
+		if res != nil {
+			groups = res(&in)
+		}
+		if err := authorizeAll(ctx, actionPrefix+action, groups); err != nil {
 			return nil, err
 		}
 		return f(ctx, &in)
@@ -94,6 +105,9 @@ func (h *Handler) operations() map[string]operation {
 		s := daemon.SubmitInput{Name: in.JobName, Queue: in.JobQueue, QuotaShare: in.QuotaShareName, ShareIdentifier: in.ShareIdentifier,
 			ServiceJobType: in.ServiceJobType, Payload: in.ServiceRequestPayload, Priority: i64(in.SchedulingPriority), RetryStrategy: rs,
 			Tags: in.Tags, ClientToken: in.ClientToken}
+		if p := auth.PrincipalFrom(ctx); p != nil {
+			s.SubmittedBy, s.RunAs = p.ARN, p.UnixUser
+		}
 		if in.ClientToken != "" { // the hash only tells replays of a token apart
 			s.RequestHash = requestHash(*in)
 		}
@@ -111,7 +125,7 @@ func (h *Handler) operations() map[string]operation {
 	}
 	return map[string]operation{
 		// ---- service environments ----
-		"createserviceenvironment": op(maxBody, func(ctx context.Context, in *createEnvironmentIn) (any, error) {
+		"createserviceenvironment": op(maxBody, "CreateServiceEnvironment", func(in *createEnvironmentIn) [][]string { return one(d.EnvironmentARN(in.ServiceEnvironmentName)) }, func(ctx context.Context, in *createEnvironmentIn) (any, error) {
 			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
 			if err != nil {
 				return nil, err
@@ -120,7 +134,7 @@ func (h *Handler) operations() map[string]operation {
 				State: qshare.State(in.State), CapacityLimits: limits, Tags: in.Tags})
 			return reply(environmentRef{e.Name, e.ARN}, err)
 		}),
-		"updateserviceenvironment": op(maxBody, func(ctx context.Context, in *updateEnvironmentIn) (any, error) {
+		"updateserviceenvironment": op(maxBody, "UpdateServiceEnvironment", func(in *updateEnvironmentIn) [][]string { return one(refARN(in.ServiceEnvironment, d.EnvironmentARN)) }, func(ctx context.Context, in *updateEnvironmentIn) (any, error) {
 			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
 			if err != nil {
 				return nil, err
@@ -128,17 +142,17 @@ func (h *Handler) operations() map[string]operation {
 			e, err := d.UpdateEnvironment(ctx, daemon.EnvironmentUpdate{Ref: in.ServiceEnvironment, State: statePtr(in.State), CapacityLimits: limits})
 			return reply(environmentRef{e.Name, e.ARN}, err)
 		}),
-		"deleteserviceenvironment": op(maxBody, func(ctx context.Context, in *deleteEnvironmentIn) (any, error) {
+		"deleteserviceenvironment": op(maxBody, "DeleteServiceEnvironment", func(in *deleteEnvironmentIn) [][]string { return one(refARN(in.ServiceEnvironment, d.EnvironmentARN)) }, func(ctx context.Context, in *deleteEnvironmentIn) (any, error) {
 			return empty{}, d.DeleteEnvironment(ctx, in.ServiceEnvironment)
 		}),
-		"describeserviceenvironments": op(maxBody, func(ctx context.Context, in *describeEnvironmentsIn) (any, error) {
+		"describeserviceenvironments": op(maxBody, "DescribeServiceEnvironments", nil, func(ctx context.Context, in *describeEnvironmentsIn) (any, error) {
 			p, next, err := describePage("serviceEnvironments", in.ServiceEnvironments, d.Environments,
 				func(e qshare.ServiceEnvironment) string { return e.Name }, environmentOut, in.pageIn)
 			return reply(describeEnvironmentsOut{ServiceEnvironments: p, NextToken: next}, err)
 		}),
 
 		// ---- scheduling policies ----
-		"createschedulingpolicy": op(maxBody, func(ctx context.Context, in *createPolicyIn) (any, error) {
+		"createschedulingpolicy": op(maxBody, "CreateSchedulingPolicy", func(in *createPolicyIn) [][]string { return one(d.PolicyARN(in.Name)) }, func(ctx context.Context, in *createPolicyIn) (any, error) {
 			qsp, fsp, err := policyBodyIn(in.QuotaSharePolicy, in.FairsharePolicy)
 			if err != nil {
 				return nil, err
@@ -146,17 +160,17 @@ func (h *Handler) operations() map[string]operation {
 			p, err := d.CreatePolicy(ctx, daemon.PolicyInput{Name: in.Name, QuotaSharePolicy: qsp, FairsharePolicy: fsp, Tags: in.Tags})
 			return reply(policyRef{p.Name, p.ARN}, err)
 		}),
-		"updateschedulingpolicy": op(maxBody, func(ctx context.Context, in *updatePolicyIn) (any, error) {
+		"updateschedulingpolicy": op(maxBody, "UpdateSchedulingPolicy", func(in *updatePolicyIn) [][]string { return one(in.Arn) }, func(ctx context.Context, in *updatePolicyIn) (any, error) {
 			qsp, fsp, err := policyBodyIn(in.QuotaSharePolicy, in.FairsharePolicy)
 			if err != nil {
 				return nil, err
 			}
 			return empty{}, d.UpdatePolicy(ctx, in.Arn, qsp, fsp)
 		}),
-		"deleteschedulingpolicy": op(maxBody, func(ctx context.Context, in *arnIn) (any, error) {
+		"deleteschedulingpolicy": op(maxBody, "DeleteSchedulingPolicy", func(in *arnIn) [][]string { return one(in.Arn) }, func(ctx context.Context, in *arnIn) (any, error) {
 			return empty{}, d.DeletePolicy(ctx, in.Arn)
 		}),
-		"describeschedulingpolicies": op(maxBody, func(ctx context.Context, in *describePoliciesIn) (any, error) {
+		"describeschedulingpolicies": op(maxBody, "DescribeSchedulingPolicies", nil, func(ctx context.Context, in *describePoliciesIn) (any, error) {
 			if len(in.Arns) == 0 {
 				return nil, qshare.Errorf(qshare.EINVALID, "arns is required: give 1 to 100 scheduling policy ARNs")
 			}
@@ -173,14 +187,14 @@ func (h *Handler) operations() map[string]operation {
 			}
 			return out, nil
 		}),
-		"listschedulingpolicies": op(maxBody, func(ctx context.Context, in *pageIn) (any, error) {
+		"listschedulingpolicies": op(maxBody, "ListSchedulingPolicies", nil, func(ctx context.Context, in *pageIn) (any, error) {
 			p, next, err := describePage("arns", nil, d.Policies, func(p qshare.SchedulingPolicy) string { return p.Name },
 				func(p qshare.SchedulingPolicy) arnIn { return arnIn{p.ARN} }, *in)
 			return reply(listPoliciesOut{SchedulingPolicies: p, NextToken: next}, err)
 		}),
 
 		// ---- job queues ----
-		"createjobqueue": op(maxBody, func(ctx context.Context, in *createQueueIn) (any, error) {
+		"createjobqueue": op(maxBody, "CreateJobQueue", func(in *createQueueIn) [][]string { return one(d.QueueARN(in.JobQueueName)) }, func(ctx context.Context, in *createQueueIn) (any, error) {
 			if in.Priority == nil {
 				return nil, qshare.Errorf(qshare.EINVALID, "priority is required: use an integer from 0 to 1000")
 			}
@@ -193,7 +207,7 @@ func (h *Handler) operations() map[string]operation {
 				ServiceEnvironmentOrder: order, JobStateTimeLimitActions: actions, Tags: in.Tags})
 			return reply(queueRef{q.Name, q.ARN}, err)
 		}),
-		"updatejobqueue": op(maxBody, func(ctx context.Context, in *updateQueueIn) (any, error) {
+		"updatejobqueue": op(maxBody, "UpdateJobQueue", func(in *updateQueueIn) [][]string { return one(refARN(in.JobQueue, d.QueueARN)) }, func(ctx context.Context, in *updateQueueIn) (any, error) {
 			order, actions, err := queueOrderIn(in.ServiceEnvironmentOrder, in.JobStateTimeLimitActions)
 			if err != nil {
 				return nil, err
@@ -203,16 +217,16 @@ func (h *Handler) operations() map[string]operation {
 				JobStateTimeLimitActions: actions})
 			return reply(queueRef{q.Name, q.ARN}, err)
 		}),
-		"deletejobqueue": op(maxBody, func(ctx context.Context, in *jobQueueIn) (any, error) {
+		"deletejobqueue": op(maxBody, "DeleteJobQueue", func(in *jobQueueIn) [][]string { return one(refARN(in.JobQueue, d.QueueARN)) }, func(ctx context.Context, in *jobQueueIn) (any, error) {
 			return empty{}, d.DeleteQueue(ctx, in.JobQueue)
 		}),
-		"describejobqueues": op(maxBody, func(ctx context.Context, in *describeQueuesIn) (any, error) {
+		"describejobqueues": op(maxBody, "DescribeJobQueues", nil, func(ctx context.Context, in *describeQueuesIn) (any, error) {
 			p, next, err := describePage("jobQueues", in.JobQueues, d.Queues, func(q qshare.JobQueue) string { return q.Name }, queueOut, in.pageIn)
 			return reply(describeQueuesOut{JobQueues: p, NextToken: next}, err)
 		}),
 
 		// ---- quota shares ----
-		"createquotashare": op(maxBody, func(ctx context.Context, in *createShareIn) (any, error) {
+		"createquotashare": op(maxBody, "CreateQuotaShare", func(in *createShareIn) [][]string { return one(shareARN(d, in.JobQueue, in.QuotaShareName)) }, func(ctx context.Context, in *createShareIn) (any, error) {
 			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
 			if err != nil {
 				return nil, err
@@ -235,7 +249,7 @@ func (h *Handler) operations() map[string]operation {
 				InSharePreemption: qshare.State(*in.PreemptionConfiguration.InSharePreemption), State: qshare.State(in.State), Tags: in.Tags})
 			return reply(shareRef{s.Name, s.ARN}, err)
 		}),
-		"updatequotashare": op(maxBody, func(ctx context.Context, in *updateShareIn) (any, error) {
+		"updatequotashare": op(maxBody, "UpdateQuotaShare", func(in *updateShareIn) [][]string { return one(in.QuotaShareArn) }, func(ctx context.Context, in *updateShareIn) (any, error) {
 			limits, err := limitsIn("capacityLimits", in.CapacityLimits)
 			if err != nil {
 				return nil, err
@@ -257,17 +271,17 @@ func (h *Handler) operations() map[string]operation {
 			s, err := d.UpdateShare(ctx, u)
 			return reply(shareRef{s.Name, s.ARN}, err)
 		}),
-		"deletequotashare": op(maxBody, func(ctx context.Context, in *shareArnIn) (any, error) {
+		"deletequotashare": op(maxBody, "DeleteQuotaShare", func(in *shareArnIn) [][]string { return one(in.QuotaShareArn) }, func(ctx context.Context, in *shareArnIn) (any, error) {
 			return empty{}, d.DeleteShare(ctx, in.QuotaShareArn)
 		}),
-		"describequotashare": op(maxBody, func(ctx context.Context, in *shareArnIn) (any, error) {
+		"describequotashare": op(maxBody, "DescribeQuotaShare", func(in *shareArnIn) [][]string { return one(in.QuotaShareArn) }, func(ctx context.Context, in *shareArnIn) (any, error) {
 			s, err := d.Share(in.QuotaShareArn)
 			if err != nil {
 				return nil, err
 			}
 			return shareOut(s, d.QueueARN(s.JobQueue), true), nil
 		}),
-		"listquotashares": op(maxBody, func(ctx context.Context, in *listSharesIn) (any, error) {
+		"listquotashares": op(maxBody, "ListQuotaShares", nil, func(ctx context.Context, in *listSharesIn) (any, error) {
 			if err := required("jobQueue", in.JobQueue); err != nil {
 				return nil, err
 			}
@@ -281,8 +295,8 @@ func (h *Handler) operations() map[string]operation {
 		}),
 
 		// ---- service jobs ----
-		"submitservicejob": op(maxSubmitBody, submit),
-		"updateservicejob": op(maxBody, func(ctx context.Context, in *updateJobIn) (any, error) {
+		"submitservicejob": op(maxSubmitBody, "SubmitServiceJob", func(in *submitIn) [][]string { return one(shareARN(d, in.JobQueue, in.QuotaShareName)) }, submit),
+		"updateservicejob": op(maxBody, "UpdateServiceJob", func(in *updateJobIn) [][]string { return [][]string{jobResources(d, in.JobId)} }, func(ctx context.Context, in *updateJobIn) (any, error) {
 			if in.SchedulingPriority == nil {
 				return nil, qshare.Errorf(qshare.EINVALID, "schedulingPriority is required: use an integer from 0 to 9999")
 			}
@@ -292,14 +306,14 @@ func (h *Handler) operations() map[string]operation {
 			}
 			return jobRef{j.ARN, j.Name, j.ID}, nil
 		}),
-		"describeservicejob": op(maxBody, func(ctx context.Context, in *jobIdIn) (any, error) {
+		"describeservicejob": op(maxBody, "DescribeServiceJob", func(in *jobIdIn) [][]string { return [][]string{jobResources(d, in.JobId)} }, func(ctx context.Context, in *jobIdIn) (any, error) {
 			j, err := d.Job(in.JobId)
 			if err != nil {
 				return nil, err
 			}
 			return jobOut(j, d.QueueARN(j.JobQueue)), nil
 		}),
-		"listservicejobs": op(maxBody, func(ctx context.Context, in *listJobsIn) (any, error) {
+		"listservicejobs": op(maxBody, "ListServiceJobs", nil, func(ctx context.Context, in *listJobsIn) (any, error) {
 			l := daemon.ListJobsInput{Queue: in.JobQueue, Status: qshare.JobStatus(in.JobStatus), NextToken: in.NextToken}
 			if in.MaxResults != nil {
 				if *in.MaxResults < 1 || *in.MaxResults > 100 {
@@ -327,10 +341,10 @@ func (h *Handler) operations() map[string]operation {
 			}
 			return out, nil
 		}),
-		"terminateservicejob": op(maxBody, func(ctx context.Context, in *terminateIn) (any, error) {
+		"terminateservicejob": op(maxBody, "TerminateServiceJob", func(in *terminateIn) [][]string { return [][]string{jobResources(d, in.JobId)} }, func(ctx context.Context, in *terminateIn) (any, error) {
 			return empty{}, d.Terminate(ctx, in.JobId, in.Reason)
 		}),
-		"terminateservicejobs": op(maxBody, func(ctx context.Context, in *terminateManyIn) (any, error) {
+		"terminateservicejobs": op(maxBody, "TerminateServiceJobs", func(in *terminateManyIn) [][]string { return eachJob(d, in.Jobs) }, func(ctx context.Context, in *terminateManyIn) (any, error) {
 			ok, failed, err := d.TerminateMany(ctx, in.Jobs, in.Reason)
 			if err != nil {
 				return nil, err
@@ -345,7 +359,7 @@ func (h *Handler) operations() map[string]operation {
 			}
 			return out, nil
 		}),
-		"getjobqueuesnapshot": op(maxBody, func(ctx context.Context, in *jobQueueIn) (any, error) {
+		"getjobqueuesnapshot": op(maxBody, "GetJobQueueSnapshot", func(in *jobQueueIn) [][]string { return one(refARN(in.JobQueue, d.QueueARN)) }, func(ctx context.Context, in *jobQueueIn) (any, error) {
 			s, err := d.Snapshot(in.JobQueue)
 			if err != nil {
 				return nil, err

@@ -25,8 +25,13 @@
 // or 400 ClientException for a wrong Content-Type, written by the function the
 // server passes in (api.WriteError), so the one error table stays in api.
 //
-// SigV4 verification and policy evaluation (qshare serve --auth) will live
-// here too; when a request is authenticated the same-user rule is off.
+// Its second piece is authentication (qshare serve --auth FILE): the
+// Authenticator verifies each request's AWS Signature Version 4 with the
+// AWS SDK's own signer against the access keys of the auth file (Keyring,
+// LoadFile), and puts the request's Principal in its context; each route
+// then asks Authorize whether that principal's IAM-style policies (Policy,
+// Evaluate) allow the action on the resources it concerns. With
+// authentication on, the same-user rule is off.
 package auth
 
 import (
@@ -63,9 +68,19 @@ type Config struct {
 	AllowOrigins []string
 	// SameUserOnly refuses a connection from a local Unix user other than
 	// the server's own and root. It is what stands in for authentication
-	// while there is none: qshare serve sets it until --auth exists, and
-	// --auth will turn it off.
+	// when there is none: qshare serve sets it without --auth, and --auth
+	// turns it off (and sets Authenticator).
 	SameUserOnly bool
+	// Authenticator, when not nil, authenticates every request that passes
+	// the Guard's own checks (qshare serve --auth), after them.
+	Authenticator *Authenticator
+	// TLS says the server speaks HTTPS, so that a Host header without a
+	// port means port 443, not 80.
+	TLS bool
+	// Audit, when not nil, receives a line for every mutating request and
+	// every refused one (qshare serve --audit), written before the
+	// response.
+	Audit *Audit
 	// WriteError writes a refusal in the API's wire form: a *qshare.Error
 	// with code EDENIED (403 AccessDeniedException) or EINVALID (400
 	// ClientException). Required; qshare serve passes api.WriteError.
@@ -192,8 +207,8 @@ func canonicalOrigin(o string) (string, bool) {
 // Guard cannot enforce here: on systems where the user of a TCP connection
 // cannot be learned, that any local user can use the API.
 func (g *Guard) Warnings() []string {
-	if g.cfg.SameUserOnly && !peerUIDSupported {
-		return []string{"this system does not tell qshare which local user opened a TCP connection, and qshare has no authentication yet: every local user of this machine can use the API (submit jobs that run as " + g.uname + ", read every job and log). Run the server on a machine or in a network namespace you do not share"}
+	if g.cfg.SameUserOnly && g.cfg.Authenticator == nil && !peerUIDSupported {
+		return []string{"this system does not tell qshare which local user opened a TCP connection, and this server runs without authentication: every local user of this machine can use the API (submit jobs that run as " + g.uname + ", read every job and log). Start it with --auth FILE, or run it on a machine or in a network namespace you do not share"}
 	}
 	return nil
 }
@@ -242,7 +257,16 @@ func (g *Guard) ConnContext(ctx context.Context, c net.Conn) context.Context {
 // Wrap returns next behind the Guard: a request it refuses never reaches
 // next, and its body is not read.
 func (g *Guard) Wrap(next http.Handler) http.Handler {
+	if g.cfg.Authenticator != nil {
+		next = g.cfg.Authenticator.Wrap(next)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.cfg.Audit != nil {
+			rec := &auditRecord{}
+			r = r.WithContext(context.WithValue(r.Context(), auditKey{}, rec))
+			w = &auditWriter{ResponseWriter: w, a: g.cfg.Audit, r: r, rec: rec,
+				fail: func(err error) { g.log.Error("the audit log could not be written", "err", err) }}
+		}
 		if err := g.check(r); err != nil {
 			g.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
 			w.Header().Set("Connection", "close")
@@ -317,8 +341,11 @@ func (g *Guard) ownAddr() string {
 func (g *Guard) hostAllowed(hostport string) bool {
 	hp := strings.ToLower(hostport)
 	host, port, err := net.SplitHostPort(hp)
-	if err != nil { // no port: the scheme's default, 80 for qshare's plain HTTP
+	if err != nil { // no port: the scheme's default
 		host, port = strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]"), "80"
+		if g.cfg.TLS {
+			port = "443"
+		}
 	}
 	if host == "" {
 		return false
@@ -342,7 +369,7 @@ func (g *Guard) checkPeer(r *http.Request) error {
 		return nil // said at start, by Warnings
 	}
 	if err != nil {
-		return qshare.Errorf(qshare.EDENIED, "this server could not learn which local user opened this connection (%v), and without authentication it serves only the user it runs as, %s. Authentication (qshare serve --auth FILE) is not available yet; meanwhile connect from this machine as %s", err, g.uname, g.uname)
+		return qshare.Errorf(qshare.EDENIED, "this server could not learn which local user opened this connection (%v), and without authentication it serves only the user it runs as, %s: connect from this machine as %s, or have the server started with authentication (qshare serve --auth FILE)", err, g.uname, g.uname)
 	}
 	if uid == g.uid || uid == 0 {
 		return nil
@@ -351,5 +378,5 @@ func (g *Guard) checkPeer(r *http.Request) error {
 	if g.uid == 0 {
 		who = "root"
 	}
-	return qshare.Errorf(qshare.EDENIED, "this qshare server runs as %s and has no authentication, so it serves only %s; this connection came from another user (uid %d). Authentication (qshare serve --auth FILE) is not available yet; meanwhile run the client as %s, or run a server of your own as your own user (on a port of your own, or in a private network namespace)", g.uname, who, uid, g.uname)
+	return qshare.Errorf(qshare.EDENIED, "this qshare server runs as %s and has no authentication, so it serves only %s; this connection came from another user (uid %d). Run the client as %s, run a server of your own as your own user (on a port of your own, or in a private network namespace), or have this one started with authentication (qshare serve --auth FILE) and sign with an access key of its auth file", g.uname, who, uid, g.uname)
 }

@@ -38,6 +38,16 @@ func (d *Daemon) ShareARN(queue, name string) string {
 // JobARN returns the ARN of the service job with the given ID.
 func (d *Daemon) JobARN(id string) string { return d.arnPrefix() + kindJob + "/" + id }
 
+// JobShareARN returns the ARN of the quota share j was submitted to, or
+// of its job queue when it has no quota share: with the job's own ARN, the
+// resource an authorization check of an operation on j names.
+func (d *Daemon) JobShareARN(j *qshare.Job) string {
+	if j.QuotaShare == "" {
+		return d.QueueARN(j.JobQueue)
+	}
+	return d.ShareARN(j.JobQueue, j.QuotaShare)
+}
+
 // parsedARN is an ARN of this server split into its kind and names.
 type parsedARN struct {
 	kind  string

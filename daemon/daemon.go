@@ -63,6 +63,10 @@ type Config struct {
 	// Events, when set, receives the capacity event log: the events of
 	// each commit, after it (see EventSink).
 	Events EventSink
+	// RequireRunAs refuses a submit without SubmitInput.RunAs: qshare serve
+	// --auth sets it with the process executor, whose jobs run as their
+	// submitter's unixUser.
+	RequireRunAs bool
 	// Observer, when set, receives the daemon's measurements (see
 	// Observer); package metrics exports them.
 	Observer Observer

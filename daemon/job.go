@@ -29,6 +29,15 @@ type SubmitInput struct {
 	AttemptDurationSeconds *int64
 	Tags                   map[string]string
 	ClientToken            string
+	// SubmittedBy is the ARN of the authenticated principal that submits
+	// the job, or empty without authentication. The job keeps it as the
+	// system tag qshare.TagSubmittedBy, which no user can set or remove.
+	SubmittedBy string
+	// RunAs is the Unix user the job's processes are to run as (the
+	// submitter's unixUser), or empty for the executor's default. The job
+	// keeps it as the system tag qshare.TagRunAs, and every attempt's
+	// executor.Spec carries it. With Config.RequireRunAs, it is required.
+	RunAs string
 	// RequestHash identifies the request for clientToken replay: the same
 	// token with another hash is refused. The API sets it from the body.
 	RequestHash string
@@ -107,6 +116,13 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
 		return nil, err
 	}
+	if d.cfg.RequireRunAs && in.RunAs == "" {
+		who := "the submitter"
+		if in.SubmittedBy != "" {
+			who = in.SubmittedBy
+		}
+		return nil, qshare.Errorf(qshare.EINVALID, "%s has no Unix user to run jobs as: this server runs every job as its submitter's unixUser, so give the principal a unixUser in the server's auth file", who)
+	}
 	if n := len(in.ClientToken); n > 64 {
 		return nil, qshare.Errorf(qshare.EINVALID, "clientToken is %d characters long: use 1 to 64", n)
 	}
@@ -163,7 +179,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 		ID: id, ARN: d.JobARN(id), Name: in.Name, JobQueue: queue, QuotaShare: share,
 		ShareIdentifier: in.ShareIdentifier, ServiceJobType: in.ServiceJobType, Priority: int(prio),
 		Status: qshare.JobRunnable, StatusReason: submitReason(queue, share), Payload: in.Payload, Demand: demand, RetryStrategy: in.RetryStrategy,
-		PreemptionRetries: preemptRetries, AttemptDurationSeconds: timeout, Tags: in.Tags,
+		PreemptionRetries: preemptRetries, AttemptDurationSeconds: timeout, Tags: withSubmitter(in.Tags, in.SubmittedBy, in.RunAs),
 		ClientToken: in.ClientToken, RequestHash: in.RequestHash,
 		CreatedAt: now, RunnableSince: now, Version: 1,
 	}
@@ -565,4 +581,24 @@ func PreemptedAttempts(j *qshare.Job, n int) []qshare.Attempt {
 		}
 	}
 	return out
+}
+
+// withSubmitter returns tags with the system tags qshare.TagSubmittedBy
+// and qshare.TagRunAs set to by and runAs, in a copy; tags unchanged when
+// both are empty.
+func withSubmitter(tags map[string]string, by, runAs string) map[string]string {
+	if by == "" && runAs == "" {
+		return tags
+	}
+	n := cloneTags(tags)
+	if n == nil {
+		n = map[string]string{}
+	}
+	if by != "" {
+		n[qshare.TagSubmittedBy] = by
+	}
+	if runAs != "" {
+		n[qshare.TagRunAs] = runAs
+	}
+	return n
 }

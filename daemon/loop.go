@@ -296,7 +296,7 @@ func (c *cycle) apply(o op) {
 		c.transition(j, qshare.JobStarting, reason)
 		r.phase = phaseStarting
 		spec := executor.Spec{JobID: j.ID, JobName: j.Name, AttemptID: r.attempt, Attempt: r.n, Queue: j.JobQueue,
-			Share: j.QuotaShare, Demand: j.Demand, Payload: j.Payload}
+			Share: j.QuotaShare, Demand: j.Demand, Payload: j.Payload, RunAs: j.Tags[qshare.TagRunAs]}
 		c.effects = append(c.effects, func() { d.startAttempt(c.ctx, spec) })
 	case opStarted:
 		r := d.runs[o.id]

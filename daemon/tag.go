@@ -78,6 +78,11 @@ func (d *Daemon) UntagResource(ctx context.Context, arn string, keys []string) e
 	if len(keys) == 0 || len(keys) > 50 {
 		return qshare.Errorf(qshare.EINVALID, "tagKeys has %d keys: give 1 to 50", len(keys))
 	}
+	for _, k := range keys {
+		if qshare.ReservedTagKey(k) {
+			return qshare.Errorf(qshare.EINVALID, "tagKeys %q is a system tag of qshare (prefix %s): it cannot be removed", k, qshare.SystemTagPrefix)
+		}
+	}
 	return d.retag(ctx, arn, func(old map[string]string) (map[string]string, error) {
 		n := cloneTags(old)
 		for _, k := range keys {

@@ -31,6 +31,14 @@ type Spec struct {
 	Demand qshare.Capacity
 	// Payload is the SageMaker CreateTrainingJob request, as submitted.
 	Payload string
+	// RunAs is the Unix user (a name or uid) the attempt's processes run
+	// as: the unixUser of the principal that submitted the job, with
+	// authentication on. Empty means the executor's own choice (the process
+	// executor's --run-as, or the server's user). An executor that runs
+	// processes and cannot run them as RunAs fails Start with an EINVALID
+	// *qshare.Error that says why; one that runs no local processes (the
+	// simulated executor) ignores it.
+	RunAs string
 }
 
 // Handle is what an executor returns for a started attempt. The daemon

@@ -24,6 +24,10 @@
 // (an unknown job, an attempt that does not exist, an attempt without a
 // log, a method other than GET), 500 when qshare failed.
 //
+// With authentication on (qshare serve --auth), reading a log is the action
+// batch:GetServiceJobLogs on the job's ARN and its quota share's
+// (auth.Authorize), checked before anything of the job is told.
+//
 // It sits beside the API at the server's edge: the server mounts Handler at
 // PathPrefix, and `qshare logs` is its client.
 package logstream
@@ -41,6 +45,7 @@ import (
 
 	"qshare"
 	"qshare/api"
+	"qshare/auth"
 	"qshare/executor"
 )
 
@@ -64,6 +69,11 @@ type Handler struct {
 	Job JobFunc
 	// Logs reads an attempt's log. Required.
 	Logs LogFunc
+	// Resources returns the ARNs a read of j's log is authorized against
+	// (auth.Authorize, action api.ActionGetServiceJobLogs): the server
+	// passes the job's quota share's ARN and the job's own. Nil means the
+	// job's ARN alone.
+	Resources func(j *qshare.Job) []string
 	// Poll is how often a follow looks for the job's next attempt; 0 means
 	// 250ms. (How often an attempt's own log is polled, if at all, is the
 	// executor's business.)
@@ -114,6 +124,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	j, err := h.Job(ref)
+	res := []string{ref} // an unknown job: the caller learns of it only if allowed on it
+	if err == nil {
+		res = []string{j.ARN}
+		if h.Resources != nil {
+			res = h.Resources(j)
+		}
+	}
+	if aerr := auth.Authorize(r.Context(), api.ActionGetServiceJobLogs, res...); aerr != nil {
+		api.WriteError(w, aerr)
+		return
+	}
 	if err != nil {
 		api.WriteError(w, err)
 		return

@@ -67,6 +67,8 @@ func (c *LendingClient) Lending(ctx context.Context, queue string) ([]qshare.Len
 			return nil, fmt.Errorf("the server's answer to GET %s is not valid: %w", qshare.LendingPath, err)
 		}
 		return out.JobQueues, nil
+	case resp.StatusCode == http.StatusForbidden && json.Unmarshal(body, &e) == nil && e.Type != "" && e.Message != "":
+		return nil, qshare.Errorf(qshare.EDENIED, "%s: %s", e.Type, e.Message)
 	case json.Unmarshal(body, &e) == nil && e.Type == "ClientException" && e.Message != "":
 		return nil, qshare.Errorf(qshare.EINVALID, "%s", e.Message)
 	case json.Unmarshal(body, &e) == nil && e.Message != "" && resp.StatusCode != http.StatusNotFound:

@@ -83,6 +83,9 @@ reports the server's time from createdAt to scheduledAt.`,
 			_, err := runBench(cmd, "qshare bench submit", bench.SubmitRows(), func(ctx context.Context, _ int) (any, error) {
 				so := opt.Server
 				so.Executor = "simulated"
+				if so.Auth && inProcess {
+					return nil, fmt.Errorf("--auth needs the temporary server of a child process: leave out --in-process")
+				}
 				return withServerFor(ctx, opt.Endpoint, so, 0, func(ep string) (any, error) {
 					o := opt
 					o.Endpoint = ep
@@ -98,5 +101,6 @@ reports the server's time from createdAt to scheduledAt.`,
 	f.DurationVar(&opt.Warmup, "warmup", opt.Warmup, "how long clients submit before measuring starts")
 	f.IntVar(&opt.LatencyJobs, "latency-jobs", opt.LatencyJobs, "jobs submitted one at a time to measure submit → SCHEDULED (0: skip)")
 	serverFlags(cmd, &opt.Endpoint, &opt.Server, &opt.Sign)
+	f.BoolVar(&opt.Server.Auth, "auth", false, "start the temporary server with authentication on (--auth: an auth file of one principal allowed everything) and sign every request with its key, to measure SigV4 verification against --sign alone or unsigned requests")
 	benchCmd.AddCommand(cmd)
 }

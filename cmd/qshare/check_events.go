@@ -79,7 +79,11 @@ a log that spans configuration changes is checked against one of them.`,
 			if cfgPath != "" {
 				cfg, err = loadConfigFile(cfgPath, maxShares)
 			} else {
-				cfg, err = configFromServer(cmd.Context(), newClient(opts.endpoint, opts.region), maxShares)
+				api, _, cerr := clientsFor(cmd.Context(), opts)
+				if cerr != nil {
+					return cerr
+				}
+				cfg, err = configFromServer(cmd.Context(), api, maxShares)
 				if err != nil {
 					err = userError(err, opts.endpoint)
 				}

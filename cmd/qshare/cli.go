@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"reflect"
 	"regexp"
@@ -42,6 +43,7 @@ type clientOptions struct {
 	endpoint string
 	region   string
 	output   string
+	profile  string
 }
 
 // client is the one set of client flags: a process runs one command.
@@ -55,6 +57,7 @@ func addClientFlags(cmd *cobra.Command) {
 	f.StringVar(&client.endpoint, "endpoint", DefaultEndpoint, "the qshare server's URL (env QSHARE_ENDPOINT)")
 	f.StringVar(&client.region, "region", "us-east-1", "the AWS region the requests are signed for (env QSHARE_REGION, then AWS_REGION)")
 	f.StringVarP(&client.output, "output", "o", "table", "output format: table, json or yaml")
+	f.StringVar(&client.profile, "profile", "", "sign the requests with the credentials of this AWS `PROFILE` (~/.aws/credentials, ~/.aws/config); by default the standard AWS chain: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, the default profile, else placeholder credentials that only a server without --auth accepts")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
@@ -86,19 +89,50 @@ func resolveClientOptions(cmd *cobra.Command) (clientOptions, error) {
 }
 
 // newClient returns the AWS SDK batch client for an endpoint
-// (batchclient.New); the SDK retries once, and never waits long for a
-// server that is not there.
+// (batchclient.New), signing with placeholder credentials: for the demo's
+// own server, which runs without authentication. The SDK retries once, and
+// never waits long for a server that is not there.
 func newClient(endpoint, region string) *batch.Client {
 	return batchclient.New(endpoint, region, func(o *batch.Options) { o.RetryMaxAttempts = 2 })
 }
 
+// clientsFor returns the clients of a command that talks to the server of
+// o: the AWS SDK batch client, and an HTTP client for the extension
+// endpoints (logs, lending); both sign their requests with the credentials
+// the standard AWS chain finds (batchclient.Credentials, --profile) and
+// trust AWS_CA_BUNDLE.
+func clientsFor(ctx context.Context, o clientOptions) (*batch.Client, *http.Client, error) {
+	api, hc, _, err := clientsWithCreds(ctx, o)
+	return api, hc, err
+}
+
+// clientsWithCreds is clientsFor that also says whether no credentials
+// were found (and placeholder ones sign).
+func clientsWithCreds(ctx context.Context, o clientOptions) (*batch.Client, *http.Client, bool, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	creds, err := batchclient.Credentials(ctx, o.profile)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	hc, err := batchclient.HTTPClient()
+	if err != nil {
+		return nil, nil, false, err
+	}
+	api := batchclient.NewSigned(o.endpoint, o.region, creds, hc, func(o *batch.Options) { o.RetryMaxAttempts = 2 })
+	return api, batchclient.SignedHTTPClient(hc, creds, o.region), creds == batchclient.Placeholder, nil
+}
+
 // session is what a running client command works with.
 type session struct {
-	api      *batch.Client
-	endpoint string
-	output   string
-	out      io.Writer
-	now      func() time.Time
+	api         *batch.Client
+	http        *http.Client // signed, for the extension endpoints
+	placeholder bool         // no credentials were found: they sign with batchclient.Placeholder
+	endpoint    string
+	output      string
+	out         io.Writer
+	now         func() time.Time
 }
 
 // newSession resolves the client flags of cmd and makes its client.
@@ -107,7 +141,11 @@ func newSession(cmd *cobra.Command) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{api: newClient(o.endpoint, o.region), endpoint: o.endpoint, output: o.output, out: cmd.OutOrStdout(), now: time.Now}, nil
+	api, hc, placeholder, err := clientsWithCreds(cmd.Context(), o)
+	if err != nil {
+		return nil, err
+	}
+	return &session{api: api, http: hc, placeholder: placeholder, endpoint: o.endpoint, output: o.output, out: cmd.OutOrStdout(), now: time.Now}, nil
 }
 
 // clientRun wraps the body of a client command so that its error reaches
@@ -118,7 +156,11 @@ func clientRun(fn func(cmd *cobra.Command, s *session, args []string) error) fun
 		if err != nil {
 			return err
 		}
-		return userError(fn(cmd, s, args), s.endpoint)
+		err = userError(fn(cmd, s, args), s.endpoint)
+		if err != nil && s.placeholder && strings.Contains(err.Error(), "UnrecognizedClientException") {
+			err = fmt.Errorf("%w\n(no AWS credentials were found, so the request was signed with placeholder ones: this server checks signatures; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to your key of its auth file, or give --profile)", err)
+		}
+		return err
 	}
 }
 

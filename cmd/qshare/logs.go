@@ -79,7 +79,11 @@ func (s *session) streamLogs(ctx context.Context, w io.Writer, id string, attemp
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := s.http
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

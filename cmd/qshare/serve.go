@@ -22,6 +22,7 @@ import (
 
 	"qshare"
 	"qshare/api"
+	"qshare/auth"
 	"qshare/daemon"
 	"qshare/executor"
 	"qshare/executor/process"
@@ -129,7 +130,7 @@ durable before it is acknowledged; a restart recovers the jobs that were
 running. One server owns a store at a time: a second one on the same store
 refuses to start.
 
-Point an AWS SDK at it with any static credentials, for example in Go:
+Without --auth, point an AWS SDK at it with any static credentials, for example in Go:
   batch.NewFromConfig(cfg, func(o *batch.Options){ o.BaseEndpoint = aws.String("http://127.0.0.1:8750") })
 
 Settings come from flags, then QSHARE_* environment variables (QSHARE_ADDR,
@@ -137,8 +138,14 @@ QSHARE_DATA_DIR, QSHARE_STORE, QSHARE_EXECUTOR, QSHARE_REGION, QSHARE_ACCOUNT_ID
 QSHARE_MAX_QUOTA_SHARES_PER_QUEUE, QSHARE_LOG_LEVEL, QSHARE_STOP_GRACE,
 QSHARE_EVENTS, QSHARE_GPUS, QSHARE_INSTANCE_TYPES, QSHARE_JOB_RETENTION, QSHARE_CONFIG), then the YAML config file (--config), then the defaults.
 
-qshare has no authentication yet, so it listens on loopback addresses only,
-serves only its own Unix user and root (on Linux), answers only to its own
+--auth FILE (QSHARE_AUTH; auth in the config file) turns authentication on:
+every request must then be signed (AWS Signature Version 4) with an access
+key of FILE, and allowed by its principal's IAM-style policies; SIGHUP
+reloads FILE. qshare auth new-key makes a key. With the process executor,
+each job then runs as its submitter's unixUser. Without --auth the server
+serves only its own Unix user and root (on Linux). --tls-cert and --tls-key
+(QSHARE_TLS_CERT, QSHARE_TLS_KEY) serve HTTPS; only with both --auth and TLS
+may --addr be a non-loopback address. The server answers only to its own
 address in the Host header, and refuses requests from web pages (Origin,
 Sec-Fetch-Site) and bodies that are not application/json; --allow-host and
 --allow-origin (QSHARE_ALLOW_HOST, QSHARE_ALLOW_ORIGIN, comma-separated;
@@ -180,7 +187,7 @@ func init() {
 	f := serveCmd.Flags()
 	d := defaultServeSettings()
 	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys "+serveConfigKeys+")")
-	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on; a loopback address (port 0 picks a free port)")
+	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on (port 0 picks a free port); a loopback address, unless --auth and --tls-cert/--tls-key are given")
 	f.StringVar(&serveFlags.s.DataDir, "data-dir", d.DataDir, "directory of the executor's files, and of the database unless --store names one")
 	f.StringVar(&serveFlags.s.Store, "store", "", storeFlagUsage)
 	f.StringVar(&serveFlags.s.Executor, "executor", d.Executor, "what runs the jobs: "+strings.Join(executorNames(), " or "))
@@ -269,8 +276,8 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 	return s, nil
 }
 
-// checkLoopback refuses any address that is not loopback: qshare has no
-// authentication yet, and anyone who can reach the port can run commands.
+// checkLoopback refuses any address that is not loopback: qshare serves no
+// TLS yet, and anyone who can reach the port can run commands.
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -282,7 +289,7 @@ func checkLoopback(addr string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("refusing to listen on %q: qshare has no authentication yet, and its jobs run commands, so anyone who can reach the port could run programs on this machine. Listen on a loopback address such as 127.0.0.1:8750, and reach it from elsewhere through an SSH tunnel or an authenticating proxy", addr)
+	return fmt.Errorf("refusing to listen on %q: qshare does not serve TLS yet, and its jobs run commands, so anyone who can reach the port could run programs on this machine. Listen on a loopback address such as 127.0.0.1:8750, and reach it from elsewhere through an SSH tunnel or an authenticating proxy", addr)
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -305,7 +312,11 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := checkLoopback(s.Addr); err != nil {
+	if err := checkListenAddr(s); err != nil {
+		return err
+	}
+	tlsConfig, err := serverTLS(s)
+	if err != nil {
 		return err
 	}
 	level, err := parseLevel(s.LogLevel)
@@ -350,10 +361,11 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
 	}
 	defer ln.Close()
-	guard, err := newGuard(ln, s.Guard, log)
+	guard, closeGuard, err := newGuard(ctx, ln, s, log)
 	if err != nil {
 		return err
 	}
+	defer closeGuard()
 
 	db, storeName, err := openServeStore(ctx, s)
 	if err != nil {
@@ -371,7 +383,8 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	}
 	defer ex.Close()
 	cfg := daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
-		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events, JobRetention: retention}
+		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events, JobRetention: retention,
+		RequireRunAs: runsAsPrincipals(s)}
 	var m *metrics.Metrics
 	if s.Metrics == "on" {
 		m = metrics.New()
@@ -389,7 +402,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	health := metrics.NewHealth("loading the store and recovering the attempts in flight")
 	apiHandler := api.New(d, log)
 	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, health.Gate(logstream.New(d.Job, ex.Logs)))
+	mux.Handle(logstream.PathPrefix, health.Gate(&logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}))
 	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
 	mountDashboard(mux, health, d, events) // the dashboard at /ui/ (serve_web.go)
 	mux.Handle("/", health.Gate(apiHandler))
@@ -398,7 +411,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	if m != nil {
 		apiHandler.Observe(m.API())
 		m.Watch(d)
-		mux.Handle(metrics.Path, m.Handler())
+		mux.Handle(metrics.Path, auth.Require(api.ActionGetMetrics, m.Handler(), api.WriteError))
 	}
 	srv := &http.Server{
 		Handler:           mux,
@@ -411,14 +424,14 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	}
 	guard.Install(srv)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serveOn(srv, ln, tlsConfig) }()
 	if err := d.Start(ctx); err != nil {
 		srv.Close()
 		return err
 	}
 	defer d.Close()
 	health.SetReady()
-	fmt.Fprintf(stdout, "qshare: listening on http://%s (executor %s, data in %s%s)\n", ln.Addr(), s.Executor, s.DataDir, storeNote(s, storeName))
+	fmt.Fprintf(stdout, "qshare: listening on %s://%s (executor %s, data in %s%s)\n", scheme(tlsConfig), ln.Addr(), s.Executor, s.DataDir, storeNote(s, storeName))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

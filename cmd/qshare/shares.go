@@ -48,7 +48,7 @@ func init() {
 
 // shareViews fetches and computes the view of one queue, or of all.
 func (s *session) shareViews(ctx context.Context, queue string) ([]shareview.View, error) {
-	inputs, err := shareview.Fetch(ctx, s.api, &shareview.LendingClient{Endpoint: s.endpoint}, queue)
+	inputs, err := shareview.Fetch(ctx, s.api, &shareview.LendingClient{Endpoint: s.endpoint, HTTP: s.http}, queue)
 	if err != nil {
 		return nil, err
 	}

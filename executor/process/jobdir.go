@@ -137,7 +137,11 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 	// first removing what an earlier attempt (or the job) left there.
 	fresh := false
 	for _, d := range []string{l.Job, l.Input, l.Config, filepath.Join(l.Input, "data"), l.Model, l.Output, l.OutputData} {
-		err := fs.Mkdir(d, 0o755)
+		mode := os.FileMode(0o755)
+		if d == l.Job && owner != nil {
+			mode = 0o700 // the job's user's alone: other jobs' users may not read its files
+		}
+		err := fs.Mkdir(d, mode)
 		if err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, err
 		}

@@ -25,7 +25,11 @@ type jobUser struct {
 // lookupJobUser finds the user that jobs run as, by name or numeric uid.
 // It refuses root: a job that runs as root can do anything on the host,
 // which is what --run-as is there to prevent.
-func lookupJobUser(name string) (*jobUser, error) {
+func lookupJobUser(name string) (*jobUser, error) { return lookupUser("--run-as", name) }
+
+// lookupUser is lookupJobUser, its messages naming the setting field
+// (--run-as, or a principal's unixUser).
+func lookupUser(field, name string) (*jobUser, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
 		if _, nerr := strconv.Atoi(name); nerr == nil {
@@ -33,20 +37,20 @@ func lookupJobUser(name string) (*jobUser, error) {
 		}
 	}
 	if err != nil {
-		return nil, qshare.Errorf(qshare.EINVALID, "--run-as %q: no such user on this host (%v): create it, for example with useradd --system %s", name, err, name)
+		return nil, qshare.Errorf(qshare.EINVALID, "%s %q: no such user on this host (%v): create it, for example with useradd --system %s", field, name, err, name)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil {
-		return nil, qshare.Errorf(qshare.EINVALID, "--run-as %q: the user's uid %q or gid %q is not a number", name, u.Uid, u.Gid)
+		return nil, qshare.Errorf(qshare.EINVALID, "%s %q: the user's uid %q or gid %q is not a number", field, name, u.Uid, u.Gid)
 	}
 	if uid == 0 {
-		return nil, qshare.Errorf(qshare.EINVALID, "--run-as %q is root: give an unprivileged user, so that jobs cannot act as root", name)
+		return nil, qshare.Errorf(qshare.EINVALID, "%s %q is root: give an unprivileged user, so that jobs cannot act as root", field, name)
 	}
 	ju := &jobUser{Name: u.Username, UID: uint32(uid), GID: uint32(gid), Home: u.HomeDir}
 	ids, err := u.GroupIds()
 	if err != nil {
-		return nil, qshare.Errorf(qshare.EINVALID, "--run-as %q: cannot list the user's groups: %v", name, err)
+		return nil, qshare.Errorf(qshare.EINVALID, "%s %q: cannot list the user's groups: %v", field, name, err)
 	}
 	for _, g := range ids {
 		if n, err := strconv.ParseUint(g, 10, 32); err == nil {

@@ -117,8 +117,9 @@ type Options struct {
 type Executor struct {
 	o     Options
 	fs    dataFS
-	user  *jobUser // nil: jobs run as the server's user
-	env   []string // what every job inherits from the server
+	user  *jobUser  // nil: jobs run as the server's user
+	env   []string  // what every job inherits from the server
+	runAs userCache // the users of executor.Spec.RunAs
 	table gpu.Table
 	alloc *gpu.Allocator
 	log   *slog.Logger
@@ -414,7 +415,15 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 			return executor.Handle{}, fmt.Errorf("process executor: attempt %s of job %s (%s): %w", s.AttemptID, s.JobID, e.table.Describe(s.Demand), err)
 		}
 	}
-	env, err := prepare(e.fs, l, s, req, gpus, e.env, e.user)
+	ju, err := e.userFor(s)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	base := e.env
+	if ju != e.user {
+		base = jobBaseEnv(e.o.Env, e.o.PassEnv, ju)
+	}
+	env, err := prepare(e.fs, l, s, req, gpus, base, ju)
 	if err != nil {
 		if isLinkErr(err) {
 			return executor.Handle{}, qshare.Errorf(qshare.EINVALID, "%s: qshare follows no links in a job's directory, so the attempt is not started and nothing is written through it", linkIn(err, s.JobID))
@@ -440,7 +449,7 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 		FailureFile: filepath.Join(l.Output, "failure"),
 		GPUs:        ids,
 		JobGrace:    grace,
-		User:        e.user,
+		User:        ju,
 	}
 	// The configuration goes to the supervisor with the start request; the
 	// supervisor's record of the launch keeps what recovery needs of it. A

@@ -19,20 +19,30 @@ import (
 	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 )
 
 // New returns a Batch client for the qshare server at endpoint
-// (http://HOST:PORT) in region. qshare checks no signatures yet, so static
-// placeholder credentials sign the requests. Responses are read through
-// BufferedDoer. optFns are applied last, as batch.NewFromConfig applies
-// them (set RetryMaxAttempts or Retryer there).
+// (http://HOST:PORT) in region that signs with Placeholder credentials:
+// enough for a server without authentication, and for the tests and tools
+// that talk to one. Responses are read through BufferedDoer. optFns are
+// applied last, as batch.NewFromConfig applies them (set RetryMaxAttempts
+// or Retryer there).
 func New(endpoint, region string, optFns ...func(*batch.Options)) *batch.Client {
+	return NewSigned(endpoint, region, Placeholder, &http.Client{}, optFns...)
+}
+
+// NewSigned is New with the credentials that sign the requests (a server
+// with authentication checks them; see Credentials) and the HTTP client
+// that sends them (see HTTPClient; nil means a plain one).
+func NewSigned(endpoint, region string, creds aws.CredentialsProvider, hc *http.Client, optFns ...func(*batch.Options)) *batch.Client {
+	if hc == nil {
+		hc = &http.Client{}
+	}
 	cfg := aws.Config{
 		Region:      region,
-		Credentials: credentials.NewStaticCredentialsProvider("qshare", "qshare", ""),
-		HTTPClient:  BufferedDoer{Client: &http.Client{}},
+		Credentials: creds,
+		HTTPClient:  BufferedDoer{Client: hc},
 	}
 	return batch.NewFromConfig(cfg, append([]func(*batch.Options){func(o *batch.Options) {
 		o.BaseEndpoint = aws.String(endpoint)

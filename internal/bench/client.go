@@ -27,6 +27,9 @@ type ClientOptions struct {
 	// payload hash), and spends its share of the machine's CPU on
 	// submitting rather than on signing; --sign measures the other way.
 	Sign bool
+	// Key, when set, signs every request with this access key (id,
+	// secret): for a server with authentication on.
+	Key [2]string
 }
 
 // NewClient returns an AWS Batch client for a qshare endpoint: no retries
@@ -46,6 +49,9 @@ func NewClient(endpoint string, opt ClientOptions) *batch.Client {
 	var creds aws.CredentialsProvider = aws.AnonymousCredentials{}
 	if opt.Sign {
 		creds = credentials.NewStaticCredentialsProvider("bench", "bench", "")
+	}
+	if opt.Key[0] != "" {
+		creds = credentials.NewStaticCredentialsProvider(opt.Key[0], opt.Key[1], "")
 	}
 	cfg := aws.Config{
 		Region:      "us-east-1",

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"qshare/auth"
 	"qshare/internal/serveproc"
 )
 
@@ -28,6 +29,10 @@ type ServerOptions struct {
 	LogLevel string
 	// Args are extra arguments for serve.
 	Args []string
+	// Auth starts the server with authentication on (--auth), over an auth
+	// file in its directory with one principal allowed everything, whose
+	// new access key is Server.Key.
+	Auth bool
 }
 
 // Server is a `qshare serve` child process on a loopback port with its own
@@ -37,8 +42,11 @@ type Server struct {
 	Endpoint string
 	// DataDir is its data directory, removed by Close.
 	DataDir string
-	srv     *serveproc.Server
-	logf    *os.File
+	// Key is the access key (id, secret) of the server's one principal
+	// with ServerOptions.Auth; empty otherwise.
+	Key  [2]string
+	srv  *serveproc.Server
+	logf *os.File
 }
 
 // StartServer starts `qshare serve` with a fresh data directory on a port
@@ -68,6 +76,22 @@ func StartServer(ctx context.Context, opt ServerOptions) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	var key [2]string
+	if opt.Auth {
+		k, err := auth.NewKey()
+		if err == nil {
+			key = [2]string{k.ID, k.Secret}
+			file := filepath.Join(dir, "auth.yaml")
+			err = os.WriteFile(file, []byte("principals: [{name: bench, accessKeys: [{id: "+k.ID+", secret: \""+k.Secret+"\"}], policies: [all]}]\n"+
+				"policies: {all: {Version: \"2012-10-17\", Statement: [{Effect: Allow, Action: \"batch:*\", Resource: \"*\"}]}}\n"), 0o600)
+			args = append(args, "--auth", file)
+		}
+		if err != nil {
+			logf.Close()
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	}
 	srv, err := serveproc.Start(ctx, serveproc.Options{
 		Binary: opt.Binary, DataDir: filepath.Join(dir, "data"), Args: args, Output: logf,
 		StopSignal: syscall.SIGTERM, StopWait: 15 * time.Second, StartWait: 30 * time.Second,
@@ -78,7 +102,7 @@ func StartServer(ctx context.Context, opt ServerOptions) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	return &Server{Endpoint: srv.Endpoint, DataDir: srv.DataDir, srv: srv, logf: logf}, nil
+	return &Server{Endpoint: srv.Endpoint, DataDir: srv.DataDir, Key: key, srv: srv, logf: logf}, nil
 }
 
 // logTail returns the last lines the server printed, for an error message.

@@ -131,8 +131,12 @@ func RunSubmit(ctx context.Context, opt SubmitOptions) (SubmitResult, error) {
 		opt.Server.Executor = "simulated"
 	}
 	var res SubmitResult
-	err := withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, _ *Server) error {
-		c := NewClient(endpoint, ClientOptions{Conns: opt.Clients, Sign: opt.Sign})
+	err := withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, srv *Server) error {
+		co := ClientOptions{Conns: opt.Clients, Sign: opt.Sign}
+		if srv != nil {
+			co.Key = srv.Key
+		}
+		c := NewClient(endpoint, co)
 		queues, err := applyConfig(ctx, c, submitConfig(opt.LatencyJobs), prefix)
 		if err != nil {
 			return err

@@ -214,7 +214,7 @@ func (s *Server) signal(sig os.Signal) {
 }
 
 // listenRE finds the address in the line serve prints once it listens.
-var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
+var listenRE = regexp.MustCompile(`listening on (https?://\S+)`)
 
 // tailSize is how much of the output a Server keeps when Options.Output
 // has the whole of it.

@@ -1,0 +1,189 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"qshare"
+)
+
+// AuthConfig says how an Authenticator finds its principals.
+type AuthConfig struct {
+	// File is the path of the auth file (qshare serve --auth). Required.
+	File string
+	// Region is the region requests must be signed for, and AccountID the
+	// account of the principals' ARNs (arn:aws:iam::ACCOUNT:user/NAME).
+	Region, AccountID string
+	// BodyLimit is the Verifier's: the most bytes a route reads of a body.
+	BodyLimit func(r *http.Request) int64
+	// WriteError writes a refusal in the API's wire form (api.WriteError).
+	// Required.
+	WriteError func(http.ResponseWriter, error)
+	// Log receives a record per refused request and per reload; nil
+	// discards them.
+	Log *slog.Logger
+	// PublicPaths are request paths served without authentication: the
+	// health probes (/healthz, /readyz), which tell nothing but whether the
+	// server is up and ready, and which a prober cannot sign.
+	PublicPaths []string
+	// CheckPrincipal, when set, is asked about every principal of the file,
+	// at start and on each reload; an error refuses the file, as a
+	// malformed one is (qshare serve checks with it that each unixUser is
+	// one its executor can run jobs as).
+	CheckPrincipal func(*Principal) error
+}
+
+// Authenticator is qshare serve --auth: it verifies every request's SigV4
+// signature against the principals of the auth file, puts the principal in
+// the request's context for Authorize, and reloads the file on demand
+// (Reload, on SIGHUP), swapping the keyring atomically. It is safe for
+// concurrent use.
+type Authenticator struct {
+	cfg      AuthConfig
+	log      *slog.Logger
+	keys     atomic.Pointer[Keyring]
+	verifier *Verifier
+	reloadMu sync.Mutex
+	limits   limiter
+}
+
+// NewAuthenticator loads the auth file (LoadFile) and returns an
+// Authenticator over it, or the file's error.
+func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
+	if cfg.WriteError == nil {
+		return nil, errors.New("auth: AuthConfig.WriteError is required")
+	}
+	a := &Authenticator{cfg: cfg, log: cfg.Log}
+	k, err := a.load()
+	if err != nil {
+		return nil, err
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.keys.Store(k)
+	a.verifier = NewVerifier(cfg.Region, a.keys.Load)
+	a.verifier.BodyLimit = cfg.BodyLimit
+	return a, nil
+}
+
+// Verifier returns the Verifier the Authenticator uses, so that a test
+// can set its clock.
+func (a *Authenticator) Verifier() *Verifier { return a.verifier }
+
+// Keys returns the keyring in force.
+func (a *Authenticator) Keys() *Keyring { return a.keys.Load() }
+
+// Reload reads the auth file again and, if it is valid, puts it in force
+// for every later request. A file that is not valid changes nothing: the
+// keyring in force stays, and the error says why.
+func (a *Authenticator) Reload() error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	k, err := a.load()
+	if err != nil {
+		a.log.Error("the auth file was not reloaded; the one loaded before stays in force", "err", err)
+		return err
+	}
+	a.keys.Store(k)
+	a.log.Info("auth file reloaded", "file", a.cfg.File, "principals", len(k.names), "accessKeys", len(k.keys))
+	return nil
+}
+
+// load reads the auth file and asks CheckPrincipal about each principal.
+func (a *Authenticator) load() (*Keyring, error) {
+	k, err := LoadFile(a.cfg.File, a.cfg.AccountID)
+	if err != nil || a.cfg.CheckPrincipal == nil {
+		return k, err
+	}
+	for _, n := range k.Principals() {
+		if err := a.cfg.CheckPrincipal(k.names[n]); err != nil {
+			return nil, fmt.Errorf("auth file %s: %w", a.cfg.File, err)
+		}
+	}
+	return k, nil
+}
+
+// principalKey is the context key of a request's *Principal.
+type principalKey struct{}
+
+// Wrap returns next behind authentication: a request whose signature does
+// not verify is refused with the Verifier's error, and next sees the
+// others with their principal in the context (PrincipalFrom, Authorize).
+func (a *Authenticator) Wrap(next http.Handler) http.Handler {
+	public := map[string]bool{}
+	for _, p := range a.cfg.PublicPaths {
+		public[p] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if public[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, err := a.verifier.Verify(r)
+		if err != nil {
+			a.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
+			a.cfg.WriteError(w, err)
+			return
+		}
+		notePrincipal(r.Context(), p)
+		if err := a.limits.allow(p, a.verifier.now()); err != nil {
+			a.log.Warn("request refused", "remote", r.RemoteAddr, "principal", p.Name, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
+			a.cfg.WriteError(w, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+	})
+}
+
+// WithPrincipal returns ctx carrying p as the authenticated caller; p must
+// not be nil. Authorize then decides with p's policies.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the authenticated caller of a request, or nil when
+// the server runs without authentication.
+func PrincipalFrom(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
+}
+
+// Authorize decides whether the caller of the request ctx belongs to may
+// perform action (such as batch:SubmitServiceJob) on resources (ARNs, or
+// "*" for an operation on no one resource), by Evaluate. It returns nil
+// when it may, and when the server runs without authentication (no
+// principal in ctx); otherwise a *qshare.Error with code EDENIED
+// (AccessDeniedException) in AWS's words, naming the last resource.
+func Authorize(ctx context.Context, action string, resources ...string) error {
+	p := PrincipalFrom(ctx)
+	if p == nil {
+		return nil
+	}
+	if len(resources) == 0 {
+		resources = []string{"*"}
+	}
+	noteAuthorization(ctx, action, resources)
+	d := Evaluate(p.Policies, action, resources)
+	if d == Allowed {
+		return nil
+	}
+	return qshare.Errorf(qshare.EDENIED, "%s", deniedMessage(p.ARN, action, resources[len(resources)-1], d))
+}
+
+// Require returns next behind Authorize(action, "*"): for a route, such as
+// /metrics, that concerns no one resource.
+func Require(action string, next http.Handler, writeError func(http.ResponseWriter, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := Authorize(r.Context(), action, "*"); err != nil {
+			writeError(w, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
