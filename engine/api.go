@@ -66,6 +66,14 @@ type ShareConfig struct {
 	// Disabled shares accept no new jobs (the caller enforces that), but
 	// their queued jobs still run and they still lend and borrow.
 	Disabled bool
+	// MinRunTime protects the share's attempts from preemption: one that
+	// started less than MinRunTime before a pass's now is not a victim of
+	// cross-share reclaim or in-share preemption in that pass. A head that
+	// waits only for such a victim says so, and the engine asks to be woken
+	// when the protection ends (NextWake). 0, the default, protects
+	// nothing; it must not be negative. A qshare extension, set by the tag
+	// qshare.TagMinRunTime.
+	MinRunTime time.Duration
 }
 
 // JobSpec describes a job to the engine.

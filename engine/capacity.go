@@ -55,6 +55,11 @@ type environment struct {
 	// owned is the sum of the shares' own limits, per type.
 	owned vec
 	dirty bool
+	// wake is the earliest end of a protection that made a head of the
+	// environment wait in its last pass (0: none); a pass at or after it is
+	// due even if nothing else changed (see NextWake).
+	wake   int64
+	inWake bool // listed in the engine's wakeEnvs
 	// ready holds reserved jobs whose last victim has been released; they
 	// start at the next Schedule.
 	ready []*job
@@ -109,6 +114,25 @@ type share struct {
 	// simGen equals the engine's.
 	sim    vec
 	simGen uint64
+
+	// minRun is the minimum run time in nanoseconds (ShareConfig.MinRunTime):
+	// a holding job of the share with started+minRun > now is protected.
+	minRun int64
+	// protHead, protBy, protEnd and protCross are set when the head
+	// protHead failed in this pass only because victims are protected:
+	// protBy is the protected candidate whose protection ends first
+	// (protEnd), protCross says it is of another share (see noteProtected).
+	protHead  *job
+	protBy    *job
+	protEnd   int64
+	protCross bool
+}
+
+// protected reports whether holding job j may not be a victim at now: it has
+// run less than its share's minimum run time. The end of the protection is
+// j.started + minRun.
+func (j *job) protectedAt(now int64) bool {
+	return j.sh.minRun > 0 && now < j.started+j.sh.minRun
 }
 
 // committed is what the share will hold once its reservations complete.

@@ -146,6 +146,9 @@ func (e *Engine) SetShare(c ShareConfig) error {
 			return qshare.Errorf(qshare.EINVALID, "quota share %s: maxCapacity of %s is %d; it must be at least 0", c.Name, t, n)
 		}
 	}
+	if c.MinRunTime < 0 {
+		return qshare.Errorf(qshare.EINVALID, "quota share %s: minimum run time %s is negative", c.Name, c.MinRunTime)
+	}
 	s := q.shares[c.Name]
 	isNew := s == nil
 	if isNew {
@@ -157,6 +160,7 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	s.cfg.Limits = c.Limits.Clone()
 	s.whyCache = [len(s.whyCache)]cachedWhy{}
 	s.strategy = c.Strategy
+	s.minRun = int64(c.MinRunTime)
 	s.limit = e.toVec(c.Limits)
 	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited
 	s.maxUse = make(vec, len(s.limit))

@@ -143,6 +143,7 @@ func (e *Engine) pass(env *environment, now int64) {
 		for work.Len() > 0 {
 			s := work.pop()
 			h := s.top
+			s.protHead = nil
 			if _, bad := e.misconfigured(env, s, h); bad {
 				continue
 			}

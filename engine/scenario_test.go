@@ -20,8 +20,8 @@ import (
 //
 //	env name=E1 ml.g5.xlarge=3              create or update an environment
 //	queue name=Q1 env=E1                    create or update a queue
-//	share name=QS1 strategy=LEND_AND_BORROW borrow=200 inshare ml.g5.xlarge=1 [queue=Q1] [disabled]
-//	limits share=QS1 ml.g5.xlarge=0         change a share's limits, keeping the rest
+//	share name=QS1 strategy=LEND_AND_BORROW borrow=200 inshare ml.g5.xlarge=1 [queue=Q1] [disabled] [minrun=SECONDS]
+//	limits share=QS1 ml.g5.xlarge=0 [minrun=SECONDS]   change a share's limits, keeping the rest
 //	submit id=j share=QS1 prio=3 ml.g5.xlarge=1 [retries=N] [at=SECONDS]
 //	                                        a type may repeat (instance groups: summed)
 //	restore id=j share=QS1 prio=1 ml.g5.xlarge=1   a job that already holds its demand
@@ -31,7 +31,8 @@ import (
 //	                                        forget it if its preemption was final
 //	requeue id=j                            the attempt stopped; requeue the job
 //	stop id=j                               the caller terminates the job (Stopping)
-//	schedule [at=SECONDS]                   one pass: decisions, then capacity
+//	schedule [at=SECONDS]                   one pass: decisions, then capacity (and the
+//	                                        next wake-up NextWake asks for, if any)
 //	show                                    jobs and capacity
 //	front queue=Q1 n=5                      Front
 //	remove-share name=QS1 | remove-queue name=Q1 | remove-env name=E1
@@ -137,6 +138,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			BorrowLimit:       intArg(t, d, "borrow", -1),
 			InSharePreemption: d.HasArg("inshare"),
 			Disabled:          d.HasArg("disabled"),
+			MinRunTime:        time.Duration(intArg(t, d, "minrun", 0)) * time.Second,
 		}
 		return errText(e.SetShare(c))
 	case "limits":
@@ -155,6 +157,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		if p := strArg(d, "inshare", ""); p != "" {
 			c.InSharePreemption = p == "on"
+		}
+		if m := intArg(t, d, "minrun", -1); m >= 0 {
+			c.MinRunTime = time.Duration(m) * time.Second
 		}
 		return errText(e.SetShare(c))
 	case "submit", "restore":
@@ -199,6 +204,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		if len(ds) == 0 {
 			b.WriteString("no decisions\n")
+		}
+		if at, ok := e.NextWake(); ok {
+			fmt.Fprintf(&b, "next wake-up at %d\n", int64(at.Sub(h.base)/time.Second))
 		}
 		b.WriteString(h.capacity())
 		return b.String()
