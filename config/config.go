@@ -291,7 +291,7 @@ func (f *File) Resources() engine.Resources {
 		for _, s := range q.QuotaShares {
 			r.Shares = append(r.Shares, qshare.QuotaShare{Name: s.Name, JobQueue: q.Name, CapacityLimits: s.CapacityLimits,
 				Strategy: s.Strategy, BorrowLimit: s.EffectiveBorrowLimit(), InSharePreemption: s.InSharePreemption,
-				State: stateOrEnabled(s.State)})
+				State: stateOrEnabled(s.State), Tags: s.Tags})
 		}
 	}
 	return r

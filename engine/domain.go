@@ -93,11 +93,18 @@ func QueueShareOf(q *qshare.JobQueue, env *qshare.ServiceEnvironment) ShareConfi
 	return ShareConfig{Queue: q.Name, Name: QueueShare, Limits: limits, Strategy: qshare.StrategyReserve, BorrowLimit: 0}
 }
 
-// ShareOf is a quota share as the engine takes it.
+// ShareOf is a quota share as the engine takes it. Its minimum run time is
+// the value of its tag qshare.TagMinRunTime, which the edges validate
+// (qshare.ValidateShareTags); a value they would refuse (one stored before
+// the tag had a meaning) counts as 0.
 func ShareOf(s *qshare.QuotaShare) ShareConfig {
+	minRun, err := qshare.MinRunTime("tags", s.Tags)
+	if err != nil {
+		minRun = 0
+	}
 	return ShareConfig{Queue: s.JobQueue, Name: s.Name, Limits: qshare.Limits(s.CapacityLimits),
 		Strategy: s.Strategy, BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption == qshare.Enabled,
-		Disabled: s.State == qshare.Disabled}
+		Disabled: s.State == qshare.Disabled, MinRunTime: minRun}
 }
 
 // HasQuotaShares reports whether a job queue whose scheduling policy is p
