@@ -45,6 +45,13 @@ const (
 	// RulePreemptedForNothing: a job preempted to make room for another is
 	// followed by that job's start.
 	RulePreemptedForNothing = "preempted-for-nothing"
+	// RuleMinRunTime: a job is not chosen as a victim (its stopping line,
+	// or its preempt line when it has none) before it has held its
+	// capacity for its share's minimum run time (the quota-share tag
+	// qshare:minRunTimeSeconds in the configuration), counted from its
+	// last start line. Old logs of shares without the tag have nothing
+	// to break.
+	RuleMinRunTime = "min-run-time"
 	// RuleDoubleHold: a job never holds capacity twice at once.
 	RuleDoubleHold = "double-hold"
 	// RuleLog: the log is consistent: every line reads, time never goes
@@ -141,6 +148,8 @@ type shareState struct {
 	strategy    qshare.Strategy
 	borrowLimit int64
 	inShare     bool
+	// minRun is the share's minimum run time in seconds (0: none).
+	minRun float64
 	// noQuota: the jobs of a queue without quota shares (a plain FIFO
 	// queue). Only the environment's capacity applies to them.
 	noQuota bool
@@ -166,8 +175,9 @@ type jobState struct {
 	stopping    bool
 	stoppingFor string
 	// stoppingLine and startLine are the lines of its stopping decision
-	// and of its last start.
+	// and of its last start; startT is the time of that start.
 	stoppingLine, startLine int
+	startT                  float64
 }
 
 // inSystem reports whether j can still have events: it is not done, or its
@@ -223,7 +233,7 @@ func NewChecker(cfg *config.File, opts CheckOptions) *Checker {
 			continue // queues without quota shares are modelled above
 		}
 		st := &shareState{queue: s.Queue, name: s.Name, env: env, limits: s.Limits.Clone(), strategy: s.Strategy,
-			borrowLimit: s.BorrowLimit, inShare: s.InSharePreemption, usage: qshare.Capacity{}}
+			borrowLimit: s.BorrowLimit, inShare: s.InSharePreemption, usage: qshare.Capacity{}, minRun: s.MinRunTime.Seconds()}
 		c.shares[s.Queue+"\x00"+s.Name] = st
 		env.shares = append(env.shares, st)
 	}
@@ -393,6 +403,7 @@ func (c *Checker) flushGroup() {
 		c.unwait(j)
 		j.demand = demand
 		j.startLine = line
+		j.startT = e.T
 		s := j.share
 		s.usage.Add(demand)
 		s.env.usage.Add(demand)
@@ -601,6 +612,13 @@ func (c *Checker) judgePreempt(e Event, line int, j *jobState) bool {
 	if s.strategy == qshare.StrategyReserve && !s.inShare {
 		c.fail(e.T, line, RuleReservePreempted, []string{j.id, e.For},
 			"job %s of RESERVE share %s (in-share preemption DISABLED) is preempted for %s", j.id, s.name, orUnknown(e.For))
+	}
+	// A server's log may write a start a moment after the pass that
+	// decided it (Settle allows for that); a simulation's, never.
+	if ran := e.T - j.startT; s.minRun > 0 && ran+c.opts.Settle < s.minRun {
+		c.fail(e.T, line, RuleMinRunTime, []string{j.id, e.For},
+			"job %s of share %s is preempted for %s after running %ss (since t=%s), less than the share's minimum run time of %ss",
+			j.id, s.name, orUnknown(e.For), formatT(ran), formatT(j.startT), formatT(s.minRun))
 	}
 	if e.For == "" {
 		return true

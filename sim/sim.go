@@ -100,6 +100,9 @@ type itemKind int
 const (
 	itemFinish itemKind = iota + 1
 	itemRelease
+	// itemWake is a pass the engine asked for (engine.NextWake: a minimum
+	// run time that a waiting job needs ends); it has no run.
+	itemWake
 )
 
 type item struct {
@@ -154,6 +157,8 @@ type simulator struct {
 	// decisions is the last pass's decisions; each pass appends to it
 	// again (engine.AppendSchedule), so that a pass allocates no slice.
 	decisions []engine.Decision
+	// wakeAt is the last wake-up queued (itemWake).
+	wakeAt time.Duration
 }
 
 // Run replays jobs against the configuration cfg (which must be valid) and
@@ -228,7 +233,11 @@ func Run(ctx context.Context, cfg *config.File, jobs []Job, opts Options) (*Repo
 
 func (s *simulator) push(at time.Duration, kind itemKind, r *run) {
 	s.seq++
-	heap.Push(&s.items, item{at: at, seq: s.seq, kind: kind, r: r, attempt: r.attempt})
+	it := item{at: at, seq: s.seq, kind: kind, r: r}
+	if r != nil {
+		it.attempt = r.attempt
+	}
+	heap.Push(&s.items, it)
 }
 
 func (s *simulator) emit(r *run, kind event.Kind, demand qshare.Capacity, reason, forJob string) {
@@ -401,12 +410,29 @@ func (s *simulator) schedule() error {
 			}
 		}
 		if !acted {
+			s.askedWake()
 			return nil
 		}
 	}
 }
 
+// askedWake queues a pass at the time the engine asks to be woken, if it
+// asks for one not queued yet.
+func (s *simulator) askedWake() {
+	at, ok := s.eng.NextWake()
+	if !ok {
+		return
+	}
+	if w := at.Sub(epoch); w > s.now && w != s.wakeAt {
+		s.wakeAt = w
+		s.push(w, itemWake, nil)
+	}
+}
+
 func (s *simulator) handle(it item) error {
+	if it.kind == itemWake {
+		return nil // the instant's pass is all it asks for
+	}
 	r := it.r
 	if it.attempt != r.attempt {
 		return nil // an item of an earlier attempt
