@@ -47,6 +47,10 @@ involved:
   min-run-time           a victim chosen before it ran its share's minimum
                          run time (tag qshare:minRunTimeSeconds; --settle
                          is allowed for a server's log)
+  protection-wait        a head job left waiting when the protection of a
+                         victim it needs has ended (a reclaim would now
+                         make room, and nothing happens at that instant,
+                         or within --settle)
   double-hold            a job holding capacity twice at once
   log                    an inconsistent log (a line that cannot be read,
                          time going back, a job giving back what it does
