@@ -144,9 +144,9 @@ type Checker struct {
 	stoppingBy map[string]map[string]bool
 	// protEnds holds the ends of the protections of holding jobs of
 	// shares with a minimum run time, earliest first.
-	protEnds protHeap
-	summary    Summary
-	violation  []Violation
+	protEnds  protHeap
+	summary   Summary
+	violation []Violation
 }
 
 type envState struct {
