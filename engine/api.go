@@ -16,6 +16,12 @@
 // kept for it, and it starts (a DecisionStart) in the first Schedule after
 // the last of them has been released.
 //
+// A share may protect its jobs from preemption for a minimum run time
+// (ShareConfig.MinRunTime). Time alone then changes a decision: when the
+// protection of a victim that a waiting job needs ends. The engine still
+// keeps no clock; NextWake says when the caller should run Schedule again
+// although nothing else happened.
+//
 // The unit of scheduling is the service environment: every quota share of
 // every job queue on an environment lends to and borrows from its pool, and
 // environments are independent. The rules, the order of a pass and the
