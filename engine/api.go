@@ -80,6 +80,11 @@ type ShareConfig struct {
 	// nothing; it must not be negative. A qshare extension, set by the tag
 	// qshare.TagMinRunTime.
 	MinRunTime time.Duration
+	// FairShare, when set, schedules the share by fair share over its
+	// jobs' share identifiers (see FairShareConfig): the one share of a job
+	// queue with a fair-share policy (QueueShare). It can be set or
+	// removed only while the share has no jobs.
+	FairShare *FairShareConfig
 }
 
 // JobSpec describes a job to the engine.
@@ -98,6 +103,9 @@ type JobSpec struct {
 	// Preemptions is how many times the job has been preempted so far
 	// (non-zero when the engine is rebuilt from a store).
 	Preemptions int
+	// ShareIdentifier is the job's share identifier in a fair-share share
+	// (required there, ignored elsewhere).
+	ShareIdentifier string
 }
 
 // DecisionKind says what a Decision asks the caller to do.

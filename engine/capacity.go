@@ -115,6 +115,9 @@ type share struct {
 	sim    vec
 	simGen uint64
 
+	// fair is the fair-share state of a fair-share share (nil otherwise).
+	fair *fairState
+
 	// minRun is the minimum run time in nanoseconds (ShareConfig.MinRunTime):
 	// a holding job of the share with started+minRun > now is protected.
 	minRun int64
@@ -151,9 +154,14 @@ func (s *share) maxUseAt(t int32) (int64, bool) {
 	return s.maxUse.at(t), false
 }
 
-func (s *share) head() *job { return s.runq.head() }
+func (s *share) head() *job {
+	if s.fair != nil {
+		return s.fairHead()
+	}
+	return s.runq.head()
+}
 
-func (s *share) jobCount() int { return s.runq.Len() + len(s.holding) + s.reserved }
+func (s *share) jobCount() int { return s.runnable() + len(s.holding) + s.reserved }
 
 // insertHolding puts j into its share's holding list, which is kept in
 // victim order (held.less) so that preemption reads candidates in order

@@ -5,6 +5,7 @@ package engine
 // Schedule.
 
 import (
+	"math"
 	"sort"
 
 	"qshare"
@@ -149,7 +150,23 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	if c.MinRunTime < 0 {
 		return qshare.Errorf(qshare.EINVALID, "quota share %s: minimum run time %s is negative", c.Name, c.MinRunTime)
 	}
+	if f := c.FairShare; f != nil {
+		if f.DecaySeconds < 0 || f.DecaySeconds > 604800 {
+			return qshare.Errorf(qshare.EINVALID, "share %s: shareDecaySeconds %d is outside 0..604800", c.Name, f.DecaySeconds)
+		}
+		if f.ComputeReservation < 0 || f.ComputeReservation > 99 {
+			return qshare.Errorf(qshare.EINVALID, "share %s: computeReservation %d is outside 0..99", c.Name, f.ComputeReservation)
+		}
+		for _, w := range f.Weights {
+			if !(w.Factor > 0) || math.IsInf(w.Factor, 0) {
+				return qshare.Errorf(qshare.EINVALID, "share %s: weightFactor of %q is %v; it must be positive", c.Name, w.Identifier, w.Factor)
+			}
+		}
+	}
 	s := q.shares[c.Name]
+	if s != nil && (s.fair != nil) != (c.FairShare != nil) && s.jobCount() > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "share %s has jobs: it cannot switch between fair share and quota share until they are gone", c.Name)
+	}
 	isNew := s == nil
 	if isNew {
 		s = &share{q: q, name: c.Name, ownWhy: "started within the own capacity of share " + c.Name}
@@ -161,6 +178,19 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	s.whyCache = [len(s.whyCache)]cachedWhy{}
 	s.strategy = c.Strategy
 	s.minRun = int64(c.MinRunTime)
+	switch {
+	case c.FairShare == nil:
+		s.fair = nil
+	case s.fair == nil:
+		s.fair = newFairState(*c.FairShare)
+	default:
+		s.fair.configure(*c.FairShare)
+	}
+	if c.FairShare != nil {
+		fs := *c.FairShare
+		fs.Weights = append([]ShareWeight(nil), fs.Weights...)
+		s.cfg.FairShare = &fs
+	}
 	s.limit = e.toVec(c.Limits)
 	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited
 	s.maxUse = make(vec, len(s.limit))

@@ -35,6 +35,10 @@ const (
 	// start sequence (so that another victim is another reason), c 1 for a
 	// victim of another share.
 	whyProtected
+	// whyFairReserve: a fair-share head that fits the free capacity but
+	// not beside what computeReservation (a) keeps for identifiers without
+	// running jobs.
+	whyFairReserve
 )
 
 // reserveHolder names a RESERVE share other than s whose idle capacity of
@@ -130,6 +134,11 @@ func (e *Engine) formatWhy(env *environment, s *share, h *job, w waitWhy) string
 		if w.c > 0 {
 			b.WriteString(" (free capacity is held back for jobs waiting within their own share's limit)")
 		}
+	case whyFairReserve:
+		b.WriteString("waiting for capacity: the free capacity is held back for share identifiers without running jobs (computeReservation ")
+		b.WriteString(strconv.FormatInt(w.a, 10))
+		b.WriteString(")")
+		return b.String()
 	case whyProtected:
 		v := s.protBy
 		b.WriteString("waiting for capacity; ")
