@@ -16,6 +16,7 @@
 package config
 
 import (
+	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
@@ -276,7 +277,11 @@ func (f *File) Resources() engine.Resources {
 			State: stateOrEnabled(e.State), CapacityLimits: e.CapacityLimits})
 	}
 	for _, p := range f.SchedulingPolicies {
-		r.Policies = append(r.Policies, qshare.SchedulingPolicy{Name: p.Name, QuotaSharePolicy: p.QuotaSharePolicy})
+		pol := qshare.SchedulingPolicy{Name: p.Name, QuotaSharePolicy: p.QuotaSharePolicy}
+		if p.FairsharePolicy != nil {
+			pol.FairsharePolicy, _ = json.Marshal(p.FairsharePolicy) // the domain keeps it as JSON
+		}
+		r.Policies = append(r.Policies, pol)
 	}
 	for _, q := range f.JobQueues {
 		jq := qshare.JobQueue{Name: q.Name, Type: SageMakerTraining, State: stateOrEnabled(q.State),

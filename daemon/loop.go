@@ -846,5 +846,5 @@ func (d *Daemon) spec(j *qshare.Job) engine.JobSpec {
 		retries = *j.PreemptionRetries
 	}
 	return engine.JobSpec{ID: j.ID, Queue: j.JobQueue, Share: share, Priority: j.Priority, Created: j.CreatedAt,
-		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions}
+		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions, ShareIdentifier: j.ShareIdentifier}
 }
