@@ -22,6 +22,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"qshare"
 )
 
 // FairShareConfig is a fair-share scheduling policy as the engine sees it.
@@ -61,6 +63,7 @@ type fairIdent struct {
 	// held is the instances its jobs hold now (all types summed); usage
 	// its decayed weighted instance-seconds at fairState.at.
 	held  int64
+	used  vec // what its jobs hold, per type
 	usage float64
 	// rate is the weighted instances it held since fairState.at.
 	rate float64
@@ -194,11 +197,11 @@ func (s *share) fairHead() *job {
 
 // held adds n (negative: gives back) to the instances j's identifier holds.
 func (s *share) fairHold(j *job, sign int64) {
-	var n int64
+	id := s.fair.ids[j.ident]
 	for _, a := range j.demand() {
-		n += a.n
+		id.held += sign * a.n
+		id.used.add(a.t, sign*a.n)
 	}
-	s.fair.ids[j.ident].held += sign * n
 }
 
 // fairPass schedules an environment whose one share is a fair-share share:
@@ -294,10 +297,12 @@ type FairUsage struct {
 	ShareIdentifier string
 	// Weight is its weightFactor; Usage its decayed weighted
 	// instance-seconds as of the last pass; Holding the instances its
-	// jobs hold; Runnable its RUNNABLE jobs.
+	// jobs hold (all types), Capacity the same per type; Runnable its
+	// RUNNABLE jobs.
 	Weight   float64
 	Usage    float64
 	Holding  int64
+	Capacity qshare.Capacity
 	Runnable int
 }
 
@@ -314,7 +319,8 @@ func (e *Engine) FairShare(queue string) []FairUsage {
 	}
 	out := make([]FairUsage, 0, len(s.fair.ids))
 	for _, id := range s.fair.ids {
-		out = append(out, FairUsage{ShareIdentifier: id.name, Weight: id.weight, Usage: id.usage, Holding: id.held, Runnable: id.runq.Len()})
+		out = append(out, FairUsage{ShareIdentifier: id.name, Weight: id.weight, Usage: id.usage, Holding: id.held,
+			Capacity: e.toCapacity(id.used), Runnable: id.runq.Len()})
 	}
 	sort.Slice(out, func(a, b int) bool {
 		if out[a].Usage != out[b].Usage {
