@@ -248,6 +248,9 @@ func (s *simulator) emit(r *run, kind event.Kind, demand qshare.Capacity, reason
 		T: s.now.Seconds(), Job: r.job.ID, Event: kind, Share: r.job.Share, Queue: r.job.Queue,
 		Priority: r.job.Priority, Reason: reason, For: forJob,
 	}
+	if r.share.fair {
+		base.Share = "" // the queue's own line, as the checker knows it
+	}
 	for _, e := range event.Lines(base, demand) {
 		s.ev.Write(e) // sticky error, reported at Flush
 	}
@@ -316,7 +319,7 @@ func (s *simulator) submit(r *run) {
 	reject := ""
 	if q.State == qshare.Disabled {
 		reject = fmt.Sprintf("job queue %s is DISABLED: it accepts no new jobs", j.Queue)
-	} else if q.Share(j.Share).State == qshare.Disabled {
+	} else if !r.share.fair && q.Share(j.Share).State == qshare.Disabled {
 		reject = fmt.Sprintf("quota share %s is DISABLED: it accepts no new jobs", j.Share)
 	}
 	if reject != "" {
@@ -327,10 +330,14 @@ func (s *simulator) submit(r *run) {
 		return
 	}
 	r.share.submitted++
-	s.arriving = append(s.arriving, engine.JobSpec{
+	spec := engine.JobSpec{
 		ID: j.ID, Queue: j.Queue, Share: j.Share, Priority: j.Priority, Created: epoch.Add(j.Submit),
 		Demand: j.Demand, PreemptionRetries: j.PreemptionRetries,
-	})
+	}
+	if r.share.fair {
+		spec.Share, spec.ShareIdentifier = engine.QueueShare, j.Share
+	}
+	s.arriving = append(s.arriving, spec)
 }
 
 // submitArriving gives the engine the jobs accepted since it was last
