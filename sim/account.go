@@ -54,8 +54,8 @@ type shareAcc struct {
 }
 
 type accounting struct {
-	shares  []*shareAcc
-	byKey   map[string]*shareAcc
+	shares []*shareAcc
+	byKey  map[string]*shareAcc
 	// fairEnv maps each fair-share queue to its environment: its share
 	// identifiers get their accounts as jobs name them (share).
 	fairEnv map[string]*envAcc
