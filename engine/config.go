@@ -68,6 +68,13 @@ func (e *Engine) SetQueue(c QueueConfig) error {
 	if q.env == env {
 		return nil
 	}
+	if len(q.shares) > 0 && len(env.shares) > 0 {
+		for _, s := range append(append([]*share(nil), env.shares...), mapShares(q.shares)...) {
+			if s.fair != nil {
+				return qshare.Errorf(qshare.ECONFLICT, "job queue %s cannot move to service environment %s: a fair-share share (%s) must be alone in its environment", q.name, env.name, s.name)
+			}
+		}
+	}
 	for _, s := range q.shares {
 		if s.jobCount() > 0 {
 			return qshare.Errorf(qshare.ECONFLICT, "job queue %s has jobs in quota share %s; it cannot move to service environment %s until they are gone", q.name, s.name, env.name)
@@ -164,6 +171,13 @@ func (e *Engine) SetShare(c ShareConfig) error {
 		}
 	}
 	s := q.shares[c.Name]
+	// A fair-share share is scheduled by a pass of its own: it must be
+	// alone in its environment.
+	for _, o := range q.env.shares {
+		if o != s && (o.fair != nil || c.FairShare != nil) {
+			return qshare.Errorf(qshare.ECONFLICT, "share %s: service environment %s would have a fair-share share beside another share (%s); a fair-share queue's environment serves it alone", c.Name, q.env.name, o.name)
+		}
+	}
 	if s != nil && (s.fair != nil) != (c.FairShare != nil) && s.jobCount() > 0 {
 		return qshare.Errorf(qshare.ECONFLICT, "share %s has jobs: it cannot switch between fair share and quota share until they are gone", c.Name)
 	}
@@ -223,4 +237,12 @@ func (e *Engine) RemoveShare(queue, name string) error {
 	e.reindex(q.env)
 	e.markDirty(q.env)
 	return nil
+}
+
+func mapShares(m map[string]*share) []*share {
+	out := make([]*share, 0, len(m))
+	for _, s := range m {
+		out = append(out, s)
+	}
+	return out
 }
