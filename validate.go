@@ -93,8 +93,10 @@ func ValidateSharing(field string, strategy Strategy, borrowLimit *int64) (int64
 	return *borrowLimit, nil
 }
 
-// SystemTagPrefix begins the keys of the tags qshare itself sets, such as
-// TagSubmittedBy; users can neither set nor remove them.
+// SystemTagPrefix begins the keys of qshare's own tags. Users can neither
+// set nor remove the ones qshare itself sets, such as TagSubmittedBy; the
+// settings a user gives through a tag, such as TagMinRunTime, are the
+// exception (see ReservedTagKey).
 const SystemTagPrefix = "qshare:"
 
 // TagSubmittedBy is the system tag of a job that names the ARN of the
@@ -105,21 +107,25 @@ const TagSubmittedBy = SystemTagPrefix + "submittedBy"
 // processes run as: its submitter's unixUser (with authentication on).
 const TagRunAs = SystemTagPrefix + "runAs"
 
-// ReservedTagKey reports whether a tag key is qshare's (SystemTagPrefix,
-// in any case).
+// ReservedTagKey reports whether a tag key is one of qshare's system tags:
+// it begins with SystemTagPrefix (in any case) and is not a setting that
+// users give through a tag, spelled exactly (TagMinRunTime).
 func ReservedTagKey(k string) bool {
+	if k == TagMinRunTime {
+		return false
+	}
 	return len(k) >= len(SystemTagPrefix) && strings.EqualFold(k[:len(SystemTagPrefix)], SystemTagPrefix)
 }
 
 // ValidateTags checks a tag map: at most 50 tags, keys of 1 to 128
-// characters that do not begin with SystemTagPrefix, values of at most 256.
+// characters that are not system tags (ReservedTagKey), values of at most 256.
 func ValidateTags(field string, tags map[string]string) error {
 	if len(tags) > 50 {
 		return Errorf(EINVALID, "%s has %d tags: at most 50 are allowed", field, len(tags))
 	}
 	for k, v := range tags {
 		if ReservedTagKey(k) {
-			return Errorf(EINVALID, "%s key %q is not allowed: keys that begin with %s are qshare's system tags", field, k, SystemTagPrefix)
+			return Errorf(EINVALID, "%s key %q is not allowed: keys that begin with %s are qshare's system tags (the one a user may set is %s)", field, k, SystemTagPrefix, TagMinRunTime)
 		}
 		if n := utf8.RuneCountInString(k); n < 1 || n > 128 {
 			return Errorf(EINVALID, "%s key %q is not valid: keys have 1 to 128 characters", field, k)

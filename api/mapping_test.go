@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -55,7 +56,8 @@ func (s *server) applyFile(f *config.File) {
 		for _, sh := range q.QuotaShares {
 			in := &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.Name), JobQueue: aws.String(q.Name),
 				ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategy(sh.Strategy)},
-				PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionState(sh.InSharePreemption)}}
+				PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionState(sh.InSharePreemption)},
+				Tags:                         sh.Tags}
 			if sh.BorrowLimit != nil {
 				in.ResourceSharingConfiguration.BorrowLimit = aws.Int32(int32(*sh.BorrowLimit))
 			}
@@ -106,6 +108,13 @@ func TestOneMapping(t *testing.T) {
 			want := simulatorConfig(t, f)
 			if len(want.Queues) != len(f.JobQueues) {
 				t.Fatalf("the simulator's engine has %d queues, the file %d", len(want.Queues), len(f.JobQueues))
+			}
+			minRun := false // the minimum run time (a tag) is part of the mapping
+			for _, s := range want.Shares {
+				minRun = minRun || s.MinRunTime > 0
+			}
+			if strings.Contains(path, "mixed") && !minRun {
+				t.Fatal("no share of the mixed file has a minimum run time: the test no longer covers its mapping")
 			}
 
 			dir := t.TempDir()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
@@ -293,4 +294,48 @@ func TestEnvironmentCapacityWarning(t *testing.T) {
 	if r := reason(); r != nil {
 		t.Fatalf("statusReason after the update = %v, want none", r)
 	}
+}
+
+// TestMinRunTimeTag: the quota-share tag qshare:minRunTimeSeconds, set
+// through the AWS SDK unchanged, is validated (a ClientException naming
+// it), and protects a running job from in-share preemption: the job that
+// waits for it says so in its statusReason.
+func TestMinRunTimeTag(t *testing.T) {
+	s := newServer(t)
+	c := s.c
+	queueARN := s.setup("q", 1, shareSpec{name: "A", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve, inShare: true})
+	shareARN := aws.String(queueARN + "/quota-share/A")
+	for _, bad := range []string{"10m", "-5", "604801", ""} {
+		_, err := c.TagResource(ctx, &batch.TagResourceInput{ResourceArn: shareARN, Tags: map[string]string{"qshare:minRunTimeSeconds": bad}})
+		clientErr(t, err, "qshare:minRunTimeSeconds", "whole number of seconds")
+	}
+	_, err := c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{
+		QuotaShareName: aws.String("B"), JobQueue: aws.String(queueARN),
+		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}},
+		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyLend},
+		PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled},
+		Tags:                         map[string]string{"qshare:minRunTimeSeconds": "1.5"},
+	})
+	clientErr(t, err, "qshare:minRunTimeSeconds")
+	_, err = c.TagResource(ctx, &batch.TagResourceInput{ResourceArn: shareARN, Tags: map[string]string{"qshare:minRunTimeSeconds": "3600"}})
+	must(t, err)
+
+	low := s.submit("q", "A", "low", 0, payload(g5, 1, time.Hour, 0))
+	s.waitStatus(low, types.ServiceJobStatusRunning)
+	high := s.submit("q", "A", "high", 5, payload(g5, 1, time.Millisecond, 0))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := s.describe(high)
+		if r := aws.ToString(d.StatusReason); strings.Contains(r, "lower-priority job "+low+" of A is protected from preemption for") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("high: %s %q; want a reason naming the protected job", d.Status, aws.ToString(d.StatusReason))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Without the tag, the protection is gone at the next pass.
+	_, err = c.UntagResource(ctx, &batch.UntagResourceInput{ResourceArn: shareARN, TagKeys: []string{"qshare:minRunTimeSeconds"}})
+	must(t, err)
+	s.waitStatus(high, types.ServiceJobStatusSucceeded)
 }

@@ -162,9 +162,15 @@ func TestValidation(t *testing.T) {
 		{"unknown share", submit(func(in *batch.SubmitServiceJobInput) { in.QuotaShareName = aws.String("ZZ") }), []string{"Quota share ZZ does not exist"}},
 		{"disabled share", submit(func(in *batch.SubmitServiceJobInput) { in.QuotaShareName = aws.String("OFF") }), []string{"Quota share OFF is DISABLED"}},
 		{"share on FIFO", submit(func(in *batch.SubmitServiceJobInput) { in.JobQueue = aws.String("fifo") }), []string{"quotaShareName is only allowed"}},
-		{"fair share queue", submit(func(in *batch.SubmitServiceJobInput) {
-			in.JobQueue, in.QuotaShareName, in.ShareIdentifier = aws.String("fair"), nil, aws.String("a")
-		}), []string{"fair-share", "does not schedule fair-share queues"}},
+		{"fair share queue without shareIdentifier", submit(func(in *batch.SubmitServiceJobInput) {
+			in.JobQueue, in.QuotaShareName = aws.String("fair"), nil
+		}), []string{"shareIdentifier must be specified."}},
+		{"quotaShareName on a fair share queue", submit(func(in *batch.SubmitServiceJobInput) {
+			in.JobQueue, in.ShareIdentifier = aws.String("fair"), aws.String("a")
+		}), []string{"quotaShareName is for quota-share queues", "give shareIdentifier"}},
+		{"bad shareIdentifier", submit(func(in *batch.SubmitServiceJobInput) {
+			in.JobQueue, in.QuotaShareName, in.ShareIdentifier = aws.String("fair"), nil, aws.String("team a*")
+		}), []string{"shareIdentifier", "letters, digits and underscores"}},
 		{"shareIdentifier on QM", submit(func(in *batch.SubmitServiceJobInput) { in.ShareIdentifier = aws.String("a") }), []string{"shareIdentifier is for fair-share queues"}},
 		{"unknown queue", submit(func(in *batch.SubmitServiceJobInput) { in.JobQueue = aws.String("nope") }), []string{"Job queue nope does not exist"}},
 		{"foreign ARN", submit(func(in *batch.SubmitServiceJobInput) {

@@ -700,9 +700,20 @@ type quotaShareUtilization struct {
 	TopCapacityUtilization []shareUtilization `json:"topCapacityUtilization"`
 }
 
+type fairshareCapacityUtilization struct {
+	ShareIdentifier string          `json:"shareIdentifier"`
+	CapacityUsage   []capacityUsage `json:"capacityUsage"`
+}
+
+type fairshareUtilization struct {
+	ActiveShareCount       int                            `json:"activeShareCount"`
+	TopCapacityUtilization []fairshareCapacityUtilization `json:"topCapacityUtilization"`
+}
+
 type queueUtilization struct {
 	TotalCapacityUsage    []capacityUsage        `json:"totalCapacityUsage"`
 	QuotaShareUtilization *quotaShareUtilization `json:"quotaShareUtilization,omitempty"`
+	FairshareUtilization  *fairshareUtilization  `json:"fairshareUtilization,omitempty"`
 	LastUpdatedAt         int64                  `json:"lastUpdatedAt"`
 }
 
@@ -733,6 +744,13 @@ func snapshotWire(s daemon.Snapshot) snapshotOut {
 			u.TopCapacityUtilization = append(u.TopCapacityUtilization, shareUtilization{su.Share, usageOut(su.Usage)})
 		}
 		out.QueueUtilization.QuotaShareUtilization = u
+	}
+	if s.FairShare {
+		u := &fairshareUtilization{ActiveShareCount: s.ActiveShares, TopCapacityUtilization: []fairshareCapacityUtilization{}}
+		for _, su := range s.Identifiers {
+			u.TopCapacityUtilization = append(u.TopCapacityUtilization, fairshareCapacityUtilization{su.Share, usageOut(su.Usage)})
+		}
+		out.QueueUtilization.FairshareUtilization = u
 	}
 	return out
 }

@@ -16,6 +16,7 @@
 package config
 
 import (
+	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
@@ -276,7 +277,11 @@ func (f *File) Resources() engine.Resources {
 			State: stateOrEnabled(e.State), CapacityLimits: e.CapacityLimits})
 	}
 	for _, p := range f.SchedulingPolicies {
-		r.Policies = append(r.Policies, qshare.SchedulingPolicy{Name: p.Name, QuotaSharePolicy: p.QuotaSharePolicy})
+		pol := qshare.SchedulingPolicy{Name: p.Name, QuotaSharePolicy: p.QuotaSharePolicy}
+		if p.FairsharePolicy != nil {
+			pol.FairsharePolicy, _ = json.Marshal(p.FairsharePolicy) // the domain keeps it as JSON
+		}
+		r.Policies = append(r.Policies, pol)
 	}
 	for _, q := range f.JobQueues {
 		jq := qshare.JobQueue{Name: q.Name, Type: SageMakerTraining, State: stateOrEnabled(q.State),
@@ -291,7 +296,7 @@ func (f *File) Resources() engine.Resources {
 		for _, s := range q.QuotaShares {
 			r.Shares = append(r.Shares, qshare.QuotaShare{Name: s.Name, JobQueue: q.Name, CapacityLimits: s.CapacityLimits,
 				Strategy: s.Strategy, BorrowLimit: s.EffectiveBorrowLimit(), InSharePreemption: s.InSharePreemption,
-				State: stateOrEnabled(s.State)})
+				State: stateOrEnabled(s.State), Tags: s.Tags})
 		}
 	}
 	return r

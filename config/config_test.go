@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"qshare"
 	"qshare/engine"
@@ -290,6 +291,78 @@ func TestWhatIf(t *testing.T) {
 		_, err := base.WhatIf([]string{tc.kv}, Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("WhatIf(%q) = %v, want ...%q...", tc.kv, err, tc.want)
+		}
+	}
+}
+
+// TestMinRunTime: a quota share's minimum run time comes from its tag
+// qshare:minRunTimeSeconds, in the apply file as through the API; a bad
+// value is a problem at the tag; --what-if sets it per share or for all.
+func TestMinRunTime(t *testing.T) {
+	doc := `serviceEnvironments:
+  - serviceEnvironmentName: pool
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]
+schedulingPolicies:
+  - name: qm
+    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
+jobQueues:
+  - jobQueueName: q
+    priority: 1
+    schedulingPolicy: qm
+    serviceEnvironment: pool
+    quotaShares:
+      - quotaShareName: a
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+        resourceSharingConfiguration: {strategy: LEND}
+        preemptionConfiguration: {inSharePreemption: DISABLED}
+        tags: {qshare:minRunTimeSeconds: "600"}
+      - quotaShareName: b
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+        resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+`
+	f, err := Parse("c.yaml", []byte(doc), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	minRuns := func(f *File) []time.Duration {
+		var out []time.Duration
+		for _, s := range f.Engine().Shares {
+			out = append(out, s.MinRunTime)
+		}
+		return out
+	}
+	if got := minRuns(f); !reflect.DeepEqual(got, []time.Duration{10 * time.Minute, 0}) {
+		t.Fatalf("minimum run times %v; want [10m 0s]", got)
+	}
+	bad := strings.Replace(doc, `"600"`, `"ten minutes"`, 1)
+	if _, err := Parse("c.yaml", []byte(bad), Options{}); err == nil || !strings.Contains(err.Error(), "jobQueues[0].quotaShares[0].tags") || !strings.Contains(err.Error(), qshare.TagMinRunTime) {
+		t.Fatalf("bad minimum run time: %v; want a problem at the share's tags naming %s", err, qshare.TagMinRunTime)
+	}
+
+	all, err := f.WhatIf([]string{"share.*.minRunTime=10m"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := minRuns(all); !reflect.DeepEqual(got, []time.Duration{10 * time.Minute, 10 * time.Minute}) {
+		t.Fatalf("share.*.minRunTime=10m: %v", got)
+	}
+	if d := Describe(f, all); !reflect.DeepEqual(d, []string{"share q/b minRunTime: 0s -> 10m0s"}) {
+		t.Errorf("Describe: %q", d)
+	}
+	one, err := f.WhatIf([]string{"share.q/a.minRunTime=0", "share.b.minRunTime=90"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := minRuns(one); !reflect.DeepEqual(got, []time.Duration{0, 90 * time.Second}) {
+		t.Fatalf("per share: %v", got)
+	}
+	if got := minRuns(f); !reflect.DeepEqual(got, []time.Duration{10 * time.Minute, 0}) {
+		t.Fatalf("WhatIf changed its receiver: %v", got)
+	}
+	for _, kv := range []string{"share.a.minRunTime=-1m", "share.a.minRunTime=1.5s", "share.a.minRunTime=169h", "share.a.minRunTime=604801", "share.a.minRunTime=soon"} {
+		if _, err := f.WhatIf([]string{kv}, Options{}); err == nil || !strings.Contains(err.Error(), "minRunTime") {
+			t.Errorf("WhatIf(%q) = %v; want a problem naming minRunTime", kv, err)
 		}
 	}
 }

@@ -194,7 +194,7 @@ func (f *File) check(opts Options) []Problem {
 				c.add(pp, qshare.ValidateState(pp, s.InSharePreemption, false))
 			}
 			c.add(sp+".state", qshare.ValidateState(sp+".state", s.State, true))
-			c.add(sp+".tags", qshare.ValidateTags(sp+".tags", s.Tags))
+			c.add(sp+".tags", qshare.ValidateShareTags(sp+".tags", s.Tags))
 		}
 	}
 	return c.problems

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"qshare"
 )
@@ -19,11 +20,15 @@ import (
 //	share.[QUEUE/]SHARE.borrowLimit=N   (-1 for unlimited; "none" removes it)
 //	share.[QUEUE/]SHARE.inSharePreemption=ENABLED|DISABLED
 //	share.[QUEUE/]SHARE.state=ENABLED|DISABLED
+//	share.[QUEUE/]SHARE.minRunTime=DURATION  its minimum run time before preemption
+//	                                    (10m, 1h30m, or seconds: 600; 0 removes it),
+//	                                    kept as the tag qshare:minRunTimeSeconds
 //	queue.QUEUE.priority=N
 //	queue.QUEUE.state=ENABLED|DISABLED
 //
 // A share may be named without its queue when no other queue has a share
-// of that name. Instance types may contain dots (ml.g5.xlarge): everything
+// of that name; share.*.FIELD=VALUE changes every quota share of every
+// queue. Instance types may contain dots (ml.g5.xlarge): everything
 // after "maxCapacity." is the type. A problem the change causes is reported
 // at the change ("--what-if share.QS1.strategy=RESERVE").
 func (f *File) WhatIf(changes []string, opts Options) (*File, error) {
@@ -54,6 +59,24 @@ func (f *File) set(kv string) error {
 	if !ok || name == "" || field == "" {
 		return fmt.Errorf("key %q must have the form env.NAME.FIELD, share.NAME.FIELD or queue.NAME.FIELD", key)
 	}
+	if kind == "share" && name == "*" {
+		names := f.ShareNames()
+		if len(names) == 0 {
+			return fmt.Errorf("share.* names no quota share: the configuration has none")
+		}
+		for _, n := range names {
+			if err := f.setAt(kv, "share", n, field, val); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return f.setAt(kv, kind, name, field, val)
+}
+
+// setAt applies the change kv, read as kind.name.field=val.
+func (f *File) setAt(kv, kind, name, field, val string) error {
+	key, _, _ := strings.Cut(kv, "=")
 	origin := Pos{Origin: "--what-if " + kv}
 	switch kind {
 	case "env":
@@ -132,8 +155,24 @@ func (f *File) set(kv string) error {
 		case field == "state":
 			s.State = qshare.State(val)
 			f.mark(p+".state", origin)
+		case field == "minRunTime":
+			d, err := parseSpan(val)
+			if err != nil {
+				return err
+			}
+			tags := make(map[string]string, len(s.Tags)+1)
+			for k, v := range s.Tags {
+				tags[k] = v
+			}
+			if d == 0 {
+				delete(tags, qshare.TagMinRunTime)
+			} else {
+				tags[qshare.TagMinRunTime] = strconv.FormatInt(int64(d/time.Second), 10)
+			}
+			s.Tags = tags
+			f.mark(p+".tags", origin)
 		default:
-			return fmt.Errorf("unknown field %q of a quota share: use maxCapacity.TYPE, strategy, borrowLimit, inSharePreemption or state", field)
+			return fmt.Errorf("unknown field %q of a quota share: use maxCapacity.TYPE, strategy, borrowLimit, inSharePreemption, state or minRunTime", field)
 		}
 	default:
 		return fmt.Errorf("key %q must start with env., share. or queue.", key)
@@ -224,6 +263,22 @@ func setLimit(ls []qshare.CapacityLimit, unit string, n int64) []qshare.Capacity
 	return out
 }
 
+// parseSpan reads a minimum run time: a Go duration of whole seconds (10m,
+// 1h30m) or a number of seconds, from 0 to 7 days.
+func parseSpan(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if n, nerr := strconv.ParseInt(s, 10, 64); nerr == nil {
+		d, err = time.Duration(n)*time.Second, nil
+		if n > qshare.MaxMinRunTimeSeconds {
+			d = time.Duration(qshare.MaxMinRunTimeSeconds+1) * time.Second
+		}
+	}
+	if err != nil || d < 0 || d%time.Second != 0 || d > time.Duration(qshare.MaxMinRunTimeSeconds)*time.Second {
+		return 0, fmt.Errorf("minRunTime %q is not a duration of whole seconds from 0 to 168h (7 days): write for example 10m or 600", s)
+	}
+	return d, nil
+}
+
 func parseInt(s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
@@ -273,6 +328,11 @@ func Describe(base, other *File) []string {
 			}
 			if stateOrEnabled(b.State) != stateOrEnabled(s.State) {
 				out = append(out, fmt.Sprintf("%s state: %s -> %s", who, stateOrEnabled(b.State), stateOrEnabled(s.State)))
+			}
+			bm, _ := qshare.MinRunTime("tags", b.Tags)
+			sm, _ := qshare.MinRunTime("tags", s.Tags)
+			if bm != sm {
+				out = append(out, fmt.Sprintf("%s minRunTime: %s -> %s", who, bm, sm))
 			}
 		}
 	}

@@ -93,6 +93,10 @@ type Daemon struct {
 	// decisions is the slice the loop's passes append their decisions to
 	// (engine.AppendSchedule), reused from cycle to cycle (under engMu).
 	decisions []engine.Decision
+	// wakeAt is when the engine asked for its next pass although nothing
+	// else changes (engine.NextWake; zero for never): the end of a
+	// minimum run time that a waiting job needs. Only the loop uses it.
+	wakeAt time.Time
 
 	// mu guards the maps below. Job records are immutable once installed:
 	// a change installs a new *qshare.Job, so a reader may keep a pointer.

@@ -250,7 +250,16 @@ func (d *Daemon) checkSubmitTarget(queue, share, shareID string) (string, error)
 	}
 	switch {
 	case policy != nil && policy.QuotaSharePolicy == nil:
-		return "", qshare.Errorf(qshare.EINVALID, "Job queue %s has a fair-share scheduling policy, and qshare does not schedule fair-share queues yet: submit to a job queue with a quota-share policy (quotaShareName)", queue)
+		if share != "" {
+			return "", qshare.Errorf(qshare.EINVALID, "quotaShareName is for quota-share queues: job queue %s has a fair-share scheduling policy, so give shareIdentifier instead", queue)
+		}
+		if shareID == "" {
+			return "", qshare.Errorf(qshare.EINVALID, "shareIdentifier must be specified.")
+		}
+		if err := validateShareIdentifier(shareID); err != nil {
+			return "", err
+		}
+		return "", nil
 	case policy != nil:
 		if shareID != "" {
 			return "", qshare.Errorf(qshare.EINVALID, "shareIdentifier is for fair-share queues: job queue %s uses quota shares, so give quotaShareName instead", queue)
@@ -601,4 +610,25 @@ func withSubmitter(tags map[string]string, by, runAs string) map[string]string {
 		n[qshare.TagRunAs] = runAs
 	}
 	return n
+}
+
+// validateShareIdentifier checks a job's shareIdentifier as AWS does: 1 to
+// 255 letters, digits and underscores.
+func validateShareIdentifier(id string) error {
+	ok := len(id) > 0 && len(id) <= 255
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	if !ok {
+		return qshare.Errorf(qshare.EINVALID, "shareIdentifier %q is not valid: use 1 to 255 letters, digits and underscores", truncateID(id))
+	}
+	return nil
+}
+
+func truncateID(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }

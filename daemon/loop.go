@@ -117,6 +117,12 @@ func (d *Daemon) loop(ctx context.Context) {
 	defer close(d.done)
 	t := time.NewTicker(d.cfg.Tick)
 	defer t.Stop()
+	// wake fires when the engine asked for a pass (a minimum run time
+	// ends: see engine.NextWake), so that the job waiting for it starts
+	// then, not at the next tick.
+	wake := time.NewTimer(time.Hour)
+	wake.Stop()
+	defer wake.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -126,8 +132,14 @@ func (d *Daemon) loop(ctx context.Context) {
 			return
 		case <-d.kick:
 		case <-t.C:
+		case <-wake.C:
 		}
 		d.runCycle(ctx)
+		if !d.wakeAt.IsZero() {
+			wake.Reset(max(d.wakeAt.Sub(d.now()), 0))
+		} else {
+			wake.Stop()
+		}
 	}
 }
 
@@ -222,6 +234,10 @@ func (d *Daemon) runCycle(ctx context.Context) {
 	t0 := time.Now()
 	decisions := d.eng.AppendSchedule(d.decisions[:0], c.now)
 	d.obs.SchedulingPass(time.Since(t0))
+	d.wakeAt = time.Time{}
+	if at, ok := d.eng.NextWake(); ok {
+		d.wakeAt = at
+	}
 	for _, dec := range decisions {
 		c.decide(dec)
 	}
@@ -841,5 +857,5 @@ func (d *Daemon) spec(j *qshare.Job) engine.JobSpec {
 		retries = *j.PreemptionRetries
 	}
 	return engine.JobSpec{ID: j.ID, Queue: j.JobQueue, Share: share, Priority: j.Priority, Created: j.CreatedAt,
-		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions}
+		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions, ShareIdentifier: j.ShareIdentifier}
 }

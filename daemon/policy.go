@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"qshare"
+	"qshare/engine"
 	"qshare/store"
 )
 
@@ -95,6 +96,26 @@ func (d *Daemon) UpdatePolicy(ctx context.Context, arn string, qsp *qshare.Quota
 	}
 	if err := commitPut(ctx, d, &store.Change{PutPolicies: []qshare.SchedulingPolicy{p}}, d.policies, name, &p); err != nil {
 		return err
+	}
+	if p.QuotaSharePolicy == nil {
+		// A fair-share policy's weights, decay and reservation take effect
+		// at the next pass in every queue that uses it.
+		d.post(op{kind: opCommand, reply: make(chan error, 1), fn: func(*cycle) error {
+			d.mu.RLock()
+			var qs []*qshare.JobQueue
+			for _, q := range d.queues {
+				if engine.PolicyName(q) == name {
+					qs = append(qs, q)
+				}
+			}
+			d.mu.RUnlock()
+			for _, q := range qs {
+				if err := d.engineQueue(q); err != nil {
+					return err
+				}
+			}
+			return nil
+		}})
 	}
 	d.log.Info("scheduling policy updated", "policy", name)
 	return nil

@@ -178,7 +178,9 @@ func (d *Daemon) applyQueue(q *qshare.JobQueue) {
 // fifoShare is the engine share of a job queue without a quota-share
 // policy (engine.QueueShareOf), on the environment the daemon holds now.
 func (d *Daemon) fifoShare(q *qshare.JobQueue) engine.ShareConfig {
-	return engine.QueueShareOf(q, lookup(d, d.envs, d.envName(q)))
+	c := engine.QueueShareOf(q, lookup(d, d.envs, d.envName(q)))
+	c.FairShare = engine.FairShareOf(lookup(d, d.policies, engine.PolicyName(q)))
+	return c
 }
 
 // isQuotaQueue reports whether the queue has a quota-share policy.

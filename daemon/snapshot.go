@@ -34,7 +34,13 @@ type Snapshot struct {
 	Shares []ShareUsage
 	// QuotaShares is true for a queue with a quota-share policy.
 	QuotaShares bool
-	At          time.Time
+	// FairShare is true for a queue with a fair-share policy; then
+	// ActiveShares counts its share identifiers with running jobs, and
+	// Identifiers lists those that hold capacity, most first (at most 20).
+	FairShare    bool
+	ActiveShares int
+	Identifiers  []ShareUsage
+	At           time.Time
 }
 
 // Snapshot returns the snapshot of a job queue (name or ARN).
@@ -53,7 +59,26 @@ func (d *Daemon) Snapshot(ref string) (Snapshot, error) {
 	d.engMu.Lock()
 	front := d.eng.Front(queue, 100)
 	views := d.eng.Shares(queue)
+	fair := d.eng.FairShare(queue)
 	d.engMu.Unlock()
+	if fair != nil {
+		snap.FairShare = true
+		for _, u := range fair {
+			if u.Holding > 0 {
+				snap.ActiveShares++
+				snap.Identifiers = append(snap.Identifiers, ShareUsage{Share: u.ShareIdentifier, Usage: u.Capacity})
+			}
+		}
+		sort.SliceStable(snap.Identifiers, func(a, b int) bool {
+			if x, y := snap.Identifiers[a].Usage.Total(), snap.Identifiers[b].Usage.Total(); x != y {
+				return x > y
+			}
+			return snap.Identifiers[a].Share < snap.Identifiers[b].Share
+		})
+		if len(snap.Identifiers) > 20 {
+			snap.Identifiers = snap.Identifiers[:20]
+		}
+	}
 
 	since := func(id string) FrontJob {
 		d.mu.RLock()

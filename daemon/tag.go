@@ -58,6 +58,13 @@ func (d *Daemon) TagResource(ctx context.Context, arn string, tags map[string]st
 	if err := qshare.ValidateTags("tags", tags); err != nil {
 		return err
 	}
+	if p, ok := d.parseARN(arn); ok && p.kind == kindShare {
+		// A quota share's tags may set its minimum run time: its value
+		// must be valid (qshare.TagMinRunTime).
+		if err := qshare.ValidateShareTags("tags", tags); err != nil {
+			return err
+		}
+	}
 	return d.retag(ctx, arn, func(old map[string]string) (map[string]string, error) {
 		n := cloneTags(old)
 		if n == nil {
@@ -114,7 +121,7 @@ func (d *Daemon) retag(ctx context.Context, arn string, f func(map[string]string
 	defer d.resMu.Unlock()
 	d.mu.RLock()
 	var ch store.Change
-	var install func()
+	var install, after func()
 	var err error
 	notFound := errNoResource(arn)
 	switch p.kind {
@@ -152,6 +159,20 @@ func (d *Daemon) retag(ctx context.Context, arn string, f func(map[string]string
 			if n.Tags, err = f(x.Tags); err == nil {
 				ch.PutShares = []qshare.QuotaShare{n}
 				install = func() { d.shares[key] = &n }
+				// Its tags may change its minimum run time
+				// (qshare.TagMinRunTime): the engine takes the share
+				// again, in the loop, unless it changed meanwhile.
+				after = func() {
+					d.post(op{kind: opCommand, reply: make(chan error, 1), fn: func(*cycle) error {
+						d.mu.RLock()
+						current := d.shares[key] == &n
+						d.mu.RUnlock()
+						if current {
+							return d.engineShare(&n)
+						}
+						return nil
+					}})
+				}
 			}
 			notFound = nil
 		}
@@ -169,6 +190,9 @@ func (d *Daemon) retag(ctx context.Context, arn string, f func(map[string]string
 	d.mu.Lock()
 	install()
 	d.mu.Unlock()
+	if after != nil {
+		after()
+	}
 	d.log.Info("tags changed", "arn", arn)
 	return nil
 }

@@ -16,6 +16,12 @@
 // kept for it, and it starts (a DecisionStart) in the first Schedule after
 // the last of them has been released.
 //
+// A share may protect its jobs from preemption for a minimum run time
+// (ShareConfig.MinRunTime). Time alone then changes a decision: when the
+// protection of a victim that a waiting job needs ends. The engine still
+// keeps no clock; NextWake says when the caller should run Schedule again
+// although nothing else happened.
+//
 // The unit of scheduling is the service environment: every quota share of
 // every job queue on an environment lends to and borrows from its pool, and
 // environments are independent. The rules, the order of a pass and the
@@ -66,6 +72,19 @@ type ShareConfig struct {
 	// Disabled shares accept no new jobs (the caller enforces that), but
 	// their queued jobs still run and they still lend and borrow.
 	Disabled bool
+	// MinRunTime protects the share's attempts from preemption: one that
+	// started less than MinRunTime before a pass's now is not a victim of
+	// cross-share reclaim or in-share preemption in that pass. A head that
+	// waits only for such a victim says so, and the engine asks to be woken
+	// when the protection ends (NextWake). 0, the default, protects
+	// nothing; it must not be negative. A qshare extension, set by the tag
+	// qshare.TagMinRunTime.
+	MinRunTime time.Duration
+	// FairShare, when set, schedules the share by fair share over its
+	// jobs' share identifiers (see FairShareConfig): the one share of a job
+	// queue with a fair-share policy (QueueShare). It can be set or
+	// removed only while the share has no jobs.
+	FairShare *FairShareConfig
 }
 
 // JobSpec describes a job to the engine.
@@ -84,6 +103,9 @@ type JobSpec struct {
 	// Preemptions is how many times the job has been preempted so far
 	// (non-zero when the engine is rebuilt from a store).
 	Preemptions int
+	// ShareIdentifier is the job's share identifier in a fair-share share
+	// (required there, ignored elsewhere).
+	ShareIdentifier string
 }
 
 // DecisionKind says what a Decision asks the caller to do.

@@ -42,6 +42,9 @@ type benchWorld struct {
 	next    int
 	clock   time.Time
 	shares  [][2]string // queue, share
+	// idents, in a fair-share world, is each entry of shares' share
+	// identifier.
+	idents []string
 	// ds is the decisions of the last pass; the next pass reuses it, as
 	// the simulator and the daemon do (AppendSchedule).
 	ds []Decision
@@ -105,7 +108,11 @@ func (w *benchWorld) spec(share int) JobSpec {
 		d = qshare.Capacity{benchTypes[1]: 1}
 	}
 	sh := w.shares[share]
-	return JobSpec{ID: fmt.Sprintf("job%08d", w.next), Queue: sh[0], Share: sh[1], Priority: w.rng.IntN(10), Created: w.clock, Demand: d, PreemptionRetries: -1}
+	spec := JobSpec{ID: fmt.Sprintf("job%08d", w.next), Queue: sh[0], Share: sh[1], Priority: w.rng.IntN(10), Created: w.clock, Demand: d, PreemptionRetries: -1}
+	if w.idents != nil {
+		spec.ShareIdentifier = w.idents[share]
+	}
+	return spec
 }
 
 // threadCPU is the CPU time consumed by the calling OS thread.
@@ -167,6 +174,86 @@ func (w *benchWorld) drop(i int) string {
 	w.running = w.running[:len(w.running)-1]
 	delete(w.pos, id)
 	return id
+}
+
+// newFairBenchWorld is the installation with fair-share queues instead:
+// 50 environments of the same size, each with one fair-share queue of 20
+// share identifiers (weights 0.5 to 2.4, a computeReservation of 10), and
+// pending RUNNABLE jobs spread evenly over the identifiers.
+func newFairBenchWorld(pending int) *benchWorld {
+	w := &benchWorld{e: New(), pos: map[string]int{}, rng: rand.New(rand.NewPCG(1, 2)), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	limits := qshare.Capacity{benchTypes[0]: 20 * benchShares, benchTypes[1]: 4 * benchShares}
+	for i := 0; i < benchEnvs; i++ {
+		env := fmt.Sprintf("env%02d", i)
+		q := fmt.Sprintf("queue%02d", i)
+		if err := w.e.SetEnvironment(EnvironmentConfig{Name: env, Limits: limits}); err != nil {
+			panic(err)
+		}
+		if err := w.e.SetQueue(QueueConfig{Name: q, Environment: env}); err != nil {
+			panic(err)
+		}
+		fs := &FairShareConfig{DecaySeconds: 600, ComputeReservation: 10}
+		for s := 0; s < benchShares; s++ {
+			fs.Weights = append(fs.Weights, ShareWeight{Identifier: fmt.Sprintf("team%02d", s), Factor: 0.5 + 0.1*float64(s)})
+		}
+		if err := w.e.SetShare(ShareConfig{Queue: q, Name: QueueShare, Limits: limits, Strategy: qshare.StrategyReserve, FairShare: fs}); err != nil {
+			panic(err)
+		}
+		for s := 0; s < benchShares; s++ {
+			w.shares = append(w.shares, [2]string{q, QueueShare})
+			w.idents = append(w.idents, fmt.Sprintf("team%02d", s))
+		}
+	}
+	for i := 0; i < pending; i++ {
+		w.submit(i % len(w.shares))
+	}
+	w.schedule()
+	return w
+}
+
+// BenchmarkFairShareChurn is ChurnBatch (k=1000) and ChurnOne (k=1) in the
+// fair-share world, at 100,000 and 1,000,000 pending jobs.
+func BenchmarkFairShareChurn(b *testing.B) {
+	for _, pending := range []int{100_000, 1_000_000} {
+		for _, k := range []int{1000, 1} {
+			b.Run(fmt.Sprintf("pending=%d/k=%d", pending, k), func(b *testing.B) {
+				churn(b, cachedFairWorld(pending), k)
+			})
+		}
+	}
+}
+
+var fairWorld struct {
+	pending int
+	w       *benchWorld
+}
+
+func cachedFairWorld(pending int) *benchWorld {
+	if fairWorld.w != nil && fairWorld.pending == pending {
+		return fairWorld.w
+	}
+	clear(benchWorlds)
+	fairWorld.w = nil
+	runtime.GC()
+	fairWorld.pending, fairWorld.w = pending, newFairBenchWorld(pending)
+	return fairWorld.w
+}
+
+// BenchmarkFairShareMemoryPerPendingJob is MemoryPerPendingJob in the
+// fair-share world.
+func BenchmarkFairShareMemoryPerPendingJob(b *testing.B) {
+	const pending = 1_000_000
+	for i := 0; i < b.N; i++ {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		w := newFairBenchWorld(pending)
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/pending, "bytes/pending-job")
+		runtime.KeepAlive(w)
+	}
+	b.ReportMetric(0, "ns/op")
 }
 
 type worldKey struct {

@@ -55,6 +55,11 @@ type environment struct {
 	// owned is the sum of the shares' own limits, per type.
 	owned vec
 	dirty bool
+	// wake is the earliest end of a protection that made a head of the
+	// environment wait in its last pass (0: none); a pass at or after it is
+	// due even if nothing else changed (see NextWake).
+	wake   int64
+	inWake bool // listed in the engine's wakeEnvs
 	// ready holds reserved jobs whose last victim has been released; they
 	// start at the next Schedule.
 	ready []*job
@@ -109,6 +114,28 @@ type share struct {
 	// simGen equals the engine's.
 	sim    vec
 	simGen uint64
+
+	// fair is the fair-share state of a fair-share share (nil otherwise).
+	fair *fairState
+
+	// minRun is the minimum run time in nanoseconds (ShareConfig.MinRunTime):
+	// a holding job of the share with started+minRun > now is protected.
+	minRun int64
+	// protHead, protBy, protEnd and protCross are set when the head
+	// protHead failed in this pass only because victims are protected:
+	// protBy is the protected candidate whose protection ends first
+	// (protEnd), protCross says it is of another share (see noteProtected).
+	protHead  *job
+	protBy    *job
+	protEnd   int64
+	protCross bool
+}
+
+// protected reports whether holding job j may not be a victim at now: it has
+// run less than its share's minimum run time. The end of the protection is
+// j.started + minRun.
+func (j *job) protectedAt(now int64) bool {
+	return j.sh.minRun > 0 && now < j.started+j.sh.minRun
 }
 
 // committed is what the share will hold once its reservations complete.
@@ -127,9 +154,14 @@ func (s *share) maxUseAt(t int32) (int64, bool) {
 	return s.maxUse.at(t), false
 }
 
-func (s *share) head() *job { return s.runq.head() }
+func (s *share) head() *job {
+	if s.fair != nil {
+		return s.fairHead()
+	}
+	return s.runq.head()
+}
 
-func (s *share) jobCount() int { return s.runq.Len() + len(s.holding) + s.reserved }
+func (s *share) jobCount() int { return s.runnable() + len(s.holding) + s.reserved }
 
 // insertHolding puts j into its share's holding list, which is kept in
 // victim order (held.less) so that preemption reads candidates in order

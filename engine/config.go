@@ -5,6 +5,7 @@ package engine
 // Schedule.
 
 import (
+	"math"
 	"sort"
 
 	"qshare"
@@ -66,6 +67,13 @@ func (e *Engine) SetQueue(c QueueConfig) error {
 	}
 	if q.env == env {
 		return nil
+	}
+	if len(q.shares) > 0 && len(env.shares) > 0 {
+		for _, s := range append(append([]*share(nil), env.shares...), mapShares(q.shares)...) {
+			if s.fair != nil {
+				return qshare.Errorf(qshare.ECONFLICT, "job queue %s cannot move to service environment %s: a fair-share share (%s) must be alone in its environment", q.name, env.name, s.name)
+			}
+		}
 	}
 	for _, s := range q.shares {
 		if s.jobCount() > 0 {
@@ -146,7 +154,33 @@ func (e *Engine) SetShare(c ShareConfig) error {
 			return qshare.Errorf(qshare.EINVALID, "quota share %s: maxCapacity of %s is %d; it must be at least 0", c.Name, t, n)
 		}
 	}
+	if c.MinRunTime < 0 {
+		return qshare.Errorf(qshare.EINVALID, "quota share %s: minimum run time %s is negative", c.Name, c.MinRunTime)
+	}
+	if f := c.FairShare; f != nil {
+		if f.DecaySeconds < 0 || f.DecaySeconds > 604800 {
+			return qshare.Errorf(qshare.EINVALID, "share %s: shareDecaySeconds %d is outside 0..604800", c.Name, f.DecaySeconds)
+		}
+		if f.ComputeReservation < 0 || f.ComputeReservation > 99 {
+			return qshare.Errorf(qshare.EINVALID, "share %s: computeReservation %d is outside 0..99", c.Name, f.ComputeReservation)
+		}
+		for _, w := range f.Weights {
+			if !(w.Factor > 0) || math.IsInf(w.Factor, 0) {
+				return qshare.Errorf(qshare.EINVALID, "share %s: weightFactor of %q is %v; it must be positive", c.Name, w.Identifier, w.Factor)
+			}
+		}
+	}
 	s := q.shares[c.Name]
+	// A fair-share share is scheduled by a pass of its own: it must be
+	// alone in its environment.
+	for _, o := range q.env.shares {
+		if o != s && (o.fair != nil || c.FairShare != nil) {
+			return qshare.Errorf(qshare.ECONFLICT, "share %s: service environment %s would have a fair-share share beside another share (%s); a fair-share queue's environment serves it alone", c.Name, q.env.name, o.name)
+		}
+	}
+	if s != nil && (s.fair != nil) != (c.FairShare != nil) && s.jobCount() > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "share %s has jobs: it cannot switch between fair share and quota share until they are gone", c.Name)
+	}
 	isNew := s == nil
 	if isNew {
 		s = &share{q: q, name: c.Name, ownWhy: "started within the own capacity of share " + c.Name}
@@ -157,6 +191,20 @@ func (e *Engine) SetShare(c ShareConfig) error {
 	s.cfg.Limits = c.Limits.Clone()
 	s.whyCache = [len(s.whyCache)]cachedWhy{}
 	s.strategy = c.Strategy
+	s.minRun = int64(c.MinRunTime)
+	switch {
+	case c.FairShare == nil:
+		s.fair = nil
+	case s.fair == nil:
+		s.fair = newFairState(*c.FairShare)
+	default:
+		s.fair.configure(*c.FairShare)
+	}
+	if c.FairShare != nil {
+		fs := *c.FairShare
+		fs.Weights = append([]ShareWeight(nil), fs.Weights...)
+		s.cfg.FairShare = &fs
+	}
 	s.limit = e.toVec(c.Limits)
 	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited
 	s.maxUse = make(vec, len(s.limit))
@@ -189,4 +237,12 @@ func (e *Engine) RemoveShare(queue, name string) error {
 	e.reindex(q.env)
 	e.markDirty(q.env)
 	return nil
+}
+
+func mapShares(m map[string]*share) []*share {
+	out := make([]*share, 0, len(m))
+	for _, s := range m {
+		out = append(out, s)
+	}
+	return out
 }

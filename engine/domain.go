@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"sort"
 	"strings"
 
@@ -61,7 +62,9 @@ func Configure(r Resources) Config {
 			quota[q.Name] = true
 			continue
 		}
-		fifo = append(fifo, QueueShareOf(q, envs[EnvironmentName(q)]))
+		qs := QueueShareOf(q, envs[EnvironmentName(q)])
+		qs.FairShare = FairShareOf(policies[PolicyName(q)])
+		fifo = append(fifo, qs)
 	}
 	c.Shares = fifo
 	for i := range r.Shares {
@@ -93,11 +96,47 @@ func QueueShareOf(q *qshare.JobQueue, env *qshare.ServiceEnvironment) ShareConfi
 	return ShareConfig{Queue: q.Name, Name: QueueShare, Limits: limits, Strategy: qshare.StrategyReserve, BorrowLimit: 0}
 }
 
-// ShareOf is a quota share as the engine takes it.
+// ShareOf is a quota share as the engine takes it. Its minimum run time is
+// the value of its tag qshare.TagMinRunTime, which the edges validate
+// (qshare.ValidateShareTags); a value they would refuse (one stored before
+// the tag had a meaning) counts as 0.
 func ShareOf(s *qshare.QuotaShare) ShareConfig {
+	minRun, err := qshare.MinRunTime("tags", s.Tags)
+	if err != nil {
+		minRun = 0
+	}
 	return ShareConfig{Queue: s.JobQueue, Name: s.Name, Limits: qshare.Limits(s.CapacityLimits),
 		Strategy: s.Strategy, BorrowLimit: s.BorrowLimit, InSharePreemption: s.InSharePreemption == qshare.Enabled,
-		Disabled: s.State == qshare.Disabled}
+		Disabled: s.State == qshare.Disabled, MinRunTime: minRun}
+}
+
+// FairShareOf is the fair-share configuration of a job queue whose
+// scheduling policy is p: nil when p is nil or a quota-share policy; else
+// its fairsharePolicy (kept as JSON, validated at the edges; a policy
+// without one, or one that does not read, is an empty fair-share policy,
+// as in AWS).
+func FairShareOf(p *qshare.SchedulingPolicy) *FairShareConfig {
+	if p == nil || p.QuotaSharePolicy != nil {
+		return nil
+	}
+	var body struct {
+		ShareDecaySeconds  int64 `json:"shareDecaySeconds"`
+		ComputeReservation int64 `json:"computeReservation"`
+		ShareDistribution  []struct {
+			ShareIdentifier string  `json:"shareIdentifier"`
+			WeightFactor    float64 `json:"weightFactor"`
+		} `json:"shareDistribution"`
+	}
+	c := &FairShareConfig{}
+	if len(p.FairsharePolicy) > 0 && json.Unmarshal(p.FairsharePolicy, &body) == nil {
+		c.DecaySeconds, c.ComputeReservation = body.ShareDecaySeconds, body.ComputeReservation
+		for _, w := range body.ShareDistribution {
+			if w.WeightFactor > 0 {
+				c.Weights = append(c.Weights, ShareWeight{Identifier: w.ShareIdentifier, Factor: w.WeightFactor})
+			}
+		}
+	}
+	return c
 }
 
 // HasQuotaShares reports whether a job queue whose scheduling policy is p

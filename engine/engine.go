@@ -25,6 +25,24 @@ type Engine struct {
 	startSeq uint64
 	simGen   uint64
 
+	// now is the time of the pass in progress (UnixNano), which victim
+	// selection compares protections with.
+	now int64
+	// wakeEnvs lists environments whose wake is set; nextWake is the
+	// earliest of their wakes (0: none), so that a Schedule without a due
+	// wake-up costs one comparison.
+	wakeEnvs []*environment
+	nextWake int64
+	// protJob and protEnd are scratch of victim selection: the protected
+	// candidate skipped whose protection ends first, and when; protCross
+	// says it is of another share than the head's. ignoreProt makes
+	// selection treat protected jobs as any other (to learn whether the
+	// protection is what stops a head).
+	protJob    *job
+	protEnd    int64
+	protCross  bool
+	ignoreProt bool
+
 	stats Stats
 
 	// buffers are the scratch space that passes and batches reuse (see

@@ -42,6 +42,8 @@ type buffers struct {
 	text      []byte
 	srcs      []lender
 	borrowBuf []amount
+	// fairBuf is scratch for a fair-share pass's order of identifiers.
+	fairBuf []*fairIdent
 }
 
 // job is a job the engine knows.
@@ -101,7 +103,10 @@ type job struct {
 	vuse int64
 	vlim int64
 	vt   int32
-	_    [20]byte
+	// ident is the job's share identifier in a fair-share share (an index
+	// into its fairState).
+	ident int32
+	_     [16]byte
 }
 
 // demand is the job's demand, one entry per type, in type order.

@@ -122,6 +122,10 @@ func (e *Engine) resetVec(v *vec) vec {
 
 // pass schedules one environment until nothing changes.
 func (e *Engine) pass(env *environment, now int64) {
+	if len(env.shares) == 1 && env.shares[0].fair != nil {
+		e.fairPass(env, env.shares[0], now)
+		return
+	}
 	blocked := e.resetVec(&e.blocked)
 	for {
 		progress := false
@@ -143,6 +147,7 @@ func (e *Engine) pass(env *environment, now int64) {
 		for work.Len() > 0 {
 			s := work.pop()
 			h := s.top
+			s.protHead = nil
 			if _, bad := e.misconfigured(env, s, h); bad {
 				continue
 			}

@@ -3,6 +3,13 @@ package engine
 // Preemption: choosing victims (cross-share reclaim of capacity above a
 // share's own limit, and in-share by priority) on scratch usage, keeping
 // only the victims needed, then reserving capacity for the head.
+//
+// A victim's share may protect its attempts for a minimum run time
+// (ShareConfig.MinRunTime): a protected job is skipped as a candidate. When
+// a head fails only because of that (with protected jobs counted as
+// candidates it would succeed), it is noted: its wait reason names the
+// protected candidate whose protection ends first, and the environment
+// asks for a pass then (environment.wake, NextWake).
 
 import (
 	"strconv"
@@ -77,6 +84,10 @@ func (e *Engine) selectReclaim(env *environment, s *share, need vec) bool {
 		if !eligible {
 			continue
 		}
+		if o.minRun > 0 && !e.ignoreProt && c.protectedAt(e.now) {
+			e.skipProtected(c, true)
+			continue
+		}
 		e.chosen = append(e.chosen, c)
 		for _, a := range c.demand() {
 			o.sim[a.t] -= a.n
@@ -122,15 +133,61 @@ func (e *Engine) selectReclaim(env *environment, s *share, need vec) bool {
 // capacity: it preempts jobs of over-quota shares (rule 5) and reserves the
 // head, or changes nothing.
 func (e *Engine) tryReclaim(env *environment, s *share, h *job) bool {
+	e.protJob = nil
+	if e.reclaimFor(env, s, h) {
+		e.reserve(env, s, h, nil, e.chosen, false)
+		return true
+	}
+	if e.protJob != nil {
+		// Protected candidates were skipped: does the reclaim fail only
+		// because of them?
+		e.ignoreProt = true
+		ok := e.reclaimFor(env, s, h)
+		e.ignoreProt = false
+		e.chosen = e.chosen[:0]
+		if ok {
+			e.noteProtected(env, s, h)
+		}
+	}
+	return false
+}
+
+// reclaimFor chooses the cross-share victims that would give h what usable
+// capacity lacks, into e.chosen; it reports whether there is such a set, and
+// a non-empty one.
+func (e *Engine) reclaimFor(env *environment, s *share, h *job) bool {
 	need := e.resetVec(&e.need)
 	for _, a := range h.demand() {
 		need[a.t] = a.n - e.usable(env, s, a.t)
 	}
-	if !e.selectReclaim(env, s, need) || len(e.chosen) == 0 {
-		return false
+	return e.selectReclaim(env, s, need) && len(e.chosen) > 0
+}
+
+// skipProtected records protected candidate c, skipped by victim selection,
+// if its protection ends before that of the one recorded. Candidates come
+// in victim order, so of those whose protections end together the one
+// recorded is the one that would be chosen first. cross says it is of
+// another share than the head's.
+func (e *Engine) skipProtected(c *job, cross bool) {
+	end := c.started + c.sh.minRun
+	if e.protJob == nil || end < e.protEnd {
+		e.protJob, e.protEnd, e.protCross = c, end, cross
 	}
-	e.reserve(env, s, h, nil, e.chosen, false)
-	return true
+}
+
+// noteProtected records that head h of s waits only because the victims it
+// needs are protected: the reason names e.protJob, and the environment
+// needs a pass when its protection ends (a pass at that instant may preempt
+// it: protection lasts while now < started + minimum run time).
+func (e *Engine) noteProtected(env *environment, s *share, h *job) {
+	s.protHead, s.protBy, s.protEnd, s.protCross = h, e.protJob, e.protEnd, e.protCross
+	if env.wake == 0 || e.protEnd < env.wake {
+		env.wake = e.protEnd
+	}
+	if !env.inWake {
+		env.inWake = true
+		e.wakeEnvs = append(e.wakeEnvs, env)
+	}
 }
 
 // fitAfter reports whether h fits once the jobs of its own share summed in
@@ -175,22 +232,22 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 	// The holding list is in victim order; the candidates are its prefix of
 	// lower priority. Fit only gets easier as more jobs are removed, so if
 	// removing them all is not enough, no subset is.
-	removed := e.resetVec(&e.removed)
-	any := false
-	for k := range s.holding {
-		if int(s.holding[k].prio) >= h.prio {
-			break
-		}
-		if j := s.holding[k].j; j.state == JobHolding {
-			any = true
-			for _, a := range j.demand() {
-				removed[a.t] += a.n
+	e.protJob = nil
+	if !e.inShareAll(env, s, h, blocked) {
+		if e.protJob != nil {
+			// Protected candidates were skipped, in the share or in the
+			// reclaim: would they make room?
+			e.ignoreProt = true
+			ok := e.inShareAll(env, s, h, blocked)
+			e.ignoreProt = false
+			e.chosen = e.chosen[:0]
+			if ok {
+				e.noteProtected(env, s, h)
 			}
 		}
-	}
-	if !any || e.fitAfter(env, s, h, removed, blocked) == 0 {
 		return false
 	}
+	removed := e.removed
 	removed.clear()
 	in := e.inChosen[:0]
 	ok := false
@@ -199,7 +256,7 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 			break
 		}
 		c := s.holding[k].j
-		if c.state != JobHolding {
+		if c.state != JobHolding || (s.minRun > 0 && c.protectedAt(e.now)) {
 			continue
 		}
 		in = append(in, c)
@@ -236,6 +293,31 @@ func (e *Engine) tryInShare(env *environment, s *share, h *job, blocked vec) boo
 	e.reserve(env, s, h, in, e.chosen, mode == 3)
 	e.inChosen = in[:0]
 	return true
+}
+
+// inShareAll reports whether h fits once every candidate of in-share
+// preemption has stopped (protected ones left out unless e.ignoreProt),
+// with a reclaim from other shares if needed; skipped protected candidates
+// are recorded (skipProtected).
+func (e *Engine) inShareAll(env *environment, s *share, h *job, blocked vec) bool {
+	removed := e.resetVec(&e.removed)
+	any := false
+	for k := range s.holding {
+		if int(s.holding[k].prio) >= h.prio {
+			break
+		}
+		if j := s.holding[k].j; j.state == JobHolding {
+			if s.minRun > 0 && !e.ignoreProt && j.protectedAt(e.now) {
+				e.skipProtected(j, false)
+				continue
+			}
+			any = true
+			for _, a := range j.demand() {
+				removed[a.t] += a.n
+			}
+		}
+	}
+	return any && e.fitAfter(env, s, h, removed, blocked) != 0
 }
 
 // reserve preempts the victims for h and reserves h: h leaves its share's

@@ -66,6 +66,7 @@ func newPropRun(rt *rapid.T) *propRun {
 			sh.borrow = []int64{-1, 0, 50, 100, 200}[rapid.IntRange(0, 4).Draw(rt, "borrow")]
 		}
 		sh.inShare = rapid.Bool().Draw(rt, "inshare")
+		sh.minRun = p.drawMinRun(rt)
 		for t := 0; t < p.T; t++ {
 			if t == 0 || rapid.Bool().Draw(rt, "hasType") {
 				sh.limit[t] = int64(rapid.IntRange(1, 4).Draw(rt, "limit"))
@@ -105,7 +106,18 @@ func (p *propRun) capOf(v []int64) qshare.Capacity {
 
 func (p *propRun) shareConfig(s int) ShareConfig {
 	sh := p.m.shares[s]
-	return ShareConfig{Queue: "Q", Name: sh.name, Limits: p.capOf(sh.limit), Strategy: qshare.Strategy(sh.strategy), BorrowLimit: sh.borrow, InSharePreemption: sh.inShare}
+	return ShareConfig{Queue: "Q", Name: sh.name, Limits: p.capOf(sh.limit), Strategy: qshare.Strategy(sh.strategy), BorrowLimit: sh.borrow, InSharePreemption: sh.inShare,
+		MinRunTime: time.Duration(sh.minRun)}
+}
+
+// drawMinRun draws a share's minimum run time: none for half of them, else
+// 1 to 12 seconds, about as long as a few steps (each step is a second, a
+// tick sometimes more), so that protections end between and at steps.
+func (p *propRun) drawMinRun(rt *rapid.T) int64 {
+	if rapid.Bool().Draw(rt, "protects") {
+		return 0
+	}
+	return int64(rapid.IntRange(1, 12).Draw(rt, "minRun")) * int64(time.Second)
 }
 
 func (p *propRun) jobsIn(states ...JobState) []string {
@@ -179,8 +191,11 @@ func (p *propRun) step(rt *rapid.T, i int) {
 			p.lowered[s] = true
 		}
 		m.shares[s].limit[t] = l
+		if rapid.IntRange(0, 3).Draw(rt, "minRunChange") == 0 {
+			m.shares[s].minRun = p.drawMinRun(rt)
+		}
 		must(rt, p.e.SetShare(p.shareConfig(s)))
-		cmd = fmt.Sprintf("limit %s type%d=%d", m.shares[s].name, t, l)
+		cmd = fmt.Sprintf("limit %s type%d=%d minRun=%s", m.shares[s].name, t, l, time.Duration(m.shares[s].minRun))
 	case k == 9 && rapid.Bool().Draw(rt, "envChange"): // environment limit change
 		t := rapid.IntRange(0, p.T-1).Draw(rt, "type")
 		l := int64(rapid.IntRange(0, int(m.env[t])+3).Draw(rt, "newEnv"))
@@ -199,7 +214,10 @@ func (p *propRun) step(rt *rapid.T, i int) {
 		delete(p.victimsOf, id)
 		cmd = fmt.Sprintf("stop %s", id)
 	default:
-		cmd = "tick"
+		// Only time passes: a pass is due only if a protection ended
+		// (NextWake); the reference rescans anyway.
+		p.now += int64(rapid.IntRange(0, 6).Draw(rt, "jump"))
+		cmd = fmt.Sprintf("tick to %d", p.now)
 	}
 	p.log = append(p.log, cmd)
 	now := p.base.Add(time.Duration(p.now) * time.Second)
@@ -222,6 +240,10 @@ func (p *propRun) step(rt *rapid.T, i int) {
 		rt.Fatalf("step %d (%s): decisions differ\nengine:    %v\nreference: %v\nlog:\n%s", i, cmd, gotCore, wantCore, strings.Join(p.log, "\n"))
 	}
 	p.log = append(p.log, "  -> "+strings.Join(gotCore, "; "))
+	// The engine asks to be woken only for the future.
+	if at, ok := p.e.NextWake(); ok && !at.After(now) {
+		rt.Fatalf("step %d: NextWake %v is not after the pass at %v", i, at, now)
+	}
 	// "never preempted for a job that then does not start": a reserved job
 	// whose victims have all been released starts in this pass.
 	for r, vs := range p.victimsOf {
@@ -267,6 +289,10 @@ func (p *propRun) step(rt *rapid.T, i int) {
 			}
 			if !d.CrossShare && v.prio >= r.prio {
 				rt.Fatalf("step %d: in-share preemption of %s (priority %d) for %s (priority %d)", i, d.Job, v.prio, d.For, r.prio)
+			}
+			// No victim before its share's minimum run time.
+			if ran := time.Duration(now.UnixNano() - v.started); ran < time.Duration(m.shares[v.sh].minRun) {
+				rt.Fatalf("step %d: %s was preempted after running %s, less than its share's minimum run time %s\n%s", i, d.Job, ran, time.Duration(m.shares[v.sh].minRun), strings.Join(p.log, "\n"))
 			}
 			s := p.shareIndex(d.Share)
 			if sh := m.shares[s]; sh.strategy == "RESERVE" && !sh.inShare && !p.lowered[s] {

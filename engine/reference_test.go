@@ -19,6 +19,8 @@ type refModel struct {
 	ready  []string // reserved jobs whose last victim was released, in order
 	// resOrder lists reserved jobs in the order they were reserved.
 	resOrder []string
+	// now is the time of the pass in progress.
+	now int64
 }
 
 type refShare struct {
@@ -27,6 +29,15 @@ type refShare struct {
 	strategy string // "RESERVE", "LEND", "LEND_AND_BORROW"
 	borrow   int64
 	inShare  bool
+	// minRun is the minimum run time in nanoseconds: a job of the share
+	// that started less than minRun before the pass is never a victim.
+	minRun int64
+}
+
+// shielded reports whether j may not be a victim in the pass at m.now: it
+// has run less than its share's minimum run time.
+func (m *refModel) shielded(j *refJob) bool {
+	return m.now-j.started < m.shares[j.sh].minRun
 }
 
 type refJob struct {
@@ -263,7 +274,7 @@ func (m *refModel) reclaim(s int, need []int64) ([]*refJob, bool) {
 	}
 	var cands []*refJob
 	for _, j := range m.jobs {
-		if j.sh == s || j.state != JobHolding {
+		if j.sh == s || j.state != JobHolding || m.shielded(j) {
 			continue
 		}
 		over := false
@@ -489,6 +500,7 @@ func (m *refModel) stopping(id string) {
 // schedule is one pass.
 func (m *refModel) schedule(now int64) []Decision {
 	m.out = nil
+	m.now = now
 	// Reserved jobs whose victims are all released start first, in the
 	// order their last victims were released (the caller of the model
 	// keeps that order in readyOrder).
@@ -586,7 +598,7 @@ func (m *refModel) schedule(now int64) []Decision {
 			h := f.h
 			var cands []*refJob
 			for _, j := range m.jobs {
-				if j.sh == s && j.state == JobHolding && j.prio < h.prio {
+				if j.sh == s && j.state == JobHolding && j.prio < h.prio && !m.shielded(j) {
 					cands = append(cands, j)
 				}
 			}

@@ -21,7 +21,7 @@ func (e *Engine) Stopping(id string) error {
 	env := j.sh.q.env
 	switch j.state {
 	case JobRunnable:
-		j.sh.runq.drop(j)
+		j.sh.rq(j).drop(j)
 		e.stats.Runnable--
 		e.forget(j)
 	case JobReserved:
@@ -127,7 +127,7 @@ func (e *Engine) release(j *job, requeue bool) {
 	switch j.state {
 	case JobRunnable:
 		if !requeue {
-			s.runq.drop(j)
+			s.rq(j).drop(j)
 			e.stats.Runnable--
 			e.forget(j)
 		}
@@ -171,7 +171,7 @@ func (e *Engine) release(j *job, requeue bool) {
 		j.state = JobRunnable
 		j.why = waitWhy{}
 		j.reason = ""
-		s.runq.push(j)
+		s.rq(j).push(j)
 		e.stats.Runnable++
 	} else {
 		e.forget(j)

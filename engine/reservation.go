@@ -40,7 +40,7 @@ func (e *Engine) startReady(env *environment, now int64) {
 			j.state = JobRunnable
 			j.got = j.got[:0]
 			j.kept = j.kept[:0]
-			s.runq.push(j)
+			s.rq(j).push(j)
 			e.stats.Runnable++
 			continue
 		}

@@ -20,9 +20,11 @@ import (
 //
 //	env name=E1 ml.g5.xlarge=3              create or update an environment
 //	queue name=Q1 env=E1                    create or update a queue
-//	share name=QS1 strategy=LEND_AND_BORROW borrow=200 inshare ml.g5.xlarge=1 [queue=Q1] [disabled]
-//	limits share=QS1 ml.g5.xlarge=0         change a share's limits, keeping the rest
-//	submit id=j share=QS1 prio=3 ml.g5.xlarge=1 [retries=N] [at=SECONDS]
+//	share name=QS1 strategy=LEND_AND_BORROW borrow=200 inshare ml.g5.xlarge=1 [queue=Q1] [disabled] [minrun=SECONDS]
+//	share name=_queue strategy=RESERVE ml.g5.xlarge=4 fair [decay=S] [reserve=C] [weights=a:0.5,b*:2]
+//	                                        a fair-share share (submit with ident=)
+//	limits share=QS1 ml.g5.xlarge=0 [minrun=SECONDS]   change a share's limits, keeping the rest
+//	submit id=j share=QS1 prio=3 ml.g5.xlarge=1 [retries=N] [at=SECONDS] [ident=ID]
 //	                                        a type may repeat (instance groups: summed)
 //	restore id=j share=QS1 prio=1 ml.g5.xlarge=1   a job that already holds its demand
 //	priority id=j prio=4                    UpdateServiceJob(schedulingPriority)
@@ -31,9 +33,11 @@ import (
 //	                                        forget it if its preemption was final
 //	requeue id=j                            the attempt stopped; requeue the job
 //	stop id=j                               the caller terminates the job (Stopping)
-//	schedule [at=SECONDS]                   one pass: decisions, then capacity
+//	schedule [at=SECONDS]                   one pass: decisions, then capacity (and the
+//	                                        next wake-up NextWake asks for, if any)
 //	show                                    jobs and capacity
 //	front queue=Q1 n=5                      Front
+//	fairshare [queue=Q1]                    FairShare: identifiers, weights, usage
 //	remove-share name=QS1 | remove-queue name=Q1 | remove-env name=E1
 //
 // Time is a script clock in seconds that advances by one at each command
@@ -137,6 +141,19 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			BorrowLimit:       intArg(t, d, "borrow", -1),
 			InSharePreemption: d.HasArg("inshare"),
 			Disabled:          d.HasArg("disabled"),
+			MinRunTime:        time.Duration(intArg(t, d, "minrun", 0)) * time.Second,
+		}
+		if d.HasArg("fair") {
+			c.FairShare = &FairShareConfig{DecaySeconds: intArg(t, d, "decay", 0), ComputeReservation: intArg(t, d, "reserve", 0)}
+			for _, w := range strings.Split(strArg(d, "weights", ""), ",") {
+				if id, f, ok := strings.Cut(w, ":"); ok {
+					x, err := strconv.ParseFloat(f, 64)
+					if err != nil {
+						t.Fatalf("%s: weights: %v", d.Pos, err)
+					}
+					c.FairShare.Weights = append(c.FairShare.Weights, ShareWeight{Identifier: id, Factor: x})
+				}
+			}
 		}
 		return errText(e.SetShare(c))
 	case "limits":
@@ -156,6 +173,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if p := strArg(d, "inshare", ""); p != "" {
 			c.InSharePreemption = p == "on"
 		}
+		if m := intArg(t, d, "minrun", -1); m >= 0 {
+			c.MinRunTime = time.Duration(m) * time.Second
+		}
 		return errText(e.SetShare(c))
 	case "submit", "restore":
 		spec := JobSpec{
@@ -166,6 +186,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			Created:           h.now(),
 			Demand:            capArgs(t, d),
 			PreemptionRetries: int(intArg(t, d, "retries", -1)),
+			ShareIdentifier:   strArg(d, "ident", ""),
 		}
 		if d.Cmd == "restore" {
 			return errText(e.Restore(spec, h.now()))
@@ -200,10 +221,22 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if len(ds) == 0 {
 			b.WriteString("no decisions\n")
 		}
+		if at, ok := e.NextWake(); ok {
+			fmt.Fprintf(&b, "next wake-up at %d\n", int64(at.Sub(h.base)/time.Second))
+		}
 		b.WriteString(h.capacity())
 		return b.String()
 	case "show":
 		return h.jobs() + h.capacity()
+	case "fairshare":
+		var b strings.Builder
+		w := tabwriter.NewWriter(&b, 0, 1, 2, ' ', 0)
+		fmt.Fprintln(w, "identifier\tweight\tusage\tholding\trunnable")
+		for _, u := range e.FairShare(strArg(d, "queue", h.lastQueue)) {
+			fmt.Fprintf(w, "%s\t%g\t%.1f\t%d\t%d\n", u.ShareIdentifier, u.Weight, u.Usage, u.Holding, u.Runnable)
+		}
+		w.Flush()
+		return b.String()
 	case "front":
 		return strings.Join(e.Front(strArg(d, "queue", h.lastQueue), int(intArg(t, d, "n", 10))), " ") + "\n"
 	}

@@ -41,17 +41,28 @@ func (e *Engine) schedule(out []Decision, now time.Time) []Decision {
 	e.out = out
 	n0 := len(out)
 	e.stats.Passes++
+	t := now.UnixNano()
+	e.now = t
+	if e.nextWake != 0 && e.nextWake <= t {
+		// A protection that made a head wait has ended: its environment
+		// is due although nothing else changed.
+		for _, env := range e.wakeEnvs {
+			if env.wake != 0 && env.wake <= t {
+				e.markDirty(env)
+			}
+		}
+	}
 	envs := append(e.envsToRun[:0], e.dirty...)
 	e.dirty = e.dirty[:0]
 	// slices.SortFunc, unlike sort.Slice, allocates nothing (names are
 	// unique, so stability does not matter).
 	slices.SortFunc(envs, func(a, b *environment) int { return strings.Compare(a.name, b.name) })
-	t := now.UnixNano()
 	for k, env := range envs {
 		env.dirty = false
 		if _, ok := e.envs[env.name]; !ok || e.envs[env.name] != env {
 			continue
 		}
+		env.wake = 0 // the pass notes again what it still waits for
 		// Ask for the head records of the next environment's shares now:
 		// they arrive while this one is scheduled (see prefetchJob).
 		if k+1 < len(envs) {
@@ -64,10 +75,46 @@ func (e *Engine) schedule(out []Decision, now time.Time) []Decision {
 		e.pass(env, t)
 	}
 	e.envsToRun = envs[:0]
+	if len(e.wakeEnvs) > 0 {
+		e.updateWake()
+	}
 	out = e.out
 	e.out = scratch
 	e.stats.Decisions += uint64(len(out) - n0)
 	return out
+}
+
+// NextWake returns the earliest time at which a Schedule is due although
+// the engine is told nothing new: when the protection (ShareConfig.MinRunTime)
+// of a job that a waiting head needs as a victim ends. ok is false when no
+// such time is due. A caller that runs Schedule only on changes schedules
+// one at that time too; a Schedule earlier or later is harmless, and the
+// first one at or after it makes the decisions that the end of the
+// protection allows.
+func (e *Engine) NextWake() (at time.Time, ok bool) {
+	if e.nextWake == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, e.nextWake), true
+}
+
+// updateWake drops environments without a wake-up (or no longer known)
+// from wakeEnvs and sets nextWake to the earliest left.
+func (e *Engine) updateWake() {
+	keep := e.wakeEnvs[:0]
+	e.nextWake = 0
+	for _, env := range e.wakeEnvs {
+		if env.wake == 0 || e.envs[env.name] != env {
+			env.inWake = false
+			continue
+		}
+		keep = append(keep, env)
+		if e.nextWake == 0 || env.wake < e.nextWake {
+			e.nextWake = env.wake
+		}
+	}
+	clear(e.wakeEnvs[len(keep):])
+	e.wakeEnvs = keep
 }
 
 func (e *Engine) emitStart(j *job, borrowed []amount, why string) {

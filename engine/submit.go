@@ -80,6 +80,14 @@ func (e *Engine) newJobHash(j JobSpec, hash uint32, s *share) (*job, error) {
 	jb.preemptions = j.Preemptions
 	jb.retries = j.PreemptionRetries
 	jb.ndem = uint8(min(len(dem), 255))
+	jb.ident = 0
+	if s.fair != nil {
+		if j.ShareIdentifier == "" {
+			e.jobs.remove(jb)
+			return nil, qshare.Errorf(qshare.EINVALID, "job %s: shareIdentifier must be specified.", j.ID)
+		}
+		jb.ident = s.fair.ident(j.ShareIdentifier, &e.jobs)
+	}
 	if len(dem) <= len(jb.dem0) {
 		jb.dem0 = dem0
 	} else {
@@ -147,7 +155,7 @@ func (e *Engine) SubmitMany(specs []JobSpec) (int, error) {
 // enqueue makes a new job RUNNABLE in its share.
 func (e *Engine) enqueue(jb *job) {
 	jb.state = JobRunnable
-	jb.sh.runq.push(jb)
+	jb.sh.rq(jb).push(jb)
 	e.stats.Runnable++
 	e.markDirty(jb.sh.q.env)
 }
@@ -176,6 +184,9 @@ func (e *Engine) hold(j *job, now int64) {
 			env.used.add(a.t, a.n)
 		}
 	}
+	if s.fair != nil {
+		s.fairHold(j, +1)
+	}
 	j.state = JobHolding
 	j.started = now
 	e.startSeq++
@@ -187,6 +198,9 @@ func (e *Engine) hold(j *job, now int64) {
 }
 
 func (e *Engine) unhold(j *job) {
+	if j.sh.fair != nil {
+		j.sh.fairHold(j, -1)
+	}
 	j.sh.removeHolding(j)
 	e.stats.Holding--
 }
@@ -206,9 +220,9 @@ func (e *Engine) SetPriority(id string, priority int) error {
 	}
 	switch j.state {
 	case JobRunnable:
-		j.sh.runq.drop(j)
+		j.sh.rq(j).drop(j)
 		j.prio = priority
-		j.sh.runq.push(j)
+		j.sh.rq(j).push(j)
 	case JobHolding, JobStopping:
 		j.sh.removeHolding(j)
 		j.prio = priority

@@ -106,7 +106,7 @@ func (e *Engine) Shares(queue string) []ShareView {
 			Name: s.name, Strategy: s.strategy,
 			Limits: e.toCapacity(s.limit), Usage: e.toCapacity(s.used),
 			MaxUsage: qshare.Capacity{}, BorrowedFrom: map[string]qshare.Capacity{}, LentTo: map[string]qshare.Capacity{},
-			Runnable: s.runq.Len(), Holding: len(s.holding), Reserved: s.reserved,
+			Runnable: s.runnable(), Holding: len(s.holding), Reserved: s.reserved,
 		}
 		for i := range s.limit {
 			if s.unlimited {
@@ -168,6 +168,15 @@ func (e *Engine) Front(queue string, n int) []string {
 	for _, s := range q.env.shares {
 		if s.q == q && s.runq.Len() > 0 {
 			lists = append(lists, s.runq.top(n))
+		}
+		if s.q == q && s.fair != nil {
+			// A fair-share queue's identifiers, each in its own order; the
+			// order between them depends on usage at the next pass.
+			for _, id := range s.fair.ids {
+				if id.runq.Len() > 0 {
+					lists = append(lists, id.runq.top(n))
+				}
+			}
 		}
 	}
 	var out []string

@@ -30,6 +30,15 @@ const (
 	whyBorrowCap
 	whyBorrowRoom
 	whyOther
+	// whyProtected: the victims the head needs are protected by their
+	// minimum run time; a is when the protection of protBy ends, b its
+	// start sequence (so that another victim is another reason), c 1 for a
+	// victim of another share.
+	whyProtected
+	// whyFairReserve: a fair-share head that fits the free capacity but
+	// not beside what computeReservation (a) keeps for identifiers without
+	// running jobs.
+	whyFairReserve
 )
 
 // reserveHolder names a RESERVE share other than s whose idle capacity of
@@ -49,6 +58,13 @@ func (e *Engine) reserveHolder(env *environment, s *share, t int32) *share {
 // classify says why the head h of s waits at the end of a pass.
 func (e *Engine) classify(env *environment, s *share, h *job, blocked vec) waitWhy {
 	if w, bad := e.misconfigured(env, s, h); bad {
+		return w
+	}
+	if s.protHead == h && s.protBy != nil {
+		w := waitWhy{kind: whyProtected, a: s.protEnd, b: int64(s.protBy.startSeq)}
+		if s.protCross {
+			w.c = 1
+		}
 		return w
 	}
 	w := waitWhy{kind: whyOther, in: s.cfg.InSharePreemption}
@@ -118,6 +134,28 @@ func (e *Engine) formatWhy(env *environment, s *share, h *job, w waitWhy) string
 		if w.c > 0 {
 			b.WriteString(" (free capacity is held back for jobs waiting within their own share's limit)")
 		}
+	case whyFairReserve:
+		b.WriteString("waiting for capacity: the free capacity is held back for share identifiers without running jobs (computeReservation ")
+		b.WriteString(strconv.FormatInt(w.a, 10))
+		b.WriteString(")")
+		return b.String()
+	case whyProtected:
+		v := s.protBy
+		b.WriteString("waiting for capacity; ")
+		if w.c == 1 {
+			b.WriteString("borrower job ")
+		} else {
+			b.WriteString("lower-priority job ")
+		}
+		b.WriteString(v.id)
+		b.WriteString(" of ")
+		b.WriteString(e.relName(s, v.sh))
+		b.WriteString(" is protected from preemption for ")
+		b.WriteString(formatSpan(w.a - e.now))
+		b.WriteString(" more (minimum run time ")
+		b.WriteString(formatSpan(v.sh.minRun))
+		b.WriteString(")")
+		return b.String()
 	default:
 		b.WriteString("waiting for capacity")
 	}
@@ -145,6 +183,9 @@ type cachedWhy struct {
 // reasonText formats w for a head of s, from the share's small cache when
 // a recent head waited for the same reason.
 func (e *Engine) reasonText(env *environment, s *share, h *job, w waitWhy) string {
+	if w.kind == whyProtected {
+		return e.formatWhy(env, s, h, w) // it says how long from now: not shared
+	}
 	for i := range s.whyCache {
 		if c := &s.whyCache[i]; c.text != "" && c.why == w {
 			return c.text
@@ -154,4 +195,28 @@ func (e *Engine) reasonText(env *environment, s *share, h *job, w waitWhy) strin
 	s.whyCache[s.whyNext] = cachedWhy{w, text}
 	s.whyNext = (s.whyNext + 1) % len(s.whyCache)
 	return text
+}
+
+// formatSpan renders ns nanoseconds rounded up to a second, as 4m, 4m30s,
+// 1h2m or 45s.
+func formatSpan(ns int64) string {
+	sec := (ns + 999_999_999) / 1_000_000_000
+	if sec < 1 {
+		sec = 1
+	}
+	h, m, x := sec/3600, sec/60%60, sec%60
+	var b []byte
+	if h > 0 {
+		b = strconv.AppendInt(b, h, 10)
+		b = append(b, 'h')
+	}
+	if m > 0 {
+		b = strconv.AppendInt(b, m, 10)
+		b = append(b, 'm')
+	}
+	if x > 0 {
+		b = strconv.AppendInt(b, x, 10)
+		b = append(b, 's')
+	}
+	return string(b)
 }

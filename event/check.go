@@ -44,6 +44,26 @@ const (
 	// RulePreemptedForNothing: a job preempted to make room for another is
 	// followed by that job's start.
 	RulePreemptedForNothing = "preempted-for-nothing"
+	// RuleMinRunTime: a job is not chosen as a victim (its stopping line,
+	// or its preempt line when it has none) before it has held its
+	// capacity for its share's minimum run time (the quota-share tag
+	// qshare:minRunTimeSeconds in the configuration), counted from its
+	// last start line. Old logs of shares without the tag have nothing
+	// to break.
+	RuleMinRunTime = "min-run-time"
+	// RuleProtectionWait: a head job that waits for a victim protected by
+	// its minimum run time waits no longer than the protection. When the
+	// protection of job J ends and no line follows at that instant (or
+	// within Settle), no head job that fits its own share's maxCapacity
+	// may be left waiting while preempting jobs of other shares that use
+	// more than their own maxCapacity, J among them, none of them still
+	// protected, would give it the room it lacks. The checker counts
+	// the room conservatively (RESERVE shares' idle capacity is never
+	// counted as free, capacity promised to reserved jobs is not free), and
+	// flags only a wait that J's protection explains: without J the room
+	// would not be there. Cross-share reclaim only; in-share preemption
+	// waits are checked by the engine's property test.
+	RuleProtectionWait = "protection-wait"
 	// RuleDoubleHold: a job never holds capacity twice at once.
 	RuleDoubleHold = "double-hold"
 	// RuleLog: the log is consistent: every line reads, time never goes
@@ -121,8 +141,11 @@ type Checker struct {
 	forJobs   map[string]*forState
 	// stoppingBy maps a job to the victims still stopping for it.
 	stoppingBy map[string]map[string]bool
-	summary    Summary
-	violation  []Violation
+	// protEnds holds the ends of the protections of holding jobs of
+	// shares with a minimum run time, earliest first.
+	protEnds  protHeap
+	summary   Summary
+	violation []Violation
 }
 
 type envState struct {
@@ -140,6 +163,10 @@ type shareState struct {
 	strategy    qshare.Strategy
 	borrowLimit int64
 	inShare     bool
+	// minRun is the share's minimum run time in seconds (0: none).
+	minRun float64
+	// holders are the share's jobs that hold capacity now.
+	holders map[*jobState]bool
 	// noQuota: the jobs of a queue without quota shares (a plain FIFO
 	// queue). Only the environment's capacity applies to them.
 	noQuota bool
@@ -165,8 +192,9 @@ type jobState struct {
 	stopping    bool
 	stoppingFor string
 	// stoppingLine and startLine are the lines of its stopping decision
-	// and of its last start.
+	// and of its last start; startT is the time of that start.
 	stoppingLine, startLine int
+	startT                  float64
 }
 
 // inSystem reports whether j can still have events: it is not done, or its
@@ -222,7 +250,8 @@ func NewChecker(cfg *config.File, opts CheckOptions) *Checker {
 			continue // queues without quota shares are modelled above
 		}
 		st := &shareState{queue: s.Queue, name: s.Name, env: env, limits: s.Limits.Clone(), strategy: s.Strategy,
-			borrowLimit: s.BorrowLimit, inShare: s.InSharePreemption, usage: qshare.Capacity{}}
+			borrowLimit: s.BorrowLimit, inShare: s.InSharePreemption, usage: qshare.Capacity{}, minRun: s.MinRunTime.Seconds(),
+			holders: map[*jobState]bool{}}
 		c.shares[s.Queue+"\x00"+s.Name] = st
 		env.shares = append(env.shares, st)
 	}
@@ -274,6 +303,7 @@ func (c *Checker) Add(e Event, line int) {
 	}
 	if c.started && e.T > c.now {
 		c.endInstant()
+		c.protectionEnds(e.T, true)
 	}
 	if !c.started || e.T > c.now {
 		c.now = e.T
@@ -291,6 +321,7 @@ func (c *Checker) Close() ([]Violation, Summary) {
 		c.flushGroup()
 	}
 	c.endInstant()
+	c.protectionEnds(0, false)
 	var late []string
 	for job := range c.forJobs {
 		late = append(late, job)
@@ -379,7 +410,14 @@ func (c *Checker) flushGroup() {
 		c.unwait(j)
 		j.demand = demand
 		j.startLine = line
+		j.startT = e.T
 		s := j.share
+		if s.holders != nil {
+			s.holders[j] = true
+		}
+		if s.minRun > 0 {
+			heap.Push(&c.protEnds, protEnd{t: e.T + s.minRun, job: j.id, line: line})
+		}
 		s.usage.Add(demand)
 		s.env.usage.Add(demand)
 		c.touched[s.env] = true
@@ -447,6 +485,7 @@ func (c *Checker) flushGroup() {
 			s.env.usage[t] -= n
 		}
 		j.demand = nil
+		delete(s.holders, j)
 		if v := c.stoppingBy[j.stoppingFor]; v != nil {
 			delete(v, j.id)
 			if len(v) == 0 {
@@ -587,6 +626,13 @@ func (c *Checker) judgePreempt(e Event, line int, j *jobState) bool {
 	if s.strategy == qshare.StrategyReserve && !s.inShare {
 		c.fail(e.T, line, RuleReservePreempted, []string{j.id, e.For},
 			"job %s of RESERVE share %s (in-share preemption DISABLED) is preempted for %s", j.id, s.name, orUnknown(e.For))
+	}
+	// A server's log may write a start a moment after the pass that
+	// decided it (Settle allows for that); a simulation's, never.
+	if ran := e.T - j.startT; s.minRun > 0 && ran+c.opts.Settle < s.minRun {
+		c.fail(e.T, line, RuleMinRunTime, []string{j.id, e.For},
+			"job %s of share %s is preempted for %s after running %ss (since t=%s), less than the share's minimum run time of %ss",
+			j.id, s.name, orUnknown(e.For), formatT(ran), formatT(j.startT), formatT(s.minRun))
 	}
 	if e.For == "" {
 		return true
@@ -821,4 +867,165 @@ func (c *Checker) head(s *shareState) *waitEntry {
 		heap.Pop(&s.waiting)
 	}
 	return nil
+}
+
+// protEnd is when the protection of the hold that job started at its start
+// line line ends.
+type protEnd struct {
+	t    float64
+	job  string
+	line int
+}
+
+type protHeap []protEnd
+
+func (h protHeap) Len() int { return len(h) }
+func (h protHeap) Less(a, b int) bool {
+	if h[a].t != h[b].t {
+		return h[a].t < h[b].t
+	}
+	return h[a].line < h[b].line
+}
+func (h protHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *protHeap) Push(x any)   { *h = append(*h, x.(protEnd)) }
+func (h *protHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// protectionEnds judges, once every event of the instant has been applied,
+// the protections that end from now until the next line's time next (the
+// log's state holds meanwhile): RuleProtectionWait. Without a next line
+// (the end of the log) only those ending now are judged, and only when
+// Settle is 0: a server's log may have been cut short.
+func (c *Checker) protectionEnds(next float64, hasNext bool) {
+	for c.protEnds.Len() > 0 {
+		p := c.protEnds[0]
+		if hasNext && p.t >= next || !hasNext && (p.t > c.now || c.opts.Settle > 0) {
+			return
+		}
+		heap.Pop(&c.protEnds)
+		j := c.jobs[p.job]
+		if j == nil || j.demand == nil || j.startLine != p.line || j.stopping {
+			continue // it no longer holds that capacity
+		}
+		at := max(p.t, c.now)
+		if hasNext && next-at <= c.opts.Settle {
+			continue // the server may act at the next line
+		}
+		c.judgeProtectionEnd(j, at)
+	}
+}
+
+// judgeProtectionEnd checks, at time at when the protection of j ends, every
+// head of j's environment (RuleProtectionWait).
+func (c *Checker) judgeProtectionEnd(j *jobState, at float64) {
+	env := j.share.env
+	shareCommit, envCommit := c.reservedCommitments(env, nil)
+	order := append([]*shareState(nil), env.shares...)
+	sort.Slice(order, func(a, b int) bool { return order[a].name < order[b].name })
+	for _, s := range order {
+		if s == j.share {
+			continue
+		}
+		e := c.head(s)
+		if e == nil || c.reported[e.id] {
+			continue
+		}
+		h := c.jobs[e.id]
+		if c.forJobs[h.id] != nil || c.stoppingBy[h.id] != nil {
+			continue // reserved: its victims were chosen
+		}
+		if c.reclaimable(s, h, j, at, shareCommit, envCommit, true) && !c.reclaimable(s, h, j, at, shareCommit, envCommit, false) {
+			c.reported[h.id] = true
+			c.fail(at, 0, RuleProtectionWait, []string{h.id, j.id},
+				"job %s, head of share %s, waits at t=%s although the protection of job %s (share %s, minimum run time %ss, started t=%s) ended then: preempting unprotected jobs above their shares' own maxCapacity would make room for it (it needs %s, the share uses %s of %s; environment %s has %s free)",
+				h.id, s.name, formatT(at), j.id, j.share.name, formatT(j.share.minRun), formatT(j.startT), c.demandOf(h), s.usage, s.limits, env.name, free(env))
+		}
+	}
+}
+
+// reclaimable reports whether head h of share s fits its share's own
+// maxCapacity and would get the room it lacks by a reclaim at time at from
+// the jobs of other shares above their own maxCapacity that are no longer
+// protected; withJ says whether job j (whose protection ends at at) counts.
+// It is a sufficient condition, conservative where the log leaves a doubt:
+// for each type t that h lacks, the engine's victim selection takes, from
+// each share o whose future usage (held, less its stopping jobs, plus what
+// its reserved jobs are promised) is above its own limit, unprotected jobs
+// holding t until o is no longer above it or they run out, so it gets at
+// least the smaller of the two.
+func (c *Checker) reclaimable(s *shareState, h, j *jobState, at float64, shareCommit map[*shareState]qshare.Capacity, envCommit qshare.Capacity, withJ bool) bool {
+	d := c.demandOf(h)
+	if len(d) == 0 {
+		return false
+	}
+	env := s.env
+	short := false
+	for t, n := range d {
+		if n > env.limits[t] || s.usage[t]+shareCommit[s][t]+n > s.limits[t] {
+			return false // misconfigured, or it must borrow
+		}
+		// Free room, less every RESERVE share's idle capacity (counted on
+		// its held usage: more idle than the engine counts, never less).
+		room := env.limits[t] - env.usage[t] - envCommit[t]
+		for _, o := range env.shares {
+			if o != s && o.strategy == qshare.StrategyReserve && o.limits[t] > o.usage[t] {
+				room -= o.limits[t] - o.usage[t]
+			}
+		}
+		if n > max(room, 0) {
+			short = true
+		}
+	}
+	if !short {
+		return false // the head-waits rule's case
+	}
+	for t, n := range d {
+		room := env.limits[t] - env.usage[t] - envCommit[t]
+		for _, o := range env.shares {
+			if o != s && o.strategy == qshare.StrategyReserve && o.limits[t] > o.usage[t] {
+				room -= o.limits[t] - o.usage[t]
+			}
+		}
+		need := n - max(room, 0)
+		if need <= 0 {
+			continue
+		}
+		var got int64
+		for _, o := range env.shares {
+			if o == s {
+				continue
+			}
+			future := o.usage[t] + shareCommit[o][t]
+			var unprotected int64
+			for k := range o.holders {
+				if k.stopping {
+					future -= k.demand[t]
+					continue
+				}
+				if k.demand[t] == 0 {
+					continue
+				}
+				if k == j {
+					if withJ {
+						unprotected += k.demand[t]
+					}
+					continue
+				}
+				if o.minRun == 0 || at-k.startT >= o.minRun+1e-3 {
+					unprotected += k.demand[t]
+				}
+			}
+			if over := future - o.limits[t]; over > 0 {
+				got += min(over, unprotected)
+			}
+		}
+		if got < need {
+			return false
+		}
+	}
+	return true
 }

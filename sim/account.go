@@ -38,6 +38,9 @@ type shareAcc struct {
 	env         *envAcc
 	usage       qshare.Capacity
 	over        bool
+	// fair marks a share identifier of a fair-share queue: it owns
+	// nothing, lends nothing and borrows nothing; only its use counts.
+	fair bool
 
 	submitted, completed, failed, rejected int
 	preemptCross, preemptInShare           int
@@ -51,8 +54,11 @@ type shareAcc struct {
 }
 
 type accounting struct {
-	shares  []*shareAcc
-	byKey   map[string]*shareAcc
+	shares []*shareAcc
+	byKey  map[string]*shareAcc
+	// fairEnv maps each fair-share queue to its environment: its share
+	// identifiers get their accounts as jobs name them (share).
+	fairEnv map[string]*envAcc
 	envs    []*envAcc
 	tl      *timeline
 	cross   []float64 // preemptions per bucket
@@ -63,7 +69,7 @@ type accounting struct {
 }
 
 func newAccounting(cfg *config.File, buckets int) *accounting {
-	a := &accounting{byKey: map[string]*shareAcc{}, tl: &timeline{n: buckets, width: time.Second}}
+	a := &accounting{byKey: map[string]*shareAcc{}, fairEnv: map[string]*envAcc{}, tl: &timeline{n: buckets, width: time.Second}}
 	envs := map[string]*envAcc{}
 	for _, e := range cfg.ServiceEnvironments {
 		ea := &envAcc{name: e.Name, limits: qshare.Limits(e.CapacityLimits)}
@@ -80,7 +86,11 @@ func newAccounting(cfg *config.File, buckets int) *accounting {
 	for _, s := range ec.Shares {
 		if s.Name == engine.QueueShare {
 			// A queue without a quota-share policy: a trace names quota
-			// shares only, so nothing is ever submitted to it.
+			// shares only, so nothing is ever submitted to it; but a
+			// fair-share queue's jobs name share identifiers.
+			if s.FairShare != nil {
+				a.fairEnv[s.Queue] = queueEnv[s.Queue]
+			}
 			continue
 		}
 		sa := &shareAcc{queue: s.Queue, name: s.Name, strategy: s.Strategy, limits: s.Limits, env: queueEnv[s.Queue],
@@ -106,13 +116,48 @@ func newAccounting(cfg *config.File, buckets int) *accounting {
 	return a
 }
 
-func (a *accounting) share(queue, name string) *shareAcc { return a.byKey[queue+"/"+name] }
+// share returns the account of a quota share, or of a share identifier of
+// a fair-share queue (created the first time a job names it); nil for
+// neither.
+func (a *accounting) share(queue, name string) *shareAcc {
+	if sh := a.byKey[queue+"/"+name]; sh != nil {
+		return sh
+	}
+	env := a.fairEnv[queue]
+	if env == nil || name == "" {
+		return nil
+	}
+	sh := &shareAcc{queue: queue, name: name, strategy: FairShareStrategy, fair: true, env: env,
+		usage: qshare.Capacity{}, misconfigured: map[string]bool{}}
+	for m := range sh.series {
+		sh.series[m] = a.tl.register()
+	}
+	env.shares = append(env.shares, sh)
+	sort.Slice(env.shares, func(i, k int) bool {
+		x, y := env.shares[i], env.shares[k]
+		if x.queue != y.queue {
+			return x.queue < y.queue
+		}
+		return x.name < y.name
+	})
+	a.shares = append(a.shares, sh)
+	a.byKey[queue+"/"+name] = sh
+	return sh
+}
+
+// FairShareStrategy is the strategy column of a share identifier of a
+// fair-share queue in a report.
+const FairShareStrategy qshare.Strategy = "FAIR_SHARE"
 
 // hold adds (sign +1) or removes (-1) the demand of r to its share's usage.
 func (a *accounting) hold(r *run, sign int64) {
 	sh := r.share
 	for t, n := range r.job.Demand {
 		sh.usage[t] += sign * n
+	}
+	if sh.fair {
+		sh.env.dirty = true
+		return
 	}
 	over := false
 	for t, n := range sh.usage {
@@ -157,6 +202,10 @@ func (a *accounting) settle(now time.Duration, eng *engine.Engine) {
 		}
 		for i, sh := range env.shares {
 			a.advance(sh, now)
+			if sh.fair {
+				sh.cur = [nMetrics]float64{mUsed: float64(sh.usage.Total())}
+				continue
+			}
 			var used, own, borrowed, idle float64
 			for t, n := range sh.usage {
 				used += float64(n)
@@ -200,7 +249,7 @@ func (a *accounting) lent(env *envAcc) []int64 {
 		}
 		for b, sh := range env.shares {
 			over := sh.usage[t] - sh.limits[t]
-			if over <= 0 {
+			if over <= 0 || sh.fair {
 				continue
 			}
 			if unowned > 0 {
@@ -313,6 +362,9 @@ func verifyLent(errp *error, now func() time.Duration) func(env *envAcc, lent []
 			}
 		}
 		for i, sh := range env.shares {
+			if sh.fair {
+				continue // the engine's view is of the queue's one share
+			}
 			v := views[sh.queue+"/"+sh.name]
 			for _, c := range []qshare.Capacity{sh.usage, v.Usage} {
 				for t := range c {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -33,7 +34,8 @@ var reserveInShare = flag.Bool("reserve-inshare", true, "let RESERVE shares have
 // TestRandomWorkloadsKeepGuarantees replays random workloads on random
 // configurations (every strategy, borrow limits, oversubscribed
 // environments, several instance types, multi-type jobs, priorities,
-// preemption retries, a grace period and checkpoints) and checks each event
+// preemption retries, a grace period, checkpoints and minimum run times
+// before preemption) and checks each event
 // log with the checker: whatever the engine decides, the log must show no
 // broken guarantee, and the simulator's account of lent capacity must match
 // the engine's view at every instant.
@@ -67,6 +69,10 @@ func TestRandomWorkloadsKeepGuarantees(t *testing.T) {
 			if s.Strategy == qshare.StrategyLendAndBorrow && rapid.Bool().Draw(t, "has-borrow") {
 				b := int64(rapid.SampledFrom([]int{-1, 0, 50, 100, 200}).Draw(t, "borrow"))
 				s.BorrowLimit = &b
+			}
+			if rapid.IntRange(0, 2).Draw(t, "has-minrun") == 0 {
+				// A minimum run time about as long as the jobs.
+				s.Tags = map[string]string{qshare.TagMinRunTime: strconv.Itoa(rapid.IntRange(1, 40).Draw(t, "minrun"))}
 			}
 			for _, ty := range types {
 				if len(s.CapacityLimits) == 0 || rapid.Bool().Draw(t, "has-type") {

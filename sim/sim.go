@@ -100,6 +100,9 @@ type itemKind int
 const (
 	itemFinish itemKind = iota + 1
 	itemRelease
+	// itemWake is a pass the engine asked for (engine.NextWake: a minimum
+	// run time that a waiting job needs ends); it has no run.
+	itemWake
 )
 
 type item struct {
@@ -154,6 +157,8 @@ type simulator struct {
 	// decisions is the last pass's decisions; each pass appends to it
 	// again (engine.AppendSchedule), so that a pass allocates no slice.
 	decisions []engine.Decision
+	// wakeAt is the last wake-up queued (itemWake).
+	wakeAt time.Duration
 }
 
 // Run replays jobs against the configuration cfg (which must be valid) and
@@ -228,7 +233,11 @@ func Run(ctx context.Context, cfg *config.File, jobs []Job, opts Options) (*Repo
 
 func (s *simulator) push(at time.Duration, kind itemKind, r *run) {
 	s.seq++
-	heap.Push(&s.items, item{at: at, seq: s.seq, kind: kind, r: r, attempt: r.attempt})
+	it := item{at: at, seq: s.seq, kind: kind, r: r}
+	if r != nil {
+		it.attempt = r.attempt
+	}
+	heap.Push(&s.items, it)
 }
 
 func (s *simulator) emit(r *run, kind event.Kind, demand qshare.Capacity, reason, forJob string) {
@@ -238,6 +247,9 @@ func (s *simulator) emit(r *run, kind event.Kind, demand qshare.Capacity, reason
 	base := event.Event{
 		T: s.now.Seconds(), Job: r.job.ID, Event: kind, Share: r.job.Share, Queue: r.job.Queue,
 		Priority: r.job.Priority, Reason: reason, For: forJob,
+	}
+	if r.share.fair {
+		base.Share = "" // the queue's own line, as the checker knows it
 	}
 	for _, e := range event.Lines(base, demand) {
 		s.ev.Write(e) // sticky error, reported at Flush
@@ -307,7 +319,7 @@ func (s *simulator) submit(r *run) {
 	reject := ""
 	if q.State == qshare.Disabled {
 		reject = fmt.Sprintf("job queue %s is DISABLED: it accepts no new jobs", j.Queue)
-	} else if q.Share(j.Share).State == qshare.Disabled {
+	} else if !r.share.fair && q.Share(j.Share).State == qshare.Disabled {
 		reject = fmt.Sprintf("quota share %s is DISABLED: it accepts no new jobs", j.Share)
 	}
 	if reject != "" {
@@ -318,10 +330,14 @@ func (s *simulator) submit(r *run) {
 		return
 	}
 	r.share.submitted++
-	s.arriving = append(s.arriving, engine.JobSpec{
+	spec := engine.JobSpec{
 		ID: j.ID, Queue: j.Queue, Share: j.Share, Priority: j.Priority, Created: epoch.Add(j.Submit),
 		Demand: j.Demand, PreemptionRetries: j.PreemptionRetries,
-	})
+	}
+	if r.share.fair {
+		spec.Share, spec.ShareIdentifier = engine.QueueShare, j.Share
+	}
+	s.arriving = append(s.arriving, spec)
 }
 
 // submitArriving gives the engine the jobs accepted since it was last
@@ -401,12 +417,29 @@ func (s *simulator) schedule() error {
 			}
 		}
 		if !acted {
+			s.askedWake()
 			return nil
 		}
 	}
 }
 
+// askedWake queues a pass at the time the engine asks to be woken, if it
+// asks for one not queued yet.
+func (s *simulator) askedWake() {
+	at, ok := s.eng.NextWake()
+	if !ok {
+		return
+	}
+	if w := at.Sub(epoch); w > s.now && w != s.wakeAt {
+		s.wakeAt = w
+		s.push(w, itemWake, nil)
+	}
+}
+
 func (s *simulator) handle(it item) error {
+	if it.kind == itemWake {
+		return nil // the instant's pass is all it asks for
+	}
 	r := it.r
 	if it.attempt != r.attempt {
 		return nil // an item of an earlier attempt

@@ -214,6 +214,9 @@ func (r *resolver) resolve(j *Job) string {
 	if j.Share == "" {
 		return "quota_share is empty"
 	}
+	if p := r.cfg.Policy(q.PolicyName()); p != nil && p.QuotaSharePolicy == nil {
+		return "" // a fair-share queue: the column is the share identifier
+	}
 	if q.Share(j.Share) == nil {
 		return fmt.Sprintf("quota_share %q is not a share of queue %s", j.Share, j.Queue)
 	}

@@ -21,6 +21,7 @@ func init() {
 		cfgPath   string
 		settle    float64
 		maxShares int
+		whatIf    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "check-events FILE [--config CONFIG | --endpoint URL]",
@@ -43,6 +44,13 @@ involved:
   in-share-priority      an in-share preemption of an equal or higher priority
   reclaim-victim         a cross-share victim from a share within its own capacity
   preempted-for-nothing  a job preempted for another that then never started
+  min-run-time           a victim chosen before it ran its share's minimum
+                         run time (tag qshare:minRunTimeSeconds; --settle
+                         is allowed for a server's log)
+  protection-wait        a head job left waiting when the protection of a
+                         victim it needs has ended (a reclaim would now
+                         make room, and nothing happens at that instant,
+                         or within --settle)
   double-hold            a job holding capacity twice at once
   log                    an inconsistent log (a line that cannot be read,
                          time going back, a job giving back what it does
@@ -59,7 +67,10 @@ its line number, and the lines after it are still checked.
 It exits with status 1 when it finds a violation. The configuration is the
 file that "qshare apply" takes (--config), or, without --config, what the
 server at --endpoint holds now. It must be the one the log was made under:
-a log that spans configuration changes is checked against one of them.`,
+a log that spans configuration changes is checked against one of them.
+--what-if KEY=VALUE (as "qshare simulate" takes it, repeatable) changes
+the configuration, to check the log of a simulation run with the same
+changes.`,
 		Example: `  qshare simulate --config examples/three-shares.yaml --trace examples/three-shares-trace.csv --events events.jsonl
   qshare check-events events.jsonl --config examples/three-shares.yaml
 
@@ -90,6 +101,11 @@ a log that spans configuration changes is checked against one of them.`,
 			}
 			if err != nil {
 				return err
+			}
+			if len(whatIf) > 0 {
+				if cfg, err = cfg.WhatIf(whatIf, config.Options{MaxSharesPerQueue: maxShares}); err != nil {
+					return err
+				}
 			}
 			var in io.Reader = os.Stdin
 			if args[0] != "-" {
@@ -135,6 +151,7 @@ a log that spans configuration changes is checked against one of them.`,
 	fl := cmd.Flags()
 	fl.StringVar(&cfgPath, "config", "", "the configuration the log was made under (YAML or JSON); without it, the server's (--endpoint)")
 	fl.Float64Var(&settle, "settle", 0, "seconds a fitting head job may wait before it counts (0 for a simulation's log)")
+	fl.StringArrayVar(&whatIf, "what-if", nil, "change the configuration as \"qshare simulate --what-if\" does: KEY=VALUE (repeatable)")
 	fl.IntVar(&maxShares, "max-shares-per-queue", qshare.DefaultQuotaSharesPerQueue, "the most quota shares a job queue may have (a server's configured limit)")
 	addClientFlags(cmd)
 	cmd.MarkFlagFilename("config", "yaml", "yml", "json")
@@ -226,6 +243,15 @@ func configFromServer(ctx context.Context, api *batch.Client, maxShares int) (*c
 					}
 					if pc := qs.PreemptionConfiguration; pc != nil {
 						s.InSharePreemption = qshare.State(pc.InSharePreemption)
+					}
+					// The minimum run time is a tag (qshare:minRunTimeSeconds),
+					// which ListQuotaShares does not return.
+					tags, err := api.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: qs.QuotaShareArn})
+					if err != nil {
+						return nil, err
+					}
+					if v, ok := tags.Tags[qshare.TagMinRunTime]; ok {
+						s.Tags = map[string]string{qshare.TagMinRunTime: v}
 					}
 					q.QuotaShares = append(q.QuotaShares, s)
 				}

@@ -60,6 +60,8 @@ duration_s,vc) and puts each job in the share named after its VC.
   share.[QUEUE/]NAME.strategy=RESERVE|LEND|LEND_AND_BORROW
   share.[QUEUE/]NAME.maxCapacity.TYPE=N    (0 removes the type)
   share.[QUEUE/]NAME.borrowLimit=N | inSharePreemption=E | state=S
+  share.[QUEUE/]NAME.minRunTime=DURATION   (10m, or seconds; 0 removes it)
+  share.*.FIELD=VALUE                      (every quota share)
   env.NAME.maxCapacity.TYPE=N | env.NAME.state=S
   queue.NAME.priority=N | queue.NAME.state=S
 With --compare it runs the configuration as written and as changed, and

@@ -93,6 +93,36 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 		t.Fatalf("check-events --endpoint on a bad log: %v\n%s%s", err, out, errOut)
 	}
 
+	// A minimum run time on QS1 (qshare:minRunTimeSeconds): the simulation
+	// honours it and its log is clean under the same change, in a file
+	// or at a server tagged through apply; the log made without it breaks
+	// the min-run-time rule there.
+	minEvents := filepath.Join(dir, "min.jsonl")
+	if out, errOut, err := run("simulate", "--config", "examples/three-shares.yaml", "--trace", "examples/three-shares-trace.csv",
+		"--what-if", "share.QS1.minRunTime=10m", "--events", minEvents); err != nil {
+		t.Fatalf("simulate with a minimum run time: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run("check-events", minEvents, "--config", "examples/three-shares.yaml", "--what-if", "share.QS1.minRunTime=600")
+	if err != nil || !strings.Contains(out, ": 0 violations") {
+		t.Fatalf("check-events --what-if on the log of the same change: %v\n%s%s", err, out, errOut)
+	}
+	cfgData, _ := os.ReadFile("../../examples/three-shares.yaml")
+	tagged := strings.Replace(string(cfgData), "preemptionConfiguration: {inSharePreemption: ENABLED}",
+		"preemptionConfiguration: {inSharePreemption: ENABLED}\n        tags: {qshare:minRunTimeSeconds: \"600\"}", 1)
+	taggedPath := filepath.Join(dir, "tagged.yaml")
+	os.WriteFile(taggedPath, []byte(tagged), 0o644)
+	if out, errOut, err := run("apply", "-f", taggedPath, "--endpoint", srv.addr); err != nil {
+		t.Fatalf("apply with the tag: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run("check-events", minEvents, "--endpoint", srv.addr)
+	if err != nil || !strings.Contains(out, ": 0 violations") {
+		t.Fatalf("check-events --endpoint (tagged) on the log with the minimum: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run("check-events", events, "--endpoint", srv.addr)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "[min-run-time]") {
+		t.Fatalf("check-events --endpoint (tagged) on the log without the minimum: %v, want min-run-time violations\n%s%s", err, out, errOut)
+	}
+
 	// --what-if with --compare.
 	out, errOut, err = run("simulate", "--config", "examples/three-shares.yaml", "--trace", "examples/three-shares-trace.csv",
 		"--what-if", "share.QS1.strategy=RESERVE", "--compare", "--report", report)
