@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,11 +14,12 @@ import (
 
 // Group commit.
 //
-// As in sqlite/ (its commit.go says more): Commit encodes its change in the
-// caller's goroutine (an invalid change fails without touching the
-// database) and hands it to the one writer goroutine, which takes every
-// request already waiting, up to maxBatch requests or about maxRows rows,
-// and writes them together. Here "together" is one pgx.Batch: the fence,
+// As in sqlite/ (its commit.go says more), through the same queue
+// (store/groupcommit): Commit encodes its change in the caller's goroutine
+// (an invalid change fails without touching the database) and hands it to
+// the queue's one writer goroutine, which takes every request already
+// waiting, up to maxBatch requests or about maxRows rows, and has
+// applyBatch write them together. Here "together" is one pgx.Batch: the fence,
 // then every statement of every change, sent in one round trip and run by
 // PostgreSQL as one implicit transaction that commits at the batch's Sync.
 // Each caller is answered after the server acknowledged that commit, so
@@ -35,24 +34,6 @@ import (
 // the writer learns from a fresh connection whether the batch was applied
 // (writer.outcome) and answers accordingly; either way it then gives the
 // connection, and with it the store's ownership, up (ErrDeposed).
-
-// Request states, as in sqlite/: pending until the writer claims it or its
-// caller abandons it (cancelled while queued; the writer then skips it).
-const (
-	pending int32 = iota
-	claimed
-	abandoned
-)
-
-// maxIsolations bounds how many failing changes one batch sets aside before
-// it gives up on the rest.
-const maxIsolations = 3
-
-type request struct {
-	state atomic.Int32
-	enc   *encoded
-	err   chan error // buffered: the writer never blocks on an answer
-}
 
 // Commit applies c atomically and durably; see store.Store. It waits while
 // other commits are being written and then shares their transaction. If ctx
@@ -69,115 +50,17 @@ func (d *DB) Commit(ctx context.Context, c *store.Change) error {
 	if err != nil {
 		return fmt.Errorf("postgres: commit: %w", err)
 	}
-	r := &request{enc: enc, err: make(chan error, 1)}
-	d.mu.RLock()
-	if d.closed {
-		d.mu.RUnlock()
-		return fmt.Errorf("postgres: commit: %w", store.ErrClosed)
-	}
-	if enc.rows == 0 {
-		d.mu.RUnlock()
-		return nil
-	}
-	select {
-	case d.reqs <- r:
-		d.mu.RUnlock()
-	case <-ctx.Done():
-		d.mu.RUnlock()
-		return fmt.Errorf("postgres: commit: %w", ctx.Err())
-	}
-	select {
-	case err := <-r.err:
-		return err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(pending, abandoned) {
-			return fmt.Errorf("postgres: commit: %w", ctx.Err())
-		}
-		return <-r.err
-	}
+	return d.q.Commit(ctx, enc, enc.rows)
 }
 
-// yieldRounds bounds how many times the writer yields to let more commits
-// join a batch before it sends it (see sqlite/commit.go).
-const yieldRounds = 4
-
-// run is the writer goroutine. It exits when Close has closed d.reqs and
-// every request sent before that has been answered.
-func (d *DB) run() {
-	defer close(d.done)
-	batch := make([]*request, 0, d.opts.maxBatch)
-	for r := range d.reqs {
-		batch = append(batch[:0], r)
-		rows := r.enc.rows
-		open := true
-		drain := func() (added int) {
-			for open && len(batch) < d.opts.maxBatch && rows < d.opts.maxRows {
-				select {
-				case r, ok := <-d.reqs:
-					if !ok {
-						open = false
-						return added
-					}
-					batch = append(batch, r)
-					rows += r.enc.rows
-					added++
-				default:
-					return added
-				}
-			}
-			return added
-		}
-		drain()
-		for range yieldRounds {
-			if len(batch) == 1 || !open {
-				break
-			}
-			runtime.Gosched()
-			if drain() == 0 {
-				break
-			}
-		}
-		d.commitBatch(batch)
-		clear(batch) // drop references to answered requests
-	}
-}
-
-// commitBatch writes the claimable requests of batch in one transaction and
-// answers each of them.
-func (d *DB) commitBatch(batch []*request) {
-	live := make([]*request, 0, len(batch))
-	for _, r := range batch {
-		if r.state.CompareAndSwap(pending, claimed) {
-			live = append(live, r)
-		}
-	}
-	isolations := 0
-	for len(live) > 0 {
-		failed, err := d.w.apply(live, d.opts)
-		if err == nil {
-			rows := 0
-			for _, r := range live {
-				rows += r.enc.rows
-				r.err <- nil
-			}
-			d.stats.batches.Add(1)
-			d.stats.commits.Add(int64(len(live)))
-			d.stats.rows.Add(int64(rows))
-			return
-		}
+// applyBatch is the queue's Apply: it writes batch in one transaction
+// through the writer and words its error for the callers.
+func (d *DB) applyBatch(batch []*encoded) (int, error) {
+	failed, err := d.w.apply(batch, d.opts)
+	if err != nil {
 		err = fmt.Errorf("postgres: commit to %s: %w", d.name, err)
-		if failed < 0 || isolations == maxIsolations {
-			for _, r := range live {
-				r.err <- err
-			}
-			d.stats.failed.Add(int64(len(live)))
-			return
-		}
-		isolations++
-		live[failed].err <- err
-		d.stats.failed.Add(1)
-		live = append(live[:failed], live[failed+1:]...)
 	}
+	return failed, err
 }
 
 // The statements of a change.
@@ -200,13 +83,13 @@ const (
 	fenceSQL     = `SELECT qshare_fence($1, $2, $3, $4)`
 )
 
-// apply writes the changes of reqs in one transaction. On failure it
+// apply writes the changes reqs in one transaction. On failure it
 // returns the index of the request whose change failed, or -1 if the
 // failure was not one change's (the fence, the commit, the connection).
 // When the connection broke before the server answered, it finds out
 // whether the transaction was applied and reports success if it was; in
 // both cases the connection is given up (ErrDeposed for the next batch).
-func (w *writer) apply(reqs []*request, o options) (int, error) {
+func (w *writer) apply(reqs []*encoded, o options) (int, error) {
 	if w.conn == nil {
 		return -1, w.lost
 	}
@@ -215,9 +98,9 @@ func (w *writer) apply(reqs []*request, o options) (int, error) {
 	b := &pgx.Batch{}
 	owner := []int{-1}
 	b.Queue(fenceSQL, lockClass, w.objid, w.epoch, n)
-	for i, r := range reqs {
+	for i, e := range reqs {
 		k := b.Len()
-		r.enc.queue(b)
+		e.queue(b)
 		for range b.Len() - k {
 			owner = append(owner, i)
 		}

@@ -43,6 +43,7 @@ import (
 
 	"qshare"
 	"qshare/store"
+	"qshare/store/groupcommit"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -60,19 +61,9 @@ type DB struct {
 	pool *pgxpool.Pool
 	opts options
 
-	// mu guards closed and the send side of reqs, as in sqlite/: Commit
-	// holds it for reading while it hands a request over, Close takes it
-	// for writing before it closes reqs.
-	mu     sync.RWMutex
-	closed bool
-	reqs   chan *request
-	done   chan struct{} // closed when the writer goroutine has exited
+	q *groupcommit.Queue[*encoded] // the group-commit queue and its writer goroutine
 
-	w *writer // owned by the writer goroutine after Open
-
-	stats struct {
-		commits, batches, failed, rows atomic.Int64
-	}
+	w *writer // owned by the queue's writer goroutine after Open
 }
 
 type options struct {
@@ -145,11 +136,10 @@ func Open(ctx context.Context, connString string, opts ...Option) (*DB, error) {
 		name: name,
 		pool: pool,
 		opts: o,
-		reqs: make(chan *request, 4096),
-		done: make(chan struct{}),
 		w:    w,
 	}
-	go d.run()
+	d.q = groupcommit.New(groupcommit.Config{MaxBatch: o.maxBatch, MaxRows: o.maxRows, Prefix: "postgres: commit"}, d.applyBatch)
+	d.q.Start()
 	return d, nil
 }
 
@@ -161,44 +151,21 @@ func (d *DB) Name() string { return d.name }
 // stored epoch is still this one.
 func (d *DB) Epoch() int64 { return d.w.epoch }
 
-// Stats counts what the DB has done since it was opened.
-type Stats struct {
-	// Commits is the number of Commit calls that succeeded.
-	Commits int64
-	// Failed is the number of Commit calls that returned an error from the
-	// database (not counting cancelled or invalid ones).
-	Failed int64
-	// Batches is the number of transactions committed; Commits/Batches is
-	// the mean group-commit batch size.
-	Batches int64
-	// Rows is the number of records put or deleted by successful commits.
-	Rows int64
-}
+// Stats counts what the DB has done since it was opened: its commits,
+// failures, transactions and rows (see groupcommit.Stats).
+type Stats = groupcommit.Stats
 
 // Stats returns the DB's counters. It is safe to call at any time.
-func (d *DB) Stats() Stats {
-	return Stats{
-		Commits: d.stats.commits.Load(),
-		Failed:  d.stats.failed.Load(),
-		Batches: d.stats.batches.Load(),
-		Rows:    d.stats.rows.Load(),
-	}
-}
+func (d *DB) Stats() Stats { return d.q.Stats() }
 
 // Close waits for the commits already handed over to finish, stops the
 // writer, releases the ownership and closes the connections. Commit and
 // Load fail with store.ErrClosed afterwards. Closing a closed DB does
 // nothing and returns nil.
 func (d *DB) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.q.Close() {
 		return nil
 	}
-	d.closed = true
-	close(d.reqs)
-	d.mu.Unlock()
-	<-d.done
 	err := d.w.close()
 	d.pool.Close()
 	if err != nil {
@@ -212,10 +179,7 @@ func (d *DB) Close() error {
 // CreatedAt order, ties broken by ID (byte order). Load reads through its
 // own connections, not the owner's: it needs no ownership.
 func (d *DB) Load(ctx context.Context) (*store.State, error) {
-	d.mu.RLock()
-	closed := d.closed
-	d.mu.RUnlock()
-	if closed {
+	if d.q.Closed() {
 		return nil, fmt.Errorf("postgres: load: %w", store.ErrClosed)
 	}
 	fail := func(what string, err error) (*store.State, error) {

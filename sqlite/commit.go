@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync/atomic"
 	"unsafe"
 
 	"qshare"
@@ -18,45 +16,26 @@ import (
 //
 // Commit encodes its change in the caller's goroutine (so JSON encoding runs
 // on every core and an invalid change fails without touching the database)
-// and hands it to the one writer goroutine through d.reqs. The writer takes
-// the first waiting request, then every other one already waiting (up to
-// maxBatch requests or about maxRows rows), applies them all inside one
-// BEGIN IMMEDIATE ... COMMIT, and answers each caller after the COMMIT has
-// returned, which with synchronous=FULL is after the WAL was fsynced. While
-// it waits for the fsync the next requests queue up, so the batch size
-// follows the load without any timer: one caller alone pays one fsync, and
-// under load dozens of callers share one (with 64 callers, about half of
-// them ride in each transaction while the other half queue for the next).
-// When a batch has more than one request, the writer also yields the
-// processor a few times (runtime.Gosched) while new requests keep arriving,
-// so that callers which are runnable but not yet queued join it: on a busy
-// machine that raised the batch from about 6 to about 9 commits and cut the
-// CPU per submit by about a tenth, with no timer and no wait for a lone caller.
+// and hands it to the group-commit queue (store/groupcommit), whose one
+// writer goroutine takes the first waiting request, then every other one
+// already waiting (up to maxBatch requests or about maxRows rows), and calls
+// applyBatch, which applies them all inside one BEGIN IMMEDIATE ... COMMIT.
+// Each caller is answered after the COMMIT has returned, which with
+// synchronous=FULL is after the WAL was fsynced. While it waits for the
+// fsync the next requests queue up, so the batch size follows the load
+// without any timer: one caller alone pays one fsync, and under load dozens
+// of callers share one (with 64 callers, about half of them ride in each
+// transaction while the other half queue for the next). When a batch has
+// more than one request, the writer also yields the processor a few times
+// (runtime.Gosched) while new requests keep arriving, so that callers which
+// are runnable but not yet queued join it: on a busy machine that raised
+// the batch from about 6 to about 9 commits and cut the CPU per submit by
+// about a tenth, with no timer and no wait for a lone caller.
 //
 // Each caller's change stays atomic: if applying one change fails, the
 // transaction is rolled back, that caller gets the error, and the batch is
 // tried again without it. If the COMMIT itself fails, every caller in the
 // batch gets the error and none of their changes is applied.
-
-// Request states: a request is pending until the writer claims it (it will
-// then be applied or answered with an error) or its caller abandons it
-// (cancelled while queued; the writer then skips it).
-const (
-	pending int32 = iota
-	claimed
-	abandoned
-)
-
-// maxIsolations bounds how many failing changes one batch sets aside before
-// it gives up on the rest: a failure that repeats is the database's, not
-// one change's, and retrying would only slow the error down.
-const maxIsolations = 3
-
-type request struct {
-	state atomic.Int32
-	enc   *encoded
-	err   chan error // buffered: the writer never blocks on an answer
-}
 
 // Commit applies c atomically and durably; see store.Store. It waits while
 // other commits are being written and then shares their transaction. If ctx
@@ -75,120 +54,17 @@ func (d *DB) Commit(ctx context.Context, c *store.Change) error {
 	if d.noStore {
 		return nil // a measuring build: see experiment.go
 	}
-	r := &request{enc: enc, err: make(chan error, 1)}
-	d.mu.RLock()
-	if d.closed {
-		d.mu.RUnlock()
-		return fmt.Errorf("sqlite: commit: %w", store.ErrClosed)
-	}
-	if enc.rows == 0 {
-		d.mu.RUnlock()
-		return nil
-	}
-	select {
-	case d.reqs <- r:
-		d.mu.RUnlock()
-	case <-ctx.Done():
-		d.mu.RUnlock()
-		return fmt.Errorf("sqlite: commit: %w", ctx.Err())
-	}
-	select {
-	case err := <-r.err:
-		return err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(pending, abandoned) {
-			return fmt.Errorf("sqlite: commit: %w", ctx.Err())
-		}
-		return <-r.err
-	}
+	return d.q.Commit(ctx, enc, enc.rows)
 }
 
-// yieldRounds bounds how many times the writer yields to let more commits
-// join a batch before it writes it.
-const yieldRounds = 4
-
-// run is the writer goroutine. It exits when Close has closed d.reqs and
-// every request sent before that has been answered.
-func (d *DB) run() {
-	defer close(d.done)
-	batch := make([]*request, 0, d.opts.maxBatch)
-	for r := range d.reqs {
-		batch = append(batch[:0], r)
-		rows := r.enc.rows
-		open := true
-		drain := func() (added int) {
-			for open && len(batch) < d.opts.maxBatch && rows < d.opts.maxRows {
-				select {
-				case r, ok := <-d.reqs:
-					if !ok {
-						open = false
-						return added
-					}
-					batch = append(batch, r)
-					rows += r.enc.rows
-					added++
-				default:
-					return added
-				}
-			}
-			return added
-		}
-		drain()
-		// While commits keep arriving, let the goroutines that are about to
-		// commit run first (Gosched returns at once when none is runnable,
-		// so a lone caller waits for nothing): a transaction's fixed cost
-		// (WAL frames, fsync, checkpoint) is most of the store's CPU per
-		// commit, and under load a few more callers per transaction cut it.
-		for range yieldRounds {
-			if len(batch) == 1 || !open {
-				break
-			}
-			runtime.Gosched()
-			if drain() == 0 {
-				break
-			}
-		}
-		d.commitBatch(batch)
-		clear(batch) // drop references to answered requests
-	}
-}
-
-// commitBatch writes the claimable requests of batch in one transaction and
-// answers each of them.
-func (d *DB) commitBatch(batch []*request) {
-	live := make([]*request, 0, len(batch))
-	for _, r := range batch {
-		if r.state.CompareAndSwap(pending, claimed) {
-			live = append(live, r)
-		}
-	}
-	isolations := 0
-	for len(live) > 0 {
-		failed, err := d.w.apply(live)
-		if err == nil {
-			rows := 0
-			for _, r := range live {
-				rows += r.enc.rows
-				r.err <- nil
-			}
-			d.stats.batches.Add(1)
-			d.stats.commits.Add(int64(len(live)))
-			d.stats.rows.Add(int64(rows))
-			return
-		}
+// applyBatch is the queue's Apply: it writes batch in one transaction
+// through the writer and words its error for the callers.
+func (d *DB) applyBatch(batch []*encoded) (int, error) {
+	failed, err := d.w.apply(batch)
+	if err != nil {
 		err = fmt.Errorf("sqlite: commit to %s: %w%s", d.path, err, hint(err))
-		if failed < 0 || isolations == maxIsolations {
-			for _, r := range live {
-				r.err <- err
-			}
-			d.stats.failed.Add(int64(len(live)))
-			return
-		}
-		isolations++
-		live[failed].err <- err
-		d.stats.failed.Add(1)
-		live = append(live[:failed], live[failed+1:]...)
 	}
+	return failed, err
 }
 
 // writer owns the connection that every write goes through, and its
@@ -290,12 +166,12 @@ func (w *writer) close() error {
 	return err
 }
 
-// apply writes the changes of reqs in one transaction. On failure it rolls
+// apply writes the changes reqs in one transaction. On failure it rolls
 // back, throws the connection away (a failed write may leave it in a state
 // not worth trusting; the next apply opens a fresh one) and returns the
 // index of the request whose change failed, or -1 if the failure was not
 // one change's (BEGIN or COMMIT).
-func (w *writer) apply(reqs []*request) (int, error) {
+func (w *writer) apply(reqs []*encoded) (int, error) {
 	ctx := context.Background()
 	if w.conn == nil {
 		if err := w.open(ctx); err != nil {
@@ -306,8 +182,8 @@ func (w *writer) apply(reqs []*request) (int, error) {
 		w.discard()
 		return -1, fmt.Errorf("begin transaction: %w", err)
 	}
-	for i, r := range reqs {
-		if err := w.applyOne(ctx, r.enc); err != nil {
+	for i, e := range reqs {
+		if err := w.applyOne(ctx, e); err != nil {
 			w.conn.ExecContext(ctx, `ROLLBACK`) //nolint:errcheck // the connection is discarded anyway
 			w.discard()
 			return i, err

@@ -74,9 +74,9 @@ func blockWriter(t *testing.T, path string) (release func()) {
 // waitQueued waits until n requests wait in the writer's queue.
 func waitQueued(t *testing.T, d *DB, n int) {
 	t.Helper()
-	for i := 0; len(d.reqs) < n; i++ {
+	for i := 0; d.q.Len() < n; i++ {
 		if i > 10000 {
-			t.Fatalf("%d requests queued, want %d", len(d.reqs), n)
+			t.Fatalf("%d requests queued, want %d", d.q.Len(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -84,22 +84,26 @@ func waitQueued(t *testing.T, d *DB, n int) {
 
 // sendClaimed hands c to the writer and waits until the writer has claimed
 // it (with the writer blocked, it then waits for the lock). It returns the
-// channel Commit would read the answer from.
+// channel that Commit's answer comes on.
 func sendClaimed(t *testing.T, d *DB, c *store.Change) chan error {
 	t.Helper()
 	enc, err := encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &request{enc: enc, err: make(chan error, 1)}
-	d.reqs <- r
-	for i := 0; r.state.Load() != claimed; i++ {
+	r, err := d.q.Enqueue(context.Background(), enc, enc.rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !r.Claimed(); i++ {
 		if i > 10000 {
 			t.Fatal("the writer did not take the request")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return r.err
+	answer := make(chan error, 1)
+	go func() { answer <- r.Wait(context.Background()) }()
+	return answer
 }
 
 func jobNamed(id string) qshare.Job {

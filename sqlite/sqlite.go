@@ -30,6 +30,7 @@ import (
 
 	"qshare"
 	"qshare/store"
+	"qshare/store/groupcommit"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -45,19 +46,9 @@ type DB struct {
 	// read once at Open; always false in the product.
 	noStore bool
 
-	// mu guards closed and the send side of reqs: Commit holds it for
-	// reading while it hands a request over, Close takes it for writing
-	// before it closes reqs, so no request is ever sent on a closed channel.
-	mu     sync.RWMutex
-	closed bool
-	reqs   chan *request
-	done   chan struct{} // closed when the writer goroutine has exited
+	q *groupcommit.Queue[*encoded] // the group-commit queue and its writer goroutine
 
-	w *writer // owned by the writer goroutine after Open
-
-	stats struct {
-		commits, batches, failed, rows atomic.Int64
-	}
+	w *writer // owned by the queue's writer goroutine after Open
 }
 
 type options struct {
@@ -134,8 +125,6 @@ func Open(path string, opts ...Option) (*DB, error) {
 		opts:    o,
 		lock:    lock,
 		noStore: noStore,
-		reqs:    make(chan *request, 4096),
-		done:    make(chan struct{}),
 	}
 	ctx := context.Background()
 	if err := d.migrate(ctx); err != nil {
@@ -150,7 +139,8 @@ func Open(path string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	d.w = w
-	go d.run()
+	d.q = groupcommit.New(groupcommit.Config{MaxBatch: o.maxBatch, MaxRows: o.maxRows, Prefix: "sqlite: commit"}, d.applyBatch)
+	d.q.Start()
 	return d, nil
 }
 
@@ -179,43 +169,20 @@ func dsn(abs string, o options, synchronous string) string {
 // Path returns the absolute path of the database file.
 func (d *DB) Path() string { return d.path }
 
-// Stats counts what the DB has done since it was opened.
-type Stats struct {
-	// Commits is the number of Commit calls that succeeded.
-	Commits int64
-	// Failed is the number of Commit calls that returned an error from the
-	// database (not counting cancelled or invalid ones).
-	Failed int64
-	// Batches is the number of transactions committed; Commits/Batches is
-	// the mean group-commit batch size.
-	Batches int64
-	// Rows is the number of records put or deleted by successful commits.
-	Rows int64
-}
+// Stats counts what the DB has done since it was opened: its commits,
+// failures, transactions and rows (see groupcommit.Stats).
+type Stats = groupcommit.Stats
 
 // Stats returns the DB's counters. It is safe to call at any time.
-func (d *DB) Stats() Stats {
-	return Stats{
-		Commits: d.stats.commits.Load(),
-		Failed:  d.stats.failed.Load(),
-		Batches: d.stats.batches.Load(),
-		Rows:    d.stats.rows.Load(),
-	}
-}
+func (d *DB) Stats() Stats { return d.q.Stats() }
 
 // Close waits for the commits already handed over to finish, stops the
 // writer and closes the database. Commit and Load fail with store.ErrClosed
 // afterwards. Closing a closed DB does nothing and returns nil.
 func (d *DB) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.q.Close() {
 		return nil
 	}
-	d.closed = true
-	close(d.reqs)
-	d.mu.Unlock()
-	<-d.done
 	err := d.w.close()
 	if cerr := d.db.Close(); err == nil {
 		err = cerr
@@ -231,10 +198,7 @@ func (d *DB) Close() error {
 // consistent snapshot even while commits go on. Jobs come in CreatedAt order,
 // ties broken by ID.
 func (d *DB) Load(ctx context.Context) (*store.State, error) {
-	d.mu.RLock()
-	closed := d.closed
-	d.mu.RUnlock()
-	if closed {
+	if d.q.Closed() {
 		return nil, fmt.Errorf("sqlite: load: %w", store.ErrClosed)
 	}
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
