@@ -28,14 +28,10 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,6 +40,7 @@ import (
 	"qshare"
 	"qshare/store"
 	"qshare/store/groupcommit"
+	"qshare/store/jsonload"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -191,16 +188,16 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only; nothing to undo
 	st := &store.State{}
-	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data, NULL::bytea FROM environments ORDER BY name`, nil); err != nil {
+	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data FROM environments ORDER BY name`, nil); err != nil {
 		return fail("environments ", err)
 	}
-	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data, NULL::bytea FROM policies ORDER BY name`, nil); err != nil {
+	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data FROM policies ORDER BY name`, nil); err != nil {
 		return fail("policies ", err)
 	}
-	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data, NULL::bytea FROM queues ORDER BY name`, nil); err != nil {
+	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data FROM queues ORDER BY name`, nil); err != nil {
 		return fail("queues ", err)
 	}
-	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data, NULL::bytea FROM shares ORDER BY queue, name`, nil); err != nil {
+	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data FROM shares ORDER BY queue, name`, nil); err != nil {
 		return fail("shares ", err)
 	}
 	setPayload := func(j *qshare.Job, payload []byte) { j.Payload = string(payload) }
@@ -213,103 +210,17 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 	return st, nil
 }
 
-// loadAll runs query, which selects a JSON text column and a bytea column,
-// and decodes every row in order; extra, when not nil, puts the second
-// column into the decoded record. Decoding the JSON costs more than reading
-// the rows, so it runs on every core: the rows are read in chunks and each
-// chunk is decoded by a worker while the next ones are read (as sqlite/
-// does).
+// loadAll runs query, which selects a JSON text column, and decodes every
+// row in order, on every core (store/jsonload, as sqlite/ does). With
+// extra, the query selects a second, bytea column, which extra puts into
+// the decoded record.
 func loadAll[T any](ctx context.Context, tx pgx.Tx, query string, extra func(*T, []byte)) ([]T, error) {
 	rows, err := tx.Query(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-
-	const chunkSize = 256
-	type chunk struct {
-		first int // index of the chunk's first row, for error messages
-		raw   [][]byte
-		extra [][]byte
-		out   *[]T
-	}
-	work := make(chan chunk, 4)
-	var (
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		decErr  error
-		failed  atomic.Bool
-	)
-	for range max(1, runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range work {
-				if failed.Load() {
-					continue
-				}
-				out := make([]T, len(c.raw))
-				for i, b := range c.raw {
-					if err := json.Unmarshal(b, &out[i]); err != nil {
-						errOnce.Do(func() { decErr = fmt.Errorf("decode record %d: %w", c.first+i+1, err) })
-						failed.Store(true)
-						break
-					}
-					if extra != nil {
-						extra(&out[i], c.extra[i])
-					}
-				}
-				*c.out = out
-			}
-		}()
-	}
-	var chunks []*[]T
-	n := 0
-	raw := make([][]byte, 0, chunkSize)
-	extras := make([][]byte, 0, chunkSize)
-	flush := func() {
-		p := new([]T)
-		chunks = append(chunks, p)
-		work <- chunk{first: n - len(raw), raw: raw, extra: extras, out: p}
-		raw = make([][]byte, 0, chunkSize)
-		extras = make([][]byte, 0, chunkSize)
-	}
-	for rows.Next() {
-		// Scanning into []byte copies the row's bytes (pgx reuses its
-		// buffer for the next row).
-		var data, x []byte
-		if err = rows.Scan(&data, &x); err != nil {
-			break
-		}
-		raw = append(raw, data)
-		extras = append(extras, x)
-		n++
-		if len(raw) == chunkSize {
-			flush()
-		}
-	}
-	if len(raw) > 0 {
-		flush()
-	}
-	close(work)
-	wg.Wait()
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if decErr != nil {
-		return nil, decErr
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	out := make([]T, 0, n)
-	for _, c := range chunks {
-		out = append(out, *c...)
-	}
-	return out, nil
+	return jsonload.Decode(rows, extra)
 }
 
 // redact returns connString without its password, for messages: a URL as

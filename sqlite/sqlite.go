@@ -15,15 +15,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -31,6 +27,7 @@ import (
 	"qshare"
 	"qshare/store"
 	"qshare/store/groupcommit"
+	"qshare/store/jsonload"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -227,105 +224,15 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 }
 
 // loadAll runs query, which selects one JSON column, and decodes every row,
-// in order. With extra, the query selects a second, text column, which
-// extra puts into the decoded record. Decoding the JSON costs more than reading the rows, so it runs
-// on every core: the rows are read in chunks and each chunk is decoded by a
-// worker while the next ones are read.
+// in order, on every core (store/jsonload). With extra, the query selects a
+// second, text column, which extra puts into the decoded record.
 func loadAll[T any](ctx context.Context, tx *sql.Tx, query string, extra func(*T, string)) ([]T, error) {
 	rows, err := tx.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-
-	const chunkSize = 256
-	type chunk struct {
-		first int // index of the chunk's first row, for error messages
-		raw   [][]byte
-		extra []string
-		out   *[]T
-	}
-	work := make(chan chunk, 4)
-	var (
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		decErr  error
-		failed  atomic.Bool
-	)
-	for range max(1, runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range work {
-				if failed.Load() {
-					continue
-				}
-				out := make([]T, len(c.raw))
-				for i, b := range c.raw {
-					if err := json.Unmarshal(b, &out[i]); err != nil {
-						errOnce.Do(func() { decErr = fmt.Errorf("decode record %d: %w", c.first+i+1, err) })
-						failed.Store(true)
-						break
-					}
-					if extra != nil {
-						extra(&out[i], c.extra[i])
-					}
-				}
-				*c.out = out
-			}
-		}()
-	}
-	var chunks []*[]T
-	n := 0
-	raw := make([][]byte, 0, chunkSize)
-	var extras []string
-	flush := func() {
-		p := new([]T)
-		chunks = append(chunks, p)
-		work <- chunk{first: n - len(raw), raw: raw, extra: extras, out: p}
-		raw = make([][]byte, 0, chunkSize)
-		extras = nil
-	}
-	for rows.Next() {
-		var b []byte
-		if extra == nil {
-			err = rows.Scan(&b)
-		} else {
-			var x string
-			err = rows.Scan(&b, &x)
-			extras = append(extras, x)
-		}
-		if err != nil {
-			break
-		}
-		raw = append(raw, b)
-		n++
-		if len(raw) == chunkSize {
-			flush()
-		}
-	}
-	if len(raw) > 0 {
-		flush()
-	}
-	close(work)
-	wg.Wait()
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if decErr != nil {
-		return nil, decErr
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	out := make([]T, 0, n)
-	for _, c := range chunks {
-		out = append(out, *c...)
-	}
-	return out, nil
+	return jsonload.Decode(rows, extra)
 }
 
 // discardConn makes database/sql close c's driver connection instead of
