@@ -41,6 +41,7 @@ import (
 	"qshare/store"
 	"qshare/store/groupcommit"
 	"qshare/store/jsonload"
+	"qshare/store/row"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -58,7 +59,7 @@ type DB struct {
 	pool *pgxpool.Pool
 	opts options
 
-	q *groupcommit.Queue[*encoded] // the group-commit queue and its writer goroutine
+	q *groupcommit.Queue[*row.Change] // the group-commit queue and its writer goroutine
 
 	w *writer // owned by the queue's writer goroutine after Open
 }

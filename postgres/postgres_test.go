@@ -16,6 +16,7 @@ import (
 	"qshare"
 	"qshare/store"
 	"qshare/store/groupcommit"
+	"qshare/store/row"
 	"qshare/store/storetest"
 )
 
@@ -156,16 +157,16 @@ func TestServerErrorIsolated(t *testing.T) {
 	// store's own queue stays idle meanwhile.
 	q := groupcommit.New(groupcommit.Config{MaxBatch: 16, MaxRows: 1000, Prefix: "test"}, d.applyBatch)
 	ctx := context.Background()
-	mk := func(ids ...string) *groupcommit.Request[*encoded] {
+	mk := func(ids ...string) *groupcommit.Request[*row.Change] {
 		c := &store.Change{}
 		for _, id := range ids {
 			c.PutJobs = append(c.PutJobs, testJob(id))
 		}
-		enc, err := encode(c)
+		enc, err := row.Encode(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := q.Enqueue(ctx, enc, enc.rows)
+		r, err := q.Enqueue(ctx, enc, enc.Rows)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +174,7 @@ func TestServerErrorIsolated(t *testing.T) {
 	}
 	good1, bad, good2 := mk("a", "b"), mk("c", "bad\x00key"), mk("d")
 	q.Start()
-	for name, r := range map[string]*groupcommit.Request[*encoded]{"first": good1, "last": good2} {
+	for name, r := range map[string]*groupcommit.Request[*row.Change]{"first": good1, "last": good2} {
 		if err := r.Wait(ctx); err != nil {
 			t.Errorf("the %s good change failed beside a bad one: %v", name, err)
 		}

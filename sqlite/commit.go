@@ -3,13 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"unsafe"
 
-	"qshare"
 	"qshare/store"
+	"qshare/store/row"
 )
 
 // Group commit.
@@ -47,19 +45,19 @@ func (d *DB) Commit(ctx context.Context, c *store.Change) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
-	enc, err := encode(c)
+	enc, err := row.Encode(c)
 	if err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
 	if d.noStore {
 		return nil // a measuring build: see experiment.go
 	}
-	return d.q.Commit(ctx, enc, enc.rows)
+	return d.q.Commit(ctx, enc, enc.Rows)
 }
 
 // applyBatch is the queue's Apply: it writes batch in one transaction
 // through the writer and words its error for the callers.
-func (d *DB) applyBatch(batch []*encoded) (int, error) {
+func (d *DB) applyBatch(batch []*row.Change) (int, error) {
 	failed, err := d.w.apply(batch)
 	if err != nil {
 		err = fmt.Errorf("sqlite: commit to %s: %w%s", d.path, err, hint(err))
@@ -171,7 +169,7 @@ func (w *writer) close() error {
 // not worth trusting; the next apply opens a fresh one) and returns the
 // index of the request whose change failed, or -1 if the failure was not
 // one change's (BEGIN or COMMIT).
-func (w *writer) apply(reqs []*encoded) (int, error) {
+func (w *writer) apply(reqs []*row.Change) (int, error) {
 	ctx := context.Background()
 	if w.conn == nil {
 		if err := w.open(ctx); err != nil {
@@ -198,180 +196,70 @@ func (w *writer) apply(reqs []*encoded) (int, error) {
 }
 
 // applyOne writes one change: its puts, then its deletes.
-func (w *writer) applyOne(ctx context.Context, e *encoded) error {
+func (w *writer) applyOne(ctx context.Context, e *row.Change) error {
 	s := &w.stmts
-	for _, r := range e.putEnvs {
-		if _, err := s.putEnv.ExecContext(ctx, r.key, r.data); err != nil {
-			return fmt.Errorf("put service environment %q: %w", r.key, err)
+	for _, r := range e.PutEnvs {
+		if _, err := s.putEnv.ExecContext(ctx, r.Key, r.Data); err != nil {
+			return fmt.Errorf("put service environment %q: %w", r.Key, err)
 		}
 	}
-	for _, r := range e.putPolicies {
-		if _, err := s.putPolicy.ExecContext(ctx, r.key, r.data); err != nil {
-			return fmt.Errorf("put scheduling policy %q: %w", r.key, err)
+	for _, r := range e.PutPolicies {
+		if _, err := s.putPolicy.ExecContext(ctx, r.Key, r.Data); err != nil {
+			return fmt.Errorf("put scheduling policy %q: %w", r.Key, err)
 		}
 	}
-	for _, r := range e.putQueues {
-		if _, err := s.putQueue.ExecContext(ctx, r.key, r.data); err != nil {
-			return fmt.Errorf("put job queue %q: %w", r.key, err)
+	for _, r := range e.PutQueues {
+		if _, err := s.putQueue.ExecContext(ctx, r.Key, r.Data); err != nil {
+			return fmt.Errorf("put job queue %q: %w", r.Key, err)
 		}
 	}
-	for _, r := range e.putShares {
-		if _, err := s.putShare.ExecContext(ctx, r.queue, r.name, r.data); err != nil {
-			return fmt.Errorf("put quota share %q of queue %q: %w", r.name, r.queue, err)
+	for _, r := range e.PutShares {
+		if _, err := s.putShare.ExecContext(ctx, r.Queue, r.Name, r.Data); err != nil {
+			return fmt.Errorf("put quota share %q of queue %q: %w", r.Name, r.Queue, err)
 		}
 	}
-	for _, r := range e.putJobs {
-		if r.version > 1 {
+	for _, r := range e.PutJobs {
+		if r.Version > 1 {
 			// Most likely a change of a stored job (a submit writes
 			// version 1): try the UPDATE, which touches the table alone.
 			// It changes nothing when the job is new, older or has other
 			// key columns, and the upsert below then does what it must.
-			res, err := s.updJob.ExecContext(ctx, r.status, r.version, r.data, r.payload, r.id, r.version, r.queue, r.share, r.created)
+			res, err := s.updJob.ExecContext(ctx, r.Status, r.Version, r.Data, r.Payload, r.ID, r.Version, r.Queue, r.Share, r.Created)
 			if err != nil {
-				return fmt.Errorf("put job %q: %w", r.id, err)
+				return fmt.Errorf("put job %q: %w", r.ID, err)
 			}
 			if n, err := res.RowsAffected(); err == nil && n == 1 {
 				continue
 			}
 		}
-		if _, err := s.putJob.ExecContext(ctx, r.id, r.queue, r.share, r.status, r.created, r.version, r.data, r.payload); err != nil {
-			return fmt.Errorf("put job %q: %w", r.id, err)
+		if _, err := s.putJob.ExecContext(ctx, r.ID, r.Queue, r.Share, r.Status, r.Created, r.Version, r.Data, r.Payload); err != nil {
+			return fmt.Errorf("put job %q: %w", r.ID, err)
 		}
 	}
-	for _, k := range e.delEnvs {
+	for _, k := range e.DelEnvs {
 		if _, err := s.delEnv.ExecContext(ctx, k); err != nil {
 			return fmt.Errorf("delete service environment %q: %w", k, err)
 		}
 	}
-	for _, k := range e.delPolicies {
+	for _, k := range e.DelPolicies {
 		if _, err := s.delPolicy.ExecContext(ctx, k); err != nil {
 			return fmt.Errorf("delete scheduling policy %q: %w", k, err)
 		}
 	}
-	for _, k := range e.delQueues {
+	for _, k := range e.DelQueues {
 		if _, err := s.delQueue.ExecContext(ctx, k); err != nil {
 			return fmt.Errorf("delete job queue %q: %w", k, err)
 		}
 	}
-	for _, k := range e.delShares {
+	for _, k := range e.DelShares {
 		if _, err := s.delShare.ExecContext(ctx, k.Queue, k.Name); err != nil {
 			return fmt.Errorf("delete quota share %q of queue %q: %w", k.Name, k.Queue, err)
 		}
 	}
-	for _, k := range e.delJobs {
+	for _, k := range e.DelJobs {
 		if _, err := s.delJob.ExecContext(ctx, k); err != nil {
 			return fmt.Errorf("delete job %q: %w", k, err)
 		}
 	}
 	return nil
 }
-
-// encoded is a change turned into the rows it writes.
-type encoded struct {
-	putEnvs, putPolicies, putQueues []keyedRow
-	putShares                       []shareRow
-	putJobs                         []jobRow
-	delEnvs, delPolicies, delQueues []string
-	delShares                       []store.ShareKey
-	delJobs                         []string
-	rows                            int
-}
-
-type keyedRow struct{ key, data string }
-
-type shareRow struct{ queue, name, data string }
-
-type jobRow struct {
-	id, queue, share, status, created string
-	version                           int64
-	data                              string // the job's JSON, without its payload
-	payload                           string
-}
-
-// encode validates c and turns it into rows. A record with an empty key
-// fails the whole change.
-func encode(c *store.Change) (*encoded, error) {
-	if c == nil {
-		return &encoded{}, nil
-	}
-	e := &encoded{}
-	var err error
-	if e.putEnvs, err = encodeNamed(c.PutEnvironments, "service environment", func(v *qshare.ServiceEnvironment) string { return v.Name }); err != nil {
-		return nil, err
-	}
-	if e.putPolicies, err = encodeNamed(c.PutPolicies, "scheduling policy", func(v *qshare.SchedulingPolicy) string { return v.Name }); err != nil {
-		return nil, err
-	}
-	if e.putQueues, err = encodeNamed(c.PutQueues, "job queue", func(v *qshare.JobQueue) string { return v.Name }); err != nil {
-		return nil, err
-	}
-	for i := range c.PutShares {
-		v := &c.PutShares[i]
-		if v.Name == "" || v.JobQueue == "" {
-			return nil, fmt.Errorf("put quota share #%d (%q of queue %q) has an empty key; a share needs its name and its job queue", i+1, v.Name, v.JobQueue)
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode quota share %q of queue %q: %w", v.Name, v.JobQueue, err)
-		}
-		e.putShares = append(e.putShares, shareRow{queue: v.JobQueue, name: v.Name, data: ownedString(b)})
-	}
-	if len(c.PutJobs) > 0 {
-		e.putJobs = make([]jobRow, 0, len(c.PutJobs))
-	}
-	for i := range c.PutJobs {
-		v := &c.PutJobs[i]
-		if v.ID == "" {
-			return nil, fmt.Errorf("put job #%d (%q) has an empty ID; every job needs one", i+1, v.Name)
-		}
-		b, err := marshalJob(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode job %q: %w", v.ID, err)
-		}
-		e.putJobs = append(e.putJobs, jobRow{
-			id: v.ID, queue: v.JobQueue, share: v.QuotaShare, status: string(v.Status),
-			created: timeKey(v.CreatedAt), version: v.Version, data: ownedString(b), payload: v.Payload,
-		})
-	}
-	// Copy the delete keys: the caller may reuse its Change once Commit
-	// returns, and a cancelled Commit returns before the writer is done.
-	e.delEnvs = append([]string(nil), c.DeleteEnvironments...)
-	e.delPolicies = append([]string(nil), c.DeletePolicies...)
-	e.delQueues = append([]string(nil), c.DeleteQueues...)
-	e.delShares = append([]store.ShareKey(nil), c.DeleteShares...)
-	e.delJobs = append([]string(nil), c.DeleteJobs...)
-	e.rows = len(e.putEnvs) + len(e.putPolicies) + len(e.putQueues) + len(e.putShares) + len(e.putJobs) +
-		len(e.delEnvs) + len(e.delPolicies) + len(e.delQueues) + len(e.delShares) + len(e.delJobs)
-	return e, nil
-}
-
-// encodeNamed encodes records keyed by their name; what is their kind, for
-// the errors ("job queue"). A record without a name fails them all.
-func encodeNamed[T any](vs []T, what string, name func(*T) string) ([]keyedRow, error) {
-	var rows []keyedRow
-	for i := range vs {
-		v := &vs[i]
-		n := name(v)
-		if n == "" {
-			return nil, fmt.Errorf("put %s #%d has an empty name; every record needs its key", what, i+1)
-		}
-		var err error
-		if rows, err = appendKeyed(rows, n, v); err != nil {
-			return nil, fmt.Errorf("encode %s %q: %w", what, n, err)
-		}
-	}
-	return rows, nil
-}
-
-func appendKeyed(rows []keyedRow, key string, v any) ([]keyedRow, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return rows, err
-	}
-	return append(rows, keyedRow{key: key, data: ownedString(b)}), nil
-}
-
-// ownedString returns b as a string without copying it. b must be a fresh
-// buffer that nothing else holds or changes (json.Marshal's result is one):
-// a record is about 1 KB, and the copy was a tenth of a submit's garbage.
-func ownedString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

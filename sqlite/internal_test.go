@@ -13,6 +13,7 @@ import (
 
 	"qshare"
 	"qshare/store"
+	"qshare/store/row"
 	"qshare/store/storetest"
 )
 
@@ -87,11 +88,11 @@ func waitQueued(t *testing.T, d *DB, n int) {
 // channel that Commit's answer comes on.
 func sendClaimed(t *testing.T, d *DB, c *store.Change) chan error {
 	t.Helper()
-	enc, err := encode(c)
+	enc, err := row.Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := d.q.Enqueue(context.Background(), enc, enc.rows)
+	r, err := d.q.Enqueue(context.Background(), enc, enc.Rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,30 +353,8 @@ func oldDatabase(t *testing.T, path string, version int, jobs ...qshare.Job) {
 			t.Fatal(err)
 		}
 		if _, err := raw.ExecContext(ctx, `INSERT INTO jobs (id, queue, share, status, created_at, version, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			j.ID, j.JobQueue, j.QuotaShare, string(j.Status), timeKey(j.CreatedAt), j.Version, string(b)); err != nil {
+			j.ID, j.JobQueue, j.QuotaShare, string(j.Status), row.TimeKey(j.CreatedAt), j.Version, string(b)); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// TestEncodeRefusesEmptyKeys: a record without its key fails the whole
-// change, with an error that names the record's kind and place.
-func TestEncodeRefusesEmptyKeys(t *testing.T) {
-	for _, tc := range []struct {
-		c    store.Change
-		want string
-	}{
-		{store.Change{PutEnvironments: []qshare.ServiceEnvironment{{Name: "e"}, {}}}, "put service environment #2 has an empty name"},
-		{store.Change{PutPolicies: []qshare.SchedulingPolicy{{}}}, "put scheduling policy #1 has an empty name"},
-		{store.Change{PutQueues: []qshare.JobQueue{{Name: "q"}, {Name: "r"}, {}}}, "put job queue #3 has an empty name"},
-		{store.Change{PutShares: []qshare.QuotaShare{{Name: "A"}}}, "put quota share #1"},
-	} {
-		if _, err := encode(&tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("encode = %v, want an error containing %q", err, tc.want)
-		}
-	}
-	enc, err := encode(&store.Change{PutEnvironments: []qshare.ServiceEnvironment{{Name: "e"}}, PutQueues: []qshare.JobQueue{{Name: "q"}}})
-	if err != nil || len(enc.putEnvs) != 1 || enc.putEnvs[0].key != "e" || len(enc.putQueues) != 1 || enc.putQueues[0].key != "q" {
-		t.Fatalf("encode of named records = %+v, %v", enc, err)
 	}
 }

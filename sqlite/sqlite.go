@@ -28,6 +28,7 @@ import (
 	"qshare/store"
 	"qshare/store/groupcommit"
 	"qshare/store/jsonload"
+	"qshare/store/row"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -43,7 +44,7 @@ type DB struct {
 	// read once at Open; always false in the product.
 	noStore bool
 
-	q *groupcommit.Queue[*encoded] // the group-commit queue and its writer goroutine
+	q *groupcommit.Queue[*row.Change] // the group-commit queue and its writer goroutine
 
 	w *writer // owned by the queue's writer goroutine after Open
 }
