@@ -240,7 +240,8 @@ func (q *Queue[T]) Close() bool {
 	return true
 }
 
-// Stats returns the queue's counters. It is safe to call at any time.
+// Stats returns the queue's counters. It is safe to call at any time; a
+// commit is counted before its caller is answered.
 func (q *Queue[T]) Stats() Stats {
 	return Stats{
 		Commits: q.stats.commits.Load(),
@@ -312,27 +313,31 @@ func (q *Queue[T]) commitBatch(batch []*Request[T]) {
 	isolations := 0
 	for len(live) > 0 {
 		failed, err := q.apply(items)
+		// The counters move before the answers, so that a caller who has
+		// its answer finds it counted in Stats.
 		if err == nil {
 			rows := 0
 			for _, r := range live {
 				rows += r.rows
-				r.err <- nil
 			}
 			q.stats.batches.Add(1)
 			q.stats.commits.Add(int64(len(live)))
 			q.stats.rows.Add(int64(rows))
+			for _, r := range live {
+				r.err <- nil
+			}
 			return
 		}
 		if failed < 0 || failed >= len(live) || isolations == maxIsolations {
+			q.stats.failed.Add(int64(len(live)))
 			for _, r := range live {
 				r.err <- err
 			}
-			q.stats.failed.Add(int64(len(live)))
 			return
 		}
 		isolations++
-		live[failed].err <- err
 		q.stats.failed.Add(1)
+		live[failed].err <- err
 		live = append(live[:failed], live[failed+1:]...)
 		items = append(items[:failed], items[failed+1:]...)
 	}
