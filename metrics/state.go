@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"qshare"
 	"qshare/daemon"
 )
 
@@ -27,26 +28,51 @@ var (
 	envLabels   = []string{"service_environment", "instance_type"}
 	shareLabels = []string{"queue", "share", "instance_type"}
 
-	descEnvCapacity = prometheus.NewDesc("qshare_environment_capacity",
-		"The service environment's maxCapacity of an instance type.", envLabels, nil)
-	descEnvInUse = prometheus.NewDesc("qshare_environment_in_use",
-		"Capacity of an instance type that jobs of the environment's quota shares hold, stopping jobs included.", envLabels, nil)
-	descEnvUnowned = prometheus.NewDesc("qshare_environment_unowned",
-		"The part of the environment's capacity of an instance type that no quota share owns.", envLabels, nil)
-	descShareCapacity = prometheus.NewDesc("qshare_share_capacity",
-		"A quota share's own limit (maxCapacity) of an instance type.", shareLabels, nil)
-	descShareBorrowLimit = prometheus.NewDesc("qshare_share_borrow_limit",
-		"How much a quota share may borrow beyond its own limit of an instance type: 0 for a share that does not borrow, +Inf for no limit.", shareLabels, nil)
-	descShareInUse = prometheus.NewDesc("qshare_share_in_use",
-		"Capacity of an instance type that a quota share's jobs hold, borrowed capacity included.", shareLabels, nil)
-	descShareOwnUse = prometheus.NewDesc("qshare_share_own_use",
-		"The part of qshare_share_in_use within the share's own limit.", shareLabels, nil)
-	descShareBorrowed = prometheus.NewDesc("qshare_share_borrowed",
-		"The part of qshare_share_in_use beyond the share's own limit: borrowed capacity.", shareLabels, nil)
-	descShareLent = prometheus.NewDesc("qshare_share_lent",
-		"The part of a quota share's own capacity that other shares' jobs hold.", shareLabels, nil)
-	descShareIdle = prometheus.NewDesc("qshare_share_idle",
-		"The part of a quota share's own capacity that nobody uses.", shareLabels, nil)
+	// envGauges are the gauges of a service environment's capacity of one
+	// instance type, each with what it reads from it.
+	envGauges = []struct {
+		desc  *prometheus.Desc
+		value func(*qshare.EnvironmentLending) float64
+	}{
+		{prometheus.NewDesc("qshare_environment_capacity",
+			"The service environment's maxCapacity of an instance type.", envLabels, nil),
+			func(e *qshare.EnvironmentLending) float64 { return float64(e.MaxCapacity) }},
+		{prometheus.NewDesc("qshare_environment_in_use",
+			"Capacity of an instance type that jobs of the environment's quota shares hold, stopping jobs included.", envLabels, nil),
+			func(e *qshare.EnvironmentLending) float64 { return float64(e.InUse) }},
+		{prometheus.NewDesc("qshare_environment_unowned",
+			"The part of the environment's capacity of an instance type that no quota share owns.", envLabels, nil),
+			func(e *qshare.EnvironmentLending) float64 { return float64(e.Unowned) }},
+	}
+	// shareGauges are the gauges of a quota share's capacity of one
+	// instance type, each with what it reads from it.
+	shareGauges = []struct {
+		desc  *prometheus.Desc
+		value func(*qshare.CapacityLending) float64
+	}{
+		{prometheus.NewDesc("qshare_share_capacity",
+			"A quota share's own limit (maxCapacity) of an instance type.", shareLabels, nil),
+			func(k *qshare.CapacityLending) float64 { return float64(k.Owned) }},
+		{prometheus.NewDesc("qshare_share_borrow_limit",
+			"How much a quota share may borrow beyond its own limit of an instance type: 0 for a share that does not borrow, +Inf for no limit.", shareLabels, nil),
+			borrowLimit},
+		{prometheus.NewDesc("qshare_share_in_use",
+			"Capacity of an instance type that a quota share's jobs hold, borrowed capacity included.", shareLabels, nil),
+			func(k *qshare.CapacityLending) float64 { return float64(k.InUse) }},
+		{prometheus.NewDesc("qshare_share_own_use",
+			"The part of qshare_share_in_use within the share's own limit.", shareLabels, nil),
+			func(k *qshare.CapacityLending) float64 { return float64(k.Own) }},
+		{prometheus.NewDesc("qshare_share_borrowed",
+			"The part of qshare_share_in_use beyond the share's own limit: borrowed capacity.", shareLabels, nil),
+			func(k *qshare.CapacityLending) float64 { return float64(k.Borrowed) }},
+		{prometheus.NewDesc("qshare_share_lent",
+			"The part of a quota share's own capacity that other shares' jobs hold.", shareLabels, nil),
+			func(k *qshare.CapacityLending) float64 { return float64(k.Lent) }},
+		{prometheus.NewDesc("qshare_share_idle",
+			"The part of a quota share's own capacity that nobody uses.", shareLabels, nil),
+			func(k *qshare.CapacityLending) float64 { return float64(k.Idle) }},
+	}
+
 	descLent = prometheus.NewDesc("qshare_lent",
 		"Capacity of an instance type that the lender share owns and the borrower share's jobs hold, as the scheduler attributes it (the borrower is QUEUE/SHARE when in another queue).",
 		[]string{"queue", "lender", "borrower", "instance_type"}, nil)
@@ -58,11 +84,16 @@ var (
 	descRunnable = prometheus.NewDesc("qshare_runnable_jobs",
 		"RUNNABLE jobs of a quota share by why they wait: head_of_share (behind the share's head), capacity (the head waits for capacity), misconfiguration (the head can never fit), preemption (waiting for the victims of its preemptions to stop).",
 		[]string{"queue", "share", "reason"}, nil)
-
-	stateDescs = []*prometheus.Desc{descEnvCapacity, descEnvInUse, descEnvUnowned,
-		descShareCapacity, descShareBorrowLimit, descShareInUse, descShareOwnUse, descShareBorrowed,
-		descShareLent, descShareIdle, descLent, descBorrowedUnowned, descJobs, descRunnable}
 )
+
+// borrowLimit is qshare_share_borrow_limit: how far beyond its own limit
+// the share may go, +Inf for no limit.
+func borrowLimit(k *qshare.CapacityLending) float64 {
+	if k.Limit < 0 {
+		return math.Inf(1)
+	}
+	return float64(max(0, k.Limit-k.Owned))
+}
 
 // stateCollector computes the gauges from one daemon.MetricsState per
 // scrape.
@@ -72,7 +103,13 @@ type stateCollector struct {
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range stateDescs {
+	for _, g := range envGauges {
+		ch <- g.desc
+	}
+	for _, g := range shareGauges {
+		ch <- g.desc
+	}
+	for _, d := range []*prometheus.Desc{descLent, descBorrowedUnowned, descJobs, descRunnable} {
 		ch <- d
 	}
 }
@@ -87,27 +124,21 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range st.Lending {
 		if !envs[l.ServiceEnvironment] {
 			envs[l.ServiceEnvironment] = true
-			for _, e := range l.Capacity {
-				gauge(descEnvCapacity, float64(e.MaxCapacity), l.ServiceEnvironment, e.CapacityUnit)
-				gauge(descEnvInUse, float64(e.InUse), l.ServiceEnvironment, e.CapacityUnit)
-				gauge(descEnvUnowned, float64(e.Unowned), l.ServiceEnvironment, e.CapacityUnit)
+			for i := range l.Capacity {
+				e := &l.Capacity[i]
+				for _, g := range envGauges {
+					gauge(g.desc, g.value(e), l.ServiceEnvironment, e.CapacityUnit)
+				}
 			}
 		}
 		q := l.JobQueue
 		for _, s := range l.QuotaShares {
-			for _, k := range s.Capacity {
+			for i := range s.Capacity {
+				k := &s.Capacity[i]
 				t := k.CapacityUnit
-				gauge(descShareCapacity, float64(k.Owned), q, s.QuotaShareName, t)
-				borrow := math.Inf(1)
-				if k.Limit >= 0 {
-					borrow = float64(max(0, k.Limit-k.Owned))
+				for _, g := range shareGauges {
+					gauge(g.desc, g.value(k), q, s.QuotaShareName, t)
 				}
-				gauge(descShareBorrowLimit, borrow, q, s.QuotaShareName, t)
-				gauge(descShareInUse, float64(k.InUse), q, s.QuotaShareName, t)
-				gauge(descShareOwnUse, float64(k.Own), q, s.QuotaShareName, t)
-				gauge(descShareBorrowed, float64(k.Borrowed), q, s.QuotaShareName, t)
-				gauge(descShareLent, float64(k.Lent), q, s.QuotaShareName, t)
-				gauge(descShareIdle, float64(k.Idle), q, s.QuotaShareName, t)
 				for _, f := range k.LentTo {
 					gauge(descLent, float64(f.Quantity), q, s.QuotaShareName, f.QuotaShare, t)
 				}

@@ -2,25 +2,24 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"qshare/store"
+	"qshare/store/row"
 )
 
 // Group commit.
 //
-// As in sqlite/ (its commit.go says more): Commit encodes its change in the
-// caller's goroutine (an invalid change fails without touching the
-// database) and hands it to the one writer goroutine, which takes every
-// request already waiting, up to maxBatch requests or about maxRows rows,
-// and writes them together. Here "together" is one pgx.Batch: the fence,
+// As in sqlite/ (its commit.go says more), through the same queue
+// (store/groupcommit): Commit encodes its change in the caller's goroutine
+// (an invalid change fails without touching the database) and hands it to
+// the queue's one writer goroutine, which takes every request already
+// waiting, up to maxBatch requests or about maxRows rows, and has
+// applyBatch write them together. Here "together" is one pgx.Batch: the fence,
 // then every statement of every change, sent in one round trip and run by
 // PostgreSQL as one implicit transaction that commits at the batch's Sync.
 // Each caller is answered after the server acknowledged that commit, so
@@ -36,24 +35,6 @@ import (
 // (writer.outcome) and answers accordingly; either way it then gives the
 // connection, and with it the store's ownership, up (ErrDeposed).
 
-// Request states, as in sqlite/: pending until the writer claims it or its
-// caller abandons it (cancelled while queued; the writer then skips it).
-const (
-	pending int32 = iota
-	claimed
-	abandoned
-)
-
-// maxIsolations bounds how many failing changes one batch sets aside before
-// it gives up on the rest.
-const maxIsolations = 3
-
-type request struct {
-	state atomic.Int32
-	enc   *encoded
-	err   chan error // buffered: the writer never blocks on an answer
-}
-
 // Commit applies c atomically and durably; see store.Store. It waits while
 // other commits are being written and then shares their transaction. If ctx
 // ends while the change is still queued, Commit returns ctx's error and the
@@ -65,119 +46,21 @@ func (d *DB) Commit(ctx context.Context, c *store.Change) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("postgres: commit: %w", err)
 	}
-	enc, err := encode(c)
+	enc, err := row.Encode(c)
 	if err != nil {
 		return fmt.Errorf("postgres: commit: %w", err)
 	}
-	r := &request{enc: enc, err: make(chan error, 1)}
-	d.mu.RLock()
-	if d.closed {
-		d.mu.RUnlock()
-		return fmt.Errorf("postgres: commit: %w", store.ErrClosed)
-	}
-	if enc.rows == 0 {
-		d.mu.RUnlock()
-		return nil
-	}
-	select {
-	case d.reqs <- r:
-		d.mu.RUnlock()
-	case <-ctx.Done():
-		d.mu.RUnlock()
-		return fmt.Errorf("postgres: commit: %w", ctx.Err())
-	}
-	select {
-	case err := <-r.err:
-		return err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(pending, abandoned) {
-			return fmt.Errorf("postgres: commit: %w", ctx.Err())
-		}
-		return <-r.err
-	}
+	return d.q.Commit(ctx, enc, enc.Rows)
 }
 
-// yieldRounds bounds how many times the writer yields to let more commits
-// join a batch before it sends it (see sqlite/commit.go).
-const yieldRounds = 4
-
-// run is the writer goroutine. It exits when Close has closed d.reqs and
-// every request sent before that has been answered.
-func (d *DB) run() {
-	defer close(d.done)
-	batch := make([]*request, 0, d.opts.maxBatch)
-	for r := range d.reqs {
-		batch = append(batch[:0], r)
-		rows := r.enc.rows
-		open := true
-		drain := func() (added int) {
-			for open && len(batch) < d.opts.maxBatch && rows < d.opts.maxRows {
-				select {
-				case r, ok := <-d.reqs:
-					if !ok {
-						open = false
-						return added
-					}
-					batch = append(batch, r)
-					rows += r.enc.rows
-					added++
-				default:
-					return added
-				}
-			}
-			return added
-		}
-		drain()
-		for range yieldRounds {
-			if len(batch) == 1 || !open {
-				break
-			}
-			runtime.Gosched()
-			if drain() == 0 {
-				break
-			}
-		}
-		d.commitBatch(batch)
-		clear(batch) // drop references to answered requests
-	}
-}
-
-// commitBatch writes the claimable requests of batch in one transaction and
-// answers each of them.
-func (d *DB) commitBatch(batch []*request) {
-	live := make([]*request, 0, len(batch))
-	for _, r := range batch {
-		if r.state.CompareAndSwap(pending, claimed) {
-			live = append(live, r)
-		}
-	}
-	isolations := 0
-	for len(live) > 0 {
-		failed, err := d.w.apply(live, d.opts)
-		if err == nil {
-			rows := 0
-			for _, r := range live {
-				rows += r.enc.rows
-				r.err <- nil
-			}
-			d.stats.batches.Add(1)
-			d.stats.commits.Add(int64(len(live)))
-			d.stats.rows.Add(int64(rows))
-			return
-		}
+// applyBatch is the queue's Apply: it writes batch in one transaction
+// through the writer and words its error for the callers.
+func (d *DB) applyBatch(batch []*row.Change) (int, error) {
+	failed, err := d.w.apply(batch, d.opts)
+	if err != nil {
 		err = fmt.Errorf("postgres: commit to %s: %w", d.name, err)
-		if failed < 0 || isolations == maxIsolations {
-			for _, r := range live {
-				r.err <- err
-			}
-			d.stats.failed.Add(int64(len(live)))
-			return
-		}
-		isolations++
-		live[failed].err <- err
-		d.stats.failed.Add(1)
-		live = append(live[:failed], live[failed+1:]...)
 	}
+	return failed, err
 }
 
 // The statements of a change.
@@ -200,13 +83,13 @@ const (
 	fenceSQL     = `SELECT qshare_fence($1, $2, $3, $4)`
 )
 
-// apply writes the changes of reqs in one transaction. On failure it
+// apply writes the changes reqs in one transaction. On failure it
 // returns the index of the request whose change failed, or -1 if the
 // failure was not one change's (the fence, the commit, the connection).
 // When the connection broke before the server answered, it finds out
 // whether the transaction was applied and reports success if it was; in
 // both cases the connection is given up (ErrDeposed for the next batch).
-func (w *writer) apply(reqs []*request, o options) (int, error) {
+func (w *writer) apply(reqs []*row.Change, o options) (int, error) {
 	if w.conn == nil {
 		return -1, w.lost
 	}
@@ -215,9 +98,9 @@ func (w *writer) apply(reqs []*request, o options) (int, error) {
 	b := &pgx.Batch{}
 	owner := []int{-1}
 	b.Queue(fenceSQL, lockClass, w.objid, w.epoch, n)
-	for i, r := range reqs {
+	for i, e := range reqs {
 		k := b.Len()
-		r.enc.queue(b)
+		queueChange(b, e)
 		for range b.Len() - k {
 			owner = append(owner, i)
 		}
@@ -271,148 +154,45 @@ func isServerError(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// queue adds the statements of one change to b: its puts, then its deletes.
-func (e *encoded) queue(b *pgx.Batch) {
-	for _, r := range e.putEnvs {
-		b.Queue(putEnvSQL, r.key, r.data)
+// queueChange adds the statements of one change to b: its puts, then its deletes.
+func queueChange(b *pgx.Batch, e *row.Change) {
+	for _, r := range e.PutEnvs {
+		b.Queue(putEnvSQL, r.Key, r.Data)
 	}
-	for _, r := range e.putPolicies {
-		b.Queue(putPolicySQL, r.key, r.data)
+	for _, r := range e.PutPolicies {
+		b.Queue(putPolicySQL, r.Key, r.Data)
 	}
-	for _, r := range e.putQueues {
-		b.Queue(putQueueSQL, r.key, r.data)
+	for _, r := range e.PutQueues {
+		b.Queue(putQueueSQL, r.Key, r.Data)
 	}
-	for _, r := range e.putShares {
-		b.Queue(putShareSQL, r.queue, r.name, r.data)
+	for _, r := range e.PutShares {
+		b.Queue(putShareSQL, r.Queue, r.Name, r.Data)
 	}
-	for _, r := range e.putJobs {
-		b.Queue(putJobSQL, r.id, r.queue, r.share, r.status, r.created, r.version, r.data, r.payload)
+	for _, r := range e.PutJobs {
+		b.Queue(putJobSQL, r.ID, r.Queue, r.Share, r.Status, r.Created, r.Version, r.Data, bytea(r.Payload))
 	}
-	if len(e.delEnvs) > 0 {
-		b.Queue(delEnvSQL, e.delEnvs)
+	if len(e.DelEnvs) > 0 {
+		b.Queue(delEnvSQL, e.DelEnvs)
 	}
-	if len(e.delPolicies) > 0 {
-		b.Queue(delPolicySQL, e.delPolicies)
+	if len(e.DelPolicies) > 0 {
+		b.Queue(delPolicySQL, e.DelPolicies)
 	}
-	if len(e.delQueues) > 0 {
-		b.Queue(delQueueSQL, e.delQueues)
+	if len(e.DelQueues) > 0 {
+		b.Queue(delQueueSQL, e.DelQueues)
 	}
-	if len(e.delShares) > 0 {
-		qs := make([]string, len(e.delShares))
-		ns := make([]string, len(e.delShares))
-		for i, k := range e.delShares {
+	if len(e.DelShares) > 0 {
+		qs := make([]string, len(e.DelShares))
+		ns := make([]string, len(e.DelShares))
+		for i, k := range e.DelShares {
 			qs[i], ns[i] = k.Queue, k.Name
 		}
 		b.Queue(delShareSQL, qs, ns)
 	}
-	if len(e.delJobs) > 0 {
-		b.Queue(delJobSQL, e.delJobs)
+	if len(e.DelJobs) > 0 {
+		b.Queue(delJobSQL, e.DelJobs)
 	}
 }
 
-// encoded is a change turned into the rows it writes.
-type encoded struct {
-	putEnvs, putPolicies, putQueues []keyedRow
-	putShares                       []shareRow
-	putJobs                         []jobRow
-	delEnvs, delPolicies, delQueues []string
-	delShares                       []store.ShareKey
-	delJobs                         []string
-	rows                            int
-}
-
-type keyedRow struct{ key, data string }
-
-type shareRow struct{ queue, name, data string }
-
-type jobRow struct {
-	id, queue, share, status, created string
-	version                           int64
-	data                              string // the job's JSON, without its payload
-	payload                           []byte
-}
-
-// encode validates c and turns it into rows. A record with an empty key
-// fails the whole change. Nothing in the result refers to c, which the
-// caller may reuse once Commit returns.
-func encode(c *store.Change) (*encoded, error) {
-	e := &encoded{}
-	if c == nil {
-		return e, nil
-	}
-	for i := range c.PutEnvironments {
-		v := &c.PutEnvironments[i]
-		if v.Name == "" {
-			return nil, fmt.Errorf("put service environment #%d has an empty name; every record needs its key", i+1)
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode service environment %q: %w", v.Name, err)
-		}
-		e.putEnvs = append(e.putEnvs, keyedRow{v.Name, string(b)})
-	}
-	for i := range c.PutPolicies {
-		v := &c.PutPolicies[i]
-		if v.Name == "" {
-			return nil, fmt.Errorf("put scheduling policy #%d has an empty name; every record needs its key", i+1)
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode scheduling policy %q: %w", v.Name, err)
-		}
-		e.putPolicies = append(e.putPolicies, keyedRow{v.Name, string(b)})
-	}
-	for i := range c.PutQueues {
-		v := &c.PutQueues[i]
-		if v.Name == "" {
-			return nil, fmt.Errorf("put job queue #%d has an empty name; every record needs its key", i+1)
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode job queue %q: %w", v.Name, err)
-		}
-		e.putQueues = append(e.putQueues, keyedRow{v.Name, string(b)})
-	}
-	for i := range c.PutShares {
-		v := &c.PutShares[i]
-		if v.Name == "" || v.JobQueue == "" {
-			return nil, fmt.Errorf("put quota share #%d (%q of queue %q) has an empty key; a share needs its name and its job queue", i+1, v.Name, v.JobQueue)
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode quota share %q of queue %q: %w", v.Name, v.JobQueue, err)
-		}
-		e.putShares = append(e.putShares, shareRow{queue: v.JobQueue, name: v.Name, data: string(b)})
-	}
-	if len(c.PutJobs) > 0 {
-		e.putJobs = make([]jobRow, 0, len(c.PutJobs))
-	}
-	for i := range c.PutJobs {
-		v := &c.PutJobs[i]
-		if v.ID == "" {
-			return nil, fmt.Errorf("put job #%d (%q) has an empty ID; every job needs one", i+1, v.Name)
-		}
-		j := *v
-		j.Payload = ""                          // kept in its own column, byte for byte
-		payload := make([]byte, len(v.Payload)) // never nil, which pgx would send as NULL
-		copy(payload, v.Payload)
-		b, err := json.Marshal(&j)
-		if err != nil {
-			return nil, fmt.Errorf("encode job %q: %w", v.ID, err)
-		}
-		e.putJobs = append(e.putJobs, jobRow{
-			id: v.ID, queue: v.JobQueue, share: v.QuotaShare, status: string(v.Status),
-			created: timeKey(v.CreatedAt), version: v.Version, data: string(b), payload: payload,
-		})
-	}
-	// Copy the delete keys: the caller may reuse its Change once Commit
-	// returns, and a cancelled Commit returns before the writer is done.
-	e.delEnvs = append([]string(nil), c.DeleteEnvironments...)
-	e.delPolicies = append([]string(nil), c.DeletePolicies...)
-	e.delQueues = append([]string(nil), c.DeleteQueues...)
-	e.delShares = append([]store.ShareKey(nil), c.DeleteShares...)
-	e.delJobs = append([]string(nil), c.DeleteJobs...)
-	e.rows = len(e.putEnvs) + len(e.putPolicies) + len(e.putQueues) + len(e.putShares) + len(e.putJobs) +
-		len(e.delEnvs) + len(e.delPolicies) + len(e.delQueues) + len(e.delShares) + len(e.delJobs)
-	return e, nil
-}
+// bytea returns the payload for its bytea column: never nil, which pgx
+// would send as NULL, and byte for byte.
+func bytea(payload string) []byte { return append(make([]byte, 0, len(payload)), payload...) }

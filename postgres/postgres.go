@@ -28,14 +28,10 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +39,9 @@ import (
 
 	"qshare"
 	"qshare/store"
+	"qshare/store/groupcommit"
+	"qshare/store/jsonload"
+	"qshare/store/row"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -60,19 +59,9 @@ type DB struct {
 	pool *pgxpool.Pool
 	opts options
 
-	// mu guards closed and the send side of reqs, as in sqlite/: Commit
-	// holds it for reading while it hands a request over, Close takes it
-	// for writing before it closes reqs.
-	mu     sync.RWMutex
-	closed bool
-	reqs   chan *request
-	done   chan struct{} // closed when the writer goroutine has exited
+	q *groupcommit.Queue[*row.Change] // the group-commit queue and its writer goroutine
 
-	w *writer // owned by the writer goroutine after Open
-
-	stats struct {
-		commits, batches, failed, rows atomic.Int64
-	}
+	w *writer // owned by the queue's writer goroutine after Open
 }
 
 type options struct {
@@ -145,11 +134,10 @@ func Open(ctx context.Context, connString string, opts ...Option) (*DB, error) {
 		name: name,
 		pool: pool,
 		opts: o,
-		reqs: make(chan *request, 4096),
-		done: make(chan struct{}),
 		w:    w,
 	}
-	go d.run()
+	d.q = groupcommit.New(groupcommit.Config{MaxBatch: o.maxBatch, MaxRows: o.maxRows, Prefix: "postgres: commit"}, d.applyBatch)
+	d.q.Start()
 	return d, nil
 }
 
@@ -161,44 +149,21 @@ func (d *DB) Name() string { return d.name }
 // stored epoch is still this one.
 func (d *DB) Epoch() int64 { return d.w.epoch }
 
-// Stats counts what the DB has done since it was opened.
-type Stats struct {
-	// Commits is the number of Commit calls that succeeded.
-	Commits int64
-	// Failed is the number of Commit calls that returned an error from the
-	// database (not counting cancelled or invalid ones).
-	Failed int64
-	// Batches is the number of transactions committed; Commits/Batches is
-	// the mean group-commit batch size.
-	Batches int64
-	// Rows is the number of records put or deleted by successful commits.
-	Rows int64
-}
+// Stats counts what the DB has done since it was opened: its commits,
+// failures, transactions and rows (see groupcommit.Stats).
+type Stats = groupcommit.Stats
 
 // Stats returns the DB's counters. It is safe to call at any time.
-func (d *DB) Stats() Stats {
-	return Stats{
-		Commits: d.stats.commits.Load(),
-		Failed:  d.stats.failed.Load(),
-		Batches: d.stats.batches.Load(),
-		Rows:    d.stats.rows.Load(),
-	}
-}
+func (d *DB) Stats() Stats { return d.q.Stats() }
 
 // Close waits for the commits already handed over to finish, stops the
 // writer, releases the ownership and closes the connections. Commit and
 // Load fail with store.ErrClosed afterwards. Closing a closed DB does
 // nothing and returns nil.
 func (d *DB) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.q.Close() {
 		return nil
 	}
-	d.closed = true
-	close(d.reqs)
-	d.mu.Unlock()
-	<-d.done
 	err := d.w.close()
 	d.pool.Close()
 	if err != nil {
@@ -212,10 +177,7 @@ func (d *DB) Close() error {
 // CreatedAt order, ties broken by ID (byte order). Load reads through its
 // own connections, not the owner's: it needs no ownership.
 func (d *DB) Load(ctx context.Context) (*store.State, error) {
-	d.mu.RLock()
-	closed := d.closed
-	d.mu.RUnlock()
-	if closed {
+	if d.q.Closed() {
 		return nil, fmt.Errorf("postgres: load: %w", store.ErrClosed)
 	}
 	fail := func(what string, err error) (*store.State, error) {
@@ -227,16 +189,16 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only; nothing to undo
 	st := &store.State{}
-	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data, NULL::bytea FROM environments ORDER BY name`, nil); err != nil {
+	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data FROM environments ORDER BY name`, nil); err != nil {
 		return fail("environments ", err)
 	}
-	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data, NULL::bytea FROM policies ORDER BY name`, nil); err != nil {
+	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data FROM policies ORDER BY name`, nil); err != nil {
 		return fail("policies ", err)
 	}
-	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data, NULL::bytea FROM queues ORDER BY name`, nil); err != nil {
+	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data FROM queues ORDER BY name`, nil); err != nil {
 		return fail("queues ", err)
 	}
-	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data, NULL::bytea FROM shares ORDER BY queue, name`, nil); err != nil {
+	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data FROM shares ORDER BY queue, name`, nil); err != nil {
 		return fail("shares ", err)
 	}
 	setPayload := func(j *qshare.Job, payload []byte) { j.Payload = string(payload) }
@@ -249,103 +211,17 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 	return st, nil
 }
 
-// loadAll runs query, which selects a JSON text column and a bytea column,
-// and decodes every row in order; extra, when not nil, puts the second
-// column into the decoded record. Decoding the JSON costs more than reading
-// the rows, so it runs on every core: the rows are read in chunks and each
-// chunk is decoded by a worker while the next ones are read (as sqlite/
-// does).
+// loadAll runs query, which selects a JSON text column, and decodes every
+// row in order, on every core (store/jsonload, as sqlite/ does). With
+// extra, the query selects a second, bytea column, which extra puts into
+// the decoded record.
 func loadAll[T any](ctx context.Context, tx pgx.Tx, query string, extra func(*T, []byte)) ([]T, error) {
 	rows, err := tx.Query(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-
-	const chunkSize = 256
-	type chunk struct {
-		first int // index of the chunk's first row, for error messages
-		raw   [][]byte
-		extra [][]byte
-		out   *[]T
-	}
-	work := make(chan chunk, 4)
-	var (
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		decErr  error
-		failed  atomic.Bool
-	)
-	for range max(1, runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range work {
-				if failed.Load() {
-					continue
-				}
-				out := make([]T, len(c.raw))
-				for i, b := range c.raw {
-					if err := json.Unmarshal(b, &out[i]); err != nil {
-						errOnce.Do(func() { decErr = fmt.Errorf("decode record %d: %w", c.first+i+1, err) })
-						failed.Store(true)
-						break
-					}
-					if extra != nil {
-						extra(&out[i], c.extra[i])
-					}
-				}
-				*c.out = out
-			}
-		}()
-	}
-	var chunks []*[]T
-	n := 0
-	raw := make([][]byte, 0, chunkSize)
-	extras := make([][]byte, 0, chunkSize)
-	flush := func() {
-		p := new([]T)
-		chunks = append(chunks, p)
-		work <- chunk{first: n - len(raw), raw: raw, extra: extras, out: p}
-		raw = make([][]byte, 0, chunkSize)
-		extras = make([][]byte, 0, chunkSize)
-	}
-	for rows.Next() {
-		// Scanning into []byte copies the row's bytes (pgx reuses its
-		// buffer for the next row).
-		var data, x []byte
-		if err = rows.Scan(&data, &x); err != nil {
-			break
-		}
-		raw = append(raw, data)
-		extras = append(extras, x)
-		n++
-		if len(raw) == chunkSize {
-			flush()
-		}
-	}
-	if len(raw) > 0 {
-		flush()
-	}
-	close(work)
-	wg.Wait()
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if decErr != nil {
-		return nil, decErr
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	out := make([]T, 0, n)
-	for _, c := range chunks {
-		out = append(out, *c...)
-	}
-	return out, nil
+	return jsonload.Decode(rows, extra)
 }
 
 // redact returns connString without its password, for messages: a URL as

@@ -15,6 +15,8 @@ import (
 
 	"qshare"
 	"qshare/store"
+	"qshare/store/groupcommit"
+	"qshare/store/row"
 	"qshare/store/storetest"
 )
 
@@ -150,30 +152,39 @@ func TestFenceRefusesAnotherEpoch(t *testing.T) {
 // nothing of it applied, and the changes grouped with it commit.
 func TestServerErrorIsolated(t *testing.T) {
 	d := mustOpen(t, newDB(t))
-	mk := func(ids ...string) *request {
+	// A queue of its own around the store's applyBatch, not started until
+	// the three changes wait in it, so that they go in one batch. The
+	// store's own queue stays idle meanwhile.
+	q := groupcommit.New(groupcommit.Config{MaxBatch: 16, MaxRows: 1000, Prefix: "test"}, d.applyBatch)
+	ctx := context.Background()
+	mk := func(ids ...string) *groupcommit.Request[*row.Change] {
 		c := &store.Change{}
 		for _, id := range ids {
 			c.PutJobs = append(c.PutJobs, testJob(id))
 		}
-		enc, err := encode(c)
+		enc, err := row.Encode(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &request{enc: enc, err: make(chan error, 1)}
+		r, err := q.Enqueue(ctx, enc, enc.Rows)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return r
 	}
 	good1, bad, good2 := mk("a", "b"), mk("c", "bad\x00key"), mk("d")
-	d.commitBatch([]*request{good1, bad, good2})
-	for name, r := range map[string]*request{"first": good1, "last": good2} {
-		if err := <-r.err; err != nil {
+	q.Start()
+	for name, r := range map[string]*groupcommit.Request[*row.Change]{"first": good1, "last": good2} {
+		if err := r.Wait(ctx); err != nil {
 			t.Errorf("the %s good change failed beside a bad one: %v", name, err)
 		}
 	}
-	if err := <-bad.err; err == nil {
+	if err := bad.Wait(ctx); err == nil {
 		t.Error("a key with a NUL byte was accepted")
 	} else {
 		t.Logf("the bad change says: %v", err)
 	}
+	q.Close()
 	st, err := d.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +196,7 @@ func TestServerErrorIsolated(t *testing.T) {
 	if strings.Join(ids, ",") != "a,b,d" {
 		t.Fatalf("the store holds %v, want [a b d]", ids)
 	}
-	if s := d.Stats(); s.Batches != 1 || s.Commits != 2 || s.Failed != 1 {
+	if s := q.Stats(); s.Batches != 1 || s.Commits != 2 || s.Failed != 1 {
 		t.Errorf("stats %+v, want 1 batch, 2 commits, 1 failed", s)
 	}
 }
@@ -197,8 +208,8 @@ func TestOutcome(t *testing.T) {
 	if err := d.Commit(context.Background(), &store.Change{PutJobs: []qshare.Job{testJob("a")}}); err != nil {
 		t.Fatal(err)
 	}
-	d.mu.Lock() // keep the writer idle: outcome is the writer's
-	defer d.mu.Unlock()
+	// The writer is idle (no other commit is under way) and Commit's
+	// answer orders its writes before these reads: outcome is the writer's.
 	n := d.w.batch
 	for _, tc := range []struct {
 		batch int64
@@ -351,7 +362,7 @@ func TestGroupCommit(t *testing.T) {
 		}
 		go func() { errs <- d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob(id)}}) }()
 	}
-	for len(d.reqs) < n { // every one of them queued behind the first
+	for d.q.Len() < n { // every one of them queued behind the first
 		time.Sleep(time.Millisecond)
 	}
 	release()

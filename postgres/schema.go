@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -80,12 +79,6 @@ var migrations = []string{
 		END IF;
 	END
 	$$;`,
-}
-
-// timeKey formats t as a fixed-width UTC string whose byte order is the
-// order of the instants, for every year from 0 to 9999 (as sqlite/ does).
-func timeKey(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
 }
 
 // migrate creates the schema_version table if needed and applies the

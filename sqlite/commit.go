@@ -3,60 +3,37 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync/atomic"
-	"unsafe"
 
-	"qshare"
 	"qshare/store"
+	"qshare/store/row"
 )
 
 // Group commit.
 //
 // Commit encodes its change in the caller's goroutine (so JSON encoding runs
 // on every core and an invalid change fails without touching the database)
-// and hands it to the one writer goroutine through d.reqs. The writer takes
-// the first waiting request, then every other one already waiting (up to
-// maxBatch requests or about maxRows rows), applies them all inside one
-// BEGIN IMMEDIATE ... COMMIT, and answers each caller after the COMMIT has
-// returned, which with synchronous=FULL is after the WAL was fsynced. While
-// it waits for the fsync the next requests queue up, so the batch size
-// follows the load without any timer: one caller alone pays one fsync, and
-// under load dozens of callers share one (with 64 callers, about half of
-// them ride in each transaction while the other half queue for the next).
-// When a batch has more than one request, the writer also yields the
-// processor a few times (runtime.Gosched) while new requests keep arriving,
-// so that callers which are runnable but not yet queued join it: on a busy
-// machine that raised the batch from about 6 to about 9 commits and cut the
-// CPU per submit by about a tenth, with no timer and no wait for a lone caller.
+// and hands it to the group-commit queue (store/groupcommit), whose one
+// writer goroutine takes the first waiting request, then every other one
+// already waiting (up to maxBatch requests or about maxRows rows), and calls
+// applyBatch, which applies them all inside one BEGIN IMMEDIATE ... COMMIT.
+// Each caller is answered after the COMMIT has returned, which with
+// synchronous=FULL is after the WAL was fsynced. While it waits for the
+// fsync the next requests queue up, so the batch size follows the load
+// without any timer: one caller alone pays one fsync, and under load dozens
+// of callers share one (with 64 callers, about half of them ride in each
+// transaction while the other half queue for the next). When a batch has
+// more than one request, the writer also yields the processor a few times
+// (runtime.Gosched) while new requests keep arriving, so that callers which
+// are runnable but not yet queued join it: on a busy machine that raised
+// the batch from about 6 to about 9 commits and cut the CPU per submit by
+// about a tenth, with no timer and no wait for a lone caller.
 //
 // Each caller's change stays atomic: if applying one change fails, the
 // transaction is rolled back, that caller gets the error, and the batch is
 // tried again without it. If the COMMIT itself fails, every caller in the
 // batch gets the error and none of their changes is applied.
-
-// Request states: a request is pending until the writer claims it (it will
-// then be applied or answered with an error) or its caller abandons it
-// (cancelled while queued; the writer then skips it).
-const (
-	pending int32 = iota
-	claimed
-	abandoned
-)
-
-// maxIsolations bounds how many failing changes one batch sets aside before
-// it gives up on the rest: a failure that repeats is the database's, not
-// one change's, and retrying would only slow the error down.
-const maxIsolations = 3
-
-type request struct {
-	state atomic.Int32
-	enc   *encoded
-	err   chan error // buffered: the writer never blocks on an answer
-}
 
 // Commit applies c atomically and durably; see store.Store. It waits while
 // other commits are being written and then shares their transaction. If ctx
@@ -68,127 +45,24 @@ func (d *DB) Commit(ctx context.Context, c *store.Change) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
-	enc, err := encode(c)
+	enc, err := row.Encode(c)
 	if err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
 	if d.noStore {
 		return nil // a measuring build: see experiment.go
 	}
-	r := &request{enc: enc, err: make(chan error, 1)}
-	d.mu.RLock()
-	if d.closed {
-		d.mu.RUnlock()
-		return fmt.Errorf("sqlite: commit: %w", store.ErrClosed)
-	}
-	if enc.rows == 0 {
-		d.mu.RUnlock()
-		return nil
-	}
-	select {
-	case d.reqs <- r:
-		d.mu.RUnlock()
-	case <-ctx.Done():
-		d.mu.RUnlock()
-		return fmt.Errorf("sqlite: commit: %w", ctx.Err())
-	}
-	select {
-	case err := <-r.err:
-		return err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(pending, abandoned) {
-			return fmt.Errorf("sqlite: commit: %w", ctx.Err())
-		}
-		return <-r.err
-	}
+	return d.q.Commit(ctx, enc, enc.Rows)
 }
 
-// yieldRounds bounds how many times the writer yields to let more commits
-// join a batch before it writes it.
-const yieldRounds = 4
-
-// run is the writer goroutine. It exits when Close has closed d.reqs and
-// every request sent before that has been answered.
-func (d *DB) run() {
-	defer close(d.done)
-	batch := make([]*request, 0, d.opts.maxBatch)
-	for r := range d.reqs {
-		batch = append(batch[:0], r)
-		rows := r.enc.rows
-		open := true
-		drain := func() (added int) {
-			for open && len(batch) < d.opts.maxBatch && rows < d.opts.maxRows {
-				select {
-				case r, ok := <-d.reqs:
-					if !ok {
-						open = false
-						return added
-					}
-					batch = append(batch, r)
-					rows += r.enc.rows
-					added++
-				default:
-					return added
-				}
-			}
-			return added
-		}
-		drain()
-		// While commits keep arriving, let the goroutines that are about to
-		// commit run first (Gosched returns at once when none is runnable,
-		// so a lone caller waits for nothing): a transaction's fixed cost
-		// (WAL frames, fsync, checkpoint) is most of the store's CPU per
-		// commit, and under load a few more callers per transaction cut it.
-		for range yieldRounds {
-			if len(batch) == 1 || !open {
-				break
-			}
-			runtime.Gosched()
-			if drain() == 0 {
-				break
-			}
-		}
-		d.commitBatch(batch)
-		clear(batch) // drop references to answered requests
-	}
-}
-
-// commitBatch writes the claimable requests of batch in one transaction and
-// answers each of them.
-func (d *DB) commitBatch(batch []*request) {
-	live := make([]*request, 0, len(batch))
-	for _, r := range batch {
-		if r.state.CompareAndSwap(pending, claimed) {
-			live = append(live, r)
-		}
-	}
-	isolations := 0
-	for len(live) > 0 {
-		failed, err := d.w.apply(live)
-		if err == nil {
-			rows := 0
-			for _, r := range live {
-				rows += r.enc.rows
-				r.err <- nil
-			}
-			d.stats.batches.Add(1)
-			d.stats.commits.Add(int64(len(live)))
-			d.stats.rows.Add(int64(rows))
-			return
-		}
+// applyBatch is the queue's Apply: it writes batch in one transaction
+// through the writer and words its error for the callers.
+func (d *DB) applyBatch(batch []*row.Change) (int, error) {
+	failed, err := d.w.apply(batch)
+	if err != nil {
 		err = fmt.Errorf("sqlite: commit to %s: %w%s", d.path, err, hint(err))
-		if failed < 0 || isolations == maxIsolations {
-			for _, r := range live {
-				r.err <- err
-			}
-			d.stats.failed.Add(int64(len(live)))
-			return
-		}
-		isolations++
-		live[failed].err <- err
-		d.stats.failed.Add(1)
-		live = append(live[:failed], live[failed+1:]...)
 	}
+	return failed, err
 }
 
 // writer owns the connection that every write goes through, and its
@@ -290,12 +164,12 @@ func (w *writer) close() error {
 	return err
 }
 
-// apply writes the changes of reqs in one transaction. On failure it rolls
+// apply writes the changes reqs in one transaction. On failure it rolls
 // back, throws the connection away (a failed write may leave it in a state
 // not worth trusting; the next apply opens a fresh one) and returns the
 // index of the request whose change failed, or -1 if the failure was not
 // one change's (BEGIN or COMMIT).
-func (w *writer) apply(reqs []*request) (int, error) {
+func (w *writer) apply(reqs []*row.Change) (int, error) {
 	ctx := context.Background()
 	if w.conn == nil {
 		if err := w.open(ctx); err != nil {
@@ -306,8 +180,8 @@ func (w *writer) apply(reqs []*request) (int, error) {
 		w.discard()
 		return -1, fmt.Errorf("begin transaction: %w", err)
 	}
-	for i, r := range reqs {
-		if err := w.applyOne(ctx, r.enc); err != nil {
+	for i, e := range reqs {
+		if err := w.applyOne(ctx, e); err != nil {
 			w.conn.ExecContext(ctx, `ROLLBACK`) //nolint:errcheck // the connection is discarded anyway
 			w.discard()
 			return i, err
@@ -322,180 +196,70 @@ func (w *writer) apply(reqs []*request) (int, error) {
 }
 
 // applyOne writes one change: its puts, then its deletes.
-func (w *writer) applyOne(ctx context.Context, e *encoded) error {
+func (w *writer) applyOne(ctx context.Context, e *row.Change) error {
 	s := &w.stmts
-	for _, r := range e.putEnvs {
-		if _, err := s.putEnv.ExecContext(ctx, r.key, r.data); err != nil {
-			return fmt.Errorf("put service environment %q: %w", r.key, err)
+	for _, r := range e.PutEnvs {
+		if _, err := s.putEnv.ExecContext(ctx, r.Key, r.Data); err != nil {
+			return fmt.Errorf("put service environment %q: %w", r.Key, err)
 		}
 	}
-	for _, r := range e.putPolicies {
-		if _, err := s.putPolicy.ExecContext(ctx, r.key, r.data); err != nil {
-			return fmt.Errorf("put scheduling policy %q: %w", r.key, err)
+	for _, r := range e.PutPolicies {
+		if _, err := s.putPolicy.ExecContext(ctx, r.Key, r.Data); err != nil {
+			return fmt.Errorf("put scheduling policy %q: %w", r.Key, err)
 		}
 	}
-	for _, r := range e.putQueues {
-		if _, err := s.putQueue.ExecContext(ctx, r.key, r.data); err != nil {
-			return fmt.Errorf("put job queue %q: %w", r.key, err)
+	for _, r := range e.PutQueues {
+		if _, err := s.putQueue.ExecContext(ctx, r.Key, r.Data); err != nil {
+			return fmt.Errorf("put job queue %q: %w", r.Key, err)
 		}
 	}
-	for _, r := range e.putShares {
-		if _, err := s.putShare.ExecContext(ctx, r.queue, r.name, r.data); err != nil {
-			return fmt.Errorf("put quota share %q of queue %q: %w", r.name, r.queue, err)
+	for _, r := range e.PutShares {
+		if _, err := s.putShare.ExecContext(ctx, r.Queue, r.Name, r.Data); err != nil {
+			return fmt.Errorf("put quota share %q of queue %q: %w", r.Name, r.Queue, err)
 		}
 	}
-	for _, r := range e.putJobs {
-		if r.version > 1 {
+	for _, r := range e.PutJobs {
+		if r.Version > 1 {
 			// Most likely a change of a stored job (a submit writes
 			// version 1): try the UPDATE, which touches the table alone.
 			// It changes nothing when the job is new, older or has other
 			// key columns, and the upsert below then does what it must.
-			res, err := s.updJob.ExecContext(ctx, r.status, r.version, r.data, r.payload, r.id, r.version, r.queue, r.share, r.created)
+			res, err := s.updJob.ExecContext(ctx, r.Status, r.Version, r.Data, r.Payload, r.ID, r.Version, r.Queue, r.Share, r.Created)
 			if err != nil {
-				return fmt.Errorf("put job %q: %w", r.id, err)
+				return fmt.Errorf("put job %q: %w", r.ID, err)
 			}
 			if n, err := res.RowsAffected(); err == nil && n == 1 {
 				continue
 			}
 		}
-		if _, err := s.putJob.ExecContext(ctx, r.id, r.queue, r.share, r.status, r.created, r.version, r.data, r.payload); err != nil {
-			return fmt.Errorf("put job %q: %w", r.id, err)
+		if _, err := s.putJob.ExecContext(ctx, r.ID, r.Queue, r.Share, r.Status, r.Created, r.Version, r.Data, r.Payload); err != nil {
+			return fmt.Errorf("put job %q: %w", r.ID, err)
 		}
 	}
-	for _, k := range e.delEnvs {
+	for _, k := range e.DelEnvs {
 		if _, err := s.delEnv.ExecContext(ctx, k); err != nil {
 			return fmt.Errorf("delete service environment %q: %w", k, err)
 		}
 	}
-	for _, k := range e.delPolicies {
+	for _, k := range e.DelPolicies {
 		if _, err := s.delPolicy.ExecContext(ctx, k); err != nil {
 			return fmt.Errorf("delete scheduling policy %q: %w", k, err)
 		}
 	}
-	for _, k := range e.delQueues {
+	for _, k := range e.DelQueues {
 		if _, err := s.delQueue.ExecContext(ctx, k); err != nil {
 			return fmt.Errorf("delete job queue %q: %w", k, err)
 		}
 	}
-	for _, k := range e.delShares {
+	for _, k := range e.DelShares {
 		if _, err := s.delShare.ExecContext(ctx, k.Queue, k.Name); err != nil {
 			return fmt.Errorf("delete quota share %q of queue %q: %w", k.Name, k.Queue, err)
 		}
 	}
-	for _, k := range e.delJobs {
+	for _, k := range e.DelJobs {
 		if _, err := s.delJob.ExecContext(ctx, k); err != nil {
 			return fmt.Errorf("delete job %q: %w", k, err)
 		}
 	}
 	return nil
 }
-
-// encoded is a change turned into the rows it writes.
-type encoded struct {
-	putEnvs, putPolicies, putQueues []keyedRow
-	putShares                       []shareRow
-	putJobs                         []jobRow
-	delEnvs, delPolicies, delQueues []string
-	delShares                       []store.ShareKey
-	delJobs                         []string
-	rows                            int
-}
-
-type keyedRow struct{ key, data string }
-
-type shareRow struct{ queue, name, data string }
-
-type jobRow struct {
-	id, queue, share, status, created string
-	version                           int64
-	data                              string // the job's JSON, without its payload
-	payload                           string
-}
-
-// encode validates c and turns it into rows. A record with an empty key
-// fails the whole change.
-func encode(c *store.Change) (*encoded, error) {
-	if c == nil {
-		return &encoded{}, nil
-	}
-	e := &encoded{}
-	var err error
-	if e.putEnvs, err = encodeNamed(c.PutEnvironments, "service environment", func(v *qshare.ServiceEnvironment) string { return v.Name }); err != nil {
-		return nil, err
-	}
-	if e.putPolicies, err = encodeNamed(c.PutPolicies, "scheduling policy", func(v *qshare.SchedulingPolicy) string { return v.Name }); err != nil {
-		return nil, err
-	}
-	if e.putQueues, err = encodeNamed(c.PutQueues, "job queue", func(v *qshare.JobQueue) string { return v.Name }); err != nil {
-		return nil, err
-	}
-	for i := range c.PutShares {
-		v := &c.PutShares[i]
-		if v.Name == "" || v.JobQueue == "" {
-			return nil, fmt.Errorf("put quota share #%d (%q of queue %q) has an empty key; a share needs its name and its job queue", i+1, v.Name, v.JobQueue)
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode quota share %q of queue %q: %w", v.Name, v.JobQueue, err)
-		}
-		e.putShares = append(e.putShares, shareRow{queue: v.JobQueue, name: v.Name, data: ownedString(b)})
-	}
-	if len(c.PutJobs) > 0 {
-		e.putJobs = make([]jobRow, 0, len(c.PutJobs))
-	}
-	for i := range c.PutJobs {
-		v := &c.PutJobs[i]
-		if v.ID == "" {
-			return nil, fmt.Errorf("put job #%d (%q) has an empty ID; every job needs one", i+1, v.Name)
-		}
-		b, err := marshalJob(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode job %q: %w", v.ID, err)
-		}
-		e.putJobs = append(e.putJobs, jobRow{
-			id: v.ID, queue: v.JobQueue, share: v.QuotaShare, status: string(v.Status),
-			created: timeKey(v.CreatedAt), version: v.Version, data: ownedString(b), payload: v.Payload,
-		})
-	}
-	// Copy the delete keys: the caller may reuse its Change once Commit
-	// returns, and a cancelled Commit returns before the writer is done.
-	e.delEnvs = append([]string(nil), c.DeleteEnvironments...)
-	e.delPolicies = append([]string(nil), c.DeletePolicies...)
-	e.delQueues = append([]string(nil), c.DeleteQueues...)
-	e.delShares = append([]store.ShareKey(nil), c.DeleteShares...)
-	e.delJobs = append([]string(nil), c.DeleteJobs...)
-	e.rows = len(e.putEnvs) + len(e.putPolicies) + len(e.putQueues) + len(e.putShares) + len(e.putJobs) +
-		len(e.delEnvs) + len(e.delPolicies) + len(e.delQueues) + len(e.delShares) + len(e.delJobs)
-	return e, nil
-}
-
-// encodeNamed encodes records keyed by their name; what is their kind, for
-// the errors ("job queue"). A record without a name fails them all.
-func encodeNamed[T any](vs []T, what string, name func(*T) string) ([]keyedRow, error) {
-	var rows []keyedRow
-	for i := range vs {
-		v := &vs[i]
-		n := name(v)
-		if n == "" {
-			return nil, fmt.Errorf("put %s #%d has an empty name; every record needs its key", what, i+1)
-		}
-		var err error
-		if rows, err = appendKeyed(rows, n, v); err != nil {
-			return nil, fmt.Errorf("encode %s %q: %w", what, n, err)
-		}
-	}
-	return rows, nil
-}
-
-func appendKeyed(rows []keyedRow, key string, v any) ([]keyedRow, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return rows, err
-	}
-	return append(rows, keyedRow{key: key, data: ownedString(b)}), nil
-}
-
-// ownedString returns b as a string without copying it. b must be a fresh
-// buffer that nothing else holds or changes (json.Marshal's result is one):
-// a record is about 1 KB, and the copy was a tenth of a submit's garbage.
-func ownedString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

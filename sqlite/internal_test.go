@@ -13,6 +13,7 @@ import (
 
 	"qshare"
 	"qshare/store"
+	"qshare/store/row"
 	"qshare/store/storetest"
 )
 
@@ -74,9 +75,9 @@ func blockWriter(t *testing.T, path string) (release func()) {
 // waitQueued waits until n requests wait in the writer's queue.
 func waitQueued(t *testing.T, d *DB, n int) {
 	t.Helper()
-	for i := 0; len(d.reqs) < n; i++ {
+	for i := 0; d.q.Len() < n; i++ {
 		if i > 10000 {
-			t.Fatalf("%d requests queued, want %d", len(d.reqs), n)
+			t.Fatalf("%d requests queued, want %d", d.q.Len(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -84,22 +85,26 @@ func waitQueued(t *testing.T, d *DB, n int) {
 
 // sendClaimed hands c to the writer and waits until the writer has claimed
 // it (with the writer blocked, it then waits for the lock). It returns the
-// channel Commit would read the answer from.
+// channel that Commit's answer comes on.
 func sendClaimed(t *testing.T, d *DB, c *store.Change) chan error {
 	t.Helper()
-	enc, err := encode(c)
+	enc, err := row.Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &request{enc: enc, err: make(chan error, 1)}
-	d.reqs <- r
-	for i := 0; r.state.Load() != claimed; i++ {
+	r, err := d.q.Enqueue(context.Background(), enc, enc.Rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !r.Claimed(); i++ {
 		if i > 10000 {
 			t.Fatal("the writer did not take the request")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return r.err
+	answer := make(chan error, 1)
+	go func() { answer <- r.Wait(context.Background()) }()
+	return answer
 }
 
 func jobNamed(id string) qshare.Job {
@@ -348,30 +353,8 @@ func oldDatabase(t *testing.T, path string, version int, jobs ...qshare.Job) {
 			t.Fatal(err)
 		}
 		if _, err := raw.ExecContext(ctx, `INSERT INTO jobs (id, queue, share, status, created_at, version, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			j.ID, j.JobQueue, j.QuotaShare, string(j.Status), timeKey(j.CreatedAt), j.Version, string(b)); err != nil {
+			j.ID, j.JobQueue, j.QuotaShare, string(j.Status), row.TimeKey(j.CreatedAt), j.Version, string(b)); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// TestEncodeRefusesEmptyKeys: a record without its key fails the whole
-// change, with an error that names the record's kind and place.
-func TestEncodeRefusesEmptyKeys(t *testing.T) {
-	for _, tc := range []struct {
-		c    store.Change
-		want string
-	}{
-		{store.Change{PutEnvironments: []qshare.ServiceEnvironment{{Name: "e"}, {}}}, "put service environment #2 has an empty name"},
-		{store.Change{PutPolicies: []qshare.SchedulingPolicy{{}}}, "put scheduling policy #1 has an empty name"},
-		{store.Change{PutQueues: []qshare.JobQueue{{Name: "q"}, {Name: "r"}, {}}}, "put job queue #3 has an empty name"},
-		{store.Change{PutShares: []qshare.QuotaShare{{Name: "A"}}}, "put quota share #1"},
-	} {
-		if _, err := encode(&tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("encode = %v, want an error containing %q", err, tc.want)
-		}
-	}
-	enc, err := encode(&store.Change{PutEnvironments: []qshare.ServiceEnvironment{{Name: "e"}}, PutQueues: []qshare.JobQueue{{Name: "q"}}})
-	if err != nil || len(enc.putEnvs) != 1 || enc.putEnvs[0].key != "e" || len(enc.putQueues) != 1 || enc.putQueues[0].key != "q" {
-		t.Fatalf("encode of named records = %+v, %v", enc, err)
 	}
 }

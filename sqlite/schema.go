@@ -60,12 +60,6 @@ var migrations = []string{
 		WHERE json_type(data, '$.payload') = 'text';`,
 }
 
-// timeKey formats t as a fixed-width UTC string whose byte order is the
-// order of the instants, for every year from 0 to 9999.
-func timeKey(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
-}
-
 // migrate creates the schema_version table if needed and applies the
 // migrations the database has not seen, each in its own transaction. It
 // refuses a database written by a newer qshare.

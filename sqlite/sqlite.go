@@ -15,21 +15,20 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"qshare"
 	"qshare/store"
+	"qshare/store/groupcommit"
+	"qshare/store/jsonload"
+	"qshare/store/row"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -45,19 +44,9 @@ type DB struct {
 	// read once at Open; always false in the product.
 	noStore bool
 
-	// mu guards closed and the send side of reqs: Commit holds it for
-	// reading while it hands a request over, Close takes it for writing
-	// before it closes reqs, so no request is ever sent on a closed channel.
-	mu     sync.RWMutex
-	closed bool
-	reqs   chan *request
-	done   chan struct{} // closed when the writer goroutine has exited
+	q *groupcommit.Queue[*row.Change] // the group-commit queue and its writer goroutine
 
-	w *writer // owned by the writer goroutine after Open
-
-	stats struct {
-		commits, batches, failed, rows atomic.Int64
-	}
+	w *writer // owned by the queue's writer goroutine after Open
 }
 
 type options struct {
@@ -134,8 +123,6 @@ func Open(path string, opts ...Option) (*DB, error) {
 		opts:    o,
 		lock:    lock,
 		noStore: noStore,
-		reqs:    make(chan *request, 4096),
-		done:    make(chan struct{}),
 	}
 	ctx := context.Background()
 	if err := d.migrate(ctx); err != nil {
@@ -150,7 +137,8 @@ func Open(path string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	d.w = w
-	go d.run()
+	d.q = groupcommit.New(groupcommit.Config{MaxBatch: o.maxBatch, MaxRows: o.maxRows, Prefix: "sqlite: commit"}, d.applyBatch)
+	d.q.Start()
 	return d, nil
 }
 
@@ -179,43 +167,20 @@ func dsn(abs string, o options, synchronous string) string {
 // Path returns the absolute path of the database file.
 func (d *DB) Path() string { return d.path }
 
-// Stats counts what the DB has done since it was opened.
-type Stats struct {
-	// Commits is the number of Commit calls that succeeded.
-	Commits int64
-	// Failed is the number of Commit calls that returned an error from the
-	// database (not counting cancelled or invalid ones).
-	Failed int64
-	// Batches is the number of transactions committed; Commits/Batches is
-	// the mean group-commit batch size.
-	Batches int64
-	// Rows is the number of records put or deleted by successful commits.
-	Rows int64
-}
+// Stats counts what the DB has done since it was opened: its commits,
+// failures, transactions and rows (see groupcommit.Stats).
+type Stats = groupcommit.Stats
 
 // Stats returns the DB's counters. It is safe to call at any time.
-func (d *DB) Stats() Stats {
-	return Stats{
-		Commits: d.stats.commits.Load(),
-		Failed:  d.stats.failed.Load(),
-		Batches: d.stats.batches.Load(),
-		Rows:    d.stats.rows.Load(),
-	}
-}
+func (d *DB) Stats() Stats { return d.q.Stats() }
 
 // Close waits for the commits already handed over to finish, stops the
 // writer and closes the database. Commit and Load fail with store.ErrClosed
 // afterwards. Closing a closed DB does nothing and returns nil.
 func (d *DB) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.q.Close() {
 		return nil
 	}
-	d.closed = true
-	close(d.reqs)
-	d.mu.Unlock()
-	<-d.done
 	err := d.w.close()
 	if cerr := d.db.Close(); err == nil {
 		err = cerr
@@ -231,10 +196,7 @@ func (d *DB) Close() error {
 // consistent snapshot even while commits go on. Jobs come in CreatedAt order,
 // ties broken by ID.
 func (d *DB) Load(ctx context.Context) (*store.State, error) {
-	d.mu.RLock()
-	closed := d.closed
-	d.mu.RUnlock()
-	if closed {
+	if d.q.Closed() {
 		return nil, fmt.Errorf("sqlite: load: %w", store.ErrClosed)
 	}
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -263,105 +225,15 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 }
 
 // loadAll runs query, which selects one JSON column, and decodes every row,
-// in order. With extra, the query selects a second, text column, which
-// extra puts into the decoded record. Decoding the JSON costs more than reading the rows, so it runs
-// on every core: the rows are read in chunks and each chunk is decoded by a
-// worker while the next ones are read.
+// in order, on every core (store/jsonload). With extra, the query selects a
+// second, text column, which extra puts into the decoded record.
 func loadAll[T any](ctx context.Context, tx *sql.Tx, query string, extra func(*T, string)) ([]T, error) {
 	rows, err := tx.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-
-	const chunkSize = 256
-	type chunk struct {
-		first int // index of the chunk's first row, for error messages
-		raw   [][]byte
-		extra []string
-		out   *[]T
-	}
-	work := make(chan chunk, 4)
-	var (
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		decErr  error
-		failed  atomic.Bool
-	)
-	for range max(1, runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range work {
-				if failed.Load() {
-					continue
-				}
-				out := make([]T, len(c.raw))
-				for i, b := range c.raw {
-					if err := json.Unmarshal(b, &out[i]); err != nil {
-						errOnce.Do(func() { decErr = fmt.Errorf("decode record %d: %w", c.first+i+1, err) })
-						failed.Store(true)
-						break
-					}
-					if extra != nil {
-						extra(&out[i], c.extra[i])
-					}
-				}
-				*c.out = out
-			}
-		}()
-	}
-	var chunks []*[]T
-	n := 0
-	raw := make([][]byte, 0, chunkSize)
-	var extras []string
-	flush := func() {
-		p := new([]T)
-		chunks = append(chunks, p)
-		work <- chunk{first: n - len(raw), raw: raw, extra: extras, out: p}
-		raw = make([][]byte, 0, chunkSize)
-		extras = nil
-	}
-	for rows.Next() {
-		var b []byte
-		if extra == nil {
-			err = rows.Scan(&b)
-		} else {
-			var x string
-			err = rows.Scan(&b, &x)
-			extras = append(extras, x)
-		}
-		if err != nil {
-			break
-		}
-		raw = append(raw, b)
-		n++
-		if len(raw) == chunkSize {
-			flush()
-		}
-	}
-	if len(raw) > 0 {
-		flush()
-	}
-	close(work)
-	wg.Wait()
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if decErr != nil {
-		return nil, decErr
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	out := make([]T, 0, n)
-	for _, c := range chunks {
-		out = append(out, *c...)
-	}
-	return out, nil
+	return jsonload.Decode(rows, extra)
 }
 
 // discardConn makes database/sql close c's driver connection instead of

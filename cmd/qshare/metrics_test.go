@@ -145,6 +145,26 @@ func simPayload(dur time.Duration) string {
 	return string(b)
 }
 
+// fifoQueue creates the FIFO scheduling policy policy, the service
+// environment env of capacity ml.g5.xlarge instances and the job queue
+// queue, with that policy, in front of env: what every test here sets up
+// before its quota shares.
+func fifoQueue(t *testing.T, c *batch.Client, policy, env string, capacity int32, queue string) {
+	t.Helper()
+	ctx := context.Background()
+	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String(policy),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	serveMust(t, err)
+	_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String(env),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(capacity)}}})
+	serveMust(t, err)
+	_, err = c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String(queue), Priority: aws.Int32(1), SchedulingPolicyArn: pol.Arn,
+		JobQueueType:            types.JobQueueTypeSagemakerTraining,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String(env)}}})
+	serveMust(t, err)
+}
+
 // threeShares creates the spec's worked example (§6.10,
 // examples/three-shares.yaml): an environment of three ml.g5.xlarge and a
 // queue "training" with QS1 (LEND_AND_BORROW, in-share preemption), QS2
@@ -152,17 +172,7 @@ func simPayload(dur time.Duration) string {
 func threeShares(t *testing.T, c *batch.Client) {
 	t.Helper()
 	ctx := context.Background()
-	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("qm"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-	serveMust(t, err)
-	_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("gpu-pool"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
-	serveMust(t, err)
-	_, err = c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("training"), Priority: aws.Int32(1), SchedulingPolicyArn: pol.Arn,
-		JobQueueType:            types.JobQueueTypeSagemakerTraining,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("gpu-pool")}}})
-	serveMust(t, err)
+	fifoQueue(t, c, "qm", "gpu-pool", 3, "training")
 	for _, sh := range []struct {
 		name     string
 		strategy types.QuotaShareResourceSharingStrategy
@@ -173,7 +183,7 @@ func threeShares(t *testing.T, c *batch.Client) {
 		{"QS2", types.QuotaShareResourceSharingStrategyLend, nil, types.QuotaShareInSharePreemptionStateDisabled},
 		{"QS3", types.QuotaShareResourceSharingStrategyReserve, nil, types.QuotaShareInSharePreemptionStateDisabled},
 	} {
-		_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.name), JobQueue: aws.String("training"),
+		_, err := c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.name), JobQueue: aws.String("training"),
 			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}},
 			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: sh.strategy, BorrowLimit: sh.borrow},
 			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: sh.inShare}})
@@ -288,17 +298,7 @@ func TestMetricsWorkedExample(t *testing.T) {
 	// Beside the example, a queue whose share borrows capacity that no
 	// share owns: an environment of 2, one share of 1.
 	ctx := context.Background()
-	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("spot-policy"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-	serveMust(t, err)
-	_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("spare"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(2)}}})
-	serveMust(t, err)
-	_, err = c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("spot"), Priority: aws.Int32(1), SchedulingPolicyArn: pol.Arn,
-		JobQueueType:            types.JobQueueTypeSagemakerTraining,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("spare")}}})
-	serveMust(t, err)
+	fifoQueue(t, c, "spot-policy", "spare", 2, "spot")
 	_, err = c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("S"), JobQueue: aws.String("spot"),
 		CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}},
 		ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow, BorrowLimit: aws.Int32(-1)},
@@ -527,17 +527,7 @@ func TestMetricsLimitChange(t *testing.T) {
 	addr := serveAt(t, simServeSettings(t))
 	c := serveClient("http://" + addr)
 	ctx := context.Background()
-	pol, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("qm"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-	serveMust(t, err)
-	_, err = c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("gpu-pool"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
-		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(3)}}})
-	serveMust(t, err)
-	_, err = c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("training"), Priority: aws.Int32(1), SchedulingPolicyArn: pol.Arn,
-		JobQueueType:            types.JobQueueTypeSagemakerTraining,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("gpu-pool")}}})
-	serveMust(t, err)
+	fifoQueue(t, c, "qm", "gpu-pool", 3, "training")
 	arns := map[string]*string{}
 	for _, sh := range []struct {
 		name  string
