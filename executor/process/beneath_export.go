@@ -50,6 +50,9 @@ func (b *Beneath) MkdirAll(path string, perm os.FileMode) error {
 	return b.fs.MkdirAll(path, perm, nil)
 }
 
+// ReadDir lists a directory beneath the root.
+func (b *Beneath) ReadDir(path string) ([]os.DirEntry, error) { return b.fs.ReadDir(path) }
+
 // IsFile reports whether path is a regular file (not a link to one).
 func (b *Beneath) IsFile(path string) bool { return b.fs.IsFile(path) }
 
