@@ -2,7 +2,9 @@ package slurm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -102,7 +104,7 @@ func ParseConfig(b []byte) (Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, qshare.Errorf(qshare.EINVALID, "--slurm-config is not valid YAML of the expected shape (sharedDir, account, instanceTypes: {TYPE: {partition, gres, cpus, memory, shareNodes}}): %v", err)
 	}
 	return c, c.Check()

@@ -805,6 +805,9 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 				x.Reason = line
 			}
 		}
+		if !stopping && known && strings.HasPrefix(j.State, "CANCELLED") {
+			x.Reason = "The batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " was cancelled in Slurm, not by qshare (scancel): " + x.Reason
+		}
 		return x
 	}
 	// No node recorded an end: the command never ran, or was killed with

@@ -1,0 +1,187 @@
+package slurm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+)
+
+func runToEnd(t *testing.T, e *Executor, s executor.Spec) (executor.Handle, executor.Exit) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	x, err := e.Wait(ctx, s.AttemptID)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return h, x
+}
+
+// TestTwoNodeJob runs a job of two instances of a GPU type: one batch job
+// on both nodes, whole nodes each, and every node sees both in SM_HOSTS,
+// itself in SM_CURRENT_HOST and resourceconfig.json, and its GPUs.
+func TestTwoNodeJob(t *testing.T) {
+	e := newTestExecutor(t, t.TempDir())
+	defer e.Close()
+	sh := `echo "host=$SM_CURRENT_HOST hosts=$SM_HOSTS gpus=$SM_NUM_GPUS cuda=$CUDA_VISIBLE_DEVICES attempt=$QSHARE_ATTEMPT"; ` +
+		`echo "rc=$(cat "$SM_INPUT_CONFIG_DIR/resourceconfig.json")"; test -f "$SM_INPUT_CONFIG_DIR/hyperparameters.json"`
+	s := executor.Spec{JobID: "two", JobName: "two", AttemptID: "two-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.g5.12xlarge": 2}, Payload: payloadOf(sh, "ml.g5.12xlarge", 2, nil)}
+	h, x := runToEnd(t, e, s)
+	if !x.Succeeded() {
+		t.Fatalf("exit = %+v", x)
+	}
+	b, err := os.ReadFile(h.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(b)
+	for _, host := range []string{"n1", "n2"} {
+		want := `host=` + host + ` hosts=["n1","n2"] gpus=2 cuda=0,1 attempt=1`
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+		if !strings.Contains(log, `"current_host":"`+host+`"`) {
+			t.Errorf("no resourceconfig.json with current_host %s:\n%s", host, log)
+		}
+	}
+
+	// A failure on one node is the attempt's failure.
+	s2 := s
+	s2.AttemptID = "two-attempt-2"
+	s2.Attempt = 2
+	s2.Payload = payloadOf(`[ "$SM_CURRENT_HOST" = n2 ] && exit 3; exit 0`, "ml.g5.12xlarge", 2, nil)
+	if _, x := runToEnd(t, e, s2); x.ExitCode != 3 || x.Reason != "Essential process exited with code 3" {
+		t.Errorf("exit with n2 failing = %+v, want code 3", x)
+	}
+}
+
+// TestPreemptionResumesFromCheckpoint stops a job that traps SIGTERM and
+// writes a checkpoint, then starts its next attempt, which finds the
+// checkpoint in the same SM_CHECKPOINT_DIR and resumes from it.
+func TestPreemptionResumesFromCheckpoint(t *testing.T) {
+	e := newTestExecutor(t, t.TempDir())
+	defer e.Close()
+	sh := `ck="$SM_CHECKPOINT_DIR/step"
+if [ -f "$ck" ]; then echo "resumed from step $(cat "$ck") on attempt $QSHARE_ATTEMPT"; exit 0; fi
+trap 'kill $! 2>/dev/null; echo 41 > "$ck"; echo "checkpoint written"; exit 0' TERM
+sleep 3600 &
+echo ready
+wait $!`
+	s := executor.Spec{JobID: "ck", JobName: "ck", AttemptID: "ck-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.g5.12xlarge": 1}, Payload: payloadOf(sh, "ml.g5.12xlarge", 1, nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, h.LogPath, "ready\n", time.Minute)
+	if err := e.Stop(ctx, s.AttemptID, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.Wait(ctx, s.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !x.Stopped || x.ExitCode != 0 || x.Signal != "" {
+		t.Fatalf("preempted exit = %+v, want stopped with code 0", x)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.root, "jobs", "ck", "checkpoints", "step")); strings.TrimSpace(string(b)) != "41" {
+		t.Fatalf("checkpoint = %q, want 41", b)
+	}
+	s2 := s
+	s2.AttemptID, s2.Attempt = "ck-attempt-2", 2
+	h2, x2 := runToEnd(t, e, s2)
+	if !x2.Succeeded() {
+		t.Fatalf("second attempt: %+v", x2)
+	}
+	b, _ := os.ReadFile(h2.LogPath)
+	if !strings.Contains(string(b), "resumed from step 41 on attempt 2") {
+		t.Errorf("second attempt's log %q, want it resumed from the checkpoint", b)
+	}
+}
+
+// TestPlantedLinks: a job that replaces a directory qshare writes to, or
+// its log, with a link gets a clear refusal naming the path in the job's
+// directory, and no server path.
+func TestPlantedLinks(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestExecutor(t, dir)
+	defer e.Close()
+	secret := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "jobs", "evil"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "jobs", "evil", "output")); err != nil {
+		t.Fatal(err)
+	}
+	s := executor.Spec{JobID: "evil", JobName: "evil", AttemptID: "evil-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("true", "ml.m5.large", 1, nil)}
+	_, err := e.Start(context.Background(), s)
+	if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "output") || strings.Contains(err.Error(), dir) {
+		t.Errorf("Start over a planted link = %v, want EINVALID naming output and no server path", err)
+	}
+	if ents, _ := os.ReadDir(secret); len(ents) != 0 {
+		t.Errorf("Start wrote through the link: %v", ents)
+	}
+
+	// A log replaced by a link is not served.
+	s.JobID, s.AttemptID = "ok", "ok-attempt-1"
+	_, x := runToEnd(t, e, s)
+	if !x.Succeeded() {
+		t.Fatalf("exit = %+v", x)
+	}
+	logPath := filepath.Join(dir, "attempts", s.AttemptID, "output.log")
+	os.Remove(logPath)
+	if err := os.Symlink("/etc/passwd", logPath); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Logs(context.Background(), s.AttemptID, false); qshare.ErrorCodeOf(err) != qshare.EINVALID || strings.Contains(err.Error(), dir) {
+		t.Errorf("Logs of a linked log = %v, want EINVALID without server paths", err)
+	}
+}
+
+// TestCancelledByHand: a batch job cancelled outside qshare ends its
+// attempt with a reason that says so.
+func TestCancelledByHand(t *testing.T) {
+	e := newTestExecutor(t, t.TempDir())
+	defer e.Close()
+	s := executor.Spec{JobID: "hand", JobName: "hand", AttemptID: "hand-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("echo ready; exec sleep 3600", "ml.m5.large", 1, nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, h.LogPath, "ready\n", time.Minute)
+	id, err := e.findJob(ctx, s.AttemptID)
+	if err != nil || id == 0 {
+		t.Fatalf("findJob = %d, %v", id, err)
+	}
+	if _, err := testCluster(t).Command(ctx, "scancel", itoa(id)); err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.Wait(ctx, s.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("exit: %+v", x)
+	if x.Succeeded() || x.Stopped || !strings.Contains(x.Reason, "cancelled in Slurm") {
+		t.Errorf("exit = %+v, want a failure that says the job was killed or cancelled outside qshare", x)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
