@@ -86,6 +86,10 @@ type Options struct {
 	PollInterval time.Duration
 	// CommandTimeout bounds one Slurm command; zero: 30s.
 	CommandTimeout time.Duration
+	// StartWait bounds how long Start waits for the job's command to run
+	// on a node before it returns with the job still pending in Slurm;
+	// zero: 10s.
+	StartWait time.Duration
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -157,6 +161,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	}
 	if o.CommandTimeout <= 0 {
 		o.CommandTimeout = 30 * time.Second
+	}
+	if o.StartWait <= 0 {
+		o.StartWait = 10 * time.Second
 	}
 	if len(o.Step) == 0 {
 		self, err := os.Executable()
@@ -303,7 +310,9 @@ func jobName(attemptID string) string { return "qshare-" + attemptID }
 func (e *Executor) comment(attemptID string) string { return "qshare " + e.tag + " " + attemptID }
 
 // Start writes the attempt's files and submits its batch job; it returns
-// once sbatch has accepted it (Slurm may keep it pending). Starting an
+// once the job's command runs on a node (the step runner has started it),
+// or the job has ended, or after Options.StartWait with the job still
+// pending in Slurm, whose business it then is to run it. Starting an
 // attempt ID again, even after a restart or a crash between sbatch and
 // its record, returns the same handle and never submits a second job.
 func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle, error) {
@@ -348,10 +357,32 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	}
 	e.mu.Unlock()
 	close(a.ready)
-	if err == nil {
-		e.kick()
+	if err != nil {
+		return h, err
 	}
-	return h, err
+	e.kick()
+	e.awaitRun(ctx, a)
+	return h, nil
+}
+
+// awaitRun waits until the attempt's command runs (the step runner's
+// "started" marker), the attempt ends, StartWait passes or ctx ends.
+func (e *Executor) awaitRun(ctx context.Context, a *attempt) {
+	marker := filepath.Join(e.attemptDir(a.id), "started")
+	deadline := time.After(e.o.StartWait)
+	for !e.fs.IsFile(marker) {
+		select {
+		case <-a.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-e.closed:
+			return
+		case <-deadline:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *trainingjob.Request, typ string, nodes int, grace time.Duration) (executor.Handle, error) {

@@ -156,6 +156,7 @@ func runStep(root, attemptDir, hosts string) int {
 		rec.Reason = fmt.Sprintf("CannotStartContainerError: %s: %v", sp.Argv[0], errNoPath(err))
 		fmt.Fprintln(os.Stderr, rec.Reason)
 	} else {
+		fs.WriteFileAtomic(filepath.Join(attemptDir, "started"), []byte(host+"\n")) //nolint:errcheck // Start waits no longer than StartWait without it
 		select {
 		case <-term:
 			cmd.Process.Signal(syscall.SIGTERM)
