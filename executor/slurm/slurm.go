@@ -998,8 +998,17 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.CommandTimeout)
 		defer cancel()
 		e.command(ctx, "scancel", "--signal=KILL", "--full", id) //nolint:errcheck
-		e.command(ctx, "scancel", id)                            //nolint:errcheck
 		e.kick()
+		// The job ends once Slurm has seen its processes gone (with
+		// proctrack/linuxproc that takes it a few seconds of backing
+		// off); cancel only a job that outlives the kill.
+		select {
+		case <-a.done:
+		case <-e.closed:
+		case <-time.After(5 * time.Second):
+			e.command(ctx, "scancel", id) //nolint:errcheck
+			e.kick()
+		}
 	}()
 	e.kick()
 	return nil

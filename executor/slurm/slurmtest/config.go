@@ -101,7 +101,9 @@ func (c Config) Render() string {
 	kv("JobCompType", "jobcomp/none")
 	kv("MpiDefault", "none")
 	kv("ReturnToService", 2)
-	kv("KillWait", 5)
+	// A killed job stays COMPLETING for about KillWait (30 s by default)
+	// before Slurm reports it ended; tests need not wait that long.
+	kv("KillWait", 1)
 	if c.GPUs > 0 {
 		kv("GresTypes", "gpu")
 	}
