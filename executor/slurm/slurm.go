@@ -173,8 +173,10 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		o.Step = []string{self}
 	}
 	root := filepath.Clean(o.Config.SharedDir)
+	// The attempts' files hold every job's environment and output: they
+	// are the server's user's alone (the jobs run as that user in Slurm).
 	for _, d := range []string{"jobs", "attempts"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "slurm executor: cannot create %s in sharedDir: %v", d, err)
 		}
 	}
@@ -429,10 +431,10 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *
 		sp.InputData[c.ChannelName] = map[string]string{"TrainingInputMode": mode}
 	}
 	b, _ := json.Marshal(sp)
-	if err := e.fs.WriteFile(filepath.Join(dir, "step.json"), b, 0o644); err != nil {
+	if err := e.fs.WriteFile(filepath.Join(dir, "step.json"), b, 0o600); err != nil {
 		return executor.Handle{}, e.fileErr("writing step.json", err, s.JobID)
 	}
-	if err := e.fs.WriteFile(filepath.Join(dir, "job.sh"), []byte(e.script(s.AttemptID)), 0o755); err != nil {
+	if err := e.fs.WriteFile(filepath.Join(dir, "job.sh"), []byte(e.script(s.AttemptID)), 0o700); err != nil {
 		return executor.Handle{}, e.fileErr("writing the batch script", err, s.JobID)
 	}
 	args := []string{"--parsable", "--job-name=" + jobName(s.AttemptID), "--comment=" + e.comment(s.AttemptID),
