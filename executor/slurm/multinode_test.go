@@ -185,3 +185,18 @@ func TestCancelledByHand(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestCheckCapacity counts the partition's nodes with sinfo.
+func TestCheckCapacity(t *testing.T) {
+	e := newTestExecutor(t, t.TempDir())
+	defer e.Close()
+	if w := e.CheckCapacity(qshare.Capacity{"ml.g5.12xlarge": 2, "ml.m5.large": 100}); w != "" {
+		t.Errorf("two nodes' worth: warning %q", w)
+	}
+	if w := e.CheckCapacity(qshare.Capacity{"ml.g5.12xlarge": 3}); !strings.Contains(w, "partition qs has 2 nodes") {
+		t.Errorf("three nodes' worth: warning %q, want one that counts 2 nodes", w)
+	}
+	if w := e.CheckCapacity(qshare.Capacity{"ml.x.unknown": 1}); !strings.Contains(w, "not in the Slurm executor's configuration") {
+		t.Errorf("unknown type: warning %q", w)
+	}
+}
