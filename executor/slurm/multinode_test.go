@@ -200,3 +200,69 @@ func TestCheckCapacity(t *testing.T) {
 		t.Errorf("unknown type: warning %q", w)
 	}
 }
+
+// TestControllerDown stops slurmctld while an attempt runs: Start of
+// another attempt fails (and may be retried), the running one keeps its
+// state and Wait does not return; once slurmctld is back, the running
+// attempt's exit is recorded and the retried Start submits one batch job.
+func TestControllerDown(t *testing.T) {
+	c := testCluster(t)
+	dir := t.TempDir()
+	e, err := New(context.Background(), Options{Config: testConfig(dir), Env: c.Env(), Step: []string{os.Args[0]},
+		PollInterval: 100 * time.Millisecond, CommandTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := executor.Spec{JobID: "down", JobName: "down", AttemptID: "down-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("echo ready; sleep 2; exit 5", "ml.m5.large", 1, nil)}
+	h, err := e.Start(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, h.LogPath, "ready\n", time.Minute)
+	if err := c.StopController(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			c.StartController(context.Background())
+		}
+	}()
+	later := run
+	later.JobID, later.AttemptID = "later", "later-attempt-1"
+	if _, err := e.Start(ctx, later); err == nil {
+		t.Errorf("Start with slurmctld down succeeded")
+	}
+	// The running attempt's job ends (exit 5) while nobody can ask Slurm:
+	// its attempt keeps its capacity, and Wait does not return.
+	wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)
+	if x, err := e.Wait(wctx, run.AttemptID); err == nil {
+		t.Errorf("Wait returned %+v while slurmctld was down", x)
+	}
+	wcancel()
+	if err := c.StartController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	x, err := e.Wait(ctx, run.AttemptID)
+	if err != nil || x.ExitCode != 5 {
+		t.Errorf("exit after slurmctld came back = %+v, %v; want code 5", x, err)
+	}
+	// The retried Start submits the job, once.
+	if _, err := e.Start(ctx, later); err != nil {
+		t.Fatalf("retried Start: %v", err)
+	}
+	if _, err := e.Start(ctx, later); err != nil {
+		t.Fatalf("second retried Start: %v", err)
+	}
+	out, err := c.Command(ctx, "squeue", "-h", "--states=all", "--name="+jobName(later.AttemptID), "-o", "%i")
+	if err != nil || len(strings.Fields(out)) != 1 {
+		t.Errorf("batch jobs of the retried attempt: %q, %v; want exactly one", out, err)
+	}
+	e.Stop(ctx, later.AttemptID, time.Second)
+	e.Wait(ctx, later.AttemptID)
+}

@@ -620,6 +620,9 @@ func (e *Executor) command(ctx context.Context, name string, args ...string) (st
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return out.String(), fmt.Errorf("%s did not answer within %v (is slurmctld up?): %s", name, e.o.CommandTimeout, strings.TrimSpace(errb.String()))
+		}
 		return out.String(), fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
 	}
 	return out.String(), nil

@@ -395,3 +395,36 @@ func cleanEnv() []string {
 	}
 	return env
 }
+
+// StopController stops slurmctld (SIGTERM to its process group, SIGKILL
+// after 10 s) and leaves munged, the slurmds and the jobs running, as a
+// controller that crashed or is down for maintenance would.
+func (c *Cluster) StopController() error {
+	for i, d := range c.procs {
+		if d.name != "slurmctld" {
+			continue
+		}
+		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM) //nolint:errcheck
+		select {
+		case <-d.done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck
+			<-d.done
+		}
+		c.procs = append(c.procs[:i], c.procs[i+1:]...)
+		return nil
+	}
+	return errors.New("slurm: slurmctld is not running")
+}
+
+// StartController starts slurmctld again (it recovers its jobs from its
+// state directory) and waits until it answers.
+func (c *Cluster) StartController(ctx context.Context) error {
+	if err := c.spawn("slurmctld", "slurmctld", "-D", "-f", c.cfg.ConfPath()); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, 60*time.Second, "slurmctld to answer", func() bool {
+		_, err := c.Command(ctx, "squeue", "-h", "-o", "%i")
+		return err == nil
+	})
+}
