@@ -266,3 +266,57 @@ func TestControllerDown(t *testing.T) {
 	e.Stop(ctx, later.AttemptID, time.Second)
 	e.Wait(ctx, later.AttemptID)
 }
+
+// TestExitAfterSlurmForgot: the server is away for longer than MinJobAge;
+// after the restart Slurm no longer knows the batch jobs, and the exits
+// come from the step runners' records, one per node.
+func TestExitAfterSlurmForgot(t *testing.T) {
+	c := testCluster(t)
+	dir := t.TempDir()
+	e1 := newTestExecutor(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	one := executor.Spec{JobID: "gone", JobName: "gone", AttemptID: "gone-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("exit 7", "ml.m5.large", 1, nil)}
+	two := executor.Spec{JobID: "gone2", JobName: "gone2", AttemptID: "gone2-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.g5.12xlarge": 2}, Payload: payloadOf(`[ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`, "ml.g5.12xlarge", 2, nil)}
+	var ids []int64
+	for _, s := range []executor.Spec{one, two} {
+		if _, err := e1.Start(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		id, err := e1.findJob(ctx, s.AttemptID)
+		if err != nil || id == 0 {
+			t.Fatalf("findJob = %d, %v", id, err)
+		}
+		ids = append(ids, id)
+	}
+	e1.Close()
+	// Wait until slurmctld has forgotten both jobs.
+	for {
+		out, err := c.Command(ctx, "squeue", "-h", "--states=all", "-o", "%i")
+		if err == nil && !strings.Contains(" "+strings.Join(strings.Fields(out), " ")+" ", " "+itoa(ids[0])+" ") &&
+			!strings.Contains(" "+strings.Join(strings.Fields(out), " ")+" ", " "+itoa(ids[1])+" ") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Slurm still lists the jobs: %q", out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	e2 := newTestExecutor(t, dir)
+	defer e2.Close()
+	for _, tc := range []struct {
+		s      executor.Spec
+		code   int
+		signal string
+	}{{one, 7, ""}, {two, -1, "SIGUSR1"}} {
+		if r, err := e2.Recover(ctx, executor.Handle{AttemptID: tc.s.AttemptID}); err != nil || r != executor.Exited {
+			t.Fatalf("Recover(%s) = %v, %v; want Exited", tc.s.AttemptID, r, err)
+		}
+		x, err := e2.Wait(ctx, tc.s.AttemptID)
+		if err != nil || x.ExitCode != tc.code || x.Signal != tc.signal {
+			t.Errorf("%s: exit %+v, %v; want code %d signal %q", tc.s.AttemptID, x, err, tc.code, tc.signal)
+		}
+	}
+}

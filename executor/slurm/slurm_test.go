@@ -32,7 +32,9 @@ var (
 )
 
 // testCluster is the package's one Slurm cluster: two nodes of 64 CPU
-// slots and 2 fake GPUs each, started at the first use. It skips the test
+// slots and 2 fake GPUs each, started at the first use. It forgets
+// finished jobs after 2 s (MinJobAge), Slurm's least, so that the
+// executor's own records of exits are what the tests see after a restart. It skips the test
 // where Slurm is not installed.
 func testCluster(t testing.TB) *slurmtest.Cluster {
 	t.Helper()
@@ -42,7 +44,7 @@ func testCluster(t testing.TB) *slurmtest.Cluster {
 	clusterOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		cluster, clusterErr = slurmtest.Start(ctx, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs"})
+		cluster, clusterErr = slurmtest.Start(ctx, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
 	})
 	if clusterErr != nil {
 		t.Fatalf("starting a Slurm cluster: %v", clusterErr)

@@ -69,6 +69,9 @@ type Options struct {
 	GPUs int
 	// Partition names the one partition, holding every node; "bench" when empty.
 	Partition string
+	// MinJobAge is how many seconds a finished job stays known to
+	// slurmctld; 0: Slurm's default (300 s).
+	MinJobAge int
 	// ReadyTimeout bounds the wait for the nodes to become idle; 60 s when zero.
 	ReadyTimeout time.Duration
 	// KeepDir leaves the directory (logs included) after Close, for debugging.
@@ -130,7 +133,7 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	os.Chmod(dir, 0o755)
 	c = &Cluster{
 		cfg: Config{Dir: dir, Host: host, CtldPort: ports[0], SlurmdPorts: ports[1:], CPUs: opt.CPUs,
-			GPUs: opt.GPUs, Partition: opt.Partition},
+			GPUs: opt.GPUs, Partition: opt.Partition, MinJobAge: opt.MinJobAge},
 		keepDir: opt.KeepDir,
 	}
 	c.env = append(cleanEnv(), "SLURM_CONF="+c.cfg.ConfPath())

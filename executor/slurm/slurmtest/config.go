@@ -26,6 +26,9 @@ type Config struct {
 	GPUs int
 	// Partition is the one partition's name.
 	Partition string
+	// MinJobAge is how many seconds slurmctld keeps a finished job
+	// (squeue lists it); 0 leaves Slurm's default (300).
+	MinJobAge int
 }
 
 // NodeNames returns the nodes' names: the host name for one node (as the
@@ -104,6 +107,9 @@ func (c Config) Render() string {
 	// A killed job stays COMPLETING for about KillWait (30 s by default)
 	// before Slurm reports it ended; tests need not wait that long.
 	kv("KillWait", 1)
+	if c.MinJobAge > 0 {
+		kv("MinJobAge", c.MinJobAge)
+	}
 	if c.GPUs > 0 {
 		kv("GresTypes", "gpu")
 	}
