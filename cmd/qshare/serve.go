@@ -27,6 +27,7 @@ import (
 	"qshare/executor"
 	"qshare/executor/process"
 	"qshare/executor/simulated"
+	"qshare/executor/slurm"
 	"qshare/logstream"
 	"qshare/metrics"
 )
@@ -52,6 +53,8 @@ type serveSettings struct {
 	// RunAs and PassEnv are the process executor's: see process.Options.
 	RunAs   string   `yaml:"runAs"`
 	PassEnv []string `yaml:"passEnv"`
+	// SlurmConfig is the Slurm executor's file: see slurm.Config.
+	SlurmConfig string `yaml:"slurmConfig"`
 
 	// Guard holds the request guard's settings (serve_guard.go).
 	Guard guardSettings `yaml:",inline"`
@@ -65,7 +68,7 @@ func defaultServeSettings() serveSettings {
 
 // serveConfigKeys lists the keys of serveSettings' YAML tags, for the help
 // and for the error on an unknown key.
-const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, " + guardConfigKeys
+const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, slurmConfig, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -97,6 +100,16 @@ var defaultExecutor = "process"
 var executors = map[string]func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error){
 	"simulated": func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
 		return simulated.New(simulated.Options{StopGrace: grace}), nil
+	},
+	"slurm": func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
+		if s.SlurmConfig == "" {
+			return nil, fmt.Errorf("--executor slurm needs --slurm-config FILE: the YAML file that maps instance types to partitions (see docs/executor-slurm.md)")
+		}
+		c, err := slurm.LoadConfig(s.SlurmConfig)
+		if err != nil {
+			return nil, err
+		}
+		return slurm.New(ctx, slurm.Options{Config: c, StopGrace: grace, Logger: log})
 	},
 	"process": func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
 		var gpus []string
@@ -203,6 +216,7 @@ func init() {
 	f.StringVar(&serveFlags.s.JobRetention, "job-retention", d.JobRetention, "how long a finished (SUCCEEDED or FAILED) job is kept after it stopped, e.g. 7d, 36h; older ones are deleted; 0 keeps them forever")
 	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process executor: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user")
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
+	f.StringVar(&serveFlags.s.SlurmConfig, "slurm-config", "", "slurm executor: YAML `FILE` mapping instance types to partitions, --gres, CPUs and memory, with the shared directory and the account (docs/executor-slurm.md)")
 	f.StringVar(&serveFlags.s.Metrics, "metrics", d.Metrics, "on: serve Prometheus metrics at GET /metrics (docs/metrics.md); off: serve none and measure nothing")
 	rootCmd.AddCommand(serveCmd)
 }
@@ -249,7 +263,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		{"stop-grace", "QSHARE_STOP_GRACE", &s.StopGrace, &fs.StopGrace}, {"events", "QSHARE_EVENTS", &s.Events, &fs.Events},
 		{"gpus", "QSHARE_GPUS", &s.GPUs, &fs.GPUs}, {"instance-types", "QSHARE_INSTANCE_TYPES", &s.InstanceTypes, &fs.InstanceTypes},
 		{"job-retention", "QSHARE_JOB_RETENTION", &s.JobRetention, &fs.JobRetention}, {"run-as", "QSHARE_RUN_AS", &s.RunAs, &fs.RunAs},
-		{"metrics", "QSHARE_METRICS", &s.Metrics, &fs.Metrics},
+		{"metrics", "QSHARE_METRICS", &s.Metrics, &fs.Metrics}, {"slurm-config", "QSHARE_SLURM_CONFIG", &s.SlurmConfig, &fs.SlurmConfig},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {
 			*e.dst = v

@@ -1,48 +1,27 @@
 package slurm
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
+
+	"qshare/executor/slurm/slurmtest"
 )
 
 // Binaries lists the programs the harness runs.
-var Binaries = []string{"munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel"}
+var Binaries = slurmtest.Binaries
 
 // InstallHint says how to get the binaries on the machines the benchmarks
 // are written for.
-const InstallHint = "install them with: apt-get install -y slurm-wlm munge (Debian/Ubuntu; Slurm 22.05 is what BENCHMARKS.md §1 measured)"
+const InstallHint = slurmtest.InstallHint + "; BENCHMARKS.md §1 measured 22.05"
 
 // ErrNotInstalled is returned, wrapped with the missing programs, when Slurm
 // or munge is not installed.
-var ErrNotInstalled = errors.New("slurm is not installed")
+var ErrNotInstalled = slurmtest.ErrNotInstalled
 
-// Available reports whether every program the harness needs is on PATH.
-// Its error names the missing ones and says how to install them.
-func Available() error {
-	var missing []string
-	for _, b := range Binaries {
-		if _, err := exec.LookPath(b); err != nil {
-			missing = append(missing, b)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: %s not found on PATH; %s", ErrNotInstalled, strings.Join(missing, ", "), InstallHint)
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w for this user: the harness runs slurmctld and slurmd as SlurmUser=root and must itself run as root", ErrNotInstalled)
-	}
-	return nil
-}
+// Available reports whether every program the harness needs is on PATH and
+// it runs as root. Its error names the missing ones and says how to install
+// them.
+func Available() error { return slurmtest.Available() }
 
 // Options configure Start.
 type Options struct {
@@ -55,282 +34,34 @@ type Options struct {
 	KeepDir bool
 }
 
-// Cluster is a running single-node Slurm cluster. Stop it with Close.
+// Cluster is a running single-node Slurm cluster (slurmtest's, which the
+// Slurm executor's tests start too). Stop it with Close.
 type Cluster struct {
-	cfg     Config
-	env     []string
-	procs   []*daemon
-	keepDir bool
+	*slurmtest.Cluster
 }
 
-type daemon struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	out  bytes.Buffer
-}
-
-// Start creates the cluster's directory, writes the munge key and
-// slurm.conf, starts munged, slurmctld and slurmd, and waits until the node
-// is idle. On any error it tears down what it started before returning.
-func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
-	if err := Available(); err != nil {
-		return nil, err
-	}
-	if opt.CPUs == 0 {
-		opt.CPUs = 64
-	}
-	if opt.ReadyTimeout == 0 {
-		opt.ReadyTimeout = 60 * time.Second
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		return nil, fmt.Errorf("slurm: host name: %w", err)
-	}
-	if i := strings.IndexByte(host, '.'); i > 0 {
-		host = host[:i]
-	}
-	ports, err := freePorts(2)
+// Start starts a one-node cluster with one partition, "bench", and waits
+// until the node is idle. On any error it tears down what it started.
+func Start(ctx context.Context, opt Options) (*Cluster, error) {
+	c, err := slurmtest.Start(ctx, slurmtest.Options{Nodes: 1, CPUs: opt.CPUs, Partition: "bench",
+		ReadyTimeout: opt.ReadyTimeout, KeepDir: opt.KeepDir})
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "qshare-slurm-")
-	if err != nil {
-		return nil, fmt.Errorf("slurm: temporary directory: %w", err)
-	}
-	c = &Cluster{
-		cfg:     Config{Dir: dir, Host: host, CtldPort: ports[0], SlurmdPort: ports[1], CPUs: opt.CPUs},
-		keepDir: opt.KeepDir,
-	}
-	c.env = append(cleanEnv(), "SLURM_CONF="+c.cfg.ConfPath())
-	defer func() {
-		if err != nil {
-			err = c.withLogs(err)
-			c.Close()
-			c = nil
-		}
-	}()
-	if err := c.writeFiles(); err != nil {
-		return c, err
-	}
-	// munged refuses to run as root from a directory under a
-	// world-writable /tmp unless forced; the key and socket are ours alone.
-	if err := c.spawn("munged", "munged", "--foreground", "--force",
-		"--key-file="+dir+"/munge/munge.key",
-		"--socket="+c.cfg.MungeSocket(),
-		"--pid-file="+dir+"/munge/munged.pid",
-		"--seed-file="+dir+"/munge/munged.seed",
-		"--log-file="+c.cfg.LogDir()+"/munged.log"); err != nil {
-		return c, err
-	}
-	if err := c.waitFor(ctx, 10*time.Second, "munged's socket", func() (bool, error) {
-		_, err := os.Stat(c.cfg.MungeSocket())
-		return err == nil, nil
-	}); err != nil {
-		return c, err
-	}
-	if err := c.spawn("slurmctld", "slurmctld", "-D", "-f", c.cfg.ConfPath()); err != nil {
-		return c, err
-	}
-	if err := c.spawn("slurmd", "slurmd", "-D", "-f", c.cfg.ConfPath(), "-N", host); err != nil {
-		return c, err
-	}
-	var last []string
-	err = c.waitFor(ctx, opt.ReadyTimeout, "the node to be idle", func() (bool, error) {
-		out, err := c.command(ctx, "sinfo", "-h", "-N", "-o", "%T")
-		if err != nil {
-			return false, nil // slurmctld may not answer yet
-		}
-		idle, states := NodeStates(out)
-		last = states
-		return idle, nil
-	})
-	if err != nil && last != nil {
-		err = fmt.Errorf("%w (node state %s)", err, strings.Join(last, ","))
-	}
-	return c, err
-}
-
-// Config returns the cluster's configuration.
-func (c *Cluster) Config() Config { return c.cfg }
-
-// Env returns the environment for Slurm client commands (SLURM_CONF set).
-func (c *Cluster) Env() []string { return append([]string(nil), c.env...) }
-
-func (c *Cluster) writeFiles() error {
-	for _, d := range []string{"munge", "state", "spool", "log", "jobs"} {
-		if err := os.MkdirAll(filepath.Join(c.cfg.Dir, d), 0o700); err != nil {
-			return fmt.Errorf("slurm: %w", err)
-		}
-	}
-	key := make([]byte, 1024)
-	if _, err := rand.Read(key); err != nil {
-		return fmt.Errorf("slurm: munge key: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(c.cfg.Dir, "munge", "munge.key"), key, 0o400); err != nil {
-		return fmt.Errorf("slurm: munge key: %w", err)
-	}
-	if err := os.WriteFile(c.cfg.ConfPath(), []byte(c.cfg.Render()), 0o644); err != nil {
-		return fmt.Errorf("slurm: slurm.conf: %w", err)
-	}
-	return nil
-}
-
-// spawn starts a daemon in the foreground as a child in its own process
-// group, so that Close can stop it and everything it forked.
-func (c *Cluster) spawn(name string, argv ...string) error {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = c.cfg.Dir
-	cmd.Env = c.env
-	d := &daemon{name: name, cmd: cmd, done: make(chan struct{})}
-	cmd.Stdout = &d.out
-	cmd.Stderr = &d.out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("slurm: start %s: %w", name, err)
-	}
-	go func() { d.err = cmd.Wait(); close(d.done) }()
-	c.procs = append(c.procs, d)
-	return nil
-}
-
-// waitFor polls ok every 50 ms until it is true, the timeout passes, ctx
-// ends, or a daemon exits.
-func (c *Cluster) waitFor(ctx context.Context, timeout time.Duration, what string, ok func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		done, err := ok()
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		for _, d := range c.procs {
-			select {
-			case <-d.done:
-				return fmt.Errorf("slurm: %s exited while waiting for %s: %v", d.name, what, d.err)
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("slurm: timed out after %s waiting for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return &Cluster{c}, nil
 }
 
 // command runs a Slurm client command against the cluster and returns its
 // standard output.
 func (c *Cluster) command(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = c.env
-	cmd.Dir = c.cfg.JobDir()
-	var out, errb bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), nil
+	return c.Command(ctx, name, args...)
 }
 
-// withLogs appends the tail of the daemons' logs to an error from Start, so
-// that a cluster that would not come up says why.
-func (c *Cluster) withLogs(err error) error {
-	var b strings.Builder
-	for _, name := range []string{"munged", "slurmctld", "slurmd"} {
-		data, _ := os.ReadFile(filepath.Join(c.cfg.LogDir(), name+".log"))
-		for _, d := range c.procs {
-			if d.name == name {
-				data = append(data, d.out.Bytes()...)
-			}
-		}
-		if t := tail(string(data), 8); t != "" {
-			fmt.Fprintf(&b, "\n--- %s ---\n%s", name, t)
-		}
-	}
-	if b.Len() == 0 {
-		return err
-	}
-	return fmt.Errorf("%w%s", err, b.String())
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
-}
-
-// Close cancels any job left, stops the daemons (SIGTERM, then SIGKILL to
-// their process groups after 10 s) and removes the directory. It is safe to
-// call more than once.
+// Close stops the cluster and removes its directory; it is safe to call
+// more than once, and on nil.
 func (c *Cluster) Close() error {
-	if c == nil {
+	if c == nil || c.Cluster == nil {
 		return nil
 	}
-	if len(c.procs) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c.command(ctx, "scancel", "--user=root") //nolint:errcheck // best effort; the daemons are killed next
-		cancel()
-	}
-	// Stop in reverse order: slurmd, slurmctld, munged.
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		d := c.procs[i]
-		pgid := d.cmd.Process.Pid
-		syscall.Kill(-pgid, syscall.SIGTERM) //nolint:errcheck
-		select {
-		case <-d.done:
-		case <-time.After(10 * time.Second):
-		}
-		// Whatever is left in the group (a slurmstepd, say) goes too.
-		syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck
-		<-d.done
-	}
-	c.procs = nil
-	if c.keepDir || c.cfg.Dir == "" {
-		return nil
-	}
-	err := os.RemoveAll(c.cfg.Dir)
-	c.cfg.Dir = ""
-	return err
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("slurm: free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// cleanEnv is the harness's environment without SLURM_* variables, so that
-// a surrounding Slurm job or configuration cannot leak into the cluster.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SLURM_") {
-			env = append(env, kv)
-		}
-	}
-	return env
+	return c.Cluster.Close()
 }

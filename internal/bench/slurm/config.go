@@ -3,8 +3,9 @@
 // anchor that `qshare bench e2e --vs-slurm` compares qshare against
 // (../shared/BENCHMARKS.md §1).
 //
-// Everything the cluster needs lives in one temporary directory: a fresh
-// munge key, slurm.conf, state, spool, logs and pid files. The daemons
+// The cluster itself is executor/slurm/slurmtest's, which the Slurm
+// executor's tests start too. Everything the cluster needs lives in one
+// temporary directory: a fresh munge key, slurm.conf, state, spool, logs and pid files. The daemons
 // (munged, slurmctld, slurmd) are children of the harness, listen on
 // loopback ports chosen at start, and are stopped and the directory removed
 // by Close, whatever happened before. Nothing outside the directory is
@@ -15,85 +16,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"qshare/executor/slurm/slurmtest"
 )
 
-// Config is what slurm.conf says for the benchmark cluster. Paths are
-// absolute and inside Dir.
-type Config struct {
-	// Dir is the cluster's temporary directory.
-	Dir string
-	// Host is this machine's short host name: slurmctld runs only where
-	// SlurmctldHost names the local host, and slurmd finds its node by it.
-	Host string
-	// CtldPort and SlurmdPort are loopback TCP ports.
-	CtldPort   int
-	SlurmdPort int
-	// CPUs is the number of CPU slots the one node declares (64 in the
-	// benchmark), whatever the hardware has: SlurmdParameters=config_overrides
-	// makes slurmd believe the configuration.
-	CPUs int
-}
-
-// MungeSocket is the path of munged's socket.
-func (c Config) MungeSocket() string { return c.Dir + "/munge/munge.socket" }
-
-// ConfPath is the path of slurm.conf.
-func (c Config) ConfPath() string { return c.Dir + "/slurm.conf" }
-
-// SpoolDir is slurmd's spool directory.
-func (c Config) SpoolDir() string { return c.Dir + "/spool" }
-
-// StateDir is slurmctld's state save location.
-func (c Config) StateDir() string { return c.Dir + "/state" }
-
-// LogDir holds the daemons' logs.
-func (c Config) LogDir() string { return c.Dir + "/log" }
-
-// JobDir is the working directory of sbatch, where jobs write slurm-N.out.
-func (c Config) JobDir() string { return c.Dir + "/jobs" }
-
-// Render returns the text of slurm.conf: one node with CPUs slots in one
-// partition, sched/backfill, select/cons_tres, no accounting, the default
-// scheduler parameters, and every path and port local to the cluster.
-// The plugins that need cgroups or a database are replaced by their
-// no-op or /proc-based forms, so that the cluster runs in a container.
-func (c Config) Render() string {
-	var b strings.Builder
-	kv := func(k string, v any) { fmt.Fprintf(&b, "%s=%v\n", k, v) }
-	b.WriteString("# Written by qshare bench: a throwaway single-node cluster (BENCHMARKS.md §1).\n")
-	kv("ClusterName", "qsharebench")
-	kv("SlurmctldHost", c.Host+"(127.0.0.1)")
-	kv("SlurmctldPort", c.CtldPort)
-	kv("SlurmdPort", c.SlurmdPort)
-	// Bind both daemons to the address the host name resolves to rather
-	// than to every interface.
-	kv("CommunicationParameters", "NoInAddrAny,NoCtldInAddrAny")
-	kv("SlurmUser", "root")
-	kv("SlurmdUser", "root")
-	kv("AuthType", "auth/munge")
-	kv("CredType", "cred/munge")
-	kv("AuthInfo", "socket="+c.MungeSocket())
-	kv("StateSaveLocation", c.StateDir())
-	kv("SlurmdSpoolDir", c.SpoolDir())
-	kv("SlurmctldPidFile", c.Dir+"/slurmctld.pid")
-	kv("SlurmdPidFile", c.Dir+"/slurmd.pid")
-	kv("SlurmctldLogFile", c.LogDir()+"/slurmctld.log")
-	kv("SlurmdLogFile", c.LogDir()+"/slurmd.log")
-	kv("SchedulerType", "sched/backfill")
-	kv("SelectType", "select/cons_tres")
-	kv("SelectTypeParameters", "CR_CPU")
-	kv("SlurmdParameters", "config_overrides")
-	kv("ProctrackType", "proctrack/linuxproc")
-	kv("TaskPlugin", "task/none")
-	kv("JobAcctGatherType", "jobacct_gather/none")
-	kv("AccountingStorageType", "accounting_storage/none")
-	kv("JobCompType", "jobcomp/none")
-	kv("MpiDefault", "none")
-	kv("ReturnToService", 2)
-	fmt.Fprintf(&b, "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d State=UNKNOWN\n", c.Host, c.CPUs)
-	fmt.Fprintf(&b, "PartitionName=bench Nodes=%s Default=YES MaxTime=INFINITE State=UP\n", c.Host)
-	return b.String()
-}
+// Config is what slurm.conf says for the benchmark cluster (see
+// slurmtest.Config, which renders it).
+type Config = slurmtest.Config
 
 // ParseJobID reads the job id from the output of `sbatch --parsable`,
 // which is "ID" or "ID;CLUSTER" followed by a newline.
@@ -132,22 +61,6 @@ func CountQueued(out string) (int, error) {
 	return n, nil
 }
 
-// NodeStates reads the output of `sinfo -h -N -o %T` (one state a line,
-// such as idle, mixed, down*) and reports whether every node is idle, and
-// the states seen.
-func NodeStates(out string) (allIdle bool, states []string) {
-	for _, line := range strings.Split(out, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			states = append(states, line)
-		}
-	}
-	if len(states) == 0 {
-		return false, nil
-	}
-	for _, s := range states {
-		if s != "idle" {
-			return false, states
-		}
-	}
-	return true, states
-}
+// NodeStates reads the output of `sinfo -h -N -o %T` and reports whether
+// every node is idle, and the states seen (slurmtest.NodeStates).
+func NodeStates(out string) (allIdle bool, states []string) { return slurmtest.NodeStates(out) }

@@ -10,7 +10,7 @@ import (
 )
 
 func TestRenderHasBenchmarkSettings(t *testing.T) {
-	c := Config{Dir: "/tmp/x", Host: "node1", CtldPort: 40001, SlurmdPort: 40002, CPUs: 64}
+	c := Config{Dir: "/tmp/x", Host: "node1", CtldPort: 40001, SlurmdPorts: []int{40002}, CPUs: 64, Partition: "bench"}
 	got := c.Render()
 	lines := map[string]string{}
 	for _, l := range strings.Split(got, "\n") {

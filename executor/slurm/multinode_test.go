@@ -1,0 +1,322 @@
+package slurm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+)
+
+func runToEnd(t *testing.T, e *Executor, s executor.Spec) (executor.Handle, executor.Exit) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	x, err := e.Wait(ctx, s.AttemptID)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return h, x
+}
+
+// TestTwoNodeJob runs a job of two instances of a GPU type: one batch job
+// on both nodes, whole nodes each, and every node sees both in SM_HOSTS,
+// itself in SM_CURRENT_HOST and resourceconfig.json, and its GPUs.
+func TestTwoNodeJob(t *testing.T) {
+	e := newTestExecutor(t, t.TempDir())
+	defer e.Close()
+	sh := `echo "host=$SM_CURRENT_HOST hosts=$SM_HOSTS gpus=$SM_NUM_GPUS cuda=$CUDA_VISIBLE_DEVICES attempt=$QSHARE_ATTEMPT"; ` +
+		`echo "rc=$(cat "$SM_INPUT_CONFIG_DIR/resourceconfig.json")"; test -f "$SM_INPUT_CONFIG_DIR/hyperparameters.json"`
+	s := executor.Spec{JobID: "two", JobName: "two", AttemptID: "two-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.g5.12xlarge": 2}, Payload: payloadOf(sh, "ml.g5.12xlarge", 2, nil)}
+	h, x := runToEnd(t, e, s)
+	if !x.Succeeded() {
+		t.Fatalf("exit = %+v", x)
+	}
+	b, err := os.ReadFile(h.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(b)
+	for _, host := range []string{"n1", "n2"} {
+		want := `host=` + host + ` hosts=["n1","n2"] gpus=2 cuda=0,1 attempt=1`
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+		if !strings.Contains(log, `"current_host":"`+host+`"`) {
+			t.Errorf("no resourceconfig.json with current_host %s:\n%s", host, log)
+		}
+	}
+
+	// A failure on one node is the attempt's failure.
+	s2 := s
+	s2.AttemptID = "two-attempt-2"
+	s2.Attempt = 2
+	s2.Payload = payloadOf(`[ "$SM_CURRENT_HOST" = n2 ] && exit 3; exit 0`, "ml.g5.12xlarge", 2, nil)
+	if _, x := runToEnd(t, e, s2); x.ExitCode != 3 || x.Reason != "Essential process exited with code 3" {
+		t.Errorf("exit with n2 failing = %+v, want code 3", x)
+	}
+}
+
+// TestPreemptionResumesFromCheckpoint stops a job that traps SIGTERM and
+// writes a checkpoint, then starts its next attempt, which finds the
+// checkpoint in the same SM_CHECKPOINT_DIR and resumes from it.
+func TestPreemptionResumesFromCheckpoint(t *testing.T) {
+	e := newTestExecutor(t, t.TempDir())
+	defer e.Close()
+	sh := `ck="$SM_CHECKPOINT_DIR/step"
+if [ -f "$ck" ]; then echo "resumed from step $(cat "$ck") on attempt $QSHARE_ATTEMPT"; exit 0; fi
+trap 'kill $! 2>/dev/null; echo 41 > "$ck"; echo "checkpoint written"; exit 0' TERM
+sleep 3600 &
+echo ready
+wait $!`
+	s := executor.Spec{JobID: "ck", JobName: "ck", AttemptID: "ck-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.g5.12xlarge": 1}, Payload: payloadOf(sh, "ml.g5.12xlarge", 1, nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, h.LogPath, "ready\n", time.Minute)
+	if err := e.Stop(ctx, s.AttemptID, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.Wait(ctx, s.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !x.Stopped || x.ExitCode != 0 || x.Signal != "" {
+		t.Fatalf("preempted exit = %+v, want stopped with code 0", x)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.root, "jobs", "ck", "checkpoints", "step")); strings.TrimSpace(string(b)) != "41" {
+		t.Fatalf("checkpoint = %q, want 41", b)
+	}
+	s2 := s
+	s2.AttemptID, s2.Attempt = "ck-attempt-2", 2
+	h2, x2 := runToEnd(t, e, s2)
+	if !x2.Succeeded() {
+		t.Fatalf("second attempt: %+v", x2)
+	}
+	b, _ := os.ReadFile(h2.LogPath)
+	if !strings.Contains(string(b), "resumed from step 41 on attempt 2") {
+		t.Errorf("second attempt's log %q, want it resumed from the checkpoint", b)
+	}
+}
+
+// TestPlantedLinks: a job that replaces a directory qshare writes to, or
+// its log, with a link gets a clear refusal naming the path in the job's
+// directory, and no server path.
+func TestPlantedLinks(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestExecutor(t, dir)
+	defer e.Close()
+	secret := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "jobs", "evil"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "jobs", "evil", "output")); err != nil {
+		t.Fatal(err)
+	}
+	s := executor.Spec{JobID: "evil", JobName: "evil", AttemptID: "evil-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("true", "ml.m5.large", 1, nil)}
+	_, err := e.Start(context.Background(), s)
+	if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "output") || strings.Contains(err.Error(), dir) {
+		t.Errorf("Start over a planted link = %v, want EINVALID naming output and no server path", err)
+	}
+	if ents, _ := os.ReadDir(secret); len(ents) != 0 {
+		t.Errorf("Start wrote through the link: %v", ents)
+	}
+
+	// A log replaced by a link is not served.
+	s.JobID, s.AttemptID = "ok", "ok-attempt-1"
+	_, x := runToEnd(t, e, s)
+	if !x.Succeeded() {
+		t.Fatalf("exit = %+v", x)
+	}
+	logPath := filepath.Join(dir, "attempts", s.AttemptID, "output.log")
+	os.Remove(logPath)
+	if err := os.Symlink("/etc/passwd", logPath); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Logs(context.Background(), s.AttemptID, false); qshare.ErrorCodeOf(err) != qshare.EINVALID || strings.Contains(err.Error(), dir) {
+		t.Errorf("Logs of a linked log = %v, want EINVALID without server paths", err)
+	}
+}
+
+// TestCancelledByHand: a batch job cancelled outside qshare ends its
+// attempt with a reason that says so.
+func TestCancelledByHand(t *testing.T) {
+	e := newTestExecutor(t, t.TempDir())
+	defer e.Close()
+	s := executor.Spec{JobID: "hand", JobName: "hand", AttemptID: "hand-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("echo ready; exec sleep 3600", "ml.m5.large", 1, nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, h.LogPath, "ready\n", time.Minute)
+	id, err := e.findJob(ctx, s.AttemptID)
+	if err != nil || id == 0 {
+		t.Fatalf("findJob = %d, %v", id, err)
+	}
+	if _, err := testCluster(t).Command(ctx, "scancel", itoa(id)); err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.Wait(ctx, s.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("exit: %+v", x)
+	if x.Succeeded() || x.Stopped || !strings.Contains(x.Reason, "cancelled in Slurm") {
+		t.Errorf("exit = %+v, want a failure that says the job was killed or cancelled outside qshare", x)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestCheckCapacity counts the partition's nodes with sinfo.
+func TestCheckCapacity(t *testing.T) {
+	e := newTestExecutor(t, t.TempDir())
+	defer e.Close()
+	if w := e.CheckCapacity(qshare.Capacity{"ml.g5.12xlarge": 2, "ml.m5.large": 100}); w != "" {
+		t.Errorf("two nodes' worth: warning %q", w)
+	}
+	if w := e.CheckCapacity(qshare.Capacity{"ml.g5.12xlarge": 3}); !strings.Contains(w, "partition qs has 2 nodes") {
+		t.Errorf("three nodes' worth: warning %q, want one that counts 2 nodes", w)
+	}
+	if w := e.CheckCapacity(qshare.Capacity{"ml.x.unknown": 1}); !strings.Contains(w, "not in the Slurm executor's configuration") {
+		t.Errorf("unknown type: warning %q", w)
+	}
+}
+
+// TestControllerDown stops slurmctld while an attempt runs: Start of
+// another attempt fails (and may be retried), the running one keeps its
+// state and Wait does not return; once slurmctld is back, the running
+// attempt's exit is recorded and the retried Start submits one batch job.
+func TestControllerDown(t *testing.T) {
+	c := testCluster(t)
+	dir := t.TempDir()
+	e, err := New(context.Background(), Options{Config: testConfig(dir), Env: c.Env(), Step: []string{os.Args[0]},
+		PollInterval: 100 * time.Millisecond, CommandTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := executor.Spec{JobID: "down", JobName: "down", AttemptID: "down-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("echo ready; sleep 2; exit 5", "ml.m5.large", 1, nil)}
+	h, err := e.Start(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, h.LogPath, "ready\n", time.Minute)
+	if err := c.StopController(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			c.StartController(context.Background())
+		}
+	}()
+	later := run
+	later.JobID, later.AttemptID = "later", "later-attempt-1"
+	if _, err := e.Start(ctx, later); err == nil {
+		t.Errorf("Start with slurmctld down succeeded")
+	}
+	// The running attempt's job ends (exit 5) while nobody can ask Slurm:
+	// its attempt keeps its capacity, and Wait does not return.
+	wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)
+	if x, err := e.Wait(wctx, run.AttemptID); err == nil {
+		t.Errorf("Wait returned %+v while slurmctld was down", x)
+	}
+	wcancel()
+	if err := c.StartController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	x, err := e.Wait(ctx, run.AttemptID)
+	if err != nil || x.ExitCode != 5 {
+		t.Errorf("exit after slurmctld came back = %+v, %v; want code 5", x, err)
+	}
+	// The retried Start submits the job, once.
+	if _, err := e.Start(ctx, later); err != nil {
+		t.Fatalf("retried Start: %v", err)
+	}
+	if _, err := e.Start(ctx, later); err != nil {
+		t.Fatalf("second retried Start: %v", err)
+	}
+	out, err := c.Command(ctx, "squeue", "-h", "--states=all", "--name="+jobName(later.AttemptID), "-o", "%i")
+	if err != nil || len(strings.Fields(out)) != 1 {
+		t.Errorf("batch jobs of the retried attempt: %q, %v; want exactly one", out, err)
+	}
+	e.Stop(ctx, later.AttemptID, time.Second)
+	e.Wait(ctx, later.AttemptID)
+}
+
+// TestExitAfterSlurmForgot: the server is away for longer than MinJobAge;
+// after the restart Slurm no longer knows the batch jobs, and the exits
+// come from the step runners' records, one per node.
+func TestExitAfterSlurmForgot(t *testing.T) {
+	c := testCluster(t)
+	dir := t.TempDir()
+	e1 := newTestExecutor(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	one := executor.Spec{JobID: "gone", JobName: "gone", AttemptID: "gone-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("exit 7", "ml.m5.large", 1, nil)}
+	two := executor.Spec{JobID: "gone2", JobName: "gone2", AttemptID: "gone2-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.g5.12xlarge": 2}, Payload: payloadOf(`[ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`, "ml.g5.12xlarge", 2, nil)}
+	var ids []int64
+	for _, s := range []executor.Spec{one, two} {
+		if _, err := e1.Start(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		id, err := e1.findJob(ctx, s.AttemptID)
+		if err != nil || id == 0 {
+			t.Fatalf("findJob = %d, %v", id, err)
+		}
+		ids = append(ids, id)
+	}
+	e1.Close()
+	// Wait until slurmctld has forgotten both jobs.
+	for {
+		out, err := c.Command(ctx, "squeue", "-h", "--states=all", "-o", "%i")
+		if err == nil && !strings.Contains(" "+strings.Join(strings.Fields(out), " ")+" ", " "+itoa(ids[0])+" ") &&
+			!strings.Contains(" "+strings.Join(strings.Fields(out), " ")+" ", " "+itoa(ids[1])+" ") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Slurm still lists the jobs: %q", out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	e2 := newTestExecutor(t, dir)
+	defer e2.Close()
+	for _, tc := range []struct {
+		s      executor.Spec
+		code   int
+		signal string
+	}{{one, 7, ""}, {two, -1, "SIGUSR1"}} {
+		if r, err := e2.Recover(ctx, executor.Handle{AttemptID: tc.s.AttemptID}); err != nil || r != executor.Exited {
+			t.Fatalf("Recover(%s) = %v, %v; want Exited", tc.s.AttemptID, r, err)
+		}
+		x, err := e2.Wait(ctx, tc.s.AttemptID)
+		if err != nil || x.ExitCode != tc.code || x.Signal != tc.signal {
+			t.Errorf("%s: exit %+v, %v; want code %d signal %q", tc.s.AttemptID, x, err, tc.code, tc.signal)
+		}
+	}
+}

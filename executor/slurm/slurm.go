@@ -1,0 +1,1130 @@
+// Package slurm is the executor that runs training jobs as batch jobs of an
+// existing Slurm cluster: qshare's quota shares decide who runs, Slurm runs
+// it. The daemon calls it through executor.Executor.
+//
+// It drives Slurm's own commands (sbatch, scancel, squeue, scontrol) with
+// exec and arguments, never a shell, and reads their machine-readable
+// output (sbatch --parsable; squeue --Format with a unit-separator
+// delimiter). One attempt is one batch job: N instances of a type are
+// --nodes=N --exclusive in the type's partition with its --gres (see
+// Config). The job's name (qshare-<attemptID>) and --comment carry the
+// attempt ID, so that a restarted server finds its jobs.
+//
+// On disk, in the shared directory that every node sees:
+//
+//	jobs/<jobID>/                 the working directory of every attempt
+//	  model/ output/ output/data/ SM_MODEL_DIR, SM_OUTPUT_DIR, SM_OUTPUT_DATA_DIR
+//	  checkpoints/                SM_CHECKPOINT_DIR, the same on every attempt
+//	attempts/<attemptID>/
+//	  job.sh                      the batch script: finds the nodes (scontrol
+//	                              show hostnames) and starts the step runner
+//	                              once per node with srun
+//	  step.json                   the command, its environment and the toolkit's files
+//	  job.json                    the Slurm job ID, written after sbatch
+//	  config/<node>/              each node's SM_INPUT_CONFIG_DIR
+//	  exit-<node>.json            how the command ended on each node
+//	  output.log                  the job's output (sbatch --output)
+//
+// The step runner (MaybeStep) is this binary run on each node; it records
+// the exit code or signal in the shared directory, so an exit is known even
+// after Slurm has forgotten the job (MinJobAge) and without accounting.
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/process"
+	"qshare/trainingjob"
+)
+
+// Defaults of Options.
+const (
+	DefaultStopGrace    = 120 * time.Second
+	DefaultPollInterval = 250 * time.Millisecond
+	// EnvStopGrace is the payload Environment key of a job's own grace
+	// period, as for the process executor.
+	EnvStopGrace = process.EnvStopGrace
+)
+
+// Options configure an Executor.
+type Options struct {
+	// Config is the --slurm-config file's content. Required.
+	Config Config
+	// StopGrace is the grace period of a Stop that gives none, for a job
+	// whose payload does not set QSHARE_STOP_GRACE. Zero: DefaultStopGrace.
+	StopGrace time.Duration
+	// Step is the command that starts the step runner on a node; it must
+	// call MaybeStep first thing. Empty: this binary (os.Executable), which
+	// must then be at the same path on every node.
+	Step []string
+	// Env is the environment of the Slurm commands (SLURM_CONF, PATH); nil
+	// means os.Environ(). Jobs get PATH, HOME, LANG and TZ of it, and
+	// nothing else of the server's environment.
+	Env []string
+	// PollInterval is how often squeue is asked about running attempts.
+	// Zero: DefaultPollInterval.
+	PollInterval time.Duration
+	// CommandTimeout bounds one Slurm command; zero: 30s.
+	CommandTimeout time.Duration
+	// StartWait bounds how long Start waits for the job's command to run
+	// on a node before it returns with the job still pending in Slurm;
+	// zero: 10s.
+	StartWait time.Duration
+	// Logger receives warnings; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Executor runs attempts as Slurm batch jobs. It is safe for concurrent use.
+type Executor struct {
+	o    Options
+	root string
+	fs   *process.Beneath
+	tag  string // in every job's comment: this shared directory's jobs
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	attempts map[string]*attempt
+	wake     chan struct{}
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ executor.Executor = (*Executor)(nil)
+
+// jobRecord is job.json, and Handle.State.
+type jobRecord struct {
+	SlurmJob  int64         `json:"slurmJob"`
+	StartedAt time.Time     `json:"startedAt"`
+	Grace     time.Duration `json:"grace,omitempty"`
+}
+
+type attempt struct {
+	id       string
+	ready    chan struct{}
+	startErr error
+
+	rec      jobRecord
+	handle   executor.Handle
+	state    string // Slurm's last word: PENDING, RUNNING, …
+	stopping bool
+	killed   bool // the grace period ran out and SIGKILL was sent
+
+	done  chan struct{}
+	exit  executor.Exit
+	ended bool
+}
+
+// New returns a Slurm executor over o.Config. It checks the configuration
+// and that sbatch, squeue, scancel and scontrol are on PATH, and creates
+// the shared directory's layout; it fails with a *qshare.Error.
+func New(ctx context.Context, o Options) (*Executor, error) {
+	if err := o.Config.Check(); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(o.Config.SharedDir) {
+		return nil, qshare.Errorf(qshare.EINVALID, "--slurm-config: sharedDir %q must be an absolute path, the same on every node", o.Config.SharedDir)
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	for _, c := range []string{"sbatch", "squeue", "scancel", "scontrol"} {
+		if _, err := lookPath(c, o.Env); err != nil {
+			return nil, qshare.Errorf(qshare.EINVALID, "slurm executor: %s is not on PATH: install Slurm's client commands (Debian: apt-get install slurm-client)", c)
+		}
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.CommandTimeout <= 0 {
+		o.CommandTimeout = 30 * time.Second
+	}
+	if o.StartWait <= 0 {
+		o.StartWait = 10 * time.Second
+	}
+	if len(o.Step) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, qshare.Errorf(qshare.EINTERNAL, "slurm executor: cannot find my own binary to run as the step runner: %v", err)
+		}
+		o.Step = []string{self}
+	}
+	root := filepath.Clean(o.Config.SharedDir)
+	// The attempts' files hold every job's environment and output: they
+	// are the server's user's alone (the jobs run as that user in Slurm).
+	for _, d := range []string{"jobs", "attempts"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
+			return nil, qshare.Errorf(qshare.EINVALID, "slurm executor: cannot create %s in sharedDir: %v", d, err)
+		}
+	}
+	sum := sha256.Sum256([]byte(root))
+	e := &Executor{o: o, root: root, fs: process.NewBeneath(root), tag: hex.EncodeToString(sum[:6]),
+		log: o.Logger, attempts: map[string]*attempt{}, wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	go e.poll()
+	return e, nil
+}
+
+// Name returns "slurm".
+func (e *Executor) Name() string { return "slurm" }
+
+// Validate checks the payload: a command, a known instance type, a usable
+// checkpoint path and environment.
+func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
+	req, err := trainingjob.Parse(payload)
+	if err != nil {
+		return err
+	}
+	_, _, _, err = e.check(req, demand)
+	return err
+}
+
+// ValidateRequest is Validate for a payload already parsed with
+// trainingjob.Parse. It only reads req.
+func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capacity) error {
+	_, _, _, err := e.check(req, demand)
+	return err
+}
+
+// check validates a parsed request and returns its instance type, the
+// number of nodes and the job's own grace period.
+func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (string, int, time.Duration, error) {
+	if len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 || req.AlgorithmSpecification.ContainerEntrypoint[0] == "" {
+		return "", 0, 0, qshare.Errorf(qshare.EINVALID, `serviceRequestPayload has no AlgorithmSpecification.ContainerEntrypoint: the Slurm executor runs a command on the nodes and needs one, for example "ContainerEntrypoint": ["python3", "train.py"] (ContainerArguments are appended)`)
+	}
+	for _, a := range append(append([]string(nil), req.AlgorithmSpecification.ContainerEntrypoint...), req.AlgorithmSpecification.ContainerArguments...) {
+		if strings.ContainsRune(a, 0) {
+			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "AlgorithmSpecification holds an argument with a NUL byte, which a command line cannot carry")
+		}
+	}
+	typ := req.ResourceConfig.InstanceType
+	if typ == "" {
+		if ts := demand.Types(); len(ts) > 0 {
+			typ = ts[0]
+		}
+	}
+	if _, err := e.o.Config.typeFor(typ); err != nil {
+		return "", 0, 0, err
+	}
+	if ts := demand.Types(); len(ts) > 1 {
+		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "ResourceConfig: the Slurm executor runs one instance type per job, not %s", strings.Join(ts, " and "))
+	}
+	n := 0
+	if req.ResourceConfig.InstanceCount != nil {
+		n = int(*req.ResourceConfig.InstanceCount)
+	}
+	if v, ok := demand[typ]; ok && v > 0 {
+		n = int(v)
+	}
+	if n <= 0 {
+		n = 1
+	}
+	if _, err := checkpointRel(req); err != nil {
+		return "", 0, 0, err
+	}
+	for k, v := range req.Environment {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "Environment has the variable name %q: a name must be non-empty and hold no '=' or NUL", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "Environment.%s holds a NUL byte, which a process environment cannot carry", k)
+		}
+	}
+	var grace time.Duration
+	if v, ok := req.Environment[EnvStopGrace]; ok {
+		g, err := parseGrace(v)
+		if err != nil {
+			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "Environment.%s is %q: give a non-negative number of seconds or a Go duration such as 90s", EnvStopGrace, v)
+		}
+		grace = g
+	}
+	return typ, n, grace, nil
+}
+
+func parseGrace(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, errors.New("bad grace period")
+	}
+	return d, nil
+}
+
+// checkpointRel returns the checkpoint directory relative to the job's
+// directory: SageMaker's LocalPath with its /opt/ml prefix mapped there.
+func checkpointRel(req *trainingjob.Request) (string, error) {
+	if req.CheckpointConfig == nil || strings.TrimSpace(req.CheckpointConfig.LocalPath) == "" {
+		return "checkpoints", nil
+	}
+	lp := req.CheckpointConfig.LocalPath
+	p := strings.TrimPrefix(filepath.ToSlash(filepath.Clean("/"+lp)), "/opt/ml")
+	p = strings.TrimPrefix(p, "/")
+	if p == "" || p == "." || strings.Contains("/"+lp+"/", "/../") || strings.ContainsAny(lp, "\x00\n") {
+		return "", qshare.Errorf(qshare.EINVALID, "CheckpointConfig.LocalPath %q does not name a directory inside the job directory: give a path such as /opt/ml/checkpoints or checkpoints", lp)
+	}
+	return p, nil
+}
+
+// pathComponent checks that an ID can name a directory and a Slurm job.
+func pathComponent(what, id string) error {
+	if id == "" || id == "." || id == ".." || len(id) > 200 || strings.ContainsAny(id, "/\\\x00\n\r\t ,") {
+		return qshare.Errorf(qshare.EINVALID, "slurm executor: %s %q cannot name a directory and a batch job: use letters, digits, '-' and '_'", what, id)
+	}
+	return nil
+}
+
+func (e *Executor) attemptDir(id string) string { return filepath.Join(e.root, "attempts", id) }
+
+// jobName is the Slurm job name of an attempt.
+func jobName(attemptID string) string { return "qshare-" + attemptID }
+
+// comment is the --comment of an attempt's batch job: the attempt ID and
+// the shared directory's tag, so that two servers on one cluster never
+// adopt each other's jobs.
+func (e *Executor) comment(attemptID string) string { return "qshare " + e.tag + " " + attemptID }
+
+// Start writes the attempt's files and submits its batch job; it returns
+// once the job's command runs on a node (the step runner has started it),
+// or the job has ended, or after Options.StartWait with the job still
+// pending in Slurm, whose business it then is to run it. Starting an
+// attempt ID again, even after a restart or a crash between sbatch and
+// its record, returns the same handle and never submits a second job.
+func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle, error) {
+	if err := pathComponent("attempt ID", s.AttemptID); err != nil {
+		return executor.Handle{}, err
+	}
+	if err := pathComponent("job ID", s.JobID); err != nil {
+		return executor.Handle{}, err
+	}
+	req, err := trainingjob.Parse(s.Payload)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	typ, nodes, grace, err := e.check(req, s.Demand)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	e.mu.Lock()
+	if a, ok := e.attempts[s.AttemptID]; ok {
+		e.mu.Unlock()
+		select {
+		case <-a.ready:
+		case <-ctx.Done():
+			return executor.Handle{}, ctx.Err()
+		}
+		if a.startErr != nil {
+			return executor.Handle{}, a.startErr
+		}
+		return a.handle, nil
+	}
+	a := &attempt{id: s.AttemptID, ready: make(chan struct{}), done: make(chan struct{})}
+	e.attempts[s.AttemptID] = a
+	e.mu.Unlock()
+
+	h, err := e.start(ctx, a, s, req, typ, nodes, grace)
+	e.mu.Lock()
+	if err != nil {
+		a.startErr = err
+		delete(e.attempts, s.AttemptID)
+	} else {
+		a.handle = h
+	}
+	e.mu.Unlock()
+	close(a.ready)
+	if err != nil {
+		return h, err
+	}
+	e.kick()
+	e.awaitRun(ctx, a)
+	return h, nil
+}
+
+// awaitRun waits until the attempt's command runs (the step runner's
+// "started" marker), the attempt ends, StartWait passes or ctx ends.
+func (e *Executor) awaitRun(ctx context.Context, a *attempt) {
+	marker := filepath.Join(e.attemptDir(a.id), "started")
+	deadline := time.After(e.o.StartWait)
+	for !e.fs.IsFile(marker) {
+		select {
+		case <-a.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-e.closed:
+			return
+		case <-deadline:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *trainingjob.Request, typ string, nodes int, grace time.Duration) (executor.Handle, error) {
+	dir := e.attemptDir(s.AttemptID)
+	// Submitted before (a restart, or a crash before job.json): adopt.
+	if rec, err := e.readRecord(s.AttemptID); err == nil {
+		a.rec = rec
+		return e.handleOf(a), nil
+	}
+	if id, err := e.findJob(ctx, s.AttemptID); err != nil {
+		return executor.Handle{}, err
+	} else if id > 0 {
+		a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace}
+		if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
+			return executor.Handle{}, err
+		}
+		return e.handleOf(a), nil
+	}
+	it, _ := e.o.Config.typeFor(typ)
+	ck, _ := checkpointRel(req)
+	job := filepath.Join(e.root, "jobs", s.JobID)
+	l := []string{job, filepath.Join(job, "model"), filepath.Join(job, "output"), filepath.Join(job, "output", "data"),
+		filepath.Join(job, "input"), filepath.Join(job, "input", "data"), filepath.Join(job, ck), dir}
+	for _, d := range l {
+		if err := e.fs.MkdirAll(d, 0o755); err != nil {
+			return executor.Handle{}, e.fileErr("preparing the job's directory", err, s.JobID)
+		}
+	}
+	sp := stepSpec{
+		Argv:            append(append([]string(nil), req.AlgorithmSpecification.ContainerEntrypoint...), req.AlgorithmSpecification.ContainerArguments...),
+		Env:             e.jobEnv(s, req, job, ck, typ),
+		JobDir:          job,
+		HyperParameters: req.HyperParameters,
+		InputData:       map[string]any{},
+		InstanceType:    typ,
+		GPUs:            it.GPUs(),
+		Exclusive:       !it.ShareNodes,
+	}
+	mode := req.AlgorithmSpecification.TrainingInputMode
+	if mode == "" {
+		mode = "File"
+	}
+	for _, c := range req.InputDataConfig {
+		sp.InputData[c.ChannelName] = map[string]string{"TrainingInputMode": mode}
+	}
+	b, _ := json.Marshal(sp)
+	if err := e.fs.WriteFile(filepath.Join(dir, "step.json"), b, 0o600); err != nil {
+		return executor.Handle{}, e.fileErr("writing step.json", err, s.JobID)
+	}
+	if err := e.fs.WriteFile(filepath.Join(dir, "job.sh"), []byte(e.script(s.AttemptID)), 0o700); err != nil {
+		return executor.Handle{}, e.fileErr("writing the batch script", err, s.JobID)
+	}
+	args := []string{"--parsable", "--job-name=" + jobName(s.AttemptID), "--comment=" + e.comment(s.AttemptID),
+		"--partition=" + it.Partition, "--nodes=" + strconv.Itoa(nodes), "--ntasks-per-node=1",
+		"--output=" + filepath.Join(dir, "output.log"), "--open-mode=append", "--chdir=" + job,
+		"--export=NONE", "--no-requeue"}
+	if it.ShareNodes {
+		args = append(args, "--cpus-per-task="+strconv.Itoa(it.CPUs), "--mem="+it.Memory)
+	} else {
+		args = append(args, "--exclusive")
+	}
+	if it.Gres != "" {
+		args = append(args, "--gres="+it.Gres)
+	}
+	if e.o.Config.Account != "" {
+		args = append(args, "--account="+e.o.Config.Account)
+	}
+	args = append(args, filepath.Join(dir, "job.sh"))
+	out, err := e.command(ctx, "sbatch", args...)
+	if err != nil {
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: submitting attempt %s: %v", s.AttemptID, err)
+	}
+	id, err := parseJobID(out)
+	if err != nil {
+		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: %v", err)
+	}
+	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace}
+	if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
+		return executor.Handle{}, err
+	}
+	return e.handleOf(a), nil
+}
+
+// script is the batch job's script. It holds no value a job chose: the
+// command and its environment travel in step.json.
+func (e *Executor) script(attemptID string) string {
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# Written by qshare's Slurm executor for attempt " + attemptID + ".\n")
+	for _, k := range []string{"PATH", "SLURM_CONF"} {
+		if v, ok := getenv(e.o.Env, k); ok {
+			b.WriteString("export " + k + "=" + shellQuote(v) + "\n")
+		}
+	}
+	b.WriteString(`hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST") || exit 70` + "\n")
+	b.WriteString("exec srun --quiet --export=ALL --kill-on-bad-exit=0 --ntasks-per-node=1 --nodes=\"$SLURM_JOB_NUM_NODES\"")
+	for _, a := range e.o.Step {
+		b.WriteString(" " + shellQuote(a))
+	}
+	b.WriteString(" " + StepArg + " " + shellQuote(e.root) + " " + shellQuote(e.attemptDir(attemptID)) + ` "$hosts"` + "\n")
+	return b.String()
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func getenv(env []string, k string) (string, bool) {
+	v, ok := "", false
+	for _, kv := range env {
+		if val, found := strings.CutPrefix(kv, k+"="); found {
+			v, ok = val, true
+		}
+	}
+	return v, ok
+}
+
+// jobEnv is the attempt's environment but for the per-node variables the
+// step runner adds.
+func (e *Executor) jobEnv(s executor.Spec, req *trainingjob.Request, job, ck, typ string) []string {
+	env := map[string]string{}
+	for _, k := range []string{"PATH", "HOME", "LANG", "TZ"} {
+		if v, ok := getenv(e.o.Env, k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range req.Environment {
+		env[k] = v
+	}
+	hps := map[string]any{}
+	for k, v := range req.HyperParameters {
+		var j any
+		if json.Unmarshal([]byte(v), &j) == nil {
+			hps[k] = j
+		} else {
+			hps[k] = v
+		}
+		env["SM_HP_"+envName(k)] = v
+	}
+	b, _ := json.Marshal(hps)
+	env["SM_HPS"] = string(b)
+	env["SM_MODEL_DIR"] = filepath.Join(job, "model")
+	env["SM_OUTPUT_DIR"] = filepath.Join(job, "output")
+	env["SM_OUTPUT_DATA_DIR"] = filepath.Join(job, "output", "data")
+	env["SM_INPUT_DIR"] = filepath.Join(job, "input")
+	env["SM_CHECKPOINT_DIR"] = filepath.Join(job, ck)
+	env["SM_CURRENT_INSTANCE_TYPE"] = typ
+	var channels []string
+	for _, c := range req.InputDataConfig {
+		channels = append(channels, c.ChannelName)
+	}
+	b, _ = json.Marshal(channels)
+	if channels == nil {
+		b = []byte("[]")
+	}
+	env["SM_CHANNELS"] = string(b)
+	env["QSHARE_JOB_ID"] = s.JobID
+	env["QSHARE_JOB_NAME"] = s.JobName
+	env["QSHARE_ATTEMPT"] = strconv.Itoa(s.Attempt)
+	env["QSHARE_ATTEMPT_ID"] = s.AttemptID
+	env["QSHARE_JOB_QUEUE"] = s.Queue
+	env["QSHARE_QUOTA_SHARE"] = s.Share
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func envName(s string) string {
+	b := []byte(strings.ToUpper(s))
+	for i, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// fileErr describes a refused or failed file operation without server paths.
+func (e *Executor) fileErr(what string, err error, jobID string) error {
+	rel := process.RelPath(err)
+	rel = strings.TrimPrefix(rel, "jobs/"+jobID+"/")
+	if process.IsLinkError(err) {
+		return qshare.Errorf(qshare.EINVALID, "slurm executor: %s: %s in the job's directory is a link, or not what qshare made there", what, rel)
+	}
+	return qshare.Errorf(qshare.EINTERNAL, "slurm executor: %s: %s: %v", what, rel, errors.Unwrap(err))
+}
+
+func (e *Executor) handleOf(a *attempt) executor.Handle {
+	st, _ := json.Marshal(a.rec)
+	return executor.Handle{AttemptID: a.id, StartedAt: a.rec.StartedAt, LogPath: filepath.Join(e.attemptDir(a.id), "output.log"), State: st}
+}
+
+func (e *Executor) readRecord(attemptID string) (jobRecord, error) {
+	var r jobRecord
+	b, err := e.fs.ReadFile(filepath.Join(e.attemptDir(attemptID), "job.json"))
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.SlurmJob <= 0 {
+		return r, fmt.Errorf("job.json of %s is damaged", attemptID)
+	}
+	return r, nil
+}
+
+func (e *Executor) writeRecord(attemptID string, r jobRecord) error {
+	dir := e.attemptDir(attemptID)
+	if err := e.fs.MkdirAll(dir, 0o755); err != nil {
+		return e.fileErr("recording the batch job", err, "")
+	}
+	b, _ := json.Marshal(r)
+	if err := e.fs.WriteFileAtomic(filepath.Join(dir, "job.json"), b); err != nil {
+		return e.fileErr("recording the batch job", err, "")
+	}
+	return nil
+}
+
+// command runs a Slurm command and returns its standard output; the error
+// holds its standard error.
+func (e *Executor) command(ctx context.Context, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.o.CommandTimeout)
+	defer cancel()
+	path, err := lookPath(name, e.o.Env)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = e.o.Env
+	cmd.Dir = e.root
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return out.String(), fmt.Errorf("%s did not answer within %v (is slurmctld up?): %s", name, e.o.CommandTimeout, strings.TrimSpace(errb.String()))
+		}
+		return out.String(), fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+func lookPath(name string, env []string) (string, error) {
+	path, _ := getenv(env, "PATH")
+	for _, d := range filepath.SplitList(path) {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return exec.LookPath(name)
+}
+
+// parseJobID reads the job ID from `sbatch --parsable`: "ID" or "ID;CLUSTER".
+func parseJobID(out string) (int64, error) {
+	s := strings.TrimSpace(out)
+	if i := strings.IndexByte(s, ';'); i >= 0 {
+		s = s[:i]
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("sbatch printed %q; expected a job ID", strings.TrimSpace(out))
+	}
+	return id, nil
+}
+
+// sep separates squeue's fields: a control character that no job name,
+// state, reason or comment that qshare reads can hold unnoticed.
+const sep = "\x1f"
+
+// squeueFormat asks for the fields qshare reads, the comment last so that
+// nothing in it can shift the others.
+var squeueFormat = "JobID:" + sep + ",State:" + sep + ",Reason:" + sep + ",exit_code:" + sep + ",Comment:"
+
+// jobState is one line of squeue.
+type jobState struct {
+	ID       int64
+	State    string
+	Reason   string
+	WaitStat int // the batch script's wait status, as squeue's exit_code
+	Comment  string
+}
+
+// parseSqueue reads squeue output in squeueFormat.
+func parseSqueue(out string) (map[int64]jobState, error) {
+	m := map[int64]jobState{}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		f := strings.SplitN(line, sep, 5)
+		if len(f) != 5 {
+			return nil, fmt.Errorf("squeue printed %q; expected 5 fields", line)
+		}
+		id, err := strconv.ParseInt(strings.TrimSpace(f[0]), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("squeue printed the job ID %q", f[0])
+		}
+		ws, _ := strconv.Atoi(strings.TrimSpace(f[3]))
+		m[id] = jobState{ID: id, State: strings.TrimSpace(f[1]), Reason: strings.TrimSpace(f[2]), WaitStat: ws, Comment: strings.TrimSpace(f[4])}
+	}
+	return m, nil
+}
+
+// terminal reports whether Slurm is done with a job in this state: its
+// processes are gone and its nodes released.
+func terminal(state string) bool {
+	for _, s := range []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"} {
+		if strings.HasPrefix(state, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// queryJobs asks squeue about jobs; jobs Slurm no longer knows (past
+// MinJobAge) are absent from the result.
+func (e *Executor) queryJobs(ctx context.Context, ids []int64) (map[int64]jobState, error) {
+	if len(ids) == 0 {
+		return map[int64]jobState{}, nil
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	out, err := e.command(ctx, "squeue", "--noheader", "--states=all", "--jobs="+strings.Join(s, ","), "--Format="+squeueFormat)
+	if err != nil {
+		if strings.Contains(err.Error(), "Invalid job id") {
+			return map[int64]jobState{}, nil
+		}
+		return nil, err
+	}
+	return parseSqueue(out)
+}
+
+// findJob looks for the batch job of an attempt by its name and comment;
+// 0 when there is none.
+func (e *Executor) findJob(ctx context.Context, attemptID string) (int64, error) {
+	out, err := e.command(ctx, "squeue", "--noheader", "--states=all", "--name="+jobName(attemptID), "--Format="+squeueFormat)
+	if err != nil {
+		return 0, qshare.Errorf(qshare.EINTERNAL, "slurm executor: looking for attempt %s's batch job: %v", attemptID, err)
+	}
+	m, err := parseSqueue(out)
+	if err != nil {
+		return 0, err
+	}
+	var best int64
+	for id, j := range m {
+		if j.Comment == e.comment(attemptID) && id > best {
+			best = id
+		}
+	}
+	return best, nil
+}
+
+func (e *Executor) kick() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// poll asks squeue about every attempt not known to have ended, and
+// finishes those Slurm is done with.
+func (e *Executor) poll() {
+	t := time.NewTicker(e.o.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.closed:
+			return
+		case <-t.C:
+		case <-e.wake:
+		}
+		e.mu.Lock()
+		var live []*attempt
+		var ids []int64
+		for _, a := range e.attempts {
+			select {
+			case <-a.ready:
+			default:
+				continue
+			}
+			if !a.ended && a.startErr == nil {
+				live = append(live, a)
+				ids = append(ids, a.rec.SlurmJob)
+			}
+		}
+		e.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), e.o.CommandTimeout)
+		m, err := e.queryJobs(ctx, ids)
+		cancel()
+		if err != nil {
+			e.log.Warn("slurm executor: squeue failed; attempts keep their state", "err", err)
+			continue
+		}
+		for _, a := range live {
+			j, known := m[a.rec.SlurmJob]
+			if known && !terminal(j.State) {
+				e.mu.Lock()
+				a.state = j.State
+				e.mu.Unlock()
+				continue
+			}
+			e.finish(a, j, known)
+		}
+	}
+}
+
+// finish records the end of an attempt that Slurm is done with: from the
+// step runners' records, else from what Slurm says.
+func (e *Executor) finish(a *attempt, j jobState, known bool) {
+	x := e.exitOf(a, j, known)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a.ended {
+		return
+	}
+	a.exit, a.ended = x, true
+	close(a.done)
+}
+
+func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
+	e.mu.Lock()
+	stopping, killed := a.stopping, a.killed
+	e.mu.Unlock()
+	x := executor.Exit{AttemptID: a.id, Stopped: stopping, At: time.Now().UTC()}
+	recs := e.exitRecords(a.id)
+	if len(recs) > 0 {
+		r := recs[0]
+		for _, c := range recs {
+			if c.ExitCode != 0 || c.Signal != "" {
+				r = c
+				break
+			}
+		}
+		x.ExitCode, x.Signal, x.At = r.ExitCode, r.Signal, r.At
+		switch {
+		case r.Reason != "":
+			x.Reason = r.Reason
+		case r.Signal == "SIGKILL" && killed:
+			x.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+		case r.Signal != "":
+			x.Reason = "Essential process terminated by signal " + r.Signal
+		default:
+			x.Reason = fmt.Sprintf("Essential process exited with code %d", r.ExitCode)
+		}
+		if !x.Succeeded() && !stopping {
+			if line := e.failureLine(a.id); line != "" {
+				x.Reason = line
+			}
+		}
+		if !stopping && known && strings.HasPrefix(j.State, "CANCELLED") {
+			x.Reason = "The batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " was cancelled in Slurm, not by qshare (scancel): " + x.Reason
+		}
+		return x
+	}
+	// No node recorded an end: the command never ran, or was killed with
+	// its step runner.
+	x.ExitCode = -1
+	switch {
+	case killed:
+		x.Signal = "SIGKILL"
+		x.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+	case stopping:
+		x.Signal = "SIGTERM"
+		if known && j.WaitStat&0x7f != 0 {
+			x.Signal = signalName(sigOf(j.WaitStat))
+		}
+		x.Reason = "Stopped before the job's command ran to its end (batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ", " + orGone(j.State, known) + ")"
+	case known && strings.HasPrefix(j.State, "CANCELLED"):
+		x.Reason = "The batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " was cancelled in Slurm, not by qshare (scancel)"
+	case known && terminal(j.State) && j.State != "COMPLETED" && j.State != "FAILED":
+		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + j.State + " (" + j.Reason + ")"
+	default:
+		x.Lost = true
+		x.Reason = "Lost: batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " ended (" + orGone(j.State, known) + ") without the step runner recording how the command ended (see output.log of the attempt in the shared directory)"
+	}
+	return x
+}
+
+func sigOf(ws int) syscall.Signal { return syscall.Signal(ws & 0x7f) }
+
+func orGone(state string, known bool) string {
+	if !known {
+		return "no longer known to Slurm"
+	}
+	return state
+}
+
+// exitRecords reads the nodes' exit records, in node order.
+func (e *Executor) exitRecords(attemptID string) []exitRecord {
+	dir := e.attemptDir(attemptID)
+	ents, err := e.fs.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []exitRecord
+	for _, d := range ents {
+		n := d.Name()
+		if !strings.HasPrefix(n, "exit-") || !strings.HasSuffix(n, ".json") {
+			continue
+		}
+		b, err := e.fs.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			continue
+		}
+		var r exitRecord
+		if json.Unmarshal(b, &r) == nil {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
+	return out
+}
+
+// failureLine is the first line of SageMaker's failure file, which the job
+// may write to output/failure; "" if none. It is the job's file: it is read
+// without following links, and at most 1 KiB of it.
+func (e *Executor) failureLine(attemptID string) string {
+	b, err := e.fs.ReadFile(filepath.Join(e.attemptDir(attemptID), "step.json"))
+	if err != nil {
+		return ""
+	}
+	var sp stepSpec
+	if json.Unmarshal(b, &sp) != nil {
+		return ""
+	}
+	f, err := e.fs.OpenFile(filepath.Join(sp.JobDir, "output", "failure"), os.O_RDONLY, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, 1024)
+	n, _ := io.ReadFull(f, buf)
+	line, _, _ := strings.Cut(string(buf[:n]), "\n")
+	return strings.TrimSpace(line)
+}
+
+// lookup returns a ready attempt.
+func (e *Executor) lookup(ctx context.Context, id string) (*attempt, error) {
+	e.mu.Lock()
+	a, ok := e.attempts[id]
+	e.mu.Unlock()
+	if !ok {
+		return nil, executor.ErrUnknownAttempt
+	}
+	select {
+	case <-a.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if a.startErr != nil {
+		return nil, executor.ErrUnknownAttempt
+	}
+	return a, nil
+}
+
+// Stop sends SIGTERM to the processes of the attempt's job steps
+// (scancel --signal=TERM), and after the grace period (the job's
+// QSHARE_STOP_GRACE, else grace, else Options.StopGrace) SIGKILL to every
+// process of the job, the batch script's included (scancel --signal=KILL
+// --full), then cancels the job. The polite signal leaves out the batch
+// script on purpose: with --full it reaches srun too, and srun answers a
+// SIGTERM by ending its step at once, which would cut the job's own
+// checkpoint short and lose the step runner's record of the exit. It returns at once; Wait reports the end once Slurm
+// does, so the capacity stays held until then.
+func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Duration) error {
+	a, err := e.lookup(ctx, attemptID)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if a.ended || a.stopping {
+		e.mu.Unlock()
+		return nil
+	}
+	a.stopping = true
+	pending := a.state == "PENDING"
+	e.mu.Unlock()
+	g := a.rec.Grace
+	if g == 0 {
+		g = grace
+	}
+	if g <= 0 {
+		g = e.o.StopGrace
+	}
+	id := strconv.FormatInt(a.rec.SlurmJob, 10)
+	if pending {
+		// Nothing runs yet: no one to warn.
+		if _, err := e.command(ctx, "scancel", id); err != nil {
+			return qshare.Errorf(qshare.EINTERNAL, "slurm executor: cancelling attempt %s: %v", attemptID, err)
+		}
+		e.kick()
+		return nil
+	}
+	if _, err := e.command(ctx, "scancel", "--signal=TERM", id); err != nil {
+		// A job that has just started or ended: cancel it outright.
+		e.command(ctx, "scancel", id) //nolint:errcheck // the poll reports its end either way
+	}
+	go func() {
+		select {
+		case <-a.done:
+			return
+		case <-e.closed:
+			return
+		case <-time.After(g):
+		}
+		e.mu.Lock()
+		a.killed = true
+		e.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), e.o.CommandTimeout)
+		defer cancel()
+		e.command(ctx, "scancel", "--signal=KILL", "--full", id) //nolint:errcheck
+		e.kick()
+		// The job ends once Slurm has seen its processes gone (with
+		// proctrack/linuxproc that takes it a few seconds of backing
+		// off); cancel only a job that outlives the kill.
+		select {
+		case <-a.done:
+		case <-e.closed:
+		case <-time.After(5 * time.Second):
+			e.command(ctx, "scancel", id) //nolint:errcheck
+			e.kick()
+		}
+	}()
+	e.kick()
+	return nil
+}
+
+// Wait blocks until Slurm reports the attempt's batch job ended, and
+// returns how.
+func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, error) {
+	a, err := e.lookup(ctx, attemptID)
+	if err != nil {
+		return executor.Exit{}, err
+	}
+	select {
+	case <-a.done:
+		return a.exit, nil
+	case <-ctx.Done():
+		return executor.Exit{}, ctx.Err()
+	}
+}
+
+// Recover re-attaches to an attempt started before a restart, from its
+// job.json or, when the server died before writing it, from the batch
+// job's name and comment: Running while Slurm runs or holds the job,
+// Exited when it ended (its exit from the step runners' records), Lost
+// when nothing is known of it.
+func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
+	if err := pathComponent("attempt ID", h.AttemptID); err != nil {
+		return executor.Lost, nil
+	}
+	e.mu.Lock()
+	if a, ok := e.attempts[h.AttemptID]; ok {
+		e.mu.Unlock()
+		if _, err := e.lookup(ctx, h.AttemptID); err != nil {
+			return executor.Lost, nil
+		}
+		e.mu.Lock()
+		ended := a.ended
+		e.mu.Unlock()
+		if ended {
+			return executor.Exited, nil
+		}
+		return executor.Running, nil
+	}
+	a := &attempt{id: h.AttemptID, ready: make(chan struct{}), done: make(chan struct{})}
+	e.attempts[h.AttemptID] = a
+	e.mu.Unlock()
+	r, err := e.recover(ctx, a)
+	e.mu.Lock()
+	if err != nil || r == executor.Lost {
+		a.startErr = executor.ErrUnknownAttempt
+		delete(e.attempts, h.AttemptID)
+	} else {
+		a.handle = e.handleOf(a)
+	}
+	e.mu.Unlock()
+	close(a.ready)
+	e.kick()
+	return r, err
+}
+
+func (e *Executor) recover(ctx context.Context, a *attempt) (executor.Recovery, error) {
+	rec, err := e.readRecord(a.id)
+	if err != nil {
+		id, ferr := e.findJob(ctx, a.id)
+		if ferr != nil {
+			return 0, ferr
+		}
+		if id == 0 {
+			return executor.Lost, nil
+		}
+		rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC()}
+		if err := e.writeRecord(a.id, rec); err != nil {
+			return 0, err
+		}
+	}
+	a.rec = rec
+	m, err := e.queryJobs(ctx, []int64{rec.SlurmJob})
+	if err != nil {
+		return 0, qshare.Errorf(qshare.EINTERNAL, "slurm executor: asking Slurm about attempt %s: %v", a.id, err)
+	}
+	j, known := m[rec.SlurmJob]
+	if known && !terminal(j.State) {
+		a.state = j.State
+		return executor.Running, nil
+	}
+	x := e.exitOf(a, j, known)
+	if x.Lost {
+		return executor.Lost, nil
+	}
+	a.exit, a.ended = x, true
+	close(a.done)
+	return executor.Exited, nil
+}
+
+// Forget drops an ended attempt from memory.
+func (e *Executor) Forget(attemptID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a, ok := e.attempts[attemptID]; ok && a.ended {
+		delete(e.attempts, attemptID)
+	}
+}
+
+// Close stops the executor's polling. Batch jobs keep running.
+func (e *Executor) Close() error {
+	e.closeOnce.Do(func() {
+		close(e.closed)
+		e.fs.Close()
+	})
+	return nil
+}
+
+// isNotExist reports a missing file.
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

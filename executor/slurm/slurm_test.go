@@ -1,0 +1,153 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"qshare/executor"
+	"qshare/executor/executortest"
+	"qshare/executor/slurm/slurmtest"
+)
+
+func TestMain(m *testing.M) {
+	MaybeStep()
+	code := m.Run()
+	if cluster != nil {
+		cluster.Close()
+	}
+	os.Exit(code)
+}
+
+var (
+	clusterOnce sync.Once
+	cluster     *slurmtest.Cluster
+	clusterErr  error
+)
+
+// testCluster is the package's one Slurm cluster: two nodes of 64 CPU
+// slots and 2 fake GPUs each, started at the first use. It forgets
+// finished jobs after 2 s (MinJobAge), Slurm's least, so that the
+// executor's own records of exits are what the tests see after a restart. It skips the test
+// where Slurm is not installed.
+func testCluster(t testing.TB) *slurmtest.Cluster {
+	t.Helper()
+	if err := slurmtest.Available(); err != nil {
+		t.Skipf("no Slurm here, so this test is skipped: %v", err)
+	}
+	clusterOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cluster, clusterErr = slurmtest.Start(ctx, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
+	})
+	if clusterErr != nil {
+		t.Fatalf("starting a Slurm cluster: %v", clusterErr)
+	}
+	return cluster
+}
+
+func testConfig(dir string) Config {
+	return Config{SharedDir: dir, InstanceTypes: map[string]InstanceType{
+		"ml.m5.large":     {Partition: "qs", CPUs: 1, Memory: "64M", ShareNodes: true},
+		"ml.g5.12xlarge":  {Partition: "qs", Gres: "gpu:2", CPUs: 64, Memory: "4000M"},
+		"ml.p4d.24xlarge": {Partition: "qs", Gres: "gpu:2"},
+	}}
+}
+
+func newTestExecutor(t testing.TB, dir string) *Executor {
+	t.Helper()
+	c := testCluster(t)
+	e, err := New(context.Background(), Options{Config: testConfig(dir), Env: c.Env(), Step: []string{os.Args[0]}, PollInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func payloadOf(script string, typ string, count int, env map[string]string) string {
+	p := map[string]any{
+		"TrainingJobName": "t",
+		"AlgorithmSpecification": map[string]any{
+			"TrainingImage":       "recorded-not-pulled:latest",
+			"ContainerEntrypoint": []string{"/bin/sh", "-c", script},
+		},
+		"ResourceConfig": map[string]any{"InstanceType": typ, "InstanceCount": count},
+		"Environment":    env,
+	}
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
+
+func script(j executortest.Job) string {
+	var b strings.Builder
+	if j.RecordEnv {
+		b.WriteString("env -0\n")
+	}
+	if j.Output != "" {
+		fmt.Fprintf(&b, "echo '%s'\n", j.Output)
+	}
+	switch j.OnStop {
+	case executortest.StopCheckpoint:
+		fmt.Fprintf(&b, "trap 'kill -9 $! 2>/dev/null; sleep %s; exit 0' TERM\n", secs(j.CheckpointTime))
+	case executortest.StopIgnore:
+		b.WriteString("trap '' TERM\n")
+	}
+	fmt.Fprintf(&b, "sleep %s &\necho ready\nwait $!\nexit %d\n", secs(j.Run), j.ExitCode)
+	return b.String()
+}
+
+// waitForLog waits until the file at path contains s.
+func waitForLog(t testing.TB, path, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(s)) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(path)
+	t.Fatalf("%q did not appear in the log within %v; it holds %q", s, d, b)
+}
+
+func readEnv(t testing.TB, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if k, v, ok := strings.Cut(string(kv), "="); ok {
+			env[strings.TrimLeft(k, "\n")] = v
+		}
+	}
+	return env
+}
+
+func TestConformance(t *testing.T) {
+	testCluster(t)
+	executortest.Run(t, executortest.Harness{
+		New: func(t testing.TB, dir string) executor.Executor { return newTestExecutor(t, dir) },
+		Payload: func(t testing.TB, j executortest.Job) string {
+			return payloadOf(script(j), "ml.m5.large", 1, j.Env)
+		},
+		Ready: func(t testing.TB, s executor.Spec, h executor.Handle) {
+			waitForLog(t, h.LogPath, "ready\n", time.Minute)
+		},
+		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
+			return readEnv(t, h.LogPath)
+		},
+		Slack:     60 * time.Second,
+		Durable:   true,
+		KeepsLogs: true,
+	})
+}

@@ -1,0 +1,433 @@
+// Package slurmtest starts a throwaway Slurm cluster on this machine, for
+// the tests of the Slurm executor and for the benchmark harness
+// (internal/bench/slurm): real munged, slurmctld and one slurmd per node,
+// from Debian's slurm-wlm and munge, with every file in one temporary
+// directory.
+//
+// Several nodes can run on the one machine (NodeName=n1 … with one slurmd
+// -N each on its own port), each with fake GPUs declared as gres over plain
+// files, so that a multi-node job really is one task on each of several
+// nodes (../shared/recipes/slurm.md). Nothing outside the directory is
+// written and no system service is touched; Close stops every daemon and
+// removes the directory.
+package slurmtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Binaries lists the programs a cluster needs.
+var Binaries = []string{"munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol"}
+
+// InstallHint says how to get the binaries.
+const InstallHint = "install them with: apt-get install -y slurm-wlm munge (Debian/Ubuntu, Slurm 22.05)"
+
+// ErrNotInstalled is returned, wrapped with the missing programs, when Slurm
+// or munge is not installed or cannot run here.
+var ErrNotInstalled = errors.New("slurm is not installed")
+
+// Available reports whether every program a cluster needs is on PATH and
+// this process runs as root (SlurmUser=root). Its error says what is
+// missing and how to install it.
+func Available() error {
+	var missing []string
+	for _, b := range Binaries {
+		if _, err := exec.LookPath(b); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s not found on PATH; %s", ErrNotInstalled, strings.Join(missing, ", "), InstallHint)
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w for this user: the cluster runs slurmctld and slurmd as SlurmUser=root and must itself be started as root", ErrNotInstalled)
+	}
+	return nil
+}
+
+// Options configure Start.
+type Options struct {
+	// Nodes is the number of nodes; 1 when zero. One node is named after
+	// this machine's host name (as the benchmark has it); several are
+	// n1, n2, ….
+	Nodes int
+	// CPUs is the number of CPU slots of each node; 64 when zero.
+	CPUs int
+	// GPUs is the number of fake GPUs (gres gpu) of each node; 0 declares none.
+	GPUs int
+	// Partition names the one partition, holding every node; "bench" when empty.
+	Partition string
+	// MinJobAge is how many seconds a finished job stays known to
+	// slurmctld; 0: Slurm's default (300 s).
+	MinJobAge int
+	// ReadyTimeout bounds the wait for the nodes to become idle; 60 s when zero.
+	ReadyTimeout time.Duration
+	// KeepDir leaves the directory (logs included) after Close, for debugging.
+	KeepDir bool
+}
+
+// Cluster is a running Slurm cluster. Stop it with Close.
+type Cluster struct {
+	cfg     Config
+	env     []string
+	procs   []*daemon
+	keepDir bool
+}
+
+type daemon struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	out  bytes.Buffer
+}
+
+// Start creates the cluster's directory, writes the munge key, slurm.conf
+// and gres.conf, starts munged, slurmctld and the slurmds, and waits until
+// every node is idle. On any error it tears down what it started.
+func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	if opt.Nodes <= 0 {
+		opt.Nodes = 1
+	}
+	if opt.CPUs == 0 {
+		opt.CPUs = 64
+	}
+	if opt.Partition == "" {
+		opt.Partition = "bench"
+	}
+	if opt.ReadyTimeout == 0 {
+		opt.ReadyTimeout = 60 * time.Second
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("slurm: host name: %w", err)
+	}
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		host = host[:i]
+	}
+	ports, err := freePorts(1 + opt.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "qshare-slurm-")
+	if err != nil {
+		return nil, fmt.Errorf("slurm: temporary directory: %w", err)
+	}
+	// Slurm's jobs run as root here but the directory must be reachable
+	// by whoever reads it (the shared directory of jobs lives inside).
+	os.Chmod(dir, 0o755)
+	c = &Cluster{
+		cfg: Config{Dir: dir, Host: host, CtldPort: ports[0], SlurmdPorts: ports[1:], CPUs: opt.CPUs,
+			GPUs: opt.GPUs, Partition: opt.Partition, MinJobAge: opt.MinJobAge},
+		keepDir: opt.KeepDir,
+	}
+	c.env = append(cleanEnv(), "SLURM_CONF="+c.cfg.ConfPath())
+	defer func() {
+		if err != nil {
+			err = c.withLogs(err)
+			c.Close()
+			c = nil
+		}
+	}()
+	if err := c.writeFiles(); err != nil {
+		return c, err
+	}
+	// munged refuses to run as root from a directory under a
+	// world-writable /tmp unless forced; the key and socket are ours alone.
+	if err := c.spawn("munged", "munged", "--foreground", "--force",
+		"--key-file="+dir+"/munge/munge.key",
+		"--socket="+c.cfg.MungeSocket(),
+		"--pid-file="+dir+"/munge/munged.pid",
+		"--seed-file="+dir+"/munge/munged.seed",
+		"--log-file="+c.cfg.LogDir()+"/munged.log"); err != nil {
+		return c, err
+	}
+	if err := c.waitFor(ctx, 10*time.Second, "munged's socket", func() bool {
+		_, err := os.Stat(c.cfg.MungeSocket())
+		return err == nil
+	}); err != nil {
+		return c, err
+	}
+	if err := c.spawn("slurmctld", "slurmctld", "-D", "-f", c.cfg.ConfPath()); err != nil {
+		return c, err
+	}
+	for _, n := range c.cfg.NodeNames() {
+		if err := c.spawn("slurmd "+n, "slurmd", "-D", "-f", c.cfg.ConfPath(), "-N", n); err != nil {
+			return c, err
+		}
+	}
+	var last []string
+	err = c.waitFor(ctx, opt.ReadyTimeout, "the nodes to be idle", func() bool {
+		out, err := c.Command(ctx, "sinfo", "-h", "-N", "-o", "%T")
+		if err != nil {
+			return false // slurmctld may not answer yet
+		}
+		idle, states := NodeStates(out)
+		last = states
+		return idle && len(states) == opt.Nodes
+	})
+	if err != nil && last != nil {
+		err = fmt.Errorf("%w (node states %s)", err, strings.Join(last, ","))
+	}
+	return c, err
+}
+
+// StartT starts a cluster for a test and stops it at the test's end. It
+// skips the test, saying why, where Slurm or munge is not installed.
+func StartT(t testing.TB, opt Options) *Cluster {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skipf("no Slurm here, so this test is skipped: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, opt)
+	if err != nil {
+		t.Fatalf("starting a Slurm cluster: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Config returns the cluster's configuration.
+func (c *Cluster) Config() Config { return c.cfg }
+
+// Env returns the environment for Slurm client commands: this process's,
+// without SLURM_* variables, and with SLURM_CONF set to the cluster's.
+func (c *Cluster) Env() []string { return append([]string(nil), c.env...) }
+
+func (c *Cluster) writeFiles() error {
+	for _, d := range []string{"munge", "state", "log", "jobs"} {
+		if err := os.MkdirAll(filepath.Join(c.cfg.Dir, d), 0o700); err != nil {
+			return fmt.Errorf("slurm: %w", err)
+		}
+	}
+	os.Chmod(c.cfg.JobDir(), 0o755)
+	for _, n := range c.cfg.NodeNames() {
+		if err := os.MkdirAll(c.cfg.SpoolDir(n), 0o700); err != nil {
+			return fmt.Errorf("slurm: %w", err)
+		}
+	}
+	for i := 0; i < c.cfg.GPUs*len(c.cfg.NodeNames()); i++ {
+		if err := os.WriteFile(filepath.Join(c.cfg.Dir, fmt.Sprintf("gpu%d", i)), nil, 0o644); err != nil {
+			return fmt.Errorf("slurm: fake GPU: %w", err)
+		}
+	}
+	key := make([]byte, 1024)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("slurm: munge key: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(c.cfg.Dir, "munge", "munge.key"), key, 0o400); err != nil {
+		return fmt.Errorf("slurm: munge key: %w", err)
+	}
+	if err := os.WriteFile(c.cfg.ConfPath(), []byte(c.cfg.Render()), 0o644); err != nil {
+		return fmt.Errorf("slurm: slurm.conf: %w", err)
+	}
+	if c.cfg.GPUs > 0 {
+		if err := os.WriteFile(c.cfg.Dir+"/gres.conf", []byte(c.cfg.RenderGres()), 0o644); err != nil {
+			return fmt.Errorf("slurm: gres.conf: %w", err)
+		}
+	}
+	return nil
+}
+
+// spawn starts a daemon in the foreground as a child in its own process
+// group, so that Close can stop it and everything it forked.
+func (c *Cluster) spawn(name string, argv ...string) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = c.cfg.Dir
+	cmd.Env = c.env
+	d := &daemon{name: name, cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout = &d.out
+	cmd.Stderr = &d.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("slurm: start %s: %w", name, err)
+	}
+	go func() { d.err = cmd.Wait(); close(d.done) }()
+	c.procs = append(c.procs, d)
+	return nil
+}
+
+// waitFor polls ok every 50 ms until it is true, the timeout passes, ctx
+// ends, or a daemon exits.
+func (c *Cluster) waitFor(ctx context.Context, timeout time.Duration, what string, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		for _, d := range c.procs {
+			select {
+			case <-d.done:
+				return fmt.Errorf("slurm: %s exited while waiting for %s: %v", d.name, what, d.err)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("slurm: timed out after %s waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Command runs a Slurm client command against the cluster, in its jobs
+// directory, and returns its standard output.
+func (c *Cluster) Command(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = c.env
+	cmd.Dir = c.cfg.JobDir()
+	var out, errb bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// withLogs appends the tail of the daemons' logs to an error from Start, so
+// that a cluster that would not come up says why.
+func (c *Cluster) withLogs(err error) error {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(c.cfg.LogDir(), "*.log"))
+	for _, p := range logs {
+		data, _ := os.ReadFile(p)
+		if t := tail(string(data), 8); t != "" {
+			fmt.Fprintf(&b, "\n--- %s ---\n%s", filepath.Base(p), t)
+		}
+	}
+	for _, d := range c.procs {
+		if t := tail(d.out.String(), 4); t != "" {
+			fmt.Fprintf(&b, "\n--- %s (stderr) ---\n%s", d.name, t)
+		}
+	}
+	if b.Len() == 0 {
+		return err
+	}
+	return fmt.Errorf("%w%s", err, b.String())
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+// Close cancels any job left, stops the daemons (SIGTERM, then SIGKILL to
+// their process groups after 10 s) and removes the directory. It is safe to
+// call more than once.
+func (c *Cluster) Close() error {
+	if c == nil {
+		return nil
+	}
+	if len(c.procs) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.Command(ctx, "scancel", "--user=root") //nolint:errcheck // best effort; the daemons are killed next
+		cancel()
+	}
+	// Stop in reverse order: the slurmds, slurmctld, munged.
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		d := c.procs[i]
+		pgid := d.cmd.Process.Pid
+		syscall.Kill(-pgid, syscall.SIGTERM) //nolint:errcheck
+		select {
+		case <-d.done:
+		case <-time.After(10 * time.Second):
+		}
+		// Whatever is left in the group (a slurmstepd, say) goes too.
+		syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck
+		<-d.done
+	}
+	c.procs = nil
+	if c.keepDir || c.cfg.Dir == "" {
+		return nil
+	}
+	err := os.RemoveAll(c.cfg.Dir)
+	c.cfg.Dir = ""
+	return err
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("slurm: free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// cleanEnv is this process's environment without SLURM_* variables, so
+// that a surrounding Slurm job or configuration cannot leak into the cluster.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLURM_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// StopController stops slurmctld (SIGTERM to its process group, SIGKILL
+// after 10 s) and leaves munged, the slurmds and the jobs running, as a
+// controller that crashed or is down for maintenance would.
+func (c *Cluster) StopController() error {
+	for i, d := range c.procs {
+		if d.name != "slurmctld" {
+			continue
+		}
+		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM) //nolint:errcheck
+		select {
+		case <-d.done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck
+			<-d.done
+		}
+		c.procs = append(c.procs[:i], c.procs[i+1:]...)
+		return nil
+	}
+	return errors.New("slurm: slurmctld is not running")
+}
+
+// StartController starts slurmctld again (it recovers its jobs from its
+// state directory) and waits until it answers.
+func (c *Cluster) StartController(ctx context.Context) error {
+	if err := c.spawn("slurmctld", "slurmctld", "-D", "-f", c.cfg.ConfPath()); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, 60*time.Second, "slurmctld to answer", func() bool {
+		_, err := c.Command(ctx, "squeue", "-h", "-o", "%i")
+		return err == nil
+	})
+}

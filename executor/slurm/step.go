@@ -1,0 +1,248 @@
+package slurm
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"qshare/executor/process"
+)
+
+// StepArg is the first argument with which the batch job's wrapper script
+// runs the step runner on each node (srun starts it once per node): the
+// executor's own binary, which must call MaybeStep first thing.
+const StepArg = "__qshare_slurm_step"
+
+// MaybeStep runs the step runner and exits when this process was started as
+// one (os.Args[1] is StepArg); otherwise it returns at once. qshare's main
+// and the tests' TestMain call it before anything else.
+//
+// The step runner is the per-node half of the SageMaker training contract:
+// it reads the attempt's step.json, writes this node's
+// hyperparameters.json, resourceconfig.json and inputdataconfig.json,
+// sets SM_CURRENT_HOST and SM_HOSTS from the allocation, runs the job's
+// command in the job's directory, and records how it ended in the attempt's
+// directory. Everything it writes goes beneath the shared directory without
+// following links. It keeps the environment out of any shell: values come
+// from JSON, never from quoted text.
+func MaybeStep() {
+	if len(os.Args) >= 5 && os.Args[1] == StepArg {
+		os.Exit(runStep(os.Args[2], os.Args[3], os.Args[4]))
+	}
+}
+
+// stepSpec is step.json: what the executor decided at Start for every node.
+type stepSpec struct {
+	Argv            []string          `json:"argv"`
+	Env             []string          `json:"env"`
+	JobDir          string            `json:"jobDir"`
+	HyperParameters map[string]string `json:"hyperParameters"`
+	InputData       map[string]any    `json:"inputData"`
+	InstanceType    string            `json:"instanceType"`
+	GPUs            int               `json:"gpus"`
+	Exclusive       bool              `json:"exclusive"`
+}
+
+// exitRecord is exit-<host>.json: how the command ended on one node.
+type exitRecord struct {
+	Host     string    `json:"host"`
+	ExitCode int       `json:"exitCode"`
+	Signal   string    `json:"signal,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// runStep is the step runner: root is the shared directory, attemptDir the
+// attempt's directory inside it, hosts the allocation's nodes, one a line
+// (scontrol show hostnames).
+func runStep(root, attemptDir, hosts string) int {
+	fs := process.NewBeneath(root)
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "qshare step: "+format+"\n", a...)
+		return 70
+	}
+	// A stop (scancel --signal=TERM --full) reaches this runner as well as
+	// the command; the runner stays to record the command's end. A stop
+	// that comes before the command runs is passed on to it.
+	term := make(chan os.Signal, 4)
+	signal.Notify(term, syscall.SIGTERM)
+	b, err := fs.ReadFile(filepath.Join(attemptDir, "step.json"))
+	if err != nil {
+		return fail("reading the attempt's step.json: %v", err)
+	}
+	var sp stepSpec
+	if err := json.Unmarshal(b, &sp); err != nil || len(sp.Argv) == 0 {
+		return fail("step.json is not what the executor wrote: %v", err)
+	}
+	host := os.Getenv("SLURMD_NODENAME")
+	if host == "" || strings.ContainsAny(host, "/\x00") {
+		return fail("SLURMD_NODENAME %q does not name this node", host)
+	}
+	hostList := strings.Fields(hosts)
+	if len(hostList) == 0 {
+		hostList = []string{host}
+	}
+	cfgDir := filepath.Join(attemptDir, "config", host)
+	if err := fs.MkdirAll(cfgDir, 0o755); err != nil {
+		return fail("creating the node's config directory: %v", err)
+	}
+	type group struct {
+		Name  string   `json:"instance_group_name"`
+		Type  string   `json:"instance_type"`
+		Hosts []string `json:"hosts"`
+	}
+	rc := struct {
+		CurrentHost  string   `json:"current_host"`
+		CurrentType  string   `json:"current_instance_type"`
+		CurrentGroup string   `json:"current_group_name"`
+		Hosts        []string `json:"hosts"`
+		Groups       []group  `json:"instance_groups"`
+		Network      string   `json:"network_interface_name"`
+	}{host, sp.InstanceType, "homogeneousCluster", hostList, []group{{"homogeneousCluster", sp.InstanceType, hostList}}, "eth0"}
+	hp := sp.HyperParameters
+	if hp == nil {
+		hp = map[string]string{}
+	}
+	idc := sp.InputData
+	if idc == nil {
+		idc = map[string]any{}
+	}
+	for name, v := range map[string]any{"resourceconfig.json": rc, "hyperparameters.json": hp, "inputdataconfig.json": idc} {
+		jb, _ := json.Marshal(v)
+		if err := fs.WriteFile(filepath.Join(cfgDir, name), jb, 0o644); err != nil {
+			return fail("writing %s: %v", name, err)
+		}
+	}
+	hostsJSON, _ := json.Marshal(hostList)
+	env := append([]string(nil), sp.Env...)
+	env = append(env,
+		"SM_CURRENT_HOST="+host,
+		"SM_HOSTS="+string(hostsJSON),
+		"SM_INPUT_CONFIG_DIR="+cfgDir,
+		"SM_NUM_GPUS="+strconv.Itoa(sp.GPUs))
+	if n := os.Getenv("SLURM_CPUS_ON_NODE"); n != "" {
+		env = append(env, "SM_NUM_CPUS="+n)
+	}
+	// Slurm sets CUDA_VISIBLE_DEVICES where its gres plugin knows the
+	// devices; a whole node's GPUs are the job's otherwise.
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+v)
+	} else if sp.Exclusive && sp.GPUs > 0 {
+		ids := make([]string, sp.GPUs)
+		for i := range ids {
+			ids[i] = strconv.Itoa(i)
+		}
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","))
+	}
+	rec := exitRecord{Host: host}
+	cmd := exec.Command(sp.Argv[0], sp.Argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = sp.JobDir
+	cmd.Stdin = nil
+	cmd.Stdout = os.Stdout
+	cmd.Stderr = os.Stderr
+	if p := lookPathIn(sp.Argv[0], env); p != "" {
+		cmd.Path = p
+	}
+	if err := cmd.Start(); err != nil {
+		rec.ExitCode = 127
+		rec.Reason = fmt.Sprintf("CannotStartContainerError: %s: %v", sp.Argv[0], errNoPath(err))
+		fmt.Fprintln(os.Stderr, rec.Reason)
+	} else {
+		fs.WriteFileAtomic(filepath.Join(attemptDir, "started"), []byte(host+"\n")) //nolint:errcheck // Start waits no longer than StartWait without it
+		select {
+		case <-term:
+			cmd.Process.Signal(syscall.SIGTERM)
+		default:
+		}
+		go func() {
+			for range term {
+			}
+		}()
+		cmd.Wait()
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Signaled():
+			rec.ExitCode, rec.Signal = -1, signalName(ws.Signal())
+		default:
+			rec.ExitCode = ws.ExitStatus()
+		}
+	}
+	rec.At = time.Now().UTC()
+	rb, _ := json.Marshal(rec)
+	if err := fs.WriteFileAtomic(filepath.Join(attemptDir, "exit-"+host+".json"), rb); err != nil {
+		return fail("recording the exit: %v", err)
+	}
+	if rec.Signal != "" {
+		return 128 + int(signalNumber(rec.Signal))
+	}
+	return rec.ExitCode
+}
+
+// lookPathIn finds name on the PATH of env, as the job's environment has
+// it, so that a payload's PATH decides which program runs.
+func lookPathIn(name string, env []string) string {
+	if strings.Contains(name, "/") {
+		return ""
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// errNoPath drops the path from an exec error for the job's reason.
+func errNoPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	if ee, ok := err.(*exec.Error); ok {
+		return ee.Err
+	}
+	return err
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT", syscall.SIGILL: "SIGILL",
+	syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2", syscall.SIGPIPE: "SIGPIPE",
+	syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGXCPU: "SIGXCPU",
+}
+
+func signalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return "SIG" + strconv.Itoa(int(s))
+}
+
+func signalNumber(name string) syscall.Signal {
+	for s, n := range signalNames {
+		if n == name {
+			return s
+		}
+	}
+	if n, err := strconv.Atoi(strings.TrimPrefix(name, "SIG")); err == nil {
+		return syscall.Signal(n)
+	}
+	return syscall.SIGKILL
+}
