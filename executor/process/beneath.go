@@ -372,23 +372,7 @@ func (fs dataFS) MkdirAll(path string, perm os.FileMode, made func(string) error
 	if err != nil || rel == "." {
 		return err
 	}
-	p := fs.root
-	for _, part := range strings.Split(rel, "/") {
-		p = filepath.Join(p, part)
-		err := fs.Mkdir(p, perm)
-		if errors.Is(err, os.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if made != nil {
-			if err := made(p); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return fs.mkdirEach(fs.root, strings.Split(rel, "/"), perm, made)
 }
 
 // MkdirBelow creates the directories of path that are missing below base,
@@ -401,8 +385,15 @@ func (fs dataFS) MkdirBelow(base, path string, perm os.FileMode, made func(strin
 	if !ok || rel == "" {
 		return fs.MkdirAll(path, perm, made)
 	}
-	p := base
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+	return fs.mkdirEach(base, strings.Split(rel, string(filepath.Separator)), perm, made)
+}
+
+// mkdirEach creates the directories dir/parts[0], dir/parts[0]/parts[1]…
+// that are missing, in that order, and calls made (if not nil) for each one
+// it created. dir must exist.
+func (fs dataFS) mkdirEach(dir string, parts []string, perm os.FileMode, made func(string) error) error {
+	p := dir
+	for _, part := range parts {
 		p = filepath.Join(p, part)
 		err := fs.Mkdir(p, perm)
 		if errors.Is(err, os.ErrExist) {
