@@ -282,15 +282,7 @@ func (fs dataFS) WriteFile(path string, b []byte, perm os.FileMode) error {
 	if err := fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	f, err := fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return fs.CreateFile(path, b, perm)
 }
 
 // CreateFile creates path as a new regular file holding b. It fails with an
