@@ -29,10 +29,8 @@ import (
 	"qshare/api"
 	"qshare/auth"
 	"qshare/daemon"
-	"qshare/executor/simulated"
 	"qshare/internal/batchclient"
 	"qshare/logstream"
-	"qshare/sqlite"
 )
 
 // The principals of the auth tests: alice and bob each own a quota share,
@@ -114,26 +112,11 @@ func newAuthServer(t *testing.T, opts ...serverOption) *authServer {
 	if err := os.WriteFile(file, []byte(authFile()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex := simulated.New(simulated.Options{})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("QSHARE_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	cfg := daemon.Config{Store: db, Executor: ex, Logger: log, Tick: 20 * time.Millisecond}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	d, err := daemon.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	db, ex, d := startDaemon(t, dir, log, opts)
 	a, err := auth.NewAuthenticator(auth.AuthConfig{File: file, Region: "us-east-1", AccountID: "000000000000", BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log})
 	if err != nil {
 		t.Fatal(err)

@@ -51,27 +51,12 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 
 func startServer(t testing.TB, dir string, opts ...serverOption) *server {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex := simulated.New(simulated.Options{})
 	level := slog.LevelWarn
 	if os.Getenv("QSHARE_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cfg := daemon.Config{Store: db, Executor: ex, Logger: log, Tick: 20 * time.Millisecond}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	d, err := daemon.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	db, ex, d := startDaemon(t, dir, log, opts)
 	// The API behind the request guard, as qshare serve runs it, so that
 	// every test's AWS SDK client also shows the guard lets it through.
 	srv := httptest.NewUnstartedServer(api.New(d, log))
@@ -85,6 +70,30 @@ func startServer(t testing.TB, dir string, opts ...serverOption) *server {
 	s.c = newClient(srv.URL)
 	t.Cleanup(s.close)
 	return s
+}
+
+// startDaemon opens (or creates) the SQLite store dir/qshare.db and starts
+// a daemon on it with the simulated executor, the logger log, a 20 ms tick
+// and opts; the caller closes all three.
+func startDaemon(t testing.TB, dir string, log *slog.Logger, opts []serverOption) (*sqlite.DB, *simulated.Executor, *daemon.Daemon) {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(dir, "qshare.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := simulated.New(simulated.Options{})
+	cfg := daemon.Config{Store: db, Executor: ex, Logger: log, Tick: 20 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := daemon.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db, ex, d
 }
 
 func (s *server) close() {

@@ -33,44 +33,9 @@ type LendingResponse struct {
 // or another method is a ClientException (400) that says which.
 func LendingHandler(d *daemon.Daemon) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, qshare.Errorf(qshare.EINVALID, "%s is not allowed on %s: use GET", r.Method, LendingPath))
+		ref, ok := jobQueueParam(w, r, LendingPath, false)
+		if !ok {
 			return
-		}
-		if r.URL.Path != LendingPath {
-			writeError(w, qshare.Errorf(qshare.ENOTFOUND, "no such extension endpoint: use GET %s?jobQueue=NAME", LendingPath))
-			return
-		}
-		q, err := url.ParseQuery(r.URL.RawQuery)
-		if err != nil {
-			writeError(w, qshare.Errorf(qshare.EINVALID, "the query string is not valid: escape it, as ?jobQueue=NAME_OR_ARN"))
-			return
-		}
-		for k := range q {
-			if k != "jobQueue" {
-				writeError(w, qshare.Errorf(qshare.EINVALID, "query parameter %q is not known: the only one is jobQueue", k))
-				return
-			}
-		}
-		if len(q["jobQueue"]) > 1 {
-			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is given %d times: give it once, or not at all for every queue", len(q["jobQueue"])))
-			return
-		}
-		ref := q.Get("jobQueue")
-		if q.Has("jobQueue") && ref == "" {
-			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is empty: give a job queue name or ARN, or leave the parameter out for every queue"))
-			return
-		}
-		if len(ref) > maxQueueRef {
-			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is %d bytes long: give a job queue name (at most 128 characters) or its ARN", len(ref)))
-			return
-		}
-		if ref != "" && !strings.HasPrefix(ref, "arn:") {
-			if err := qshare.ValidateName("jobQueue", ref); err != nil {
-				writeError(w, err)
-				return
-			}
 		}
 		res := "*"
 		if ref != "" {
@@ -87,4 +52,57 @@ func LendingHandler(d *daemon.Daemon) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, LendingResponse{JobQueues: ls})
 	})
+}
+
+// jobQueueParam checks the request of an extension endpoint served at path
+// that takes one parameter, jobQueue (a job queue name or ARN; required, or
+// absent for every queue): the method (GET or HEAD), the path, the query
+// string and the parameter. It returns the parameter ("" when it is absent
+// and not required), or writes the ClientException (or, for another path
+// below the endpoint, the not-found error) that says what is wrong and
+// returns false.
+func jobQueueParam(w http.ResponseWriter, r *http.Request, path string, required bool) (string, bool) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, qshare.Errorf(qshare.EINVALID, "%s is not allowed on %s: use GET", r.Method, path))
+		return "", false
+	}
+	if r.URL.Path != path {
+		writeError(w, qshare.Errorf(qshare.ENOTFOUND, "no such extension endpoint: use GET %s?jobQueue=NAME", path))
+		return "", false
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, qshare.Errorf(qshare.EINVALID, "the query string is not valid: escape it, as ?jobQueue=NAME_OR_ARN"))
+		return "", false
+	}
+	for k := range q {
+		if k != "jobQueue" {
+			writeError(w, qshare.Errorf(qshare.EINVALID, "query parameter %q is not known: the only one is jobQueue", k))
+			return "", false
+		}
+	}
+	ref := q.Get("jobQueue")
+	switch {
+	case required && (len(q["jobQueue"]) != 1 || ref == ""):
+		writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is required, once: give a job queue name or ARN, as ?jobQueue=NAME"))
+		return "", false
+	case len(q["jobQueue"]) > 1:
+		writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is given %d times: give it once, or not at all for every queue", len(q["jobQueue"])))
+		return "", false
+	case q.Has("jobQueue") && ref == "":
+		writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is empty: give a job queue name or ARN, or leave the parameter out for every queue"))
+		return "", false
+	}
+	if len(ref) > maxQueueRef {
+		writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is %d bytes long: give a job queue name (at most 128 characters) or its ARN", len(ref)))
+		return "", false
+	}
+	if ref != "" && !strings.HasPrefix(ref, "arn:") {
+		if err := qshare.ValidateName("jobQueue", ref); err != nil {
+			writeError(w, err)
+			return "", false
+		}
+	}
+	return ref, true
 }

@@ -28,7 +28,13 @@ var updateLending = flag.Bool("update-lending", false, "rewrite testdata/lending
 // status and the body.
 func getLending(t *testing.T, base, method, query string) (int, []byte) {
 	t.Helper()
-	u := base + api.LendingPath
+	return getExtension(t, base+api.LendingPath, method, query)
+}
+
+// getExtension sends METHOD u?query (u alone when query is empty) and
+// returns the status and the body.
+func getExtension(t *testing.T, u, method, query string) (int, []byte) {
+	t.Helper()
 	if query != "" {
 		u += "?" + query
 	}

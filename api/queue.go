@@ -2,11 +2,9 @@ package api
 
 import (
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 
-	"qshare"
 	"qshare/daemon"
 )
 
@@ -64,40 +62,9 @@ type QueueResponse struct {
 // queue, an unknown parameter or another method is a ClientException.
 func QueueHandler(d *daemon.Daemon) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, qshare.Errorf(qshare.EINVALID, "%s is not allowed on %s: use GET", r.Method, QueuePath))
+		ref, ok := jobQueueParam(w, r, QueuePath, true)
+		if !ok {
 			return
-		}
-		if r.URL.Path != QueuePath {
-			writeError(w, qshare.Errorf(qshare.ENOTFOUND, "no such extension endpoint: use GET %s?jobQueue=NAME", QueuePath))
-			return
-		}
-		q, err := url.ParseQuery(r.URL.RawQuery)
-		if err != nil {
-			writeError(w, qshare.Errorf(qshare.EINVALID, "the query string is not valid: escape it, as ?jobQueue=NAME_OR_ARN"))
-			return
-		}
-		for k := range q {
-			if k != "jobQueue" {
-				writeError(w, qshare.Errorf(qshare.EINVALID, "query parameter %q is not known: the only one is jobQueue", k))
-				return
-			}
-		}
-		if len(q["jobQueue"]) != 1 || q.Get("jobQueue") == "" {
-			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is required, once: give a job queue name or ARN, as ?jobQueue=NAME"))
-			return
-		}
-		ref := q.Get("jobQueue")
-		if len(ref) > maxQueueRef {
-			writeError(w, qshare.Errorf(qshare.EINVALID, "jobQueue is %d bytes long: give a job queue name (at most 128 characters) or its ARN", len(ref)))
-			return
-		}
-		if !strings.HasPrefix(ref, "arn:") {
-			if err := qshare.ValidateName("jobQueue", ref); err != nil {
-				writeError(w, err)
-				return
-			}
 		}
 		s, err := d.Snapshot(ref)
 		if err != nil {

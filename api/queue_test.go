@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,16 +16,11 @@ import (
 	"qshare/api"
 )
 
+// getQueue calls GET api.QueuePath with the query q and returns the status
+// and the body.
 func getQueue(t *testing.T, base, method, query string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, base+api.QueuePath+"?"+query, nil)
-	must(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	must(t, err)
-	return resp.StatusCode, b
+	return getExtension(t, base+api.QueuePath, method, query)
 }
 
 // TestQueueEndpoint: the endpoint's front is GetJobQueueSnapshot's, in its

@@ -24,6 +24,23 @@ type guarded struct {
 	reached   atomic.Int32
 }
 
+// raw sends request, as it is written, to the server on a new connection
+// (closed when the test ends) and reads the answer, within 10 s; it fails
+// the test when the request cannot be sent.
+func (s *guarded) raw(t *testing.T, request string) (*http.Response, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	return http.ReadResponse(bufio.NewReader(c), nil)
+}
+
 func startGuarded(t *testing.T, cfg auth.Config) *guarded {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -205,17 +222,8 @@ func TestBrowserAttacksRefused(t *testing.T) {
 // a client that sends the headers and then stalls still gets its answer.
 func TestRefusedBodyIsNotRead(t *testing.T) {
 	s := startGuarded(t, auth.Config{})
-	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	// A 1 MiB body is announced, and none of it is sent.
-	if _, err := io.WriteString(c, "POST /v1/submitservicejob HTTP/1.1\r\nHost: "+strings.TrimPrefix(s.url, "http://")+"\r\nContent-Type: text/plain\r\nContent-Length: 1048576\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := s.raw(t, "POST /v1/submitservicejob HTTP/1.1\r\nHost: "+strings.TrimPrefix(s.url, "http://")+"\r\nContent-Type: text/plain\r\nContent-Length: 1048576\r\n\r\n")
 	if err != nil {
 		t.Fatalf("no answer before the body was sent: %v", err)
 	}
@@ -289,16 +297,7 @@ func BenchmarkGuard(b *testing.B) {
 // server, so it is refused like a wrong name.
 func TestNoHostRefused(t *testing.T) {
 	s := startGuarded(t, auth.Config{})
-	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "GET /qshare/v1/logs/x HTTP/1.0\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := s.raw(t, "GET /qshare/v1/logs/x HTTP/1.0\r\n\r\n")
 	if err != nil {
 		t.Fatal(err)
 	}

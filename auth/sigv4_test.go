@@ -89,6 +89,25 @@ func TestVerify(t *testing.T) {
 	now := time.Now()
 	body := `{"jobQueue":"training"}`
 	tags := srv.URL + "/v1/tags/" + strings.ReplaceAll("arn:aws:batch:us-east-1:000000000000:job-queue/training", ":", "%3A")
+	// post is a POST of body to /v1/x signed with these credentials, this
+	// scope and this clock.
+	post := func(keyID, secret, region, service string, at time.Time) func() *http.Request {
+		return func() *http.Request {
+			return signed(t, "POST", srv.URL+"/v1/x", body, keyID, secret, region, service, at)
+		}
+	}
+	// changed is alice's POST of body to /v1/x, changed by edit after
+	// signing; header sets one header after signing.
+	changed := func(edit func(r *http.Request)) func() *http.Request {
+		return func() *http.Request {
+			r := post(aliceID, aliceSecret, "us-east-1", "batch", now)()
+			edit(r)
+			return r
+		}
+	}
+	header := func(k, v string) func() *http.Request {
+		return changed(func(r *http.Request) { r.Header.Set(k, v) })
+	}
 	for _, c := range []struct {
 		name string
 		req  func() *http.Request
@@ -100,9 +119,7 @@ func TestVerify(t *testing.T) {
 		{"a GET with a query and an escaped path", func() *http.Request {
 			return signed(t, "GET", tags+"?x=1&a=b%20c", "", aliceID, aliceSecret, "us-east-1", "batch", now)
 		}, "ok alice "},
-		{"a clock 4 minutes off is within the skew", func() *http.Request {
-			return signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now.Add(-4*time.Minute))
-		}, "ok alice"},
+		{"a clock 4 minutes off is within the skew", post(aliceID, aliceSecret, "us-east-1", "batch", now.Add(-4*time.Minute)), "ok alice"},
 		{"no signature", func() *http.Request {
 			r, _ := http.NewRequest("POST", srv.URL+"/v1/x", strings.NewReader(body))
 			return r
@@ -111,60 +128,26 @@ func TestVerify(t *testing.T) {
 			r, _ := http.NewRequest("GET", srv.URL+"/v1/x?X-Amz-Signature=00", nil)
 			return r
 		}, "no_signature: Missing Authentication Token: this server accepts the signature in the Authorization header only"},
-		{"an unknown key", func() *http.Request {
-			return signed(t, "POST", srv.URL+"/v1/x", body, "AKIAQSHAREMALLORY001", aliceSecret, "us-east-1", "batch", now)
-		}, "unknown_key: The security token included in the request is invalid"},
-		{"a wrong secret", func() *http.Request {
-			return signed(t, "POST", srv.URL+"/v1/x", body, aliceID, strings.Repeat("x", 40), "us-east-1", "batch", now)
-		}, "bad_signature: The request signature we calculated does not match"},
-		{"a body changed after signing", func() *http.Request {
-			r := signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now)
+		{"an unknown key", post("AKIAQSHAREMALLORY001", aliceSecret, "us-east-1", "batch", now), "unknown_key: The security token included in the request is invalid"},
+		{"a wrong secret", post(aliceID, strings.Repeat("x", 40), "us-east-1", "batch", now), "bad_signature: The request signature we calculated does not match"},
+		{"a body changed after signing", changed(func(r *http.Request) {
 			r.Body = io.NopCloser(strings.NewReader(strings.ToUpper(body)))
-			return r
-		}, "bad_signature: The request signature we calculated does not match"},
-		{"a path changed after signing", func() *http.Request {
-			r := signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now)
+		}), "bad_signature: The request signature we calculated does not match"},
+		{"a path changed after signing", changed(func(r *http.Request) {
 			r.URL.Path = "/v1/y"
-			return r
-		}, "bad_signature: The request signature we calculated does not match"},
-		{"a signed header changed after signing", func() *http.Request {
-			r := signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now)
-			r.Header.Set("Amz-Sdk-Invocation-Id", "other")
-			return r
-		}, "bad_signature: The request signature we calculated does not match"},
-		{"a wrong payload hash header", func() *http.Request {
-			r := signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now)
-			r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-			return r
-		}, "bad_signature: X-Amz-Content-Sha256 is not the SHA-256"},
-		{"another region", func() *http.Request {
-			return signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "eu-west-1", "batch", now)
-		}, "bad_signature: Credential should be scoped to a valid region"},
-		{"another service", func() *http.Request {
-			return signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "s3", now)
-		}, "bad_signature: Credential should be scoped to correct service"},
-		{"6 minutes slow", func() *http.Request {
-			return signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now.Add(-6*time.Minute))
-		}, "bad_signature: Signature expired"},
-		{"6 minutes fast", func() *http.Request {
-			return signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now.Add(6*time.Minute))
-		}, "bad_signature: Signature not yet current"},
-		{"a session token", func() *http.Request {
-			r := signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now)
-			r.Header.Set("X-Amz-Security-Token", "tok")
-			return r
-		}, "unknown_key: The security token included in the request is invalid: this server issues no session tokens"},
-		{"a malformed header", func() *http.Request {
-			r := signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now)
-			r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+aliceID+"/x")
-			return r
-		}, "bad_signature: the Authorization header must give Credential, SignedHeaders and Signature"},
-		{"host not signed", func() *http.Request {
-			r := signed(t, "POST", srv.URL+"/v1/x", body, aliceID, aliceSecret, "us-east-1", "batch", now)
+		}), "bad_signature: The request signature we calculated does not match"},
+		{"a signed header changed after signing", header("Amz-Sdk-Invocation-Id", "other"), "bad_signature: The request signature we calculated does not match"},
+		{"a wrong payload hash header", header("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD"), "bad_signature: X-Amz-Content-Sha256 is not the SHA-256"},
+		{"another region", post(aliceID, aliceSecret, "eu-west-1", "batch", now), "bad_signature: Credential should be scoped to a valid region"},
+		{"another service", post(aliceID, aliceSecret, "us-east-1", "s3", now), "bad_signature: Credential should be scoped to correct service"},
+		{"6 minutes slow", post(aliceID, aliceSecret, "us-east-1", "batch", now.Add(-6*time.Minute)), "bad_signature: Signature expired"},
+		{"6 minutes fast", post(aliceID, aliceSecret, "us-east-1", "batch", now.Add(6*time.Minute)), "bad_signature: Signature not yet current"},
+		{"a session token", header("X-Amz-Security-Token", "tok"), "unknown_key: The security token included in the request is invalid: this server issues no session tokens"},
+		{"a malformed header", header("Authorization", "AWS4-HMAC-SHA256 Credential="+aliceID+"/x"), "bad_signature: the Authorization header must give Credential, SignedHeaders and Signature"},
+		{"host not signed", changed(func(r *http.Request) {
 			a := r.Header.Get("Authorization")
 			r.Header.Set("Authorization", strings.Replace(a, "SignedHeaders=amz-sdk-invocation-id;content-length;content-type;host;x-amz-date", "SignedHeaders=amz-sdk-invocation-id;content-length;content-type;x-amz-date", 1))
-			return r
-		}, "bad_signature: SignedHeaders must include host and x-amz-date"},
+		}), "bad_signature: SignedHeaders must include host and x-amz-date"},
 	} {
 		if got := send(t, c.req()); !strings.HasPrefix(got, c.want) {
 			t.Errorf("%s: got %q, want %q…", c.name, got, c.want)

@@ -19,23 +19,7 @@ import (
 // later.
 func TestFairShareQueue(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "q.db"))
-	must(t, err)
-	defer db.Close()
-	ex := simulated.New(simulated.Options{})
-	defer ex.Close()
-	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Tick: 10 * time.Millisecond})
-	must(t, err)
-	must(t, d.Start(ctx))
-	defer d.Close()
-
-	_, err = d.CreatePolicy(ctx, daemon.PolicyInput{Name: "fair", FairsharePolicy: []byte(`{"shareDecaySeconds":600,"shareDistribution":[{"shareIdentifier":"x","weightFactor":1}]}`)})
-	must(t, err)
-	_, err = d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 1}}})
-	must(t, err)
-	_, err = d.CreateQueue(ctx, daemon.QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("fair"), Priority: 1,
-		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
-	must(t, err)
+	d := startOneQueue(t, 10*time.Millisecond, daemon.PolicyInput{Name: "fair", FairsharePolicy: []byte(`{"shareDecaySeconds":600,"shareDistribution":[{"shareIdentifier":"x","weightFactor":1}]}`)})
 	sub := func(name, ident, dur string) string {
 		prio := int64(0)
 		j, err := d.Submit(ctx, daemon.SubmitInput{Name: name, Queue: "q", ShareIdentifier: ident, ServiceJobType: "SAGEMAKER_TRAINING", Priority: &prio,
@@ -59,4 +43,30 @@ func TestFairShareQueue(t *testing.T) {
 	if !jy.Attempts[0].ScheduledAt.Before(jx.Attempts[0].ScheduledAt) {
 		t.Fatalf("y1 scheduled at %v, x2 at %v: y, which had used nothing, should go first", jy.Attempts[0].ScheduledAt, jx.Attempts[0].ScheduledAt)
 	}
+}
+
+// startOneQueue starts a daemon that ticks every tick on a new SQLite store
+// and the simulated executor, closed when the test ends, and creates in it
+// the scheduling policy p, the environment e of one ml.g5.xlarge and the
+// queue q of p on e.
+func startOneQueue(t *testing.T, tick time.Duration, p daemon.PolicyInput) *daemon.Daemon {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "q.db"))
+	must(t, err)
+	t.Cleanup(func() { db.Close() })
+	ex := simulated.New(simulated.Options{})
+	t.Cleanup(func() { ex.Close() })
+	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Tick: tick})
+	must(t, err)
+	must(t, d.Start(ctx))
+	t.Cleanup(func() { d.Close() })
+	_, err = d.CreatePolicy(ctx, p)
+	must(t, err)
+	_, err = d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 1}}})
+	must(t, err)
+	_, err = d.CreateQueue(ctx, daemon.QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN(p.Name), Priority: 1,
+		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
+	must(t, err)
+	return d
 }

@@ -2,15 +2,12 @@ package daemon_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"qshare"
 	"qshare/daemon"
-	"qshare/executor/simulated"
-	"qshare/sqlite"
 )
 
 // TestMinRunTime: the quota-share tag qshare:minRunTimeSeconds is validated
@@ -20,23 +17,7 @@ import (
 // tick (an hour here) would not come for a long time.
 func TestMinRunTime(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "q.db"))
-	must(t, err)
-	defer db.Close()
-	ex := simulated.New(simulated.Options{})
-	defer ex.Close()
-	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Tick: time.Hour})
-	must(t, err)
-	must(t, d.Start(ctx))
-	defer d.Close()
-
-	_, err = d.CreatePolicy(ctx, daemon.PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
-	must(t, err)
-	_, err = d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 1}}})
-	must(t, err)
-	_, err = d.CreateQueue(ctx, daemon.QueueInput{Name: "q", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
-		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
-	must(t, err)
+	d := startOneQueue(t, time.Hour, daemon.PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
 	share := func(tags map[string]string) error {
 		_, err := d.CreateShare(ctx, daemon.ShareInput{Name: "A", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: qshare.Enabled,
 			CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 1}}, Tags: tags})

@@ -113,17 +113,19 @@ func trimNum(v float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
 }
 
-// buckets returns how many buckets cover the makespan.
-func (r *Report) buckets() int {
+// buckets returns how many buckets cover the makespan (0 when the report
+// has no series), each one's width in seconds, and the span a plot's time
+// axis covers: the makespan, or one bucket when that is longer.
+func (r *Report) buckets() (n int, bs, span float64) {
 	s := r.Series
 	if s == nil || s.BucketS <= 0 {
-		return 0
+		return 0, 0, 0
 	}
-	n := int(math.Ceil(r.MakespanS / s.BucketS))
+	n = int(math.Ceil(r.MakespanS / s.BucketS))
 	if len(s.Cross) < n {
 		n = len(s.Cross)
 	}
-	return max(n, 1)
+	return max(n, 1), s.BucketS, math.Max(r.MakespanS, s.BucketS)
 }
 
 // stacked draws layers stacked bottom-up; layers[i][b] is the mean height of
@@ -218,12 +220,10 @@ func (r *Report) CapacityPlot(title string) []byte {
 	}
 	s.f("</defs>\n")
 	s.title("Capacity over time — " + title)
-	n := r.buckets()
+	n, bs, span := r.buckets()
 	if n == 0 {
 		return s.end()
 	}
-	bs := r.Series.BucketS
-	span := math.Max(r.MakespanS, bs)
 	var layers, lent [][]float64
 	var fills, lentFills []string
 	for i := range r.Shares {
@@ -319,12 +319,10 @@ func (r *Report) PreemptionPlot(title string) []byte {
 	var s svg
 	s.begin(plotH)
 	s.title("Preemptions over time — " + title)
-	n := r.buckets()
+	n, bs, span := r.buckets()
 	if n == 0 {
 		return s.end()
 	}
-	bs := r.Series.BucketS
-	span := math.Max(r.MakespanS, bs)
 	ymax := 1.0
 	for b := 0; b < n; b++ {
 		ymax = math.Max(ymax, r.Series.Cross[b]+r.Series.InShare[b])

@@ -6,13 +6,13 @@ import (
 	"flag"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"qshare/config"
 	"qshare/event"
+	goldenfile "qshare/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -64,20 +64,7 @@ func runSmall(t *testing.T, opts Options) (*Report, []byte, []byte) {
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./sim -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test ./sim -update rewrites it after a deliberate change):\n%s", name, got)
-	}
+	goldenfile.Check(t, "sim", name, got, *update)
 }
 
 func TestGoldenSmallTrace(t *testing.T) {

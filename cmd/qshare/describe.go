@@ -116,10 +116,7 @@ func (s *session) printJob(w io.Writer, j *batch.DescribeServiceJobOutput) error
 		tw = table(w)
 		fmt.Fprintln(tw, "  #\tTRAINING JOB\tSTARTED\tSTOPPED\tPREEMPTED\tREASON")
 		for i, a := range j.Attempts {
-			res := ""
-			if a.ServiceResourceId != nil {
-				res = aws.ToString(a.ServiceResourceId.Value)
-			}
+			res := resourceID(a.ServiceResourceId)
 			p := "no"
 			if preempted[res] {
 				p = "yes"
@@ -135,10 +132,7 @@ func (s *session) printJob(w io.Writer, j *batch.DescribeServiceJobOutput) error
 		tw = table(w)
 		fmt.Fprintln(tw, "  TRAINING JOB\tSTARTED\tSTOPPED\tREASON")
 		for _, a := range ps.RecentPreemptedAttempts {
-			res := ""
-			if a.ServiceResourceId != nil {
-				res = aws.ToString(a.ServiceResourceId.Value)
-			}
+			res := resourceID(a.ServiceResourceId)
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", orDash(nameOfARN(res)), clock(a.StartedAt), clock(a.StoppedAt), orDash(aws.ToString(a.StatusReason)))
 		}
 		return tw.Flush()
@@ -172,4 +166,13 @@ func retryText(r *types.ServiceJobRetryStrategy) string {
 		}
 	}
 	return text
+}
+
+// resourceID is the value of a service resource identifier (an attempt's
+// training job ARN), "" when there is none.
+func resourceID(r *types.ServiceResourceId) string {
+	if r == nil {
+		return ""
+	}
+	return aws.ToString(r.Value)
 }

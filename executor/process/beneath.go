@@ -282,15 +282,7 @@ func (fs dataFS) WriteFile(path string, b []byte, perm os.FileMode) error {
 	if err := fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	f, err := fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return fs.CreateFile(path, b, perm)
 }
 
 // CreateFile creates path as a new regular file holding b. It fails with an
@@ -372,23 +364,7 @@ func (fs dataFS) MkdirAll(path string, perm os.FileMode, made func(string) error
 	if err != nil || rel == "." {
 		return err
 	}
-	p := fs.root
-	for _, part := range strings.Split(rel, "/") {
-		p = filepath.Join(p, part)
-		err := fs.Mkdir(p, perm)
-		if errors.Is(err, os.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if made != nil {
-			if err := made(p); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return fs.mkdirEach(fs.root, strings.Split(rel, "/"), perm, made)
 }
 
 // MkdirBelow creates the directories of path that are missing below base,
@@ -401,8 +377,15 @@ func (fs dataFS) MkdirBelow(base, path string, perm os.FileMode, made func(strin
 	if !ok || rel == "" {
 		return fs.MkdirAll(path, perm, made)
 	}
-	p := base
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+	return fs.mkdirEach(base, strings.Split(rel, string(filepath.Separator)), perm, made)
+}
+
+// mkdirEach creates the directories dir/parts[0], dir/parts[0]/parts[1]…
+// that are missing, in that order, and calls made (if not nil) for each one
+// it created. dir must exist.
+func (fs dataFS) mkdirEach(dir string, parts []string, perm os.FileMode, made func(string) error) error {
+	p := dir
+	for _, part := range parts {
 		p = filepath.Join(p, part)
 		err := fs.Mkdir(p, perm)
 		if errors.Is(err, os.ErrExist) {

@@ -3,7 +3,6 @@ package process
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -82,23 +81,7 @@ func TestAttackPayloadCannotMakeASupervisor(t *testing.T) {
 // jobs as; it skips the test when that is impossible.
 func jobTestUser(t *testing.T) *jobUser {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("--run-as needs a test that runs as root, to create a second Unix user and run jobs as it; run the tests as root to cover it")
-	}
-	const name = "qshare-job-test"
-	if _, err := lookupJobUser(name); err != nil {
-		if _, err := exec.LookPath("useradd"); err != nil {
-			t.Skip("useradd is not installed: cannot create the user " + name + " that --run-as tests run jobs as")
-		}
-		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-			t.Skipf("useradd %s: %v: %s", name, err, out)
-		}
-	}
-	u, err := lookupJobUser(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
+	return namedTestUser(t, "qshare-job-test")
 }
 
 // With RunAs, the job runs as that user: `id -u` says so, it can write its

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,6 +12,7 @@ import (
 
 	"qshare"
 	"qshare/config"
+	"qshare/internal/bench/fanout"
 	"qshare/internal/bench/slurm"
 )
 
@@ -165,41 +164,23 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 
 func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, opt E2EOptions, res *E2EResult) error {
 	lats := make([]time.Duration, opt.Jobs)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr error
-	var once sync.Once
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	env := map[string]string{"QSHARE_SIM_DURATION": "0s"} // the simulated executor's `true`
 	start := time.Now()
-	for range opt.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= opt.Jobs || ctx.Err() != nil {
-					return
-				}
-				name := fmt.Sprintf("e2e-%d", i)
-				t := time.Now()
-				_, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
-					JobName: aws.String(name), JobQueue: aws.String(queue), QuotaShareName: aws.String("s0"),
-					ServiceJobType:        types.ServiceJobTypeSagemakerTraining,
-					ServiceRequestPayload: aws.String(Payload(name, e2eType, 1, []string{"true"}, env)),
-				})
-				lats[i] = time.Since(t)
-				if err != nil {
-					once.Do(func() { firstErr = fmt.Errorf("bench e2e: submit %d: %w", i, err); cancel() })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if err := fanout.Each(ctx, opt.Clients, opt.Jobs, func(ctx context.Context, i int) error {
+		name := fmt.Sprintf("e2e-%d", i)
+		t := time.Now()
+		_, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
+			JobName: aws.String(name), JobQueue: aws.String(queue), QuotaShareName: aws.String("s0"),
+			ServiceJobType:        types.ServiceJobTypeSagemakerTraining,
+			ServiceRequestPayload: aws.String(Payload(name, e2eType, 1, []string{"true"}, env)),
+		})
+		lats[i] = time.Since(t)
+		if err != nil {
+			return fmt.Errorf("bench e2e: submit %d: %w", i, err)
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	submitWall := time.Since(start)
 	if err := waitDone(ctx, c, []string{queue}, srv, 50*time.Millisecond, opt.Timeout); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
+	"qshare/internal/bench/fanout"
 	"qshare/sim"
 )
 
@@ -514,33 +515,16 @@ func ptr[T any](v T) *T { return &v }
 // preemptions) with n clients, after the run.
 func describeAll(ctx context.Context, c *batch.Client, subs []submitted, n int) ([]*batch.DescribeServiceJobOutput, error) {
 	out := make([]*batch.DescribeServiceJobOutput, len(subs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	for range min(n, 16) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(subs) || firstErr.Load() != nil {
-					return
-				}
-				var d *batch.DescribeServiceJobOutput
-				_, err := retryTransient(ctx, 3, func() (err error) {
-					d, err = c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(subs[i].id)})
-					return err
-				})
-				if err != nil {
-					firstErr.CompareAndSwap(nil, fmt.Errorf("bench kueue: describe %s: %w", subs[i].spec.ID, err))
-					return
-				}
-				out[i] = d
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
+	if err := fanout.Each(ctx, min(n, 16), len(subs), func(ctx context.Context, i int) error {
+		_, err := retryTransient(ctx, 3, func() (err error) {
+			out[i], err = c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(subs[i].id)})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("bench kueue: describe %s: %w", subs[i].spec.ID, err)
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -1,6 +1,7 @@
 package serveproc
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,4 +40,36 @@ func WithBinary(prefix string, bin *string, run func() int) int {
 		return 1
 	}
 	return run()
+}
+
+// TB is the part of testing.TB that StartTest uses (so that this package,
+// which the qshare command links, need not import testing).
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Error(args ...any)
+	Logf(format string, args ...any)
+	Failed() bool
+	Cleanup(func())
+}
+
+// StartTest starts a server as Start does, with a background context, for
+// the test t: it fails t at once when the server does not come up, stops the
+// server when t ends (an error of Stop fails t), and then, when t has
+// failed, logs the server's output (kept in memory unless o.Output is set).
+func StartTest(t TB, o Options) *Server {
+	t.Helper()
+	srv, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", srv.Log())
+		}
+	})
+	return srv
 }

@@ -300,3 +300,20 @@ func (s *stdout) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// Command runs `bin ARGS...` in the directory dir against the server (its
+// environment this process's, with QSHARE_ENDPOINT set to s.Endpoint),
+// killing it after two minutes, and returns what it printed on standard
+// output and standard error, and the error of exec.Cmd.Run (an
+// *exec.ExitError when it ran and exited with a status other than 0).
+func (s *Server) Command(bin, dir string, args ...string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "QSHARE_ENDPOINT="+s.Endpoint)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}

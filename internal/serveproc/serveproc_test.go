@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -228,3 +229,34 @@ func TestLogKeepsTheTail(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// StartTest's server is stopped when its test ends; Command runs a program
+// in the directory given with QSHARE_ENDPOINT set to the server's, and
+// returns its two outputs and its exit status.
+func TestStartTestAndCommand(t *testing.T) {
+	t.Setenv("FAKE_SERVE", "serve")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s *Server
+	t.Run("server", func(t *testing.T) {
+		s = StartTest(t, Options{Binary: exe, DataDir: filepath.Join(t.TempDir(), "data")})
+		dir := t.TempDir()
+		out, errOut, err := s.Command("/bin/sh", dir, "-c", `echo "$QSHARE_ENDPOINT"; pwd; echo oops >&2; exit 3`)
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+			t.Errorf("exit: %v, want status 3", err)
+		}
+		if out != "http://127.0.0.1:4321\n"+dir+"\n" || errOut != "oops\n" {
+			t.Errorf("stdout %q, stderr %q", out, errOut)
+		}
+	})
+	select {
+	case <-s.Done():
+	case <-time.After(time.Second):
+		t.Fatal("the server still runs after its test ended")
+	}
+	if !strings.Contains(s.Log(), "got interrupt\n") {
+		t.Errorf("the server was not stopped with Stop's signal:\n%s", s.Log())
+	}
+}

@@ -75,22 +75,8 @@ func newEnvTB(t testing.TB, args ...string) *env {
 	t.Helper()
 	needChromium(t)
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := serveproc.Start(ctx, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
 		Args: append([]string{"--executor", "simulated", "--log-level", "warn"}, args...), StopWait: 10 * time.Second})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-		cancel()
-		if t.Failed() {
-			t.Logf("server log:\n%s", srv.Log())
-		}
-	})
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.WindowSize(1200, 800),
@@ -112,17 +98,11 @@ func newEnvTB(t testing.TB, args ...string) *env {
 // and returns its standard output; it must succeed.
 func (e *env) qshare(args ...string) string {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "QSHARE_ENDPOINT="+e.srv.Endpoint)
-	var o, er bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &er
-	if err := cmd.Run(); err != nil {
-		e.t.Fatalf("qshare %s: %v\n%s%s", strings.Join(args, " "), err, o.String(), er.String())
+	o, er, err := e.srv.Command(bin, root, args...)
+	if err != nil {
+		e.t.Fatalf("qshare %s: %v\n%s%s", strings.Join(args, " "), err, o, er)
 	}
-	return o.String()
+	return o
 }
 
 func (e *env) jsonOf(v any, args ...string) {

@@ -6,8 +6,6 @@
 package e2e_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -54,43 +52,22 @@ type env struct {
 func newEnv(t *testing.T, args ...string) *env {
 	t.Helper()
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := serveproc.Start(ctx, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
 		Args: append([]string{"--executor", "simulated", "--log-level", "warn"}, args...), StopWait: 10 * time.Second})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-		cancel()
-		if t.Failed() {
-			t.Logf("server log:\n%s", srv.Log())
-		}
-	})
 	return &env{t: t, srv: srv, dir: dir}
 }
 
 // run runs `qshare ARGS...` in the repository root against the server.
 func (e *env) run(args ...string) (stdout, stderr string, code int) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "QSHARE_ENDPOINT="+e.srv.Endpoint)
-	var o, er bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &er
-	err := cmd.Run()
+	stdout, stderr, err := e.srv.Command(bin, root, args...)
 	if ee, ok := err.(*exec.ExitError); ok {
-		return o.String(), er.String(), ee.ExitCode()
+		return stdout, stderr, ee.ExitCode()
 	}
 	if err != nil {
 		e.t.Fatalf("qshare %s: %v", strings.Join(args, " "), err)
 	}
-	return o.String(), er.String(), 0
+	return stdout, stderr, 0
 }
 
 // ok runs a command that must succeed and returns its standard output.

@@ -24,23 +24,11 @@ import (
 // oneShareConfig is a pool of n instances with one share that may preempt
 // in-share.
 func oneShareConfig(n int) string {
-	return fmt.Sprintf(`serviceEnvironments:
-  - serviceEnvironmentName: pool
-    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
-schedulingPolicies:
-  - name: qm
-    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
-jobQueues:
-  - jobQueueName: q
-    priority: 1
-    schedulingPolicy: qm
-    serviceEnvironment: pool
-    quotaShares:
-      - quotaShareName: A
+	return soak.PoolQueue(n) + fmt.Sprintf(`      - quotaShareName: A
         capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
         resourceSharingConfiguration: {strategy: LEND}
         preemptionConfiguration: {inSharePreemption: ENABLED}
-`, n, n)
+`, n)
 }
 
 func submitJob(t *testing.T, c *batch.Client, name string, prio int, payload string) string {

@@ -113,19 +113,8 @@ func TestServeWithAuth(t *testing.T) {
 	if err := os.Chmod(file, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
 		Args: []string{"--executor", "simulated", "--log-level", "info", "--auth", file, "--audit", filepath.Join(dir, "audit.jsonl")}, StopWait: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", srv.Log())
-		}
-	})
 	ctx := context.Background()
 	admin := signedClient(srv.Endpoint, adminKey)
 
@@ -321,17 +310,8 @@ func TestServeRunsJobsAsTheirPrincipal(t *testing.T) {
 		t.Log("setpriv is not installed: the refusal by a server that is not root is not checked")
 	}
 	must(t, os.WriteFile(file, []byte(text), 0o600))
-	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
 		Args: []string{"--executor", "process", "--gpus", "none", "--log-level", "warn", "--auth", file}, StopWait: 20 * time.Second})
-	must(t, err)
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", srv.Log())
-		}
-	})
 	ctx := context.Background()
 	admin := signedClient(srv.Endpoint, adminKey)
 	setupTraining(t, admin, "ml.m5.xlarge")

@@ -55,14 +55,8 @@ func TestServeWithAuthBoto3AndCLI(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")
 	must(t, os.WriteFile(file, []byte(authFileText(true)), 0o600))
-	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
 		Args: []string{"--executor", "simulated", "--log-level", "warn", "--auth", file}, StopWait: 20 * time.Second})
-	must(t, err)
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
 	setupTraining(t, signedClient(srv.Endpoint, adminKey), "ml.g5.xlarge")
 	env := append(os.Environ(), "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=", "AWS_CA_BUNDLE=")
 

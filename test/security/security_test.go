@@ -37,19 +37,8 @@ type server struct {
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
-	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
 		Args: append([]string{"--executor", "process", "--gpus", "none", "--log-level", "warn"}, args...), StopWait: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", srv.Log())
-		}
-	})
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.Endpoint, "http://"))
 	return &server{srv: srv, c: batchclient.New(srv.Endpoint, "us-east-1", batchclient.NoRetry), port: port}
 }

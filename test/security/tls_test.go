@@ -84,17 +84,8 @@ func TestServeTLS(t *testing.T) {
 		}
 	}
 
-	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
 		Args: []string{"--executor", "simulated", "--log-level", "warn", "--auth", file, "--tls-cert", certFile, "--tls-key", keyFile}, StopWait: 20 * time.Second})
-	must(t, err)
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", srv.Log())
-		}
-	})
 	if !strings.HasPrefix(srv.Endpoint, "https://127.0.0.1:") {
 		t.Fatalf("endpoint %s, want https://127.0.0.1:PORT", srv.Endpoint)
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"qshare/internal/bench/fanout"
 )
 
 // RunOptions configure a throughput run.
@@ -59,39 +59,21 @@ func (c *Cluster) Run(ctx context.Context, opt RunOptions) (Result, error) {
 		return Result{}, fmt.Errorf("slurm: the queue must be empty before a run (%d jobs, %v)", n, err)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	res := Result{Jobs: opt.Jobs, Clients: opt.Clients, SubmitLatencies: make([]time.Duration, opt.Jobs), Completed: -1}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var errOnce sync.Once
-	var runErr error
 	start := time.Now()
-	for range opt.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= opt.Jobs || ctx.Err() != nil {
-					return
-				}
-				t := time.Now()
-				out, err := c.command(ctx, "sbatch", "--parsable", "--wrap", "true")
-				res.SubmitLatencies[i] = time.Since(t)
-				if err == nil {
-					_, err = ParseJobID(out)
-				}
-				if err != nil {
-					errOnce.Do(func() { runErr = fmt.Errorf("slurm: submit %d: %w", i+1, err); cancel() })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if runErr != nil {
-		return res, runErr
+	if err := fanout.Each(ctx, opt.Clients, opt.Jobs, func(ctx context.Context, i int) error {
+		t := time.Now()
+		out, err := c.command(ctx, "sbatch", "--parsable", "--wrap", "true")
+		res.SubmitLatencies[i] = time.Since(t)
+		if err == nil {
+			_, err = ParseJobID(out)
+		}
+		if err != nil {
+			return fmt.Errorf("slurm: submit %d: %w", i+1, err)
+		}
+		return nil
+	}); err != nil {
+		return res, err
 	}
 	res.SubmitWall = time.Since(start)
 	for {
