@@ -17,7 +17,9 @@ type fakeT struct {
 func (f *fakeT) Helper()                           {}
 func (f *fakeT) Fatal(args ...any)                 { f.fail(fmt.Sprint(args...)) }
 func (f *fakeT) Fatalf(format string, args ...any) { f.fail(fmt.Sprintf(format, args...)) }
-func (f *fakeT) Errorf(format string, args ...any) { f.msgs = append(f.msgs, fmt.Sprintf(format, args...)) }
+func (f *fakeT) Errorf(format string, args ...any) {
+	f.msgs = append(f.msgs, fmt.Sprintf(format, args...))
+}
 func (f *fakeT) fail(msg string) {
 	f.msgs = append(f.msgs, msg)
 	f.fatal = true
