@@ -238,7 +238,11 @@ func TestMetricsWorkedExample(t *testing.T) {
 	// (QS3 is RESERVE and keeps its own).
 	submitTo(t, c, "QS1", "a", 1, time.Hour)
 	submitTo(t, c, "QS1", "b", 1, time.Hour)
-	fams := waitSample(t, addr, "qshare_lent", with(q, "lender", "QS2", "borrower", "QS1"), 1)
+	waitSample(t, addr, "qshare_lent", with(q, "lender", "QS2", "borrower", "QS1"), 1)
+	// The engine's state (lent, in use) is read at scrape time and shows a
+	// start at once; a job's wait is observed once its start is durable,
+	// a moment later: wait for both waits before reading the rest.
+	fams := waitSample(t, addr, "qshare_job_wait_seconds", map[string]string{"queue": "training", "share": "QS1"}, 2)
 	step1 := fams
 	for _, x := range []struct {
 		name   string

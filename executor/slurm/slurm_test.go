@@ -100,7 +100,15 @@ func script(j executortest.Job) string {
 	case executortest.StopIgnore:
 		b.WriteString("trap '' TERM\n")
 	}
-	fmt.Fprintf(&b, "sleep %s &\necho ready\nwait $!\nexit %d\n", secs(j.Run), j.ExitCode)
+	fmt.Fprintf(&b, "sleep %s &\necho ready\nwait $!\n", secs(j.Run))
+	if j.OnStop == executortest.StopDie {
+		// Slurm signals the step's processes one by one: when the sleep
+		// gets its SIGTERM first, the wait returns before the shell's own
+		// copy arrives, and the shell would go on to exit normally. A
+		// job that dies on the signal dies of it either way.
+		b.WriteString("rc=$?; [ \"$rc\" -gt 128 ] && kill -$((rc - 128)) $$\n")
+	}
+	fmt.Fprintf(&b, "exit %d\n", j.ExitCode)
 	return b.String()
 }
 
