@@ -174,19 +174,7 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 	if req.ResourceConfig.InstanceType != "" {
 		typ = req.ResourceConfig.InstanceType
 	}
-	type group struct {
-		Name  string   `json:"instance_group_name"`
-		Type  string   `json:"instance_type"`
-		Hosts []string `json:"hosts"`
-	}
-	rc := struct {
-		CurrentHost  string   `json:"current_host"`
-		CurrentType  string   `json:"current_instance_type"`
-		CurrentGroup string   `json:"current_group_name"`
-		Hosts        []string `json:"hosts"`
-		Groups       []group  `json:"instance_groups"`
-		Network      string   `json:"network_interface_name"`
-	}{"algo-1", typ, "homogeneousCluster", []string{"algo-1"}, []group{{"homogeneousCluster", typ, []string{"algo-1"}}}, "lo"}
+	rc := executor.NewResourceConfig("algo-1", typ, []string{"algo-1"}, "lo")
 	if err := put(filepath.Join(l.Config, "resourceconfig.json"), rc); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"qshare/executor"
 	"qshare/executor/process"
 )
 
@@ -93,19 +94,7 @@ func runStep(root, attemptDir, hosts string) int {
 	if err := fs.MkdirAll(cfgDir, 0o755); err != nil {
 		return fail("creating the node's config directory: %v", err)
 	}
-	type group struct {
-		Name  string   `json:"instance_group_name"`
-		Type  string   `json:"instance_type"`
-		Hosts []string `json:"hosts"`
-	}
-	rc := struct {
-		CurrentHost  string   `json:"current_host"`
-		CurrentType  string   `json:"current_instance_type"`
-		CurrentGroup string   `json:"current_group_name"`
-		Hosts        []string `json:"hosts"`
-		Groups       []group  `json:"instance_groups"`
-		Network      string   `json:"network_interface_name"`
-	}{host, sp.InstanceType, "homogeneousCluster", hostList, []group{{"homogeneousCluster", sp.InstanceType, hostList}}, "eth0"}
+	rc := executor.NewResourceConfig(host, sp.InstanceType, hostList, "eth0")
 	hp := sp.HyperParameters
 	if hp == nil {
 		hp = map[string]string{}
