@@ -3,18 +3,19 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/postgres/postgrestest"
-	"qshare/store"
 )
 
 // The tests of qshare serve on PostgreSQL share one throwaway server
@@ -52,18 +53,21 @@ func postgresDB(t *testing.T) string {
 	return u
 }
 
-// TestServePostgres runs qshare serve --store postgres://...: what it
-// stores survives a restart, a second server on the same database is
-// refused while the first runs, and the listening line names the store.
+// TestServePostgres runs qshare serve --store postgres://...: the listening
+// line names the store and the role; a second server on the same database
+// stands by (/readyz 503) and forwards the API to the leader; when the
+// leader stops, it takes the store over with what the first one stored.
 func TestServePostgres(t *testing.T) {
 	db := postgresDB(t)
 	s := testServeSettings(t)
 	s.Store = db
+	s.Guard.AllowHosts = "127.0.0.1" // the Host a standby forwards
 	a := serveInProcess(t, s)
-	if line := a.out.String(); !strings.Contains(line, ", store postgres://qshare@") {
-		t.Errorf("the listening line does not name the store: %q", line)
+	if line := a.out.String(); !strings.Contains(line, ", store postgres://qshare@") || !strings.Contains(line, ", leader)") {
+		t.Errorf("the listening line does not name the store and the role: %q", line)
 	}
-	c := serveClient(addrOf(t, a.out.String()))
+	aAddr := addrOf(t, a.out.String())
+	c := serveClient(aAddr)
 	ctx := context.Background()
 	if _, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("kept"),
 		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}}); err != nil {
@@ -72,20 +76,49 @@ func TestServePostgres(t *testing.T) {
 
 	s2 := testServeSettings(t)
 	s2.Store = db
-	if err := serveOnce(t, s2); !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "in use by another qshare server") {
-		t.Errorf("a second server on the same database: %v; want store.ErrLocked", err)
-	}
-	a.stop(t)
-
+	s2.Guard.AllowHosts = "127.0.0.1"
 	b := serveInProcess(t, s2)
-	c = serveClient(addrOf(t, b.out.String()))
-	out, err := c.ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+	if line := b.out.String(); !strings.Contains(line, ", standby)") {
+		t.Errorf("the second server's listening line does not say it stands by: %q", line)
+	}
+	bAddr := addrOf(t, b.out.String())
+	if code := readyz(t, bAddr); code != http.StatusServiceUnavailable {
+		t.Errorf("GET /readyz on the standby = %d, want 503", code)
+	}
+	if code := readyz(t, aAddr); code != http.StatusOK {
+		t.Errorf("GET /readyz on the leader = %d, want 200", code)
+	}
+	listsKept := func(via string) {
+		t.Helper()
+		out, err := serveClient(via).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.SchedulingPolicies) != 1 || !strings.HasSuffix(aws.ToString(out.SchedulingPolicies[0].Arn), "/kept") {
+			t.Fatalf("through %s the server lists %+v, want the policy kept", via, out.SchedulingPolicies)
+		}
+	}
+	listsKept(bAddr) // forwarded to the leader
+	a.stop(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for readyz(t, bAddr) != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the standby is not ready 20 s after the leader stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	listsKept(bAddr)
+}
+
+// readyz returns the status of GET /readyz at addr (http://HOST:PORT).
+func readyz(t *testing.T, addr string) int {
+	t.Helper()
+	resp, err := http.Get(addr + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.SchedulingPolicies) != 1 || !strings.HasSuffix(aws.ToString(out.SchedulingPolicies[0].Arn), "/kept") {
-		t.Fatalf("after a restart the server lists %+v, want the policy kept", out.SchedulingPolicies)
-	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // addrOf returns the address of a listening line.
