@@ -97,6 +97,17 @@ func (d *DB) Heartbeat(ctx context.Context) error {
 // when it is closed.
 func (d *DB) Deposed() <-chan struct{} { return d.w.deposed }
 
+// DeposedErr returns why this DB lost the store (an error wrapping
+// ErrDeposed), or nil while it owns it.
+func (d *DB) DeposedErr() error {
+	select {
+	case <-d.w.deposed:
+		return d.w.lost // written before deposed was closed
+	default:
+		return nil
+	}
+}
+
 // Leader is what the owner row says about the store's current owner.
 type Leader struct {
 	// Epoch is the owner's epoch: one more at each Open.

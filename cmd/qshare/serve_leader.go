@@ -291,7 +291,7 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 			return nil
 		case <-db.Deposed():
 		}
-		sv.log.Warn("leadership: lost: this server no longer owns the store; it stops acting on it and stands by", "store", name, "epoch", db.Epoch())
+		sv.log.Warn("leadership: lost: this server no longer owns the store; it stops acting on it and stands by", "store", name, "epoch", db.Epoch(), "why", db.DeposedErr())
 		sv.health.SetNotReady("standby: stepping down")
 		sb.leader.Store(nil)
 		sv.set(sb)
