@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,37 +19,17 @@ import (
 // The tests of qshare serve on PostgreSQL share one throwaway server
 // (postgrestest), started by the first test that needs it and stopped by
 // TestMain; without PostgreSQL they skip.
-var (
-	pgOnce sync.Once
-	pgSrv  *postgrestest.Server
-	pgErr  error
-)
+var pg postgrestest.Lazy
 
 // TestMain stops the PostgreSQL server, if a test started one.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if pgSrv != nil {
-		pgSrv.Stop()
-	}
+	pg.Stop()
 	os.Exit(code)
 }
 
 // postgresDB returns the URL of a new database on the shared server.
-func postgresDB(t *testing.T) string {
-	t.Helper()
-	pgOnce.Do(func() { pgSrv, pgErr = postgrestest.Start() })
-	if errors.Is(pgErr, postgrestest.ErrNotInstalled) {
-		t.Skip(pgErr)
-	}
-	if pgErr != nil {
-		t.Fatal(pgErr)
-	}
-	u, err := pgSrv.NewDatabase(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
+func postgresDB(t *testing.T) string { return pg.Database(t) }
 
 // TestServePostgres runs qshare serve --store postgres://...: the listening
 // line names the store and the role; a second server on the same database

@@ -34,47 +34,13 @@ import (
 // to both servers (a standby forwards to the leader) and move to the other
 // one when a request fails, as clients behind a load balancer would.
 
-// The PostgreSQL server of this test binary, started by the first test
-// that needs it and stopped by TestMain.
-var (
-	pgOnce sync.Once
-	pgSrv  *postgrestest.Server
-	pgErr  error
-)
-
-// postgresStore returns the URL of a new database, skipping t without
-// PostgreSQL.
-func postgresStore(t *testing.T) string {
-	t.Helper()
-	pgOnce.Do(func() { pgSrv, pgErr = postgrestest.Start() })
-	if errors.Is(pgErr, postgrestest.ErrNotInstalled) {
-		t.Skip(pgErr)
-	}
-	if pgErr != nil {
-		t.Fatal(pgErr)
-	}
-	u, err := pgSrv.NewDatabase(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
+// pg is the PostgreSQL server of this test binary, started by the first
+// test that needs it and stopped by TestMain.
+var pg postgrestest.Lazy
 
 // haConfig is a pool of 32 instances with one share, without preemption:
 // the workload's jobs wait their turn.
-const haConfig = `serviceEnvironments:
-  - serviceEnvironmentName: pool
-    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 32}]
-schedulingPolicies:
-  - name: qm
-    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
-jobQueues:
-  - jobQueueName: q
-    priority: 1
-    schedulingPolicy: qm
-    serviceEnvironment: pool
-    quotaShares:
-      - quotaShareName: A
+var haConfig = soak.PoolQueue(32) + `      - quotaShareName: A
         capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 32}]
         resourceSharingConfiguration: {strategy: LEND}
         preemptionConfiguration: {inSharePreemption: DISABLED}
@@ -91,7 +57,7 @@ type cluster struct {
 }
 
 func newCluster(t *testing.T, n int, lease string) *cluster {
-	c := &cluster{t: t, store: postgresStore(t), root: t.TempDir(), lease: lease, servers: make([]*serveproc.Server, n)}
+	c := &cluster{t: t, store: pg.Database(t), root: t.TempDir(), lease: lease, servers: make([]*serveproc.Server, n)}
 	for i := range n {
 		c.start(i)
 		if i == 0 {
@@ -651,7 +617,7 @@ func TestPostgresRestart(t *testing.T) {
 	stop := load.run(16, 7)
 	time.Sleep(1500 * time.Millisecond)
 	t0 := time.Now()
-	if err := pgSrv.Restart("immediate"); err != nil {
+	if err := pg.Server().Restart("immediate"); err != nil {
 		stop()
 		t.Fatal(err)
 	}

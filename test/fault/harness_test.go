@@ -37,9 +37,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	code := serveproc.WithBinary("qshare-faulttest-", &bin, m.Run)
-	if pgSrv != nil {
-		pgSrv.Stop() // started by the first test on PostgreSQL (ha_test.go)
-	}
+	pg.Stop() // started by the first test on PostgreSQL (ha_test.go)
 	os.Exit(code)
 }
 
