@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/jackc/pgx/v5"
 
 	"qshare/postgres/postgrestest"
 )
@@ -34,7 +35,8 @@ func postgresDB(t *testing.T) string { return pg.Database(t) }
 // TestServePostgres runs qshare serve --store postgres://...: the listening
 // line names the store and the role; a second server on the same database
 // stands by (/readyz 503) and forwards the API to the leader; when the
-// leader stops, it takes the store over with what the first one stored.
+// leader's database session is cut, the standby takes the store over with
+// what the first one stored, and the old leader stands by and forwards.
 func TestServePostgres(t *testing.T) {
 	db := postgresDB(t)
 	s := testServeSettings(t)
@@ -77,14 +79,32 @@ func TestServePostgres(t *testing.T) {
 		}
 	}
 	listsKept(bAddr) // forwarded to the leader
-	a.stop(t)
-	deadline := time.Now().Add(20 * time.Second)
-	for readyz(t, bAddr) != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("the standby is not ready 20 s after the leader stopped")
-		}
-		time.Sleep(20 * time.Millisecond)
+
+	// Cut the leader's database session: it steps down and stands by,
+	// and the standby leads.
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
+		t.Fatal(err)
+	}
+	waitReady := func(addr string, want int, what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for readyz(t, addr) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /readyz is not %d after 20 s", what, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitReady(bAddr, http.StatusOK, "the standby, once the leader's session was cut")
+	waitReady(aAddr, http.StatusServiceUnavailable, "the old leader, once its session was cut")
+	listsKept(aAddr) // the old leader forwards to the new one
+	a.stop(t)
 	listsKept(bAddr)
 }
 
