@@ -138,8 +138,10 @@ over HTTP (POST /v1/<operation>), the scheduler, and the executor that runs
 the jobs. Every resource and job is kept in the store, by default an SQLite
 database in the data directory (--store names another), and every change is
 durable before it is acknowledged; a restart recovers the jobs that were
-running. One server owns a store at a time: a second one on the same store
-refuses to start.
+running. One server owns a store at a time: on SQLite a second one on the
+same store refuses to start; on PostgreSQL it stands by, forwards the API to
+the leader (--advertise-addr), and takes over when the leader goes
+(--leader-lease; docs/high-availability.md).
 
 Without --auth, point an AWS SDK at it with any static credentials, for example in Go:
   batch.NewFromConfig(cfg, func(o *batch.Options){ o.BaseEndpoint = aws.String("http://127.0.0.1:8750") })
