@@ -358,6 +358,7 @@ func (l *haLoad) check(t *testing.T, c *batch.Client) {
 		jobs = append(jobs, &cp)
 	}
 	l.mu.Unlock()
+	attempts := map[int]int{}
 	for _, j := range jobs {
 		if _, ok := all[j.id]; !ok {
 			t.Errorf("acknowledged job %s (%s) is missing", j.id, j.name)
@@ -371,7 +372,9 @@ func (l *haLoad) check(t *testing.T, c *batch.Client) {
 			t.Errorf("job %s has priority %d; the last acknowledged was %d (and %v were sent without an answer)", j.name, p, j.prio, j.tried)
 		}
 		checkAttempts(t, j.name, d.Attempts)
+		attempts[len(d.Attempts)]++
 	}
+	t.Logf("%d acknowledged jobs checked; jobs by number of attempts: %v", len(jobs), attempts)
 }
 
 // checkAttempts fails t if two attempts of a job overlap in time.
@@ -477,8 +480,8 @@ func runFailovers(t *testing.T, how string) {
 		time.Sleep(500 * time.Millisecond) // the load goes on with the new leader
 		stop()
 		c := client(cl.servers[next].Endpoint)
-		load.check(t, c)
 		load.settle(t, cl, c, cfgPath)
+		load.check(t, c) // on the final state: every attempt has ended
 		if t.Failed() {
 			t.Fatalf("after failover %d (server %d to server %d)", k+1, leader, next)
 		}
@@ -647,6 +650,6 @@ func TestPostgresRestart(t *testing.T) {
 	t.Logf("%d submits, %d acknowledged; %d updates, %d acknowledged; failures: %v", load.submits, load.acked, load.updates, load.updAcked, load.errs)
 	load.mu.Unlock()
 	c := client(cl.servers[leader].Endpoint)
-	load.check(t, c)
 	load.settle(t, cl, c, cfgPath)
+	load.check(t, c)
 }
