@@ -200,7 +200,7 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 	sv.serve()
 	if err := d.Start(ctx); err != nil {
 		closeAll()
-		return nil, err
+		return nil, &takeoverError{err}
 	}
 	closers = append(closers, d.Close)
 	health.SetReady()
@@ -271,11 +271,20 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 			if ctx.Err() != nil {
 				return nil
 			}
-			if !isDeposed(db) {
-				return err
+			var te *takeoverError
+			if !errors.As(err, &te) {
+				return err // the settings: every term would fail so
 			}
-			sv.log.Warn("leadership: lost the store while taking it over; standing by again", "err", err)
+			// Loading or recovering failed (the database went away, say):
+			// the store is closed, so another server may lead; this one
+			// stands by again.
+			sv.log.Warn("leadership: lost: taking the store over failed; standing by again", "store", name, "err", err)
 			db = nil
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
 			continue
 		}
 		if !printed {
@@ -300,15 +309,12 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 	}
 }
 
-// isDeposed reports whether db has lost the store.
-func isDeposed(db *postgres.DB) bool {
-	select {
-	case <-db.Deposed():
-		return true
-	default:
-		return false
-	}
-}
+// takeoverError is a failure of the daemon's Start (loading the store,
+// recovering the attempts), as opposed to one of the settings.
+type takeoverError struct{ err error }
+
+func (e *takeoverError) Error() string { return e.err.Error() }
+func (e *takeoverError) Unwrap() error { return e.err }
 
 // waitForLock opens the store WithWait, trying again while the database
 // does not answer, until this server owns it or ctx ends.
