@@ -128,3 +128,28 @@ func addrOf(t *testing.T, line string) string {
 	}
 	return m[1]
 }
+
+// TestServeLeaderSettingsRefused: a bad --leader-lease or --advertise-addr
+// is refused before the store is touched, with a message that names the
+// flag.
+func TestServeLeaderSettingsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		lease, advertise, want string
+	}{
+		{"abc", "", "--leader-lease"},
+		{"500ms", "", "--leader-lease"},
+		{"-5s", "", "--leader-lease"},
+		{"5s", "10.0.0.5:8750", "--advertise-addr"},
+		{"5s", "ftp://10.0.0.5:8750", "--advertise-addr"},
+		{"5s", "http://10.0.0.5:8750/some/path", "--advertise-addr"},
+		{"5s", "http://", "--advertise-addr"},
+	} {
+		s := testServeSettings(t)
+		s.Store = "postgres://qshare@127.0.0.1:1/nowhere?sslmode=disable" // never reached
+		s.LeaderLease, s.AdvertiseAddr = tc.lease, tc.advertise
+		err := serveOnce(t, s)
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("lease %q, advertise %q: %v; want an error about %s", tc.lease, tc.advertise, err, tc.want)
+		}
+	}
+}
