@@ -62,10 +62,11 @@ type server struct {
 	tls       *tls.Config
 	stdout    io.Writer
 
-	health  *metrics.Health
-	current atomic.Pointer[http.Handler]
-	addr    string // the listen address
-	serve   func() // starts serving, once
+	health   *metrics.Health
+	current  atomic.Pointer[http.Handler]
+	addr     string // the listen address
+	serve    func() // starts serving, once
+	shutdown func() // stops serving, once
 }
 
 // set makes h the handler of every request but the probes.
@@ -99,15 +100,21 @@ func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, r
 	// its store never answered a request.
 	var once sync.Once
 	sv.serve = func() { once.Do(func() { go func() { errc <- serveOn(srv, ln, sv.tls) }() }) }
-	defer func() {
-		sv.log.Info("shutting down")
-		sv.health.SetNotReady("shutting down")
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			sv.log.Warn("shutdown", "err", err)
-		}
-	}()
+	// shutdown drains the HTTP server; a term is closed after it, so that
+	// the requests in flight are answered by a daemon that still runs.
+	var downOnce sync.Once
+	sv.shutdown = func() {
+		downOnce.Do(func() {
+			sv.log.Info("shutting down")
+			sv.health.SetNotReady("shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				sv.log.Warn("shutdown", "err", err)
+			}
+		})
+	}
+	defer sv.shutdown()
 	if u, ok := postgresStore(sv.s.Store); ok {
 		return sv.runPostgres(ctx, u, errc, ready)
 	}
@@ -119,13 +126,15 @@ func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, r
 	if err != nil {
 		return err
 	}
-	defer t.close()
 	sv.listening(storeName, "", ready)
 	select {
 	case err := <-errc:
+		t.close()
 		return fmt.Errorf("server stopped: %w", err)
 	case <-ctx.Done():
 	}
+	sv.shutdown()
+	t.close()
 	return nil
 }
 
@@ -296,6 +305,7 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 			t.close()
 			return fmt.Errorf("server stopped: %w", err)
 		case <-ctx.Done():
+			sv.shutdown()
 			t.close()
 			return nil
 		case <-db.Deposed():
