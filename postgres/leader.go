@@ -48,8 +48,10 @@ func WithWait() Option { return func(o *options) { o.wait = true } }
 func WithAdvertise(addr string) Option { return func(o *options) { o.advertise = addr } }
 
 // WithLease makes the store's ownership a lease of d: PostgreSQL ends the
-// owning session once it has been idle for d (idle_session_timeout), and
-// the DB renews it with a fence-only commit every d/4. A process that
+// owning session once it has been idle for d (idle_session_timeout, and
+// idle_in_transaction_session_timeout on every connection of the DB, so
+// that a transaction left open by a paused process ends too), and the DB
+// renews it with a fence-only commit every d/4. A process that
 // stops renewing (paused, hung, cut off) loses the store within about d
 // of its last renewal, by the database server's clock alone. d is rounded
 // down to whole milliseconds; d under 100 ms is taken as 100 ms.

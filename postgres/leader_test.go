@@ -154,3 +154,39 @@ func TestEventsFencedAcrossOwners(t *testing.T) {
 		t.Fatalf("the log holds %v, want [a b]\n%s", jobs, b.String())
 	}
 }
+
+// TestLeaseEndsAnOpenTransaction: a paused owner that left a transaction
+// open on the row a takeover locks (an event append cut short) does not
+// block the takeover past its lease: PostgreSQL ends that transaction too
+// (idle_in_transaction_session_timeout).
+func TestLeaseEndsAnOpenTransaction(t *testing.T) {
+	loc := newDB(t)
+	ctx := context.Background()
+	leader, err := Open(ctx, loc, WithLease(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Close()
+	tx, err := leader.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // ended by the server
+	if _, err := tx.Exec(ctx, `SELECT epoch FROM event_owner WHERE id = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	leader.closeOnce.Do(func() { close(leader.keepalive) }) // paused
+	<-leader.kaDone
+	t0 := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	next, err := Open(wctx, loc, WithWait())
+	if err != nil {
+		t.Fatalf("the standby did not take over past the paused owner's open transaction: %v", err)
+	}
+	defer next.Close()
+	t.Logf("the standby took the store over %v after the owner paused with a transaction open (lease 1 s)", time.Since(t0).Round(time.Millisecond))
+	if err := leader.Append([]event.Event{{T: 1, Job: "late", Event: event.Submit, Share: "s", Queue: "q"}}); !errors.Is(err, ErrDeposed) {
+		t.Fatalf("the paused owner's Append returned %v, want ErrDeposed", err)
+	}
+}

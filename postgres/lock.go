@@ -73,8 +73,12 @@ func newWriter(ctx context.Context, cfg *pgx.ConnConfig, name, connString string
 	if o.lease > 0 {
 		// The lease (leader.go): PostgreSQL ends this session when it
 		// stays idle longer, and the lock goes with it.
+		// idle_in_transaction_session_timeout covers a process stopped in
+		// the middle of sending a batch (an open transaction).
 		cfg = cfg.Copy()
-		cfg.RuntimeParams["idle_session_timeout"] = strconv.FormatInt(o.lease.Milliseconds(), 10)
+		ms := strconv.FormatInt(o.lease.Milliseconds(), 10)
+		cfg.RuntimeParams["idle_session_timeout"] = ms
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = ms
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

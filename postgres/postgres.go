@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -132,6 +133,12 @@ func Open(ctx context.Context, connString string, opts ...Option) (*DB, error) {
 		return fail(err)
 	}
 	pcfg.ConnConfig = cfg.Copy()
+	if o.lease > 0 {
+		// A paused process must not hold a transaction open for longer
+		// than its lease either: an event append holds the row a takeover
+		// must lock (events.go).
+		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(o.lease.Milliseconds(), 10)
+	}
 	pcfg.MaxConns = 4
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
