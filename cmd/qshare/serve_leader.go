@@ -67,6 +67,49 @@ type server struct {
 	addr     string // the listen address
 	serve    func() // starts serving, once
 	shutdown func() // stops serving, once
+
+	// owner proves, when the server leads a PostgreSQL store, that it
+	// still owns it (readyz); nil otherwise.
+	owner   atomic.Pointer[postgres.DB]
+	proveMu sync.Mutex
+	proved  time.Time // when owner last proved it
+}
+
+// readyz is the readiness probe: next, except that a leader on PostgreSQL
+// first proves that it still owns the store, with a fence-only commit (at
+// most one each 100 ms), so that a leader deposed without knowing it yet
+// (its session was cut a moment ago) is not ready, and steps down.
+func (sv *server) readyz(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if db := sv.owner.Load(); db != nil {
+			if ok, _ := sv.health.Ready(); ok {
+				if err := sv.prove(r.Context(), db); err != nil {
+					w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+					w.Header().Set("Cache-Control", "no-store")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					fmt.Fprintln(w, "not ready: this server could not prove that it still leads the store")
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// prove commits a heartbeat on db, unless one succeeded within 100 ms.
+func (sv *server) prove(ctx context.Context, db *postgres.DB) error {
+	sv.proveMu.Lock()
+	defer sv.proveMu.Unlock()
+	if time.Since(sv.proved) < 100*time.Millisecond {
+		return db.DeposedErr()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := db.Heartbeat(ctx); err != nil {
+		return err
+	}
+	sv.proved = time.Now()
+	return nil
 }
 
 // set makes h the handler of every request but the probes.
@@ -82,7 +125,7 @@ func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, r
 	sv.set(sv.health.Gate(http.NotFoundHandler()))
 	root := http.NewServeMux()
 	root.Handle(metrics.HealthzPath, sv.health.Healthz())
-	root.Handle(metrics.ReadyzPath, sv.health.Readyz())
+	root.Handle(metrics.ReadyzPath, sv.readyz(sv.health.Readyz()))
 	root.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*sv.current.Load()).ServeHTTP(w, r) }))
 	srv := &http.Server{
 		Handler:           root,
@@ -296,15 +339,18 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 			}
 			continue
 		}
+		sv.owner.Store(db)
 		if !printed {
 			sv.listening(name, ", leader", ready)
 			printed = true
 		}
 		select {
 		case err := <-errc:
+			sv.owner.Store(nil)
 			t.close()
 			return fmt.Errorf("server stopped: %w", err)
 		case <-ctx.Done():
+			sv.owner.Store(nil)
 			sv.shutdown()
 			t.close()
 			return nil
@@ -312,6 +358,7 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 		}
 		sv.log.Warn("leadership: lost: this server no longer owns the store; it stops acting on it and stands by", "store", name, "epoch", db.Epoch(), "why", db.DeposedErr())
 		sv.health.SetNotReady("standby: stepping down")
+		sv.owner.Store(nil)
 		sb.leader.Store(nil)
 		sv.set(sb)
 		t.close()
