@@ -87,9 +87,16 @@ func TestServePostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' AND granted
 		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
 		t.Fatal(err)
+	}
+	// The old leader's next probe proves its ownership, fails, and says
+	// so, even before its heartbeat finds out (past the 100 ms in which a
+	// proof stands).
+	time.Sleep(150 * time.Millisecond)
+	if code := readyz(t, aAddr); code != http.StatusServiceUnavailable {
+		t.Errorf("GET /readyz on the leader whose session was just cut = %d, want 503", code)
 	}
 	waitReady := func(addr string, want int, what string) {
 		t.Helper()
