@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -650,6 +652,117 @@ func TestPostgresRestart(t *testing.T) {
 	t.Logf("%d submits, %d acknowledged; %d updates, %d acknowledged; failures: %v", load.submits, load.acked, load.updates, load.updAcked, load.errs)
 	load.mu.Unlock()
 	c := client(cl.servers[leader].Endpoint)
+	load.settle(t, cl, c, cfgPath)
+	load.check(t, c)
+}
+
+// TestPostgresDiskFull fills the disk that holds the store's tables (a
+// tablespace on a small tmpfs) under load: requests that need a commit fail
+// with a ServerException, nothing half-applied is visible, and once there
+// is room again the work carries on without a restart. A failover at the
+// end lets the next leader reconcile the event log (appends failed too, as
+// the contract allows), which check-events then finds whole. It needs root
+// (mount) and skips otherwise.
+func TestPostgresDiskFull(t *testing.T) {
+	needBinary(t)
+	store := pg.Database(t)
+	// Not under t.TempDir, which the server's user may not enter.
+	dir, err := os.MkdirTemp("", "qshare-diskfull-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m,mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("needs a small file system for the store's tables, and mount failed (run as root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() }) //nolint:errcheck // the test's own mount
+	ts := filepath.Join(dir, "ts")
+	if err := os.Mkdir(ts, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Server().Chown(ts); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	u, _ := url.Parse(store)
+	dbName := strings.TrimPrefix(u.Path, "/")
+	admin := *u
+	admin.Path = "/postgres"
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := "small_" + dbName
+	for _, q := range []string{"CREATE TABLESPACE " + space + " LOCATION '" + ts + "'", "ALTER DATABASE " + dbName + " SET TABLESPACE " + space} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn.Close(ctx)
+
+	cl := &cluster{t: t, store: store, root: t.TempDir(), lease: "5s", servers: make([]*serveproc.Server, 2)}
+	cl.start(0)
+	cl.waitLeader(30*time.Second, -1)
+	cl.start(1)
+	cfgPath := applyConfig(t, cl.endpoints()[0], haConfig)
+	load := newLoad(cl.endpoints)
+	stop := load.run(16, 11)
+	time.Sleep(time.Second)
+	// Fill the file system, leaving nothing.
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	load.mu.Lock()
+	ackedAtFull := load.acked
+	load.mu.Unlock()
+	time.Sleep(3 * time.Second)
+	load.mu.Lock()
+	failedFull, ackedFull := load.errs["ServerException"], load.acked-ackedAtFull
+	load.mu.Unlock()
+	os.Remove(filler)
+	t.Logf("disk full for 3 s: %d ServerExceptions, %d submits acknowledged meanwhile (in room the tables had)", failedFull, ackedFull)
+	time.Sleep(2 * time.Second)
+	load.mu.Lock()
+	ackedAfter := load.acked - ackedAtFull - ackedFull
+	load.mu.Unlock()
+	stop()
+	if failedFull == 0 {
+		t.Error("no request failed while the disk was full")
+	}
+	if ackedAfter == 0 {
+		t.Error("no submit was acknowledged once there was room again")
+	}
+	load.mu.Lock()
+	for kind, n := range load.errs {
+		if kind != "ServerException" {
+			t.Errorf("%d requests failed with %s; want only ServerExceptions", n, kind)
+		}
+	}
+	t.Logf("%d submits, %d acknowledged (%d after the room came back); %d updates, %d acknowledged; failures: %v", load.submits, load.acked, ackedAfter, load.updates, load.updAcked, load.errs)
+	load.mu.Unlock()
+	leader := cl.waitLeader(30*time.Second, -1)
+	for _, line := range strings.Split(cl.log(leader), "\n") {
+		if strings.Contains(line, "store commit failed") {
+			t.Logf("the leader logged: %s", line)
+			break
+		}
+	}
+	if e, held := cl.epoch(); e != 1 || !held {
+		t.Errorf("after the disk was full the owner epoch is %d (held: %v), want 1: the leader rides it out, no failover", e, held)
+	}
+	cl.servers[leader].Kill() // the next leader reconciles the event log
+	next := cl.waitLeader(30*time.Second, leader)
+	c := client(cl.servers[next].Endpoint)
 	load.settle(t, cl, c, cfgPath)
 	load.check(t, c)
 }
