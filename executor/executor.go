@@ -171,3 +171,18 @@ type Executor interface {
 type CapacityChecker interface {
 	CheckCapacity(limits qshare.Capacity) string
 }
+
+// PendingReasoner is implemented by executors whose started attempts can
+// wait in a scheduler of their own (a Slurm partition, a Kubernetes
+// scheduler) before their processes run: Start has returned, the attempt
+// holds its capacity in qshare, but nothing of it runs yet. The daemon
+// shows the reason in the job's statusReason while it lasts.
+//
+// PendingReason returns why the attempt's processes do not run yet, in the
+// words of the executor's scheduler ("Resources", "ReqNodeNotAvail"), or ""
+// when they run, the attempt has ended, or the executor does not know it.
+// It must not block: it returns what the executor last learned (the daemon
+// calls it from its control loop), and it is safe for concurrent use.
+type PendingReasoner interface {
+	PendingReason(attemptID string) string
+}
