@@ -128,6 +128,7 @@ func newAuthServer(t *testing.T, opts ...serverOption) *authServer {
 	mux := http.NewServeMux()
 	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }})
 	mux.Handle(api.LendingPath, api.LendingHandler(d))
+	mux.Handle(api.QueuePath, api.QueueHandler(d))
 	mux.Handle("/", api.New(d, log))
 	srv := httptest.NewUnstartedServer(mux)
 	audit, err := auth.OpenAudit(filepath.Join(dir, "audit.jsonl"))
@@ -331,6 +332,17 @@ func TestAuthPolicies(t *testing.T) {
 	if code, body := get(hc("admin"), api.LendingPath); code != 200 {
 		t.Fatalf("admin reads lending: %d %s", code, body)
 	}
+	// The queue endpoint (the dashboard's Queue view) is GetJobQueueSnapshot
+	// on the queue: bob's policy does not allow it, alice's does.
+	queue := api.QueuePath + "?jobQueue=training"
+	for _, who := range []string{"nobody", "bob"} {
+		if code, body := get(hc(who), queue); code != 403 || !strings.Contains(body, "user/"+who+" is not authorized to perform: batch:GetJobQueueSnapshot on resource: arn:aws:batch:us-east-1:000000000000:job-queue/training") {
+			t.Fatalf("%s reads the queue endpoint: %d %s", who, code, body)
+		}
+	}
+	if code, body := get(hc("alice"), queue); code != 200 || !strings.Contains(body, `"jobQueue":"training"`) {
+		t.Fatalf("alice reads the queue endpoint: %d %s", code, body)
+	}
 }
 
 // Every job records its submitter in the system tag qshare:submittedBy,
@@ -442,7 +454,7 @@ func TestSecurityDocListsEveryAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, section, _ := strings.Cut(string(b), "### Actions and resources")
-	for _, a := range append(api.Actions(), api.ActionGetMetrics) {
+	for _, a := range append(api.Actions(), api.ActionGetMetrics, api.ActionGetEvents) {
 		if !strings.Contains(section, "`"+a+"`") {
 			t.Errorf("docs/security.md, Actions and resources, does not name %s", a)
 		}

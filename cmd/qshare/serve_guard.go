@@ -17,6 +17,7 @@ import (
 	"qshare/auth"
 	"qshare/executor/process"
 	"qshare/metrics"
+	"qshare/web"
 )
 
 // guardSettings are the settings of the request guard (package auth) that
@@ -158,7 +159,7 @@ func newGuardWith(ctx context.Context, cfg auth.Config, s serveSettings, log *sl
 	if g.Auth != "" {
 		a, err := auth.NewAuthenticator(auth.AuthConfig{File: g.Auth, Region: s.Region, AccountID: s.AccountID,
 			BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log, CheckPrincipal: unixUserCheck(s),
-			PublicPaths: []string{metrics.HealthzPath, metrics.ReadyzPath}})
+			PublicPaths: []string{metrics.HealthzPath, metrics.ReadyzPath}, PublicPrefixes: []string{web.Path}})
 		if err != nil {
 			return nil, fmt.Errorf("--auth: %w", err)
 		}
