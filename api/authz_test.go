@@ -680,4 +680,16 @@ func TestAuthUnfinishedJobsLimit(t *testing.T) {
 	if n := byDave(); n != 3 {
 		t.Fatalf("dave has %d jobs, want 3 (one of them FAILED)", n)
 	}
+	// A reload that raises the limit applies to the next submit.
+	if err := os.WriteFile(s.file, []byte(strings.Replace(authFile(), "unfinishedJobs: 2", "unfinishedJobs: 3", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.submitAs(dave, "QS1", nil); err != nil {
+		t.Fatalf("dave's submit after his limit was raised to 3: %v", err)
+	}
+	_, err = s.submitAs(dave, "QS1", nil)
+	apiErr(t, err, "ClientException", "has 3 unfinished jobs", "its limit is 3")
 }
