@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -148,4 +149,20 @@ func TestSignedIn(t *testing.T) {
 	e.waitFor("qs3-job's start", `document.querySelector('tr[data-event="start"][data-share="QS3"]')`, `document.querySelector("main").innerText`)
 	e.open("jobs")
 	e.waitFor("the four jobs", `document.querySelectorAll("table.jobs tbody tr").length === 4`, `document.querySelector("main").innerText`)
+
+	// A key removed from the file and SIGHUP: the page, at its next
+	// refresh, asks for a key again, saying why.
+	if err := chromedp.Do(e.ctx, chromedp.Click(chromedp.ID("signout"))); err != nil {
+		t.Fatal(err)
+	}
+	e.signIn(aliceKey, aliceSecret)
+	e.open("shares")
+	e.waitFor("alice's bar", `document.querySelectorAll("tr.share-row").length === 1`, `document.querySelector("main").innerText`)
+	if err := os.WriteFile(file, []byte(strings.Replace(dashboardAuthFile, "    accessKeys: [{id: "+aliceKey+", secret: "+aliceSecret+"}]\n", "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(e.srv.Pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the sign-in form with the server's refusal of the removed key", `document.getElementById("signin-error").textContent.includes("is not in this server's auth file")`, `document.querySelector("main").innerText`)
 }
