@@ -10,8 +10,13 @@
 // It sits at the server's edge, beside package api, behind the same request
 // guard (package auth): the page is same-origin, so the browser's requests
 // carry the server's own Origin or Sec-Fetch-Site: same-origin, which the
-// guard lets through; a page of another origin is refused. docs/dashboard.md
-// says what each view shows.
+// guard lets through; a page of another origin is refused. With
+// authentication (qshare serve --auth), the page's own files are served
+// unsigned, and the page signs each request for data with an access key the
+// user gives it (SigV4, computed in the browser), so the server decides
+// every one by that principal's policies; WhoAmIHandler tells the page whose
+// key it holds. docs/dashboard.md says what each view shows, and
+// docs/security.md what is checked.
 package web
 
 import (
