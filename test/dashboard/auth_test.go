@@ -84,7 +84,8 @@ func TestSignedIn(t *testing.T) {
 	e.submit("QS1", "qs1-med", 2)
 	e.submit("QS3", "qs3-job", 1)
 	e.submit("QS1", "qs1-low", 1)
-	e.await(map[string]string{"qs1-high": "RUNNING", "qs1-med": "RUNNING", "qs3-job": "RUNNING", "qs1-low": "RUNNABLE"}, "qs1-low")
+	e.submit("QS3", "qs3-wait", 1)
+	e.await(map[string]string{"qs1-high": "RUNNING", "qs1-med": "RUNNING", "qs3-job": "RUNNING", "qs1-low": "RUNNABLE", "qs3-wait": "RUNNABLE"}, "qs1-low", "qs3-wait")
 
 	// Unsigned, the page gets nothing: it asks for a key.
 	e.open("shares")
@@ -119,7 +120,8 @@ func TestSignedIn(t *testing.T) {
 	e.shot("shares-alice")
 	low := e.describe("qs1-low")
 	e.open("queue")
-	e.waitFor("qs1-low at position 1 with its reason", fmt.Sprintf(`document.querySelector('table.front tr[data-job-name="qs1-low"][data-position="1"] td.reason').textContent === %q`, low.StatusReason),
+	e.waitFor("qs1-low at position 1 with its reason, and nothing of QS3's", fmt.Sprintf(`document.querySelector('table.front tr[data-job-name="qs1-low"][data-position="1"] td.reason').textContent === %q &&
+		 document.querySelectorAll('table.front tbody tr').length === 1 && !document.querySelector('tr[data-share="QS3"]')`, low.StatusReason),
 		`document.querySelector("main").innerText`)
 	e.open("events")
 	e.waitFor("the starts of QS1's jobs and nothing of QS3's", `document.querySelectorAll('tr[data-event="start"][data-share="QS1"]').length === 2 && !document.querySelector('tr[data-share="QS3"]')`,
@@ -145,10 +147,13 @@ func TestSignedIn(t *testing.T) {
 	if got := e.shareNames(); got != "QS1,QS2,QS3" {
 		t.Errorf("admin's Shares view shows %q, want QS1,QS2,QS3", got)
 	}
+	e.open("queue")
+	e.waitFor("qs1-low and qs3-wait in the queue", `document.querySelector('table.front tr[data-job-name="qs1-low"]') && document.querySelector('table.front tr[data-job-name="qs3-wait"][data-share="QS3"]')`,
+		`document.querySelector("main").innerText`)
 	e.open("events")
 	e.waitFor("qs3-job's start", `document.querySelector('tr[data-event="start"][data-share="QS3"]')`, `document.querySelector("main").innerText`)
 	e.open("jobs")
-	e.waitFor("the four jobs", `document.querySelectorAll("table.jobs tbody tr").length === 4`, `document.querySelector("main").innerText`)
+	e.waitFor("the five jobs", `document.querySelectorAll("table.jobs tbody tr").length === 5`, `document.querySelector("main").innerText`)
 
 	// A key removed from the file and SIGHUP: the page, at its next
 	// refresh, asks for a key again, saying why.
