@@ -30,6 +30,7 @@ import (
 	"qshare/executor/slurm"
 	"qshare/logstream"
 	"qshare/metrics"
+	"qshare/web"
 )
 
 // serveSettings are the settings of qshare serve. Each comes, in rising
@@ -329,7 +330,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	if err := checkListenAddr(s); err != nil {
 		return err
 	}
-	tlsConfig, err := serverTLS(s)
+	tlsConfig, certs, err := serverTLS(s)
 	if err != nil {
 		return err
 	}
@@ -368,6 +369,9 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if certs != nil {
+		certs.reloadOnHangup(ctx, log) // a renewed certificate without a restart (serve_tls.go)
+	}
 
 	// Listen first, so a busy port fails before the data is touched.
 	ln, err := net.Listen("tcp", s.Addr)
@@ -418,7 +422,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	mux := http.NewServeMux()
 	mux.Handle(logstream.PathPrefix, health.Gate(&logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}))
 	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
-	mountDashboard(mux, health, d, events) // the dashboard at /ui/ (serve_web.go)
+	mountDashboard(mux, health, d, events, web.Config{Auth: s.Guard.Auth != "", Region: s.Region}) // the dashboard at /ui/ (serve_web.go)
 	mux.Handle("/", health.Gate(apiHandler))
 	mux.Handle(metrics.HealthzPath, health.Healthz())
 	mux.Handle(metrics.ReadyzPath, health.Readyz())
