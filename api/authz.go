@@ -25,6 +25,15 @@ const (
 	// ActionGetMetrics reads the Prometheus metrics (/metrics, mounted by
 	// qshare serve behind auth.Require), on "*".
 	ActionGetMetrics = actionPrefix + "GetMetrics"
+	// ActionGetEvents reads the event log's last hour (the dashboard's
+	// timeline, /qshare/v1/events, mounted by qshare serve behind
+	// auth.Require), on "*"; each caller then sees the events of the jobs
+	// it may describe.
+	ActionGetEvents = actionPrefix + "GetEvents"
+	// ActionDescribeServiceJob is DescribeServiceJob's action, which also
+	// decides which jobs the dashboard's queue view and timeline show a
+	// caller.
+	ActionDescribeServiceJob = actionPrefix + "DescribeServiceJob"
 )
 
 // one is the resources of an operation on one resource.

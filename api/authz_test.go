@@ -43,6 +43,7 @@ var keys = map[string][2]string{
 	"admin":  {"AKIAQSHAREADMIN00001", "admin-secret-admin-secret-admin-secret-12"},
 	"nobody": {"AKIAQSHARENOBODY0001", "nobody-secret-nobody-secret-nobody-secre1"},
 	"flood":  {"AKIAQSHAREFLOOD00001", "flood-secret-flood-secret-flood-secret-12"},
+	"dave":   {"AKIAQSHAREDAVE000001", "dave-secret-dave-secret-dave-secret-dave1"},
 }
 
 func authFile(without ...string) string {
@@ -50,10 +51,10 @@ func authFile(without ...string) string {
 	for _, w := range without {
 		skip[w] = true
 	}
-	policies := map[string]string{"alice": "team-a", "bob": "team-b", "carol": "carol", "admin": "admin", "nobody": "", "flood": "admin"}
+	policies := map[string]string{"alice": "team-a", "bob": "team-b", "carol": "carol", "admin": "admin", "nobody": "", "flood": "admin", "dave": "team-a"}
 	var b strings.Builder
 	b.WriteString("principals:\n")
-	for _, name := range []string{"alice", "bob", "carol", "admin", "nobody", "flood"} {
+	for _, name := range []string{"alice", "bob", "carol", "admin", "nobody", "flood", "dave"} {
 		b.WriteString("  - name: " + name + "\n")
 		if !skip[name] {
 			b.WriteString("    accessKeys: [{id: " + keys[name][0] + ", secret: " + keys[name][1] + "}]\n")
@@ -66,6 +67,9 @@ func authFile(without ...string) string {
 		}
 		if name == "flood" {
 			b.WriteString("    limits: {requestsPerSecond: 20, burst: 10}\n")
+		}
+		if name == "dave" {
+			b.WriteString("    limits: {unfinishedJobs: 2}\n")
 		}
 	}
 	b.WriteString(`policies:
@@ -124,6 +128,7 @@ func newAuthServer(t *testing.T, opts ...serverOption) *authServer {
 	mux := http.NewServeMux()
 	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }})
 	mux.Handle(api.LendingPath, api.LendingHandler(d))
+	mux.Handle(api.QueuePath, api.QueueHandler(d))
 	mux.Handle("/", api.New(d, log))
 	srv := httptest.NewUnstartedServer(mux)
 	audit, err := auth.OpenAudit(filepath.Join(dir, "audit.jsonl"))
@@ -327,6 +332,17 @@ func TestAuthPolicies(t *testing.T) {
 	if code, body := get(hc("admin"), api.LendingPath); code != 200 {
 		t.Fatalf("admin reads lending: %d %s", code, body)
 	}
+	// The queue endpoint (the dashboard's Queue view) is GetJobQueueSnapshot
+	// on the queue: bob's policy does not allow it, alice's does.
+	queue := api.QueuePath + "?jobQueue=training"
+	for _, who := range []string{"nobody", "bob"} {
+		if code, body := get(hc(who), queue); code != 403 || !strings.Contains(body, "user/"+who+" is not authorized to perform: batch:GetJobQueueSnapshot on resource: arn:aws:batch:us-east-1:000000000000:job-queue/training") {
+			t.Fatalf("%s reads the queue endpoint: %d %s", who, code, body)
+		}
+	}
+	if code, body := get(hc("alice"), queue); code != 200 || !strings.Contains(body, `"jobQueue":"training"`) {
+		t.Fatalf("alice reads the queue endpoint: %d %s", code, body)
+	}
 }
 
 // Every job records its submitter in the system tag qshare:submittedBy,
@@ -438,7 +454,7 @@ func TestSecurityDocListsEveryAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, section, _ := strings.Cut(string(b), "### Actions and resources")
-	for _, a := range append(api.Actions(), api.ActionGetMetrics) {
+	for _, a := range append(api.Actions(), api.ActionGetMetrics, api.ActionGetEvents) {
 		if !strings.Contains(section, "`"+a+"`") {
 			t.Errorf("docs/security.md, Actions and resources, does not name %s", a)
 		}
@@ -589,4 +605,91 @@ func TestAuthNoisyNeighbour(t *testing.T) {
 	if _, err := batchclient.NewSigned(s.url, "us-east-1", credentials.NewStaticCredentialsProvider(keys["flood"][0], keys["flood"][1], ""), nil).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{}); err != nil {
 		t.Fatalf("the flood principal with the SDK's retries, after the flood: %v", err)
 	}
+}
+
+// A principal's limit on unfinished jobs (dave: limits.unfinishedJobs 2)
+// holds against concurrent submits, refuses with a ClientException that
+// names it and records nothing, frees a place when a job finishes, and
+// leaves other principals alone.
+func TestAuthUnfinishedJobsLimit(t *testing.T) {
+	s := newAuthServer(t)
+	s.setup("training", 8, shareSpec{name: "QS1", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve},
+		shareSpec{name: "QS2", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	dave, alice := as(s.url, "dave"), as(s.url, "alice")
+
+	// Ten at once: exactly two are admitted.
+	var mu sync.Mutex
+	var ids []string
+	var refused []error
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := s.submitAs(dave, "QS1", nil)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				refused = append(refused, err)
+			} else {
+				ids = append(ids, id)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(ids) != 2 || len(refused) != 8 {
+		t.Fatalf("10 concurrent submits with limits.unfinishedJobs 2: %d admitted, %d refused (%v)", len(ids), len(refused), refused)
+	}
+	for _, err := range refused {
+		apiErr(t, err, "ClientException", "arn:aws:iam::000000000000:user/dave has 2 unfinished jobs", "its limit is 2 (limits.unfinishedJobs in the server's auth file)")
+	}
+	byDave := func() int {
+		n := 0
+		for _, st := range types.ServiceJobStatus("").Values() {
+			out, err := s.c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("training"), JobStatus: st, MaxResults: aws.Int32(100)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range out.JobSummaryList {
+				if s.describe(*j.JobId).Tags[qshare.TagSubmittedBy] == "arn:aws:iam::000000000000:user/dave" {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := byDave(); n != 2 {
+		t.Fatalf("the refused submits recorded jobs: dave has %d jobs, want 2", n)
+	}
+	// Another principal is not limited by dave's jobs.
+	for i := 0; i < 3; i++ {
+		if _, err := s.submitAs(alice, "QS1", nil); err != nil {
+			t.Fatalf("alice's submit %d while dave is at his limit: %v", i, err)
+		}
+	}
+	// A finished job frees its place.
+	if _, err := dave.TerminateServiceJob(ctx, &batch.TerminateServiceJobInput{JobId: aws.String(ids[0]), Reason: aws.String("make room")}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(ids[0], types.ServiceJobStatusFailed)
+	if _, err := s.submitAs(dave, "QS1", nil); err != nil {
+		t.Fatalf("dave's submit after one of his jobs failed: %v", err)
+	}
+	_, err := s.submitAs(dave, "QS1", nil)
+	apiErr(t, err, "ClientException", "has 2 unfinished jobs")
+	if n := byDave(); n != 3 {
+		t.Fatalf("dave has %d jobs, want 3 (one of them FAILED)", n)
+	}
+	// A reload that raises the limit applies to the next submit.
+	if err := os.WriteFile(s.file, []byte(strings.Replace(authFile(), "unfinishedJobs: 2", "unfinishedJobs: 3", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.submitAs(dave, "QS1", nil); err != nil {
+		t.Fatalf("dave's submit after his limit was raised to 3: %v", err)
+	}
+	_, err = s.submitAs(dave, "QS1", nil)
+	apiErr(t, err, "ClientException", "has 3 unfinished jobs", "its limit is 3")
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -50,8 +51,30 @@ func LendingHandler(d *daemon.Daemon) http.Handler {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, LendingResponse{JobQueues: ls})
+		writeJSON(w, http.StatusOK, LendingResponse{JobQueues: readableShares(r.Context(), d, ls)})
 	})
+}
+
+// readableShares returns ls with only the quota shares the caller may
+// read (batch:DescribeQuotaShare on the share's ARN): with authentication,
+// each principal sees the bars of its own shares, not every team's. The
+// queue's capacity, and the names of the shares a visible share borrows
+// from or lends to, stay. ls is not changed.
+func readableShares(ctx context.Context, d *daemon.Daemon, ls []qshare.Lending) []qshare.Lending {
+	if auth.PrincipalFrom(ctx) == nil {
+		return ls
+	}
+	out := make([]qshare.Lending, len(ls))
+	for i, l := range ls {
+		out[i] = l
+		out[i].QuotaShares = make([]qshare.ShareLending, 0, len(l.QuotaShares))
+		for _, s := range l.QuotaShares {
+			if auth.May(ctx, actionPrefix+"DescribeQuotaShare", d.ShareARN(l.JobQueue, s.QuotaShareName)) {
+				out[i].QuotaShares = append(out[i].QuotaShares, s)
+			}
+		}
+	}
+	return out
 }
 
 // jobQueueParam checks the request of an extension endpoint served at path

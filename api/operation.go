@@ -106,7 +106,7 @@ func (h *Handler) operations() map[string]operation {
 			ServiceJobType: in.ServiceJobType, Payload: in.ServiceRequestPayload, Priority: i64(in.SchedulingPriority), RetryStrategy: rs,
 			Tags: in.Tags, ClientToken: in.ClientToken}
 		if p := auth.PrincipalFrom(ctx); p != nil {
-			s.SubmittedBy, s.RunAs = p.ARN, p.UnixUser
+			s.SubmittedBy, s.RunAs, s.MaxUnfinished = p.ARN, p.UnixUser, p.Limits.UnfinishedJobs
 		}
 		if in.ClientToken != "" { // the hash only tells replays of a token apart
 			s.RequestHash = requestHash(*in)

@@ -1,10 +1,12 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"sort"
 	"strings"
 
+	"qshare/auth"
 	"qshare/daemon"
 )
 
@@ -66,16 +68,25 @@ func QueueHandler(d *daemon.Daemon) http.Handler {
 		if !ok {
 			return
 		}
+		if err := auth.Authorize(r.Context(), actionPrefix+"GetJobQueueSnapshot", refARN(ref, d.QueueARN)); err != nil {
+			writeError(w, err)
+			return
+		}
 		s, err := d.Snapshot(ref)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, queueViewOut(d, s, ref))
+		writeJSON(w, http.StatusOK, queueViewOut(r.Context(), d, s, ref))
 	})
 }
 
-func queueViewOut(d *daemon.Daemon, s daemon.Snapshot, ref string) QueueResponse {
+// queueViewOut builds the answer of QueuePath from a snapshot. With
+// authentication, a job the caller may not describe
+// (batch:DescribeServiceJob on its share's ARN and its own, as
+// DescribeServiceJob checks) is left out: the others keep their positions,
+// so a gap says that other teams' jobs come first.
+func queueViewOut(ctx context.Context, d *daemon.Daemon, s daemon.Snapshot, ref string) QueueResponse {
 	if i := strings.LastIndex(ref, "/"); strings.HasPrefix(ref, "arn:") && i >= 0 {
 		ref = ref[i+1:]
 	}
@@ -83,7 +94,7 @@ func queueViewOut(d *daemon.Daemon, s daemon.Snapshot, ref string) QueueResponse
 	pos := map[string]int{}
 	look := func(arn string) (QueueJob, bool) {
 		j, err := d.Job(arn)
-		if err != nil {
+		if err != nil || !auth.May(ctx, ActionDescribeServiceJob, d.JobShareARN(j), j.ARN) {
 			return QueueJob{}, false
 		}
 		return QueueJob{JobID: j.ID, JobArn: j.ARN, JobName: j.Name, QuotaShareName: j.QuotaShare, ShareIdentifier: j.ShareIdentifier,

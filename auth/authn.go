@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -31,6 +32,11 @@ type AuthConfig struct {
 	// health probes (/healthz, /readyz), which tell nothing but whether the
 	// server is up and ready, and which a prober cannot sign.
 	PublicPaths []string
+	// PublicPrefixes are path prefixes served without authentication: the
+	// dashboard's own files (/ui/), a page, a script and a style sheet that
+	// hold no data, so that a browser can load the page that then signs
+	// every request for data itself.
+	PublicPrefixes []string
 	// CheckPrincipal, when set, is asked about every principal of the file,
 	// at start and on each reload; an error refuses the file, as a
 	// malformed one is (qshare serve checks with it that each unixUser is
@@ -121,7 +127,7 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 		public[p] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if public[r.URL.Path] {
+		if public[r.URL.Path] || a.publicPrefix(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -139,6 +145,16 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 	})
+}
+
+// publicPrefix reports whether path is under one of the PublicPrefixes.
+func (a *Authenticator) publicPrefix(path string) bool {
+	for _, p := range a.cfg.PublicPrefixes {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // WithPrincipal returns ctx carrying p as the authenticated caller; p must
@@ -165,15 +181,32 @@ func Authorize(ctx context.Context, action string, resources ...string) error {
 	if p == nil {
 		return nil
 	}
-	if len(resources) == 0 {
-		resources = []string{"*"}
-	}
+	resources = orAny(resources)
 	noteAuthorization(ctx, action, resources)
 	d := Evaluate(p.Policies, action, resources)
 	if d == Allowed {
 		return nil
 	}
 	return qshare.Errorf(qshare.EDENIED, "%s", deniedMessage(p.ARN, action, resources[len(resources)-1], d))
+}
+
+// May reports whether the caller of the request ctx belongs to may
+// perform action on resources, as Authorize decides, but without a
+// refusal and without naming the action in the request's audit line: for
+// a route that shows each caller only the items it may read (the
+// dashboard's views) and asks once per item. It is true without
+// authentication.
+func May(ctx context.Context, action string, resources ...string) bool {
+	p := PrincipalFrom(ctx)
+	return p == nil || Evaluate(p.Policies, action, orAny(resources)) == Allowed
+}
+
+// orAny is resources, or "*" when there are none.
+func orAny(resources []string) []string {
+	if len(resources) == 0 {
+		return []string{"*"}
+	}
+	return resources
 }
 
 // Require returns next behind Authorize(action, "*"): for a route, such as

@@ -38,6 +38,10 @@ type Limits struct {
 	// Burst is how many requests may come at once above the rate; 0 means
 	// RequestsPerSecond (at least 1).
 	Burst int `yaml:"burst"`
+	// UnfinishedJobs is the most jobs the principal may have submitted and
+	// not yet seen finish (SUBMITTED to RUNNING); a submit beyond it is
+	// refused with a ClientException that names this limit. 0: no limit.
+	UnfinishedJobs int `yaml:"unfinishedJobs"`
 }
 
 // Keyring is a loaded auth file: the principals by access key. It is
@@ -295,7 +299,7 @@ func Parse(b []byte, account string) (*Keyring, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("the file is empty: give principals and policies (docs/security.md)")
 		}
-		return nil, fmt.Errorf("%w (members: principals, policies; a principal has name, accessKeys, unixUser, policies, limits; a statement has Sid, Effect, Action, Resource)", err)
+		return nil, fmt.Errorf("%w (members: principals, policies; a principal has name, accessKeys, unixUser, policies, limits (requestsPerSecond, burst, unfinishedJobs); a statement has Sid, Effect, Action, Resource)", err)
 	}
 	if len(doc.Principals) == 0 {
 		return nil, errors.New("principals is missing or empty: name at least one principal")
@@ -322,6 +326,9 @@ func Parse(b []byte, account string) (*Keyring, error) {
 		}
 		if l := fp.Limits; l.RequestsPerSecond < 0 || l.Burst < 0 || (l.Burst > 0 && l.RequestsPerSecond == 0) {
 			return nil, fmt.Errorf("line %d: principals[%d] (%s).limits: requestsPerSecond must be more than 0 (or left out for no limit), and burst 1 or more with it", l.line, i, fp.Name)
+		}
+		if l := fp.Limits; l.UnfinishedJobs < 0 {
+			return nil, fmt.Errorf("line %d: principals[%d] (%s).limits: unfinishedJobs %d is not valid: give 1 or more (or leave it out for no limit)", l.line, i, fp.Name, l.UnfinishedJobs)
 		}
 		p := &Principal{Name: fp.Name, ARN: "arn:aws:iam::" + account + ":user/" + fp.Name, UnixUser: fp.UnixUser, Limits: fp.Limits.Limits}
 		for _, pn := range fp.Policies {

@@ -47,17 +47,19 @@ func TestLimiter(t *testing.T) {
 }
 
 func TestParseLimits(t *testing.T) {
-	k, err := Parse([]byte("principals: [{name: a, limits: {requestsPerSecond: 2.5, burst: 10}}]"), "000000000000")
+	k, err := Parse([]byte("principals: [{name: a, limits: {requestsPerSecond: 2.5, burst: 10, unfinishedJobs: 7}}]"), "000000000000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := k.names["a"].Limits; l.RequestsPerSecond != 2.5 || l.Burst != 10 {
+	if l := k.names["a"].Limits; l.RequestsPerSecond != 2.5 || l.Burst != 10 || l.UnfinishedJobs != 7 {
 		t.Fatalf("limits %+v", l)
 	}
 	for _, bad := range []string{
 		"principals: [{name: a, limits: {requestsPerSecond: -1}}]",
 		"principals: [{name: a, limits: {burst: 3}}]",
 		"principals: [{name: a, limits: {rps: 3}}]",
+		"principals: [{name: a, limits: {unfinishedJobs: -1}}]",
+		"principals: [{name: a, limits: {unfinishedJobs: lots}}]",
 	} {
 		if _, err := Parse([]byte(bad), "000000000000"); err == nil || !strings.Contains(err.Error(), "line 1") {
 			t.Errorf("Parse(%q) = %v, want an error naming the line", bad, err)

@@ -162,6 +162,12 @@ type Daemon struct {
 	// d.mu).
 	obs    Observer
 	counts map[statusKey]int
+	// unfinished holds, per submitter (the ARN of qshare.TagSubmittedBy),
+	// how many of its jobs in d.jobs are not SUCCEEDED or FAILED (setJob,
+	// under d.mu); admitting holds the submits of each that passed the
+	// check of SubmitInput.MaxUnfinished and are not yet in d.jobs.
+	unfinished map[string]int
+	admitting  map[string]int
 
 	// storeDown holds the error of the loop's last commit while it fails
 	// (nil once one succeeds): commands are then refused at once.
@@ -204,31 +210,33 @@ func New(cfg Config) (*Daemon, error) {
 		evlog = &eventLog{sink: cfg.Events}
 	}
 	return &Daemon{
-		evlog:    evlog,
-		obs:      obs,
-		counts:   map[statusKey]int{},
-		cfg:      cfg,
-		st:       cfg.Store,
-		ex:       cfg.Executor,
-		log:      cfg.Logger,
-		now:      cfg.Now,
-		eng:      cfg.Engine,
-		envs:     map[string]*qshare.ServiceEnvironment{},
-		policies: map[string]*qshare.SchedulingPolicy{},
-		queues:   map[string]*qshare.JobQueue{},
-		shares:   map[store.ShareKey]*qshare.QuotaShare{},
-		jobs:     map[string]*qshare.Job{},
-		inflight: map[string]*qshare.Job{},
-		byQueue:  map[string]*jobIndex{},
-		tokens:   map[string]*tokenEntry{},
-		meta:     map[string]payloadMeta{},
-		kick:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		cwake:    make(chan struct{}, 1),
-		cspace:   make(chan struct{}, 1),
-		cdone:    make(chan struct{}),
-		runs:     map[string]*run{},
-		waits:    map[string]waitInfo{},
+		evlog:      evlog,
+		obs:        obs,
+		counts:     map[statusKey]int{},
+		unfinished: map[string]int{},
+		admitting:  map[string]int{},
+		cfg:        cfg,
+		st:         cfg.Store,
+		ex:         cfg.Executor,
+		log:        cfg.Logger,
+		now:        cfg.Now,
+		eng:        cfg.Engine,
+		envs:       map[string]*qshare.ServiceEnvironment{},
+		policies:   map[string]*qshare.SchedulingPolicy{},
+		queues:     map[string]*qshare.JobQueue{},
+		shares:     map[store.ShareKey]*qshare.QuotaShare{},
+		jobs:       map[string]*qshare.Job{},
+		inflight:   map[string]*qshare.Job{},
+		byQueue:    map[string]*jobIndex{},
+		tokens:     map[string]*tokenEntry{},
+		meta:       map[string]payloadMeta{},
+		kick:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		cwake:      make(chan struct{}, 1),
+		cspace:     make(chan struct{}, 1),
+		cdone:      make(chan struct{}),
+		runs:       map[string]*run{},
+		waits:      map[string]waitInfo{},
 	}, nil
 }
 

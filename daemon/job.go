@@ -38,6 +38,12 @@ type SubmitInput struct {
 	// keeps it as the system tag qshare.TagRunAs, and every attempt's
 	// executor.Spec carries it. With Config.RequireRunAs, it is required.
 	RunAs string
+	// MaxUnfinished is the most unfinished jobs (not SUCCEEDED or FAILED)
+	// SubmittedBy may have, this one included: the principal's
+	// limits.unfinishedJobs in the auth file. A submit beyond it is refused
+	// with a ClientException that names the limit, and records nothing. 0,
+	// or no SubmittedBy: no limit.
+	MaxUnfinished int
 	// RequestHash identifies the request for clientToken replay: the same
 	// token with another hash is refused. The API sets it from the body.
 	RequestHash string
@@ -163,13 +169,24 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 			return j, err
 		}
 	}
+	admitted := in.MaxUnfinished > 0 && in.SubmittedBy != ""
 	release := func(err error) {
+		d.mu.Lock()
+		if admitted {
+			d.unadmit(in.SubmittedBy)
+		}
 		if tok != nil {
-			d.mu.Lock()
 			delete(d.tokens, in.ClientToken)
 			tok.err = err
 			close(tok.done)
-			d.mu.Unlock()
+		}
+		d.mu.Unlock()
+	}
+	if admitted {
+		if err := d.admit(in.SubmittedBy, in.MaxUnfinished); err != nil {
+			admitted = false
+			release(err)
+			return nil, err
 		}
 	}
 
@@ -193,6 +210,9 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	d.setMeta(id, metaOf(req))
 	d.mu.Lock()
 	d.installJob(j)
+	if admitted {
+		d.unadmit(in.SubmittedBy) // counted in d.unfinished now
+	}
 	d.inbox = append(d.inbox, op{kind: opSubmit, id: id})
 	if tok != nil {
 		tok.job = id
@@ -204,6 +224,28 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 		d.log.Info("job submitted", "job", id, "name", j.Name, "queue", queue, "share", share, "priority", j.Priority, "demand", demand.String(), "status", "SUBMITTED→RUNNABLE")
 	}
 	return j, nil
+}
+
+// admit counts one more submit of the principal by, unless its unfinished
+// jobs and the submits already admitted reach max; then it returns the
+// ClientException that names the limit.
+func (d *Daemon) admit(by string, max int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := d.unfinished[by] + d.admitting[by]; n >= max {
+		return qshare.Errorf(qshare.EINVALID, "%s has %d unfinished jobs (SUBMITTED to RUNNING), and its limit is %d (limits.unfinishedJobs in the server's auth file): wait for some to finish, or terminate some, then submit again", by, n, max)
+	}
+	d.admitting[by]++
+	return nil
+}
+
+// unadmit takes back one submit that admit counted. Callers hold d.mu.
+func (d *Daemon) unadmit(by string) {
+	if d.admitting[by] <= 1 {
+		delete(d.admitting, by)
+	} else {
+		d.admitting[by]--
+	}
 }
 
 // newJobID returns a new job ID: a UUID of version 7, whose first 48 bits

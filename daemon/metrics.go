@@ -81,15 +81,32 @@ func (d *Daemon) setJob(j *qshare.Job) {
 			return
 		}
 		d.uncount(ok)
+		d.countSubmitter(old, -1)
 	}
 	d.counts[k]++
+	d.countSubmitter(j, 1)
 	d.jobs[j.ID] = j
+}
+
+// countSubmitter adds delta to the count of unfinished jobs of j's
+// submitter, when j has one and is unfinished. Callers hold d.mu.
+func (d *Daemon) countSubmitter(j *qshare.Job, delta int) {
+	by := j.Tags[qshare.TagSubmittedBy]
+	if by == "" || j.Status.Terminal() {
+		return
+	}
+	if n := d.unfinished[by] + delta; n > 0 {
+		d.unfinished[by] = n
+	} else {
+		delete(d.unfinished, by)
+	}
 }
 
 // dropJob removes a job from d.jobs and from the counts. Callers hold d.mu.
 func (d *Daemon) dropJob(id string) {
 	if old := d.jobs[id]; old != nil {
 		d.uncount(statusKey{old.JobQueue, old.QuotaShare, old.Status})
+		d.countSubmitter(old, -1)
 		delete(d.jobs, id)
 	}
 }

@@ -171,3 +171,49 @@ type Executor interface {
 type CapacityChecker interface {
 	CheckCapacity(limits qshare.Capacity) string
 }
+
+// PendingReasoner is implemented by executors whose started attempts can
+// wait in a scheduler of their own (a Slurm partition, a Kubernetes
+// scheduler) before their processes run: Start has returned, the attempt
+// holds its capacity in qshare, but nothing of it runs yet. The daemon
+// shows the reason in the job's statusReason while it lasts.
+//
+// PendingReason returns why the attempt's processes do not run yet, in the
+// words of the executor's scheduler ("Resources", "ReqNodeNotAvail"), or ""
+// when they run, the attempt has ended, or the executor does not know it.
+// It must not block: it returns what the executor last learned (the daemon
+// calls it from its control loop), and it is safe for concurrent use.
+type PendingReasoner interface {
+	PendingReason(attemptID string) string
+}
+
+// HealthReporter is implemented by executors that run attempts through a
+// service of their own (Slurm's slurmctld, a Kubernetes API server) that
+// can stop answering while the attempts go on. The daemon shows the answer
+// in every service environment's statusReason while it lasts.
+//
+// Health returns "" while the service answers, else what is wrong and
+// what it means for the attempts, in a sentence for people. It must not
+// block: it returns what the executor last learned. It is safe for
+// concurrent use.
+type HealthReporter interface {
+	Health() string
+}
+
+// Sweeper is implemented by executors whose attempts outlive the server in
+// a system that others see (a Slurm cluster, a Kubernetes namespace), where
+// something it started can be left without a record in the store (the
+// server died between starting an attempt and recording it elsewhere, or
+// the store was restored from a backup): nobody would wait for it, and it
+// would hold capacity that qshare does not count.
+//
+// After a restart the daemon calls Sweep with the IDs of every attempt the
+// store holds unfinished (whether or not it is started yet). Sweep ends
+// whatever the executor started that is not among them, except attempts
+// started or recovered through this executor since (so that a Sweep that
+// is retried while the daemon starts new attempts never ends one), and
+// returns the IDs of the attempts it ended. It is never adopted: a later
+// Start or Recover of such an ID finds it ended.
+type Sweeper interface {
+	Sweep(ctx context.Context, keep map[string]bool) ([]string, error)
+}

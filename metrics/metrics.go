@@ -103,9 +103,10 @@ func (m *Metrics) Watch(d *daemon.Daemon) {
 }
 
 // Handler serves the registry in the Prometheus text format (or, when the
-// scraper asks, OpenMetrics). A failure to collect is answered as a 500.
+// scraper asks, OpenMetrics), gzipped at gzip.BestSpeed to a scraper that
+// accepts gzip. A failure to collect is answered as a 500.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return gzipped(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{DisableCompression: true}))
 }
 
 // Registry returns the registry, for tests and benchmarks that gather it

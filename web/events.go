@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -49,12 +50,17 @@ type Event struct {
 // the server does not keep.
 type NameFunc func(id string) string
 
+// VisibleFunc reports whether the caller of the request ctx belongs to may
+// see event e (with authentication: whether it may describe e's job).
+type VisibleFunc func(ctx context.Context, e event.Event) bool
+
 // EventsHandler serves GET EventsPath[?since=UNIX_SECONDS]: the capacity
 // events of the last hour (or since the given time, at most a day back).
-// read is nil when there is no event log. Errors use the AWS error format: a
+// read is nil when there is no event log; visible, when not nil, leaves
+// out the events the caller may not see. Errors use the AWS error format: a
 // since that is not a number, or too old, an unknown parameter, or another
 // method is a ClientException (400) that says which.
-func EventsHandler(read EventsFunc, name NameFunc, now func() time.Time) http.Handler {
+func EventsHandler(read EventsFunc, name NameFunc, visible VisibleFunc, now func() time.Time) http.Handler {
 	if name == nil {
 		name = func(string) string { return "" }
 	}
@@ -105,6 +111,9 @@ func EventsHandler(read EventsFunc, name NameFunc, now func() time.Time) http.Ha
 				switch e.Event {
 				case event.Start, event.Preempt, event.Finish, event.Fail:
 				default:
+					return
+				}
+				if visible != nil && !visible(r.Context(), e) {
 					return
 				}
 				out.Events = append(out.Events, Event{Event: e})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"qshare/auth"
 	"qshare/event"
 	"qshare/web"
 )
@@ -27,11 +28,12 @@ func get(t *testing.T, h http.Handler, method, target string) (int, http.Header,
 // dashboard is read-only.
 func TestHandler(t *testing.T) {
 	mux := http.NewServeMux()
-	mux.Handle(web.Path, web.Handler())
+	mux.Handle(web.Path, web.Handler(web.Config{Region: "us-east-1"}))
 	for _, c := range []struct{ path, ctype, body string }{
 		{"/ui/", "text/html", `<script src="app.js">`},
 		{"/ui/app.js", "javascript", `"Content-Type": "application/json"`},
 		{"/ui/app.css", "text/css", "--reserved"},
+		{"/ui/config.json", "application/json", `{"auth":false,"region":"us-east-1"}`},
 	} {
 		status, h, body := get(t, mux, http.MethodGet, c.path)
 		if status != http.StatusOK || !strings.Contains(h.Get("Content-Type"), c.ctype) || !strings.Contains(body, c.body) {
@@ -77,7 +79,7 @@ func TestEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := map[string]string{"a": "job-a", "b": "job-b"}
-	h := web.EventsHandler(f.Events, func(id string) string { return names[id] }, func() time.Time { return now })
+	h := web.EventsHandler(f.Events, func(id string) string { return names[id] }, nil, func() time.Time { return now })
 	status, _, body := get(t, h, http.MethodGet, web.EventsPath)
 	var r web.EventsResponse
 	if err := json.Unmarshal([]byte(body), &r); err != nil || status != http.StatusOK {
@@ -115,9 +117,29 @@ func TestEvents(t *testing.T) {
 		}
 	}
 
-	off := web.EventsHandler(nil, nil, nil)
+	off := web.EventsHandler(nil, nil, nil, nil)
 	status, _, body = get(t, off, http.MethodGet, web.EventsPath)
 	if status != http.StatusOK || body != `{"enabled":false,"since":`+strings.TrimSpace(strings.SplitN(strings.SplitN(body, `"since":`, 2)[1], ",", 2)[0])+`,"events":[]}` {
 		t.Errorf("without a log: %d %s, want enabled false and no events", status, body)
+	}
+}
+
+// TestWhoAmI: the caller's principal, or none without authentication; a
+// bad request is a ClientException.
+func TestWhoAmI(t *testing.T) {
+	h := web.WhoAmIHandler()
+	if status, _, body := get(t, h, http.MethodGet, web.WhoAmIPath); status != http.StatusOK || body != `{"authentication":false,"principal":""}` {
+		t.Errorf("GET without authentication: %d %s", status, body)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, web.WhoAmIPath, nil)
+	h.ServeHTTP(rec, req.WithContext(auth.WithPrincipal(req.Context(), &auth.Principal{Name: "alice", ARN: "arn:aws:iam::000000000000:user/alice"})))
+	if b, _ := io.ReadAll(rec.Result().Body); rec.Code != http.StatusOK || string(b) != `{"authentication":true,"principal":"arn:aws:iam::000000000000:user/alice"}` {
+		t.Errorf("GET as alice: %d %s", rec.Code, b)
+	}
+	for _, c := range []struct{ method, target string }{{http.MethodPost, web.WhoAmIPath}, {http.MethodGet, web.WhoAmIPath + "?x=1"}, {http.MethodGet, web.WhoAmIPath + "/more"}} {
+		if status, h, _ := get(t, h, c.method, c.target); status != http.StatusBadRequest || h.Get("X-Amzn-ErrorType") != "ClientException" {
+			t.Errorf("%s %s: %d %s, want 400 ClientException", c.method, c.target, status, h.Get("X-Amzn-ErrorType"))
+		}
 	}
 }

@@ -332,7 +332,7 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	if err := checkListenAddr(s); err != nil {
 		return err
 	}
-	tlsConfig, err := serverTLS(s)
+	tlsConfig, certs, err := serverTLS(s)
 	if err != nil {
 		return err
 	}
@@ -371,6 +371,9 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if certs != nil {
+		certs.reloadOnHangup(ctx, log) // a renewed certificate without a restart (serve_tls.go)
+	}
 
 	// Listen first, so a busy port fails before the data is touched.
 	ln, err := net.Listen("tcp", s.Addr)

@@ -17,6 +17,7 @@ import (
 	"qshare/auth"
 	"qshare/executor/process"
 	"qshare/metrics"
+	"qshare/web"
 )
 
 // guardSettings are the settings of the request guard (package auth) that
@@ -158,7 +159,7 @@ func newGuardWith(ctx context.Context, cfg auth.Config, s serveSettings, log *sl
 	if g.Auth != "" {
 		a, err := auth.NewAuthenticator(auth.AuthConfig{File: g.Auth, Region: s.Region, AccountID: s.AccountID,
 			BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log, CheckPrincipal: unixUserCheck(s),
-			PublicPaths: []string{metrics.HealthzPath, metrics.ReadyzPath}})
+			PublicPaths: []string{metrics.HealthzPath, metrics.ReadyzPath}, PublicPrefixes: []string{web.Path}})
 		if err != nil {
 			return nil, fmt.Errorf("--auth: %w", err)
 		}
@@ -199,6 +200,13 @@ func unixUserCheck(s serveSettings) func(*auth.Principal) error {
 // reloadOnHangup reloads the auth file on each SIGHUP until ctx ends; a
 // file that is not valid leaves the one in force, and the log says why.
 func reloadOnHangup(ctx context.Context, a *auth.Authenticator) {
+	onHangup(ctx, func() { _ = a.Reload() }) // it logs the outcome
+}
+
+// onHangup calls fn, in a goroutine of its own, on each SIGHUP until ctx
+// ends. Each caller gets every signal: the auth file and the TLS
+// certificate are both reloaded on one.
+func onHangup(ctx context.Context, fn func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -208,7 +216,7 @@ func reloadOnHangup(ctx context.Context, a *auth.Authenticator) {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				_ = a.Reload() // it logs the outcome
+				fn()
 			}
 		}
 	}()

@@ -25,6 +25,7 @@ import (
 	"qshare/metrics"
 	"qshare/postgres"
 	"qshare/store"
+	"qshare/web"
 )
 
 // The terms of qshare serve: one server leads a store at a time.
@@ -241,7 +242,7 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 	mux := http.NewServeMux()
 	mux.Handle(logstream.PathPrefix, health.Gate(&logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}))
 	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
-	mountDashboard(mux, health, d, events) // the dashboard at /ui/ (serve_web.go)
+	mountDashboard(mux, health, d, events, web.Config{Auth: s.Guard.Auth != "", Region: s.Region}) // the dashboard at /ui/ (serve_web.go)
 	mux.Handle("/", health.Gate(apiHandler))
 	if m != nil {
 		apiHandler.Observe(m.API())

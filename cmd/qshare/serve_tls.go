@@ -1,23 +1,28 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // TLS of qshare serve (--tls-cert, --tls-key): with it the server speaks
 // HTTPS, HTTP/1.1 and HTTP/2, and may listen beyond loopback when
-// authentication is on too.
+// authentication is on too. The pair is read again on SIGHUP.
 
 var tlsFlags struct{ cert, key string }
 
 func init() {
 	f := serveCmd.Flags()
-	f.StringVar(&tlsFlags.cert, "tls-cert", "", "serve HTTPS with the certificate (chain) in PEM `FILE`; with --tls-key, and with --auth, --addr may be a non-loopback address (docs/security.md)")
+	f.StringVar(&tlsFlags.cert, "tls-cert", "", "serve HTTPS with the certificate (chain) in PEM `FILE`, read again with --tls-key on SIGHUP; with --tls-key, and with --auth, --addr may be a non-loopback address (docs/security.md)")
 	f.StringVar(&tlsFlags.key, "tls-key", "", "the private key of --tls-cert, a PEM `FILE`")
 }
 
@@ -71,18 +76,58 @@ func checkListenAddr(s serveSettings) error {
 	return nil
 }
 
-// serverTLS returns the TLS configuration of the settings, or nil for
-// plain HTTP; an unreadable or mismatched pair is an error naming the
-// flags.
-func serverTLS(s serveSettings) (*tls.Config, error) {
-	if s.Guard.TLSCert == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(s.Guard.TLSCert, s.Guard.TLSKey)
+// certReloader holds the server's certificate, read from --tls-cert and
+// --tls-key at start and again on each SIGHUP, so that a renewed
+// certificate is served without a restart. Each TLS handshake takes the
+// one in force (GetCertificate); connections already open keep theirs. It
+// is safe for concurrent use.
+type certReloader struct {
+	certFile, keyFile string
+	cert              atomic.Pointer[tls.Certificate]
+}
+
+// load reads the pair and, when it is valid, puts it in force; otherwise
+// the one in force stays and the error names the flags.
+func (c *certReloader) load() error {
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", s.Guard.TLSCert, s.Guard.TLSKey, err)
+		return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", c.certFile, c.keyFile, err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	c.cert.Store(&cert)
+	return nil
+}
+
+func (c *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return c.cert.Load(), nil
+}
+
+// reloadOnHangup reads the pair again on each SIGHUP until ctx ends (the
+// auth file is reloaded on the same signal), and logs the outcome: the new
+// certificate's subject and expiry, or why the one in force stays.
+func (c *certReloader) reloadOnHangup(ctx context.Context, log *slog.Logger) {
+	onHangup(ctx, func() {
+		if err := c.load(); err != nil {
+			log.Error("the TLS certificate was not reloaded; the one loaded before stays in force", "err", err)
+			return
+		}
+		if leaf, err := x509.ParseCertificate(c.cert.Load().Certificate[0]); err == nil {
+			log.Info("TLS certificate reloaded", "file", c.certFile, "subject", leaf.Subject.String(), "notAfter", leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
+	})
+}
+
+// serverTLS returns the TLS configuration of the settings and the
+// reloader of its certificate, or nils for plain HTTP; an unreadable or
+// mismatched pair is an error naming the flags.
+func serverTLS(s serveSettings) (*tls.Config, *certReloader, error) {
+	if s.Guard.TLSCert == "" {
+		return nil, nil, nil
+	}
+	c := &certReloader{certFile: s.Guard.TLSCert, keyFile: s.Guard.TLSKey}
+	if err := c.load(); err != nil {
+		return nil, nil, err
+	}
+	return &tls.Config{GetCertificate: c.getCertificate, MinVersion: tls.VersionTLS12}, c, nil
 }
 
 // serveOn serves srv on ln: HTTPS (HTTP/2 and HTTP/1.1) with cfg, plain

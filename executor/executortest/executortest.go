@@ -7,7 +7,8 @@
 // recovers what the old one started. It covers every method of
 // executor.Executor, the daemon's and the log endpoint's alike: validation
 // of a parsed payload as of its text, forgetting an ended attempt, and
-// serving an attempt's log.
+// serving an attempt's log; and the optional executor.PendingReasoner of
+// the executors that implement it.
 //
 // An executor takes part by describing, in a Harness, how to build itself
 // and how to express a test Job (run this long, exit with this code, react to
@@ -117,6 +118,42 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ValidateRequestIsValidate", s.validateRequest)
 	t.Run("Forget", s.forget)
 	t.Run("Logs", s.logs)
+	t.Run("PendingReason", s.pendingReason)
+}
+
+// pendingReason: an executor that reports why a started attempt waits in a
+// scheduler of its own (executor.PendingReasoner) reports nothing for an
+// attempt it does not know, for one whose processes run (within the
+// slack: it answers from what it last learned) and for one that has ended.
+// When an attempt really waits is the executor's own test to show (it
+// needs that scheduler full). An executor without the method skips this.
+func (s *suite) pendingReason(t *testing.T) {
+	t.Parallel()
+	e, _ := s.newExec(t)
+	pr, ok := e.(executor.PendingReasoner)
+	if !ok {
+		t.Skip("the executor does not implement executor.PendingReasoner")
+	}
+	if r := pr.PendingReason("no-such-attempt"); r != "" {
+		t.Errorf("PendingReason(unknown) = %q, want \"\"", r)
+	}
+	sp := s.spec(t, Job{Run: time.Hour})
+	h := s.start(t, e, sp)
+	s.ready(t, sp, h)
+	deadline := time.Now().Add(s.Slack)
+	for r := pr.PendingReason(sp.AttemptID); r != ""; r = pr.PendingReason(sp.AttemptID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("PendingReason of an attempt whose job runs = %q after %v, want \"\"", r, s.Slack)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := e.Stop(context.Background(), sp.AttemptID, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	s.wait(t, e, sp.AttemptID, 0)
+	if r := pr.PendingReason(sp.AttemptID); r != "" {
+		t.Errorf("PendingReason of an ended attempt = %q, want \"\"", r)
+	}
 }
 
 // validateRequest: the daemon parses a submit's payload once and validates

@@ -52,6 +52,14 @@ type SubmitResult struct {
 	// Both are absent when no latency jobs were run.
 	ScheduleP50Ms *float64 `json:"schedule_p50_ms,omitempty"`
 	ScheduleP99Ms *float64 `json:"schedule_p99_ms,omitempty"`
+	// ServerCPUUsPerSubmit is the server's CPU time (user and system) over
+	// the measured window per durable submit, and HarnessCPUUsPerSubmit
+	// the harness's own (its clients' signing included): what a submit
+	// costs each side, which the machine's load moves far less than the
+	// submits per second. Both are absent unless the harness started the
+	// server as a child process.
+	ServerCPUUsPerSubmit  *float64 `json:"server_cpu_us_per_submit,omitempty"`
+	HarnessCPUUsPerSubmit *float64 `json:"harness_cpu_us_per_submit,omitempty"`
 }
 
 var submitRows = []Row{
@@ -62,6 +70,8 @@ var submitRows = []Row{
 	{Label: "submit latency p99", Key: "p99_ms", Format: "%.2f", Unit: "ms", Anchor: "target < 20 ms"},
 	{Label: "submit latency max", Key: "max_ms", Format: "%.2f", Unit: "ms"},
 	{Label: "failed submits", Key: "errors", Format: "%.0f"},
+	{Label: "server CPU per submit", Key: "server_cpu_us_per_submit", Format: "%.1f", Unit: "µs"},
+	{Label: "harness CPU per submit", Key: "harness_cpu_us_per_submit", Format: "%.1f", Unit: "µs"},
 	{Label: "submit → SCHEDULED p50 (free capacity)", Key: "schedule_p50_ms", Format: "%.0f", Unit: "ms", Anchor: "target < 5 ms"},
 	{Label: "submit → SCHEDULED p99 (free capacity)", Key: "schedule_p99_ms", Format: "%.0f", Unit: "ms"},
 }
@@ -141,7 +151,7 @@ func RunSubmit(ctx context.Context, opt SubmitOptions) (SubmitResult, error) {
 		if err != nil {
 			return err
 		}
-		res, err = submitLoop(ctx, c, queues["submit"], opt)
+		res, err = submitLoop(ctx, c, queues["submit"], opt, srv)
 		if err != nil {
 			return err
 		}
@@ -167,12 +177,19 @@ func submitInput(queue, name string) *batch.SubmitServiceJobInput {
 	}
 }
 
-func submitLoop(ctx context.Context, c *batch.Client, queue string, opt SubmitOptions) (SubmitResult, error) {
+func submitLoop(ctx context.Context, c *batch.Client, queue string, opt SubmitOptions, srv *Server) (SubmitResult, error) {
 	res := SubmitResult{Clients: opt.Clients}
 	defer lessGC()()
 	start := time.Now()
 	measureFrom := start.Add(opt.Warmup)
 	end := measureFrom.Add(opt.Duration)
+	// The CPU of each side over the measured window (and the submits in
+	// flight at its end).
+	meter := make(chan *cpuMeter, 1)
+	go func() {
+		time.Sleep(time.Until(measureFrom))
+		meter <- startCPU(srv)
+	}()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var lats []time.Duration
@@ -214,6 +231,13 @@ func submitLoop(ctx context.Context, c *batch.Client, queue string, opt SubmitOp
 	}
 	res.DurationS = round(opt.Duration.Seconds(), 3)
 	res.Submits = len(lats)
+	if m := <-meter; srv != nil && res.Submits > 0 {
+		m.stop()
+		if d, ok := m.server(); ok {
+			res.ServerCPUUsPerSubmit = ptr(round(float64(d.Microseconds())/float64(res.Submits), 1))
+			res.HarnessCPUUsPerSubmit = ptr(round(float64(m.harness().Microseconds())/float64(res.Submits), 1))
+		}
+	}
 	res.Errors = int(errs.Load())
 	res.SubmitsPerS = round(float64(res.Submits)/opt.Duration.Seconds(), 1)
 	res.Latency = Latencies(lats)

@@ -2,6 +2,7 @@ package security_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,41 @@ job = submit(bob, "QS2")["jobId"]
 check("alice-update-bob", lambda: alice.update_service_job(jobId=job, schedulingPriority=5))
 check("alice-terminate-bob", lambda: alice.terminate_service_job(jobId=job, reason="x"))
 check("admin-update-bob", lambda: admin.update_service_job(jobId=job, schedulingPriority=5))
+# The clock skew: botocore's signer with its clock shifted, and its default
+# retries (botocore does not correct a skewed clock from the answer).
+import datetime, botocore.auth
+_now = botocore.auth.get_current_datetime
+def skewed(minutes, f):
+    botocore.auth.get_current_datetime = lambda *a, **k: _now(*a, **k) + datetime.timedelta(minutes=minutes)
+    try:
+        return f()
+    finally:
+        botocore.auth.get_current_datetime = _now
+retrying = boto3.client("batch", endpoint_url=ep, region_name="us-east-1", aws_access_key_id=keys["admin"][0],
+                        aws_secret_access_key=keys["admin"][1])
+for m in (-6, 6, -4, 4):
+    check("skew%+dm" % m, lambda: skewed(m, retrying.list_scheduling_policies))
+`
+
+// pythonWith returns the path of python3 when it can import module.
+func pythonWith(module string) (string, bool) {
+	py, err := exec.LookPath("python3")
+	if err == nil {
+		err = exec.Command(py, "-c", "import "+module).Run()
+	}
+	return py, err == nil
+}
+
+// skewPrelude, run before the AWS CLI's own main in the same Python, shifts
+// the clock botocore signs with by QSHARE_TEST_SKEW_MINUTES, as faketime
+// would (which is not installed here).
+const skewPrelude = `
+import datetime, os, sys, botocore.auth
+_now = botocore.auth.get_current_datetime
+_skew = datetime.timedelta(minutes=int(os.environ["QSHARE_TEST_SKEW_MINUTES"]))
+botocore.auth.get_current_datetime = lambda *a, **k: _now(*a, **k) + _skew
+from awscli.clidriver import main
+sys.exit(main())
 `
 
 // The checks of the SDK tests through boto3 and the AWS CLI (skipped, with
@@ -61,11 +97,8 @@ func TestServeWithAuthBoto3AndCLI(t *testing.T) {
 	env := append(os.Environ(), "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=", "AWS_CA_BUNDLE=")
 
 	t.Run("boto3", func(t *testing.T) {
-		py, err := exec.LookPath("python3")
-		if err == nil {
-			err = exec.Command(py, "-c", "import boto3").Run()
-		}
-		if err != nil {
+		py, ok := pythonWith("boto3")
+		if !ok {
 			t.Skip("python3 with boto3 is not installed (Debian: python3-boto3): the boto3 checks are skipped")
 		}
 		keys := `{"alice": ["` + aliceKey[0] + `", "` + aliceKey[1] + `"], "bob": ["` + bobKey[0] + `", "` + bobKey[1] + `"], "admin": ["` + adminKey[0] + `", "` + adminKey[1] + `"]}`
@@ -92,6 +125,10 @@ func TestServeWithAuthBoto3AndCLI(t *testing.T) {
 			"alice-update-bob":    "AccessDeniedException User: arn:aws:iam::000000000000:user/alice is not authorized to perform: batch:UpdateServiceJob",
 			"alice-terminate-bob": "AccessDeniedException User: arn:aws:iam::000000000000:user/alice is not authorized to perform: batch:TerminateServiceJob",
 			"admin-update-bob":    "ok",
+			"skew-6m":             "InvalidSignatureException Signature expired: ",
+			"skew+6m":             "InvalidSignatureException Signature not yet current: ",
+			"skew-4m":             "ok",
+			"skew+4m":             "ok",
 		} {
 			if !strings.HasPrefix(got[name], want) {
 				t.Errorf("boto3 %s: %q, want %q…", name, got[name], want)
@@ -141,6 +178,30 @@ func TestServeWithAuthBoto3AndCLI(t *testing.T) {
 		} {
 			if got := run(c.key, c.args...); !strings.Contains(got, c.want) {
 				t.Errorf("aws %s (%s): %s, want %s", strings.Join(c.args[:2], " "), c.name, got, c.want)
+			}
+		}
+		// The skew limit, through the AWS CLI's own code with its clock
+		// shifted: where that CLI is a Python program whose modules this
+		// python3 imports (aws-cli v1, as here).
+		py, ok := pythonWith("awscli.clidriver")
+		if !ok {
+			t.Log("python3 cannot import awscli (an AWS CLI v2 binary, or none): the AWS CLI's skew checks are skipped")
+			return
+		}
+		for _, c := range []struct {
+			minutes int
+			want    string
+		}{{-6, "InvalidSignatureException"}, {6, "InvalidSignatureException"}, {-4, ""}, {4, ""}} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			cmd := exec.CommandContext(ctx, py, "-c", skewPrelude, "batch", "list-scheduling-policies", "--endpoint-url", srv.Endpoint, "--region", "us-east-1")
+			cmd.Env = append(env, "AWS_ACCESS_KEY_ID="+adminKey[0], "AWS_SECRET_ACCESS_KEY="+adminKey[1], fmt.Sprintf("QSHARE_TEST_SKEW_MINUTES=%d", c.minutes))
+			out, err := cmd.CombinedOutput()
+			cancel()
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("aws batch list-scheduling-policies with its clock %+d min off: %v\n%s", c.minutes, err, out)
+			case c.want != "" && (err == nil || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "Signature")):
+				t.Errorf("aws batch list-scheduling-policies with its clock %+d min off: %v\n%s, want %s", c.minutes, err, out, c.want)
 			}
 		}
 	})

@@ -399,11 +399,8 @@ func TestSDKAndCLIUnchanged(t *testing.T) {
 // where python3 cannot import boto3 (CI installs no Python packages).
 func (s *server) boto3(t *testing.T, queueARN string) {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err == nil {
-		err = exec.Command(py, "-c", "import boto3").Run()
-	}
-	if err != nil {
+	py, ok := pythonWith("boto3")
+	if !ok {
 		t.Log("python3 cannot import boto3: the boto3 part is skipped")
 		return
 	}

@@ -4,6 +4,14 @@
 // application/json) and qshare's read-only extensions under /qshare/v1/, all
 // on the page's own origin. Text from the server is always set with
 // textContent, never parsed as HTML.
+//
+// On a server with authentication (qshare serve --auth, which config.json
+// says), the page asks for an access key of the server's auth file and signs
+// every request with it, with AWS Signature Version 4 computed here by the
+// browser's own crypto (crypto.subtle), as the AWS SDKs sign: the server
+// checks the signature and the principal's policies as for any client. The
+// key is kept in this tab's sessionStorage, sent nowhere, and forgotten on
+// "sign out" or when the tab is closed.
 "use strict";
 
 const POLL_MS = 2000;
@@ -29,19 +37,91 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
-class APIError extends Error {}
+class APIError extends Error {
+  constructor(message, type) { super(message); this.type = type || ""; }
+}
+
+// ---- signing (AWS Signature Version 4) ----
+
+const KEY_ITEM = "qshare.accessKey"; // sessionStorage: {id, secret}
+let config = {auth: false, region: "us-east-1"};
+const enc = new TextEncoder();
+
+function hex(buf) { return Array.from(new Uint8Array(buf), b => b.toString(16).padStart(2, "0")).join(""); }
+async function sha256hex(s) { return hex(await crypto.subtle.digest("SHA-256", enc.encode(s))); }
+async function hmac(key, s) {
+  const k = await crypto.subtle.importKey("raw", typeof key === "string" ? enc.encode(key) : key, {name: "HMAC", hash: "SHA-256"}, false, ["sign"]);
+  return crypto.subtle.sign("HMAC", k, enc.encode(s));
+}
+
+// awsEscape percent-encodes every byte of s but A-Z a-z 0-9 - _ . ~ (and /
+// when keepSlash), as SigV4's canonical request does.
+function awsEscape(s, keepSlash) {
+  let out = "";
+  for (const b of enc.encode(s)) {
+    const c = String.fromCharCode(b);
+    if (/[A-Za-z0-9_.~-]/.test(c) || (keepSlash && c === "/")) out += c;
+    else out += "%" + b.toString(16).toUpperCase().padStart(2, "0");
+  }
+  return out;
+}
+
+function storedKey() {
+  try { return JSON.parse(sessionStorage.getItem(KEY_ITEM) || "null"); } catch (e) { return null; }
+}
+
+// signingKeys caches the key SigV4 derives from a secret, by day, region,
+// key id and secret (a secret typed anew under the same id must not find
+// the key of the one before).
+const signingKeys = new Map();
+async function signingKey(k, day) {
+  const id = JSON.stringify([day, config.region, k.id, k.secret]);
+  if (!signingKeys.has(id)) {
+    const kDate = await hmac("AWS4" + k.secret, day);
+    signingKeys.set(id, await hmac(await hmac(await hmac(kDate, config.region), "batch"), "aws4_request"));
+  }
+  return signingKeys.get(id);
+}
+
+// signedHeaders returns the headers that sign a request of method to path
+// (with its query) with body, by the key in this tab; {} without
+// authentication.
+async function signedHeaders(method, path, body, headers) {
+  if (!config.auth) return headers;
+  const k = storedKey();
+  if (!k) throw new APIError("sign in with an access key of the server's auth file", "SignInRequired");
+  const u = new URL(path, location.href);
+  const amz = new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+  const day = amz.slice(0, 8);
+  const query = [...u.searchParams.entries()].map(([n, v], i) => [n, v, i])
+    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[2] - b[2]))
+    .map(([n, v]) => awsEscape(n) + "=" + awsEscape(v)).join("&");
+  const h = {};
+  for (const [n, v] of Object.entries(headers)) h[n.toLowerCase()] = v.trim();
+  h["host"] = location.host;
+  h["x-amz-date"] = amz;
+  const names = Object.keys(h).sort();
+  const canonical = [method, awsEscape(u.pathname, true), query, names.map(n => n + ":" + h[n] + "\n").join(""),
+    names.join(";"), await sha256hex(body || "")].join("\n");
+  const scope = day + "/" + config.region + "/batch/aws4_request";
+  const toSign = ["AWS4-HMAC-SHA256", amz, scope, await sha256hex(canonical)].join("\n");
+  const sig = hex(await hmac(await signingKey(k, day), toSign));
+  return Object.assign({}, headers, {"X-Amz-Date": amz,
+    "Authorization": "AWS4-HMAC-SHA256 Credential=" + k.id + "/" + scope + ", SignedHeaders=" + names.join(";") + ", Signature=" + sig});
+}
+
+// request sends a same-origin request, signed when the server wants it.
+async function request(method, path, body) {
+  const headers = await signedHeaders(method, path, body, body === undefined ? {} : {"Content-Type": "application/json"});
+  return fetch(path, {method, headers, body, credentials: "same-origin", cache: "no-store"});
+}
 
 async function call(op, body) {
-  const r = await fetch("/v1/" + op, {
-    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body || {}),
-    credentials: "same-origin", cache: "no-store",
-  });
-  return answer(r, op);
+  return answer(await request("POST", "/v1/" + op, JSON.stringify(body || {})), op);
 }
 
 async function get(path) {
-  const r = await fetch(path, {credentials: "same-origin", cache: "no-store"});
-  return answer(r, path);
+  return answer(await request("GET", path), path);
 }
 
 async function answer(r, what) {
@@ -50,10 +130,14 @@ async function answer(r, what) {
   try { v = JSON.parse(text); } catch (e) { /* not JSON */ }
   if (!r.ok) {
     const msg = v && v.message ? v.message : (text || r.statusText);
-    throw new APIError(what + ": " + msg);
+    throw new APIError(what + ": " + msg, r.headers.get("X-Amzn-ErrorType") || (v && v.__type) || "");
   }
   return v;
 }
+
+// The refusals that mean the key in this tab is missing, unknown or wrong:
+// the page then asks for one.
+const SIGN_IN_ERRORS = ["SignInRequired", "MissingAuthenticationTokenException", "UnrecognizedClientException", "InvalidSignatureException"];
 
 // pages calls op until its nextToken runs out or max pages were read, and
 // returns the concatenated lists under key.
@@ -263,7 +347,7 @@ async function viewJob(id) {
   const j = await call("describeservicejob", {jobId: id});
   let log;
   try {
-    const r = await fetch("/qshare/v1/logs/" + encodeURIComponent(j.jobId), {cache: "no-store"});
+    const r = await request("GET", "/qshare/v1/logs/" + encodeURIComponent(j.jobId));
     const text = await r.text();
     if (r.ok) {
       const lines = text.split("\n");
@@ -404,12 +488,80 @@ async function refresh() {
     statusEl.textContent = "updated " + new Date().toLocaleTimeString([], {hour12: false}) + " · refreshes every " + POLL_MS / 1000 + " s";
   } catch (e) {
     if (gen !== generation) return;
+    if (config.auth && e instanceof APIError && SIGN_IN_ERRORS.includes(e.type)) {
+      signIn(e.type === "SignInRequired" ? "" : e.message);
+      return;
+    }
     statusEl.className = "error";
     statusEl.textContent = e instanceof APIError ? e.message : "cannot reach the server: " + e.message;
-    if (!main.dataset.view) main.replaceChildren(el("p", {class: "note"}, statusEl.textContent));
+    if (!main.dataset.view) main.replaceChildren(el("p", {class: "note", id: "view-error"}, statusEl.textContent));
   }
   if (gen === generation) timer = setTimeout(refresh, POLL_MS);
 }
 
-window.addEventListener("hashchange", () => { generation++; delete main.dataset.view; main.replaceChildren(el("p", {}, "Loading…")); refresh(); });
-refresh();
+// ---- signing in ----
+
+const whoEl = document.getElementById("who");
+
+// signIn shows the form that asks for an access key, with why (a refusal
+// of the key before, or nothing).
+function signIn(why) {
+  clearTimeout(timer);
+  generation++;
+  sessionStorage.removeItem(KEY_ITEM);
+  signingKeys.clear();
+  whoEl.replaceChildren();
+  delete main.dataset.view;
+  statusEl.className = "";
+  statusEl.textContent = "";
+  if (!window.crypto || !crypto.subtle) {
+    main.replaceChildren(el("p", {class: "note", id: "view-error"}, "This server requires signed requests, and this browser signs only on a page opened over HTTPS or from localhost: open the dashboard that way."));
+    return;
+  }
+  const id = el("input", {id: "access-key-id", name: "accessKeyId", autocomplete: "username", required: "", spellcheck: "false", size: 28});
+  const secret = el("input", {id: "secret-access-key", name: "secretAccessKey", type: "password", autocomplete: "current-password", required: "", size: 44});
+  const form = el("form", {class: "signin", id: "signin"},
+    el("h2", {}, "Sign in"),
+    el("p", {class: "muted"}, "This server requires signed requests (qshare serve --auth). Give an access key of its auth file: the page signs each request with it, as the AWS SDKs do, and shows what its principal may read. The key stays in this tab, and is forgotten when you sign out or close the tab."),
+    why ? el("p", {class: "note error", id: "signin-error"}, why) : null,
+    el("label", {}, "access key id", id),
+    el("label", {}, "secret access key", secret),
+    el("button", {type: "submit", id: "signin-button"}, "Sign in"));
+  form.addEventListener("submit", async e => {
+    e.preventDefault();
+    sessionStorage.setItem(KEY_ITEM, JSON.stringify({id: id.value.trim(), secret: secret.value.trim()}));
+    start();
+  });
+  main.replaceChildren(form);
+  id.focus();
+}
+
+// start learns who the key in this tab belongs to, says so, and shows the
+// view.
+async function start() {
+  if (config.auth) {
+    if (!storedKey()) { signIn(""); return; }
+    try {
+      const me = await get("/qshare/v1/whoami");
+      const out = el("button", {type: "button", id: "signout"}, "sign out");
+      out.addEventListener("click", () => signIn(""));
+      whoEl.replaceChildren(el("span", {id: "principal", "data-principal": me.principal}, me.principal.replace(/^.*:user\//, "")), " ", out);
+    } catch (e) {
+      if (e instanceof APIError && SIGN_IN_ERRORS.includes(e.type)) { signIn(e.message); return; }
+      statusEl.className = "error";
+      statusEl.textContent = e instanceof APIError ? e.message : "cannot reach the server: " + e.message;
+      return;
+    }
+  }
+  generation++;
+  main.replaceChildren(el("p", {}, "Loading…"));
+  refresh();
+}
+
+window.addEventListener("hashchange", () => {
+  if (config.auth && !storedKey()) return; // the sign-in form stays
+  generation++; delete main.dataset.view; main.replaceChildren(el("p", {}, "Loading…")); refresh();
+});
+
+fetch("config.json", {cache: "no-store"}).then(r => r.json()).then(c => { config = c; start(); },
+  e => { statusEl.className = "error"; statusEl.textContent = "cannot reach the server: " + e.message; });
