@@ -361,6 +361,7 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 		sv.health.SetNotReady("standby: stepping down")
 		sv.owner.Store(nil)
 		sb.leader.Store(nil)
+		sb.refresh(ctx) // forward at once, while the term closes
 		sv.set(sb)
 		t.close()
 		db = nil
