@@ -64,6 +64,20 @@ func checkLog(t *testing.T, path string) ([]event.Violation, event.Summary, stri
 	return vs, sum, string(b)
 }
 
+// closeAndCheck closes the daemon and its event file in dir, fails t on
+// every violation the checker finds in the log, and returns the log's
+// summary and text.
+func closeAndCheck(t *testing.T, a *instance, evf *event.File, dir string) (event.Summary, string) {
+	t.Helper()
+	a.close()
+	must(t, evf.Close())
+	vs, sum, text := checkLog(t, filepath.Join(dir, "events.jsonl"))
+	for _, v := range vs {
+		t.Errorf("event log: %s", v)
+	}
+	return sum, text
+}
+
 // TestEventLogRetriesAndPreemptions: a failed attempt that is retried gives
 // its capacity back as a fail that says so (not as a preemption for
 // nobody), and a preemption under a stop grace is logged when decided (a
@@ -86,13 +100,7 @@ func TestEventLogRetriesAndPreemptions(t *testing.T) {
 	waitFor(t, a.d, high, status(qshare.JobSucceeded), "SUCCEEDED")
 	must(t, a.d.Terminate(ctx, low, "done"))
 	waitFor(t, a.d, low, status(qshare.JobFailed), "FAILED")
-	a.close()
-	must(t, evf.Close())
-
-	vs, sum, text := checkLog(t, filepath.Join(dir, "events.jsonl"))
-	for _, v := range vs {
-		t.Errorf("event log: %s", v)
-	}
+	sum, text := closeAndCheck(t, a, evf, dir)
 	if sum.Retries != 1 || sum.Preempts != 1 {
 		t.Errorf("summary %+v, want one retry and one preemption", sum)
 	}
@@ -186,12 +194,7 @@ func TestEventLogAppendFails(t *testing.T) {
 	waitFor(t, a.d, j, status(qshare.JobRunning), "RUNNING")
 	sink.fail.Store(false)
 	waitFor(t, a.d, j, status(qshare.JobSucceeded), "SUCCEEDED")
-	a.close()
-	must(t, evf.Close())
-	vs, sum, text := checkLog(t, filepath.Join(dir, "events.jsonl"))
-	for _, v := range vs {
-		t.Errorf("event log: %s", v)
-	}
+	sum, text := closeAndCheck(t, a, evf, dir)
 	if sum.Starts != 1 || sum.Finishes != 1 {
 		t.Errorf("summary %+v, want one start and one finish\n%s", sum, text)
 	}

@@ -72,6 +72,21 @@ func TestStandbyWaitsAndTakesOver(t *testing.T) {
 	}
 }
 
+// openPaused opens the store at loc with a lease of 1 s and stops its
+// keepalive, as SIGSTOP would stop the whole process; it is closed when t
+// ends.
+func openPaused(t *testing.T, loc string) *DB {
+	t.Helper()
+	d, err := Open(context.Background(), loc, WithLease(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	d.closeOnce.Do(func() { close(d.keepalive) })
+	<-d.kaDone
+	return d
+}
+
 // TestLeaseEndsAnIdleSession: a session that holds the store WithLease and
 // stops renewing it (here: its keepalive stopped, as a paused process's
 // would) is ended by PostgreSQL after the lease, and a waiting standby
@@ -79,14 +94,7 @@ func TestStandbyWaitsAndTakesOver(t *testing.T) {
 func TestLeaseEndsAnIdleSession(t *testing.T) {
 	loc := newDB(t)
 	ctx := context.Background()
-	leader, err := Open(ctx, loc, WithLease(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer leader.Close()
-	// Stop the keepalive, as SIGSTOP would stop the whole process.
-	leader.closeOnce.Do(func() { close(leader.keepalive) })
-	<-leader.kaDone
+	leader := openPaused(t, loc)
 	t0 := time.Now()
 	next, err := Open(ctx, loc, WithWait())
 	if err != nil {
@@ -162,11 +170,7 @@ func TestEventsFencedAcrossOwners(t *testing.T) {
 func TestLeaseEndsAnOpenTransaction(t *testing.T) {
 	loc := newDB(t)
 	ctx := context.Background()
-	leader, err := Open(ctx, loc, WithLease(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer leader.Close()
+	leader := openPaused(t, loc)
 	tx, err := leader.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -175,8 +179,6 @@ func TestLeaseEndsAnOpenTransaction(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT epoch FROM event_owner WHERE id = 1 FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	leader.closeOnce.Do(func() { close(leader.keepalive) }) // paused
-	<-leader.kaDone
 	t0 := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
