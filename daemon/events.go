@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -50,10 +51,11 @@ import (
 //     appended (of a batch cut short by the crash, its first events may
 //     remain).
 //   - Errors: when Append returns an error, the sink keeps none of that
-//     batch. The daemon logs the error and goes on; the log then lacks
-//     those events until the next Start, which compares the log with the
-//     store and appends what brings them together. A later Append may
-//     succeed.
+//     batch. The daemon logs the error, goes on, and sends those events
+//     again at the head of its next Append, so that the log stays a prefix
+//     of the history (up to maxUnsent waiting events); what a crash loses
+//     meanwhile, the next Start appends, comparing the log with the store.
+//     A later Append may succeed.
 //   - Reading: Events calls fn with every event in the log, oldest first.
 //     An event that cannot be read is skipped, the others are still passed
 //     to fn, and Events then returns a *event.BadLinesError naming what it
@@ -95,6 +97,9 @@ type eventLog struct {
 	// decided lists the preemptions decided in the current cycle, for its
 	// stopping lines. Loop-owned.
 	decided []string
+	// unsent are the events of appends that failed, in order, for the
+	// next append (emitEvents). Under evMu.
+	unsent []event.Event
 }
 
 // notePreempt remembers whom a preemption makes room for. Called by the loop.
@@ -109,8 +114,16 @@ func (d *Daemon) notePreempt(job, forJob string) {
 	d.evlog.decided = append(d.evlog.decided, job)
 }
 
-// emitEvents appends evs to the log. A failure is logged: the log is then
-// short of those lines until the next Start reconciles it with the store.
+// maxUnsent bounds the events kept for the next append after appends
+// failed (emitEvents).
+const maxUnsent = 100000
+
+// emitEvents appends evs to the log. When an append fails (the sink keeps
+// none of it), its events are kept and go first in the next append, so
+// that the log never has a hole in its middle (a job's start without its
+// submit, which no reconciliation could mend): it is at worst a prefix of
+// the history, which the next Start reconciles with the store. Past
+// maxUnsent waiting events they are dropped, and the log misses them.
 // Callers serialise through evMu.
 func (d *Daemon) emitEvents(evs []event.Event) {
 	if d.evlog == nil || len(evs) == 0 {
@@ -124,9 +137,21 @@ func (d *Daemon) emitEvents(evs []event.Event) {
 		}
 		d.evlog.lastT = evs[i].T
 	}
-	if err := d.evlog.sink.Append(evs); err != nil {
-		d.log.Error("event log append failed; the log misses these events until the next restart reconciles it", "events", len(evs), "err", err)
+	batch := evs
+	if len(d.evlog.unsent) > 0 {
+		batch = append(d.evlog.unsent, evs...)
 	}
+	if err := d.evlog.sink.Append(batch); err != nil {
+		if len(batch) > maxUnsent {
+			d.evlog.unsent = nil
+			d.log.Error("event log append failed, and too many events wait for it: the log misses them until the next restart reconciles it", "events", len(batch), "err", err)
+			return
+		}
+		d.evlog.unsent = slices.Clone(batch)
+		d.log.Error("event log append failed; its events go with the next append", "events", len(evs), "waiting", len(batch), "err", err)
+		return
+	}
+	d.evlog.unsent = nil
 }
 
 func unixSeconds(t time.Time) float64 {

@@ -3,10 +3,12 @@ package daemon_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +64,20 @@ func checkLog(t *testing.T, path string) ([]event.Violation, event.Summary, stri
 	return vs, sum, string(b)
 }
 
+// closeAndCheck closes the daemon and its event file in dir, fails t on
+// every violation the checker finds in the log, and returns the log's
+// summary and text.
+func closeAndCheck(t *testing.T, a *instance, evf *event.File, dir string) (event.Summary, string) {
+	t.Helper()
+	a.close()
+	must(t, evf.Close())
+	vs, sum, text := checkLog(t, filepath.Join(dir, "events.jsonl"))
+	for _, v := range vs {
+		t.Errorf("event log: %s", v)
+	}
+	return sum, text
+}
+
 // TestEventLogRetriesAndPreemptions: a failed attempt that is retried gives
 // its capacity back as a fail that says so (not as a preemption for
 // nobody), and a preemption under a stop grace is logged when decided (a
@@ -84,13 +100,7 @@ func TestEventLogRetriesAndPreemptions(t *testing.T) {
 	waitFor(t, a.d, high, status(qshare.JobSucceeded), "SUCCEEDED")
 	must(t, a.d.Terminate(ctx, low, "done"))
 	waitFor(t, a.d, low, status(qshare.JobFailed), "FAILED")
-	a.close()
-	must(t, evf.Close())
-
-	vs, sum, text := checkLog(t, filepath.Join(dir, "events.jsonl"))
-	for _, v := range vs {
-		t.Errorf("event log: %s", v)
-	}
+	sum, text := closeAndCheck(t, a, evf, dir)
 	if sum.Retries != 1 || sum.Preempts != 1 {
 		t.Errorf("summary %+v, want one retry and one preemption", sum)
 	}
@@ -145,5 +155,47 @@ func TestEventLogBadLine(t *testing.T) {
 	vs, sum, _ := checkLog(t, path)
 	if len(vs) != 1 || vs[0].Rule != event.RuleLog || vs[0].Line != 3 || sum.Finishes != 2 {
 		t.Fatalf("want the one bad line 3, and both jobs finished: %v, %+v", vs, sum)
+	}
+}
+
+// failingSink is an event file whose appends fail, keeping nothing, while
+// fail is set, as a full disk's would.
+type failingSink struct {
+	*event.File
+	fail atomic.Bool
+}
+
+func (f *failingSink) Append(evs []event.Event) error {
+	if f.fail.Load() {
+		return errors.New("no space left on device")
+	}
+	return f.File.Append(evs)
+}
+
+// TestEventLogAppendFails: events whose append failed go with the next
+// append, so the log has no hole: a job submitted while the sink failed
+// still has its submit line before its start, and the checker finds the
+// log clean.
+func TestEventLogAppendFails(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sqlite.Open(filepath.Join(dir, "q.db"))
+	must(t, err)
+	evf, err := event.OpenFile(filepath.Join(dir, "events.jsonl"))
+	must(t, err)
+	sink := &failingSink{File: evf}
+	ex := simulated.New(simulated.Options{})
+	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Tick: 10 * time.Millisecond, Events: sink, Logger: slog.New(slog.DiscardHandler)})
+	must(t, err)
+	must(t, d.Start(context.Background()))
+	a := &instance{d, db, ex}
+	setup(t, a.d, 1, true)
+	sink.fail.Store(true)
+	j := submit(t, a.d, "while-failing", 0, `"QSHARE_SIM_DURATION":"200ms"`)
+	waitFor(t, a.d, j, status(qshare.JobRunning), "RUNNING")
+	sink.fail.Store(false)
+	waitFor(t, a.d, j, status(qshare.JobSucceeded), "SUCCEEDED")
+	sum, text := closeAndCheck(t, a, evf, dir)
+	if sum.Starts != 1 || sum.Finishes != 1 {
+		t.Errorf("summary %+v, want one start and one finish\n%s", sum, text)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,16 +63,28 @@ type writer struct {
 	started time.Time
 	batch   int64 // the number of the last batch sent
 	schema  string
+	// deposed is closed when the connection is lost (lose).
+	deposed chan struct{}
 }
 
 // newWriter connects, takes the lock, migrates the schema and takes the
 // next owner epoch.
-func newWriter(ctx context.Context, cfg *pgx.ConnConfig, name, connString string) (*writer, error) {
+func newWriter(ctx context.Context, cfg *pgx.ConnConfig, name, connString string, o options) (*writer, error) {
+	if o.lease > 0 {
+		// The lease (leader.go): PostgreSQL ends this session when it
+		// stays idle longer, and the lock goes with it.
+		// idle_in_transaction_session_timeout covers a process stopped in
+		// the middle of sending a batch (an open transaction).
+		cfg = cfg.Copy()
+		ms := strconv.FormatInt(o.lease.Milliseconds(), 10)
+		cfg.RuntimeParams["idle_session_timeout"] = ms
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = ms
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", redactErr(err, connString))
 	}
-	w := &writer{cfg: cfg, conn: conn, name: name, pid: conn.PgConn().PID()}
+	w := &writer{cfg: cfg, conn: conn, name: name, pid: conn.PgConn().PID(), deposed: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -86,27 +99,63 @@ func newWriter(ctx context.Context, cfg *pgx.ConnConfig, name, connString string
 		return nil, errors.New("no schema of the search_path exists; create it, or fix search_path")
 	}
 	w.schema = *schema
-	h := fnv.New32a()
-	h.Write([]byte(w.schema))
-	w.objid = int32(h.Sum32() & 0x7fffffff)
-	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockClass, w.objid).Scan(&got); err != nil {
-		return nil, fmt.Errorf("take the store's lock: %w", err)
-	}
-	if !got {
-		return nil, fmt.Errorf("%w: %s", store.ErrLocked, holder(ctx, conn, w.objid))
+	w.objid = schemaObjID(w.schema)
+	if o.wait {
+		// A standby waits in the database's lock queue: it is granted the
+		// lock the moment the leader's session ends, whatever ended it.
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, lockClass, w.objid); err != nil {
+			return nil, fmt.Errorf("wait for the store's lock: %w", err)
+		}
+	} else {
+		var got bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockClass, w.objid).Scan(&got); err != nil {
+			return nil, fmt.Errorf("take the store's lock: %w", err)
+		}
+		if !got {
+			return nil, fmt.Errorf("%w: %s", store.ErrLocked, holder(ctx, conn, w.objid))
+		}
 	}
 	if err := migrate(ctx, conn); err != nil {
 		return nil, err
 	}
-	if err := conn.QueryRow(ctx, `INSERT INTO owner (id, epoch, holder, since, last_batch)
-		VALUES (1, 1, $1, now(), 0)
-		ON CONFLICT (id) DO UPDATE SET epoch = owner.epoch + 1, holder = excluded.holder, since = excluded.since, last_batch = 0
-		RETURNING epoch`, cfg.RuntimeParams["application_name"]).Scan(&w.epoch); err != nil {
-		return nil, fmt.Errorf("take the next owner epoch: %w", err)
+	if err := takeEpoch(ctx, conn, w, cfg.RuntimeParams["application_name"], o.advertise); err != nil {
+		return nil, err
 	}
 	ok = true
 	return w, nil
+}
+
+// takeEpoch takes the next owner epoch, under the lock, and records who
+// holds it and where it serves. In the same transaction it moves the event
+// log's fence (event_owner) to the new epoch: that waits for an append of
+// a deposed owner still in flight, and refuses every later one.
+func takeEpoch(ctx context.Context, conn *pgx.Conn, w *writer, app, advertise string) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("take the next owner epoch: %w", err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // after Commit it does nothing
+	if err := tx.QueryRow(ctx, `INSERT INTO owner (id, epoch, holder, since, last_batch, advertise)
+		VALUES (1, 1, $1, now(), 0, $2)
+		ON CONFLICT (id) DO UPDATE SET epoch = owner.epoch + 1, holder = excluded.holder, since = excluded.since, last_batch = 0, advertise = excluded.advertise
+		RETURNING epoch`, app, advertise).Scan(&w.epoch); err != nil {
+		return fmt.Errorf("take the next owner epoch: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO event_owner (id, epoch) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET epoch = excluded.epoch`, w.epoch); err != nil {
+		return fmt.Errorf("fence the event log: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("take the next owner epoch: %w", err)
+	}
+	return nil
+}
+
+// schemaObjID is the second key of the advisory lock of the store in
+// schema: a hash of its name.
+func schemaObjID(schema string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(schema))
+	return int32(h.Sum32() & 0x7fffffff)
 }
 
 // holder describes who holds the lock, as far as this user may see.
@@ -157,6 +206,9 @@ func (w *writer) lose(why error) {
 	}
 	if w.lost == nil {
 		w.lost = fmt.Errorf("%w: %v", ErrDeposed, why)
+		if w.deposed != nil {
+			close(w.deposed)
+		}
 	}
 }
 

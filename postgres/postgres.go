@@ -32,6 +32,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,12 +64,19 @@ type DB struct {
 	q *groupcommit.Queue[*row.Change] // the group-commit queue and its writer goroutine
 
 	w *writer // owned by the queue's writer goroutine after Open
+
+	keepalive chan struct{} // closed by Close to stop keepAlive; nil without a lease
+	kaDone    chan struct{} // closed when keepAlive has returned
+	closeOnce sync.Once
 }
 
 type options struct {
 	maxBatch     int
 	maxRows      int
 	batchTimeout time.Duration
+	wait         bool          // WithWait
+	advertise    string        // WithAdvertise
+	lease        time.Duration // WithLease
 }
 
 // Option configures Open.
@@ -114,7 +123,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*DB, error) {
 		host, _ := os.Hostname()
 		cfg.RuntimeParams["application_name"] = fmt.Sprintf("qshare (host %s, pid %d)", host, os.Getpid())
 	}
-	w, err := newWriter(ctx, cfg, name, connString)
+	w, err := newWriter(ctx, cfg, name, connString, o)
 	if err != nil {
 		return fail(err)
 	}
@@ -124,6 +133,12 @@ func Open(ctx context.Context, connString string, opts ...Option) (*DB, error) {
 		return fail(err)
 	}
 	pcfg.ConnConfig = cfg.Copy()
+	if o.lease > 0 {
+		// A paused process must not hold a transaction open for longer
+		// than its lease either: an event append holds the row a takeover
+		// must lock (events.go).
+		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(o.lease.Milliseconds(), 10)
+	}
 	pcfg.MaxConns = 4
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -138,6 +153,10 @@ func Open(ctx context.Context, connString string, opts ...Option) (*DB, error) {
 	}
 	d.q = groupcommit.New(groupcommit.Config{MaxBatch: o.maxBatch, MaxRows: o.maxRows, Prefix: "postgres: commit"}, d.applyBatch)
 	d.q.Start()
+	if o.lease > 0 {
+		d.keepalive, d.kaDone = make(chan struct{}), make(chan struct{})
+		go d.keepAlive(o.lease / 4)
+	}
 	return d, nil
 }
 
@@ -161,6 +180,10 @@ func (d *DB) Stats() Stats { return d.q.Stats() }
 // Load fail with store.ErrClosed afterwards. Closing a closed DB does
 // nothing and returns nil.
 func (d *DB) Close() error {
+	if d.keepalive != nil {
+		d.closeOnce.Do(func() { close(d.keepalive) })
+		<-d.kaDone
+	}
 	if !d.q.Close() {
 		return nil
 	}

@@ -79,6 +79,19 @@ var migrations = []string{
 		END IF;
 	END
 	$$;`,
+	// 2: several servers on one store (leader.go, events.go). The owner
+	// row says where the leader serves its API, for standbys to forward
+	// to; the capacity event log lives in the store, one row per batch,
+	// fenced by event_owner, which Open sets to its epoch.
+	`ALTER TABLE owner ADD COLUMN advertise text NOT NULL DEFAULT '';
+	CREATE TABLE event_owner (
+		id    int PRIMARY KEY CHECK (id = 1),
+		epoch bigint NOT NULL
+	);
+	CREATE TABLE events (
+		seq   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		batch bytea NOT NULL
+	);`,
 }
 
 // migrate creates the schema_version table if needed and applies the

@@ -25,6 +25,16 @@ const (
 // names, as Open does with no options. It is the Opener that cmd/qshare
 // registers for both schemes (store.Registry).
 func OpenURL(ctx context.Context, u *url.URL) (store.Store, error) {
+	d, err := OpenURLOptions(ctx, u)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return d, nil
+}
+
+// OpenURLOptions is OpenURL with Open's options: it checks u as OpenURL
+// does and opens it with opts.
+func OpenURLOptions(ctx context.Context, u *url.URL, opts ...Option) (*DB, error) {
 	if u.Scheme != Scheme && u.Scheme != SchemeLong {
 		return nil, fmt.Errorf("postgres: store URL %q is not of the scheme %s or %s", u.Redacted(), Scheme, SchemeLong)
 	}
@@ -34,11 +44,7 @@ func OpenURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	if u.Opaque != "" {
 		return nil, fmt.Errorf("postgres: store URL %q has no //: give postgres://USER@HOST:PORT/DATABASE", u.Redacted())
 	}
-	d, err := Open(ctx, u.String())
-	if err != nil {
-		return nil, err // not a typed nil in the interface
-	}
-	return d, nil
+	return Open(ctx, u.String(), opts...)
 }
 
 // kvPasswordRE finds the password of a key=value connection string.

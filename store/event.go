@@ -9,7 +9,7 @@ import "qshare/event"
 //
 // It is optional. qshare serve --events store uses the Store itself as the
 // daemon's sink when it implements EventSink, and refuses to start when it
-// does not; sqlite/ does not (its log is a file: --events FILE).
+// does not; postgres/ does, sqlite/ does not (its log is a file: --events FILE).
 //
 // The methods and their contract are the daemon's, daemon.EventSink, the
 // one place that uses them: Append adds a batch at the end, in order, and

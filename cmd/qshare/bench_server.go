@@ -13,6 +13,9 @@ import (
 	"qshare/internal/bench"
 )
 
+// submitStore is bench submit's --store.
+var submitStore string
+
 // inProcess is --in-process: the temporary server runs inside the bench
 // process, so that --cpuprofile sees the server's time too.
 var inProcess bool
@@ -83,6 +86,12 @@ reports the server's time from createdAt to scheduledAt.`,
 			_, err := runBench(cmd, "qshare bench submit", bench.SubmitRows(), func(ctx context.Context, _ int) (any, error) {
 				so := opt.Server
 				so.Executor = "simulated"
+				if submitStore != "" {
+					if opt.Endpoint != "" || inProcess {
+						return nil, fmt.Errorf("--store is for the temporary server of a child process: leave out --endpoint and --in-process")
+					}
+					so.Args = append(so.Args[:len(so.Args):len(so.Args)], "--store", submitStore)
+				}
 				if so.Auth && inProcess {
 					return nil, fmt.Errorf("--auth needs the temporary server of a child process: leave out --in-process")
 				}
@@ -101,6 +110,7 @@ reports the server's time from createdAt to scheduledAt.`,
 	f.DurationVar(&opt.Warmup, "warmup", opt.Warmup, "how long clients submit before measuring starts")
 	f.IntVar(&opt.LatencyJobs, "latency-jobs", opt.LatencyJobs, "jobs submitted one at a time to measure submit → SCHEDULED (0: skip)")
 	serverFlags(cmd, &opt.Endpoint, &opt.Server, &opt.Sign)
+	f.StringVar(&submitStore, "store", "", "the temporary server's --store `URL` (postgres://... to measure PostgreSQL; give an empty database per run); default: SQLite in its data directory")
 	f.BoolVar(&opt.Server.Auth, "auth", false, "start the temporary server with authentication on (--auth: an auth file of one principal allowed everything) and sign every request with its key, to measure SigV4 verification against --sign alone or unsigned requests")
 	benchCmd.AddCommand(cmd)
 }

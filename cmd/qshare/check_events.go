@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,6 +16,7 @@ import (
 	"qshare"
 	"qshare/config"
 	"qshare/event"
+	"qshare/postgres"
 )
 
 func init() {
@@ -24,10 +27,11 @@ func init() {
 		whatIf    []string
 	)
 	cmd := &cobra.Command{
-		Use:   "check-events FILE [--config CONFIG | --endpoint URL]",
+		Use:   "check-events FILE|STORE_URL [--config CONFIG | --endpoint URL]",
 		Short: "Check an event log against the scheduler's guarantees",
 		Long: `check-events replays an event log (from "qshare simulate --events" or
-"qshare serve --events") against a configuration, and reports every moment
+"qshare serve --events", or the log a PostgreSQL store keeps with "qshare
+serve --events store", given by its postgres:// URL) against a configuration, and reports every moment
 the scheduler broke one of its guarantees, with the time and the jobs
 involved:
 
@@ -77,6 +81,9 @@ changes.`,
   # A server's log: its pass runs a moment after the change that allows it
   qshare check-events /var/lib/qshare/events.jsonl --config fleet.yaml --settle 1 -o json
 
+  # The log in a PostgreSQL store (serve --events store), across every leader
+  qshare check-events 'postgres://qshare@db.internal:5432/qshare' --config fleet.yaml --settle 2
+
   # Against the configuration the local server holds
   qshare check-events /var/lib/qshare/events.jsonl --settle 1`,
 		Args: cobra.ExactArgs(1),
@@ -108,7 +115,13 @@ changes.`,
 				}
 			}
 			var in io.Reader = os.Stdin
-			if args[0] != "-" {
+			if u, ok := postgresStore(args[0]); ok {
+				// The log a PostgreSQL store keeps (serve --events store):
+				// the whole history, whichever server led.
+				if in, err = storeEventLog(cmd.Context(), u.String()); err != nil {
+					return err
+				}
+			} else if args[0] != "-" {
 				f, err := os.Open(args[0])
 				if err != nil {
 					return qshare.Errorf(qshare.EINVALID, "cannot read the event log: %v", err)
@@ -118,7 +131,7 @@ changes.`,
 			}
 			vs, sum, err := event.Check(cfg, in, event.CheckOptions{Settle: settle})
 			if err != nil {
-				return qshare.Errorf(qshare.EINVALID, "%s: %v", args[0], err)
+				return qshare.Errorf(qshare.EINVALID, "%s: %v", redactURL(args[0]), err)
 			}
 			out := cmd.OutOrStdout()
 			if vs == nil {
@@ -271,3 +284,26 @@ var errViolations = violationsError{}
 type violationsError struct{}
 
 func (violationsError) Error() string { return "the event log breaks the scheduler's guarantees" }
+
+// storeEventLog reads the whole event log a PostgreSQL store keeps, without
+// taking the store (its leader may be running).
+func storeEventLog(ctx context.Context, raw string) (io.Reader, error) {
+	wa, err := postgres.NewWatcher(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	defer wa.Close()
+	var b bytes.Buffer
+	if err := wa.WriteEvents(ctx, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// redactURL returns raw without a password, if it is a URL.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
+		return u.Redacted()
+	}
+	return raw
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -21,16 +20,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"qshare"
-	"qshare/api"
-	"qshare/auth"
-	"qshare/daemon"
 	"qshare/executor"
 	"qshare/executor/process"
 	"qshare/executor/simulated"
 	"qshare/executor/slurm"
-	"qshare/logstream"
-	"qshare/metrics"
-	"qshare/web"
 )
 
 // serveSettings are the settings of qshare serve. Each comes, in rising
@@ -56,6 +49,10 @@ type serveSettings struct {
 	PassEnv []string `yaml:"passEnv"`
 	// SlurmConfig is the Slurm executor's file: see slurm.Config.
 	SlurmConfig string `yaml:"slurmConfig"`
+	// AdvertiseAddr and LeaderLease are for several servers on one
+	// PostgreSQL store (serve_leader.go).
+	AdvertiseAddr string `yaml:"advertiseAddr"`
+	LeaderLease   string `yaml:"leaderLease"`
 
 	// Guard holds the request guard's settings (serve_guard.go).
 	Guard guardSettings `yaml:",inline"`
@@ -64,12 +61,12 @@ type serveSettings struct {
 func defaultServeSettings() serveSettings {
 	return serveSettings{Addr: "127.0.0.1:8750", DataDir: "./qshare-data", Executor: defaultExecutor, Region: "us-east-1",
 		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info",
-		JobRetention: defaultJobRetention, Metrics: "on"}
+		JobRetention: defaultJobRetention, Metrics: "on", LeaderLease: defaultLeaderLease}
 }
 
 // serveConfigKeys lists the keys of serveSettings' YAML tags, for the help
 // and for the error on an unknown key.
-const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, slurmConfig, " + guardConfigKeys
+const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, slurmConfig, advertiseAddr, leaderLease, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -141,8 +138,10 @@ over HTTP (POST /v1/<operation>), the scheduler, and the executor that runs
 the jobs. Every resource and job is kept in the store, by default an SQLite
 database in the data directory (--store names another), and every change is
 durable before it is acknowledged; a restart recovers the jobs that were
-running. One server owns a store at a time: a second one on the same store
-refuses to start.
+running. One server owns a store at a time: on SQLite a second one on the
+same store refuses to start; on PostgreSQL it stands by, forwards the API to
+the leader (--advertise-addr), and takes over when the leader goes
+(--leader-lease; docs/high-availability.md).
 
 Without --auth, point an AWS SDK at it with any static credentials, for example in Go:
   batch.NewFromConfig(cfg, func(o *batch.Options){ o.BaseEndpoint = aws.String("http://127.0.0.1:8750") })
@@ -219,6 +218,8 @@ func init() {
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
 	f.StringVar(&serveFlags.s.SlurmConfig, "slurm-config", "", "slurm executor: YAML `FILE` mapping instance types to partitions, --gres, CPUs and memory, with the shared directory and the account (docs/executor-slurm.md)")
 	f.StringVar(&serveFlags.s.Metrics, "metrics", d.Metrics, "on: serve Prometheus metrics at GET /metrics (docs/metrics.md); off: serve none and measure nothing")
+	f.StringVar(&serveFlags.s.AdvertiseAddr, "advertise-addr", "", "PostgreSQL store: the `URL` at which the other servers reach this one's API when it leads (default: http(s)://the listen address)")
+	f.StringVar(&serveFlags.s.LeaderLease, "leader-lease", d.LeaderLease, "PostgreSQL store: a leader that stops renewing its database session for this long (paused, hung, cut off) loses the store to a standby, by the database's clock")
 	rootCmd.AddCommand(serveCmd)
 }
 
@@ -265,6 +266,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		{"gpus", "QSHARE_GPUS", &s.GPUs, &fs.GPUs}, {"instance-types", "QSHARE_INSTANCE_TYPES", &s.InstanceTypes, &fs.InstanceTypes},
 		{"job-retention", "QSHARE_JOB_RETENTION", &s.JobRetention, &fs.JobRetention}, {"run-as", "QSHARE_RUN_AS", &s.RunAs, &fs.RunAs},
 		{"metrics", "QSHARE_METRICS", &s.Metrics, &fs.Metrics}, {"slurm-config", "QSHARE_SLURM_CONFIG", &s.SlurmConfig, &fs.SlurmConfig},
+		{"advertise-addr", "QSHARE_ADVERTISE_ADDR", &s.AdvertiseAddr, &fs.AdvertiseAddr}, {"leader-lease", "QSHARE_LEADER_LEASE", &s.LeaderLease, &fs.LeaderLease},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {
 			*e.dst = v
@@ -385,86 +387,6 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	}
 	defer closeGuard()
 
-	db, storeName, err := openServeStore(ctx, s)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	events, closeEvents, err := serveEvents(s, db, storeName)
-	if err != nil {
-		return err
-	}
-	defer closeEvents()
-	ex, err := newExec(ctx, s, grace, log)
-	if err != nil {
-		return fmt.Errorf("executor %s: %w", s.Executor, err)
-	}
-	defer ex.Close()
-	cfg := daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
-		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: grace, Events: events, JobRetention: retention,
-		RequireRunAs: runsAsPrincipals(s)}
-	var m *metrics.Metrics
-	if s.Metrics == "on" {
-		m = metrics.New()
-		cfg.Observer = m
-	}
-	d, err := daemon.New(cfg)
-	if err != nil {
-		return err
-	}
-
-	// The AWS Batch API at /v1/, and qshare's extensions, which the AWS API
-	// has no operation for: the logs of an attempt, and who lends to whom;
-	// they wait (503) until the store is loaded and recovered. The probes
-	// and /metrics answer at once, behind the same guard.
-	health := metrics.NewHealth("loading the store and recovering the attempts in flight")
-	apiHandler := api.New(d, log)
-	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, health.Gate(&logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}))
-	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
-	mountDashboard(mux, health, d, events, web.Config{Auth: s.Guard.Auth != "", Region: s.Region}) // the dashboard at /ui/ (serve_web.go)
-	mux.Handle("/", health.Gate(apiHandler))
-	mux.Handle(metrics.HealthzPath, health.Healthz())
-	mux.Handle(metrics.ReadyzPath, health.Readyz())
-	if m != nil {
-		apiHandler.Observe(m.API())
-		m.Watch(d)
-		mux.Handle(metrics.Path, auth.Require(api.ActionGetMetrics, m.Handler(), api.WriteError))
-	}
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	guard.Install(srv)
-	errc := make(chan error, 1)
-	go func() { errc <- serveOn(srv, ln, tlsConfig) }()
-	if err := d.Start(ctx); err != nil {
-		srv.Close()
-		return err
-	}
-	defer d.Close()
-	health.SetReady()
-	fmt.Fprintf(stdout, "qshare: listening on %s://%s (executor %s, data in %s%s)\n", scheme(tlsConfig), ln.Addr(), s.Executor, s.DataDir, storeNote(s, storeName))
-	if ready != nil {
-		ready(ln.Addr().String())
-	}
-	log.Info("serving", "addr", ln.Addr().String(), "executor", s.Executor, "dataDir", s.DataDir, "store", storeName, "region", s.Region, "account", s.AccountID)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("server stopped: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	health.SetNotReady("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutdown", "err", err)
-	}
-	return nil
+	sv := &server{s: s, log: log, grace: grace, retention: retention, newExec: newExec, tls: tlsConfig, stdout: stdout}
+	return sv.run(ctx, ln, guard, ready)
 }

@@ -271,3 +271,13 @@ func (s *Server) Stop() {
 		s.dir = ""
 	}
 }
+
+// Chown gives path to the user the server runs as (nobody, when the tests
+// run as root), so that the server may use it (a tablespace, say). It does
+// nothing when the server runs as this process's user.
+func (s *Server) Chown(path string) error {
+	if s.cred == nil {
+		return nil
+	}
+	return os.Chown(path, int(s.cred.Uid), int(s.cred.Gid))
+}

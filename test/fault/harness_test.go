@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run())
 	}
-	os.Exit(serveproc.WithBinary("qshare-faulttest-", &bin, m.Run))
+	code := serveproc.WithBinary("qshare-faulttest-", &bin, m.Run)
+	pg.Stop() // started by the first test on PostgreSQL (ha_test.go)
+	os.Exit(code)
 }
 
 func needBinary(t *testing.T) {
