@@ -244,6 +244,10 @@ func TestControllerDown(t *testing.T) {
 		t.Errorf("Wait returned %+v while slurmctld was down", x)
 	}
 	wcancel()
+	// The executor says so, for the environments' statusReason.
+	if h := e.Health(); !strings.Contains(h, "slurmctld does not answer") {
+		t.Errorf("Health with slurmctld down = %q", h)
+	}
 	if err := c.StartController(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -251,6 +255,9 @@ func TestControllerDown(t *testing.T) {
 	x, err := e.Wait(ctx, run.AttemptID)
 	if err != nil || x.ExitCode != 5 {
 		t.Errorf("exit after slurmctld came back = %+v, %v; want code 5", x, err)
+	}
+	if !eventually(30*time.Second, func() bool { return e.Health() == "" }) {
+		t.Errorf("Health once slurmctld answers again = %q, want \"\"", e.Health())
 	}
 	// The retried Start submits the job, once.
 	if _, err := e.Start(ctx, later); err != nil {
@@ -271,15 +278,9 @@ func TestControllerDown(t *testing.T) {
 // after the restart Slurm no longer knows the batch jobs, and the exits
 // come from the step runners' records, one per node.
 func TestExitAfterSlurmForgot(t *testing.T) {
-	c := testCluster(t)
-	dir := t.TempDir()
-	e1 := newTestExecutor(t, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	one := executor.Spec{JobID: "gone", JobName: "gone", AttemptID: "gone-attempt-1", Attempt: 1, Queue: "q", Share: "s",
-		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("exit 7", "ml.m5.large", 1, nil)}
-	two := executor.Spec{JobID: "gone2", JobName: "gone2", AttemptID: "gone2-attempt-1", Attempt: 1, Queue: "q", Share: "s",
-		Demand: qshare.Capacity{"ml.g5.12xlarge": 2}, Payload: payloadOf(`[ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`, "ml.g5.12xlarge", 2, nil)}
+	c, dir, e1, ctx := beforeRestart(t)
+	one := testSpec("gone", "ml.m5.large", 1, "exit 7")
+	two := gpuSpec("gone2", 2, `[ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`)
 	var ids []int64
 	for _, s := range []executor.Spec{one, two} {
 		if _, err := e1.Start(ctx, s); err != nil {

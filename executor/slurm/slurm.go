@@ -106,6 +106,11 @@ type Executor struct {
 	attempts map[string]*attempt
 	wake     chan struct{}
 
+	hmu          sync.Mutex
+	trouble      string    // why slurmctld did not answer the last command; "" while it answers
+	troubleSince time.Time // when it stopped answering
+	lastCheck    time.Time // when a command last told whether it answers
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -127,6 +132,7 @@ type attempt struct {
 	rec      jobRecord
 	handle   executor.Handle
 	state    string // Slurm's last word: PENDING, RUNNING, …
+	reason   string // and its reason (squeue's %r)
 	stopping bool
 	killed   bool // the grace period ran out and SIGKILL was sent
 
@@ -619,13 +625,15 @@ func (e *Executor) command(ctx context.Context, name string, args ...string) (st
 	cmd.Dir = e.root
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
-			return out.String(), fmt.Errorf("%s did not answer within %v (is slurmctld up?): %s", name, e.o.CommandTimeout, strings.TrimSpace(errb.String()))
-		}
-		return out.String(), fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
+	err = cmd.Run()
+	switch {
+	case err != nil && ctx.Err() == context.DeadlineExceeded:
+		err = fmt.Errorf("%s did not answer within %v (is slurmctld up?): %s", name, e.o.CommandTimeout, strings.TrimSpace(errb.String()))
+	case err != nil:
+		err = fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
 	}
-	return out.String(), nil
+	e.noteCommand(name, err)
+	return out.String(), err
 }
 
 func lookPath(name string, env []string) (string, error) {
@@ -776,6 +784,7 @@ func (e *Executor) poll() {
 		}
 		e.mu.Unlock()
 		if len(ids) == 0 {
+			e.checkHealth()
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.CommandTimeout)
@@ -789,7 +798,7 @@ func (e *Executor) poll() {
 			j, known := m[a.rec.SlurmJob]
 			if known && !terminal(j.State) {
 				e.mu.Lock()
-				a.state = j.State
+				a.state, a.reason = j.State, j.Reason
 				e.mu.Unlock()
 				continue
 			}
@@ -816,6 +825,14 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 	stopping, killed := a.stopping, a.killed
 	e.mu.Unlock()
 	x := executor.Exit{AttemptID: a.id, Stopped: stopping, At: time.Now().UTC()}
+	if !stopping && known && nodeFailed(j.State) {
+		// Whatever the nodes recorded (the survivors' SIGTERM), the job's
+		// command did not fail: its capacity did. Lost has the daemon
+		// requeue the job without counting a failed attempt.
+		x.ExitCode, x.Lost = -1, true
+		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + j.State + " (" + j.Reason + "): a node of the job failed, so the attempt is requeued without using a retry"
+		return x
+	}
 	recs := e.exitRecords(a.id)
 	if len(recs) > 0 {
 		r := recs[0]
@@ -868,6 +885,12 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 		x.Reason = "Lost: batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " ended (" + orGone(j.State, known) + ") without the step runner recording how the command ended (see output.log of the attempt in the shared directory)"
 	}
 	return x
+}
+
+// nodeFailed reports a job that Slurm ended because its nodes failed
+// (NODE_FAIL) or never booted (BOOT_FAIL).
+func nodeFailed(state string) bool {
+	return strings.HasPrefix(state, "NODE_FAIL") || strings.HasPrefix(state, "BOOT_FAIL")
 }
 
 func sigOf(ws int) syscall.Signal { return syscall.Signal(ws & 0x7f) }
@@ -1096,7 +1119,7 @@ func (e *Executor) recover(ctx context.Context, a *attempt) (executor.Recovery, 
 	}
 	j, known := m[rec.SlurmJob]
 	if known && !terminal(j.State) {
-		a.state = j.State
+		a.state, a.reason = j.State, j.Reason
 		return executor.Running, nil
 	}
 	x := e.exitOf(a, j, known)
