@@ -84,6 +84,9 @@ type run struct {
 	// ownStart: the attempt was started within its share's own limit
 	// (nothing borrowed); false for an attempt recovered after a restart.
 	ownStart bool
+	// pending is the executor's last reason why the attempt waits in its
+	// own scheduler, "" while it runs (see pendingReasons).
+	pending string
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
@@ -231,6 +234,7 @@ func (d *Daemon) runCycle(ctx context.Context) {
 		c.apply(o)
 	}
 	c.timers()
+	c.pendingReasons()
 	t0 := time.Now()
 	decisions := d.eng.AppendSchedule(d.decisions[:0], c.now)
 	d.obs.SchedulingPass(time.Since(t0))
