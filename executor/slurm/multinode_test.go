@@ -202,7 +202,8 @@ func TestCheckCapacity(t *testing.T) {
 }
 
 // TestControllerDown stops slurmctld while an attempt runs: Start of
-// another attempt fails (and may be retried), the running one keeps its
+// another attempt waits, retrying, until its context ends (and is then
+// retried by its caller), the running one keeps its
 // state and Wait does not return; once slurmctld is back, the running
 // attempt's exit is recorded and the retried Start submits one batch job.
 func TestControllerDown(t *testing.T) {
@@ -234,9 +235,13 @@ func TestControllerDown(t *testing.T) {
 	}()
 	later := run
 	later.JobID, later.AttemptID = "later", "later-attempt-1"
-	if _, err := e.Start(ctx, later); err == nil {
+	// A Start waits (and retries) while slurmctld is down: this one
+	// gives up with its context.
+	sctx, scancel := context.WithTimeout(ctx, 4*time.Second)
+	if _, err := e.Start(sctx, later); err == nil {
 		t.Errorf("Start with slurmctld down succeeded")
 	}
+	scancel()
 	// The running attempt's job ends (exit 5) while nobody can ask Slurm:
 	// its attempt keeps its capacity, and Wait does not return.
 	wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)

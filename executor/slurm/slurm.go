@@ -23,7 +23,8 @@
 //	  job.json                    the Slurm job ID, written after sbatch
 //	  config/<node>/              each node's SM_INPUT_CONFIG_DIR
 //	  exit-<node>.json            how the command ended on each node
-//	  output.log                  the job's output (sbatch --output)
+//	  output.log                  the job's output (srun --output and --error)
+//	  slurm.log                   the batch script's and srun's own (sbatch --output)
 //
 // The step runner (MaybeStep) is this binary run on each node; it records
 // the exit code or signal in the shared directory, so an exit is known even
@@ -394,12 +395,35 @@ func (e *Executor) awaitRun(ctx context.Context, a *attempt) {
 }
 
 func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *trainingjob.Request, typ string, nodes int, grace time.Duration) (executor.Handle, error) {
-	dir := e.attemptDir(s.AttemptID)
 	// Submitted before (a restart, or a crash before job.json): adopt.
 	if rec, err := e.readRecord(s.AttemptID); err == nil {
 		a.rec = rec
 		return e.handleOf(a), nil
 	}
+	// While slurmctld does not answer, the attempt waits here (STARTING,
+	// holding its capacity) and the submit is retried: each try first
+	// looks for a batch job that an earlier one submitted without hearing
+	// the answer, so there is never a second.
+	for delay := time.Second; ; delay = min(2*delay, 10*time.Second) {
+		h, err := e.submit(ctx, a, s, req, typ, nodes, grace)
+		if err == nil || !controllerDown(err.Error()) {
+			return h, err
+		}
+		e.log.Warn("slurm executor: slurmctld does not answer; the submit is retried", "attempt", s.AttemptID, "in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return h, err
+		case <-e.closed:
+			return h, err
+		case <-time.After(delay):
+		}
+	}
+}
+
+// submit adopts the attempt's batch job if Slurm lists one, else writes
+// the attempt's files and submits it.
+func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req *trainingjob.Request, typ string, nodes int, grace time.Duration) (executor.Handle, error) {
+	dir := e.attemptDir(s.AttemptID)
 	if id, err := e.findJob(ctx, s.AttemptID); err != nil {
 		return executor.Handle{}, err
 	} else if id > 0 {
@@ -445,7 +469,7 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *
 	}
 	args := []string{"--parsable", "--job-name=" + jobName(s.AttemptID), "--comment=" + e.comment(s.AttemptID),
 		"--partition=" + it.Partition, "--nodes=" + strconv.Itoa(nodes), "--ntasks-per-node=1",
-		"--output=" + filepath.Join(dir, "output.log"), "--open-mode=append", "--chdir=" + job,
+		"--output=" + filepath.Join(dir, "slurm.log"), "--open-mode=append", "--chdir=" + job,
 		"--export=NONE", "--no-requeue"}
 	if it.ShareNodes {
 		args = append(args, "--cpus-per-task="+strconv.Itoa(it.CPUs), "--mem="+it.Memory)
@@ -485,7 +509,11 @@ func (e *Executor) script(attemptID string) string {
 		}
 	}
 	b.WriteString(`hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST") || exit 70` + "\n")
-	b.WriteString("exec srun --quiet --export=ALL --kill-on-bad-exit=0 --ntasks-per-node=1 --nodes=\"$SLURM_JOB_NUM_NODES\"")
+	// The command's output goes to output.log, straight from each node's
+	// slurmstepd; srun's own words (a task's exit code, which the exit
+	// records carry anyway) and the batch script's go to slurm.log.
+	out := shellQuote(filepath.Join(e.attemptDir(attemptID), "output.log"))
+	b.WriteString("exec srun --quiet --export=ALL --kill-on-bad-exit=0 --ntasks-per-node=1 --nodes=\"$SLURM_JOB_NUM_NODES\" --open-mode=append --output=" + out + " --error=" + out)
 	for _, a := range e.o.Step {
 		b.WriteString(" " + shellQuote(a))
 	}
@@ -882,7 +910,7 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + j.State + " (" + j.Reason + ")"
 	default:
 		x.Lost = true
-		x.Reason = "Lost: batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " ended (" + orGone(j.State, known) + ") without the step runner recording how the command ended (see output.log of the attempt in the shared directory)"
+		x.Reason = "Lost: batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " ended (" + orGone(j.State, known) + ") without the step runner recording how the command ended (see slurm.log of the attempt in the shared directory)"
 	}
 	return x
 }

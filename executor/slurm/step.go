@@ -137,6 +137,10 @@ func runStep(root, attemptDir, hosts string) int {
 	cmd.Stdin = nil
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stderr
+	// The command leads a process group of its own, as under the process
+	// executor: Slurm signals every process of the step whatever its
+	// group, and the job's processes are one group to whoever looks.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if p := lookPathIn(sp.Argv[0], env); p != "" {
 		cmd.Path = p
 	}
