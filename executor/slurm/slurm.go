@@ -126,20 +126,14 @@ type jobRecord struct {
 }
 
 type attempt struct {
-	id       string
-	ready    chan struct{}
-	startErr error
+	id string
+	executor.Slot
 
-	rec      jobRecord
-	handle   executor.Handle
-	state    string // Slurm's last word: PENDING, RUNNING, …
-	reason   string // and its reason (squeue's %r)
-	stopping bool
-	killed   bool // the grace period ran out and SIGKILL was sent
-
-	done  chan struct{}
-	exit  executor.Exit
-	ended bool
+	rec    jobRecord
+	handle executor.Handle
+	state  string // Slurm's last word: PENDING, RUNNING, …
+	reason string // and its reason (squeue's %r)
+	killed bool   // the grace period ran out and SIGKILL was sent
 }
 
 // New returns a Slurm executor over o.Config. It checks the configuration
@@ -343,29 +337,29 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if a, ok := e.attempts[s.AttemptID]; ok {
 		e.mu.Unlock()
 		select {
-		case <-a.ready:
+		case <-a.Ready:
 		case <-ctx.Done():
 			return executor.Handle{}, ctx.Err()
 		}
-		if a.startErr != nil {
-			return executor.Handle{}, a.startErr
+		if a.StartErr != nil {
+			return executor.Handle{}, a.StartErr
 		}
 		return a.handle, nil
 	}
-	a := &attempt{id: s.AttemptID, ready: make(chan struct{}), done: make(chan struct{})}
+	a := &attempt{id: s.AttemptID, Slot: executor.NewSlot()}
 	e.attempts[s.AttemptID] = a
 	e.mu.Unlock()
 
 	h, err := e.start(ctx, a, s, req, typ, nodes, grace)
 	e.mu.Lock()
 	if err != nil {
-		a.startErr = err
+		a.StartErr = err
 		delete(e.attempts, s.AttemptID)
 	} else {
 		a.handle = h
 	}
 	e.mu.Unlock()
-	close(a.ready)
+	close(a.Ready)
 	if err != nil {
 		return h, err
 	}
@@ -381,7 +375,7 @@ func (e *Executor) awaitRun(ctx context.Context, a *attempt) {
 	deadline := time.After(e.o.StartWait)
 	for !e.fs.IsFile(marker) {
 		select {
-		case <-a.done:
+		case <-a.Done:
 			return
 		case <-ctx.Done():
 			return
@@ -801,11 +795,11 @@ func (e *Executor) poll() {
 		var ids []int64
 		for _, a := range e.attempts {
 			select {
-			case <-a.ready:
+			case <-a.Ready:
 			default:
 				continue
 			}
-			if !a.ended && a.startErr == nil {
+			if !a.Ended && a.StartErr == nil {
 				live = append(live, a)
 				ids = append(ids, a.rec.SlurmJob)
 			}
@@ -841,16 +835,16 @@ func (e *Executor) finish(a *attempt, j jobState, known bool) {
 	x := e.exitOf(a, j, known)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if a.ended {
+	if a.Ended {
 		return
 	}
-	a.exit, a.ended = x, true
-	close(a.done)
+	a.Exit, a.Ended = x, true
+	close(a.Done)
 }
 
 func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 	e.mu.Lock()
-	stopping, killed := a.stopping, a.killed
+	stopping, killed := a.Stopping, a.killed
 	e.mu.Unlock()
 	x := executor.Exit{AttemptID: a.id, Stopped: stopping, At: time.Now().UTC()}
 	if !stopping && known && nodeFailed(j.State) {
@@ -979,25 +973,6 @@ func (e *Executor) failureLine(attemptID string) string {
 	return strings.TrimSpace(line)
 }
 
-// lookup returns a ready attempt.
-func (e *Executor) lookup(ctx context.Context, id string) (*attempt, error) {
-	e.mu.Lock()
-	a, ok := e.attempts[id]
-	e.mu.Unlock()
-	if !ok {
-		return nil, executor.ErrUnknownAttempt
-	}
-	select {
-	case <-a.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if a.startErr != nil {
-		return nil, executor.ErrUnknownAttempt
-	}
-	return a, nil
-}
-
 // Stop sends SIGTERM to the processes of the attempt's job steps
 // (scancel --signal=TERM), and after the grace period (the job's
 // QSHARE_STOP_GRACE, else grace, else Options.StopGrace) SIGKILL to every
@@ -1008,16 +983,11 @@ func (e *Executor) lookup(ctx context.Context, id string) (*attempt, error) {
 // checkpoint short and lose the step runner's record of the exit. It returns at once; Wait reports the end once Slurm
 // does, so the capacity stays held until then.
 func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Duration) error {
-	a, err := e.lookup(ctx, attemptID)
-	if err != nil {
+	a, stop, err := executor.BeginStop(ctx, &e.mu, e.attempts, attemptID)
+	if !stop {
 		return err
 	}
 	e.mu.Lock()
-	if a.ended || a.stopping {
-		e.mu.Unlock()
-		return nil
-	}
-	a.stopping = true
 	pending := a.state == "PENDING"
 	e.mu.Unlock()
 	g := a.rec.Grace
@@ -1042,7 +1012,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	}
 	go func() {
 		select {
-		case <-a.done:
+		case <-a.Done:
 			return
 		case <-e.closed:
 			return
@@ -1059,7 +1029,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		// proctrack/linuxproc that takes it a few seconds of backing
 		// off); cancel only a job that outlives the kill.
 		select {
-		case <-a.done:
+		case <-a.Done:
 		case <-e.closed:
 		case <-time.After(5 * time.Second):
 			e.command(ctx, "scancel", id) //nolint:errcheck
@@ -1073,16 +1043,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 // Wait blocks until Slurm reports the attempt's batch job ended, and
 // returns how.
 func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, error) {
-	a, err := e.lookup(ctx, attemptID)
-	if err != nil {
-		return executor.Exit{}, err
-	}
-	select {
-	case <-a.done:
-		return a.exit, nil
-	case <-ctx.Done():
-		return executor.Exit{}, ctx.Err()
-	}
+	return executor.WaitFor(ctx, &e.mu, e.attempts, attemptID)
 }
 
 // Recover re-attaches to an attempt started before a restart, from its
@@ -1097,30 +1058,30 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 	e.mu.Lock()
 	if a, ok := e.attempts[h.AttemptID]; ok {
 		e.mu.Unlock()
-		if _, err := e.lookup(ctx, h.AttemptID); err != nil {
+		if _, err := executor.Lookup(ctx, &e.mu, e.attempts, h.AttemptID); err != nil {
 			return executor.Lost, nil
 		}
 		e.mu.Lock()
-		ended := a.ended
+		ended := a.Ended
 		e.mu.Unlock()
 		if ended {
 			return executor.Exited, nil
 		}
 		return executor.Running, nil
 	}
-	a := &attempt{id: h.AttemptID, ready: make(chan struct{}), done: make(chan struct{})}
+	a := &attempt{id: h.AttemptID, Slot: executor.NewSlot()}
 	e.attempts[h.AttemptID] = a
 	e.mu.Unlock()
 	r, err := e.recover(ctx, a)
 	e.mu.Lock()
 	if err != nil || r == executor.Lost {
-		a.startErr = executor.ErrUnknownAttempt
+		a.StartErr = executor.ErrUnknownAttempt
 		delete(e.attempts, h.AttemptID)
 	} else {
 		a.handle = e.handleOf(a)
 	}
 	e.mu.Unlock()
-	close(a.ready)
+	close(a.Ready)
 	e.kick()
 	return r, err
 }
@@ -1154,8 +1115,8 @@ func (e *Executor) recover(ctx context.Context, a *attempt) (executor.Recovery, 
 	if x.Lost {
 		return executor.Lost, nil
 	}
-	a.exit, a.ended = x, true
-	close(a.done)
+	a.Exit, a.Ended = x, true
+	close(a.Done)
 	return executor.Exited, nil
 }
 
@@ -1163,7 +1124,7 @@ func (e *Executor) recover(ctx context.Context, a *attempt) (executor.Recovery, 
 func (e *Executor) Forget(attemptID string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if a, ok := e.attempts[attemptID]; ok && a.ended {
+	if a, ok := e.attempts[attemptID]; ok && a.Ended {
 		delete(e.attempts, attemptID)
 	}
 }

@@ -28,11 +28,11 @@ func (e *Executor) PendingReason(attemptID string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a := e.attempts[attemptID]
-	if a == nil || a.ended || a.state != "PENDING" {
+	if a == nil || a.Ended || a.state != "PENDING" {
 		return ""
 	}
 	select {
-	case <-a.ready:
+	case <-a.Ready:
 	default:
 		return ""
 	}
