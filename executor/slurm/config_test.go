@@ -3,10 +3,12 @@ package slurm
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"qshare"
+	"qshare/executor"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -83,5 +85,27 @@ func TestParseSqueue(t *testing.T) {
 	}
 	if _, err := parseSqueue("slurm_load_jobs error: something\n"); err == nil {
 		t.Error("a message was read as a job")
+	}
+}
+
+// TestRunAsRefused: a job whose principal has a Unix user other than the
+// server's is refused at Start, with a reason, not run as the server's
+// user; the server's own user is fine.
+func TestRunAsRefused(t *testing.T) {
+	e := &Executor{}
+	for _, u := range []string{"root", "no-such-user-qshare", "nobody"} {
+		if u == "root" && os.Geteuid() == 0 {
+			continue
+		}
+		err := e.checkRunAs(executor.Spec{RunAs: u})
+		if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "unixUser") {
+			t.Errorf("RunAs %q: %v, want an EINVALID refusal naming unixUser", u, err)
+		}
+	}
+	if err := e.checkRunAs(executor.Spec{RunAs: strconv.Itoa(os.Geteuid())}); err != nil {
+		t.Errorf("RunAs of the server's own uid: %v", err)
+	}
+	if err := e.checkRunAs(executor.Spec{}); err != nil {
+		t.Errorf("no RunAs: %v", err)
 	}
 }

@@ -333,6 +333,9 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if err != nil {
 		return executor.Handle{}, err
 	}
+	if err := e.checkRunAs(s); err != nil {
+		return executor.Handle{}, err
+	}
 	e.mu.Lock()
 	if a, ok := e.attempts[s.AttemptID]; ok {
 		e.mu.Unlock()
