@@ -421,14 +421,21 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *
 // the attempt's files and submits it.
 func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req *trainingjob.Request, typ string, nodes int, grace time.Duration) (executor.Handle, error) {
 	dir := e.attemptDir(s.AttemptID)
-	if id, err := e.findJob(ctx, s.AttemptID); err != nil {
-		return executor.Handle{}, err
-	} else if id > 0 {
-		a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace}
-		if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
+	// step.json is written before every sbatch: without it no batch job
+	// of this attempt can exist, and the squeue is saved (one command of
+	// three per start).
+	if e.fs.IsFile(filepath.Join(dir, "step.json")) {
+		id, err := e.findJob(ctx, s.AttemptID)
+		if err != nil {
 			return executor.Handle{}, err
 		}
-		return e.handleOf(a), nil
+		if id > 0 {
+			a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace}
+			if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
+				return executor.Handle{}, err
+			}
+			return e.handleOf(a), nil
+		}
 	}
 	it, _ := e.o.Config.typeFor(typ)
 	ck, _ := checkpointRel(req)
