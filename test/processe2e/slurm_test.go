@@ -88,7 +88,8 @@ func (s *server) envReason() string {
 // --executor slurm and a real Slurm: the process executor's own tests of
 // success and retry, termination, in-share preemption with a checkpoint
 // and a resume, and cross-share reclaim, then what only a cluster with a
-// scheduler of its own shows.
+// scheduler of its own shows, and a kill -9 of qshare for longer than
+// Slurm's MinJobAge.
 func TestSlurm(t *testing.T) {
 	skipShort(t)
 	o, c := slurmServer(t)
@@ -98,6 +99,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("CrossShareReclaim", func(t *testing.T) { crossShareReclaim(t, o) })
 	t.Run("PendingInSlurm", func(t *testing.T) { slurmPending(t, o) })
 	t.Run("ControllerDown", func(t *testing.T) { slurmControllerDown(t, o, c) })
+	t.Run("KillAndRecover", func(t *testing.T) { slurmKillAndRecover(t, o, c) })
 }
 
 // slurmPending: the environment allows three whole-node instances but the
@@ -172,5 +174,57 @@ func slurmControllerDown(t *testing.T, o serverOpts, c *slurmtest.Cluster) {
 	must(t, err)
 	if n := strings.Count(out, "qshare-"+later+"-"); n > 1 {
 		t.Errorf("the later job has %d batch jobs in Slurm, want one:\n%s", n, out)
+	}
+}
+
+// slurmKillAndRecover: qshare serve is killed with SIGKILL while two batch
+// jobs run and a third job waits for capacity. While it is down one job
+// ends with exit code 7, and the server stays down until Slurm has
+// forgotten that job (MinJobAge, 2 s here); the other goes on. The
+// restarted server records the exit from the step runner's record,
+// re-attaches to the running job (its log goes on, one attempt), starts
+// the waiting one, and no attempt has a second batch job.
+func slurmKillAndRecover(t *testing.T, o serverOpts, c *slurmtest.Cluster) {
+	dataDir := newDataDir(t)
+	s := startServer(t, dataDir, o)
+	oneShare(s, 2, false)
+	g := newGates(t)
+	keep := s.submit(job{name: "keep", share: "s", env: g.env(), script: `echo "keep attempt $QSHARE_ATTEMPT"; ` + waitGate + `echo "keep done"`})
+	fail := s.submit(job{name: "fail", share: "s", env: g.env(), script: `echo "fail attempt $QSHARE_ATTEMPT"; ` + waitGate + `exit 7`})
+	for _, id := range []string{keep, fail} {
+		s.awaitRunning(id, 1)
+		s.awaitLog(id, 1, "attempt 1")
+	}
+	waiter := s.submit(job{name: "waiter", share: "s", script: `echo "waiter ran attempt $QSHARE_ATTEMPT"`})
+	s.kill()
+	g.release("fail")
+	awaitFile(t, "fail's exit recorded and forgotten by Slurm", func() bool {
+		m, _ := filepath.Glob(filepath.Join(s.attemptDir(fail, 1), "exit-*.json"))
+		if len(m) == 0 {
+			return false
+		}
+		out, err := c.Command(context.Background(), "squeue", "-h", "--states=all", "--name=qshare-"+fail+"-1", "-o", "%i")
+		return err == nil && strings.TrimSpace(out) == ""
+	})
+	s2 := startServer(t, dataDir, o)
+	d := s2.awaitStatus(fail, types.ServiceJobStatusFailed)
+	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 7" {
+		t.Errorf("fail: attempts %q, want one that exited with code 7", got)
+	}
+	if d := s2.describe(keep); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
+		t.Errorf("keep after the restart: %s with %d attempts, want RUNNING its first", d.Status, len(d.Attempts))
+	}
+	s2.awaitStatus(waiter, types.ServiceJobStatusSucceeded)
+	g.release("keep")
+	d = s2.awaitStatus(keep, types.ServiceJobStatusSucceeded)
+	if len(d.Attempts) != 1 || !strings.Contains(s2.mustLogs(keep, 1), "keep done") {
+		t.Errorf("keep: %d attempts, log %q; want one attempt that ran to its end", len(d.Attempts), s2.mustLogs(keep, 1))
+	}
+	out, err := c.Command(context.Background(), "squeue", "-h", "--states=all", "-o", "%j")
+	must(t, err)
+	for _, id := range []string{keep, waiter} {
+		if n := strings.Count(out, "qshare-"+id+"-"); n > 1 {
+			t.Errorf("job %s has %d batch jobs in Slurm, want at most one:\n%s", id, n, out)
+		}
 	}
 }
