@@ -215,6 +215,9 @@ func TestControllerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	// idle has no attempt to poll: it learns of the outage from its ping.
+	idle := newTestExecutor(t, t.TempDir())
+	defer idle.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	run := executor.Spec{JobID: "down", JobName: "down", AttemptID: "down-attempt-1", Attempt: 1, Queue: "q", Share: "s",
@@ -249,9 +252,12 @@ func TestControllerDown(t *testing.T) {
 		t.Errorf("Wait returned %+v while slurmctld was down", x)
 	}
 	wcancel()
-	// The executor says so, for the environments' statusReason.
+	// The executors say so, for the environments' statusReason.
 	if h := e.Health(); !strings.Contains(h, "slurmctld does not answer") {
 		t.Errorf("Health with slurmctld down = %q", h)
+	}
+	if !eventually(45*time.Second, func() bool { return strings.Contains(idle.Health(), "slurmctld does not answer") }) {
+		t.Errorf("Health of an idle executor with slurmctld down = %q", idle.Health())
 	}
 	if err := c.StartController(ctx); err != nil {
 		t.Fatal(err)
@@ -261,8 +267,10 @@ func TestControllerDown(t *testing.T) {
 	if err != nil || x.ExitCode != 5 {
 		t.Errorf("exit after slurmctld came back = %+v, %v; want code 5", x, err)
 	}
-	if !eventually(30*time.Second, func() bool { return e.Health() == "" }) {
-		t.Errorf("Health once slurmctld answers again = %q, want \"\"", e.Health())
+	for _, x := range []*Executor{e, idle} {
+		if !eventually(30*time.Second, func() bool { return x.Health() == "" }) {
+			t.Errorf("Health once slurmctld answers again = %q, want \"\"", x.Health())
+		}
 	}
 	// The retried Start submits the job, once.
 	if _, err := e.Start(ctx, later); err != nil {

@@ -110,7 +110,12 @@ func (e *Executor) checkHealth() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.o.CommandTimeout)
 	defer cancel()
-	e.command(ctx, "scontrol", "ping") //nolint:errcheck // noteCommand records the answer
+	// scontrol ping says DOWN on its standard output (and exits 1), which
+	// the command's error does not carry.
+	if out, err := e.command(ctx, "scontrol", "ping"); err != nil && strings.Contains(out, "DOWN") {
+		first, _, _ := strings.Cut(strings.TrimSpace(out), "\n") // the rest is a banner
+		e.noteCommand("scontrol", fmt.Errorf("scontrol ping: %s", first))
+	}
 }
 
 // Sweep cancels the batch jobs of this shared directory (their comment
