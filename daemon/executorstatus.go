@@ -32,10 +32,12 @@ func (c *cycle) pendingReasons() {
 			continue
 		}
 		why := pr.PendingReason(r.attempt)
-		if why == r.pending {
+		if why == r.pending && r.pendingSeen {
 			continue
 		}
-		r.pending = why
+		// The first look also puts right what a server before a restart
+		// stored (a wait that is over by now).
+		r.pending, r.pendingSeen = why, true
 		j := c.job(r.job)
 		if j == nil || j.Status != qshare.JobRunning || j.IsTerminated {
 			continue

@@ -85,8 +85,10 @@ type run struct {
 	// (nothing borrowed); false for an attempt recovered after a restart.
 	ownStart bool
 	// pending is the executor's last reason why the attempt waits in its
-	// own scheduler, "" while it runs (see pendingReasons).
-	pending string
+	// own scheduler, "" while it runs; pendingSeen is false until the
+	// first look (see pendingReasons).
+	pending     string
+	pendingSeen bool
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
