@@ -107,6 +107,8 @@ type Executor struct {
 	attempts map[string]*attempt
 	wake     chan struct{}
 
+	users users // the RunAs users
+
 	hmu          sync.Mutex
 	trouble      string    // why slurmctld did not answer the last command; "" while it answers
 	troubleSince time.Time // when it stopped answering
@@ -123,6 +125,8 @@ type jobRecord struct {
 	SlurmJob  int64         `json:"slurmJob"`
 	StartedAt time.Time     `json:"startedAt"`
 	Grace     time.Duration `json:"grace,omitempty"`
+	// JobDir is the job's directory, where its failure file is.
+	JobDir string `json:"jobDir,omitempty"`
 }
 
 type attempt struct {
@@ -176,6 +180,11 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	root := filepath.Clean(o.Config.SharedDir)
 	// The attempts' files hold every job's environment and output: they
 	// are the server's user's alone (the jobs run as that user in Slurm).
+	// A sharedDir made here lets others pass through (jobs of their own
+	// users must reach their directories); what is inside is private.
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return nil, qshare.Errorf(qshare.EINVALID, "slurm executor: cannot create sharedDir: %v", err)
+	}
 	for _, d := range []string{"jobs", "attempts"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "slurm executor: cannot create %s in sharedDir: %v", d, err)
@@ -333,7 +342,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if err != nil {
 		return executor.Handle{}, err
 	}
-	if err := e.checkRunAs(s); err != nil {
+	if _, err := e.userFor(s); err != nil {
 		return executor.Handle{}, err
 	}
 	e.mu.Lock()
@@ -430,7 +439,7 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 			return executor.Handle{}, err
 		}
 		if id > 0 {
-			a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace}
+			a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: filepath.Join(e.root, "jobs", s.JobID)}
 			if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
 				return executor.Handle{}, err
 			}
@@ -446,6 +455,22 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 		if err := e.fs.MkdirAll(d, 0o755); err != nil {
 			return executor.Handle{}, e.fileErr("preparing the job's directory", err, s.JobID)
 		}
+	}
+	u, err := e.userFor(s)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	if u != nil {
+		// The job's and the attempt's directories are the user's alone
+		// (their parents, root's, let others only pass through).
+		for _, d := range []string{job, dir} {
+			if err := os.Chmod(d, 0o700); err != nil {
+				return executor.Handle{}, e.fileErr("making the job's directory private", err, s.JobID)
+			}
+		}
+	}
+	if err := e.give(u, s.JobID, l...); err != nil {
+		return executor.Handle{}, err
 	}
 	sp := stepSpec{
 		Argv:            append(append([]string(nil), req.AlgorithmSpecification.ContainerEntrypoint...), req.AlgorithmSpecification.ContainerArguments...),
@@ -468,6 +493,9 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 	if err := e.fs.WriteFile(filepath.Join(dir, "step.json"), b, 0o600); err != nil {
 		return executor.Handle{}, e.fileErr("writing step.json", err, s.JobID)
 	}
+	if err := e.give(u, s.JobID, filepath.Join(dir, "step.json")); err != nil { // the step runner reads it as the user
+		return executor.Handle{}, err
+	}
 	if err := e.fs.WriteFile(filepath.Join(dir, "job.sh"), []byte(e.script(s.AttemptID)), 0o700); err != nil {
 		return executor.Handle{}, e.fileErr("writing the batch script", err, s.JobID)
 	}
@@ -486,6 +514,9 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 	if e.o.Config.Account != "" {
 		args = append(args, "--account="+e.o.Config.Account)
 	}
+	if u != nil {
+		args = append(args, "--uid="+strconv.Itoa(u.uid), "--gid="+strconv.Itoa(u.gid))
+	}
 	args = append(args, filepath.Join(dir, "job.sh"))
 	out, err := e.command(ctx, "sbatch", args...)
 	if err != nil {
@@ -495,7 +526,7 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 	if err != nil {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: %v", err)
 	}
-	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace}
+	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: job}
 	if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
 		return executor.Handle{}, err
 	}
@@ -621,12 +652,11 @@ func (e *Executor) handleOf(a *attempt) executor.Handle {
 
 func (e *Executor) readRecord(attemptID string) (jobRecord, error) {
 	var r jobRecord
-	b, err := e.fs.ReadFile(filepath.Join(e.attemptDir(attemptID), "job.json"))
-	if err != nil {
-		return r, err
-	}
-	if err := json.Unmarshal(b, &r); err != nil || r.SlurmJob <= 0 {
-		return r, fmt.Errorf("job.json of %s is damaged", attemptID)
+	if err := e.readJSON(filepath.Join(e.attemptDir(attemptID), "job.json"), &r); err != nil || r.SlurmJob <= 0 {
+		if isNotExist(err) {
+			return r, err
+		}
+		return r, fmt.Errorf("job.json of %s is damaged, or not the server's (%v)", attemptID, err)
 	}
 	return r, nil
 }
@@ -886,7 +916,7 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 			x.Reason = fmt.Sprintf("Essential process exited with code %d", r.ExitCode)
 		}
 		if !x.Succeeded() && !stopping {
-			if line := e.failureLine(a.id); line != "" {
+			if line := e.failureLine(a); line != "" {
 				x.Reason = line
 			}
 		}
@@ -963,16 +993,18 @@ func (e *Executor) exitRecords(attemptID string) []exitRecord {
 // failureLine is the first line of SageMaker's failure file, which the job
 // may write to output/failure; "" if none. It is the job's file: it is read
 // without following links, and at most 1 KiB of it.
-func (e *Executor) failureLine(attemptID string) string {
-	b, err := e.fs.ReadFile(filepath.Join(e.attemptDir(attemptID), "step.json"))
-	if err != nil {
-		return ""
+func (e *Executor) failureLine(a *attempt) string {
+	jobDir := a.rec.JobDir
+	if jobDir == "" {
+		// A record from before job.json named it: step.json, if the
+		// server's own.
+		var sp stepSpec
+		if e.readJSON(filepath.Join(e.attemptDir(a.id), "step.json"), &sp) != nil {
+			return ""
+		}
+		jobDir = sp.JobDir
 	}
-	var sp stepSpec
-	if json.Unmarshal(b, &sp) != nil {
-		return ""
-	}
-	f, err := e.fs.OpenFile(filepath.Join(sp.JobDir, "output", "failure"), os.O_RDONLY, 0)
+	f, err := e.fs.OpenFile(filepath.Join(jobDir, "output", "failure"), os.O_RDONLY, 0)
 	if err != nil {
 		return ""
 	}
