@@ -188,6 +188,9 @@ func (d *Daemon) DeleteEnvironment(ctx context.Context, ref string) error {
 
 // Environments returns the named environments (names or ARNs; unknown ones
 // are left out), or every environment when refs is empty, in name order.
+// While the executor reports trouble (executor.HealthReporter), it leads
+// each one's statusReason.
 func (d *Daemon) Environments(refs []string) ([]qshare.ServiceEnvironment, error) {
-	return listByRefs(d, d.envs, "serviceEnvironments", kindEnvironment, refs)
+	es, err := listByRefs(d, d.envs, "serviceEnvironments", kindEnvironment, refs)
+	return d.withHealth(es), err
 }

@@ -84,6 +84,11 @@ type run struct {
 	// ownStart: the attempt was started within its share's own limit
 	// (nothing borrowed); false for an attempt recovered after a restart.
 	ownStart bool
+	// pending is the executor's last reason why the attempt waits in its
+	// own scheduler, "" while it runs; pendingSeen is false until the
+	// first look (see pendingReasons).
+	pending     string
+	pendingSeen bool
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
@@ -231,6 +236,7 @@ func (d *Daemon) runCycle(ctx context.Context) {
 		c.apply(o)
 	}
 	c.timers()
+	c.pendingReasons()
 	t0 := time.Now()
 	decisions := d.eng.AppendSchedule(d.decisions[:0], c.now)
 	d.obs.SchedulingPass(time.Since(t0))

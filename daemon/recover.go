@@ -55,9 +55,13 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 
 	var fixes []qshare.Job
 	counts := map[string]int{}
+	keep := map[string]bool{} // the attempts of unfinished jobs, for the sweep
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		d.installJob(j)
+		if a := j.LatestAttempt(); a != nil && !j.Status.Terminal() {
+			keep[a.ID] = true
+		}
 		if j.ClientToken != "" {
 			e := &tokenEntry{done: make(chan struct{}), hash: j.RequestHash, job: j.ID, at: j.CreatedAt}
 			close(e.done)
@@ -98,6 +102,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 			d.setJob(&fixes[i])
 		}
 	}
+	d.sweep(lctx, keep)
 	d.log.Info("recovered from store", "environments", len(s.Environments), "policies", len(s.Policies), "queues", len(s.Queues),
 		"shares", len(s.Shares), "jobs", len(s.Jobs), "unfinished", counts)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,6 +103,27 @@ func waitFor(t *testing.T, d *daemon.Daemon, id string, ok func(*qshare.Job) boo
 	}
 }
 
+// beforeRestart is a server's first life over dir, with the queue of
+// setup (one instance): it runs one job per environment in order (each
+// but the last to its success, the last until it is RUNNING), closes the
+// server and returns the jobs as they were then.
+func beforeRestart(t *testing.T, dir string, envs ...string) []*qshare.Job {
+	t.Helper()
+	a := open(t, dir, simulated.New(simulated.Options{}))
+	defer a.close()
+	setup(t, a.d, 1, false)
+	var jobs []*qshare.Job
+	for n, env := range envs {
+		id := submit(t, a.d, fmt.Sprintf("j%d", n), 0, env)
+		want := qshare.JobSucceeded
+		if n == len(envs)-1 {
+			want = qshare.JobRunning
+		}
+		jobs = append(jobs, waitFor(t, a.d, id, status(want), string(want)))
+	}
+	return jobs
+}
+
 func status(s qshare.JobStatus) func(*qshare.Job) bool {
 	return func(j *qshare.Job) bool { return j.Status == s }
 }
@@ -184,11 +206,7 @@ func (e *flakyRecover) Recover(ctx context.Context, h executor.Handle) (executor
 // not requeued beside an attempt that may still run.
 func TestRecoverRetriesOnError(t *testing.T) {
 	dir := t.TempDir()
-	a := open(t, dir, simulated.New(simulated.Options{}))
-	setup(t, a.d, 1, false)
-	id := submit(t, a.d, "j", 0, `"QSHARE_SIM_DURATION":"1500ms"`)
-	waitFor(t, a.d, id, status(qshare.JobRunning), "RUNNING")
-	a.close()
+	id := beforeRestart(t, dir, `"QSHARE_SIM_DURATION":"1500ms"`)[0].ID
 
 	b := open(t, dir, &flakyRecover{Executor: simulated.New(simulated.Options{})})
 	defer b.close()
@@ -201,5 +219,126 @@ func TestRecoverRetriesOnError(t *testing.T) {
 	o := waitFor(t, b.d, other, status(qshare.JobSucceeded), "SUCCEEDED")
 	if o.ScheduledAt.Before(j.StoppedAt) {
 		t.Fatalf("other job was scheduled at %v, before the recovered job stopped at %v", o.ScheduledAt, j.StoppedAt)
+	}
+}
+
+// reportingExecutor is the simulated executor with the optional reports
+// of an executor that runs attempts through a scheduler of its own: the
+// test sets what it reports, as Slurm's squeue would.
+type reportingExecutor struct {
+	executor.Executor
+	mu      sync.Mutex
+	pending map[string]string // attempt ID → reason
+	health  string
+	keeps   []map[string]bool // the keep sets Sweep was called with
+}
+
+func (e *reportingExecutor) PendingReason(id string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pending[id]
+}
+
+func (e *reportingExecutor) Health() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.health
+}
+
+func (e *reportingExecutor) Sweep(ctx context.Context, keep map[string]bool) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.keeps = append(e.keeps, keep)
+	return nil, nil
+}
+
+func (e *reportingExecutor) set(f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f()
+}
+
+var (
+	_ executor.PendingReasoner = (*reportingExecutor)(nil)
+	_ executor.HealthReporter  = (*reportingExecutor)(nil)
+	_ executor.Sweeper         = (*reportingExecutor)(nil)
+)
+
+func newReporting() *reportingExecutor {
+	return &reportingExecutor{Executor: simulated.New(simulated.Options{}), pending: map[string]string{}}
+}
+
+// TestPendingReasonInStatusReason: while the executor says a started
+// attempt waits in its scheduler, the RUNNING job's statusReason says why;
+// once it runs, the reason says so again.
+func TestPendingReasonInStatusReason(t *testing.T) {
+	ex := newReporting()
+	i := open(t, t.TempDir(), ex)
+	defer i.close()
+	setup(t, i.d, 1, false)
+	id := submit(t, i.d, "j", 0, `"QSHARE_SIM_DURATION":"1h"`)
+	j := waitFor(t, i.d, id, status(qshare.JobRunning), "RUNNING")
+	attempt := j.LatestAttempt().ID
+	ex.set(func() { ex.pending[attempt] = "Resources" })
+	waitFor(t, i.d, id, func(j *qshare.Job) bool {
+		return j.Status == qshare.JobRunning && j.StatusReason == "Attempt 1 waits to run in simulated: Resources"
+	}, "RUNNING, waiting for Resources")
+	ex.set(func() { delete(ex.pending, attempt) })
+	waitFor(t, i.d, id, func(j *qshare.Job) bool { return j.StatusReason == "Attempt 1 is running" }, "running again")
+	// A stop's reason is not overwritten by a pending one.
+	ex.set(func() { ex.pending[attempt] = "Priority" })
+	if err := i.d.Terminate(context.Background(), id, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	j = waitFor(t, i.d, id, status(qshare.JobFailed), "FAILED")
+	if j.StatusReason != "enough" {
+		t.Errorf("terminated job's reason = %q, want the termination's", j.StatusReason)
+	}
+}
+
+// TestHealthInEnvironmentReason: while the executor reports trouble, every
+// environment's statusReason leads with it; once it is gone, so is the
+// text, and nothing of it was stored.
+func TestHealthInEnvironmentReason(t *testing.T) {
+	ex := newReporting()
+	i := open(t, t.TempDir(), ex)
+	defer i.close()
+	setupQueue(t, i.d, 1)
+	reason := func() string {
+		es, err := i.d.Environments(nil)
+		must(t, err)
+		return es[0].StatusReason
+	}
+	if r := reason(); r != "" {
+		t.Fatalf("statusReason of a healthy environment = %q", r)
+	}
+	ex.set(func() { ex.health = "slurmctld does not answer" })
+	if r := reason(); !strings.HasPrefix(r, "slurmctld does not answer") {
+		t.Errorf("statusReason while the executor is in trouble = %q", r)
+	}
+	ex.set(func() { ex.health = "" })
+	if r := reason(); r != "" {
+		t.Errorf("statusReason once the trouble is over = %q", r)
+	}
+}
+
+// TestSweepAtRecovery: after a restart the daemon asks the executor, once,
+// to end what it runs for attempts the store does not hold, naming the
+// attempts of every unfinished job and of no finished one.
+func TestSweepAtRecovery(t *testing.T) {
+	dir := t.TempDir()
+	jobs := beforeRestart(t, dir, `"QSHARE_SIM_DURATION":"10ms"`, `"QSHARE_SIM_DURATION":"1h"`)
+	ex := newReporting()
+	b := open(t, dir, ex)
+	defer b.close()
+	var keeps []map[string]bool
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && len(keeps) == 0; time.Sleep(5 * time.Millisecond) {
+		ex.set(func() { keeps = ex.keeps })
+	}
+	if len(keeps) != 1 {
+		t.Fatalf("Sweep was called %d times, want once", len(keeps))
+	}
+	if want := jobs[1].LatestAttempt().ID; len(keeps[0]) != 1 || !keeps[0][want] {
+		t.Errorf("Sweep kept %v, want only the running job's attempt %s", keeps[0], want)
 	}
 }

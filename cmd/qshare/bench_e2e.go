@@ -27,6 +27,11 @@ number of ` + "`sbatch --wrap true`" + ` jobs from the same number of clients, t
 until squeue shows the queue empty, and reports the ratio. This needs the
 Slurm packages (apt-get install -y slurm-wlm munge) and root.
 
+With --executor slurm the temporary server runs the jobs as batch jobs of
+that same throwaway Slurm (started first), so that --vs-slurm compares
+qshare in front of Slurm with Slurm alone, on one cluster: the cost of
+going through qshare.
+
 The report also states the conditions that move these figures most: the
 directory both halves keep their data under ($TMPDIR, else /tmp) and its
 file system (every acknowledged submit waits for an fsync there: tmpfs
@@ -55,7 +60,7 @@ makes it free, a disk does not), and the load average as each half starts.`,
 	f.IntVar(&opt.Clients, "clients", opt.Clients, "parallel submitting clients")
 	f.IntVar(&opt.Capacity, "capacity", opt.Capacity, "instances (and Slurm CPU slots) the jobs run on")
 	f.BoolVar(&opt.VsSlurm, "vs-slurm", false, "run the same jobs through a local Slurm right after, and report the ratio")
-	f.StringVar(&executor, "executor", "process", "executor of the temporary server (process runs `true`; simulated runs nothing)")
+	f.StringVar(&executor, "executor", "process", "executor of the temporary server (process runs `true`; simulated runs nothing; slurm runs `true` as batch jobs of a throwaway single-node Slurm, which then runs the same jobs given to it with sbatch when --vs-slurm is set)")
 	serverFlags(cmd, &opt.Endpoint, &opt.Server, &opt.Sign)
 	benchCmd.AddCommand(cmd)
 }

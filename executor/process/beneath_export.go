@@ -73,3 +73,6 @@ func RelPath(err error) string {
 	}
 	return ""
 }
+
+// Chown gives path (not a link's target) to uid and gid.
+func (b *Beneath) Chown(path string, uid, gid int) error { return b.fs.Chown(path, uid, gid) }

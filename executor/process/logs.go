@@ -38,8 +38,8 @@ func (e *Executor) Logs(ctx context.Context, attemptID string, follow bool) (io.
 	e.mu.Lock()
 	if x, ok := e.attempts[attemptID]; ok {
 		select {
-		case <-x.ready:
-			if x.startErr == nil {
+		case <-x.Ready:
+			if x.StartErr == nil {
 				a = x
 			}
 		default:
@@ -233,7 +233,7 @@ func (r *logReader) queue(f *os.File) {
 func (r *logReader) ended() bool {
 	if r.a != nil {
 		select {
-		case <-r.a.done:
+		case <-r.a.Done:
 			return true
 		default:
 			return false

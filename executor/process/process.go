@@ -151,20 +151,12 @@ type state struct {
 
 type attempt struct {
 	id string
-	// ready is closed when Start (or Recover) has finished setting the
-	// attempt up; startErr is then its error, if any.
-	ready    chan struct{}
-	startErr error
+	executor.Slot
 
 	handle    executor.Handle
 	st        state
 	sup       *supClient // the supervisor this executor gave the attempt to; nil if recovered
-	stopping  bool
-	following bool // polled for its end (recovered, or its supervisor died)
-
-	done  chan struct{}
-	exit  executor.Exit
-	ended bool
+	following bool       // polled for its end (recovered, or its supervisor died)
 }
 
 // New returns a process executor. It finds the host's GPUs and loads the
@@ -364,18 +356,18 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 		e.mu.Lock()
 		a, ok = e.attempts[s.AttemptID]
 		if !ok {
-			a = &attempt{id: s.AttemptID, ready: make(chan struct{}), done: make(chan struct{})}
+			a = &attempt{id: s.AttemptID, Slot: executor.NewSlot()}
 			e.attempts[s.AttemptID] = a
 			e.mu.Unlock()
 			break
 		}
 		e.mu.Unlock()
 		select {
-		case <-a.ready:
+		case <-a.Ready:
 		case <-ctx.Done():
 			return executor.Handle{}, ctx.Err()
 		}
-		if a.startErr == nil {
+		if a.StartErr == nil {
 			return a.handle, nil
 		}
 		// That Start failed and removed the attempt: try again.
@@ -387,8 +379,8 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 		e.mu.Unlock()
 		e.alloc.Release(s.AttemptID)
 	}
-	a.handle, a.startErr = h, err
-	close(a.ready)
+	a.handle, a.StartErr = h, err
+	close(a.Ready)
 	if err == nil && a.sup != nil && !a.sup.alive() {
 		// Its supervisor died after answering: no end will be reported.
 		e.follow(a)
@@ -689,11 +681,11 @@ func (e *Executor) listen(c *supClient, stdout io.Reader) {
 	var orphans []*attempt
 	for _, a := range e.byDir {
 		select {
-		case <-a.ready:
+		case <-a.Ready:
 		default:
 			continue // its Start got an error from the dead supervisor and deals with it
 		}
-		if a.sup == c && !a.ended {
+		if a.sup == c && !a.Ended {
 			orphans = append(orphans, a)
 		}
 	}
@@ -750,7 +742,7 @@ func sameGPUs(held []gpu.GPU, uuids []string) bool {
 // follow re-claims a recovered attempt's GPUs and watches for its end.
 func (e *Executor) follow(a *attempt) {
 	e.mu.Lock()
-	if a.following || a.ended {
+	if a.following || a.Ended {
 		e.mu.Unlock()
 		return
 	}
@@ -820,20 +812,20 @@ func (e *Executor) finish(a *attempt, x *exitRecord) {
 		exit.Reason = "Lost: the attempt's supervisor ended without recording how the job ended (see " + fileSupLog + " in the server's data directory)"
 		exit.At = time.Now().UTC()
 		e.mu.Lock()
-		exit.Stopped = a.stopping
+		exit.Stopped = a.Stopping
 		e.mu.Unlock()
 	}
 	e.alloc.Release(a.id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if a.ended {
+	if a.Ended {
 		return
 	}
 	if e.byDir[a.st.Dir] == a {
 		delete(e.byDir, a.st.Dir)
 	}
-	a.exit, a.ended = exit, true
-	close(a.done)
+	a.Exit, a.Ended = exit, true
+	close(a.Done)
 }
 
 // graceFor returns the grace period of a stop: the job's own
@@ -849,40 +841,17 @@ func (e *Executor) graceFor(job, caller time.Duration) time.Duration {
 	return e.o.StopGrace
 }
 
-func (e *Executor) lookup(ctx context.Context, id string) (*attempt, error) {
-	e.mu.Lock()
-	a, ok := e.attempts[id]
-	e.mu.Unlock()
-	if !ok {
-		return nil, executor.ErrUnknownAttempt
-	}
-	select {
-	case <-a.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if a.startErr != nil {
-		return nil, executor.ErrUnknownAttempt
-	}
-	return a, nil
-}
-
 // Stop asks the attempt's supervisor to stop the job: SIGTERM to its process
 // group, SIGKILL to all that is left of it after the grace period (the
 // job's QSHARE_STOP_GRACE, else the caller's, else Options.StopGrace). The
 // supervisor carries the stop out even if this server dies meanwhile. A
 // second Stop, or a Stop of an ended attempt, is a no-op.
 func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Duration) error {
-	a, err := e.lookup(ctx, attemptID)
-	if err != nil {
+	a, stop, err := executor.BeginStop(ctx, &e.mu, e.attempts, attemptID)
+	if !stop {
 		return err
 	}
 	e.mu.Lock()
-	if a.ended || a.stopping {
-		e.mu.Unlock()
-		return nil
-	}
-	a.stopping = true
 	st, sup := a.st, a.sup // follow may learn st.Job meanwhile
 	e.mu.Unlock()
 	g := e.graceFor(st.Grace, grace)
@@ -914,11 +883,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 // Wait blocks until the attempt's processes are all gone and its GPUs free,
 // and returns how it ended.
 func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, error) {
-	a, err := e.lookup(ctx, attemptID)
-	if err != nil {
-		return executor.Exit{}, err
-	}
-	return executor.AwaitExit(ctx, a.done, &a.exit)
+	return executor.WaitFor(ctx, &e.mu, e.attempts, attemptID)
 }
 
 // Recover re-attaches to an attempt started before a restart. It needs
@@ -931,9 +896,9 @@ func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, e
 // start after it was declared Lost.
 func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
 	for {
-		if a, err := e.lookup(ctx, h.AttemptID); err == nil {
+		if a, err := executor.Lookup(ctx, &e.mu, e.attempts, h.AttemptID); err == nil {
 			select {
-			case <-a.done:
+			case <-a.Done:
 				return executor.Exited, nil
 			default:
 				return executor.Running, nil
@@ -970,7 +935,7 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 func (e *Executor) Forget(attemptID string) {
 	e.mu.Lock()
 	a, ok := e.attempts[attemptID]
-	if !ok || !a.ended {
+	if !ok || !a.Ended {
 		e.mu.Unlock()
 		return
 	}

@@ -507,12 +507,12 @@ func (e *Executor) recoverLive() error {
 		if v != running {
 			continue
 		}
-		a := &attempt{id: id, ready: make(chan struct{}), done: make(chan struct{}), st: st}
+		a := &attempt{id: id, Slot: executor.NewSlot(), st: st}
 		a.handle = e.handleOf(a, at)
 		e.mu.Lock()
 		e.attempts[id] = a
 		e.mu.Unlock()
-		close(a.ready)
+		close(a.Ready)
 		e.follow(a)
 	}
 	return nil
@@ -576,10 +576,10 @@ func (e *Executor) recoverFromDisk(h executor.Handle, hint state, dir string) ex
 		e.mu.Unlock()
 		return 0 // a racing Start or Recover won: ask again
 	}
-	a := &attempt{id: h.AttemptID, ready: make(chan struct{}), done: make(chan struct{})}
+	a := &attempt{id: h.AttemptID, Slot: executor.NewSlot()}
 	e.attempts[h.AttemptID] = a
 	e.mu.Unlock()
-	defer close(a.ready)
+	defer close(a.Ready)
 
 	st, v, at := e.inspect(h.AttemptID, dir, hint, true)
 	a.st = st
@@ -598,6 +598,6 @@ func (e *Executor) recoverFromDisk(h executor.Handle, hint state, dir string) ex
 	e.mu.Lock()
 	delete(e.attempts, h.AttemptID)
 	e.mu.Unlock()
-	a.startErr = executor.ErrUnknownAttempt
+	a.StartErr = executor.ErrUnknownAttempt
 	return executor.Lost
 }

@@ -1,12 +1,17 @@
 package slurm
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"qshare"
+	"qshare/executor"
+	"qshare/internal/jobuser"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -83,5 +88,100 @@ func TestParseSqueue(t *testing.T) {
 	}
 	if _, err := parseSqueue("slurm_load_jobs error: something\n"); err == nil {
 		t.Error("a message was read as a job")
+	}
+}
+
+// TestRunAsRefused: a job whose principal's Unix user is root, does not
+// exist, or (for a server that is not root) is another user is refused at
+// Start with a reason naming the setting; none, or the server's own user
+// when that is not root, is fine.
+func TestRunAsRefused(t *testing.T) {
+	e := &Executor{}
+	bad := []string{"root", "no-such-user-qshare"}
+	if os.Geteuid() != 0 {
+		bad = append(bad, "nobody")
+	}
+	for _, u := range bad {
+		_, err := e.userFor(executor.Spec{RunAs: u})
+		if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "unixUser") {
+			t.Errorf("RunAs %q: %v, want an EINVALID refusal naming unixUser", u, err)
+		}
+	}
+	own := []executor.Spec{{}}
+	if os.Geteuid() != 0 { // root is refused even as the server's own user
+		own = append(own, executor.Spec{RunAs: strconv.Itoa(os.Geteuid())})
+	}
+	for _, s := range own {
+		if u, err := e.userFor(s); err != nil || u != nil {
+			t.Errorf("RunAs %q: %v, %v; want the server's own user", s.RunAs, u, err)
+		}
+	}
+}
+
+// TestRunAs: a job whose Spec names a user runs as that user on the
+// node (sbatch --uid), can write its own directories and not read a
+// root-only file; a job.json the job replaced is not believed (after a
+// restart the executor finds the batch job by name and comment instead),
+// and the exit is still recorded.
+func TestRunAs(t *testing.T) {
+	c := testCluster(t)
+	u := jobuser.Lookup(t)
+	// The job's user must reach the shared directory and run the step
+	// runner, a copy of this binary.
+	top, secret := jobuser.Dir(t, "qshare-slurm-runas-")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := filepath.Join(top, "step")
+	if err := os.WriteFile(step, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(top, "shared")
+	opts := Options{Config: testConfig(shared), Env: c.Env(), Step: []string{step}, PollInterval: 100 * time.Millisecond}
+	e, err := New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := testSpec("runas", "ml.m5.large", 1, `echo "uid=$(id -u)"; touch "$SM_CHECKPOINT_DIR/ck" "$SM_MODEL_DIR/m" || exit 10
+if cat `+secret+` 2>/dev/null; then exit 11; fi
+d=$(dirname "$SM_INPUT_CONFIG_DIR"); d=$(dirname "$d")
+echo '{"slurmJob": 999999}' > "$d/job.json.new" && mv -f "$d/job.json.new" "$d/job.json" && echo "replaced job.json"
+echo ready; sleep 1; exit 3`)
+	s.RunAs = u.Username
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(time.Minute, func() bool { b, _ := os.ReadFile(h.LogPath); return strings.Contains(string(b), "ready\n") }) {
+		b, _ := os.ReadFile(filepath.Join(filepath.Dir(h.LogPath), "slurm.log"))
+		t.Fatalf("the job did not print ready within a minute; its slurm.log: %q", b)
+	}
+	e.Close()
+	// A new executor (a restart) does not take the job's job.json.
+	e2, err := New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if r, err := e2.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); err != nil || r == executor.Lost {
+		t.Fatalf("Recover = %v, %v", r, err)
+	}
+	x, err := e2.Wait(ctx, s.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(h.LogPath)
+	t.Logf("exit %+v; log %q", x, b)
+	if x.ExitCode != 3 {
+		t.Errorf("exit = %+v, want code 3 (10: it could not write its directories; 11: it read a root-only file)", x)
+	}
+	if !strings.Contains(string(b), "uid="+u.Uid+"\n") || !strings.Contains(string(b), "replaced job.json") {
+		t.Errorf("log %q, want the job's uid %s and its replaced job.json", b, u.Uid)
+	}
+	if rec, err := e2.readRecord(s.AttemptID); err != nil || rec.SlurmJob == 999999 {
+		t.Errorf("job.json after the restart: %+v, %v; want the server's own record of the real job", rec, err)
 	}
 }

@@ -72,7 +72,7 @@ func (r *logReader) ended() bool {
 		return true
 	}
 	select {
-	case <-r.a.done:
+	case <-r.a.Done:
 		return true
 	default:
 		return false

@@ -202,7 +202,8 @@ func TestCheckCapacity(t *testing.T) {
 }
 
 // TestControllerDown stops slurmctld while an attempt runs: Start of
-// another attempt fails (and may be retried), the running one keeps its
+// another attempt waits, retrying, until its context ends (and is then
+// retried by its caller), the running one keeps its
 // state and Wait does not return; once slurmctld is back, the running
 // attempt's exit is recorded and the retried Start submits one batch job.
 func TestControllerDown(t *testing.T) {
@@ -214,6 +215,9 @@ func TestControllerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	// idle has no attempt to poll: it learns of the outage from its ping.
+	idle := newTestExecutor(t, t.TempDir())
+	defer idle.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	run := executor.Spec{JobID: "down", JobName: "down", AttemptID: "down-attempt-1", Attempt: 1, Queue: "q", Share: "s",
@@ -234,9 +238,13 @@ func TestControllerDown(t *testing.T) {
 	}()
 	later := run
 	later.JobID, later.AttemptID = "later", "later-attempt-1"
-	if _, err := e.Start(ctx, later); err == nil {
+	// A Start waits (and retries) while slurmctld is down: this one
+	// gives up with its context.
+	sctx, scancel := context.WithTimeout(ctx, 4*time.Second)
+	if _, err := e.Start(sctx, later); err == nil {
 		t.Errorf("Start with slurmctld down succeeded")
 	}
+	scancel()
 	// The running attempt's job ends (exit 5) while nobody can ask Slurm:
 	// its attempt keeps its capacity, and Wait does not return.
 	wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)
@@ -244,6 +252,13 @@ func TestControllerDown(t *testing.T) {
 		t.Errorf("Wait returned %+v while slurmctld was down", x)
 	}
 	wcancel()
+	// The executors say so, for the environments' statusReason.
+	if h := e.Health(); !strings.Contains(h, "slurmctld does not answer") {
+		t.Errorf("Health with slurmctld down = %q", h)
+	}
+	if !eventually(45*time.Second, func() bool { return strings.Contains(idle.Health(), "slurmctld does not answer") }) {
+		t.Errorf("Health of an idle executor with slurmctld down = %q", idle.Health())
+	}
 	if err := c.StartController(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -251,6 +266,11 @@ func TestControllerDown(t *testing.T) {
 	x, err := e.Wait(ctx, run.AttemptID)
 	if err != nil || x.ExitCode != 5 {
 		t.Errorf("exit after slurmctld came back = %+v, %v; want code 5", x, err)
+	}
+	for _, x := range []*Executor{e, idle} {
+		if !eventually(30*time.Second, func() bool { return x.Health() == "" }) {
+			t.Errorf("Health once slurmctld answers again = %q, want \"\"", x.Health())
+		}
 	}
 	// The retried Start submits the job, once.
 	if _, err := e.Start(ctx, later); err != nil {
@@ -271,15 +291,9 @@ func TestControllerDown(t *testing.T) {
 // after the restart Slurm no longer knows the batch jobs, and the exits
 // come from the step runners' records, one per node.
 func TestExitAfterSlurmForgot(t *testing.T) {
-	c := testCluster(t)
-	dir := t.TempDir()
-	e1 := newTestExecutor(t, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	one := executor.Spec{JobID: "gone", JobName: "gone", AttemptID: "gone-attempt-1", Attempt: 1, Queue: "q", Share: "s",
-		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("exit 7", "ml.m5.large", 1, nil)}
-	two := executor.Spec{JobID: "gone2", JobName: "gone2", AttemptID: "gone2-attempt-1", Attempt: 1, Queue: "q", Share: "s",
-		Demand: qshare.Capacity{"ml.g5.12xlarge": 2}, Payload: payloadOf(`[ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`, "ml.g5.12xlarge", 2, nil)}
+	c, dir, e1, ctx := beforeRestart(t)
+	one := testSpec("gone", "ml.m5.large", 1, "exit 7")
+	two := gpuSpec("gone2", 2, `[ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`)
 	var ids []int64
 	for _, s := range []executor.Spec{one, two} {
 		if _, err := e1.Start(ctx, s); err != nil {

@@ -23,7 +23,8 @@
 //	  job.json                    the Slurm job ID, written after sbatch
 //	  config/<node>/              each node's SM_INPUT_CONFIG_DIR
 //	  exit-<node>.json            how the command ended on each node
-//	  output.log                  the job's output (sbatch --output)
+//	  output.log                  the job's output (srun --output and --error)
+//	  slurm.log                   the batch script's and srun's own (sbatch --output)
 //
 // The step runner (MaybeStep) is this binary run on each node; it records
 // the exit code or signal in the shared directory, so an exit is known even
@@ -106,6 +107,13 @@ type Executor struct {
 	attempts map[string]*attempt
 	wake     chan struct{}
 
+	users users // the RunAs users
+
+	hmu          sync.Mutex
+	trouble      string    // why slurmctld did not answer the last command; "" while it answers
+	troubleSince time.Time // when it stopped answering
+	lastCheck    time.Time // when a command last told whether it answers
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -117,22 +125,19 @@ type jobRecord struct {
 	SlurmJob  int64         `json:"slurmJob"`
 	StartedAt time.Time     `json:"startedAt"`
 	Grace     time.Duration `json:"grace,omitempty"`
+	// JobDir is the job's directory, where its failure file is.
+	JobDir string `json:"jobDir,omitempty"`
 }
 
 type attempt struct {
-	id       string
-	ready    chan struct{}
-	startErr error
+	id string
+	executor.Slot
 
-	rec      jobRecord
-	handle   executor.Handle
-	state    string // Slurm's last word: PENDING, RUNNING, …
-	stopping bool
-	killed   bool // the grace period ran out and SIGKILL was sent
-
-	done  chan struct{}
-	exit  executor.Exit
-	ended bool
+	rec    jobRecord
+	handle executor.Handle
+	state  string // Slurm's last word: PENDING, RUNNING, …
+	reason string // and its reason (squeue's %r)
+	killed bool   // the grace period ran out and SIGKILL was sent
 }
 
 // New returns a Slurm executor over o.Config. It checks the configuration
@@ -175,6 +180,11 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	root := filepath.Clean(o.Config.SharedDir)
 	// The attempts' files hold every job's environment and output: they
 	// are the server's user's alone (the jobs run as that user in Slurm).
+	// A sharedDir made here lets others pass through (jobs of their own
+	// users must reach their directories); what is inside is private.
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return nil, qshare.Errorf(qshare.EINVALID, "slurm executor: cannot create sharedDir: %v", err)
+	}
 	for _, d := range []string{"jobs", "attempts"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "slurm executor: cannot create %s in sharedDir: %v", d, err)
@@ -332,33 +342,36 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if err != nil {
 		return executor.Handle{}, err
 	}
+	if _, err := e.userFor(s); err != nil {
+		return executor.Handle{}, err
+	}
 	e.mu.Lock()
 	if a, ok := e.attempts[s.AttemptID]; ok {
 		e.mu.Unlock()
 		select {
-		case <-a.ready:
+		case <-a.Ready:
 		case <-ctx.Done():
 			return executor.Handle{}, ctx.Err()
 		}
-		if a.startErr != nil {
-			return executor.Handle{}, a.startErr
+		if a.StartErr != nil {
+			return executor.Handle{}, a.StartErr
 		}
 		return a.handle, nil
 	}
-	a := &attempt{id: s.AttemptID, ready: make(chan struct{}), done: make(chan struct{})}
+	a := &attempt{id: s.AttemptID, Slot: executor.NewSlot()}
 	e.attempts[s.AttemptID] = a
 	e.mu.Unlock()
 
 	h, err := e.start(ctx, a, s, req, typ, nodes, grace)
 	e.mu.Lock()
 	if err != nil {
-		a.startErr = err
+		a.StartErr = err
 		delete(e.attempts, s.AttemptID)
 	} else {
 		a.handle = h
 	}
 	e.mu.Unlock()
-	close(a.ready)
+	close(a.Ready)
 	if err != nil {
 		return h, err
 	}
@@ -374,7 +387,7 @@ func (e *Executor) awaitRun(ctx context.Context, a *attempt) {
 	deadline := time.After(e.o.StartWait)
 	for !e.fs.IsFile(marker) {
 		select {
-		case <-a.done:
+		case <-a.Done:
 			return
 		case <-ctx.Done():
 			return
@@ -388,20 +401,50 @@ func (e *Executor) awaitRun(ctx context.Context, a *attempt) {
 }
 
 func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *trainingjob.Request, typ string, nodes int, grace time.Duration) (executor.Handle, error) {
-	dir := e.attemptDir(s.AttemptID)
 	// Submitted before (a restart, or a crash before job.json): adopt.
 	if rec, err := e.readRecord(s.AttemptID); err == nil {
 		a.rec = rec
 		return e.handleOf(a), nil
 	}
-	if id, err := e.findJob(ctx, s.AttemptID); err != nil {
-		return executor.Handle{}, err
-	} else if id > 0 {
-		a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace}
-		if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
+	// While slurmctld does not answer, the attempt waits here (STARTING,
+	// holding its capacity) and the submit is retried: each try first
+	// looks for a batch job that an earlier one submitted without hearing
+	// the answer, so there is never a second.
+	for delay := time.Second; ; delay = min(2*delay, 10*time.Second) {
+		h, err := e.submit(ctx, a, s, req, typ, nodes, grace)
+		if err == nil || !controllerDown(err.Error()) {
+			return h, err
+		}
+		e.log.Warn("slurm executor: slurmctld does not answer; the submit is retried", "attempt", s.AttemptID, "in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return h, err
+		case <-e.closed:
+			return h, err
+		case <-time.After(delay):
+		}
+	}
+}
+
+// submit adopts the attempt's batch job if Slurm lists one, else writes
+// the attempt's files and submits it.
+func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req *trainingjob.Request, typ string, nodes int, grace time.Duration) (executor.Handle, error) {
+	dir := e.attemptDir(s.AttemptID)
+	// step.json is written before every sbatch: without it no batch job
+	// of this attempt can exist, and the squeue is saved (one command of
+	// three per start).
+	if e.fs.IsFile(filepath.Join(dir, "step.json")) {
+		id, err := e.findJob(ctx, s.AttemptID)
+		if err != nil {
 			return executor.Handle{}, err
 		}
-		return e.handleOf(a), nil
+		if id > 0 {
+			a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: filepath.Join(e.root, "jobs", s.JobID)}
+			if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
+				return executor.Handle{}, err
+			}
+			return e.handleOf(a), nil
+		}
 	}
 	it, _ := e.o.Config.typeFor(typ)
 	ck, _ := checkpointRel(req)
@@ -412,6 +455,22 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *
 		if err := e.fs.MkdirAll(d, 0o755); err != nil {
 			return executor.Handle{}, e.fileErr("preparing the job's directory", err, s.JobID)
 		}
+	}
+	u, err := e.userFor(s)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	if u != nil {
+		// The job's and the attempt's directories are the user's alone
+		// (their parents, root's, let others only pass through).
+		for _, d := range []string{job, dir} {
+			if err := os.Chmod(d, 0o700); err != nil {
+				return executor.Handle{}, e.fileErr("making the job's directory private", err, s.JobID)
+			}
+		}
+	}
+	if err := e.give(u, s.JobID, l...); err != nil {
+		return executor.Handle{}, err
 	}
 	sp := stepSpec{
 		Argv:            append(append([]string(nil), req.AlgorithmSpecification.ContainerEntrypoint...), req.AlgorithmSpecification.ContainerArguments...),
@@ -434,12 +493,15 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *
 	if err := e.fs.WriteFile(filepath.Join(dir, "step.json"), b, 0o600); err != nil {
 		return executor.Handle{}, e.fileErr("writing step.json", err, s.JobID)
 	}
+	if err := e.give(u, s.JobID, filepath.Join(dir, "step.json")); err != nil { // the step runner reads it as the user
+		return executor.Handle{}, err
+	}
 	if err := e.fs.WriteFile(filepath.Join(dir, "job.sh"), []byte(e.script(s.AttemptID)), 0o700); err != nil {
 		return executor.Handle{}, e.fileErr("writing the batch script", err, s.JobID)
 	}
 	args := []string{"--parsable", "--job-name=" + jobName(s.AttemptID), "--comment=" + e.comment(s.AttemptID),
 		"--partition=" + it.Partition, "--nodes=" + strconv.Itoa(nodes), "--ntasks-per-node=1",
-		"--output=" + filepath.Join(dir, "output.log"), "--open-mode=append", "--chdir=" + job,
+		"--output=" + filepath.Join(dir, "slurm.log"), "--open-mode=append", "--chdir=" + job,
 		"--export=NONE", "--no-requeue"}
 	if it.ShareNodes {
 		args = append(args, "--cpus-per-task="+strconv.Itoa(it.CPUs), "--mem="+it.Memory)
@@ -452,6 +514,9 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *
 	if e.o.Config.Account != "" {
 		args = append(args, "--account="+e.o.Config.Account)
 	}
+	if u != nil {
+		args = append(args, "--uid="+strconv.Itoa(u.uid), "--gid="+strconv.Itoa(u.gid))
+	}
 	args = append(args, filepath.Join(dir, "job.sh"))
 	out, err := e.command(ctx, "sbatch", args...)
 	if err != nil {
@@ -461,7 +526,7 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec, req *
 	if err != nil {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: %v", err)
 	}
-	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace}
+	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: job}
 	if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
 		return executor.Handle{}, err
 	}
@@ -479,7 +544,11 @@ func (e *Executor) script(attemptID string) string {
 		}
 	}
 	b.WriteString(`hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST") || exit 70` + "\n")
-	b.WriteString("exec srun --quiet --export=ALL --kill-on-bad-exit=0 --ntasks-per-node=1 --nodes=\"$SLURM_JOB_NUM_NODES\"")
+	// The command's output goes to output.log, straight from each node's
+	// slurmstepd; srun's own words (a task's exit code, which the exit
+	// records carry anyway) and the batch script's go to slurm.log.
+	out := shellQuote(filepath.Join(e.attemptDir(attemptID), "output.log"))
+	b.WriteString("exec srun --quiet --export=ALL --kill-on-bad-exit=0 --ntasks-per-node=1 --nodes=\"$SLURM_JOB_NUM_NODES\" --open-mode=append --output=" + out + " --error=" + out)
 	for _, a := range e.o.Step {
 		b.WriteString(" " + shellQuote(a))
 	}
@@ -583,12 +652,11 @@ func (e *Executor) handleOf(a *attempt) executor.Handle {
 
 func (e *Executor) readRecord(attemptID string) (jobRecord, error) {
 	var r jobRecord
-	b, err := e.fs.ReadFile(filepath.Join(e.attemptDir(attemptID), "job.json"))
-	if err != nil {
-		return r, err
-	}
-	if err := json.Unmarshal(b, &r); err != nil || r.SlurmJob <= 0 {
-		return r, fmt.Errorf("job.json of %s is damaged", attemptID)
+	if err := e.readJSON(filepath.Join(e.attemptDir(attemptID), "job.json"), &r); err != nil || r.SlurmJob <= 0 {
+		if isNotExist(err) {
+			return r, err
+		}
+		return r, fmt.Errorf("job.json of %s is damaged, or not the server's (%v)", attemptID, err)
 	}
 	return r, nil
 }
@@ -619,13 +687,15 @@ func (e *Executor) command(ctx context.Context, name string, args ...string) (st
 	cmd.Dir = e.root
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
-			return out.String(), fmt.Errorf("%s did not answer within %v (is slurmctld up?): %s", name, e.o.CommandTimeout, strings.TrimSpace(errb.String()))
-		}
-		return out.String(), fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
+	err = cmd.Run()
+	switch {
+	case err != nil && ctx.Err() == context.DeadlineExceeded:
+		err = fmt.Errorf("%s did not answer within %v (is slurmctld up?): %s", name, e.o.CommandTimeout, strings.TrimSpace(errb.String()))
+	case err != nil:
+		err = fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
 	}
-	return out.String(), nil
+	e.noteCommand(name, err)
+	return out.String(), err
 }
 
 func lookPath(name string, env []string) (string, error) {
@@ -765,17 +835,18 @@ func (e *Executor) poll() {
 		var ids []int64
 		for _, a := range e.attempts {
 			select {
-			case <-a.ready:
+			case <-a.Ready:
 			default:
 				continue
 			}
-			if !a.ended && a.startErr == nil {
+			if !a.Ended && a.StartErr == nil {
 				live = append(live, a)
 				ids = append(ids, a.rec.SlurmJob)
 			}
 		}
 		e.mu.Unlock()
 		if len(ids) == 0 {
+			e.checkHealth()
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.CommandTimeout)
@@ -789,7 +860,7 @@ func (e *Executor) poll() {
 			j, known := m[a.rec.SlurmJob]
 			if known && !terminal(j.State) {
 				e.mu.Lock()
-				a.state = j.State
+				a.state, a.reason = j.State, j.Reason
 				e.mu.Unlock()
 				continue
 			}
@@ -804,18 +875,26 @@ func (e *Executor) finish(a *attempt, j jobState, known bool) {
 	x := e.exitOf(a, j, known)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if a.ended {
+	if a.Ended {
 		return
 	}
-	a.exit, a.ended = x, true
-	close(a.done)
+	a.Exit, a.Ended = x, true
+	close(a.Done)
 }
 
 func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 	e.mu.Lock()
-	stopping, killed := a.stopping, a.killed
+	stopping, killed := a.Stopping, a.killed
 	e.mu.Unlock()
 	x := executor.Exit{AttemptID: a.id, Stopped: stopping, At: time.Now().UTC()}
+	if !stopping && known && nodeFailed(j.State) {
+		// Whatever the nodes recorded (the survivors' SIGTERM), the job's
+		// command did not fail: its capacity did. Lost has the daemon
+		// requeue the job without counting a failed attempt.
+		x.ExitCode, x.Lost = -1, true
+		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + j.State + " (" + j.Reason + "): a node of the job failed, so the attempt is requeued without using a retry"
+		return x
+	}
 	recs := e.exitRecords(a.id)
 	if len(recs) > 0 {
 		r := recs[0]
@@ -837,7 +916,7 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 			x.Reason = fmt.Sprintf("Essential process exited with code %d", r.ExitCode)
 		}
 		if !x.Succeeded() && !stopping {
-			if line := e.failureLine(a.id); line != "" {
+			if line := e.failureLine(a); line != "" {
 				x.Reason = line
 			}
 		}
@@ -865,9 +944,15 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + j.State + " (" + j.Reason + ")"
 	default:
 		x.Lost = true
-		x.Reason = "Lost: batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " ended (" + orGone(j.State, known) + ") without the step runner recording how the command ended (see output.log of the attempt in the shared directory)"
+		x.Reason = "Lost: batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " ended (" + orGone(j.State, known) + ") without the step runner recording how the command ended (see slurm.log of the attempt in the shared directory)"
 	}
 	return x
+}
+
+// nodeFailed reports a job that Slurm ended because its nodes failed
+// (NODE_FAIL) or never booted (BOOT_FAIL).
+func nodeFailed(state string) bool {
+	return strings.HasPrefix(state, "NODE_FAIL") || strings.HasPrefix(state, "BOOT_FAIL")
 }
 
 func sigOf(ws int) syscall.Signal { return syscall.Signal(ws & 0x7f) }
@@ -908,16 +993,18 @@ func (e *Executor) exitRecords(attemptID string) []exitRecord {
 // failureLine is the first line of SageMaker's failure file, which the job
 // may write to output/failure; "" if none. It is the job's file: it is read
 // without following links, and at most 1 KiB of it.
-func (e *Executor) failureLine(attemptID string) string {
-	b, err := e.fs.ReadFile(filepath.Join(e.attemptDir(attemptID), "step.json"))
-	if err != nil {
-		return ""
+func (e *Executor) failureLine(a *attempt) string {
+	jobDir := a.rec.JobDir
+	if jobDir == "" {
+		// A record from before job.json named it: step.json, if the
+		// server's own.
+		var sp stepSpec
+		if e.readJSON(filepath.Join(e.attemptDir(a.id), "step.json"), &sp) != nil {
+			return ""
+		}
+		jobDir = sp.JobDir
 	}
-	var sp stepSpec
-	if json.Unmarshal(b, &sp) != nil {
-		return ""
-	}
-	f, err := e.fs.OpenFile(filepath.Join(sp.JobDir, "output", "failure"), os.O_RDONLY, 0)
+	f, err := e.fs.OpenFile(filepath.Join(jobDir, "output", "failure"), os.O_RDONLY, 0)
 	if err != nil {
 		return ""
 	}
@@ -926,25 +1013,6 @@ func (e *Executor) failureLine(attemptID string) string {
 	n, _ := io.ReadFull(f, buf)
 	line, _, _ := strings.Cut(string(buf[:n]), "\n")
 	return strings.TrimSpace(line)
-}
-
-// lookup returns a ready attempt.
-func (e *Executor) lookup(ctx context.Context, id string) (*attempt, error) {
-	e.mu.Lock()
-	a, ok := e.attempts[id]
-	e.mu.Unlock()
-	if !ok {
-		return nil, executor.ErrUnknownAttempt
-	}
-	select {
-	case <-a.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if a.startErr != nil {
-		return nil, executor.ErrUnknownAttempt
-	}
-	return a, nil
 }
 
 // Stop sends SIGTERM to the processes of the attempt's job steps
@@ -957,16 +1025,11 @@ func (e *Executor) lookup(ctx context.Context, id string) (*attempt, error) {
 // checkpoint short and lose the step runner's record of the exit. It returns at once; Wait reports the end once Slurm
 // does, so the capacity stays held until then.
 func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Duration) error {
-	a, err := e.lookup(ctx, attemptID)
-	if err != nil {
+	a, stop, err := executor.BeginStop(ctx, &e.mu, e.attempts, attemptID)
+	if !stop {
 		return err
 	}
 	e.mu.Lock()
-	if a.ended || a.stopping {
-		e.mu.Unlock()
-		return nil
-	}
-	a.stopping = true
 	pending := a.state == "PENDING"
 	e.mu.Unlock()
 	g := a.rec.Grace
@@ -991,7 +1054,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	}
 	go func() {
 		select {
-		case <-a.done:
+		case <-a.Done:
 			return
 		case <-e.closed:
 			return
@@ -1008,7 +1071,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		// proctrack/linuxproc that takes it a few seconds of backing
 		// off); cancel only a job that outlives the kill.
 		select {
-		case <-a.done:
+		case <-a.Done:
 		case <-e.closed:
 		case <-time.After(5 * time.Second):
 			e.command(ctx, "scancel", id) //nolint:errcheck
@@ -1022,16 +1085,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 // Wait blocks until Slurm reports the attempt's batch job ended, and
 // returns how.
 func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, error) {
-	a, err := e.lookup(ctx, attemptID)
-	if err != nil {
-		return executor.Exit{}, err
-	}
-	select {
-	case <-a.done:
-		return a.exit, nil
-	case <-ctx.Done():
-		return executor.Exit{}, ctx.Err()
-	}
+	return executor.WaitFor(ctx, &e.mu, e.attempts, attemptID)
 }
 
 // Recover re-attaches to an attempt started before a restart, from its
@@ -1046,30 +1100,30 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 	e.mu.Lock()
 	if a, ok := e.attempts[h.AttemptID]; ok {
 		e.mu.Unlock()
-		if _, err := e.lookup(ctx, h.AttemptID); err != nil {
+		if _, err := executor.Lookup(ctx, &e.mu, e.attempts, h.AttemptID); err != nil {
 			return executor.Lost, nil
 		}
 		e.mu.Lock()
-		ended := a.ended
+		ended := a.Ended
 		e.mu.Unlock()
 		if ended {
 			return executor.Exited, nil
 		}
 		return executor.Running, nil
 	}
-	a := &attempt{id: h.AttemptID, ready: make(chan struct{}), done: make(chan struct{})}
+	a := &attempt{id: h.AttemptID, Slot: executor.NewSlot()}
 	e.attempts[h.AttemptID] = a
 	e.mu.Unlock()
 	r, err := e.recover(ctx, a)
 	e.mu.Lock()
 	if err != nil || r == executor.Lost {
-		a.startErr = executor.ErrUnknownAttempt
+		a.StartErr = executor.ErrUnknownAttempt
 		delete(e.attempts, h.AttemptID)
 	} else {
 		a.handle = e.handleOf(a)
 	}
 	e.mu.Unlock()
-	close(a.ready)
+	close(a.Ready)
 	e.kick()
 	return r, err
 }
@@ -1096,15 +1150,15 @@ func (e *Executor) recover(ctx context.Context, a *attempt) (executor.Recovery, 
 	}
 	j, known := m[rec.SlurmJob]
 	if known && !terminal(j.State) {
-		a.state = j.State
+		a.state, a.reason = j.State, j.Reason
 		return executor.Running, nil
 	}
 	x := e.exitOf(a, j, known)
 	if x.Lost {
 		return executor.Lost, nil
 	}
-	a.exit, a.ended = x, true
-	close(a.done)
+	a.Exit, a.Ended = x, true
+	close(a.Done)
 	return executor.Exited, nil
 }
 
@@ -1112,7 +1166,7 @@ func (e *Executor) recover(ctx context.Context, a *attempt) (executor.Recovery, 
 func (e *Executor) Forget(attemptID string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if a, ok := e.attempts[attemptID]; ok && a.ended {
+	if a, ok := e.attempts[attemptID]; ok && a.Ended {
 		delete(e.attempts, attemptID)
 	}
 }

@@ -64,11 +64,17 @@ type exitRecord struct {
 // attempt's directory inside it, hosts the allocation's nodes, one a line
 // (scontrol show hostnames).
 func runStep(root, attemptDir, hosts string) int {
-	fs := process.NewBeneath(root)
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(os.Stderr, "qshare step: "+format+"\n", a...)
 		return 70
 	}
+	if rel, err := filepath.Rel(root, attemptDir); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return fail("the attempt's directory is not inside the shared directory")
+	}
+	// Every file the runner touches is in the attempt's directory, which
+	// the job's user owns when the job runs as its principal's user
+	// (above it, root's directories only let it pass through).
+	fs := process.NewBeneath(attemptDir)
 	// A stop (scancel --signal=TERM --full) reaches this runner as well as
 	// the command; the runner stays to record the command's end. A stop
 	// that comes before the command runs is passed on to it.
@@ -137,6 +143,10 @@ func runStep(root, attemptDir, hosts string) int {
 	cmd.Stdin = nil
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stderr
+	// The command leads a process group of its own, as under the process
+	// executor: Slurm signals every process of the step whatever its
+	// group, and the job's processes are one group to whoever looks.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if p := lookPathIn(sp.Argv[0], env); p != "" {
 		cmd.Path = p
 	}

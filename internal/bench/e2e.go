@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -118,11 +120,28 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	if opt.Server.Executor == "" {
 		opt.Server.Executor = "process"
 	}
-	if opt.VsSlurm {
+	if opt.VsSlurm || opt.Server.Executor == "slurm" {
 		// Fail before the qshare half rather than after it.
 		if err := slurm.Available(); err != nil {
-			return E2EResult{}, fmt.Errorf("--vs-slurm: %w", err)
+			return E2EResult{}, fmt.Errorf("--vs-slurm or --executor slurm: %w", err)
 		}
+	}
+	// With the Slurm executor, qshare runs the jobs on the cluster that
+	// then runs the same jobs given to it with sbatch: the two halves run
+	// on one Slurm, one after the other.
+	var cl *slurm.Cluster
+	if opt.Server.Executor == "slurm" {
+		var err error
+		if cl, err = slurm.Start(ctx, slurm.Options{CPUs: opt.Capacity}); err != nil {
+			return E2EResult{}, err
+		}
+		defer cl.Close()
+		args, env, err := slurmServe(cl)
+		if err != nil {
+			return E2EResult{}, err
+		}
+		opt.Server.Args = append(append([]string(nil), opt.Server.Args...), args...)
+		opt.Server.Env = append(append([]string(nil), opt.Server.Env...), env...)
 	}
 	res := E2EResult{Jobs: opt.Jobs, Clients: opt.Clients, Executor: opt.Server.Executor,
 		TmpDir: os.TempDir(), TmpFS: FileSystem(os.TempDir()), LoadAvg: LoadAverage()}
@@ -144,11 +163,12 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 		return res, nil
 	}
 	res.SlurmLoadAvg = LoadAverage()
-	cl, err := slurm.Start(ctx, slurm.Options{CPUs: opt.Capacity})
-	if err != nil {
-		return res, err
+	if cl == nil {
+		if cl, err = slurm.Start(ctx, slurm.Options{CPUs: opt.Capacity}); err != nil {
+			return res, err
+		}
+		defer cl.Close()
 	}
-	defer cl.Close()
 	sr, err := cl.Run(ctx, slurm.RunOptions{Jobs: opt.Jobs, Clients: opt.Clients})
 	if err != nil {
 		return res, err
@@ -160,6 +180,25 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	res.SlurmSubmitLatency = &lat
 	res.Ratio = round(res.JobsPerS/res.SlurmJobsPerS, 2)
 	return res, nil
+}
+
+// slurmServe writes the Slurm executor's configuration for the cluster
+// (the e2e type on its partition, sharing its one node: one CPU slot and
+// 1 MB of the node's nominal memory each) into the cluster's directory,
+// and returns the flags and the environment of a qshare serve over it.
+func slurmServe(cl *slurm.Cluster) (args, env []string, err error) {
+	dir := cl.Config().Dir
+	conf := filepath.Join(dir, "qshare-slurm.yaml")
+	text := "sharedDir: " + filepath.Join(dir, "qshare") + "\ninstanceTypes:\n  " + e2eType + ": {partition: bench, cpus: 1, memory: 1M, shareNodes: true}\n"
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		return nil, nil, fmt.Errorf("bench e2e: %w", err)
+	}
+	for _, kv := range cl.Env() {
+		if strings.HasPrefix(kv, "SLURM_CONF=") {
+			env = append(env, kv)
+		}
+	}
+	return []string{"--slurm-config", conf}, env, nil
 }
 
 func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, opt E2EOptions, res *E2EResult) error {

@@ -19,7 +19,7 @@ import (
 type ServerOptions struct {
 	// Binary is the qshare executable; the running one when empty.
 	Binary string
-	// Executor is "simulated" or "process".
+	// Executor is "simulated", "process" or "slurm".
 	Executor string
 	// MaxSharesPerQueue is passed as --max-quota-shares-per-queue when
 	// non-zero.
@@ -27,8 +27,9 @@ type ServerOptions struct {
 	// LogLevel is passed as --log-level; "warn" when empty, so that the
 	// server does not spend the benchmark writing a record per decision.
 	LogLevel string
-	// Args are extra arguments for serve.
+	// Args are extra arguments for serve; Env is added to its environment.
 	Args []string
+	Env  []string
 	// Auth starts the server with authentication on (--auth), over an auth
 	// file in its directory with one principal allowed everything, whose
 	// new access key is Server.Key.
@@ -93,7 +94,7 @@ func StartServer(ctx context.Context, opt ServerOptions) (*Server, error) {
 		}
 	}
 	srv, err := serveproc.Start(ctx, serveproc.Options{
-		Binary: opt.Binary, DataDir: filepath.Join(dir, "data"), Args: args, Output: logf,
+		Binary: opt.Binary, DataDir: filepath.Join(dir, "data"), Args: args, Env: opt.Env, Output: logf,
 		StopSignal: syscall.SIGTERM, StopWait: 15 * time.Second, StartWait: 30 * time.Second,
 		Group: true, OutliveContext: true,
 	})

@@ -85,6 +85,23 @@ type serverOpts struct {
 	pathPrefix string
 	// args are more flags of qshare serve; env is added to its environment.
 	args, env []string
+	// prepare, when set, is called with the data directory (created)
+	// before the server starts, and returns more flags (the Slurm
+	// executor's configuration file, written there).
+	prepare func(t *testing.T, dataDir string) []string
+	// ended, when set, says whether the executor recorded the end of the
+	// attempt whose directory is given; nil: the process executor's record.
+	ended func(attemptDir string) bool
+}
+
+// endRecorded says whether the executor recorded the end of the attempt
+// whose directory is dir.
+func (o serverOpts) endRecorded(dir string) bool {
+	if o.ended != nil {
+		return o.ended(dir)
+	}
+	_, ended := readAttempt(dir)
+	return ended
 }
 
 // newDataDir returns a fresh data directory. When the test ends, after its
@@ -110,6 +127,10 @@ func startServer(t *testing.T, dataDir string, o serverOpts) *server {
 		args = append(args, "--gpus", o.gpus)
 	}
 	args = append(args, o.args...)
+	if o.prepare != nil {
+		must(t, os.MkdirAll(dataDir, 0o755))
+		args = append(args, o.prepare(t, dataDir)...)
+	}
 	env := append([]string(nil), o.env...)
 	if o.pathPrefix != "" {
 		env = append(env, "PATH="+o.pathPrefix+string(os.PathListSeparator)+os.Getenv("PATH"))

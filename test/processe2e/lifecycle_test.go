@@ -30,7 +30,13 @@ func oneShare(s *server, n int32, inShare bool) {
 // and fails after one attempt.
 func TestSucceedAndRetry(t *testing.T) {
 	skipShort(t)
-	s := startServer(t, newDataDir(t), serverOpts{})
+	succeedAndRetry(t, serverOpts{})
+}
+
+// succeedAndRetry is the body of TestSucceedAndRetry, on a server started with o
+// (TestSlurm runs it on the Slurm executor).
+func succeedAndRetry(t *testing.T, o serverOpts) {
+	s := startServer(t, newDataDir(t), o)
 	oneShare(s, 3, false)
 	retry := &types.ServiceJobRetryStrategy{Attempts: aws.Int32(3), EvaluateOnExit: []types.ServiceJobEvaluateOnExit{
 		{Action: types.ServiceJobRetryActionRetry, OnStatusReason: aws.String("Essential process exited with code 3")},
@@ -151,7 +157,13 @@ func TestTimeout(t *testing.T) {
 // reason given and isTerminated.
 func TestTerminate(t *testing.T) {
 	skipShort(t)
-	s := startServer(t, newDataDir(t), serverOpts{})
+	terminate(t, serverOpts{})
+}
+
+// terminate is the body of TestTerminate, on a server started with o
+// (TestSlurm runs it on the Slurm executor).
+func terminate(t *testing.T, o serverOpts) {
+	s := startServer(t, newDataDir(t), o)
 	oneShare(s, 2, false)
 	g := newGates(t)
 	polite := s.submit(job{name: "polite", share: "s", env: g.env(),
@@ -188,7 +200,7 @@ func TestTerminate(t *testing.T) {
 		if groupAlive(pids[id]) {
 			t.Errorf("%s: its process group %d is still there after FAILED", name, pids[id])
 		}
-		if _, ended := readAttempt(s.attemptDir(id, 1)); !ended {
+		if !o.endRecorded(s.attemptDir(id, 1)) {
 			t.Errorf("%s: the attempt's end is not recorded", name)
 		}
 	}

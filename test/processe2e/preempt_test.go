@@ -43,7 +43,13 @@ func steps(out string) []int { return numbered(stepRE, out) }
 // (its log says so and counts on from the next step) and succeeds.
 func TestInSharePreemptionResume(t *testing.T) {
 	skipShort(t)
-	s := startServer(t, newDataDir(t), serverOpts{})
+	inSharePreemptionResume(t, serverOpts{})
+}
+
+// inSharePreemptionResume is the body of TestInSharePreemptionResume, on a server started with o
+// (TestSlurm runs it on the Slurm executor).
+func inSharePreemptionResume(t *testing.T, o serverOpts) {
+	s := startServer(t, newDataDir(t), o)
 	oneShare(s, 1, true)
 	g := newGates(t)
 	low := s.submit(job{name: "low", share: "s", priority: 1, env: g.env(), script: trainer})
@@ -115,7 +121,13 @@ func TestInSharePreemptionResume(t *testing.T) {
 // job has finished.
 func TestCrossShareReclaim(t *testing.T) {
 	skipShort(t)
-	s := startServer(t, newDataDir(t), serverOpts{})
+	crossShareReclaim(t, serverOpts{})
+}
+
+// crossShareReclaim is the body of TestCrossShareReclaim, on a server started with o
+// (TestSlurm runs it on the Slurm executor).
+func crossShareReclaim(t *testing.T, o serverOpts) {
+	s := startServer(t, newDataDir(t), o)
 	s.setup(map[string]int32{cpu: 2},
 		share{name: "lender", limits: map[string]int32{cpu: 1}, strategy: types.QuotaShareResourceSharingStrategyLend},
 		share{name: "borrower", limits: map[string]int32{cpu: 1}, strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow, borrow: aws.Int32(100)})

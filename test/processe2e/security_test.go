@@ -2,14 +2,14 @@ package processe2e_test
 
 import (
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/internal/jobuser"
 )
 
 // The server's environment holds a cloud secret and a token; a job sees
@@ -50,30 +50,10 @@ func TestAttackServerEnvironment(t *testing.T) {
 // more (issue 14, finding 2: a job ran `id; head /etc/shadow` as root).
 func TestRunAs(t *testing.T) {
 	skipShort(t)
-	if os.Geteuid() != 0 {
-		t.Skip("--run-as needs a server that runs as root, to run jobs as a second Unix user; run the tests as root to cover it")
-	}
-	const name = "qshare-job-test"
-	if _, err := user.Lookup(name); err != nil {
-		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-			t.Skipf("cannot create the user %s that jobs run as: %v: %s", name, err, out)
-		}
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := jobuser.Lookup(t)
+	name := jobuser.Name
 	// The job's user must be able to enter the data directory.
-	base, err := os.MkdirTemp("", "qshare-runas-e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
-	secret := filepath.Join(base, "root-only")
-	if err := os.WriteFile(secret, []byte("SECRET\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	base, secret := jobuser.Dir(t, "qshare-runas-e2e")
 	data := filepath.Join(base, "data")
 	t.Cleanup(func() { killLeftovers(t, data) })
 	s := startServer(t, data, serverOpts{args: []string{"--run-as", name}})

@@ -218,6 +218,9 @@ func (c *Cluster) writeFiles() error {
 		}
 	}
 	os.Chmod(c.cfg.JobDir(), 0o755)
+	// Jobs of other users (the executor's run-as test) use munge too:
+	// they must reach its socket. The key stays root's alone (0400).
+	os.Chmod(filepath.Join(c.cfg.Dir, "munge"), 0o755)
 	for _, n := range c.cfg.NodeNames() {
 		if err := os.MkdirAll(c.cfg.SpoolDir(n), 0o700); err != nil {
 			return fmt.Errorf("slurm: %w", err)

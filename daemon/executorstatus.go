@@ -1,0 +1,111 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+)
+
+// What the executor reports beside the attempts' ends, through its
+// optional interfaces: why a started attempt waits in a scheduler of its
+// own (the job's statusReason), whether the service that runs the
+// attempts answers (the environments' statusReason), and, after a restart,
+// the attempts it started that the store does not hold (swept).
+
+// pendingReasons puts the executor's reason into the statusReason of each
+// RUNNING job whose attempt waits in the executor's own scheduler
+// (executor.PendingReasoner: a Slurm job PENDING for Resources), and
+// "Attempt N is running" back once it runs. A job that is being stopped
+// keeps the stop's reason. Only a change of reason changes the job.
+func (c *cycle) pendingReasons() {
+	d := c.d
+	pr, ok := d.ex.(executor.PendingReasoner)
+	if !ok {
+		return
+	}
+	for _, r := range d.runs {
+		if r.phase != phaseRunning || r.stop != stopNone {
+			continue
+		}
+		why := pr.PendingReason(r.attempt)
+		if why == r.pending && r.pendingSeen {
+			continue
+		}
+		// The first look also puts right what a server before a restart
+		// stored (a wait that is over by now).
+		r.pending, r.pendingSeen = why, true
+		j := c.job(r.job)
+		if j == nil || j.Status != qshare.JobRunning || j.IsTerminated {
+			continue
+		}
+		reason := fmt.Sprintf("Attempt %d is running", r.n)
+		if why != "" {
+			reason = fmt.Sprintf("Attempt %d waits to run in %s: %s", r.n, d.ex.Name(), why)
+		}
+		if j.StatusReason != reason {
+			c.edit(r.job).StatusReason = reason
+		}
+	}
+}
+
+// executorHealth is what the executor says is wrong with the service that
+// runs its attempts (executor.HealthReporter), or "".
+func (d *Daemon) executorHealth() string {
+	if h, ok := d.ex.(executor.HealthReporter); ok {
+		return h.Health()
+	}
+	return ""
+}
+
+// withHealth puts the executor's trouble, while it lasts, in front of each
+// environment's statusReason. It is not stored: it says how things are
+// now, and goes when the trouble does.
+func (d *Daemon) withHealth(es []qshare.ServiceEnvironment) []qshare.ServiceEnvironment {
+	h := d.executorHealth()
+	if h == "" {
+		return es
+	}
+	for i := range es {
+		if es[i].StatusReason == "" {
+			es[i].StatusReason = h
+		} else {
+			es[i].StatusReason = h + "; " + es[i].StatusReason
+		}
+	}
+	return es
+}
+
+// sweep has the executor end what it started that the store does not hold
+// (executor.Sweeper), once after a restart, retrying while it cannot (its
+// service does not answer) and backing off up to 30 s. keep holds the
+// attempts of every unfinished job.
+func (d *Daemon) sweep(ctx context.Context, keep map[string]bool) {
+	sw, ok := d.ex.(executor.Sweeper)
+	if !ok {
+		return
+	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+			swept, err := sw.Sweep(ctx, keep)
+			if len(swept) > 0 {
+				sort.Strings(swept)
+				d.log.Warn("recovery: ended what the executor ran for attempts the store does not hold", "attempts", swept)
+			}
+			if err == nil {
+				return
+			}
+			d.log.Warn("recovery: the executor could not sweep attempts the store does not hold; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+		}
+	}()
+}

@@ -1,0 +1,230 @@
+package processe2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"qshare/executor/slurm/slurmtest"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// gpu is the whole-node instance type of the Slurm tests: one node of the
+// test cluster, with its 2 fake GPUs.
+const gpu = "ml.g5.12xlarge"
+
+// slurmServer returns the options of a `qshare serve --executor slurm`
+// over a throwaway two-node Slurm cluster (slurmtest) that lives as long as
+// the test: each server's data directory is also the executor's sharedDir,
+// so the jobs' directories are where the process executor keeps them. It
+// skips the test where Slurm is not installed or the user is not root.
+func slurmServer(t *testing.T) (serverOpts, *slurmtest.Cluster) {
+	t.Helper()
+	c := slurmtest.StartT(t, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
+	var env []string
+	for _, kv := range c.Env() {
+		if strings.HasPrefix(kv, "SLURM_CONF=") {
+			env = append(env, kv)
+		}
+	}
+	return serverOpts{gpus: "-", env: env,
+		prepare: func(t *testing.T, dataDir string) []string {
+			conf := filepath.Join(dataDir, "slurm.yaml")
+			must(t, os.WriteFile(conf, []byte(`sharedDir: .
+instanceTypes:
+  `+cpu+`: {partition: qs, cpus: 1, memory: 64M, shareNodes: true}
+  `+gpu+`: {partition: qs, gres: "gpu:2", cpus: 64, memory: 4000M}
+`), 0o644))
+			return []string{"--executor", "slurm", "--slurm-config", conf}
+		},
+		// Ended: Slurm is done with the attempt's batch job (job.json names
+		// it). A job killed after its grace has no step runner left to
+		// record its exit, so the record is not what tells.
+		ended: func(dir string) bool {
+			var rec struct{ SlurmJob int64 }
+			b, err := os.ReadFile(filepath.Join(dir, "job.json"))
+			if err != nil || json.Unmarshal(b, &rec) != nil || rec.SlurmJob == 0 {
+				return false
+			}
+			out, err := c.Command(context.Background(), "squeue", "-h", "--states=all", "-j", strconv.FormatInt(rec.SlurmJob, 10), "-o", "%T")
+			if err != nil && strings.Contains(err.Error(), "Invalid job id") {
+				return true // Slurm has forgotten it (MinJobAge): long ended
+			}
+			st := strings.TrimSpace(out)
+			return err == nil && st != "" && st != "PENDING" && st != "RUNNING" && st != "COMPLETING" && st != "SUSPENDED" && st != "CONFIGURING"
+		},
+	}, c
+}
+
+// envReason returns the statusReason of the server's one service
+// environment: a qshare extension of DescribeServiceEnvironments that the
+// SDK does not decode, so it is read from the answer's JSON.
+func (s *server) envReason() string {
+	s.t.Helper()
+	resp, err := http.Post(s.endpoint+"/v1/describeserviceenvironments", "application/json", strings.NewReader("{}"))
+	must(s.t, err)
+	defer resp.Body.Close()
+	var out struct {
+		ServiceEnvironments []struct {
+			StatusReason string `json:"statusReason"`
+		} `json:"serviceEnvironments"`
+	}
+	must(s.t, json.NewDecoder(resp.Body).Decode(&out))
+	if len(out.ServiceEnvironments) != 1 {
+		s.t.Fatalf("DescribeServiceEnvironments listed %d environments, want 1", len(out.ServiceEnvironments))
+	}
+	return out.ServiceEnvironments[0].StatusReason
+}
+
+// TestSlurm runs end-to-end tests through the AWS SDK against qshare serve
+// --executor slurm and a real Slurm: the process executor's own tests of
+// success and retry, termination, in-share preemption with a checkpoint
+// and a resume, and cross-share reclaim, then what only a cluster with a
+// scheduler of its own shows, and a kill -9 of qshare for longer than
+// Slurm's MinJobAge.
+func TestSlurm(t *testing.T) {
+	skipShort(t)
+	o, c := slurmServer(t)
+	t.Run("SucceedAndRetry", func(t *testing.T) { succeedAndRetry(t, o) })
+	t.Run("Terminate", func(t *testing.T) { terminate(t, o) })
+	t.Run("InSharePreemptionResume", func(t *testing.T) { inSharePreemptionResume(t, o) })
+	t.Run("CrossShareReclaim", func(t *testing.T) { crossShareReclaim(t, o) })
+	t.Run("PendingInSlurm", func(t *testing.T) { slurmPending(t, o) })
+	t.Run("ControllerDown", func(t *testing.T) { slurmControllerDown(t, o, c) })
+	t.Run("KillAndRecover", func(t *testing.T) { slurmKillAndRecover(t, o, c) })
+}
+
+// slurmPending: the environment allows three whole-node instances but the
+// partition has two nodes (its statusReason warns of it). A 2-node job
+// holds both (it runs once on each node); qshare starts a third instance's
+// job within the limits, Slurm keeps it PENDING, and the job, RUNNING in
+// qshare, says why in Slurm's words. Once the 2-node job ends, it runs
+// and succeeds.
+func slurmPending(t *testing.T, o serverOpts) {
+	s := startServer(t, newDataDir(t), o)
+	s.setup(map[string]int32{gpu: 3}, share{name: "s", limits: map[string]int32{gpu: 3}, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	if r := s.envReason(); !strings.Contains(r, "partition qs has 2 nodes") {
+		t.Errorf("environment statusReason %q, want the capacity warning", r)
+	}
+	g := newGates(t)
+	two := s.submit(job{name: "two", share: "s", unit: gpu, count: 2, env: g.env(),
+		script: `echo "on $SM_CURRENT_HOST of $SM_HOSTS"; ` + waitGate})
+	s.awaitRunning(two, 1)
+	out := s.awaitLog(two, 1, "on n2")
+	if !strings.Contains(out, `on n1 of ["n1","n2"]`) || !strings.Contains(out, `on n2 of ["n1","n2"]`) {
+		t.Errorf("the 2-node job's log %q, want one line from each node", out)
+	}
+	one := s.submit(job{name: "one", share: "s", unit: gpu, script: `echo "one ran"`})
+	s.await(one, "RUNNING, waiting in Slurm", func(d *batch.DescribeServiceJobOutput) bool {
+		return d.Status == types.ServiceJobStatusRunning && aws.ToString(d.StatusReason) == "Attempt 1 waits to run in slurm: Resources"
+	})
+	g.release("two")
+	s.awaitStatus(two, types.ServiceJobStatusSucceeded)
+	d := s.awaitStatus(one, types.ServiceJobStatusSucceeded)
+	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 0" {
+		t.Errorf("one: attempts %q", got)
+	}
+}
+
+// slurmControllerDown: slurmctld is stopped while a job runs and ends; the
+// environment's statusReason says that slurmctld does not answer, the job
+// stays RUNNING (its capacity held), and once slurmctld is back the job's
+// exit is recorded from the step runner's record, the reason is gone, and
+// a job submitted meanwhile runs once.
+func slurmControllerDown(t *testing.T, o serverOpts, c *slurmtest.Cluster) {
+	s := startServer(t, newDataDir(t), o)
+	oneShare(s, 2, false)
+	g := newGates(t)
+	first := s.submit(job{name: "first", share: "s", env: g.env(), script: `echo started; ` + waitGate + `exit 5`})
+	s.awaitRunning(first, 1)
+	s.awaitLog(first, 1, "started")
+	must(t, c.StopController())
+	restarted := false
+	defer func() {
+		if !restarted {
+			c.StartController(context.Background()) //nolint:errcheck
+		}
+	}()
+	g.release("first") // it exits 5 while nobody can ask Slurm
+	later := s.submit(job{name: "later", share: "s", script: `echo "later ran"`})
+	awaitFile(t, "the environment to say slurmctld is down", func() bool { return strings.Contains(s.envReason(), "slurmctld does not answer") })
+	if d := s.describe(first); d.Status != types.ServiceJobStatusRunning {
+		t.Errorf("first is %s while slurmctld is down, want RUNNING (its end is not known yet)", d.Status)
+	}
+	must(t, c.StartController(context.Background()))
+	restarted = true
+	d := s.awaitStatus(first, types.ServiceJobStatusFailed)
+	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 5" {
+		t.Errorf("first: attempts %q, want one that exited with code 5", got)
+	}
+	d = s.awaitStatus(later, types.ServiceJobStatusSucceeded)
+	if len(d.Attempts) != 1 {
+		t.Errorf("later: %d attempts, want 1", len(d.Attempts))
+	}
+	awaitFile(t, "the environment's statusReason to clear", func() bool { return s.envReason() == "" })
+	out, err := c.Command(context.Background(), "squeue", "-h", "--states=all", "-o", "%j")
+	must(t, err)
+	if n := strings.Count(out, "qshare-"+later+"-"); n > 1 {
+		t.Errorf("the later job has %d batch jobs in Slurm, want one:\n%s", n, out)
+	}
+}
+
+// slurmKillAndRecover: qshare serve is killed with SIGKILL while two batch
+// jobs run and a third job waits for capacity. While it is down one job
+// ends with exit code 7, and the server stays down until Slurm has
+// forgotten that job (MinJobAge, 2 s here); the other goes on. The
+// restarted server records the exit from the step runner's record,
+// re-attaches to the running job (its log goes on, one attempt), starts
+// the waiting one, and no attempt has a second batch job.
+func slurmKillAndRecover(t *testing.T, o serverOpts, c *slurmtest.Cluster) {
+	dataDir := newDataDir(t)
+	s := startServer(t, dataDir, o)
+	oneShare(s, 2, false)
+	g := newGates(t)
+	keep := s.submit(job{name: "keep", share: "s", env: g.env(), script: `echo "keep attempt $QSHARE_ATTEMPT"; ` + waitGate + `echo "keep done"`})
+	fail := s.submit(job{name: "fail", share: "s", env: g.env(), script: `echo "fail attempt $QSHARE_ATTEMPT"; ` + waitGate + `exit 7`})
+	for _, id := range []string{keep, fail} {
+		s.awaitRunning(id, 1)
+		s.awaitLog(id, 1, "attempt 1")
+	}
+	waiter := s.submit(job{name: "waiter", share: "s", script: `echo "waiter ran attempt $QSHARE_ATTEMPT"`})
+	s.kill()
+	g.release("fail")
+	awaitFile(t, "fail's exit recorded and forgotten by Slurm", func() bool {
+		m, _ := filepath.Glob(filepath.Join(s.attemptDir(fail, 1), "exit-*.json"))
+		if len(m) == 0 {
+			return false
+		}
+		out, err := c.Command(context.Background(), "squeue", "-h", "--states=all", "--name=qshare-"+fail+"-1", "-o", "%i")
+		return err == nil && strings.TrimSpace(out) == ""
+	})
+	s2 := startServer(t, dataDir, o)
+	d := s2.awaitStatus(fail, types.ServiceJobStatusFailed)
+	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 7" {
+		t.Errorf("fail: attempts %q, want one that exited with code 7", got)
+	}
+	if d := s2.describe(keep); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
+		t.Errorf("keep after the restart: %s with %d attempts, want RUNNING its first", d.Status, len(d.Attempts))
+	}
+	s2.awaitStatus(waiter, types.ServiceJobStatusSucceeded)
+	g.release("keep")
+	d = s2.awaitStatus(keep, types.ServiceJobStatusSucceeded)
+	if len(d.Attempts) != 1 || !strings.Contains(s2.mustLogs(keep, 1), "keep done") {
+		t.Errorf("keep: %d attempts, log %q; want one attempt that ran to its end", len(d.Attempts), s2.mustLogs(keep, 1))
+	}
+	out, err := c.Command(context.Background(), "squeue", "-h", "--states=all", "-o", "%j")
+	must(t, err)
+	for _, id := range []string{keep, waiter} {
+		if n := strings.Count(out, "qshare-"+id+"-"); n > 1 {
+			t.Errorf("job %s has %d batch jobs in Slurm, want at most one:\n%s", id, n, out)
+		}
+	}
+}
