@@ -142,13 +142,23 @@ func (s *share) rq(j *job) *runQueue {
 	if s.fair != nil {
 		return &s.fair.ids[j.ident].runq
 	}
+	if s.plans != nil && j.plan != 0 {
+		// A job of a plan that is not open is parked in the plan's queue.
+		if p := s.planByIdx(j.plan); p != nil && !p.open {
+			return &p.rq
+		}
+	}
 	return &s.runq
 }
 
 // runnable counts the share's RUNNABLE jobs.
 func (s *share) runnable() int {
 	if s.fair == nil {
-		return s.runq.Len()
+		n := s.runq.Len()
+		for _, p := range s.plans {
+			n += p.rq.Len()
+		}
+		return n
 	}
 	n := 0
 	for _, id := range s.fair.ids {
