@@ -55,8 +55,11 @@ type plan struct {
 	start int64
 	close int64 // End - Warning: when its capacity goes
 	end   int64
-	// open says its capacity is in its share's and environment's limits.
-	open bool
+	// open says its capacity is in its share's and environment's limits;
+	// restored says Restore gave it a holding job while it was not open
+	// (a restart), which the next look at the plans stops if it is closed.
+	open     bool
+	restored bool
 	// used is what the plan's jobs hold or are reserved, of type t.
 	used int64
 	// jobs counts the engine's jobs that name the plan.
@@ -304,11 +307,12 @@ func (e *Engine) applyPlans(now int64) {
 		switch {
 		case want && !p.open:
 			e.openPlan(p)
-		case !want && (p.open || p.used > 0):
+		case !want && (p.open || p.restored && now >= p.close):
 			// Also after a restart that restored the plan's attempts
 			// past its close.
 			e.closePlan(p, now)
 		}
+		p.restored = false
 		e.setPlanText(p)
 		for _, j := range p.announce {
 			if j.state == JobRunnable && !p.open && j.reason != p.waitText {

@@ -182,6 +182,10 @@ func (e *Engine) Restore(j JobSpec, startedAt time.Time) error {
 		return err
 	}
 	e.hold(jb, startedAt.UnixNano())
+	if p := e.planOf(jb); p != nil && !p.open {
+		p.restored = true
+		e.planCheck = true
+	}
 	e.markDirty(jb.sh.q.env)
 	return nil
 }
