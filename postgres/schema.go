@@ -79,6 +79,12 @@ var migrations = []string{
 		END IF;
 	END
 	$$;`,
+	// 2: capacity plans (issue 21), keyed by name like the other
+	// resources.
+	`CREATE TABLE plans (
+		name text COLLATE "C" PRIMARY KEY,
+		data text NOT NULL
+	);`,
 }
 
 // migrate creates the schema_version table if needed and applies the
