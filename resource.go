@@ -144,6 +144,9 @@ type Job struct {
 	// QuotaShare is empty for a job in a queue without a quota-share policy.
 	QuotaShare      string    `json:"quotaShare,omitempty"`
 	ShareIdentifier string    `json:"shareIdentifier,omitempty"`
+	// CapacityPlan is the ARN of the capacity plan the job runs on (its
+	// payload's ResourceConfig.TrainingPlanArn), or empty.
+	CapacityPlan string `json:"capacityPlan,omitempty"`
 	ServiceJobType  string    `json:"serviceJobType"`
 	Priority        int       `json:"priority"`
 	Status          JobStatus `json:"status"`

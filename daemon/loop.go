@@ -84,6 +84,9 @@ type run struct {
 	// ownStart: the attempt was started within its share's own limit
 	// (nothing borrowed); false for an attempt recovered after a restart.
 	ownStart bool
+	// grace is the stop's grace period when it is not the configured one:
+	// a capacity plan's end stops the attempt to have stopped by then.
+	grace time.Duration
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
@@ -627,6 +630,10 @@ func (c *cycle) decide(dec engine.Decision) {
 		}
 		d.observePreempt(c, dec, r)
 		r.stop, r.final = stopPreempt, dec.Final
+		if !dec.StopBy.IsZero() {
+			// A capacity plan ends: stop gracefully, killed by its end.
+			r.grace = dec.StopBy.Sub(c.now)
+		}
 		d.notePreempt(dec.Job, dec.For)
 		r.reason = fmt.Sprintf("%s (%s): %s", preemptPrefix, kind, dec.Reason)
 		j := c.edit(dec.Job)
@@ -689,7 +696,11 @@ func (c *cycle) stopRun(r *run) {
 		r.stopSent = true
 		attempt, job := r.attempt, r.job
 		c.effects = append(c.effects, func() {
-			if err := d.ex.Stop(c.ctx, attempt, d.cfg.StopGrace); err != nil {
+			grace := d.cfg.StopGrace
+			if r.grace > 0 {
+				grace = r.grace
+			}
+			if err := d.ex.Stop(c.ctx, attempt, grace); err != nil {
 				if errors.Is(err, executor.ErrUnknownAttempt) {
 					d.post(op{kind: opExited, id: job, attempt: attempt, lost: true,
 						exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Reason: "the executor does not know the attempt", At: d.now()}})
@@ -857,5 +868,5 @@ func (d *Daemon) spec(j *qshare.Job) engine.JobSpec {
 		retries = *j.PreemptionRetries
 	}
 	return engine.JobSpec{ID: j.ID, Queue: j.JobQueue, Share: share, Priority: j.Priority, Created: j.CreatedAt,
-		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions, ShareIdentifier: j.ShareIdentifier}
+		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions, ShareIdentifier: j.ShareIdentifier, Plan: j.CapacityPlan}
 }

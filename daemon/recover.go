@@ -49,6 +49,13 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 			return fmt.Errorf("daemon: restore quota share %s/%s: %w", sh.JobQueue, sh.Name, err)
 		}
 	}
+	for i := range s.Plans {
+		p := s.Plans[i]
+		d.plans[p.Name] = &p
+		if err := d.eng.SetPlan(engine.PlanOf(&p)); err != nil {
+			return fmt.Errorf("daemon: restore capacity plan %s: %w", p.Name, err)
+		}
+	}
 	if err := d.settleRecovered(ctx); err != nil {
 		return fmt.Errorf("daemon: recovery commit of resources: %w", err)
 	}
@@ -99,7 +106,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 		}
 	}
 	d.log.Info("recovered from store", "environments", len(s.Environments), "policies", len(s.Policies), "queues", len(s.Queues),
-		"shares", len(s.Shares), "jobs", len(s.Jobs), "unfinished", counts)
+		"shares", len(s.Shares), "plans", len(s.Plans), "jobs", len(s.Jobs), "unfinished", counts)
 	return nil
 }
 

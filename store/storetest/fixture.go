@@ -110,6 +110,7 @@ func FullJob(id string, created time.Time) qshare.Job {
 		JobQueue:        "q",
 		QuotaShare:      "research",
 		ShareIdentifier: "blue",
+		CapacityPlan:    "arn:aws:sagemaker:us-east-1:000000000000:training-plan/plan-a",
 		ServiceJobType:  "SAGEMAKER_TRAINING",
 		Priority:        17,
 		Status:          qshare.JobRunning,
