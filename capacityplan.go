@@ -87,7 +87,7 @@ func ValidateCapacityPlan(field string, p *CapacityPlan) error {
 	if err := ValidateName(f("jobQueue"), p.JobQueue); err != nil {
 		return err
 	}
-	if err := ValidateName(f("quotaShare"), p.QuotaShare); err != nil {
+	if err := ValidateName(f("quotaShareName"), p.QuotaShare); err != nil {
 		return err
 	}
 	if p.InstanceType == "" || len(p.InstanceType) > 128 || strings.ContainsFunc(p.InstanceType, func(r rune) bool { return r <= ' ' || r > '~' }) {

@@ -418,6 +418,8 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	mux := http.NewServeMux()
 	mux.Handle(logstream.PathPrefix, health.Gate(&logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}))
 	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
+	mux.Handle(api.PlansPath, health.Gate(api.PlansHandler(d)))
+	mux.Handle(api.PlansPath+"/", health.Gate(api.PlansHandler(d)))
 	mountDashboard(mux, health, d, events) // the dashboard at /ui/ (serve_web.go)
 	mux.Handle("/", health.Gate(apiHandler))
 	mux.Handle(metrics.HealthzPath, health.Healthz())
