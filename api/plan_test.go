@@ -3,7 +3,6 @@ package api_test
 import (
 	"encoding/json"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -22,14 +21,8 @@ func planCall(t *testing.T, base, method, path, body string) (int, string, []byt
 	if body != "" {
 		r = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, base+path, r)
-	must(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	must(t, err)
-	return resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), b
+	code, h, b := callExtension(t, method, base+path, r)
+	return code, h.Get("X-Amzn-ErrorType"), b
 }
 
 // TestPlansEndpoint: PUT creates and replaces a capacity plan, GET reads
