@@ -110,3 +110,72 @@ func ValidateCapacityPlan(field string, p *CapacityPlan) error {
 	}
 	return nil
 }
+
+// PlansPath is where a qshare server serves its capacity plans (a qshare
+// extension): GET PlansPath lists them ({"capacityPlans": [PlanBody...]});
+// GET, PUT (a PlanBody) and DELETE PlansPath/NAME read, create or replace,
+// and delete one.
+const PlansPath = "/qshare/v1/capacity-plans"
+
+// PlanBody is a capacity plan on the wire of PlansPath: the body of a PUT
+// (without capacityPlanArn and createdAt, which the server sets) and of
+// the answers. Times are RFC 3339.
+type PlanBody struct {
+	CapacityPlanName string `json:"capacityPlanName,omitempty"`
+	CapacityPlanArn  string `json:"capacityPlanArn,omitempty"`
+	JobQueue         string `json:"jobQueue"`
+	QuotaShareName   string `json:"quotaShareName"`
+	InstanceType     string `json:"instanceType"`
+	InstanceCount    int64  `json:"instanceCount"`
+	StartTime        string `json:"startTime"`
+	EndTime          string `json:"endTime"`
+	// WarningSeconds is how long before endTime what runs on the plan is
+	// stopped, to have stopped by then; absent means 600.
+	WarningSeconds *int64 `json:"warningSeconds,omitempty"`
+	CreatedAt      string `json:"createdAt,omitempty"`
+}
+
+// PlanBodyOf is p on the wire.
+func PlanBodyOf(p CapacityPlan) PlanBody {
+	b := PlanBody{CapacityPlanName: p.Name, CapacityPlanArn: p.ARN, JobQueue: p.JobQueue, QuotaShareName: p.QuotaShare,
+		InstanceType: p.InstanceType, InstanceCount: p.InstanceCount, StartTime: p.StartTime.UTC().Format(time.RFC3339Nano),
+		EndTime: p.EndTime.UTC().Format(time.RFC3339Nano), WarningSeconds: p.WarningSeconds}
+	if !p.CreatedAt.IsZero() {
+		b.CreatedAt = p.CreatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	return b
+}
+
+// Plan reads b back: its times must be RFC 3339 (an EINVALID error that
+// names the member otherwise). The plan is not validated further (see
+// ValidateCapacityPlan).
+func (b PlanBody) Plan() (CapacityPlan, error) {
+	p := CapacityPlan{Name: b.CapacityPlanName, ARN: b.CapacityPlanArn, JobQueue: b.JobQueue, QuotaShare: b.QuotaShareName,
+		InstanceType: b.InstanceType, InstanceCount: b.InstanceCount, WarningSeconds: b.WarningSeconds}
+	var err error
+	if p.StartTime, err = planTime("startTime", b.StartTime); err != nil {
+		return CapacityPlan{}, err
+	}
+	if p.EndTime, err = planTime("endTime", b.EndTime); err != nil {
+		return CapacityPlan{}, err
+	}
+	if b.CreatedAt != "" {
+		p.CreatedAt, _ = time.Parse(time.RFC3339Nano, b.CreatedAt)
+	}
+	return p, nil
+}
+
+// planTime reads a time member of a PlanBody.
+func planTime(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, Errorf(EINVALID, "%s is required: give an RFC 3339 time such as 2026-12-01T00:00:00Z", field)
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || len(v) > 64 {
+		if len(v) > 64 {
+			v = v[:64] + "…"
+		}
+		return time.Time{}, Errorf(EINVALID, "%s %q is not an RFC 3339 time: give one such as 2026-12-01T00:00:00Z", field, v)
+	}
+	return t, nil
+}

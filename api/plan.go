@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"qshare"
 	"qshare/auth"
@@ -19,7 +18,7 @@ import (
 //	GET    /qshare/v1/capacity-plans/NAME   one plan
 //	PUT    /qshare/v1/capacity-plans/NAME   create it, or replace it whole
 //	DELETE /qshare/v1/capacity-plans/NAME   delete it
-const PlansPath = "/qshare/v1/capacity-plans"
+const PlansPath = qshare.PlansPath
 
 // The actions of the capacity-plan endpoint, on the plan's ARN
 // (arn:aws:sagemaker:REGION:ACCOUNT:training-plan/NAME), or "*" for the
@@ -33,45 +32,9 @@ const (
 	ActionDescribeCapacityPlans = actionPrefix + "DescribeCapacityPlans"
 )
 
-// PlanBody is a capacity plan on the wire: the body of a PUT (without arn
-// and createdAt, which the server sets) and of the answers. Times are
-// RFC 3339.
-type PlanBody struct {
-	CapacityPlanName string `json:"capacityPlanName,omitempty"`
-	CapacityPlanArn  string `json:"capacityPlanArn,omitempty"`
-	JobQueue         string `json:"jobQueue"`
-	QuotaShareName   string `json:"quotaShareName"`
-	InstanceType     string `json:"instanceType"`
-	InstanceCount    int64  `json:"instanceCount"`
-	StartTime        string `json:"startTime"`
-	EndTime          string `json:"endTime"`
-	// WarningSeconds is how long before endTime what runs on the plan is
-	// stopped, to have stopped by then; absent means 600.
-	WarningSeconds *int64 `json:"warningSeconds,omitempty"`
-	CreatedAt      string `json:"createdAt,omitempty"`
-}
-
 // PlansResponse is the body of GET PlansPath.
 type PlansResponse struct {
-	CapacityPlans []PlanBody `json:"capacityPlans"`
-}
-
-func planOut(p qshare.CapacityPlan) PlanBody {
-	return PlanBody{CapacityPlanName: p.Name, CapacityPlanArn: p.ARN, JobQueue: p.JobQueue, QuotaShareName: p.QuotaShare,
-		InstanceType: p.InstanceType, InstanceCount: p.InstanceCount, StartTime: p.StartTime.UTC().Format(time.RFC3339Nano),
-		EndTime: p.EndTime.UTC().Format(time.RFC3339Nano), WarningSeconds: p.WarningSeconds, CreatedAt: p.CreatedAt.UTC().Format(time.RFC3339Nano)}
-}
-
-// planTime reads a time member of a PUT body.
-func planTime(field, v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, qshare.Errorf(qshare.EINVALID, "%s is required: give an RFC 3339 time such as 2026-12-01T00:00:00Z", field)
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil || len(v) > 64 {
-		return time.Time{}, qshare.Errorf(qshare.EINVALID, "%s %q is not an RFC 3339 time: give one such as 2026-12-01T00:00:00Z", field, truncate(v, 64))
-	}
-	return t, nil
+	CapacityPlans []qshare.PlanBody `json:"capacityPlans"`
 }
 
 func truncate(s string, n int) string {
@@ -107,9 +70,9 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 				writeError(w, err)
 				return
 			}
-			out := PlansResponse{CapacityPlans: []PlanBody{}}
+			out := PlansResponse{CapacityPlans: []qshare.PlanBody{}}
 			for _, p := range d.Plans() {
-				out.CapacityPlans = append(out.CapacityPlans, planOut(p))
+				out.CapacityPlans = append(out.CapacityPlans, qshare.PlanBodyOf(p))
 			}
 			writeJSON(w, http.StatusOK, out)
 			return
@@ -137,7 +100,7 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 				writeError(w, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, planOut(p))
+			writeJSON(w, http.StatusOK, qshare.PlanBodyOf(p))
 		case http.MethodDelete:
 			if err := d.DeletePlan(r.Context(), name); err != nil {
 				writeError(w, err)
@@ -150,7 +113,7 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 				writeError(w, err)
 				return
 			}
-			var in PlanBody
+			var in qshare.PlanBody
 			if err := decode(body, &in); err != nil {
 				writeError(w, err)
 				return
@@ -159,23 +122,18 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 				writeError(w, qshare.Errorf(qshare.EINVALID, "capacityPlanName %q is not the name in the path, %q: leave it out, or give the same", truncate(in.CapacityPlanName, 128), name))
 				return
 			}
-			start, err := planTime("startTime", in.StartTime)
+			pl, err := in.Plan()
 			if err != nil {
 				writeError(w, err)
 				return
 			}
-			end, err := planTime("endTime", in.EndTime)
+			p, err := d.PutPlan(r.Context(), daemon.PlanInput{Name: name, JobQueue: pl.JobQueue, QuotaShare: pl.QuotaShare,
+				InstanceType: pl.InstanceType, InstanceCount: pl.InstanceCount, StartTime: pl.StartTime, EndTime: pl.EndTime, WarningSeconds: pl.WarningSeconds})
 			if err != nil {
 				writeError(w, err)
 				return
 			}
-			p, err := d.PutPlan(r.Context(), daemon.PlanInput{Name: name, JobQueue: in.JobQueue, QuotaShare: in.QuotaShareName,
-				InstanceType: in.InstanceType, InstanceCount: in.InstanceCount, StartTime: start, EndTime: end, WarningSeconds: in.WarningSeconds})
-			if err != nil {
-				writeError(w, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, planOut(p))
+			writeJSON(w, http.StatusOK, qshare.PlanBodyOf(p))
 		}
 	})
 }

@@ -366,3 +366,55 @@ jobQueues:
 		}
 	}
 }
+
+// TestCapacityPlans: capacityPlans parse into the engine's plans (named by
+// their training-plan ARN); bad plans are problems with their line and
+// path.
+func TestCapacityPlans(t *testing.T) {
+	data, err := os.ReadFile("../examples/three-shares.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := `capacityPlans:
+  - capacityPlanName: p5
+    jobQueue: training
+    quotaShareName: QS1
+    instanceType: ml.p5.48xlarge
+    instanceCount: 16
+    startTime: 2026-12-01T00:00:00Z
+    endTime: 2026-12-15T00:00:00Z
+`
+	f, err := Parse("f.yaml", append(append([]byte{}, data...), plans...), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Engine()
+	want := engine.PlanConfig{Name: "arn:aws:sagemaker:us-east-1:000000000000:training-plan/p5", Label: "p5", Queue: "training", Share: "QS1",
+		InstanceType: "ml.p5.48xlarge", Count: 16, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC),
+		Warning: 10 * time.Minute}
+	if len(c.Plans) != 1 || !reflect.DeepEqual(c.Plans[0], want) {
+		t.Fatalf("plans %+v, want %+v", c.Plans, want)
+	}
+	if g := f.Clone(); !reflect.DeepEqual(g.CapacityPlans, f.CapacityPlans) {
+		t.Fatal("Clone loses the plans")
+	}
+	n := strings.Count(string(data), "\n")
+	for _, bad := range []struct{ from, to, path, text string }{
+		{"startTime: 2026-12-01T00:00:00Z", "startTime: tomorrow", "capacityPlans[0].startTime", "not an RFC 3339 time"},
+		{"QS1", "QS9", "capacityPlans[0].quotaShareName", "names no quota share"},
+		{"jobQueue: training", "jobQueue: other", "capacityPlans[0].jobQueue", "names no job queue"},
+		{"instanceCount: 16", "instanceCount: 0", "capacityPlans[0].instanceCount", "instanceCount 0 is not valid"},
+		{"endTime: 2026-12-15T00:00:00Z", "endTime: 2026-11-15T00:00:00Z", "capacityPlans[0].endTime", "must be after startTime"},
+		{"instanceType: ml.p5.48xlarge", "instanceTyp: ml.p5.48xlarge", "capacityPlans[0].instanceTyp", `did you mean "instanceType"`},
+	} {
+		_, err := Parse("f.yaml", append(append([]byte{}, data...), strings.Replace(plans, bad.from, bad.to, 1)...), Options{})
+		var errs *Errors
+		if !errors.As(err, &errs) || len(errs.Problems) == 0 {
+			t.Fatalf("%s → %s: %v; want problems", bad.from, bad.to, err)
+		}
+		p := errs.Problems[0]
+		if p.Path != bad.path || !strings.Contains(p.Message, bad.text) || p.Pos.Line <= n {
+			t.Errorf("%s → %s: line %d %s %q; want a line after %d, %s ...%q...", bad.from, bad.to, p.Pos.Line, p.Path, p.Message, n, bad.path, bad.text)
+		}
+	}
+}
