@@ -160,7 +160,7 @@ type Checker struct {
 	stoppingBy map[string]map[string]bool
 	// protEnds holds the ends of the protections of holding jobs of
 	// shares with a minimum run time, earliest first.
-	protEnds  protHeap
+	protEnds protHeap
 	// plans are the configuration's capacity plans by ARN.
 	plans     map[string]*planState
 	planOrder []*planState
@@ -192,8 +192,8 @@ type shareState struct {
 	noQuota bool
 	// planWaiting counts the share's waiting jobs of capacity plans.
 	planWaiting int
-	usage   qshare.Capacity
-	waiting waitHeap
+	usage       qshare.Capacity
+	waiting     waitHeap
 }
 
 type jobState struct {
