@@ -284,7 +284,7 @@ func TestWhatIf(t *testing.T) {
 		{"share.QS1.maxCapacity.ml.g5.xlarge=0", "capacityLimits is required"},
 		{"env.nope.state=DISABLED", `no service environment "nope"`},
 		{"share.QS1", "is not KEY=VALUE"},
-		{"pool.x.y=1", "must start with env., share. or queue."},
+		{"pool.x.y=1", "must start with env., share., queue. or plan."},
 		{"share.QS1.colour=red", `unknown field "colour"`},
 		{"share.QS1.borrowLimit=lots", `"lots" is not an integer`},
 	} {
@@ -415,6 +415,46 @@ func TestCapacityPlans(t *testing.T) {
 		p := errs.Problems[0]
 		if p.Path != bad.path || !strings.Contains(p.Message, bad.text) || p.Pos.Line <= n {
 			t.Errorf("%s → %s: line %d %s %q; want a line after %d, %s ...%q...", bad.from, bad.to, p.Pos.Line, p.Path, p.Message, n, bad.path, bad.text)
+		}
+	}
+}
+
+// TestWhatIfPlan: --what-if plan.NAME=... adds, replaces and removes a
+// capacity plan, for the only share or the one named; a bad value says
+// how to write it.
+func TestWhatIfPlan(t *testing.T) {
+	f := parseExample(t)
+	g, err := f.WhatIf([]string{"plan.big=ml.g5.xlarge:16@2026-12-01T00:00/14d:share=QS1:warning=5m"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := int64(300)
+	want := qshare.CapacityPlan{Name: "big", JobQueue: "training", QuotaShare: "QS1", InstanceType: "ml.g5.xlarge", InstanceCount: 16,
+		StartTime: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), EndTime: time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC), WarningSeconds: &w}
+	if len(g.CapacityPlans) != 1 || !reflect.DeepEqual(g.CapacityPlans[0], want) || len(f.CapacityPlans) != 0 {
+		t.Fatalf("plans %+v (the original has %d)", g.CapacityPlans, len(f.CapacityPlans))
+	}
+	if d := Describe(f, g); len(d) != 1 || d[0] != "plan big: 16 ml.g5.xlarge for training/QS1 from 2026-12-01T00:00:00Z to 2026-12-15T00:00:00Z (warning 5m0s)" {
+		t.Fatalf("Describe: %q", d)
+	}
+	h, err := g.WhatIf([]string{"plan.big=none"}, Options{})
+	if err != nil || len(h.CapacityPlans) != 0 {
+		t.Fatalf("plan.big=none: %v, %+v", err, h)
+	}
+	for _, bad := range []struct{ kv, want string }{
+		{"plan.big=ml.g5.xlarge:16", "TYPE:COUNT@START/LENGTH"},
+		{"plan.big=ml.g5.xlarge:many@2026-12-01/14d:share=QS1", "not an integer"},
+		{"plan.big=ml.g5.xlarge:2@tomorrow/14d:share=QS1", "is not a time"},
+		{"plan.big=ml.g5.xlarge:2@2026-12-01/two weeks:share=QS1", "not a duration"},
+		{"plan.big=ml.g5.xlarge:2@2026-12-01/14d", "say which share"},
+		{"plan.big=ml.g5.xlarge:2@2026-12-01/14d:share=QS9", "QS9"},
+		{"plan.big=ml.g5.xlarge:0@2026-12-01/14d:share=QS1", "instanceCount"},
+		{"plan.big=ml.g5.xlarge:2@2026-12-01/14d:share=QS1:warning=15d", "warningSeconds"},
+		{"plan.no/pe=ml.g5.xlarge:2@2026-12-01/14d:share=QS1", "plan.NAME"},
+		{"plan.big=none", "no capacity plan big"},
+	} {
+		if _, err := f.WhatIf([]string{bad.kv}, Options{}); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v; want an error saying %q", bad.kv, err, bad.want)
 		}
 	}
 }

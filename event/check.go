@@ -378,6 +378,11 @@ func (c *Checker) Close() ([]Violation, Summary) {
 	}
 	c.endInstant()
 	c.protectionEnds(0, false)
+	for _, p := range c.planOrder {
+		if !p.ended && c.now >= p.end+c.opts.Settle {
+			c.planEnded(p, c.now)
+		}
+	}
 	var late []string
 	for job := range c.forJobs {
 		late = append(late, job)
@@ -1110,8 +1115,9 @@ func (c *Checker) reclaimable(s *shareState, h, j *jobState, at float64, shareCo
 
 // planEdges applies the window edges of the capacity plans that time t
 // has reached: an opening adds the plan's capacity to its environment's
-// and its share's limits, a close takes it away; and once a plan's end
-// (and Settle) has passed, nothing of the plan may still hold capacity.
+// and its share's limits, a close takes it away; and at the first instant
+// after a plan's end (and Settle), nothing of the plan may still hold
+// capacity (the lines at the end itself may still give it back).
 func (c *Checker) planEdges(t float64) {
 	for _, p := range c.planOrder {
 		s := p.share
@@ -1125,22 +1131,28 @@ func (c *Checker) planEdges(t float64) {
 			p.open = want
 			c.touched[s.env] = true
 		}
-		if p.ended || t < p.end+c.opts.Settle {
-			continue
+		if !p.ended && t > p.end+c.opts.Settle {
+			c.planEnded(p, t)
 		}
-		p.ended = true
-		var held []string
-		for id, j := range c.jobs {
-			if j.plan == p && j.demand != nil {
-				held = append(held, id)
-			}
+	}
+}
+
+// planEnded checks, at time t after plan p's end (and Settle), that
+// nothing of the plan still holds capacity.
+func (c *Checker) planEnded(p *planState, t float64) {
+	s := p.share
+	p.ended = true
+	var held []string
+	for id, j := range c.jobs {
+		if j.plan == p && j.demand != nil {
+			held = append(held, id)
 		}
-		sort.Strings(held)
-		if len(held) > 0 {
-			c.fail(t, 0, RulePlan, held, "capacity plan %s ended at t=%s, and its jobs %s still hold capacity", p.name, formatT(p.end), strings.Join(held, ", "))
-		}
-		if u, l := s.env.usage[p.typ], s.env.limits[p.typ]; u > l {
-			c.fail(t, 0, RulePlan, c.holders(s.env, p.typ, "")[1:], "capacity plan %s ended at t=%s, and environment %s still uses %d %s, above its limit of %d", p.name, formatT(p.end), s.env.name, u, p.typ, l)
-		}
+	}
+	sort.Strings(held)
+	if len(held) > 0 {
+		c.fail(t, 0, RulePlan, held, "capacity plan %s ended at t=%s, and its jobs %s still hold capacity", p.name, formatT(p.end), strings.Join(held, ", "))
+	}
+	if u, l := s.env.usage[p.typ], s.env.limits[p.typ]; u > l {
+		c.fail(t, 0, RulePlan, c.holders(s.env, p.typ, "")[1:], "capacity plan %s ended at t=%s, and environment %s still uses %d %s, above its limit of %d", p.name, formatT(p.end), s.env.name, u, p.typ, l)
 	}
 }

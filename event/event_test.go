@@ -91,6 +91,15 @@ func loadConfig(t *testing.T, path string) *config.File {
 
 func inlineConfig(t *testing.T, envCap int, shares ...string) *config.File {
 	t.Helper()
+	cfg, err := config.Parse("inline", []byte(inlineDoc(envCap, shares...)), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// inlineDoc is the configuration file of inlineConfig.
+func inlineDoc(envCap int, shares ...string) string {
 	doc := `serviceEnvironments:
   - serviceEnvironmentName: env
     capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: ` + strconv.Itoa(envCap) + `}]
@@ -117,11 +126,7 @@ jobQueues:
 		}
 		doc += "}}\n"
 	}
-	cfg, err := config.Parse("inline", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return doc
 }
 
 // parseLog reads the tests' shorthand: "T JOB EVENT SHARE INSTANCES PRIORITY [FOR] [plan=NAME]",
@@ -801,18 +806,7 @@ func TestCheckMinRunTime(t *testing.T) {
 // nothing of the plan holds capacity. The clean log is what the engine
 // does (scenario plan_window); each spoiled one breaks one rule.
 func TestCheckCapacityPlans(t *testing.T) {
-	doc := `serviceEnvironments:
-  - serviceEnvironmentName: env
-    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
-schedulingPolicies: [{name: qm, quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}}]
-jobQueues:
-  - jobQueueName: training
-    priority: 1
-    schedulingPolicy: qm
-    serviceEnvironment: env
-    quotaShares:
-      - {quotaShareName: A, capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}], resourceSharingConfiguration: {strategy: LEND}, preemptionConfiguration: {inSharePreemption: DISABLED}}
-capacityPlans:
+	doc := inlineDoc(1, "A 1 LEND") + `capacityPlans:
   - {capacityPlanName: P, jobQueue: training, quotaShareName: A, instanceType: ml.g5.xlarge, instanceCount: 1,
      startTime: "1970-01-01T00:01:40Z", endTime: "1970-01-01T00:03:20Z", warningSeconds: 20}
 `

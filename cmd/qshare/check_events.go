@@ -22,6 +22,7 @@ func init() {
 		settle    float64
 		maxShares int
 		whatIf    []string
+		origin    string
 	)
 	cmd := &cobra.Command{
 		Use:   "check-events FILE [--config CONFIG | --endpoint URL]",
@@ -51,6 +52,10 @@ involved:
                          victim it needs has ended (a reclaim would now
                          make room, and nothing happens at that instant,
                          or within --settle)
+  capacity-plan          a capacity plan's job started outside its window
+                         (start to end less warning) or beyond its count,
+                         or something of the plan still holding capacity
+                         after its end (--origin places the windows)
   double-hold            a job holding capacity twice at once
   log                    an inconsistent log (a line that cannot be read,
                          time going back, a job giving back what it does
@@ -116,7 +121,13 @@ changes.`,
 				defer f.Close()
 				in = f
 			}
-			vs, sum, err := event.Check(cfg, in, event.CheckOptions{Settle: settle})
+			copts := event.CheckOptions{Settle: settle}
+			if origin != "" {
+				if copts.Origin, err = config.ParseTime(origin); err != nil {
+					return qshare.Errorf(qshare.EINVALID, "--origin: %v", err)
+				}
+			}
+			vs, sum, err := event.Check(cfg, in, copts)
 			if err != nil {
 				return qshare.Errorf(qshare.EINVALID, "%s: %v", args[0], err)
 			}
@@ -153,6 +164,7 @@ changes.`,
 	fl.Float64Var(&settle, "settle", 0, "seconds a fitting head job may wait before it counts (0 for a simulation's log)")
 	fl.StringArrayVar(&whatIf, "what-if", nil, "change the configuration as \"qshare simulate --what-if\" does: KEY=VALUE (repeatable)")
 	fl.IntVar(&maxShares, "max-shares-per-queue", qshare.DefaultQuotaSharesPerQueue, "the most quota shares a job queue may have (a server's configured limit)")
+	fl.StringVar(&origin, "origin", "", "the wall time of the log's t=0, for capacity plans' windows: the simulation's --start (2026-11-20T00:00, UTC); default the Unix epoch, a server's log")
 	addClientFlags(cmd)
 	cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	rootCmd.AddCommand(cmd)
