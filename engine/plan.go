@@ -355,10 +355,11 @@ func (e *Engine) openPlan(p *plan) {
 // closePlan takes p's capacity away at its close (End - Warning): its
 // RUNNABLE jobs are parked again, its reserved jobs go back to waiting, and
 // what runs beyond the capacity left is preempted gracefully, to stop by
-// End: first the plan's jobs, then jobs of its share above the share's own
-// limit of the type while the environment is above its limit (lowest
-// priority, most recently started first). Minimum run times do not protect
-// them: the capacity ends.
+// End: first the plan's jobs, then, while the environment is above its
+// limit of the type, jobs of shares above their own limit of it (the
+// plan's share first, then the others in share order; lowest priority,
+// most recently started first). Minimum run times do not protect them:
+// the capacity ends.
 func (e *Engine) closePlan(p *plan, now int64) {
 	s := p.sh
 	env := s.q.env
@@ -406,22 +407,38 @@ func (e *Engine) closePlan(p *plan, now int64) {
 			e.planStop(j, why, stopBy)
 		}
 	}
-	over := func() bool {
+	// Then, while the environment is above its capacity of the type
+	// (stopping jobs counted as gone), the jobs of shares above their own
+	// limit of it: the plan's share first, then the others in share order
+	// (borrowers of what the plan's share lent), each lowest priority and
+	// most recently started first.
+	envOver := func() bool {
 		var claimed int64
 		for _, o := range env.shares {
 			claimed += o.claimed.at(p.t)
 		}
-		return env.used.at(p.t)-claimed > env.limit.at(p.t) && s.future(p.t) > s.limit.at(p.t)
+		return env.used.at(p.t)-claimed > env.limit.at(p.t)
 	}
-	why = "capacity plan " + p.label() + " of share " + s.name + " ends at " + stopBy.UTC().Format(time.RFC3339) + ": the share runs above its own limit of " + strconv.FormatInt(s.limit.at(p.t), 10) + " " + p.cfg.InstanceType + " without it, and the environment above its capacity; stopped to end by then, requeued"
-	for _, h := range append([]held(nil), s.holding...) {
-		if !over() {
-			break
-		}
-		if j := h.j; j.state == JobHolding && j.demandOf(p.t) > 0 {
-			e.planStop(j, why, stopBy)
+	order := append(e.touched[:0], s)
+	for _, o := range env.shares {
+		if o != s {
+			order = append(order, o)
 		}
 	}
+	e.touched = order
+	for _, o := range order {
+		why = "capacity plan " + p.label() + " of share " + s.name + " ends at " + stopBy.UTC().Format(time.RFC3339) + ": share " + e.relName(s, o) + " runs above its own limit of " + strconv.FormatInt(o.limit.at(p.t), 10) + " " + p.cfg.InstanceType + ", and the environment above its capacity without the plan; stopped to end by then, requeued"
+		for _, h := range append([]held(nil), o.holding...) {
+			if !envOver() || o.future(p.t) <= o.limit.at(p.t) {
+				break
+			}
+			if j := h.j; j.state == JobHolding && j.demandOf(p.t) > 0 {
+				e.planStop(j, why, stopBy)
+			}
+		}
+	}
+	clear(order)
+	e.touched = order[:0]
 	e.markDirty(env)
 }
 

@@ -130,18 +130,36 @@ func (m *refModel) applyPlans(now int64) {
 				stop(j)
 			}
 		}
-		for _, j := range hold {
+		envOver := func() bool {
 			var stopping int64
 			for _, o := range m.jobs {
 				if o.state == JobStopping {
 					stopping += o.dem[p.t]
 				}
 			}
-			if m.envUsed(p.t)-stopping <= m.envLim(p.t) || m.future(p.s, p.t) <= m.lim(p.s, p.t) {
-				break
+			return m.envUsed(p.t)-stopping > m.envLim(p.t)
+		}
+		order := []int{p.s}
+		for s := range m.shares {
+			if s != p.s {
+				order = append(order, s)
 			}
-			if j.state == JobHolding && j.dem[p.t] > 0 {
-				stop(j)
+		}
+		for _, s := range order {
+			var cands []*refJob
+			for _, j := range m.jobs {
+				if j.sh == s && (j.state == JobHolding || j.state == JobStopping) {
+					cands = append(cands, j)
+				}
+			}
+			sort.Slice(cands, func(a, b int) bool { return refVictimLess(cands[a], cands[b]) })
+			for _, j := range cands {
+				if !envOver() || m.future(s, p.t) <= m.lim(s, p.t) {
+					break
+				}
+				if j.state == JobHolding && j.dem[p.t] > 0 {
+					stop(j)
+				}
 			}
 		}
 		m.closed[p.t] = true
