@@ -97,6 +97,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 			d.recoverAttempt(ctx, lctx, j, &fixes)
 		}
 	}
+	d.rebuildFairUsage(s.Jobs)
 	if len(fixes) > 0 {
 		if err := d.st.Commit(ctx, &store.Change{PutJobs: fixes}); err != nil {
 			return fmt.Errorf("daemon: recovery commit: %w", err)
@@ -258,5 +259,33 @@ func (d *Daemon) retryRecover(ctx context.Context, job string, h executor.Handle
 		d.log.Info("recovery: attempt re-attached after retrying", "job", job, "attempt", h.AttemptID)
 		d.waitAttempt(ctx, job, h.AttemptID)
 		return
+	}
+}
+
+// rebuildFairUsage gives the engine the usage of every fair-share queue's
+// share identifiers, which it keeps in memory only: rebuilt from the
+// attempts of the stored jobs (each from its ScheduledAt to its StoppedAt,
+// or to now for one still running), weighted and decayed as the engine
+// counts them. Jobs the store no longer has (deleted by retention) are not
+// counted; their usage had decayed for at least the retention period.
+func (d *Daemon) rebuildFairUsage(jobs []qshare.Job) {
+	spans := map[string][]engine.FairInterval{}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.ShareIdentifier == "" || j.QuotaShare != "" {
+			continue
+		}
+		for _, a := range j.Attempts {
+			if !a.ScheduledAt.IsZero() {
+				spans[j.JobQueue] = append(spans[j.JobQueue], engine.FairInterval{ShareIdentifier: j.ShareIdentifier,
+					Instances: j.Demand.Total(), From: a.ScheduledAt, To: a.StoppedAt})
+			}
+		}
+	}
+	now := d.now()
+	for q, sp := range spans {
+		if err := d.eng.RebuildFairUsage(q, sp, now); err != nil {
+			d.log.Warn("recovery: fair-share usage not rebuilt", "queue", q, "err", err)
+		}
 	}
 }
