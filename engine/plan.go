@@ -14,10 +14,10 @@ package engine
 // now has passed before it schedules, and NextWake names the next edge.
 
 import (
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"qshare"
@@ -122,6 +122,8 @@ func (e *Engine) SetPlan(c PlanConfig) error {
 		e.planList = append(e.planList, p)
 		p.idx = int32(len(e.planList))
 		e.plans[c.Name] = p
+		i, _ := slices.BinarySearchFunc(e.planOrder, c.Name, func(x *plan, n string) int { return strings.Compare(x.cfg.Name, n) })
+		e.planOrder = slices.Insert(e.planOrder, i, p)
 	}
 	old := p.sh
 	if old != nil && old != s {
@@ -163,12 +165,14 @@ func (e *Engine) RemovePlan(name string) error {
 	}
 	delete(e.plans, name)
 	e.planList[p.idx-1] = nil
+	e.planOrder = removePlan(e.planOrder, p)
 	p.sh.plans = removePlan(p.sh.plans, p)
 	p.open = false
 	for _, j := range p.announce {
 		e.jobs.unref(j)
 	}
 	p.announce = nil
+	e.planAnnounce = removePlan(e.planAnnounce, p)
 	e.applyLimits(p.sh.q.env)
 	e.markDirty(p.sh.q.env)
 	e.planCheck = true
@@ -254,8 +258,28 @@ func (e *Engine) planParked(j *job) {
 		return
 	}
 	j.refs++
+	if len(p.announce) == 0 {
+		e.planAnnounce = append(e.planAnnounce, p)
+	}
 	p.announce = append(p.announce, j)
-	e.planCheck = true
+}
+
+// announcePlans gives the jobs parked since the last pass their wait
+// reason, plan by plan in the order their first job was parked.
+func (e *Engine) announcePlans() {
+	for _, p := range e.planAnnounce {
+		for _, j := range p.announce {
+			if j.state == JobRunnable && !p.open && j.reason != p.waitText {
+				j.reason = p.waitText
+				e.out = append(e.out, Decision{Kind: DecisionWait, Job: j.id, Queue: p.sh.q.name, Share: p.sh.name, Reason: j.reason})
+			}
+			e.jobs.unref(j)
+		}
+		clear(p.announce)
+		p.announce = p.announce[:0]
+	}
+	clear(e.planAnnounce)
+	e.planAnnounce = e.planAnnounce[:0]
 }
 
 // applyLimits sets the limits of env and its shares: what they were
@@ -293,16 +317,15 @@ func (e *Engine) shareLimits(s *share) {
 	}
 }
 
-// applyPlans applies the window edges that now has reached, announces the
-// reasons of newly parked jobs and sets planWake to the next edge.
+// applyPlans applies the window edges that now has reached and sets
+// planWake to the next edge.
 func (e *Engine) applyPlans(now int64) {
 	e.planTime = now
 	e.planCheck = false
 	e.planWake = 0
 	// Plans in name order: the decisions of an edge do not depend on map
 	// iteration.
-	for _, n := range slices.Sorted(maps.Keys(e.plans)) {
-		p := e.plans[n]
+	for _, p := range e.planOrder {
 		want := now >= p.start && now < p.close
 		switch {
 		case want && !p.open:
@@ -314,15 +337,6 @@ func (e *Engine) applyPlans(now int64) {
 		}
 		p.restored = false
 		e.setPlanText(p)
-		for _, j := range p.announce {
-			if j.state == JobRunnable && !p.open && j.reason != p.waitText {
-				j.reason = p.waitText
-				e.out = append(e.out, Decision{Kind: DecisionWait, Job: j.id, Queue: p.sh.q.name, Share: p.sh.name, Reason: j.reason})
-			}
-			e.jobs.unref(j)
-		}
-		clear(p.announce)
-		p.announce = p.announce[:0]
 		for _, edge := range [2]int64{p.start, p.close} {
 			if edge > now && (e.planWake == 0 || edge < e.planWake) {
 				e.planWake = edge

@@ -46,6 +46,9 @@ func (e *Engine) schedule(out []Decision, now time.Time) []Decision {
 	if e.planCheck || (e.planWake != 0 && e.planWake <= t) {
 		e.applyPlans(t)
 	}
+	if len(e.planAnnounce) > 0 {
+		e.announcePlans()
+	}
 	if e.nextWake != 0 && e.nextWake <= t {
 		// A protection that made a head wait has ended: its environment
 		// is due although nothing else changed.
