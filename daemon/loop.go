@@ -868,5 +868,18 @@ func (d *Daemon) spec(j *qshare.Job) engine.JobSpec {
 		retries = *j.PreemptionRetries
 	}
 	return engine.JobSpec{ID: j.ID, Queue: j.JobQueue, Share: share, Priority: j.Priority, Created: j.CreatedAt,
-		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions, ShareIdentifier: j.ShareIdentifier, Plan: j.CapacityPlan}
+		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions - planStops(j), ShareIdentifier: j.ShareIdentifier, Plan: j.CapacityPlan}
+}
+
+// planStops counts the job's attempts that were preempted because a
+// capacity plan's capacity ended: they are preemptions in its summary, but
+// do not count against its preemption retries (engine.Decision.StopBy).
+func planStops(j *qshare.Job) int {
+	n := 0
+	for i := range j.Attempts {
+		if a := &j.Attempts[i]; a.Preempted && strings.Contains(a.StatusReason, ": capacity plan ") && strings.Contains(a.StatusReason, " ends at ") {
+			n++
+		}
+	}
+	return n
 }

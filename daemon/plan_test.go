@@ -96,6 +96,9 @@ func TestCapacityPlan(t *testing.T) {
 	if a := r.Attempts[0]; !a.Preempted || a.StoppedAt.After(in.EndTime) || a.StoppedAt.Before(in.EndTime.Add(-time.Second)) {
 		t.Fatalf("the plan's attempt: preempted %v, stopped at %v; want preempted between the close %v and the end %v", a.Preempted, a.StoppedAt, in.EndTime.Add(-time.Second), in.EndTime)
 	}
+	if a := r.Attempts[0]; !strings.Contains(a.StatusReason, ": capacity plan P ends at ") || r.Preemptions != 1 {
+		t.Fatalf("the plan's attempt: reason %q, %d preemptions; want one preemption saying the plan ends", a.StatusReason, r.Preemptions)
+	}
 	if o, _ := d.Job(own); o.Status != qshare.JobRunning {
 		t.Fatalf("the share's own job: %s; the plan's close must leave it running", o.Status)
 	}
