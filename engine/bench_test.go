@@ -248,44 +248,15 @@ func BenchmarkPlanChurn(b *testing.B) {
 	for _, pending := range []int{100_000, 1_000_000} {
 		for _, k := range []int{1000, 1} {
 			b.Run(fmt.Sprintf("pending=%d/k=%d", pending, k), func(b *testing.B) {
-				churn(b, cachedPlanWorld(pending), k)
+				churn(b, cachedOther("plan", pending, newPlanBenchWorld), k)
 			})
 		}
 	}
 }
 
-var planWorld struct {
-	pending int
-	w       *benchWorld
-}
-
-func cachedPlanWorld(pending int) *benchWorld {
-	if planWorld.w != nil && planWorld.pending == pending {
-		return planWorld.w
-	}
-	clear(benchWorlds)
-	fairWorld.w, planWorld.w = nil, nil
-	runtime.GC()
-	planWorld.pending, planWorld.w = pending, newPlanBenchWorld(pending)
-	return planWorld.w
-}
-
 // BenchmarkPlanMemoryPerPendingJob is MemoryPerPendingJob in the world
 // with capacity plans.
-func BenchmarkPlanMemoryPerPendingJob(b *testing.B) {
-	const pending = 1_000_000
-	for i := 0; i < b.N; i++ {
-		var m0, m1 runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m0)
-		w := newPlanBenchWorld(pending)
-		runtime.GC()
-		runtime.ReadMemStats(&m1)
-		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/pending, "bytes/pending-job")
-		runtime.KeepAlive(w)
-	}
-	b.ReportMetric(0, "ns/op")
-}
+func BenchmarkPlanMemoryPerPendingJob(b *testing.B) { memoryPerPendingJob(b, newPlanBenchWorld) }
 
 // BenchmarkFairShareChurn is ChurnBatch (k=1000) and ChurnOne (k=1) in the
 // fair-share world, at 100,000 and 1,000,000 pending jobs.
@@ -293,37 +264,46 @@ func BenchmarkFairShareChurn(b *testing.B) {
 	for _, pending := range []int{100_000, 1_000_000} {
 		for _, k := range []int{1000, 1} {
 			b.Run(fmt.Sprintf("pending=%d/k=%d", pending, k), func(b *testing.B) {
-				churn(b, cachedFairWorld(pending), k)
+				churn(b, cachedOther("fair", pending, newFairBenchWorld), k)
 			})
 		}
 	}
 }
 
-var fairWorld struct {
+// otherWorld is the one world of another kind than cachedWorld's (fair
+// share, capacity plans) kept for the benchmarks, as cachedWorld keeps its.
+var otherWorld struct {
+	kind    string
 	pending int
 	w       *benchWorld
 }
 
-func cachedFairWorld(pending int) *benchWorld {
-	if fairWorld.w != nil && fairWorld.pending == pending {
-		return fairWorld.w
+// cachedOther builds the world of kind with pending jobs once (build makes
+// it), dropping every other cached world first.
+func cachedOther(kind string, pending int, build func(int) *benchWorld) *benchWorld {
+	if otherWorld.w != nil && otherWorld.kind == kind && otherWorld.pending == pending {
+		return otherWorld.w
 	}
 	clear(benchWorlds)
-	fairWorld.w, planWorld.w = nil, nil
+	otherWorld.w = nil
 	runtime.GC()
-	fairWorld.pending, fairWorld.w = pending, newFairBenchWorld(pending)
-	return fairWorld.w
+	otherWorld.kind, otherWorld.pending, otherWorld.w = kind, pending, build(pending)
+	return otherWorld.w
 }
 
 // BenchmarkFairShareMemoryPerPendingJob is MemoryPerPendingJob in the
 // fair-share world.
-func BenchmarkFairShareMemoryPerPendingJob(b *testing.B) {
+func BenchmarkFairShareMemoryPerPendingJob(b *testing.B) { memoryPerPendingJob(b, newFairBenchWorld) }
+
+// memoryPerPendingJob reports the heap that a world of 1,000,000 pending
+// jobs, made by build, holds per pending job.
+func memoryPerPendingJob(b *testing.B, build func(int) *benchWorld) {
 	const pending = 1_000_000
 	for i := 0; i < b.N; i++ {
 		var m0, m1 runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&m0)
-		w := newFairBenchWorld(pending)
+		w := build(pending)
 		runtime.GC()
 		runtime.ReadMemStats(&m1)
 		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/pending, "bytes/pending-job")
@@ -512,16 +492,5 @@ func BenchmarkReclaim(b *testing.B) {
 // BenchmarkMemoryPerPendingJob measures the heap the engine holds per
 // RUNNABLE job (IDs of 11 bytes, one or two instance types).
 func BenchmarkMemoryPerPendingJob(b *testing.B) {
-	const pending = 1_000_000
-	for i := 0; i < b.N; i++ {
-		var m0, m1 runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m0)
-		w := newBenchWorld(pending, false)
-		runtime.GC()
-		runtime.ReadMemStats(&m1)
-		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/pending, "bytes/pending-job")
-		runtime.KeepAlive(w)
-	}
-	b.ReportMetric(0, "ns/op")
+	memoryPerPendingJob(b, func(pending int) *benchWorld { return newBenchWorld(pending, false) })
 }
