@@ -36,7 +36,7 @@ type File struct {
 	SchedulingPolicies  []Policy
 	JobQueues           []Queue
 	// CapacityPlans are the capacity plans (`capacityPlans[]`, a qshare
-	// extension), without ARN or creation time (see PlanARN).
+	// extension); a file's have no ARN (see PlanARN), a server's their own.
 	CapacityPlans []qshare.CapacityPlan
 
 	// pos maps a field path (jobQueues[0].priority) to where it was set.
@@ -322,7 +322,9 @@ func (f *File) Resources() engine.Resources {
 		}
 	}
 	for _, p := range f.CapacityPlans {
-		p.ARN = PlanARN(p.Name)
+		if p.ARN == "" {
+			p.ARN = PlanARN(p.Name) // a file's plan; a server's keeps its own
+		}
 		r.Plans = append(r.Plans, p)
 	}
 	return r

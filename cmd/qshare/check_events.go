@@ -14,6 +14,7 @@ import (
 	"qshare"
 	"qshare/config"
 	"qshare/event"
+	"qshare/plan"
 )
 
 func init() {
@@ -95,11 +96,11 @@ changes.`,
 			if cfgPath != "" {
 				cfg, err = loadConfigFile(cfgPath, maxShares)
 			} else {
-				api, _, cerr := clientsFor(cmd.Context(), opts)
+				api, hc, cerr := clientsFor(cmd.Context(), opts)
 				if cerr != nil {
 					return cerr
 				}
-				cfg, err = configFromServer(cmd.Context(), api, maxShares)
+				cfg, err = configFromServer(cmd.Context(), api, &plan.PlanClient{Endpoint: opts.endpoint, HTTP: hc}, maxShares)
 				if err != nil {
 					err = userError(err, opts.endpoint)
 				}
@@ -173,7 +174,7 @@ changes.`,
 // configFromServer reads the configuration a server holds (environments,
 // scheduling policies, job queues and their quota shares) as a config.File,
 // through the AWS Batch API, and validates it.
-func configFromServer(ctx context.Context, api *batch.Client, maxShares int) (*config.File, error) {
+func configFromServer(ctx context.Context, api *batch.Client, plans plan.PlanAPI, maxShares int) (*config.File, error) {
 	f := &config.File{}
 	ep := batch.NewDescribeServiceEnvironmentsPaginator(api, &batch.DescribeServiceEnvironmentsInput{})
 	for ep.HasMorePages() {
@@ -270,6 +271,13 @@ func configFromServer(ctx context.Context, api *batch.Client, maxShares int) (*c
 			}
 			f.JobQueues = append(f.JobQueues, q)
 		}
+	}
+	// The capacity plans, from the server's extension endpoint (a server
+	// without it has none).
+	if ps, err := plans.Plans(ctx); err == nil {
+		f.CapacityPlans = ps
+	} else if qshare.ErrorCodeOf(err) == qshare.EDENIED {
+		return nil, err
 	}
 	if err := f.Validate(config.Options{MaxSharesPerQueue: maxShares}); err != nil {
 		return nil, fmt.Errorf("the server's configuration does not validate: %w", err)
