@@ -877,9 +877,26 @@ func (d *Daemon) spec(j *qshare.Job) engine.JobSpec {
 func planStops(j *qshare.Job) int {
 	n := 0
 	for i := range j.Attempts {
-		if a := &j.Attempts[i]; a.Preempted && strings.Contains(a.StatusReason, ": capacity plan ") && strings.Contains(a.StatusReason, " ends at ") {
-			n++
+		if a := &j.Attempts[i]; a.Preempted {
+			if _, ok := planStopEnd(a.StatusReason); ok {
+				n++
+			}
 		}
 	}
 	return n
+}
+
+// planStopEnd reads the reason of a preemption because a capacity plan
+// ends ("... capacity plan P ... ends at TIME: ..."), and returns that end.
+func planStopEnd(reason string) (time.Time, bool) {
+	if !strings.Contains(reason, ": capacity plan ") {
+		return time.Time{}, false
+	}
+	_, rest, ok := strings.Cut(reason, " ends at ")
+	if !ok {
+		return time.Time{}, false
+	}
+	at, _, _ := strings.Cut(rest, ": ")
+	t, err := time.Parse(time.RFC3339, at)
+	return t, err == nil
 }

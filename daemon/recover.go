@@ -222,7 +222,12 @@ func (d *Daemon) recoverStop(j *qshare.Job, a *qshare.Attempt, r *run) {
 	switch {
 	case a.StoppedAt.IsZero() && strings.HasPrefix(a.StatusReason, preemptPrefix):
 		r.stop, r.reason = stopPreempt, a.StatusReason
-		r.final = j.PreemptionRetries != nil && j.Preemptions >= *j.PreemptionRetries
+		r.final = j.PreemptionRetries != nil && j.Preemptions-planStops(j) >= *j.PreemptionRetries
+		if end, ok := planStopEnd(a.StatusReason); ok {
+			// A capacity plan's end: never final, and still timed to be
+			// over by the end.
+			r.final, r.grace = false, end.Sub(d.now())
+		}
 	case a.StoppedAt.IsZero() && strings.HasPrefix(a.StatusReason, timeoutPrefix):
 		r.stop, r.reason = stopTimeout, a.StatusReason
 	case j.IsTerminated:
