@@ -142,12 +142,15 @@ type Job struct {
 	Name     string `json:"name"`
 	JobQueue string `json:"jobQueue"` // queue name
 	// QuotaShare is empty for a job in a queue without a quota-share policy.
-	QuotaShare      string    `json:"quotaShare,omitempty"`
-	ShareIdentifier string    `json:"shareIdentifier,omitempty"`
-	ServiceJobType  string    `json:"serviceJobType"`
-	Priority        int       `json:"priority"`
-	Status          JobStatus `json:"status"`
-	StatusReason    string    `json:"statusReason,omitempty"`
+	QuotaShare      string `json:"quotaShare,omitempty"`
+	ShareIdentifier string `json:"shareIdentifier,omitempty"`
+	// CapacityPlan is the ARN of the capacity plan the job runs on (its
+	// payload's ResourceConfig.TrainingPlanArn), or empty.
+	CapacityPlan   string    `json:"capacityPlan,omitempty"`
+	ServiceJobType string    `json:"serviceJobType"`
+	Priority       int       `json:"priority"`
+	Status         JobStatus `json:"status"`
+	StatusReason   string    `json:"statusReason,omitempty"`
 	// Payload is the SageMaker CreateTrainingJob request, exactly as submitted.
 	Payload string `json:"payload"`
 	// Demand is the capacity the job needs, per instance type, parsed from Payload.

@@ -122,7 +122,9 @@ func BodyLimit(r *http.Request) int64 {
 // Actions returns every IAM action the server's routes authorize, sorted:
 // one per AWS Batch operation (batch:SubmitServiceJob…), the tag routes'
 // (batch:TagResource, batch:UntagResource, batch:ListTagsForResource) and
-// the extensions' (ActionGetServiceJobLogs, ActionGetLending). docs/security.md
+// the extensions' (ActionGetServiceJobLogs, ActionGetLending and the
+// capacity plans' ActionPutCapacityPlan, ActionDeleteCapacityPlan and
+// ActionDescribeCapacityPlans). docs/security.md
 // lists them, and a test keeps the two the same.
 func Actions() []string {
 	var out []string
@@ -132,7 +134,7 @@ func Actions() []string {
 	for _, a := range tagActions {
 		out = append(out, a)
 	}
-	out = append(out, ActionGetServiceJobLogs, ActionGetLending)
+	out = append(out, ActionGetServiceJobLogs, ActionGetLending, ActionPutCapacityPlan, ActionDeleteCapacityPlan, ActionDescribeCapacityPlans)
 	sort.Strings(out)
 	return out
 }

@@ -129,6 +129,7 @@ func newAuthServer(t *testing.T, opts ...serverOption) *authServer {
 	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }})
 	mux.Handle(api.LendingPath, api.LendingHandler(d))
 	mux.Handle(api.QueuePath, api.QueueHandler(d))
+	mux.Handle(api.PlansPath+"/", api.PlansHandler(d))
 	mux.Handle("/", api.New(d, log))
 	srv := httptest.NewUnstartedServer(mux)
 	audit, err := auth.OpenAudit(filepath.Join(dir, "audit.jsonl"))
@@ -388,9 +389,12 @@ func TestAuthEveryOperation(t *testing.T) {
 			method, path = http.MethodGet, logstream.PathPrefix+"some-job"
 		case "GetJobQueueLending":
 			method, path = http.MethodGet, api.LendingPath
+		case "PutCapacityPlan", "DeleteCapacityPlan", "DescribeCapacityPlans":
+			method = map[string]string{"PutCapacityPlan": "PUT", "DeleteCapacityPlan": "DELETE", "DescribeCapacityPlans": "GET"}[name]
+			path = api.PlansPath + "/P"
 		}
 		var body io.Reader
-		if method == http.MethodPost {
+		if method == http.MethodPost || method == http.MethodPut {
 			body = strings.NewReader("{}")
 		}
 		req, _ := http.NewRequest(method, s.url+path, body)

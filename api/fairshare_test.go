@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +61,34 @@ func TestFairShareQueue(t *testing.T) {
 	if len(out.JobSummaryList) != 1 || aws.ToString(out.JobSummaryList[0].JobId) != b {
 		t.Fatalf("SHARE_IDENTIFIER teamB lists %+v", out.JobSummaryList)
 	}
+}
+
+// TestPolicyKindFixed: a scheduling policy's kind is fixed at creation, and
+// so is a job queue's: UpdateSchedulingPolicy cannot turn a quota-share
+// policy into a fair-share one or back, and UpdateJobQueue cannot give a
+// quota-share queue a fair-share policy or back. Each refusal is a
+// ClientException, as AWS answers it, and changes nothing.
+func TestPolicyKindFixed(t *testing.T) {
+	s := newServer(t)
+	c := s.c
+	qsARN := s.setup("q", 1)
+	fair, err := c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("fairpol"),
+		FairsharePolicy: &types.FairsharePolicy{ShareDecaySeconds: aws.Int32(600)}})
+	must(t, err)
+	quotaPol := s.createPolicy("other-quota")
+	_, err = c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String(qsARN), SchedulingPolicyArn: fair.Arn})
+	clientErr(t, err, "job queue q has a quota-share policy: it can only be replaced by another policy of the same type")
+	_, err = c.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: fair.Arn,
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	clientErr(t, err, "is a fair-share policy: its type cannot be changed")
+	_, err = c.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: quotaPol, FairsharePolicy: &types.FairsharePolicy{ShareDecaySeconds: aws.Int32(60)}})
+	clientErr(t, err, "is a quota-share policy: its type cannot be changed")
+	out, err := c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{"q"}})
+	must(t, err)
+	if len(out.JobQueues) != 1 || !strings.HasSuffix(aws.ToString(out.JobQueues[0].SchedulingPolicyArn), "/q-policy") {
+		t.Fatalf("the refused update changed the queue: %+v", out.JobQueues)
+	}
+	// Another policy of the same kind is allowed.
+	_, err = c.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: aws.String(qsARN), SchedulingPolicyArn: quotaPol})
+	must(t, err)
 }

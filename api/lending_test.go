@@ -38,14 +38,22 @@ func getExtension(t *testing.T, u, method, query string) (int, []byte) {
 	if query != "" {
 		u += "?" + query
 	}
-	req, err := http.NewRequest(method, u, nil)
+	code, _, b := callExtension(t, method, u, nil)
+	return code, b
+}
+
+// callExtension sends METHOD u with body (nil for none) and returns the
+// status, the headers and the body.
+func callExtension(t *testing.T, method, u string, body io.Reader) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, body)
 	must(t, err)
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	must(t, err)
-	return resp.StatusCode, b
+	return resp.StatusCode, resp.Header, b
 }
 
 // TestLendingEndpoint runs a queue in which QS1 borrows from the capacity no

@@ -35,6 +35,9 @@ type File struct {
 	ServiceEnvironments []Environment
 	SchedulingPolicies  []Policy
 	JobQueues           []Queue
+	// CapacityPlans are the capacity plans (`capacityPlans[]`, a qshare
+	// extension); a file's have no ARN (see PlanARN), a server's their own.
+	CapacityPlans []qshare.CapacityPlan
 
 	// pos maps a field path (jobQueues[0].priority) to where it was set.
 	pos map[string]Pos
@@ -253,8 +256,27 @@ func (f *File) Clone() *File {
 		}
 		out.JobQueues = append(out.JobQueues, q)
 	}
+	for _, p := range f.CapacityPlans {
+		if p.WarningSeconds != nil {
+			v := *p.WarningSeconds
+			p.WarningSeconds = &v
+		}
+		out.CapacityPlans = append(out.CapacityPlans, p)
+	}
 	return out
 }
+
+// PlanRegion and PlanAccount make the ARNs of a file's capacity plans
+// (PlanARN) for the simulator and the checker, which know no server: the
+// server's defaults.
+const (
+	PlanRegion  = "us-east-1"
+	PlanAccount = "000000000000"
+)
+
+// PlanARN is the ARN a file's capacity plan has in a replay: its
+// training-plan ARN in PlanRegion and PlanAccount.
+func PlanARN(name string) string { return qshare.PlanARN(PlanRegion, PlanAccount, name) }
 
 func cloneTags(m map[string]string) map[string]string {
 	if m == nil {
@@ -298,6 +320,12 @@ func (f *File) Resources() engine.Resources {
 				Strategy: s.Strategy, BorrowLimit: s.EffectiveBorrowLimit(), InSharePreemption: s.InSharePreemption,
 				State: stateOrEnabled(s.State), Tags: s.Tags})
 		}
+	}
+	for _, p := range f.CapacityPlans {
+		if p.ARN == "" {
+			p.ARN = PlanARN(p.Name) // a file's plan; a server's keeps its own
+		}
+		r.Plans = append(r.Plans, p)
 	}
 	return r
 }

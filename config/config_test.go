@@ -284,7 +284,7 @@ func TestWhatIf(t *testing.T) {
 		{"share.QS1.maxCapacity.ml.g5.xlarge=0", "capacityLimits is required"},
 		{"env.nope.state=DISABLED", `no service environment "nope"`},
 		{"share.QS1", "is not KEY=VALUE"},
-		{"pool.x.y=1", "must start with env., share. or queue."},
+		{"pool.x.y=1", "must start with env., share., queue. or plan."},
 		{"share.QS1.colour=red", `unknown field "colour"`},
 		{"share.QS1.borrowLimit=lots", `"lots" is not an integer`},
 	} {
@@ -363,6 +363,98 @@ jobQueues:
 	for _, kv := range []string{"share.a.minRunTime=-1m", "share.a.minRunTime=1.5s", "share.a.minRunTime=169h", "share.a.minRunTime=604801", "share.a.minRunTime=soon"} {
 		if _, err := f.WhatIf([]string{kv}, Options{}); err == nil || !strings.Contains(err.Error(), "minRunTime") {
 			t.Errorf("WhatIf(%q) = %v; want a problem naming minRunTime", kv, err)
+		}
+	}
+}
+
+// TestCapacityPlans: capacityPlans parse into the engine's plans (named by
+// their training-plan ARN); bad plans are problems with their line and
+// path.
+func TestCapacityPlans(t *testing.T) {
+	data, err := os.ReadFile("../examples/three-shares.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := `capacityPlans:
+  - capacityPlanName: p5
+    jobQueue: training
+    quotaShareName: QS1
+    instanceType: ml.p5.48xlarge
+    instanceCount: 16
+    startTime: 2026-12-01T00:00:00Z
+    endTime: 2026-12-15T00:00:00Z
+`
+	f, err := Parse("f.yaml", append(append([]byte{}, data...), plans...), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Engine()
+	want := engine.PlanConfig{Name: "arn:aws:sagemaker:us-east-1:000000000000:training-plan/p5", Label: "p5", Queue: "training", Share: "QS1",
+		InstanceType: "ml.p5.48xlarge", Count: 16, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC),
+		Warning: 10 * time.Minute}
+	if len(c.Plans) != 1 || !reflect.DeepEqual(c.Plans[0], want) {
+		t.Fatalf("plans %+v, want %+v", c.Plans, want)
+	}
+	if g := f.Clone(); !reflect.DeepEqual(g.CapacityPlans, f.CapacityPlans) {
+		t.Fatal("Clone loses the plans")
+	}
+	n := strings.Count(string(data), "\n")
+	for _, bad := range []struct{ from, to, path, text string }{
+		{"startTime: 2026-12-01T00:00:00Z", "startTime: tomorrow", "capacityPlans[0].startTime", "not an RFC 3339 time"},
+		{"QS1", "QS9", "capacityPlans[0].quotaShareName", "names no quota share"},
+		{"jobQueue: training", "jobQueue: other", "capacityPlans[0].jobQueue", "names no job queue"},
+		{"instanceCount: 16", "instanceCount: 0", "capacityPlans[0].instanceCount", "instanceCount 0 is not valid"},
+		{"endTime: 2026-12-15T00:00:00Z", "endTime: 2026-11-15T00:00:00Z", "capacityPlans[0].endTime", "must be after startTime"},
+		{"instanceType: ml.p5.48xlarge", "instanceTyp: ml.p5.48xlarge", "capacityPlans[0].instanceTyp", `did you mean "instanceType"`},
+	} {
+		_, err := Parse("f.yaml", append(append([]byte{}, data...), strings.Replace(plans, bad.from, bad.to, 1)...), Options{})
+		var errs *Errors
+		if !errors.As(err, &errs) || len(errs.Problems) == 0 {
+			t.Fatalf("%s → %s: %v; want problems", bad.from, bad.to, err)
+		}
+		p := errs.Problems[0]
+		if p.Path != bad.path || !strings.Contains(p.Message, bad.text) || p.Pos.Line <= n {
+			t.Errorf("%s → %s: line %d %s %q; want a line after %d, %s ...%q...", bad.from, bad.to, p.Pos.Line, p.Path, p.Message, n, bad.path, bad.text)
+		}
+	}
+}
+
+// TestWhatIfPlan: --what-if plan.NAME=... adds, replaces and removes a
+// capacity plan, for the only share or the one named; a bad value says
+// how to write it.
+func TestWhatIfPlan(t *testing.T) {
+	f := parseExample(t)
+	g, err := f.WhatIf([]string{"plan.big=ml.g5.xlarge:16@2026-12-01T00:00/14d:share=QS1:warning=5m"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := int64(300)
+	want := qshare.CapacityPlan{Name: "big", JobQueue: "training", QuotaShare: "QS1", InstanceType: "ml.g5.xlarge", InstanceCount: 16,
+		StartTime: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), EndTime: time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC), WarningSeconds: &w}
+	if len(g.CapacityPlans) != 1 || !reflect.DeepEqual(g.CapacityPlans[0], want) || len(f.CapacityPlans) != 0 {
+		t.Fatalf("plans %+v (the original has %d)", g.CapacityPlans, len(f.CapacityPlans))
+	}
+	if d := Describe(f, g); len(d) != 1 || d[0] != "plan big: 16 ml.g5.xlarge for training/QS1 from 2026-12-01T00:00:00Z to 2026-12-15T00:00:00Z (warning 5m0s)" {
+		t.Fatalf("Describe: %q", d)
+	}
+	h, err := g.WhatIf([]string{"plan.big=none"}, Options{})
+	if err != nil || len(h.CapacityPlans) != 0 {
+		t.Fatalf("plan.big=none: %v, %+v", err, h)
+	}
+	for _, bad := range []struct{ kv, want string }{
+		{"plan.big=ml.g5.xlarge:16", "TYPE:COUNT@START/LENGTH"},
+		{"plan.big=ml.g5.xlarge:many@2026-12-01/14d:share=QS1", "not an integer"},
+		{"plan.big=ml.g5.xlarge:2@tomorrow/14d:share=QS1", "is not a time"},
+		{"plan.big=ml.g5.xlarge:2@2026-12-01/two weeks:share=QS1", "not a duration"},
+		{"plan.big=ml.g5.xlarge:2@2026-12-01/14d", "say which share"},
+		{"plan.big=ml.g5.xlarge:2@2026-12-01/14d:share=QS9", "QS9"},
+		{"plan.big=ml.g5.xlarge:0@2026-12-01/14d:share=QS1", "instanceCount"},
+		{"plan.big=ml.g5.xlarge:2@2026-12-01/14d:share=QS1:warning=15d", "warningSeconds"},
+		{"plan.no/pe=ml.g5.xlarge:2@2026-12-01/14d:share=QS1", "plan.NAME"},
+		{"plan.big=none", "no capacity plan big"},
+	} {
+		if _, err := f.WhatIf([]string{bad.kv}, Options{}); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v; want an error saying %q", bad.kv, err, bad.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -395,6 +396,9 @@ func (d *decoder) file(n *yaml.Node, f *File) {
 				f.SchedulingPolicies = append(f.SchedulingPolicies, pol)
 			})
 		},
+		"capacityPlans": func(v *yaml.Node, p string) {
+			d.list(v, p, func(item *yaml.Node, p string) { f.CapacityPlans = append(f.CapacityPlans, d.plan(item, p)) })
+		},
 		"jobQueues": func(v *yaml.Node, p string) {
 			d.list(v, p, func(item *yaml.Node, p string) {
 				var q Queue
@@ -431,6 +435,38 @@ func (d *decoder) file(n *yaml.Node, f *File) {
 			})
 		},
 	})
+}
+
+// plan decodes a capacity plan; its times are RFC 3339
+// (2026-12-01T00:00:00Z).
+func (d *decoder) plan(n *yaml.Node, path string) qshare.CapacityPlan {
+	var pl qshare.CapacityPlan
+	when := func(dst *time.Time) func(*yaml.Node, string) {
+		return func(v *yaml.Node, p string) {
+			var s string
+			d.str(v, p, &s)
+			if s == "" {
+				return
+			}
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				d.fail(v, p, "%s %q is not an RFC 3339 time: write it as 2026-12-01T00:00:00Z", p, s)
+				return
+			}
+			*dst = t
+		}
+	}
+	d.fields(n, path, map[string]func(*yaml.Node, string){
+		"capacityPlanName": func(v *yaml.Node, p string) { d.str(v, p, &pl.Name) },
+		"jobQueue":         func(v *yaml.Node, p string) { d.str(v, p, &pl.JobQueue) },
+		"quotaShareName":   func(v *yaml.Node, p string) { d.str(v, p, &pl.QuotaShare) },
+		"instanceType":     func(v *yaml.Node, p string) { d.str(v, p, &pl.InstanceType) },
+		"instanceCount":    func(v *yaml.Node, p string) { d.int(v, p, &pl.InstanceCount) },
+		"startTime":        when(&pl.StartTime),
+		"endTime":          when(&pl.EndTime),
+		"warningSeconds":   func(v *yaml.Node, p string) { d.intPtr(v, p, &pl.WarningSeconds) },
+	})
+	return pl
 }
 
 func (d *decoder) share(n *yaml.Node, path string) Share {

@@ -197,6 +197,26 @@ func (f *File) check(opts Options) []Problem {
 			c.add(sp+".tags", qshare.ValidateShareTags(sp+".tags", s.Tags))
 		}
 	}
+	plans := map[string]int{}
+	for i := range f.CapacityPlans {
+		pl := &f.CapacityPlans[i]
+		p := fmt.Sprintf("capacityPlans[%d]", i)
+		c.uniqueName(plans, p+".capacityPlanName", "capacityPlans", i, pl.Name, "")
+		if qshare.ValidateName("", pl.Name) != nil {
+			continue // uniqueName said so
+		}
+		if err := qshare.ValidateCapacityPlan(p, pl); err != nil {
+			c.add(p, err)
+			continue
+		}
+		q := f.Queue(pl.JobQueue)
+		switch {
+		case q == nil:
+			c.fail(p+".jobQueue", "%s.jobQueue %q names no job queue of this file (known: %s)", p, pl.JobQueue, names(f.JobQueues, func(q Queue) string { return q.Name }))
+		case q.Share(pl.QuotaShare) == nil:
+			c.fail(p+".quotaShareName", "%s.quotaShareName %q names no quota share of job queue %s (known: %s)", p, pl.QuotaShare, q.Name, names(q.QuotaShares, func(s Share) string { return s.Name }))
+		}
+	}
 	return c.problems
 }
 

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +27,14 @@ import (
 //	                                    kept as the tag qshare:minRunTimeSeconds
 //	queue.QUEUE.priority=N
 //	queue.QUEUE.state=ENABLED|DISABLED
+//	plan.NAME=TYPE:COUNT@START/LENGTH[:share=[QUEUE/]SHARE][:warning=DURATION]
+//	                                    a capacity plan (created, or replaced):
+//	                                    COUNT instances of TYPE for share SHARE
+//	                                    (the only quota share when omitted) from
+//	                                    START (2026-12-01T00:00, a date, or
+//	                                    RFC 3339; UTC unless it says) for LENGTH
+//	                                    (14d, 36h, 90m); warning 10m unless given
+//	plan.NAME=none                      removes the plan
 //
 // A share may be named without its queue when no other queue has a share
 // of that name; share.*.FIELD=VALUE changes every quota share of every
@@ -55,9 +65,12 @@ func (f *File) set(kv string) error {
 		return fmt.Errorf("%q is not KEY=VALUE: write for example share.QS1.strategy=RESERVE", kv)
 	}
 	kind, rest, _ := strings.Cut(key, ".")
+	if kind == "plan" {
+		return f.setPlan(rest, val)
+	}
 	name, field, ok := strings.Cut(rest, ".")
 	if !ok || name == "" || field == "" {
-		return fmt.Errorf("key %q must have the form env.NAME.FIELD, share.NAME.FIELD or queue.NAME.FIELD", key)
+		return fmt.Errorf("key %q must have the form env.NAME.FIELD, share.NAME.FIELD, queue.NAME.FIELD or plan.NAME", key)
 	}
 	if kind == "share" && name == "*" {
 		names := f.ShareNames()
@@ -175,7 +188,7 @@ func (f *File) setAt(kv, kind, name, field, val string) error {
 			return fmt.Errorf("unknown field %q of a quota share: use maxCapacity.TYPE, strategy, borrowLimit, inSharePreemption, state or minRunTime", field)
 		}
 	default:
-		return fmt.Errorf("key %q must start with env., share. or queue.", key)
+		return fmt.Errorf("key %q must start with env., share., queue. or plan.", key)
 	}
 	return nil
 }
@@ -263,6 +276,119 @@ func setLimit(ls []qshare.CapacityLimit, unit string, n int64) []qshare.Capacity
 	return out
 }
 
+// setPlan applies plan.NAME=VALUE (see WhatIf).
+func (f *File) setPlan(name, val string) error {
+	if err := qshare.ValidateName("plan.NAME", name); err != nil {
+		return fmt.Errorf("%s", qshare.ErrorMessageOf(err))
+	}
+	i := slices.IndexFunc(f.CapacityPlans, func(p qshare.CapacityPlan) bool { return p.Name == name })
+	if val == "none" {
+		if i < 0 {
+			return fmt.Errorf("plan.%s=none: the configuration has no capacity plan %s", name, name)
+		}
+		f.CapacityPlans = slices.Delete(f.CapacityPlans, i, i+1)
+		return nil
+	}
+	const form = "write TYPE:COUNT@START/LENGTH[:share=SHARE][:warning=DURATION], for example ml.p5.48xlarge:16@2026-12-01T00:00/14d:share=QS1"
+	// START may hold ':' (a time of day): the options begin at the first
+	// ":share=" or ":warning=".
+	spec, opts := val, ""
+	for _, o := range []string{":share=", ":warning="} {
+		if m := strings.Index(val, o); m >= 0 && m < len(spec) {
+			spec, opts = val[:m], val[m+1:]
+		}
+	}
+	typeCount, when, ok := strings.Cut(spec, "@")
+	typ, count, ok2 := strings.Cut(typeCount, ":")
+	start, length, ok3 := strings.Cut(when, "/")
+	if !ok || !ok2 || !ok3 || typ == "" {
+		return fmt.Errorf("plan.%s=%s: %s", name, val, form)
+	}
+	p := qshare.CapacityPlan{Name: name, InstanceType: typ}
+	n, err := strconv.ParseInt(count, 10, 64)
+	if err != nil {
+		return fmt.Errorf("plan.%s: instance count %q is not an integer: %s", name, count, form)
+	}
+	p.InstanceCount = n
+	if p.StartTime, err = ParseTime(start); err != nil {
+		return fmt.Errorf("plan.%s: %v", name, err)
+	}
+	d, err := parseLength(length)
+	if err != nil {
+		return fmt.Errorf("plan.%s: length %v", name, err)
+	}
+	p.EndTime = p.StartTime.Add(d)
+	share := ""
+	for _, o := range strings.Split(opts, ":") {
+		if o == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(o, "=")
+		switch k {
+		case "share":
+			share = v
+		case "warning":
+			w, err := parseLength(v)
+			if err != nil || w%time.Second != 0 {
+				return fmt.Errorf("plan.%s: warning %q is not a whole number of seconds (10m, 600s)", name, v)
+			}
+			s := int64(w / time.Second)
+			p.WarningSeconds = &s
+		default:
+			return fmt.Errorf("plan.%s: unknown option %q: use share= or warning=", name, k)
+		}
+	}
+	if share == "" {
+		names := f.ShareNames()
+		if len(names) != 1 {
+			return fmt.Errorf("plan.%s: say which share gets the plan (:share=[QUEUE/]SHARE); the configuration has %d quota shares", name, len(names))
+		}
+		share = names[0]
+	}
+	qi, si, err := f.findShare(share)
+	if err != nil {
+		return err
+	}
+	p.JobQueue, p.QuotaShare = f.JobQueues[qi].Name, f.JobQueues[qi].QuotaShares[si].Name
+	if i >= 0 {
+		f.CapacityPlans[i] = p
+	} else {
+		f.CapacityPlans = append(f.CapacityPlans, p)
+	}
+	return nil
+}
+
+// ParseTime reads an absolute time of the command line: RFC 3339
+// (2026-12-01T00:00:00Z), or, in UTC, 2026-12-01T00:00:00, 2026-12-01T00:00
+// or 2026-12-01.
+func ParseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time: write 2026-12-01T00:00 (UTC), 2026-12-01, or RFC 3339", s)
+}
+
+// parseLength reads a span: Nd (days) or a Go duration (36h, 90m).
+func parseLength(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 0 || n > 366 {
+			return 0, fmt.Errorf("%q is not a number of days from 0 to 366", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration: write 14d, 36h or 90m", s)
+	}
+	return d, nil
+}
+
 // parseSpan reads a minimum run time: a Go duration of whole seconds (10m,
 // 1h30m) or a number of seconds, from 0 to 7 days.
 func parseSpan(s string) (time.Duration, error) {
@@ -300,6 +426,18 @@ func Describe(base, other *File) []string {
 		out = append(out, diffLimits("env "+e.Name, b.CapacityLimits, e.CapacityLimits)...)
 		if b.State != e.State {
 			out = append(out, fmt.Sprintf("env %s state: %s -> %s", e.Name, stateOrEnabled(b.State), stateOrEnabled(e.State)))
+		}
+	}
+	for _, p := range other.CapacityPlans {
+		i := slices.IndexFunc(base.CapacityPlans, func(b qshare.CapacityPlan) bool { return b.Name == p.Name })
+		if i < 0 || !reflect.DeepEqual(base.CapacityPlans[i], p) {
+			out = append(out, fmt.Sprintf("plan %s: %d %s for %s/%s from %s to %s (warning %s)", p.Name, p.InstanceCount, p.InstanceType,
+				p.JobQueue, p.QuotaShare, p.StartTime.UTC().Format(time.RFC3339), p.EndTime.UTC().Format(time.RFC3339), p.Warning()))
+		}
+	}
+	for _, b := range base.CapacityPlans {
+		if !slices.ContainsFunc(other.CapacityPlans, func(p qshare.CapacityPlan) bool { return p.Name == b.Name }) {
+			out = append(out, "plan "+b.Name+": removed")
 		}
 	}
 	for _, q := range other.JobQueues {

@@ -105,6 +105,7 @@ type Daemon struct {
 	policies map[string]*qshare.SchedulingPolicy
 	queues   map[string]*qshare.JobQueue
 	shares   map[store.ShareKey]*qshare.QuotaShare
+	plans    map[string]*qshare.CapacityPlan // by name
 	jobs     map[string]*qshare.Job
 	// inflight holds the loop's newest versions of jobs whose commit has
 	// not returned yet (the committer), newer than their d.jobs record.
@@ -225,6 +226,7 @@ func New(cfg Config) (*Daemon, error) {
 		policies:   map[string]*qshare.SchedulingPolicy{},
 		queues:     map[string]*qshare.JobQueue{},
 		shares:     map[store.ShareKey]*qshare.QuotaShare{},
+		plans:      map[string]*qshare.CapacityPlan{},
 		jobs:       map[string]*qshare.Job{},
 		inflight:   map[string]*qshare.Job{},
 		byQueue:    map[string]*jobIndex{},

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"qshare"
 	"qshare/store"
@@ -136,3 +137,20 @@ func TestJobIndex(t *testing.T) {
 
 // nopStore satisfies store.Store for tests that never reach it.
 type nopStore struct{ store.Store }
+
+// TestPlanStopEnd: the reason of a plan's stop gives the plan's end back,
+// and no other reason does.
+func TestPlanStopEnd(t *testing.T) {
+	end := time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC)
+	for reason, ok := range map[string]bool{
+		"Preempted by the scheduler (cross-share): capacity plan P ends at 2026-12-15T00:00:00Z: stopped to end by then, requeued":                        true,
+		"Preempted by the scheduler (cross-share): capacity plan P of share A ends at 2026-12-15T00:00:00Z: share B runs above its own limit of 0 x, and": true,
+		"Preempted by the scheduler (cross-share): preempted by cross-share preemption to return capacity to share QS2 for job X":                         false,
+		"Preempted by the scheduler (cross-share): capacity plan P ends at soon: x":                                                                       false,
+	} {
+		got, gotOK := planStopEnd(reason)
+		if gotOK != ok || (ok && !got.Equal(end)) {
+			t.Errorf("planStopEnd(%q) = %v, %v; want %v", reason, got, gotOK, ok)
+		}
+	}
+}

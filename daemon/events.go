@@ -165,7 +165,9 @@ func baseEvent(j *qshare.Job, kind event.Kind, t time.Time, reason string) event
 
 // submitEvents are the lines of a newly committed job.
 func submitEvents(j *qshare.Job) []event.Event {
-	return event.Lines(baseEvent(j, event.Submit, j.CreatedAt, ""), j.Demand)
+	e := baseEvent(j, event.Submit, j.CreatedAt, "")
+	e.Plan = j.CapacityPlan
+	return event.Lines(e, j.Demand)
 }
 
 // cycleEvents derives the events of a loop commit: the jobs this cycle

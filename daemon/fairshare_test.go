@@ -70,3 +70,42 @@ func startOneQueue(t *testing.T, tick time.Duration, p daemon.PolicyInput) *daem
 	must(t, err)
 	return d
 }
+
+// TestFairShareUsageSurvivesRestart: the usage of a fair-share queue's
+// identifiers is rebuilt from the stored attempts at a restart, so the
+// identifier that used capacity before the restart still goes after one
+// that did not (with usage lost, the two would tie and the earlier job,
+// of the identifier that used more, would go first).
+func TestFairShareUsageSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a := open(t, dir, simulated.New(simulated.Options{}))
+	_, err := a.d.CreatePolicy(ctx, daemon.PolicyInput{Name: "fair", FairsharePolicy: []byte(`{"shareDecaySeconds":600}`)})
+	must(t, err)
+	_, err = a.d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: "e", Type: "SAGEMAKER_TRAINING", CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 1}}})
+	must(t, err)
+	_, err = a.d.CreateQueue(ctx, daemon.QueueInput{Name: "q", SchedulingPolicyARN: a.d.PolicyARN("fair"), Priority: 1,
+		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}})
+	must(t, err)
+	sub := func(d *daemon.Daemon, name, ident, dur string) string {
+		j, err := d.Submit(ctx, daemon.SubmitInput{Name: name, Queue: "q", ShareIdentifier: ident, ServiceJobType: "SAGEMAKER_TRAINING",
+			Payload: fmt.Sprintf(`{"ResourceConfig":{"InstanceType":"ml.g5.xlarge"},"Environment":{"QSHARE_SIM_DURATION":%q}}`, dur)})
+		must(t, err)
+		return j.ID
+	}
+	x1 := sub(a.d, "x1", "x", "300ms")
+	waitFor(t, a.d, x1, status(qshare.JobSucceeded), "SUCCEEDED")
+	a.close()
+
+	b := open(t, dir, simulated.New(simulated.Options{}))
+	defer b.close()
+	blocker := sub(b.d, "z1", "z", "300ms")
+	waitFor(t, b.d, blocker, status(qshare.JobRunning), "RUNNING")
+	x2 := sub(b.d, "x2", "x", "1ms")
+	y1 := sub(b.d, "y1", "y", "1ms")
+	jx := waitFor(t, b.d, x2, status(qshare.JobSucceeded), "SUCCEEDED")
+	jy := waitFor(t, b.d, y1, status(qshare.JobSucceeded), "SUCCEEDED")
+	if !jy.Attempts[0].ScheduledAt.Before(jx.Attempts[0].ScheduledAt) {
+		t.Fatalf("after the restart y1 was scheduled at %v, x2 at %v: y, which had used nothing, should go first", jy.Attempts[0].ScheduledAt, jx.Attempts[0].ScheduledAt)
+	}
+}

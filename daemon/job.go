@@ -160,6 +160,15 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	if err != nil {
 		return nil, err
 	}
+	planARN := req.ResourceConfig.TrainingPlanArn
+	if planARN != "" {
+		d.mu.RLock()
+		err := d.checkPlan(planARN, queue, share, demand)
+		d.mu.RUnlock()
+		if err != nil {
+			return nil, err
+		}
+	}
 
 	var tok *tokenEntry
 	if in.ClientToken != "" {
@@ -194,7 +203,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	id := newJobID()
 	j := &qshare.Job{
 		ID: id, ARN: d.JobARN(id), Name: in.Name, JobQueue: queue, QuotaShare: share,
-		ShareIdentifier: in.ShareIdentifier, ServiceJobType: in.ServiceJobType, Priority: int(prio),
+		ShareIdentifier: in.ShareIdentifier, CapacityPlan: planARN, ServiceJobType: in.ServiceJobType, Priority: int(prio),
 		Status: qshare.JobRunnable, StatusReason: submitReason(queue, share), Payload: in.Payload, Demand: demand, RetryStrategy: in.RetryStrategy,
 		PreemptionRetries: preemptRetries, AttemptDurationSeconds: timeout, Tags: withSubmitter(in.Tags, in.SubmittedBy, in.RunAs),
 		ClientToken: in.ClientToken, RequestHash: in.RequestHash,

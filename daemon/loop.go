@@ -89,6 +89,9 @@ type run struct {
 	// first look (see pendingReasons).
 	pending     string
 	pendingSeen bool
+	// grace is the stop's grace period when it is not the configured one:
+	// a capacity plan's end stops the attempt to have stopped by then.
+	grace time.Duration
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
@@ -633,6 +636,10 @@ func (c *cycle) decide(dec engine.Decision) {
 		}
 		d.observePreempt(c, dec, r)
 		r.stop, r.final = stopPreempt, dec.Final
+		if !dec.StopBy.IsZero() {
+			// A capacity plan ends: stop gracefully, killed by its end.
+			r.grace = dec.StopBy.Sub(c.now)
+		}
 		d.notePreempt(dec.Job, dec.For)
 		r.reason = fmt.Sprintf("%s (%s): %s", preemptPrefix, kind, dec.Reason)
 		j := c.edit(dec.Job)
@@ -695,7 +702,11 @@ func (c *cycle) stopRun(r *run) {
 		r.stopSent = true
 		attempt, job := r.attempt, r.job
 		c.effects = append(c.effects, func() {
-			if err := d.ex.Stop(c.ctx, attempt, d.cfg.StopGrace); err != nil {
+			grace := d.cfg.StopGrace
+			if r.grace > 0 {
+				grace = r.grace
+			}
+			if err := d.ex.Stop(c.ctx, attempt, grace); err != nil {
 				if errors.Is(err, executor.ErrUnknownAttempt) {
 					d.post(op{kind: opExited, id: job, attempt: attempt, lost: true,
 						exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Reason: "the executor does not know the attempt", At: d.now()}})
@@ -863,5 +874,35 @@ func (d *Daemon) spec(j *qshare.Job) engine.JobSpec {
 		retries = *j.PreemptionRetries
 	}
 	return engine.JobSpec{ID: j.ID, Queue: j.JobQueue, Share: share, Priority: j.Priority, Created: j.CreatedAt,
-		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions, ShareIdentifier: j.ShareIdentifier}
+		Demand: j.Demand, PreemptionRetries: retries, Preemptions: j.Preemptions - planStops(j), ShareIdentifier: j.ShareIdentifier, Plan: j.CapacityPlan}
+}
+
+// planStops counts the job's attempts that were preempted because a
+// capacity plan's capacity ended: they are preemptions in its summary, but
+// do not count against its preemption retries (engine.Decision.StopBy).
+func planStops(j *qshare.Job) int {
+	n := 0
+	for i := range j.Attempts {
+		if a := &j.Attempts[i]; a.Preempted {
+			if _, ok := planStopEnd(a.StatusReason); ok {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// planStopEnd reads the reason of a preemption because a capacity plan
+// ends ("... capacity plan P ... ends at TIME: ..."), and returns that end.
+func planStopEnd(reason string) (time.Time, bool) {
+	if !strings.Contains(reason, ": capacity plan ") {
+		return time.Time{}, false
+	}
+	_, rest, ok := strings.Cut(reason, " ends at ")
+	if !ok {
+		return time.Time{}, false
+	}
+	at, _, _ := strings.Cut(rest, ": ")
+	t, err := time.Parse(time.RFC3339, at)
+	return t, err == nil
 }

@@ -49,6 +49,13 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 			return fmt.Errorf("daemon: restore quota share %s/%s: %w", sh.JobQueue, sh.Name, err)
 		}
 	}
+	for i := range s.Plans {
+		p := s.Plans[i]
+		d.plans[p.Name] = &p
+		if err := d.eng.SetPlan(engine.PlanOf(&p)); err != nil {
+			return fmt.Errorf("daemon: restore capacity plan %s: %w", p.Name, err)
+		}
+	}
 	if err := d.settleRecovered(ctx); err != nil {
 		return fmt.Errorf("daemon: recovery commit of resources: %w", err)
 	}
@@ -94,6 +101,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 			d.recoverAttempt(ctx, lctx, j, &fixes)
 		}
 	}
+	d.rebuildFairUsage(s.Jobs)
 	if len(fixes) > 0 {
 		if err := d.st.Commit(ctx, &store.Change{PutJobs: fixes}); err != nil {
 			return fmt.Errorf("daemon: recovery commit: %w", err)
@@ -104,7 +112,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 	}
 	d.sweep(lctx, keep)
 	d.log.Info("recovered from store", "environments", len(s.Environments), "policies", len(s.Policies), "queues", len(s.Queues),
-		"shares", len(s.Shares), "jobs", len(s.Jobs), "unfinished", counts)
+		"shares", len(s.Shares), "plans", len(s.Plans), "jobs", len(s.Jobs), "unfinished", counts)
 	return nil
 }
 
@@ -219,7 +227,12 @@ func (d *Daemon) recoverStop(j *qshare.Job, a *qshare.Attempt, r *run) {
 	switch {
 	case a.StoppedAt.IsZero() && strings.HasPrefix(a.StatusReason, preemptPrefix):
 		r.stop, r.reason = stopPreempt, a.StatusReason
-		r.final = j.PreemptionRetries != nil && j.Preemptions >= *j.PreemptionRetries
+		r.final = j.PreemptionRetries != nil && j.Preemptions-planStops(j) >= *j.PreemptionRetries
+		if end, ok := planStopEnd(a.StatusReason); ok {
+			// A capacity plan's end: never final, and still timed to be
+			// over by the end.
+			r.final, r.grace = false, end.Sub(d.now())
+		}
 	case a.StoppedAt.IsZero() && strings.HasPrefix(a.StatusReason, timeoutPrefix):
 		r.stop, r.reason = stopTimeout, a.StatusReason
 	case j.IsTerminated:
@@ -256,5 +269,33 @@ func (d *Daemon) retryRecover(ctx context.Context, job string, h executor.Handle
 		d.log.Info("recovery: attempt re-attached after retrying", "job", job, "attempt", h.AttemptID)
 		d.waitAttempt(ctx, job, h.AttemptID)
 		return
+	}
+}
+
+// rebuildFairUsage gives the engine the usage of every fair-share queue's
+// share identifiers, which it keeps in memory only: rebuilt from the
+// attempts of the stored jobs (each from its ScheduledAt to its StoppedAt,
+// or to now for one still running), weighted and decayed as the engine
+// counts them. Jobs the store no longer has (deleted by retention) are not
+// counted; their usage had decayed for at least the retention period.
+func (d *Daemon) rebuildFairUsage(jobs []qshare.Job) {
+	spans := map[string][]engine.FairInterval{}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.ShareIdentifier == "" || j.QuotaShare != "" {
+			continue
+		}
+		for _, a := range j.Attempts {
+			if !a.ScheduledAt.IsZero() {
+				spans[j.JobQueue] = append(spans[j.JobQueue], engine.FairInterval{ShareIdentifier: j.ShareIdentifier,
+					Instances: j.Demand.Total(), From: a.ScheduledAt, To: a.StoppedAt})
+			}
+		}
+	}
+	now := d.now()
+	for q, sp := range spans {
+		if err := d.eng.RebuildFairUsage(q, sp, now); err != nil {
+			d.log.Warn("recovery: fair-share usage not rebuilt", "queue", q, "err", err)
+		}
 	}
 }

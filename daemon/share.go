@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"qshare"
 	"qshare/store"
@@ -197,9 +198,13 @@ func (d *Daemon) DeleteShare(ctx context.Context, arn string) error {
 	d.mu.RLock()
 	s := d.shares[key]
 	active := d.activeJobs(key.Queue, key.Name)
+	plans := d.sharePlans(key)
 	d.mu.RUnlock()
 	if s == nil {
 		return errNoShare(key)
+	}
+	if len(plans) > 0 {
+		return qshare.Errorf(qshare.ECONFLICT, "Quota share %s has capacity plans (%s): delete them first", key.Name, strings.Join(plans, ", "))
 	}
 	if s.Status == qshare.StatusDeleting {
 		return nil

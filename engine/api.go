@@ -106,6 +106,10 @@ type JobSpec struct {
 	// ShareIdentifier is the job's share identifier in a fair-share share
 	// (required there, ignored elsewhere).
 	ShareIdentifier string
+	// Plan names the capacity plan (PlanConfig.Name) the job runs on, or
+	// is empty. The plan must be of the job's share, and the job must
+	// need only the plan's instance type, at most its count.
+	Plan string
 }
 
 // DecisionKind says what a Decision asks the caller to do.
@@ -155,6 +159,12 @@ type Decision struct {
 	// Borrowed is, on a start, the part of the demand beyond the share's own
 	// capacity, per type.
 	Borrowed qshare.Capacity
+	// StopBy is, on a preemption because a capacity plan's capacity ends,
+	// when it ends: the caller stops the attempt gracefully so that it has
+	// stopped by then (a grace of StopBy minus now; its usual grace when
+	// that is not positive). Such a preemption is never Final and does not
+	// count against the job's preemption retries. Zero otherwise.
+	StopBy time.Time
 	// Reason is a human-readable account that names the other party, e.g.
 	// "borrowed 1 ml.g5.xlarge from QS2" or "preempted by cross-share
 	// preemption to return capacity to share QS2 for job X".

@@ -45,6 +45,9 @@ type benchWorld struct {
 	// idents, in a fair-share world, is each entry of shares' share
 	// identifier.
 	idents []string
+	// plans, in a world with capacity plans, is each entry of shares'
+	// plan: a quarter of the share's jobs of one ml.g5.xlarge type name it.
+	plans []string
 	// ds is the decisions of the last pass; the next pass reuses it, as
 	// the simulator and the daemon do (AppendSchedule).
 	ds []Decision
@@ -111,6 +114,9 @@ func (w *benchWorld) spec(share int) JobSpec {
 	spec := JobSpec{ID: fmt.Sprintf("job%08d", w.next), Queue: sh[0], Share: sh[1], Priority: w.rng.IntN(10), Created: w.clock, Demand: d, PreemptionRetries: -1}
 	if w.idents != nil {
 		spec.ShareIdentifier = w.idents[share]
+	}
+	if w.plans != nil && d[benchTypes[0]] > 0 && w.rng.IntN(4) == 0 {
+		spec.Plan = w.plans[share]
 	}
 	return spec
 }
@@ -211,43 +217,93 @@ func newFairBenchWorld(pending int) *benchWorld {
 	return w
 }
 
+// newPlanBenchWorld is the mixed installation with a capacity plan of 10
+// ml.g5.xlarge on every share (1,000 plans): half of them open for the
+// whole run, half opening in a day (their jobs wait aside); a quarter of
+// each share's jobs of one ml.g5.xlarge type name the share's plan.
+func newPlanBenchWorld(pending int) *benchWorld {
+	w := newBenchWorld(0, true)
+	w.plans = make([]string, len(w.shares))
+	for i, sh := range w.shares {
+		start := w.clock.Add(-time.Hour)
+		if i%2 == 1 {
+			start = w.clock.Add(24 * time.Hour)
+		}
+		w.plans[i] = fmt.Sprintf("plan%04d", i)
+		if err := w.e.SetPlan(PlanConfig{Name: w.plans[i], Queue: sh[0], Share: sh[1], InstanceType: benchTypes[0], Count: 10,
+			Start: start, End: start.Add(30 * 24 * time.Hour), Warning: 10 * time.Minute}); err != nil {
+			panic(err)
+		}
+	}
+	for i := 0; i < pending; i++ {
+		w.submit(i % len(w.shares))
+	}
+	w.schedule()
+	return w
+}
+
+// BenchmarkPlanChurn is ChurnBatch (k=1000) and ChurnOne (k=1) in the
+// world with capacity plans, at 100,000 and 1,000,000 pending jobs.
+func BenchmarkPlanChurn(b *testing.B) {
+	for _, pending := range []int{100_000, 1_000_000} {
+		for _, k := range []int{1000, 1} {
+			b.Run(fmt.Sprintf("pending=%d/k=%d", pending, k), func(b *testing.B) {
+				churn(b, cachedOther("plan", pending, newPlanBenchWorld), k)
+			})
+		}
+	}
+}
+
+// BenchmarkPlanMemoryPerPendingJob is MemoryPerPendingJob in the world
+// with capacity plans.
+func BenchmarkPlanMemoryPerPendingJob(b *testing.B) { memoryPerPendingJob(b, newPlanBenchWorld) }
+
 // BenchmarkFairShareChurn is ChurnBatch (k=1000) and ChurnOne (k=1) in the
 // fair-share world, at 100,000 and 1,000,000 pending jobs.
 func BenchmarkFairShareChurn(b *testing.B) {
 	for _, pending := range []int{100_000, 1_000_000} {
 		for _, k := range []int{1000, 1} {
 			b.Run(fmt.Sprintf("pending=%d/k=%d", pending, k), func(b *testing.B) {
-				churn(b, cachedFairWorld(pending), k)
+				churn(b, cachedOther("fair", pending, newFairBenchWorld), k)
 			})
 		}
 	}
 }
 
-var fairWorld struct {
+// otherWorld is the one world of another kind than cachedWorld's (fair
+// share, capacity plans) kept for the benchmarks, as cachedWorld keeps its.
+var otherWorld struct {
+	kind    string
 	pending int
 	w       *benchWorld
 }
 
-func cachedFairWorld(pending int) *benchWorld {
-	if fairWorld.w != nil && fairWorld.pending == pending {
-		return fairWorld.w
+// cachedOther builds the world of kind with pending jobs once (build makes
+// it), dropping every other cached world first.
+func cachedOther(kind string, pending int, build func(int) *benchWorld) *benchWorld {
+	if otherWorld.w != nil && otherWorld.kind == kind && otherWorld.pending == pending {
+		return otherWorld.w
 	}
 	clear(benchWorlds)
-	fairWorld.w = nil
+	otherWorld.w = nil
 	runtime.GC()
-	fairWorld.pending, fairWorld.w = pending, newFairBenchWorld(pending)
-	return fairWorld.w
+	otherWorld.kind, otherWorld.pending, otherWorld.w = kind, pending, build(pending)
+	return otherWorld.w
 }
 
 // BenchmarkFairShareMemoryPerPendingJob is MemoryPerPendingJob in the
 // fair-share world.
-func BenchmarkFairShareMemoryPerPendingJob(b *testing.B) {
+func BenchmarkFairShareMemoryPerPendingJob(b *testing.B) { memoryPerPendingJob(b, newFairBenchWorld) }
+
+// memoryPerPendingJob reports the heap that a world of 1,000,000 pending
+// jobs, made by build, holds per pending job.
+func memoryPerPendingJob(b *testing.B, build func(int) *benchWorld) {
 	const pending = 1_000_000
 	for i := 0; i < b.N; i++ {
 		var m0, m1 runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&m0)
-		w := newFairBenchWorld(pending)
+		w := build(pending)
 		runtime.GC()
 		runtime.ReadMemStats(&m1)
 		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/pending, "bytes/pending-job")
@@ -436,16 +492,5 @@ func BenchmarkReclaim(b *testing.B) {
 // BenchmarkMemoryPerPendingJob measures the heap the engine holds per
 // RUNNABLE job (IDs of 11 bytes, one or two instance types).
 func BenchmarkMemoryPerPendingJob(b *testing.B) {
-	const pending = 1_000_000
-	for i := 0; i < b.N; i++ {
-		var m0, m1 runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m0)
-		w := newBenchWorld(pending, false)
-		runtime.GC()
-		runtime.ReadMemStats(&m1)
-		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/pending, "bytes/pending-job")
-		runtime.KeepAlive(w)
-	}
-	b.ReportMetric(0, "ns/op")
+	memoryPerPendingJob(b, func(pending int) *benchWorld { return newBenchWorld(pending, false) })
 }

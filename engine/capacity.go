@@ -44,7 +44,9 @@ type amount struct {
 // Every share of every queue on the environment borrows from and lends to
 // the same pool: the environment is the unit a pass schedules.
 type environment struct {
-	name   string
+	name string
+	// base is the configured limit; limit adds the open capacity plans.
+	base   vec
 	limit  vec
 	used   vec // held by jobs, stopping and reserved-partial holdings included
 	queues map[string]*queue
@@ -117,6 +119,9 @@ type share struct {
 
 	// fair is the fair-share state of a fair-share share (nil otherwise).
 	fair *fairState
+	// plans are the capacity plans that give the share capacity, by name
+	// (nil: none, which the hot paths test first).
+	plans []*plan
 
 	// minRun is the minimum run time in nanoseconds (ShareConfig.MinRunTime):
 	// a holding job of the share with started+minRun > now is protected.

@@ -28,7 +28,8 @@ func (e *Engine) SetEnvironment(c EnvironmentConfig) error {
 		env = &environment{name: c.Name, queues: map[string]*queue{}}
 		e.envs[c.Name] = env
 	}
-	env.limit = e.toVec(c.Limits)
+	env.base = e.toVec(c.Limits)
+	e.applyLimits(env)
 	e.markDirty(env)
 	return nil
 }
@@ -205,15 +206,7 @@ func (e *Engine) SetShare(c ShareConfig) error {
 		fs.Weights = append([]ShareWeight(nil), fs.Weights...)
 		s.cfg.FairShare = &fs
 	}
-	s.limit = e.toVec(c.Limits)
-	s.unlimited = c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit == qshare.BorrowUnlimited
-	s.maxUse = make(vec, len(s.limit))
-	for i, l := range s.limit {
-		s.maxUse[i] = l
-		if c.Strategy == qshare.StrategyLendAndBorrow && c.BorrowLimit > 0 {
-			s.maxUse[i] = l + l*c.BorrowLimit/100
-		}
-	}
+	e.shareLimits(s)
 	e.reindex(q.env)
 	e.markDirty(q.env)
 	return nil
@@ -232,6 +225,11 @@ func (e *Engine) RemoveShare(queue, name string) error {
 	}
 	if n := s.jobCount(); n > 0 {
 		return qshare.Errorf(qshare.ECONFLICT, "quota share %s still has %d job(s); terminate and release them first", name, n)
+	}
+	for _, p := range append([]*plan(nil), s.plans...) {
+		if err := e.RemovePlan(p.cfg.Name); err != nil {
+			return err
+		}
 	}
 	delete(q.shares, name)
 	e.reindex(q.env)

@@ -27,6 +27,7 @@ type Resources struct {
 	Policies     []qshare.SchedulingPolicy
 	Queues       []qshare.JobQueue
 	Shares       []qshare.QuotaShare
+	Plans        []qshare.CapacityPlan
 }
 
 // Config is the engine configuration of a set of resources.
@@ -34,13 +35,15 @@ type Config struct {
 	Environments []EnvironmentConfig
 	Queues       []QueueConfig
 	Shares       []ShareConfig
+	Plans        []PlanConfig
 }
 
 // Configure maps resources to engine configuration: every environment;
 // every job queue, on the environment it names; for a queue without a
 // quota-share policy, its QueueShare (QueueShareOf); and every quota share
 // of a queue with a quota-share policy (shares of other queues are left
-// out: they cannot schedule). Each list keeps the order of r.
+// out: they cannot schedule), and every capacity plan of such a share's
+// queue. Each list keeps the order of r.
 func Configure(r Resources) Config {
 	var c Config
 	envs := make(map[string]*qshare.ServiceEnvironment, len(r.Environments))
@@ -70,6 +73,11 @@ func Configure(r Resources) Config {
 	for i := range r.Shares {
 		if s := &r.Shares[i]; quota[s.JobQueue] {
 			c.Shares = append(c.Shares, ShareOf(s))
+		}
+	}
+	for i := range r.Plans {
+		if p := &r.Plans[i]; quota[p.JobQueue] {
+			c.Plans = append(c.Plans, PlanOf(p))
 		}
 	}
 	return c
@@ -171,8 +179,8 @@ func refName(ref string) string {
 	return ""
 }
 
-// Load gives the engine every environment, queue and share of c, in that
-// order. It stops at the first error, which is the engine's.
+// Load gives the engine every environment, queue, share and capacity plan
+// of c, in that order. It stops at the first error, which is the engine's.
 func (c Config) Load(e *Engine) error {
 	for _, x := range c.Environments {
 		if err := e.SetEnvironment(x); err != nil {
@@ -189,6 +197,11 @@ func (c Config) Load(e *Engine) error {
 			return err
 		}
 	}
+	for _, x := range c.Plans {
+		if err := e.SetPlan(x); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -198,7 +211,7 @@ func (c Config) Load(e *Engine) error {
 func (e *Engine) Config() Config {
 	var c Config
 	for _, env := range e.envs {
-		c.Environments = append(c.Environments, EnvironmentConfig{Name: env.name, Limits: e.toCapacity(env.limit)})
+		c.Environments = append(c.Environments, EnvironmentConfig{Name: env.name, Limits: e.toCapacity(env.base)})
 	}
 	for _, q := range e.queues {
 		c.Queues = append(c.Queues, QueueConfig{Name: q.name, Environment: q.env.name})
@@ -208,20 +221,31 @@ func (e *Engine) Config() Config {
 			c.Shares = append(c.Shares, sc)
 		}
 	}
+	for _, p := range e.plans {
+		c.Plans = append(c.Plans, p.cfg)
+	}
 	c.Sort()
 	return c
 }
 
-// Sort puts c in name order: environments and queues by name, shares by
-// queue, then name. Two configurations declare the same resources when
+// Sort puts c in name order: environments, queues and plans by name,
+// shares by queue, then name. Two configurations declare the same resources when
 // their sorted forms are equal.
 func (c Config) Sort() {
 	sort.Slice(c.Environments, func(i, j int) bool { return c.Environments[i].Name < c.Environments[j].Name })
 	sort.Slice(c.Queues, func(i, j int) bool { return c.Queues[i].Name < c.Queues[j].Name })
+	sort.Slice(c.Plans, func(i, j int) bool { return c.Plans[i].Name < c.Plans[j].Name })
 	sort.Slice(c.Shares, func(i, j int) bool {
 		if c.Shares[i].Queue != c.Shares[j].Queue {
 			return c.Shares[i].Queue < c.Shares[j].Queue
 		}
 		return c.Shares[i].Name < c.Shares[j].Name
 	})
+}
+
+// PlanOf is a capacity plan as the engine takes it: named by its ARN (the
+// name jobs give in ResourceConfig.TrainingPlanArn), labelled by its name.
+func PlanOf(p *qshare.CapacityPlan) PlanConfig {
+	return PlanConfig{Name: p.ARN, Label: p.Name, Queue: p.JobQueue, Share: p.QuotaShare, InstanceType: p.InstanceType,
+		Count: p.InstanceCount, Start: p.StartTime, End: p.EndTime, Warning: p.Warning()}
 }

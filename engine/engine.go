@@ -45,6 +45,21 @@ type Engine struct {
 
 	stats Stats
 
+	// plans are the capacity plans by name; planList holds them by
+	// job.plan (index plus 1; nil once removed). planWake is the next
+	// window edge after the last Schedule (0: none); planCheck says a
+	// Schedule must look at the plans although no edge is due (a plan
+	// changed, or a job was parked); planTime is the now of the last look.
+	plans    map[string]*plan
+	planList []*plan
+	// planOrder is the plans in name order; planAnnounce those with jobs
+	// parked since the last pass, whose reasons the pass sends.
+	planOrder    []*plan
+	planAnnounce []*plan
+	planWake     int64
+	planCheck    bool
+	planTime     int64
+
 	// buffers are the scratch space that passes and batches reuse (see
 	// memory.go).
 	buffers

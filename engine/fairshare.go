@@ -22,6 +22,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"qshare"
 )
@@ -142,13 +143,23 @@ func (s *share) rq(j *job) *runQueue {
 	if s.fair != nil {
 		return &s.fair.ids[j.ident].runq
 	}
+	if s.plans != nil && j.plan != 0 {
+		// A job of a plan that is not open is parked in the plan's queue.
+		if p := s.planByIdx(j.plan); p != nil && !p.open {
+			return &p.rq
+		}
+	}
 	return &s.runq
 }
 
 // runnable counts the share's RUNNABLE jobs.
 func (s *share) runnable() int {
 	if s.fair == nil {
-		return s.runq.Len()
+		n := s.runq.Len()
+		for _, p := range s.plans {
+			n += p.rq.Len()
+		}
+		return n
 	}
 	n := 0
 	for _, id := range s.fair.ids {
@@ -329,4 +340,63 @@ func (e *Engine) FairShare(queue string) []FairUsage {
 		return out[a].ShareIdentifier < out[b].ShareIdentifier
 	})
 	return out
+}
+
+// FairInterval is a span during which a job of a fair-share queue held
+// capacity: Instances (all types summed) from From to To, for identifier
+// ShareIdentifier.
+type FairInterval struct {
+	ShareIdentifier string
+	Instances       int64
+	From, To        time.Time
+}
+
+// RebuildFairUsage sets the usage of the identifiers of a fair-share
+// queue from its jobs' history, as of now, for a caller rebuilding the
+// engine after a restart (the usage is not stored): each interval counts
+// as it would have, its instances times its identifier's weight, decayed
+// to now; an interval that has not ended counts up to now. Identifiers
+// without intervals keep their usage. It fails with ENOTFOUND when queue
+// is not a fair-share queue.
+func (e *Engine) RebuildFairUsage(queue string, spans []FairInterval, now time.Time) error {
+	q := e.queues[queue]
+	var s *share
+	if q != nil {
+		s = q.shares[QueueShare]
+	}
+	if s == nil || s.fair == nil {
+		return qshare.Errorf(qshare.ENOTFOUND, "job queue %s is not a fair-share queue", queue)
+	}
+	f := s.fair
+	t := now.UnixNano()
+	f.advance(t)
+	for _, sp := range spans {
+		if sp.ShareIdentifier != "" {
+			f.ident(sp.ShareIdentifier, &e.jobs)
+		}
+	}
+	usage := make([]float64, len(f.ids))
+	set := make([]bool, len(f.ids))
+	for _, sp := range spans {
+		a, b := sp.From.UnixNano(), min(sp.To.UnixNano(), t)
+		if sp.To.IsZero() {
+			b = t
+		}
+		if sp.Instances <= 0 || b <= a || sp.ShareIdentifier == "" {
+			continue
+		}
+		i := f.index[sp.ShareIdentifier]
+		set[i] = true
+		// The integral of rate·e^(−(now−x)/D) over [a, b], as advance
+		// accumulates it.
+		far, near := float64(t-a)/1e9, float64(t-b)/1e9
+		usage[i] += float64(sp.Instances) * f.ids[i].weight * f.decay * (math.Exp(-near/f.decay) - math.Exp(-far/f.decay))
+	}
+	for i, u := range usage {
+		if set[i] {
+			f.ids[i].usage = u
+		}
+	}
+	e.markDirty(q.env)
+	return nil
 }

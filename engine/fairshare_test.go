@@ -285,3 +285,81 @@ func (r *fairRef) schedule(now int64) []string {
 	}
 	return out
 }
+
+// TestRebuildFairUsage: usage rebuilt from the intervals jobs held
+// capacity is the usage the engine accumulated over the same history, pass
+// by pass (to float precision), so that a restarted server orders the
+// identifiers as the one before.
+func TestRebuildFairUsage(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
+	setup := func() *Engine {
+		e := New()
+		must := func(err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(e.SetEnvironment(EnvironmentConfig{Name: "E", Limits: qshare.Capacity{"g": 4}}))
+		must(e.SetQueue(QueueConfig{Name: "Q", Environment: "E"}))
+		must(e.SetShare(ShareConfig{Queue: "Q", Name: QueueShare, Limits: qshare.Capacity{"g": 4}, Strategy: qshare.StrategyReserve,
+			FairShare: &FairShareConfig{DecaySeconds: 300, Weights: []ShareWeight{{Identifier: "b", Factor: 0.5}}}}))
+		return e
+	}
+	live := setup()
+	spans := []FairInterval{}
+	type run struct {
+		id, ident  string
+		n          int64
+		start, end int
+	}
+	runs := []run{{"a1", "a", 2, 0, 400}, {"b1", "b", 1, 100, 700}, {"a2", "a", 1, 500, 0}}
+	// In time order: the starts (each job starts at its submit) and the
+	// ends.
+	type step struct {
+		t     int
+		r     run
+		start bool
+	}
+	var steps []step
+	for _, r := range runs {
+		steps = append(steps, step{r.start, r, true})
+		if r.end > 0 {
+			steps = append(steps, step{r.end, r, false})
+		}
+		sp := FairInterval{ShareIdentifier: r.ident, Instances: r.n, From: at(r.start)}
+		if r.end > 0 {
+			sp.To = at(r.end)
+		}
+		spans = append(spans, sp)
+	}
+	sort.Slice(steps, func(i, j int) bool { return steps[i].t < steps[j].t })
+	for _, st := range steps {
+		r := st.r
+		if st.start {
+			if err := live.Submit(JobSpec{ID: r.id, Queue: "Q", Share: QueueShare, Created: at(r.start), Demand: qshare.Capacity{"g": r.n}, ShareIdentifier: r.ident, PreemptionRetries: -1}); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := live.Release(r.id, false); err != nil {
+			t.Fatal(err)
+		}
+		live.Schedule(at(st.t))
+	}
+	// Usage is as of the last pass (at 700, the last change).
+	rebuilt := setup()
+	if err := rebuilt.RebuildFairUsage("Q", spans, at(700)); err != nil {
+		t.Fatal(err)
+	}
+	got, want := rebuilt.FairShare("Q"), live.FairShare("Q")
+	if len(got) != 2 || len(want) != 2 {
+		t.Fatalf("identifiers: rebuilt %+v, live %+v", got, want)
+	}
+	for i := range want {
+		if got[i].ShareIdentifier != want[i].ShareIdentifier || math.Abs(got[i].Usage-want[i].Usage) > 1e-6*want[i].Usage {
+			t.Errorf("identifier %d: rebuilt %+v, live %+v", i, got[i], want[i])
+		}
+	}
+	if err := rebuilt.RebuildFairUsage("nope", nil, at(900)); qshare.ErrorCodeOf(err) != qshare.ENOTFOUND {
+		t.Fatalf("RebuildFairUsage of an unknown queue: %v", err)
+	}
+}

@@ -106,7 +106,11 @@ type job struct {
 	// ident is the job's share identifier in a fair-share share (an index
 	// into its fairState).
 	ident int32
-	_     [16]byte
+	// plan is the capacity plan the job runs on (an index into the
+	// engine's planList, plus 1), or 0; read only when its share has
+	// plans.
+	plan int32
+	_    [12]byte
 }
 
 // demand is the job's demand, one entry per type, in type order.

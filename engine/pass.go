@@ -151,7 +151,7 @@ func (e *Engine) pass(env *environment, now int64) {
 			if _, bad := e.misconfigured(env, s, h); bad {
 				continue
 			}
-			if ownFit(s, h, nil) {
+			if ownFit(s, h, nil) && e.planOK(h) {
 				if e.freeFit(env, s, h, nil) {
 					// A start within the own limit adds no victims (its
 					// share stays within its limit), and the share's next
@@ -194,7 +194,8 @@ func (e *Engine) pass(env *environment, now int64) {
 
 		// Phase B: borrowing, first come first served.
 		for i, s := range failed {
-			if h := e.failedHead[i]; !ownFit(s, h, nil) && capFit(s, h, nil) {
+			// A plan's job never borrows: it runs on the plan's capacity.
+			if h := e.failedHead[i]; !ownFit(s, h, nil) && capFit(s, h, nil) && e.planOf(h) == nil {
 				s.top = h
 				work.push(s)
 			}
@@ -207,7 +208,7 @@ func (e *Engine) pass(env *environment, now int64) {
 			}
 			e.startHead(env, s, h, now)
 			progress = true
-			if n := s.head(); n != nil && !ownFit(s, n, nil) && capFit(s, n, nil) {
+			if n := s.head(); n != nil && !ownFit(s, n, nil) && capFit(s, n, nil) && e.planOf(n) == nil {
 				s.top = n
 				work.push(s)
 			}
@@ -217,7 +218,7 @@ func (e *Engine) pass(env *environment, now int64) {
 		// that failed phases A and B; a share whose head changed in phase B
 		// waits for the next round.
 		for i, s := range failed {
-			if !s.cfg.InSharePreemption || s.head() != e.failedHead[i] {
+			if !s.cfg.InSharePreemption || s.head() != e.failedHead[i] || e.planOf(e.failedHead[i]) != nil {
 				continue
 			}
 			if e.tryInShare(env, s, e.failedHead[i], blocked) {

@@ -397,6 +397,9 @@ func (e *Engine) reserve(env *environment, s *share, h *job, inShare, cross []*j
 	h.refs++
 	env.resv = append(env.resv, h)
 	h.state = JobReserved
+	if s.plans != nil {
+		e.planHold(h, +1)
+	}
 	h.epoch++
 	h.waitFor = len(inShare) + len(cross)
 	h.why = waitWhy{}

@@ -85,8 +85,27 @@ func newPropRun(rt *rapid.T) *propRun {
 	for s := range m.shares {
 		must(rt, p.e.SetShare(p.shareConfig(s)))
 	}
+	// Capacity plans (issue 21) in half the runs: windows that open and
+	// close within the first hundred seconds, with or without a warning.
+	if rapid.Bool().Draw(rt, "plans") {
+		for k := range rapid.IntRange(1, 2).Draw(rt, "nplans") {
+			start := int64(rapid.IntRange(0, 40).Draw(rt, "planStart"))
+			length := int64(rapid.IntRange(2, 60).Draw(rt, "planLength"))
+			warn := int64(rapid.IntRange(0, int(min(5, length-1))).Draw(rt, "planWarn"))
+			pl := &refPlan{name: fmt.Sprintf("P%d", k), s: rapid.IntRange(0, nShares-1).Draw(rt, "planShare"), t: rapid.IntRange(0, p.T-1).Draw(rt, "planType"),
+				n: int64(rapid.IntRange(1, 3).Draw(rt, "planCount"))}
+			sec := func(x int64) int64 { return p.base.Add(time.Duration(x) * time.Second).UnixNano() }
+			pl.start, pl.end, pl.close = sec(start), sec(start+length), sec(start+length-warn)
+			m.plans = append(m.plans, pl)
+			must(rt, p.e.SetPlan(PlanConfig{Name: pl.name, Queue: "Q", Share: m.shares[pl.s].name, InstanceType: typeName(pl.t), Count: pl.n,
+				Start: timeOf(pl.start), End: timeOf(pl.end), Warning: time.Duration(warn) * time.Second}))
+		}
+	}
 	return p
 }
+
+// timeOf is the time of ns nanoseconds since the epoch.
+func timeOf(ns int64) time.Time { return time.Unix(0, ns) }
 
 func must(rt *rapid.T, err error) {
 	if err != nil {
@@ -147,13 +166,22 @@ func (p *propRun) step(rt *rapid.T, i int) {
 		if p.T > 1 && rapid.IntRange(0, 3).Draw(rt, "multi") == 0 {
 			dem[rapid.IntRange(0, p.T-1).Draw(rt, "type2")] += 1
 		}
+		plan, planName := -1, ""
+		for k, pl := range m.plans {
+			if pl.s == s && rapid.IntRange(0, 2).Draw(rt, "planJob") > 0 {
+				plan, planName = k, pl.name
+				dem = make([]int64, p.T)
+				dem[pl.t] = int64(rapid.IntRange(1, int(pl.n)).Draw(rt, "planDemand"))
+				break
+			}
+		}
 		prio := rapid.IntRange(0, 4).Draw(rt, "prio")
 		retries := rapid.IntRange(-1, 2).Draw(rt, "retries")
 		// Equal creation times happen: ties are broken by ID.
 		created := p.now - int64(rapid.IntRange(0, 1).Draw(rt, "tie"))
-		must(rt, p.e.Submit(JobSpec{ID: id, Queue: "Q", Share: m.shares[s].name, Priority: prio, Created: p.base.Add(time.Duration(created) * time.Second), Demand: p.capOf(dem), PreemptionRetries: retries}))
-		m.jobs[id] = &refJob{id: id, sh: s, prio: prio, created: p.base.Add(time.Duration(created) * time.Second).UnixNano(), dem: dem, state: JobRunnable, retries: retries}
-		cmd = fmt.Sprintf("submit %s share=%s prio=%d dem=%v", id, m.shares[s].name, prio, dem)
+		must(rt, p.e.Submit(JobSpec{ID: id, Queue: "Q", Share: m.shares[s].name, Priority: prio, Created: p.base.Add(time.Duration(created) * time.Second), Demand: p.capOf(dem), PreemptionRetries: retries, Plan: planName}))
+		m.jobs[id] = &refJob{id: id, sh: s, prio: prio, created: p.base.Add(time.Duration(created) * time.Second).UnixNano(), dem: dem, state: JobRunnable, retries: retries, plan: plan}
+		cmd = fmt.Sprintf("submit %s share=%s prio=%d dem=%v plan=%s", id, m.shares[s].name, prio, dem, planName)
 	case k <= 5: // finish a holding job, or release a stopping one
 		ids := p.jobsIn(JobHolding, JobStopping)
 		if len(ids) == 0 {
@@ -161,8 +189,11 @@ func (p *propRun) step(rt *rapid.T, i int) {
 		}
 		id := rapid.SampledFrom(ids).Draw(rt, "job")
 		requeue := false
-		if m.jobs[id].state == JobStopping && m.jobs[id].reserver != "" {
+		if j := m.jobs[id]; j.state == JobStopping && j.reserver != "" {
 			requeue = !p.final[id]
+		} else if j.state == JobStopping && j.planStopped {
+			requeue = true // stopped because its plan ended
+			j.planStopped = false
 		} else if rapid.IntRange(0, 4).Draw(rt, "retry") == 0 {
 			requeue = true // a failed attempt with retries left
 		}
@@ -240,6 +271,19 @@ func (p *propRun) step(rt *rapid.T, i int) {
 		rt.Fatalf("step %d (%s): decisions differ\nengine:    %v\nreference: %v\nlog:\n%s", i, cmd, gotCore, wantCore, strings.Join(p.log, "\n"))
 	}
 	p.log = append(p.log, "  -> "+strings.Join(gotCore, "; "))
+	// A plan's close cancels the reservations of its jobs (their victims
+	// give back to nobody), and takes capacity away as a lowered limit.
+	for _, id := range m.cancelled {
+		delete(p.victimsOf, id)
+	}
+	for t := range m.closed {
+		if m.envUsed(t) > m.envLim(t) {
+			p.envOver[t] = true
+		}
+	}
+	for s := range m.closedShares {
+		p.lowered[s] = true
+	}
 	// The engine asks to be woken only for the future.
 	if at, ok := p.e.NextWake(); ok && !at.After(now) {
 		rt.Fatalf("step %d: NextWake %v is not after the pass at %v", i, at, now)
@@ -260,6 +304,14 @@ func (p *propRun) step(rt *rapid.T, i int) {
 			// Started (perhaps before its victims stopped): its promise is kept.
 			delete(p.victimsOf, d.Job)
 		case DecisionPreempt:
+			if d.For == "" {
+				// Stopped because a plan's capacity ends: to stop by its end,
+				// and never final.
+				if d.StopBy.IsZero() || d.Final {
+					rt.Fatalf("step %d: preemption of %s for nobody: stop by %v, final %v", i, d.Job, d.StopBy, d.Final)
+				}
+				continue
+			}
 			if d.Final {
 				p.final[d.Job] = true
 			}
@@ -322,6 +374,9 @@ func coreDecisions(ds []Decision) []string {
 		s := fmt.Sprintf("%s %s", d.Kind, d.Job)
 		if d.Kind == DecisionPreempt {
 			s += fmt.Sprintf(" for=%s cross=%v final=%v", d.For, d.CrossShare, d.Final)
+			if !d.StopBy.IsZero() {
+				s += fmt.Sprintf(" stopBy=%d", d.StopBy.UnixNano())
+			}
 		}
 		if len(d.Borrowed) > 0 {
 			s += " borrowed=" + qshare.Capacity(d.Borrowed).String()
@@ -371,18 +426,18 @@ func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64, envBefor
 		// under the limit.
 		u := m.envUsed(t)
 		was := envBefore[t]
-		if was <= m.env[t] {
+		if was <= m.envLim(t) {
 			p.envOver[t] = false // back under the limit before this pass
 		}
 		if p.envOver[t] {
 			if u > was {
-				fail("environment usage of %s grew from %d to %d while above its lowered limit %d", typeName(t), was, u, m.env[t])
+				fail("environment usage of %s grew from %d to %d while above its lowered limit %d", typeName(t), was, u, m.envLim(t))
 			}
-			if u <= m.env[t] {
+			if u <= m.envLim(t) {
 				p.envOver[t] = false
 			}
-		} else if u > m.env[t] {
-			fail("environment usage of %s is %d, above its limit %d", typeName(t), u, m.env[t])
+		} else if u > m.envLim(t) {
+			fail("environment usage of %s is %d, above its limit %d", typeName(t), u, m.envLim(t))
 		}
 		for s, sh := range m.shares {
 			if p.lowered[s] {
@@ -391,8 +446,8 @@ func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64, envBefor
 			c := m.used(s, t)
 			switch sh.strategy {
 			case "LEND", "RESERVE":
-				if c > sh.limit[t] {
-					fail("%s share %s holds %d %s, above its own %d", sh.strategy, sh.name, c, typeName(t), sh.limit[t])
+				if c > m.lim(s, t) {
+					fail("%s share %s holds %d %s, above its own %d", sh.strategy, sh.name, c, typeName(t), m.lim(s, t))
 				}
 			default:
 				if mx, unl := m.maxUse(s, t); !unl && c > mx {
@@ -405,7 +460,7 @@ func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64, envBefor
 		// capacity of that type is still free.
 		// What a RESERVE share's own stopping jobs hold is its own, not
 		// someone else's use of its capacity.
-		free := m.env[t] - m.envUsed(t)
+		free := m.envLim(t) - m.envUsed(t)
 		for s, sh := range m.shares {
 			if sh.strategy == "RESERVE" {
 				free += m.stoppingHeld(s, t)
@@ -423,7 +478,7 @@ func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64, envBefor
 	zero := make([]int64, p.T)
 	for s := range m.shares {
 		h := m.head(s)
-		if h == nil || m.misconfigured(s, h) {
+		if h == nil || m.misconfigured(s, h) || !m.planOK(h) {
 			continue
 		}
 		if m.ownFit(s, h, zero) && m.freeFit(s, h, zero) {
@@ -435,7 +490,7 @@ func (p *propRun) checkGuarantees(rt *rapid.T, i int, before [][]int64, envBefor
 		// capacity, or an environment limit was lowered.
 		rawFits := m.ownFit(s, h, zero)
 		for t := 0; t < p.T; t++ {
-			if h.dem[t] > 0 && (h.dem[t] > m.env[t]-m.envUsed(t) || m.protected(t, s) > 0 || p.envOver[t]) {
+			if h.dem[t] > 0 && (h.dem[t] > m.envLim(t)-m.envUsed(t) || m.protected(t, s) > 0 || p.envOver[t]) {
 				rawFits = false
 			}
 		}

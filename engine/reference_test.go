@@ -21,6 +21,150 @@ type refModel struct {
 	resOrder []string
 	// now is the time of the pass in progress.
 	now int64
+	// plans are the capacity plans; cancelled lists the plan jobs whose
+	// reservation a plan's close cancelled in the last pass, closed the
+	// types whose capacity a close took away, and closedShares the shares
+	// whose plan closed.
+	plans        []*refPlan
+	cancelled    []string
+	closed       map[int]bool
+	closedShares map[int]bool
+}
+
+// refPlan is a capacity plan: n of type t for share s while
+// start <= now < close (its end less its warning).
+type refPlan struct {
+	name              string
+	s, t              int
+	n                 int64
+	start, close, end int64
+	open              bool
+}
+
+// lim is share s's own limit of type t: its configured limit (limit) plus
+// its open plans.
+func (m *refModel) lim(s, t int) int64 {
+	n := m.shares[s].limit[t]
+	for _, p := range m.plans {
+		if p.open && p.s == s && p.t == t {
+			n += p.n
+		}
+	}
+	return n
+}
+
+// envLim is the environment's limit of type t: env plus the open plans.
+func (m *refModel) envLim(t int) int64 {
+	n := m.env[t]
+	for _, p := range m.plans {
+		if p.open && p.t == t {
+			n += p.n
+		}
+	}
+	return n
+}
+
+// planOK reports whether h may start as far as its plan goes: it names
+// none, or its plan is open and its jobs that hold or are reserved leave
+// room for it.
+func (m *refModel) planOK(h *refJob) bool {
+	if h.plan < 0 {
+		return true
+	}
+	p := m.plans[h.plan]
+	if !p.open {
+		return false
+	}
+	n := h.dem[p.t]
+	for _, j := range m.jobs {
+		if j.plan == h.plan && (j.state == JobHolding || j.state == JobStopping || j.state == JobReserved) {
+			n += j.dem[p.t]
+		}
+	}
+	return n <= p.n
+}
+
+// applyPlans opens the plans whose start now has reached and closes those
+// whose close it has: a closed plan's reserved jobs wait again, and its
+// holding jobs, then its share's holding jobs of the type while the
+// environment and the share are above their limits (counting stopping
+// jobs as gone), in victim order, are preempted to stop by its end.
+func (m *refModel) applyPlans(now int64) {
+	m.cancelled = nil
+	m.closed = map[int]bool{}
+	m.closedShares = map[int]bool{}
+	for _, p := range m.plans {
+		want := now >= p.start && now < p.close
+		if want && !p.open {
+			p.open = true
+			continue
+		}
+		if want || !p.open {
+			continue
+		}
+		{
+			for _, id := range m.resOrder {
+				if j := m.jobs[id]; j != nil && j.state == JobReserved && j.plan >= 0 && m.plans[j.plan] == p {
+					m.cancel(j)
+					m.cancelled = append(m.cancelled, id)
+				}
+			}
+		}
+		p.open = false
+		var hold []*refJob
+		for _, j := range m.jobs {
+			if j.sh == p.s && j.state == JobHolding {
+				hold = append(hold, j)
+			}
+		}
+		sort.Slice(hold, func(a, b int) bool { return refVictimLess(hold[a], hold[b]) })
+		stop := func(j *refJob) {
+			j.state = JobStopping
+			j.reserver = ""
+			j.planStopped = true
+			m.closed[p.t] = true
+			m.out = append(m.out, Decision{Kind: DecisionPreempt, Job: j.id, Share: m.shares[j.sh].name, CrossShare: true, StopBy: timeOf(p.end)})
+		}
+		for _, j := range hold {
+			if j.plan >= 0 && m.plans[j.plan] == p {
+				stop(j)
+			}
+		}
+		envOver := func() bool {
+			var stopping int64
+			for _, o := range m.jobs {
+				if o.state == JobStopping {
+					stopping += o.dem[p.t]
+				}
+			}
+			return m.envUsed(p.t)-stopping > m.envLim(p.t)
+		}
+		order := []int{p.s}
+		for s := range m.shares {
+			if s != p.s {
+				order = append(order, s)
+			}
+		}
+		for _, s := range order {
+			var cands []*refJob
+			for _, j := range m.jobs {
+				if j.sh == s && (j.state == JobHolding || j.state == JobStopping) {
+					cands = append(cands, j)
+				}
+			}
+			sort.Slice(cands, func(a, b int) bool { return refVictimLess(cands[a], cands[b]) })
+			for _, j := range cands {
+				if !envOver() || m.future(s, p.t) <= m.lim(s, p.t) {
+					break
+				}
+				if j.state == JobHolding && j.dem[p.t] > 0 {
+					stop(j)
+				}
+			}
+		}
+		m.closed[p.t] = true
+		m.closedShares[p.s] = true
+	}
 }
 
 type refShare struct {
@@ -55,7 +199,11 @@ type refJob struct {
 	kept        []int64 // reserved: given back by victims, not yet in the share
 	resBorrow   bool
 	victims     map[string]bool // reserved: victims not yet released
-	reserver    string          // victim: the job it was preempted for
+	// plan is the index of the job's capacity plan, or -1; planStopped
+	// says it was stopped because a plan ended (the caller requeues it).
+	plan        int
+	planStopped bool
+	reserver    string // victim: the job it was preempted for
 	borrowed    []int64
 }
 
@@ -66,9 +214,10 @@ func (m *refModel) maxUse(s int, t int) (int64, bool) {
 		if sh.borrow == -1 {
 			return 0, true
 		}
-		return sh.limit[t] + sh.limit[t]*sh.borrow/100, false
+		l := m.lim(s, t)
+		return l + l*sh.borrow/100, false
 	}
-	return sh.limit[t], false
+	return m.lim(s, t), false
 }
 
 // used is what share s holds of type t now: holding and stopping jobs, and
@@ -154,7 +303,7 @@ func (m *refModel) resLimit(j *refJob, t int) int64 {
 		}
 		return 1 << 62
 	}
-	return m.shares[j.sh].limit[t]
+	return m.lim(j.sh, t)
 }
 
 // reserveIdle is the idle capacity of RESERVE shares other than except,
@@ -163,7 +312,7 @@ func (m *refModel) reserveIdle(t int, except int) int64 {
 	var n int64
 	for s, sh := range m.shares {
 		if s != except && sh.strategy == "RESERVE" {
-			if idle := sh.limit[t] - m.used(s, t); idle > 0 {
+			if idle := m.lim(s, t) - m.used(s, t); idle > 0 {
 				n += idle
 			}
 		}
@@ -174,20 +323,20 @@ func (m *refModel) reserveIdle(t int, except int) int64 {
 // protected is reserveIdle less the oversubscription deficit.
 func (m *refModel) protected(t int, except int) int64 {
 	var owned int64
-	for _, sh := range m.shares {
-		owned += sh.limit[t]
+	for s := range m.shares {
+		owned += m.lim(s, t)
 	}
-	return max(0, m.reserveIdle(t, except)-max(0, owned-m.env[t]))
+	return max(0, m.reserveIdle(t, except)-max(0, owned-m.envLim(t)))
 }
 
 func (m *refModel) usable(s, t int) int64 {
-	return max(0, m.env[t]-m.envUsed(t)-m.protected(t, s))
+	return max(0, m.envLim(t)-m.envUsed(t)-m.protected(t, s))
 }
 
 func (m *refModel) head(s int) *refJob {
 	var best *refJob
 	for _, j := range m.jobs {
-		if j.sh != s || j.state != JobRunnable {
+		if j.sh != s || j.state != JobRunnable || (j.plan >= 0 && !m.plans[j.plan].open) {
 			continue
 		}
 		if best == nil || j.prio > best.prio || (j.prio == best.prio && (j.created < best.created || (j.created == best.created && j.id < best.id))) {
@@ -206,7 +355,7 @@ func refFIFO(a, b *refJob) bool {
 
 func (m *refModel) misconfigured(s int, h *refJob) bool {
 	for t := 0; t < m.T; t++ {
-		if h.dem[t] > m.env[t] {
+		if h.dem[t] > m.envLim(t) {
 			return true
 		}
 		if mx, unl := m.maxUse(s, t); h.dem[t] > 0 && !unl && h.dem[t] > mx {
@@ -218,7 +367,7 @@ func (m *refModel) misconfigured(s int, h *refJob) bool {
 
 func (m *refModel) ownFit(s int, h *refJob, removed []int64) bool {
 	for t := 0; t < m.T; t++ {
-		if h.dem[t] > 0 && m.committed(s, t)-removed[t]+h.dem[t] > m.shares[s].limit[t] {
+		if h.dem[t] > 0 && m.committed(s, t)-removed[t]+h.dem[t] > m.lim(s, t) {
 			return false
 		}
 	}
@@ -279,7 +428,7 @@ func (m *refModel) reclaim(s int, need []int64) ([]*refJob, bool) {
 		}
 		over := false
 		for t := 0; t < m.T; t++ {
-			if need[t] > 0 && m.future(j.sh, t) > m.shares[j.sh].limit[t] {
+			if need[t] > 0 && m.future(j.sh, t) > m.lim(j.sh, t) {
 				over = true
 			}
 		}
@@ -299,7 +448,7 @@ func (m *refModel) reclaim(s int, need []int64) ([]*refJob, bool) {
 		}
 		eligible := false
 		for t := 0; t < m.T; t++ {
-			if c.dem[t] > 0 && need[t] > 0 && sim[c.sh][t] > m.shares[c.sh].limit[t] {
+			if c.dem[t] > 0 && need[t] > 0 && sim[c.sh][t] > m.lim(c.sh, t) {
 				eligible = true
 			}
 		}
@@ -370,7 +519,7 @@ func (m *refModel) fitAfter(s int, h *refJob, removed, blocked []int64) (int, []
 func (m *refModel) start(s int, h *refJob, now int64) {
 	var b qshareCap
 	for t := 0; t < m.T; t++ {
-		c, l := m.committed(s, t), m.shares[s].limit[t]
+		c, l := m.committed(s, t), m.lim(s, t)
 		if x := max(0, c+h.dem[t]-l) - max(0, c-l); x > 0 {
 			b.add(t, x)
 		}
@@ -406,7 +555,7 @@ func (m *refModel) reserve(s int, h *refJob, inShare, cross []*refJob, removed [
 	h.resBorrow = borrow
 	h.borrowed = make([]int64, m.T)
 	for t := 0; t < m.T; t++ {
-		c, l := m.committed(s, t)-removed[t], m.shares[s].limit[t]
+		c, l := m.committed(s, t)-removed[t], m.lim(s, t)
 		h.borrowed[t] = max(0, c+h.dem[t]-l) - max(0, c-l)
 	}
 	got := make([]int64, m.T)
@@ -501,6 +650,7 @@ func (m *refModel) stopping(id string) {
 func (m *refModel) schedule(now int64) []Decision {
 	m.out = nil
 	m.now = now
+	m.applyPlans(now)
 	// Reserved jobs whose victims are all released start first, in the
 	// order their last victims were released (the caller of the model
 	// keeps that order in readyOrder).
@@ -535,7 +685,7 @@ func (m *refModel) schedule(now int64) []Decision {
 				doneA[s] = true
 				continue
 			}
-			if m.ownFit(s, h, zero) {
+			if m.ownFit(s, h, zero) && m.planOK(h) {
 				if m.freeFit(s, h, zero) {
 					m.start(s, h, now)
 					progress = true
@@ -572,7 +722,7 @@ func (m *refModel) schedule(now int64) []Decision {
 					continue
 				}
 				h := m.head(s)
-				if h == nil || m.ownFit(s, h, zero) || !m.capFit(s, h, zero) {
+				if h == nil || m.ownFit(s, h, zero) || !m.capFit(s, h, zero) || h.plan >= 0 {
 					continue
 				}
 				if best == nil || refFIFO(h, best) {
@@ -592,7 +742,7 @@ func (m *refModel) schedule(now int64) []Decision {
 		// Phase C.
 		for _, f := range failed {
 			s := f.s
-			if !m.shares[s].inShare || m.head(s) != f.h {
+			if !m.shares[s].inShare || m.head(s) != f.h || f.h.plan >= 0 {
 				continue
 			}
 			h := f.h

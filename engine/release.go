@@ -41,6 +41,9 @@ func (e *Engine) Stopping(id string) error {
 // forget drops j from the engine. Its record is cleared at once when no
 // lazy list names it, so callers read what they need from j first.
 func (e *Engine) forget(j *job) {
+	if p := e.planOf(j); p != nil {
+		p.jobs--
+	}
 	j.state = 0
 	e.jobs.remove(j)
 }
@@ -50,6 +53,9 @@ func (e *Engine) forget(j *job) {
 func (e *Engine) cancelReservation(j *job) {
 	s := j.sh
 	env := s.q.env
+	if s.plans != nil {
+		e.planHold(j, -1)
+	}
 	for i, a := range j.demand() {
 		s.used.add(a.t, -j.got[i])
 		env.used.add(a.t, -j.got[i]-j.kept[i])
@@ -173,6 +179,9 @@ func (e *Engine) release(j *job, requeue bool) {
 		j.reason = ""
 		s.rq(j).push(j)
 		e.stats.Runnable++
+		if s.plans != nil {
+			e.planParked(j)
+		}
 	} else {
 		e.forget(j)
 	}

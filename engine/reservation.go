@@ -37,11 +37,17 @@ func (e *Engine) startReady(env *environment, now int64) {
 				env.used.add(a.t, -j.got[i]-j.kept[i])
 				s.pending.add(a.t, -(a.n - j.got[i]))
 			}
+			if s.plans != nil {
+				e.planHold(j, -1)
+			}
 			j.state = JobRunnable
 			j.got = j.got[:0]
 			j.kept = j.kept[:0]
 			s.rq(j).push(j)
 			e.stats.Runnable++
+			if s.plans != nil {
+				e.planParked(j)
+			}
 			continue
 		}
 		j.got = j.got[:0]

@@ -24,7 +24,10 @@ import (
 //	share name=_queue strategy=RESERVE ml.g5.xlarge=4 fair [decay=S] [reserve=C] [weights=a:0.5,b*:2]
 //	                                        a fair-share share (submit with ident=)
 //	limits share=QS1 ml.g5.xlarge=0 [minrun=SECONDS]   change a share's limits, keeping the rest
-//	submit id=j share=QS1 prio=3 ml.g5.xlarge=1 [retries=N] [at=SECONDS] [ident=ID]
+//	plan name=P share=QS1 type=ml.p5.48xlarge count=2 start=S end=S [warn=S] [queue=Q1]
+//	                                        a capacity plan, window [start, end) in script seconds
+//	remove-plan name=P
+//	submit id=j share=QS1 prio=3 ml.g5.xlarge=1 [retries=N] [at=SECONDS] [ident=ID] [plan=P]
 //	                                        a type may repeat (instance groups: summed)
 //	restore id=j share=QS1 prio=1 ml.g5.xlarge=1   a job that already holds its demand
 //	priority id=j prio=4                    UpdateServiceJob(schedulingPriority)
@@ -187,11 +190,21 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			Demand:            capArgs(t, d),
 			PreemptionRetries: int(intArg(t, d, "retries", -1)),
 			ShareIdentifier:   strArg(d, "ident", ""),
+			Plan:              strArg(d, "plan", ""),
 		}
 		if d.Cmd == "restore" {
 			return errText(e.Restore(spec, h.now()))
 		}
 		return errText(e.Submit(spec))
+	case "plan":
+		sec := func(k string) time.Time { return h.base.Add(time.Duration(intArg(t, d, k, 0)) * time.Second) }
+		return errText(e.SetPlan(PlanConfig{
+			Name: strArg(d, "name", ""), Queue: strArg(d, "queue", h.lastQueue), Share: strArg(d, "share", ""),
+			InstanceType: strArg(d, "type", ""), Count: intArg(t, d, "count", 0),
+			Start: sec("start"), End: sec("end"), Warning: time.Duration(intArg(t, d, "warn", 0)) * time.Second,
+		}))
+	case "remove-plan":
+		return errText(e.RemovePlan(strArg(d, "name", "")))
 	case "priority":
 		return errText(e.SetPriority(strArg(d, "id", ""), int(intArg(t, d, "prio", 0))))
 	case "finish":
@@ -252,9 +265,15 @@ func formatDecision(d Decision) string {
 		if d.CrossShare {
 			kind = "cross-share"
 		}
-		fmt.Fprintf(&b, " for %s, %s", d.For, kind)
+		if d.For != "" {
+			fmt.Fprintf(&b, " for %s", d.For)
+		}
+		fmt.Fprintf(&b, ", %s", kind)
 		if d.Final {
 			b.WriteString(", final")
+		}
+		if !d.StopBy.IsZero() {
+			fmt.Fprintf(&b, ", stop by %s", d.StopBy.UTC().Format(time.RFC3339))
 		}
 	}
 	if len(d.Borrowed) > 0 {

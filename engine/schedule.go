@@ -43,6 +43,12 @@ func (e *Engine) schedule(out []Decision, now time.Time) []Decision {
 	e.stats.Passes++
 	t := now.UnixNano()
 	e.now = t
+	if e.planCheck || (e.planWake != 0 && e.planWake <= t) {
+		e.applyPlans(t)
+	}
+	if len(e.planAnnounce) > 0 {
+		e.announcePlans()
+	}
 	if e.nextWake != 0 && e.nextWake <= t {
 		// A protection that made a head wait has ended: its environment
 		// is due although nothing else changed.
@@ -91,11 +97,18 @@ func (e *Engine) schedule(out []Decision, now time.Time) []Decision {
 // one at that time too; a Schedule earlier or later is harmless, and the
 // first one at or after it makes the decisions that the end of the
 // protection allows.
+//
+// A capacity plan's window edges are such times too: its start, and its
+// end less its warning.
 func (e *Engine) NextWake() (at time.Time, ok bool) {
-	if e.nextWake == 0 {
+	w := e.nextWake
+	if e.planWake != 0 && (w == 0 || e.planWake < w) {
+		w = e.planWake
+	}
+	if w == 0 {
 		return time.Time{}, false
 	}
-	return time.Unix(0, e.nextWake), true
+	return time.Unix(0, w), true
 }
 
 // updateWake drops environments without a wake-up (or no longer known)

@@ -81,6 +81,16 @@ func (e *Engine) newJobHash(j JobSpec, hash uint32, s *share) (*job, error) {
 	jb.retries = j.PreemptionRetries
 	jb.ndem = uint8(min(len(dem), 255))
 	jb.ident = 0
+	jb.plan = 0
+	if j.Plan != "" {
+		p := e.plans[j.Plan]
+		if err := planJobFits(p, j, s, dem); err != nil {
+			e.jobs.remove(jb)
+			return nil, err
+		}
+		jb.plan = p.idx
+		p.jobs++
+	}
 	if s.fair != nil {
 		if j.ShareIdentifier == "" {
 			e.jobs.remove(jb)
@@ -157,6 +167,9 @@ func (e *Engine) enqueue(jb *job) {
 	jb.state = JobRunnable
 	jb.sh.rq(jb).push(jb)
 	e.stats.Runnable++
+	if jb.sh.plans != nil {
+		e.planParked(jb)
+	}
 	e.markDirty(jb.sh.q.env)
 }
 
@@ -169,6 +182,10 @@ func (e *Engine) Restore(j JobSpec, startedAt time.Time) error {
 		return err
 	}
 	e.hold(jb, startedAt.UnixNano())
+	if p := e.planOf(jb); p != nil && !p.open {
+		p.restored = true
+		e.planCheck = true
+	}
 	e.markDirty(jb.sh.q.env)
 	return nil
 }
@@ -182,6 +199,9 @@ func (e *Engine) hold(j *job, now int64) {
 		for _, a := range j.demand() {
 			s.used.add(a.t, a.n)
 			env.used.add(a.t, a.n)
+		}
+		if s.plans != nil {
+			e.planHold(j, +1)
 		}
 	}
 	if s.fair != nil {
@@ -198,6 +218,9 @@ func (e *Engine) hold(j *job, now int64) {
 }
 
 func (e *Engine) unhold(j *job) {
+	if j.sh.plans != nil {
+		e.planHold(j, -1)
+	}
 	if j.sh.fair != nil {
 		j.sh.fairHold(j, -1)
 	}

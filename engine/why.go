@@ -35,6 +35,13 @@ const (
 	// start sequence (so that another victim is another reason), c 1 for a
 	// victim of another share.
 	whyProtected
+	// whyPlanFull: the head, a capacity plan's job, does not fit what is
+	// left of its plan (a: what the plan's jobs hold, b: its count, t its
+	// type, o unused, c the plan's index); whyPlanOwn: it fits the plan
+	// but not its share's own limit (its share's other jobs use the
+	// plan's capacity), and a plan's job does not borrow.
+	whyPlanFull
+	whyPlanOwn
 	// whyFairReserve: a fair-share head that fits the free capacity but
 	// not beside what computeReservation (a) keeps for identifiers without
 	// running jobs.
@@ -66,6 +73,14 @@ func (e *Engine) classify(env *environment, s *share, h *job, blocked vec) waitW
 			w.c = 1
 		}
 		return w
+	}
+	if p := e.planOf(h); p != nil {
+		if !planFit(p, h) {
+			return waitWhy{kind: whyPlanFull, t: p.t, a: p.used, b: p.n, c: int64(p.idx)}
+		}
+		if !ownFit(s, h, nil) {
+			return waitWhy{kind: whyPlanOwn, t: p.t, a: h.demandOf(p.t), b: s.limit.at(p.t), c: int64(p.idx)}
+		}
 	}
 	w := waitWhy{kind: whyOther, in: s.cfg.InSharePreemption}
 	switch {
@@ -134,6 +149,14 @@ func (e *Engine) formatWhy(env *environment, s *share, h *job, w waitWhy) string
 		if w.c > 0 {
 			b.WriteString(" (free capacity is held back for jobs waiting within their own share's limit)")
 		}
+	case whyPlanFull:
+		p := e.planList[w.c-1]
+		fmt.Fprintf(&b, "waiting for capacity plan %s: its jobs hold %d of its %d %s", p.label(), w.a, w.b, tn)
+		return b.String()
+	case whyPlanOwn:
+		p := e.planList[w.c-1]
+		fmt.Fprintf(&b, "waiting for capacity plan %s: the job needs %d %s within share %s's own limit of %d, which the share's other jobs use; a plan's job does not borrow", p.label(), w.a, tn, s.name, w.b)
+		return b.String()
 	case whyFairReserve:
 		b.WriteString("waiting for capacity: the free capacity is held back for share identifiers without running jobs (computeReservation ")
 		b.WriteString(strconv.FormatInt(w.a, 10))

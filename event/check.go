@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"qshare"
 	"qshare/config"
@@ -64,6 +65,18 @@ const (
 	// would not be there. Cross-share reclaim only; in-share preemption
 	// waits are checked by the engine's property test.
 	RuleProtectionWait = "protection-wait"
+	// RulePlan: capacity plans (the configuration's capacityPlans, a qshare
+	// extension). Their capacity counts in the environment's and their
+	// share's limits while they are open, from the start to the end less
+	// the warning, and not after: the other rules use those limits. A job
+	// of a plan (its submit line names the plan) starts only while its
+	// plan is open, and its plan's jobs never hold more than the plan has;
+	// once the plan's end has passed (and Settle), no job of the plan
+	// holds capacity, and the environment uses no more of the plan's type
+	// than its limit. head-waits is not judged for a share while a job of
+	// one of its plans waits (such a job waits for its window, or for its
+	// plan's room, by design).
+	RulePlan = "capacity-plan"
 	// RuleDoubleHold: a job never holds capacity twice at once.
 	RuleDoubleHold = "double-hold"
 	// RuleLog: the log is consistent: every line reads, time never goes
@@ -107,6 +120,10 @@ type CheckOptions struct {
 	// MaxViolations bounds how many violations are kept (the rest are
 	// counted); 0 means 10,000.
 	MaxViolations int
+	// Origin is the instant t=0 of the log: a simulation's start (sim's
+	// Options.Start), or, when zero, the Unix epoch (a server's log, whose
+	// t is Unix seconds). Capacity plans' windows are placed with it.
+	Origin time.Time
 }
 
 // Summary counts what a Checker saw.
@@ -143,7 +160,10 @@ type Checker struct {
 	stoppingBy map[string]map[string]bool
 	// protEnds holds the ends of the protections of holding jobs of
 	// shares with a minimum run time, earliest first.
-	protEnds  protHeap
+	protEnds protHeap
+	// plans are the configuration's capacity plans by ARN.
+	plans     map[string]*planState
+	planOrder []*planState
 	summary   Summary
 	violation []Violation
 }
@@ -170,8 +190,10 @@ type shareState struct {
 	// noQuota: the jobs of a queue without quota shares (a plain FIFO
 	// queue). Only the environment's capacity applies to them.
 	noQuota bool
-	usage   qshare.Capacity
-	waiting waitHeap
+	// planWaiting counts the share's waiting jobs of capacity plans.
+	planWaiting int
+	usage       qshare.Capacity
+	waiting     waitHeap
 }
 
 type jobState struct {
@@ -195,6 +217,20 @@ type jobState struct {
 	// and of its last start; startT is the time of that start.
 	stoppingLine, startLine int
 	startT                  float64
+	// plan is the capacity plan the job runs on, or nil.
+	plan *planState
+}
+
+// planState is a capacity plan as the checker follows it: n of type typ
+// for share, open from start until close (end less the warning).
+type planState struct {
+	arn, name         string
+	share             *shareState
+	typ               string
+	n                 int64
+	start, close, end float64
+	open, ended       bool
+	used              int64
 }
 
 // inSystem reports whether j can still have events: it is not done, or its
@@ -255,6 +291,23 @@ func NewChecker(cfg *config.File, opts CheckOptions) *Checker {
 		c.shares[s.Queue+"\x00"+s.Name] = st
 		env.shares = append(env.shares, st)
 	}
+	origin := opts.Origin
+	if origin.IsZero() {
+		origin = time.Unix(0, 0)
+	}
+	c.plans = map[string]*planState{}
+	for _, p := range ec.Plans {
+		s := c.shares[p.Queue+"\x00"+p.Share]
+		if s == nil {
+			continue
+		}
+		sec := func(t time.Time) float64 { return t.Sub(origin).Seconds() }
+		ps := &planState{arn: p.Name, name: p.Label, share: s, typ: p.InstanceType, n: p.Count,
+			start: sec(p.Start), close: sec(p.End.Add(-p.Warning)), end: sec(p.End)}
+		c.plans[p.Name] = ps
+		c.planOrder = append(c.planOrder, ps)
+	}
+	sort.Slice(c.planOrder, func(a, b int) bool { return c.planOrder[a].arn < c.planOrder[b].arn })
 	for _, env := range c.envs {
 		env.unowned = qshare.Capacity{}
 		for t, n := range env.limits {
@@ -306,6 +359,9 @@ func (c *Checker) Add(e Event, line int) {
 		c.protectionEnds(e.T, true)
 	}
 	if !c.started || e.T > c.now {
+		c.planEdges(e.T)
+	}
+	if !c.started || e.T > c.now {
 		c.now = e.T
 	}
 	c.started = true
@@ -322,6 +378,11 @@ func (c *Checker) Close() ([]Violation, Summary) {
 	}
 	c.endInstant()
 	c.protectionEnds(0, false)
+	for _, p := range c.planOrder {
+		if !p.ended && c.now >= p.end+c.opts.Settle {
+			c.planEnded(p, c.now)
+		}
+	}
 	var late []string
 	for job := range c.forJobs {
 		late = append(late, job)
@@ -376,6 +437,11 @@ func (c *Checker) flushGroup() {
 			return
 		}
 		j = &jobState{id: e.Job, share: s, priority: e.Priority, submitT: e.T, want: demand}
+		if e.Plan != "" {
+			if j.plan = c.plans[e.Plan]; j.plan == nil || j.plan.share != s {
+				c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s of share %s names capacity plan %s, which the configuration does not give that share", e.Job, e.Share, e.Plan)
+			}
+		}
 		c.jobs[e.Job] = j
 		c.wait(j)
 		c.touched[s.env] = true
@@ -424,6 +490,14 @@ func (c *Checker) flushGroup() {
 		delete(c.reported, j.id)
 		delete(c.forJobs, j.id)
 		c.checkStart(e.T, line, j)
+		if p := j.plan; p != nil {
+			p.used += demand[p.typ]
+			if !p.open {
+				c.fail(e.T, line, RulePlan, []string{j.id}, "job %s of capacity plan %s starts while the plan is not open (it is from t=%s to t=%s, its end less its warning)", j.id, p.name, formatT(p.start), formatT(p.close))
+			} else if p.used > p.n {
+				c.fail(e.T, line, RulePlan, []string{j.id}, "job %s starts and the jobs of capacity plan %s hold %d %s, more than its %d", j.id, p.name, p.used, p.typ, p.n)
+			}
+		}
 	case Stopping:
 		if !j.inSystem() || j.done {
 			c.fail(e.T, line, RuleLog, []string{e.Job}, "job %s is stopping, but it is not in the system", e.Job)
@@ -483,6 +557,9 @@ func (c *Checker) flushGroup() {
 		for t, n := range j.demand {
 			s.usage[t] -= n
 			s.env.usage[t] -= n
+		}
+		if j.plan != nil {
+			j.plan.used -= j.demand[j.plan.typ]
 		}
 		j.demand = nil
 		delete(s.holders, j)
@@ -705,7 +782,7 @@ func (c *Checker) endInstant() {
 	})
 	for _, s := range order {
 		h := c.head(s)
-		if h == nil || c.reported[h.id] || !c.fitsNow(s, c.jobs[h.id]) {
+		if h == nil || c.reported[h.id] || s.planWaiting > 0 || !c.fitsNow(s, c.jobs[h.id]) {
 			delete(c.pending, s)
 			continue
 		}
@@ -847,12 +924,18 @@ func (h *waitHeap) Pop() any {
 }
 
 func (c *Checker) wait(j *jobState) {
+	if j.plan != nil && !j.waiting {
+		j.share.planWaiting++
+	}
 	j.version++
 	j.waiting = true
 	heap.Push(&j.share.waiting, waitEntry{priority: j.priority, t: j.submitT, id: j.id, version: j.version})
 }
 
 func (c *Checker) unwait(j *jobState) {
+	if j.plan != nil && j.waiting {
+		j.share.planWaiting--
+	}
 	j.version++
 	j.waiting = false
 }
@@ -1028,4 +1111,48 @@ func (c *Checker) reclaimable(s *shareState, h, j *jobState, at float64, shareCo
 		}
 	}
 	return true
+}
+
+// planEdges applies the window edges of the capacity plans that time t
+// has reached: an opening adds the plan's capacity to its environment's
+// and its share's limits, a close takes it away; and at the first instant
+// after a plan's end (and Settle), nothing of the plan may still hold
+// capacity (the lines at the end itself may still give it back).
+func (c *Checker) planEdges(t float64) {
+	for _, p := range c.planOrder {
+		s := p.share
+		if want := t >= p.start && t < p.close; want != p.open {
+			sign := int64(1)
+			if !want {
+				sign = -1
+			}
+			s.limits[p.typ] += sign * p.n
+			s.env.limits[p.typ] += sign * p.n
+			p.open = want
+			c.touched[s.env] = true
+		}
+		if !p.ended && t > p.end+c.opts.Settle {
+			c.planEnded(p, t)
+		}
+	}
+}
+
+// planEnded checks, at time t after plan p's end (and Settle), that
+// nothing of the plan still holds capacity.
+func (c *Checker) planEnded(p *planState, t float64) {
+	s := p.share
+	p.ended = true
+	var held []string
+	for id, j := range c.jobs {
+		if j.plan == p && j.demand != nil {
+			held = append(held, id)
+		}
+	}
+	sort.Strings(held)
+	if len(held) > 0 {
+		c.fail(t, 0, RulePlan, held, "capacity plan %s ended at t=%s, and its jobs %s still hold capacity", p.name, formatT(p.end), strings.Join(held, ", "))
+	}
+	if u, l := s.env.usage[p.typ], s.env.limits[p.typ]; u > l {
+		c.fail(t, 0, RulePlan, c.holders(s.env, p.typ, "")[1:], "capacity plan %s ended at t=%s, and environment %s still uses %d %s, above its limit of %d", p.name, formatT(p.end), s.env.name, u, p.typ, l)
+	}
 }

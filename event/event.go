@@ -86,6 +86,9 @@ type Event struct {
 	Reason       string  `json:"reason,omitempty"`
 	// For is, on a preempt or stopping, the job the preemption makes room for.
 	For string `json:"for,omitempty"`
+	// Plan is, on a submit, the ARN of the capacity plan the job runs on
+	// (its payload's ResourceConfig.TrainingPlanArn), if any.
+	Plan string `json:"plan,omitempty"`
 }
 
 // Lines returns the events that record one change of a job's capacity: one
@@ -164,6 +167,10 @@ func Append(b []byte, e Event) []byte {
 	if e.For != "" {
 		b = append(b, `,"for":`...)
 		b = appendString(b, e.For)
+	}
+	if e.Plan != "" {
+		b = append(b, `,"plan":`...)
+		b = appendString(b, e.Plan)
 	}
 	return append(b, '}')
 }

@@ -91,6 +91,15 @@ func loadConfig(t *testing.T, path string) *config.File {
 
 func inlineConfig(t *testing.T, envCap int, shares ...string) *config.File {
 	t.Helper()
+	cfg, err := config.Parse("inline", []byte(inlineDoc(envCap, shares...)), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// inlineDoc is the configuration file of inlineConfig.
+func inlineDoc(envCap int, shares ...string) string {
 	doc := `serviceEnvironments:
   - serviceEnvironmentName: env
     capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: ` + strconv.Itoa(envCap) + `}]
@@ -117,14 +126,10 @@ jobQueues:
 		}
 		doc += "}}\n"
 	}
-	cfg, err := config.Parse("inline", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return doc
 }
 
-// parseLog reads the tests' shorthand: "T JOB EVENT SHARE INSTANCES PRIORITY [FOR]",
+// parseLog reads the tests' shorthand: "T JOB EVENT SHARE INSTANCES PRIORITY [FOR] [plan=NAME]",
 // one event a line, queue "training", instance type ml.g5.xlarge (or TYPE=N,TYPE=N
 // in the INSTANCES column for several types).
 func parseLog(t *testing.T, log string) []byte {
@@ -142,8 +147,12 @@ func parseLog(t *testing.T, log string) []byte {
 		if e.Share == "-" {
 			e.Share = "" // a job of a queue without quota shares
 		}
-		if len(f) > 6 {
-			e.For = f[6]
+		for _, x := range f[6:] {
+			if name, ok := strings.CutPrefix(x, "plan="); ok {
+				e.Plan = config.PlanARN(name)
+			} else {
+				e.For = x
+			}
 		}
 		demand := qshare.Capacity{}
 		if n, err := strconv.ParseInt(f[4], 10, 64); err == nil {
@@ -788,5 +797,47 @@ func TestCheckMinRunTime(t *testing.T) {
 900 a1 start A 1 0`
 	if vs, _, _ = Check(cfg, bytes.NewReader(parseLog(t, within)), CheckOptions{}); len(vs) != 0 {
 		t.Fatalf("B within its limit, A's head waits for its own share: %v", vs)
+	}
+}
+
+// TestCheckCapacityPlans: a plan's capacity counts in its share's and
+// environment's limits from its start to its close (end less warning); a
+// plan job starts only then, within the plan's count; after the end
+// nothing of the plan holds capacity. The clean log is what the engine
+// does (scenario plan_window); each spoiled one breaks one rule.
+func TestCheckCapacityPlans(t *testing.T) {
+	doc := inlineDoc(1, "A 1 LEND") + `capacityPlans:
+  - {capacityPlanName: P, jobQueue: training, quotaShareName: A, instanceType: ml.g5.xlarge, instanceCount: 1,
+     startTime: "1970-01-01T00:01:40Z", endTime: "1970-01-01T00:03:20Z", warningSeconds: 20}
+`
+	cfg, err := config.Parse("plans", []byte(doc), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := `
+0 own submit A 1 0
+0 own start A 1 0
+10 p1 submit A 1 0 plan=P
+100 p1 start A 1 0
+180 p1 stopping A 1 0
+190 p1 preempt A 1 0
+300 own finish A 1 0`
+	for _, tc := range []struct {
+		name, log string
+		rules     []string
+	}{
+		{"clean", clean, nil},
+		{"a plan job before its window", strings.Replace(clean, "100 p1 start", "50 p1 start", 1), []string{RuleBorrowSource, RulePlan, RuleEnvironmentCapacity, RuleShareLimit}},
+		{"a plan job still running after the end", strings.Replace(strings.Replace(clean, "180 p1 stopping A 1 0\n", "", 1), "190 p1 preempt", "250 p1 preempt", 1), []string{RulePlan}},
+		{"a second plan job beyond the plan's count", strings.Replace(clean, "180 p1 stopping", "120 p2 submit A 1 0 plan=P\n120 p2 start A 1 0\n180 p1 stopping", 1),
+			[]string{RuleBorrowSource, RulePlan, RuleEnvironmentCapacity, RuleShareLimit}},
+	} {
+		vs, _, err := Check(cfg, bytes.NewReader(parseLog(t, tc.log)), CheckOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rulesOf(vs); !slices.Equal(got, tc.rules) {
+			t.Errorf("%s: rules %v, want %v:\n%v", tc.name, got, tc.rules, vs)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
+	"qshare"
 	"qshare/config"
 )
 
@@ -65,11 +66,16 @@ type Options struct {
 	// Progress, when not nil, receives each action's line (Action.String)
 	// as it is done.
 	Progress io.Writer
+	// Plans reads and changes the server's capacity plans (a qshare
+	// extension); nil for a server without them, to which a file with
+	// capacityPlans cannot be applied.
+	Plans PlanAPI
 }
 
 // Action is one thing apply did, or would do with --dry-run.
 type Action struct {
-	// Kind is serviceEnvironment, schedulingPolicy, jobQueue or quotaShare.
+	// Kind is serviceEnvironment, schedulingPolicy, jobQueue, quotaShare or
+	// capacityPlan.
 	Kind string `json:"kind"`
 	// Name is the resource's name; a quota share's is QUEUE/SHARE.
 	Name string `json:"name"`
@@ -108,6 +114,7 @@ type Applier struct {
 	policies map[string]types.SchedulingPolicyDetail
 	queues   map[string]types.JobQueueDetail
 	shares   map[string]map[string]types.QuotaShareDetail
+	plans    map[string]qshare.CapacityPlan
 
 	// ARNs of resources created during this apply, by name.
 	envARN, policyARN, queueARN map[string]string
@@ -146,6 +153,9 @@ func (a *Applier) Apply(ctx context.Context, name string, data []byte, opts conf
 // EINVALID one.
 func (a *Applier) Plan(ctx context.Context, name string, f *config.File) ([]Action, error) {
 	if err := a.read(ctx, f); err != nil {
+		return nil, err
+	}
+	if err := a.readPlans(ctx, f); err != nil {
 		return nil, err
 	}
 	if err := a.checkReferences(name, f); err != nil {
@@ -221,8 +231,9 @@ func (a *Applier) plan(ctx context.Context, f *config.File) ([]Action, error) {
 			plan = append(plan, act)
 		}
 	}
+	plan = append(plan, a.planPlans(f)...)
 	if a.opts.Prune {
-		prune := a.planPrune(f)
+		prune := append(a.prunePlans(f), a.planPrune(f)...)
 		if err := a.checkUnfinished(ctx, prune); err != nil {
 			return nil, err
 		}

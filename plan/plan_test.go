@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,14 @@ import (
 // the planner is tested against the server it plans for, not a stand-in.
 func newServer(t *testing.T) *batch.Client {
 	t.Helper()
+	c, _ := newServerURL(t)
+	return c
+}
+
+// newServerURL is newServer, with the capacity-plan endpoint mounted too,
+// and the server's URL.
+func newServerURL(t *testing.T) (*batch.Client, string) {
+	t.Helper()
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "qshare.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -44,14 +53,18 @@ func newServer(t *testing.T) *batch.Client {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(d, log))
+	mux := http.NewServeMux()
+	mux.Handle(api.PlansPath, api.PlansHandler(d))
+	mux.Handle(api.PlansPath+"/", api.PlansHandler(d))
+	mux.Handle("/", api.New(d, log))
+	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		srv.Close()
 		d.Close()
 		ex.Close()
 		db.Close()
 	})
-	return batchclient.New(srv.URL, "us-east-1")
+	return batchclient.New(srv.URL, "us-east-1"), srv.URL
 }
 
 const example = `serviceEnvironments:
@@ -360,5 +373,56 @@ func TestErrors(t *testing.T) {
 	var ex *types.ClientException
 	if !errors.As(err, &ex) || !strings.HasPrefix(err.Error(), "serviceEnvironment gpu-pool: ") {
 		t.Errorf("the action's error does not carry the API's: %v", err)
+	}
+}
+
+// TestApplyCapacityPlans: capacityPlans are created, left unchanged when
+// they match, replaced when they differ, and pruned when the file drops
+// them (before the shares they give capacity to); a file with plans needs
+// the endpoint.
+func TestApplyCapacityPlans(t *testing.T) {
+	c, u := newServerURL(t)
+	pc := &plan.PlanClient{Endpoint: u}
+	withPlan := example + `capacityPlans:
+  - {capacityPlanName: p5-two-weeks, jobQueue: training, quotaShareName: QS1, instanceType: ml.p5.48xlarge,
+     instanceCount: 16, startTime: "2026-12-01T00:00:00Z", endTime: "2026-12-15T00:00:00Z"}
+`
+	apply := func(file string, prune bool) []string {
+		t.Helper()
+		acts, err := plan.New(c, plan.Options{Plans: pc, Prune: prune, Wait: 10 * time.Second}).Apply(ctx, "f.yaml", []byte(file), config.Options{AllowExternalReferences: true})
+		if err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+		var out []string
+		for _, a := range acts {
+			if a.Kind == "capacityPlan" {
+				out = append(out, a.String())
+			}
+		}
+		return out
+	}
+	if got := apply(withPlan, false); len(got) != 1 || got[0] != "capacityPlan p5-two-weeks created" {
+		t.Fatalf("first apply: %q", got)
+	}
+	if got := apply(withPlan, false); len(got) != 1 || got[0] != "capacityPlan p5-two-weeks unchanged" {
+		t.Fatalf("second apply: %q", got)
+	}
+	changed := strings.Replace(withPlan, "instanceCount: 16", "instanceCount: 8, warningSeconds: 300", 1)
+	if got := apply(changed, false); len(got) != 1 || got[0] != "capacityPlan p5-two-weeks configured: instanceCount 16 → 8; warningSeconds 600 → 300" {
+		t.Fatalf("changed apply: %q", got)
+	}
+	ps, err := pc.Plans(ctx)
+	if err != nil || len(ps) != 1 || ps[0].InstanceCount != 8 || ps[0].Warning() != 300*time.Second {
+		t.Fatalf("the server's plans: %+v, %v", ps, err)
+	}
+	if got := apply(example, true); len(got) != 1 || got[0] != "capacityPlan p5-two-weeks deleted" {
+		t.Fatalf("prune: %q", got)
+	}
+	if ps, err := pc.Plans(ctx); err != nil || len(ps) != 0 {
+		t.Fatalf("after the prune: %+v, %v", ps, err)
+	}
+	_, err = plan.New(c, plan.Options{}).Apply(ctx, "f.yaml", []byte(withPlan), config.Options{AllowExternalReferences: true})
+	if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "capacityPlans") {
+		t.Fatalf("apply with plans and no endpoint: %v", err)
 	}
 }

@@ -69,6 +69,7 @@ const (
 	putPolicySQL = `INSERT INTO policies (name, data) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET data = excluded.data`
 	putQueueSQL  = `INSERT INTO queues (name, data) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET data = excluded.data`
 	putShareSQL  = `INSERT INTO shares (queue, name, data) VALUES ($1, $2, $3) ON CONFLICT (queue, name) DO UPDATE SET data = excluded.data`
+	putPlanSQL   = `INSERT INTO plans (name, data) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET data = excluded.data`
 	// The store keeps the newest version of a job.
 	putJobSQL = `INSERT INTO jobs (id, queue, share, status, created_at, version, data, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, share = excluded.share,
@@ -79,6 +80,7 @@ const (
 	delPolicySQL = `DELETE FROM policies WHERE name = ANY($1)`
 	delQueueSQL  = `DELETE FROM queues WHERE name = ANY($1)`
 	delShareSQL  = `DELETE FROM shares WHERE (queue, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
+	delPlanSQL   = `DELETE FROM plans WHERE name = ANY($1)`
 	delJobSQL    = `DELETE FROM jobs WHERE id = ANY($1)`
 	fenceSQL     = `SELECT qshare_fence($1, $2, $3, $4)`
 )
@@ -168,6 +170,9 @@ func queueChange(b *pgx.Batch, e *row.Change) {
 	for _, r := range e.PutShares {
 		b.Queue(putShareSQL, r.Queue, r.Name, r.Data)
 	}
+	for _, r := range e.PutPlans {
+		b.Queue(putPlanSQL, r.Key, r.Data)
+	}
 	for _, r := range e.PutJobs {
 		b.Queue(putJobSQL, r.ID, r.Queue, r.Share, r.Status, r.Created, r.Version, r.Data, bytea(r.Payload))
 	}
@@ -187,6 +192,9 @@ func queueChange(b *pgx.Batch, e *row.Change) {
 			qs[i], ns[i] = k.Queue, k.Name
 		}
 		b.Queue(delShareSQL, qs, ns)
+	}
+	if len(e.DelPlans) > 0 {
+		b.Queue(delPlanSQL, e.DelPlans)
 	}
 	if len(e.DelJobs) > 0 {
 		b.Queue(delJobSQL, e.DelJobs)

@@ -224,6 +224,9 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data FROM shares ORDER BY queue, name`, nil); err != nil {
 		return fail("shares ", err)
 	}
+	if st.Plans, err = loadAll[qshare.CapacityPlan](ctx, tx, `SELECT data FROM plans ORDER BY name`, nil); err != nil {
+		return fail("plans ", err)
+	}
 	setPayload := func(j *qshare.Job, payload []byte) { j.Payload = string(payload) }
 	if st.Jobs, err = loadAll(ctx, tx, `SELECT data, payload FROM jobs ORDER BY created_at, id`, setPayload); err != nil {
 		return fail("jobs ", err)

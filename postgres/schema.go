@@ -92,6 +92,12 @@ var migrations = []string{
 		seq   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 		batch bytea NOT NULL
 	);`,
+	// 3: capacity plans (issue 21), keyed by name like the other
+	// resources.
+	`CREATE TABLE plans (
+		name text COLLATE "C" PRIMARY KEY,
+		data text NOT NULL
+	);`,
 }
 
 // migrate creates the schema_version table if needed and applies the

@@ -138,11 +138,13 @@ func fetchQueue(ctx context.Context, api API, q types.JobQueueDetail, envs []typ
 			in.Shares = append(in.Shares, sh)
 		}
 	}
-	if len(in.Shares) == 0 {
-		return in, false, nil
-	}
-
 	snap, err := api.GetJobQueueSnapshot(ctx, &batch.GetJobQueueSnapshotInput{JobQueue: q.JobQueueArn})
+	if len(in.Shares) == 0 {
+		if err != nil || snap.QueueUtilization == nil || snap.QueueUtilization.FairshareUtilization == nil {
+			return in, false, nil // no quota shares, and not a fair-share queue
+		}
+		return fetchFair(ctx, api, q, envs, snap, in)
+	}
 	if err != nil {
 		return in, false, err
 	}
@@ -193,6 +195,73 @@ func fetchQueue(ctx context.Context, api API, q types.JobQueueDetail, envs []typ
 	if firstErr != nil {
 		return in, false, firstErr
 	}
+	return in, true, nil
+}
+
+// fetchFair gathers the input of a fair-share queue: its jobs by share
+// identifier (who runs, how many wait, and each identifier's head in the
+// order of the snapshot's front of queue), and its environment's capacity.
+func fetchFair(ctx context.Context, api API, q types.JobQueueDetail, envs []types.ServiceEnvironmentDetail, snap *batch.GetJobQueueSnapshotOutput, in Input) (Input, bool, error) {
+	in.FairShare = true
+	identOf := map[string]string{} // RUNNABLE job ARN -> identifier
+	seen := map[string]bool{}
+	use := qshare.Capacity{}
+	for _, st := range []types.ServiceJobStatus{types.ServiceJobStatusScheduled, types.ServiceJobStatusStarting, types.ServiceJobStatusRunning, types.ServiceJobStatusRunnable} {
+		p := batch.NewListServiceJobsPaginator(api, &batch.ListServiceJobsInput{JobQueue: q.JobQueueArn, JobStatus: st})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return in, false, err
+			}
+			for _, j := range out.JobSummaryList {
+				ident := aws.ToString(j.ShareIdentifier)
+				if j.Status != st || ident == "" {
+					continue
+				}
+				if !seen[ident] {
+					seen[ident] = true
+					in.Shares = append(in.Shares, Share{Name: ident, Strategy: FairShareStrategy})
+				}
+				if st == types.ServiceJobStatusRunnable {
+					in.Waiting[ident]++
+					identOf[aws.ToString(j.JobArn)] = ident
+					continue
+				}
+				full, err := describeJob(ctx, api, aws.ToString(j.JobId))
+				if err != nil {
+					return in, false, err
+				}
+				in.Active[ident] = append(in.Active[ident], full)
+				use.Add(full.Demand)
+			}
+		}
+	}
+	if f := snap.FrontOfQueue; f != nil {
+		for _, fj := range f.Jobs {
+			ident, ok := identOf[aws.ToString(fj.JobArn)]
+			if !ok {
+				continue
+			}
+			if _, done := in.Heads[ident]; done {
+				continue
+			}
+			h, err := describeJob(ctx, api, aws.ToString(fj.JobArn))
+			if err != nil {
+				return in, false, err
+			}
+			in.Heads[ident] = h
+		}
+	}
+	for _, e := range envs {
+		if aws.ToString(e.ServiceEnvironmentName) != in.Environment {
+			continue
+		}
+		for _, l := range e.CapacityLimits {
+			t := aws.ToString(l.CapacityUnit)
+			in.Capacity = append(in.Capacity, qshare.EnvironmentLending{CapacityUnit: t, MaxCapacity: int64(aws.ToInt32(l.MaxCapacity)), InUse: use[t]})
+		}
+	}
+	sort.Slice(in.Capacity, func(i, j int) bool { return in.Capacity[i].CapacityUnit < in.Capacity[j].CapacityUnit })
 	return in, true, nil
 }
 

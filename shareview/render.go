@@ -61,6 +61,10 @@ func renderView(b *strings.Builder, v View) {
 		b.WriteString("\n")
 	}
 
+	if v.FairShare {
+		renderFair(b, v)
+		return
+	}
 	// One cell per instance, unless the widest bar would be too wide.
 	widest := int64(1)
 	typeWidth := 0
@@ -111,6 +115,30 @@ func renderView(b *strings.Builder, v View) {
 				fmt.Fprintf(b, ", preempted %d×", s.Head.Preemptions)
 			}
 			b.WriteString(")")
+			if s.Why != "" {
+				fmt.Fprintf(b, " waits: %s", s.Why)
+			}
+			b.WriteString("\n")
+		}
+	}
+}
+
+// renderFair draws a fair-share queue's share identifiers: no bars (an
+// identifier owns nothing), what its jobs use, and its head.
+func renderFair(b *strings.Builder, v View) {
+	b.WriteString("  fair share: the next job is the head of the identifier that has used least (decayed, weighted); no preemption\n")
+	if len(v.Shares) == 0 {
+		b.WriteString("\n  no share identifier has jobs\n")
+	}
+	for _, s := range v.Shares {
+		b.WriteString("\n")
+		fmt.Fprintf(b, "%s  %s\n", s.Name, s.Strategy)
+		for _, c := range s.Capacity {
+			fmt.Fprintf(b, "  %s  %d in use\n", c.CapacityUnit, c.InUse)
+		}
+		fmt.Fprintf(b, "  running: %s · waiting: %d\n", jobList(s.Active), s.Waiting)
+		if s.Head != nil {
+			fmt.Fprintf(b, "  next: %s (priority %d)", s.Head.Name, s.Head.Priority)
 			if s.Why != "" {
 				fmt.Fprintf(b, " waits: %s", s.Why)
 			}

@@ -68,7 +68,17 @@ type Input struct {
 	Waiting map[string]int
 	// Heads is the first RUNNABLE job of each share that has one.
 	Heads map[string]Job
+	// FairShare marks a queue with a fair-share policy: Shares are its
+	// share identifiers (with the strategy FairShareStrategy, owning
+	// nothing), and Capacity its environment's capacity and use (the
+	// lending endpoint knows only quota shares).
+	FairShare bool
+	Capacity  []qshare.EnvironmentLending
 }
+
+// FairShareStrategy is the strategy column of a share identifier of a
+// fair-share queue.
+const FairShareStrategy qshare.Strategy = "FAIR_SHARE"
 
 // View is the computed picture of one job queue; it is also what
 // `qshare shares -o json` prints.
@@ -81,6 +91,10 @@ type View struct {
 	// server's lending endpoint gives it.
 	Capacity []qshare.EnvironmentLending `json:"capacity"`
 	Shares   []ShareView                 `json:"quotaShares"`
+	// FairShare marks a fair-share queue: Shares are its share
+	// identifiers, which own, lend and borrow nothing; their Capacity is
+	// what their jobs use (InUse).
+	FairShare bool `json:"fairShare,omitempty"`
 }
 
 // ShareView is one share in the view.
@@ -141,6 +155,9 @@ func Compute(in Input) View {
 		EnvironmentState: in.EnvironmentState,
 	}
 	v.Capacity = append(v.Capacity, in.Lending.Capacity...)
+	if in.FairShare {
+		return computeFair(v, in)
+	}
 	lending := map[string]qshare.ShareLending{}
 	for _, sl := range in.Lending.QuotaShares {
 		lending[sl.QuotaShareName] = sl
@@ -192,6 +209,39 @@ func Compute(in Input) View {
 				v.Shares[i].Why = explain(&v, in, &v.Shares[i], shares[i])
 			}
 		}
+	}
+	return v
+}
+
+// computeFair is Compute for a fair-share queue: one entry per share
+// identifier, with what its jobs use, its running jobs, its waiting count
+// and its head (with the server's reason).
+func computeFair(v View, in Input) View {
+	v.FairShare = true
+	v.Capacity = append(v.Capacity[:0:0], in.Capacity...)
+	shares := append([]Share(nil), in.Shares...)
+	sort.Slice(shares, func(i, j int) bool { return shares[i].Name < shares[j].Name })
+	for _, s := range shares {
+		sv := ShareView{Name: s.Name, Strategy: FairShareStrategy, Active: append([]Job{}, in.Active[s.Name]...), Waiting: in.Waiting[s.Name]}
+		sort.SliceStable(sv.Active, func(a, b int) bool {
+			if sv.Active[a].Priority != sv.Active[b].Priority {
+				return sv.Active[a].Priority > sv.Active[b].Priority
+			}
+			return sv.Active[a].Name < sv.Active[b].Name
+		})
+		use := qshare.Capacity{}
+		for _, j := range sv.Active {
+			use.Add(j.Demand)
+		}
+		for _, t := range use.Types() {
+			sv.Capacity = append(sv.Capacity, ShareCapacity{CapacityUnit: t, InUse: use[t], Limit: -1})
+		}
+		if h, ok := in.Heads[s.Name]; ok {
+			h := h
+			sv.Head = &h
+			sv.Why = h.StatusReason
+		}
+		v.Shares = append(v.Shares, sv)
 	}
 	return v
 }

@@ -71,6 +71,18 @@ func job(name string, prio int, status string, preempted int) Job {
 func TestGolden(t *testing.T) {
 	cases := map[string]func(t *testing.T) []Input{
 		"empty": func(t *testing.T) []Input { return nil },
+		// A fair-share queue: its share identifiers, what their jobs use,
+		// and each one's head with the server's reason.
+		"fair-share": func(t *testing.T) []Input {
+			in := Input{Queue: "fair", Environment: "gpu-pool", FairShare: true,
+				Shares:   []Share{{Name: "teamB", Strategy: FairShareStrategy}, {Name: "teamA", Strategy: FairShareStrategy}},
+				Capacity: []qshare.EnvironmentLending{{CapacityUnit: g5, MaxCapacity: 3, InUse: 3}},
+				Active:   map[string][]Job{"teamA": {job("a1", 0, "RUNNING", 0), job("a2", 1, "RUNNING", 0)}, "teamB": {job("b1", 0, "RUNNING", 0)}},
+				Waiting:  map[string]int{"teamA": 2, "teamB": 1},
+				Heads:    map[string]Job{"teamB": {Name: "b2", ID: "b2-id", Status: "RUNNABLE", StatusReason: "waiting for capacity"}},
+			}
+			return []Input{in}
+		},
 		"example-idle": func(t *testing.T) []Input {
 			return []Input{served(t, example(), qshare.Capacity{g5: 3}, nil)}
 		},

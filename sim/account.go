@@ -66,9 +66,23 @@ type accounting struct {
 	lastEnd time.Duration // the last time capacity was given back
 	// verify, in tests, compares lent with the engine's view.
 	verify func(env *envAcc, lent []int64, eng *engine.Engine)
+	// plans are the capacity plans, whose capacity counts in their
+	// share's and environment's limits while they are open.
+	plans []*planAcc
 }
 
-func newAccounting(cfg *config.File, buckets int) *accounting {
+// planAcc is a capacity plan as the accounts follow it: n of type t for
+// share sh while start <= now < close (its end less its warning), times
+// since the trace's t=0.
+type planAcc struct {
+	sh           *shareAcc
+	t            string
+	n            int64
+	start, close time.Duration
+	open         bool
+}
+
+func newAccounting(cfg *config.File, buckets int, origin time.Time) *accounting {
 	a := &accounting{byKey: map[string]*shareAcc{}, fairEnv: map[string]*envAcc{}, tl: &timeline{n: buckets, width: time.Second}}
 	envs := map[string]*envAcc{}
 	for _, e := range cfg.ServiceEnvironments {
@@ -93,7 +107,7 @@ func newAccounting(cfg *config.File, buckets int) *accounting {
 			}
 			continue
 		}
-		sa := &shareAcc{queue: s.Queue, name: s.Name, strategy: s.Strategy, limits: s.Limits, env: queueEnv[s.Queue],
+		sa := &shareAcc{queue: s.Queue, name: s.Name, strategy: s.Strategy, limits: s.Limits.Clone(), env: queueEnv[s.Queue],
 			usage: qshare.Capacity{}, misconfigured: map[string]bool{}}
 		sa.cur[mIdle] = float64(s.Limits.Total())
 		for m := range sa.series {
@@ -113,7 +127,34 @@ func newAccounting(cfg *config.File, buckets int) *accounting {
 		})
 	}
 	a.cross, a.inShare = a.tl.register(), a.tl.register()
+	for _, p := range ec.Plans {
+		if sh := a.byKey[p.Queue+"/"+p.Share]; sh != nil {
+			a.plans = append(a.plans, &planAcc{sh: sh, t: p.InstanceType, n: p.Count, start: p.Start.Sub(origin), close: p.End.Add(-p.Warning).Sub(origin)})
+		}
+	}
 	return a
+}
+
+// planEdges applies the window edges of the capacity plans that now has
+// reached, as the engine does at its pass at now.
+func (a *accounting) planEdges(now time.Duration) {
+	for _, p := range a.plans {
+		want := now >= p.start && now < p.close
+		if want == p.open {
+			continue
+		}
+		p.open = want
+		n := p.n
+		if !want {
+			n = -n
+		}
+		sh, env := p.sh, p.sh.env
+		a.advance(sh, now)
+		sh.limits[p.t] += n
+		env.limits[p.t] += n
+		env.capacity += n
+		a.recount(sh) // marks env dirty: settle sets the figures again
+	}
 }
 
 // share returns the account of a quota share, or of a share identifier of
@@ -159,6 +200,12 @@ func (a *accounting) hold(r *run, sign int64) {
 		sh.env.dirty = true
 		return
 	}
+	a.recount(sh)
+}
+
+// recount sets whether sh uses more than its own limit of some type, and
+// its environment's count of such shares.
+func (a *accounting) recount(sh *shareAcc) {
 	over := false
 	for t, n := range sh.usage {
 		if n > sh.limits[t] {
@@ -241,11 +288,20 @@ func (a *accounting) lent(env *envAcc) []int64 {
 		for _, sh := range env.shares {
 			unowned -= sh.limits[t]
 		}
+		// Lenders first, then (for capacity a configuration change left
+		// with a borrower: a capacity plan's close) the other shares, as
+		// the engine's attribution orders them.
+		order := make([]int, 0, len(env.shares))
+		for _, lends := range []bool{true, false} {
+			for i, sh := range env.shares {
+				if sh.strategy.Lends() == lends && !sh.fair {
+					order = append(order, i)
+				}
+			}
+		}
 		supply := make([]int64, len(env.shares))
 		for i, sh := range env.shares {
-			if sh.strategy.Lends() {
-				supply[i] = sh.limits[t] - sh.usage[t]
-			}
+			supply[i] = sh.limits[t] - sh.usage[t]
 		}
 		for b, sh := range env.shares {
 			over := sh.usage[t] - sh.limits[t]
@@ -257,7 +313,7 @@ func (a *accounting) lent(env *envAcc) []int64 {
 				unowned -= n
 				over -= n
 			}
-			for k := range supply {
+			for _, k := range order {
 				if over == 0 {
 					break
 				}

@@ -51,6 +51,12 @@ type Options struct {
 	// (default 400).
 	Buckets int
 
+	// Start is the wall time of the trace's t=0, which capacity plans'
+	// windows (absolute times) are placed against; zero means
+	// 2000-01-01T00:00:00Z. Pass the same to the checker
+	// (event.CheckOptions.Origin).
+	Start time.Time
+
 	// Outcomes fills Report.Outcomes with each job's fate (for callers
 	// that compute their own figures, such as the benchmark harness).
 	Outcomes bool
@@ -132,7 +138,9 @@ func (h *itemHeap) Pop() any {
 }
 
 type simulator struct {
-	opts   Options
+	opts Options
+	// origin is the engine's time of the trace's t=0 (Options.Start).
+	origin time.Time
 	cfg    *config.File
 	eng    *engine.Engine
 	runs   map[string]*run
@@ -173,16 +181,20 @@ func Run(ctx context.Context, cfg *config.File, jobs []Job, opts Options) (*Repo
 		opts.Buckets = 400
 	}
 	s := &simulator{
-		opts:  opts,
-		cfg:   cfg,
-		eng:   engine.New(),
-		runs:  make(map[string]*run, len(jobs)),
-		total: len(jobs),
+		opts:   opts,
+		cfg:    cfg,
+		eng:    engine.New(),
+		runs:   make(map[string]*run, len(jobs)),
+		total:  len(jobs),
+		origin: epoch,
+	}
+	if !opts.Start.IsZero() {
+		s.origin = opts.Start
 	}
 	if err := cfg.Engine().Load(s.eng); err != nil {
 		return nil, fmt.Errorf("loading the configuration into the engine: %w", err)
 	}
-	s.acct = newAccounting(cfg, opts.Buckets)
+	s.acct = newAccounting(cfg, opts.Buckets, s.origin)
 	var verifyErr error
 	if opts.verify {
 		s.acct.verify = verifyLent(&verifyErr, func() time.Duration { return s.now })
@@ -256,7 +268,7 @@ func (s *simulator) emit(r *run, kind event.Kind, demand qshare.Capacity, reason
 	}
 }
 
-func (s *simulator) at() time.Time { return epoch.Add(s.now) }
+func (s *simulator) at() time.Time { return s.origin.Add(s.now) }
 
 func (s *simulator) loop(ctx context.Context, jobs []Job) error {
 	next := 0 // next job to submit
@@ -298,6 +310,7 @@ func (s *simulator) loop(ctx context.Context, jobs []Job) error {
 			}
 			settled = s.items.Len() == 0 || s.items[0].at > t
 		}
+		s.acct.planEdges(s.now)
 		s.acct.settle(s.now, s.eng)
 		if s.opts.Progress != nil && s.done/progressEvery != lastProgress {
 			lastProgress = s.done / progressEvery
@@ -331,7 +344,7 @@ func (s *simulator) submit(r *run) {
 	}
 	r.share.submitted++
 	spec := engine.JobSpec{
-		ID: j.ID, Queue: j.Queue, Share: j.Share, Priority: j.Priority, Created: epoch.Add(j.Submit),
+		ID: j.ID, Queue: j.Queue, Share: j.Share, Priority: j.Priority, Created: s.origin.Add(j.Submit),
 		Demand: j.Demand, PreemptionRetries: j.PreemptionRetries,
 	}
 	if r.share.fair {
@@ -399,11 +412,17 @@ func (s *simulator) schedule() error {
 				}
 				r.state = jobStopping
 				r.final, r.crossShare, r.preemptFor, r.reason = d.Final, d.CrossShare, d.For, d.Reason
-				if s.opts.Grace > 0 {
+				stop := s.now + s.opts.Grace
+				if !d.StopBy.IsZero() {
+					// A capacity plan ends: the stop is timed to be over
+					// by its end.
+					stop = min(stop, max(d.StopBy.Sub(s.origin), s.now))
+				}
+				if stop > s.now {
 					// The decision, judged by the checker now; the
 					// preempt line follows when the capacity is given back.
 					s.emit(r, event.Stopping, r.job.Demand, preemptReason(r), r.preemptFor)
-					s.push(s.now+s.opts.Grace, itemRelease, r)
+					s.push(stop, itemRelease, r)
 					continue
 				}
 				acted = true
@@ -430,7 +449,7 @@ func (s *simulator) askedWake() {
 	if !ok {
 		return
 	}
-	if w := at.Sub(epoch); w > s.now && w != s.wakeAt {
+	if w := at.Sub(s.origin); w > s.now && w != s.wakeAt {
 		s.wakeAt = w
 		s.push(w, itemWake, nil)
 	}

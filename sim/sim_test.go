@@ -122,7 +122,7 @@ func runChecked(t *testing.T, cfg *config.File, jobs []Job, opts Options, settle
 	if err != nil {
 		t.Fatal(err)
 	}
-	vs, _, err := event.Check(cfg, bytes.NewReader(events.Bytes()), event.CheckOptions{Settle: settle})
+	vs, _, err := event.Check(cfg, bytes.NewReader(events.Bytes()), event.CheckOptions{Settle: settle, Origin: opts.Start})
 	if err != nil {
 		t.Fatal(err)
 	}

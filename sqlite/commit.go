@@ -71,8 +71,8 @@ type writer struct {
 	db    *sql.DB
 	conn  *sql.Conn // nil after a failure, until the next apply reopens it
 	stmts struct {
-		putEnv, putPolicy, putQueue, putShare, putJob, updJob *sql.Stmt
-		delEnv, delPolicy, delQueue, delShare, delJob         *sql.Stmt
+		putEnv, putPolicy, putQueue, putShare, putPlan, putJob, updJob *sql.Stmt
+		delEnv, delPolicy, delQueue, delShare, delPlan, delJob         *sql.Stmt
 	}
 }
 
@@ -104,6 +104,8 @@ func (w *writer) open(ctx context.Context) error {
 			ON CONFLICT (name) DO UPDATE SET data = excluded.data`},
 		{&s.putShare, `INSERT INTO shares (queue, name, data) VALUES (?, ?, ?)
 			ON CONFLICT (queue, name) DO UPDATE SET data = excluded.data`},
+		{&s.putPlan, `INSERT INTO plans (name, data) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET data = excluded.data`},
 		// The store keeps the newest version of a job.
 		{&s.putJob, `INSERT INTO jobs (id, queue, share, status, created_at, version, data, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, share = excluded.share,
@@ -118,6 +120,7 @@ func (w *writer) open(ctx context.Context) error {
 		{&s.delPolicy, `DELETE FROM policies WHERE name = ?`},
 		{&s.delQueue, `DELETE FROM queues WHERE name = ?`},
 		{&s.delShare, `DELETE FROM shares WHERE queue = ? AND name = ?`},
+		{&s.delPlan, `DELETE FROM plans WHERE name = ?`},
 		{&s.delJob, `DELETE FROM jobs WHERE id = ?`},
 	} {
 		if *p.stmt, err = conn.PrepareContext(ctx, p.sql); err != nil {
@@ -130,11 +133,16 @@ func (w *writer) open(ctx context.Context) error {
 	return nil
 }
 
+// statements lists the writer's prepared statements, for closing them.
+func (w *writer) statements() []**sql.Stmt {
+	s := &w.stmts
+	return []**sql.Stmt{&s.putEnv, &s.putPolicy, &s.putQueue, &s.putShare, &s.putPlan, &s.putJob, &s.updJob,
+		&s.delEnv, &s.delPolicy, &s.delQueue, &s.delShare, &s.delPlan, &s.delJob}
+}
+
 // discard closes the statements and throws the connection away.
 func (w *writer) discard() {
-	s := &w.stmts
-	for _, st := range []**sql.Stmt{&s.putEnv, &s.putPolicy, &s.putQueue, &s.putShare, &s.putJob, &s.updJob,
-		&s.delEnv, &s.delPolicy, &s.delQueue, &s.delShare, &s.delJob} {
+	for _, st := range w.statements() {
 		if *st != nil {
 			(*st).Close()
 			*st = nil
@@ -148,10 +156,8 @@ func (w *writer) discard() {
 
 // close releases the connection for good.
 func (w *writer) close() error {
-	s := &w.stmts
 	var err error
-	for _, st := range []**sql.Stmt{&s.putEnv, &s.putPolicy, &s.putQueue, &s.putShare, &s.putJob, &s.updJob,
-		&s.delEnv, &s.delPolicy, &s.delQueue, &s.delShare, &s.delJob} {
+	for _, st := range w.statements() {
 		if *st != nil {
 			err = errors.Join(err, (*st).Close())
 			*st = nil
@@ -218,6 +224,11 @@ func (w *writer) applyOne(ctx context.Context, e *row.Change) error {
 			return fmt.Errorf("put quota share %q of queue %q: %w", r.Name, r.Queue, err)
 		}
 	}
+	for _, r := range e.PutPlans {
+		if _, err := s.putPlan.ExecContext(ctx, r.Key, r.Data); err != nil {
+			return fmt.Errorf("put capacity plan %q: %w", r.Key, err)
+		}
+	}
 	for _, r := range e.PutJobs {
 		if r.Version > 1 {
 			// Most likely a change of a stored job (a submit writes
@@ -254,6 +265,11 @@ func (w *writer) applyOne(ctx context.Context, e *row.Change) error {
 	for _, k := range e.DelShares {
 		if _, err := s.delShare.ExecContext(ctx, k.Queue, k.Name); err != nil {
 			return fmt.Errorf("delete quota share %q of queue %q: %w", k.Name, k.Queue, err)
+		}
+	}
+	for _, k := range e.DelPlans {
+		if _, err := s.delPlan.ExecContext(ctx, k); err != nil {
+			return fmt.Errorf("delete capacity plan %q: %w", k, err)
 		}
 	}
 	for _, k := range e.DelJobs {

@@ -105,8 +105,8 @@ func TestSchemaVersion(t *testing.T) {
 	if err := raw.QueryRow(`SELECT COUNT(*), MAX(version) FROM schema_version`).Scan(&n, &v); err != nil {
 		t.Fatal(err)
 	}
-	if n != 3 || v != 3 {
-		t.Fatalf("schema_version holds %d rows up to version %d, want 3 rows up to version 3", n, v)
+	if n != 4 || v != 4 {
+		t.Fatalf("schema_version holds %d rows up to version %d, want 4 rows up to version 4", n, v)
 	}
 	// Opening again applies nothing.
 	d, err = sqlite.Open(path)
@@ -114,7 +114,7 @@ func TestSchemaVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	if err := raw.QueryRow(`SELECT COUNT(*) FROM schema_version`).Scan(&n); err != nil || n != 3 {
+	if err := raw.QueryRow(`SELECT COUNT(*) FROM schema_version`).Scan(&n); err != nil || n != 4 {
 		t.Fatalf("reopening changed schema_version: %d rows, %v", n, err)
 	}
 	// A database from a newer qshare is refused, and left alone.

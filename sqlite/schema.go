@@ -58,6 +58,12 @@ var migrations = []string{
 	`ALTER TABLE jobs ADD COLUMN payload TEXT NOT NULL DEFAULT '';
 	UPDATE jobs SET payload = json_extract(data, '$.payload'), data = json_remove(data, '$.payload')
 		WHERE json_type(data, '$.payload') = 'text';`,
+	// 4: capacity plans (issue 21), keyed by name like the other
+	// resources.
+	`CREATE TABLE plans (
+		name TEXT PRIMARY KEY,
+		data TEXT NOT NULL
+	) STRICT;`,
 }
 
 // migrate creates the schema_version table if needed and applies the

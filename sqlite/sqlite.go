@@ -217,6 +217,9 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data FROM shares ORDER BY queue, name`, nil); err != nil {
 		return nil, fmt.Errorf("sqlite: load shares from %s: %w", d.path, err)
 	}
+	if st.Plans, err = loadAll[qshare.CapacityPlan](ctx, tx, `SELECT data FROM plans ORDER BY name`, nil); err != nil {
+		return nil, fmt.Errorf("sqlite: load capacity plans from %s: %w", d.path, err)
+	}
 	setPayload := func(j *qshare.Job, payload string) { j.Payload = payload }
 	if st.Jobs, err = loadAll(ctx, tx, `SELECT data, payload FROM jobs ORDER BY created_at, id`, setPayload); err != nil {
 		return nil, fmt.Errorf("sqlite: load jobs from %s: %w", d.path, err)

@@ -72,7 +72,9 @@ type State struct {
 	Policies     []qshare.SchedulingPolicy
 	Queues       []qshare.JobQueue
 	Shares       []qshare.QuotaShare
-	Jobs         []qshare.Job
+	// Plans are the capacity plans (a qshare extension), in name order.
+	Plans []qshare.CapacityPlan
+	Jobs  []qshare.Job
 }
 
 // ShareKey names a quota share: shares are unique per job queue.
@@ -82,7 +84,7 @@ type ShareKey struct {
 }
 
 // Change is one atomic set of writes. Records are keyed by name (environment,
-// policy, queue), by queue and name (share), and by ID (job). Deletes are
+// policy, queue, capacity plan), by queue and name (share), and by ID (job). Deletes are
 // applied after puts.
 type Change struct {
 	PutEnvironments    []qshare.ServiceEnvironment
@@ -93,6 +95,8 @@ type Change struct {
 	DeleteQueues       []string
 	PutShares          []qshare.QuotaShare
 	DeleteShares       []ShareKey
+	PutPlans           []qshare.CapacityPlan
+	DeletePlans        []string
 	PutJobs            []qshare.Job
 	DeleteJobs         []string
 }
@@ -101,5 +105,6 @@ type Change struct {
 func (c *Change) Empty() bool {
 	return len(c.PutEnvironments)+len(c.DeleteEnvironments)+len(c.PutPolicies)+len(c.DeletePolicies)+
 		len(c.PutQueues)+len(c.DeleteQueues)+len(c.PutShares)+len(c.DeleteShares)+
+		len(c.PutPlans)+len(c.DeletePlans)+
 		len(c.PutJobs)+len(c.DeleteJobs) == 0
 }

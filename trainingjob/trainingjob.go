@@ -69,6 +69,9 @@ type ResourceConfig struct {
 	InstanceCount  *int64          `json:"InstanceCount,omitempty"`
 	VolumeSizeInGB int64           `json:"VolumeSizeInGB,omitempty"`
 	InstanceGroups []InstanceGroup `json:"InstanceGroups,omitempty"`
+	// TrainingPlanArn names a training plan; in qshare, a capacity plan
+	// (qshare.CapacityPlan) the job runs on, and only on.
+	TrainingPlanArn string `json:"TrainingPlanArn,omitempty"`
 }
 
 // InstanceGroup is one group of a heterogeneous cluster.

@@ -58,7 +58,8 @@ tags keeps the tags it has.`,
 		if err != nil {
 			return err
 		}
-		opts := plan.Options{DryRun: applyOpts.dryRun, Prune: applyOpts.prune, Wait: applyOpts.wait}
+		opts := plan.Options{DryRun: applyOpts.dryRun, Prune: applyOpts.prune, Wait: applyOpts.wait,
+			Plans: &plan.PlanClient{Endpoint: s.endpoint, HTTP: s.http}}
 		if s.output == "table" {
 			opts.Progress = s.out
 		}

@@ -17,6 +17,7 @@ import (
 	"qshare/config"
 	"qshare/event"
 	"qshare/postgres"
+	"qshare/plan"
 )
 
 func init() {
@@ -25,6 +26,7 @@ func init() {
 		settle    float64
 		maxShares int
 		whatIf    []string
+		origin    string
 	)
 	cmd := &cobra.Command{
 		Use:   "check-events FILE|STORE_URL [--config CONFIG | --endpoint URL]",
@@ -55,6 +57,10 @@ involved:
                          victim it needs has ended (a reclaim would now
                          make room, and nothing happens at that instant,
                          or within --settle)
+  capacity-plan          a capacity plan's job started outside its window
+                         (start to end less warning) or beyond its count,
+                         or something of the plan still holding capacity
+                         after its end (--origin places the windows)
   double-hold            a job holding capacity twice at once
   log                    an inconsistent log (a line that cannot be read,
                          time going back, a job giving back what it does
@@ -97,11 +103,11 @@ changes.`,
 			if cfgPath != "" {
 				cfg, err = loadConfigFile(cfgPath, maxShares)
 			} else {
-				api, _, cerr := clientsFor(cmd.Context(), opts)
+				api, hc, cerr := clientsFor(cmd.Context(), opts)
 				if cerr != nil {
 					return cerr
 				}
-				cfg, err = configFromServer(cmd.Context(), api, maxShares)
+				cfg, err = configFromServer(cmd.Context(), api, &plan.PlanClient{Endpoint: opts.endpoint, HTTP: hc}, maxShares)
 				if err != nil {
 					err = userError(err, opts.endpoint)
 				}
@@ -129,7 +135,13 @@ changes.`,
 				defer f.Close()
 				in = f
 			}
-			vs, sum, err := event.Check(cfg, in, event.CheckOptions{Settle: settle})
+			copts := event.CheckOptions{Settle: settle}
+			if origin != "" {
+				if copts.Origin, err = config.ParseTime(origin); err != nil {
+					return qshare.Errorf(qshare.EINVALID, "--origin: %v", err)
+				}
+			}
+			vs, sum, err := event.Check(cfg, in, copts)
 			if err != nil {
 				return qshare.Errorf(qshare.EINVALID, "%s: %v", redactURL(args[0]), err)
 			}
@@ -166,6 +178,7 @@ changes.`,
 	fl.Float64Var(&settle, "settle", 0, "seconds a fitting head job may wait before it counts (0 for a simulation's log)")
 	fl.StringArrayVar(&whatIf, "what-if", nil, "change the configuration as \"qshare simulate --what-if\" does: KEY=VALUE (repeatable)")
 	fl.IntVar(&maxShares, "max-shares-per-queue", qshare.DefaultQuotaSharesPerQueue, "the most quota shares a job queue may have (a server's configured limit)")
+	fl.StringVar(&origin, "origin", "", "the wall time of the log's t=0, for capacity plans' windows: the simulation's --start (2026-11-20T00:00, UTC); default the Unix epoch, a server's log")
 	addClientFlags(cmd)
 	cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	rootCmd.AddCommand(cmd)
@@ -174,7 +187,7 @@ changes.`,
 // configFromServer reads the configuration a server holds (environments,
 // scheduling policies, job queues and their quota shares) as a config.File,
 // through the AWS Batch API, and validates it.
-func configFromServer(ctx context.Context, api *batch.Client, maxShares int) (*config.File, error) {
+func configFromServer(ctx context.Context, api *batch.Client, plans plan.PlanAPI, maxShares int) (*config.File, error) {
 	f := &config.File{}
 	ep := batch.NewDescribeServiceEnvironmentsPaginator(api, &batch.DescribeServiceEnvironmentsInput{})
 	for ep.HasMorePages() {
@@ -271,6 +284,13 @@ func configFromServer(ctx context.Context, api *batch.Client, maxShares int) (*c
 			}
 			f.JobQueues = append(f.JobQueues, q)
 		}
+	}
+	// The capacity plans, from the server's extension endpoint (a server
+	// without it has none).
+	if ps, err := plans.Plans(ctx); err == nil {
+		f.CapacityPlans = ps
+	} else if qshare.ErrorCodeOf(err) == qshare.EDENIED {
+		return nil, err
 	}
 	if err := f.Validate(config.Options{MaxSharesPerQueue: maxShares}); err != nil {
 		return nil, fmt.Errorf("the server's configuration does not validate: %w", err)

@@ -242,6 +242,8 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 	mux := http.NewServeMux()
 	mux.Handle(logstream.PathPrefix, health.Gate(&logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}))
 	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
+	mux.Handle(api.PlansPath, health.Gate(api.PlansHandler(d)))
+	mux.Handle(api.PlansPath+"/", health.Gate(api.PlansHandler(d)))
 	mountDashboard(mux, health, d, events, web.Config{Auth: s.Guard.Auth != "", Region: s.Region}) // the dashboard at /ui/ (serve_web.go)
 	mux.Handle("/", health.Gate(apiHandler))
 	if m != nil {

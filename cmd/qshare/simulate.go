@@ -33,6 +33,7 @@ type simulateFlags struct {
 	phillyExclude              []string
 	workload                   string
 	output                     string
+	start                      string
 }
 
 func init() {
@@ -64,6 +65,10 @@ duration_s,vc) and puts each job in the share named after its VC.
   share.*.FIELD=VALUE                      (every quota share)
   env.NAME.maxCapacity.TYPE=N | env.NAME.state=S
   queue.NAME.priority=N | queue.NAME.state=S
+  plan.NAME=TYPE:COUNT@START/LENGTH[:share=[QUEUE/]SHARE][:warning=DUR]
+                                           a capacity plan, e.g.
+                                           plan.p5=ml.p5.48xlarge:16@2026-12-01T00:00/14d:share=QS1
+                                           (START on the clock of --start; plan.NAME=none removes one)
 With --compare it runs the configuration as written and as changed, and
 reports the differences (--events and --plots then show the changed run).
 
@@ -106,6 +111,7 @@ are added only with --timing).`,
 	fl.StringVar(&f.phillyGPU, "philly-gpu-type", "ml.g5.xlarge", "philly format: the instance type of one GPU")
 	fl.StringVar(&f.phillyNode, "philly-node-type", "", "philly format: an 8-GPU instance type for jobs of 8 GPUs or more (default: every GPU is one --philly-gpu-type instance)")
 	fl.StringArrayVar(&f.phillyExclude, "philly-exclude", nil, "philly format: leave out the jobs of this VC (repeatable), e.g. unknown")
+	fl.StringVar(&f.start, "start", "", "the wall time of the trace's t=0, against which capacity plans' windows are placed (2026-12-01T00:00, UTC; default 2000-01-01); give check-events the same --origin")
 	fl.StringVarP(&f.output, "output", "o", "table", "what to print on stdout: table (the summary), json or yaml (the report)")
 	fl.StringVar(&f.workload, "workload", "", "replay a built-in workload instead of --config and --trace: kueue-baseline or kueue-large-scale (Kueue's scheduler benchmarks)")
 	cmd.MarkFlagFilename("config", "yaml", "yml", "json")
@@ -192,9 +198,18 @@ func runSimulate(cmd *cobra.Command, f simulateFlags) error {
 			}
 		}
 	}
+	var start time.Time
+	switch {
+	case f.start != "":
+		if start, err = config.ParseTime(f.start); err != nil {
+			return qshare.Errorf(qshare.EINVALID, "--start: %v", err)
+		}
+	case len(cfg.CapacityPlans) > 0:
+		return qshare.Errorf(qshare.EINVALID, "the configuration has capacity plans, whose windows are absolute times: give --start, the wall time of the trace's t=0 (e.g. --start 2026-11-20T00:00)")
+	}
 	simOpts := func(label string, events io.Writer) sim.Options {
 		return sim.Options{CheckpointInterval: f.checkpoint, Grace: f.grace, Timing: f.timing, Events: events, Progress: progress(label),
-			Outcomes: f.workload != ""}
+			Outcomes: f.workload != "", Start: start}
 	}
 
 	var events io.Writer

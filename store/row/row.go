@@ -23,16 +23,18 @@ import (
 type Change struct {
 	PutEnvs, PutPolicies, PutQueues []Keyed
 	PutShares                       []Share
+	PutPlans                        []Keyed
 	PutJobs                         []Job
 	DelEnvs, DelPolicies, DelQueues []string
 	DelShares                       []store.ShareKey
+	DelPlans                        []string
 	DelJobs                         []string
 	// Rows is the number of records put or deleted.
 	Rows int
 }
 
 // Keyed is the row of a record keyed by its name (an environment, a
-// policy, a queue).
+// policy, a queue, a capacity plan).
 type Keyed struct{ Key, Data string }
 
 // Share is the row of a quota share, keyed by its queue and name.
@@ -64,6 +66,9 @@ func Encode(c *store.Change) (*Change, error) {
 		return nil, err
 	}
 	if e.PutQueues, err = encodeNamed(c.PutQueues, "job queue", func(v *qshare.JobQueue) string { return v.Name }); err != nil {
+		return nil, err
+	}
+	if e.PutPlans, err = encodeNamed(c.PutPlans, "capacity plan", func(v *qshare.CapacityPlan) string { return v.Name }); err != nil {
 		return nil, err
 	}
 	for i := range c.PutShares {
@@ -100,9 +105,10 @@ func Encode(c *store.Change) (*Change, error) {
 	e.DelPolicies = append([]string(nil), c.DeletePolicies...)
 	e.DelQueues = append([]string(nil), c.DeleteQueues...)
 	e.DelShares = append([]store.ShareKey(nil), c.DeleteShares...)
+	e.DelPlans = append([]string(nil), c.DeletePlans...)
 	e.DelJobs = append([]string(nil), c.DeleteJobs...)
-	e.Rows = len(e.PutEnvs) + len(e.PutPolicies) + len(e.PutQueues) + len(e.PutShares) + len(e.PutJobs) +
-		len(e.DelEnvs) + len(e.DelPolicies) + len(e.DelQueues) + len(e.DelShares) + len(e.DelJobs)
+	e.Rows = len(e.PutEnvs) + len(e.PutPolicies) + len(e.PutQueues) + len(e.PutShares) + len(e.PutPlans) + len(e.PutJobs) +
+		len(e.DelEnvs) + len(e.DelPolicies) + len(e.DelQueues) + len(e.DelShares) + len(e.DelPlans) + len(e.DelJobs)
 	return e, nil
 }
 

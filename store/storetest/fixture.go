@@ -84,6 +84,22 @@ func FullShare(queue, name string) qshare.QuotaShare {
 	}
 }
 
+// FullPlan returns a capacity plan with every field set.
+func FullPlan(name string) qshare.CapacityPlan {
+	return qshare.CapacityPlan{
+		Name:           name,
+		ARN:            "arn:aws:sagemaker:us-east-1:000000000000:training-plan/" + name,
+		JobQueue:       "queue-a",
+		QuotaShare:     "share-a",
+		InstanceType:   "ml.p5.48xlarge",
+		InstanceCount:  16,
+		StartTime:      base.Add(time.Hour),
+		EndTime:        base.Add(14 * 24 * time.Hour),
+		WarningSeconds: ptr(int64(600)),
+		CreatedAt:      base.Add(4 * time.Second),
+	}
+}
+
 // FullJob returns a job with every field set, two attempts included, created
 // at created.
 func FullJob(id string, created time.Time) qshare.Job {
@@ -94,6 +110,7 @@ func FullJob(id string, created time.Time) qshare.Job {
 		JobQueue:        "q",
 		QuotaShare:      "research",
 		ShareIdentifier: "blue",
+		CapacityPlan:    "arn:aws:sagemaker:us-east-1:000000000000:training-plan/plan-a",
 		ServiceJobType:  "SAGEMAKER_TRAINING",
 		Priority:        17,
 		Status:          qshare.JobRunning,

@@ -21,6 +21,7 @@ type model struct {
 	policies map[string]qshare.SchedulingPolicy
 	queues   map[string]qshare.JobQueue
 	shares   map[store.ShareKey]qshare.QuotaShare
+	plans    map[string]qshare.CapacityPlan
 	jobs     map[string]qshare.Job
 }
 
@@ -30,6 +31,7 @@ func newModel() *model {
 		policies: map[string]qshare.SchedulingPolicy{},
 		queues:   map[string]qshare.JobQueue{},
 		shares:   map[store.ShareKey]qshare.QuotaShare{},
+		plans:    map[string]qshare.CapacityPlan{},
 		jobs:     map[string]qshare.Job{},
 	}
 }
@@ -50,6 +52,9 @@ func (m *model) apply(c *store.Change) {
 	for _, v := range c.PutShares {
 		m.shares[store.ShareKey{Queue: v.JobQueue, Name: v.Name}] = v
 	}
+	for _, v := range c.PutPlans {
+		m.plans[v.Name] = v
+	}
 	for _, v := range c.PutJobs {
 		if old, ok := m.jobs[v.ID]; ok && v.Version < old.Version {
 			continue
@@ -67,6 +72,9 @@ func (m *model) apply(c *store.Change) {
 	}
 	for _, k := range c.DeleteShares {
 		delete(m.shares, k)
+	}
+	for _, k := range c.DeletePlans {
+		delete(m.plans, k)
 	}
 	for _, k := range c.DeleteJobs {
 		delete(m.jobs, k)
@@ -100,6 +108,10 @@ func (m *model) check(t fataler, got *store.State) {
 	problems = append(problems, checkKeyed(got.Shares, m.shares, func(v qshare.QuotaShare) store.ShareKey {
 		return store.ShareKey{Queue: v.JobQueue, Name: v.Name}
 	}, "share")...)
+	problems = append(problems, checkKeyed(got.Plans, m.plans, func(v qshare.CapacityPlan) string { return v.Name }, "capacity plan")...)
+	if !slices.IsSortedFunc(got.Plans, func(a, b qshare.CapacityPlan) int { return cmp.Compare(a.Name, b.Name) }) {
+		problems = append(problems, "capacity plans do not come in name order")
+	}
 	want := m.sortedJobs()
 	if len(got.Jobs) != len(want) {
 		problems = append(problems, fmt.Sprintf("Load returned %d jobs, want %d", len(got.Jobs), len(want)))

@@ -169,6 +169,7 @@ func fullChange() *store.Change {
 		PutPolicies:     []qshare.SchedulingPolicy{FullPolicy("policy-a")},
 		PutQueues:       []qshare.JobQueue{FullQueue("queue-a")},
 		PutShares:       []qshare.QuotaShare{FullShare("queue-a", "share-a")},
+		PutPlans:        []qshare.CapacityPlan{FullPlan("plan-a")},
 		PutJobs:         []qshare.Job{FullJob("job-a", base)},
 	}
 }
@@ -179,6 +180,7 @@ func testFixtures(t *testing.T) {
 		"FullPolicy":      FullPolicy("p"),
 		"FullQueue":       FullQueue("q"),
 		"FullShare":       FullShare("q", "s"),
+		"FullPlan":        FullPlan("p"),
 		"FullJob":         FullJob("j", base),
 	} {
 		if z := zeroFields(v); len(z) > 0 {
@@ -213,7 +215,7 @@ func testFixtures(t *testing.T) {
 
 func testEmpty(t *testing.T, h *harness) {
 	st := h.load()
-	if len(st.Environments)+len(st.Policies)+len(st.Queues)+len(st.Shares)+len(st.Jobs) != 0 {
+	if len(st.Environments)+len(st.Policies)+len(st.Queues)+len(st.Shares)+len(st.Plans)+len(st.Jobs) != 0 {
 		t.Fatalf("a new store is not empty: %+v", st)
 	}
 }
@@ -229,6 +231,7 @@ func testRoundTrip(t *testing.T, h *harness) {
 		c.PutPolicies = append(c.PutPolicies, FullPolicy(n))
 		c.PutQueues = append(c.PutQueues, FullQueue(n))
 		c.PutShares = append(c.PutShares, FullShare("queue-"+n, n))
+		c.PutPlans = append(c.PutPlans, FullPlan("plan-"+fmt.Sprint(4-i)))
 		c.PutJobs = append(c.PutJobs, FullJob("job-"+n, base.Add(time.Duration(i)*time.Second)))
 	}
 	h.commit(c)
@@ -242,6 +245,7 @@ func testSparse(t *testing.T, h *harness) {
 		PutPolicies:     []qshare.SchedulingPolicy{{Name: "p"}},
 		PutQueues:       []qshare.JobQueue{{Name: "q"}},
 		PutShares:       []qshare.QuotaShare{{JobQueue: "q", Name: "s"}},
+		PutPlans:        []qshare.CapacityPlan{{Name: "p"}},
 		PutJobs:         []qshare.Job{{ID: "j"}, {ID: "k", Attempts: []qshare.Attempt{{N: 1}}}},
 	})
 	h.check()
@@ -288,6 +292,8 @@ func testReplace(t *testing.T, h *harness) {
 	c.PutQueues[0].State = qshare.Enabled
 	c.PutShares[0].Strategy = qshare.StrategyReserve
 	c.PutShares[0].BorrowLimit = 0
+	c.PutPlans[0].InstanceCount = 2
+	c.PutPlans[0].WarningSeconds = nil
 	c.PutJobs[0].Status = qshare.JobSucceeded
 	c.PutJobs[0].Attempts = c.PutJobs[0].Attempts[:1]
 	c.PutJobs[0].QuotaShare = "other"
@@ -331,6 +337,7 @@ func testDelete(t *testing.T, h *harness) {
 		DeletePolicies:     []string{"policy-a", "missing"},
 		DeleteQueues:       []string{"queue-a", "missing"},
 		DeleteShares:       []store.ShareKey{{Queue: "queue-a", Name: "share-a"}, {Queue: "missing", Name: "x"}},
+		DeletePlans:        []string{"plan-a", "missing"},
 		DeleteJobs:         []string{"job-a", "job-000001", "missing"},
 	})
 	h.check()
@@ -348,6 +355,7 @@ func testPutThenDelete(t *testing.T, h *harness) {
 	c.DeletePolicies = []string{"policy-a"}
 	c.DeleteQueues = []string{"queue-a"}
 	c.DeleteShares = []store.ShareKey{{Queue: "queue-a", Name: "share-a"}}
+	c.DeletePlans = []string{"plan-a"}
 	c.DeleteJobs = []string{"job-a"}
 	c.PutJobs = append(c.PutJobs, job(1, base))
 	h.commit(c)
@@ -381,6 +389,7 @@ func testAtomicity(t *testing.T, h *harness) {
 		func(c *store.Change) { c.PutQueues = append(c.PutQueues, qshare.JobQueue{}) },
 		func(c *store.Change) { c.PutShares = append(c.PutShares, qshare.QuotaShare{Name: "no-queue"}) },
 		func(c *store.Change) { c.PutShares = append(c.PutShares, qshare.QuotaShare{JobQueue: "no-name"}) },
+		func(c *store.Change) { c.PutPlans = append(c.PutPlans, qshare.CapacityPlan{}) },
 		func(c *store.Change) { c.PutJobs = append(c.PutJobs, qshare.Job{Name: "no-id"}) },
 	}
 	for i, spoil := range bad {
@@ -389,6 +398,7 @@ func testAtomicity(t *testing.T, h *harness) {
 			PutPolicies:        []qshare.SchedulingPolicy{FullPolicy("new")},
 			PutQueues:          []qshare.JobQueue{FullQueue("new")},
 			PutShares:          []qshare.QuotaShare{FullShare("new", "new")},
+			PutPlans:           []qshare.CapacityPlan{FullPlan("new")},
 			DeleteEnvironments: []string{"env-a"},
 			DeleteJobs:         []string{"job-a"},
 		}

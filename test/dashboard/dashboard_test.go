@@ -515,3 +515,20 @@ func TestNoEventLog(t *testing.T) {
 		t.Errorf("the status line says %q, want a successful update", status)
 	}
 }
+
+// TestFairShareQueue: the Shares view shows a fair-share queue too: its
+// share identifiers with running jobs and what each holds, from the
+// queue's snapshot (the lending endpoint knows quota shares only).
+func TestFairShareQueue(t *testing.T) {
+	e := newEnv(t)
+	e.qshare("apply", "-f", "examples/fair-share.yaml")
+	for _, j := range []struct{ name, ident string }{{"a1", "teamA"}, {"a2", "teamA"}, {"b1", "teamB"}} {
+		e.qshare("submit", "--queue", "shared", "--share-identifier", j.ident, "--instance-type", "ml.g5.xlarge", "--name", j.name, "--env", "QSHARE_SIM_DURATION=1h")
+	}
+	e.open("shares")
+	e.waitFor("the fair-share queue's identifiers",
+		`document.querySelector('tr.fair-row[data-queue="shared"][data-identifier="teamA"]') &&
+		 document.querySelector('tr.fair-row[data-identifier="teamA"] td:nth-child(2)').textContent === "2 ml.g5.xlarge" &&
+		 document.querySelector('tr.fair-row[data-identifier="teamB"] td:nth-child(2)').textContent === "1 ml.g5.xlarge"`,
+		`document.querySelector("main").innerText`)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSubmitWithEveryOption(t *testing.T) {
@@ -276,5 +277,37 @@ func TestCompletion(t *testing.T) {
 	}
 	if out := e.ok("__complete", "jobs", "--share", ""); !strings.Contains(out, "QS2") {
 		t.Errorf("shares are not completed:\n%s", out)
+	}
+}
+
+// TestSharesFairShareQueue: `qshare shares` shows a fair-share queue: its
+// share identifiers, what their jobs use, who runs and the next job.
+func TestSharesFairShareQueue(t *testing.T) {
+	e := newEnv(t)
+	e.ok("apply", "-f", "examples/fair-share.yaml")
+	sub := func(name, ident string) {
+		e.ok("submit", "--queue", "shared", "--share-identifier", ident, "--instance-type", "ml.g5.xlarge", "--name", name, "--env", "QSHARE_SIM_DURATION=1h")
+	}
+	sub("a1", "teamA")
+	sub("a2", "teamA")
+	sub("a3", "teamA")
+	sub("b1", "teamB")
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out = e.ok("shares", "--queue", "shared")
+		if strings.Contains(out, "ml.g5.xlarge: 3 of 3 in use") && strings.Contains(out, "waiting: 1") || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range []string{"job queue shared · service environment fair-env", "ml.g5.xlarge: 3 of 3 in use", "teamA  FAIR_SHARE", "teamB  FAIR_SHARE",
+		"running: a1 (p0)", "next: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("shares of a fair-share queue lacks %q:\n%s", want, out)
+		}
+	}
+	var v sharesView
+	e.jsonOf(&v, "shares", "--queue", "shared")
+	if len(v) != 1 || len(v[0].QuotaShares) != 2 {
+		t.Fatalf("shares -o json of a fair-share queue: %+v", v)
 	}
 }

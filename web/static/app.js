@@ -252,6 +252,23 @@ async function viewShares() {
         .map((h, i) => el("th", {class: i >= 4 ? "num" : null}, h)))),
       el("tbody", {}, rows)));
   }
+  // Fair-share queues: the lending endpoint knows quota shares only; the
+  // snapshot says how many identifiers run and what each holds.
+  const quota = new Set((v.jobQueues || []).map(q => q.jobQueue));
+  const others = (await queueNames()).filter(n => !quota.has(n));
+  const snaps = await Promise.all(others.map(n => call("getjobqueuesnapshot", {jobQueue: n}).then(s => [n, s])));
+  for (const [n, s] of snaps) {
+    const fu = s && s.queueUtilization && s.queueUtilization.fairshareUtilization;
+    if (!fu) continue;
+    frag.push(el("h2", {}, "job queue " + n + " · fair share"));
+    frag.push(el("div", {class: "envcap"}, (fu.activeShareCount || 0) + " share identifier(s) with running jobs. The next job is the head of the identifier that has used least (decayed, weighted); fair share preempts nothing."));
+    const rows = (fu.topCapacityUtilization || []).map(u => el("tr", {class: "fair-row", "data-queue": n, "data-identifier": u.shareIdentifier},
+      el("td", {class: "sharename"}, u.shareIdentifier),
+      el("td", {}, (u.capacityUsage || []).map(c => c.quantity + " " + c.capacityUnit).join(", "))));
+    frag.push(el("table", {class: "fair", "data-queue": n},
+      el("thead", {}, el("tr", {}, el("th", {}, "share identifier"), el("th", {}, "in use"))),
+      el("tbody", {}, rows)));
+  }
   return frag;
 }
 
