@@ -171,3 +171,24 @@ type Executor interface {
 type CapacityChecker interface {
 	CheckCapacity(limits qshare.Capacity) string
 }
+
+// Reporter is implemented by executors whose attempts can wait, after
+// Start has returned, for a cluster to place them (a pod the scheduler
+// cannot place yet). The daemon calls SetReporter once, before any Start or
+// Recover; the executor then calls report, from any goroutine, whenever
+// what an attempt waits for changes: reason is the cluster's own word
+// ("0/3 nodes are available: 3 Insufficient nvidia.com/gpu."), or "" once
+// the attempt runs. The daemon shows it in the job's statusReason while the
+// attempt runs and no stop is under way; report must not block.
+type Reporter interface {
+	SetReporter(report func(jobID, attemptID, reason string))
+}
+
+// JobFinisher is implemented by executors that keep something for a job
+// across its attempts (a checkpoint volume). The daemon calls JobFinished
+// once the job has reached SUCCEEDED or FAILED, after it has recorded the
+// end; the executor then releases what it kept. A call for a job it knows
+// nothing of is a no-op; it must not block.
+type JobFinisher interface {
+	JobFinished(jobID string)
+}

@@ -1,0 +1,144 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"qshare/executor"
+	"qshare/executor/executortest"
+	"qshare/executor/kubernetes/kubetest"
+)
+
+var (
+	clusterOnce sync.Once
+	cluster     *testCluster
+	clusterErr  error
+)
+
+// testCluster is the package's one control plane and played kubelet,
+// started at the first use, with nodes of three types: two m5.large
+// (no GPUs), two g5.xlarge (1 GPU each) and one g5.12xlarge (4 GPUs).
+type testCluster struct {
+	*kubetest.Server
+	kubelet *kubetest.Kubelet
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cluster != nil {
+		cluster.kubelet.Close()
+		cluster.Close()
+	}
+	os.Exit(code)
+}
+
+func getCluster(t testing.TB) *testCluster {
+	t.Helper()
+	kubetest.Require(t)
+	clusterOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		s, err := kubetest.Start(ctx)
+		if err != nil {
+			clusterErr = err
+			return
+		}
+		k, err := kubetest.NewKubelet(s.Client())
+		if err != nil {
+			s.Close()
+			clusterErr = err
+			return
+		}
+		for _, n := range []struct {
+			name, typ string
+			gpus      int
+		}{{"m5-a", "m5.large", 0}, {"m5-b", "m5.large", 0}, {"g5-a", "g5.xlarge", 1}, {"g5-b", "g5.xlarge", 1}, {"g5x12-a", "g5.12xlarge", 4}} {
+			if err := k.AddNode(ctx, n.name, n.typ, n.gpus); err != nil {
+				clusterErr = err
+				return
+			}
+		}
+		cluster = &testCluster{Server: s, kubelet: k}
+	})
+	if clusterErr != nil {
+		t.Fatalf("starting the Kubernetes control plane: %v", clusterErr)
+	}
+	return cluster
+}
+
+// namespace makes a namespace for a test directory: each executor of the
+// conformance suite has its own, and a restart (New over the same dir)
+// finds its attempts there.
+func (c *testCluster) namespace(t testing.TB, dir string) string {
+	t.Helper()
+	ns := "t-" + hash8(dir)
+	_, err := c.Client().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func (c *testCluster) newExecutor(t testing.TB, dir string, o Options) *Executor {
+	t.Helper()
+	o.Client = c.Client()
+	if o.Namespace == "" {
+		o.Namespace = c.namespace(t, dir)
+	}
+	e, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func payload(p kubetest.Program, typ string, count int, env map[string]string) string {
+	b, _ := json.Marshal(map[string]any{
+		"TrainingJobName": "t",
+		"AlgorithmSpecification": map[string]any{"TrainingImage": "example.com/train:1",
+			"ContainerEntrypoint": []string{kubetest.PlayCommand}, "ContainerArguments": p.Args()},
+		"ResourceConfig":  map[string]any{"InstanceType": typ, "InstanceCount": count},
+		"Environment":     env,
+		"HyperParameters": map[string]string{"epochs": "3"},
+	})
+	return string(b)
+}
+
+func programOf(j executortest.Job) kubetest.Program {
+	p := kubetest.Program{Run: j.Run, Exit: j.ExitCode, Checkpoint: j.CheckpointTime, Output: j.Output}
+	switch j.OnStop {
+	case executortest.StopCheckpoint:
+		p.OnStop = "checkpoint"
+	case executortest.StopIgnore:
+		p.OnStop = "ignore"
+	}
+	return p
+}
+
+func TestConformance(t *testing.T) {
+	c := getCluster(t)
+	executortest.Run(t, executortest.Harness{
+		New: func(t testing.TB, dir string) executor.Executor { return c.newExecutor(t, dir, Options{}) },
+		Payload: func(t testing.TB, j executortest.Job) string {
+			return payload(programOf(j), "ml.m5.large", 1, j.Env)
+		},
+		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
+			var st struct{ Namespace, Pod string }
+			if err := json.Unmarshal(h.State, &st); err != nil {
+				t.Fatal(err)
+			}
+			return c.kubelet.Env(st.Namespace, st.Pod)
+		},
+		Slack:     30 * time.Second,
+		Durable:   true,
+		KeepsLogs: true,
+	})
+}
