@@ -255,6 +255,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 		d.bg.Wait()
 		return err
 	}
+	d.installReporter() // after recovery, which fills the inbox without its lock
 	if err := d.reconcileEvents(); err != nil {
 		cancel()
 		d.bg.Wait()

@@ -32,6 +32,7 @@ const (
 	opStarted                      // executor.Start returned
 	opExited                       // the attempt ended (Wait returned, or it never ran)
 	opCommand                      // run fn in the loop and answer reply
+	opWaiting                      // the executor reported what a running attempt waits for (exit.Reason)
 )
 
 type op struct {
@@ -84,6 +85,9 @@ type run struct {
 	// ownStart: the attempt was started within its share's own limit
 	// (nothing borrowed); false for an attempt recovered after a restart.
 	ownStart bool
+	// waiting is what the cluster makes the attempt wait for, as the
+	// executor last reported it (executor.Reporter); "" when it runs.
+	waiting string
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
@@ -336,7 +340,7 @@ func (c *cycle) apply(o op) {
 			a.Executor = o.handle.State
 		}
 		j.StartedAt = started
-		reason := fmt.Sprintf("Attempt %d is running", r.n)
+		reason := runningReason(r)
 		if j.IsTerminated {
 			reason = j.StatusReason // the termination's reason, kept for the end
 		}
@@ -353,9 +357,38 @@ func (c *cycle) apply(o op) {
 			return
 		}
 		c.finishAttempt(r, o.exit, o.lost)
+	case opWaiting:
+		c.waiting(o)
 	case opCommand:
 		err := o.fn(c)
 		c.replies = append(c.replies, reply{o.reply, err})
+	}
+}
+
+// runningReason is a running attempt's statusReason: what the cluster
+// makes it wait for, if anything.
+func runningReason(r *run) string {
+	if r.waiting != "" {
+		return fmt.Sprintf("Attempt %d is waiting for the cluster: %s", r.n, r.waiting)
+	}
+	return fmt.Sprintf("Attempt %d is running", r.n)
+}
+
+// waiting records what the executor reported a running attempt waits for
+// (a pod the scheduler cannot place), and shows it as the job's
+// statusReason unless a stop or a termination has its own reason there.
+func (c *cycle) waiting(o op) {
+	r := c.d.runs[o.id]
+	if r == nil || r.attempt != o.attempt {
+		return
+	}
+	r.waiting = o.exit.Reason
+	j := c.job(o.id)
+	if r.phase != phaseRunning || r.stop != stopNone || j == nil || j.IsTerminated || j.Status != qshare.JobRunning {
+		return
+	}
+	if reason := runningReason(r); j.StatusReason != reason {
+		c.transition(c.edit(o.id), qshare.JobRunning, reason)
 	}
 }
 
@@ -372,6 +405,16 @@ func (c *cycle) fail(j *qshare.Job, reason string) {
 	c.transition(j, qshare.JobFailed, reason)
 	j.StoppedAt = c.now
 	c.d.dropMeta(j.ID)
+	c.jobFinished(j.ID)
+}
+
+// jobFinished tells an executor that keeps something per job
+// (executor.JobFinisher: a checkpoint volume) that the job is done, once
+// the cycle's changes are committed.
+func (c *cycle) jobFinished(id string) {
+	if f, ok := c.d.ex.(executor.JobFinisher); ok {
+		c.effects = append(c.effects, func() { f.JobFinished(id) })
+	}
 }
 
 func attemptByID(j *qshare.Job, id string) *qshare.Attempt {
@@ -474,6 +517,7 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 		a.StatusReason = reason
 		c.transition(j, qshare.JobSucceeded, reason)
 		j.StoppedAt = c.now
+		c.jobFinished(j.ID)
 	case r.stop == stopPreempt:
 		a.Preempted = true
 		a.StatusReason = r.reason

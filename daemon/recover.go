@@ -182,6 +182,17 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 	}
 }
 
+// installReporter has an executor that reports what running attempts wait
+// for (executor.Reporter) post it to the loop. The executor reports the
+// reasons it holds already when it gets the function.
+func (d *Daemon) installReporter() {
+	if r, ok := d.ex.(executor.Reporter); ok {
+		r.SetReporter(func(job, attempt, reason string) {
+			d.post(op{kind: opWaiting, id: job, attempt: attempt, exit: executor.Exit{AttemptID: attempt, Reason: reason}})
+		})
+	}
+}
+
 // resumeDeletions carries on the deletions of queues and shares that were
 // DELETING when the server stopped.
 func (d *Daemon) resumeDeletions() {

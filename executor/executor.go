@@ -174,9 +174,9 @@ type CapacityChecker interface {
 
 // Reporter is implemented by executors whose attempts can wait, after
 // Start has returned, for a cluster to place them (a pod the scheduler
-// cannot place yet). The daemon calls SetReporter once, before any Start or
-// Recover; the executor then calls report, from any goroutine, whenever
-// what an attempt waits for changes: reason is the cluster's own word
+// cannot place yet). The daemon calls SetReporter once, after recovery;
+// the executor then calls report, from any goroutine, for every attempt
+// that waits already, and whenever what an attempt waits for changes: reason is the cluster's own word
 // ("0/3 nodes are available: 3 Insufficient nvidia.com/gpu."), or "" once
 // the attempt runs. The daemon shows it in the job's statusReason while the
 // attempt runs and no stop is under way; report must not block.

@@ -126,3 +126,36 @@ func EnvName(s string) string {
 	}
 	return string(b)
 }
+
+// InstanceOf returns the one instance type of a request and how many
+// instances it runs: ResourceConfig.InstanceType, else the demand's first
+// type, and the demand's count of it, else InstanceCount, else 1. It fails
+// with an EINVALID *qshare.Error, naming the executor (who), when the
+// demand holds more than one type.
+func InstanceOf(req *trainingjob.Request, demand qshare.Capacity, who string) (string, int, error) {
+	typ := req.ResourceConfig.InstanceType
+	ts := demand.Types()
+	if typ == "" && len(ts) > 0 {
+		typ = ts[0]
+	}
+	if len(ts) > 1 {
+		return "", 0, qshare.Errorf(qshare.EINVALID, "ResourceConfig: the %s executor runs one instance type per job, not %s", who, strings.Join(ts, " and "))
+	}
+	n := 0
+	if req.ResourceConfig.InstanceCount != nil {
+		n = int(*req.ResourceConfig.InstanceCount)
+	}
+	if v, ok := demand[typ]; ok && v > 0 {
+		n = int(v)
+	}
+	return typ, max(n, 1), nil
+}
+
+// EnvironmentAndGrace is CheckEnvironment of the payload's Environment,
+// then JobGrace.
+func EnvironmentAndGrace(req *trainingjob.Request) (time.Duration, error) {
+	if err := CheckEnvironment(req.Environment); err != nil {
+		return 0, err
+	}
+	return JobGrace(req)
+}

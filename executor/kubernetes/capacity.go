@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -25,13 +24,8 @@ func (e *Executor) CheckCapacity(limits qshare.Capacity) string {
 		e.setAPIErr(err)
 		return "The Kubernetes executor cannot count the cluster's nodes: " + err.Error()
 	}
-	types := make([]string, 0, len(limits))
-	for t := range limits {
-		types = append(types, t)
-	}
-	sort.Strings(types)
 	var warn []string
-	for _, typ := range types {
+	for _, typ := range limits.Types() {
 		want := limits[typ]
 		if want <= 0 {
 			continue

@@ -66,19 +66,19 @@ func attemptPods(t *testing.T, e *Executor, id string) []corev1.Pod {
 
 // addNodes adds n nodes of a type only this test uses, and removes them
 // at the end.
-func addNodes(t *testing.T, c *testCluster, typ string, n, gpus int) []string {
+func addNodes(t *testing.T, c testCluster, typ string, n, gpus int) []string {
 	t.Helper()
 	var names []string
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("%s-%d", strings.ReplaceAll(typ, ".", "-"), i)
-		if err := c.kubelet.AddNode(context.Background(), name, typ, gpus); err != nil {
+		if err := c.Kubelet.AddNode(context.Background(), name, typ, gpus); err != nil {
 			t.Fatal(err)
 		}
 		names = append(names, name)
 	}
 	t.Cleanup(func() {
 		for _, name := range names {
-			_ = c.Client().CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+			_ = c.Kubelet.DeleteNode(context.Background(), name)
 		}
 	})
 	return names
@@ -96,7 +96,7 @@ func TestNodeLoss(t *testing.T) {
 	if p := attemptPods(t, e, s.AttemptID); len(p) != 1 || p[0].Status.Phase != corev1.PodRunning || p[0].Spec.NodeName != nodes[0] {
 		t.Fatalf("pods after Start: %+v", p)
 	}
-	if err := c.kubelet.DeleteNode(context.Background(), nodes[0]); err != nil {
+	if err := c.Kubelet.DeleteNode(context.Background(), nodes[0]); err != nil {
 		t.Fatal(err)
 	}
 	x := wait(t, e, s.AttemptID)
@@ -200,7 +200,7 @@ func TestMultiInstance(t *testing.T) {
 			t.Errorf("pod %s: nodeSelector %v, restartPolicy %s", p.Name, p.Spec.NodeSelector, p.Spec.RestartPolicy)
 		}
 	}
-	env := c.kubelet.Env(e.ns, podName(s.AttemptID, 1))
+	env := c.Kubelet.Env(e.ns, podName(s.AttemptID, 1))
 	if want := `["` + podName(s.AttemptID, 0) + "." + baseName(s.AttemptID) + `","` + host1 + `"]`; env["SM_HOSTS"] != want || env["SM_CURRENT_HOST"] != host1 {
 		t.Errorf("SM_HOSTS = %s, SM_CURRENT_HOST = %s; want %s and %s", env["SM_HOSTS"], env["SM_CURRENT_HOST"], want, host1)
 	}

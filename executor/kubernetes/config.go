@@ -2,8 +2,9 @@ package kubernetes
 
 import (
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,12 +117,7 @@ func (c Config) check() error {
 			return qshare.Errorf(qshare.EINVALID, "--kube-config checkpointSize %q is not a Kubernetes quantity such as 10Gi", c.CheckpointSize)
 		}
 	}
-	types := make([]string, 0, len(c.InstanceTypes))
-	for t := range c.InstanceTypes {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	for _, t := range types {
+	for _, t := range slices.Sorted(maps.Keys(c.InstanceTypes)) {
 		it := c.InstanceTypes[t]
 		for field, q := range map[string]string{"cpu": it.CPU, "memory": it.Memory} {
 			if q == "" {

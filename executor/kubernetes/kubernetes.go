@@ -198,11 +198,21 @@ func (e *Executor) setAPIErr(err error) {
 // Name returns "kubernetes".
 func (e *Executor) Name() string { return "kubernetes" }
 
-// SetReporter installs the daemon's report of pending reasons.
+// SetReporter installs the daemon's report of pending reasons, and
+// reports those known already.
 func (e *Executor) SetReporter(report func(jobID, attemptID, reason string)) {
 	e.mu.Lock()
 	e.report = report
+	var now [][3]string
+	for _, a := range e.attempts {
+		if a.reason != "" {
+			now = append(now, [3]string{a.job, a.id, a.reason})
+		}
+	}
 	e.mu.Unlock()
+	for _, r := range now {
+		report(r[0], r[1], r[2])
+	}
 }
 
 // Validate checks a payload: an image, a usable environment and grace.
@@ -230,18 +240,12 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "AlgorithmSpecification.ContainerEntrypoint holds an empty string: give the command and its arguments")
 		}
 	}
-	typ := req.ResourceConfig.InstanceType
-	if typ == "" {
-		for t := range demand {
-			typ = t
-		}
+	typ, n, err := executor.InstanceOf(req, demand, "Kubernetes")
+	if err != nil {
+		return "", 0, 0, err
 	}
-	if len(demand) > 1 || len(req.ResourceConfig.InstanceGroups) > 1 {
+	if len(req.ResourceConfig.InstanceGroups) > 1 {
 		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "ResourceConfig: the Kubernetes executor runs instances of one type per job; give InstanceType and InstanceCount")
-	}
-	n := 1
-	if v, ok := demand[typ]; ok && v > 0 {
-		n = int(v)
 	}
 	if n > 1000 {
 		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "ResourceConfig.InstanceCount %d: the Kubernetes executor runs at most 1000 pods per attempt", n)
@@ -252,10 +256,7 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "CheckpointConfig.LocalPath %q is not an absolute directory path inside the container such as /opt/ml/checkpoints", p)
 		}
 	}
-	if err := executor.CheckEnvironment(req.Environment); err != nil {
-		return "", 0, 0, err
-	}
-	grace, err := executor.JobGrace(req)
+	grace, err := executor.EnvironmentAndGrace(req)
 	if err != nil {
 		return "", 0, 0, err
 	}

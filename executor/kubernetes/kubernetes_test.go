@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,67 +16,35 @@ import (
 	"qshare/executor/kubernetes/kubetest"
 )
 
-var (
-	clusterOnce sync.Once
-	cluster     *testCluster
-	clusterErr  error
-)
-
-// testCluster is the package's one control plane and played kubelet,
-// started at the first use, with nodes of three types: two m5.large
-// (no GPUs), two g5.xlarge (1 GPU each) and one g5.12xlarge (4 GPUs).
-type testCluster struct {
-	*kubetest.Server
-	kubelet *kubetest.Kubelet
-}
+// shared is the package's one control plane and played kubelet, started
+// at the first use, with nodes of two types: two m5.large (no GPUs) and
+// two g5.xlarge (1 GPU each).
+var shared = kubetest.Shared{Setup: func(ctx context.Context, c *kubetest.Cluster) error {
+	for _, n := range []struct {
+		name, typ string
+		gpus      int
+	}{{"m5-a", "m5.large", 0}, {"m5-b", "m5.large", 0}, {"g5-a", "g5.xlarge", 1}, {"g5-b", "g5.xlarge", 1}} {
+		if err := c.Kubelet.AddNode(ctx, n.name, n.typ, n.gpus); err != nil {
+			return err
+		}
+	}
+	return nil
+}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cluster != nil {
-		cluster.kubelet.Close()
-		cluster.Close()
-	}
+	shared.Close()
 	os.Exit(code)
 }
 
-func getCluster(t testing.TB) *testCluster {
-	t.Helper()
-	kubetest.Require(t)
-	clusterOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		s, err := kubetest.Start(ctx)
-		if err != nil {
-			clusterErr = err
-			return
-		}
-		k, err := kubetest.NewKubelet(s.Client())
-		if err != nil {
-			s.Close()
-			clusterErr = err
-			return
-		}
-		for _, n := range []struct {
-			name, typ string
-			gpus      int
-		}{{"m5-a", "m5.large", 0}, {"m5-b", "m5.large", 0}, {"g5-a", "g5.xlarge", 1}, {"g5-b", "g5.xlarge", 1}, {"g5x12-a", "g5.12xlarge", 4}} {
-			if err := k.AddNode(ctx, n.name, n.typ, n.gpus); err != nil {
-				clusterErr = err
-				return
-			}
-		}
-		cluster = &testCluster{Server: s, kubelet: k}
-	})
-	if clusterErr != nil {
-		t.Fatalf("starting the Kubernetes control plane: %v", clusterErr)
-	}
-	return cluster
-}
+type testCluster struct{ *kubetest.Cluster }
+
+func getCluster(t testing.TB) testCluster { return testCluster{shared.Get(t)} }
 
 // namespace makes a namespace for a test directory: each executor of the
 // conformance suite has its own, and a restart (New over the same dir)
 // finds its attempts there.
-func (c *testCluster) namespace(t testing.TB, dir string) string {
+func (c testCluster) namespace(t testing.TB, dir string) string {
 	t.Helper()
 	ns := "t-" + hash8(dir)
 	_, err := c.Client().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -87,7 +54,7 @@ func (c *testCluster) namespace(t testing.TB, dir string) string {
 	return ns
 }
 
-func (c *testCluster) newExecutor(t testing.TB, dir string, o Options) *Executor {
+func (c testCluster) newExecutor(t testing.TB, dir string, o Options) *Executor {
 	t.Helper()
 	o.Client = c.Client()
 	if o.Namespace == "" {
@@ -135,7 +102,7 @@ func TestConformance(t *testing.T) {
 			if err := json.Unmarshal(h.State, &st); err != nil {
 				t.Fatal(err)
 			}
-			return c.kubelet.Env(st.Namespace, st.Pod)
+			return c.Kubelet.Env(st.Namespace, st.Pod)
 		},
 		Slack:     30 * time.Second,
 		Durable:   true,

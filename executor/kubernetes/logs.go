@@ -54,7 +54,21 @@ func (e *Executor) InstanceLogs(ctx context.Context, attemptID string, instance 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	rc, err := pods.GetLogs(name, &corev1.PodLogOptions{Container: container, Follow: follow}).Stream(ctx)
+	// The API server fetches the log from the node's kubelet; a failure
+	// on the way is tried again a few times before it counts.
+	var rc io.ReadCloser
+	var err error
+	for try := 0; try < 5; try++ {
+		rc, err = pods.GetLogs(name, &corev1.PodLogOptions{Container: container, Follow: follow}).Stream(ctx)
+		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil {
+			break
+		}
+		e.log.Warn("kubernetes: reading a pod's log failed", "pod", name, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		if terminal(pod) || apierrors.IsNotFound(err) {
 			return nil, executor.ErrNoLog

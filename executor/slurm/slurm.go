@@ -222,35 +222,17 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "AlgorithmSpecification holds an argument with a NUL byte, which a command line cannot carry")
 		}
 	}
-	typ := req.ResourceConfig.InstanceType
-	if typ == "" {
-		if ts := demand.Types(); len(ts) > 0 {
-			typ = ts[0]
-		}
+	typ, n, err := executor.InstanceOf(req, demand, "Slurm")
+	if err != nil {
+		return "", 0, 0, err
 	}
 	if _, err := e.o.Config.typeFor(typ); err != nil {
 		return "", 0, 0, err
 	}
-	if ts := demand.Types(); len(ts) > 1 {
-		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "ResourceConfig: the Slurm executor runs one instance type per job, not %s", strings.Join(ts, " and "))
-	}
-	n := 0
-	if req.ResourceConfig.InstanceCount != nil {
-		n = int(*req.ResourceConfig.InstanceCount)
-	}
-	if v, ok := demand[typ]; ok && v > 0 {
-		n = int(v)
-	}
-	if n <= 0 {
-		n = 1
-	}
 	if _, err := checkpointRel(req); err != nil {
 		return "", 0, 0, err
 	}
-	if err := executor.CheckEnvironment(req.Environment); err != nil {
-		return "", 0, 0, err
-	}
-	grace, err := executor.JobGrace(req)
+	grace, err := executor.EnvironmentAndGrace(req)
 	if err != nil {
 		return "", 0, 0, err
 	}

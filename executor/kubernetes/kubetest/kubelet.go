@@ -59,7 +59,12 @@ type Kubelet struct {
 	envs    map[string]map[string]string
 	volumes map[string]string // namespace/claim: what a container saved there
 	ended   map[types.UID]bool
+	times   map[string]podTimes // namespace/name
 }
+
+// podTimes are when the played kubelet started a pod's container and when
+// it saw the pod gone (deleted for good).
+type podTimes struct{ started, gone time.Time }
 
 type fakeNode struct {
 	name, typ string
@@ -90,7 +95,7 @@ func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kubelet{c: c, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1),
 		nodes: map[string]*fakeNode{}, bound: map[types.UID]string{}, running: map[types.UID]*container{},
-		byName: map[string]*container{}, envs: map[string]map[string]string{}, volumes: map[string]string{}, ended: map[types.UID]bool{}}
+		byName: map[string]*container{}, envs: map[string]map[string]string{}, volumes: map[string]string{}, ended: map[types.UID]bool{}, times: map[string]podTimes{}}
 	k.logs = httptest.NewUnstartedServer(http.HandlerFunc(k.serveLog))
 	k.logs.StartTLS()
 	f := informers.NewSharedInformerFactory(c, 0)
@@ -100,6 +105,18 @@ func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 		UpdateFunc: func(any, any) { k.poke() },
 		DeleteFunc: func(any) { k.poke() },
 	})
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if p, ok := obj.(*corev1.Pod); ok {
+			k.mu.Lock()
+			pt := k.times[p.Namespace+"/"+p.Name]
+			pt.gone = time.Now()
+			k.times[p.Namespace+"/"+p.Name] = pt
+			k.mu.Unlock()
+		}
+	}})
 	k.pods = inf.GetIndexer()
 	f.Start(ctx.Done())
 	k.wg.Add(1)
@@ -174,18 +191,12 @@ func (k *Kubelet) DeleteNode(ctx context.Context, name string) error {
 		if p.Spec.NodeName != name {
 			continue
 		}
-		err := k.retry(func() error {
-			cur, err := k.c.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
+		err := k.updatePod(p.Namespace, p.Name, p.UID, func(cur *corev1.Pod) {
 			cur.Status.Phase = corev1.PodFailed
 			cur.Status.Reason = "NodeLost"
 			cur.Status.Message = "Node " + name + " which was running pod " + p.Name + " is gone"
 			cur.Status.Conditions = append(cur.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
 				Reason: "DeletionByPodGC", Message: "PodGC: node no longer exists", LastTransitionTime: metav1.Now()})
-			_, err = k.c.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-			return err
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
@@ -210,6 +221,30 @@ func (k *Kubelet) Volume(namespace, claim string) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.volumes[namespace+"/"+claim]
+}
+
+// Times returns when the played kubelet started a pod's container and
+// when it saw the pod deleted for good (zero times when it has not).
+func (k *Kubelet) Times(namespace, pod string) (started, gone time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t := k.times[namespace+"/"+pod]
+	return t.started, t.gone
+}
+
+// Started returns the names of the pods of a namespace whose containers
+// the played kubelet has started, sorted.
+func (k *Kubelet) Started(namespace string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for key := range k.times {
+		if ns, name, _ := strings.Cut(key, "/"); ns == namespace {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Running returns the names (namespace/name) of the pods whose containers
@@ -242,6 +277,24 @@ func (k *Kubelet) loop() {
 
 func (k *Kubelet) reconcile() {
 	objs := k.pods.List()
+	// A container whose pod is gone without the kubelet's doing (deleted
+	// with grace 0 by someone) stops.
+	exist := make(map[types.UID]bool, len(objs))
+	for _, obj := range objs {
+		exist[obj.(*corev1.Pod).UID] = true
+	}
+	var vanished []*container
+	k.mu.Lock()
+	for uid, c := range k.running {
+		if !exist[uid] && time.Since(c.started) > time.Second {
+			vanished = append(vanished, c)
+			delete(k.running, uid)
+		}
+	}
+	k.mu.Unlock()
+	for _, c := range vanished {
+		close(c.lost)
+	}
 	sort.Slice(objs, func(i, j int) bool {
 		a, b := objs[i].(*corev1.Pod), objs[j].(*corev1.Pod)
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
@@ -426,6 +479,7 @@ func (k *Kubelet) start(p *corev1.Pod, node string) {
 	k.running[p.UID] = c
 	k.byName[p.Namespace+"/"+p.Name] = c
 	k.envs[p.Namespace+"/"+p.Name] = env
+	k.times[p.Namespace+"/"+p.Name] = podTimes{started: c.started}
 	saved := k.volumes[c.claim]
 	k.mu.Unlock()
 	if saved != "" {
@@ -435,14 +489,7 @@ func (k *Kubelet) start(p *corev1.Pod, node string) {
 		c.write(prog.Output)
 	}
 	now := metav1.NewTime(c.started)
-	err2 := k.retry(func() error {
-		cur, err := k.c.CoreV1().Pods(p.Namespace).Get(k.ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != p.UID {
-			return apierrors.NewNotFound(corev1.Resource("pods"), p.Name)
-		}
+	err2 := k.updatePod(p.Namespace, p.Name, p.UID, func(cur *corev1.Pod) {
 		cur.Status.Phase = corev1.PodRunning
 		cur.Status.StartTime = &now
 		cur.Status.HostIP = "127.0.0.1"
@@ -450,8 +497,6 @@ func (k *Kubelet) start(p *corev1.Pod, node string) {
 		setCondition(cur, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
 		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ct.Name, Image: ct.Image, ImageID: "played://" + ct.Image, Ready: true, Started: ptr(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
-		_, err = k.c.CoreV1().Pods(p.Namespace).UpdateStatus(k.ctx, cur, metav1.UpdateOptions{})
-		return err
 	})
 	if err2 != nil {
 		k.forget(c)
@@ -540,22 +585,13 @@ loop:
 		phase = corev1.PodFailed
 	}
 	var deleted bool
-	err := k.retry(func() error {
-		cur, err := k.c.CoreV1().Pods(c.ns).Get(k.ctx, c.name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != c.uid {
-			return apierrors.NewNotFound(corev1.Resource("pods"), c.name)
-		}
+	err := k.updatePod(c.ns, c.name, c.uid, func(cur *corev1.Pod) {
 		deleted = cur.DeletionTimestamp != nil
 		cur.Status.Phase = phase
 		setCondition(cur, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted"})
 		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: name, Image: cur.Spec.Containers[0].Image, ImageID: "played://" + cur.Spec.Containers[0].Image, Started: ptr(false),
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(exit), Reason: reason, Message: message,
 				StartedAt: metav1.NewTime(c.started), FinishedAt: fin}}}}
-		_, err = k.c.CoreV1().Pods(c.ns).UpdateStatus(k.ctx, cur, metav1.UpdateOptions{})
-		return err
 	})
 	k.mu.Lock()
 	k.ended[c.uid] = true
@@ -577,6 +613,24 @@ func (k *Kubelet) forget(c *container) {
 	delete(k.bound, c.uid)
 	k.ended[c.uid] = true
 	k.mu.Unlock()
+}
+
+// updatePod changes the status of the pod of that UID through the status
+// subresource, from its current state, retrying as retry does; a pod of
+// the name with another UID is a pod gone.
+func (k *Kubelet) updatePod(ns, name string, uid types.UID, change func(*corev1.Pod)) error {
+	return k.retry(func() error {
+		cur, err := k.c.CoreV1().Pods(ns).Get(k.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != uid {
+			return apierrors.NewNotFound(corev1.Resource("pods"), name)
+		}
+		change(cur)
+		_, err = k.c.CoreV1().Pods(ns).UpdateStatus(k.ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // deletePod removes a pod for good (grace 0), as a kubelet does once its

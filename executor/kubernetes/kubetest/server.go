@@ -212,16 +212,22 @@ func (s *Server) startEtcd(ctx context.Context) error {
 		return fmt.Errorf("starting etcd: %w", err)
 	}
 	return poll(ctx, 60*time.Second, func() error {
-		resp, err := http.Get(client + "/health")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("etcd health: %s", resp.Status)
-		}
-		return nil
+		req, _ := http.NewRequest("GET", client+"/health", nil)
+		return getOK(http.DefaultClient, req)
 	}, s.tail("etcd"))
+}
+
+// getOK makes a request and wants 200 OK.
+func getOK(hc *http.Client, req *http.Request) error {
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", req.URL.Path, resp.Status)
+	}
+	return nil
 }
 
 // StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the
@@ -264,15 +270,7 @@ func (s *Server) StartAPIServer(ctx context.Context) error {
 		}
 		req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/readyz", s.apiPort), nil)
 		req.Header.Set("Authorization", "Bearer "+s.token)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
-		}
-		return nil
+		return getOK(hc, req)
 	}, s.tail("kube-apiserver"))
 }
 
