@@ -68,15 +68,7 @@ func (c testCluster) newExecutor(t testing.TB, dir string, o Options) *Executor 
 }
 
 func payload(p kubetest.Program, typ string, count int, env map[string]string) string {
-	b, _ := json.Marshal(map[string]any{
-		"TrainingJobName": "t",
-		"AlgorithmSpecification": map[string]any{"TrainingImage": "example.com/train:1",
-			"ContainerEntrypoint": []string{kubetest.PlayCommand}, "ContainerArguments": p.Args()},
-		"ResourceConfig":  map[string]any{"InstanceType": typ, "InstanceCount": count},
-		"Environment":     env,
-		"HyperParameters": map[string]string{"epochs": "3"},
-	})
-	return string(b)
+	return p.Payload(typ, count, env)
 }
 
 func programOf(j executortest.Job) kubetest.Program {

@@ -164,14 +164,9 @@ func (s *server) apply(file string) {
 // container is the played kubelet's Program p.
 func (s *server) submit(name, share string, priority int32, typ string, count int, p kubetest.Program) string {
 	s.t.Helper()
-	payload, _ := json.Marshal(map[string]any{
-		"AlgorithmSpecification": map[string]any{"TrainingImage": "example.com/train:1", "TrainingInputMode": "File",
-			"ContainerEntrypoint": []string{kubetest.PlayCommand}, "ContainerArguments": p.Args()},
-		"RoleArn":        "arn:aws:iam::000000000000:role/e2e",
-		"ResourceConfig": map[string]any{"InstanceType": typ, "InstanceCount": count, "VolumeSizeInGB": 1},
-	})
+	payload := p.Payload(typ, count, nil)
 	out, err := s.batch.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("training"),
-		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(string(payload)),
+		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload),
 		SchedulingPriority: aws.Int32(priority), QuotaShareName: aws.String(share)})
 	if err != nil {
 		s.t.Fatal(err)

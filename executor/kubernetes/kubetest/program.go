@@ -1,6 +1,7 @@
 package kubetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -103,4 +104,20 @@ func ParseProgram(command, args []string) (Program, error) {
 		}
 	}
 	return p, nil
+}
+
+// Payload returns a CreateTrainingJob payload whose container runs p, on
+// count instances of typ, with env as its Environment and a hyperparameter
+// epochs=3.
+func (p Program) Payload(typ string, count int, env map[string]string) string {
+	b, _ := json.Marshal(map[string]any{
+		"TrainingJobName": "t",
+		"AlgorithmSpecification": map[string]any{"TrainingImage": "example.com/train:1", "TrainingInputMode": "File",
+			"ContainerEntrypoint": []string{PlayCommand}, "ContainerArguments": p.Args()},
+		"RoleArn":         "arn:aws:iam::000000000000:role/test",
+		"ResourceConfig":  map[string]any{"InstanceType": typ, "InstanceCount": count, "VolumeSizeInGB": 1},
+		"Environment":     env,
+		"HyperParameters": map[string]string{"epochs": "3"},
+	})
+	return string(b)
 }
