@@ -412,3 +412,93 @@ func TestKillAndRestart(t *testing.T) {
 		}
 	}
 }
+
+// oneShare is an environment of n ml.g5.xlarge, a queue "training" and one
+// RESERVE share "S" of all of them with in-share preemption enabled.
+func oneShare(t *testing.T, n int) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "one-share.yaml")
+	y := fmt.Sprintf(`serviceEnvironments:
+  - serviceEnvironmentName: pool
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
+schedulingPolicies:
+  - name: qm
+    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
+jobQueues:
+  - jobQueueName: training
+    priority: 1
+    schedulingPolicy: qm
+    serviceEnvironment: pool
+    quotaShares:
+      - quotaShareName: S
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
+        resourceSharingConfiguration: {strategy: RESERVE}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+`, n, n)
+	if err := os.WriteFile(f, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestInSharePreemptionResume: a higher-priority job of the same share
+// preempts a trainer; the trainer checkpoints on SIGTERM to its claim, and
+// its second attempt, on the same claim, resumes from the checkpoint.
+func TestInSharePreemptionResume(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 1, 1)
+	s := c.startServer("")
+	s.apply(oneShare(t, 1))
+	low := s.submit("low", "S", 1, g5, 1, kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 500 * time.Millisecond, Save: "step-42", Output: "training"})
+	s.awaitStatus(low, types.ServiceJobStatusRunning)
+	high := s.submit("high", "S", 9, g5, 1, kubetest.Program{Run: 500 * time.Millisecond})
+	d := s.await(low, "preempted", func(d *batch.DescribeServiceJobOutput) bool {
+		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
+		t.Errorf("low's attempt 1: %q, want an in-share preemption", r)
+	}
+	s.awaitStatus(high, types.ServiceJobStatusSucceeded)
+	s.await(low, "RUNNING attempt 2", func(d *batch.DescribeServiceJobOutput) bool {
+		return d.Status == types.ServiceJobStatusRunning && len(d.Attempts) == 2
+	})
+	if out := s.logs(low); !strings.HasPrefix(out, "resumed from step-42\n") {
+		t.Errorf("attempt 2's log %q: it did not find attempt 1's checkpoint on the job's claim", out)
+	}
+	if _, err := s.batch.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(low), Reason: aws.String("done")}); err != nil {
+		t.Fatal(err)
+	}
+	s.awaitStatus(low, types.ServiceJobStatusFailed)
+}
+
+// TestFourInstances: a job of four instances is four pods with their
+// index on four nodes, all running before the job is, which find each
+// other through the headless Service's names.
+func TestFourInstances(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 4, 1)
+	s := c.startServer("")
+	s.apply(oneShare(t, 4))
+	id := s.submit("four", "S", 1, g5, 4, kubetest.Program{Run: 2 * time.Second})
+	s.awaitStatus(id, types.ServiceJobStatusRunning)
+	pods := c.pods(id)
+	nodes := map[string]bool{}
+	for _, p := range pods {
+		nodes[p.Spec.NodeName] = true
+	}
+	if len(pods) != 4 || len(nodes) != 4 {
+		t.Fatalf("%d pods on %d nodes, want 4 on 4", len(pods), len(nodes))
+	}
+	var hosts string
+	for _, p := range pods {
+		env := c.Kubelet.Env(c.ns, p.Name)
+		if hosts == "" {
+			hosts = env["SM_HOSTS"]
+		}
+		if env["SM_HOSTS"] != hosts || !strings.Contains(hosts, `"`+env["SM_CURRENT_HOST"]+`"`) || !strings.HasPrefix(env["SM_CURRENT_HOST"], p.Name+".") {
+			t.Errorf("pod %s: SM_HOSTS %s, SM_CURRENT_HOST %s", p.Name, env["SM_HOSTS"], env["SM_CURRENT_HOST"])
+		}
+	}
+	if strings.Count(hosts, ",") != 3 {
+		t.Errorf("SM_HOSTS = %s, want 4 hosts", hosts)
+	}
+	s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+}
