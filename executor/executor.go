@@ -192,3 +192,12 @@ type Reporter interface {
 type JobFinisher interface {
 	JobFinished(jobID string)
 }
+
+// InstanceLogger is implemented by executors that run an attempt of N
+// instances as N separate processes with their own logs (the Kubernetes
+// executor's pods). InstanceLogs is Logs of instance k (from 0; Logs is
+// instance 0), with Logs's errors, and an EINVALID *qshare.Error for an
+// instance the attempt does not have.
+type InstanceLogger interface {
+	InstanceLogs(ctx context.Context, attemptID string, instance int, follow bool) (io.ReadCloser, error)
+}

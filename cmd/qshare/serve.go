@@ -426,7 +426,11 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 	health := metrics.NewHealth("loading the store and recovering the attempts in flight")
 	apiHandler := api.New(d, log)
 	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, health.Gate(&logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}))
+	logs := &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}
+	if il, ok := ex.(executor.InstanceLogger); ok {
+		logs.InstanceLogs = il.InstanceLogs
+	}
+	mux.Handle(logstream.PathPrefix, health.Gate(logs))
 	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
 	mountDashboard(mux, health, d, events) // the dashboard at /ui/ (serve_web.go)
 	mux.Handle("/", health.Gate(apiHandler))

@@ -110,6 +110,7 @@ var (
 	_ executor.CapacityChecker = (*Executor)(nil)
 	_ executor.Reporter        = (*Executor)(nil)
 	_ executor.JobFinisher     = (*Executor)(nil)
+	_ executor.InstanceLogger  = (*Executor)(nil)
 )
 
 // attempt is what the executor knows of one attempt.

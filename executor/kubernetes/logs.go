@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"qshare"
 	"qshare/executor"
 )
 
@@ -24,8 +26,20 @@ func (e *Executor) Logs(ctx context.Context, attemptID string, follow bool) (io.
 
 // InstanceLogs is Logs of the pod of index instance.
 func (e *Executor) InstanceLogs(ctx context.Context, attemptID string, instance int, follow bool) (io.ReadCloser, error) {
+	if instance < 0 {
+		return nil, qshare.Errorf(qshare.EINVALID, "instance %d is not valid: give an instance number from 0", instance)
+	}
 	name := podName(attemptID, instance)
 	pods := e.c.CoreV1().Pods(e.ns)
+	if instance > 0 {
+		// An instance beyond the attempt's is a mistake of the caller's,
+		// not a log gone.
+		if p0, err := pods.Get(ctx, podName(attemptID, 0), metav1.GetOptions{}); err == nil && p0.Annotations[annAttemptID] == attemptID {
+			if n, _ := strconv.Atoi(p0.Annotations[annInstances]); instance >= max(n, 1) {
+				return nil, qshare.Errorf(qshare.EINVALID, "the attempt has %d instances (0 to %d): instance %d does not exist", max(n, 1), max(n, 1)-1, instance)
+			}
+		}
+	}
 	var pod *corev1.Pod
 	for {
 		var err error

@@ -477,7 +477,7 @@ func TestFourInstances(t *testing.T) {
 	c := newCluster(t, "g5.xlarge", 4, 1)
 	s := c.startServer("")
 	s.apply(oneShare(t, 4))
-	id := s.submit("four", "S", 1, g5, 4, kubetest.Program{Run: 2 * time.Second})
+	id := s.submit("four", "S", 1, g5, 4, kubetest.Program{Run: 2 * time.Second, Output: "an instance"})
 	s.awaitStatus(id, types.ServiceJobStatusRunning)
 	pods := c.pods(id)
 	nodes := map[string]bool{}
@@ -501,4 +501,11 @@ func TestFourInstances(t *testing.T) {
 		t.Errorf("SM_HOSTS = %s, want 4 hosts", hosts)
 	}
 	s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+	// qshare logs --instance K reads the pod of index K.
+	if out, errOut, err := s.proc.Command(bin, ".", "logs", id, "--instance", "3"); err != nil || out != "an instance\n" {
+		t.Errorf("qshare logs --instance 3 = %q, %q, %v", out, errOut, err)
+	}
+	if _, errOut, err := s.proc.Command(bin, ".", "logs", id, "--instance", "4"); err == nil || !strings.Contains(errOut, "instance 4 does not exist") {
+		t.Errorf("qshare logs --instance 4 = %q, %v; want an error naming the instance", errOut, err)
+	}
 }
