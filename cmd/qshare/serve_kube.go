@@ -41,7 +41,7 @@ func newKubeExecutor(ctx context.Context, s serveSettings, grace time.Duration, 
 			return nil, err
 		}
 	}
-	cfg.QPS, cfg.Burst = 200, 400
+	cfg.QPS, cfg.Burst = 1000, 2000
 	c, err := k8s.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)

@@ -62,9 +62,9 @@ type Kubelet struct {
 	times   map[string]podTimes // namespace/name
 }
 
-// podTimes are when the played kubelet started a pod's container and when
-// it saw the pod gone (deleted for good).
-type podTimes struct{ started, gone time.Time }
+// podTimes are when the played kubelet first saw a pod, started its
+// container, and saw it gone (deleted for good).
+type podTimes struct{ seen, started, gone time.Time }
 
 type fakeNode struct {
 	name, typ string
@@ -101,7 +101,17 @@ func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 	f := informers.NewSharedInformerFactory(c, 0)
 	inf := f.Core().V1().Pods().Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { k.poke() },
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				k.mu.Lock()
+				if pt := k.times[p.Namespace+"/"+p.Name]; pt.seen.IsZero() {
+					pt.seen = time.Now()
+					k.times[p.Namespace+"/"+p.Name] = pt
+				}
+				k.mu.Unlock()
+			}
+			k.poke()
+		},
 		UpdateFunc: func(any, any) { k.poke() },
 		DeleteFunc: func(any) { k.poke() },
 	})
@@ -232,6 +242,14 @@ func (k *Kubelet) Times(namespace, pod string) (started, gone time.Time) {
 	return t.started, t.gone
 }
 
+// Seen returns when the played kubelet's watch first saw a pod (its
+// creation, to the watch's delay), or the zero time.
+func (k *Kubelet) Seen(namespace, pod string) time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.times[namespace+"/"+pod].seen
+}
+
 // Started returns the names of the pods of a namespace whose containers
 // the played kubelet has started, sorted.
 func (k *Kubelet) Started(namespace string) []string {
@@ -302,6 +320,7 @@ func (k *Kubelet) reconcile() {
 		}
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
+	var used map[string]int64
 	for _, obj := range objs {
 		if k.ctx.Err() != nil {
 			return
@@ -331,7 +350,10 @@ func (k *Kubelet) reconcile() {
 			}
 		case ended:
 		case node == "":
-			k.schedule(p)
+			if used == nil {
+				used = k.used()
+			}
+			k.schedule(p, used)
 		case ours && p.Status.Phase == corev1.PodPending:
 			k.start(p, node)
 		}
@@ -350,11 +372,12 @@ func gpusOf(p *corev1.Pod) int64 {
 	return n
 }
 
-func (k *Kubelet) schedule(p *corev1.Pod) {
+// used sums the GPUs of the pods on each node that have not ended.
+func (k *Kubelet) used() map[string]int64 {
 	used := map[string]int64{}
 	for _, obj := range k.pods.List() {
 		q := obj.(*corev1.Pod)
-		if q.UID == p.UID || q.Status.Phase == corev1.PodSucceeded || q.Status.Phase == corev1.PodFailed {
+		if q.Status.Phase == corev1.PodSucceeded || q.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		k.mu.Lock()
@@ -367,6 +390,12 @@ func (k *Kubelet) schedule(p *corev1.Pod) {
 			used[n] += gpusOf(q)
 		}
 	}
+	return used
+}
+
+// schedule binds p to a node that fits it, counting it in used, or marks
+// it unschedulable.
+func (k *Kubelet) schedule(p *corev1.Pod, used map[string]int64) {
 	k.mu.Lock()
 	nodes := make([]*fakeNode, 0, len(k.nodes))
 	for _, n := range k.nodes {
@@ -388,12 +417,14 @@ func (k *Kubelet) schedule(p *corev1.Pod) {
 		k.mu.Lock()
 		k.bound[p.UID] = n.name
 		k.mu.Unlock()
+		used[n.name] += want
 		err := k.c.CoreV1().Pods(p.Namespace).Bind(k.ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID},
 			Target: corev1.ObjectReference{Kind: "Node", Name: n.name}}, metav1.CreateOptions{})
 		if err != nil {
 			k.mu.Lock()
 			delete(k.bound, p.UID)
 			k.mu.Unlock()
+			used[n.name] -= want
 		}
 		return
 	}
@@ -479,7 +510,9 @@ func (k *Kubelet) start(p *corev1.Pod, node string) {
 	k.running[p.UID] = c
 	k.byName[p.Namespace+"/"+p.Name] = c
 	k.envs[p.Namespace+"/"+p.Name] = env
-	k.times[p.Namespace+"/"+p.Name] = podTimes{started: c.started}
+	pt := k.times[p.Namespace+"/"+p.Name]
+	pt.started = c.started
+	k.times[p.Namespace+"/"+p.Name] = pt
 	saved := k.volumes[c.claim]
 	k.mu.Unlock()
 	if saved != "" {

@@ -28,7 +28,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -64,8 +63,16 @@ func Available() error {
 	return nil
 }
 
+// TB is the part of testing.TB that the harness uses, so that this
+// package, which `qshare bench kube` links, need not import testing.
+type TB interface {
+	Helper()
+	Skipf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // Require skips t when the control-plane binaries are absent.
-func Require(t testing.TB) {
+func Require(t TB) {
 	t.Helper()
 	if err := Available(); err != nil {
 		t.Skipf("no Kubernetes control plane here, so this test is skipped: %v", err)

@@ -3,7 +3,6 @@ package kubetest
 import (
 	"context"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -46,7 +45,7 @@ type Shared struct {
 // Get returns the package's cluster, starting it at the first call; it
 // skips t where the binaries are absent and fails it where the cluster
 // does not start.
-func (s *Shared) Get(t testing.TB) *Cluster {
+func (s *Shared) Get(t TB) *Cluster {
 	t.Helper()
 	Require(t)
 	s.once.Do(func() {
