@@ -256,6 +256,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 		return err
 	}
 	d.installReporter() // after recovery, which fills the inbox without its lock
+	d.watchCapacity(lctx)
 	if err := d.reconcileEvents(); err != nil {
 		cancel()
 		d.bg.Wait()

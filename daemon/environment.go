@@ -88,6 +88,70 @@ func (d *Daemon) capacityWarning(ls []qshare.CapacityLimit) string {
 	return ""
 }
 
+// watchCapacity has an executor whose capacity can change on its own
+// (executor.CapacityNotifier) trigger refreshCapacity, one refresh at a
+// time, until ctx ends.
+func (d *Daemon) watchCapacity(ctx context.Context) {
+	cn, ok := d.ex.(executor.CapacityNotifier)
+	if !ok {
+		return
+	}
+	kick := make(chan struct{}, 1)
+	cn.NotifyCapacity(func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+				d.refreshCapacity(ctx)
+			}
+		}
+	}()
+}
+
+// refreshCapacity asks the executor again about every VALID environment
+// and commits the statusReasons that changed. One being created, updated
+// or deleted is left to that change, which asks the executor itself (its
+// settling replaces it in memory, and must find it as it left it), and an
+// INVALID one keeps the scheduler's reason.
+func (d *Daemon) refreshCapacity(ctx context.Context) {
+	d.resMu.Lock()
+	defer d.resMu.Unlock()
+	d.mu.RLock()
+	envs := make([]qshare.ServiceEnvironment, 0, len(d.envs))
+	for _, e := range d.envs {
+		if e.Status == qshare.StatusValid {
+			envs = append(envs, *e)
+		}
+	}
+	d.mu.RUnlock()
+	for i := range envs {
+		e := envs[i]
+		w := d.capacityWarning(e.CapacityLimits)
+		if w == e.StatusReason {
+			continue
+		}
+		e.StatusReason = w
+		if err := commitPut(ctx, d, &store.Change{PutEnvironments: []qshare.ServiceEnvironment{e}}, d.envs, e.Name, &e); err != nil {
+			d.log.Error("service environment capacity: commit failed", "environment", e.Name, "err", err)
+			continue
+		}
+		if w == "" {
+			d.log.Info("service environment capacity: the executor's warning is gone", "environment", e.Name)
+		} else {
+			d.warnCapacity(&e)
+		}
+	}
+}
+
 func (d *Daemon) warnCapacity(e *qshare.ServiceEnvironment) {
 	if e.StatusReason != "" {
 		d.log.Warn("service environment capacity", "environment", e.Name, "warning", e.StatusReason)

@@ -201,3 +201,13 @@ type JobFinisher interface {
 type InstanceLogger interface {
 	InstanceLogs(ctx context.Context, attemptID string, instance int, follow bool) (io.ReadCloser, error)
 }
+
+// CapacityNotifier is implemented by CapacityCheckers whose answer can
+// change on its own (a cluster's API server goes away and comes back). The
+// daemon calls NotifyCapacity once, after recovery; the executor then calls
+// changed, from any goroutine and without blocking on it, whenever
+// CheckCapacity may answer differently, and the daemon asks again for every
+// environment and keeps the new warnings as their statusReason.
+type CapacityNotifier interface {
+	NotifyCapacity(changed func())
+}

@@ -80,6 +80,9 @@ type Options struct {
 	// have no record in the store and are deleted. Zero means
 	// DefaultAdoptWithin.
 	AdoptWithin time.Duration
+	// HealthInterval is how often the executor asks the API server whether
+	// it answers, to tell the daemon when that changes. Zero means 5 s.
+	HealthInterval time.Duration
 	// Log receives the executor's warnings; nil discards them.
 	Log *slog.Logger
 }
@@ -103,14 +106,16 @@ type Executor struct {
 	begin    sync.Mutex // serialises the first Start of an attempt ID
 	starting map[string]*sync.Mutex
 	apiErr   string // the last failure to reach the API server, "" when it answers
+	notify   func() // executor.CapacityNotifier's
 }
 
 var (
-	_ executor.Executor        = (*Executor)(nil)
-	_ executor.CapacityChecker = (*Executor)(nil)
-	_ executor.Reporter        = (*Executor)(nil)
-	_ executor.JobFinisher     = (*Executor)(nil)
-	_ executor.InstanceLogger  = (*Executor)(nil)
+	_ executor.Executor         = (*Executor)(nil)
+	_ executor.CapacityChecker  = (*Executor)(nil)
+	_ executor.Reporter         = (*Executor)(nil)
+	_ executor.JobFinisher      = (*Executor)(nil)
+	_ executor.InstanceLogger   = (*Executor)(nil)
+	_ executor.CapacityNotifier = (*Executor)(nil)
 )
 
 // attempt is what the executor knows of one attempt.
@@ -158,6 +163,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 5 * time.Second
+	}
 	lctx, cancel := context.WithCancel(context.Background())
 	e := &Executor{o: o, c: o.Client, ns: o.Namespace, cfg: o.Config, gpus: o.GPUs, log: o.Log, ctx: lctx, cancel: cancel,
 		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}}
@@ -171,7 +179,6 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		}
 		return []string{p.Labels[LabelAttemptID]}, nil
 	}})
-	_ = e.pods.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { e.setAPIErr(err) })
 	_, _ = e.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { e.observe(obj, false) },
 		UpdateFunc: func(_, obj any) { e.observe(obj, false) },
@@ -181,18 +188,56 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	cache.WaitForCacheSync(sctx.Done(), e.pods.HasSynced)
 	scancel()
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go e.housekeep()
+	go e.health()
 	return e, nil
 }
 
+// setAPIErr records whether the API server answers; when that changes,
+// the daemon is told (CheckCapacity answers differently).
 func (e *Executor) setAPIErr(err error) {
 	e.mu.Lock()
+	was := e.apiErr
 	if err == nil {
 		e.apiErr = ""
 	} else {
 		e.apiErr = err.Error()
 	}
+	changed := (was == "") != (e.apiErr == "")
+	notify := e.notify
+	e.mu.Unlock()
+	if changed && notify != nil {
+		notify()
+	}
+}
+
+// health asks the API server for its version every Options.HealthInterval,
+// so that its absence and its return are noticed even when nothing else
+// calls it.
+func (e *Executor) health() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.o.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := e.c.Discovery().ServerVersion()
+		if e.ctx.Err() != nil {
+			return
+		}
+		e.setAPIErr(err)
+	}
+}
+
+// NotifyCapacity installs the daemon's callback for changes of
+// CheckCapacity's answer: the API server going away and coming back.
+func (e *Executor) NotifyCapacity(changed func()) {
+	e.mu.Lock()
+	e.notify = changed
 	e.mu.Unlock()
 }
 
@@ -797,6 +842,12 @@ func (e *Executor) stopExit(a *attempt) executor.Exit {
 	for i := 0; i < a.n; i++ {
 		if p := a.last[i]; terminated(p) != nil {
 			return exitFrom(a, p, true)
+		}
+	}
+	for i := 0; i < a.n; i++ {
+		if p := a.last[i]; p != nil && started(p) {
+			return executor.Exit{AttemptID: a.id, ExitCode: -1, Stopped: true, At: time.Now().UTC(),
+				Reason: "Stopped; the pod " + p.Name + " was gone before its end could be seen (the API server was away), so its exit is unknown"}
 		}
 	}
 	return executor.Exit{AttemptID: a.id, ExitCode: -1, Stopped: true, At: time.Now().UTC(), Reason: "Stopped before the attempt's pods ran"}

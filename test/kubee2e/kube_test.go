@@ -219,6 +219,36 @@ func (s *server) logs(id string) string {
 	return string(b)
 }
 
+// envReason returns the statusReason of the server's one environment, a
+// qshare extension that the SDK does not read: it asks the wire.
+func (s *server) envReason() string {
+	s.t.Helper()
+	resp, err := http.Post(s.proc.Endpoint+"/v1/describeserviceenvironments", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var envs struct {
+		ServiceEnvironments []struct{ StatusReason string } `json:"serviceEnvironments"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&envs); err != nil || len(envs.ServiceEnvironments) != 1 {
+		s.t.Fatalf("environments: %+v, %v", envs, err)
+	}
+	return envs.ServiceEnvironments[0].StatusReason
+}
+
+// awaitEnvReason waits until the environment's statusReason satisfies ok.
+func (s *server) awaitEnvReason(what string, ok func(string) bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for r := s.envReason(); !ok(r); r = s.envReason() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("environment statusReason %q, not %s after %v", r, what, waitLimit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // threeShares is the spec's worked example (§6.10), examples/three-shares.yaml.
 func threeShares(t *testing.T) string {
 	p, err := filepath.Abs("../../examples/three-shares.yaml")
@@ -331,19 +361,8 @@ func TestPendingThenCapacityFailure(t *testing.T) {
 	c := newCluster(t, "g5.xlarge", 2, 1) // the example promises 3
 	s := c.startServer("startTimeout: 3s\n")
 	s.apply(threeShares(t))
-	// statusReason of an environment is a qshare extension the SDK does
-	// not read: ask the wire.
-	resp, err := http.Post(s.proc.Endpoint+"/v1/describeserviceenvironments", "application/json", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var envs struct {
-		ServiceEnvironments []struct{ StatusReason string } `json:"serviceEnvironments"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&envs)
-	resp.Body.Close()
-	if err != nil || len(envs.ServiceEnvironments) != 1 || !strings.Contains(envs.ServiceEnvironments[0].StatusReason, "promises 3 instances") {
-		t.Errorf("environments %+v (%v), want the capacity warning as statusReason", envs, err)
+	if r := s.envReason(); !strings.Contains(r, "promises 3 instances") {
+		t.Errorf("environment statusReason %q, want the capacity warning", r)
 	}
 	long := kubetest.Program{Run: time.Hour}
 	a := s.submit("a", "QS1", 1, g5, 1, long)
@@ -507,5 +526,42 @@ func TestFourInstances(t *testing.T) {
 	}
 	if _, errOut, err := s.proc.Command(bin, ".", "logs", id, "--instance", "4"); err == nil || !strings.Contains(errOut, "instance 4 does not exist") {
 		t.Errorf("qshare logs --instance 4 = %q, %v; want an error naming the instance", errOut, err)
+	}
+}
+
+// TestAPIServerOutage stops the API server while a job runs: qshare keeps
+// serving its API (a submit is accepted), the environment's statusReason
+// says what is wrong, and once the server is back the reason clears, both
+// jobs run to their end, and no pod is duplicated.
+func TestAPIServerOutage(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 3, 1)
+	s := c.startServer("")
+	s.apply(threeShares(t))
+	a := s.submit("a", "QS1", 1, g5, 1, kubetest.Program{Run: 6 * time.Second})
+	s.awaitStatus(a, types.ServiceJobStatusRunning)
+	c.StopAPIServer()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = c.StartAPIServer(context.Background())
+		}
+	})
+	s.awaitEnvReason("saying the cluster cannot be reached", func(r string) bool { return strings.Contains(r, "cannot count the cluster's nodes") })
+	b := s.submit("b", "QS2", 1, g5, 1, kubetest.Program{Run: time.Second})
+	if st := s.describe(a).Status; st != types.ServiceJobStatusRunning {
+		t.Errorf("a is %s during the outage, want RUNNING (it keeps its capacity)", st)
+	}
+	if err := c.StartAPIServer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	s.awaitEnvReason("cleared", func(r string) bool { return r == "" })
+	for _, id := range []string{a, b} {
+		if d := s.awaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != 1 {
+			t.Errorf("job %s: %d attempts, want 1", id, len(d.Attempts))
+		}
+		if pods := c.pods(id); len(pods) != 1 {
+			t.Errorf("job %s: %d pods, want 1", id, len(pods))
+		}
 	}
 }
