@@ -380,3 +380,18 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Errorf("the executor did not notify a change of capacity when the API server came back")
 	}
 }
+
+// TestMissingNamespace: a Start in a namespace that does not exist fails
+// with an error that names it, at once, instead of waiting for pods that
+// were never made.
+func TestMissingNamespace(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{Namespace: "no-such-namespace"})
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := e.Start(ctx, spec(kubetest.Program{Run: time.Second}, "ml.m5.large", 1))
+	if err == nil || !strings.Contains(err.Error(), "namespace no-such-namespace") || ctx.Err() != nil {
+		t.Errorf("Start in a missing namespace = %v, want an error naming it at once", err)
+	}
+}

@@ -407,38 +407,55 @@ func (e *Executor) runningLocked(a *attempt) bool {
 
 // create makes the objects of a plan, each once: an object that exists
 // already (a Start again after a crash) is left as it is. Failures to
-// reach the API server are retried with backoff until ctx ends.
+// reach the API server are retried with backoff until ctx ends; a refusal
+// (the namespace does not exist, the ServiceAccount may not) is returned.
 func (e *Executor) create(ctx context.Context, p *plan) error {
-	if err := e.retry(ctx, func(ctx context.Context) error {
-		_, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, p.claim, metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		return fmt.Errorf("creating the checkpoint claim %s: %w", p.claim.Name, err)
+	type object struct {
+		what, name string
+		create     func(context.Context) error
 	}
-	if err := e.retry(ctx, func(ctx context.Context) error {
-		_, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, p.config, metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		return fmt.Errorf("creating the ConfigMap %s: %w", p.config.Name, err)
+	objs := []object{
+		{"the checkpoint claim", p.claim.Name, func(ctx context.Context) error {
+			_, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, p.claim, metav1.CreateOptions{})
+			return err
+		}},
+		{"the ConfigMap", p.config.Name, func(ctx context.Context) error {
+			_, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, p.config, metav1.CreateOptions{})
+			return err
+		}},
 	}
 	if p.service != nil {
-		if err := e.retry(ctx, func(ctx context.Context) error {
+		objs = append(objs, object{"the Service", p.service.Name, func(ctx context.Context) error {
 			_, err := e.c.CoreV1().Services(e.ns).Create(ctx, p.service, metav1.CreateOptions{})
 			return err
-		}); err != nil {
-			return fmt.Errorf("creating the Service %s: %w", p.service.Name, err)
-		}
+		}})
 	}
 	for _, pod := range p.pods {
-		if err := e.retry(ctx, func(ctx context.Context) error {
+		objs = append(objs, object{"the pod", pod.Name, func(ctx context.Context) error {
 			_, err := e.c.CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
 			return err
+		}})
+	}
+	for _, o := range objs {
+		if err := e.retry(ctx, func(ctx context.Context) error {
+			err := o.create(ctx)
+			if apierrors.IsNotFound(err) {
+				// Not an object gone, as for a delete: the namespace is.
+				return permanent{fmt.Errorf("namespace %s: %w", e.ns, err)}
+			}
+			return err
 		}); err != nil {
-			return fmt.Errorf("creating the pod %s: %w", pod.Name, err)
+			return fmt.Errorf("creating %s %s: %w", o.what, o.name, err)
 		}
 	}
 	return nil
 }
+
+// permanent is an error that retry returns at once, whatever it wraps.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
 
 // retry calls f until it succeeds, finds the object there already (a
 // create) or gone (a delete), fails for a reason other than the API
@@ -449,6 +466,9 @@ func (e *Executor) retry(ctx context.Context, f func(context.Context) error) err
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := f(cctx)
 		cancel()
+		if p, ok := err.(permanent); ok {
+			return p.err
+		}
 		if err == nil || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) {
 			e.setAPIErr(nil)
 			return nil

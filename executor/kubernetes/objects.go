@@ -157,7 +157,7 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 	claimLabels := map[string]string{LabelManagedBy: managedBy, LabelJobID: labelValue(s.JobID)}
 	p.claim = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claimName(s.JobID), Namespace: e.ns, Labels: claimLabels,
 		Annotations: map[string]string{annJobID: s.JobID}},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{accessMode(n)},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
 	if e.cfg.StorageClassName != "" {
 		sc := e.cfg.StorageClassName
@@ -272,6 +272,16 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		p.pods = append(p.pods, pod)
 	}
 	return p, nil
+}
+
+// accessMode is the checkpoint claim's: ReadWriteOnce for a job of one
+// instance (any storage class has it), ReadWriteMany for one whose pods
+// share it across nodes.
+func accessMode(n int) corev1.PersistentVolumeAccessMode {
+	if n > 1 {
+		return corev1.ReadWriteMany
+	}
+	return corev1.ReadWriteOnce
 }
 
 func orEmpty(m map[string]string) map[string]string {
