@@ -29,6 +29,10 @@ type KubeOptions struct {
 	Run                     time.Duration
 	// Timeout bounds the wait for the jobs to finish.
 	Timeout time.Duration
+	// VsKueue then runs Kueue's controller against the same API server
+	// and times the same number of suspended Jobs in a ClusterQueue of
+	// Capacity CPUs from creation to admission.
+	VsKueue bool
 }
 
 // KubeResult is what `qshare bench kube` reports for one run.
@@ -47,6 +51,12 @@ type KubeResult struct {
 	// run, per job.
 	ServerCPUPerJobMs float64 `json:"server_cpu_per_job_ms"`
 	LoadAvg           float64 `json:"load_avg_1m"`
+	// The Kueue side, with VsKueue: from the first Job created to the
+	// last admitted; Ratio is JobsPerS over KueueAdmitPerS.
+	KueueWallS     float64 `json:"kueue_wall_s,omitempty"`
+	KueueAdmitPerS float64 `json:"kueue_admissions_per_s,omitempty"`
+	KueueLoadAvg   float64 `json:"kueue_load_avg_1m,omitempty"`
+	Ratio          float64 `json:"ratio,omitempty"`
 }
 
 var kubeRows = []Row{
@@ -59,6 +69,10 @@ var kubeRows = []Row{
 	{Label: "submit → pod created p99", Key: "submit_to_pod.p99_ms", Format: "%.1f", Unit: "ms"},
 	{Label: "qshare CPU per job", Key: "server_cpu_per_job_ms", Format: "%.2f", Unit: "ms"},
 	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
+	{Label: "Kueue admissions/s (first create → last admitted)", Key: "kueue_admissions_per_s", Format: "%.1f", Anchor: "../shared/recipes/kueue.md: about 24"},
+	{Label: "Kueue wall", Key: "kueue_wall_s", Format: "%.2f", Unit: "s"},
+	{Label: "load average at Kueue's start", Key: "kueue_load_avg_1m", Format: "%.2f"},
+	{Label: "ratio (qshare jobs/s / Kueue admissions/s)", Key: "ratio", Format: "%.1f", Anchor: "target ≥ 5"},
 }
 
 // KubeRows returns the rows of the kube benchmark's table.
@@ -74,6 +88,11 @@ func RunKube(ctx context.Context, opt KubeOptions) (KubeResult, error) {
 	}
 	if err := kubetest.Available(); err != nil {
 		return KubeResult{}, fmt.Errorf("bench kube: %w", err)
+	}
+	if opt.VsKueue {
+		if err := kueueAvailable(); err != nil {
+			return KubeResult{}, fmt.Errorf("bench kube --vs-kueue: %w", err)
+		}
 	}
 	if opt.Capacity == 0 {
 		opt.Capacity = 200
@@ -119,7 +138,18 @@ func RunKube(ctx context.Context, opt KubeOptions) (KubeResult, error) {
 		}
 		return kubeRun(ctx, c, queues["e2e"], srv, cl, ns, opt, &res)
 	})
-	return res, err
+	if err != nil || !opt.VsKueue {
+		return res, err
+	}
+	res.KueueLoadAvg = LoadAverage()
+	wall, err := runKueue(ctx, cl, opt.Jobs, opt.Clients, opt.Capacity)
+	if err != nil {
+		return res, fmt.Errorf("bench kube --vs-kueue: %w", err)
+	}
+	res.KueueWallS = round(wall.Seconds(), 3)
+	res.KueueAdmitPerS = round(float64(opt.Jobs)/wall.Seconds(), 2)
+	res.Ratio = round(res.JobsPerS/res.KueueAdmitPerS, 2)
+	return res, nil
 }
 
 func kubeRun(ctx context.Context, c *batch.Client, queue string, srv *Server, cl *kubetest.Cluster, ns string, opt KubeOptions, res *KubeResult) error {
