@@ -20,7 +20,7 @@ func TestRunKube(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Jobs != 20 || r.JobsPerS <= 0 || r.WallS < 0.2 || r.SubmitToPod.P50 <= 0 || r.SubmitToPod.P99 < r.SubmitToPod.P50 || r.ServerCPUPerJobMs <= 0 {
+	if r.Jobs != 20 || r.JobsPerS <= 0 || r.WallS < 0.2 || r.SubmitToPod.P50 <= 0 || r.PodsPerS < r.JobsPerS || r.SubmitToPod.P99 < r.SubmitToPod.P50 || r.ServerCPUPerJobMs <= 0 {
 		t.Errorf("result %+v", r)
 	}
 }

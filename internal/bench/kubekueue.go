@@ -93,6 +93,7 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity
 	}
 	crd := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	files, _ := filepath.Glob(filepath.Join(kueueCRDs(), "*.yaml"))
+	var plurals []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -102,9 +103,36 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity
 		if err := yaml.Unmarshal(b, &obj); err != nil {
 			return 0, fmt.Errorf("%s: %w", f, err)
 		}
-		if _, err := dyn.Resource(crd).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		u := &unstructured.Unstructured{Object: obj}
+		if _, err := dyn.Resource(crd).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			return 0, fmt.Errorf("creating the CRD of %s: %w", filepath.Base(f), err)
 		}
+		if p, _, _ := unstructured.NestedString(obj, "spec", "names", "plural"); p != "" {
+			plurals = append(plurals, p)
+		}
+	}
+	// Kueue's caches need every new kind served before it starts.
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		rl, err := c.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
+		served := map[string]bool{}
+		if err == nil {
+			for _, r := range rl.APIResources {
+				served[r.Name] = true
+			}
+		}
+		missing := ""
+		for _, p := range plurals {
+			if !served[p] {
+				missing = p
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("Kueue's CRD %s is not served after two minutes: %v", missing, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	// Kueue reads its metrics certificate from a fixed path, and its
 	// webhook's from a directory; no webhook is registered with the API
