@@ -135,7 +135,7 @@ func TestPendingAndStartTimeout(t *testing.T) {
 	var mu sync.Mutex
 	reasons := map[string]string{}
 	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 300 * time.Millisecond,
-		Config: Config{StartTimeout: Duration(2 * time.Second), InstanceTypes: map[string]InstanceType{"ml.gang.xlarge": {GPUs: ptr(int64(1))}}}})
+		Config: Config{StartTimeout: "2s", InstanceTypes: map[string]InstanceType{"ml.gang.xlarge": {GPUs: ptr(int64(1))}}}})
 	defer e.Close()
 	e.SetReporter(func(job, attempt, reason string) {
 		mu.Lock()

@@ -1,11 +1,9 @@
 package kubernetes
 
 import (
-	"fmt"
 	"maps"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,8 +37,9 @@ import (
 //	    priorityClassName: low
 //	    tolerations: [...]
 type Config struct {
-	StartTimeout       Duration                `json:"startTimeout,omitempty"`
-	KeepEnded          Duration                `json:"keepEnded,omitempty"`
+	// StartTimeout and KeepEnded are Go durations ("5m", "24h").
+	StartTimeout       string                  `json:"startTimeout,omitempty"`
+	KeepEnded          string                  `json:"keepEnded,omitempty"`
 	StorageClassName   string                  `json:"storageClassName,omitempty"`
 	CheckpointSize     string                  `json:"checkpointSize,omitempty"`
 	ServiceAccountName string                  `json:"serviceAccountName,omitempty"`
@@ -70,23 +69,28 @@ type InstanceType struct {
 	Memory string `json:"memory,omitempty"`
 }
 
-// Duration is a time.Duration written as a Go duration ("90s", "5m").
-type Duration time.Duration
-
-// UnmarshalJSON reads a Go duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	s := strings.Trim(string(b), `"`)
-	v, err := time.ParseDuration(s)
-	if err != nil || v < 0 {
-		return fmt.Errorf("%q is not a duration such as 90s or 5m", s)
+// duration reads one of the file's durations; "" is def.
+func duration(field, v string, def time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
 	}
-	*d = Duration(v)
-	return nil
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, qshare.Errorf(qshare.EINVALID, "--kube-config %s %q is not a positive duration such as 90s or 5m", field, v)
+	}
+	return d, nil
 }
 
-// MarshalJSON writes a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Duration(d).String() + `"`), nil
+// startTimeout is StartTimeout, or DefaultStartTimeout.
+func (c Config) startTimeout() time.Duration {
+	d, _ := duration("startTimeout", c.StartTimeout, DefaultStartTimeout)
+	return d
+}
+
+// keepEnded is KeepEnded, or DefaultKeepEnded.
+func (c Config) keepEnded() time.Duration {
+	d, _ := duration("keepEnded", c.KeepEnded, DefaultKeepEnded)
+	return d
 }
 
 // LoadConfig reads a --kube-config file; an empty path is the empty
@@ -112,6 +116,12 @@ func ParseConfig(b []byte) (Config, error) {
 }
 
 func (c Config) check() error {
+	if _, err := duration("startTimeout", c.StartTimeout, 0); err != nil {
+		return err
+	}
+	if _, err := duration("keepEnded", c.KeepEnded, 0); err != nil {
+		return err
+	}
 	if c.CheckpointSize != "" {
 		if _, err := resource.ParseQuantity(c.CheckpointSize); err != nil {
 			return qshare.Errorf(qshare.EINVALID, "--kube-config checkpointSize %q is not a Kubernetes quantity such as 10Gi", c.CheckpointSize)

@@ -514,10 +514,7 @@ func (e *Executor) track(id, job string, n int, grace time.Duration, started tim
 	if a := e.attempts[labelValue(id)]; a != nil {
 		return a
 	}
-	timeout := time.Duration(e.cfg.StartTimeout)
-	if timeout <= 0 {
-		timeout = DefaultStartTimeout
-	}
+	timeout := e.cfg.startTimeout()
 	a := &attempt{id: id, job: job, label: labelValue(id), n: n, grace: grace, started: started, created: time.Now(), timeout: timeout,
 		stopping: stopping, byHand: -1, last: map[int]*corev1.Pod{}, done: make(chan struct{})}
 	for _, obj := range e.podsOf(a.label) {
@@ -1083,10 +1080,7 @@ func (e *Executor) deleteOrphans() {
 // sweep deletes ended pods (and their attempts' objects) older than
 // Config.KeepEnded whose attempts the executor no longer follows.
 func (e *Executor) sweep() {
-	keep := time.Duration(e.cfg.KeepEnded)
-	if keep <= 0 {
-		keep = DefaultKeepEnded
-	}
+	keep := e.cfg.keepEnded()
 	for _, obj := range e.pods.GetStore().List() {
 		p := obj.(*corev1.Pod)
 		if !terminal(p) || time.Since(finishedAt(p)) < keep {
