@@ -381,6 +381,16 @@ func (c *cycle) fail(j *qshare.Job, reason string) {
 	c.transition(j, qshare.JobFailed, reason)
 	j.StoppedAt = c.now
 	c.d.dropMeta(j.ID)
+	c.jobFinished(j.ID)
+}
+
+// jobFinished tells an executor that keeps something per job
+// (executor.JobFinisher: a checkpoint volume) that the job is done, once
+// the cycle's changes are committed.
+func (c *cycle) jobFinished(id string) {
+	if f, ok := c.d.ex.(executor.JobFinisher); ok {
+		c.effects = append(c.effects, func() { f.JobFinished(id) })
+	}
 }
 
 func attemptByID(j *qshare.Job, id string) *qshare.Attempt {
@@ -483,6 +493,7 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 		a.StatusReason = reason
 		c.transition(j, qshare.JobSucceeded, reason)
 		j.StoppedAt = c.now
+		c.jobFinished(j.ID)
 	case r.stop == stopPreempt:
 		a.Preempted = true
 		a.StatusReason = r.reason

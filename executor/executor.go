@@ -217,3 +217,21 @@ type HealthReporter interface {
 type Sweeper interface {
 	Sweep(ctx context.Context, keep map[string]bool) ([]string, error)
 }
+
+// JobFinisher is implemented by executors that keep something for a job
+// across its attempts (a checkpoint volume). The daemon calls JobFinished
+// once the job has reached SUCCEEDED or FAILED, after it has recorded the
+// end; the executor then releases what it kept. A call for a job it knows
+// nothing of is a no-op; it must not block.
+type JobFinisher interface {
+	JobFinished(jobID string)
+}
+
+// InstanceLogger is implemented by executors that run an attempt of N
+// instances as N separate processes with their own logs (the Kubernetes
+// executor's pods). InstanceLogs is Logs of instance k (from 0; Logs is
+// instance 0), with Logs's errors, and an EINVALID *qshare.Error for an
+// instance the attempt does not have.
+type InstanceLogger interface {
+	InstanceLogs(ctx context.Context, attemptID string, instance int, follow bool) (io.ReadCloser, error)
+}

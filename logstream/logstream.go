@@ -12,6 +12,8 @@
 //
 //   - attempt=N picks the job's N-th attempt (from 1); the default is the
 //     latest attempt.
+//   - instance=K picks the attempt's instance K (from 0; the default is 0),
+//     for an executor that keeps one log per instance (InstanceLogs).
 //   - follow=true keeps the response open and sends output as it is
 //     written, until the attempt ends. Without attempt=N it then goes on with
 //     the job's next attempt (a line "==> attempt N <==" separates them), until
@@ -69,6 +71,10 @@ type Handler struct {
 	Job JobFunc
 	// Logs reads an attempt's log. Required.
 	Logs LogFunc
+	// InstanceLogs reads the log of one instance of an attempt
+	// (executor.InstanceLogger); nil means the executor keeps one log per
+	// attempt, and only instance 0 exists.
+	InstanceLogs func(ctx context.Context, attemptID string, instance int, follow bool) (io.ReadCloser, error)
 	// Resources returns the ARNs a read of j's log is authorized against
 	// (auth.Authorize, action api.ActionGetServiceJobLogs): the server
 	// passes the job's quota share's ARN and the job's own. Nil means the
@@ -112,6 +118,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		attempt = n
+	}
+	if s := q.Get("instance"); s != "" && s != "0" {
+		k, err := strconv.Atoi(s)
+		switch {
+		case err != nil || k < 0:
+			api.WriteError(w, qshare.Errorf(qshare.EINVALID, "instance %q is not valid: give an instance number from 0", s))
+			return
+		case h.InstanceLogs == nil:
+			api.WriteError(w, qshare.Errorf(qshare.EINVALID, "instance %d: this server's executor keeps one log per attempt, that of instance 0", k))
+			return
+		}
+		// The rest of this request reads that instance's log.
+		c := *h
+		c.Logs = func(ctx context.Context, id string, follow bool) (io.ReadCloser, error) {
+			return h.InstanceLogs(ctx, id, k, follow)
+		}
+		h = &c
 	}
 	follow := false
 	if s := q.Get("follow"); s != "" {

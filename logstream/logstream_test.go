@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -195,6 +196,8 @@ func TestErrors(t *testing.T) {
 		{"done", "?attempt=2&follow=true", "attempt 2 does not exist"},
 		{"done", "?attempt=0", "not valid"},
 		{"done", "?follow=maybe", "not valid"},
+		{"done", "?instance=-1", "not valid"},
+		{"done", "?instance=1", "keeps one log per attempt"},
 	} {
 		status, typ, msg := get(t, srv, tc.ref, tc.query)
 		if status != 400 || typ != "ClientException" || !strings.Contains(msg, tc.want) {
@@ -324,5 +327,25 @@ func TestFollowWaitsForTheLogPath(t *testing.T) {
 	}()
 	if status, _, body := get(t, srv, "j", "?follow=true"); status != 200 || body != "started\n" {
 		t.Errorf("follow = %d %q", status, body)
+	}
+}
+
+// TestInstance reads one instance of a multi-instance attempt through
+// InstanceLogs, the attempt's log being instance 0's.
+func TestInstance(t *testing.T) {
+	js, srv, ls := setup(t)
+	ls.write("a1", "instance zero\n")
+	ls.write("a1/2", "instance two\n")
+	ls.end("a1")
+	ls.end("a1/2")
+	js.m["j"] = &qshare.Job{ID: "j", Name: "n", Status: qshare.JobSucceeded, Attempts: []qshare.Attempt{{N: 1, ID: "a1", StartedAt: time.Now()}}}
+	h := &Handler{Job: js.get, Logs: ls.Logs, InstanceLogs: func(ctx context.Context, id string, k int, follow bool) (io.ReadCloser, error) {
+		return ls.Logs(ctx, id+"/"+strconv.Itoa(k), follow)
+	}}
+	srv.Config.Handler = h
+	for q, want := range map[string]string{"": "instance zero\n", "?instance=0": "instance zero\n", "?instance=2": "instance two\n", "?instance=2&follow=true": "instance two\n"} {
+		if status, _, body := get(t, srv, "j", q); status != 200 || body != want {
+			t.Errorf("GET j%s = %d %q, want %q", q, status, body, want)
+		}
 	}
 }

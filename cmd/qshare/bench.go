@@ -33,10 +33,12 @@ the median of each figure with its spread (min–max).
   kueue-baseline     Kueue's scheduler benchmark (15,000 jobs) against a real server
   kueue-large-scale  the same at 1,000 shares and 50,000 jobs
   e2e                trivial jobs end to end through the process executor (--vs-slurm)
+  kube               one-pod jobs through the Kubernetes executor into a test API server
   submit             durable SubmitServiceJob throughput and latency over HTTP
   engine             the scheduling engine alone at 1,000,000 pending jobs
 
-docs/performance.md records the figures of each, with the command.`,
+docs/performance.md records the figures of each, with the command
+(docs/kubernetes.md those of kube).`,
 	Example: `  qshare bench engine --runs 3
   qshare bench e2e --jobs 600 --clients 4 --vs-slurm --json`,
 }

@@ -16,8 +16,8 @@ import (
 	"qshare"
 	"qshare/config"
 	"qshare/event"
-	"qshare/postgres"
 	"qshare/plan"
+	"qshare/postgres"
 )
 
 func init() {

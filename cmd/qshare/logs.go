@@ -15,13 +15,14 @@ import (
 )
 
 var logsOpts struct {
-	attempt int
-	follow  bool
-	queue   string
+	attempt  int
+	instance int
+	follow   bool
+	queue    string
 }
 
 var logsCmd = &cobra.Command{
-	Use:   "logs JOB [--attempt N] [-f]",
+	Use:   "logs JOB [--attempt N] [--instance K] [-f]",
 	Short: "Print a job's output",
 	Long: `Print the output of a job's latest attempt, or of attempt N. With -f it keeps
 printing as the job writes, through preemptions and retries (a line
@@ -45,7 +46,7 @@ JOB is a job id, a job ARN, or a job name that names one job.`,
 		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		err = s.streamLogs(ctx, cmd.OutOrStdout(), id, logsOpts.attempt, logsOpts.follow)
+		err = s.streamLogs(ctx, cmd.OutOrStdout(), id, logsOpts.attempt, logsOpts.instance, logsOpts.follow)
 		if ctx.Err() != nil && cmd.Context().Err() == nil {
 			return nil // interrupted by the user: a normal end of -f
 		}
@@ -56,6 +57,7 @@ JOB is a job id, a job ARN, or a job name that names one job.`,
 func init() {
 	f := logsCmd.Flags()
 	f.IntVar(&logsOpts.attempt, "attempt", 0, "print attempt N (from 1) instead of the latest")
+	f.IntVar(&logsOpts.instance, "instance", 0, "print instance K (from 0) of a multi-instance job, for an executor with a log per instance (kubernetes: its pod of index K)")
 	f.BoolVarP(&logsOpts.follow, "follow", "f", false, "keep printing output as it is written, until the job ends")
 	f.StringVarP(&logsOpts.queue, "queue", "q", "", "look a job name up in this job queue only")
 	addClientFlags(logsCmd)
@@ -63,10 +65,13 @@ func init() {
 }
 
 // streamLogs copies a job's output from the server's log endpoint to w.
-func (s *session) streamLogs(ctx context.Context, w io.Writer, id string, attempt int, follow bool) error {
+func (s *session) streamLogs(ctx context.Context, w io.Writer, id string, attempt, instance int, follow bool) error {
 	q := url.Values{}
 	if attempt > 0 {
 		q.Set("attempt", fmt.Sprint(attempt))
+	}
+	if instance != 0 {
+		q.Set("instance", fmt.Sprint(instance))
 	}
 	if follow {
 		q.Set("follow", "true")

@@ -53,6 +53,11 @@ type serveSettings struct {
 	// PostgreSQL store (serve_leader.go).
 	AdvertiseAddr string `yaml:"advertiseAddr"`
 	LeaderLease   string `yaml:"leaderLease"`
+	// Kubeconfig, Namespace and KubeConfig are the Kubernetes executor's
+	// (serve_kube.go).
+	Kubeconfig string `yaml:"kubeconfig"`
+	Namespace  string `yaml:"namespace"`
+	KubeConfig string `yaml:"kubeConfig"`
 
 	// Guard holds the request guard's settings (serve_guard.go).
 	Guard guardSettings `yaml:",inline"`
@@ -66,7 +71,7 @@ func defaultServeSettings() serveSettings {
 
 // serveConfigKeys lists the keys of serveSettings' YAML tags, for the help
 // and for the error on an unknown key.
-const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, slurmConfig, advertiseAddr, leaderLease, " + guardConfigKeys
+const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -217,6 +222,9 @@ func init() {
 	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process executor: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user")
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
 	f.StringVar(&serveFlags.s.SlurmConfig, "slurm-config", "", "slurm executor: YAML `FILE` mapping instance types to partitions, --gres, CPUs and memory, with the shared directory and the account (docs/executor-slurm.md)")
+	f.StringVar(&serveFlags.s.Kubeconfig, "kubeconfig", "", "kubernetes executor: kubeconfig `FILE` (default: the in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&serveFlags.s.Namespace, "namespace", "", "kubernetes executor: the `NAMESPACE` of the attempts' pods (default: the kubeconfig's, or the pod's own in a cluster, else default)")
+	f.StringVar(&serveFlags.s.KubeConfig, "kube-config", "", "kubernetes executor: YAML `FILE` mapping instance types to node selectors, resources, tolerations and priority classes (docs/kubernetes.md)")
 	f.StringVar(&serveFlags.s.Metrics, "metrics", d.Metrics, "on: serve Prometheus metrics at GET /metrics (docs/metrics.md); off: serve none and measure nothing")
 	f.StringVar(&serveFlags.s.AdvertiseAddr, "advertise-addr", "", "PostgreSQL store: the `URL` at which the other servers reach this one's API when it leads (default: http(s)://the listen address)")
 	f.StringVar(&serveFlags.s.LeaderLease, "leader-lease", d.LeaderLease, "PostgreSQL store: a leader that stops renewing its database session for this long (paused, hung, cut off) loses the store to a standby, by the database's clock")
@@ -267,6 +275,8 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		{"job-retention", "QSHARE_JOB_RETENTION", &s.JobRetention, &fs.JobRetention}, {"run-as", "QSHARE_RUN_AS", &s.RunAs, &fs.RunAs},
 		{"metrics", "QSHARE_METRICS", &s.Metrics, &fs.Metrics}, {"slurm-config", "QSHARE_SLURM_CONFIG", &s.SlurmConfig, &fs.SlurmConfig},
 		{"advertise-addr", "QSHARE_ADVERTISE_ADDR", &s.AdvertiseAddr, &fs.AdvertiseAddr}, {"leader-lease", "QSHARE_LEADER_LEASE", &s.LeaderLease, &fs.LeaderLease},
+		{"kubeconfig", "QSHARE_KUBECONFIG", &s.Kubeconfig, &fs.Kubeconfig}, {"namespace", "QSHARE_NAMESPACE", &s.Namespace, &fs.Namespace},
+		{"kube-config", "QSHARE_KUBE_CONFIG", &s.KubeConfig, &fs.KubeConfig},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {
 			*e.dst = v

@@ -240,7 +240,11 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 	health.SetNotReady("loading the store and recovering the attempts in flight")
 	apiHandler := api.New(d, log)
 	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, health.Gate(&logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}))
+	logs := &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}
+	if il, ok := ex.(executor.InstanceLogger); ok {
+		logs.InstanceLogs = il.InstanceLogs
+	}
+	mux.Handle(logstream.PathPrefix, health.Gate(logs))
 	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
 	mux.Handle(api.PlansPath, health.Gate(api.PlansHandler(d)))
 	mux.Handle(api.PlansPath+"/", health.Gate(api.PlansHandler(d)))

@@ -51,8 +51,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -69,7 +67,7 @@ const (
 	DefaultLogMaxBytes = 64 << 20
 	DefaultLogKeep     = 2
 	// EnvStopGrace is the payload Environment key of a job's own grace period.
-	EnvStopGrace = "QSHARE_STOP_GRACE"
+	EnvStopGrace = executor.EnvStopGrace
 )
 
 // Options configure an Executor.
@@ -287,13 +285,9 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time
 	if err := validateEnvironment(req); err != nil {
 		return 0, err
 	}
-	var grace time.Duration
-	if v, ok := req.Environment[EnvStopGrace]; ok {
-		g, err := parseGrace(v)
-		if err != nil {
-			return 0, qshare.Errorf(qshare.EINVALID, "Environment.%s is %q: give a non-negative number of seconds or a Go duration such as 90s", EnvStopGrace, v)
-		}
-		grace = g
+	grace, err := executor.JobGrace(req)
+	if err != nil {
+		return 0, err
 	}
 	if host := e.alloc.Total(); host > 0 {
 		if need := e.table.Need(demand); need > int64(host) {
@@ -301,18 +295,6 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time
 		}
 	}
 	return grace, nil
-}
-
-func parseGrace(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, errors.New("bad grace period")
-	}
-	return d, nil
 }
 
 // CheckCapacity warns when a service environment with these limits can ask

@@ -64,7 +64,7 @@ const (
 	DefaultPollInterval = 250 * time.Millisecond
 	// EnvStopGrace is the payload Environment key of a job's own grace
 	// period, as for the process executor.
-	EnvStopGrace = process.EnvStopGrace
+	EnvStopGrace = executor.EnvStopGrace
 )
 
 // Options configure an Executor.
@@ -232,60 +232,21 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "AlgorithmSpecification holds an argument with a NUL byte, which a command line cannot carry")
 		}
 	}
-	typ := req.ResourceConfig.InstanceType
-	if typ == "" {
-		if ts := demand.Types(); len(ts) > 0 {
-			typ = ts[0]
-		}
+	typ, n, err := executor.InstanceOf(req, demand, "Slurm")
+	if err != nil {
+		return "", 0, 0, err
 	}
 	if _, err := e.o.Config.typeFor(typ); err != nil {
 		return "", 0, 0, err
 	}
-	if ts := demand.Types(); len(ts) > 1 {
-		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "ResourceConfig: the Slurm executor runs one instance type per job, not %s", strings.Join(ts, " and "))
-	}
-	n := 0
-	if req.ResourceConfig.InstanceCount != nil {
-		n = int(*req.ResourceConfig.InstanceCount)
-	}
-	if v, ok := demand[typ]; ok && v > 0 {
-		n = int(v)
-	}
-	if n <= 0 {
-		n = 1
-	}
 	if _, err := checkpointRel(req); err != nil {
 		return "", 0, 0, err
 	}
-	for k, v := range req.Environment {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "Environment has the variable name %q: a name must be non-empty and hold no '=' or NUL", k)
-		}
-		if strings.ContainsRune(v, 0) {
-			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "Environment.%s holds a NUL byte, which a process environment cannot carry", k)
-		}
-	}
-	var grace time.Duration
-	if v, ok := req.Environment[EnvStopGrace]; ok {
-		g, err := parseGrace(v)
-		if err != nil {
-			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "Environment.%s is %q: give a non-negative number of seconds or a Go duration such as 90s", EnvStopGrace, v)
-		}
-		grace = g
+	grace, err := executor.EnvironmentAndGrace(req)
+	if err != nil {
+		return "", 0, 0, err
 	}
 	return typ, n, grace, nil
-}
-
-func parseGrace(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, errors.New("bad grace period")
-	}
-	return d, nil
 }
 
 // checkpointRel returns the checkpoint directory relative to the job's
@@ -571,48 +532,17 @@ func getenv(env []string, k string) (string, bool) {
 // jobEnv is the attempt's environment but for the per-node variables the
 // step runner adds.
 func (e *Executor) jobEnv(s executor.Spec, req *trainingjob.Request, job, ck, typ string) []string {
-	env := map[string]string{}
+	env := executor.TrainingEnv(s, req, executor.TrainingDirs{
+		Model: filepath.Join(job, "model"), Output: filepath.Join(job, "output"), OutputData: filepath.Join(job, "output", "data"),
+		Input: filepath.Join(job, "input"), Checkpoint: filepath.Join(job, ck)}, typ)
 	for _, k := range []string{"PATH", "HOME", "LANG", "TZ"} {
+		if _, set := req.Environment[k]; set {
+			continue
+		}
 		if v, ok := getenv(e.o.Env, k); ok {
 			env[k] = v
 		}
 	}
-	for k, v := range req.Environment {
-		env[k] = v
-	}
-	hps := map[string]any{}
-	for k, v := range req.HyperParameters {
-		var j any
-		if json.Unmarshal([]byte(v), &j) == nil {
-			hps[k] = j
-		} else {
-			hps[k] = v
-		}
-		env["SM_HP_"+envName(k)] = v
-	}
-	b, _ := json.Marshal(hps)
-	env["SM_HPS"] = string(b)
-	env["SM_MODEL_DIR"] = filepath.Join(job, "model")
-	env["SM_OUTPUT_DIR"] = filepath.Join(job, "output")
-	env["SM_OUTPUT_DATA_DIR"] = filepath.Join(job, "output", "data")
-	env["SM_INPUT_DIR"] = filepath.Join(job, "input")
-	env["SM_CHECKPOINT_DIR"] = filepath.Join(job, ck)
-	env["SM_CURRENT_INSTANCE_TYPE"] = typ
-	var channels []string
-	for _, c := range req.InputDataConfig {
-		channels = append(channels, c.ChannelName)
-	}
-	b, _ = json.Marshal(channels)
-	if channels == nil {
-		b = []byte("[]")
-	}
-	env["SM_CHANNELS"] = string(b)
-	env["QSHARE_JOB_ID"] = s.JobID
-	env["QSHARE_JOB_NAME"] = s.JobName
-	env["QSHARE_ATTEMPT"] = strconv.Itoa(s.Attempt)
-	env["QSHARE_ATTEMPT_ID"] = s.AttemptID
-	env["QSHARE_JOB_QUEUE"] = s.Queue
-	env["QSHARE_QUOTA_SHARE"] = s.Share
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
@@ -623,16 +553,6 @@ func (e *Executor) jobEnv(s executor.Spec, req *trainingjob.Request, job, ck, ty
 		out = append(out, k+"="+env[k])
 	}
 	return out
-}
-
-func envName(s string) string {
-	b := []byte(strings.ToUpper(s))
-	for i, c := range b {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
 }
 
 // fileErr describes a refused or failed file operation without server paths.

@@ -1,0 +1,426 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/kubernetes/kubetest"
+)
+
+var specN struct {
+	sync.Mutex
+	n int
+}
+
+// spec is an attempt of a new job of count instances of typ.
+func spec(p kubetest.Program, typ string, count int) executor.Spec {
+	specN.Lock()
+	specN.n++
+	k := specN.n
+	specN.Unlock()
+	return executor.Spec{JobID: fmt.Sprintf("kjob-%d", k), JobName: "k", AttemptID: fmt.Sprintf("kjob-%d-1", k), Attempt: 1,
+		Queue: "q", Share: "team-a", Demand: qshare.Capacity{typ: int64(count)}, Payload: payload(p, typ, count, nil)}
+}
+
+func start(t *testing.T, e *Executor, s executor.Spec) executor.Handle {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatalf("Start(%s): %v", s.AttemptID, err)
+	}
+	return h
+}
+
+func wait(t *testing.T, e *Executor, id string) executor.Exit {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	x, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatalf("Wait(%s): %v", id, err)
+	}
+	return x
+}
+
+func attemptPods(t *testing.T, e *Executor, id string) []corev1.Pod {
+	t.Helper()
+	l, err := e.c.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelAttemptID + "=" + labelValue(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// addNodes adds n nodes of a type only this test uses, and removes them
+// at the end.
+func addNodes(t *testing.T, c testCluster, typ string, n, gpus int) []string {
+	t.Helper()
+	var names []string
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("%s-%d", strings.ReplaceAll(typ, ".", "-"), i)
+		if err := c.Kubelet.AddNode(context.Background(), name, typ, gpus); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	t.Cleanup(func() {
+		for _, name := range names {
+			_ = c.Kubelet.DeleteNode(context.Background(), name)
+		}
+	})
+	return names
+}
+
+// TestNodeLoss: a node disappears with a pod on it; the attempt ends as a
+// capacity failure (Lost, so the daemon requeues it without using a retry).
+func TestNodeLoss(t *testing.T) {
+	c := getCluster(t)
+	nodes := addNodes(t, c, "lossy.xlarge", 1, 0)
+	e := c.newExecutor(t, t.TempDir(), Options{})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.lossy.xlarge", 1)
+	start(t, e, s)
+	if p := attemptPods(t, e, s.AttemptID); len(p) != 1 || p[0].Status.Phase != corev1.PodRunning || p[0].Spec.NodeName != nodes[0] {
+		t.Fatalf("pods after Start: %+v", p)
+	}
+	if err := c.Kubelet.DeleteNode(context.Background(), nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	x := wait(t, e, s.AttemptID)
+	if !x.Lost || !strings.HasPrefix(x.Reason, "Capacity failure") || !strings.Contains(x.Reason, "node no longer exists") {
+		t.Errorf("exit after node loss = %+v, want Lost with a capacity failure naming the node loss", x)
+	}
+}
+
+// TestDeletedByHand: someone deletes qshare's pod; the attempt ends with a
+// reason that says so, and no pod is made again.
+func TestDeletedByHand(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	start(t, e, s)
+	if err := e.c.CoreV1().Pods(e.ns).Delete(context.Background(), podName(s.AttemptID, 0), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	x := wait(t, e, s.AttemptID)
+	if x.Stopped || x.Lost || x.Succeeded() || !strings.Contains(x.Reason, "deleted outside qshare") || x.Signal != "SIGTERM" {
+		t.Errorf("exit = %+v, want a failure by SIGTERM whose reason says the pod was deleted outside qshare", x)
+	}
+	if p := attemptPods(t, e, s.AttemptID); len(p) != 0 {
+		t.Errorf("pods after the deletion: %d, want none", len(p))
+	}
+}
+
+// TestPendingAndStartTimeout: pods that cannot be placed report the
+// scheduler's reason, and an attempt not all running within the start
+// timeout ends as a capacity failure with every pod deleted, all or
+// nothing: two of three instances fit, none is left running.
+func TestPendingAndStartTimeout(t *testing.T) {
+	c := getCluster(t)
+	addNodes(t, c, "gang.xlarge", 2, 1)
+	var mu sync.Mutex
+	reasons := map[string]string{}
+	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 300 * time.Millisecond,
+		Config: Config{StartTimeout: "2s", InstanceTypes: map[string]InstanceType{"ml.gang.xlarge": {GPUs: ptr(int64(1))}}}})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.gang.xlarge", 3)
+	start(t, e, s)
+	// What the daemon reads each pass (executor.PendingReasoner).
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for range 200 {
+			if why := e.PendingReason(s.AttemptID); why != "" {
+				mu.Lock()
+				reasons[s.AttemptID] = why
+				mu.Unlock()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	x := wait(t, e, s.AttemptID)
+	if !x.Lost || !strings.Contains(x.Reason, "Capacity failure: 1 of 3 pods were not running") || !strings.Contains(x.Reason, "Insufficient nvidia.com/gpu") {
+		t.Errorf("exit = %+v, want Lost: a capacity failure naming the scheduler's reason", x)
+	}
+	<-polled
+	mu.Lock()
+	got := reasons[s.AttemptID]
+	mu.Unlock()
+	if !strings.Contains(got, "Insufficient nvidia.com/gpu") {
+		t.Errorf("reported pending reason = %q, want the scheduler's", got)
+	}
+	if p := attemptPods(t, e, s.AttemptID); len(p) != 0 {
+		t.Errorf("%d pods left after the start timeout, want none", len(p))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestMultiInstance: a 2-instance attempt is two pods with their index,
+// a headless Service, per-host resourceconfig.json, and SM_HOSTS.
+func TestMultiInstance(t *testing.T) {
+	c := getCluster(t)
+	addNodes(t, c, "multi.xlarge", 2, 1)
+	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{InstanceTypes: map[string]InstanceType{"ml.multi.xlarge": {GPUs: ptr(int64(1)), CPU: "3", Memory: "8Gi"}}}})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: 300 * time.Millisecond}, "ml.multi.xlarge", 2)
+	h := start(t, e, s)
+	pods := attemptPods(t, e, s.AttemptID)
+	if len(pods) != 2 || pods[0].Spec.NodeName == pods[1].Spec.NodeName {
+		t.Fatalf("pods: %d on %v", len(pods), []string{pods[0].Spec.NodeName})
+	}
+	svc, err := e.c.CoreV1().Services(e.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{})
+	if err != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Fatalf("headless Service: %v %+v", err, svc)
+	}
+	cm, err := e.c.CoreV1().ConfigMaps(e.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host1 := podName(s.AttemptID, 1) + "." + baseName(s.AttemptID)
+	if rc := cm.Data["resourceconfig-1.json"]; !strings.Contains(rc, `"current_host":"`+host1+`"`) {
+		t.Errorf("resourceconfig of host 1: %s", rc)
+	}
+	if hp := cm.Data["hyperparameters.json"]; hp != `{"epochs":"3"}` {
+		t.Errorf("hyperparameters.json = %s", hp)
+	}
+	for _, p := range pods {
+		ct := p.Spec.Containers[0]
+		if q := ct.Resources.Limits[GPU]; q.Value() != 1 || ct.Resources.Limits.Cpu().String() != "3" || ct.TerminationMessagePath != FailureFile {
+			t.Errorf("pod %s: limits %v, terminationMessagePath %q", p.Name, ct.Resources.Limits, ct.TerminationMessagePath)
+		}
+		if p.Spec.NodeSelector[InstanceTypeLabel] != "multi.xlarge" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
+			t.Errorf("pod %s: nodeSelector %v, restartPolicy %s", p.Name, p.Spec.NodeSelector, p.Spec.RestartPolicy)
+		}
+	}
+	env := c.Kubelet.Env(e.ns, podName(s.AttemptID, 1))
+	if want := `["` + podName(s.AttemptID, 0) + "." + baseName(s.AttemptID) + `","` + host1 + `"]`; env["SM_HOSTS"] != want || env["SM_CURRENT_HOST"] != host1 {
+		t.Errorf("SM_HOSTS = %s, SM_CURRENT_HOST = %s; want %s and %s", env["SM_HOSTS"], env["SM_CURRENT_HOST"], want, host1)
+	}
+	_ = h
+	if x := wait(t, e, s.AttemptID); !x.Succeeded() {
+		t.Errorf("exit = %+v", x)
+	}
+}
+
+// TestHowItEnded: OOMKilled and the failure file become the reasons.
+func TestHowItEnded(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{})
+	defer e.Close()
+	oom := spec(kubetest.Program{Run: 50 * time.Millisecond, OOM: true}, "ml.m5.large", 1)
+	fail := spec(kubetest.Program{Run: 50 * time.Millisecond, Exit: 2, Failure: "ValueError: no labels in the training channel\nTraceback..."}, "ml.m5.large", 1)
+	start(t, e, oom)
+	start(t, e, fail)
+	if x := wait(t, e, oom.AttemptID); x.Signal != "SIGKILL" || !strings.Contains(x.Reason, "OOMKilled") {
+		t.Errorf("OOM exit = %+v", x)
+	}
+	if x := wait(t, e, fail.AttemptID); x.ExitCode != 2 || x.Reason != "ValueError: no labels in the training channel" {
+		t.Errorf("failure-file exit = %+v, want code 2 and the file's first line", x)
+	}
+}
+
+// TestCheckpointClaim: the second attempt of a job mounts the claim the
+// first one checkpointed to, and the claim is deleted once the job is
+// finished.
+func TestCheckpointClaim(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{})
+	defer e.Close()
+	s1 := spec(kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 100 * time.Millisecond, Save: "step-7"}, "ml.m5.large", 1)
+	start(t, e, s1)
+	if err := e.Stop(context.Background(), s1.AttemptID, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if x := wait(t, e, s1.AttemptID); !x.Stopped || x.ExitCode != 0 {
+		t.Fatalf("stopped exit = %+v", x)
+	}
+	s2 := s1
+	s2.Attempt, s2.AttemptID = 2, s1.JobID+"-2"
+	s2.Payload = payload(kubetest.Program{Run: 200 * time.Millisecond}, "ml.m5.large", 1, nil)
+	start(t, e, s2)
+	if x := wait(t, e, s2.AttemptID); !x.Succeeded() {
+		t.Fatalf("attempt 2: %+v", x)
+	}
+	rc, err := e.Logs(context.Background(), s2.AttemptID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if !strings.Contains(string(b), "resumed from step-7") {
+		t.Errorf("attempt 2's log %q: it did not find attempt 1's checkpoint", b)
+	}
+	e.JobFinished(s1.JobID)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// The claim carries the pvc-protection finalizer, which a
+		// controller that these tests do not run removes: its deletion is
+		// what the executor does.
+		pvc, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Get(context.Background(), claimName(s1.JobID), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && pvc.DeletionTimestamp != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the claim is still there after JobFinished: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestOrphansDeleted: after a restart, Sweep deletes the pods of an
+// attempt that the store does not hold and nobody recovered, and keeps
+// those it holds (recovered, or not yet).
+func TestOrphansDeleted(t *testing.T) {
+	c := getCluster(t)
+	dir := t.TempDir()
+	e1 := c.newExecutor(t, dir, Options{})
+	kept := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	orphan := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	start(t, e1, kept)
+	start(t, e1, orphan)
+	e1.Close()
+	e2 := c.newExecutor(t, dir, Options{})
+	defer e2.Close()
+	if r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: kept.AttemptID}); err != nil || r != executor.Running {
+		t.Fatalf("Recover = %v, %v", r, err)
+	}
+	var swept []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if swept, err = e2.Sweep(context.Background(), map[string]bool{kept.AttemptID: true}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Sweep: %v", err)
+		}
+	}
+	if len(swept) != 1 || swept[0] != orphan.AttemptID {
+		t.Errorf("Sweep ended %v, want only %s", swept, orphan.AttemptID)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(attemptPods(t, e2, orphan.AttemptID)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the orphan's pods are still there")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p := attemptPods(t, e2, kept.AttemptID); len(p) != 1 || p[0].DeletionTimestamp != nil {
+		t.Errorf("the recovered attempt's pods: %+v", p)
+	}
+	_ = e2.Stop(context.Background(), kept.AttemptID, time.Second)
+	wait(t, e2, kept.AttemptID)
+}
+
+// TestAPIServerOutage stops the API server in the middle of a run: the
+// running attempt keeps its state, a Stop and a Start issued meanwhile are
+// carried out once the server is back, and nothing is duplicated.
+func TestAPIServerOutage(t *testing.T) {
+	kubetest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := kubetest.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	k, err := kubetest.NewKubelet(s.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if err := k.AddNode(ctx, "n", "m5.large", 0); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(ctx, Options{Client: s.Client(), Namespace: "default", HealthInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	a := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	b := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	start(t, e, a)
+	s.StopAPIServer()
+	awaitHealth(t, e, true)
+	if err := e.Stop(ctx, a.AttemptID, time.Second); err != nil {
+		t.Fatalf("Stop while the API server is away: %v", err)
+	}
+	started := make(chan error, 1)
+	go func() {
+		_, err := e.Start(ctx, b)
+		started <- err
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	if x, err := e.Wait(wctx, a.AttemptID); err == nil {
+		t.Errorf("Wait returned %+v while the API server was away: the attempt's pod still holds its capacity", x)
+	}
+	wcancel()
+	if msg := e.CheckCapacity(qshare.Capacity{"ml.m5.large": 1}); !strings.Contains(msg, "cannot count the cluster's nodes") {
+		t.Errorf("CheckCapacity while the API server is away = %q", msg)
+	}
+	if err := s.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("Start across the outage: %v", err)
+	}
+	// Its end may have passed while the informer was away: stopped, by
+	// SIGTERM if the watch saw it.
+	if x := wait(t, e, a.AttemptID); !x.Stopped || x.Signal != "SIGTERM" && !strings.Contains(x.Reason, "exit is unknown") {
+		t.Errorf("exit of the attempt stopped during the outage = %+v", x)
+	}
+	if p := attemptPods(t, e, b.AttemptID); len(p) != 1 || p[0].Status.Phase != corev1.PodRunning {
+		t.Errorf("the attempt started during the outage has %d pods, want 1 running", len(p))
+	}
+	if msg := e.CheckCapacity(qshare.Capacity{"ml.m5.large": 1}); msg != "" {
+		t.Errorf("CheckCapacity after the outage = %q", msg)
+	}
+	awaitHealth(t, e, false)
+}
+
+// awaitHealth waits until the executor's Health (what the daemon shows in
+// every environment's statusReason) reports trouble, or none.
+func awaitHealth(t *testing.T, e *Executor, trouble bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for (e.Health() != "") != trouble {
+		if time.Now().After(deadline) {
+			t.Errorf("Health = %q after 30 s, want trouble: %v", e.Health(), trouble)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if trouble && !strings.Contains(e.Health(), "API server does not answer") {
+		t.Errorf("Health = %q, want it to say the API server does not answer", e.Health())
+	}
+}
+
+// TestMissingNamespace: a Start in a namespace that does not exist fails
+// with an error that names it, at once, instead of waiting for pods that
+// were never made.
+func TestMissingNamespace(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{Namespace: "no-such-namespace"})
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := e.Start(ctx, spec(kubetest.Program{Run: time.Second}, "ml.m5.large", 1))
+	if err == nil || !strings.Contains(err.Error(), "namespace no-such-namespace") || ctx.Err() != nil {
+		t.Errorf("Start in a missing namespace = %v, want an error naming it at once", err)
+	}
+}

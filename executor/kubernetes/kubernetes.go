@@ -1,0 +1,1079 @@
+// Package kubernetes is the executor that runs each attempt of a service
+// job as pods of a Kubernetes cluster: qshare's engine decides who runs,
+// who borrows and who is preempted; the cluster places and runs the pods.
+// The daemon calls it through executor.Executor.
+//
+// One attempt of N instances is N bare pods (not a batch/v1 Job; see
+// docs/kubernetes.md for why), named from the attempt ID with their index,
+// labelled with the job, attempt, queue and quota share, with restartPolicy
+// Never, and for N > 1 a headless Service so that the pods find each other
+// by name. Each pod follows SageMaker's training contract: the payload's
+// image, entrypoint and arguments, its Environment with the SM_* and
+// QSHARE_* variables, input/config files from a ConfigMap, and the job's
+// checkpoint claim, the same on every attempt, at CheckpointConfig.LocalPath.
+//
+// An informer on the namespace's pods is the executor's view of the
+// cluster: how an attempt ended is read from its pods' status (exit code,
+// signal, OOMKilled, eviction, node loss, the failure file as termination
+// message), and Wait returns only once every pod of the attempt is gone or
+// has ended. Every call to the API server is retried with backoff while the
+// server is away, and every object is named from the attempt, so starting
+// or stopping twice is harmless.
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/gpu"
+	"qshare/trainingjob"
+)
+
+// Defaults of Options and Config.
+const (
+	DefaultStopGrace    = 120 * time.Second
+	DefaultStartWait    = 10 * time.Second
+	DefaultStartTimeout = 5 * time.Minute
+	DefaultKeepEnded    = 24 * time.Hour
+)
+
+// Options configure an Executor.
+type Options struct {
+	// Client talks to the API server.
+	Client k8s.Interface
+	// Namespace holds the attempts' objects.
+	Namespace string
+	// Config is the --kube-config file's content.
+	Config Config
+	// GPUs is the GPU table (nil: the built-in one).
+	GPUs gpu.Table
+	// StopGrace is the grace period of a Stop whose caller and job give
+	// none. Zero means DefaultStopGrace.
+	StopGrace time.Duration
+	// StartWait bounds how long Start waits for the pods to run before it
+	// returns with them still pending (the cluster's business then, within
+	// Config.StartTimeout). Zero means DefaultStartWait.
+	StartWait time.Duration
+	// HealthInterval is how often the executor asks the API server whether
+	// it answers, for Health. Zero means 5 s.
+	HealthInterval time.Duration
+	// Log receives the executor's warnings; nil discards them.
+	Log *slog.Logger
+}
+
+// Executor runs attempts as pods. It is safe for concurrent use.
+type Executor struct {
+	o      Options
+	c      k8s.Interface
+	ns     string
+	cfg    Config
+	gpus   gpu.Table
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	pods   cache.SharedIndexInformer
+
+	mu       sync.Mutex
+	attempts map[string]*attempt // by label value of the attempt ID
+	begin    sync.Mutex          // serialises the first Start of an attempt ID
+	starting map[string]*sync.Mutex
+	apiErr   string // the last failure to reach the API server, "" when it answers
+}
+
+var (
+	_ executor.Executor        = (*Executor)(nil)
+	_ executor.CapacityChecker = (*Executor)(nil)
+	_ executor.PendingReasoner = (*Executor)(nil)
+	_ executor.HealthReporter  = (*Executor)(nil)
+	_ executor.Sweeper         = (*Executor)(nil)
+	_ executor.JobFinisher     = (*Executor)(nil)
+	_ executor.InstanceLogger  = (*Executor)(nil)
+)
+
+// attempt is what the executor knows of one attempt.
+type attempt struct {
+	id, job  string
+	label    string
+	n        int
+	grace    time.Duration
+	started  time.Time
+	created  time.Time // when this executor created or found the pods
+	timeout  time.Duration
+	stopping bool // Stop was called (or the pods carry the stop annotation)
+	ending   bool // the executor is deleting the rest of the pods after an end
+	last     map[int]*corev1.Pod
+	exit     executor.Exit
+	decided  bool // exit holds the attempt's end
+	done     chan struct{}
+	closed   bool
+	reason   string // the pending reason last reported
+	byHand   int    // the index of a pod deleted outside qshare, or -1
+}
+
+// New returns an executor over o.Client in o.Namespace. It starts the
+// informers and waits for their first list within ctx; an API server that
+// cannot be reached by then is not an error (the informers keep trying).
+func New(ctx context.Context, o Options) (*Executor, error) {
+	if o.Client == nil || o.Namespace == "" {
+		return nil, qshare.Errorf(qshare.EINVALID, "the Kubernetes executor needs a client and a namespace (--namespace)")
+	}
+	if err := o.Config.check(); err != nil {
+		return nil, err
+	}
+	if o.GPUs == nil {
+		o.GPUs = gpu.Builtin()
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	if o.StartWait <= 0 {
+		o.StartWait = DefaultStartWait
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 5 * time.Second
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	e := &Executor{o: o, c: o.Client, ns: o.Namespace, cfg: o.Config, gpus: o.GPUs, log: o.Log, ctx: lctx, cancel: cancel,
+		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}}
+	f := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
+		informers.WithTweakListOptions(func(l *metav1.ListOptions) { l.LabelSelector = LabelManagedBy + "=" + managedBy }))
+	e.pods = f.Core().V1().Pods().Informer()
+	_ = e.pods.AddIndexers(cache.Indexers{"attempt": func(obj any) ([]string, error) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		return []string{p.Labels[LabelAttemptID]}, nil
+	}})
+	_, _ = e.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { e.observe(obj, false) },
+		UpdateFunc: func(_, obj any) { e.observe(obj, false) },
+		DeleteFunc: func(obj any) { e.observe(obj, true) },
+	})
+	f.Start(lctx.Done())
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	cache.WaitForCacheSync(sctx.Done(), e.pods.HasSynced)
+	scancel()
+	e.wg.Add(2)
+	go e.housekeep()
+	go e.health()
+	return e, nil
+}
+
+// setAPIErr records whether the API server answers, for Health.
+func (e *Executor) setAPIErr(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil {
+		e.apiErr = ""
+	} else {
+		e.apiErr = err.Error()
+	}
+}
+
+// Health says, while the API server does not answer, what that means for
+// the attempts (executor.HealthReporter); "" while it answers.
+func (e *Executor) Health() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.apiErr == "" {
+		return ""
+	}
+	return "The Kubernetes API server does not answer (" + e.apiErr + "): running attempts keep their capacity and state, and their starts and stops are retried until it answers"
+}
+
+// health asks the API server for its version every Options.HealthInterval,
+// so that its absence and its return are noticed even when nothing else
+// calls it.
+func (e *Executor) health() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.o.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := e.c.Discovery().ServerVersion()
+		if e.ctx.Err() != nil {
+			return
+		}
+		e.setAPIErr(err)
+	}
+}
+
+// Name returns "kubernetes".
+func (e *Executor) Name() string { return "kubernetes" }
+
+// PendingReason is the scheduler's reason why the attempt's pods do not
+// all run yet, as the watch last saw it ("0/3 nodes are available: 3
+// Insufficient nvidia.com/gpu."), or "" (executor.PendingReasoner).
+func (e *Executor) PendingReason(attemptID string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a := e.attempts[labelValue(attemptID)]; a != nil {
+		return a.reason
+	}
+	return ""
+}
+
+// Validate checks a payload: an image, a usable environment and grace.
+func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
+	req, err := trainingjob.Parse(payload)
+	if err != nil {
+		return err
+	}
+	return e.ValidateRequest(req, demand)
+}
+
+// ValidateRequest is Validate for a payload already parsed with
+// trainingjob.Parse. It only reads req.
+func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capacity) error {
+	_, _, _, err := e.check(req, demand)
+	return err
+}
+
+func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (string, int, time.Duration, error) {
+	if strings.TrimSpace(req.AlgorithmSpecification.TrainingImage) == "" {
+		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload has no AlgorithmSpecification.TrainingImage: the Kubernetes executor runs the job's container image, so name one")
+	}
+	for _, a := range req.AlgorithmSpecification.ContainerEntrypoint {
+		if a == "" {
+			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "AlgorithmSpecification.ContainerEntrypoint holds an empty string: give the command and its arguments")
+		}
+	}
+	typ, n, err := executor.InstanceOf(req, demand, "Kubernetes")
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if len(req.ResourceConfig.InstanceGroups) > 1 {
+		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "ResourceConfig: the Kubernetes executor runs instances of one type per job; give InstanceType and InstanceCount")
+	}
+	if n > 1000 {
+		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "ResourceConfig.InstanceCount %d: the Kubernetes executor runs at most 1000 pods per attempt", n)
+	}
+	if req.CheckpointConfig != nil && req.CheckpointConfig.LocalPath != "" {
+		p := req.CheckpointConfig.LocalPath
+		if !strings.HasPrefix(p, "/") || strings.Contains(p+"/", "/../") || strings.ContainsAny(p, ":\x00") || p == "/" {
+			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "CheckpointConfig.LocalPath %q is not an absolute directory path inside the container such as /opt/ml/checkpoints", p)
+		}
+	}
+	grace, err := executor.EnvironmentAndGrace(req)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	return typ, n, grace, nil
+}
+
+// stopGrace is the grace of a stop: the job's own, else the caller's, else
+// Options.StopGrace.
+func (e *Executor) stopGrace(job, caller time.Duration) time.Duration {
+	switch {
+	case job > 0:
+		return job
+	case caller > 0:
+		return caller
+	}
+	return e.o.StopGrace
+}
+
+func (e *Executor) startLock(id string) *sync.Mutex {
+	e.begin.Lock()
+	defer e.begin.Unlock()
+	m := e.starting[id]
+	if m == nil {
+		m = &sync.Mutex{}
+		e.starting[id] = m
+	}
+	return m
+}
+
+// Start creates the attempt's objects and returns once all its pods run,
+// or they have ended, or after Options.StartWait with some still pending.
+// Starting an attempt ID again, even after a restart, returns the handle
+// of the pods that exist and never creates a second set.
+func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle, error) {
+	req, err := trainingjob.Parse(s.Payload)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	typ, n, grace, err := e.check(req, s.Demand)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	m := e.startLock(s.AttemptID)
+	m.Lock()
+	defer m.Unlock()
+	if a := e.lookupAttempt(s.AttemptID); a != nil {
+		return e.handle(a), nil
+	}
+	// After a restart, or a crash between creating and recording: the pods
+	// may exist already.
+	a, err := e.find(ctx, s.AttemptID)
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	if a == nil {
+		p, err := e.build(s, req, typ, n, grace, time.Now())
+		if err != nil {
+			return executor.Handle{}, err
+		}
+		if err := e.create(ctx, p); err != nil {
+			return executor.Handle{}, err
+		}
+		a = e.track(s.AttemptID, s.JobID, n, grace, time.Now().UTC(), false)
+		if st, err := time.Parse(time.RFC3339Nano, p.pods[0].Annotations[annStarted]); err == nil {
+			a.started = st
+		}
+	}
+	e.evaluate(a)
+	e.awaitRun(ctx, a)
+	return e.handle(a), nil
+}
+
+func (e *Executor) handle(a *attempt) executor.Handle {
+	return executor.Handle{AttemptID: a.id, StartedAt: a.started, LogPath: "pods/" + e.ns + "/" + podName(a.id, 0) + "/log",
+		State: []byte(`{"namespace":` + strconv.Quote(e.ns) + `,"pod":` + strconv.Quote(podName(a.id, 0)) + `}`)}
+}
+
+// awaitRun waits until all the attempt's pods run or it has ended, for at
+// most Options.StartWait.
+func (e *Executor) awaitRun(ctx context.Context, a *attempt) {
+	deadline := time.Now().Add(e.o.StartWait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		e.mu.Lock()
+		done := a.decided || a.stopping || e.runningLocked(a)
+		e.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *Executor) runningLocked(a *attempt) bool {
+	for i := 0; i < a.n; i++ {
+		p := a.last[i]
+		if p == nil || p.Status.Phase != corev1.PodRunning {
+			return false
+		}
+	}
+	return true
+}
+
+// create makes the objects of a plan, each once: an object that exists
+// already (a Start again after a crash) is left as it is. Failures to
+// reach the API server are retried with backoff until ctx ends; a refusal
+// (the namespace does not exist, the ServiceAccount may not) is returned.
+func (e *Executor) create(ctx context.Context, p *plan) error {
+	type object struct {
+		what, name string
+		create     func(context.Context) error
+	}
+	objs := []object{
+		{"the checkpoint claim", p.claim.Name, func(ctx context.Context) error {
+			_, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, p.claim, metav1.CreateOptions{})
+			return err
+		}},
+		{"the ConfigMap", p.config.Name, func(ctx context.Context) error {
+			_, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, p.config, metav1.CreateOptions{})
+			return err
+		}},
+	}
+	if p.service != nil {
+		objs = append(objs, object{"the Service", p.service.Name, func(ctx context.Context) error {
+			_, err := e.c.CoreV1().Services(e.ns).Create(ctx, p.service, metav1.CreateOptions{})
+			return err
+		}})
+	}
+	for _, pod := range p.pods {
+		objs = append(objs, object{"the pod", pod.Name, func(ctx context.Context) error {
+			_, err := e.c.CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
+			return err
+		}})
+	}
+	for _, o := range objs {
+		if err := e.retry(ctx, func(ctx context.Context) error {
+			err := o.create(ctx)
+			if apierrors.IsNotFound(err) {
+				// Not an object gone, as for a delete: the namespace is.
+				return permanent{fmt.Errorf("namespace %s: %w", e.ns, err)}
+			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("creating %s %s: %w", o.what, o.name, err)
+		}
+	}
+	return nil
+}
+
+// permanent is an error that retry returns at once, whatever it wraps.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// retry calls f until it succeeds, finds the object there already (a
+// create) or gone (a delete), fails for a reason other than the API
+// server's absence, or ctx ends; it backs off up to 5 s between calls.
+func (e *Executor) retry(ctx context.Context, f func(context.Context) error) error {
+	delay := 50 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(cctx)
+		cancel()
+		if p, ok := err.(permanent); ok {
+			return p.err
+		}
+		if err == nil || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) {
+			e.setAPIErr(nil)
+			return nil
+		}
+		if !transient(err) {
+			return err
+		}
+		e.setAPIErr(err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the Kubernetes API server did not answer: %w", err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// transient reports whether err is the API server's absence or overload,
+// worth trying again, rather than a refusal.
+func transient(err error) bool {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		switch {
+		case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
+			apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
+			return true
+		}
+		return false
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+func (e *Executor) lookupAttempt(id string) *attempt {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.attempts[labelValue(id)]
+}
+
+// track registers an attempt whose pods exist.
+func (e *Executor) track(id, job string, n int, grace time.Duration, started time.Time, stopping bool) *attempt {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a := e.attempts[labelValue(id)]; a != nil {
+		return a
+	}
+	timeout := e.cfg.startTimeout()
+	a := &attempt{id: id, job: job, label: labelValue(id), n: n, grace: grace, started: started, created: time.Now(), timeout: timeout,
+		stopping: stopping, byHand: -1, last: map[int]*corev1.Pod{}, done: make(chan struct{})}
+	for _, obj := range e.podsOf(a.label) {
+		a.observe(obj, false)
+	}
+	e.attempts[a.label] = a
+	return a
+}
+
+func (e *Executor) podsOf(label string) []*corev1.Pod {
+	objs, _ := e.pods.GetIndexer().ByIndex("attempt", label)
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// find looks for an attempt's pods through the API server (not the
+// informer's cache, which may lag behind a restart) and tracks them; nil
+// when there are none.
+func (e *Executor) find(ctx context.Context, id string) (*attempt, error) {
+	var list *corev1.PodList
+	err := e.retry(ctx, func(ctx context.Context) error {
+		var err error
+		list, err = e.c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LabelManagedBy: managedBy, LabelAttemptID: labelValue(id)}.String()})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if list == nil || len(list.Items) == 0 {
+		return nil, nil
+	}
+	p := &list.Items[0]
+	if p.Annotations[annAttemptID] != id {
+		return nil, nil
+	}
+	n, _ := strconv.Atoi(p.Annotations[annInstances])
+	if n < 1 {
+		n = 1
+	}
+	grace, _ := time.ParseDuration(p.Annotations[annGrace])
+	started, _ := time.Parse(time.RFC3339Nano, p.Annotations[annStarted])
+	stopping := false
+	for i := range list.Items {
+		if list.Items[i].Annotations[annStopped] != "" {
+			stopping = true
+		}
+	}
+	a := e.track(id, p.Annotations[annJobID], n, grace, started, stopping)
+	e.mu.Lock()
+	for i := range list.Items {
+		a.observe(&list.Items[i], false)
+	}
+	e.mu.Unlock()
+	return a, nil
+}
+
+// observe takes an informer's event about a pod to its attempt.
+func (e *Executor) observe(obj any, deleted bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj, deleted = d.Obj, true
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	a := e.attempts[p.Labels[LabelAttemptID]]
+	if a != nil {
+		a.observe(p, deleted)
+	}
+	e.mu.Unlock()
+	if a != nil {
+		e.evaluate(a)
+	}
+}
+
+// observe records a pod's latest state; a deleted pod is kept with a nil
+// entry in gone. Callers hold e.mu.
+func (a *attempt) observe(p *corev1.Pod, deleted bool) {
+	i, err := strconv.Atoi(p.Labels[LabelIndex])
+	if err != nil || i < 0 || i >= a.n {
+		return
+	}
+	c := p.DeepCopy()
+	if deleted {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations["qshare.io/gone"] = "true"
+	}
+	a.last[i] = c
+}
+
+func gone(p *corev1.Pod) bool { return p != nil && p.Annotations["qshare.io/gone"] != "" }
+
+func terminal(p *corev1.Pod) bool {
+	return p != nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
+}
+
+// released reports whether a pod holds no capacity any more: it is gone,
+// or it has ended and nobody is deleting it (a pod being deleted holds its
+// node until the deletion is done).
+func released(p *corev1.Pod) bool {
+	return p != nil && (gone(p) || terminal(p) && p.DeletionTimestamp == nil)
+}
+
+// evaluate decides, from the pods' latest states, whether the attempt has
+// ended and how, deletes what must go, reports a pending reason, and
+// closes done once no pod of the attempt holds capacity.
+func (e *Executor) evaluate(a *attempt) {
+	e.mu.Lock()
+	if a.closed {
+		e.mu.Unlock()
+		return
+	}
+	allReleased, allSucc := true, true
+	var firstFail *corev1.Pod
+	pendingWhy, running := "", 0
+	for i := 0; i < a.n; i++ {
+		p := a.last[i]
+		if !released(p) {
+			allReleased = false
+		}
+		if p == nil || p.Status.Phase != corev1.PodSucceeded || gone(p) && terminated(p) == nil {
+			allSucc = false
+		}
+		if p == nil {
+			continue
+		}
+		if p.Status.Phase == corev1.PodFailed && firstFail == nil {
+			firstFail = p
+		}
+		if !a.stopping && !a.ending && a.byHand < 0 && (gone(p) && !terminal(p) || p.DeletionTimestamp != nil) && p.Annotations[annStopped] == "" {
+			a.byHand = i
+		}
+		if p.Status.Phase == corev1.PodRunning {
+			running++
+		}
+		if !terminal(p) && !gone(p) {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && pendingWhy == "" {
+					pendingWhy = c.Message
+					if pendingWhy == "" {
+						pendingWhy = c.Reason
+					}
+				}
+			}
+		}
+	}
+	deleteRest, deleteGrace := false, e.stopGrace(a.grace, 0)
+	if !a.decided {
+		switch {
+		case a.stopping:
+			if allReleased {
+				a.exit, a.decided = e.stopExit(a), true
+			}
+		case a.byHand >= 0:
+			if !a.ending {
+				a.ending, deleteRest = true, true
+			}
+			if allReleased {
+				p := a.last[a.byHand]
+				x := exitFrom(a, p, true)
+				x.Stopped = false
+				x.Reason = fmt.Sprintf("The pod %s was deleted outside qshare (not by a stop qshare decided), and the attempt is not restarted behind qshare's back: %s", p.Name, x.Reason)
+				a.exit, a.decided = x, true
+			}
+		case firstFail != nil:
+			a.exit, a.decided = e.failExit(a, firstFail), true
+			a.ending, deleteRest = true, true
+		case allSucc:
+			a.exit, a.decided = executor.Exit{AttemptID: a.id, ExitCode: 0, Reason: "Essential process exited with code 0", At: finishedAt(a.last[0])}, true
+		case running < a.n && time.Since(a.created) > a.timeout:
+			why := pendingWhy
+			if why == "" {
+				why = "the pods did not start"
+			}
+			a.exit, a.decided = executor.Exit{AttemptID: a.id, ExitCode: -1, Lost: true, At: time.Now().UTC(),
+				Reason: fmt.Sprintf("Capacity failure: %d of %d pods were not running %v after they were created (%s); the attempt was requeued without using a retry", a.n-running, a.n, a.timeout, why)}, true
+			a.ending, deleteRest, deleteGrace = true, true, 0
+		}
+	}
+	if a.decided && allReleased {
+		a.closed = true
+		close(a.done)
+	}
+	why := ""
+	if !a.decided && !a.stopping && a.byHand < 0 {
+		why = pendingWhy
+	}
+	a.reason = why
+	id, n, closed := a.id, a.n, a.closed
+	allGone := true
+	for i := 0; i < n; i++ {
+		allGone = allGone && gone(a.last[i])
+	}
+	e.mu.Unlock()
+	if deleteRest && !allReleased {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.deletePods(e.ctx, id, n, deleteGrace, false)
+		}()
+	}
+	if closed && allGone {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.deleteAttemptObjects(e.ctx, id)
+		}()
+	}
+}
+
+func finishedAt(p *corev1.Pod) time.Time {
+	if p != nil {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && !t.FinishedAt.IsZero() {
+				return t.FinishedAt.UTC()
+			}
+		}
+	}
+	return time.Now().UTC()
+}
+
+func terminated(p *corev1.Pod) *corev1.ContainerStateTerminated {
+	if p == nil {
+		return nil
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Terminated != nil {
+			return cs.State.Terminated
+		}
+	}
+	return nil
+}
+
+// signalName names the signal of an exit code 128+N, as a container
+// runtime reports a process killed by signal N.
+func signalName(code int32) string {
+	switch code - 128 {
+	case 9:
+		return "SIGKILL"
+	case 15:
+		return "SIGTERM"
+	case 2:
+		return "SIGINT"
+	case 6:
+		return "SIGABRT"
+	case 11:
+		return "SIGSEGV"
+	}
+	return "signal " + strconv.Itoa(int(code-128))
+}
+
+// exitFrom reads an exit from a pod's container status. A container's exit
+// code 128+N after a stop is its death by signal N; without a stop it is
+// the code the process chose (exit 137 is code 137), but OOMKilled.
+func exitFrom(a *attempt, p *corev1.Pod, stopped bool) executor.Exit {
+	x := executor.Exit{AttemptID: a.id, Stopped: stopped, At: finishedAt(p), ExitCode: -1}
+	t := terminated(p)
+	if t == nil {
+		x.Reason = "The pod " + p.Name + " ended before its container ran"
+		if p.Status.Reason != "" {
+			x.Reason += " (" + p.Status.Reason + ": " + p.Status.Message + ")"
+		}
+		return x
+	}
+	switch {
+	case t.Signal != 0:
+		x.Signal = signalName(128 + t.Signal)
+	case t.Reason == "OOMKilled":
+		x.Signal = "SIGKILL"
+	case stopped && t.ExitCode > 128:
+		x.Signal = signalName(t.ExitCode)
+	default:
+		x.ExitCode = int(t.ExitCode)
+	}
+	switch {
+	case t.Reason == "OOMKilled":
+		x.Reason = "OutOfMemoryError: the container of pod " + p.Name + " was killed for exceeding its memory limit (OOMKilled)"
+	case x.Signal == "SIGKILL" && stopped:
+		x.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+	case x.Signal != "":
+		x.Reason = "Essential process terminated by signal " + x.Signal
+	default:
+		x.Reason = fmt.Sprintf("Essential process exited with code %d", x.ExitCode)
+	}
+	if line := firstLine(t.Message); line != "" && !stopped && (x.ExitCode != 0 || x.Signal != "") {
+		x.Reason = line
+	}
+	return x
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 1024 {
+		s = s[:1024]
+	}
+	return strings.TrimSpace(s)
+}
+
+// disrupted returns the reason of a pod that the cluster took away (its
+// node was lost, it was preempted by the scheduler or evicted through the
+// API), or "".
+func disrupted(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	if p.Status.Reason == "NodeLost" {
+		return p.Status.Reason + ": " + p.Status.Message
+	}
+	return ""
+}
+
+// failExit is the end of an attempt one of whose pods failed on its own.
+func (e *Executor) failExit(a *attempt, p *corev1.Pod) executor.Exit {
+	if why := disrupted(p); why != "" {
+		return executor.Exit{AttemptID: a.id, ExitCode: -1, Lost: true, At: time.Now().UTC(),
+			Reason: fmt.Sprintf("Capacity failure: the pod %s was taken away by the cluster (%s); the attempt was requeued without using a retry", p.Name, why)}
+	}
+	if p.Status.Reason == "Evicted" {
+		return executor.Exit{AttemptID: a.id, ExitCode: -1, At: time.Now().UTC(),
+			Reason: fmt.Sprintf("Evicted: the node evicted the pod %s: %s", p.Name, p.Status.Message)}
+	}
+	return exitFrom(a, p, false)
+}
+
+// stopExit is the end of a stopped attempt, from its pod of index 0 (or
+// the first that ran).
+func (e *Executor) stopExit(a *attempt) executor.Exit {
+	for i := 0; i < a.n; i++ {
+		if p := a.last[i]; terminated(p) != nil {
+			return exitFrom(a, p, true)
+		}
+	}
+	for i := 0; i < a.n; i++ {
+		if p := a.last[i]; p != nil && started(p) {
+			return executor.Exit{AttemptID: a.id, ExitCode: -1, Stopped: true, At: time.Now().UTC(),
+				Reason: "Stopped; the pod " + p.Name + " was gone before its end could be seen (the API server was away), so its exit is unknown"}
+		}
+	}
+	return executor.Exit{AttemptID: a.id, ExitCode: -1, Stopped: true, At: time.Now().UTC(), Reason: "Stopped before the attempt's pods ran"}
+}
+
+// Stop deletes the attempt's pods with the grace period (the job's
+// QSHARE_STOP_GRACE, else grace, else Options.StopGrace), after marking
+// them as stopped by qshare; the kubelet sends SIGTERM, and SIGKILL when
+// the grace has passed. It returns at once; the deletions are retried
+// while the API server is away, and Wait reports the end once every pod is
+// gone.
+func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Duration) error {
+	a := e.lookupAttempt(attemptID)
+	if a == nil {
+		return executor.ErrUnknownAttempt
+	}
+	e.mu.Lock()
+	if a.decided || a.stopping {
+		e.mu.Unlock()
+		return nil
+	}
+	a.stopping = true
+	g := e.stopGrace(a.grace, grace)
+	n := a.n
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.deletePods(e.ctx, attemptID, n, g, true)
+	}()
+	return nil
+}
+
+// deletePods deletes an attempt's pods with a grace period, marking them
+// first when qshare stops them, so that a restarted server knows the
+// deletion was its own.
+func (e *Executor) deletePods(ctx context.Context, attemptID string, n int, grace time.Duration, mark bool) {
+	secs := int64(math.Ceil(grace.Seconds()))
+	bg := metav1.DeletePropagationBackground
+	for i := 0; i < n; i++ {
+		name := podName(attemptID, i)
+		if mark {
+			patch := []byte(`{"metadata":{"annotations":{"` + annStopped + `":"true"}}}`)
+			_ = e.retry(ctx, func(ctx context.Context) error {
+				_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+				return err
+			})
+		}
+		if err := e.retry(ctx, func(ctx context.Context) error {
+			return e.c.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &secs, PropagationPolicy: &bg})
+		}); err != nil && ctx.Err() == nil {
+			e.log.Warn("kubernetes: deleting a pod failed", "pod", name, "err", err)
+		}
+	}
+}
+
+// deleteAttemptObjects deletes the ConfigMap and Service of an attempt
+// whose pods are all gone.
+func (e *Executor) deleteAttemptObjects(ctx context.Context, attemptID string) {
+	name := baseName(attemptID)
+	_ = e.retry(ctx, func(ctx context.Context) error {
+		return e.c.CoreV1().ConfigMaps(e.ns).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	_ = e.retry(ctx, func(ctx context.Context) error {
+		return e.c.CoreV1().Services(e.ns).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+}
+
+// Wait blocks until the attempt has ended and none of its pods holds
+// capacity, and returns how it ended.
+func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, error) {
+	a := e.lookupAttempt(attemptID)
+	if a == nil {
+		return executor.Exit{}, executor.ErrUnknownAttempt
+	}
+	// The start timeout is measured by the clock, not by an event.
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.done:
+			e.mu.Lock()
+			x := a.exit
+			e.mu.Unlock()
+			return x, nil
+		case <-ctx.Done():
+			return executor.Exit{}, ctx.Err()
+		case <-t.C:
+			e.evaluate(a)
+		}
+	}
+}
+
+// Recover re-attaches to an attempt by its ID (Handle.State is not
+// needed): Running when its pods run, Exited when they have ended, Lost
+// when there are none. An API server that cannot be reached is an error,
+// and the daemon asks again.
+func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
+	a := e.lookupAttempt(h.AttemptID)
+	if a == nil {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var err error
+		a, err = e.find(rctx, h.AttemptID)
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+		if a == nil {
+			return executor.Lost, nil
+		}
+	}
+	e.evaluate(a)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a.decided && a.closed {
+		return executor.Exited, nil
+	}
+	return executor.Running, nil
+}
+
+// Forget drops an ended attempt from memory; its pods stay, for their
+// logs, until Config.KeepEnded has passed.
+func (e *Executor) Forget(attemptID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a := e.attempts[labelValue(attemptID)]; a != nil && a.closed {
+		delete(e.attempts, a.label)
+		e.begin.Lock()
+		delete(e.starting, attemptID)
+		e.begin.Unlock()
+	}
+}
+
+// JobFinished deletes the job's checkpoint claim.
+func (e *Executor) JobFinished(jobID string) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Minute)
+		defer cancel()
+		if err := e.retry(ctx, func(ctx context.Context) error {
+			return e.c.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, claimName(jobID), metav1.DeleteOptions{})
+		}); err != nil && e.ctx.Err() == nil {
+			e.log.Warn("kubernetes: deleting a finished job's checkpoint claim failed", "job", jobID, "err", err)
+		}
+	}()
+}
+
+// Close stops the informers. The pods keep running.
+func (e *Executor) Close() error {
+	e.cancel()
+	e.wg.Wait()
+	return nil
+}
+
+// housekeep deletes, every minute, the ended pods older than
+// Config.KeepEnded.
+func (e *Executor) housekeep() {
+	defer e.wg.Done()
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-tick.C:
+			e.expireEnded()
+		}
+	}
+}
+
+// Sweep deletes the live pods of attempts that are neither in keep (the
+// store's unfinished attempts) nor started or recovered through this
+// executor: they have no record in the store, and adopting them later
+// would run the job twice (executor.Sweeper). It answers an error, and
+// the daemon tries again, until the executor has seen the namespace's pods.
+func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, error) {
+	if !e.pods.HasSynced() {
+		return nil, errors.New("kubernetes: the pods of the namespace are not listed yet")
+	}
+	seen := map[string]*corev1.Pod{}
+	for _, obj := range e.pods.GetStore().List() {
+		p := obj.(*corev1.Pod)
+		if terminal(p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		seen[p.Labels[LabelAttemptID]] = p
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var swept []string
+	for _, label := range keys {
+		p := seen[label]
+		id := p.Annotations[annAttemptID]
+		e.mu.Lock()
+		known := e.attempts[label] != nil
+		e.mu.Unlock()
+		if known || keep[id] {
+			continue
+		}
+		n, _ := strconv.Atoi(p.Annotations[annInstances])
+		e.log.Warn("kubernetes: deleting the pods of an attempt that no record of the store claims", "attempt", id, "job", p.Annotations[annJobID])
+		e.deletePods(ctx, id, max(n, 1), 0, false)
+		swept = append(swept, id)
+	}
+	return swept, nil
+}
+
+// expireEnded deletes ended pods (and their attempts' objects) older than
+// Config.KeepEnded whose attempts the executor no longer follows.
+func (e *Executor) expireEnded() {
+	keep := e.cfg.keepEnded()
+	for _, obj := range e.pods.GetStore().List() {
+		p := obj.(*corev1.Pod)
+		if !terminal(p) || time.Since(finishedAt(p)) < keep {
+			continue
+		}
+		e.mu.Lock()
+		a := e.attempts[p.Labels[LabelAttemptID]]
+		e.mu.Unlock()
+		if a != nil && !a.closed {
+			continue
+		}
+		_ = e.retry(e.ctx, func(ctx context.Context) error {
+			return e.c.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		})
+		if p.Labels[LabelIndex] == "0" {
+			e.deleteAttemptObjects(e.ctx, p.Annotations[annAttemptID])
+		}
+	}
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

@@ -1,0 +1,103 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"qshare/executor"
+	"qshare/executor/executortest"
+	"qshare/executor/kubernetes/kubetest"
+)
+
+// shared is the package's one control plane and played kubelet, started
+// at the first use, with nodes of two types: two m5.large (no GPUs) and
+// two g5.xlarge (1 GPU each).
+var shared = kubetest.Shared{Setup: func(ctx context.Context, c *kubetest.Cluster) error {
+	for _, n := range []struct {
+		name, typ string
+		gpus      int
+	}{{"m5-a", "m5.large", 0}, {"m5-b", "m5.large", 0}, {"g5-a", "g5.xlarge", 1}, {"g5-b", "g5.xlarge", 1}} {
+		if err := c.Kubelet.AddNode(ctx, n.name, n.typ, n.gpus); err != nil {
+			return err
+		}
+	}
+	return nil
+}}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.Close()
+	os.Exit(code)
+}
+
+type testCluster struct{ *kubetest.Cluster }
+
+func getCluster(t testing.TB) testCluster { return testCluster{shared.Get(t)} }
+
+// namespace makes a namespace for a test directory: each executor of the
+// conformance suite has its own, and a restart (New over the same dir)
+// finds its attempts there.
+func (c testCluster) namespace(t testing.TB, dir string) string {
+	t.Helper()
+	ns := "t-" + hash8(dir)
+	_, err := c.Client().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func (c testCluster) newExecutor(t testing.TB, dir string, o Options) *Executor {
+	t.Helper()
+	o.Client = c.Client()
+	if o.Namespace == "" {
+		o.Namespace = c.namespace(t, dir)
+	}
+	e, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func payload(p kubetest.Program, typ string, count int, env map[string]string) string {
+	return p.Payload(typ, count, env)
+}
+
+func programOf(j executortest.Job) kubetest.Program {
+	p := kubetest.Program{Run: j.Run, Exit: j.ExitCode, Checkpoint: j.CheckpointTime, Output: j.Output}
+	switch j.OnStop {
+	case executortest.StopCheckpoint:
+		p.OnStop = "checkpoint"
+	case executortest.StopIgnore:
+		p.OnStop = "ignore"
+	}
+	return p
+}
+
+func TestConformance(t *testing.T) {
+	c := getCluster(t)
+	executortest.Run(t, executortest.Harness{
+		New: func(t testing.TB, dir string) executor.Executor { return c.newExecutor(t, dir, Options{}) },
+		Payload: func(t testing.TB, j executortest.Job) string {
+			return payload(programOf(j), "ml.m5.large", 1, j.Env)
+		},
+		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
+			var st struct{ Namespace, Pod string }
+			if err := json.Unmarshal(h.State, &st); err != nil {
+				t.Fatal(err)
+			}
+			return c.Kubelet.Env(st.Namespace, st.Pod)
+		},
+		Slack:     30 * time.Second,
+		Durable:   true,
+		KeepsLogs: true,
+	})
+}

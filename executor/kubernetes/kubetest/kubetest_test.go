@@ -1,0 +1,108 @@
+package kubetest
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestPlayedKubelet checks the harness itself against the real API server:
+// a pod that asks for more GPUs than any node has is marked unschedulable
+// with the scheduler's message; one that fits is bound, runs, writes its
+// log (read back through pods/log, which the API server fetches from the
+// played kubelet) and ends with its exit code; a deletion honours the
+// grace period.
+func TestPlayedKubelet(t *testing.T) {
+	Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := s.Client()
+	k, err := NewKubelet(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if err := k.AddNode(ctx, "n1", "g5.xlarge", 1); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string, gpus int64, p Program) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			NodeSelector:  map[string]string{InstanceTypeLabel: "g5.xlarge"},
+			Containers: []corev1.Container{{Name: "c", Image: "i", Command: []string{PlayCommand}, Args: p.Args(),
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPU: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}}}
+	}
+	pods := c.CoreV1().Pods("default")
+	if _, err := pods.Create(ctx, pod("big", 2, Program{Run: time.Hour}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Create(ctx, pod("ok", 1, Program{Run: 500 * time.Millisecond, Exit: 3, Output: "hello"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, ctx, s, "big", func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu") {
+				return true
+			}
+		}
+		return false
+	})
+	waitPod(t, ctx, s, "ok", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	rc, err := pods.GetLogs("ok", &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+	if err != nil {
+		t.Fatalf("pod logs: %v", err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "hello\n" {
+		t.Errorf("log = %q", b)
+	}
+	waitPod(t, ctx, s, "ok", func(p *corev1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return p.Status.Phase == corev1.PodFailed && len(cs) == 1 && cs[0].State.Terminated != nil && cs[0].State.Terminated.ExitCode == 3
+	})
+	// A pod that ignores SIGTERM is gone only after its grace.
+	if _, err := pods.Create(ctx, pod("stubborn", 1, Program{Run: time.Hour, OnStop: "ignore"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, ctx, s, "stubborn", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	grace := int64(1)
+	t0 := time.Now()
+	if err := pods.Delete(ctx, "stubborn", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := pods.Get(ctx, "stubborn", metav1.GetOptions{}); err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if el := time.Since(t0); el < time.Second {
+		t.Errorf("the pod was gone %v after a deletion with 1s of grace", el)
+	}
+}
+
+func waitPod(t *testing.T, ctx context.Context, s *Server, name string, ok func(*corev1.Pod) bool) {
+	t.Helper()
+	for {
+		p, err := s.Client().CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err == nil && ok(p) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("pod %s: %v, %+v", name, err, p.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

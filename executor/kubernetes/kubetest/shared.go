@@ -1,0 +1,70 @@
+package kubetest
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Cluster is a control plane with its played kubelet.
+type Cluster struct {
+	*Server
+	Kubelet *Kubelet
+}
+
+// StartCluster starts a Server and a Kubelet over it.
+func StartCluster(ctx context.Context) (*Cluster, error) {
+	s, err := Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, err := NewKubelet(s.Client())
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return &Cluster{Server: s, Kubelet: k}, nil
+}
+
+// Close stops the kubelet and the control plane.
+func (c *Cluster) Close() {
+	c.Kubelet.Close()
+	c.Server.Close()
+}
+
+// Shared is one Cluster for a test package: started by the first Get,
+// closed by Close (from TestMain). Its zero value is ready to use.
+type Shared struct {
+	once sync.Once
+	c    *Cluster
+	err  error
+	// Setup, if set, runs once on the new cluster (to add nodes).
+	Setup func(ctx context.Context, c *Cluster) error
+}
+
+// Get returns the package's cluster, starting it at the first call; it
+// skips t where the binaries are absent and fails it where the cluster
+// does not start.
+func (s *Shared) Get(t TB) *Cluster {
+	t.Helper()
+	Require(t)
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		s.c, s.err = StartCluster(ctx)
+		if s.err == nil && s.Setup != nil {
+			s.err = s.Setup(ctx, s.c)
+		}
+	})
+	if s.err != nil {
+		t.Fatalf("starting the Kubernetes control plane: %v", s.err)
+	}
+	return s.c
+}
+
+// Close closes the cluster if Get started one.
+func (s *Shared) Close() {
+	if s.c != nil {
+		s.c.Close()
+	}
+}

@@ -1,0 +1,305 @@
+package kubernetes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"qshare/executor"
+	"qshare/trainingjob"
+)
+
+// The labels and annotations qshare puts on what it creates. The labels
+// carry values made fit for a label (labelValue); the annotations carry
+// the exact IDs.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelJobID     = "qshare.io/job-id"
+	LabelAttemptID = "qshare.io/attempt-id"
+	LabelQueue     = "qshare.io/queue"
+	LabelShare     = "qshare.io/share"
+	LabelIndex     = "qshare.io/index"
+
+	annJobID     = "qshare.io/job-id"
+	annAttemptID = "qshare.io/attempt-id"
+	annStarted   = "qshare.io/started-at"
+	annInstances = "qshare.io/instances"
+	annGrace     = "qshare.io/grace"
+	annStopped   = "qshare.io/stopped-by-qshare"
+	annType      = "qshare.io/instance-type"
+
+	managedBy = "qshare"
+	container = "training"
+	// GPU is the extended resource of NVIDIA's device plugin.
+	GPU corev1.ResourceName = "nvidia.com/gpu"
+	// InstanceTypeLabel is the default node label of an instance type.
+	InstanceTypeLabel = "node.kubernetes.io/instance-type"
+	// FailureFile is SageMaker's failure file, the pods' terminationMessagePath.
+	FailureFile = "/opt/ml/output/failure"
+	// DefaultCheckpointDir is SageMaker's default CheckpointConfig.LocalPath.
+	DefaultCheckpointDir = "/opt/ml/checkpoints"
+)
+
+func hash8(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:4])
+}
+
+// dnsPart lower-cases s and keeps what a DNS label may hold, at most n
+// bytes of it.
+func dnsPart(s string, n int) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	out := strings.Trim(string(b), "-")
+	if len(out) > n {
+		out = strings.Trim(out[:n], "-")
+	}
+	return out
+}
+
+// baseName names an attempt's objects: "qs-" and the attempt ID made fit
+// for a DNS label, and a hash of the exact ID (so that IDs that differ only
+// in case or punctuation never share a name). It fits a Service's 63 bytes
+// with room for the pods' "-<index>".
+func baseName(attemptID string) string {
+	return "qs-" + dnsPart(attemptID, 40) + "-" + hash8(attemptID)
+}
+
+func podName(attemptID string, i int) string { return baseName(attemptID) + "-" + strconv.Itoa(i) }
+
+// claimName names a job's checkpoint claim, the same on every attempt.
+func claimName(jobID string) string { return "qs-ckpt-" + dnsPart(jobID, 40) + "-" + hash8(jobID) }
+
+// labelValue makes s fit for a label value: as it is when it fits, else a
+// readable prefix and a hash.
+func labelValue(s string) string {
+	ok := len(s) <= 63
+	for i := 0; ok && i < len(s); i++ {
+		c := s[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (c == '-' || c == '_' || c == '.') && i > 0 && i < len(s)-1
+	}
+	if ok {
+		return s
+	}
+	p := []byte(s)
+	for i, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			p[i] = '-'
+		}
+	}
+	pre := strings.Trim(string(p), "-")
+	if len(pre) > 40 {
+		pre = strings.Trim(pre[:40], "-")
+	}
+	if pre == "" {
+		return "h" + hash8(s)
+	}
+	return pre + "-" + hash8(s)
+}
+
+func podLabels(s executor.Spec) map[string]string {
+	return map[string]string{LabelManagedBy: managedBy, LabelJobID: labelValue(s.JobID), LabelAttemptID: labelValue(s.AttemptID),
+		LabelQueue: labelValue(s.Queue), LabelShare: labelValue(s.Share)}
+}
+
+// plan is an attempt's objects, made by build.
+type plan struct {
+	claim   *corev1.PersistentVolumeClaim
+	config  *corev1.ConfigMap
+	service *corev1.Service // nil for one instance
+	pods    []*corev1.Pod
+}
+
+// build makes an attempt's objects: the checkpoint claim of its job, the
+// ConfigMap of its input/config files, a headless Service for more than
+// one instance, and one pod per instance.
+func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, n int, grace time.Duration, started time.Time) (*plan, error) {
+	base := baseName(s.AttemptID)
+	lb := podLabels(s)
+	ann := map[string]string{annJobID: s.JobID, annAttemptID: s.AttemptID, annStarted: started.UTC().Format(time.RFC3339Nano),
+		annInstances: strconv.Itoa(n), annType: typ}
+	if grace > 0 {
+		ann[annGrace] = grace.String()
+	}
+	meta := func(name string) metav1.ObjectMeta {
+		l := map[string]string{}
+		for k, v := range lb {
+			l[k] = v
+		}
+		a := map[string]string{}
+		for k, v := range ann {
+			a[k] = v
+		}
+		return metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: l, Annotations: a}
+	}
+	ck := DefaultCheckpointDir
+	if req.CheckpointConfig != nil && strings.TrimSpace(req.CheckpointConfig.LocalPath) != "" {
+		ck = req.CheckpointConfig.LocalPath
+	}
+	p := &plan{}
+	size := e.cfg.CheckpointSize
+	if size == "" {
+		size = "10Gi"
+	}
+	claimLabels := map[string]string{LabelManagedBy: managedBy, LabelJobID: labelValue(s.JobID)}
+	p.claim = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claimName(s.JobID), Namespace: e.ns, Labels: claimLabels,
+		Annotations: map[string]string{annJobID: s.JobID}},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{accessMode(n)},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
+	if e.cfg.StorageClassName != "" {
+		sc := e.cfg.StorageClassName
+		p.claim.Spec.StorageClassName = &sc
+	}
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = podName(s.AttemptID, i)
+		if n > 1 {
+			hosts[i] += "." + base
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: meta(base), Data: map[string]string{}}
+	hp, _ := json.Marshal(orEmpty(req.HyperParameters))
+	cm.Data["hyperparameters.json"] = string(hp)
+	idc := map[string]any{}
+	var channels []string
+	for _, c := range req.InputDataConfig {
+		mode := req.AlgorithmSpecification.TrainingInputMode
+		if mode == "" {
+			mode = "File"
+		}
+		idc[c.ChannelName] = map[string]string{"TrainingInputMode": mode}
+		channels = append(channels, c.ChannelName)
+	}
+	b, _ := json.Marshal(idc)
+	cm.Data["inputdataconfig.json"] = string(b)
+	for i, h := range hosts {
+		rc, _ := json.Marshal(executor.NewResourceConfig(h, typ, hosts, "eth0"))
+		cm.Data[fmt.Sprintf("resourceconfig-%d.json", i)] = string(rc)
+	}
+	p.config = cm
+	if n > 1 {
+		p.service = &corev1.Service{ObjectMeta: meta(base), Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
+			Selector: map[string]string{LabelAttemptID: lb[LabelAttemptID]}, PublishNotReadyAddresses: true}}
+	}
+	env := executor.TrainingEnv(s, req, executor.TrainingDirs{Model: "/opt/ml/model", Output: "/opt/ml/output", OutputData: "/opt/ml/output/data",
+		Input: "/opt/ml/input", Config: "/opt/ml/input/config", Checkpoint: ck}, typ)
+	hostsJSON, _ := json.Marshal(hosts)
+	env["SM_HOSTS"] = string(hostsJSON)
+	it := e.cfg.InstanceTypes[typ]
+	sel, gpus := e.placement(typ)
+	env["SM_NUM_GPUS"] = strconv.FormatInt(gpus, 10)
+	for _, c := range channels {
+		env["SM_CHANNEL_"+executor.EnvName(c)] = "/opt/ml/input/data/" + c
+	}
+	limits := corev1.ResourceList{}
+	if gpus > 0 {
+		limits[GPU] = *resource.NewQuantity(gpus, resource.DecimalSI)
+	}
+	if it.CPU != "" {
+		limits[corev1.ResourceCPU] = resource.MustParse(it.CPU)
+	}
+	if it.Memory != "" {
+		limits[corev1.ResourceMemory] = resource.MustParse(it.Memory)
+	}
+	prio, tols := e.cfg.Defaults.PriorityClassName, append([]corev1.Toleration(nil), e.cfg.Defaults.Tolerations...)
+	if it.PriorityClassName != "" {
+		prio = it.PriorityClassName
+	}
+	tols = append(tols, it.Tolerations...)
+	if sh, ok := e.cfg.Shares[s.Share]; ok {
+		if sh.PriorityClassName != "" {
+			prio = sh.PriorityClassName
+		}
+		tols = append(tols, sh.Tolerations...)
+	}
+	graceSecs := int64(math.Ceil(e.stopGrace(grace, 0).Seconds()))
+	for i := 0; i < n; i++ {
+		name := podName(s.AttemptID, i)
+		pe := make(map[string]string, len(env)+1)
+		for k, v := range env {
+			pe[k] = v
+		}
+		pe["SM_CURRENT_HOST"] = hosts[i]
+		m := meta(name)
+		m.Labels[LabelIndex] = strconv.Itoa(i)
+		pod := &corev1.Pod{ObjectMeta: m, Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: &graceSecs,
+			NodeSelector:                  sel,
+			Tolerations:                   tols,
+			PriorityClassName:             prio,
+			ServiceAccountName:            e.cfg.ServiceAccountName,
+			Hostname:                      name,
+			Containers: []corev1.Container{{
+				Name: container, Image: req.AlgorithmSpecification.TrainingImage,
+				Command: req.AlgorithmSpecification.ContainerEntrypoint, Args: req.AlgorithmSpecification.ContainerArguments,
+				Env:                      envList(pe),
+				Resources:                corev1.ResourceRequirements{Limits: limits},
+				TerminationMessagePath:   FailureFile,
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "config", MountPath: "/opt/ml/input/config", ReadOnly: true},
+					{Name: "checkpoints", MountPath: ck},
+					{Name: "model", MountPath: "/opt/ml/model"},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: base},
+					Items: []corev1.KeyToPath{{Key: "hyperparameters.json", Path: "hyperparameters.json"},
+						{Key: "inputdataconfig.json", Path: "inputdataconfig.json"},
+						{Key: fmt.Sprintf("resourceconfig-%d.json", i), Path: "resourceconfig.json"}}}}},
+				{Name: "checkpoints", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.claim.Name}}},
+				{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		}}
+		if n > 1 {
+			pod.Spec.Subdomain = base
+		}
+		p.pods = append(p.pods, pod)
+	}
+	return p, nil
+}
+
+// accessMode is the checkpoint claim's: ReadWriteOnce for a job of one
+// instance (any storage class has it), ReadWriteMany for one whose pods
+// share it across nodes.
+func accessMode(n int) corev1.PersistentVolumeAccessMode {
+	if n > 1 {
+		return corev1.ReadWriteMany
+	}
+	return corev1.ReadWriteOnce
+}
+
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func envList(m map[string]string) []corev1.EnvVar {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	out := make([]corev1.EnvVar, len(keys))
+	for i, k := range keys {
+		out[i] = corev1.EnvVar{Name: k, Value: m[k]}
+	}
+	return out
+}

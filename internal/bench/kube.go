@@ -1,0 +1,234 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"qshare/executor/kubernetes/kubetest"
+	"qshare/internal/bench/fanout"
+)
+
+// KubeOptions configure `qshare bench kube`.
+type KubeOptions struct {
+	Server ServerOptions
+	// Jobs one-pod jobs are submitted by Clients parallel clients onto
+	// Capacity instances; the played kubelet ends each pod Run after it
+	// starts it (1 s).
+	Jobs, Clients, Capacity int
+	Run                     time.Duration
+	// Timeout bounds the wait for the jobs to finish.
+	Timeout time.Duration
+	// VsKueue then runs Kueue's controller against the same API server
+	// and times the same number of suspended Jobs in a ClusterQueue of
+	// Capacity CPUs from creation to admission.
+	VsKueue bool
+}
+
+// KubeResult is what `qshare bench kube` reports for one run.
+type KubeResult struct {
+	Jobs     int `json:"jobs"`
+	Clients  int `json:"clients"`
+	Capacity int `json:"capacity"`
+	// WallS runs from the first submit to the stoppedAt of the last job;
+	// JobsPerS is Jobs over it.
+	WallS    float64 `json:"wall_s"`
+	JobsPerS float64 `json:"jobs_per_s"`
+	// SubmitToPod is from the start of each SubmitServiceJob call to the
+	// played kubelet's watch seeing the job's pod.
+	SubmitToPod Latency `json:"submit_to_pod"`
+	// PodsPerS is Jobs over the time from the first submit to the last
+	// pod created (seen by the watch): qshare's admissions per second,
+	// the figure that compares with Kueue's.
+	PodsPerS float64 `json:"pods_per_s"`
+	// ServerCPUPerJobMs is qshare serve's CPU (user and system) over the
+	// run, per job.
+	ServerCPUPerJobMs float64 `json:"server_cpu_per_job_ms"`
+	LoadAvg           float64 `json:"load_avg_1m"`
+	// The Kueue side, with VsKueue: from the first Job created to the
+	// last admitted; Ratio is JobsPerS over KueueAdmitPerS.
+	KueueWallS     float64 `json:"kueue_wall_s,omitempty"`
+	KueueAdmitPerS float64 `json:"kueue_admissions_per_s,omitempty"`
+	KueueLoadAvg   float64 `json:"kueue_load_avg_1m,omitempty"`
+	// Ratio is PodsPerS over KueueAdmitPerS; RunRatio JobsPerS over it.
+	Ratio    float64 `json:"ratio,omitempty"`
+	RunRatio float64 `json:"run_ratio,omitempty"`
+}
+
+var kubeRows = []Row{
+	{Label: "jobs", Key: "jobs", Format: "%.0f"},
+	{Label: "clients", Key: "clients", Format: "%.0f"},
+	{Label: "capacity (instances)", Key: "capacity", Format: "%.0f"},
+	{Label: "jobs/s (first submit → last SUCCEEDED)", Key: "jobs_per_s", Format: "%.1f"},
+	{Label: "wall", Key: "wall_s", Format: "%.2f", Unit: "s"},
+	{Label: "pods created/s (first submit → last pod created)", Key: "pods_per_s", Format: "%.1f"},
+	{Label: "submit → pod created p50", Key: "submit_to_pod.p50_ms", Format: "%.1f", Unit: "ms"},
+	{Label: "submit → pod created p99", Key: "submit_to_pod.p99_ms", Format: "%.1f", Unit: "ms"},
+	{Label: "qshare CPU per job", Key: "server_cpu_per_job_ms", Format: "%.2f", Unit: "ms"},
+	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
+	{Label: "Kueue admissions/s (first create → last admitted)", Key: "kueue_admissions_per_s", Format: "%.1f", Anchor: "../shared/recipes/kueue.md measured about 24"},
+	{Label: "Kueue wall", Key: "kueue_wall_s", Format: "%.2f", Unit: "s"},
+	{Label: "load average at Kueue's start", Key: "kueue_load_avg_1m", Format: "%.2f"},
+	{Label: "ratio (qshare pods created/s / Kueue admissions/s)", Key: "ratio", Format: "%.2f", Anchor: "target ≥ 5"},
+	{Label: "ratio (qshare jobs run/s / Kueue admissions/s)", Key: "run_ratio", Format: "%.2f"},
+}
+
+// KubeRows returns the rows of the kube benchmark's table.
+func KubeRows() []Row { return kubeRows }
+
+// RunKube starts a test control plane (kubetest: etcd and kube-apiserver
+// built by .ci/build-kube, with the played kubelet and scheduler), a
+// temporary `qshare serve --executor kubernetes` on it, and runs
+// opt.Jobs one-pod jobs through the AWS API.
+func RunKube(ctx context.Context, opt KubeOptions) (KubeResult, error) {
+	if opt.Jobs < 1 || opt.Clients < 1 {
+		return KubeResult{}, fmt.Errorf("bench kube: need at least one job and one client")
+	}
+	if err := kubetest.Available(); err != nil {
+		return KubeResult{}, fmt.Errorf("bench kube: %w", err)
+	}
+	if opt.VsKueue {
+		if err := kueueAvailable(); err != nil {
+			return KubeResult{}, fmt.Errorf("bench kube --vs-kueue: %w", err)
+		}
+	}
+	if opt.Capacity == 0 {
+		opt.Capacity = 200
+	}
+	if opt.Run == 0 {
+		opt.Run = time.Second
+	}
+	if opt.Timeout == 0 {
+		opt.Timeout = 30 * time.Minute
+	}
+	cl, err := kubetest.StartCluster(ctx)
+	if err != nil {
+		return KubeResult{}, err
+	}
+	defer cl.Close()
+	const ns = "bench"
+	if _, err := cl.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return KubeResult{}, err
+	}
+	for i := 0; i < 4; i++ {
+		if err := cl.Kubelet.AddNode(ctx, fmt.Sprintf("bench-%d", i), "m5.large", 0); err != nil {
+			return KubeResult{}, err
+		}
+	}
+	dir, err := os.MkdirTemp("", "qshare-bench-kube-")
+	if err != nil {
+		return KubeResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	kc := filepath.Join(dir, "kube.yaml")
+	if err := os.WriteFile(kc, []byte("startTimeout: 30m\n"), 0o600); err != nil {
+		return KubeResult{}, err
+	}
+	so := opt.Server
+	so.Executor = "kubernetes"
+	so.Args = append(append([]string(nil), so.Args...), "--kubeconfig", cl.Kubeconfig(), "--namespace", ns, "--kube-config", kc)
+	res := KubeResult{Jobs: opt.Jobs, Clients: opt.Clients, Capacity: opt.Capacity, LoadAvg: LoadAverage()}
+	err = withServer(ctx, "", so, func(endpoint, prefix string, srv *Server) error {
+		c := NewClient(endpoint, ClientOptions{Conns: opt.Clients})
+		queues, err := applyConfig(ctx, c, e2eConfig(opt.Capacity), prefix)
+		if err != nil {
+			return err
+		}
+		return kubeRun(ctx, c, queues["e2e"], srv, cl, ns, opt, &res)
+	})
+	if err != nil || !opt.VsKueue {
+		return res, err
+	}
+	res.KueueLoadAvg = LoadAverage()
+	wall, err := runKueue(ctx, cl, opt.Jobs, opt.Clients, opt.Capacity)
+	if err != nil {
+		return res, fmt.Errorf("bench kube --vs-kueue: %w", err)
+	}
+	res.KueueWallS = round(wall.Seconds(), 3)
+	res.KueueAdmitPerS = round(float64(opt.Jobs)/wall.Seconds(), 2)
+	res.Ratio = round(res.PodsPerS/res.KueueAdmitPerS, 2)
+	res.RunRatio = round(res.JobsPerS/res.KueueAdmitPerS, 2)
+	return res, nil
+}
+
+func kubeRun(ctx context.Context, c *batch.Client, queue string, srv *Server, cl *kubetest.Cluster, ns string, opt KubeOptions, res *KubeResult) error {
+	payload := kubetest.Program{Run: opt.Run}.Payload(e2eType, 1, nil)
+	var mu sync.Mutex
+	submitted := make(map[string]time.Time, opt.Jobs)
+	cpu := startCPU(srv)
+	start := time.Now()
+	if err := fanout.Each(ctx, opt.Clients, opt.Jobs, func(ctx context.Context, i int) error {
+		t := time.Now()
+		out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
+			JobName: aws.String(fmt.Sprintf("kube-%d", i)), JobQueue: aws.String(queue), QuotaShareName: aws.String("s0"),
+			ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload)})
+		if err != nil {
+			return fmt.Errorf("bench kube: submit %d: %w", i, err)
+		}
+		mu.Lock()
+		submitted[aws.ToString(out.JobId)] = t
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := waitDone(ctx, c, []string{queue}, srv, 100*time.Millisecond, opt.Timeout); err != nil {
+		return err
+	}
+	cpu.stop()
+	done, err := listJobs(ctx, c, queue, types.ServiceJobStatusSucceeded)
+	if err != nil {
+		return err
+	}
+	if len(done) != opt.Jobs {
+		failed, _ := listJobs(ctx, c, queue, types.ServiceJobStatusFailed)
+		why := ""
+		if len(failed) > 0 {
+			why = ", the first failed because " + aws.ToString(failed[0].StatusReason)
+		}
+		return fmt.Errorf("bench kube: %d of %d jobs SUCCEEDED%s", len(done), opt.Jobs, why)
+	}
+	var last time.Time
+	for _, j := range done {
+		if t := ms(j.StoppedAt); t.After(last) {
+			last = t
+		}
+	}
+	wall := last.Sub(start)
+	res.WallS = round(wall.Seconds(), 3)
+	res.JobsPerS = round(float64(opt.Jobs)/wall.Seconds(), 2)
+	var lats []time.Duration
+	var lastPod time.Time
+	pods := cl.Kubelet.Started(ns)
+	sort.Strings(pods)
+	for _, name := range pods {
+		job := cl.Kubelet.Env(ns, name)["QSHARE_JOB_ID"]
+		if t0, ok := submitted[job]; ok {
+			if seen := cl.Kubelet.Seen(ns, name); !seen.IsZero() {
+				lats = append(lats, seen.Sub(t0))
+				if seen.After(lastPod) {
+					lastPod = seen
+				}
+			}
+		}
+	}
+	if len(lats) != opt.Jobs {
+		return fmt.Errorf("bench kube: the played kubelet saw %d pods of the %d jobs", len(lats), opt.Jobs)
+	}
+	res.SubmitToPod = Latencies(lats)
+	res.PodsPerS = round(float64(opt.Jobs)/lastPod.Sub(start).Seconds(), 2)
+	if d, ok := cpu.server(); ok {
+		res.ServerCPUPerJobMs = round(float64(d.Microseconds())/1000/float64(opt.Jobs), 3)
+	}
+	return nil
+}

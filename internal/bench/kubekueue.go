@@ -1,0 +1,278 @@
+package bench
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+
+	"qshare/executor/kubernetes/kubetest"
+	"qshare/internal/bench/fanout"
+)
+
+// KueueVersion is the Kueue release `bench kube --vs-kueue` runs.
+const KueueVersion = "v0.17.0"
+
+// kueueBinary is where the Kueue controller is: $QSHARE_KUEUE_BIN, else
+// the cache directory beside the Kubernetes binaries (see
+// ../shared/recipes/kueue.md for how it is built).
+func kueueBinary() string {
+	if p := os.Getenv("QSHARE_KUEUE_BIN"); p != "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(kubetest.BinDir()), "kueue-"+KueueVersion, "kueue")
+}
+
+// kueueCRDs is the directory of Kueue's CRDs in the module cache.
+func kueueCRDs() string {
+	mc := os.Getenv("GOMODCACHE")
+	if mc == "" {
+		gp := os.Getenv("GOPATH")
+		if gp == "" {
+			home, _ := os.UserHomeDir()
+			gp = filepath.Join(home, "go")
+		}
+		mc = filepath.Join(gp, "pkg", "mod")
+	}
+	return filepath.Join(mc, "sigs.k8s.io", "kueue@"+KueueVersion, "config", "components", "crd", "bases")
+}
+
+// kueueAvailable says why Kueue cannot run here, or nil.
+func kueueAvailable() error {
+	if _, err := os.Stat(kueueBinary()); err != nil {
+		return fmt.Errorf("no Kueue controller at %s (build it as ../shared/recipes/kueue.md says, or set QSHARE_KUEUE_BIN): %v", kueueBinary(), err)
+	}
+	if _, err := os.Stat(kueueCRDs()); err != nil {
+		return fmt.Errorf("no Kueue CRDs at %s (go get sigs.k8s.io/kueue/cmd/kueue@%s fetches them): %v", kueueCRDs(), KueueVersion, err)
+	}
+	return nil
+}
+
+// runKueue runs Kueue's controller against cl's API server and times jobs
+// suspended batch/v1 Jobs of one CPU each, created by clients parallel
+// clients into a ClusterQueue with a quota of capacity CPUs, from the first
+// create to the last admission (the Job unsuspended). It returns the wall
+// time.
+func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity int) (time.Duration, error) {
+	dir, err := os.MkdirTemp("", "qshare-bench-kueue-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	c := cl.Client()
+	dyn, err := dynamic.NewForConfig(cl.Config())
+	if err != nil {
+		return 0, err
+	}
+	for _, ns := range []string{"kueue-system", "kueue-bench"} {
+		if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return 0, err
+		}
+	}
+	crd := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	files, _ := filepath.Glob(filepath.Join(kueueCRDs(), "*.yaml"))
+	var plurals []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return 0, err
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(b, &obj); err != nil {
+			return 0, fmt.Errorf("%s: %w", f, err)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		if _, err := dyn.Resource(crd).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return 0, fmt.Errorf("creating the CRD of %s: %w", filepath.Base(f), err)
+		}
+		if p, _, _ := unstructured.NestedString(obj, "spec", "names", "plural"); p != "" {
+			plurals = append(plurals, p)
+		}
+	}
+	// Kueue's caches need every new kind served before it starts.
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		rl, err := c.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
+		served := map[string]bool{}
+		if err == nil {
+			for _, r := range rl.APIResources {
+				served[r.Name] = true
+			}
+		}
+		missing := ""
+		for _, p := range plurals {
+			if !served[p] {
+				missing = p
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("Kueue's CRD %s is not served after two minutes: %v", missing, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Kueue reads its metrics certificate from a fixed path, and its
+	// webhook's from a directory; no webhook is registered with the API
+	// server, so neither is called.
+	for _, d := range []string{"/etc/kueue/metrics/certs", filepath.Join(dir, "webhook")} {
+		if err := selfSigned(d); err != nil {
+			return 0, fmt.Errorf("Kueue's certificates: %w", err)
+		}
+	}
+	conf := filepath.Join(dir, "kueue.yaml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+health: {healthProbeBindAddress: 127.0.0.1:18081}
+metrics: {bindAddress: 127.0.0.1:18443}
+webhook: {port: 19443, host: 127.0.0.1, certDir: %s}
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+clientConnection: {qps: 1000, burst: 2000}
+integrations: {frameworks: ["batch/job"]}
+`, filepath.Join(dir, "webhook"))), 0o600); err != nil {
+		return 0, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "kueue.log"))
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(kueueBinary(), "--config", conf, "--kubeconfig", cl.Kubeconfig(), "--feature-gates=VisibilityOnDemand=false")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	tail := func() string {
+		b, _ := os.ReadFile(logf.Name())
+		if len(b) > 1500 {
+			b = b[len(b)-1500:]
+		}
+		return string(b)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		resp, err := http.Get("http://127.0.0.1:18081/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("Kueue did not become ready: %v; its log ends:\n%s", err, tail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	kq := func(res string) dynamic.NamespaceableResourceInterface {
+		return dyn.Resource(schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: res})
+	}
+	for _, o := range []struct {
+		res, ns string
+		obj     map[string]any
+	}{
+		{"resourceflavors", "", map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": map[string]any{"name": "default"}}},
+		{"clusterqueues", "", map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": map[string]any{"name": "cq"},
+			"spec": map[string]any{"namespaceSelector": map[string]any{}, "resourceGroups": []any{map[string]any{"coveredResources": []any{"cpu"},
+				"flavors": []any{map[string]any{"name": "default", "resources": []any{map[string]any{"name": "cpu", "nominalQuota": fmt.Sprint(capacity)}}}}}}}}},
+		{"localqueues", "kueue-bench", map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": map[string]any{"name": "lq", "namespace": "kueue-bench"},
+			"spec": map[string]any{"clusterQueue": "cq"}}},
+	} {
+		var err error
+		if o.ns == "" {
+			_, err = kq(o.res).Create(ctx, &unstructured.Unstructured{Object: o.obj}, metav1.CreateOptions{})
+		} else {
+			_, err = kq(o.res).Namespace(o.ns).Create(ctx, &unstructured.Unstructured{Object: o.obj}, metav1.CreateOptions{})
+		}
+		if err != nil {
+			return 0, fmt.Errorf("creating the %s: %w", o.res, err)
+		}
+	}
+	// Count admissions (unsuspended Jobs) as the watch sees them.
+	var admitted atomic.Int64
+	var last atomic.Int64
+	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace("kueue-bench"))
+	inf := f.Batch().V1().Jobs().Informer()
+	seen := map[string]bool{}
+	count := func(obj any) {
+		j, ok := obj.(*batchv1.Job)
+		if !ok || j.Spec.Suspend == nil || *j.Spec.Suspend || seen[j.Name] {
+			return
+		}
+		seen[j.Name] = true // the informer calls its handlers from one goroutine
+		admitted.Add(1)
+		last.Store(time.Now().UnixNano())
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: count, UpdateFunc: func(_, o any) { count(o) }})
+	stop := make(chan struct{})
+	defer close(stop)
+	f.Start(stop)
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	suspend, one := true, resource.MustParse("1")
+	start := time.Now()
+	if err := fanout.Each(ctx, clients, jobs, func(ctx context.Context, i int) error {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("kueue-%d", i), Namespace: "kueue-bench", Labels: map[string]string{"kueue.x-k8s.io/queue-name": "lq"}},
+			Spec: batchv1.JobSpec{Suspend: &suspend, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "c", Image: "example.com/train:1", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: one}}}}}}}}
+		_, err := c.BatchV1().Jobs("kueue-bench").Create(ctx, j, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("creating the Jobs: %w", err)
+	}
+	for deadline := time.Now().Add(30 * time.Minute); admitted.Load() < int64(jobs); {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return 0, fmt.Errorf("Kueue admitted %d of %d Jobs; its log ends:\n%s", admitted.Load(), jobs, tail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Unix(0, last.Load()).Sub(start), nil
+}
+
+// selfSigned writes a self-signed tls.crt and tls.key for 127.0.0.1 into
+// dir.
+func selfSigned(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"}, DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+}

@@ -1,0 +1,222 @@
+package kubee2e_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/kubernetes"
+	"qshare/executor/kubernetes/kubetest"
+)
+
+// TestDeployManifests applies deploy/kubernetes (the files its
+// kustomization names, every one of them) to the API server with strict
+// field validation, and then runs the Kubernetes executor as the
+// manifests' ServiceAccount (impersonated): with only the Role's and the
+// ClusterRole's verbs it starts a job, reads its log, sees it succeed,
+// stops another, recovers it, counts the nodes and deletes a finished
+// job's claim. A verb the executor needs and the Role lacks fails it.
+func TestDeployManifests(t *testing.T) {
+	c := plane(t)
+	dir := "../../deploy/kubernetes"
+	var kust struct {
+		Namespace string   `json:"namespace"`
+		Resources []string `json:"resources"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &kust); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, f := range files {
+		if base := filepath.Base(f); base != "kustomization.yaml" && !slices.Contains(kust.Resources, base) {
+			t.Errorf("%s is not in the kustomization's resources", base)
+		}
+	}
+	ctx := context.Background()
+	admin := c.Client()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kust.Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	strict := metav1.CreateOptions{FieldValidation: "Strict"}
+	for _, r := range kust.Resources {
+		b, err := os.ReadFile(filepath.Join(dir, r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(b), "\n---\n") {
+			if err := applyDoc(ctx, admin, []byte(doc), strict); err != nil {
+				t.Errorf("%s: %v", r, err)
+			}
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	// The executor, as the ServiceAccount.
+	cfg := c.Config()
+	cfg.Impersonate.UserName = "system:serviceaccount:" + kust.Namespace + ":qshare"
+	sa, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kubelet.AddNode(ctx, "deploy-node", "deploy.large", 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Kubelet.DeleteNode(ctx, "deploy-node") })
+	e, err := kubernetes.New(ctx, kubernetes.Options{Client: sa, Namespace: kust.Namespace, StartWait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	spec := func(id string, p kubetest.Program) executor.Spec {
+		return executor.Spec{JobID: id, JobName: id, AttemptID: id + "-1", Attempt: 1, Queue: "q", Share: "s",
+			Demand: qshare.Capacity{"ml.deploy.large": 1}, Payload: p.Payload("ml.deploy.large", 1, nil)}
+	}
+	ok := spec("deploy-ok", kubetest.Program{Run: 300 * time.Millisecond, Output: "as the service account"})
+	stopped := spec("deploy-stopped", kubetest.Program{Run: time.Hour, OnStop: "ignore"})
+	for _, s := range []executor.Spec{ok, stopped} {
+		if _, err := e.Start(ctx, s); err != nil {
+			t.Fatalf("Start as the ServiceAccount: %v", err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, waitLimit)
+	defer cancel()
+	if x, err := e.Wait(wctx, ok.AttemptID); err != nil || !x.Succeeded() {
+		t.Errorf("Wait = %+v, %v", x, err)
+	}
+	rc, err := e.Logs(wctx, ok.AttemptID, false)
+	if err != nil {
+		t.Fatalf("Logs as the ServiceAccount: %v", err)
+	}
+	out, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(out) != "as the service account\n" {
+		t.Errorf("log %q", out)
+	}
+	e2, err := kubernetes.New(ctx, kubernetes.Options{Client: sa, Namespace: kust.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if r, err := e2.Recover(wctx, executor.Handle{AttemptID: stopped.AttemptID}); err != nil || r != executor.Running {
+		t.Errorf("Recover as the ServiceAccount = %v, %v", r, err)
+	}
+	if err := e2.Stop(wctx, stopped.AttemptID, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// While its grace runs, the pod carries qshare's mark (a patch), so a
+	// restarted server knows the deletion was its own.
+	for marked := false; !marked; {
+		l, err := admin.CoreV1().Pods(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + stopped.JobID})
+		if err != nil || len(l.Items) != 1 || time.Now().After(deadline(wctx)) {
+			t.Fatalf("the stopped pod: %v, %d pods", err, len(l.Items))
+		}
+		p := l.Items[0]
+		if p.DeletionTimestamp != nil {
+			if p.Annotations["qshare.io/stopped-by-qshare"] == "" {
+				t.Fatalf("the pod is being deleted without qshare's mark: the patch was refused")
+			}
+			marked = true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if x, err := e2.Wait(wctx, stopped.AttemptID); err != nil || !x.Stopped {
+		t.Errorf("Wait after Stop = %+v, %v", x, err)
+	}
+	if w := e2.CheckCapacity(qshare.Capacity{"ml.deploy.large": 1}); w != "" {
+		t.Errorf("CheckCapacity as the ServiceAccount: %s", w)
+	}
+	claim := "qs-ckpt-"
+	e2.JobFinished(ok.JobID)
+	deadline := time.Now().Add(waitLimit)
+	for {
+		l, err := admin.CoreV1().PersistentVolumeClaims(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + ok.JobID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) == 0 || l.Items[0].DeletionTimestamp != nil && strings.HasPrefix(l.Items[0].Name, claim) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the claim of a finished job was not deleted as the ServiceAccount")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func deadline(ctx context.Context) time.Time { d, _ := ctx.Deadline(); return d }
+
+// applyDoc creates one manifest of the kinds deploy/kubernetes holds; an
+// unknown field fails it, here or on the server.
+func applyDoc(ctx context.Context, c k8s.Interface, doc []byte, o metav1.CreateOptions) error {
+	var head metav1.TypeMeta
+	if err := yaml.Unmarshal(doc, &head); err != nil {
+		return err
+	}
+	create := func(obj any, f func() error) error {
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			return err
+		}
+		if err := f(); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	}
+	switch head.Kind {
+	case "ServiceAccount":
+		var x corev1.ServiceAccount
+		return create(&x, func() error { _, err := c.CoreV1().ServiceAccounts(x.Namespace).Create(ctx, &x, o); return err })
+	case "ConfigMap":
+		var x corev1.ConfigMap
+		return create(&x, func() error {
+			if _, err := kubernetes.ParseConfig([]byte(x.Data["kube.yaml"])); err != nil {
+				return err
+			}
+			_, err := c.CoreV1().ConfigMaps(x.Namespace).Create(ctx, &x, o)
+			return err
+		})
+	case "Service":
+		var x corev1.Service
+		return create(&x, func() error { _, err := c.CoreV1().Services(x.Namespace).Create(ctx, &x, o); return err })
+	case "StatefulSet":
+		var x appsv1.StatefulSet
+		return create(&x, func() error { _, err := c.AppsV1().StatefulSets(x.Namespace).Create(ctx, &x, o); return err })
+	case "Role":
+		var x rbacv1.Role
+		return create(&x, func() error { _, err := c.RbacV1().Roles(x.Namespace).Create(ctx, &x, o); return err })
+	case "RoleBinding":
+		var x rbacv1.RoleBinding
+		return create(&x, func() error { _, err := c.RbacV1().RoleBindings(x.Namespace).Create(ctx, &x, o); return err })
+	case "ClusterRole":
+		var x rbacv1.ClusterRole
+		return create(&x, func() error { _, err := c.RbacV1().ClusterRoles().Create(ctx, &x, o); return err })
+	case "ClusterRoleBinding":
+		var x rbacv1.ClusterRoleBinding
+		return create(&x, func() error { _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &x, o); return err })
+	}
+	return &unknownKind{head.Kind}
+}
+
+type unknownKind struct{ kind string }
+
+func (u *unknownKind) Error() string { return "kind " + u.kind + " is not one the test applies" }

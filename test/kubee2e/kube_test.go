@@ -1,0 +1,567 @@
+// Package kubee2e_test runs `qshare serve --executor kubernetes` against a
+// real kube-apiserver and etcd (built by .ci/build-kube), with the played
+// kubelet and scheduler of executor/kubernetes/kubetest standing in for the
+// nodes, and drives it only through the AWS SDK for Go v2 batch client,
+// `qshare apply` and the server's log endpoint: the spec's worked example,
+// cross-share reclaim that waits for the borrower's pod to be gone, the
+// failure file as the status reason, the scheduler's reason and the
+// all-or-nothing start timeout, termination, and kill -9 of the server with
+// a restart that re-attaches without duplicating a pod.
+//
+// The tests skip, with a message naming .ci/build-kube, when the control
+// plane's binaries are absent. They share one control plane; each test has
+// its own namespace, its own nodes' instance type where it needs GPUs to
+// itself, and its own qshare server, and they run one after another.
+package kubee2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"qshare/executor/kubernetes/kubetest"
+	"qshare/internal/batchclient"
+	"qshare/internal/serveproc"
+)
+
+var bin string
+
+const waitLimit = 90 * time.Second
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() || kubetest.Available() != nil {
+		os.Exit(m.Run()) // every test skips itself
+	}
+	code := serveproc.WithBinary("qshare-kubee2e-", &bin, m.Run)
+	shared.Close()
+	os.Exit(code)
+}
+
+// shared is the package's one control plane, started at the first use.
+var shared kubetest.Shared
+
+// plane returns the package's control plane, or skips the test.
+func plane(t *testing.T) *kubetest.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the qshare binary against a Kubernetes API server")
+	}
+	return shared.Get(t)
+}
+
+// cluster is one test's part of the control plane: a namespace and nodes.
+type cluster struct {
+	*kubetest.Cluster
+	t  *testing.T
+	ns string
+}
+
+// newCluster makes a namespace for the test and n nodes of the instance
+// type typ (without "ml."), with gpus GPUs each; the test's pods and nodes
+// are deleted when it ends.
+func newCluster(t *testing.T, typ string, n, gpus int) *cluster {
+	t.Helper()
+	p := plane(t)
+	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	ctx := context.Background()
+	if _, err := p.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("%s-%s-%d", ns, strings.ReplaceAll(typ, ".", "-"), i)
+		if err := p.Kubelet.AddNode(ctx, name, typ, gpus); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, name)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = p.Client().CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		for _, n := range nodes {
+			_ = p.Kubelet.DeleteNode(ctx, n)
+		}
+	})
+	return &cluster{Cluster: p, t: t, ns: ns}
+}
+
+// pods lists the namespace's pods of a job.
+func (c *cluster) pods(jobID string) []corev1.Pod {
+	c.t.Helper()
+	l, err := c.Client().CoreV1().Pods(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + jobID})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return l.Items
+}
+
+// server is one `qshare serve --executor kubernetes`.
+type server struct {
+	t       *testing.T
+	c       *cluster
+	dataDir string
+	args    []string
+	proc    *serveproc.Server
+	batch   *batch.Client
+}
+
+// startServer starts qshare on the test's namespace with a --kube-config
+// file holding kubeConfig (YAML).
+func (c *cluster) startServer(kubeConfig string) *server {
+	c.t.Helper()
+	dir := c.t.TempDir()
+	kc := filepath.Join(dir, "kube.yaml")
+	if err := os.WriteFile(kc, []byte(kubeConfig), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	s := &server{t: c.t, c: c, dataDir: filepath.Join(dir, "data"),
+		args: []string{"--executor", "kubernetes", "--kubeconfig", c.Kubeconfig(), "--namespace", c.ns, "--kube-config", kc, "--stop-grace", "5s"}}
+	s.start()
+	return s
+}
+
+func (s *server) start() {
+	s.t.Helper()
+	proc, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: s.dataDir, Args: s.args, StartWait: waitLimit})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.proc = proc
+	s.batch = batchclient.New(proc.Endpoint, "us-east-1")
+	s.t.Cleanup(func() {
+		_ = proc.Stop()
+		if s.t.Failed() {
+			s.t.Logf("server log:\n%s", proc.Log())
+		}
+	})
+}
+
+// apply runs `qshare apply -f FILE` against the server.
+func (s *server) apply(file string) {
+	s.t.Helper()
+	if out, errOut, err := s.proc.Command(bin, ".", "apply", "-f", file); err != nil {
+		s.t.Fatalf("qshare apply -f %s: %v\n%s%s", file, err, out, errOut)
+	}
+}
+
+// submit submits a job of count instances of typ to a share; its one
+// container is the played kubelet's Program p.
+func (s *server) submit(name, share string, priority int32, typ string, count int, p kubetest.Program) string {
+	s.t.Helper()
+	payload := p.Payload(typ, count, nil)
+	out, err := s.batch.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("training"),
+		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload),
+		SchedulingPriority: aws.Int32(priority), QuotaShareName: aws.String(share)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return aws.ToString(out.JobId)
+}
+
+func (s *server) describe(id string) *batch.DescribeServiceJobOutput {
+	s.t.Helper()
+	out, err := s.batch.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+// await polls DescribeServiceJob until ok holds, within waitLimit.
+func (s *server) await(id, what string, ok func(*batch.DescribeServiceJobOutput) bool) *batch.DescribeServiceJobOutput {
+	s.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		d := s.describe(id)
+		if ok(d) {
+			return d
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("job %s (%s) is %s (%q, %d attempts), not %s after %v", aws.ToString(d.JobName), id, d.Status, aws.ToString(d.StatusReason), len(d.Attempts), what, waitLimit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *server) awaitStatus(id string, st types.ServiceJobStatus) *batch.DescribeServiceJobOutput {
+	s.t.Helper()
+	return s.await(id, string(st), func(d *batch.DescribeServiceJobOutput) bool { return d.Status == st })
+}
+
+// logs reads a job's latest attempt's output through the log endpoint.
+func (s *server) logs(id string) string {
+	s.t.Helper()
+	resp, err := http.Get(s.proc.Endpoint + "/qshare/v1/logs/" + url.PathEscape(id))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("logs of %s: %s: %s", id, resp.Status, b)
+	}
+	return string(b)
+}
+
+// envReason returns the statusReason of the server's one environment, a
+// qshare extension that the SDK does not read: it asks the wire.
+func (s *server) envReason() string {
+	s.t.Helper()
+	resp, err := http.Post(s.proc.Endpoint+"/v1/describeserviceenvironments", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var envs struct {
+		ServiceEnvironments []struct{ StatusReason string } `json:"serviceEnvironments"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&envs); err != nil || len(envs.ServiceEnvironments) != 1 {
+		s.t.Fatalf("environments: %+v, %v", envs, err)
+	}
+	return envs.ServiceEnvironments[0].StatusReason
+}
+
+// awaitEnvReason waits until the environment's statusReason satisfies ok.
+func (s *server) awaitEnvReason(what string, ok func(string) bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for r := s.envReason(); !ok(r); r = s.envReason() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("environment statusReason %q, not %s after %v", r, what, waitLimit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// threeShares is the spec's worked example (§6.10), examples/three-shares.yaml.
+func threeShares(t *testing.T) string {
+	p, err := filepath.Abs("../../examples/three-shares.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const g5 = "ml.g5.xlarge"
+
+// TestWorkedExample: the spec's three shares on a cluster of three
+// one-GPU nodes. A job runs as a pod with its GPU, writes its log, and
+// succeeds; its pod's labels name the job, queue and share.
+func TestWorkedExample(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 3, 1)
+	s := c.startServer("")
+	s.apply(threeShares(t))
+	id := s.submit("hello", "QS1", 1, g5, 1, kubetest.Program{Run: time.Second, Output: "hello from a pod"})
+	s.await(id, "RUNNING", func(d *batch.DescribeServiceJobOutput) bool { return d.Status == types.ServiceJobStatusRunning })
+	pods := c.pods(id)
+	if len(pods) != 1 {
+		t.Fatalf("job %s has %d pods, want 1", id, len(pods))
+	}
+	p := pods[0]
+	if p.Labels["qshare.io/share"] != "QS1" || p.Labels["qshare.io/queue"] != "training" || p.Labels["qshare.io/attempt-id"] != id+"-1" {
+		t.Errorf("pod labels %v", p.Labels)
+	}
+	if q := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; q.Value() != 1 {
+		t.Errorf("pod GPU limit %v, want 1 (the GPU table's ml.g5.xlarge)", q.String())
+	}
+	d := s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+	if len(d.Attempts) != 1 {
+		t.Errorf("%d attempts, want 1", len(d.Attempts))
+	}
+	if out := s.logs(id); out != "hello from a pod\n" {
+		t.Errorf("log %q", out)
+	}
+}
+
+// TestCrossShareReclaim: QS1 (LEND_AND_BORROW) runs two jobs, one of them
+// on QS2's idle GPU. When QS2 submits, the borrower is preempted: its pod
+// is deleted with its grace (a 2 s checkpoint), and QS2's pod starts only
+// after the borrower's pod is gone.
+func TestCrossShareReclaim(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 3, 1)
+	s := c.startServer("")
+	s.apply(threeShares(t))
+	long := kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 2 * time.Second}
+	a := s.submit("a", "QS1", 5, g5, 1, long)
+	s.awaitStatus(a, types.ServiceJobStatusRunning)
+	b := s.submit("b", "QS1", 1, g5, 1, long)
+	s.awaitStatus(b, types.ServiceJobStatusRunning)
+	lender := s.submit("lender", "QS2", 1, g5, 1, kubetest.Program{Run: time.Second})
+	// The borrower is the lower-priority b.
+	d := s.await(b, "RUNNABLE after a cross-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
+		return d.Status == types.ServiceJobStatusRunnable && len(d.Attempts) == 1
+	})
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management") {
+		t.Errorf("b's attempt reason %q", r)
+	}
+	s.awaitStatus(lender, types.ServiceJobStatusSucceeded)
+	_, gone := c.Kubelet.Times(c.ns, podOf(t, c, b+"-1"))
+	started, _ := c.Kubelet.Times(c.ns, podOf(t, c, lender+"-1"))
+	if gone.IsZero() || started.IsZero() || !started.After(gone) {
+		t.Errorf("the lender's pod started at %v, the borrower's was gone at %v: it must start after", started, gone)
+	}
+	if st := s.describe(a).Status; st != types.ServiceJobStatusRunning {
+		t.Errorf("a is %s, want RUNNING on QS1's own GPU", st)
+	}
+}
+
+// podOf returns the name of the pod of index 0 of an attempt, as the
+// played kubelet saw it.
+func podOf(t *testing.T, c *cluster, attemptID string) string {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		for _, name := range c.Kubelet.Started(c.ns) {
+			if env := c.Kubelet.Env(c.ns, name); env["QSHARE_ATTEMPT_ID"] == attemptID && env["SM_CURRENT_HOST"] == name {
+				return name
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pod of attempt %s ran", attemptID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestFailureFile: what the job writes to /opt/ml/output/failure becomes
+// the job's statusReason.
+func TestFailureFile(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 3, 1)
+	s := c.startServer("")
+	s.apply(threeShares(t))
+	id := s.submit("bad", "QS1", 1, g5, 1, kubetest.Program{Run: 200 * time.Millisecond, Exit: 3, Failure: "AlgorithmError: no training data in channel train"})
+	d := s.awaitStatus(id, types.ServiceJobStatusFailed)
+	if r := aws.ToString(d.StatusReason); !strings.HasPrefix(r, "AlgorithmError: no training data in channel train") {
+		t.Errorf("statusReason %q, want the failure file's line", r)
+	}
+}
+
+// TestPendingThenCapacityFailure: an environment that promises more GPUs
+// than the nodes have says so; a job whose pod the scheduler cannot place
+// shows the scheduler's reason, and after the start timeout its attempt
+// ends as a capacity failure and the job is requeued without using a
+// retry, then runs once a GPU is free.
+func TestPendingThenCapacityFailure(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 2, 1) // the example promises 3
+	s := c.startServer("startTimeout: 3s\n")
+	s.apply(threeShares(t))
+	if r := s.envReason(); !strings.Contains(r, "promises 3 instances") {
+		t.Errorf("environment statusReason %q, want the capacity warning", r)
+	}
+	long := kubetest.Program{Run: time.Hour}
+	a := s.submit("a", "QS1", 1, g5, 1, long)
+	b := s.submit("b", "QS2", 1, g5, 1, long)
+	s.awaitStatus(a, types.ServiceJobStatusRunning)
+	s.awaitStatus(b, types.ServiceJobStatusRunning)
+	third := s.submit("third", "QS3", 1, g5, 1, kubetest.Program{Run: 300 * time.Millisecond})
+	s.await(third, "waiting in the cluster", func(d *batch.DescribeServiceJobOutput) bool {
+		return strings.Contains(aws.ToString(d.StatusReason), "waits to run in kubernetes: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu")
+	})
+	d := s.await(third, "requeued after a capacity failure", func(d *batch.DescribeServiceJobOutput) bool {
+		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Attempt lost: Capacity failure") {
+		t.Errorf("attempt reason %q, want a capacity failure", r)
+	}
+	if _, err := s.batch.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(a), Reason: aws.String("make room")}); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.awaitStatus(a, types.ServiceJobStatusFailed); !strings.Contains(aws.ToString(d.StatusReason), "make room") {
+		t.Errorf("terminated job's reason %q", aws.ToString(d.StatusReason))
+	}
+	d = s.awaitStatus(third, types.ServiceJobStatusSucceeded)
+	if len(d.Attempts) < 2 {
+		t.Errorf("third: %d attempts, want the lost one and the one that ran", len(d.Attempts))
+	}
+	if pods := c.pods(a); len(pods) != 0 && pods[0].Status.Phase == corev1.PodRunning {
+		t.Errorf("the terminated job's pod still runs")
+	}
+}
+
+// TestKillAndRestart: qshare is killed with SIGKILL while two jobs run; a
+// new server over the same store re-attaches to their pods: no pod is
+// created twice, and the jobs end as their pods do.
+func TestKillAndRestart(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 3, 1)
+	s := c.startServer("")
+	s.apply(threeShares(t))
+	p := kubetest.Program{Run: 6 * time.Second, Output: "survived"}
+	a := s.submit("a", "QS1", 1, g5, 1, p)
+	b := s.submit("b", "QS2", 1, g5, 1, p)
+	s.awaitStatus(a, types.ServiceJobStatusRunning)
+	s.awaitStatus(b, types.ServiceJobStatusRunning)
+	uids := map[string]string{}
+	for _, id := range []string{a, b} {
+		pods := c.pods(id)
+		if len(pods) != 1 {
+			t.Fatalf("job %s has %d pods before the kill", id, len(pods))
+		}
+		uids[id] = string(pods[0].UID)
+	}
+	s.proc.Kill()
+	<-s.proc.Done()
+	s.start()
+	for _, id := range []string{a, b} {
+		d := s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+		if len(d.Attempts) != 1 {
+			t.Errorf("job %s: %d attempts after the restart, want 1", id, len(d.Attempts))
+		}
+		pods := c.pods(id)
+		if len(pods) != 1 || string(pods[0].UID) != uids[id] {
+			t.Errorf("job %s: %d pods after the restart, want its one pod %s", id, len(pods), uids[id])
+		}
+		if out := s.logs(id); out != "survived\n" {
+			t.Errorf("job %s log %q", id, out)
+		}
+	}
+}
+
+// oneShare is an environment of n ml.g5.xlarge, a queue "training" and one
+// RESERVE share "S" of all of them with in-share preemption enabled.
+func oneShare(t *testing.T, n int) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "one-share.yaml")
+	y := fmt.Sprintf(`serviceEnvironments:
+  - serviceEnvironmentName: pool
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
+schedulingPolicies:
+  - name: qm
+    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
+jobQueues:
+  - jobQueueName: training
+    priority: 1
+    schedulingPolicy: qm
+    serviceEnvironment: pool
+    quotaShares:
+      - quotaShareName: S
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
+        resourceSharingConfiguration: {strategy: RESERVE}
+        preemptionConfiguration: {inSharePreemption: ENABLED}
+`, n, n)
+	if err := os.WriteFile(f, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestInSharePreemptionResume: a higher-priority job of the same share
+// preempts a trainer; the trainer checkpoints on SIGTERM to its claim, and
+// its second attempt, on the same claim, resumes from the checkpoint.
+func TestInSharePreemptionResume(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 1, 1)
+	s := c.startServer("")
+	s.apply(oneShare(t, 1))
+	low := s.submit("low", "S", 1, g5, 1, kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 500 * time.Millisecond, Save: "step-42", Output: "training"})
+	s.awaitStatus(low, types.ServiceJobStatusRunning)
+	high := s.submit("high", "S", 9, g5, 1, kubetest.Program{Run: 500 * time.Millisecond})
+	d := s.await(low, "preempted", func(d *batch.DescribeServiceJobOutput) bool {
+		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
+		t.Errorf("low's attempt 1: %q, want an in-share preemption", r)
+	}
+	s.awaitStatus(high, types.ServiceJobStatusSucceeded)
+	s.await(low, "RUNNING attempt 2", func(d *batch.DescribeServiceJobOutput) bool {
+		return d.Status == types.ServiceJobStatusRunning && len(d.Attempts) == 2
+	})
+	if out := s.logs(low); !strings.HasPrefix(out, "resumed from step-42\n") {
+		t.Errorf("attempt 2's log %q: it did not find attempt 1's checkpoint on the job's claim", out)
+	}
+	if _, err := s.batch.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(low), Reason: aws.String("done")}); err != nil {
+		t.Fatal(err)
+	}
+	s.awaitStatus(low, types.ServiceJobStatusFailed)
+}
+
+// TestFourInstances: a job of four instances is four pods with their
+// index on four nodes, all running before the job is, which find each
+// other through the headless Service's names.
+func TestFourInstances(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 4, 1)
+	s := c.startServer("")
+	s.apply(oneShare(t, 4))
+	id := s.submit("four", "S", 1, g5, 4, kubetest.Program{Run: 2 * time.Second, Output: "an instance"})
+	s.awaitStatus(id, types.ServiceJobStatusRunning)
+	pods := c.pods(id)
+	nodes := map[string]bool{}
+	for _, p := range pods {
+		nodes[p.Spec.NodeName] = true
+	}
+	if len(pods) != 4 || len(nodes) != 4 {
+		t.Fatalf("%d pods on %d nodes, want 4 on 4", len(pods), len(nodes))
+	}
+	var hosts string
+	for _, p := range pods {
+		env := c.Kubelet.Env(c.ns, p.Name)
+		if hosts == "" {
+			hosts = env["SM_HOSTS"]
+		}
+		if env["SM_HOSTS"] != hosts || !strings.Contains(hosts, `"`+env["SM_CURRENT_HOST"]+`"`) || !strings.HasPrefix(env["SM_CURRENT_HOST"], p.Name+".") {
+			t.Errorf("pod %s: SM_HOSTS %s, SM_CURRENT_HOST %s", p.Name, env["SM_HOSTS"], env["SM_CURRENT_HOST"])
+		}
+	}
+	if strings.Count(hosts, ",") != 3 {
+		t.Errorf("SM_HOSTS = %s, want 4 hosts", hosts)
+	}
+	s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+	// qshare logs --instance K reads the pod of index K.
+	if out, errOut, err := s.proc.Command(bin, ".", "logs", id, "--instance", "3"); err != nil || out != "an instance\n" {
+		t.Errorf("qshare logs --instance 3 = %q, %q, %v", out, errOut, err)
+	}
+	if _, errOut, err := s.proc.Command(bin, ".", "logs", id, "--instance", "4"); err == nil || !strings.Contains(errOut, "instance 4 does not exist") {
+		t.Errorf("qshare logs --instance 4 = %q, %v; want an error naming the instance", errOut, err)
+	}
+}
+
+// TestAPIServerOutage stops the API server while a job runs: qshare keeps
+// serving its API (a submit is accepted), the environment's statusReason
+// says what is wrong, and once the server is back the reason clears, both
+// jobs run to their end, and no pod is duplicated.
+func TestAPIServerOutage(t *testing.T) {
+	c := newCluster(t, "g5.xlarge", 3, 1)
+	s := c.startServer("")
+	s.apply(threeShares(t))
+	a := s.submit("a", "QS1", 1, g5, 1, kubetest.Program{Run: 6 * time.Second})
+	s.awaitStatus(a, types.ServiceJobStatusRunning)
+	c.StopAPIServer()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = c.StartAPIServer(context.Background())
+		}
+	})
+	s.awaitEnvReason("saying the cluster cannot be reached", func(r string) bool { return strings.Contains(r, "API server does not answer") })
+	b := s.submit("b", "QS2", 1, g5, 1, kubetest.Program{Run: time.Second})
+	if st := s.describe(a).Status; st != types.ServiceJobStatusRunning {
+		t.Errorf("a is %s during the outage, want RUNNING (it keeps its capacity)", st)
+	}
+	if err := c.StartAPIServer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	s.awaitEnvReason("cleared", func(r string) bool { return r == "" })
+	for _, id := range []string{a, b} {
+		if d := s.awaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != 1 {
+			t.Errorf("job %s: %d attempts, want 1", id, len(d.Attempts))
+		}
+		if pods := c.pods(id); len(pods) != 1 {
+			t.Errorf("job %s: %d pods, want 1", id, len(pods))
+		}
+	}
+}
