@@ -36,8 +36,8 @@ import (
 const KueueVersion = "v0.17.0"
 
 // kueueBinary is where the Kueue controller is: $QSHARE_KUEUE_BIN, else
-// the cache directory beside the Kubernetes binaries (see
-// ../shared/recipes/kueue.md for how it is built).
+// the cache directory beside the Kubernetes binaries, where
+// .ci/build-kueue builds it.
 func kueueBinary() string {
 	if p := os.Getenv("QSHARE_KUEUE_BIN"); p != "" {
 		return p
@@ -62,10 +62,10 @@ func kueueCRDs() string {
 // kueueAvailable says why Kueue cannot run here, or nil.
 func kueueAvailable() error {
 	if _, err := os.Stat(kueueBinary()); err != nil {
-		return fmt.Errorf("no Kueue controller at %s (build it as ../shared/recipes/kueue.md says, or set QSHARE_KUEUE_BIN): %v", kueueBinary(), err)
+		return fmt.Errorf("no Kueue controller at %s (run .ci/build-kueue, or set QSHARE_KUEUE_BIN): %v", kueueBinary(), err)
 	}
 	if _, err := os.Stat(kueueCRDs()); err != nil {
-		return fmt.Errorf("no Kueue CRDs at %s (go get sigs.k8s.io/kueue/cmd/kueue@%s fetches them): %v", kueueCRDs(), KueueVersion, err)
+		return fmt.Errorf("no Kueue CRDs at %s (.ci/build-kueue fetches them with sigs.k8s.io/kueue %s): %v", kueueCRDs(), KueueVersion, err)
 	}
 	return nil
 }
