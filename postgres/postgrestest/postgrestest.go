@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"qshare/internal/freeport"
 )
 
 // ErrNotInstalled is returned by Start when no PostgreSQL server binaries
@@ -117,9 +118,11 @@ func Start() (*Server, error) {
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
 	for try := 0; ; try++ {
-		if s.port, err = freePort(); err != nil {
+		ports, err := freeport.Ports(1)
+		if err != nil {
 			return nil, err
 		}
+		s.port = ports[0]
 		if err = s.start(); err == nil {
 			break
 		}
@@ -193,16 +196,6 @@ func (s *Server) start() error {
 			return fmt.Errorf("postgres did not accept connections within 60 s: %v", err)
 		}
 	}
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func lastLines(s string, n int) string {

@@ -21,7 +21,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +31,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"qshare/internal/freeport"
 )
 
 // Version is the Kubernetes release the harness runs.
@@ -85,6 +86,7 @@ type Server struct {
 	dir        string
 	etcdPort   int
 	apiPort    int
+	peerPort   int
 	token      string
 	kubeconfig string
 
@@ -137,13 +139,11 @@ func Start(ctx context.Context) (*Server, error) {
 }
 
 func (s *Server) init() error {
-	var err error
-	if s.etcdPort, err = freePort(); err != nil {
+	ports, err := freeport.Ports(3)
+	if err != nil {
 		return err
 	}
-	if s.apiPort, err = freePort(); err != nil {
-		return err
-	}
+	s.etcdPort, s.apiPort, s.peerPort = ports[0], ports[1], ports[2]
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	s.token = hex.EncodeToString(b)
@@ -186,24 +186,12 @@ current-context: test
 `, s.apiPort, s.token)), 0o600)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func (s *Server) logFile(name string) (*os.File, error) {
 	return os.OpenFile(filepath.Join(s.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 }
 
 func (s *Server) startEtcd(ctx context.Context) error {
-	peer, err := freePort()
-	if err != nil {
-		return err
-	}
+	peer := s.peerPort
 	client := fmt.Sprintf("http://127.0.0.1:%d", s.etcdPort)
 	log, err := s.logFile("etcd")
 	if err != nil {

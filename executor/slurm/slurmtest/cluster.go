@@ -18,7 +18,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"qshare/internal/freeport"
 )
 
 // Binaries lists the programs a cluster needs.
@@ -120,7 +121,7 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	if i := strings.IndexByte(host, '.'); i > 0 {
 		host = host[:i]
 	}
-	ports, err := freePorts(1 + opt.Nodes)
+	ports, err := freeport.Ports(1 + opt.Nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -368,26 +369,6 @@ func (c *Cluster) Close() error {
 	err := os.RemoveAll(c.cfg.Dir)
 	c.cfg.Dir = ""
 	return err
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("slurm: free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // cleanEnv is this process's environment without SLURM_* variables, so
