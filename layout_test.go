@@ -20,7 +20,7 @@ const module = "qshare"
 // transcript and batch-client harnesses), anything under test/ (the system
 // tests), and the conformance suites, each named after the package whose
 // contract it tests with "test" added, beside it (store/storetest,
-// executor/executortest, executor/gpu/gputest).
+// executor/executortest, executor/gpu/gputest), or in shortNamed.
 func harness(p string) bool {
 	rel, ok := strings.CutPrefix(p, module+"/")
 	if !ok {
@@ -29,8 +29,17 @@ func harness(p string) bool {
 	if strings.HasPrefix(rel, "internal/") || strings.HasPrefix(rel, "test/") {
 		return true
 	}
+	if shortNamed[rel] {
+		return true
+	}
 	dir, base := path.Split(rel)
 	return dir != "" && base == path.Base(strings.TrimSuffix(dir, "/"))+"test"
+}
+
+// shortNamed are the harnesses beside a package that are named after a
+// short name of what it runs on rather than the package's own name.
+var shortNamed = map[string]bool{
+	"executor/kubernetes/kubetest": true, // the test control plane and played kubelet of executor/kubernetes
 }
 
 // allowed reports whether product package from may import harness package
