@@ -97,7 +97,7 @@ reports the server's time from createdAt to scheduledAt.`,
 				}
 				return withServerFor(ctx, opt.Endpoint, so, 0, func(ep string) (any, error) {
 					o := opt
-					o.Endpoint = ep
+					o.Endpoint, o.Server = ep, so
 					return bench.RunSubmit(ctx, o)
 				})
 			})
