@@ -106,7 +106,7 @@ var executors = map[string]func(ctx context.Context, s serveSettings, grace time
 	},
 	"slurm": func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
 		if s.SlurmConfig == "" {
-			return nil, fmt.Errorf("--executor slurm needs --slurm-config FILE: the YAML file that maps instance types to partitions (see docs/executor-slurm.md)")
+			return nil, fmt.Errorf("--executor slurm needs --slurm-config FILE: the YAML file that maps instance types to partitions (see docs/slurm.md)")
 		}
 		c, err := slurm.LoadConfig(s.SlurmConfig)
 		if err != nil {
@@ -221,7 +221,7 @@ func init() {
 	f.StringVar(&serveFlags.s.JobRetention, "job-retention", d.JobRetention, "how long a finished (SUCCEEDED or FAILED) job is kept after it stopped, e.g. 7d, 36h; older ones are deleted; 0 keeps them forever")
 	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process executor: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user")
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
-	f.StringVar(&serveFlags.s.SlurmConfig, "slurm-config", "", "slurm executor: YAML `FILE` mapping instance types to partitions, --gres, CPUs and memory, with the shared directory and the account (docs/executor-slurm.md)")
+	f.StringVar(&serveFlags.s.SlurmConfig, "slurm-config", "", "slurm executor: YAML `FILE` mapping instance types to partitions, --gres, CPUs and memory, with the shared directory and the account (docs/slurm.md)")
 	f.StringVar(&serveFlags.s.Kubeconfig, "kubeconfig", "", "kubernetes executor: kubeconfig `FILE` (default: the in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&serveFlags.s.Namespace, "namespace", "", "kubernetes executor: the `NAMESPACE` of the attempts' pods (default: the kubeconfig's, or the pod's own in a cluster, else default)")
 	f.StringVar(&serveFlags.s.KubeConfig, "kube-config", "", "kubernetes executor: YAML `FILE` mapping instance types to node selectors, resources, tolerations and priority classes (docs/kubernetes.md)")
