@@ -1013,8 +1013,8 @@ func (e *Executor) housekeep() {
 }
 
 // Sweep deletes the live pods of attempts that are neither in keep (the
-// store's unfinished attempts) nor started or recovered through this
-// executor: they have no record in the store, and adopting them later
+// store's unfinished attempts) nor started (a Start begun counts) or
+// recovered through this executor: they have no record in the store, and adopting them later
 // would run the job twice (executor.Sweeper). It answers an error, and
 // the daemon tries again, until the executor has seen the namespace's pods.
 func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, error) {
@@ -1041,7 +1041,11 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 		e.mu.Lock()
 		known := e.attempts[label] != nil
 		e.mu.Unlock()
-		if known || keep[id] {
+		// A Start under way has created pods before it tracks them.
+		e.begin.Lock()
+		starting := e.starting[id] != nil
+		e.begin.Unlock()
+		if known || starting || keep[id] {
 			continue
 		}
 		n, _ := strconv.Atoi(p.Annotations[annInstances])
