@@ -292,14 +292,19 @@ func TestOrphansDeleted(t *testing.T) {
 	e1 := c.newExecutor(t, dir, Options{})
 	kept := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
 	orphan := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	begun := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
 	start(t, e1, kept)
 	start(t, e1, orphan)
+	start(t, e1, begun)
 	e1.Close()
 	e2 := c.newExecutor(t, dir, Options{})
 	defer e2.Close()
 	if r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: kept.AttemptID}); err != nil || r != executor.Running {
 		t.Fatalf("Recover = %v, %v", r, err)
 	}
+	// A Start of begun is under way in e2 (its pods exist before it
+	// tracks them): Sweep must leave them.
+	e2.startLock(begun.AttemptID)
 	var swept []string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var err error
@@ -323,8 +328,12 @@ func TestOrphansDeleted(t *testing.T) {
 	if p := attemptPods(t, e2, kept.AttemptID); len(p) != 1 || p[0].DeletionTimestamp != nil {
 		t.Errorf("the recovered attempt's pods: %+v", p)
 	}
+	if p := attemptPods(t, e2, begun.AttemptID); len(p) != 1 || p[0].DeletionTimestamp != nil {
+		t.Errorf("the pods of the Start under way: %+v", p)
+	}
 	_ = e2.Stop(context.Background(), kept.AttemptID, time.Second)
 	wait(t, e2, kept.AttemptID)
+	e2.deletePods(context.Background(), begun.AttemptID, 1, 0, false)
 }
 
 // TestAPIServerOutage stops the API server in the middle of a run: the
