@@ -1003,6 +1003,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	}
 	if _, err := e.command(ctx, "scancel", "--signal=TERM", id); err != nil {
 		// A job that has just started or ended: cancel it outright.
+		e.log.Info("slurm executor: scancel --signal=TERM failed; the batch job is cancelled outright", "attempt", attemptID, "slurmJob", id, "err", err)
 		e.command(ctx, "scancel", id) //nolint:errcheck // the poll reports its end either way
 	}
 	go func() {
