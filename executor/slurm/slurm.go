@@ -275,6 +275,12 @@ func pathComponent(what, id string) error {
 func (e *Executor) attemptDir(id string) string { return filepath.Join(e.root, "attempts", id) }
 
 // jobName is the Slurm job name of an attempt.
+// startedMarker is the file the step runner writes once the attempt's
+// command runs.
+func (e *Executor) startedMarker(attemptID string) string {
+	return filepath.Join(e.attemptDir(attemptID), "started")
+}
+
 func jobName(attemptID string) string { return "qshare-" + attemptID }
 
 // comment is the --comment of an attempt's batch job: the attempt ID and
@@ -344,7 +350,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 // awaitRun waits until the attempt's command runs (the step runner's
 // "started" marker), the attempt ends, StartWait passes or ctx ends.
 func (e *Executor) awaitRun(ctx context.Context, a *attempt) {
-	marker := filepath.Join(e.attemptDir(a.id), "started")
+	marker := e.startedMarker(a.id)
 	deadline := time.After(e.o.StartWait)
 	for !e.fs.IsFile(marker) {
 		select {
@@ -463,7 +469,7 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 	args := []string{"--parsable", "--job-name=" + jobName(s.AttemptID), "--comment=" + e.comment(s.AttemptID),
 		"--partition=" + it.Partition, "--nodes=" + strconv.Itoa(nodes), "--ntasks-per-node=1",
 		"--output=" + filepath.Join(dir, "slurm.log"), "--open-mode=append", "--chdir=" + job,
-		"--export=NONE", "--no-requeue"}
+		"--export=ALL", "--no-requeue"}
 	if it.ShareNodes {
 		args = append(args, "--cpus-per-task="+strconv.Itoa(it.CPUs), "--mem="+it.Memory)
 	} else {
@@ -479,7 +485,7 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 		args = append(args, "--uid="+strconv.Itoa(u.uid), "--gid="+strconv.Itoa(u.gid))
 	}
 	args = append(args, filepath.Join(dir, "job.sh"))
-	out, err := e.command(ctx, "sbatch", args...)
+	out, err := e.commandEnv(ctx, sbatchEnv(e.o.Env), "sbatch", args...)
 	if err != nil {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: submitting attempt %s: %v", s.AttemptID, err)
 	}
@@ -596,6 +602,30 @@ func (e *Executor) writeRecord(attemptID string, r jobRecord) error {
 // command runs a Slurm command and returns its standard output; the error
 // holds its standard error.
 func (e *Executor) command(ctx context.Context, name string, args ...string) (string, error) {
+	return e.commandEnv(ctx, e.o.Env, name, args...)
+}
+
+// sbatchEnv is the environment sbatch runs in, and so (with
+// --export=ALL) the batch job's: PATH and the SLURM_* and SBATCH_*
+// variables of env, nothing else, so that the server's environment (its
+// credentials, tokens) does not reach jobs. It replaces --export=NONE,
+// which Slurm 22.05 treats as --get-user-env: slurmd then runs the
+// user's login shell (su - user -c … slurmstepd getenv) before every
+// batch job, with an 8 s timeout, and a trivial job held its CPU slot
+// for about 10 s (docs/slurm.md, the benchmark).
+func sbatchEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "PATH" || strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "SBATCH_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// commandEnv is command with the environment env.
+func (e *Executor) commandEnv(ctx context.Context, env []string, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.CommandTimeout)
 	defer cancel()
 	path, err := lookPath(name, e.o.Env)
@@ -603,7 +633,7 @@ func (e *Executor) command(ctx context.Context, name string, args ...string) (st
 		return "", err
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Env = e.o.Env
+	cmd.Env = env
 	cmd.Dir = e.root
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -949,9 +979,12 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	if !stop {
 		return err
 	}
+	// The state is the last poll's: a job that has started since (its
+	// step runner wrote the marker Start waits for) is warned first.
 	e.mu.Lock()
 	pending := a.state == "PENDING"
 	e.mu.Unlock()
+	pending = pending && !e.fs.IsFile(e.startedMarker(attemptID))
 	g := a.rec.Grace
 	if g == 0 {
 		g = grace
@@ -970,6 +1003,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	}
 	if _, err := e.command(ctx, "scancel", "--signal=TERM", id); err != nil {
 		// A job that has just started or ended: cancel it outright.
+		e.log.Info("slurm executor: scancel --signal=TERM failed; the batch job is cancelled outright", "attempt", attemptID, "slurmJob", id, "err", err)
 		e.command(ctx, "scancel", id) //nolint:errcheck // the poll reports its end either way
 	}
 	go func() {
