@@ -81,7 +81,7 @@ var e2eRows = []Row{
 	{Label: "Slurm submits/s", Key: "slurm_submits_per_s", Format: "%.0f", Anchor: "BENCHMARKS.md: about 30"},
 	{Label: "Slurm submit latency p50", Key: "slurm_submit_latency.p50_ms", Format: "%.2f", Unit: "ms"},
 	{Label: "Slurm submit latency p99", Key: "slurm_submit_latency.p99_ms", Format: "%.2f", Unit: "ms"},
-	{Label: "ratio (qshare / Slurm jobs/s)", Key: "ratio", Format: "%.1f", Anchor: "target ≥ 20"},
+	{Label: "ratio (qshare / Slurm jobs/s)", Key: "ratio", Format: "%.2f", Anchor: "target ≥ 20; with --executor slurm ≥ 0.9"},
 	{Label: "$TMPDIR (data of both halves)", Key: "tmp_dir", Format: "%s"},
 	{Label: "its file system", Key: "tmp_fs", Format: "%s", Anchor: "fsync at every acknowledged submit"},
 	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
