@@ -759,3 +759,39 @@ func (s *suite) concurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Script renders j as a POSIX shell script, for executors that run a
+// command line (process, Slurm): it prints j.Output, reacts to SIGTERM as
+// j.OnStop says, says "ready" once its sleep of j.Run is forked, and exits
+// with j.ExitCode.
+func Script(j Job) string {
+	var b strings.Builder
+	if j.RecordEnv {
+		b.WriteString("env -0\n")
+	}
+	if j.Output != "" {
+		fmt.Fprintf(&b, "echo '%s'\n", j.Output)
+	}
+	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
+	switch j.OnStop {
+	case StopCheckpoint:
+		// It ends its own sleep too: a SIGTERM that comes while the shell
+		// forks it may be lost to the child, whose shell handler is still
+		// in place until its exec.
+		fmt.Fprintf(&b, "trap 'kill -9 $! 2>/dev/null; sleep %s; exit 0' TERM\n", secs(j.CheckpointTime))
+	case StopIgnore:
+		b.WriteString("trap '' TERM\n")
+	}
+	// Ready once the sleep is forked: a stop that came between "ready" and
+	// the fork would leave the sleep out of its SIGTERM.
+	fmt.Fprintf(&b, "sleep %s &\necho ready\nwait $!\n", secs(j.Run))
+	if j.OnStop == StopDie {
+		// Where the signal goes to every process one by one (Slurm), the
+		// wait can return before the shell's own copy arrives, and the
+		// shell would go on to exit normally: a job that dies on the
+		// signal dies of it either way.
+		b.WriteString("rc=$?; [ \"$rc\" -gt 128 ] && kill -$((rc - 128)) $$\n")
+	}
+	fmt.Fprintf(&b, "exit %d\n", j.ExitCode)
+	return b.String()
+}

@@ -60,31 +60,6 @@ func payloadOf(cmd any, mutate func(map[string]any)) string {
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
 
-// script renders an executortest.Job as a shell script.
-func script(j executortest.Job) string {
-	var b strings.Builder
-	if j.RecordEnv {
-		b.WriteString("env -0\n")
-	}
-	if j.Output != "" {
-		fmt.Fprintf(&b, "echo '%s'\n", j.Output)
-	}
-	switch j.OnStop {
-	case executortest.StopCheckpoint:
-		// It ends its own sleep too: a SIGTERM that comes while the shell
-		// forks it may be lost to the child, whose shell handler is still
-		// in place until its exec.
-		fmt.Fprintf(&b, "trap 'kill -9 $! 2>/dev/null; sleep %s; exit 0' TERM\n", secs(j.CheckpointTime))
-	case executortest.StopIgnore:
-		b.WriteString("trap '' TERM\n")
-	}
-	// Ready once the sleep is forked: a stop that came between "ready" and
-	// the fork would leave the sleep out of its SIGTERM, alive until the
-	// grace ends (up to an hour here).
-	fmt.Fprintf(&b, "sleep %s &\necho ready\nwait $!\nexit %d\n", secs(j.Run), j.ExitCode)
-	return b.String()
-}
-
 func newExecutor(t testing.TB, dir string, mut func(*Options)) *Executor {
 	t.Helper()
 	o := Options{DataDir: dir, GPUs: []string{"none"}, PollInterval: 20 * time.Millisecond}
@@ -102,7 +77,7 @@ func TestConformance(t *testing.T) {
 	executortest.Run(t, executortest.Harness{
 		New: func(t testing.TB, dir string) executor.Executor { return newExecutor(t, dir, nil) },
 		Payload: func(t testing.TB, j executortest.Job) string {
-			return payloadOf(script(j), func(p map[string]any) {
+			return payloadOf(executortest.Script(j), func(p map[string]any) {
 				env := map[string]string{}
 				for k, v := range j.Env {
 					env[k] = v

@@ -84,34 +84,6 @@ func payloadOf(script string, typ string, count int, env map[string]string) stri
 	return string(b)
 }
 
-func secs(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
-
-func script(j executortest.Job) string {
-	var b strings.Builder
-	if j.RecordEnv {
-		b.WriteString("env -0\n")
-	}
-	if j.Output != "" {
-		fmt.Fprintf(&b, "echo '%s'\n", j.Output)
-	}
-	switch j.OnStop {
-	case executortest.StopCheckpoint:
-		fmt.Fprintf(&b, "trap 'kill -9 $! 2>/dev/null; sleep %s; exit 0' TERM\n", secs(j.CheckpointTime))
-	case executortest.StopIgnore:
-		b.WriteString("trap '' TERM\n")
-	}
-	fmt.Fprintf(&b, "sleep %s &\necho ready\nwait $!\n", secs(j.Run))
-	if j.OnStop == executortest.StopDie {
-		// Slurm signals the step's processes one by one: when the sleep
-		// gets its SIGTERM first, the wait returns before the shell's own
-		// copy arrives, and the shell would go on to exit normally. A
-		// job that dies on the signal dies of it either way.
-		b.WriteString("rc=$?; [ \"$rc\" -gt 128 ] && kill -$((rc - 128)) $$\n")
-	}
-	fmt.Fprintf(&b, "exit %d\n", j.ExitCode)
-	return b.String()
-}
-
 // waitForLog waits until the file at path contains s.
 func waitForLog(t testing.TB, path, s string, d time.Duration) {
 	t.Helper()
@@ -146,7 +118,7 @@ func TestConformance(t *testing.T) {
 	executortest.Run(t, executortest.Harness{
 		New: func(t testing.TB, dir string) executor.Executor { return newTestExecutor(t, dir) },
 		Payload: func(t testing.TB, j executortest.Job) string {
-			return payloadOf(script(j), "ml.m5.large", 1, j.Env)
+			return payloadOf(executortest.Script(j), "ml.m5.large", 1, j.Env)
 		},
 		Ready: func(t testing.TB, s executor.Spec, h executor.Handle) {
 			waitForLog(t, h.LogPath, "ready\n", time.Minute)
