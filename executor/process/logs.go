@@ -60,24 +60,9 @@ func (e *Executor) Logs(ctx context.Context, attemptID string, follow bool) (io.
 	}
 	path := filepath.Join(dir, fileOutput)
 	r := &logReader{e: e, ctx: ctx, a: a, id: attemptID, dir: dir, path: path, follow: follow, closed: make(chan struct{})}
-	for k := MaxRotated; k >= 1; k-- {
-		f, err := e.openLog(attemptID, fmt.Sprintf("%s.%d", path, k))
-		if err != nil {
-			r.Close()
-			return nil, err
-		}
-		if f != nil {
-			r.queue(f)
-		}
-	}
-	f, err := e.openLog(attemptID, path)
-	if err != nil {
+	if _, err := r.reopen(); err != nil {
 		r.Close()
 		return nil, err
-	}
-	if f != nil {
-		r.queue(f)
-		r.current = true
 	}
 	return r, nil
 }
@@ -98,8 +83,8 @@ func (e *Executor) openLog(attemptID, path string) (*os.File, error) {
 }
 
 // logReader reads an attempt's log files in turn. files holds the files not
-// yet read to their end, oldest first; with current set, the last of them is
-// output.log itself, which a follow goes on reading.
+// yet read to their end, oldest first; a follow goes on reading the last of
+// them until reopen finds a newer one.
 type logReader struct {
 	e      *Executor
 	ctx    context.Context
@@ -109,10 +94,9 @@ type logReader struct {
 	path   string
 	follow bool
 
-	files   []*os.File
-	last    os.FileInfo // the newest file queued (read or not), to tell the files after it
-	current bool
-	done    bool // the attempt has ended and the files were read once more since
+	files []*os.File
+	last  os.FileInfo // the newest file queued (read or not), to tell the files after it
+	done  bool        // the attempt has ended and the files were read once more since
 
 	mu        sync.Mutex // held by Read except while it waits; Close takes it to close the files
 	closed    chan struct{}
@@ -141,9 +125,6 @@ func (r *logReader) Read(p []byte) (int, error) {
 			if len(r.files) > 1 || !r.follow {
 				r.files[0].Close()
 				r.files = r.files[1:]
-				if len(r.files) == 0 {
-					r.current = false
-				}
 				continue
 			}
 		}
@@ -183,25 +164,38 @@ func (r *logReader) Read(p []byte) (int, error) {
 // The log may have rotated more than once since the last look: the files
 // rotated out after the one being read (output.log.K-1 … output.log.1, where
 // that one is now output.log.K) are queued before it, so no output is lost
-// while the rotated files are kept.
+// while the rotated files are kept. The first call, with nothing read yet,
+// queues every file of the log.
+//
+// The log may also rotate while reopen looks. output.log is opened first and
+// the rotated files are then opened upward from output.log.1: a rotation
+// only moves files to higher numbers, so one that moves during the look is
+// met again (and queued once, by its identity) rather than skipped.
 func (r *logReader) reopen() (bool, error) {
 	f, err := r.e.openLog(r.id, r.path)
-	if err != nil || f == nil {
+	if err != nil {
 		return false, err
 	}
 	held := r.last
-	if b, err := f.Stat(); err == nil && held != nil && os.SameFile(held, b) {
-		f.Close()
-		return false, nil
+	if f != nil && held != nil {
+		if b, err := f.Stat(); err == nil && os.SameFile(held, b) {
+			f.Close()
+			return false, nil
+		}
 	}
-	var newer []*os.File // output.log.1, .2, … up to the one held
+	found := []*os.File{} // newest first: output.log, output.log.1, … up to the one held
+	if f != nil {
+		found = append(found, f)
+	}
+	closeAll := func() {
+		for _, g := range found {
+			g.Close()
+		}
+	}
 	for k := 1; k <= MaxRotated; k++ {
 		g, err := r.e.openLog(r.id, fmt.Sprintf("%s.%d", r.path, k))
 		if err != nil {
-			for _, g := range newer {
-				g.Close()
-			}
-			f.Close()
+			closeAll()
 			return false, err
 		}
 		if g == nil {
@@ -211,22 +205,35 @@ func (r *logReader) reopen() (bool, error) {
 			g.Close()
 			break
 		}
-		newer = append(newer, g)
+		found = append(found, g)
 	}
-	for i := len(newer) - 1; i >= 0; i-- {
-		r.queue(newer[i])
+	if len(found) == 0 {
+		return false, nil
 	}
-	r.queue(f)
-	r.current = true
-	return true, nil
-}
-
-// queue adds f to the files to read, and remembers it as the newest.
-func (r *logReader) queue(f *os.File) {
-	r.files = append(r.files, f)
-	if st, err := f.Stat(); err == nil {
+	var seen []os.FileInfo
+	for i := len(found) - 1; i >= 0; i-- {
+		g := found[i]
+		st, err := g.Stat()
+		if err != nil {
+			g.Close()
+			continue
+		}
+		dup := false
+		for _, s := range seen {
+			if os.SameFile(s, st) {
+				dup = true
+				break
+			}
+		}
+		if dup {
+			g.Close() // met twice: the log rotated while reopen looked
+			continue
+		}
+		seen = append(seen, st)
+		r.files = append(r.files, g)
 		r.last = st
 	}
+	return true, nil
 }
 
 // ended reports whether the attempt has ended, so that its log is complete.
