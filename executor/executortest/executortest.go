@@ -777,8 +777,11 @@ func Script(j Job) string {
 	case StopCheckpoint:
 		// It ends its own sleep too: a SIGTERM that comes while the shell
 		// forks it may be lost to the child, whose shell handler is still
-		// in place until its exec.
-		fmt.Fprintf(&b, "trap 'kill -9 $! 2>/dev/null; sleep %s; exit 0' TERM\n", secs(j.CheckpointTime))
+		// in place until its exec. The checkpoint's sleep ignores SIGTERM
+		// (inherited from the handler's trap): where the signal goes to
+		// every process one by one (Slurm), it may reach that sleep too,
+		// which would cut the checkpoint short.
+		fmt.Fprintf(&b, "trap 'trap \"\" TERM; kill -9 $! 2>/dev/null; sleep %s; exit 0' TERM\n", secs(j.CheckpointTime))
 	case StopIgnore:
 		b.WriteString("trap '' TERM\n")
 	}
