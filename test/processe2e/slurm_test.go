@@ -3,6 +3,7 @@ package processe2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -93,6 +94,7 @@ func (s *server) envReason() string {
 func TestSlurm(t *testing.T) {
 	skipShort(t)
 	o, c := slurmServer(t)
+	t.Run("WorkedExample", func(t *testing.T) { workedExample(t, o, slurmRunning(c)) })
 	t.Run("SucceedAndRetry", func(t *testing.T) { succeedAndRetry(t, o) })
 	t.Run("Terminate", func(t *testing.T) { terminate(t, o) })
 	t.Run("InSharePreemptionResume", func(t *testing.T) { inSharePreemptionResume(t, o) })
@@ -100,6 +102,32 @@ func TestSlurm(t *testing.T) {
 	t.Run("PendingInSlurm", func(t *testing.T) { slurmPending(t, o) })
 	t.Run("ControllerDown", func(t *testing.T) { slurmControllerDown(t, o, c) })
 	t.Run("KillAndRecover", func(t *testing.T) { slurmKillAndRecover(t, o, c) })
+}
+
+// slurmRunning returns a check that Slurm runs a batch job for exactly the
+// jobs named, and for no other qshare job: it waits (within waitLimit)
+// until squeue's RUNNING batch jobs are those jobs' attempts.
+func slurmRunning(c *slurmtest.Cluster) func(t *testing.T, ids ...string) {
+	return func(t *testing.T, ids ...string) {
+		t.Helper()
+		var got []string
+		awaitFile(t, fmt.Sprintf("Slurm to run batch jobs for exactly %v", ids), func() bool {
+			out, err := c.Command(context.Background(), "squeue", "-h", "-t", "RUNNING", "-o", "%j")
+			if err != nil {
+				return false
+			}
+			got = got[:0]
+			for _, name := range strings.Fields(out) {
+				// qshare-<job ID>-<attempt>
+				if rest, ok := strings.CutPrefix(name, "qshare-"); ok {
+					if i := strings.LastIndexByte(rest, '-'); i > 0 {
+						got = append(got, rest[:i])
+					}
+				}
+			}
+			return sameIDs(got, ids)
+		})
+	}
 }
 
 // slurmPending: the environment allows three whole-node instances but the

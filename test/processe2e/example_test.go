@@ -1,0 +1,120 @@
+package processe2e_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// TestWorkedExample plays the spec's worked example (§6.10) with real job
+// processes: three shares of one instance each (QS1 LEND_AND_BORROW with
+// in-share preemption, QS2 LEND, QS3 RESERVE).
+func TestWorkedExample(t *testing.T) {
+	skipShort(t)
+	workedExample(t, serverOpts{}, nil)
+}
+
+// workedExample is the body of TestWorkedExample, on a server started
+// with o (TestSlurm runs it on the Slurm executor, where running checks
+// that exactly the named jobs have a running batch job; nil: nothing more
+// to check). Its steps:
+//  1. QS1 submits qs1-high (priority 3), qs1-med (2) and qs1-low (1):
+//     high runs on QS1's instance, med on the one QS2 lends, and low waits
+//     (QS3 reserves its own).
+//  2. QS2 submits qs2-job-1: med, the borrower, is preempted (cross-share),
+//     its SIGTERM trap runs, and QS2's job runs.
+//  3. qs1-low's priority is raised to 4: high is preempted (in-share) and
+//     low runs.
+//
+// Then every job is let go and succeeds; the preempted ones on their
+// second attempt.
+func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ...string)) {
+	s := startServer(t, newDataDir(t), o)
+	s.setup(map[string]int32{cpu: 3},
+		share{name: "QS1", limits: map[string]int32{cpu: 1}, strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow, borrow: aws.Int32(200), inShare: true},
+		share{name: "QS2", limits: map[string]int32{cpu: 1}, strategy: types.QuotaShareResourceSharingStrategyLend},
+		share{name: "QS3", limits: map[string]int32{cpu: 1}, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	if running == nil {
+		running = func(*testing.T, ...string) {}
+	}
+	g := newGates(t)
+	script := `trap 'echo "SIGTERM: stopping"; exit 0' TERM; echo "$QSHARE_JOB_NAME attempt $QSHARE_ATTEMPT in $QSHARE_QUOTA_SHARE"; ` + waitGate + `echo done`
+	sub := func(name, share string, prio int32) string {
+		return s.submit(job{name: name, share: share, priority: prio, env: g.env(), script: script})
+	}
+	status := func(want map[string]types.ServiceJobStatus) {
+		t.Helper()
+		for id, st := range want {
+			s.awaitStatus(id, st)
+		}
+	}
+	high := sub("qs1-high", "QS1", 3)
+	s.awaitLog(high, 1, "qs1-high attempt 1 in QS1")
+	med := sub("qs1-med", "QS1", 2)
+	s.awaitLog(med, 1, "qs1-med attempt 1 in QS1")
+	low := sub("qs1-low", "QS1", 1)
+
+	// Step 1: QS1 borrows QS2's instance; low waits.
+	status(map[string]types.ServiceJobStatus{high: types.ServiceJobStatusRunning, med: types.ServiceJobStatusRunning, low: types.ServiceJobStatusRunnable})
+	running(t, high, med)
+	if d := s.describe(low); len(d.Attempts) != 0 {
+		t.Errorf("step 1: qs1-low has %d attempts, want none (QS3 reserves its instance)", len(d.Attempts))
+	}
+
+	// Step 2: QS2 reclaims what it lent; med is preempted.
+	q2 := sub("qs2-job-1", "QS2", 1)
+	s.awaitLog(q2, 1, "qs2-job-1 attempt 1 in QS2")
+	d := s.await(med, "RUNNABLE after a cross-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
+		return d.Status == types.ServiceJobStatusRunnable && len(d.Attempts) == 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (cross-share)") {
+		t.Errorf("step 2: qs1-med's attempt reason %q, want a cross-share preemption", r)
+	}
+	if out := s.mustLogs(med, 1); !strings.Contains(out, "SIGTERM: stopping\n") || strings.Contains(out, "\ndone\n") {
+		t.Errorf("step 2: qs1-med was not stopped with SIGTERM:\n%s", out)
+	}
+	status(map[string]types.ServiceJobStatus{high: types.ServiceJobStatusRunning, low: types.ServiceJobStatusRunnable, q2: types.ServiceJobStatusRunning})
+	running(t, high, q2)
+
+	// Step 3: a raised priority preempts inside QS1.
+	_, err := s.c.UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(low), SchedulingPriority: aws.Int32(4)})
+	must(t, err)
+	s.awaitLog(low, 1, "qs1-low attempt 1 in QS1")
+	d = s.await(high, "RUNNABLE after an in-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
+		return d.Status == types.ServiceJobStatusRunnable && len(d.Attempts) == 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
+		t.Errorf("step 3: qs1-high's attempt reason %q, want an in-share preemption", r)
+	}
+	if p := aws.ToInt32(s.describe(low).SchedulingPriority); p != 4 {
+		t.Errorf("step 3: qs1-low has priority %d, want 4", p)
+	}
+	status(map[string]types.ServiceJobStatus{low: types.ServiceJobStatusRunning, med: types.ServiceJobStatusRunnable, q2: types.ServiceJobStatusRunning})
+	running(t, low, q2)
+
+	// The end: all let go; the preempted jobs run again and succeed.
+	g.release("all")
+	for id, attempts := range map[string]int{high: 2, med: 2, low: 1, q2: 1} {
+		d := s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+		if len(d.Attempts) != attempts {
+			t.Errorf("%s: %d attempts, want %d", aws.ToString(d.JobName), len(d.Attempts), attempts)
+		}
+		if out := s.mustLogs(id, len(d.Attempts)); !strings.HasSuffix(out, "done\n") {
+			t.Errorf("%s: its last attempt's log does not end with done:\n%s", aws.ToString(d.JobName), out)
+		}
+	}
+	running(t)
+}
+
+// sameIDs reports whether got, once sorted, is want sorted.
+func sameIDs(got, want []string) bool {
+	got, want = slices.Clone(got), slices.Clone(want)
+	slices.Sort(got)
+	slices.Sort(want)
+	return slices.Equal(got, want)
+}
