@@ -104,7 +104,13 @@ func newCluster(t *testing.T, typ string, n, gpus int) *cluster {
 // pods lists the namespace's pods of a job.
 func (c *cluster) pods(jobID string) []corev1.Pod {
 	c.t.Helper()
-	l, err := c.Client().CoreV1().Pods(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + jobID})
+	return c.podsLabelled("qshare.io/job-id=" + jobID)
+}
+
+// podsLabelled lists the namespace's pods that match a label selector.
+func (c *cluster) podsLabelled(selector string) []corev1.Pod {
+	c.t.Helper()
+	l, err := c.Client().CoreV1().Pods(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		c.t.Fatal(err)
 	}
