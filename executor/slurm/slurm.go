@@ -16,14 +16,15 @@
 //	  model/ output/ output/data/ SM_MODEL_DIR, SM_OUTPUT_DIR, SM_OUTPUT_DATA_DIR
 //	  checkpoints/                SM_CHECKPOINT_DIR, the same on every attempt
 //	attempts/<attemptID>/
-//	  job.sh                      the batch script: finds the nodes (scontrol
-//	                              show hostnames) and starts the step runner
-//	                              once per node with srun
+//	  job.sh                      the batch script: on one node it runs the
+//	                              step runner itself; on more it finds the
+//	                              nodes (scontrol show hostnames) and starts
+//	                              the step runner once per node with srun
 //	  step.json                   the command, its environment and the toolkit's files
 //	  job.json                    the Slurm job ID, written after sbatch
 //	  config/<node>/              each node's SM_INPUT_CONFIG_DIR
 //	  exit-<node>.json            how the command ended on each node
-//	  output.log                  the job's output (srun --output and --error)
+//	  output.log                  the job's output
 //	  slurm.log                   the batch script's and srun's own (sbatch --output)
 //
 // The step runner (MaybeStep) is this binary run on each node; it records
@@ -127,6 +128,11 @@ type jobRecord struct {
 	Grace     time.Duration `json:"grace,omitempty"`
 	// JobDir is the job's directory, where its failure file is.
 	JobDir string `json:"jobDir,omitempty"`
+	// InBatch is true when the batch script runs the step runner itself
+	// (a one-node attempt) instead of through srun: a stop then signals
+	// the batch script (scancel --batch), the runner, which passes the
+	// signal on to the command's process group.
+	InBatch bool `json:"inBatch,omitempty"`
 }
 
 type attempt struct {
@@ -448,6 +454,7 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 		InstanceType:    typ,
 		GPUs:            it.GPUs(),
 		Exclusive:       !it.ShareNodes,
+		InBatch:         nodes == 1,
 	}
 	mode := req.AlgorithmSpecification.TrainingInputMode
 	if mode == "" {
@@ -463,7 +470,7 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 	if err := e.give(u, s.JobID, filepath.Join(dir, "step.json")); err != nil { // the step runner reads it as the user
 		return executor.Handle{}, err
 	}
-	if err := e.fs.WriteFile(filepath.Join(dir, "job.sh"), []byte(e.script(s.AttemptID)), 0o700); err != nil {
+	if err := e.fs.WriteFile(filepath.Join(dir, "job.sh"), []byte(e.script(s.AttemptID, nodes)), 0o700); err != nil {
 		return executor.Handle{}, e.fileErr("writing the batch script", err, s.JobID)
 	}
 	args := []string{"--parsable", "--job-name=" + jobName(s.AttemptID), "--comment=" + e.comment(s.AttemptID),
@@ -493,16 +500,21 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 	if err != nil {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: %v", err)
 	}
-	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: job}
+	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: job, InBatch: nodes == 1}
 	if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
 		return executor.Handle{}, err
 	}
 	return e.handleOf(a), nil
 }
 
-// script is the batch job's script. It holds no value a job chose: the
-// command and its environment travel in step.json.
-func (e *Executor) script(attemptID string) string {
+// script is the batch job's script for an attempt on nodes nodes. It holds
+// no value a job chose: the command and its environment travel in
+// step.json. On one node the script runs the step runner itself, in the
+// batch step, which is already on the node: a step of its own (srun) would
+// add Slurm's step set-up to every such job, the most of what a short job
+// costs (docs/slurm.md, "Measured"). On more, srun starts the step runner
+// once per node.
+func (e *Executor) script(attemptID string, nodes int) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# Written by qshare's Slurm executor for attempt " + attemptID + ".\n")
 	for _, k := range []string{"PATH", "SLURM_CONF"} {
@@ -510,16 +522,27 @@ func (e *Executor) script(attemptID string) string {
 			b.WriteString("export " + k + "=" + shellQuote(v) + "\n")
 		}
 	}
-	b.WriteString(`hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST") || exit 70` + "\n")
-	// The command's output goes to output.log, straight from each node's
-	// slurmstepd; srun's own words (a task's exit code, which the exit
-	// records carry anyway) and the batch script's go to slurm.log.
+	// The command's output goes to output.log (on more than one node
+	// straight from each node's slurmstepd); srun's own words (a task's
+	// exit code, which the exit records carry anyway) and the batch
+	// script's go to slurm.log.
 	out := shellQuote(filepath.Join(e.attemptDir(attemptID), "output.log"))
-	b.WriteString("exec srun --quiet --export=ALL --kill-on-bad-exit=0 --ntasks-per-node=1 --nodes=\"$SLURM_JOB_NUM_NODES\" --open-mode=append --output=" + out + " --error=" + out)
-	for _, a := range e.o.Step {
-		b.WriteString(" " + shellQuote(a))
+	step := func() {
+		for _, a := range e.o.Step {
+			b.WriteString(" " + shellQuote(a))
+		}
+		b.WriteString(" " + StepArg + " " + shellQuote(e.root) + " " + shellQuote(e.attemptDir(attemptID)))
 	}
-	b.WriteString(" " + StepArg + " " + shellQuote(e.root) + " " + shellQuote(e.attemptDir(attemptID)) + ` "$hosts"` + "\n")
+	if nodes == 1 {
+		b.WriteString("exec")
+		step()
+		b.WriteString(` "$SLURMD_NODENAME" >>` + out + " 2>&1\n")
+		return b.String()
+	}
+	b.WriteString(`hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST") || exit 70` + "\n")
+	b.WriteString("exec srun --quiet --export=ALL --kill-on-bad-exit=0 --ntasks-per-node=1 --nodes=\"$SLURM_JOB_NUM_NODES\" --open-mode=append --output=" + out + " --error=" + out)
+	step()
+	b.WriteString(` "$hosts"` + "\n")
 	return b.String()
 }
 
@@ -966,7 +989,8 @@ func (e *Executor) failureLine(a *attempt) string {
 }
 
 // Stop sends SIGTERM to the processes of the attempt's job steps
-// (scancel --signal=TERM), and after the grace period (the job's
+// (scancel --signal=TERM; for a one-node attempt, whose command runs in
+// the batch step, --batch: the step runner passes it on), and after the grace period (the job's
 // QSHARE_STOP_GRACE, else grace, else Options.StopGrace) SIGKILL to every
 // process of the job, the batch script's included (scancel --signal=KILL
 // --full), then cancels the job. The polite signal leaves out the batch
@@ -1001,7 +1025,11 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		e.kick()
 		return nil
 	}
-	if _, err := e.command(ctx, "scancel", "--signal=TERM", id); err != nil {
+	term := []string{"--signal=TERM", id}
+	if a.rec.InBatch {
+		term = []string{"--signal=TERM", "--batch", id} // the step runner passes it on
+	}
+	if _, err := e.command(ctx, "scancel", term...); err != nil {
 		// A job that has just started or ended: cancel it outright.
 		e.log.Info("slurm executor: scancel --signal=TERM failed; the batch job is cancelled outright", "attempt", attemptID, "slurmJob", id, "err", err)
 		e.command(ctx, "scancel", id) //nolint:errcheck // the poll reports its end either way

@@ -49,6 +49,10 @@ type stepSpec struct {
 	InstanceType    string            `json:"instanceType"`
 	GPUs            int               `json:"gpus"`
 	Exclusive       bool              `json:"exclusive"`
+	// InBatch is true when the runner runs in the batch step (one node,
+	// no srun): Slurm then signals the batch script alone (scancel
+	// --batch), and the runner passes a SIGTERM on to the command's group.
+	InBatch bool `json:"inBatch,omitempty"`
 }
 
 // exitRecord is exit-<host>.json: how the command ended on one node.
@@ -75,9 +79,10 @@ func runStep(root, attemptDir, hosts string) int {
 	// the job's user owns when the job runs as its principal's user
 	// (above it, root's directories only let it pass through).
 	fs := process.NewBeneath(attemptDir)
-	// A stop (scancel --signal=TERM --full) reaches this runner as well as
-	// the command; the runner stays to record the command's end. A stop
-	// that comes before the command runs is passed on to it.
+	// A stop (scancel --signal=TERM) reaches this runner as well as the
+	// command in a step of srun's, and this runner alone in the batch
+	// step, which passes it on; the runner stays to record the command's
+	// end. A stop that comes before the command runs is passed on to it.
 	term := make(chan os.Signal, 4)
 	signal.Notify(term, syscall.SIGTERM)
 	b, err := fs.ReadFile(filepath.Join(attemptDir, "step.json"))
@@ -163,6 +168,12 @@ func runStep(root, attemptDir, hosts string) int {
 		}
 		go func() {
 			for range term {
+				// In a step of its own (srun) Slurm signals every
+				// process of the step itself; in the batch step only
+				// the script, this runner.
+				if sp.InBatch {
+					syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) //nolint:errcheck // the group may be gone
+				}
 			}
 		}()
 		cmd.Wait()
