@@ -1,7 +1,8 @@
 // Package batchclient makes the AWS SDK for Go's Batch client that qshare's
 // own tools use to talk to a qshare server: the command line (and through
-// it the demo and shareview), the soak and the fault tests. It sits on the
-// client side of the api package's wire, and holds no scheduling logic.
+// it the demo and shareview), the soak and the fault tests, and the system
+// tests' wait for a job to reach a state (Await). It sits on the client
+// side of the api package's wire, and holds no scheduling logic.
 //
 // It exists for one workaround: the AWS SDK for Go v2 (aws-sdk-go-v2
 // v1.48.0, smithy-go v1.28.9, batch v1.65.2) fails to read a response whose
@@ -15,11 +16,14 @@ package batchclient
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 )
 
 // New returns a Batch client for the qshare server at endpoint
@@ -77,4 +81,45 @@ func (b BufferedDoer) Do(r *http.Request) (*http.Response, error) {
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
+}
+
+// Tester is the part of testing.TB that Describe and Await use.
+type Tester interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Describe returns DescribeServiceJob of job id, and fails t if the call
+// fails.
+func Describe(t Tester, c *batch.Client, id string) *batch.DescribeServiceJobOutput {
+	t.Helper()
+	out, err := c.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+	if err != nil {
+		t.Fatalf("DescribeServiceJob %s: %v", id, err)
+	}
+	return out
+}
+
+// Await polls DescribeServiceJob of job id every 50 ms until ok holds, and
+// returns that answer. It fails t, naming the job's status, reason and
+// attempts and what was awaited, when ok does not hold within limit, or at
+// once when the job has ended (SUCCEEDED and FAILED are final) without it.
+func Await(t Tester, c *batch.Client, id, what string, limit time.Duration, ok func(*batch.DescribeServiceJobOutput) bool) *batch.DescribeServiceJobOutput {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		d := Describe(t, c, id)
+		if ok(d) {
+			return d
+		}
+		if final := d.Status == types.ServiceJobStatusSucceeded || d.Status == types.ServiceJobStatusFailed; final || time.Now().After(deadline) {
+			when := "after " + limit.String()
+			if final {
+				when = "and has ended"
+			}
+			t.Fatalf("job %s (%s) is %s (%q, %d attempts), not %s, %s", aws.ToString(d.JobName), id, d.Status,
+				aws.ToString(d.StatusReason), len(d.Attempts), what, when)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -183,27 +183,13 @@ func (s *server) submit(name, share string, priority int32, typ string, count in
 
 func (s *server) describe(id string) *batch.DescribeServiceJobOutput {
 	s.t.Helper()
-	out, err := s.batch.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return out
+	return batchclient.Describe(s.t, s.batch, id)
 }
 
 // await polls DescribeServiceJob until ok holds, within waitLimit.
 func (s *server) await(id, what string, ok func(*batch.DescribeServiceJobOutput) bool) *batch.DescribeServiceJobOutput {
 	s.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		d := s.describe(id)
-		if ok(d) {
-			return d
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("job %s (%s) is %s (%q, %d attempts), not %s after %v", aws.ToString(d.JobName), id, d.Status, aws.ToString(d.StatusReason), len(d.Attempts), what, waitLimit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return batchclient.Await(s.t, s.batch, id, what, waitLimit, ok)
 }
 
 func (s *server) awaitStatus(id string, st types.ServiceJobStatus) *batch.DescribeServiceJobOutput {

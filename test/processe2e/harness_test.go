@@ -279,9 +279,7 @@ func (s *server) submit(j job) string {
 // describe returns DescribeServiceJob of a job.
 func (s *server) describe(id string) *batch.DescribeServiceJobOutput {
 	s.t.Helper()
-	out, err := s.c.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
-	must(s.t, err)
-	return out
+	return batchclient.Describe(s.t, s.c, id)
 }
 
 // await polls DescribeServiceJob until ok holds, and fails the test if it
@@ -289,22 +287,7 @@ func (s *server) describe(id string) *batch.DescribeServiceJobOutput {
 // FAILED are final) without it.
 func (s *server) await(id, what string, ok func(*batch.DescribeServiceJobOutput) bool) *batch.DescribeServiceJobOutput {
 	s.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		d := s.describe(id)
-		if ok(d) {
-			return d
-		}
-		if final := d.Status == types.ServiceJobStatusSucceeded || d.Status == types.ServiceJobStatusFailed; final || time.Now().After(deadline) {
-			when := "after " + waitLimit.String()
-			if final {
-				when = "and has ended"
-			}
-			s.t.Fatalf("job %s (%s) is %s (%q, %d attempts), not %s, %s", aws.ToString(d.JobName), id, d.Status,
-				aws.ToString(d.StatusReason), len(d.Attempts), what, when)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return batchclient.Await(s.t, s.c, id, what, waitLimit, ok)
 }
 
 // awaitStatus waits until a job has the status given.
