@@ -2,14 +2,18 @@ package kubetest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // TestPlayedKubelet checks the harness itself against the real API server:
@@ -104,5 +108,69 @@ func waitPod(t *testing.T, ctx context.Context, s *Server, name string, ok func(
 			t.Fatalf("pod %s: %v, %+v", name, err, p.Status)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// BenchmarkAPIServerCreates measures what the test API server takes on
+// this machine when nothing else writes to it: 16 clients create a pod
+// for each job (objects=1) or, as the Kubernetes executor does for a
+// one-instance attempt, a PersistentVolumeClaim, a ConfigMap and the pod
+// (objects=3). It reports jobs/s, the ceiling for what any controller can
+// hand the server (docs/kubernetes.md, "What is measured"):
+//
+//	go test -run '^$' -bench APIServerCreates -benchtime 2000x ./executor/kubernetes/kubetest
+func BenchmarkAPIServerCreates(b *testing.B) {
+	Require(b)
+	ctx := context.Background()
+	s, err := Start(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	cfg := s.Config()
+	cfg.QPS, cfg.Burst = 1e6, 1e6 // the server's pace, not the client's limiter
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, objects := range []int{1, 3} {
+		b.Run(fmt.Sprintf("objects=%d", objects), func(b *testing.B) {
+			ns := fmt.Sprintf("bench-%d-%d", objects, b.N)
+			if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						meta := metav1.ObjectMeta{Name: fmt.Sprintf("j%d", i)}
+						if objects == 3 {
+							claim := &corev1.PersistentVolumeClaim{ObjectMeta: meta, Spec: corev1.PersistentVolumeClaimSpec{
+								AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+								Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+							if _, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+								b.Error(err)
+								return
+							}
+							if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"resourceconfig.json": "{}"}}, metav1.CreateOptions{}); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+						pod := &corev1.Pod{ObjectMeta: meta, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+						if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
 	}
 }
