@@ -91,6 +91,33 @@ func TestParseSqueue(t *testing.T) {
 	}
 }
 
+// TestParseSacct: sacct's rows in sacctFormat, the job name (which may
+// hold the delimiter) last, the exit code "code:signal" as a wait status;
+// what is not such a row is an error, not a job.
+func TestParseSacct(t *testing.T) {
+	out := "12" + sep + "CANCELLED by 0" + sep + "0:15" + sep + "None" + sep + "qshare-a-1\n" +
+		"13" + sep + "NODE_FAIL" + sep + "3:0" + sep + "NodeDown" + sep + "a|b" + sep + "c\n"
+	rows, err := parseSacct(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []jobState{{ID: 12, State: "CANCELLED by 0", WaitStat: 15, Name: "qshare-a-1"},
+		{ID: 13, State: "NODE_FAIL", Reason: "NodeDown", WaitStat: 3 << 8, Name: "a|b" + sep + "c"}}
+	if len(rows) != 2 || rows[0] != want[0] || rows[1] != want[1] {
+		t.Errorf("parsed %+v, want %+v", rows, want)
+	}
+	for _, bad := range []string{"Slurm accounting storage is disabled\n", "x" + sep + "FAILED" + sep + "1:0" + sep + "None" + sep + "n\n",
+		"1" + sep + "FAILED" + sep + "1" + sep + "None" + sep + "n\n", "1" + sep + "FAILED" + sep + "1:300" + sep + "None" + sep + "n\n"} {
+		if _, err := parseSacct(bad); err == nil {
+			t.Errorf("parseSacct(%q) read it as a job", bad)
+		}
+	}
+	conf := "AccountingStorageHost   = localhost\nAccountingStorageType   = accounting_storage/slurmdbd\n"
+	if got := configValue(conf, "AccountingStorageType"); got != "accounting_storage/slurmdbd" {
+		t.Errorf("configValue = %q", got)
+	}
+}
+
 // TestRunAsRefused: a job whose principal's Unix user is root, does not
 // exist, or (for a server that is not root) is another user is refused at
 // Start with a reason naming the setting; none, or the server's own user
