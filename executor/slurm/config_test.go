@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"qshare"
 	"qshare/executor"
+	"qshare/executor/process"
 	"qshare/internal/jobuser"
 )
 
@@ -210,5 +212,47 @@ echo ready; sleep 1; exit 3`)
 	}
 	if rec, err := e2.readRecord(s.AttemptID); err != nil || rec.SlurmJob == 999999 {
 		t.Errorf("job.json after the restart: %+v, %v; want the server's own record of the real job", rec, err)
+	}
+}
+
+// TestExitReasons: how an attempt's end reads from the step runners'
+// records and Slurm's word on the batch job (squeue's, or sacct's for a
+// job squeue forgot): Slurm's own ends (TIMEOUT, a cancel outside qshare)
+// are named before what the record says, a node failure is Lost whatever
+// the record, and with neither record nor word the attempt is Lost.
+func TestExitReasons(t *testing.T) {
+	dir := t.TempDir()
+	e := &Executor{root: dir, fs: process.NewBeneath(dir)}
+	defer e.fs.Close()
+	rec := exitRecord{Host: "n1", ExitCode: -1, Signal: "SIGTERM"}
+	b, _ := json.Marshal(rec)
+	if err := os.MkdirAll(e.attemptDir("rec"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.attemptDir("rec"), "exit-n1.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const term = "Essential process terminated by signal SIGTERM"
+	for _, tc := range []struct {
+		attempt string // "rec" has a record of SIGTERM, "none" none
+		j       jobState
+		known   bool
+		lost    bool
+		reason  string
+	}{
+		{"rec", jobState{State: "TIMEOUT"}, true, false, "Slurm ended the batch job 9: TIMEOUT: " + term},
+		{"rec", jobState{State: "CANCELLED by 0"}, true, false, "The batch job 9 was cancelled in Slurm, not by qshare (scancel): " + term},
+		{"rec", jobState{State: "NODE_FAIL", Reason: "NodeDown"}, true, true, "Slurm ended the batch job 9: NODE_FAIL (NodeDown): a node of the job failed, so the attempt is requeued without using a retry"},
+		{"rec", jobState{State: "FAILED"}, true, false, term},
+		{"rec", jobState{}, false, false, term},
+		{"none", jobState{State: "TIMEOUT"}, true, false, "Slurm ended the batch job 9: TIMEOUT"},
+		{"none", jobState{State: "CANCELLED by 0"}, true, false, "The batch job 9 was cancelled in Slurm, not by qshare (scancel)"},
+		{"none", jobState{}, false, true, "Lost: batch job 9 ended (no longer known to Slurm) without the step runner recording how the command ended (see slurm.log of the attempt in the shared directory)"},
+	} {
+		a := &attempt{id: tc.attempt, rec: jobRecord{SlurmJob: 9}}
+		x := e.exitOf(a, tc.j, tc.known)
+		if x.Lost != tc.lost || x.Reason != tc.reason || x.Succeeded() {
+			t.Errorf("%s, %+v, known %v: exit %+v; want lost %v, reason %q", tc.attempt, tc.j, tc.known, x, tc.lost, tc.reason)
+		}
 	}
 }

@@ -5,10 +5,11 @@
 // It drives Slurm's own commands (sbatch, scancel, squeue, scontrol, and
 // sacct where the cluster keeps accounting) with exec and arguments, never
 // a shell, and reads their machine-readable output (sbatch --parsable;
-// squeue --Format and sacct --parsable2 with a unit-separator delimiter). One attempt is one batch job: N instances of a type are
-// --nodes=N --exclusive in the type's partition with its --gres (see
-// Config). The job's name (qshare-<attemptID>) and --comment carry the
-// attempt ID, so that a restarted server finds its jobs.
+// squeue --Format and sacct --parsable2 with a unit-separator delimiter).
+// One attempt is one batch job: N instances of a type are --nodes=N
+// --exclusive in the type's partition with its --gres (see Config). The
+// job's name (qshare-<attemptID>) and --comment carry the attempt ID, so
+// that a restarted server finds its jobs.
 //
 // On disk, in the shared directory that every node sees:
 //
@@ -937,8 +938,14 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 				x.Reason = line
 			}
 		}
-		if !stopping && known && strings.HasPrefix(j.State, "CANCELLED") {
+		// Slurm's own end of the job (from squeue, or from sacct for a job
+		// squeue forgot) says what the records cannot: who ended it.
+		switch {
+		case stopping || !known:
+		case strings.HasPrefix(j.State, "CANCELLED"):
 			x.Reason = "The batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " was cancelled in Slurm, not by qshare (scancel): " + x.Reason
+		case slurmEnded(j.State):
+			x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + stateAndReason(j) + ": " + x.Reason
 		}
 		return x
 	}
@@ -957,13 +964,20 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 		x.Reason = "Stopped before the job's command ran to its end (batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ", " + orGone(j.State, known) + ")"
 	case known && strings.HasPrefix(j.State, "CANCELLED"):
 		x.Reason = "The batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " was cancelled in Slurm, not by qshare (scancel)"
-	case known && terminal(j.State) && j.State != "COMPLETED" && j.State != "FAILED":
+	case known && slurmEnded(j.State):
 		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + stateAndReason(j)
 	default:
 		x.Lost = true
 		x.Reason = "Lost: batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " ended (" + orGone(j.State, known) + ") without the step runner recording how the command ended (see slurm.log of the attempt in the shared directory)"
 	}
 	return x
+}
+
+// slurmEnded reports a job that Slurm ended for a reason of its own
+// (TIMEOUT, PREEMPTED, OUT_OF_MEMORY, DEADLINE, …), not because its
+// batch script ended (COMPLETED, FAILED) or someone cancelled it.
+func slurmEnded(state string) bool {
+	return terminal(state) && state != "COMPLETED" && state != "FAILED" && !strings.HasPrefix(state, "CANCELLED")
 }
 
 // nodeFailed reports a job that Slurm ended because its nodes failed
