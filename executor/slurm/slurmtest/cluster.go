@@ -455,9 +455,8 @@ func tail(s string, n int) string {
 }
 
 // Close cancels any job left, stops the daemons in the reverse order of
-// their start (SIGTERM, then SIGKILL to
-// their process groups after 10 s) and removes the directory. It is safe to
-// call more than once.
+// their start (SIGTERM, then SIGKILL to their process groups after 10 s)
+// and removes the directory. It is safe to call more than once.
 func (c *Cluster) Close() error {
 	if c == nil {
 		return nil
