@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"qshare"
 	"qshare/executor"
+	"qshare/executor/process"
 	"qshare/internal/jobuser"
 )
 
@@ -88,6 +90,33 @@ func TestParseSqueue(t *testing.T) {
 	}
 	if _, err := parseSqueue("slurm_load_jobs error: something\n"); err == nil {
 		t.Error("a message was read as a job")
+	}
+}
+
+// TestParseSacct: sacct's rows in sacctFormat, the job name (which may
+// hold the delimiter) last, the exit code "code:signal" as a wait status;
+// what is not such a row is an error, not a job.
+func TestParseSacct(t *testing.T) {
+	out := "12" + sep + "CANCELLED by 0" + sep + "0:15" + sep + "None" + sep + "qshare-a-1\n" +
+		"13" + sep + "NODE_FAIL" + sep + "3:0" + sep + "NodeDown" + sep + "a|b" + sep + "c\n"
+	rows, err := parseSacct(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []jobState{{ID: 12, State: "CANCELLED by 0", WaitStat: 15, Name: "qshare-a-1"},
+		{ID: 13, State: "NODE_FAIL", Reason: "NodeDown", WaitStat: 3 << 8, Name: "a|b" + sep + "c"}}
+	if len(rows) != 2 || rows[0] != want[0] || rows[1] != want[1] {
+		t.Errorf("parsed %+v, want %+v", rows, want)
+	}
+	for _, bad := range []string{"Slurm accounting storage is disabled\n", "x" + sep + "FAILED" + sep + "1:0" + sep + "None" + sep + "n\n",
+		"1" + sep + "FAILED" + sep + "1" + sep + "None" + sep + "n\n", "1" + sep + "FAILED" + sep + "1:300" + sep + "None" + sep + "n\n"} {
+		if _, err := parseSacct(bad); err == nil {
+			t.Errorf("parseSacct(%q) read it as a job", bad)
+		}
+	}
+	conf := "AccountingStorageHost   = localhost\nAccountingStorageType   = accounting_storage/slurmdbd\n"
+	if got := configValue(conf, "AccountingStorageType"); got != "accounting_storage/slurmdbd" {
+		t.Errorf("configValue = %q", got)
 	}
 }
 
@@ -183,5 +212,47 @@ echo ready; sleep 1; exit 3`)
 	}
 	if rec, err := e2.readRecord(s.AttemptID); err != nil || rec.SlurmJob == 999999 {
 		t.Errorf("job.json after the restart: %+v, %v; want the server's own record of the real job", rec, err)
+	}
+}
+
+// TestExitReasons: how an attempt's end reads from the step runners'
+// records and Slurm's word on the batch job (squeue's, or sacct's for a
+// job squeue forgot): Slurm's own ends (TIMEOUT, a cancel outside qshare)
+// are named before what the record says, a node failure is Lost whatever
+// the record, and with neither record nor word the attempt is Lost.
+func TestExitReasons(t *testing.T) {
+	dir := t.TempDir()
+	e := &Executor{root: dir, fs: process.NewBeneath(dir)}
+	defer e.fs.Close()
+	rec := exitRecord{Host: "n1", ExitCode: -1, Signal: "SIGTERM"}
+	b, _ := json.Marshal(rec)
+	if err := os.MkdirAll(e.attemptDir("rec"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.attemptDir("rec"), "exit-n1.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const term = "Essential process terminated by signal SIGTERM"
+	for _, tc := range []struct {
+		attempt string // "rec" has a record of SIGTERM, "none" none
+		j       jobState
+		known   bool
+		lost    bool
+		reason  string
+	}{
+		{"rec", jobState{State: "TIMEOUT"}, true, false, "Slurm ended the batch job 9: TIMEOUT: " + term},
+		{"rec", jobState{State: "CANCELLED by 0"}, true, false, "The batch job 9 was cancelled in Slurm, not by qshare (scancel): " + term},
+		{"rec", jobState{State: "NODE_FAIL", Reason: "NodeDown"}, true, true, "Slurm ended the batch job 9: NODE_FAIL (NodeDown): a node of the job failed, so the attempt is requeued without using a retry"},
+		{"rec", jobState{State: "FAILED"}, true, false, term},
+		{"rec", jobState{}, false, false, term},
+		{"none", jobState{State: "TIMEOUT"}, true, false, "Slurm ended the batch job 9: TIMEOUT"},
+		{"none", jobState{State: "CANCELLED by 0"}, true, false, "The batch job 9 was cancelled in Slurm, not by qshare (scancel)"},
+		{"none", jobState{}, false, true, "Lost: batch job 9 ended (no longer known to Slurm) without the step runner recording how the command ended (see slurm.log of the attempt in the shared directory)"},
+	} {
+		a := &attempt{id: tc.attempt, rec: jobRecord{SlurmJob: 9}}
+		x := e.exitOf(a, tc.j, tc.known)
+		if x.Lost != tc.lost || x.Reason != tc.reason || x.Succeeded() {
+			t.Errorf("%s, %+v, known %v: exit %+v; want lost %v, reason %q", tc.attempt, tc.j, tc.known, x, tc.lost, tc.reason)
+		}
 	}
 }

@@ -162,15 +162,7 @@ func TestCancelledByHand(t *testing.T) {
 		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("echo ready; exec sleep 3600", "ml.m5.large", 1, nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	h, err := e.Start(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitForLog(t, h.LogPath, "ready\n", time.Minute)
-	id, err := e.findJob(ctx, s.AttemptID)
-	if err != nil || id == 0 {
-		t.Fatalf("findJob = %d, %v", id, err)
-	}
+	_, id := startReady(ctx, t, e, s)
 	if _, err := testCluster(t).Command(ctx, "scancel", itoa(id)); err != nil {
 		t.Fatal(err)
 	}
@@ -291,46 +283,16 @@ func TestControllerDown(t *testing.T) {
 // after the restart Slurm no longer knows the batch jobs, and the exits
 // come from the step runners' records, one per node.
 func TestExitAfterSlurmForgot(t *testing.T) {
-	c, dir, e1, ctx := beforeRestart(t)
-	one := testSpec("gone", "ml.m5.large", 1, "exit 7")
-	two := gpuSpec("gone2", 2, `[ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`)
-	var ids []int64
-	for _, s := range []executor.Spec{one, two} {
-		if _, err := e1.Start(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-		id, err := e1.findJob(ctx, s.AttemptID)
-		if err != nil || id == 0 {
-			t.Fatalf("findJob = %d, %v", id, err)
-		}
-		ids = append(ids, id)
-	}
-	e1.Close()
-	// Wait until slurmctld has forgotten both jobs.
-	for {
-		out, err := c.Command(ctx, "squeue", "-h", "--states=all", "-o", "%i")
-		if err == nil && !strings.Contains(" "+strings.Join(strings.Fields(out), " ")+" ", " "+itoa(ids[0])+" ") &&
-			!strings.Contains(" "+strings.Join(strings.Fields(out), " ")+" ", " "+itoa(ids[1])+" ") {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("Slurm still lists the jobs: %q", out)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	e2 := newTestExecutor(t, dir)
-	defer e2.Close()
+	one := testSpec("gone", "ml.m5.large", 1, "echo ready; exit 7")
+	two := gpuSpec("gone2", 2, `echo ready; [ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`)
+	e2, ctx := awayAndBack(t, testCluster(t), []executor.Spec{one, two}, func(context.Context, []int64) {})
 	for _, tc := range []struct {
 		s      executor.Spec
 		code   int
 		signal string
 	}{{one, 7, ""}, {two, -1, "SIGUSR1"}} {
-		if r, err := e2.Recover(ctx, executor.Handle{AttemptID: tc.s.AttemptID}); err != nil || r != executor.Exited {
-			t.Fatalf("Recover(%s) = %v, %v; want Exited", tc.s.AttemptID, r, err)
-		}
-		x, err := e2.Wait(ctx, tc.s.AttemptID)
-		if err != nil || x.ExitCode != tc.code || x.Signal != tc.signal {
-			t.Errorf("%s: exit %+v, %v; want code %d signal %q", tc.s.AttemptID, x, err, tc.code, tc.signal)
+		if x := recoverExit(ctx, t, e2, tc.s, executor.Exited); x.ExitCode != tc.code || x.Signal != tc.signal {
+			t.Errorf("%s: exit %+v; want code %d signal %q", tc.s.AttemptID, x, tc.code, tc.signal)
 		}
 	}
 }

@@ -2,13 +2,14 @@
 // existing Slurm cluster: qshare's quota shares decide who runs, Slurm runs
 // it. The daemon calls it through executor.Executor.
 //
-// It drives Slurm's own commands (sbatch, scancel, squeue, scontrol) with
-// exec and arguments, never a shell, and reads their machine-readable
-// output (sbatch --parsable; squeue --Format with a unit-separator
-// delimiter). One attempt is one batch job: N instances of a type are
-// --nodes=N --exclusive in the type's partition with its --gres (see
-// Config). The job's name (qshare-<attemptID>) and --comment carry the
-// attempt ID, so that a restarted server finds its jobs.
+// It drives Slurm's own commands (sbatch, scancel, squeue, scontrol, and
+// sacct where the cluster keeps accounting) with exec and arguments, never
+// a shell, and reads their machine-readable output (sbatch --parsable;
+// squeue --Format and sacct --parsable2 with a unit-separator delimiter).
+// One attempt is one batch job: N instances of a type are --nodes=N
+// --exclusive in the type's partition with its --gres (see Config). The
+// job's name (qshare-<attemptID>) and --comment carry the attempt ID, so
+// that a restarted server finds its jobs.
 //
 // On disk, in the shared directory that every node sees:
 //
@@ -30,6 +31,9 @@
 // The step runner (MaybeStep) is this binary run on each node; it records
 // the exit code or signal in the shared directory, so an exit is known even
 // after Slurm has forgotten the job (MinJobAge) and without accounting.
+// Where the cluster keeps accounting, sacct gives the state of such a job
+// (accounting.go): a cancel, a timeout or a node failure that the records
+// cannot tell.
 package slurm
 
 import (
@@ -109,6 +113,8 @@ type Executor struct {
 	wake     chan struct{}
 
 	users users // the RunAs users
+
+	acct accounting // whether sacct can be asked about jobs squeue forgot
 
 	hmu          sync.Mutex
 	trouble      string    // why slurmctld did not answer the last command; "" while it answers
@@ -703,34 +709,60 @@ const sep = "\x1f"
 // nothing in it can shift the others.
 var squeueFormat = "JobID:" + sep + ",State:" + sep + ",Reason:" + sep + ",exit_code:" + sep + ",Comment:"
 
-// jobState is one line of squeue.
+// jobState is one line of squeue, or of sacct for a job squeue no
+// longer lists.
 type jobState struct {
 	ID       int64
 	State    string
 	Reason   string
 	WaitStat int // the batch script's wait status, as squeue's exit_code
 	Comment  string
+	Name     string // the job's name: sacct's only (squeue's rows are asked for by ID or by name)
 }
 
 // parseSqueue reads squeue output in squeueFormat.
 func parseSqueue(out string) (map[int64]jobState, error) {
+	rows, err := splitRows("squeue", out, 5)
+	if err != nil {
+		return nil, err
+	}
 	m := map[int64]jobState{}
+	for _, r := range rows {
+		f := r.fields
+		ws, _ := strconv.Atoi(strings.TrimSpace(f[3]))
+		m[r.id] = jobState{ID: r.id, State: strings.TrimSpace(f[1]), Reason: strings.TrimSpace(f[2]), WaitStat: ws, Comment: strings.TrimSpace(f[4])}
+	}
+	return m, nil
+}
+
+// row is one line of a Slurm command's output: its fields, the first
+// read as the job ID.
+type row struct {
+	id     int64
+	fields []string
+}
+
+// splitRows splits the output of the command cmd, n fields a line
+// separated by sep (the last holds the rest of the line, separators
+// included), and reads each line's job ID; blank lines are skipped, and
+// any other line is an error.
+func splitRows(cmd, out string, n int) ([]row, error) {
+	var rows []row
 	for _, line := range strings.Split(out, "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		f := strings.SplitN(line, sep, 5)
-		if len(f) != 5 {
-			return nil, fmt.Errorf("squeue printed %q; expected 5 fields", line)
+		f := strings.SplitN(line, sep, n)
+		if len(f) != n {
+			return nil, fmt.Errorf("%s printed %q; expected %d fields", cmd, line, n)
 		}
 		id, err := strconv.ParseInt(strings.TrimSpace(f[0]), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("squeue printed the job ID %q", f[0])
+			return nil, fmt.Errorf("%s printed the job ID %q", cmd, f[0])
 		}
-		ws, _ := strconv.Atoi(strings.TrimSpace(f[3]))
-		m[id] = jobState{ID: id, State: strings.TrimSpace(f[1]), Reason: strings.TrimSpace(f[2]), WaitStat: ws, Comment: strings.TrimSpace(f[4])}
+		rows = append(rows, row{id: id, fields: f})
 	}
-	return m, nil
+	return rows, nil
 }
 
 // terminal reports whether Slurm is done with a job in this state: its
@@ -744,24 +776,39 @@ func terminal(state string) bool {
 	return false
 }
 
-// queryJobs asks squeue about jobs; jobs Slurm no longer knows (past
-// MinJobAge) are absent from the result.
-func (e *Executor) queryJobs(ctx context.Context, ids []int64) (map[int64]jobState, error) {
-	if len(ids) == 0 {
+// queryJobs asks squeue about the attempts' batch jobs; a job squeue no
+// longer lists (past MinJobAge) is asked of sacct where the cluster keeps
+// accounting, and is in the result if sacct says it ended. Jobs known to
+// neither are absent from the result. Only squeue's failure is an error.
+func (e *Executor) queryJobs(ctx context.Context, as []*attempt) (map[int64]jobState, error) {
+	if len(as) == 0 {
 		return map[int64]jobState{}, nil
 	}
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = strconv.FormatInt(id, 10)
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = strconv.FormatInt(a.rec.SlurmJob, 10)
 	}
 	out, err := e.command(ctx, "squeue", "--noheader", "--states=all", "--jobs="+strings.Join(s, ","), "--Format="+squeueFormat)
-	if err != nil {
-		if strings.Contains(err.Error(), "Invalid job id") {
-			return map[int64]jobState{}, nil
-		}
+	m := map[int64]jobState{}
+	switch {
+	case err != nil && !strings.Contains(err.Error(), "Invalid job id"):
 		return nil, err
+	case err == nil:
+		if m, err = parseSqueue(out); err != nil {
+			return nil, err
+		}
 	}
-	return parseSqueue(out)
+	gone := map[int64]string{}
+	for _, a := range as {
+		if _, ok := m[a.rec.SlurmJob]; !ok {
+			gone[a.rec.SlurmJob] = jobName(a.id)
+		}
+	}
+	for id, j := range e.accounted(ctx, gone) {
+		e.log.Info("slurm executor: a batch job that squeue no longer lists has ended, says sacct", "slurmJob", id, "state", j.State, "exitCode", j.WaitStat>>8, "signal", j.WaitStat&0x7f)
+		m[id] = j
+	}
+	return m, nil
 }
 
 // findJob looks for the batch job of an attempt by its name and comment;
@@ -805,7 +852,6 @@ func (e *Executor) poll() {
 		}
 		e.mu.Lock()
 		var live []*attempt
-		var ids []int64
 		for _, a := range e.attempts {
 			select {
 			case <-a.Ready:
@@ -814,16 +860,15 @@ func (e *Executor) poll() {
 			}
 			if !a.Ended && a.StartErr == nil {
 				live = append(live, a)
-				ids = append(ids, a.rec.SlurmJob)
 			}
 		}
 		e.mu.Unlock()
-		if len(ids) == 0 {
+		if len(live) == 0 {
 			e.checkHealth()
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.CommandTimeout)
-		m, err := e.queryJobs(ctx, ids)
+		m, err := e.queryJobs(ctx, live)
 		cancel()
 		if err != nil {
 			e.log.Warn("slurm executor: squeue failed; attempts keep their state", "err", err)
@@ -865,7 +910,7 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 		// command did not fail: its capacity did. Lost has the daemon
 		// requeue the job without counting a failed attempt.
 		x.ExitCode, x.Lost = -1, true
-		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + j.State + " (" + j.Reason + "): a node of the job failed, so the attempt is requeued without using a retry"
+		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + stateAndReason(j) + ": a node of the job failed, so the attempt is requeued without using a retry"
 		return x
 	}
 	recs := e.exitRecords(a.id)
@@ -893,8 +938,14 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 				x.Reason = line
 			}
 		}
-		if !stopping && known && strings.HasPrefix(j.State, "CANCELLED") {
+		// Slurm's own end of the job (from squeue, or from sacct for a job
+		// squeue forgot) says what the records cannot: who ended it.
+		switch {
+		case stopping || !known:
+		case strings.HasPrefix(j.State, "CANCELLED"):
 			x.Reason = "The batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " was cancelled in Slurm, not by qshare (scancel): " + x.Reason
+		case slurmEnded(j.State):
+			x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + stateAndReason(j) + ": " + x.Reason
 		}
 		return x
 	}
@@ -913,8 +964,8 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 		x.Reason = "Stopped before the job's command ran to its end (batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ", " + orGone(j.State, known) + ")"
 	case known && strings.HasPrefix(j.State, "CANCELLED"):
 		x.Reason = "The batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " was cancelled in Slurm, not by qshare (scancel)"
-	case known && terminal(j.State) && j.State != "COMPLETED" && j.State != "FAILED":
-		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + j.State + " (" + j.Reason + ")"
+	case known && slurmEnded(j.State):
+		x.Reason = "Slurm ended the batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + ": " + stateAndReason(j)
 	default:
 		x.Lost = true
 		x.Reason = "Lost: batch job " + strconv.FormatInt(a.rec.SlurmJob, 10) + " ended (" + orGone(j.State, known) + ") without the step runner recording how the command ended (see slurm.log of the attempt in the shared directory)"
@@ -922,10 +973,26 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 	return x
 }
 
+// slurmEnded reports a job that Slurm ended for a reason of its own
+// (TIMEOUT, PREEMPTED, OUT_OF_MEMORY, DEADLINE, …), not because its
+// batch script ended (COMPLETED, FAILED) or someone cancelled it.
+func slurmEnded(state string) bool {
+	return terminal(state) && state != "COMPLETED" && state != "FAILED" && !strings.HasPrefix(state, "CANCELLED")
+}
+
 // nodeFailed reports a job that Slurm ended because its nodes failed
 // (NODE_FAIL) or never booted (BOOT_FAIL).
 func nodeFailed(state string) bool {
 	return strings.HasPrefix(state, "NODE_FAIL") || strings.HasPrefix(state, "BOOT_FAIL")
+}
+
+// stateAndReason is "STATE (reason)", or the state alone where Slurm gave
+// no reason (sacct's "None").
+func stateAndReason(j jobState) string {
+	if j.Reason == "" {
+		return j.State
+	}
+	return j.State + " (" + j.Reason + ")"
 }
 
 func sigOf(ws int) syscall.Signal { return syscall.Signal(ws & 0x7f) }
@@ -1126,7 +1193,7 @@ func (e *Executor) recover(ctx context.Context, a *attempt) (executor.Recovery, 
 		}
 	}
 	a.rec = rec
-	m, err := e.queryJobs(ctx, []int64{rec.SlurmJob})
+	m, err := e.queryJobs(ctx, []*attempt{a})
 	if err != nil {
 		return 0, qshare.Errorf(qshare.EINTERNAL, "slurm executor: asking Slurm about attempt %s: %v", a.id, err)
 	}

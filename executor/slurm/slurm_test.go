@@ -18,38 +18,53 @@ import (
 func TestMain(m *testing.M) {
 	MaybeStep()
 	code := m.Run()
-	if cluster != nil {
-		cluster.Close()
+	for _, l := range []*lazyCluster{plain, withAccounting} {
+		l.c.Close()
 	}
 	os.Exit(code)
 }
 
+// lazyCluster is a Slurm cluster of the package's tests, started at its
+// first use and stopped by TestMain.
+type lazyCluster struct {
+	opt  slurmtest.Options
+	once sync.Once
+	c    *slurmtest.Cluster
+	err  error
+}
+
+// Both forget finished jobs after 2 s (MinJobAge), Slurm's least, so
+// that what the tests see after a restart is the executor's own records
+// of exits (and, with accounting, sacct's).
 var (
-	clusterOnce sync.Once
-	cluster     *slurmtest.Cluster
-	clusterErr  error
+	plain          = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2}}
+	withAccounting = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, Partition: "qs", MinJobAge: 2, Accounting: true}}
 )
 
-// testCluster is the package's one Slurm cluster: two nodes of 64 CPU
-// slots and 2 fake GPUs each, started at the first use. It forgets
-// finished jobs after 2 s (MinJobAge), Slurm's least, so that the
-// executor's own records of exits are what the tests see after a restart. It skips the test
-// where Slurm is not installed.
-func testCluster(t testing.TB) *slurmtest.Cluster {
+// get starts the cluster at the first call and returns it; it skips the
+// test where its programs are not installed.
+func (l *lazyCluster) get(t testing.TB) *slurmtest.Cluster {
 	t.Helper()
-	if err := slurmtest.Available(); err != nil {
-		t.Skipf("no Slurm here, so this test is skipped: %v", err)
-	}
-	clusterOnce.Do(func() {
+	slurmtest.SkipUnavailable(t, l.opt)
+	l.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		cluster, clusterErr = slurmtest.Start(ctx, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
+		l.c, l.err = slurmtest.Start(ctx, l.opt)
 	})
-	if clusterErr != nil {
-		t.Fatalf("starting a Slurm cluster: %v", clusterErr)
+	if l.err != nil {
+		t.Fatalf("starting a Slurm cluster: %v", l.err)
 	}
-	return cluster
+	return l.c
 }
+
+// testCluster is the package's main Slurm cluster: two nodes of 64 CPU
+// slots and 2 fake GPUs each, without accounting (sacct answers that it
+// is disabled).
+func testCluster(t testing.TB) *slurmtest.Cluster { return plain.get(t) }
+
+// accountingCluster is a cluster of two nodes of 64 CPU slots (no GPUs)
+// that keeps accounting: slurmdbd over a MariaDB of its own.
+func accountingCluster(t testing.TB) *slurmtest.Cluster { return withAccounting.get(t) }
 
 func testConfig(dir string) Config {
 	return Config{SharedDir: dir, InstanceTypes: map[string]InstanceType{
@@ -61,7 +76,13 @@ func testConfig(dir string) Config {
 
 func newTestExecutor(t testing.TB, dir string) *Executor {
 	t.Helper()
-	c := testCluster(t)
+	return newExecutorOn(t, testCluster(t), dir)
+}
+
+// newExecutorOn is an executor over the cluster c and the shared
+// directory dir.
+func newExecutorOn(t testing.TB, c *slurmtest.Cluster, dir string) *Executor {
+	t.Helper()
 	e, err := New(context.Background(), Options{Config: testConfig(dir), Env: c.Env(), Step: []string{os.Args[0]}, PollInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

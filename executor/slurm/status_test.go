@@ -33,15 +33,15 @@ func eventually(d time.Duration, f func() bool) bool {
 	return f()
 }
 
-// beforeRestart is the start of a restart test: the cluster, a shared
-// directory, the first executor over it and a context of two minutes.
-func beforeRestart(t *testing.T) (*slurmtest.Cluster, string, *Executor, context.Context) {
-	c := testCluster(t)
+// beforeRestart is the start of a restart test on the cluster c: a
+// shared directory, the first executor over it and a context of two
+// minutes.
+func beforeRestart(t *testing.T, c *slurmtest.Cluster) (string, *Executor, context.Context) {
 	dir := t.TempDir()
-	e1 := newTestExecutor(t, dir)
+	e1 := newExecutorOn(t, c, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	return c, dir, e1, ctx
+	return dir, e1, ctx
 }
 
 // TestPendingReason: while both nodes are held by one job, a second
@@ -108,29 +108,11 @@ func TestNodeFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := c.Command(ctx, "squeue", "-h", "--jobs="+itoa(id), "-o", "%N")
-	node = strings.TrimSpace(node)
-	if err != nil || node == "" {
-		t.Fatalf("the job's node: %q, %v", node, err)
-	}
+	node := nodeOf(ctx, t, c, id)
 	if _, err := c.Command(ctx, "scontrol", "update", "NodeName="+node, "State=DOWN", "Reason=qshare-test"); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		// ReturnToService=2 brings the node back once its slurmd
-		// registers; RESUME makes sure, and the node must be up again for
-		// the next tests.
-		c.Command(context.Background(), "scontrol", "update", "NodeName="+node, "State=RESUME") //nolint:errcheck
-		var out string
-		if !eventually(time.Minute, func() bool {
-			var err error
-			out, err = c.Command(context.Background(), "sinfo", "-h", "-N", "-n", node, "-o", "%T")
-			st := strings.TrimSpace(out)
-			return err == nil && (st == "idle" || st == "mixed" || st == "allocated") // up, whatever else runs there
-		}) {
-			t.Errorf("node %s is %q a minute after RESUME, not up", node, out)
-		}
-	}()
+	defer resumeNode(t, c, node)
 	x, err := e.Wait(ctx, s.AttemptID)
 	if err != nil {
 		t.Fatal(err)
@@ -141,13 +123,42 @@ func TestNodeFailure(t *testing.T) {
 	}
 }
 
+// nodeOf is the node that runs the one-node batch job id.
+func nodeOf(ctx context.Context, t *testing.T, c *slurmtest.Cluster, id int64) string {
+	t.Helper()
+	node, err := c.Command(ctx, "squeue", "-h", "--jobs="+itoa(id), "-o", "%N")
+	node = strings.TrimSpace(node)
+	if err != nil || node == "" {
+		t.Fatalf("the node of batch job %d: %q, %v", id, node, err)
+	}
+	return node
+}
+
+// resumeNode brings a node set DOWN back and waits until it is up. The
+// node must be up again for the next tests: ReturnToService=2 brings it
+// back once its slurmd registers, and RESUME makes sure.
+func resumeNode(t *testing.T, c *slurmtest.Cluster, node string) {
+	t.Helper()
+	c.Command(context.Background(), "scontrol", "update", "NodeName="+node, "State=RESUME") //nolint:errcheck
+	var out string
+	if !eventually(time.Minute, func() bool {
+		var err error
+		out, err = c.Command(context.Background(), "sinfo", "-h", "-N", "-n", node, "-o", "%T")
+		st := strings.TrimSpace(out)
+		return err == nil && (st == "idle" || st == "mixed" || st == "allocated") // up, whatever else runs there
+	}) {
+		t.Errorf("node %s is %q a minute after RESUME, not up", node, out)
+	}
+}
+
 // TestSweep: a batch job of this shared directory whose attempt the store
 // does not hold (here: a server restarted over the same directory, with
 // a store that never heard of the attempt) is cancelled by Sweep; one the
 // store holds is kept, and so is one started since through the new
 // executor.
 func TestSweep(t *testing.T) {
-	c, dir, e1, ctx := beforeRestart(t)
+	c := testCluster(t)
+	dir, e1, ctx := beforeRestart(t, c)
 	small := func(id string) executor.Spec { return testSpec(id, "ml.m5.large", 1, "echo ready; exec sleep 3600") }
 	stray, kept, fresh := small("stray"), small("kept"), small("fresh")
 	for _, s := range []executor.Spec{stray, kept} {

@@ -2,7 +2,9 @@
 // the tests of the Slurm executor and for the benchmark harness
 // (internal/bench/slurm): real munged, slurmctld and one slurmd per node,
 // from Debian's slurm-wlm and munge, with every file in one temporary
-// directory.
+// directory. With Options.Accounting it also keeps accounting, as a site
+// with slurmdbd does: a MariaDB server of its own and slurmdbd over it, so
+// that sacct answers.
 //
 // Several nodes can run on the one machine (NodeName=n1 … with one slurmd
 // -N each on its own port), each with fake GPUs declared as gres over plain
@@ -43,17 +45,42 @@ var ErrNotInstalled = errors.New("slurm is not installed")
 // this process runs as root (SlurmUser=root). Its error says what is
 // missing and how to install it.
 func Available() error {
+	if err := notOnPath(Binaries, InstallHint); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w for this user: the cluster runs slurmctld and slurmd as SlurmUser=root and must itself be started as root", ErrNotInstalled)
+	}
+	return nil
+}
+
+// AccountingBinaries lists the programs that a cluster with accounting
+// (Options.Accounting) needs beside Binaries.
+var AccountingBinaries = []string{"mariadbd", "mariadb-install-db", "slurmdbd", "sacctmgr", "sacct"}
+
+// AccountingInstallHint says how to get them.
+const AccountingInstallHint = "install them with: apt-get install -y mariadb-server slurmdbd (Debian/Ubuntu; the package's own services need not run)"
+
+// AccountingAvailable is Available for a cluster with accounting: it also
+// needs MariaDB's server and slurmdbd.
+func AccountingAvailable() error {
+	if err := Available(); err != nil {
+		return err
+	}
+	return notOnPath(AccountingBinaries, AccountingInstallHint)
+}
+
+// notOnPath names the programs of bins that are not on PATH, wrapping
+// ErrNotInstalled, with how to install them; nil when all are.
+func notOnPath(bins []string, hint string) error {
 	var missing []string
-	for _, b := range Binaries {
+	for _, b := range bins {
 		if _, err := exec.LookPath(b); err != nil {
 			missing = append(missing, b)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: %s not found on PATH; %s", ErrNotInstalled, strings.Join(missing, ", "), InstallHint)
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w for this user: the cluster runs slurmctld and slurmd as SlurmUser=root and must itself be started as root", ErrNotInstalled)
+		return fmt.Errorf("%w: %s not found on PATH; %s", ErrNotInstalled, strings.Join(missing, ", "), hint)
 	}
 	return nil
 }
@@ -75,6 +102,11 @@ type Options struct {
 	MinJobAge int
 	// ReadyTimeout bounds the wait for the nodes to become idle; 60 s when zero.
 	ReadyTimeout time.Duration
+	// Accounting keeps accounting: the cluster gets a MariaDB server and a
+	// slurmdbd of its own (AccountingStorageType=accounting_storage/slurmdbd),
+	// so that sacct reports the jobs slurmctld has forgotten. Start fails,
+	// wrapping ErrNotInstalled, where they are not installed.
+	Accounting bool
 	// KeepDir leaves the directory (logs included) after Close, for debugging.
 	KeepDir bool
 }
@@ -96,10 +128,11 @@ type daemon struct {
 }
 
 // Start creates the cluster's directory, writes the munge key, slurm.conf
-// and gres.conf, starts munged, slurmctld and the slurmds, and waits until
-// every node is idle. On any error it tears down what it started.
+// and gres.conf, starts munged, (with accounting) MariaDB and slurmdbd,
+// slurmctld and the slurmds, and waits until every node is idle. On any
+// error it tears down what it started.
 func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
-	if err := Available(); err != nil {
+	if err := available(opt); err != nil {
 		return nil, err
 	}
 	if opt.Nodes <= 0 {
@@ -121,7 +154,11 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	if i := strings.IndexByte(host, '.'); i > 0 {
 		host = host[:i]
 	}
-	ports, err := freeport.Ports(1 + opt.Nodes)
+	nports := 1 + opt.Nodes
+	if opt.Accounting {
+		nports++ // slurmdbd's, the last
+	}
+	ports, err := freeport.Ports(nports)
 	if err != nil {
 		return nil, err
 	}
@@ -133,9 +170,12 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	// by whoever reads it (the shared directory of jobs lives inside).
 	os.Chmod(dir, 0o755)
 	c = &Cluster{
-		cfg: Config{Dir: dir, Host: host, CtldPort: ports[0], SlurmdPorts: ports[1:], CPUs: opt.CPUs,
+		cfg: Config{Dir: dir, Host: host, CtldPort: ports[0], SlurmdPorts: ports[1 : 1+opt.Nodes], CPUs: opt.CPUs,
 			GPUs: opt.GPUs, Partition: opt.Partition, MinJobAge: opt.MinJobAge},
 		keepDir: opt.KeepDir,
+	}
+	if opt.Accounting {
+		c.cfg.DbdPort = ports[nports-1]
 	}
 	c.env = append(cleanEnv(), "SLURM_CONF="+c.cfg.ConfPath())
 	defer func() {
@@ -164,6 +204,11 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	}); err != nil {
 		return c, err
 	}
+	if c.cfg.DbdPort > 0 {
+		if err := c.startAccounting(ctx); err != nil {
+			return c, err
+		}
+	}
 	if err := c.spawn("slurmctld", "slurmctld", "-D", "-f", c.cfg.ConfPath()); err != nil {
 		return c, err
 	}
@@ -188,13 +233,33 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	return c, err
 }
 
-// StartT starts a cluster for a test and stops it at the test's end. It
-// skips the test, saying why, where Slurm or munge is not installed.
-func StartT(t testing.TB, opt Options) *Cluster {
+// available is Available, or AccountingAvailable for a cluster with
+// accounting.
+func available(opt Options) error {
+	if opt.Accounting {
+		return AccountingAvailable()
+	}
+	return Available()
+}
+
+// SkipUnavailable skips the test, saying what is missing, where the
+// programs of a cluster with these options are not installed.
+func SkipUnavailable(t testing.TB, opt Options) {
 	t.Helper()
-	if err := Available(); err != nil {
+	if err := available(opt); err != nil {
+		if opt.Accounting {
+			t.Skipf("no Slurm with accounting (slurmdbd, MariaDB) here, so this test is skipped: %v", err)
+		}
 		t.Skipf("no Slurm here, so this test is skipped: %v", err)
 	}
+}
+
+// StartT starts a cluster for a test and stops it at the test's end. It
+// skips the test, saying why, where Slurm or munge (or, with accounting,
+// MariaDB or slurmdbd) is not installed.
+func StartT(t testing.TB, opt Options) *Cluster {
+	t.Helper()
+	SkipUnavailable(t, opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := Start(ctx, opt)
@@ -242,6 +307,16 @@ func (c *Cluster) writeFiles() error {
 	if err := os.WriteFile(c.cfg.ConfPath(), []byte(c.cfg.Render()), 0o644); err != nil {
 		return fmt.Errorf("slurm: slurm.conf: %w", err)
 	}
+	if c.cfg.DbdPort > 0 {
+		// slurmdbd refuses a slurmdbd.conf that others may read (it could
+		// hold the database's password) or that is not its SlurmUser's.
+		if err := os.WriteFile(c.cfg.DbdConfPath(), []byte(c.cfg.RenderDbd()), 0o600); err != nil {
+			return fmt.Errorf("slurm: slurmdbd.conf: %w", err)
+		}
+		if err := os.MkdirAll(c.cfg.DBDir(), 0o700); err != nil {
+			return fmt.Errorf("slurm: %w", err)
+		}
+	}
 	if c.cfg.GPUs > 0 {
 		if err := os.WriteFile(c.cfg.Dir+"/gres.conf", []byte(c.cfg.RenderGres()), 0o644); err != nil {
 			return fmt.Errorf("slurm: gres.conf: %w", err)
@@ -253,9 +328,14 @@ func (c *Cluster) writeFiles() error {
 // spawn starts a daemon in the foreground as a child in its own process
 // group, so that Close can stop it and everything it forked.
 func (c *Cluster) spawn(name string, argv ...string) error {
+	return c.spawnEnv(name, nil, argv...)
+}
+
+// spawnEnv is spawn with extra variables in the daemon's environment.
+func (c *Cluster) spawnEnv(name string, extra []string, argv ...string) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = c.cfg.Dir
-	cmd.Env = c.env
+	cmd.Env = append(c.Env(), extra...)
 	d := &daemon{name: name, cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout = &d.out
 	cmd.Stderr = &d.out
@@ -288,6 +368,43 @@ func (c *Cluster) waitFor(ctx context.Context, timeout time.Duration, what strin
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	return nil
+}
+
+// startAccounting starts what keeps the cluster's accounting, before
+// slurmctld: a MariaDB server of its own (a fresh data directory, a unix
+// socket, no network, no configuration file read) and slurmdbd over it.
+func (c *Cluster) startAccounting(ctx context.Context) error {
+	// Smaller redo logs than the default 96 MB: the database holds a few
+	// jobs and is thrown away.
+	small := "--innodb-log-file-size=8M"
+	if _, err := c.Command(ctx, "mariadb-install-db", "--no-defaults", "--datadir="+c.cfg.DBDir(), "--user=root",
+		"--auth-root-authentication-method=socket", "--skip-test-db", small); err != nil {
+		return fmt.Errorf("slurm: creating the accounting database: %w", err)
+	}
+	if err := c.spawn("mariadbd", "mariadbd", "--no-defaults", "--datadir="+c.cfg.DBDir(), "--socket="+c.cfg.DBSocket(),
+		"--skip-networking", "--user=root", small, "--pid-file="+c.cfg.Dir+"/mariadbd.pid",
+		"--log-error="+c.cfg.LogDir()+"/mariadbd.log"); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, 60*time.Second, "MariaDB's socket", func() bool {
+		_, err := os.Stat(c.cfg.DBSocket())
+		return err == nil
+	}); err != nil {
+		return err
+	}
+	if err := c.spawnEnv("slurmdbd", []string{"MYSQL_UNIX_PORT=" + c.cfg.DBSocket()}, "slurmdbd", "-D"); err != nil {
+		return err
+	}
+	// slurmctld registers the cluster itself when it first connects
+	// (22.05 does; no sacctmgr add cluster), and must find slurmdbd up.
+	var last error
+	if err := c.waitFor(ctx, 30*time.Second, "slurmdbd to answer", func() bool {
+		_, last = c.Command(ctx, "sacctmgr", "--noheader", "--parsable2", "list", "cluster", "format=cluster")
+		return last == nil
+	}); err != nil {
+		return fmt.Errorf("%w (%v)", err, last)
 	}
 	return nil
 }
@@ -337,9 +454,9 @@ func tail(s string, n int) string {
 	return strings.TrimSpace(strings.Join(lines, "\n"))
 }
 
-// Close cancels any job left, stops the daemons (SIGTERM, then SIGKILL to
-// their process groups after 10 s) and removes the directory. It is safe to
-// call more than once.
+// Close cancels any job left, stops the daemons in the reverse order of
+// their start (SIGTERM, then SIGKILL to their process groups after 10 s)
+// and removes the directory. It is safe to call more than once.
 func (c *Cluster) Close() error {
 	if c == nil {
 		return nil
@@ -349,7 +466,8 @@ func (c *Cluster) Close() error {
 		c.Command(ctx, "scancel", "--user=root") //nolint:errcheck // best effort; the daemons are killed next
 		cancel()
 	}
-	// Stop in reverse order: the slurmds, slurmctld, munged.
+	// Stop in reverse order: the slurmds, slurmctld, slurmdbd, MariaDB,
+	// munged.
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		d := c.procs[i]
 		pgid := d.cmd.Process.Pid

@@ -6,6 +6,10 @@ import (
 	"strings"
 )
 
+// clusterName is the cluster's ClusterName, under which slurmdbd keeps
+// its jobs.
+const clusterName = "qsharetest"
+
 // Config is what slurm.conf says for a throwaway cluster. Paths are
 // absolute and inside Dir.
 type Config struct {
@@ -29,6 +33,9 @@ type Config struct {
 	// MinJobAge is how many seconds slurmctld keeps a finished job
 	// (squeue lists it); 0 leaves Slurm's default (300).
 	MinJobAge int
+	// DbdPort is slurmdbd's loopback TCP port where the cluster keeps
+	// accounting (slurmdbd over a throwaway MariaDB); 0: no accounting.
+	DbdPort int
 }
 
 // NodeNames returns the nodes' names: the host name for one node (as the
@@ -59,13 +66,24 @@ func (c Config) StateDir() string { return c.Dir + "/state" }
 // LogDir holds the daemons' logs.
 func (c Config) LogDir() string { return c.Dir + "/log" }
 
+// DBDir is the MariaDB data directory of a cluster with accounting.
+func (c Config) DBDir() string { return c.Dir + "/db" }
+
+// DBSocket is the path of MariaDB's unix socket (it listens on no port).
+func (c Config) DBSocket() string { return c.Dir + "/db.sock" }
+
+// DbdConfPath is the path of slurmdbd.conf: slurmdbd reads it from the
+// directory of SLURM_CONF.
+func (c Config) DbdConfPath() string { return c.Dir + "/slurmdbd.conf" }
+
 // JobDir is a directory readable by every job, the working directory of
 // Command, where jobs submitted by hand write slurm-N.out.
 func (c Config) JobDir() string { return c.Dir + "/jobs" }
 
 // Render returns the text of slurm.conf: the nodes with CPUs slots (and
 // GPUs fake GPUs) each, in one partition, sched/backfill,
-// select/cons_tres, no accounting, the default scheduler parameters, and
+// select/cons_tres, accounting through slurmdbd when DbdPort is set (else
+// none), the default scheduler parameters, and
 // every path and port local to the cluster. The plugins that need cgroups
 // or a database are replaced by their no-op or /proc-based forms, so that
 // the cluster runs in a container.
@@ -73,7 +91,7 @@ func (c Config) Render() string {
 	var b strings.Builder
 	kv := func(k string, v any) { fmt.Fprintf(&b, "%s=%v\n", k, v) }
 	b.WriteString("# Written by qshare: a throwaway cluster for tests and benchmarks.\n")
-	kv("ClusterName", "qsharetest")
+	kv("ClusterName", clusterName)
 	kv("SlurmctldHost", c.Host+"(127.0.0.1)")
 	kv("SlurmctldPort", c.CtldPort)
 	if len(c.SlurmdPorts) == 1 {
@@ -100,7 +118,16 @@ func (c Config) Render() string {
 	kv("ProctrackType", "proctrack/linuxproc")
 	kv("TaskPlugin", "task/none")
 	kv("JobAcctGatherType", "jobacct_gather/none")
-	kv("AccountingStorageType", "accounting_storage/none")
+	if c.DbdPort > 0 {
+		kv("AccountingStorageType", "accounting_storage/slurmdbd")
+		kv("AccountingStorageHost", "localhost")
+		kv("AccountingStoragePort", c.DbdPort)
+		// With slurmdbd, the "password" is the munge socket that the
+		// connections to it authenticate with (AuthInfo is not used there).
+		kv("AccountingStoragePass", c.MungeSocket())
+	} else {
+		kv("AccountingStorageType", "accounting_storage/none")
+	}
 	kv("JobCompType", "jobcomp/none")
 	kv("MpiDefault", "none")
 	kv("ReturnToService", 2)
@@ -126,6 +153,29 @@ func (c Config) Render() string {
 		}
 	}
 	fmt.Fprintf(&b, "PartitionName=%s Nodes=%s Default=YES MaxTime=INFINITE State=UP\n", c.Partition, strings.Join(names, ","))
+	return b.String()
+}
+
+// RenderDbd returns the text of slurmdbd.conf: slurmdbd on DbdPort of the
+// loopback address, as root, over the MariaDB of DBSocket as its root
+// user (socket authentication, no password; slurmdbd itself is given the
+// socket in MYSQL_UNIX_PORT, as it has no setting for one).
+func (c Config) RenderDbd() string {
+	var b strings.Builder
+	kv := func(k string, v any) { fmt.Fprintf(&b, "%s=%v\n", k, v) }
+	b.WriteString("# Written by qshare: the accounting daemon of a throwaway cluster.\n")
+	kv("AuthType", "auth/munge")
+	kv("AuthInfo", "socket="+c.MungeSocket())
+	kv("DbdHost", "localhost")
+	kv("DbdAddr", "127.0.0.1")
+	kv("DbdPort", c.DbdPort)
+	kv("SlurmUser", "root")
+	kv("PidFile", c.Dir+"/slurmdbd.pid")
+	kv("LogFile", c.LogDir()+"/slurmdbd.log")
+	kv("StorageType", "accounting_storage/mysql")
+	kv("StorageHost", "localhost")
+	kv("StorageUser", "root")
+	kv("StorageLoc", "slurm_acct_db")
 	return b.String()
 }
 
