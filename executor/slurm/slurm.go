@@ -286,13 +286,13 @@ func pathComponent(what, id string) error {
 
 func (e *Executor) attemptDir(id string) string { return filepath.Join(e.root, "attempts", id) }
 
-// jobName is the Slurm job name of an attempt.
-// startedMarker is the file the step runner writes once the attempt's
-// command runs.
+// startedMarker is the file the step runner writes just before it starts
+// the attempt's command: from then on a stop warns the command.
 func (e *Executor) startedMarker(attemptID string) string {
 	return filepath.Join(e.attemptDir(attemptID), "started")
 }
 
+// jobName is the Slurm job name of an attempt.
 func jobName(attemptID string) string { return "qshare-" + attemptID }
 
 // comment is the --comment of an attempt's batch job: the attempt ID and

@@ -155,12 +155,16 @@ func runStep(root, attemptDir, hosts string) int {
 	if p := lookPathIn(sp.Argv[0], env); p != "" {
 		cmd.Path = p
 	}
+	// The marker goes first: once the command may have printed anything,
+	// Stop must know that it runs (and warn it) rather than cancel a job
+	// it takes for pending. A stop that comes before the command runs is
+	// passed on to it below.
+	fs.WriteFileAtomic(filepath.Join(attemptDir, "started"), []byte(host+"\n")) //nolint:errcheck // Start waits no longer than StartWait without it
 	if err := cmd.Start(); err != nil {
 		rec.ExitCode = 127
 		rec.Reason = fmt.Sprintf("CannotStartContainerError: %s: %v", sp.Argv[0], errNoPath(err))
 		fmt.Fprintln(os.Stderr, rec.Reason)
 	} else {
-		fs.WriteFileAtomic(filepath.Join(attemptDir, "started"), []byte(host+"\n")) //nolint:errcheck // Start waits no longer than StartWait without it
 		select {
 		case <-term:
 			cmd.Process.Signal(syscall.SIGTERM)
