@@ -2,7 +2,10 @@ package processe2e_test
 
 import (
 	"context"
+	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,13 +29,14 @@ func TestWorkedExample(t *testing.T) {
 //  1. QS1 submits qs1-high (priority 3), qs1-med (2) and qs1-low (1):
 //     high runs on QS1's instance, med on the one QS2 lends, and low waits
 //     (QS3 reserves its own).
-//  2. QS2 submits qs2-job-1: med, the borrower, is preempted (cross-share),
-//     its SIGTERM trap runs, and QS2's job runs.
+//  2. QS2 submits qs2-job-1: med, the borrower (the trainer of
+//     preempt_test.go), is preempted (cross-share): it traps SIGTERM and
+//     writes its checkpoint, and QS2's job runs.
 //  3. qs1-low's priority is raised to 4: high is preempted (in-share) and
 //     low runs.
 //
 // Then every job is let go and succeeds; the preempted ones on their
-// second attempt.
+// second attempt, med's resumed from its checkpoint.
 func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ...string)) {
 	s := startServer(t, newDataDir(t), o)
 	s.setup(map[string]int32{cpu: 3},
@@ -55,8 +59,8 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 	}
 	high := sub("qs1-high", "QS1", 3)
 	s.awaitLog(high, 1, "qs1-high attempt 1 in QS1")
-	med := sub("qs1-med", "QS1", 2)
-	s.awaitLog(med, 1, "qs1-med attempt 1 in QS1")
+	med := s.submit(job{name: "qs1-med", share: "QS1", priority: 2, env: g.env(), script: trainer})
+	s.awaitLog(med, 1, "step 3\n")
 	low := sub("qs1-low", "QS1", 1)
 
 	// Step 1: QS1 borrows QS2's instance; low waits.
@@ -75,8 +79,10 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (cross-share)") {
 		t.Errorf("step 2: qs1-med's attempt reason %q, want a cross-share preemption", r)
 	}
-	if out := s.mustLogs(med, 1); !strings.Contains(out, "SIGTERM: stopping\n") || strings.Contains(out, "\ndone\n") {
-		t.Errorf("step 2: qs1-med was not stopped with SIGTERM:\n%s", out)
+	out := s.mustLogs(med, 1)
+	ckpt := checkpointed(out)
+	if ckpt < 3 {
+		t.Errorf("step 2: qs1-med did not checkpoint on SIGTERM:\n%s", out)
 	}
 	status(map[string]types.ServiceJobStatus{high: types.ServiceJobStatusRunning, low: types.ServiceJobStatusRunnable, q2: types.ServiceJobStatusRunning})
 	running(t, high, q2)
@@ -104,12 +110,27 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 		if len(d.Attempts) != attempts {
 			t.Errorf("%s: %d attempts, want %d", aws.ToString(d.JobName), len(d.Attempts), attempts)
 		}
-		if out := s.mustLogs(id, len(d.Attempts)); !strings.HasSuffix(out, "done\n") {
-			t.Errorf("%s: its last attempt's log does not end with done:\n%s", aws.ToString(d.JobName), out)
+		if out := s.mustLogs(id, len(d.Attempts)); !strings.HasSuffix(out, "done\n") && !strings.Contains(out, "finished after step") {
+			t.Errorf("%s: its last attempt did not run to its end:\n%s", aws.ToString(d.JobName), out)
 		}
+	}
+	if out := s.mustLogs(med, 2); !strings.HasPrefix(out, fmt.Sprintf("resumed from step %d\n", ckpt)) {
+		t.Errorf("qs1-med's attempt 2 did not resume from its checkpoint (step %d):\n%s", ckpt, out)
 	}
 	running(t)
 }
+
+// checkpointed returns the step of a trainer's "SIGTERM: checkpointed
+// step N" line, or -1.
+func checkpointed(out string) int {
+	if m := checkpointRE.FindStringSubmatch(out); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return -1
+}
+
+var checkpointRE = regexp.MustCompile(`(?m)^SIGTERM: checkpointed step (\d+)$`)
 
 // sameIDs reports whether got, once sorted, is want sorted.
 func sameIDs(got, want []string) bool {
