@@ -212,6 +212,34 @@ func terminate(t *testing.T, o serverOpts) {
 	}
 }
 
+// submitFailing submits, to share "s", three jobs that fail: one that
+// writes SageMaker's failure file, one that dies of SIGSEGV and one whose
+// program does not exist. It returns their IDs by name.
+func submitFailing(s *server) map[string]string {
+	return map[string]string{
+		"failure-file": s.submit(job{name: "failure-file", share: "s",
+			script: `printf 'CUDA out of memory\nTraceback (most recent call last):\n' > "$SM_OUTPUT_DIR/failure"; exit 1`}),
+		"segv":    s.submit(job{name: "segv", share: "s", script: `kill -SEGV $$`}),
+		"missing": s.submit(job{name: "missing", share: "s", entrypoint: []string{"no-such-program-e2e", "--epochs", "3"}}),
+	}
+}
+
+// awaitFailures waits until each job of ids is FAILED, and checks that its
+// one attempt's reason starts with, and the job's status reason holds,
+// what want gives for its name.
+func (s *server) awaitFailures(ids, want map[string]string) {
+	s.t.Helper()
+	for name, w := range want {
+		d := s.awaitStatus(ids[name], types.ServiceJobStatusFailed)
+		if r := attemptReasons(d); len(r) != 1 || !strings.HasPrefix(r[0], w) {
+			s.t.Errorf("%s: attempt reasons %q, want one starting %q", name, r, w)
+		}
+		if r := aws.ToString(d.StatusReason); !strings.Contains(r, w) {
+			s.t.Errorf("%s: status reason %q does not contain %q", name, r, w)
+		}
+	}
+}
+
 // TestFailureReasons: the status reason of a failed attempt is the first
 // line of SM_OUTPUT_DIR/failure when the job writes one, names the signal
 // that killed the job, or says that the program cannot be run; a payload
@@ -221,29 +249,16 @@ func TestFailureReasons(t *testing.T) {
 	skipShort(t)
 	s := startServer(t, newDataDir(t), serverOpts{})
 	oneShare(s, 4, false)
-	ids := map[string]string{
-		"failure-file": s.submit(job{name: "failure-file", share: "s",
-			script: `printf 'CUDA out of memory\nTraceback (most recent call last):\n' > "$SM_OUTPUT_DIR/failure"; exit 1`}),
-		"segv":    s.submit(job{name: "segv", share: "s", script: `kill -SEGV $$`}),
-		"missing": s.submit(job{name: "missing", share: "s", entrypoint: []string{"no-such-program-e2e", "--epochs", "3"}}),
-	}
+	ids := submitFailing(s)
 	env := s.submit(job{name: "env", share: "s", payload: map[string]any{"HyperParameters": map[string]string{"learning-rate": "0.01", "epochs": "3"}},
 		script: `echo "pwd=$(pwd)"; echo "ckpt=$SM_CHECKPOINT_DIR"; echo "model=$SM_MODEL_DIR"; echo "hp=$SM_HP_LEARNING_RATE,$SM_HP_EPOCHS"
 echo "who=$QSHARE_JOB_ID,$QSHARE_ATTEMPT,$QSHARE_QUOTA_SHARE,$SM_CURRENT_HOST,$SM_NUM_GPUS,$CUDA_VISIBLE_DEVICES"; cat "$SM_INPUT_CONFIG_DIR/hyperparameters.json"; echo`})
 
-	for name, want := range map[string]string{
+	s.awaitFailures(ids, map[string]string{
 		"failure-file": "CUDA out of memory",
 		"segv":         "Essential process terminated by signal SIGSEGV",
 		"missing":      "CannotStartError",
-	} {
-		d := s.awaitStatus(ids[name], types.ServiceJobStatusFailed)
-		if r := attemptReasons(d); len(r) != 1 || !strings.HasPrefix(r[0], want) {
-			t.Errorf("%s: attempt reasons %q, want one starting %q", name, r, want)
-		}
-		if r := aws.ToString(d.StatusReason); !strings.Contains(r, want) {
-			t.Errorf("%s: status reason %q does not contain %q", name, r, want)
-		}
-	}
+	})
 
 	s.awaitStatus(env, types.ServiceJobStatusSucceeded)
 	dir := filepath.Join(s.dataDir, "jobs", env)

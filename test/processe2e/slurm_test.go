@@ -99,6 +99,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("Terminate", func(t *testing.T) { terminate(t, o) })
 	t.Run("InSharePreemptionResume", func(t *testing.T) { inSharePreemptionResume(t, o) })
 	t.Run("CrossShareReclaim", func(t *testing.T) { crossShareReclaim(t, o) })
+	t.Run("FailureReasons", func(t *testing.T) { slurmFailureReasons(t, o) })
 	t.Run("PendingInSlurm", func(t *testing.T) { slurmPending(t, o) })
 	t.Run("ControllerDown", func(t *testing.T) { slurmControllerDown(t, o, c) })
 	t.Run("KillAndRecover", func(t *testing.T) { slurmKillAndRecover(t, o, c) })
@@ -128,6 +129,20 @@ func slurmRunning(c *slurmtest.Cluster) func(t *testing.T, ids ...string) {
 			return sameIDs(got, ids)
 		})
 	}
+}
+
+// slurmFailureReasons: on Slurm too, the status reason of a failed
+// attempt is the first line of SM_OUTPUT_DIR/failure when the job writes
+// one, and otherwise names the signal that killed the job or the program
+// that could not be run.
+func slurmFailureReasons(t *testing.T, o serverOpts) {
+	s := startServer(t, newDataDir(t), o)
+	oneShare(s, 3, false)
+	s.awaitFailures(submitFailing(s), map[string]string{
+		"failure-file": "CUDA out of memory",
+		"segv":         "Essential process terminated by signal SIGSEGV",
+		"missing":      "CannotStartContainerError: no-such-program-e2e",
+	})
 }
 
 // slurmPending: the environment allows three whole-node instances but the
