@@ -63,7 +63,9 @@ func TestRunChecksEventSink(t *testing.T) {
 		t.Skip("starts child processes")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRunChecksEventSink$/^EventSink$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), selfEnv+"=1")
+	// The Crash check kills a grandchild, which cannot remove its own
+	// temporary directory: the child's go inside this test's.
+	cmd.Env = append(os.Environ(), selfEnv+"=1", "TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	t.Logf("child output:\n%s", out)
 	if err != nil {

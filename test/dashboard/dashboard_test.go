@@ -82,6 +82,9 @@ func newEnvTB(t testing.TB, args ...string) *env {
 		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.WindowSize(1200, 800),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		// Chromium keeps its singleton socket in a directory of its own under
+		// $TMPDIR and leaves it there; this keeps it inside the test's.
+		chromedp.Env("TMPDIR=" + dir),
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	tctx, tcancel := chromedp.NewContext(actx)
