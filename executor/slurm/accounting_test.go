@@ -107,7 +107,8 @@ func recoverExit(ctx context.Context, t *testing.T, e *Executor, s executor.Spec
 // the attempt's reason; without accounting the same cancel is known only
 // from the step runner's record of the SIGTERM it passed on. With
 // accounting, a job whose node failed meanwhile (NODE_FAIL, the node set
-// DOWN) is Lost, so that the daemon requeues it without using a retry,
+// DOWN) ends Lost, with a reason that names NODE_FAIL, so that the daemon
+// requeues it without using a retry and the job's status says why,
 // although its step runner recorded a SIGTERM that would otherwise have
 // made it a failure of the job.
 func TestSacct(t *testing.T) {
@@ -149,6 +150,8 @@ func TestSacct(t *testing.T) {
 		if len(e.exitRecords(failed.AttemptID)) == 0 {
 			t.Errorf("the step runner of %s recorded no exit: without sacct it would be Lost too", failed.AttemptID)
 		}
-		recoverExit(ctx, t, e, failed, executor.Lost)
+		if x := recoverExit(ctx, t, e, failed, executor.Exited); !x.Lost || !strings.Contains(x.Reason, "NODE_FAIL") {
+			t.Errorf("exit = %+v, want Lost with a reason that names NODE_FAIL", x)
+		}
 	})
 }

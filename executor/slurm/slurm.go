@@ -1140,8 +1140,9 @@ func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, e
 // Recover re-attaches to an attempt started before a restart, from its
 // job.json or, when the server died before writing it, from the batch
 // job's name and comment: Running while Slurm runs or holds the job,
-// Exited when it ended (its exit from the step runners' records), Lost
-// when nothing is known of it.
+// Exited when it ended (its exit from the step runners' records, or one
+// marked Lost with Slurm's reason when a node failed or no record was
+// written), Lost when nothing is known of it.
 func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
 	if err := pathComponent("attempt ID", h.AttemptID); err != nil {
 		return executor.Lost, nil
@@ -1202,11 +1203,10 @@ func (e *Executor) recover(ctx context.Context, a *attempt) (executor.Recovery, 
 		a.state, a.reason = j.State, j.Reason
 		return executor.Running, nil
 	}
-	x := e.exitOf(a, j, known)
-	if x.Lost {
-		return executor.Lost, nil
-	}
-	a.Exit, a.Ended = x, true
+	// An exit that is Lost (a node failed, or the step runner recorded
+	// nothing) is still Exited, so that its reason reaches the job's
+	// status: Recover's own Lost carries none.
+	a.Exit, a.Ended = e.exitOf(a, j, known), true
 	close(a.Done)
 	return executor.Exited, nil
 }
