@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"qshare"
 	"qshare/executor"
@@ -433,3 +437,65 @@ func TestMissingNamespace(t *testing.T) {
 		t.Errorf("Start in a missing namespace = %v, want an error naming it at once", err)
 	}
 }
+
+// TestStartListsNoPods: Start looks for an attempt's pods in the pod
+// informer's cache, not with a LIST through the API server, which scans
+// every pod of the namespace (in a burst of 2,000 starts, O(n²) work for
+// the server). A new executor over the same namespace, as after a
+// restart, still adopts an attempt that runs, from its first list.
+func TestStartListsNoPods(t *testing.T) {
+	c := getCluster(t)
+	var lists atomic.Int64
+	cfg := rest.CopyConfig(c.Config())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.Contains(r.URL.Query().Get("labelSelector"), LabelAttemptID) {
+				lists.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	client, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := c.namespace(t, t.TempDir())
+	newExec := func() *Executor {
+		e, err := New(context.Background(), Options{Client: client, Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	e1 := newExec()
+	var specs []executor.Spec
+	var handles []executor.Handle
+	for range 3 {
+		s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+		specs, handles = append(specs, s), append(handles, start(t, e1, s))
+	}
+	e1.Close()
+	e2 := newExec()
+	if h := start(t, e2, specs[0]); !h.StartedAt.Equal(handles[0].StartedAt) {
+		t.Errorf("Start after a restart started the attempt again: started %v, was %v", h.StartedAt, handles[0].StartedAt)
+	}
+	if n := lists.Load(); n != 0 {
+		t.Errorf("Start listed an attempt's pods through the API server %d times, want 0", n)
+	}
+	for _, s := range specs {
+		if _, err := e2.Recover(context.Background(), executor.Handle{AttemptID: s.AttemptID}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e2.Stop(context.Background(), s.AttemptID, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range specs {
+		wait(t, e2, s.AttemptID)
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -344,7 +344,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	}
 	// After a restart, or a crash between creating and recording: the pods
 	// may exist already.
-	a, err := e.find(ctx, s.AttemptID)
+	a, err := e.existing(ctx, s.AttemptID)
 	if err != nil {
 		return executor.Handle{}, err
 	}
@@ -536,6 +536,30 @@ func (e *Executor) podsOf(label string) []*corev1.Pod {
 	return out
 }
 
+// existing is find for Start. Once the pod informer has made its first
+// list, every pod made before this process started is in its cache, and
+// the pods of an attempt this process created are tracked already, so the
+// cache answers. A LIST through the API server for every new attempt cost
+// the server a scan of the namespace's pods each, O(n²) in a burst of
+// starts. A pod created too recently for the cache (a Start retried after
+// a failure part way) is still found by create, which leaves an object
+// that exists as it is. Before the first list, find asks the server.
+func (e *Executor) existing(ctx context.Context, id string) (*attempt, error) {
+	if !e.pods.HasSynced() {
+		return e.find(ctx, id)
+	}
+	var pods []*corev1.Pod
+	for _, p := range e.podsOf(labelValue(id)) {
+		if p.Annotations[annAttemptID] == id {
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) == 0 {
+		return nil, nil
+	}
+	return e.adopt(id, pods), nil
+}
+
 // find looks for an attempt's pods through the API server (not the
 // informer's cache, which may lag behind a restart) and tracks them; nil
 // when there are none.
@@ -549,13 +573,20 @@ func (e *Executor) find(ctx context.Context, id string) (*attempt, error) {
 	if err != nil {
 		return nil, err
 	}
-	if list == nil || len(list.Items) == 0 {
+	if list == nil || len(list.Items) == 0 || list.Items[0].Annotations[annAttemptID] != id {
 		return nil, nil
 	}
-	p := &list.Items[0]
-	if p.Annotations[annAttemptID] != id {
-		return nil, nil
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
 	}
+	return e.adopt(id, pods), nil
+}
+
+// adopt tracks an attempt from its pods, found by find or existing; the
+// first carries the attempt's annotations.
+func (e *Executor) adopt(id string, pods []*corev1.Pod) *attempt {
+	p := pods[0]
 	n, _ := strconv.Atoi(p.Annotations[annInstances])
 	if n < 1 {
 		n = 1
@@ -563,18 +594,18 @@ func (e *Executor) find(ctx context.Context, id string) (*attempt, error) {
 	grace, _ := time.ParseDuration(p.Annotations[annGrace])
 	started, _ := time.Parse(time.RFC3339Nano, p.Annotations[annStarted])
 	stopping := false
-	for i := range list.Items {
-		if list.Items[i].Annotations[annStopped] != "" {
+	for _, q := range pods {
+		if q.Annotations[annStopped] != "" {
 			stopping = true
 		}
 	}
 	a := e.track(id, p.Annotations[annJobID], n, grace, started, stopping)
 	e.mu.Lock()
-	for i := range list.Items {
-		a.observe(&list.Items[i], false)
+	for _, q := range pods {
+		a.observe(q, false)
 	}
 	e.mu.Unlock()
-	return a, nil
+	return a
 }
 
 // observe takes an informer's event about a pod to its attempt.
