@@ -50,6 +50,11 @@ type Kubelet struct {
 	pods   cache.Indexer
 	kick   chan struct{}
 	wg     sync.WaitGroup
+	// calls bounds the bindings and Running updates in flight: the loop
+	// decides in order and hands the API calls to goroutines, as the
+	// scheduler's binding cycle and the kubelets of many nodes would, so
+	// that a burst of pods does not wait on one round trip at a time.
+	calls chan struct{}
 
 	mu      sync.Mutex
 	nodes   map[string]*fakeNode
@@ -93,7 +98,7 @@ type container struct {
 // (the pods stay as they are).
 func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	k := &Kubelet{c: c, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1),
+	k := &Kubelet{c: c, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), calls: make(chan struct{}, 16),
 		nodes: map[string]*fakeNode{}, bound: map[types.UID]string{}, running: map[types.UID]*container{},
 		byName: map[string]*container{}, envs: map[string]map[string]string{}, volumes: map[string]string{}, ended: map[types.UID]bool{}, times: map[string]podTimes{}}
 	k.logs = httptest.NewUnstartedServer(http.HandlerFunc(k.serveLog))
@@ -132,6 +137,21 @@ func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 	k.wg.Add(1)
 	go k.loop()
 	return k, nil
+}
+
+// async runs f in a goroutine once one of the calls in flight has ended.
+func (k *Kubelet) async(f func()) {
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		select {
+		case k.calls <- struct{}{}:
+		case <-k.ctx.Done():
+			return
+		}
+		defer func() { <-k.calls }()
+		f()
+	}()
 }
 
 func (k *Kubelet) poke() {
@@ -418,14 +438,18 @@ func (k *Kubelet) schedule(p *corev1.Pod, used map[string]int64) {
 		k.bound[p.UID] = n.name
 		k.mu.Unlock()
 		used[n.name] += want
-		err := k.c.CoreV1().Pods(p.Namespace).Bind(k.ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID},
-			Target: corev1.ObjectReference{Kind: "Node", Name: n.name}}, metav1.CreateOptions{})
-		if err != nil {
-			k.mu.Lock()
-			delete(k.bound, p.UID)
-			k.mu.Unlock()
-			used[n.name] -= want
-		}
+		ns, name, uid, node := p.Namespace, p.Name, p.UID, n.name
+		k.async(func() {
+			err := k.c.CoreV1().Pods(ns).Bind(k.ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid},
+				Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{})
+			if err != nil {
+				// The next pass counts the node's GPUs without it.
+				k.mu.Lock()
+				delete(k.bound, uid)
+				k.mu.Unlock()
+				k.poke()
+			}
+		})
 		return
 	}
 	var why []string
@@ -521,27 +545,28 @@ func (k *Kubelet) start(p *corev1.Pod, node string) {
 	if prog.Output != "" {
 		c.write(prog.Output)
 	}
-	now := metav1.NewTime(c.started)
-	err2 := k.updatePod(p.Namespace, p.Name, p.UID, func(cur *corev1.Pod) {
-		cur.Status.Phase = corev1.PodRunning
-		cur.Status.StartTime = &now
-		cur.Status.HostIP = "127.0.0.1"
-		setCondition(cur, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
-		setCondition(cur, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
-		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ct.Name, Image: ct.Image, ImageID: "played://" + ct.Image, Ready: true, Started: ptr(true),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
-	})
-	if err2 != nil {
-		k.forget(c)
-		return
-	}
 	if err != nil {
 		c.write("played kubelet: " + err.Error())
-		prog = Program{Exit: 127}
-		c.prog = prog
+		c.prog = Program{Exit: 127}
 	}
-	k.wg.Add(1)
-	go k.run(c, ct.Name)
+	now := metav1.NewTime(c.started)
+	k.async(func() {
+		err := k.updatePod(c.ns, c.name, c.uid, func(cur *corev1.Pod) {
+			cur.Status.Phase = corev1.PodRunning
+			cur.Status.StartTime = &now
+			cur.Status.HostIP = "127.0.0.1"
+			setCondition(cur, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+			setCondition(cur, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+			cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ct.Name, Image: ct.Image, ImageID: "played://" + ct.Image, Ready: true, Started: ptr(true),
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+		})
+		if err != nil {
+			k.forget(c)
+			return
+		}
+		k.wg.Add(1)
+		go k.run(c, ct.Name)
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -649,19 +674,27 @@ func (k *Kubelet) forget(c *container) {
 }
 
 // updatePod changes the status of the pod of that UID through the status
-// subresource, from its current state, retrying as retry does; a pod of
-// the name with another UID is a pod gone.
+// subresource, retrying as retry does; a pod of the name with another UID
+// is a pod gone. The first try starts from the informer's copy, which is
+// as new as the pod the caller saw; a conflict reads the pod again.
 func (k *Kubelet) updatePod(ns, name string, uid types.UID, change func(*corev1.Pod)) error {
+	first := true
 	return k.retry(func() error {
-		cur, err := k.c.CoreV1().Pods(ns).Get(k.ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		var cur *corev1.Pod
+		if obj, ok, _ := k.pods.GetByKey(ns + "/" + name); first && ok {
+			cur = obj.(*corev1.Pod).DeepCopy()
+		} else {
+			var err error
+			if cur, err = k.c.CoreV1().Pods(ns).Get(k.ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
+		first = false
 		if cur.UID != uid {
 			return apierrors.NewNotFound(corev1.Resource("pods"), name)
 		}
 		change(cur)
-		_, err = k.c.CoreV1().Pods(ns).UpdateStatus(k.ctx, cur, metav1.UpdateOptions{})
+		_, err := k.c.CoreV1().Pods(ns).UpdateStatus(k.ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 }
