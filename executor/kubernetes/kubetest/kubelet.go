@@ -59,6 +59,7 @@ type Kubelet struct {
 	mu      sync.Mutex
 	nodes   map[string]*fakeNode
 	bound   map[types.UID]string // pods bound by us, to their node, until they end
+	binding map[types.UID]bool   // pods whose binding call has not returned
 	running map[types.UID]*container
 	byName  map[string]*container // namespace/name
 	envs    map[string]map[string]string
@@ -99,7 +100,7 @@ type container struct {
 func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kubelet{c: c, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), calls: make(chan struct{}, 16),
-		nodes: map[string]*fakeNode{}, bound: map[types.UID]string{}, running: map[types.UID]*container{},
+		nodes: map[string]*fakeNode{}, bound: map[types.UID]string{}, binding: map[types.UID]bool{}, running: map[types.UID]*container{},
 		byName: map[string]*container{}, envs: map[string]map[string]string{}, volumes: map[string]string{}, ended: map[types.UID]bool{}, times: map[string]podTimes{}}
 	k.logs = httptest.NewUnstartedServer(http.HandlerFunc(k.serveLog))
 	k.logs.StartTLS()
@@ -354,6 +355,7 @@ func (k *Kubelet) reconcile() {
 			node = p.Spec.NodeName
 		}
 		_, ours := k.nodes[node]
+		binding := k.binding[p.UID]
 		k.mu.Unlock()
 		switch {
 		case c != nil:
@@ -368,7 +370,7 @@ func (k *Kubelet) reconcile() {
 			if ours || p.Spec.NodeName == "" {
 				_ = k.deletePod(p.Namespace, p.Name, p.UID)
 			}
-		case ended:
+		case ended, binding:
 		case node == "":
 			if used == nil {
 				used = k.used()
@@ -436,19 +438,21 @@ func (k *Kubelet) schedule(p *corev1.Pod, used map[string]int64) {
 		}
 		k.mu.Lock()
 		k.bound[p.UID] = n.name
+		k.binding[p.UID] = true
 		k.mu.Unlock()
 		used[n.name] += want
 		ns, name, uid, node := p.Namespace, p.Name, p.UID, n.name
 		k.async(func() {
 			err := k.c.CoreV1().Pods(ns).Bind(k.ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid},
 				Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{})
+			k.mu.Lock()
+			delete(k.binding, uid)
 			if err != nil {
 				// The next pass counts the node's GPUs without it.
-				k.mu.Lock()
 				delete(k.bound, uid)
-				k.mu.Unlock()
-				k.poke()
 			}
+			k.mu.Unlock()
+			k.poke()
 		})
 		return
 	}
