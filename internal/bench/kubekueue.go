@@ -75,20 +75,20 @@ func kueueAvailable() error {
 // clients into a ClusterQueue with a quota of capacity CPUs, from the first
 // create to the last admission (the Job unsuspended). It returns the wall
 // time.
-func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity int) (time.Duration, error) {
+func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity int) (wall, created time.Duration, err error) {
 	dir, err := os.MkdirTemp("", "qshare-bench-kueue-")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.RemoveAll(dir)
 	c := cl.Client()
 	dyn, err := dynamic.NewForConfig(cl.Config())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for _, ns := range []string{"kueue-system", "kueue-bench"} {
 		if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	crd := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -97,15 +97,15 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		var obj map[string]any
 		if err := yaml.Unmarshal(b, &obj); err != nil {
-			return 0, fmt.Errorf("%s: %w", f, err)
+			return 0, 0, fmt.Errorf("%s: %w", f, err)
 		}
 		u := &unstructured.Unstructured{Object: obj}
 		if _, err := dyn.Resource(crd).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			return 0, fmt.Errorf("creating the CRD of %s: %w", filepath.Base(f), err)
+			return 0, 0, fmt.Errorf("creating the CRD of %s: %w", filepath.Base(f), err)
 		}
 		if p, _, _ := unstructured.NestedString(obj, "spec", "names", "plural"); p != "" {
 			plurals = append(plurals, p)
@@ -130,7 +130,7 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("Kueue's CRD %s is not served after two minutes: %v", missing, err)
+			return 0, 0, fmt.Errorf("Kueue's CRD %s is not served after two minutes: %v", missing, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -139,7 +139,7 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity
 	// server, so neither is called.
 	for _, d := range []string{"/etc/kueue/metrics/certs", filepath.Join(dir, "webhook")} {
 		if err := selfSigned(d); err != nil {
-			return 0, fmt.Errorf("Kueue's certificates: %w", err)
+			return 0, 0, fmt.Errorf("Kueue's certificates: %w", err)
 		}
 	}
 	conf := filepath.Join(dir, "kueue.yaml")
@@ -154,17 +154,17 @@ internalCertManagement: {enable: false}
 clientConnection: {qps: 1000, burst: 2000}
 integrations: {frameworks: ["batch/job"]}
 `, filepath.Join(dir, "webhook"))), 0o600); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	logf, err := os.Create(filepath.Join(dir, "kueue.log"))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer logf.Close()
 	cmd := exec.Command(kueueBinary(), "--config", conf, "--kubeconfig", cl.Kubeconfig(), "--feature-gates=VisibilityOnDemand=false")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	tail := func() string {
@@ -183,7 +183,7 @@ integrations: {frameworks: ["batch/job"]}
 			}
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("Kueue did not become ready: %v; its log ends:\n%s", err, tail())
+			return 0, 0, fmt.Errorf("Kueue did not become ready: %v; its log ends:\n%s", err, tail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -208,7 +208,7 @@ integrations: {frameworks: ["batch/job"]}
 			_, err = kq(o.res).Namespace(o.ns).Create(ctx, &unstructured.Unstructured{Object: o.obj}, metav1.CreateOptions{})
 		}
 		if err != nil {
-			return 0, fmt.Errorf("creating the %s: %w", o.res, err)
+			return 0, 0, fmt.Errorf("creating the %s: %w", o.res, err)
 		}
 	}
 	// Count admissions (unsuspended Jobs) as the watch sees them.
@@ -240,15 +240,16 @@ integrations: {frameworks: ["batch/job"]}
 		_, err := c.BatchV1().Jobs("kueue-bench").Create(ctx, j, metav1.CreateOptions{})
 		return err
 	}); err != nil {
-		return 0, fmt.Errorf("creating the Jobs: %w", err)
+		return 0, 0, fmt.Errorf("creating the Jobs: %w", err)
 	}
+	created = time.Since(start)
 	for deadline := time.Now().Add(30 * time.Minute); admitted.Load() < int64(jobs); {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return 0, fmt.Errorf("Kueue admitted %d of %d Jobs; its log ends:\n%s", admitted.Load(), jobs, tail())
+			return 0, 0, fmt.Errorf("Kueue admitted %d of %d Jobs; its log ends:\n%s", admitted.Load(), jobs, tail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return time.Unix(0, last.Load()).Sub(start), nil
+	return time.Unix(0, last.Load()).Sub(start), created, nil
 }
 
 // selfSigned writes a self-signed tls.crt and tls.key for 127.0.0.1 into
