@@ -16,10 +16,12 @@
 package executortest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -797,4 +799,23 @@ func Script(j Job) string {
 	}
 	fmt.Fprintf(&b, "exit %d\n", j.ExitCode)
 	return b.String()
+}
+
+// ReadEnv reads what `env -0` wrote to a file (NAME=value, each ended by
+// a NUL), for an Observed whose jobs print their environment to their log.
+// A line that the log carries before it (a newline before the first name)
+// is passed over.
+func ReadEnv(t testing.TB, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if k, v, ok := strings.Cut(string(kv), "="); ok {
+			env[strings.TrimLeft(k, "\n")] = v
+		}
+	}
+	return env
 }

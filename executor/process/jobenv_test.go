@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"qshare"
+	"qshare/executor/executortest"
 )
 
 // The server's environment holds secrets; a job sees only PATH, HOME, LANG
@@ -33,7 +34,7 @@ func TestAttackServerEnvironmentStaysWithTheServer(t *testing.T) {
 		if !x.Succeeded() {
 			t.Fatalf("exit %+v", x)
 		}
-		env := readEnv(t, h.LogPath)
+		env := executortest.ReadEnv(t, h.LogPath)
 		for k, v := range map[string]string{"PATH": os.Getenv("PATH"), "HOME": "/home/server", "LANG": "C.UTF-8", "TZ": "UTC", "MINE": "1", "QSHARE_JOB_ID": "env"} {
 			if env[k] != v {
 				t.Errorf("pass %v: %s = %q, want %q", pass, k, env[k], v)
@@ -72,7 +73,7 @@ func TestAttackPayloadCannotMakeASupervisor(t *testing.T) {
 	if !x.Succeeded() {
 		t.Fatalf("exit %+v", x)
 	}
-	if v, ok := readEnv(t, h.LogPath)[SupervisorEnv]; ok {
+	if v, ok := executortest.ReadEnv(t, h.LogPath)[SupervisorEnv]; ok {
 		t.Errorf("the job sees %s=%q", SupervisorEnv, v)
 	}
 }

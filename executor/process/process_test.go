@@ -89,27 +89,11 @@ func TestConformance(t *testing.T) {
 			waitForLog(t, h.LogPath, "ready\n", time.Minute)
 		},
 		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
-			return readEnv(t, h.LogPath)
+			return executortest.ReadEnv(t, h.LogPath)
 		},
 		Durable:   true,
 		KeepsLogs: true,
 	})
-}
-
-// readEnv reads `env -0` output from a log file.
-func readEnv(t testing.TB, path string) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if k, v, ok := strings.Cut(string(kv), "="); ok {
-			env[k] = v
-		}
-	}
-	return env
 }
 
 func run(t *testing.T, e *Executor, s executor.Spec) (executor.Handle, executor.Exit) {
@@ -217,7 +201,7 @@ echo "hello stdout"; echo "hello stderr" >&2`
 		}
 		return strings.TrimSpace(string(b))
 	}
-	env := readEnv(t, filepath.Join(jobDir, "output/data/env"))
+	env := executortest.ReadEnv(t, filepath.Join(jobDir, "output/data/env"))
 	want := map[string]string{
 		"SM_MODEL_DIR":             jobDir + "/model",
 		"SM_OUTPUT_DIR":            jobDir + "/output",

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,21 +117,6 @@ func waitForLog(t testing.TB, path, s string, d time.Duration) {
 	t.Fatalf("%q did not appear in the log within %v; it holds %q", s, d, b)
 }
 
-func readEnv(t testing.TB, path string) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if k, v, ok := strings.Cut(string(kv), "="); ok {
-			env[strings.TrimLeft(k, "\n")] = v
-		}
-	}
-	return env
-}
-
 func TestConformance(t *testing.T) {
 	testCluster(t)
 	executortest.Run(t, executortest.Harness{
@@ -144,7 +128,7 @@ func TestConformance(t *testing.T) {
 			waitForLog(t, h.LogPath, "ready\n", time.Minute)
 		},
 		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
-			return readEnv(t, h.LogPath)
+			return executortest.ReadEnv(t, h.LogPath)
 		},
 		Slack:     60 * time.Second,
 		Durable:   true,
