@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -334,14 +335,15 @@ func (k *Kubelet) reconcile() {
 	for _, c := range vanished {
 		close(c.lost)
 	}
-	sort.Slice(objs, func(i, j int) bool {
-		a, b := objs[i].(*corev1.Pod), objs[j].(*corev1.Pod)
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-	})
-	var used map[string]int64
+	// Only the pods that wait for a binding or a start are decided in the
+	// order they were created; the rest are looked at once each. Sorting
+	// every pod of the index on each pass, with a key built by string
+	// concatenation, was over half of this process's CPU in bench kube.
+	type decision struct {
+		p    *corev1.Pod
+		node string // "" to schedule, else one of ours to start on
+	}
+	var waiting []decision
 	for _, obj := range objs {
 		if k.ctx.Err() != nil {
 			return
@@ -371,13 +373,32 @@ func (k *Kubelet) reconcile() {
 				_ = k.deletePod(p.Namespace, p.Name, p.UID)
 			}
 		case ended, binding:
-		case node == "":
+		case node == "", ours && p.Status.Phase == corev1.PodPending:
+			waiting = append(waiting, decision{p, node})
+		}
+	}
+	slices.SortFunc(waiting, func(x, y decision) int {
+		a, b := x.p, y.p
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	var used map[string]int64
+	for _, w := range waiting {
+		if k.ctx.Err() != nil {
+			return
+		}
+		if w.node == "" {
 			if used == nil {
 				used = k.used()
 			}
-			k.schedule(p, used)
-		case ours && p.Status.Phase == corev1.PodPending:
-			k.start(p, node)
+			k.schedule(w.p, used)
+		} else {
+			k.start(w.p, w.node)
 		}
 	}
 }
