@@ -107,20 +107,12 @@ type fileLimit struct {
 }
 
 func (l *fileLimit) UnmarshalYAML(n *yaml.Node) error {
-	if err := decodeStrict(n, &l.Limits); err != nil {
-		return err
-	}
-	l.line = n.Line
-	return nil
+	return decodeStrictAt(n, &l.Limits, &l.line)
 }
 
 func (p *filePrincipal) UnmarshalYAML(n *yaml.Node) error {
 	type plain filePrincipal
-	if err := decodeStrict(n, (*plain)(p)); err != nil {
-		return err
-	}
-	p.line = n.Line
-	return nil
+	return decodeStrictAt(n, (*plain)(p), &p.line)
 }
 
 type fileKey struct {
@@ -131,11 +123,7 @@ type fileKey struct {
 
 func (k *fileKey) UnmarshalYAML(n *yaml.Node) error {
 	type plain fileKey
-	if err := decodeStrict(n, (*plain)(k)); err != nil {
-		return err
-	}
-	k.line = n.Line
-	return nil
+	return decodeStrictAt(n, (*plain)(k), &k.line)
 }
 
 type filePolicy struct {
@@ -187,11 +175,7 @@ type fileStatement struct {
 
 func (s *fileStatement) UnmarshalYAML(n *yaml.Node) error {
 	type plain fileStatement
-	if err := decodeStrict(n, (*plain)(s)); err != nil {
-		return err
-	}
-	s.line = n.Line
-	return nil
+	return decodeStrictAt(n, (*plain)(s), &s.line)
 }
 
 // stringOrSeq is IAM's "a string or a list of strings".
@@ -215,6 +199,16 @@ func (l *stringOrSeq) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("line %d: give a string or a list of strings", n.Line)
 	}
 	return n.Decode(&l.v)
+}
+
+// decodeStrictAt is decodeStrict that also keeps the node's line in
+// *line, for the errors of a later check of v.
+func decodeStrictAt(n *yaml.Node, v any, line *int) error {
+	if err := decodeStrict(n, v); err != nil {
+		return err
+	}
+	*line = n.Line
+	return nil
 }
 
 // decodeStrict decodes a mapping node into the struct v points to,
