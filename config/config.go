@@ -17,6 +17,7 @@ package config
 
 import (
 	"encoding/json"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -174,39 +175,29 @@ func (q *Queue) EnvironmentName() string {
 
 // Environment returns the environment with the given name, or nil.
 func (f *File) Environment(name string) *Environment {
-	for i := range f.ServiceEnvironments {
-		if f.ServiceEnvironments[i].Name == name {
-			return &f.ServiceEnvironments[i]
-		}
-	}
-	return nil
+	return byName(f.ServiceEnvironments, name, func(e *Environment) string { return e.Name })
 }
 
 // Policy returns the scheduling policy with the given name, or nil.
 func (f *File) Policy(name string) *Policy {
-	for i := range f.SchedulingPolicies {
-		if f.SchedulingPolicies[i].Name == name {
-			return &f.SchedulingPolicies[i]
-		}
-	}
-	return nil
+	return byName(f.SchedulingPolicies, name, func(p *Policy) string { return p.Name })
 }
 
 // Queue returns the job queue with the given name, or nil.
 func (f *File) Queue(name string) *Queue {
-	for i := range f.JobQueues {
-		if f.JobQueues[i].Name == name {
-			return &f.JobQueues[i]
-		}
-	}
-	return nil
+	return byName(f.JobQueues, name, func(q *Queue) string { return q.Name })
 }
 
 // Share returns the quota share of the queue with the given name, or nil.
 func (q *Queue) Share(name string) *Share {
-	for i := range q.QuotaShares {
-		if q.QuotaShares[i].Name == name {
-			return &q.QuotaShares[i]
+	return byName(q.QuotaShares, name, func(s *Share) string { return s.Name })
+}
+
+// byName returns the first of xs that nameOf calls name, or nil.
+func byName[T any](xs []T, name string, nameOf func(*T) string) *T {
+	for i := range xs {
+		if nameOf(&xs[i]) == name {
+			return &xs[i]
 		}
 	}
 	return nil
@@ -220,47 +211,35 @@ func (f *File) Clone() *File {
 	}
 	for _, e := range f.ServiceEnvironments {
 		e.CapacityLimits = append([]qshare.CapacityLimit(nil), e.CapacityLimits...)
-		e.Tags = cloneTags(e.Tags)
+		e.Tags = maps.Clone(e.Tags)
 		out.ServiceEnvironments = append(out.ServiceEnvironments, e)
 	}
 	for _, p := range f.SchedulingPolicies {
-		if p.QuotaSharePolicy != nil {
-			q := *p.QuotaSharePolicy
-			p.QuotaSharePolicy = &q
-		}
+		p.QuotaSharePolicy = clonePtr(p.QuotaSharePolicy)
 		if p.FairsharePolicy != nil {
 			fp := *p.FairsharePolicy
 			fp.ShareDistribution = append([]ShareWeight(nil), fp.ShareDistribution...)
 			p.FairsharePolicy = &fp
 		}
-		p.Tags = cloneTags(p.Tags)
+		p.Tags = maps.Clone(p.Tags)
 		out.SchedulingPolicies = append(out.SchedulingPolicies, p)
 	}
 	for _, q := range f.JobQueues {
-		if q.Priority != nil {
-			v := *q.Priority
-			q.Priority = &v
-		}
+		q.Priority = clonePtr(q.Priority)
 		q.JobStateTimeLimitActions = append([]qshare.JobStateTimeLimitAction(nil), q.JobStateTimeLimitActions...)
-		q.Tags = cloneTags(q.Tags)
+		q.Tags = maps.Clone(q.Tags)
 		shares := q.QuotaShares
 		q.QuotaShares = nil
 		for _, s := range shares {
 			s.CapacityLimits = append([]qshare.CapacityLimit(nil), s.CapacityLimits...)
-			if s.BorrowLimit != nil {
-				v := *s.BorrowLimit
-				s.BorrowLimit = &v
-			}
-			s.Tags = cloneTags(s.Tags)
+			s.BorrowLimit = clonePtr(s.BorrowLimit)
+			s.Tags = maps.Clone(s.Tags)
 			q.QuotaShares = append(q.QuotaShares, s)
 		}
 		out.JobQueues = append(out.JobQueues, q)
 	}
 	for _, p := range f.CapacityPlans {
-		if p.WarningSeconds != nil {
-			v := *p.WarningSeconds
-			p.WarningSeconds = &v
-		}
+		p.WarningSeconds = clonePtr(p.WarningSeconds)
 		out.CapacityPlans = append(out.CapacityPlans, p)
 	}
 	return out
@@ -278,15 +257,13 @@ const (
 // training-plan ARN in PlanRegion and PlanAccount.
 func PlanARN(name string) string { return qshare.PlanARN(PlanRegion, PlanAccount, name) }
 
-func cloneTags(m map[string]string) map[string]string {
-	if m == nil {
+// clonePtr returns a pointer to a copy of *p, or nil for nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
 		return nil
 	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	v := *p
+	return &v
 }
 
 // Resources returns the file's resources as the domain's types, with their

@@ -101,10 +101,7 @@ func (f *File) setAt(kv, kind, name, field, val string) error {
 		p := fmt.Sprintf("serviceEnvironments[%d]", i)
 		switch {
 		case strings.HasPrefix(field, "maxCapacity."):
-			if err := setMaxCapacity(&e.CapacityLimits, field, val); err != nil {
-				return err
-			}
-			f.mark(p+".capacityLimits", origin)
+			return f.setMaxCapacity(&e.CapacityLimits, p, field, val, origin)
 		case field == "state":
 			e.State = qshare.State(val)
 			f.mark(p+".state", origin)
@@ -141,10 +138,7 @@ func (f *File) setAt(kv, kind, name, field, val string) error {
 		p := fmt.Sprintf("jobQueues[%d].quotaShares[%d]", qi, si)
 		switch {
 		case strings.HasPrefix(field, "maxCapacity."):
-			if err := setMaxCapacity(&s.CapacityLimits, field, val); err != nil {
-				return err
-			}
-			f.mark(p+".capacityLimits", origin)
+			return f.setMaxCapacity(&s.CapacityLimits, p, field, val, origin)
 		case field == "strategy":
 			s.Strategy = qshare.Strategy(val)
 			if s.Strategy != qshare.StrategyLendAndBorrow {
@@ -247,13 +241,15 @@ func lookup[T any](xs []T, what, name string, nameOf func(T) string) (int, error
 }
 
 // setMaxCapacity applies the change maxCapacity.TYPE=val (field holds
-// "maxCapacity.TYPE") to the limits at ls; 0 removes the type's limit.
-func setMaxCapacity(ls *[]qshare.CapacityLimit, field, val string) error {
+// "maxCapacity.TYPE") to the limits at ls, those of the resource at path,
+// and marks them set by origin; 0 removes the type's limit.
+func (f *File) setMaxCapacity(ls *[]qshare.CapacityLimit, path, field, val string, origin Pos) error {
 	n, err := parseInt(val)
 	if err != nil {
 		return err
 	}
 	*ls = setLimit(*ls, strings.TrimPrefix(field, "maxCapacity."), n)
+	f.mark(path+".capacityLimits", origin)
 	return nil
 }
 
