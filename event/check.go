@@ -160,7 +160,7 @@ type Checker struct {
 	stoppingBy map[string]map[string]bool
 	// protEnds holds the ends of the protections of holding jobs of
 	// shares with a minimum run time, earliest first.
-	protEnds protHeap
+	protEnds heapOf[protEnd]
 	// plans are the configuration's capacity plans by ARN.
 	plans     map[string]*planState
 	planOrder []*planState
@@ -193,7 +193,7 @@ type shareState struct {
 	// planWaiting counts the share's waiting jobs of capacity plans.
 	planWaiting int
 	usage       qshare.Capacity
-	waiting     waitHeap
+	waiting     heapOf[waitEntry]
 }
 
 type jobState struct {
@@ -902,25 +902,14 @@ type waitEntry struct {
 	version  int
 }
 
-type waitHeap []waitEntry
-
-func (h waitHeap) Len() int { return len(h) }
-func (h waitHeap) Less(a, b int) bool {
-	if h[a].priority != h[b].priority {
-		return h[a].priority > h[b].priority
+func (e waitEntry) before(o waitEntry) bool {
+	if e.priority != o.priority {
+		return e.priority > o.priority
 	}
-	if h[a].t != h[b].t {
-		return h[a].t < h[b].t
+	if e.t != o.t {
+		return e.t < o.t
 	}
-	return h[a].id < h[b].id
-}
-func (h waitHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *waitHeap) Push(x any)   { *h = append(*h, x.(waitEntry)) }
-func (h *waitHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	return e.id < o.id
 }
 
 func (c *Checker) wait(j *jobState) {
@@ -960,18 +949,23 @@ type protEnd struct {
 	line int
 }
 
-type protHeap []protEnd
-
-func (h protHeap) Len() int { return len(h) }
-func (h protHeap) Less(a, b int) bool {
-	if h[a].t != h[b].t {
-		return h[a].t < h[b].t
+func (p protEnd) before(o protEnd) bool {
+	if p.t != o.t {
+		return p.t < o.t
 	}
-	return h[a].line < h[b].line
+	return p.line < o.line
 }
-func (h protHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *protHeap) Push(x any)   { *h = append(*h, x.(protEnd)) }
-func (h *protHeap) Pop() any {
+
+// heapOf is a container/heap of Ts, the first of them (h[0]) the one
+// before all others: the checker's heaps of waiting jobs and of the ends
+// of protections.
+type heapOf[T interface{ before(T) bool }] []T
+
+func (h heapOf[T]) Len() int           { return len(h) }
+func (h heapOf[T]) Less(a, b int) bool { return h[a].before(h[b]) }
+func (h heapOf[T]) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
+func (h *heapOf[T]) Push(x any)        { *h = append(*h, x.(T)) }
+func (h *heapOf[T]) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
