@@ -163,13 +163,8 @@ func TestListServiceJobs(t *testing.T) {
 	list := func(in *batch.ListServiceJobsInput, limit int32) []types.ServiceJobSummary {
 		t.Helper()
 		in.JobQueue = aws.String("arn:aws:batch:us-east-1:000000000000:job-queue/q")
-		var all []types.ServiceJobSummary
-		p := batch.NewListServiceJobsPaginator(s.c, in, func(o *batch.ListServiceJobsPaginatorOptions) { o.Limit = limit })
-		for p.HasMorePages() {
-			out, err := p.NextPage(ctx)
-			must(t, err)
-			all = append(all, out.JobSummaryList...)
-		}
+		all, _ := allPages(t, batch.NewListServiceJobsPaginator(s.c, in, func(o *batch.ListServiceJobsPaginatorOptions) { o.Limit = limit }),
+			func(out *batch.ListServiceJobsOutput) []types.ServiceJobSummary { return out.JobSummaryList })
 		return all
 	}
 	// No filter, no status: RUNNING only.

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -149,42 +150,28 @@ func TestResourcePagination(t *testing.T) {
 			t.Fatalf("%s: %d pages, %d items; want %d pages, %d items", name, pages, items, wantPages, wantItems)
 		}
 	}
-	pages, items := 0, 0
-	seen := map[string]bool{}
 	pp := batch.NewListSchedulingPoliciesPaginator(c, &batch.ListSchedulingPoliciesInput{}, func(o *batch.ListSchedulingPoliciesPaginatorOptions) { o.Limit = 10 })
-	for pp.HasMorePages() {
-		out, err := pp.NextPage(ctx)
-		must(t, err)
-		pages++
-		for _, p := range out.SchedulingPolicies {
-			if seen[*p.Arn] {
-				t.Fatalf("policy %s listed twice", *p.Arn)
-			}
-			seen[*p.Arn] = true
-			items++
+	policies, pages := allPages(t, pp, func(out *batch.ListSchedulingPoliciesOutput) []types.SchedulingPolicyListingDetail {
+		return out.SchedulingPolicies
+	})
+	seen := map[string]bool{}
+	for _, p := range policies {
+		if seen[*p.Arn] {
+			t.Fatalf("policy %s listed twice", *p.Arn)
 		}
+		seen[*p.Arn] = true
 	}
-	count("ListSchedulingPolicies", pages, items, 3, 26)
+	count("ListSchedulingPolicies", pages, len(policies), 3, 26)
 
-	pages, items = 0, 0
 	ep := batch.NewDescribeServiceEnvironmentsPaginator(c, &batch.DescribeServiceEnvironmentsInput{}, func(o *batch.DescribeServiceEnvironmentsPaginatorOptions) { o.Limit = 7 })
-	for ep.HasMorePages() {
-		out, err := ep.NextPage(ctx)
-		must(t, err)
-		pages++
-		items += len(out.ServiceEnvironments)
-	}
-	count("DescribeServiceEnvironments", pages, items, 4, 26)
+	envs, pages := allPages(t, ep, func(out *batch.DescribeServiceEnvironmentsOutput) []types.ServiceEnvironmentDetail {
+		return out.ServiceEnvironments
+	})
+	count("DescribeServiceEnvironments", pages, len(envs), 4, 26)
 
-	pages, items = 0, 0
 	sp := batch.NewListQuotaSharesPaginator(c, &batch.ListQuotaSharesInput{JobQueue: aws.String("q")}, func(o *batch.ListQuotaSharesPaginatorOptions) { o.Limit = 5 })
-	for sp.HasMorePages() {
-		out, err := sp.NextPage(ctx)
-		must(t, err)
-		pages++
-		items += len(out.QuotaShares)
-	}
-	count("ListQuotaShares", pages, items, 5, 25)
+	shares, pages := allPages(t, sp, func(out *batch.ListQuotaSharesOutput) []types.QuotaShareDetail { return out.QuotaShares })
+	count("ListQuotaShares", pages, len(shares), 5, 25)
 
 	// The default page is 100: one page.
 	out, err := c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("q")})
@@ -196,6 +183,25 @@ func TestResourcePagination(t *testing.T) {
 	clientErr(t, err, "maxResults", "1 to 100")
 	_, err = c.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String("q"), NextToken: aws.String("!!")})
 	clientErr(t, err, "nextToken")
+}
+
+// pager is what the SDK's paginators have in common.
+type pager[O any] interface {
+	HasMorePages() bool
+	NextPage(context.Context, ...func(*batch.Options)) (O, error)
+}
+
+// allPages reads every page of p and returns the items of all of them
+// (items says where a page holds them) and the number of pages.
+func allPages[O, T any](t *testing.T, p pager[O], items func(O) []T) (all []T, pages int) {
+	t.Helper()
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		must(t, err)
+		pages++
+		all = append(all, items(out)...)
+	}
+	return all, pages
 }
 
 // TestTags tags, lists and untags every kind of resource, including quota
