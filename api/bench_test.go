@@ -80,27 +80,18 @@ func BenchmarkSubmitServiceJobRawHTTP(b *testing.B) {
 // (server and clients): unlike submits/s, it hardly depends on what else
 // the machine is doing.
 func submitConcurrently(b *testing.B, n int, submit func() error) time.Duration {
-	var next atomic.Int64
 	lat := make([][]time.Duration, n)
 	b.ResetTimer()
 	cpu0 := processCPU()
 	start := time.Now()
-	var wg sync.WaitGroup
-	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				t0 := time.Now()
-				if err := submit(); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[w] = append(lat[w], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
+	shareOut(b, n, func(w int) error {
+		t0 := time.Now()
+		if err := submit(); err != nil {
+			return err
+		}
+		lat[w] = append(lat[w], time.Since(t0))
+		return nil
+	})
 	el := time.Since(start)
 	cpu := processCPU() - cpu0
 	b.StopTimer()
@@ -112,6 +103,27 @@ func submitConcurrently(b *testing.B, n int, submit func() error) time.Duration 
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/submit")
 	reportLatency(b, all)
 	return el
+}
+
+// shareOut makes b.N calls of call, shared out among n goroutines, and
+// waits for them. call is given its goroutine's number (0 to n-1); an
+// error it returns is the benchmark's, and ends that goroutine's calls.
+func shareOut(b *testing.B, n int, call func(w int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				if err := call(w); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // reportLatency reports the median and the 99th percentile of lat in ms,
@@ -197,33 +209,23 @@ func BenchmarkJobLifecycle(b *testing.B) {
 	s.setup2("q", 1_000_000)
 	hc, body := rawSubmit(clients, time.Millisecond)
 	ids := make([][]string, clients)
-	var next atomic.Int64
 	b.ResetTimer()
 	cpu0 := processCPU()
 	start := time.Now()
-	var wg sync.WaitGroup
-	for w := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				resp, err := hc.Post(s.url+"/v1/submitservicejob", "application/json", bytes.NewReader(body))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				var out struct{ JobID string }
-				err = json.NewDecoder(resp.Body).Decode(&out)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != 200 {
-					b.Errorf("status %d, %v", resp.StatusCode, err)
-					return
-				}
-				ids[w] = append(ids[w], out.JobID)
-			}
-		}()
-	}
-	wg.Wait()
+	shareOut(b, clients, func(w int) error {
+		resp, err := hc.Post(s.url+"/v1/submitservicejob", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		var out struct{ JobID string }
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			return fmt.Errorf("status %d, %v", resp.StatusCode, err)
+		}
+		ids[w] = append(ids[w], out.JobID)
+		return nil
+	})
 	for _, l := range ids {
 		for _, id := range l {
 			for {
