@@ -35,13 +35,10 @@ func benchClient(url string, conns int) *batch.Client {
 // a busy queue does. Reported: submits/s and p50/p99 latency.
 func BenchmarkSubmitServiceJob(b *testing.B) {
 	const clients = 64
-	s := newServer(b)
-	c := benchClient(s.url, clients)
-	s.c = c
-	s.setup2("q", 8)
+	s := newBenchServer(b, clients, 8)
 	p := payload(g5, 1, time.Hour, 0)
 	el := submitConcurrently(b, clients, func() error {
-		_, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"),
+		_, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("q"),
 			QuotaShareName: aws.String("A"), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(p)})
 		return err
 	})
@@ -56,12 +53,10 @@ func BenchmarkSubmitServiceJob(b *testing.B) {
 // server in the SDK variant.
 func BenchmarkSubmitServiceJobRawHTTP(b *testing.B) {
 	const clients = 64
-	s := newServer(b)
-	s.c = benchClient(s.url, clients)
-	s.setup2("q", 8)
-	hc, body := rawSubmit(clients, time.Hour)
+	s := newBenchServer(b, clients, 8)
+	post := rawSubmit(s, clients, time.Hour)
 	submitConcurrently(b, clients, func() error {
-		resp, err := hc.Post(s.url+"/v1/submitservicejob", "application/json", bytes.NewReader(body))
+		resp, err := post()
 		if err != nil {
 			return err
 		}
@@ -138,9 +133,7 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 // sending a submit to the job being durably SCHEDULED (the daemon installs
 // the SCHEDULED record in memory right after its commit).
 func BenchmarkSubmitToScheduled(b *testing.B) {
-	s := newServer(b)
-	s.c = benchClient(s.url, 1)
-	s.setup2("q", 1_000_000)
+	s := newBenchServer(b, 1, 1_000_000)
 	p := payload(g5, 1, time.Hour, 0)
 	var lat []time.Duration
 	b.ResetTimer()
@@ -165,6 +158,16 @@ func BenchmarkSubmitToScheduled(b *testing.B) {
 	}
 	b.StopTimer()
 	reportLatency(b, lat)
+}
+
+// newBenchServer is newServer for benchmarks: its client has a connection
+// for each of clients, and its one queue q one share A that owns the whole
+// environment of capacity instances.
+func newBenchServer(b *testing.B, clients int, capacity int32) *server {
+	s := newServer(b)
+	s.c = benchClient(s.url, clients)
+	s.setup2("q", capacity)
+	return s
 }
 
 // setup2 is setup for benchmarks: one share A owning the whole environment.
@@ -204,16 +207,14 @@ func (s *server) setup2(queue string, capacity int32) {
 // SUCCEEDED, so it includes the (cheap) clients.
 func BenchmarkJobLifecycle(b *testing.B) {
 	const clients = 64
-	s := newServer(b)
-	s.c = benchClient(s.url, clients)
-	s.setup2("q", 1_000_000)
-	hc, body := rawSubmit(clients, time.Millisecond)
+	s := newBenchServer(b, clients, 1_000_000)
+	post := rawSubmit(s, clients, time.Millisecond)
 	ids := make([][]string, clients)
 	b.ResetTimer()
 	cpu0 := processCPU()
 	start := time.Now()
 	shareOut(b, clients, func(w int) error {
-		resp, err := hc.Post(s.url+"/v1/submitservicejob", "application/json", bytes.NewReader(body))
+		resp, err := post()
 		if err != nil {
 			return err
 		}
@@ -253,13 +254,16 @@ func BenchmarkJobLifecycle(b *testing.B) {
 	b.ReportMetric(float64(st.Batches)/float64(b.N), "batches/job")
 }
 
-// rawSubmit returns a plain HTTP client with a connection for each of
-// clients, and the body of a SubmitServiceJob of one ml.g5.xlarge to share A
-// of queue q whose simulated run lasts d.
-func rawSubmit(clients int, d time.Duration) (*http.Client, []byte) {
+// rawSubmit returns a post of a plain HTTP SubmitServiceJob to s, of one
+// ml.g5.xlarge to share A of queue q whose simulated run lasts d; its
+// client has a connection for each of clients.
+func rawSubmit(s *server, clients int, d time.Duration) func() (*http.Response, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = clients*2, clients*2
 	body, _ := json.Marshal(map[string]any{"jobName": "j", "jobQueue": "q", "quotaShareName": "A",
 		"serviceJobType": "SAGEMAKER_TRAINING", "serviceRequestPayload": payload(g5, 1, d, 0)})
-	return &http.Client{Transport: tr}, body
+	hc := &http.Client{Transport: tr}
+	return func() (*http.Response, error) {
+		return hc.Post(s.url+"/v1/submitservicejob", "application/json", bytes.NewReader(body))
+	}
 }
