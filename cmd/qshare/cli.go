@@ -474,82 +474,82 @@ func parallel(n, limit int, fn func(i int) error) error {
 	return errs
 }
 
+// complete offers the shell what list returns on a session of cmd, asked
+// within 3 s; an error offers nothing.
+func complete(cmd *cobra.Command, list func(ctx context.Context, s *session) ([]string, error)) ([]string, cobra.ShellCompDirective) {
+	s, err := newSession(cmd)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
+	defer cancel()
+	out, err := list(ctx, s)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
 // completeJobs offers the names of the jobs of every queue to the shell.
 func completeJobs(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	s, err := newSession(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
-	defer cancel()
-	queues, err := s.queueNames(ctx)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	var out []string
-	for _, q := range queues {
-		res, err := s.api.ListServiceJobs(ctx, &batch.ListServiceJobsInput{
-			JobQueue: aws.String(q),
-			Filters:  []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{toComplete + "*"}}},
-		})
+	return complete(cmd, func(ctx context.Context, s *session) ([]string, error) {
+		queues, err := s.queueNames(ctx)
 		if err != nil {
-			continue
+			return nil, err
 		}
-		for _, j := range res.JobSummaryList {
-			out = append(out, aws.ToString(j.JobName)+"\t"+string(j.Status))
+		var out []string
+		for _, q := range queues {
+			res, err := s.api.ListServiceJobs(ctx, &batch.ListServiceJobsInput{
+				JobQueue: aws.String(q),
+				Filters:  []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{toComplete + "*"}}},
+			})
+			if err != nil {
+				continue
+			}
+			for _, j := range res.JobSummaryList {
+				out = append(out, aws.ToString(j.JobName)+"\t"+string(j.Status))
+			}
 		}
-	}
-	return out, cobra.ShellCompDirectiveNoFileComp
+		return out, nil
+	})
 }
 
 // completeQueues offers the job queues' names to the shell.
 func completeQueues(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	s, err := newSession(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
-	defer cancel()
-	names, err := s.queueNames(ctx)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	return names, cobra.ShellCompDirectiveNoFileComp
+	return complete(cmd, func(ctx context.Context, s *session) ([]string, error) { return s.queueNames(ctx) })
 }
 
 // completeShares offers the quota shares' names (of --queue, or of every
 // queue) to the shell.
 func completeShares(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	s, err := newSession(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
-	defer cancel()
-	queues := []string{}
-	if f := cmd.Flags().Lookup("queue"); f != nil && f.Value.String() != "" {
-		queues = append(queues, f.Value.String())
-	} else if queues, err = s.queueNames(ctx); err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, q := range queues {
-		res, err := s.api.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String(q)})
-		if err != nil {
-			continue
+	return complete(cmd, func(ctx context.Context, s *session) ([]string, error) {
+		queues := []string{}
+		if f := cmd.Flags().Lookup("queue"); f != nil && f.Value.String() != "" {
+			queues = append(queues, f.Value.String())
+		} else if qs, err := s.queueNames(ctx); err != nil {
+			return nil, err
+		} else {
+			queues = qs
 		}
-		for _, sh := range res.QuotaShares {
-			if n := aws.ToString(sh.QuotaShareName); !seen[n] {
-				seen[n] = true
-				out = append(out, n)
+		seen := map[string]bool{}
+		var out []string
+		for _, q := range queues {
+			res, err := s.api.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String(q)})
+			if err != nil {
+				continue
+			}
+			for _, sh := range res.QuotaShares {
+				if n := aws.ToString(sh.QuotaShareName); !seen[n] {
+					seen[n] = true
+					out = append(out, n)
+				}
 			}
 		}
-	}
-	return out, cobra.ShellCompDirectiveNoFileComp
+		return out, nil
+	})
 }
 
 // orNone is s, or "none" when it is empty.
