@@ -381,6 +381,19 @@ func nameOfARN(arn string) string {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
+// jobRun is clientRun for a command whose argument is a JOB: fn gets the
+// argument as given (ref) and the job's id, as resolveJob finds it (in the
+// job queue *queue, when given).
+func jobRun(queue *string, fn func(cmd *cobra.Command, s *session, ref, id string) error) func(*cobra.Command, []string) error {
+	return clientRun(func(cmd *cobra.Command, s *session, args []string) error {
+		id, err := s.resolveJob(cmd.Context(), args[0], *queue)
+		if err != nil {
+			return err
+		}
+		return fn(cmd, s, args[0], id)
+	})
+}
+
 // resolveJob turns a job reference into a job id (or ARN) that the API
 // takes. A job id or ARN is used as it is; anything else is looked up as a
 // job name in every job queue (or in queue, when given), and must match
