@@ -414,19 +414,16 @@ func (s *session) resolveJob(ctx context.Context, ref, queue string) (string, er
 	}
 	var ids []string
 	for _, q := range queues {
-		p := batch.NewListServiceJobsPaginator(s.api, &batch.ListServiceJobsInput{
+		jobs, err := allPages(ctx, batch.NewListServiceJobsPaginator(s.api, &batch.ListServiceJobsInput{
 			JobQueue: aws.String(q),
 			Filters:  []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{ref}}},
-		})
-		for p.HasMorePages() {
-			out, err := p.NextPage(ctx)
-			if err != nil {
-				return "", err
-			}
-			for _, j := range out.JobSummaryList {
-				if strings.EqualFold(aws.ToString(j.JobName), ref) {
-					ids = append(ids, aws.ToString(j.JobId))
-				}
+		}), func(out *batch.ListServiceJobsOutput) []types.ServiceJobSummary { return out.JobSummaryList })
+		if err != nil {
+			return "", err
+		}
+		for _, j := range jobs {
+			if strings.EqualFold(aws.ToString(j.JobName), ref) {
+				ids = append(ids, aws.ToString(j.JobId))
 			}
 		}
 	}
@@ -442,21 +439,36 @@ func (s *session) resolveJob(ctx context.Context, ref, queue string) (string, er
 
 // queueNames lists the names of every job queue, sorted.
 func (s *session) queueNames(ctx context.Context) ([]string, error) {
+	queues, err := allPages(ctx, batch.NewDescribeJobQueuesPaginator(s.api, &batch.DescribeJobQueuesInput{}),
+		func(out *batch.DescribeJobQueuesOutput) []types.JobQueueDetail { return out.JobQueues })
+	if err != nil {
+		return nil, err
+	}
 	var names []string
-	p := batch.NewDescribeJobQueuesPaginator(s.api, &batch.DescribeJobQueuesInput{})
+	for _, q := range queues {
+		if q.Status != types.JQStatusDeleted {
+			names = append(names, aws.ToString(q.JobQueueName))
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// allPages returns the items of every page p gives, as items picks them
+// from each; it stops at the first error.
+func allPages[O, T any](ctx context.Context, p interface {
+	HasMorePages() bool
+	NextPage(context.Context, ...func(*batch.Options)) (O, error)
+}, items func(O) []T) ([]T, error) {
+	var all []T
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, err
 		}
-		for _, q := range out.JobQueues {
-			if q.Status != types.JQStatusDeleted {
-				names = append(names, aws.ToString(q.JobQueueName))
-			}
-		}
+		all = append(all, items(out)...)
 	}
-	sort.Strings(names)
-	return names, nil
+	return all, nil
 }
 
 // parallel calls fn for each index below n, at most limit at a time, and
