@@ -50,6 +50,17 @@ func regressionRelease(t *testing.T, e *Engine, requeue bool, ids ...string) {
 	}
 }
 
+// regressionStarts schedules at now and fails unless job id starts; the
+// failure gives its state and says why it should have started (why, after
+// "waits").
+func regressionStarts(t *testing.T, e *Engine, now time.Time, id, why string) {
+	t.Helper()
+	if s := started(e.Schedule(now)); !s[id] {
+		v, _ := e.Job(id)
+		t.Fatalf("%s (state %v) waits %s", id, v.State, why)
+	}
+}
+
 // one is n ml.g5.xlarge instances.
 func one(n int64) qshare.Capacity { return qshare.Capacity{"ml.g5.xlarge": n} }
 
@@ -129,10 +140,7 @@ func TestRegressionReservedStartsWhenItFits(t *testing.T) {
 	}
 	// a_quick ends at once; victim is still stopping (a grace period).
 	regressionRelease(t, e, false, "a_quick")
-	if s := started(e.Schedule(t1)); !s["head"] {
-		v, _ := e.Job("head")
-		t.Fatalf("head (state %v) waits for its stopping victim although 4 are free and it fits its share's own limit", v.State)
-	}
+	regressionStarts(t, e, t1, "head", "for its stopping victim although 4 are free and it fits its share's own limit")
 }
 
 // A RESERVE share whose job waits for another share's victims to stop has
@@ -198,10 +206,7 @@ func TestRegressionReserveHeadStartsBesideAStoppingJob(t *testing.T) {
 	regressionRelease(t, e, false, "high")
 	// low still stops (a grace period) and holds 3; 2 are free.
 	regressionSubmit(t, e, "a2", "s0", one(1), 0, t1)
-	if s := started(e.Schedule(t1)); !s["a2"] {
-		v, _ := e.Job("a2")
-		t.Fatalf("a2 (state %v) waits although it fits s0's own limit and 2 are free", v.State)
-	}
+	regressionStarts(t, e, t1, "a2", "although it fits s0's own limit and 2 are free")
 }
 
 // A start within its own limit can make a head that already failed its
@@ -264,10 +269,7 @@ func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
 	// them s3's own idle capacity.
 	regressionRelease(t, e, false, "w")
 	t2 := t1.Add(time.Second)
-	if s := started(e.Schedule(t2)); !s["h"] {
-		v, _ := e.Job("h")
-		t.Fatalf("h (state %v) waits for its stopping victim although 3 are free and it fits s3's own limit", v.State)
-	}
+	regressionStarts(t, e, t2, "h", "for its stopping victim although 3 are free and it fits s3's own limit")
 }
 
 // A reserved job starts early only if its share's committed usage fits the
