@@ -104,11 +104,7 @@ func settledStatus(engErr error) qshare.ResourceStatus {
 }
 
 func (d *Daemon) settleEnv(e *qshare.ServiceEnvironment) {
-	current := func() bool {
-		d.mu.RLock()
-		defer d.mu.RUnlock()
-		return d.envs[e.Name] == e
-	}
+	current := func() bool { return lookup(d, d.envs, e.Name) == e }
 	d.settle(current, func() error { return d.engineEnv(e) }, func(ctx context.Context, engErr error) error {
 		n := *e
 		n.Status = settledStatus(engErr)
@@ -118,20 +114,14 @@ func (d *Daemon) settleEnv(e *qshare.ServiceEnvironment) {
 		if err := d.commitSettled(ctx, &store.Change{PutEnvironments: []qshare.ServiceEnvironment{n}}); err != nil {
 			return err
 		}
-		d.mu.Lock()
-		d.envs[n.Name] = &n
-		d.mu.Unlock()
+		install(d, d.envs, n.Name, &n)
 		d.log.Info("service environment settled", "environment", n.Name, "from", e.Status, "to", n.Status, "reason", n.StatusReason)
 		return nil
 	})
 }
 
 func (d *Daemon) settleQueue(q *qshare.JobQueue) {
-	current := func() bool {
-		d.mu.RLock()
-		defer d.mu.RUnlock()
-		return d.queues[q.Name] == q
-	}
+	current := func() bool { return lookup(d, d.queues, q.Name) == q }
 	d.settle(current, func() error { return d.engineQueue(q) }, func(ctx context.Context, engErr error) error {
 		n := *q
 		n.Status = settledStatus(engErr)
@@ -142,9 +132,7 @@ func (d *Daemon) settleQueue(q *qshare.JobQueue) {
 		if err := d.commitSettled(ctx, &store.Change{PutQueues: []qshare.JobQueue{n}}); err != nil {
 			return err
 		}
-		d.mu.Lock()
-		d.queues[n.Name] = &n
-		d.mu.Unlock()
+		install(d, d.queues, n.Name, &n)
 		d.log.Info("job queue settled", "queue", n.Name, "from", q.Status, "to", n.Status, "reason", n.StatusReason)
 		return nil
 	})
@@ -152,20 +140,14 @@ func (d *Daemon) settleQueue(q *qshare.JobQueue) {
 
 func (d *Daemon) settleShare(s *qshare.QuotaShare) {
 	key := store.ShareKey{Queue: s.JobQueue, Name: s.Name}
-	current := func() bool {
-		d.mu.RLock()
-		defer d.mu.RUnlock()
-		return d.shares[key] == s
-	}
+	current := func() bool { return lookup(d, d.shares, key) == s }
 	d.settle(current, func() error { return d.engineShare(s) }, func(ctx context.Context, engErr error) error {
 		n := *s
 		n.Status = settledStatus(engErr)
 		if err := d.commitSettled(ctx, &store.Change{PutShares: []qshare.QuotaShare{n}}); err != nil {
 			return err
 		}
-		d.mu.Lock()
-		d.shares[key] = &n
-		d.mu.Unlock()
+		install(d, d.shares, key, &n)
 		if engErr != nil {
 			// DescribeQuotaShare has no statusReason: the log says why.
 			d.log.Error("quota share INVALID: the scheduler refused it", "queue", s.JobQueue, "share", s.Name, "err", engErr)

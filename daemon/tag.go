@@ -164,10 +164,7 @@ func (d *Daemon) retag(ctx context.Context, arn string, f func(map[string]string
 				// again, in the loop, unless it changed meanwhile.
 				after = func() {
 					d.post(op{kind: opCommand, reply: make(chan error, 1), fn: func(*cycle) error {
-						d.mu.RLock()
-						current := d.shares[key] == &n
-						d.mu.RUnlock()
-						if current {
+						if lookup(d, d.shares, key) == &n {
 							return d.engineShare(&n)
 						}
 						return nil

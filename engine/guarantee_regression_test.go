@@ -11,10 +11,12 @@ import (
 // (sim/testdata/engine/*, QSHARE_SIM_ENGINE_ISSUES=1 go test ./sim -run
 // EngineIssues): each breaks a rule-9 guarantee of issue 2.
 
-func regressionEngine(t *testing.T, envCap int64, shares ...ShareConfig) *Engine {
+// regressionEngine is an engine with environment env of the given limits,
+// queue q on it, and the shares in q.
+func regressionEngine(t *testing.T, limits qshare.Capacity, shares ...ShareConfig) *Engine {
 	t.Helper()
 	e := New()
-	if err := e.SetEnvironment(EnvironmentConfig{Name: "env", Limits: qshare.Capacity{"ml.g5.xlarge": envCap}}); err != nil {
+	if err := e.SetEnvironment(EnvironmentConfig{Name: "env", Limits: limits}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.SetQueue(QueueConfig{Name: "q", Environment: "env"}); err != nil {
@@ -29,10 +31,10 @@ func regressionEngine(t *testing.T, envCap int64, shares ...ShareConfig) *Engine
 	return e
 }
 
-func regressionSubmit(t *testing.T, e *Engine, id, share string, n int64, prio int, at time.Time) {
+func regressionSubmit(t *testing.T, e *Engine, id, share string, demand qshare.Capacity, prio int, at time.Time) {
 	t.Helper()
 	if err := e.Submit(JobSpec{ID: id, Queue: "q", Share: share, Priority: prio, Created: at,
-		Demand: qshare.Capacity{"ml.g5.xlarge": n}, PreemptionRetries: -1}); err != nil {
+		Demand: demand, PreemptionRetries: -1}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -45,6 +47,17 @@ func regressionRelease(t *testing.T, e *Engine, requeue bool, ids ...string) {
 		if err := e.Release(id, requeue); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// regressionStarts schedules at now and fails unless job id starts; the
+// failure gives its state and says why it should have started (why, after
+// "waits").
+func regressionStarts(t *testing.T, e *Engine, now time.Time, id, why string) {
+	t.Helper()
+	if s := started(e.Schedule(now)); !s[id] {
+		v, _ := e.Job(id)
+		t.Fatalf("%s (state %v) waits %s", id, v.State, why)
 	}
 }
 
@@ -69,18 +82,18 @@ func decided(ds []Decision, k DecisionKind) map[string]bool {
 // where that share preempts one of its own jobs for another (borrow source).
 func TestRegressionReserveNotBorrowedDuringInSharePreemption(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	e := regressionEngine(t, 6,
+	e := regressionEngine(t, one(6),
 		ShareConfig{Name: "s0", Limits: one(3), Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
 		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
 		ShareConfig{Name: "s2", Limits: one(2), Strategy: qshare.StrategyLend, BorrowLimit: -1},
 	)
-	regressionSubmit(t, e, "low", "s0", 2, 0, t0)
-	regressionSubmit(t, e, "big", "s1", 4, 0, t0)
+	regressionSubmit(t, e, "low", "s0", one(2), 0, t0)
+	regressionSubmit(t, e, "big", "s1", one(4), 0, t0)
 	if s := started(e.Schedule(t0)); !s["low"] || s["big"] {
 		t.Fatalf("t=0 started %v, want low only (big would need 3 borrowed; lenders have 2 idle)", s)
 	}
 	t1 := t0.Add(time.Second)
-	regressionSubmit(t, e, "high", "s0", 2, 1, t1)
+	regressionSubmit(t, e, "high", "s0", one(2), 1, t1)
 	ds := e.Schedule(t1)
 	if started(ds)["big"] {
 		t.Fatalf("t=1: big started by borrowing while s0 (RESERVE) preempts low for high; decisions %+v", ds)
@@ -97,11 +110,11 @@ func TestRegressionReserveNotBorrowedDuringInSharePreemption(t *testing.T) {
 // capacity and the environment has free room).
 func TestRegressionOversubscribedReserveHeadStarts(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	e := regressionEngine(t, 1,
+	e := regressionEngine(t, one(1),
 		ShareConfig{Name: "s0", Limits: one(1), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
 		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
 	)
-	regressionSubmit(t, e, "a", "s0", 1, 0, t0)
+	regressionSubmit(t, e, "a", "s0", one(1), 0, t0)
 	if s := started(e.Schedule(t0)); !s["a"] {
 		t.Fatalf("a did not start although it fits s0's own limit and the environment has 1 free")
 	}
@@ -111,26 +124,23 @@ func TestRegressionOversubscribedReserveHeadStarts(t *testing.T) {
 // that is still stopping once capacity has freed up otherwise.
 func TestRegressionReservedStartsWhenItFits(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	e := regressionEngine(t, 5,
+	e := regressionEngine(t, one(5),
 		ShareConfig{Name: "s0", Limits: one(5), Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
 	)
-	regressionSubmit(t, e, "victim", "s0", 1, 0, t0)
+	regressionSubmit(t, e, "victim", "s0", one(1), 0, t0)
 	if s := started(e.Schedule(t0)); !s["victim"] {
 		t.Fatal("victim did not start")
 	}
 	t1 := t0.Add(time.Second)
-	regressionSubmit(t, e, "a_quick", "s0", 1, 1, t1)
-	regressionSubmit(t, e, "head", "s0", 4, 1, t1)
+	regressionSubmit(t, e, "a_quick", "s0", one(1), 1, t1)
+	regressionSubmit(t, e, "head", "s0", one(4), 1, t1)
 	ds := e.Schedule(t1)
 	if !started(ds)["a_quick"] {
 		t.Fatalf("t=1: a_quick did not start: %+v", ds)
 	}
 	// a_quick ends at once; victim is still stopping (a grace period).
 	regressionRelease(t, e, false, "a_quick")
-	if s := started(e.Schedule(t1)); !s["head"] {
-		v, _ := e.Job("head")
-		t.Fatalf("head (state %v) waits for its stopping victim although 4 are free and it fits its share's own limit", v.State)
-	}
+	regressionStarts(t, e, t1, "head", "for its stopping victim although 4 are free and it fits its share's own limit")
 }
 
 // A RESERVE share whose job waits for another share's victims to stop has
@@ -140,20 +150,20 @@ func TestRegressionReservedStartsWhenItFits(t *testing.T) {
 // environment, while the share's next job waited for a reclaim).
 func TestRegressionReserveNotBorrowedWhileItsReservationWaits(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	e := regressionEngine(t, 3,
+	e := regressionEngine(t, one(3),
 		ShareConfig{Name: "s0", Limits: one(2), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
 		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1, InSharePreemption: true},
 		ShareConfig{Name: "s2", Limits: one(1), Strategy: qshare.StrategyLend, BorrowLimit: -1},
 	)
-	regressionSubmit(t, e, "b", "s1", 2, 0, t0)
-	regressionSubmit(t, e, "a", "s0", 1, 0, t0)
+	regressionSubmit(t, e, "b", "s1", one(2), 0, t0)
+	regressionSubmit(t, e, "a", "s0", one(1), 0, t0)
 	if s := started(e.Schedule(t0)); !s["a"] || !s["b"] {
 		t.Fatalf("t=0 started %v, want a and b (b borrows s2's 1)", s)
 	}
 	regressionRelease(t, e, false, "a")
 	t1 := t0.Add(time.Second)
-	regressionSubmit(t, e, "big", "s0", 2, 0, t1)
-	regressionSubmit(t, e, "more", "s1", 1, 0, t1.Add(time.Millisecond))
+	regressionSubmit(t, e, "big", "s0", one(2), 0, t1)
+	regressionSubmit(t, e, "more", "s1", one(1), 0, t1.Add(time.Millisecond))
 	ds := e.Schedule(t1)
 	if !preempted(ds)["b"] {
 		t.Fatalf("t=1: b not reclaimed for big: %+v", ds)
@@ -174,18 +184,18 @@ func TestRegressionReserveNotBorrowedWhileItsReservationWaits(t *testing.T) {
 // test: the head waited until the stopping job was gone).
 func TestRegressionReserveHeadStartsBesideAStoppingJob(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	e := regressionEngine(t, 5,
+	e := regressionEngine(t, one(5),
 		ShareConfig{Name: "s0", Limits: one(2), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
 		ShareConfig{Name: "s1", Limits: one(4), Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
 	)
-	regressionSubmit(t, e, "low", "s1", 3, 0, t0)
-	regressionSubmit(t, e, "a0", "s0", 1, 0, t0)
-	regressionSubmit(t, e, "a1", "s0", 1, 0, t0)
+	regressionSubmit(t, e, "low", "s1", one(3), 0, t0)
+	regressionSubmit(t, e, "a0", "s0", one(1), 0, t0)
+	regressionSubmit(t, e, "a1", "s0", one(1), 0, t0)
 	if s := started(e.Schedule(t0)); !s["low"] || !s["a0"] || !s["a1"] {
 		t.Fatalf("t=0 started %v, want low, a0 and a1", s)
 	}
 	t1 := t0.Add(time.Second)
-	regressionSubmit(t, e, "high", "s1", 1, 1, t1)
+	regressionSubmit(t, e, "high", "s1", one(1), 1, t1)
 	if ds := e.Schedule(t1); !preempted(ds)["low"] {
 		t.Fatalf("t=1: low not preempted in-share for high: %+v", ds)
 	}
@@ -195,11 +205,8 @@ func TestRegressionReserveHeadStartsBesideAStoppingJob(t *testing.T) {
 	}
 	regressionRelease(t, e, false, "high")
 	// low still stops (a grace period) and holds 3; 2 are free.
-	regressionSubmit(t, e, "a2", "s0", 1, 0, t1)
-	if s := started(e.Schedule(t1)); !s["a2"] {
-		v, _ := e.Job("a2")
-		t.Fatalf("a2 (state %v) waits although it fits s0's own limit and 2 are free", v.State)
-	}
+	regressionSubmit(t, e, "a2", "s0", one(1), 0, t1)
+	regressionStarts(t, e, t1, "a2", "although it fits s0's own limit and 2 are free")
 }
 
 // A start within its own limit can make a head that already failed its
@@ -211,32 +218,14 @@ func TestRegressionReserveHeadStartsBesideAStoppingJob(t *testing.T) {
 func TestRegressionStartWidensAFailedReclaim(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	const a, b = "ml.g5.xlarge", "ml.p4d.24xlarge"
-	e := New()
-	if err := e.SetEnvironment(EnvironmentConfig{Name: "env", Limits: qshare.Capacity{a: 2, b: 2}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.SetQueue(QueueConfig{Name: "q", Environment: "env"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []ShareConfig{
-		{Name: "sx", Limits: qshare.Capacity{a: 2}, Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
-		{Name: "sf", Limits: qshare.Capacity{a: 2, b: 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1},
-		{Name: "sg", Limits: qshare.Capacity{b: 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1},
-	} {
-		s.Queue = "q"
-		if err := e.SetShare(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	submit := func(id, share string, at time.Time, dem qshare.Capacity) {
-		t.Helper()
-		if err := e.Submit(JobSpec{ID: id, Queue: "q", Share: share, Created: at, Demand: dem, PreemptionRetries: -1}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := regressionEngine(t, qshare.Capacity{a: 2, b: 2},
+		ShareConfig{Name: "sx", Limits: qshare.Capacity{a: 2}, Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
+		ShareConfig{Name: "sf", Limits: qshare.Capacity{a: 2, b: 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1},
+		ShareConfig{Name: "sg", Limits: qshare.Capacity{b: 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1},
+	)
 	// x holds all of a (within sx's limit) and borrows 1 b (above sx's
 	// limit of none).
-	submit("x", "sx", t0, qshare.Capacity{a: 2, b: 1})
+	regressionSubmit(t, e, "x", "sx", qshare.Capacity{a: 2, b: 1}, 0, t0)
 	if s := started(e.Schedule(t0)); !s["x"] {
 		t.Fatalf("t=0 started %v, want x", s)
 	}
@@ -245,8 +234,8 @@ func TestRegressionStartWidensAFailedReclaim(t *testing.T) {
 	// now f lacks b too, and x (sx is above its limit of b) can be
 	// reclaimed for it.
 	t1 := t0.Add(time.Second)
-	submit("f", "sf", t1, qshare.Capacity{a: 2, b: 1})
-	submit("g", "sg", t1.Add(time.Millisecond), qshare.Capacity{b: 1})
+	regressionSubmit(t, e, "f", "sf", qshare.Capacity{a: 2, b: 1}, 0, t1)
+	regressionSubmit(t, e, "g", "sg", qshare.Capacity{b: 1}, 0, t1.Add(time.Millisecond))
 	ds := e.Schedule(t1)
 	if !started(ds)["g"] || !preempted(ds)["x"] {
 		t.Fatalf("t=1: want g started and x preempted for f in the same pass: %+v", ds)
@@ -261,18 +250,18 @@ func TestRegressionStartWidensAFailedReclaim(t *testing.T) {
 func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	// The shares own 8 of 7: a deficit of 1.
-	e := regressionEngine(t, 7,
+	e := regressionEngine(t, one(7),
 		ShareConfig{Name: "s1", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
 		ShareConfig{Name: "s3", Limits: one(3), Strategy: qshare.StrategyReserve, BorrowLimit: -1},
 		ShareConfig{Name: "s4", Limits: one(4), Strategy: qshare.StrategyLend, BorrowLimit: -1},
 	)
-	regressionSubmit(t, e, "x", "s1", 4, 0, t0)
-	regressionSubmit(t, e, "w", "s4", 1, 0, t0)
+	regressionSubmit(t, e, "x", "s1", one(4), 0, t0)
+	regressionSubmit(t, e, "w", "s4", one(1), 0, t0)
 	if s := started(e.Schedule(t0)); !s["x"] || !s["w"] {
 		t.Fatalf("t=0 started %v, want x (borrowing 3) and w", s)
 	}
 	t1 := t0.Add(time.Second)
-	regressionSubmit(t, e, "h", "s3", 3, 0, t1)
+	regressionSubmit(t, e, "h", "s3", one(3), 0, t1)
 	if ds := e.Schedule(t1); !preempted(ds)["x"] {
 		t.Fatalf("t=1: x not reclaimed for h (2 usable, h needs 3): %+v", ds)
 	}
@@ -280,10 +269,7 @@ func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
 	// them s3's own idle capacity.
 	regressionRelease(t, e, false, "w")
 	t2 := t1.Add(time.Second)
-	if s := started(e.Schedule(t2)); !s["h"] {
-		v, _ := e.Job("h")
-		t.Fatalf("h (state %v) waits for its stopping victim although 3 are free and it fits s3's own limit", v.State)
-	}
+	regressionStarts(t, e, t2, "h", "for its stopping victim although 3 are free and it fits s3's own limit")
 }
 
 // A reserved job starts early only if its share's committed usage fits the
@@ -294,24 +280,24 @@ func TestRegressionReserveReservedStartsEarlyOnItsOwnIdle(t *testing.T) {
 func TestRegressionEarlyStartLeavesRoomForOtherReservations(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	// The shares own 8 of 5: a deficit of 3.
-	e := regressionEngine(t, 5,
+	e := regressionEngine(t, one(5),
 		ShareConfig{Name: "s3", Limits: one(1), Strategy: qshare.StrategyLendAndBorrow, BorrowLimit: -1},
 		ShareConfig{Name: "s4", Limits: one(3), Strategy: qshare.StrategyLend, BorrowLimit: -1},
 		ShareConfig{Name: "s5", Limits: one(4), Strategy: qshare.StrategyReserve, BorrowLimit: -1, InSharePreemption: true},
 	)
-	regressionSubmit(t, e, "low", "s5", 1, 0, t0)
-	regressionSubmit(t, e, "x", "s3", 3, 0, t0)
+	regressionSubmit(t, e, "low", "s5", one(1), 0, t0)
+	regressionSubmit(t, e, "x", "s3", one(3), 0, t0)
 	if s := started(e.Schedule(t0)); !s["low"] || !s["x"] {
 		t.Fatalf("t=0 started %v, want low and x (borrowing 2)", s)
 	}
 	t1 := t0.Add(time.Second)
-	regressionSubmit(t, e, "big", "s5", 3, 0, t1)
+	regressionSubmit(t, e, "big", "s5", one(3), 0, t1)
 	if ds := e.Schedule(t1); !preempted(ds)["x"] || started(ds)["big"] {
 		t.Fatalf("t=1: want x reclaimed for big (1 usable, big needs 3), big not started: %+v", ds)
 	}
 	// s5 commits 4 of 4 (low 1, big 3): high fits only once low is gone.
 	t2 := t1.Add(time.Second)
-	regressionSubmit(t, e, "high", "s5", 1, 1, t2)
+	regressionSubmit(t, e, "high", "s5", one(1), 1, t2)
 	ds := e.Schedule(t2)
 	if !preempted(ds)["low"] {
 		t.Fatalf("t=2: low not preempted in-share for high: %+v", ds)

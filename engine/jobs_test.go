@@ -10,21 +10,30 @@ import (
 	"qshare"
 )
 
-// TestVersionWrap changes one job's priority more than 1<<verBits times
-// while enough other jobs wait that its old run-queue entries are not
-// compacted away in between: an old entry whose version bits alias the
-// current ones would show the job twice, or in its old place.
-func TestVersionWrap(t *testing.T) {
-	e := New()
-	must := func(err error) {
+// oneShareEngine is an engine with environment E of n instances of type
+// t, queue Q on it, and share S (LEND) that owns all of E; must fails the
+// test on an error.
+func oneShareEngine(t *testing.T, n int64) (e *Engine, must func(error)) {
+	t.Helper()
+	must = func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(e.SetEnvironment(EnvironmentConfig{Name: "E", Limits: qshare.Capacity{"t": 1 << 20}}))
+	e = New()
+	must(e.SetEnvironment(EnvironmentConfig{Name: "E", Limits: qshare.Capacity{"t": n}}))
 	must(e.SetQueue(QueueConfig{Name: "Q", Environment: "E"}))
-	must(e.SetShare(ShareConfig{Queue: "Q", Name: "S", Limits: qshare.Capacity{"t": 1 << 20}, Strategy: qshare.StrategyLend, BorrowLimit: -1}))
+	must(e.SetShare(ShareConfig{Queue: "Q", Name: "S", Limits: qshare.Capacity{"t": n}, Strategy: qshare.StrategyLend, BorrowLimit: -1}))
+	return e, must
+}
+
+// TestVersionWrap changes one job's priority more than 1<<verBits times
+// while enough other jobs wait that its old run-queue entries are not
+// compacted away in between: an old entry whose version bits alias the
+// current ones would show the job twice, or in its old place.
+func TestVersionWrap(t *testing.T) {
+	e, must := oneShareEngine(t, 1<<20)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const others = 200_000
 	for i := range others {
@@ -96,16 +105,7 @@ func TestJobLayout(t *testing.T) {
 // entry still names it, and is reused (last freed, first reused) once the
 // entry is gone.
 func TestSlotReuse(t *testing.T) {
-	e := New()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(e.SetEnvironment(EnvironmentConfig{Name: "E", Limits: qshare.Capacity{"t": 1}}))
-	must(e.SetQueue(QueueConfig{Name: "Q", Environment: "E"}))
-	must(e.SetShare(ShareConfig{Queue: "Q", Name: "S", Limits: qshare.Capacity{"t": 1}, Strategy: qshare.StrategyLend, BorrowLimit: -1}))
+	e, must := oneShareEngine(t, 1)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	submit := func(id string, prio int) {
 		t.Helper()

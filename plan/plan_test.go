@@ -109,6 +109,17 @@ func lines(acts []plan.Action) string {
 	return b.String()
 }
 
+// planned plans src against c with o and returns the plan as apply
+// prints it.
+func planned(t *testing.T, c plan.API, src string, o plan.Options) string {
+	t.Helper()
+	acts, err := plan.New(c, o).Plan(ctx, "test.yaml", parse(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines(acts)
+}
+
 // apply plans and runs src against c and returns what it printed.
 func apply(t *testing.T, c plan.API, src string, o plan.Options) string {
 	t.Helper()
@@ -139,17 +150,14 @@ func shareNames(t *testing.T, c *batch.Client, queue string) string {
 // changes nothing; after the run a second plan finds nothing to do.
 func TestCreateInOrderThenNoOp(t *testing.T) {
 	c := newServer(t)
-	acts, err := plan.New(c, plan.Options{Wait: 10 * time.Second}).Plan(ctx, "test.yaml", parse(t, example))
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := planned(t, c, example, plan.Options{Wait: 10 * time.Second})
 	want := `serviceEnvironment gpu-pool created
 schedulingPolicy qm created
 jobQueue training created
 quotaShare training/QS2 created
 quotaShare training/QS1 created
 `
-	if got := lines(acts); got != want {
+	if got != want {
 		t.Errorf("plan on an empty server:\n%s\nwant\n%s", got, want)
 	}
 	envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{})
@@ -193,17 +201,14 @@ func TestUpdates(t *testing.T) {
 		"{strategy: LEND_AND_BORROW, borrowLimit: 200}", "{strategy: LEND_AND_BORROW, borrowLimit: 50}",
 		"{idleResourceAssignmentStrategy: FIFO}", "{idleResourceAssignmentStrategy: FIFO}\n    tags: {}",
 	).Replace(example)
-	acts, err := plan.New(c, plan.Options{}).Plan(ctx, "test.yaml", parse(t, changed))
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := planned(t, c, changed, plan.Options{})
 	want := `serviceEnvironment gpu-pool configured: capacityLimits 3×ml.g5.xlarge -> 4×ml.g5.xlarge
 schedulingPolicy qm unchanged
 jobQueue training configured: priority 1 -> 2; tag team=ml
 quotaShare training/QS2 unchanged
 quotaShare training/QS1 configured: borrowLimit 200 -> 50
 `
-	if got := lines(acts); got != want {
+	if got != want {
 		t.Errorf("plan of the changes:\n%s\nwant\n%s", got, want)
 	}
 	if got := apply(t, c, changed, plan.Options{}); got != want {
@@ -215,19 +220,13 @@ quotaShare training/QS1 configured: borrowLimit 200 -> 50
 	}
 	// An empty tags map removes tags; no tags key keeps them.
 	untag := strings.Replace(changed, "tags: {team: ml}", "tags: {}", 1)
-	acts, err = plan.New(c, plan.Options{}).Plan(ctx, "test.yaml", parse(t, untag))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := lines(acts); !strings.Contains(got, "jobQueue training configured: untag team\n") {
+	got = planned(t, c, untag, plan.Options{})
+	if !strings.Contains(got, "jobQueue training configured: untag team\n") {
 		t.Errorf("plan with tags {}:\n%s", got)
 	}
 	keep := strings.Replace(changed, "\n    tags: {team: ml}", "", 1)
-	acts, err = plan.New(c, plan.Options{}).Plan(ctx, "test.yaml", parse(t, keep))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := lines(acts); !strings.Contains(got, "jobQueue training unchanged\n") {
+	got = planned(t, c, keep, plan.Options{})
+	if !strings.Contains(got, "jobQueue training unchanged\n") {
 		t.Errorf("plan without a tags key:\n%s", got)
 	}
 }
@@ -263,18 +262,12 @@ jobQueues:
         preemptionConfiguration: {inSharePreemption: ENABLED}
 `, "", 1)
 
-	acts, err := plan.New(c, plan.Options{}).Plan(ctx, "test.yaml", parse(t, only))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := lines(acts); strings.Contains(got, "deleted") {
+	got := planned(t, c, only, plan.Options{})
+	if strings.Contains(got, "deleted") {
 		t.Errorf("a plan without Prune deletes:\n%s", got)
 	}
 
-	acts, err = plan.New(c, plan.Options{Prune: true}).Plan(ctx, "test.yaml", parse(t, only))
-	if err != nil {
-		t.Fatal(err)
-	}
+	got = planned(t, c, only, plan.Options{Prune: true})
 	want := `serviceEnvironment gpu-pool unchanged
 schedulingPolicy qm unchanged
 jobQueue training unchanged
@@ -286,10 +279,10 @@ schedulingPolicy other deleted
 serviceEnvironment a-env deleted
 serviceEnvironment b-env deleted
 `
-	if got := lines(acts); got != want {
+	if got != want {
 		t.Errorf("prune plan:\n%s\nwant\n%s", got, want)
 	}
-	got := apply(t, c, only, plan.Options{Prune: true})
+	got = apply(t, c, only, plan.Options{Prune: true})
 	if got != want {
 		t.Errorf("prune printed\n%s", got)
 	}

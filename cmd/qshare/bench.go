@@ -98,6 +98,15 @@ func runBench(cmd *cobra.Command, title string, rows []bench.Row, run func(ctx c
 	return report, printReport(cmd.OutOrStdout(), title, report, rows)
 }
 
+// benchRunE is the RunE of a bench subcommand that only prints the report
+// of runBench.
+func benchRunE(title string, rows []bench.Row, run func(ctx context.Context, i int) (any, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		_, err := runBench(cmd, title, rows, run)
+		return err
+	}
+}
+
 func printReport(w io.Writer, title string, report map[string]any, rows []bench.Row) error {
 	if benchOpts.json {
 		return bench.WriteJSON(w, report)

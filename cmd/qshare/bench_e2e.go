@@ -39,21 +39,18 @@ makes it free, a disk does not), and the load average as each half starts.`,
 		Example: `  qshare bench e2e --jobs 600 --clients 4 --vs-slurm
   qshare bench e2e --jobs 2000 --clients 8 --runs 3 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: benchRunE("qshare bench e2e", bench.E2ERows(), func(ctx context.Context, _ int) (any, error) {
 			opt.Server.Executor = executor
-			_, err := runBench(cmd, "qshare bench e2e", bench.E2ERows(), func(ctx context.Context, _ int) (any, error) {
-				return withServerFor(ctx, opt.Endpoint, opt.Server, 0, func(ep string) (any, error) {
-					o := opt
-					o.Endpoint = ep
-					r, err := bench.RunE2E(ctx, o)
-					if ep != "" && opt.Endpoint == "" {
-						r.Executor = executor + " (in process)"
-					}
-					return r, err
-				})
+			return withServerFor(ctx, opt.Endpoint, opt.Server, 0, func(ep string) (any, error) {
+				o := opt
+				o.Endpoint = ep
+				r, err := bench.RunE2E(ctx, o)
+				if ep != "" && opt.Endpoint == "" {
+					r.Executor = executor + " (in process)"
+				}
+				return r, err
 			})
-			return err
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&opt.Jobs, "jobs", opt.Jobs, "trivial jobs to run")

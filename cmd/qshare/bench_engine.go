@@ -26,14 +26,11 @@ of the engine's own benchmarks (engine/bench_test.go).`,
 		Example: `  qshare bench engine
   qshare bench engine --pending 100000 --runs 3 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := runBench(cmd, "qshare bench engine", bench.EngineRows(), func(_ context.Context, i int) (any, error) {
-				o := opt
-				o.Seed += uint64(i)
-				return bench.RunEngine(o)
-			})
-			return err
-		},
+		RunE: benchRunE("qshare bench engine", bench.EngineRows(), func(_ context.Context, i int) (any, error) {
+			o := opt
+			o.Seed += uint64(i)
+			return bench.RunEngine(o)
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&opt.Pending, "pending", opt.Pending, "pending jobs kept in the engine")

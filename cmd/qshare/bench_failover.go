@@ -24,12 +24,9 @@ slowest takeover. See docs/high-availability.md.`,
 		Example: `  qshare bench failover --store 'postgres://qshare@127.0.0.1:5432/bench?sslmode=disable'
   qshare bench failover --store "$STORE" --jobs 10000 --failovers 3 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := runBench(cmd, "qshare bench failover", bench.FailoverRows(), func(ctx context.Context, _ int) (any, error) {
-				return bench.RunFailover(ctx, opt)
-			})
-			return err
-		},
+		RunE: benchRunE("qshare bench failover", bench.FailoverRows(), func(ctx context.Context, _ int) (any, error) {
+			return bench.RunFailover(ctx, opt)
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&opt.Store, "store", "", "postgres:// `URL` of the (empty) database the two servers share; required")

@@ -33,12 +33,9 @@ it reports the ratio. Kueue's metrics certificate goes to its fixed path,
 		Example: `  qshare bench kube --jobs 2000 --capacity 2000 --vs-kueue
   qshare bench kube --jobs 500 --clients 4 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := runBench(cmd, "qshare bench kube", bench.KubeRows(), func(ctx context.Context, _ int) (any, error) {
-				return bench.RunKube(ctx, opt)
-			})
-			return err
-		},
+		RunE: benchRunE("qshare bench kube", bench.KubeRows(), func(ctx context.Context, _ int) (any, error) {
+			return bench.RunKube(ctx, opt)
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&opt.Jobs, "jobs", opt.Jobs, "one-pod jobs to run")

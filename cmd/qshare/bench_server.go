@@ -82,27 +82,24 @@ reports the server's time from createdAt to scheduledAt.`,
 		Example: `  qshare bench submit --clients 64 --duration 10s
   qshare bench submit --endpoint http://127.0.0.1:8750 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := runBench(cmd, "qshare bench submit", bench.SubmitRows(), func(ctx context.Context, _ int) (any, error) {
-				so := opt.Server
-				so.Executor = "simulated"
-				if submitStore != "" {
-					if opt.Endpoint != "" || inProcess {
-						return nil, fmt.Errorf("--store is for the temporary server of a child process: leave out --endpoint and --in-process")
-					}
-					so.Args = append(so.Args[:len(so.Args):len(so.Args)], "--store", submitStore)
+		RunE: benchRunE("qshare bench submit", bench.SubmitRows(), func(ctx context.Context, _ int) (any, error) {
+			so := opt.Server
+			so.Executor = "simulated"
+			if submitStore != "" {
+				if opt.Endpoint != "" || inProcess {
+					return nil, fmt.Errorf("--store is for the temporary server of a child process: leave out --endpoint and --in-process")
 				}
-				if so.Auth && inProcess {
-					return nil, fmt.Errorf("--auth needs the temporary server of a child process: leave out --in-process")
-				}
-				return withServerFor(ctx, opt.Endpoint, so, 0, func(ep string) (any, error) {
-					o := opt
-					o.Endpoint, o.Server = ep, so
-					return bench.RunSubmit(ctx, o)
-				})
+				so.Args = append(so.Args[:len(so.Args):len(so.Args)], "--store", submitStore)
+			}
+			if so.Auth && inProcess {
+				return nil, fmt.Errorf("--auth needs the temporary server of a child process: leave out --in-process")
+			}
+			return withServerFor(ctx, opt.Endpoint, so, 0, func(ep string) (any, error) {
+				o := opt
+				o.Endpoint, o.Server = ep, so
+				return bench.RunSubmit(ctx, o)
 			})
-			return err
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&opt.Clients, "clients", opt.Clients, "concurrent clients")

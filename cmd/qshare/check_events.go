@@ -189,33 +189,33 @@ changes.`,
 // through the AWS Batch API, and validates it.
 func configFromServer(ctx context.Context, api *batch.Client, plans plan.PlanAPI, maxShares int) (*config.File, error) {
 	f := &config.File{}
-	ep := batch.NewDescribeServiceEnvironmentsPaginator(api, &batch.DescribeServiceEnvironmentsInput{})
-	for ep.HasMorePages() {
-		out, err := ep.NextPage(ctx)
-		if err != nil {
-			return nil, err
+	envs, err := allPages(ctx, batch.NewDescribeServiceEnvironmentsPaginator(api, &batch.DescribeServiceEnvironmentsInput{}),
+		func(out *batch.DescribeServiceEnvironmentsOutput) []types.ServiceEnvironmentDetail {
+			return out.ServiceEnvironments
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range envs {
+		if e.Status == types.ServiceEnvironmentStatusDeleted {
+			continue
 		}
-		for _, e := range out.ServiceEnvironments {
-			if e.Status == types.ServiceEnvironmentStatusDeleted {
-				continue
-			}
-			env := config.Environment{Name: aws.ToString(e.ServiceEnvironmentName), State: qshare.State(e.State)}
-			for _, l := range e.CapacityLimits {
-				env.CapacityLimits = append(env.CapacityLimits, qshare.CapacityLimit{CapacityUnit: aws.ToString(l.CapacityUnit), MaxCapacity: int64(aws.ToInt32(l.MaxCapacity))})
-			}
-			f.ServiceEnvironments = append(f.ServiceEnvironments, env)
+		env := config.Environment{Name: aws.ToString(e.ServiceEnvironmentName), State: qshare.State(e.State)}
+		for _, l := range e.CapacityLimits {
+			env.CapacityLimits = append(env.CapacityLimits, qshare.CapacityLimit{CapacityUnit: aws.ToString(l.CapacityUnit), MaxCapacity: int64(aws.ToInt32(l.MaxCapacity))})
 		}
+		f.ServiceEnvironments = append(f.ServiceEnvironments, env)
+	}
+	policies, err := allPages(ctx, batch.NewListSchedulingPoliciesPaginator(api, &batch.ListSchedulingPoliciesInput{}),
+		func(out *batch.ListSchedulingPoliciesOutput) []types.SchedulingPolicyListingDetail {
+			return out.SchedulingPolicies
+		})
+	if err != nil {
+		return nil, err
 	}
 	var arns []string
-	pp := batch.NewListSchedulingPoliciesPaginator(api, &batch.ListSchedulingPoliciesInput{})
-	for pp.HasMorePages() {
-		out, err := pp.NextPage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range out.SchedulingPolicies {
-			arns = append(arns, aws.ToString(p.Arn))
-		}
+	for _, p := range policies {
+		arns = append(arns, aws.ToString(p.Arn))
 	}
 	for len(arns) > 0 {
 		n := min(len(arns), 100)
@@ -234,56 +234,52 @@ func configFromServer(ctx context.Context, api *batch.Client, plans plan.PlanAPI
 		}
 		arns = arns[n:]
 	}
-	qp := batch.NewDescribeJobQueuesPaginator(api, &batch.DescribeJobQueuesInput{})
-	for qp.HasMorePages() {
-		out, err := qp.NextPage(ctx)
+	queues, err := allPages(ctx, batch.NewDescribeJobQueuesPaginator(api, &batch.DescribeJobQueuesInput{}),
+		func(out *batch.DescribeJobQueuesOutput) []types.JobQueueDetail { return out.JobQueues })
+	if err != nil {
+		return nil, err
+	}
+	for _, jq := range queues {
+		if jq.Status == types.JQStatusDeleted || jq.JobQueueType != types.JobQueueTypeSagemakerTraining {
+			continue
+		}
+		prio := int64(aws.ToInt32(jq.Priority))
+		q := config.Queue{Name: aws.ToString(jq.JobQueueName), Priority: &prio, State: qshare.State(jq.State), SchedulingPolicy: aws.ToString(jq.SchedulingPolicyArn)}
+		if len(jq.ServiceEnvironmentOrder) > 0 {
+			q.ServiceEnvironment = aws.ToString(jq.ServiceEnvironmentOrder[0].ServiceEnvironment)
+		}
+		shares, err := allPages(ctx, batch.NewListQuotaSharesPaginator(api, &batch.ListQuotaSharesInput{JobQueue: jq.JobQueueArn}),
+			func(out *batch.ListQuotaSharesOutput) []types.QuotaShareDetail { return out.QuotaShares })
 		if err != nil {
 			return nil, err
 		}
-		for _, jq := range out.JobQueues {
-			if jq.Status == types.JQStatusDeleted || jq.JobQueueType != types.JobQueueTypeSagemakerTraining {
-				continue
+		for _, qs := range shares {
+			s := config.Share{Name: aws.ToString(qs.QuotaShareName), State: qshare.State(qs.State)}
+			for _, l := range qs.CapacityLimits {
+				s.CapacityLimits = append(s.CapacityLimits, qshare.CapacityLimit{CapacityUnit: aws.ToString(l.CapacityUnit), MaxCapacity: int64(aws.ToInt32(l.MaxCapacity))})
 			}
-			prio := int64(aws.ToInt32(jq.Priority))
-			q := config.Queue{Name: aws.ToString(jq.JobQueueName), Priority: &prio, State: qshare.State(jq.State), SchedulingPolicy: aws.ToString(jq.SchedulingPolicyArn)}
-			if len(jq.ServiceEnvironmentOrder) > 0 {
-				q.ServiceEnvironment = aws.ToString(jq.ServiceEnvironmentOrder[0].ServiceEnvironment)
-			}
-			sp := batch.NewListQuotaSharesPaginator(api, &batch.ListQuotaSharesInput{JobQueue: jq.JobQueueArn})
-			for sp.HasMorePages() {
-				out, err := sp.NextPage(ctx)
-				if err != nil {
-					return nil, err
-				}
-				for _, qs := range out.QuotaShares {
-					s := config.Share{Name: aws.ToString(qs.QuotaShareName), State: qshare.State(qs.State)}
-					for _, l := range qs.CapacityLimits {
-						s.CapacityLimits = append(s.CapacityLimits, qshare.CapacityLimit{CapacityUnit: aws.ToString(l.CapacityUnit), MaxCapacity: int64(aws.ToInt32(l.MaxCapacity))})
-					}
-					if rs := qs.ResourceSharingConfiguration; rs != nil {
-						s.Strategy = qshare.Strategy(rs.Strategy)
-						if rs.BorrowLimit != nil && s.Strategy == qshare.StrategyLendAndBorrow {
-							b := int64(aws.ToInt32(rs.BorrowLimit))
-							s.BorrowLimit = &b
-						}
-					}
-					if pc := qs.PreemptionConfiguration; pc != nil {
-						s.InSharePreemption = qshare.State(pc.InSharePreemption)
-					}
-					// The minimum run time is a tag (qshare:minRunTimeSeconds),
-					// which ListQuotaShares does not return.
-					tags, err := api.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: qs.QuotaShareArn})
-					if err != nil {
-						return nil, err
-					}
-					if v, ok := tags.Tags[qshare.TagMinRunTime]; ok {
-						s.Tags = map[string]string{qshare.TagMinRunTime: v}
-					}
-					q.QuotaShares = append(q.QuotaShares, s)
+			if rs := qs.ResourceSharingConfiguration; rs != nil {
+				s.Strategy = qshare.Strategy(rs.Strategy)
+				if rs.BorrowLimit != nil && s.Strategy == qshare.StrategyLendAndBorrow {
+					b := int64(aws.ToInt32(rs.BorrowLimit))
+					s.BorrowLimit = &b
 				}
 			}
-			f.JobQueues = append(f.JobQueues, q)
+			if pc := qs.PreemptionConfiguration; pc != nil {
+				s.InSharePreemption = qshare.State(pc.InSharePreemption)
+			}
+			// The minimum run time is a tag (qshare:minRunTimeSeconds),
+			// which ListQuotaShares does not return.
+			tags, err := api.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: qs.QuotaShareArn})
+			if err != nil {
+				return nil, err
+			}
+			if v, ok := tags.Tags[qshare.TagMinRunTime]; ok {
+				s.Tags = map[string]string{qshare.TagMinRunTime: v}
+			}
+			q.QuotaShares = append(q.QuotaShares, s)
 		}
+		f.JobQueues = append(f.JobQueues, q)
 	}
 	// The capacity plans, from the server's extension endpoint (a server
 	// without it has none).

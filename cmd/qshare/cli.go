@@ -381,6 +381,19 @@ func nameOfARN(arn string) string {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
+// jobRun is clientRun for a command whose argument is a JOB: fn gets the
+// argument as given (ref) and the job's id, as resolveJob finds it (in the
+// job queue *queue, when given).
+func jobRun(queue *string, fn func(cmd *cobra.Command, s *session, ref, id string) error) func(*cobra.Command, []string) error {
+	return clientRun(func(cmd *cobra.Command, s *session, args []string) error {
+		id, err := s.resolveJob(cmd.Context(), args[0], *queue)
+		if err != nil {
+			return err
+		}
+		return fn(cmd, s, args[0], id)
+	})
+}
+
 // resolveJob turns a job reference into a job id (or ARN) that the API
 // takes. A job id or ARN is used as it is; anything else is looked up as a
 // job name in every job queue (or in queue, when given), and must match
@@ -401,19 +414,16 @@ func (s *session) resolveJob(ctx context.Context, ref, queue string) (string, er
 	}
 	var ids []string
 	for _, q := range queues {
-		p := batch.NewListServiceJobsPaginator(s.api, &batch.ListServiceJobsInput{
+		jobs, err := allPages(ctx, batch.NewListServiceJobsPaginator(s.api, &batch.ListServiceJobsInput{
 			JobQueue: aws.String(q),
 			Filters:  []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{ref}}},
-		})
-		for p.HasMorePages() {
-			out, err := p.NextPage(ctx)
-			if err != nil {
-				return "", err
-			}
-			for _, j := range out.JobSummaryList {
-				if strings.EqualFold(aws.ToString(j.JobName), ref) {
-					ids = append(ids, aws.ToString(j.JobId))
-				}
+		}), func(out *batch.ListServiceJobsOutput) []types.ServiceJobSummary { return out.JobSummaryList })
+		if err != nil {
+			return "", err
+		}
+		for _, j := range jobs {
+			if strings.EqualFold(aws.ToString(j.JobName), ref) {
+				ids = append(ids, aws.ToString(j.JobId))
 			}
 		}
 	}
@@ -429,21 +439,36 @@ func (s *session) resolveJob(ctx context.Context, ref, queue string) (string, er
 
 // queueNames lists the names of every job queue, sorted.
 func (s *session) queueNames(ctx context.Context) ([]string, error) {
+	queues, err := allPages(ctx, batch.NewDescribeJobQueuesPaginator(s.api, &batch.DescribeJobQueuesInput{}),
+		func(out *batch.DescribeJobQueuesOutput) []types.JobQueueDetail { return out.JobQueues })
+	if err != nil {
+		return nil, err
+	}
 	var names []string
-	p := batch.NewDescribeJobQueuesPaginator(s.api, &batch.DescribeJobQueuesInput{})
+	for _, q := range queues {
+		if q.Status != types.JQStatusDeleted {
+			names = append(names, aws.ToString(q.JobQueueName))
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// allPages returns the items of every page p gives, as items picks them
+// from each; it stops at the first error.
+func allPages[O, T any](ctx context.Context, p interface {
+	HasMorePages() bool
+	NextPage(context.Context, ...func(*batch.Options)) (O, error)
+}, items func(O) []T) ([]T, error) {
+	var all []T
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, err
 		}
-		for _, q := range out.JobQueues {
-			if q.Status != types.JQStatusDeleted {
-				names = append(names, aws.ToString(q.JobQueueName))
-			}
-		}
+		all = append(all, items(out)...)
 	}
-	sort.Strings(names)
-	return names, nil
+	return all, nil
 }
 
 // parallel calls fn for each index below n, at most limit at a time, and
@@ -474,82 +499,82 @@ func parallel(n, limit int, fn func(i int) error) error {
 	return errs
 }
 
+// complete offers the shell what list returns on a session of cmd, asked
+// within 3 s; an error offers nothing.
+func complete(cmd *cobra.Command, list func(ctx context.Context, s *session) ([]string, error)) ([]string, cobra.ShellCompDirective) {
+	s, err := newSession(cmd)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
+	defer cancel()
+	out, err := list(ctx, s)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
 // completeJobs offers the names of the jobs of every queue to the shell.
 func completeJobs(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	s, err := newSession(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
-	defer cancel()
-	queues, err := s.queueNames(ctx)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	var out []string
-	for _, q := range queues {
-		res, err := s.api.ListServiceJobs(ctx, &batch.ListServiceJobsInput{
-			JobQueue: aws.String(q),
-			Filters:  []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{toComplete + "*"}}},
-		})
+	return complete(cmd, func(ctx context.Context, s *session) ([]string, error) {
+		queues, err := s.queueNames(ctx)
 		if err != nil {
-			continue
+			return nil, err
 		}
-		for _, j := range res.JobSummaryList {
-			out = append(out, aws.ToString(j.JobName)+"\t"+string(j.Status))
+		var out []string
+		for _, q := range queues {
+			res, err := s.api.ListServiceJobs(ctx, &batch.ListServiceJobsInput{
+				JobQueue: aws.String(q),
+				Filters:  []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{toComplete + "*"}}},
+			})
+			if err != nil {
+				continue
+			}
+			for _, j := range res.JobSummaryList {
+				out = append(out, aws.ToString(j.JobName)+"\t"+string(j.Status))
+			}
 		}
-	}
-	return out, cobra.ShellCompDirectiveNoFileComp
+		return out, nil
+	})
 }
 
 // completeQueues offers the job queues' names to the shell.
 func completeQueues(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	s, err := newSession(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
-	defer cancel()
-	names, err := s.queueNames(ctx)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	return names, cobra.ShellCompDirectiveNoFileComp
+	return complete(cmd, func(ctx context.Context, s *session) ([]string, error) { return s.queueNames(ctx) })
 }
 
 // completeShares offers the quota shares' names (of --queue, or of every
 // queue) to the shell.
 func completeShares(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	s, err := newSession(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
-	defer cancel()
-	queues := []string{}
-	if f := cmd.Flags().Lookup("queue"); f != nil && f.Value.String() != "" {
-		queues = append(queues, f.Value.String())
-	} else if queues, err = s.queueNames(ctx); err != nil {
-		return nil, cobra.ShellCompDirectiveError
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, q := range queues {
-		res, err := s.api.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String(q)})
-		if err != nil {
-			continue
+	return complete(cmd, func(ctx context.Context, s *session) ([]string, error) {
+		queues := []string{}
+		if f := cmd.Flags().Lookup("queue"); f != nil && f.Value.String() != "" {
+			queues = append(queues, f.Value.String())
+		} else if qs, err := s.queueNames(ctx); err != nil {
+			return nil, err
+		} else {
+			queues = qs
 		}
-		for _, sh := range res.QuotaShares {
-			if n := aws.ToString(sh.QuotaShareName); !seen[n] {
-				seen[n] = true
-				out = append(out, n)
+		seen := map[string]bool{}
+		var out []string
+		for _, q := range queues {
+			res, err := s.api.ListQuotaShares(ctx, &batch.ListQuotaSharesInput{JobQueue: aws.String(q)})
+			if err != nil {
+				continue
+			}
+			for _, sh := range res.QuotaShares {
+				if n := aws.ToString(sh.QuotaShareName); !seen[n] {
+					seen[n] = true
+					out = append(out, n)
+				}
 			}
 		}
-	}
-	return out, cobra.ShellCompDirectiveNoFileComp
+		return out, nil
+	})
 }
 
 // orNone is s, or "none" when it is empty.

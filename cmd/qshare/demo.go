@@ -132,6 +132,14 @@ func playExample(ctx context.Context, s *transcript.Session, api *batch.Client, 
 			"--priority", fmt.Sprint(priority), "--name", name, "--env", "QSHARE_SIM_DURATION=1h")
 		return err
 	}
+	// outcome waits for the jobs to reach want and shows the shares.
+	outcome := func(want map[string]demoJob) error {
+		if err := awaitJobs(ctx, api, wait, want); err != nil {
+			return err
+		}
+		_, err := s.Run(ctx, "shares")
+		return err
+	}
 
 	s.Heading("Step 1: QS1 borrows")
 	s.Say(`Three jobs arrive in QS1, with priorities 3, 2 and 1, each needing one
@@ -145,14 +153,11 @@ func playExample(ctx context.Context, s *transcript.Session, api *batch.Client, 
 			return err
 		}
 	}
-	if err := awaitJobs(ctx, api, wait, map[string]demoJob{
+	if err := outcome(map[string]demoJob{
 		"qs1-high": {types.ServiceJobStatusRunning, 0, false},
 		"qs1-med":  {types.ServiceJobStatusRunning, 0, false},
 		"qs1-low":  {types.ServiceJobStatusRunnable, 0, true},
 	}); err != nil {
-		return err
-	}
-	if _, err := s.Run(ctx, "shares"); err != nil {
 		return err
 	}
 	s.Say(`qs1-high runs on QS1's own instance and qs1-med on the instance QS2 lends.
@@ -164,15 +169,12 @@ func playExample(ctx context.Context, s *transcript.Session, api *batch.Client, 
 	if err := submit("QS2", "qs2-job-1", 1); err != nil {
 		return err
 	}
-	if err := awaitJobs(ctx, api, wait, map[string]demoJob{
+	if err := outcome(map[string]demoJob{
 		"qs1-high":  {types.ServiceJobStatusRunning, 0, false},
 		"qs1-med":   {types.ServiceJobStatusRunnable, 1, true},
 		"qs1-low":   {types.ServiceJobStatusRunnable, 0, false},
 		"qs2-job-1": {types.ServiceJobStatusRunning, 0, false},
 	}); err != nil {
-		return err
-	}
-	if _, err := s.Run(ctx, "shares"); err != nil {
 		return err
 	}
 	s.Say(`qshare reclaimed the lent instance: it preempted qs1-med, the
@@ -185,15 +187,12 @@ func playExample(ctx context.Context, s *transcript.Session, api *batch.Client, 
 	if _, err := s.Run(ctx, "priority", "qs1-low", "4"); err != nil {
 		return err
 	}
-	if err := awaitJobs(ctx, api, wait, map[string]demoJob{
+	if err := outcome(map[string]demoJob{
 		"qs1-high":  {types.ServiceJobStatusRunnable, 1, true},
 		"qs1-med":   {types.ServiceJobStatusRunnable, 1, false},
 		"qs1-low":   {types.ServiceJobStatusRunning, 0, false},
 		"qs2-job-1": {types.ServiceJobStatusRunning, 0, false},
 	}); err != nil {
-		return err
-	}
-	if _, err := s.Run(ctx, "shares"); err != nil {
 		return err
 	}
 	s.Say(`QS1 has in-share preemption ENABLED, so qs1-low (now priority 4) preempted

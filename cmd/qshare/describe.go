@@ -28,11 +28,7 @@ JOB is a job id, a job ARN, or a job name that names one job.`,
   qshare describe qs1-med -o yaml`,
 	Args:              cobra.ExactArgs(1),
 	ValidArgsFunction: completeJobs,
-	RunE: clientRun(func(cmd *cobra.Command, s *session, args []string) error {
-		id, err := s.resolveJob(cmd.Context(), args[0], describeQueue)
-		if err != nil {
-			return err
-		}
+	RunE: jobRun(&describeQueue, func(cmd *cobra.Command, s *session, _, id string) error {
 		out, err := s.api.DescribeServiceJob(cmd.Context(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
 		if err != nil {
 			return err

@@ -160,20 +160,18 @@ func (s *session) listJobs(ctx context.Context, o jobsOptions) ([]jobRow, error)
 			if c.filter != nil {
 				in.Filters = []types.KeyValuesPair{*c.filter}
 			}
-			p := batch.NewListServiceJobsPaginator(s.api, in)
-			for p.HasMorePages() {
-				out, err := p.NextPage(ctx)
-				if err != nil {
-					return nil, err
+			jobs, err := allPages(ctx, batch.NewListServiceJobsPaginator(s.api, in),
+				func(out *batch.ListServiceJobsOutput) []types.ServiceJobSummary { return out.JobSummaryList })
+			if err != nil {
+				return nil, err
+			}
+			for _, j := range jobs {
+				id := aws.ToString(j.JobId)
+				if seen[id] || (len(want) > 0 && !want[j.Status]) || (o.share != "" && aws.ToString(j.QuotaShareName) != o.share) {
+					continue
 				}
-				for _, j := range out.JobSummaryList {
-					id := aws.ToString(j.JobId)
-					if seen[id] || (len(want) > 0 && !want[j.Status]) || (o.share != "" && aws.ToString(j.QuotaShareName) != o.share) {
-						continue
-					}
-					seen[id] = true
-					rows = append(rows, jobRow{Queue: q, Summary: j})
-				}
+				seen[id] = true
+				rows = append(rows, jobRow{Queue: q, Summary: j})
 			}
 		}
 	}

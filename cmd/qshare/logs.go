@@ -39,14 +39,10 @@ JOB is a job id, a job ARN, or a job name that names one job.`,
   qshare logs resnet-1 --attempt 1`,
 	Args:              cobra.ExactArgs(1),
 	ValidArgsFunction: completeJobs,
-	RunE: clientRun(func(cmd *cobra.Command, s *session, args []string) error {
-		id, err := s.resolveJob(cmd.Context(), args[0], logsOpts.queue)
-		if err != nil {
-			return err
-		}
+	RunE: jobRun(&logsOpts.queue, func(cmd *cobra.Command, s *session, _, id string) error {
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		err = s.streamLogs(ctx, cmd.OutOrStdout(), id, logsOpts.attempt, logsOpts.instance, logsOpts.follow)
+		err := s.streamLogs(ctx, cmd.OutOrStdout(), id, logsOpts.attempt, logsOpts.instance, logsOpts.follow)
 		if ctx.Err() != nil && cmd.Context().Err() == nil {
 			return nil // interrupted by the user: a normal end of -f
 		}

@@ -24,6 +24,29 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 		err := cmd.Run()
 		return stdout.String(), stderr.String(), err
 	}
+	// clean runs check-events and fails unless it finds no violation.
+	clean := func(what string, args ...string) {
+		t.Helper()
+		out, errOut, err := run(append([]string{"check-events"}, args...)...)
+		if err != nil || !strings.Contains(out, ": 0 violations") {
+			t.Fatalf("%s: %v\n%s%s", what, err, out, errOut)
+		}
+	}
+	// violated runs check-events and fails unless it exits with status 1
+	// and prints each of wants; it returns what it printed.
+	violated := func(what string, wants []string, args ...string) string {
+		t.Helper()
+		out, errOut, err := run(append([]string{"check-events"}, args...)...)
+		ee, ok := err.(*exec.ExitError)
+		ok = ok && ee.ExitCode() == 1
+		for _, w := range wants {
+			ok = ok && strings.Contains(out, w)
+		}
+		if !ok {
+			t.Fatalf("%s: %v, want exit status 1 and %q\n%s%s", what, err, wants, out, errOut)
+		}
+		return out
+	}
 	report, events, plots := filepath.Join(dir, "r.json"), filepath.Join(dir, "e.jsonl"), filepath.Join(dir, "plots")
 
 	out, errOut, err := run("simulate", "--config", "examples/three-shares.yaml", "--trace", "examples/three-shares-trace.csv",
@@ -44,20 +67,14 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 		}
 	}
 
-	out, errOut, err = run("check-events", events, "--config", "examples/three-shares.yaml")
-	if err != nil || !strings.Contains(out, ": 0 violations") {
-		t.Fatalf("check-events on a clean log: %v\n%s%s", err, out, errOut)
-	}
+	clean("check-events on a clean log", events, "--config", "examples/three-shares.yaml")
 
 	// Make QS3's job start on top of everything: the environment is full.
 	bad := filepath.Join(dir, "bad.jsonl")
 	data, _ := os.ReadFile(events)
 	data = append(data, []byte(`{"t":100,"job":"qs3_big","event":"start","share":"QS3","queue":"training","instance_type":"ml.g5.xlarge","instances":2,"priority":0}`+"\n")...)
 	os.WriteFile(bad, data, 0o644)
-	out, errOut, err = run("check-events", bad, "--config", "examples/three-shares.yaml", "-o", "json")
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("check-events on a bad log: %v, want exit status 1\n%s%s", err, out, errOut)
-	}
+	out = violated("check-events on a bad log", nil, bad, "--config", "examples/three-shares.yaml", "-o", "json")
 	var res struct {
 		Violations []struct {
 			Rule string
@@ -73,25 +90,16 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 	lines := strings.SplitAfter(string(data), "\n")
 	garbled := strings.Join(lines[:3], "") + "{\"t\":1,\"job\n" + strings.Join(lines[3:], "")
 	os.WriteFile(bad, []byte(garbled), 0o644)
-	out, errOut, err = run("check-events", bad, "--config", "examples/three-shares.yaml")
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "(line 4) [log] line 4 cannot be read") ||
-		!strings.Contains(out, "qs3_big starts") {
-		t.Fatalf("check-events on a log with an unreadable line: %v, want exit status 1, line 4 and qs3_big reported\n%s%s", err, out, errOut)
-	}
+	violated("check-events on a log with an unreadable line", []string{"(line 4) [log] line 4 cannot be read", "qs3_big starts"},
+		bad, "--config", "examples/three-shares.yaml")
 
 	// The configuration a server holds, instead of the file.
 	srv := startProcess(t, bin, t.TempDir())
 	if out, errOut, err := run("apply", "-f", "examples/three-shares.yaml", "--endpoint", srv.addr); err != nil {
 		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
 	}
-	out, errOut, err = run("check-events", events, "--endpoint", srv.addr)
-	if err != nil || !strings.Contains(out, ": 0 violations") {
-		t.Fatalf("check-events --endpoint on a clean log: %v\n%s%s", err, out, errOut)
-	}
-	out, errOut, err = run("check-events", bad, "--endpoint", srv.addr)
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "[share-limit] job qs3_big starts") {
-		t.Fatalf("check-events --endpoint on a bad log: %v\n%s%s", err, out, errOut)
-	}
+	clean("check-events --endpoint on a clean log", events, "--endpoint", srv.addr)
+	violated("check-events --endpoint on a bad log", []string{"[share-limit] job qs3_big starts"}, bad, "--endpoint", srv.addr)
 
 	// A minimum run time on QS1 (qshare:minRunTimeSeconds): the simulation
 	// honours it and its log is clean under the same change, in a file
@@ -102,10 +110,7 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 		"--what-if", "share.QS1.minRunTime=10m", "--events", minEvents); err != nil {
 		t.Fatalf("simulate with a minimum run time: %v\n%s%s", err, out, errOut)
 	}
-	out, errOut, err = run("check-events", minEvents, "--config", "examples/three-shares.yaml", "--what-if", "share.QS1.minRunTime=600")
-	if err != nil || !strings.Contains(out, ": 0 violations") {
-		t.Fatalf("check-events --what-if on the log of the same change: %v\n%s%s", err, out, errOut)
-	}
+	clean("check-events --what-if on the log of the same change", minEvents, "--config", "examples/three-shares.yaml", "--what-if", "share.QS1.minRunTime=600")
 	cfgData, _ := os.ReadFile("../../examples/three-shares.yaml")
 	tagged := strings.Replace(string(cfgData), "preemptionConfiguration: {inSharePreemption: ENABLED}",
 		"preemptionConfiguration: {inSharePreemption: ENABLED}\n        tags: {qshare:minRunTimeSeconds: \"600\"}", 1)
@@ -114,14 +119,8 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 	if out, errOut, err := run("apply", "-f", taggedPath, "--endpoint", srv.addr); err != nil {
 		t.Fatalf("apply with the tag: %v\n%s%s", err, out, errOut)
 	}
-	out, errOut, err = run("check-events", minEvents, "--endpoint", srv.addr)
-	if err != nil || !strings.Contains(out, ": 0 violations") {
-		t.Fatalf("check-events --endpoint (tagged) on the log with the minimum: %v\n%s%s", err, out, errOut)
-	}
-	out, errOut, err = run("check-events", events, "--endpoint", srv.addr)
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, "[min-run-time]") {
-		t.Fatalf("check-events --endpoint (tagged) on the log without the minimum: %v, want min-run-time violations\n%s%s", err, out, errOut)
-	}
+	clean("check-events --endpoint (tagged) on the log with the minimum", minEvents, "--endpoint", srv.addr)
+	violated("check-events --endpoint (tagged) on the log without the minimum", []string{"[min-run-time]"}, events, "--endpoint", srv.addr)
 
 	// --what-if with --compare.
 	out, errOut, err = run("simulate", "--config", "examples/three-shares.yaml", "--trace", "examples/three-shares-trace.csv",

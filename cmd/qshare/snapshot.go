@@ -77,36 +77,39 @@ func (s *session) printSnapshot(cmd *cobra.Command, w io.Writer, queue string, o
 	now := s.now()
 
 	fmt.Fprintf(w, "Job queue %s\n\n", queue)
-	fmt.Fprintln(w, "Front of the queue (RUNNABLE, in dispatch order):")
-	if f := out.FrontOfQueue; f == nil || len(f.Jobs) == 0 {
-		fmt.Fprintln(w, "  no job waits")
-	} else {
+	// section prints a title and then none, when empty, or else a table of
+	// header and the rows that rows writes.
+	section := func(title, none string, empty bool, header string, rows func(tw io.Writer)) error {
+		fmt.Fprintln(w, title)
+		if empty {
+			fmt.Fprintln(w, "  "+none)
+			return nil
+		}
 		tw := table(w)
-		fmt.Fprintln(tw, "  #\tJOB\tSHARE\tPRIORITY\tAT THIS POSITION FOR")
-		for i, j := range f.Jobs {
-			in := byARN[aws.ToString(j.JobArn)]
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\n", i+1, in.name, in.share, in.priority, shareview.Age(now, msTime(j.EarliestTimeAtPosition)))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		fmt.Fprintln(tw, header)
+		rows(tw)
+		return tw.Flush()
 	}
-
-	fmt.Fprintln(w, "\nFront of each quota share:")
-	if f := out.FrontOfQuotaShares; f == nil || len(f.QuotaShares) == 0 {
-		fmt.Fprintln(w, "  no share has a waiting job")
-	} else {
-		tw := table(w)
-		fmt.Fprintln(tw, "  SHARE\tJOB\tPRIORITY\tAT THIS POSITION FOR")
-		for _, name := range sortedKeys(f.QuotaShares) {
-			for _, j := range f.QuotaShares[name] {
+	fq, fs := out.FrontOfQueue, out.FrontOfQuotaShares
+	if err := section("Front of the queue (RUNNABLE, in dispatch order):", "no job waits", fq == nil || len(fq.Jobs) == 0,
+		"  #\tJOB\tSHARE\tPRIORITY\tAT THIS POSITION FOR", func(tw io.Writer) {
+			for i, j := range fq.Jobs {
 				in := byARN[aws.ToString(j.JobArn)]
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", name, in.name, in.priority, shareview.Age(now, msTime(j.EarliestTimeAtPosition)))
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\n", i+1, in.name, in.share, in.priority, shareview.Age(now, msTime(j.EarliestTimeAtPosition)))
 			}
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		}); err != nil {
+		return err
+	}
+	if err := section("\nFront of each quota share:", "no share has a waiting job", fs == nil || len(fs.QuotaShares) == 0,
+		"  SHARE\tJOB\tPRIORITY\tAT THIS POSITION FOR", func(tw io.Writer) {
+			for _, name := range sortedKeys(fs.QuotaShares) {
+				for _, j := range fs.QuotaShares[name] {
+					in := byARN[aws.ToString(j.JobArn)]
+					fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", name, in.name, in.priority, shareview.Age(now, msTime(j.EarliestTimeAtPosition)))
+				}
+			}
+		}); err != nil {
+		return err
 	}
 
 	fmt.Fprintln(w, "\nCapacity in use:")

@@ -25,11 +25,7 @@ JOB is a job id, a job ARN, or a job name that names one job.`,
 	Example:           `  qshare terminate qs2-job-1 --reason "wrong learning rate"`,
 	Args:              cobra.ExactArgs(1),
 	ValidArgsFunction: completeJobs,
-	RunE: clientRun(func(cmd *cobra.Command, s *session, args []string) error {
-		id, err := s.resolveJob(cmd.Context(), args[0], terminateOpts.queue)
-		if err != nil {
-			return err
-		}
+	RunE: jobRun(&terminateOpts.queue, func(cmd *cobra.Command, s *session, ref, id string) error {
 		if _, err := s.api.TerminateServiceJob(cmd.Context(), &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String(terminateOpts.reason)}); err != nil {
 			return err
 		}
@@ -38,7 +34,7 @@ JOB is a job id, a job ARN, or a job name that names one job.`,
 			Reason string `json:"reason"`
 		}{id, terminateOpts.reason}
 		return s.emit(res, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "job %s terminated: %s\n", args[0], terminateOpts.reason)
+			_, err := fmt.Fprintf(w, "job %s terminated: %s\n", ref, terminateOpts.reason)
 			return err
 		})
 	}),
