@@ -38,6 +38,7 @@ import (
 	"qshare/executor/kubernetes/kubetest"
 	"qshare/internal/batchclient"
 	"qshare/internal/serveproc"
+	"qshare/internal/soak"
 )
 
 var bin string
@@ -383,23 +384,11 @@ func TestKillAndRestart(t *testing.T) {
 func oneShare(t *testing.T, n int) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "one-share.yaml")
-	y := fmt.Sprintf(`serviceEnvironments:
-  - serviceEnvironmentName: pool
-    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
-schedulingPolicies:
-  - name: qm
-    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
-jobQueues:
-  - jobQueueName: training
-    priority: 1
-    schedulingPolicy: qm
-    serviceEnvironment: pool
-    quotaShares:
-      - quotaShareName: S
+	y := soak.PoolQueue("training", n) + fmt.Sprintf(`      - quotaShareName: S
         capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
         resourceSharingConfiguration: {strategy: RESERVE}
         preemptionConfiguration: {inSharePreemption: ENABLED}
-`, n, n)
+`, n)
 	if err := os.WriteFile(f, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
