@@ -1,7 +1,8 @@
 // Package batchclient makes the AWS SDK for Go's Batch client that qshare's
 // own tools use to talk to a qshare server: the command line (and through
 // it the demo and shareview), the soak and the fault tests, and the system
-// tests' wait for a job to reach a state (Await). It sits on the client
+// tests' wait for a job to reach a state (Await, and Jobs, which their
+// servers embed). It sits on the client
 // side of the api package's wire, and holds no scheduling logic.
 //
 // It exists for one workaround: the AWS SDK for Go v2 (aws-sdk-go-v2
@@ -122,4 +123,34 @@ func Await(t Tester, c *batch.Client, id, what string, limit time.Duration, ok f
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Jobs is a test's view of the jobs of one server: Describe, Await and
+// AwaitStatus with the test, the client and the limit of every wait given
+// once. The system tests' servers embed it.
+type Jobs struct {
+	T Tester
+	C *batch.Client
+	// Limit bounds each wait.
+	Limit time.Duration
+}
+
+// Describe returns DescribeServiceJob of job id (see the function
+// Describe).
+func (j Jobs) Describe(id string) *batch.DescribeServiceJobOutput {
+	j.T.Helper()
+	return Describe(j.T, j.C, id)
+}
+
+// Await polls DescribeServiceJob of job id until ok holds, within j.Limit
+// (see the function Await).
+func (j Jobs) Await(id, what string, ok func(*batch.DescribeServiceJobOutput) bool) *batch.DescribeServiceJobOutput {
+	j.T.Helper()
+	return Await(j.T, j.C, id, what, j.Limit, ok)
+}
+
+// AwaitStatus waits until job id has status st.
+func (j Jobs) AwaitStatus(id string, st types.ServiceJobStatus) *batch.DescribeServiceJobOutput {
+	j.T.Helper()
+	return j.Await(id, string(st), func(d *batch.DescribeServiceJobOutput) bool { return d.Status == st })
 }

@@ -148,12 +148,7 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	if opt.Endpoint != "" {
 		res.Executor = "(the server's)"
 	}
-	err := withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, srv *Server) error {
-		c := NewClient(endpoint, ClientOptions{Conns: opt.Clients, Sign: opt.Sign})
-		queues, err := applyConfig(ctx, c, e2eConfig(opt.Capacity), prefix)
-		if err != nil {
-			return err
-		}
+	err := withServer(ctx, opt.Endpoint, opt.Server, ClientOptions{Conns: opt.Clients, Sign: opt.Sign}, e2eConfig(opt.Capacity), func(c *batch.Client, queues map[string]string, _ string, srv *Server) error {
 		return e2eQshare(ctx, c, queues["e2e"], srv, opt, &res)
 	})
 	if err != nil {

@@ -143,12 +143,7 @@ func RunKube(ctx context.Context, opt KubeOptions) (KubeResult, error) {
 	so.Executor = "kubernetes"
 	so.Args = append(append([]string(nil), so.Args...), "--kubeconfig", cl.Kubeconfig(), "--namespace", ns, "--kube-config", kc)
 	res := KubeResult{Jobs: opt.Jobs, Clients: opt.Clients, Capacity: opt.Capacity, LoadAvg: LoadAverage()}
-	err = withServer(ctx, "", so, func(endpoint, prefix string, srv *Server) error {
-		c := NewClient(endpoint, ClientOptions{Conns: opt.Clients})
-		queues, err := applyConfig(ctx, c, e2eConfig(opt.Capacity), prefix)
-		if err != nil {
-			return err
-		}
+	err = withServer(ctx, "", so, ClientOptions{Conns: opt.Clients}, e2eConfig(opt.Capacity), func(c *batch.Client, queues map[string]string, _ string, srv *Server) error {
 		return kubeRun(ctx, c, queues["e2e"], srv, cl, ns, opt, &res)
 	})
 	if err != nil || !opt.VsKueue {

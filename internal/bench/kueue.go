@@ -219,12 +219,7 @@ func RunKueue(ctx context.Context, opt KueueOptions) (KueueResult, error) {
 	}
 	res.IdealS = ideal.makespan
 	res.Ideal = ideal.KueueIdeal
-	err = withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, srv *Server) error {
-		c := NewClient(endpoint, ClientOptions{Conns: opt.Submitters, Sign: opt.Sign})
-		queues, err := applyConfig(ctx, c, w.Config, prefix)
-		if err != nil {
-			return err
-		}
+	err = withServer(ctx, opt.Endpoint, opt.Server, ClientOptions{Conns: opt.Submitters, Sign: opt.Sign}, w.Config, func(c *batch.Client, queues map[string]string, prefix string, srv *Server) error {
 		ins := kueueInputs(w, queues, prefix)
 		run := startCPU(srv)
 		subs, start, err := kueueSubmit(ctx, c, w, ins, opt.Submitters, opt.ServerInProcess, srv, &res)

@@ -108,11 +108,26 @@ func submitConfig(latencyJobs int) *config.File {
 }
 
 // withServer runs f against opt's endpoint, or against a temporary server
-// that it stops afterwards. prefix is "" for a fresh server and a unique
-// run prefix for a shared one.
-func withServer(ctx context.Context, endpoint string, so ServerOptions, f func(endpoint, prefix string, srv *Server) error) error {
+// that it stops afterwards, with a client made with co (signed with the
+// temporary server's Key, when it has one) through which cfg has been
+// applied; queues are applyConfig's names of cfg's queues. prefix is "" for
+// a fresh server and a unique run prefix for a shared one; srv is nil for
+// the server at endpoint.
+func withServer(ctx context.Context, endpoint string, so ServerOptions, co ClientOptions, cfg *config.File,
+	f func(c *batch.Client, queues map[string]string, prefix string, srv *Server) error) error {
+	run := func(endpoint, prefix string, srv *Server) error {
+		if srv != nil {
+			co.Key = srv.Key
+		}
+		c := NewClient(endpoint, co)
+		queues, err := applyConfig(ctx, c, cfg, prefix)
+		if err != nil {
+			return err
+		}
+		return f(c, queues, prefix, srv)
+	}
 	if endpoint != "" {
-		err := f(endpoint, fmt.Sprintf("b%d-", time.Now().UnixNano()%1e9), nil)
+		err := run(endpoint, fmt.Sprintf("b%d-", time.Now().UnixNano()%1e9), nil)
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			return fmt.Errorf("%w\nnothing listens at %s: start a qshare serve there, or leave out --endpoint and the benchmark starts its own", err, endpoint)
 		}
@@ -123,7 +138,7 @@ func withServer(ctx context.Context, endpoint string, so ServerOptions, f func(e
 		return err
 	}
 	defer srv.Close()
-	if err := f(srv.Endpoint, "", srv); err != nil {
+	if err := run(srv.Endpoint, "", srv); err != nil {
 		if gone := srv.Alive(); gone != nil {
 			return fmt.Errorf("%w (%v)", err, gone)
 		}
@@ -141,16 +156,8 @@ func RunSubmit(ctx context.Context, opt SubmitOptions) (SubmitResult, error) {
 		opt.Server.Executor = "simulated"
 	}
 	var res SubmitResult
-	err := withServer(ctx, opt.Endpoint, opt.Server, func(endpoint, prefix string, srv *Server) error {
-		co := ClientOptions{Conns: opt.Clients, Sign: opt.Sign}
-		if srv != nil {
-			co.Key = srv.Key
-		}
-		c := NewClient(endpoint, co)
-		queues, err := applyConfig(ctx, c, submitConfig(opt.LatencyJobs), prefix)
-		if err != nil {
-			return err
-		}
+	err := withServer(ctx, opt.Endpoint, opt.Server, ClientOptions{Conns: opt.Clients, Sign: opt.Sign}, submitConfig(opt.LatencyJobs), func(c *batch.Client, queues map[string]string, _ string, srv *Server) error {
+		var err error
 		res, err = submitLoop(ctx, c, queues["submit"], opt, srv)
 		if err != nil {
 			return err

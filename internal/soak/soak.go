@@ -79,7 +79,7 @@ type Result struct {
 // 100 %) with a limit of limitA instances, B (LEND) and C (RESERVE, no
 // in-share preemption) with 2 each. The soak runs it with limitA 2.
 func FleetConfig(limitA int) string {
-	return PoolQueue(6) + fmt.Sprintf(`      - quotaShareName: A
+	return PoolQueue("q", 6) + fmt.Sprintf(`      - quotaShareName: A
         capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
         resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 100}
         preemptionConfiguration: {inSharePreemption: ENABLED}
@@ -96,9 +96,10 @@ func FleetConfig(limitA int) string {
 
 // PoolQueue is the head of an apply file of one pool and one queue: the
 // service environment pool of capacity ml.g5.xlarge instances, the FIFO
-// quota-share policy qm, and the job queue q of qm on pool, whose
-// quotaShares list the caller appends (each item indented by six spaces).
-func PoolQueue(capacity int) string {
+// quota-share policy qm, and the job queue named queue (q for the soak and
+// the fault tests) of qm on pool, whose quotaShares list the caller appends
+// (each item indented by six spaces).
+func PoolQueue(queue string, capacity int) string {
 	return fmt.Sprintf(`serviceEnvironments:
   - serviceEnvironmentName: pool
     capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
@@ -106,12 +107,12 @@ schedulingPolicies:
   - name: qm
     quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
 jobQueues:
-  - jobQueueName: q
+  - jobQueueName: %s
     priority: 1
     schedulingPolicy: qm
     serviceEnvironment: pool
     quotaShares:
-`, capacity)
+`, capacity, queue)
 }
 
 // fleet is the configuration the soak applies and checks its event log

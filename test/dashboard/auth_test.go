@@ -79,12 +79,12 @@ func TestSignedIn(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", adminKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", adminSecret)
 	e := newEnv(t, "--auth", file, "--events", filepath.Join(dir, "events.jsonl"))
-	e.qshare("apply", "-f", "examples/three-shares.yaml")
-	e.submit("QS1", "qs1-high", 3)
-	e.submit("QS1", "qs1-med", 2)
-	e.submit("QS3", "qs3-job", 1)
-	e.submit("QS1", "qs1-low", 1)
-	e.submit("QS3", "qs3-wait", 1)
+	e.OK("apply", "-f", "examples/three-shares.yaml")
+	e.Submit("QS1", "qs1-high", 3)
+	e.Submit("QS1", "qs1-med", 2)
+	e.Submit("QS3", "qs3-job", 1)
+	e.Submit("QS1", "qs1-low", 1)
+	e.Submit("QS3", "qs3-wait", 1)
 	e.await(map[string]string{"qs1-high": "RUNNING", "qs1-med": "RUNNING", "qs3-job": "RUNNING", "qs1-low": "RUNNABLE", "qs3-wait": "RUNNABLE"}, "qs1-low", "qs3-wait")
 
 	// Unsigned, the page gets nothing: it asks for a key.
@@ -166,7 +166,7 @@ func TestSignedIn(t *testing.T) {
 	if err := os.WriteFile(file, []byte(strings.Replace(dashboardAuthFile, "    accessKeys: [{id: "+aliceKey+", secret: "+aliceSecret+"}]\n", "", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(e.srv.Pid(), syscall.SIGHUP); err != nil {
+	if err := syscall.Kill(e.Srv.Pid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor("the sign-in form with the server's refusal of the removed key", `document.getElementById("signin-error").textContent.includes("is not in this server's auth file")`, `document.querySelector("main").innerText`)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"qshare/internal/clitest"
 	"qshare/internal/serveproc"
 )
 
@@ -57,11 +58,12 @@ func needChromium(t testing.TB) {
 	}
 }
 
-// env is one test's server, browser and working directory.
+// env is one test's server, browser and working directory, and the qshare
+// commands run against the server (clitest.Env's OK, JSONOf, Submit and
+// Await).
 type env struct {
+	*clitest.Env
 	t   testing.TB
-	srv *serveproc.Server
-	dir string
 	ctx context.Context // the browser tab's
 }
 
@@ -74,9 +76,8 @@ func newEnv(t *testing.T, args ...string) *env {
 func newEnvTB(t testing.TB, args ...string) *env {
 	t.Helper()
 	needChromium(t)
-	dir := t.TempDir()
-	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
-		Args: append([]string{"--executor", "simulated", "--log-level", "warn"}, args...), StopWait: 10 * time.Second})
+	ce := clitest.New(t, bin, root, args...)
+	dir := ce.Dir
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.WindowSize(1200, 800),
@@ -94,32 +95,7 @@ func newEnvTB(t testing.TB, args ...string) *env {
 		t.Fatalf("starting Chromium (%s): %v", chromium, err)
 	}
 	t.Cleanup(func() { tcancel(); acancel() })
-	return &env{t: t, srv: srv, dir: dir, ctx: tctx}
-}
-
-// qshare runs `qshare ARGS...` in the repository root against the server
-// and returns its standard output; it must succeed.
-func (e *env) qshare(args ...string) string {
-	e.t.Helper()
-	o, er, err := e.srv.Command(bin, root, args...)
-	if err != nil {
-		e.t.Fatalf("qshare %s: %v\n%s%s", strings.Join(args, " "), err, o, er)
-	}
-	return o
-}
-
-func (e *env) jsonOf(v any, args ...string) {
-	e.t.Helper()
-	out := e.qshare(append(args, "-o", "json")...)
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		e.t.Fatalf("qshare %s -o json: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-func (e *env) submit(share, name string, priority int) {
-	e.t.Helper()
-	e.qshare("submit", "--queue", "training", "--share", share, "--instance-type", "ml.g5.xlarge",
-		"--priority", fmt.Sprint(priority), "--name", name, "--env", "QSHARE_SIM_DURATION=1h")
+	return &env{Env: ce, t: t, ctx: tctx}
 }
 
 // job is the part of `qshare describe -o json` the tests read.
@@ -139,7 +115,7 @@ type job struct {
 func (e *env) describe(name string) job {
 	e.t.Helper()
 	var j job
-	e.jsonOf(&j, "describe", name)
+	e.JSONOf(&j, "describe", name)
 	return j
 }
 
@@ -147,43 +123,24 @@ func (e *env) describe(name string) job {
 // heads has been given a wait reason by the scheduler.
 func (e *env) await(want map[string]string, heads ...string) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var rows []job
-		e.jsonOf(&rows, "jobs", "--queue", "training")
-		got := map[string]job{}
-		for _, r := range rows {
-			got[r.JobName] = r
-		}
-		done := true
-		for n, s := range want {
-			if got[n].Status != s {
-				done = false
-			}
-		}
+	e.Await(want, func() bool {
 		for _, h := range heads {
 			if !strings.HasPrefix(e.describe(h).StatusReason, "waiting for capacity:") {
-				done = false
+				return false
 			}
 		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("jobs did not reach %v within 30s: %v", want, got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // open shows a view of the dashboard (a hash route such as "shares").
 func (e *env) open(route string) {
 	e.t.Helper()
 	var err error
-	if cur, lerr := chromedp.Run(e.ctx, chromedp.Location()); lerr == nil && strings.HasPrefix(cur, e.srv.Endpoint+"/ui/") {
+	if cur, lerr := chromedp.Run(e.ctx, chromedp.Location()); lerr == nil && strings.HasPrefix(cur, e.Srv.Endpoint+"/ui/") {
 		err = chromedp.Do(e.ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf("location.hash = %q", "#"+route)))
 	} else {
-		err = chromedp.Do(e.ctx, chromedp.Navigate(e.srv.Endpoint+"/ui/#"+route))
+		err = chromedp.Do(e.ctx, chromedp.Navigate(e.Srv.Endpoint+"/ui/#"+route))
 	}
 	if err != nil {
 		e.t.Fatalf("open #%s: %v", route, err)
@@ -237,7 +194,7 @@ func (e *env) shot(name string) {
 	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		e.t.Fatalf("screenshot %s is not a PNG", name)
 	}
-	dir := e.dir
+	dir := e.Dir
 	if *screenshots {
 		dir = filepath.Join(root, "docs", "dashboard")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -296,8 +253,8 @@ func flows(fs []flow) string {
 func (e *env) checkSharesMatchCLI() []shareRow {
 	e.t.Helper()
 	var cli cliShares
-	e.jsonOf(&cli, "shares")
-	text := e.qshare("shares")
+	e.JSONOf(&cli, "shares")
+	text := e.OK("shares")
 	var want []shareRow
 	for _, q := range cli {
 		for _, s := range q.QuotaShares {
@@ -352,13 +309,13 @@ func rowOf(t *testing.T, rows []shareRow, share string) shareRow {
 // view after each step.
 func TestWorkedExample(t *testing.T) {
 	e := newEnv(t, "--events", filepath.Join(t.TempDir(), "events.jsonl"))
-	e.qshare("apply", "-f", "examples/three-shares.yaml")
+	e.OK("apply", "-f", "examples/three-shares.yaml")
 
 	// Step 1: QS1 borrows QS2's idle instance; qs1-low waits, since QS3
 	// reserves its own.
-	e.submit("QS1", "qs1-high", 3)
-	e.submit("QS1", "qs1-med", 2)
-	e.submit("QS1", "qs1-low", 1)
+	e.Submit("QS1", "qs1-high", 3)
+	e.Submit("QS1", "qs1-med", 2)
+	e.Submit("QS1", "qs1-low", 1)
 	e.await(map[string]string{"qs1-high": "RUNNING", "qs1-med": "RUNNING", "qs1-low": "RUNNABLE"}, "qs1-low")
 	rows := e.checkSharesMatchCLI()
 	if r := rowOf(t, rows, "QS1"); r.Own != 1 || r.Borrowed != 1 || r.BorrowedFrom != "QS2=1" || r.Desc != "1 in use · 1 borrowed from QS2" {
@@ -392,7 +349,7 @@ func TestWorkedExample(t *testing.T) {
 	e.shot("queue-step1")
 
 	// Step 2: QS2 takes its instance back; qs1-med is preempted.
-	e.submit("QS2", "qs2-job-1", 1)
+	e.Submit("QS2", "qs2-job-1", 1)
 	e.await(map[string]string{"qs1-high": "RUNNING", "qs1-med": "RUNNABLE", "qs1-low": "RUNNABLE", "qs2-job-1": "RUNNING"}, "qs1-med")
 	rows = e.checkSharesMatchCLI()
 	if r := rowOf(t, rows, "QS1"); r.Own != 1 || r.Borrowed != 0 {
@@ -424,7 +381,7 @@ func TestWorkedExample(t *testing.T) {
 
 	// Step 3: qs1-low's priority rises to 4 and it preempts qs1-high on
 	// QS1's own instance: the in-share swap.
-	e.qshare("priority", "qs1-low", "4")
+	e.OK("priority", "qs1-low", "4")
 	e.await(map[string]string{"qs1-high": "RUNNABLE", "qs1-med": "RUNNABLE", "qs1-low": "RUNNING", "qs2-job-1": "RUNNING"}, "qs1-high")
 	rows = e.checkSharesMatchCLI()
 	if r := rowOf(t, rows, "QS1"); r.Own != 1 || r.Borrowed != 0 {
@@ -498,7 +455,7 @@ func TestWorkedExample(t *testing.T) {
 // timeline and how to get one, and the other views still work.
 func TestNoEventLog(t *testing.T) {
 	e := newEnv(t)
-	e.qshare("apply", "-f", "examples/three-shares.yaml")
+	e.OK("apply", "-f", "examples/three-shares.yaml")
 	e.open("events")
 	e.waitFor("that there is no event log", `document.getElementById("events-off").textContent.includes("--events FILE")`, `document.querySelector("main").innerText`)
 	e.open("queue")
@@ -507,7 +464,7 @@ func TestNoEventLog(t *testing.T) {
 	e.waitFor("three bars", `document.querySelectorAll("tr.share-row").length === 3`, "")
 	// The page calls its own origin, whichever name it was opened by: the
 	// request guard lets both through (same-origin), so none failed.
-	local := strings.Replace(e.srv.Endpoint, "127.0.0.1", "localhost", 1)
+	local := strings.Replace(e.Srv.Endpoint, "127.0.0.1", "localhost", 1)
 	if err := chromedp.Do(e.ctx, chromedp.Navigate(local+"/ui/#shares")); err != nil {
 		t.Fatal(err)
 	}
@@ -524,9 +481,9 @@ func TestNoEventLog(t *testing.T) {
 // queue's snapshot (the lending endpoint knows quota shares only).
 func TestFairShareQueue(t *testing.T) {
 	e := newEnv(t)
-	e.qshare("apply", "-f", "examples/fair-share.yaml")
+	e.OK("apply", "-f", "examples/fair-share.yaml")
 	for _, j := range []struct{ name, ident string }{{"a1", "teamA"}, {"a2", "teamA"}, {"b1", "teamB"}} {
-		e.qshare("submit", "--queue", "shared", "--share-identifier", j.ident, "--instance-type", "ml.g5.xlarge", "--name", j.name, "--env", "QSHARE_SIM_DURATION=1h")
+		e.OK("submit", "--queue", "shared", "--share-identifier", j.ident, "--instance-type", "ml.g5.xlarge", "--name", j.name, "--env", "QSHARE_SIM_DURATION=1h")
 	}
 	e.open("shares")
 	e.waitFor("the fair-share queue's identifiers",

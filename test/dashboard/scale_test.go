@@ -47,7 +47,7 @@ func BenchmarkDashboardScale(b *testing.B) {
 
 	client := &http.Client{}
 	fetch := func(b *testing.B, method, path, body string) int64 {
-		req, _ := http.NewRequest(method, e.srv.Endpoint+path, strings.NewReader(body))
+		req, _ := http.NewRequest(method, e.Srv.Endpoint+path, strings.NewReader(body))
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
@@ -124,7 +124,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 }
 
 func (e *benchEnv) open(b *testing.B, view string) {
-	if err := chromedp.Do(e.ctx, chromedp.Navigate(e.srv.Endpoint+"/ui/#"+view)); err != nil {
+	if err := chromedp.Do(e.ctx, chromedp.Navigate(e.Srv.Endpoint+"/ui/#"+view)); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -159,15 +159,15 @@ func (e *benchEnv) setupScale(b *testing.B) {
 		strategy := []string{"LEND_AND_BORROW", "LEND", "RESERVE"}[i%3]
 		fmt.Fprintf(&y, "      - quotaShareName: share-%04d\n        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]\n        resourceSharingConfiguration: {strategy: %s}\n        preemptionConfiguration: {inSharePreemption: DISABLED}\n", i, strategy)
 	}
-	path := filepath.Join(e.dir, "big.yaml")
+	path := filepath.Join(e.Dir, "big.yaml")
 	if err := os.WriteFile(path, []byte(y.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	e.qshare("apply", "-f", path, "--max-quota-shares-per-queue", fmt.Sprint(scaleShares))
+	e.OK("apply", "-f", path, "--max-quota-shares-per-queue", fmt.Sprint(scaleShares))
 	b.Logf("applied %d shares in %v", scaleShares, time.Since(start).Round(time.Millisecond))
 
-	c := batchclient.New(e.srv.Endpoint, "us-east-1")
+	c := batchclient.New(e.Srv.Endpoint, "us-east-1")
 	payload := `{"TrainingJobName":"train","AlgorithmSpecification":{"TrainingImage":"img","TrainingInputMode":"File"},` +
 		`"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1,"VolumeSizeInGB":1},"StoppingCondition":{"MaxRuntimeInSeconds":86400},` +
 		`"Environment":{"QSHARE_SIM_DURATION":"24h"}}`

@@ -57,7 +57,7 @@ func (v sharesView) names() string {
 func TestApplyDryRunAndPrune(t *testing.T) {
 	e := newEnv(t)
 
-	out := e.ok("apply", "-f", "examples/three-shares.yaml", "--dry-run")
+	out := e.OK("apply", "-f", "examples/three-shares.yaml", "--dry-run")
 	want := `serviceEnvironment gpu-pool created (dry run)
 schedulingPolicy qm created (dry run)
 jobQueue training created (dry run)
@@ -68,15 +68,15 @@ quotaShare training/QS3 created (dry run)
 	if out != want {
 		t.Errorf("dry run printed\n%s\nwant\n%s", out, want)
 	}
-	if out := e.ok("shares"); !strings.Contains(out, "no job queue has quota shares") {
+	if out := e.OK("shares"); !strings.Contains(out, "no job queue has quota shares") {
 		t.Fatalf("the dry run changed the server:\n%s", out)
 	}
 
-	if out := e.ok("apply", "-f", "examples/three-shares.yaml"); out != strings.ReplaceAll(want, " (dry run)", "") {
+	if out := e.OK("apply", "-f", "examples/three-shares.yaml"); out != strings.ReplaceAll(want, " (dry run)", "") {
 		t.Errorf("apply printed\n%s", out)
 	}
 	// apply returns only once each resource has settled: everything is VALID.
-	c := batchclient.New(e.srv.Endpoint, "us-east-1")
+	c := batchclient.New(e.Srv.Endpoint, "us-east-1")
 	ctx := context.Background()
 	envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{})
 	if err != nil || len(envs.ServiceEnvironments) != 1 || envs.ServiceEnvironments[0].Status != types.ServiceEnvironmentStatusValid {
@@ -95,7 +95,7 @@ quotaShare training/QS3 created (dry run)
 			t.Errorf("after apply: quota share %s is %s, want VALID", aws.ToString(sh.QuotaShareName), sh.Status)
 		}
 	}
-	if out := e.ok("apply", "-f", "examples/three-shares.yaml"); strings.Count(out, " unchanged\n") != 6 {
+	if out := e.OK("apply", "-f", "examples/three-shares.yaml"); strings.Count(out, " unchanged\n") != 6 {
 		t.Errorf("a second apply changed something:\n%s", out)
 	}
 
@@ -110,9 +110,9 @@ quotaShare training/QS3 created (dry run)
 		"quotaShareName: QS3", "quotaShareName: QS4",
 		"{inSharePreemption: ENABLED}", "{inSharePreemption: DISABLED}\n        tags: {team: vision}",
 	).Replace(string(example))
-	file := e.write("changed.yaml", changed)
+	file := e.Write("changed.yaml", changed)
 
-	out = e.ok("apply", "-f", file, "--prune", "--dry-run")
+	out = e.OK("apply", "-f", file, "--prune", "--dry-run")
 	for _, line := range []string{
 		"serviceEnvironment gpu-pool configured: capacityLimits 3×ml.g5.xlarge -> 4×ml.g5.xlarge (dry run)",
 		"quotaShare training/QS1 configured: inSharePreemption ENABLED -> DISABLED; tag team=vision (dry run)",
@@ -124,15 +124,15 @@ quotaShare training/QS3 created (dry run)
 		}
 	}
 	var v sharesView
-	e.jsonOf(&v, "shares")
+	e.JSONOf(&v, "shares")
 	if v.names() != "training/QS1 training/QS2 training/QS3" {
 		t.Fatalf("the dry run changed the shares: %s", v.names())
 	}
 
 	// Without --prune, QS3 stays.
-	e.ok("apply", "-f", file)
+	e.OK("apply", "-f", file)
 	v = nil
-	e.jsonOf(&v, "shares")
+	e.JSONOf(&v, "shares")
 	if v.names() != "training/QS1 training/QS2 training/QS3 training/QS4" {
 		t.Errorf("after apply without --prune: %s", v.names())
 	}
@@ -142,43 +142,43 @@ quotaShare training/QS3 created (dry run)
 
 	// --prune refuses, before it changes anything, to delete a share
 	// whose jobs are not finished.
-	e.submit("QS3", "reserved-job", 1)
-	msg := e.fail("apply", "-f", file, "--prune")
+	e.Submit("QS3", "reserved-job", 1)
+	msg := e.Fail("apply", "-f", file, "--prune")
 	if !strings.Contains(msg, "quota share training/QS3 has 1 unfinished job (reserved-job)") {
 		t.Errorf("prune with an unfinished job: %s", msg)
 	}
 	if j := e.describe("reserved-job"); j.Status == "FAILED" {
 		t.Errorf("prune terminated a job: %+v", j)
 	}
-	e.ok("terminate", "reserved-job", "--reason", "make way for the prune")
+	e.OK("terminate", "reserved-job", "--reason", "make way for the prune")
 	// A termination is acknowledged before the job has stopped; the prune
 	// refuses until it has.
-	e.await(map[string]string{"reserved-job": "FAILED"})
-	out = e.ok("apply", "-f", file, "--prune")
+	e.Await(map[string]string{"reserved-job": "FAILED"}, nil)
+	out = e.OK("apply", "-f", file, "--prune")
 	if !strings.Contains(out, "quotaShare training/QS3 deleted\n") {
 		t.Errorf("prune printed\n%s", out)
 	}
 	v = nil
-	e.jsonOf(&v, "shares")
+	e.JSONOf(&v, "shares")
 	if v.names() != "training/QS1 training/QS2 training/QS4" {
 		t.Errorf("after prune: %s", v.names())
 	}
 
 	// A file with the environment alone prunes the queue and the policy.
-	only := e.write("env-only.yaml", "serviceEnvironments:\n  - serviceEnvironmentName: gpu-pool\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 4}]\n")
-	out = e.ok("apply", "-f", only, "--prune")
+	only := e.Write("env-only.yaml", "serviceEnvironments:\n  - serviceEnvironmentName: gpu-pool\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 4}]\n")
+	out = e.OK("apply", "-f", only, "--prune")
 	for _, line := range []string{"quotaShare training/QS1 deleted", "jobQueue training deleted", "schedulingPolicy qm deleted", "serviceEnvironment gpu-pool unchanged"} {
 		if !strings.Contains(out, line+"\n") {
 			t.Errorf("prune to the environment lacks %q:\n%s", line, out)
 		}
 	}
-	if out := e.ok("shares"); !strings.Contains(out, "no job queue has quota shares") {
+	if out := e.OK("shares"); !strings.Contains(out, "no job queue has quota shares") {
 		t.Errorf("queues left after prune:\n%s", out)
 	}
 
 	// JSON output of apply lists the actions.
 	var acts []struct{ Kind, Name, Action string }
-	e.jsonOf(&acts, "apply", "-f", "examples/three-shares.yaml")
+	e.JSONOf(&acts, "apply", "-f", "examples/three-shares.yaml")
 	if len(acts) != 6 || acts[2].Kind != "jobQueue" || acts[2].Action != "created" {
 		t.Errorf("apply -o json: %+v", acts)
 	}
@@ -186,7 +186,7 @@ quotaShare training/QS3 created (dry run)
 
 func TestApplyFileErrors(t *testing.T) {
 	e := newEnv(t)
-	bad := e.write("bad.yaml", `serviceEnvironments:
+	bad := e.Write("bad.yaml", `serviceEnvironments:
   - serviceEnvironmentName: gpu-pool
     capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 0}]
 schedulingPolicies:
@@ -204,7 +204,7 @@ jobQueues:
         preemptionConfiguration: {inSharePreemption: MAYBE}
         colour: blue
 `)
-	_, stderr, code := e.run("apply", "-f", bad)
+	_, stderr, code := e.Run("apply", "-f", bad)
 	if code == 0 {
 		t.Fatal("apply of a bad file succeeded")
 	}
@@ -217,13 +217,13 @@ jobQueues:
 			t.Errorf("errors lack %q:\n%s", want, stderr)
 		}
 	}
-	if out := e.ok("shares"); !strings.Contains(out, "no job queue has quota shares") {
+	if out := e.OK("shares"); !strings.Contains(out, "no job queue has quota shares") {
 		t.Errorf("a bad file changed the server:\n%s", out)
 	}
 
 	// Problems of values are all reported too, once the shape is right.
-	bad = e.write("bad2.yaml", strings.NewReplacer("        colour: blue\n", "", "priority: high", "priority: 1").Replace(readFile(t, bad)))
-	_, stderr, _ = e.run("apply", "-f", bad)
+	bad = e.Write("bad2.yaml", strings.NewReplacer("        colour: blue\n", "", "priority: high", "priority: 1").Replace(readFile(t, bad)))
+	_, stderr, _ = e.Run("apply", "-f", bad)
 	for _, want := range []string{
 		"has 3 errors",
 		"line 3: serviceEnvironments[0].capacityLimits[0].maxCapacity 0 is not valid",
@@ -236,18 +236,18 @@ jobQueues:
 	}
 
 	// A reference to what exists neither in the file nor on the server.
-	ref := e.write("ref.yaml", "jobQueues:\n  - jobQueueName: q\n    priority: 1\n    schedulingPolicy: nope\n    serviceEnvironment: gpu-pool\n")
-	_, stderr, _ = e.run("apply", "-f", ref)
+	ref := e.Write("ref.yaml", "jobQueues:\n  - jobQueueName: q\n    priority: 1\n    schedulingPolicy: nope\n    serviceEnvironment: gpu-pool\n")
+	_, stderr, _ = e.Run("apply", "-f", ref)
 	if !strings.Contains(stderr, `no scheduling policy "nope" in the file or on the server`) || !strings.Contains(stderr, `no service environment "gpu-pool"`) {
 		t.Errorf("unresolved references: %s", stderr)
 	}
 
-	msg := e.fail("apply", "-f", e.dir+"/missing.yaml")
+	msg := e.Fail("apply", "-f", e.Dir+"/missing.yaml")
 	oneLine(t, msg)
 	if !strings.Contains(msg, "cannot read the configuration") {
 		t.Errorf("missing file: %s", msg)
 	}
-	msg = e.fail("apply")
+	msg = e.Fail("apply")
 	if !strings.Contains(msg, "-f FILE is required") {
 		t.Errorf("no file: %s", msg)
 	}

@@ -42,11 +42,11 @@ func TestAWSCLIExample(t *testing.T) {
 
 	e := newEnv(t)
 	e.applyExample()
-	id := strings.TrimSpace(e.submit("QS1", "cli", 1))
+	id := strings.TrimSpace(e.Submit("QS1", "cli", 1))
 	id = id[strings.LastIndex(id, " ")+1:]
 	run := func(line string) []byte {
 		t.Helper()
-		line = strings.ReplaceAll(line, "http://127.0.0.1:8750", e.srv.Endpoint)
+		line = strings.ReplaceAll(line, "http://127.0.0.1:8750", e.Srv.Endpoint)
 		line = strings.ReplaceAll(line, "JOB_ID", id)
 		args := strings.Fields(line)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

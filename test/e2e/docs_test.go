@@ -100,7 +100,7 @@ func TestDocExamples(t *testing.T) {
 					t.Errorf("%s:%d: %v", doc, b.line, err)
 				}
 			}
-			s := &transcript.Session{Exe: bin, Endpoint: e.srv.Endpoint, Dir: work}
+			s := &transcript.Session{Exe: bin, Endpoint: e.Srv.Endpoint, Dir: work}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			ran := 0
@@ -232,9 +232,9 @@ func TestCommandExamples(t *testing.T) {
 		share, name string
 		prio        int
 	}{{"QS1", "qs1-med", 2}, {"QS1", "qs1-low", 1}, {"QS2", "qs2-job-1", 1}, {"QS3", "resnet-1", 1}} {
-		e.submit(j.share, j.name, j.prio)
+		e.Submit(j.share, j.name, j.prio)
 	}
-	s := &transcript.Session{Exe: bin, Endpoint: e.srv.Endpoint, Dir: work}
+	s := &transcript.Session{Exe: bin, Endpoint: e.Srv.Endpoint, Dir: work}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ran := map[string]int{}

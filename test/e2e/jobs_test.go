@@ -10,7 +10,7 @@ import (
 func TestSubmitWithEveryOption(t *testing.T) {
 	e := newEnv(t)
 	e.applyExample()
-	out := e.ok("submit", "--queue", "training", "--share", "QS2", "--priority", "42", "--name", "resnet-1",
+	out := e.OK("submit", "--queue", "training", "--share", "QS2", "--priority", "42", "--name", "resnet-1",
 		"--instance-type", "ml.g5.xlarge", "--instance-count", "1", "--env", "EPOCHS=10", "--env", "QSHARE_SIM_DURATION=1h",
 		"--retry-attempts", "3", "--preemption-retries", "2", "--timeout", "90m", "--tag", "team=vision",
 		"--image", "my/image:1", "--checkpoint-dir", "/opt/ml/checkpoints", "--", "python", "train.py", "--lr", "0.1")
@@ -50,8 +50,8 @@ func TestSubmitWithEveryOption(t *testing.T) {
 	}
 
 	// A payload file goes as it is.
-	file := e.write("job.json", `{"TrainingJobName":"from-file","ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1},"Environment":{"QSHARE_SIM_DURATION":"1h"},"HyperParameters":{"lr":"0.1"}}`)
-	e.ok("submit", "--queue", "training", "--share", "QS3", "--payload", file)
+	file := e.Write("job.json", `{"TrainingJobName":"from-file","ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1},"Environment":{"QSHARE_SIM_DURATION":"1h"},"HyperParameters":{"lr":"0.1"}}`)
+	e.OK("submit", "--queue", "training", "--share", "QS3", "--payload", file)
 	if j := e.describe("from-file"); j.ServiceRequestPayload != readFile(t, file) {
 		t.Errorf("payload changed on the way: %s", j.ServiceRequestPayload)
 	}
@@ -66,7 +66,7 @@ func TestSubmitWithEveryOption(t *testing.T) {
 		{[]string{"submit", "--queue", "nope", "--share", "QS1", "--instance-type", "ml.g5.xlarge"}, "nope"},
 		{[]string{"submit", "--queue", "training", "--share", "QS1", "--instance-type", "ml.g5.xlarge", "--priority", "10000"}, "out of range"},
 	} {
-		msg := e.fail(tc.args...)
+		msg := e.Fail(tc.args...)
 		oneLine(t, msg)
 		if !strings.Contains(msg, tc.want) {
 			t.Errorf("%v: %q does not mention %q", tc.args, msg, tc.want)
@@ -79,32 +79,32 @@ func TestSubmitWithEveryOption(t *testing.T) {
 func TestWorkedExample(t *testing.T) {
 	e := newEnv(t)
 	e.applyExample()
-	e.submit("QS1", "qs1-high", 3)
-	e.submit("QS1", "qs1-med", 2)
-	e.submit("QS1", "qs1-low", 1)
-	e.await(map[string]string{"qs1-high": "RUNNING", "qs1-med": "RUNNING", "qs1-low": "RUNNABLE"})
+	e.Submit("QS1", "qs1-high", 3)
+	e.Submit("QS1", "qs1-med", 2)
+	e.Submit("QS1", "qs1-low", 1)
+	e.Await(map[string]string{"qs1-high": "RUNNING", "qs1-med": "RUNNING", "qs1-low": "RUNNABLE"}, nil)
 
 	// Step 1: QS1 borrows QS2's instance.
-	out := e.ok("shares")
+	out := e.OK("shares")
 	for _, want := range []string{"[█]▒  1 in use · 1 borrowed from QS2", "[▓]   1 lent to QS1", "[░]   1 idle, reserved", "next: qs1-low (priority 1)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("shares after step 1 lacks %q:\n%s", want, out)
 		}
 	}
 	var v sharesView
-	e.jsonOf(&v, "shares", "--queue", "training")
+	e.JSONOf(&v, "shares", "--queue", "training")
 	qs1 := v[0].QuotaShares[0]
 	if qs1.QuotaShareName != "QS1" || qs1.Capacity[0].Borrowed != 1 || qs1.Capacity[0].BorrowedFrom[0].QuotaShare != "QS2" || qs1.Head.JobName != "qs1-low" {
 		t.Errorf("shares -o json after step 1: %+v", qs1)
 	}
 
 	// Step 2: QS2 reclaims; qs1-med, the lowest-priority borrower, is preempted.
-	e.submit("QS2", "qs2-job-1", 1)
-	e.await(map[string]string{"qs1-high": "RUNNING", "qs1-med": "RUNNABLE", "qs1-low": "RUNNABLE", "qs2-job-1": "RUNNING"})
+	e.Submit("QS2", "qs2-job-1", 1)
+	e.Await(map[string]string{"qs1-high": "RUNNING", "qs1-med": "RUNNABLE", "qs1-low": "RUNNABLE", "qs2-job-1": "RUNNING"}, nil)
 	if j := e.describe("qs1-med"); j.preemptions() != 1 {
 		t.Errorf("qs1-med preempted %d times, want 1", j.preemptions())
 	}
-	out = e.ok("describe", "qs1-med")
+	out = e.OK("describe", "qs1-med")
 	words := strings.Join(strings.Fields(out), " ") // the fields' alignment aside
 	for _, want := range []string{"Status: RUNNABLE", "Retry strategy: 1 attempt (no retry after a failure); preempted attempts do not count", "Attempts (1, 1 preempted):", "Preemptions (newest first):", "yes"} {
 		if !strings.Contains(words, want) {
@@ -113,20 +113,20 @@ func TestWorkedExample(t *testing.T) {
 	}
 
 	// Step 3: a priority change preempts inside QS1.
-	if out := e.ok("priority", "qs1-low", "4"); out != "job qs1-low now has priority 4\n" {
+	if out := e.OK("priority", "qs1-low", "4"); out != "job qs1-low now has priority 4\n" {
 		t.Errorf("priority printed %q", out)
 	}
-	e.await(map[string]string{"qs1-high": "RUNNABLE", "qs1-med": "RUNNABLE", "qs1-low": "RUNNING", "qs2-job-1": "RUNNING"})
+	e.Await(map[string]string{"qs1-high": "RUNNABLE", "qs1-med": "RUNNABLE", "qs1-low": "RUNNING", "qs2-job-1": "RUNNING"}, nil)
 	if j := e.describe("qs1-high"); j.preemptions() != 1 || j.SchedulingPriority != 3 {
 		t.Errorf("qs1-high: %+v", j)
 	}
-	out = e.ok("shares")
+	out = e.OK("shares")
 	if !strings.Contains(out, "running: qs1-low (p4) · waiting: 2") || !strings.Contains(out, "next: qs1-high (priority 3, preempted 1×)") {
 		t.Errorf("shares after step 3:\n%s", out)
 	}
 
 	// snapshot: the front of the queue in dispatch order, and utilization.
-	out = e.ok("snapshot", "training")
+	out = e.OK("snapshot", "training")
 	for _, want := range []string{"1  qs1-high  QS1    3", "2  qs1-med   QS1    2", "QS1    qs1-high  3", "total  2×ml.g5.xlarge", "QS2    1×ml.g5.xlarge"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("snapshot lacks %q:\n%s", want, out)
@@ -140,7 +140,7 @@ func TestWorkedExample(t *testing.T) {
 			QuotaShares map[string][]struct{ JobArn string }
 		}
 	}
-	e.jsonOf(&snap, "snapshot", "training")
+	e.JSONOf(&snap, "snapshot", "training")
 	if len(snap.FrontOfQueue.Jobs) != 2 || len(snap.FrontOfQuotaShares.QuotaShares["QS1"]) != 1 {
 		t.Errorf("snapshot -o json: %+v", snap)
 	}
@@ -148,7 +148,7 @@ func TestWorkedExample(t *testing.T) {
 	// jobs and its filters.
 	names := func(args ...string) string {
 		var rows []job
-		e.jsonOf(&rows, append([]string{"jobs"}, args...)...)
+		e.JSONOf(&rows, append([]string{"jobs"}, args...)...)
 		var n []string
 		for _, r := range rows {
 			n = append(n, r.JobName)
@@ -171,26 +171,26 @@ func TestWorkedExample(t *testing.T) {
 			t.Errorf("jobs %v = %s, want %s", tc.args, got, tc.want)
 		}
 	}
-	out = e.ok("jobs", "--queue", "training")
+	out = e.OK("jobs", "--queue", "training")
 	if !strings.HasPrefix(out, "NAME ") || !strings.Contains(out, "SHARE  PRIORITY  STATUS    INSTANCES") || strings.Count(out, "\n") != 5 {
 		t.Errorf("jobs table:\n%s", out)
 	}
-	if msg := e.fail("jobs", "--status", "SLEEPING"); !strings.Contains(msg, "not a job status") {
+	if msg := e.Fail("jobs", "--status", "SLEEPING"); !strings.Contains(msg, "not a job status") {
 		t.Errorf("bad status: %s", msg)
 	}
 
 	// terminate: the job ends FAILED with the reason.
-	if out := e.ok("terminate", "qs2-job-1", "--reason", "wrong learning rate"); out != "job qs2-job-1 terminated: wrong learning rate\n" {
+	if out := e.OK("terminate", "qs2-job-1", "--reason", "wrong learning rate"); out != "job qs2-job-1 terminated: wrong learning rate\n" {
 		t.Errorf("terminate printed %q", out)
 	}
-	e.await(map[string]string{"qs2-job-1": "FAILED"})
+	e.Await(map[string]string{"qs2-job-1": "FAILED"}, nil)
 	if j := e.describe("qs2-job-1"); j.StatusReason != "wrong learning rate" || !j.IsTerminated {
 		t.Errorf("terminated job: %+v", j)
 	}
 
 	// top draws the same picture, again and again (appended, not
 	// redrawn in place, when its output is not a terminal).
-	out = e.ok("top", "--queue", "training", "-n", "2", "--interval", "10ms")
+	out = e.OK("top", "--queue", "training", "-n", "2", "--interval", "10ms")
 	if strings.Count(out, "job queue training") != 2 || strings.Count(out, "(every 10ms; Ctrl-C to stop)") != 2 || strings.Contains(out, "\x1b[") {
 		t.Errorf("top:\n%s", out)
 	}
@@ -200,10 +200,10 @@ func TestWorkedExample(t *testing.T) {
 		{"submit", "--queue", "training", "--share", "QS3", "--instance-type", "ml.g5.xlarge", "--name", "json-job"}, {"apply", "-f", "examples/three-shares.yaml", "--dry-run"},
 		{"terminate", "json-job"}} {
 		var anyv any
-		e.jsonOf(&anyv, args...)
+		e.JSONOf(&anyv, args...)
 	}
 	// YAML too.
-	if out := e.ok("describe", "qs1-low", "-o", "yaml"); !strings.Contains(out, "jobName: qs1-low\n") {
+	if out := e.OK("describe", "qs1-low", "-o", "yaml"); !strings.Contains(out, "jobName: qs1-low\n") {
 		t.Errorf("describe -o yaml:\n%s", out)
 	}
 }
@@ -211,8 +211,8 @@ func TestWorkedExample(t *testing.T) {
 func TestErrorsAreOneClearLine(t *testing.T) {
 	e := newEnv(t)
 	e.applyExample()
-	e.submit("QS1", "twin", 1)
-	e.submit("QS2", "twin", 1)
+	e.Submit("QS1", "twin", 1)
+	e.Submit("QS2", "twin", 1)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -230,7 +230,7 @@ func TestErrorsAreOneClearLine(t *testing.T) {
 		{[]string{"jobs", "--endpoint", "http://127.0.0.1:1"}, "cannot reach a qshare server at http://127.0.0.1:1"},
 		{[]string{"describe"}, "accepts 1 arg(s)"},
 	} {
-		msg := e.fail(tc.args...)
+		msg := e.Fail(tc.args...)
 		oneLine(t, msg)
 		if !strings.Contains(msg, tc.want) {
 			t.Errorf("%v: %q does not contain %q", tc.args, msg, tc.want)
@@ -241,41 +241,41 @@ func TestErrorsAreOneClearLine(t *testing.T) {
 func TestLogs(t *testing.T) {
 	e := newEnv(t, "--executor", "process")
 	e.applyExample()
-	e.ok("submit", "--queue", "training", "--share", "QS1", "--instance-type", "ml.g5.xlarge", "--name", "hello",
+	e.OK("submit", "--queue", "training", "--share", "QS1", "--instance-type", "ml.g5.xlarge", "--name", "hello",
 		"--", "sh", "-c", "echo hello; sleep 0.3; echo world")
 	// -f waits for the attempt to start and follows it to its end.
-	out, stderr, code := e.run("logs", "hello", "-f")
+	out, stderr, code := e.Run("logs", "hello", "-f")
 	if code != 0 || !strings.HasSuffix(out, "hello\nworld\n") {
 		t.Errorf("logs -f: code %d, stdout %q, stderr %q", code, out, stderr)
 	}
-	e.await(map[string]string{"hello": "SUCCEEDED"})
-	if out := e.ok("logs", "hello", "--attempt", "1"); !strings.HasSuffix(out, "hello\nworld\n") {
+	e.Await(map[string]string{"hello": "SUCCEEDED"}, nil)
+	if out := e.OK("logs", "hello", "--attempt", "1"); !strings.HasSuffix(out, "hello\nworld\n") {
 		t.Errorf("logs --attempt 1: %q", out)
 	}
-	msg := e.fail("logs", "hello", "--attempt", "2")
+	msg := e.Fail("logs", "hello", "--attempt", "2")
 	oneLine(t, msg)
 	if !strings.Contains(msg, "attempt 2 does not exist") {
 		t.Errorf("logs of a missing attempt: %s", msg)
 	}
-	msg = e.fail("logs", "nope")
+	msg = e.Fail("logs", "nope")
 	oneLine(t, msg)
 }
 
 func TestCompletion(t *testing.T) {
 	e := newEnv(t)
 	for shell, want := range map[string]string{"bash": "__start_qshare", "zsh": "#compdef qshare", "fish": "complete -c qshare", "powershell": "Register-ArgumentCompleter"} {
-		if out := e.ok("completion", shell); !strings.Contains(out, want) {
+		if out := e.OK("completion", shell); !strings.Contains(out, want) {
 			t.Errorf("completion %s lacks %q", shell, want)
 		}
 	}
-	e.fail("completion", "tcsh")
+	e.Fail("completion", "tcsh")
 	// Dynamic completion asks the server.
 	e.applyExample()
-	e.submit("QS1", "complete-me", 1)
-	if out := e.ok("__complete", "describe", "comp"); !strings.Contains(out, "complete-me") {
+	e.Submit("QS1", "complete-me", 1)
+	if out := e.OK("__complete", "describe", "comp"); !strings.Contains(out, "complete-me") {
 		t.Errorf("job names are not completed:\n%s", out)
 	}
-	if out := e.ok("__complete", "jobs", "--share", ""); !strings.Contains(out, "QS2") {
+	if out := e.OK("__complete", "jobs", "--share", ""); !strings.Contains(out, "QS2") {
 		t.Errorf("shares are not completed:\n%s", out)
 	}
 }
@@ -284,9 +284,9 @@ func TestCompletion(t *testing.T) {
 // share identifiers, what their jobs use, who runs and the next job.
 func TestSharesFairShareQueue(t *testing.T) {
 	e := newEnv(t)
-	e.ok("apply", "-f", "examples/fair-share.yaml")
+	e.OK("apply", "-f", "examples/fair-share.yaml")
 	sub := func(name, ident string) {
-		e.ok("submit", "--queue", "shared", "--share-identifier", ident, "--instance-type", "ml.g5.xlarge", "--name", name, "--env", "QSHARE_SIM_DURATION=1h")
+		e.OK("submit", "--queue", "shared", "--share-identifier", ident, "--instance-type", "ml.g5.xlarge", "--name", name, "--env", "QSHARE_SIM_DURATION=1h")
 	}
 	sub("a1", "teamA")
 	sub("a2", "teamA")
@@ -294,7 +294,7 @@ func TestSharesFairShareQueue(t *testing.T) {
 	sub("b1", "teamB")
 	var out string
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		out = e.ok("shares", "--queue", "shared")
+		out = e.OK("shares", "--queue", "shared")
 		if strings.Contains(out, "ml.g5.xlarge: 3 of 3 in use") && strings.Contains(out, "waiting: 1") || time.Now().After(deadline) {
 			break
 		}
@@ -306,7 +306,7 @@ func TestSharesFairShareQueue(t *testing.T) {
 		}
 	}
 	var v sharesView
-	e.jsonOf(&v, "shares", "--queue", "shared")
+	e.JSONOf(&v, "shares", "--queue", "shared")
 	if len(v) != 1 || len(v[0].QuotaShares) != 2 {
 		t.Fatalf("shares -o json of a fair-share queue: %+v", v)
 	}

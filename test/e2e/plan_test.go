@@ -17,7 +17,7 @@ func TestCapacityPlanEndToEnd(t *testing.T) {
 	e := newEnv(t, "--events", events)
 	start := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	out := e.ok("apply", "-f", e.write("plan.yaml", `serviceEnvironments:
+	out := e.OK("apply", "-f", e.Write("plan.yaml", `serviceEnvironments:
   - serviceEnvironmentName: gpus
     capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
 schedulingPolicies:
@@ -41,9 +41,9 @@ capacityPlans:
 		t.Fatalf("apply did not create the plan:\n%s", out)
 	}
 	arn := "arn:aws:sagemaker:us-east-1:000000000000:training-plan/burst"
-	payload := e.write("job.json", `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":2,"TrainingPlanArn":"`+arn+`"},"Environment":{"QSHARE_SIM_DURATION":"1h"}}`)
-	e.ok("submit", "--queue", "training", "--share", "research", "--name", "planned", "--payload", payload)
-	e.await(map[string]string{"planned": "RUNNING"})
+	payload := e.Write("job.json", `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":2,"TrainingPlanArn":"`+arn+`"},"Environment":{"QSHARE_SIM_DURATION":"1h"}}`)
+	e.OK("submit", "--queue", "training", "--share", "research", "--name", "planned", "--payload", payload)
+	e.Await(map[string]string{"planned": "RUNNING"}, nil)
 	b, err := os.ReadFile(events)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ capacityPlans:
 	if !strings.Contains(string(b), `"event":"submit"`) || !strings.Contains(string(b), `"plan":"`+arn+`"`) {
 		t.Fatalf("the event log does not name the plan on the submit line:\n%s", b)
 	}
-	if out := e.ok("check-events", events, "--settle", "1"); !strings.Contains(out, ": 0 violations") {
+	if out := e.OK("check-events", events, "--settle", "1"); !strings.Contains(out, ": 0 violations") {
 		t.Fatalf("check-events against the server's configuration:\n%s", out)
 	}
 }

@@ -24,7 +24,7 @@ func TestSDKExample(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, exe, "-endpoint", e.srv.Endpoint).CombinedOutput()
+	out, err := exec.CommandContext(ctx, exe, "-endpoint", e.Srv.Endpoint).CombinedOutput()
 	if err != nil {
 		t.Fatalf("examples/sdk: %v\n%s", err, out)
 	}

@@ -115,7 +115,7 @@ func TestShellDocExamples(t *testing.T) {
 					if srv == nil {
 						srv = newEnv(t)
 					}
-					s.Endpoint = srv.srv.Endpoint
+					s.Endpoint = srv.Srv.Endpoint
 				}
 				start := time.Now()
 				out, code, err := s.Exec(ctx, args...)

@@ -17,7 +17,7 @@ import (
 // the spec's worked example expects.
 func TestDemo(t *testing.T) {
 	e := newEnv(t) // only for its run helper; the demo starts its own server
-	out := e.ok("demo")
+	out := e.OK("demo")
 	steps := strings.Split(out, "\nStep ")
 	if len(steps) != 4 {
 		t.Fatalf("the demo does not have three steps:\n%s", out)
@@ -75,7 +75,7 @@ func TestTour(t *testing.T) {
 func tour(t *testing.T, e *env, out *bytes.Buffer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s := &transcript.Session{Exe: bin, Endpoint: e.srv.Endpoint, Dir: root, Out: out, Format: transcript.Markdown}
+	s := &transcript.Session{Exe: bin, Endpoint: e.Srv.Endpoint, Dir: root, Out: out, Format: transcript.Markdown}
 	run := func(args ...string) {
 		t.Helper()
 		if _, err := s.Run(ctx, args...); err != nil {
@@ -126,7 +126,7 @@ builds: run it as `+"`./qshare`"+`, or install it on your PATH with
 		"--priority", "5", "--name", "bert-base", "--env", "QSHARE_SIM_DURATION=1h", "--", "python", "train.py", "--model", "bert-base")
 	run("submit", "--queue", "training", "--share", "QS1", "--instance-type", "ml.g5.xlarge",
 		"--priority", "1", "--name", "bert-large", "--env", "QSHARE_SIM_DURATION=1h", "--", "python", "train.py", "--model", "bert-large")
-	e.await(map[string]string{"bert-base": "RUNNING", "bert-large": "RUNNING"})
+	e.Await(map[string]string{"bert-base": "RUNNING", "bert-large": "RUNNING"}, nil)
 	run("jobs")
 	s.Say(`Both run, though QS1 owns one instance: QS1 may borrow, and QS2 lends its
 		idle one. QS3's idle instance is reserved and never lent.`)
@@ -138,7 +138,7 @@ builds: run it as `+"`./qshare`"+`, or install it on your PATH with
 		capacity, bert-large, which goes back to the queue.`)
 	run("submit", "--queue", "training", "--share", "QS2", "--instance-type", "ml.g5.xlarge",
 		"--name", "eval", "--env", "QSHARE_SIM_DURATION=1h", "--", "python", "eval.py")
-	e.await(map[string]string{"bert-base": "RUNNING", "bert-large": "RUNNABLE", "eval": "RUNNING"})
+	e.Await(map[string]string{"bert-base": "RUNNING", "bert-large": "RUNNABLE", "eval": "RUNNING"}, nil)
 	e.awaitReason("bert-large", "waiting for capacity:")
 	run("shares")
 	s.Say("describe shows a job's whole story, with each attempt and why it ended:")
@@ -149,7 +149,7 @@ builds: run it as `+"`./qshare`"+`, or install it on your PATH with
 		QS1 has in-share preemption ENABLED, so bert-large preempts bert-base on
 		QS1's own instance.`)
 	run("priority", "bert-large", "9")
-	e.await(map[string]string{"bert-base": "RUNNABLE", "bert-large": "RUNNING", "eval": "RUNNING"})
+	e.Await(map[string]string{"bert-base": "RUNNABLE", "bert-large": "RUNNING", "eval": "RUNNING"}, nil)
 	e.awaitReason("bert-base", "waiting for capacity:")
 	run("shares")
 	s.Say("The snapshot is the API's own view of the queue (GetJobQueueSnapshot):")
@@ -159,7 +159,7 @@ builds: run it as `+"`./qshare`"+`, or install it on your PATH with
 	s.Say(`Terminate a job, and look at what happened to every job. Each command
 		also prints JSON or YAML with -o json or -o yaml, for scripts.`)
 	run("terminate", "bert-base", "--reason", "superseded by bert-large")
-	e.await(map[string]string{"bert-base": "FAILED"})
+	e.Await(map[string]string{"bert-base": "FAILED"}, nil)
 	run("jobs", "--status", "FAILED")
 	s.Say(`From here: docs/concepts.md explains shares, strategies, borrowing, reclaim
 		and preemption; docs/configuration.md the file that apply reads;

@@ -42,7 +42,7 @@ var pg postgrestest.Lazy
 
 // haConfig is a pool of 32 instances with one share, without preemption:
 // the workload's jobs wait their turn.
-var haConfig = soak.PoolQueue(32) + `      - quotaShareName: A
+var haConfig = soak.PoolQueue("q", 32) + `      - quotaShareName: A
         capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 32}]
         resourceSharingConfiguration: {strategy: LEND}
         preemptionConfiguration: {inSharePreemption: DISABLED}

@@ -24,7 +24,7 @@ import (
 // oneShareConfig is a pool of n instances with one share that may preempt
 // in-share.
 func oneShareConfig(n int) string {
-	return soak.PoolQueue(n) + fmt.Sprintf(`      - quotaShareName: A
+	return soak.PoolQueue("q", n) + fmt.Sprintf(`      - quotaShareName: A
         capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
         resourceSharingConfiguration: {strategy: LEND}
         preemptionConfiguration: {inSharePreemption: ENABLED}

@@ -38,6 +38,7 @@ import (
 	"qshare/executor/kubernetes/kubetest"
 	"qshare/internal/batchclient"
 	"qshare/internal/serveproc"
+	"qshare/internal/soak"
 )
 
 var bin string
@@ -125,7 +126,8 @@ type server struct {
 	dataDir string
 	args    []string
 	proc    *serveproc.Server
-	batch   *batch.Client
+	// Jobs waits on the jobs through the server's client, C.
+	batchclient.Jobs
 }
 
 // startServer starts qshare on the test's namespace with a --kube-config
@@ -150,7 +152,7 @@ func (s *server) start() {
 		s.t.Fatal(err)
 	}
 	s.proc = proc
-	s.batch = batchclient.New(proc.Endpoint, "us-east-1")
+	s.Jobs = batchclient.Jobs{T: s.t, C: batchclient.New(proc.Endpoint, "us-east-1"), Limit: waitLimit}
 	s.t.Cleanup(func() {
 		_ = proc.Stop()
 		if s.t.Failed() {
@@ -172,29 +174,13 @@ func (s *server) apply(file string) {
 func (s *server) submit(name, share string, priority int32, typ string, count int, p kubetest.Program) string {
 	s.t.Helper()
 	payload := p.Payload(typ, count, nil)
-	out, err := s.batch.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("training"),
+	out, err := s.C.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("training"),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload),
 		SchedulingPriority: aws.Int32(priority), QuotaShareName: aws.String(share)})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	return aws.ToString(out.JobId)
-}
-
-func (s *server) describe(id string) *batch.DescribeServiceJobOutput {
-	s.t.Helper()
-	return batchclient.Describe(s.t, s.batch, id)
-}
-
-// await polls DescribeServiceJob until ok holds, within waitLimit.
-func (s *server) await(id, what string, ok func(*batch.DescribeServiceJobOutput) bool) *batch.DescribeServiceJobOutput {
-	s.t.Helper()
-	return batchclient.Await(s.t, s.batch, id, what, waitLimit, ok)
-}
-
-func (s *server) awaitStatus(id string, st types.ServiceJobStatus) *batch.DescribeServiceJobOutput {
-	s.t.Helper()
-	return s.await(id, string(st), func(d *batch.DescribeServiceJobOutput) bool { return d.Status == st })
 }
 
 // logs reads a job's latest attempt's output through the log endpoint.
@@ -261,7 +247,7 @@ func TestWorkedExample(t *testing.T) {
 	s := c.startServer("")
 	s.apply(threeShares(t))
 	id := s.submit("hello", "QS1", 1, g5, 1, kubetest.Program{Run: time.Second, Output: "hello from a pod"})
-	s.await(id, "RUNNING", func(d *batch.DescribeServiceJobOutput) bool { return d.Status == types.ServiceJobStatusRunning })
+	s.Await(id, "RUNNING", func(d *batch.DescribeServiceJobOutput) bool { return d.Status == types.ServiceJobStatusRunning })
 	pods := c.pods(id)
 	if len(pods) != 1 {
 		t.Fatalf("job %s has %d pods, want 1", id, len(pods))
@@ -273,7 +259,7 @@ func TestWorkedExample(t *testing.T) {
 	if q := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; q.Value() != 1 {
 		t.Errorf("pod GPU limit %v, want 1 (the GPU table's ml.g5.xlarge)", q.String())
 	}
-	d := s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+	d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 	if len(d.Attempts) != 1 {
 		t.Errorf("%d attempts, want 1", len(d.Attempts))
 	}
@@ -307,7 +293,7 @@ func TestFailureFile(t *testing.T) {
 	s := c.startServer("")
 	s.apply(threeShares(t))
 	id := s.submit("bad", "QS1", 1, g5, 1, kubetest.Program{Run: 200 * time.Millisecond, Exit: 3, Failure: "AlgorithmError: no training data in channel train"})
-	d := s.awaitStatus(id, types.ServiceJobStatusFailed)
+	d := s.AwaitStatus(id, types.ServiceJobStatusFailed)
 	if r := aws.ToString(d.StatusReason); !strings.HasPrefix(r, "AlgorithmError: no training data in channel train") {
 		t.Errorf("statusReason %q, want the failure file's line", r)
 	}
@@ -328,25 +314,25 @@ func TestPendingThenCapacityFailure(t *testing.T) {
 	long := kubetest.Program{Run: time.Hour}
 	a := s.submit("a", "QS1", 1, g5, 1, long)
 	b := s.submit("b", "QS2", 1, g5, 1, long)
-	s.awaitStatus(a, types.ServiceJobStatusRunning)
-	s.awaitStatus(b, types.ServiceJobStatusRunning)
+	s.AwaitStatus(a, types.ServiceJobStatusRunning)
+	s.AwaitStatus(b, types.ServiceJobStatusRunning)
 	third := s.submit("third", "QS3", 1, g5, 1, kubetest.Program{Run: 300 * time.Millisecond})
-	s.await(third, "waiting in the cluster", func(d *batch.DescribeServiceJobOutput) bool {
+	s.Await(third, "waiting in the cluster", func(d *batch.DescribeServiceJobOutput) bool {
 		return strings.Contains(aws.ToString(d.StatusReason), "waits to run in kubernetes: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu")
 	})
-	d := s.await(third, "requeued after a capacity failure", func(d *batch.DescribeServiceJobOutput) bool {
+	d := s.Await(third, "requeued after a capacity failure", func(d *batch.DescribeServiceJobOutput) bool {
 		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Attempt lost: Capacity failure") {
 		t.Errorf("attempt reason %q, want a capacity failure", r)
 	}
-	if _, err := s.batch.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(a), Reason: aws.String("make room")}); err != nil {
+	if _, err := s.C.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(a), Reason: aws.String("make room")}); err != nil {
 		t.Fatal(err)
 	}
-	if d := s.awaitStatus(a, types.ServiceJobStatusFailed); !strings.Contains(aws.ToString(d.StatusReason), "make room") {
+	if d := s.AwaitStatus(a, types.ServiceJobStatusFailed); !strings.Contains(aws.ToString(d.StatusReason), "make room") {
 		t.Errorf("terminated job's reason %q", aws.ToString(d.StatusReason))
 	}
-	d = s.awaitStatus(third, types.ServiceJobStatusSucceeded)
+	d = s.AwaitStatus(third, types.ServiceJobStatusSucceeded)
 	if len(d.Attempts) < 2 {
 		t.Errorf("third: %d attempts, want the lost one and the one that ran", len(d.Attempts))
 	}
@@ -365,8 +351,8 @@ func TestKillAndRestart(t *testing.T) {
 	p := kubetest.Program{Run: 6 * time.Second, Output: "survived"}
 	a := s.submit("a", "QS1", 1, g5, 1, p)
 	b := s.submit("b", "QS2", 1, g5, 1, p)
-	s.awaitStatus(a, types.ServiceJobStatusRunning)
-	s.awaitStatus(b, types.ServiceJobStatusRunning)
+	s.AwaitStatus(a, types.ServiceJobStatusRunning)
+	s.AwaitStatus(b, types.ServiceJobStatusRunning)
 	uids := map[string]string{}
 	for _, id := range []string{a, b} {
 		pods := c.pods(id)
@@ -379,7 +365,7 @@ func TestKillAndRestart(t *testing.T) {
 	<-s.proc.Done()
 	s.start()
 	for _, id := range []string{a, b} {
-		d := s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+		d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 		if len(d.Attempts) != 1 {
 			t.Errorf("job %s: %d attempts after the restart, want 1", id, len(d.Attempts))
 		}
@@ -398,23 +384,11 @@ func TestKillAndRestart(t *testing.T) {
 func oneShare(t *testing.T, n int) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "one-share.yaml")
-	y := fmt.Sprintf(`serviceEnvironments:
-  - serviceEnvironmentName: pool
-    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
-schedulingPolicies:
-  - name: qm
-    quotaSharePolicy: {idleResourceAssignmentStrategy: FIFO}
-jobQueues:
-  - jobQueueName: training
-    priority: 1
-    schedulingPolicy: qm
-    serviceEnvironment: pool
-    quotaShares:
-      - quotaShareName: S
+	y := soak.PoolQueue("training", n) + fmt.Sprintf(`      - quotaShareName: S
         capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
         resourceSharingConfiguration: {strategy: RESERVE}
         preemptionConfiguration: {inSharePreemption: ENABLED}
-`, n, n)
+`, n)
 	if err := os.WriteFile(f, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -429,25 +403,25 @@ func TestInSharePreemptionResume(t *testing.T) {
 	s := c.startServer("")
 	s.apply(oneShare(t, 1))
 	low := s.submit("low", "S", 1, g5, 1, kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 500 * time.Millisecond, Save: "step-42", Output: "training"})
-	s.awaitStatus(low, types.ServiceJobStatusRunning)
+	s.AwaitStatus(low, types.ServiceJobStatusRunning)
 	high := s.submit("high", "S", 9, g5, 1, kubetest.Program{Run: 500 * time.Millisecond})
-	d := s.await(low, "preempted", func(d *batch.DescribeServiceJobOutput) bool {
+	d := s.Await(low, "preempted", func(d *batch.DescribeServiceJobOutput) bool {
 		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
 		t.Errorf("low's attempt 1: %q, want an in-share preemption", r)
 	}
-	s.awaitStatus(high, types.ServiceJobStatusSucceeded)
-	s.await(low, "RUNNING attempt 2", func(d *batch.DescribeServiceJobOutput) bool {
+	s.AwaitStatus(high, types.ServiceJobStatusSucceeded)
+	s.Await(low, "RUNNING attempt 2", func(d *batch.DescribeServiceJobOutput) bool {
 		return d.Status == types.ServiceJobStatusRunning && len(d.Attempts) == 2
 	})
 	if out := s.logs(low); !strings.HasPrefix(out, "resumed from step-42\n") {
 		t.Errorf("attempt 2's log %q: it did not find attempt 1's checkpoint on the job's claim", out)
 	}
-	if _, err := s.batch.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(low), Reason: aws.String("done")}); err != nil {
+	if _, err := s.C.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(low), Reason: aws.String("done")}); err != nil {
 		t.Fatal(err)
 	}
-	s.awaitStatus(low, types.ServiceJobStatusFailed)
+	s.AwaitStatus(low, types.ServiceJobStatusFailed)
 }
 
 // TestFourInstances: a job of four instances is four pods with their
@@ -458,7 +432,7 @@ func TestFourInstances(t *testing.T) {
 	s := c.startServer("")
 	s.apply(oneShare(t, 4))
 	id := s.submit("four", "S", 1, g5, 4, kubetest.Program{Run: 2 * time.Second, Output: "an instance"})
-	s.awaitStatus(id, types.ServiceJobStatusRunning)
+	s.AwaitStatus(id, types.ServiceJobStatusRunning)
 	pods := c.pods(id)
 	nodes := map[string]bool{}
 	for _, p := range pods {
@@ -480,7 +454,7 @@ func TestFourInstances(t *testing.T) {
 	if strings.Count(hosts, ",") != 3 {
 		t.Errorf("SM_HOSTS = %s, want 4 hosts", hosts)
 	}
-	s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+	s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 	// qshare logs --instance K reads the pod of index K.
 	if out, errOut, err := s.proc.Command(bin, ".", "logs", id, "--instance", "3"); err != nil || out != "an instance\n" {
 		t.Errorf("qshare logs --instance 3 = %q, %q, %v", out, errOut, err)
@@ -499,7 +473,7 @@ func TestAPIServerOutage(t *testing.T) {
 	s := c.startServer("")
 	s.apply(threeShares(t))
 	a := s.submit("a", "QS1", 1, g5, 1, kubetest.Program{Run: 6 * time.Second})
-	s.awaitStatus(a, types.ServiceJobStatusRunning)
+	s.AwaitStatus(a, types.ServiceJobStatusRunning)
 	c.StopAPIServer()
 	restarted := false
 	t.Cleanup(func() {
@@ -509,7 +483,7 @@ func TestAPIServerOutage(t *testing.T) {
 	})
 	s.awaitEnvReason("saying the cluster cannot be reached", func(r string) bool { return strings.Contains(r, "API server does not answer") })
 	b := s.submit("b", "QS2", 1, g5, 1, kubetest.Program{Run: time.Second})
-	if st := s.describe(a).Status; st != types.ServiceJobStatusRunning {
+	if st := s.Describe(a).Status; st != types.ServiceJobStatusRunning {
 		t.Errorf("a is %s during the outage, want RUNNING (it keeps its capacity)", st)
 	}
 	if err := c.StartAPIServer(context.Background()); err != nil {
@@ -518,7 +492,7 @@ func TestAPIServerOutage(t *testing.T) {
 	restarted = true
 	s.awaitEnvReason("cleared", func(r string) bool { return r == "" })
 	for _, id := range []string{a, b} {
-		if d := s.awaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != 1 {
+		if d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != 1 {
 			t.Errorf("job %s: %d attempts, want 1", id, len(d.Attempts))
 		}
 		if pods := c.pods(id); len(pods) != 1 {
@@ -571,26 +545,26 @@ func TestWorkedExampleSteps(t *testing.T) {
 	s.apply(threeShares(t))
 	long := kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 2 * time.Second}
 	high := s.submit("qs1-high", "QS1", 3, g5, 1, long)
-	s.awaitStatus(high, types.ServiceJobStatusRunning)
+	s.AwaitStatus(high, types.ServiceJobStatusRunning)
 	med := s.submit("qs1-med", "QS1", 2, g5, 1, long)
-	s.awaitStatus(med, types.ServiceJobStatusRunning)
+	s.AwaitStatus(med, types.ServiceJobStatusRunning)
 	low := s.submit("qs1-low", "QS1", 1, g5, 1, long)
 
 	// Step 1.
 	c.awaitRunningPods(high, med)
-	if d := s.describe(low); d.Status != types.ServiceJobStatusRunnable || len(d.Attempts) != 0 {
+	if d := s.Describe(low); d.Status != types.ServiceJobStatusRunnable || len(d.Attempts) != 0 {
 		t.Errorf("step 1: qs1-low is %s with %d attempts, want RUNNABLE with none", d.Status, len(d.Attempts))
 	}
 
 	// Step 2.
 	q2 := s.submit("qs2-job-1", "QS2", 1, g5, 1, long)
-	d := s.await(med, "RUNNABLE after a cross-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
+	d := s.Await(med, "RUNNABLE after a cross-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
 		return d.Status == types.ServiceJobStatusRunnable && len(d.Attempts) == 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (cross-share)") {
 		t.Errorf("step 2: qs1-med's attempt reason %q, want a cross-share preemption", r)
 	}
-	s.awaitStatus(q2, types.ServiceJobStatusRunning)
+	s.AwaitStatus(q2, types.ServiceJobStatusRunning)
 	c.awaitRunningPods(high, q2)
 	_, gone := c.Kubelet.Times(c.ns, podOf(t, c, med+"-1"))
 	started, _ := c.Kubelet.Times(c.ns, podOf(t, c, q2+"-1"))
@@ -599,18 +573,18 @@ func TestWorkedExampleSteps(t *testing.T) {
 	}
 
 	// Step 3.
-	if _, err := s.batch.UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(low), SchedulingPriority: aws.Int32(4)}); err != nil {
+	if _, err := s.C.UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(low), SchedulingPriority: aws.Int32(4)}); err != nil {
 		t.Fatal(err)
 	}
-	d = s.await(high, "RUNNABLE after an in-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
+	d = s.Await(high, "RUNNABLE after an in-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
 		return d.Status == types.ServiceJobStatusRunnable && len(d.Attempts) == 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
 		t.Errorf("step 3: qs1-high's attempt reason %q, want an in-share preemption", r)
 	}
-	s.awaitStatus(low, types.ServiceJobStatusRunning)
+	s.AwaitStatus(low, types.ServiceJobStatusRunning)
 	c.awaitRunningPods(low, q2)
-	if d := s.describe(med); d.Status != types.ServiceJobStatusRunnable {
+	if d := s.Describe(med); d.Status != types.ServiceJobStatusRunnable {
 		t.Errorf("step 3: qs1-med is %s, want RUNNABLE", d.Status)
 	}
 }
@@ -629,7 +603,7 @@ func TestFourInstancesAllOrNothing(t *testing.T) {
 	s := c.startServer("startTimeout: 3s\n")
 	s.apply(oneShare(t, 4))
 	id := s.submit("four", "S", 1, g5, 4, kubetest.Program{Run: time.Hour, Output: "an instance"})
-	d := s.await(id, "requeued after a capacity failure", func(d *batch.DescribeServiceJobOutput) bool {
+	d := s.Await(id, "requeued after a capacity failure", func(d *batch.DescribeServiceJobOutput) bool {
 		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Attempt lost: Capacity failure") {
@@ -653,7 +627,7 @@ func TestFourInstancesAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Kubelet.DeleteNode(context.Background(), name) })
-	d = s.awaitStatus(id, types.ServiceJobStatusRunning)
+	d = s.AwaitStatus(id, types.ServiceJobStatusRunning)
 	n := len(d.Attempts)
 	for i, a := range d.Attempts[:n-1] {
 		if r := aws.ToString(a.StatusReason); !strings.HasPrefix(r, "Attempt lost: Capacity failure") {
@@ -670,8 +644,8 @@ func TestFourInstancesAllOrNothing(t *testing.T) {
 	if len(pods) != 4 || len(nodes) != 4 {
 		t.Errorf("attempt %d: %d pods, running on %d nodes; want 4 on 4", n, len(pods), len(nodes))
 	}
-	if _, err := s.batch.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String("done")}); err != nil {
+	if _, err := s.C.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String("done")}); err != nil {
 		t.Fatal(err)
 	}
-	s.awaitStatus(id, types.ServiceJobStatusFailed)
+	s.AwaitStatus(id, types.ServiceJobStatusFailed)
 }

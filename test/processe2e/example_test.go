@@ -54,7 +54,7 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 	status := func(want map[string]types.ServiceJobStatus) {
 		t.Helper()
 		for id, st := range want {
-			s.awaitStatus(id, st)
+			s.AwaitStatus(id, st)
 		}
 	}
 	high := sub("qs1-high", "QS1", 3)
@@ -66,14 +66,14 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 	// Step 1: QS1 borrows QS2's instance; low waits.
 	status(map[string]types.ServiceJobStatus{high: types.ServiceJobStatusRunning, med: types.ServiceJobStatusRunning, low: types.ServiceJobStatusRunnable})
 	running(t, high, med)
-	if d := s.describe(low); len(d.Attempts) != 0 {
+	if d := s.Describe(low); len(d.Attempts) != 0 {
 		t.Errorf("step 1: qs1-low has %d attempts, want none (QS3 reserves its instance)", len(d.Attempts))
 	}
 
 	// Step 2: QS2 reclaims what it lent; med is preempted.
 	q2 := sub("qs2-job-1", "QS2", 1)
 	s.awaitLog(q2, 1, "qs2-job-1 attempt 1 in QS2")
-	d := s.await(med, "RUNNABLE after a cross-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
+	d := s.Await(med, "RUNNABLE after a cross-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
 		return d.Status == types.ServiceJobStatusRunnable && len(d.Attempts) == 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (cross-share)") {
@@ -88,16 +88,16 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 	running(t, high, q2)
 
 	// Step 3: a raised priority preempts inside QS1.
-	_, err := s.c.UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(low), SchedulingPriority: aws.Int32(4)})
+	_, err := s.C.UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(low), SchedulingPriority: aws.Int32(4)})
 	must(t, err)
 	s.awaitLog(low, 1, "qs1-low attempt 1 in QS1")
-	d = s.await(high, "RUNNABLE after an in-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
+	d = s.Await(high, "RUNNABLE after an in-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
 		return d.Status == types.ServiceJobStatusRunnable && len(d.Attempts) == 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
 		t.Errorf("step 3: qs1-high's attempt reason %q, want an in-share preemption", r)
 	}
-	if p := aws.ToInt32(s.describe(low).SchedulingPriority); p != 4 {
+	if p := aws.ToInt32(s.Describe(low).SchedulingPriority); p != 4 {
 		t.Errorf("step 3: qs1-low has priority %d, want 4", p)
 	}
 	status(map[string]types.ServiceJobStatus{low: types.ServiceJobStatusRunning, med: types.ServiceJobStatusRunnable, q2: types.ServiceJobStatusRunning})
@@ -106,7 +106,7 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 	// The end: all let go; the preempted jobs run again and succeed.
 	g.release("all")
 	for id, attempts := range map[string]int{high: 2, med: 2, low: 1, q2: 1} {
-		d := s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+		d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 		if len(d.Attempts) != attempts {
 			t.Errorf("%s: %d attempts, want %d", aws.ToString(d.JobName), len(d.Attempts), attempts)
 		}

@@ -131,13 +131,13 @@ func TestGPUAssignment(t *testing.T) {
 			all[u] = name
 		}
 	}
-	if d := s.describe(ids["c"]); d.Status != types.ServiceJobStatusRunnable {
+	if d := s.Describe(ids["c"]); d.Status != types.ServiceJobStatusRunnable {
 		t.Fatalf("c is %s, want RUNNABLE: every GPU is taken", d.Status)
 	}
 
 	// c runs in the capacity, and on the GPU, that a freed.
 	g.release("a")
-	s.awaitStatus(ids["a"], types.ServiceJobStatusSucceeded)
+	s.AwaitStatus(ids["a"], types.ServiceJobStatusSucceeded)
 	s.awaitRunning(ids["c"], 1)
 	if gc := s.gpusOf(ids["c"], 1); !slices.Equal(gc, got["a"]) {
 		t.Errorf("c got %v, want the GPU a freed, %v", gc, got["a"])
@@ -149,7 +149,7 @@ func TestGPUAssignment(t *testing.T) {
 	if g2 := s.gpusOf(ids["big2"], 1); !slices.Equal(slices.Sorted(slices.Values(g2)), slices.Sorted(slices.Values(got["big"]))) {
 		t.Errorf("big2 got %v, want big's %v", g2, got["big"])
 	}
-	d := s.await(ids["big"], "preempted", func(d *batch.DescribeServiceJobOutput) bool {
+	d := s.Await(ids["big"], "preempted", func(d *batch.DescribeServiceJobOutput) bool {
 		return d.PreemptionSummary != nil && len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if stop, start := aws.ToInt64(d.Attempts[0].StoppedAt), aws.ToInt64(d2.Attempts[0].StartedAt); start < stop {
@@ -161,7 +161,7 @@ func TestGPUAssignment(t *testing.T) {
 
 	g.release("all")
 	for name, id := range ids {
-		d := s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+		d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 		for n := 1; n <= len(d.Attempts); n++ {
 			if out := s.mustLogs(id, n); strings.Contains(out, "CONFLICT") {
 				t.Errorf("%s attempt %d found a GPU in use:\n%s", name, n, out)
@@ -205,18 +205,18 @@ func TestGPURecovery(t *testing.T) {
 	if len(ga) != 4 || len(gb) != 4 || slices.ContainsFunc(gb, func(u string) bool { return slices.Contains(ga, u) }) {
 		t.Fatalf("a (recovered) has %v and b (started after the restart) %v: want 4 distinct GPUs each", ga, gb)
 	}
-	if d := s2.describe(c); d.Status != types.ServiceJobStatusRunnable {
+	if d := s2.Describe(c); d.Status != types.ServiceJobStatusRunnable {
 		t.Fatalf("c is %s while a and b hold every GPU", d.Status)
 	}
 	g.release("a")
-	s2.awaitStatus(a, types.ServiceJobStatusSucceeded)
+	s2.AwaitStatus(a, types.ServiceJobStatusSucceeded)
 	s2.awaitRunning(c, 1)
 	if gc := s2.gpusOf(c, 1); !slices.Equal(slices.Sorted(slices.Values(gc)), slices.Sorted(slices.Values(ga))) {
 		t.Errorf("c got %v, want the GPUs a freed, %v", gc, ga)
 	}
 	g.release("all")
 	for _, id := range []string{a, b, c} {
-		d := s2.awaitStatus(id, types.ServiceJobStatusSucceeded)
+		d := s2.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 		if out := s2.mustLogs(id, 1); len(d.Attempts) != 1 || strings.Contains(out, "CONFLICT") {
 			t.Errorf("%s: %d attempts, log:\n%s", aws.ToString(d.JobName), len(d.Attempts), out)
 		}
@@ -285,7 +285,7 @@ func TestGPURandom(t *testing.T) {
 	}
 	preempted := 0
 	for _, j := range jobs {
-		d := s.awaitStatus(j.id, types.ServiceJobStatusSucceeded)
+		d := s.AwaitStatus(j.id, types.ServiceJobStatusSucceeded)
 		if d.PreemptionSummary != nil {
 			preempted += int(aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount))
 		}

@@ -74,7 +74,8 @@ type server struct {
 	dataDir  string
 	proc     *serveproc.Server
 	endpoint string
-	c        *batch.Client
+	// Jobs waits on the jobs through the server's client, C.
+	batchclient.Jobs
 }
 
 // serverOpts are what differs between the tests' servers.
@@ -140,7 +141,7 @@ func startServer(t *testing.T, dataDir string, o serverOpts) *server {
 		t.Fatal(err)
 	}
 	s := &server{t: t, dataDir: dataDir, proc: proc, endpoint: proc.Endpoint,
-		c: batchclient.New(proc.Endpoint, "us-east-1")}
+		Jobs: batchclient.Jobs{T: t, C: batchclient.New(proc.Endpoint, "us-east-1"), Limit: waitLimit}}
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
@@ -176,17 +177,17 @@ func (s *server) setup(envLimits map[string]int32, shares ...share) {
 	t := s.t
 	t.Helper()
 	ctx := context.Background()
-	pol, err := s.c.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
+	pol, err := s.C.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
 		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
 	must(t, err)
 	var limits []types.CapacityLimit
 	for u, n := range envLimits {
 		limits = append(limits, types.CapacityLimit{CapacityUnit: aws.String(u), MaxCapacity: aws.Int32(n)})
 	}
-	_, err = s.c.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
+	_, err = s.C.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
 		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, CapacityLimits: limits})
 	must(t, err)
-	_, err = s.c.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), Priority: aws.Int32(1),
+	_, err = s.C.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), Priority: aws.Int32(1),
 		SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
 		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
 	must(t, err)
@@ -199,7 +200,7 @@ func (s *server) setup(envLimits map[string]int32, shares ...share) {
 		if sh.inShare {
 			in = types.QuotaShareInSharePreemptionStateEnabled
 		}
-		_, err = s.c.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.name), JobQueue: aws.String("q"),
+		_, err = s.C.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.name), JobQueue: aws.String("q"),
 			CapacityLimits:               sl,
 			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: sh.strategy, BorrowLimit: sh.borrow},
 			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: in}})
@@ -271,35 +272,15 @@ func (s *server) submit(j job) string {
 	if j.timeout > 0 {
 		in.TimeoutConfig = &types.ServiceJobTimeout{AttemptDurationSeconds: aws.Int32(int32(j.timeout))}
 	}
-	out, err := s.c.SubmitServiceJob(context.Background(), in)
+	out, err := s.C.SubmitServiceJob(context.Background(), in)
 	must(t, err)
 	return aws.ToString(out.JobId)
-}
-
-// describe returns DescribeServiceJob of a job.
-func (s *server) describe(id string) *batch.DescribeServiceJobOutput {
-	s.t.Helper()
-	return batchclient.Describe(s.t, s.c, id)
-}
-
-// await polls DescribeServiceJob until ok holds, and fails the test if it
-// does not within waitLimit, or at once if the job ended (SUCCEEDED and
-// FAILED are final) without it.
-func (s *server) await(id, what string, ok func(*batch.DescribeServiceJobOutput) bool) *batch.DescribeServiceJobOutput {
-	s.t.Helper()
-	return batchclient.Await(s.t, s.c, id, what, waitLimit, ok)
-}
-
-// awaitStatus waits until a job has the status given.
-func (s *server) awaitStatus(id string, st types.ServiceJobStatus) *batch.DescribeServiceJobOutput {
-	s.t.Helper()
-	return s.await(id, string(st), func(d *batch.DescribeServiceJobOutput) bool { return d.Status == st })
 }
 
 // awaitRunning waits until a job runs its n-th attempt.
 func (s *server) awaitRunning(id string, n int) *batch.DescribeServiceJobOutput {
 	s.t.Helper()
-	return s.await(id, fmt.Sprintf("RUNNING attempt %d", n), func(d *batch.DescribeServiceJobOutput) bool {
+	return s.Await(id, fmt.Sprintf("RUNNING attempt %d", n), func(d *batch.DescribeServiceJobOutput) bool {
 		return d.Status == types.ServiceJobStatusRunning && len(d.Attempts) == n
 	})
 }

@@ -49,7 +49,7 @@ if [ -e "$SM_CHECKPOINT_DIR/first-attempt-ran" ]; then echo "attempt $QSHARE_ATT
 touch "$SM_CHECKPOINT_DIR/first-attempt-ran"; echo "attempt $QSHARE_ATTEMPT: failing with 3"; exit 3`})
 	bad := s.submit(job{name: "bad", share: "s", retry: retry, script: `echo "exiting 4"; exit 4`})
 
-	d := s.awaitStatus(ok, types.ServiceJobStatusSucceeded)
+	d := s.AwaitStatus(ok, types.ServiceJobStatusSucceeded)
 	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 0" {
 		t.Errorf("ok: attempts %q, want one that exited with code 0", got)
 	}
@@ -64,7 +64,7 @@ touch "$SM_CHECKPOINT_DIR/first-attempt-ran"; echo "attempt $QSHARE_ATTEMPT: fai
 		t.Errorf("ok: latest log %q", out)
 	}
 
-	d = s.awaitStatus(flaky, types.ServiceJobStatusSucceeded)
+	d = s.AwaitStatus(flaky, types.ServiceJobStatusSucceeded)
 	got := attemptReasons(d)
 	if len(got) != 2 || got[0] != "Essential process exited with code 3" || got[1] != "Essential process exited with code 0" {
 		t.Errorf("flaky: attempt reasons %q, want code 3 then code 0", got)
@@ -79,7 +79,7 @@ touch "$SM_CHECKPOINT_DIR/first-attempt-ran"; echo "attempt $QSHARE_ATTEMPT: fai
 		t.Errorf("flaky: retryStrategy %+v not echoed", d.RetryStrategy)
 	}
 
-	d = s.awaitStatus(bad, types.ServiceJobStatusFailed)
+	d = s.AwaitStatus(bad, types.ServiceJobStatusFailed)
 	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 4" {
 		t.Errorf("bad: attempts %q, want one that exited with code 4", got)
 	}
@@ -109,7 +109,7 @@ func TestTimeout(t *testing.T) {
 		retry: &types.ServiceJobRetryStrategy{Attempts: aws.Int32(2)}})
 
 	for id, attempts := range map[string]int{byTimeout: 1, byRuntime: 1, stubborn: 1, retried: 2} {
-		d := s.awaitStatus(id, types.ServiceJobStatusFailed)
+		d := s.AwaitStatus(id, types.ServiceJobStatusFailed)
 		name := aws.ToString(d.JobName)
 		if r := aws.ToString(d.StatusReason); !strings.Contains(strings.ToLower(r), "timeout") {
 			t.Errorf("%s: status reason %q does not say timeout", name, r)
@@ -138,13 +138,13 @@ func TestTimeout(t *testing.T) {
 		t.Errorf("stubborn: it was not sent SIGTERM before SIGKILL: %q", out)
 	}
 	// Each attempt gets its own timeout, counted from its own start.
-	d := s.describe(retried)
+	d := s.Describe(retried)
 	if a1, a2 := d.Attempts[0], d.Attempts[1]; aws.ToInt64(a2.StartedAt) < aws.ToInt64(a1.StoppedAt) ||
 		aws.ToInt64(a2.StoppedAt)-aws.ToInt64(a2.StartedAt) < 1000 {
 		t.Errorf("retried: attempt 2 ran from %d to %d, attempt 1 stopped at %d: want a whole second of its own",
 			aws.ToInt64(a2.StartedAt), aws.ToInt64(a2.StoppedAt), aws.ToInt64(a1.StoppedAt))
 	}
-	d = s.describe(byTimeout)
+	d = s.Describe(byTimeout)
 	if d.TimeoutConfig == nil || aws.ToInt32(d.TimeoutConfig.AttemptDurationSeconds) != 1 {
 		t.Errorf("timeoutConfig %+v not echoed", d.TimeoutConfig)
 	}
@@ -181,11 +181,11 @@ func terminate(t *testing.T, o serverOpts) {
 	}
 	const why = "e2e: no longer needed"
 	for _, id := range []string{polite, stubborn} {
-		_, err := s.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String(why)})
+		_, err := s.C.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String(why)})
 		must(t, err)
 	}
 	for _, id := range []string{polite, stubborn} {
-		d := s.awaitStatus(id, types.ServiceJobStatusFailed)
+		d := s.AwaitStatus(id, types.ServiceJobStatusFailed)
 		name := aws.ToString(d.JobName)
 		if !aws.ToBool(d.IsTerminated) {
 			t.Errorf("%s: isTerminated is false", name)
@@ -207,7 +207,7 @@ func terminate(t *testing.T, o serverOpts) {
 	if out := s.mustLogs(stubborn, 1); !strings.Contains(out, "ignoring SIGTERM") {
 		t.Errorf("stubborn: it was not sent SIGTERM before SIGKILL: %q", out)
 	}
-	if r := attemptReasons(s.describe(stubborn)); len(r) != 1 || !strings.Contains(r[0], "SIGKILL") {
+	if r := attemptReasons(s.Describe(stubborn)); len(r) != 1 || !strings.Contains(r[0], "SIGKILL") {
 		t.Errorf("stubborn: attempt reasons %q, want one that says SIGKILL", r)
 	}
 }
@@ -230,7 +230,7 @@ func submitFailing(s *server) map[string]string {
 func (s *server) awaitFailures(ids, want map[string]string) {
 	s.t.Helper()
 	for name, w := range want {
-		d := s.awaitStatus(ids[name], types.ServiceJobStatusFailed)
+		d := s.AwaitStatus(ids[name], types.ServiceJobStatusFailed)
 		if r := attemptReasons(d); len(r) != 1 || !strings.HasPrefix(r[0], w) {
 			s.t.Errorf("%s: attempt reasons %q, want one starting %q", name, r, w)
 		}
@@ -260,7 +260,7 @@ echo "who=$QSHARE_JOB_ID,$QSHARE_ATTEMPT,$QSHARE_QUOTA_SHARE,$SM_CURRENT_HOST,$S
 		"missing":      "CannotStartError",
 	})
 
-	s.awaitStatus(env, types.ServiceJobStatusSucceeded)
+	s.AwaitStatus(env, types.ServiceJobStatusSucceeded)
 	dir := filepath.Join(s.dataDir, "jobs", env)
 	out := s.mustLogs(env, 1)
 	for _, want := range []string{"pwd=" + dir + "\n", "ckpt=" + filepath.Join(dir, "checkpoints") + "\n", "model=" + filepath.Join(dir, "model") + "\n",
@@ -270,7 +270,7 @@ echo "who=$QSHARE_JOB_ID,$QSHARE_ATTEMPT,$QSHARE_QUOTA_SHARE,$SM_CURRENT_HOST,$S
 		}
 	}
 
-	_, err := s.c.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String("no-entrypoint"), JobQueue: aws.String("q"),
+	_, err := s.C.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String("no-entrypoint"), JobQueue: aws.String("q"),
 		QuotaShareName: aws.String("s"), ServiceJobType: types.ServiceJobTypeSagemakerTraining,
 		ServiceRequestPayload: aws.String(`{"AlgorithmSpecification":{"TrainingImage":"x"},"ResourceConfig":{"InstanceType":"ml.m5.xlarge","InstanceCount":1}}`)})
 	var ce *types.ClientException

@@ -59,7 +59,7 @@ func inSharePreemptionResume(t *testing.T, o serverOpts) {
 		script: `echo "high runs"; ` + waitGate + `echo "high done"`})
 
 	// The trainer is preempted: RUNNABLE again, its attempt stopped.
-	d := s.await(low, "RUNNABLE after a preemption", func(d *batch.DescribeServiceJobOutput) bool {
+	d := s.Await(low, "RUNNABLE after a preemption", func(d *batch.DescribeServiceJobOutput) bool {
 		return d.Status == types.ServiceJobStatusRunnable && len(d.Attempts) == 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
@@ -88,11 +88,11 @@ func inSharePreemptionResume(t *testing.T, o serverOpts) {
 	if aws.ToInt64(h.Attempts[0].StartedAt) < aws.ToInt64(d.Attempts[0].StoppedAt) {
 		t.Errorf("high started at %d, before the preempted attempt stopped at %d", aws.ToInt64(h.Attempts[0].StartedAt), aws.ToInt64(d.Attempts[0].StoppedAt))
 	}
-	if d := s.describe(low); d.Status != types.ServiceJobStatusRunnable {
+	if d := s.Describe(low); d.Status != types.ServiceJobStatusRunnable {
 		t.Errorf("low is %s while high runs on the only instance", d.Status)
 	}
 	g.release("high")
-	s.awaitStatus(high, types.ServiceJobStatusSucceeded)
+	s.AwaitStatus(high, types.ServiceJobStatusSucceeded)
 
 	// Attempt 2 resumes from the checkpoint.
 	s.awaitRunning(low, 2)
@@ -104,7 +104,7 @@ func inSharePreemptionResume(t *testing.T, o serverOpts) {
 		t.Errorf("low: attempt 2 counted %v, want to start at step %d", st, ckpt+1)
 	}
 	g.release("low")
-	d = s.awaitStatus(low, types.ServiceJobStatusSucceeded)
+	d = s.AwaitStatus(low, types.ServiceJobStatusSucceeded)
 	if len(d.Attempts) != 2 || aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount) != 1 {
 		t.Errorf("low: %d attempts, %+v preemptions; want 2 and 1", len(d.Attempts), d.PreemptionSummary)
 	}
@@ -142,7 +142,7 @@ func crossShareReclaim(t *testing.T, o serverOpts) {
 
 	s.awaitRunning(l1, 1)
 	// The job that borrowed, b2 (the one admitted last), was preempted.
-	d2 := s.await(b2, "preempted", func(d *batch.DescribeServiceJobOutput) bool { return d.PreemptionSummary != nil })
+	d2 := s.Await(b2, "preempted", func(d *batch.DescribeServiceJobOutput) bool { return d.PreemptionSummary != nil })
 	if d2.Status == types.ServiceJobStatusRunning && len(d2.Attempts) == 1 {
 		t.Fatalf("b2 is still running its first attempt beside l1")
 	}
@@ -155,20 +155,20 @@ func crossShareReclaim(t *testing.T, o serverOpts) {
 	if out := s.mustLogs(b2, 1); !strings.Contains(out, "SIGTERM: stopping\n") || strings.Contains(out, "\ndone\n") {
 		t.Errorf("b2: attempt 1 was not stopped with SIGTERM:\n%s", out)
 	}
-	if d := s.describe(b1); d.Status != types.ServiceJobStatusRunning || d.PreemptionSummary != nil || len(d.Attempts) != 1 {
+	if d := s.Describe(b1); d.Status != types.ServiceJobStatusRunning || d.PreemptionSummary != nil || len(d.Attempts) != 1 {
 		t.Errorf("b1, within its own share's capacity, is %s with %d attempts, preemptions %+v", d.Status, len(d.Attempts), d.PreemptionSummary)
 	}
-	if d := s.describe(b2); d.Status != types.ServiceJobStatusRunnable {
+	if d := s.Describe(b2); d.Status != types.ServiceJobStatusRunnable {
 		t.Errorf("b2 is %s while l1 uses the capacity it lent", d.Status)
 	}
 
 	g.release("l1")
-	s.awaitStatus(l1, types.ServiceJobStatusSucceeded)
+	s.AwaitStatus(l1, types.ServiceJobStatusSucceeded)
 	s.awaitRunning(b2, 2)
 	s.awaitLog(b2, 2, "b2 attempt 2")
 	g.release("all")
 	for id, attempts := range map[string]int{b1: 1, b2: 2, l1: 1} {
-		if d := s.awaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != attempts {
+		if d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != attempts {
 			t.Errorf("%s: %d attempts, want %d", aws.ToString(d.JobName), len(d.Attempts), attempts)
 		}
 	}
@@ -192,7 +192,7 @@ func TestPreemptionEnds(t *testing.T) {
 	}
 	both := s.submit(job{name: "both", share: "s", priority: 9, count: 2, env: g.env(), script: `echo "both runs"`})
 
-	d := s.awaitStatus(once, types.ServiceJobStatusFailed)
+	d := s.AwaitStatus(once, types.ServiceJobStatusFailed)
 	if r := aws.ToString(d.StatusReason); !strings.Contains(r, "Preempted by quota management (in-share)") || !strings.Contains(r, "preemptionRetriesBeforeTermination 0") {
 		t.Errorf("once: reason %q, want the preemption and the exhausted retries", r)
 	}
@@ -205,17 +205,17 @@ func TestPreemptionEnds(t *testing.T) {
 
 	s.awaitLog(saving, 1, "SIGTERM: saving")
 	const why = "e2e: terminated while saving"
-	_, err := s.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(saving), Reason: aws.String(why)})
+	_, err := s.C.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(saving), Reason: aws.String(why)})
 	must(t, err)
-	if d := s.describe(both); d.Status == types.ServiceJobStatusRunning || len(d.Attempts) != 0 {
+	if d := s.Describe(both); d.Status == types.ServiceJobStatusRunning || len(d.Attempts) != 0 {
 		t.Errorf("both is %s with %d attempts while saving still holds an instance", d.Status, len(d.Attempts))
 	}
 	g.release("save")
-	d = s.awaitStatus(saving, types.ServiceJobStatusFailed)
+	d = s.AwaitStatus(saving, types.ServiceJobStatusFailed)
 	if r := aws.ToString(d.StatusReason); !aws.ToBool(d.IsTerminated) || !strings.Contains(r, why) || len(d.Attempts) != 1 {
 		t.Errorf("saving: isTerminated %v, reason %q, %d attempts; want the termination, once", aws.ToBool(d.IsTerminated), r, len(d.Attempts))
 	}
-	h := s.awaitStatus(both, types.ServiceJobStatusSucceeded)
+	h := s.AwaitStatus(both, types.ServiceJobStatusSucceeded)
 	if len(h.Attempts) != 1 || aws.ToInt64(h.Attempts[0].StartedAt) < aws.ToInt64(d.Attempts[0].StoppedAt) {
 		t.Errorf("both: attempts %+v; saving's stopped at %d", h.Attempts, aws.ToInt64(d.Attempts[0].StoppedAt))
 	}

@@ -55,7 +55,7 @@ func restartable(t *testing.T, n int32, inShare bool) (dataDir string, s *server
 // not ended. It returns the job as it then was.
 func awaitRequeuedInShare(t *testing.T, s *server, id string) *batch.DescribeServiceJobOutput {
 	t.Helper()
-	d := s.await(id, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
+	d := s.Await(id, "its first attempt stopped", func(d *batch.DescribeServiceJobOutput) bool {
 		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
 	})
 	if d.Status == types.ServiceJobStatusFailed || d.Status == types.ServiceJobStatusSucceeded {
@@ -115,7 +115,7 @@ func TestKillAndRecover(t *testing.T) {
 	for _, id := range []string{keep, fail} {
 		pids[id] = pidIn(t, s.awaitLog(id, 1, "tick 3\n"))
 	}
-	if d := s.describe(waiter); d.Status != types.ServiceJobStatusRunnable {
+	if d := s.Describe(waiter); d.Status != types.ServiceJobStatusRunnable {
 		t.Fatalf("waiter is %s, want RUNNABLE behind the two running jobs", d.Status)
 	}
 
@@ -141,7 +141,7 @@ func TestKillAndRecover(t *testing.T) {
 	awaitFile(t, "keep printing while the server is down", func() bool { return len(readTicks()) >= atKill+3 })
 
 	s2 := startServer(t, dataDir, serverOpts{})
-	d := s2.describe(keep)
+	d := s2.Describe(keep)
 	if d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
 		t.Fatalf("keep after the restart: %s with %d attempts, want RUNNING with its one attempt (%q)", d.Status, len(d.Attempts), aws.ToString(d.StatusReason))
 	}
@@ -152,23 +152,23 @@ func TestKillAndRecover(t *testing.T) {
 	atRestart := len(readTicks())
 	s2.awaitLog(keep, 1, "tick "+strconv.Itoa(atRestart+3)+"\n")
 
-	d = s2.awaitStatus(fail, types.ServiceJobStatusFailed)
+	d = s2.AwaitStatus(fail, types.ServiceJobStatusFailed)
 	if r := attemptReasons(d); len(r) != 1 || r[0] != "Essential process exited with code 7" {
 		t.Errorf("fail: attempts %q, want one that exited with code 7", r)
 	}
 	if out := s2.mustLogs(fail, 1); strings.Count(out, "start pid=") != 1 || !strings.Contains(out, "end after tick") {
 		t.Errorf("fail: its log does not show one run to its end:\n%s", out)
 	}
-	d = s2.awaitStatus(waiter, types.ServiceJobStatusSucceeded)
+	d = s2.AwaitStatus(waiter, types.ServiceJobStatusSucceeded)
 	if len(d.Attempts) != 1 || s2.mustLogs(waiter, 1) != "waiter ran attempt 1\n" {
 		t.Errorf("waiter: %d attempts, log %q", len(d.Attempts), s2.mustLogs(waiter, 1))
 	}
-	if d := s2.describe(keep); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
+	if d := s2.Describe(keep); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
 		t.Errorf("keep: %s with %d attempts while the waiter ran, want RUNNING with one", d.Status, len(d.Attempts))
 	}
 
 	g.release("keep")
-	d = s2.awaitStatus(keep, types.ServiceJobStatusSucceeded)
+	d = s2.AwaitStatus(keep, types.ServiceJobStatusSucceeded)
 	if r := attemptReasons(d); len(r) != 1 || r[0] != "Essential process exited with code 0" {
 		t.Errorf("keep: attempts %q, want one that exited with code 0", r)
 	}
@@ -188,7 +188,7 @@ func TestKillAndRecover(t *testing.T) {
 
 	// No job was duplicated, nor any attempt run twice.
 	var names []string
-	pg := batch.NewListServiceJobsPaginator(s2.c, &batch.ListServiceJobsInput{JobQueue: aws.String("q"),
+	pg := batch.NewListServiceJobsPaginator(s2.C, &batch.ListServiceJobsInput{JobQueue: aws.String("q"),
 		Filters: []types.KeyValuesPair{{Name: aws.String("JOB_NAME"), Values: []string{"*"}}}})
 	for pg.HasMorePages() {
 		p, err := pg.NextPage(context.Background())
@@ -227,24 +227,24 @@ if running "$(cat "$GATE/low.pid")"; then echo "OVERLAP: low still runs"; fi
 echo "high runs"; ` + waitGate + `echo "high done"`})
 	s.awaitLog(low, 1, "SIGTERM: saving")
 	const why = "e2e: terminated before the crash"
-	_, err := s.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(term), Reason: aws.String(why)})
+	_, err := s.C.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(term), Reason: aws.String(why)})
 	must(t, err)
 	s.awaitLog(term, 1, "SIGTERM: saving")
-	if d := s.describe(high); d.Status == types.ServiceJobStatusRunning {
+	if d := s.Describe(high); d.Status == types.ServiceJobStatusRunning {
 		t.Fatalf("high runs while its victim is still saving")
 	}
 
 	s.kill()
 	s2 := startServer(t, dataDir, serverOpts{})
 	for _, id := range []string{low, term} {
-		if d := s2.describe(id); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
+		if d := s2.Describe(id); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
 			t.Errorf("%s after the restart: %s with %d attempts, want RUNNING (still saving) with one", aws.ToString(d.JobName), d.Status, len(d.Attempts))
 		}
 	}
-	if d := s2.describe(high); d.Status == types.ServiceJobStatusRunning {
+	if d := s2.Describe(high); d.Status == types.ServiceJobStatusRunning {
 		t.Errorf("high runs after the restart while its victim is still saving")
 	}
-	if d := s2.describe(term); !aws.ToBool(d.IsTerminated) {
+	if d := s2.Describe(term); !aws.ToBool(d.IsTerminated) {
 		t.Errorf("term: the restarted server forgot the termination")
 	}
 
@@ -256,11 +256,11 @@ echo "high runs"; ` + waitGate + `echo "high done"`})
 	if out := s2.awaitLog(high, 1, "high runs"); strings.Contains(out, "OVERLAP") {
 		t.Errorf("high started while low's process was alive:\n%s", out)
 	}
-	if d := s2.describe(term); d.Status != types.ServiceJobStatusRunning {
+	if d := s2.Describe(term); d.Status != types.ServiceJobStatusRunning {
 		t.Errorf("term is %s before its checkpoint is written", d.Status)
 	}
 	g.release("save-term")
-	d = s2.awaitStatus(term, types.ServiceJobStatusFailed)
+	d = s2.AwaitStatus(term, types.ServiceJobStatusFailed)
 	if r := aws.ToString(d.StatusReason); !aws.ToBool(d.IsTerminated) || !strings.Contains(r, why) || len(d.Attempts) != 1 {
 		t.Errorf("term: isTerminated %v, reason %q, %d attempts; want the termination, once", aws.ToBool(d.IsTerminated), r, len(d.Attempts))
 	}
@@ -278,7 +278,7 @@ echo "high runs"; ` + waitGate + `echo "high done"`})
 	}
 	g.release("all")
 	for id, attempts := range map[string]int{low: 2, high: 1} {
-		if d := s2.awaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != attempts {
+		if d := s2.AwaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != attempts {
 			t.Errorf("%s: %d attempts, want %d", aws.ToString(d.JobName), len(d.Attempts), attempts)
 		}
 	}
@@ -298,15 +298,15 @@ func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
 	s.awaitLog(low, 1, "step 2\n")
 	high := s.submit(job{name: "high", share: "s", priority: 9, env: g.env(), script: `echo "high runs"`})
 	s.awaitLog(low, 1, "SIGTERM: saving")
-	_, err := s.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(high), Reason: aws.String("e2e: not needed")})
+	_, err := s.C.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(high), Reason: aws.String("e2e: not needed")})
 	must(t, err)
-	if d := s.awaitStatus(high, types.ServiceJobStatusFailed); len(d.Attempts) != 0 {
+	if d := s.AwaitStatus(high, types.ServiceJobStatusFailed); len(d.Attempts) != 0 {
 		t.Errorf("high ran %d attempts while its victim was saving", len(d.Attempts))
 	}
 
 	s.kill()
 	s2 := startServer(t, dataDir, serverOpts{})
-	if d := s2.describe(low); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
+	if d := s2.Describe(low); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
 		t.Errorf("low after the restart: %s with %d attempts, want RUNNING (still saving) with one", d.Status, len(d.Attempts))
 	}
 	g.release("save")
@@ -320,7 +320,7 @@ func TestKillWhilePreemptingPreemptorGone(t *testing.T) {
 		t.Errorf("low: attempt 2 did not resume from step %s:\n%s", m[1], out)
 	}
 	g.release("all")
-	d = s2.awaitStatus(low, types.ServiceJobStatusSucceeded)
+	d = s2.AwaitStatus(low, types.ServiceJobStatusSucceeded)
 	if len(d.Attempts) != 2 || d.PreemptionSummary == nil || aws.ToInt32(d.PreemptionSummary.PreemptedAttemptCount) != 1 {
 		t.Errorf("low: %d attempts, preemptions %+v; want 2 and 1", len(d.Attempts), d.PreemptionSummary)
 	}
@@ -342,7 +342,7 @@ func TestLostAttemptRequeued(t *testing.T) {
 	awaitFile(t, "the job dies once its output pipe is gone", func() bool { return !alive(pid) })
 
 	s2 := startServer(t, dataDir, serverOpts{})
-	d := s2.await(id, "requeued and running again", func(d *batch.DescribeServiceJobOutput) bool { return len(d.Attempts) == 2 })
+	d := s2.Await(id, "requeued and running again", func(d *batch.DescribeServiceJobOutput) bool { return len(d.Attempts) == 2 })
 	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Attempt lost") {
 		t.Errorf("attempt 1 reason %q, want one that says the attempt was lost", r)
 	}
@@ -351,7 +351,7 @@ func TestLostAttemptRequeued(t *testing.T) {
 		t.Errorf("attempt 2 did not start afresh:\n%s", out)
 	}
 	g.release("orphan")
-	d = s2.awaitStatus(id, types.ServiceJobStatusSucceeded)
+	d = s2.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 	if len(d.Attempts) != 2 || d.PreemptionSummary != nil {
 		t.Errorf("%d attempts, preemptionSummary %+v: want 2 attempts and no preemption", len(d.Attempts), d.PreemptionSummary)
 	}
@@ -387,15 +387,15 @@ i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME.go$QSHARE_ATTEMPT" ] && [ $i -lt 600 ]
 		if !alive(pid) {
 			t.Fatalf("job %s (pid %d) died with its supervisor", id, pid)
 		}
-		if d := s2.describe(id); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
+		if d := s2.Describe(id); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
 			t.Fatalf("job %s after the restart: %s with %d attempts, want RUNNING with one (its process lives)", id, d.Status, len(d.Attempts))
 		}
 	}
 
 	const why = "e2e: stop the orphan"
-	_, err := s2.c.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(stopped), Reason: aws.String(why)})
+	_, err := s2.C.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(stopped), Reason: aws.String(why)})
 	must(t, err)
-	d := s2.awaitStatus(stopped, types.ServiceJobStatusFailed)
+	d := s2.AwaitStatus(stopped, types.ServiceJobStatusFailed)
 	if r := aws.ToString(d.StatusReason); !aws.ToBool(d.IsTerminated) || !strings.Contains(r, why) || len(d.Attempts) != 1 {
 		t.Errorf("stopped: isTerminated %v, reason %q, %d attempts", aws.ToBool(d.IsTerminated), r, len(d.Attempts))
 	}
@@ -404,7 +404,7 @@ i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME.go$QSHARE_ATTEMPT" ] && [ $i -lt 600 ]
 	}
 
 	g.release("ends.go1")
-	d = s2.await(ends, "requeued and running again", func(d *batch.DescribeServiceJobOutput) bool {
+	d = s2.Await(ends, "requeued and running again", func(d *batch.DescribeServiceJobOutput) bool {
 		return len(d.Attempts) == 2 || d.Status == types.ServiceJobStatusFailed
 	})
 	if d.Status == types.ServiceJobStatusFailed {
@@ -417,7 +417,7 @@ i=0; while [ ! -e "$GATE/$QSHARE_JOB_NAME.go$QSHARE_ATTEMPT" ] && [ $i -lt 600 ]
 		t.Errorf("ends: attempt 2 started while attempt 1 ran:\n%s", out)
 	}
 	g.release("ends.go2")
-	if d := s2.awaitStatus(ends, types.ServiceJobStatusSucceeded); len(d.Attempts) != 2 {
+	if d := s2.AwaitStatus(ends, types.ServiceJobStatusSucceeded); len(d.Attempts) != 2 {
 		t.Errorf("ends: %d attempts, want 2", len(d.Attempts))
 	}
 }

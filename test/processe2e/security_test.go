@@ -26,7 +26,7 @@ func TestAttackServerEnvironment(t *testing.T) {
 		s := startServer(t, newDataDir(t), o)
 		oneShare(s, 1, false)
 		id := s.submit(job{name: "env", share: "s", script: `env | sort`})
-		s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+		s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 		out := s.mustLogs(id, 1)
 		if strings.Contains(out, "AWS_SECRET_ACCESS_KEY") || strings.Contains(out, "EXAMPLEKEY") {
 			t.Errorf("pass %v: the job saw the server's AWS secret:\n%s", pass, out)
@@ -59,7 +59,7 @@ func TestRunAs(t *testing.T) {
 	s := startServer(t, data, serverOpts{args: []string{"--run-as", name}})
 	oneShare(s, 1, false)
 	id := s.submit(job{name: "whoami", share: "s", script: `id -u; cat "` + secret + `" || echo "cannot read it"; echo ok > "$SM_MODEL_DIR/model"`})
-	s.awaitStatus(id, types.ServiceJobStatusSucceeded)
+	s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 	out := s.mustLogs(id, 1)
 	if !strings.HasPrefix(out, u.Uid+"\n") || strings.Contains(out, "SECRET") || !strings.Contains(out, "cannot read it") {
 		t.Errorf("log:\n%s\nwant uid %s, and the root-only file unread", out, u.Uid)
@@ -83,7 +83,7 @@ func TestAttackConfigLinkRetry(t *testing.T) {
 	retry := &types.ServiceJobRetryStrategy{Attempts: aws.Int32(2)}
 	id := s.submit(job{name: "plant", share: "s", retry: retry,
 		script: `rm -rf "$SM_INPUT_CONFIG_DIR" && ln -s "` + outside + `" "$SM_INPUT_CONFIG_DIR"; exit 3`})
-	d := s.awaitStatus(id, types.ServiceJobStatusFailed)
+	d := s.AwaitStatus(id, types.ServiceJobStatusFailed)
 	reasons := attemptReasons(d)
 	if len(reasons) != 2 || !strings.Contains(reasons[1], "CannotStartAttempt: input/config in the job's directory is a link") ||
 		strings.Contains(reasons[1], data) || strings.Contains(reasons[1], os.TempDir()) {

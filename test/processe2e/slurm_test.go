@@ -166,12 +166,12 @@ func slurmPending(t *testing.T, o serverOpts) {
 		t.Errorf("the 2-node job's log %q, want one line from each node", out)
 	}
 	one := s.submit(job{name: "one", share: "s", unit: gpu, script: `echo "one ran"`})
-	s.await(one, "RUNNING, waiting in Slurm", func(d *batch.DescribeServiceJobOutput) bool {
+	s.Await(one, "RUNNING, waiting in Slurm", func(d *batch.DescribeServiceJobOutput) bool {
 		return d.Status == types.ServiceJobStatusRunning && aws.ToString(d.StatusReason) == "Attempt 1 waits to run in slurm: Resources"
 	})
 	g.release("two")
-	s.awaitStatus(two, types.ServiceJobStatusSucceeded)
-	d := s.awaitStatus(one, types.ServiceJobStatusSucceeded)
+	s.AwaitStatus(two, types.ServiceJobStatusSucceeded)
+	d := s.AwaitStatus(one, types.ServiceJobStatusSucceeded)
 	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 0" {
 		t.Errorf("one: attempts %q", got)
 	}
@@ -199,16 +199,16 @@ func slurmControllerDown(t *testing.T, o serverOpts, c *slurmtest.Cluster) {
 	g.release("first") // it exits 5 while nobody can ask Slurm
 	later := s.submit(job{name: "later", share: "s", script: `echo "later ran"`})
 	awaitFile(t, "the environment to say slurmctld is down", func() bool { return strings.Contains(s.envReason(), "slurmctld does not answer") })
-	if d := s.describe(first); d.Status != types.ServiceJobStatusRunning {
+	if d := s.Describe(first); d.Status != types.ServiceJobStatusRunning {
 		t.Errorf("first is %s while slurmctld is down, want RUNNING (its end is not known yet)", d.Status)
 	}
 	must(t, c.StartController(context.Background()))
 	restarted = true
-	d := s.awaitStatus(first, types.ServiceJobStatusFailed)
+	d := s.AwaitStatus(first, types.ServiceJobStatusFailed)
 	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 5" {
 		t.Errorf("first: attempts %q, want one that exited with code 5", got)
 	}
-	d = s.awaitStatus(later, types.ServiceJobStatusSucceeded)
+	d = s.AwaitStatus(later, types.ServiceJobStatusSucceeded)
 	if len(d.Attempts) != 1 {
 		t.Errorf("later: %d attempts, want 1", len(d.Attempts))
 	}
@@ -250,16 +250,16 @@ func slurmKillAndRecover(t *testing.T, o serverOpts, c *slurmtest.Cluster) {
 		return err == nil && strings.TrimSpace(out) == ""
 	})
 	s2 := startServer(t, dataDir, o)
-	d := s2.awaitStatus(fail, types.ServiceJobStatusFailed)
+	d := s2.AwaitStatus(fail, types.ServiceJobStatusFailed)
 	if got := attemptReasons(d); len(got) != 1 || got[0] != "Essential process exited with code 7" {
 		t.Errorf("fail: attempts %q, want one that exited with code 7", got)
 	}
-	if d := s2.describe(keep); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
+	if d := s2.Describe(keep); d.Status != types.ServiceJobStatusRunning || len(d.Attempts) != 1 {
 		t.Errorf("keep after the restart: %s with %d attempts, want RUNNING its first", d.Status, len(d.Attempts))
 	}
-	s2.awaitStatus(waiter, types.ServiceJobStatusSucceeded)
+	s2.AwaitStatus(waiter, types.ServiceJobStatusSucceeded)
 	g.release("keep")
-	d = s2.awaitStatus(keep, types.ServiceJobStatusSucceeded)
+	d = s2.AwaitStatus(keep, types.ServiceJobStatusSucceeded)
 	if len(d.Attempts) != 1 || !strings.Contains(s2.mustLogs(keep, 1), "keep done") {
 		t.Errorf("keep: %d attempts, log %q; want one attempt that ran to its end", len(d.Attempts), s2.mustLogs(keep, 1))
 	}
