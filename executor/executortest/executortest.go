@@ -705,11 +705,7 @@ func (s *suite) environment(t *testing.T) {
 		"QSHARE_QUOTA_SHARE": "team-b",
 		"MY_SETTING":         "a b=c",
 	}
-	for k, v := range want {
-		if env[k] != v {
-			t.Errorf("%s = %q, want %q", k, env[k], v)
-		}
-	}
+	CheckEnv(t, env, want)
 	ckpt := env["SM_CHECKPOINT_DIR"]
 	if ckpt == "" {
 		t.Fatalf("SM_CHECKPOINT_DIR not set")
@@ -818,4 +814,15 @@ func ReadEnv(t testing.TB, path string) map[string]string {
 		}
 	}
 	return env
+}
+
+// CheckEnv reports, as errors of t, each variable of want that env does not
+// hold with the value want gives it (an empty value: set empty, or unset).
+func CheckEnv(t testing.TB, env, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
 }

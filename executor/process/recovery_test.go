@@ -51,12 +51,7 @@ func TestRecoverAfterAKillDuringStart(t *testing.T) {
 	// short: one forked just as the SIGTERM comes may miss it, since the
 	// shell's handler is still in place until the exec.)
 	waitForLog(t, filepath.Join(dir, "jobs/crashed/checkpoints/runs"), "run\n", time.Minute)
-	if err := e.Stop(ctx, s.AttemptID, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped || x.ExitCode != 0 {
+	if x, err := stopAndWait(t, e, s.AttemptID, time.Minute); err != nil || !x.Stopped || x.ExitCode != 0 {
 		t.Errorf("exit after Stop = %+v, %v; want stopped with code 0", x, err)
 	}
 	if e.FreeGPUs() != 1 {
@@ -82,10 +77,7 @@ func TestRecoverWithoutStateOrLink(t *testing.T) {
 	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Running || err != nil {
 		t.Fatalf("Recover(no state, no link) = %v, %v; want Running", r, err)
 	}
-	e.Stop(ctx, s.AttemptID, time.Second)
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
+	if x, err := stopAndWait(t, e, s.AttemptID, time.Second); err != nil || !x.Stopped {
 		t.Errorf("exit after Stop = %+v, %v", x, err)
 	}
 }
@@ -207,12 +199,7 @@ func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
 		if _, err := e.Start(ctx, s); err != nil {
 			t.Fatalf("Start = %v; want the launched job adopted", err)
 		}
-		if err := e.Stop(ctx, s.AttemptID, time.Second); err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
+		if x, err := stopAndWait(t, e, s.AttemptID, time.Second); err != nil || !x.Stopped {
 			t.Errorf("exit = %+v, %v; want stopped", x, err)
 		}
 		if job, ok := findAttemptProcess(s.AttemptID); ok {
@@ -269,10 +256,7 @@ func TestNewIndexesAnOldDataDirectory(t *testing.T) {
 	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Running || err != nil {
 		t.Fatalf("Recover = %v, %v; want Running", r, err)
 	}
-	e.Stop(ctx, s.AttemptID, time.Second)
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
+	if x, err := stopAndWait(t, e, s.AttemptID, time.Second); err != nil || !x.Stopped {
 		t.Errorf("exit after Stop = %+v, %v", x, err)
 	}
 }
