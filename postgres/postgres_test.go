@@ -45,6 +45,21 @@ func mustOpen(t *testing.T, loc string) *DB {
 	return d
 }
 
+// loadedIDs loads d and returns its jobs' IDs in Load's order, joined by
+// commas.
+func loadedIDs(t *testing.T, d *DB) string {
+	t.Helper()
+	st, err := d.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(st.Jobs))
+	for i, j := range st.Jobs {
+		ids[i] = j.ID
+	}
+	return strings.Join(ids, ",")
+}
+
 func testJob(id string) qshare.Job {
 	return qshare.Job{ID: id, Name: "n", JobQueue: "q", Status: qshare.JobSubmitted, Version: 1,
 		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Payload: `{"x":1}`}
@@ -106,16 +121,8 @@ func TestFencedAfterConnectionLoss(t *testing.T) {
 	if err := next.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("new-owner")}}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := next.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, j := range st.Jobs {
-		ids = append(ids, j.ID)
-	}
-	if strings.Join(ids, ",") != "before,new-owner" {
-		t.Fatalf("the store holds %v, want [before new-owner]", ids)
+	if ids := loadedIDs(t, next); ids != "before,new-owner" {
+		t.Fatalf("the store holds %s, want before,new-owner", ids)
 	}
 	if err := old.Close(); err != nil {
 		t.Logf("Close of the deposed owner: %v", err)
@@ -185,16 +192,8 @@ func TestServerErrorIsolated(t *testing.T) {
 		t.Logf("the bad change says: %v", err)
 	}
 	q.Close()
-	st, err := d.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, j := range st.Jobs {
-		ids = append(ids, j.ID)
-	}
-	if strings.Join(ids, ",") != "a,b,d" {
-		t.Fatalf("the store holds %v, want [a b d]", ids)
+	if ids := loadedIDs(t, d); ids != "a,b,d" {
+		t.Fatalf("the store holds %s, want a,b,d", ids)
 	}
 	if s := q.Stats(); s.Batches != 1 || s.Commits != 2 || s.Failed != 1 {
 		t.Errorf("stats %+v, want 1 batch, 2 commits, 1 failed", s)
@@ -492,10 +491,7 @@ func TestDurableAcrossDatabaseCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	have := map[string]bool{}
-	for _, j := range st.Jobs {
-		have[j.ID] = true
-	}
+	have := storetest.JobIDs(st.Jobs)
 	for _, id := range ok {
 		if !have[id] {
 			t.Errorf("acknowledged commit %s is not there after the database crashed", id)

@@ -144,10 +144,7 @@ func TestCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: load after kill -9: %v", round, err)
 		}
-		jobs := map[string]bool{}
-		for _, j := range st.Jobs {
-			jobs[j.ID] = true
-		}
+		jobs := storetest.JobIDs(st.Jobs)
 		marker := map[string]int{}
 		for _, q := range st.Queues {
 			marker[q.Name] = q.Priority
