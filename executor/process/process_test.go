@@ -123,6 +123,15 @@ func stopAndWait(t testing.TB, e *Executor, id string, grace time.Duration) (exe
 	return e.Wait(ctx, id)
 }
 
+// stopLost stops attempt id, whose supervisor is gone, and checks that it
+// ends stopped, its reason Lost.
+func stopLost(t testing.TB, e *Executor, id string) {
+	t.Helper()
+	if x, err := stopAndWait(t, e, id, time.Second); err != nil || !x.Stopped || !strings.HasPrefix(x.Reason, "Lost") {
+		t.Errorf("exit %+v, %v; want stopped, reason Lost", x, err)
+	}
+}
+
 func spec(job string, n int, payload string) executor.Spec {
 	return executor.Spec{JobID: job, JobName: job, AttemptID: fmt.Sprintf("%s-a%d", job, n), Attempt: n, Queue: "q", Share: "s",
 		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payload}
@@ -528,10 +537,7 @@ func TestStopWhenTheSupervisorIsGone(t *testing.T) {
 	if r, _ := e.Recover(context.Background(), h); r != executor.Running {
 		t.Fatalf("Recover = %v; want Running (the job still runs)", r)
 	}
-	x, err := stopAndWait(t, e, s.AttemptID, time.Second)
-	if err != nil || !x.Stopped || !strings.HasPrefix(x.Reason, "Lost") {
-		t.Errorf("exit %+v, %v; want stopped, reason Lost", x, err)
-	}
+	stopLost(t, e, s.AttemptID)
 	if st.Job.alive() {
 		t.Errorf("the job still runs")
 	}
@@ -713,10 +719,7 @@ func TestSupervisorDiesUnderALiveServer(t *testing.T) {
 	if !st.Job.alive() {
 		t.Fatalf("the job died with its supervisor")
 	}
-	x1, err := stopAndWait(t, e, s1.AttemptID, time.Second)
-	if err != nil || !x1.Stopped || !strings.HasPrefix(x1.Reason, "Lost") {
-		t.Errorf("orphaned attempt: %+v, %v; want stopped and Lost", x1, err)
-	}
+	stopLost(t, e, s1.AttemptID)
 	if st.Job.alive() {
 		t.Errorf("the job survived the stop")
 	}

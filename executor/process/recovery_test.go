@@ -73,11 +73,18 @@ func TestRecoverWithoutStateOrLink(t *testing.T) {
 	}
 	e := newExecutor(t, dir, nil)
 	defer e.Close()
-	ctx := context.Background()
-	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Running || err != nil {
-		t.Fatalf("Recover(no state, no link) = %v, %v; want Running", r, err)
+	recoverAndStop(t, e, s.AttemptID, "no state, no link")
+}
+
+// recoverAndStop checks that Recover finds attempt id, from a handle without
+// state (how says what else it lacks), Running, then stops it and checks
+// that it ends stopped.
+func recoverAndStop(t *testing.T, e *Executor, id, how string) {
+	t.Helper()
+	if r, err := e.Recover(context.Background(), executor.Handle{AttemptID: id}); r != executor.Running || err != nil {
+		t.Fatalf("Recover(%s) = %v, %v; want Running", how, r, err)
 	}
-	if x, err := stopAndWait(t, e, s.AttemptID, time.Second); err != nil || !x.Stopped {
+	if x, err := stopAndWait(t, e, id, time.Second); err != nil || !x.Stopped {
 		t.Errorf("exit after Stop = %+v, %v", x, err)
 	}
 }
@@ -252,13 +259,7 @@ func TestNewIndexesAnOldDataDirectory(t *testing.T) {
 	if !attached {
 		t.Errorf("New did not re-attach to the running attempt")
 	}
-	ctx := context.Background()
-	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Running || err != nil {
-		t.Fatalf("Recover = %v, %v; want Running", r, err)
-	}
-	if x, err := stopAndWait(t, e, s.AttemptID, time.Second); err != nil || !x.Stopped {
-		t.Errorf("exit after Stop = %+v, %v", x, err)
-	}
+	recoverAndStop(t, e, s.AttemptID, "no state")
 }
 
 // The attempt's record: the launch line, then complete lines only; a line
