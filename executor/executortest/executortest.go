@@ -368,7 +368,14 @@ func (s *suite) runsOn(t testing.TB, e executor.Executor, sp executor.Spec, h ex
 
 func (s *suite) start(t testing.TB, e executor.Executor, sp executor.Spec) executor.Handle {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), s.Slack)
+	return Start(t, e, sp, s.Slack)
+}
+
+// Start starts sp on e, allowing it within, and checks the handle it
+// returns: its AttemptID sp's, a StartedAt set.
+func Start(t testing.TB, e executor.Executor, sp executor.Spec, within time.Duration) executor.Handle {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	h, err := e.Start(ctx, sp)
 	if err != nil {
