@@ -124,11 +124,15 @@ func stopAndWait(t testing.TB, e *Executor, id string, grace time.Duration) (exe
 }
 
 // stopLost stops attempt id, whose supervisor is gone, and checks that it
-// ends stopped, its reason Lost.
-func stopLost(t testing.TB, e *Executor, id string) {
+// ends stopped, its reason Lost, and that its job, which ran on without
+// the supervisor, is gone too.
+func stopLost(t testing.TB, e *Executor, id string, job identity) {
 	t.Helper()
 	if x, err := stopAndWait(t, e, id, time.Second); err != nil || !x.Stopped || !strings.HasPrefix(x.Reason, "Lost") {
 		t.Errorf("exit %+v, %v; want stopped, reason Lost", x, err)
+	}
+	if job.alive() {
+		t.Errorf("the job survived the stop")
 	}
 }
 
@@ -537,10 +541,7 @@ func TestStopWhenTheSupervisorIsGone(t *testing.T) {
 	if r, _ := e.Recover(context.Background(), h); r != executor.Running {
 		t.Fatalf("Recover = %v; want Running (the job still runs)", r)
 	}
-	stopLost(t, e, s.AttemptID)
-	if st.Job.alive() {
-		t.Errorf("the job still runs")
-	}
+	stopLost(t, e, s.AttemptID, st.Job)
 }
 
 func TestRecoverLost(t *testing.T) {
@@ -719,10 +720,7 @@ func TestSupervisorDiesUnderALiveServer(t *testing.T) {
 	if !st.Job.alive() {
 		t.Fatalf("the job died with its supervisor")
 	}
-	stopLost(t, e, s1.AttemptID)
-	if st.Job.alive() {
-		t.Errorf("the job survived the stop")
-	}
+	stopLost(t, e, s1.AttemptID, st.Job)
 }
 
 func TestSupervisorExitsAfterItsLastJob(t *testing.T) {
