@@ -50,7 +50,7 @@ import (
 
 // Defaults of Options and Config.
 const (
-	DefaultStopGrace    = 120 * time.Second
+	DefaultStopGrace    = executor.DefaultStopGrace
 	DefaultStartWait    = 10 * time.Second
 	DefaultStartTimeout = 5 * time.Minute
 	DefaultKeepEnded    = 24 * time.Hour
