@@ -16,6 +16,10 @@ import (
 // stop takes. Every executor honours it over the server's setting.
 const EnvStopGrace = "QSHARE_STOP_GRACE"
 
+// DefaultStopGrace is every executor's grace period of a Stop when neither
+// the caller, the job (EnvStopGrace) nor the executor's options set one.
+const DefaultStopGrace = 120 * time.Second
+
 // JobGrace returns the payload's own grace period (EnvStopGrace), 0 when it
 // sets none, or an EINVALID *qshare.Error naming the field.
 func JobGrace(req *trainingjob.Request) (time.Duration, error) {

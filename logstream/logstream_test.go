@@ -243,36 +243,37 @@ func TestFollow(t *testing.T) {
 			t.Fatalf("line %q, want %q", got, want)
 		}
 	}
+	// start and end play the daemon and the executor: attempt n of j starts
+	// (j runs), or its log ends and it stops (j is then status).
+	start := func(n int) {
+		js.update("j", func(j *qshare.Job) {
+			j.Status = qshare.JobRunning
+			j.Attempts = append(j.Attempts, qshare.Attempt{N: n, ID: "j-" + strconv.Itoa(n), StartedAt: time.Now()})
+		})
+	}
+	end := func(n int, status qshare.JobStatus) {
+		ls.end("j-" + strconv.Itoa(n))
+		js.update("j", func(j *qshare.Job) {
+			j.Attempts[n-1].StoppedAt = time.Now()
+			j.Status = status
+		})
+	}
 
-	js.update("j", func(j *qshare.Job) {
-		j.Status = qshare.JobRunning
-		j.Attempts = append(j.Attempts, qshare.Attempt{N: 1, ID: "j-1", StartedAt: time.Now()})
-	})
+	start(1)
 	ls.write("j-1", "epoch 1\n")
 	expect("epoch 1")
 	ls.write("j-1", "epoch 2\n")
 	expect("epoch 2")
 	// Preempted: the attempt stops, a second one starts.
 	ls.write("j-1", "checkpoint saved\n")
-	ls.end("j-1")
-	js.update("j", func(j *qshare.Job) {
-		j.Attempts[0].StoppedAt = time.Now()
-		j.Status = qshare.JobRunnable
-	})
+	end(1, qshare.JobRunnable)
 	expect("checkpoint saved")
 	ls.write("j-2", "resumed from checkpoint\n")
-	js.update("j", func(j *qshare.Job) {
-		j.Status = qshare.JobRunning
-		j.Attempts = append(j.Attempts, qshare.Attempt{N: 2, ID: "j-2", StartedAt: time.Now()})
-	})
+	start(2)
 	expect("==> attempt 2 <==")
 	expect("resumed from checkpoint")
 	ls.write("j-2", "done\n")
-	ls.end("j-2")
-	js.update("j", func(j *qshare.Job) {
-		j.Attempts[1].StoppedAt = time.Now()
-		j.Status = qshare.JobSucceeded
-	})
+	end(2, qshare.JobSucceeded)
 	expect("done")
 	if lines.Scan() {
 		t.Fatalf("extra line %q after the job ended", lines.Text())

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"testing"
 
 	"qshare/store"
@@ -11,22 +10,7 @@ import (
 // The jobs, the parallel load and the figures are storetest's (bench.go),
 // the same as sqlite/'s benchmarks.
 
-func benchDB(b *testing.B) *DB {
-	b.Helper()
-	if srv == nil {
-		b.Skip(skipWhy)
-	}
-	loc, err := srv.NewDatabase(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	d, err := Open(context.Background(), loc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { d.Close() })
-	return d
-}
+func benchDB(b *testing.B) *DB { return mustOpen(b, newDB(b)) }
 
 // BenchmarkCommitParallel: 64 callers, each committing one submitted job
 // per operation, durably, through group commit; commits per second, per

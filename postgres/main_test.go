@@ -41,9 +41,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// newDB returns the URL of a new, empty database, skipping t when there is
-// no PostgreSQL.
-func newDB(t *testing.T) string {
+// newDB returns the URL of a new, empty database, skipping t (a test or a
+// benchmark) when there is no PostgreSQL.
+func newDB(t testing.TB) string {
 	t.Helper()
 	if srv == nil {
 		t.Skip(skipWhy)

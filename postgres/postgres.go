@@ -39,7 +39,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"qshare"
 	"qshare/store"
 	"qshare/store/groupcommit"
 	"qshare/store/jsonload"
@@ -211,43 +210,21 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 		return fail("", err)
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only; nothing to undo
-	st := &store.State{}
-	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data FROM environments ORDER BY name`, nil); err != nil {
-		return fail("environments ", err)
+	query := func(sql string) (jsonload.Rows, func(), error) {
+		rows, err := tx.Query(ctx, sql)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rows, rows.Close, nil
 	}
-	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data FROM policies ORDER BY name`, nil); err != nil {
-		return fail("policies ", err)
-	}
-	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data FROM queues ORDER BY name`, nil); err != nil {
-		return fail("queues ", err)
-	}
-	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data FROM shares ORDER BY queue, name`, nil); err != nil {
-		return fail("shares ", err)
-	}
-	if st.Plans, err = loadAll[qshare.CapacityPlan](ctx, tx, `SELECT data FROM plans ORDER BY name`, nil); err != nil {
-		return fail("plans ", err)
-	}
-	setPayload := func(j *qshare.Job, payload []byte) { j.Payload = string(payload) }
-	if st.Jobs, err = loadAll(ctx, tx, `SELECT data, payload FROM jobs ORDER BY created_at, id`, setPayload); err != nil {
-		return fail("jobs ", err)
+	st, table, err := jsonload.State(query, func(payload []byte) string { return string(payload) })
+	if err != nil {
+		return fail(table+" ", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fail("", err)
 	}
 	return st, nil
-}
-
-// loadAll runs query, which selects a JSON text column, and decodes every
-// row in order, on every core (store/jsonload, as sqlite/ does). With
-// extra, the query selects a second, bytea column, which extra puts into
-// the decoded record.
-func loadAll[T any](ctx context.Context, tx pgx.Tx, query string, extra func(*T, []byte)) ([]T, error) {
-	rows, err := tx.Query(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return jsonload.Decode(rows, extra)
 }
 
 // redact returns connString without its password, for messages: a URL as

@@ -26,7 +26,7 @@ func TestStore(t *testing.T) {
 	if srv == nil {
 		t.Skip(skipWhy)
 	}
-	storetest.Run(t, newDB, func(ctx context.Context, location string) (store.Store, error) {
+	storetest.Run(t, func(t *testing.T) string { return newDB(t) }, func(ctx context.Context, location string) (store.Store, error) {
 		u, err := url.Parse(location)
 		if err != nil {
 			return nil, err
@@ -35,7 +35,7 @@ func TestStore(t *testing.T) {
 	})
 }
 
-func mustOpen(t *testing.T, loc string) *DB {
+func mustOpen(t testing.TB, loc string) *DB {
 	t.Helper()
 	d, err := Open(context.Background(), loc)
 	if err != nil {
@@ -43,6 +43,32 @@ func mustOpen(t *testing.T, loc string) *DB {
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
+}
+
+// loadedIDs loads d and returns its jobs' IDs in Load's order, joined by
+// commas.
+func loadedIDs(t *testing.T, d *DB) string {
+	t.Helper()
+	st, err := d.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(st.Jobs))
+	for i, j := range st.Jobs {
+		ids[i] = j.ID
+	}
+	return strings.Join(ids, ",")
+}
+
+// connect opens a connection of its own to the database at loc, for a test
+// that reads or changes it behind the store's back; the caller closes it.
+func connect(t *testing.T, loc string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func testJob(id string) qshare.Job {
@@ -54,10 +80,7 @@ func testJob(id string) qshare.Job {
 // connection, as an operator's pg_terminate_backend or a cut network would.
 func terminate(t *testing.T, loc string, pid uint32) {
 	t.Helper()
-	c, err := pgx.Connect(context.Background(), loc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := connect(t, loc)
 	defer c.Close(context.Background())
 	var ok bool
 	if err := c.QueryRow(context.Background(), `SELECT pg_terminate_backend($1, 5000)`, int32(pid)).Scan(&ok); err != nil || !ok {
@@ -106,16 +129,8 @@ func TestFencedAfterConnectionLoss(t *testing.T) {
 	if err := next.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("new-owner")}}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := next.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, j := range st.Jobs {
-		ids = append(ids, j.ID)
-	}
-	if strings.Join(ids, ",") != "before,new-owner" {
-		t.Fatalf("the store holds %v, want [before new-owner]", ids)
+	if ids := loadedIDs(t, next); ids != "before,new-owner" {
+		t.Fatalf("the store holds %s, want before,new-owner", ids)
 	}
 	if err := old.Close(); err != nil {
 		t.Logf("Close of the deposed owner: %v", err)
@@ -129,15 +144,12 @@ func TestFenceRefusesAnotherEpoch(t *testing.T) {
 	loc := newDB(t)
 	d := mustOpen(t, loc)
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, loc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := connect(t, loc)
 	defer c.Close(ctx)
 	if _, err := c.Exec(ctx, `UPDATE owner SET epoch = epoch + 1`); err != nil {
 		t.Fatal(err)
 	}
-	err = d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("j")}})
+	err := d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("j")}})
 	if !errors.Is(err, ErrDeposed) || !strings.Contains(err.Error(), "another server has taken the store over") {
 		t.Fatalf("commit after another epoch was taken returned %v", err)
 	}
@@ -185,16 +197,8 @@ func TestServerErrorIsolated(t *testing.T) {
 		t.Logf("the bad change says: %v", err)
 	}
 	q.Close()
-	st, err := d.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, j := range st.Jobs {
-		ids = append(ids, j.ID)
-	}
-	if strings.Join(ids, ",") != "a,b,d" {
-		t.Fatalf("the store holds %v, want [a b d]", ids)
+	if ids := loadedIDs(t, d); ids != "a,b,d" {
+		t.Fatalf("the store holds %s, want a,b,d", ids)
 	}
 	if s := q.Stats(); s.Batches != 1 || s.Commits != 2 || s.Failed != 1 {
 		t.Errorf("stats %+v, want 1 batch, 2 commits, 1 failed", s)
@@ -232,15 +236,12 @@ func TestNewerSchemaRefused(t *testing.T) {
 	d := mustOpen(t, loc)
 	d.Close()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, loc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := connect(t, loc)
 	defer c.Close(ctx)
 	if _, err := c.Exec(ctx, `INSERT INTO schema_version VALUES (99, now())`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(ctx, loc)
+	_, err := Open(ctx, loc)
 	if err == nil || !strings.Contains(err.Error(), "schema version 99") {
 		t.Fatalf("Open of a newer schema returned %v", err)
 	}
@@ -300,10 +301,7 @@ func TestOpenURLRefuses(t *testing.T) {
 func blockJobs(t *testing.T, loc string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, loc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := connect(t, loc)
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -321,10 +319,7 @@ func blockJobs(t *testing.T, loc string) (release func()) {
 func waitingOnLock(t *testing.T, loc string, pid uint32) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, loc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := connect(t, loc)
 	defer c.Close(ctx)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -492,10 +487,7 @@ func TestDurableAcrossDatabaseCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	have := map[string]bool{}
-	for _, j := range st.Jobs {
-		have[j.ID] = true
-	}
+	have := storetest.JobIDs(st.Jobs)
 	for _, id := range ok {
 		if !have[id] {
 			t.Errorf("acknowledged commit %s is not there after the database crashed", id)
@@ -517,10 +509,7 @@ func TestDurableAcrossDatabaseCrash(t *testing.T) {
 func TestSchemasAreSeparateStores(t *testing.T) {
 	loc := newDB(t)
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, loc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := connect(t, loc)
 	defer c.Close(ctx)
 	if _, err := c.Exec(ctx, `CREATE SCHEMA team_a; CREATE SCHEMA team_b`); err != nil {
 		t.Fatal(err)

@@ -204,30 +204,19 @@ func (w *writer) apply(reqs []*row.Change) (int, error) {
 // applyOne writes one change: its puts, then its deletes.
 func (w *writer) applyOne(ctx context.Context, e *row.Change) error {
 	s := &w.stmts
-	for _, r := range e.PutEnvs {
-		if _, err := s.putEnv.ExecContext(ctx, r.Key, r.Data); err != nil {
-			return fmt.Errorf("put service environment %q: %w", r.Key, err)
-		}
-	}
-	for _, r := range e.PutPolicies {
-		if _, err := s.putPolicy.ExecContext(ctx, r.Key, r.Data); err != nil {
-			return fmt.Errorf("put scheduling policy %q: %w", r.Key, err)
-		}
-	}
-	for _, r := range e.PutQueues {
-		if _, err := s.putQueue.ExecContext(ctx, r.Key, r.Data); err != nil {
-			return fmt.Errorf("put job queue %q: %w", r.Key, err)
-		}
+	if err := putKeyed(ctx,
+		keyedPuts{s.putEnv, "service environment", e.PutEnvs},
+		keyedPuts{s.putPolicy, "scheduling policy", e.PutPolicies},
+		keyedPuts{s.putQueue, "job queue", e.PutQueues}); err != nil {
+		return err
 	}
 	for _, r := range e.PutShares {
 		if _, err := s.putShare.ExecContext(ctx, r.Queue, r.Name, r.Data); err != nil {
 			return fmt.Errorf("put quota share %q of queue %q: %w", r.Name, r.Queue, err)
 		}
 	}
-	for _, r := range e.PutPlans {
-		if _, err := s.putPlan.ExecContext(ctx, r.Key, r.Data); err != nil {
-			return fmt.Errorf("put capacity plan %q: %w", r.Key, err)
-		}
+	if err := putKeyed(ctx, keyedPuts{s.putPlan, "capacity plan", e.PutPlans}); err != nil {
+		return err
 	}
 	for _, r := range e.PutJobs {
 		if r.Version > 1 {
@@ -247,34 +236,59 @@ func (w *writer) applyOne(ctx context.Context, e *row.Change) error {
 			return fmt.Errorf("put job %q: %w", r.ID, err)
 		}
 	}
-	for _, k := range e.DelEnvs {
-		if _, err := s.delEnv.ExecContext(ctx, k); err != nil {
-			return fmt.Errorf("delete service environment %q: %w", k, err)
-		}
-	}
-	for _, k := range e.DelPolicies {
-		if _, err := s.delPolicy.ExecContext(ctx, k); err != nil {
-			return fmt.Errorf("delete scheduling policy %q: %w", k, err)
-		}
-	}
-	for _, k := range e.DelQueues {
-		if _, err := s.delQueue.ExecContext(ctx, k); err != nil {
-			return fmt.Errorf("delete job queue %q: %w", k, err)
-		}
+	if err := deleteKeyed(ctx,
+		keyedDeletes{s.delEnv, "service environment", e.DelEnvs},
+		keyedDeletes{s.delPolicy, "scheduling policy", e.DelPolicies},
+		keyedDeletes{s.delQueue, "job queue", e.DelQueues}); err != nil {
+		return err
 	}
 	for _, k := range e.DelShares {
 		if _, err := s.delShare.ExecContext(ctx, k.Queue, k.Name); err != nil {
 			return fmt.Errorf("delete quota share %q of queue %q: %w", k.Name, k.Queue, err)
 		}
 	}
-	for _, k := range e.DelPlans {
-		if _, err := s.delPlan.ExecContext(ctx, k); err != nil {
-			return fmt.Errorf("delete capacity plan %q: %w", k, err)
+	return deleteKeyed(ctx,
+		keyedDeletes{s.delPlan, "capacity plan", e.DelPlans},
+		keyedDeletes{s.delJob, "job", e.DelJobs})
+}
+
+// keyedPuts are the puts of one kind of record (what, for messages) keyed
+// by name: the rows, and stmt, their upsert.
+type keyedPuts struct {
+	stmt *sql.Stmt
+	what string
+	rows []row.Keyed
+}
+
+// putKeyed runs the puts of each kind in turn and stops at the first that
+// fails.
+func putKeyed(ctx context.Context, kinds ...keyedPuts) error {
+	for _, p := range kinds {
+		for _, r := range p.rows {
+			if _, err := p.stmt.ExecContext(ctx, r.Key, r.Data); err != nil {
+				return fmt.Errorf("put %s %q: %w", p.what, r.Key, err)
+			}
 		}
 	}
-	for _, k := range e.DelJobs {
-		if _, err := s.delJob.ExecContext(ctx, k); err != nil {
-			return fmt.Errorf("delete job %q: %w", k, err)
+	return nil
+}
+
+// keyedDeletes are the deletes of one kind of record (what, for messages)
+// keyed by name: the keys, and stmt, their delete by key.
+type keyedDeletes struct {
+	stmt *sql.Stmt
+	what string
+	keys []string
+}
+
+// deleteKeyed runs the deletes of each kind in turn and stops at the first
+// that fails.
+func deleteKeyed(ctx context.Context, kinds ...keyedDeletes) error {
+	for _, d := range kinds {
+		for _, k := range d.keys {
+			if _, err := d.stmt.ExecContext(ctx, k); err != nil {
+				return fmt.Errorf("delete %s %q: %w", d.what, k, err)
+			}
 		}
 	}
 	return nil

@@ -3,7 +3,6 @@
 package sqlite_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -89,42 +88,8 @@ func TestCrash(t *testing.T) {
 	start := 0
 	for round := range 4 {
 		cmd, stdout, stderr := storetest.StartChild(t, "^TestCrashChild$", crashChildEnv+"="+path, fmt.Sprintf("%s_START=%d", crashChildEnv, start))
-		lines := make(chan string, 1024)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
 		// Kill it at a random moment after it has acknowledged something.
-		first, ok := <-lines
-		if !ok {
-			cmd.Wait()
-			t.Fatalf("round %d: the child acknowledged nothing: %s", round, stderr.String())
-		}
-		got := []string{first}
-		deadline := time.After(time.Duration(50+r.IntN(400)) * time.Millisecond)
-	collect:
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					break collect
-				}
-				got = append(got, l)
-			case <-deadline:
-				cmd.Process.Kill() // SIGKILL
-				for l := range lines {
-					got = append(got, l)
-				}
-				break collect
-			}
-		}
-		err := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(interface{ Signaled() bool }); !ok || !ws.Signaled() {
-			t.Fatalf("round %d: the child ended on its own (%v) before it was killed: %s", round, err, stderr.String())
-		}
+		got := storetest.KillMidway(t, cmd, stdout, stderr, time.Duration(50+r.IntN(400))*time.Millisecond)
 		maxI := start
 		for _, l := range got {
 			var g, i int
@@ -144,10 +109,7 @@ func TestCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: load after kill -9: %v", round, err)
 		}
-		jobs := map[string]bool{}
-		for _, j := range st.Jobs {
-			jobs[j.ID] = true
-		}
+		jobs := storetest.JobIDs(st.Jobs)
 		marker := map[string]int{}
 		for _, q := range st.Queues {
 			marker[q.Name] = q.Priority

@@ -107,6 +107,17 @@ func sendClaimed(t *testing.T, d *DB, c *store.Change) chan error {
 	return answer
 }
 
+// mustOpen opens the database at path, failing t if it cannot; the test
+// closes it.
+func mustOpen(t *testing.T, path string) *DB {
+	t.Helper()
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func jobNamed(id string) qshare.Job {
 	return qshare.Job{ID: id, JobQueue: "q", Status: qshare.JobSubmitted, CreatedAt: time.Unix(1, 0).UTC(), Version: 1}
 }
@@ -117,10 +128,7 @@ func jobNamed(id string) qshare.Job {
 // it is applied, and the rest of its batch commits.
 func TestGroupCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "qshare.db")
-	d, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustOpen(t, path)
 	defer d.Close()
 	// A trigger makes SQLite itself reject any job whose ID starts with
 	// "poison": a failure inside the transaction, not in encoding.
@@ -162,10 +170,7 @@ func TestGroupCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	present := map[string]bool{}
-	for _, j := range st.Jobs {
-		present[j.ID] = true
-	}
+	present := storetest.JobIDs(st.Jobs)
 	for name, err := range errs {
 		if strings.HasPrefix(name, "bad") {
 			if err == nil || !strings.Contains(err.Error(), "poisoned job") {
@@ -193,10 +198,7 @@ func TestGroupCommit(t *testing.T) {
 // waits in the queue is never applied.
 func TestAbandonedWhileQueued(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "qshare.db")
-	d, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustOpen(t, path)
 	defer d.Close()
 	release := blockWriter(t, path)
 	first := sendClaimed(t, d, &store.Change{PutJobs: []qshare.Job{jobNamed("first")}})
@@ -264,10 +266,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "qshare.db")
 	j := qshare.Job{ID: "j", Name: "n", JobQueue: "q", Status: qshare.JobRunnable, CreatedAt: time.Unix(1, 0), Version: 1, Payload: `{"a":"b"}`}
 	oldDatabase(t, path, 1, j)
-	d, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustOpen(t, path)
 	defer d.Close()
 	st, err := d.Load(context.Background())
 	if err != nil {
@@ -299,10 +298,7 @@ func TestMigratePayload(t *testing.T) {
 	empty.Payload = ""
 	oldDatabase(t, path, 2, full, empty)
 	ctx := context.Background()
-	d, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustOpen(t, path)
 	defer d.Close()
 	st, err := d.Load(ctx)
 	if err != nil {

@@ -24,7 +24,6 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	"qshare"
 	"qshare/store"
 	"qshare/store/groupcommit"
 	"qshare/store/jsonload"
@@ -204,39 +203,21 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 		return nil, fmt.Errorf("sqlite: load from %s: %w%s", d.path, err, hint(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only; nothing to undo
-	st := &store.State{}
-	if st.Environments, err = loadAll[qshare.ServiceEnvironment](ctx, tx, `SELECT data FROM environments ORDER BY name`, nil); err != nil {
-		return nil, fmt.Errorf("sqlite: load environments from %s: %w", d.path, err)
+	query := func(sql string) (jsonload.Rows, func(), error) {
+		rows, err := tx.QueryContext(ctx, sql)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rows, func() { rows.Close() }, nil
 	}
-	if st.Policies, err = loadAll[qshare.SchedulingPolicy](ctx, tx, `SELECT data FROM policies ORDER BY name`, nil); err != nil {
-		return nil, fmt.Errorf("sqlite: load policies from %s: %w", d.path, err)
-	}
-	if st.Queues, err = loadAll[qshare.JobQueue](ctx, tx, `SELECT data FROM queues ORDER BY name`, nil); err != nil {
-		return nil, fmt.Errorf("sqlite: load queues from %s: %w", d.path, err)
-	}
-	if st.Shares, err = loadAll[qshare.QuotaShare](ctx, tx, `SELECT data FROM shares ORDER BY queue, name`, nil); err != nil {
-		return nil, fmt.Errorf("sqlite: load shares from %s: %w", d.path, err)
-	}
-	if st.Plans, err = loadAll[qshare.CapacityPlan](ctx, tx, `SELECT data FROM plans ORDER BY name`, nil); err != nil {
-		return nil, fmt.Errorf("sqlite: load capacity plans from %s: %w", d.path, err)
-	}
-	setPayload := func(j *qshare.Job, payload string) { j.Payload = payload }
-	if st.Jobs, err = loadAll(ctx, tx, `SELECT data, payload FROM jobs ORDER BY created_at, id`, setPayload); err != nil {
-		return nil, fmt.Errorf("sqlite: load jobs from %s: %w", d.path, err)
+	st, table, err := jsonload.State(query, func(payload string) string { return payload })
+	if err != nil {
+		if table == "plans" {
+			table = "capacity plans" // as this store's message has always said
+		}
+		return nil, fmt.Errorf("sqlite: load %s from %s: %w", table, d.path, err)
 	}
 	return st, nil
-}
-
-// loadAll runs query, which selects one JSON column, and decodes every row,
-// in order, on every core (store/jsonload). With extra, the query selects a
-// second, text column, which extra puts into the decoded record.
-func loadAll[T any](ctx context.Context, tx *sql.Tx, query string, extra func(*T, string)) ([]T, error) {
-	rows, err := tx.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return jsonload.Decode(rows, extra)
 }
 
 // discardConn makes database/sql close c's driver connection instead of

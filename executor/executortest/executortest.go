@@ -368,7 +368,14 @@ func (s *suite) runsOn(t testing.TB, e executor.Executor, sp executor.Spec, h ex
 
 func (s *suite) start(t testing.TB, e executor.Executor, sp executor.Spec) executor.Handle {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), s.Slack)
+	return Start(t, e, sp, s.Slack)
+}
+
+// Start starts sp on e, allowing it within, and checks the handle it
+// returns: its AttemptID sp's, a StartedAt set.
+func Start(t testing.TB, e executor.Executor, sp executor.Spec, within time.Duration) executor.Handle {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	h, err := e.Start(ctx, sp)
 	if err != nil {
@@ -705,11 +712,7 @@ func (s *suite) environment(t *testing.T) {
 		"QSHARE_QUOTA_SHARE": "team-b",
 		"MY_SETTING":         "a b=c",
 	}
-	for k, v := range want {
-		if env[k] != v {
-			t.Errorf("%s = %q, want %q", k, env[k], v)
-		}
-	}
+	CheckEnv(t, env, want)
 	ckpt := env["SM_CHECKPOINT_DIR"]
 	if ckpt == "" {
 		t.Fatalf("SM_CHECKPOINT_DIR not set")
@@ -818,4 +821,15 @@ func ReadEnv(t testing.TB, path string) map[string]string {
 		}
 	}
 	return env
+}
+
+// CheckEnv reports, as errors of t, each variable of want that env does not
+// hold with the value want gives it (an empty value: set empty, or unset).
+func CheckEnv(t testing.TB, env, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
 }

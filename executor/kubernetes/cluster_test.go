@@ -19,6 +19,7 @@ import (
 
 	"qshare"
 	"qshare/executor"
+	"qshare/executor/executortest"
 	"qshare/executor/kubernetes/kubetest"
 )
 
@@ -39,13 +40,7 @@ func spec(p kubetest.Program, typ string, count int) executor.Spec {
 
 func start(t *testing.T, e *Executor, s executor.Spec) executor.Handle {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	h, err := e.Start(ctx, s)
-	if err != nil {
-		t.Fatalf("Start(%s): %v", s.AttemptID, err)
-	}
-	return h
+	return executortest.Start(t, e, s, time.Minute)
 }
 
 func wait(t *testing.T, e *Executor, id string) executor.Exit {

@@ -50,7 +50,7 @@ import (
 
 // Defaults of Options and Config.
 const (
-	DefaultStopGrace    = 120 * time.Second
+	DefaultStopGrace    = executor.DefaultStopGrace
 	DefaultStartWait    = 10 * time.Second
 	DefaultStartTimeout = 5 * time.Minute
 	DefaultKeepEnded    = 24 * time.Hour
@@ -189,8 +189,8 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	cache.WaitForCacheSync(sctx.Done(), e.pods.HasSynced)
 	scancel()
 	e.wg.Add(2)
-	go e.housekeep()
-	go e.health()
+	go e.every(time.Minute, e.expireEnded)
+	go e.every(e.o.HealthInterval, e.checkHealth)
 	return e, nil
 }
 
@@ -216,25 +216,15 @@ func (e *Executor) Health() string {
 	return "The Kubernetes API server does not answer (" + e.apiErr + "): running attempts keep their capacity and state, and their starts and stops are retried until it answers"
 }
 
-// health asks the API server for its version every Options.HealthInterval,
-// so that its absence and its return are noticed even when nothing else
-// calls it.
-func (e *Executor) health() {
-	defer e.wg.Done()
-	t := time.NewTicker(e.o.HealthInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-e.ctx.Done():
-			return
-		case <-t.C:
-		}
-		_, err := e.c.Discovery().ServerVersion()
-		if e.ctx.Err() != nil {
-			return
-		}
-		e.setAPIErr(err)
+// checkHealth asks the API server for its version, every
+// Options.HealthInterval, so that its absence and its return are noticed
+// even when nothing else calls it.
+func (e *Executor) checkHealth() {
+	_, err := e.c.Discovery().ServerVersion()
+	if e.ctx.Err() != nil {
+		return
 	}
+	e.setAPIErr(err)
 }
 
 // Name returns "kubernetes".
@@ -1050,18 +1040,19 @@ func (e *Executor) Close() error {
 	return nil
 }
 
-// housekeep deletes, every minute, the ended pods older than
-// Config.KeepEnded.
-func (e *Executor) housekeep() {
+// every calls f every d until the executor closes; it runs as one of
+// e.wg's goroutines (the executor's housekeeping: checkHealth, and
+// expireEnded every minute).
+func (e *Executor) every(d time.Duration, f func()) {
 	defer e.wg.Done()
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
+	t := time.NewTicker(d)
+	defer t.Stop()
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
-		case <-tick.C:
-			e.expireEnded()
+		case <-t.C:
+			f()
 		}
 	}
 }
@@ -1110,8 +1101,9 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 	return swept, nil
 }
 
-// expireEnded deletes ended pods (and their attempts' objects) older than
-// Config.KeepEnded whose attempts the executor no longer follows.
+// expireEnded deletes, every minute, the ended pods (and their attempts'
+// objects) older than Config.KeepEnded whose attempts the executor no
+// longer follows.
 func (e *Executor) expireEnded() {
 	keep := e.cfg.keepEnded()
 	for _, obj := range e.pods.GetStore().List() {

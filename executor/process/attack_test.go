@@ -50,6 +50,29 @@ func retryRefused(t *testing.T, e *Executor, data, job, want string) {
 	}
 }
 
+// linkAttack is the first half of most attacks, on a fresh data directory
+// and an executor on it (closed when the test ends): attempt 1 of job runs
+// cmd(outside), which plants a link to outside, a directory outside the
+// data directory, and attempt 2 must be refused (retryRefused). It returns
+// the executor and outside.
+func linkAttack(t *testing.T, job string, cmd func(outside string) string, want string) (*Executor, string) {
+	t.Helper()
+	data, outside := t.TempDir(), t.TempDir()
+	e := newExecutor(t, data, nil)
+	t.Cleanup(func() { e.Close() })
+	plant(t, e, job, cmd(outside))
+	retryRefused(t, e, data, job, want)
+	return e, outside
+}
+
+// nothingOutside checks that the attempts created nothing in outside.
+func nothingOutside(t *testing.T, outside string) {
+	t.Helper()
+	if names := dirNames(t, outside); len(names) != 0 {
+		t.Errorf("the attempt created %v outside the data directory", names)
+	}
+}
+
 // dirNames lists the names in dir.
 func dirNames(t *testing.T, dir string) []string {
 	t.Helper()
@@ -68,25 +91,19 @@ func dirNames(t *testing.T, dir string) []string {
 // directory: the next attempt's hyperparameters.json, resourceconfig.json
 // and inputdataconfig.json were written there (issue 14, finding 3).
 func TestAttackConfigDirectoryLink(t *testing.T) {
-	data, outside := t.TempDir(), t.TempDir()
-	e := newExecutor(t, data, nil)
-	defer e.Close()
-	plant(t, e, "cfg", `rm -rf "$SM_INPUT_CONFIG_DIR" && ln -s "`+outside+`" "$SM_INPUT_CONFIG_DIR"`)
-	retryRefused(t, e, data, "cfg", "input/config in the job's directory is a link")
-	if names := dirNames(t, outside); len(names) != 0 {
-		t.Errorf("the attempt wrote %v outside the data directory", names)
-	}
+	_, outside := linkAttack(t, "cfg", func(outside string) string {
+		return `rm -rf "$SM_INPUT_CONFIG_DIR" && ln -s "` + outside + `" "$SM_INPUT_CONFIG_DIR"`
+	}, "input/config in the job's directory is a link")
+	nothingOutside(t, outside)
 }
 
 // The same one level up (input) and for a file: a link planted in place of
 // hyperparameters.json, pointing at a file outside, is replaced, never
 // written through; so is a hard link to such a file.
 func TestAttackConfigFileLinks(t *testing.T) {
-	data, outside := t.TempDir(), t.TempDir()
-	e := newExecutor(t, data, nil)
-	defer e.Close()
-	plant(t, e, "up", `rm -rf "$SM_INPUT_DIR" && ln -s "`+outside+`" "$SM_INPUT_DIR"`)
-	retryRefused(t, e, data, "up", "input")
+	e, outside := linkAttack(t, "up", func(outside string) string {
+		return `rm -rf "$SM_INPUT_DIR" && ln -s "` + outside + `" "$SM_INPUT_DIR"`
+	}, "input")
 
 	victim := filepath.Join(outside, "hostname")
 	const content = "victim-host\n"
@@ -112,11 +129,9 @@ func TestAttackConfigFileLinks(t *testing.T) {
 // A job replaces its checkpoint directory (or a directory above a nested
 // CheckpointConfig.LocalPath) with a link.
 func TestAttackCheckpointLink(t *testing.T) {
-	data, outside := t.TempDir(), t.TempDir()
-	e := newExecutor(t, data, nil)
-	defer e.Close()
-	plant(t, e, "ck", `rmdir "$SM_CHECKPOINT_DIR" && ln -s "`+outside+`" "$SM_CHECKPOINT_DIR"`)
-	retryRefused(t, e, data, "ck", "checkpoints")
+	e, outside := linkAttack(t, "ck", func(outside string) string {
+		return `rmdir "$SM_CHECKPOINT_DIR" && ln -s "` + outside + `" "$SM_CHECKPOINT_DIR"`
+	}, "checkpoints")
 
 	nested := func(cmd string) string {
 		return payloadOf(cmd, func(p map[string]any) {
@@ -129,9 +144,7 @@ func TestAttackCheckpointLink(t *testing.T) {
 	if _, err := e.Start(context.Background(), spec("nest", 2, nested(`true`))); err == nil || !strings.Contains(err.Error(), "ck") {
 		t.Errorf("Start with a link above the checkpoint directory: %v", err)
 	}
-	if names := dirNames(t, outside); len(names) != 0 {
-		t.Errorf("the attempt created %v outside the data directory", names)
-	}
+	nothingOutside(t, outside)
 }
 
 // A job that fails links SM_OUTPUT_DIR/failure to a file it must not see:
@@ -158,14 +171,10 @@ func TestAttackFailureFileLink(t *testing.T) {
 // A job replaces its whole directory (jobs/<jobID>) with a link: the next
 // attempt is refused too, whatever the link points to.
 func TestAttackJobDirectoryLink(t *testing.T) {
-	data, outside := t.TempDir(), t.TempDir()
-	e := newExecutor(t, data, nil)
-	defer e.Close()
-	plant(t, e, "whole", `d=$(pwd); cd / && mv "$d" "$d.old" && ln -s "`+outside+`" "$d"`)
-	retryRefused(t, e, data, "whole", "the job's directory is a link")
-	if names := dirNames(t, outside); len(names) != 0 {
-		t.Errorf("the attempt created %v outside the data directory", names)
-	}
+	_, outside := linkAttack(t, "whole", func(outside string) string {
+		return `d=$(pwd); cd / && mv "$d" "$d.old" && ln -s "` + outside + `" "$d"`
+	}, "the job's directory is a link")
+	nothingOutside(t, outside)
 }
 
 // dataFS itself: without openat2 (walkOpen, the fallback of old kernels and

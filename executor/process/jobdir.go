@@ -96,19 +96,6 @@ func channelPath(c trainingjob.Channel) (string, error) {
 	return u.Path, nil
 }
 
-// envName turns a hyperparameter or channel name into the tail of an
-// environment variable name: upper case, and '_' for anything but letters,
-// digits and '_'.
-func envName(s string) string {
-	b := []byte(strings.ToUpper(s))
-	for i, c := range b {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
-}
-
 // hpValue is how the SageMaker training toolkit presents a hyperparameter
 // in SM_HPS: the value decoded as JSON where it is JSON, else the string.
 func hpValue(s string) any {
@@ -228,7 +215,7 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 	hpsJSON := map[string]any{}
 	for k, v := range hps {
 		hpsJSON[k] = hpValue(v)
-		set("SM_HP_"+envName(k), v)
+		set("SM_HP_"+executor.EnvName(k), v)
 	}
 	b, _ := json.Marshal(hpsJSON)
 	set("SM_HPS", string(b))
@@ -249,7 +236,7 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 	}
 	set("SM_CHANNELS", string(b))
 	for name, p := range chPaths {
-		set("SM_CHANNEL_"+envName(name), p)
+		set("SM_CHANNEL_"+executor.EnvName(name), p)
 	}
 	set("QSHARE_JOB_ID", s.JobID)
 	set("QSHARE_JOB_NAME", s.JobName)

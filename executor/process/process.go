@@ -63,7 +63,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultStopGrace   = 120 * time.Second
+	DefaultStopGrace   = executor.DefaultStopGrace
 	DefaultLogMaxBytes = 64 << 20
 	DefaultLogKeep     = 2
 	// EnvStopGrace is the payload Environment key of a job's own grace period.

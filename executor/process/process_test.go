@@ -111,6 +111,31 @@ func run(t *testing.T, e *Executor, s executor.Spec) (executor.Handle, executor.
 	return h, x
 }
 
+// stopAndWait stops attempt id with the grace given, then waits for its end
+// for at most 30 s and returns what Wait returns.
+func stopAndWait(t testing.TB, e *Executor, id string, grace time.Duration) (executor.Exit, error) {
+	t.Helper()
+	if err := e.Stop(context.Background(), id, grace); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return e.Wait(ctx, id)
+}
+
+// stopLost stops attempt id, whose supervisor is gone, and checks that it
+// ends stopped, its reason Lost, and that its job, which ran on without
+// the supervisor, is gone too.
+func stopLost(t testing.TB, e *Executor, id string, job identity) {
+	t.Helper()
+	if x, err := stopAndWait(t, e, id, time.Second); err != nil || !x.Stopped || !strings.HasPrefix(x.Reason, "Lost") {
+		t.Errorf("exit %+v, %v; want stopped, reason Lost", x, err)
+	}
+	if job.alive() {
+		t.Errorf("the job survived the stop")
+	}
+}
+
 func spec(job string, n int, payload string) executor.Spec {
 	return executor.Spec{JobID: job, JobName: job, AttemptID: fmt.Sprintf("%s-a%d", job, n), Attempt: n, Queue: "q", Share: "s",
 		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payload}
@@ -227,11 +252,7 @@ echo "hello stdout"; echo "hello stderr" >&2`
 		"CUDA_VISIBLE_DEVICES":     "",
 		"NVIDIA_VISIBLE_DEVICES":   "void",
 	}
-	for k, v := range want {
-		if env[k] != v {
-			t.Errorf("%s = %q, want %q", k, env[k], v)
-		}
-	}
+	executortest.CheckEnv(t, env, want)
 	if _, ok := env["SM_CHANNEL_REMOTE"]; ok {
 		t.Errorf("an s3:// channel got a local path")
 	}
@@ -468,12 +489,7 @@ func TestKill9ServerRecover(t *testing.T) {
 	if h, err := e.Start(ctx, long); err != nil || !h.StartedAt.Equal(hl.StartedAt) {
 		t.Errorf("Start after recovery = %+v, %v", h, err)
 	}
-	if err := e.Stop(ctx, long.AttemptID, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	x, err := e.Wait(wctx, long.AttemptID)
+	x, err := stopAndWait(t, e, long.AttemptID, time.Minute)
 	if err != nil || !x.Stopped || x.ExitCode != 0 {
 		t.Errorf("long after Stop: %+v, %v; want stopped with code 0", x, err)
 	}
@@ -525,18 +541,7 @@ func TestStopWhenTheSupervisorIsGone(t *testing.T) {
 	if r, _ := e.Recover(context.Background(), h); r != executor.Running {
 		t.Fatalf("Recover = %v; want Running (the job still runs)", r)
 	}
-	if err := e.Stop(context.Background(), s.AttemptID, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	x, err := e.Wait(ctx, s.AttemptID)
-	if err != nil || !x.Stopped || !strings.HasPrefix(x.Reason, "Lost") {
-		t.Errorf("exit %+v, %v; want stopped, reason Lost", x, err)
-	}
-	if st.Job.alive() {
-		t.Errorf("the job still runs")
-	}
+	stopLost(t, e, s.AttemptID, st.Job)
 }
 
 func TestRecoverLost(t *testing.T) {
@@ -715,16 +720,7 @@ func TestSupervisorDiesUnderALiveServer(t *testing.T) {
 	if !st.Job.alive() {
 		t.Fatalf("the job died with its supervisor")
 	}
-	if err := e.Stop(ctx, s1.AttemptID, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	x1, err := e.Wait(ctx, s1.AttemptID)
-	if err != nil || !x1.Stopped || !strings.HasPrefix(x1.Reason, "Lost") {
-		t.Errorf("orphaned attempt: %+v, %v; want stopped and Lost", x1, err)
-	}
-	if st.Job.alive() {
-		t.Errorf("the job survived the stop")
-	}
+	stopLost(t, e, s1.AttemptID, st.Job)
 }
 
 func TestSupervisorExitsAfterItsLastJob(t *testing.T) {

@@ -277,15 +277,7 @@ func createExclusive(fs dataFS, path string, b []byte) error {
 	}
 	// A file system without hard links: O_EXCL, and a reader may see the
 	// file before its content (readLaunch then knows no supervisor).
-	lf, err := fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = lf.Write(b)
-	if cerr := lf.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return fs.CreateFile(path, b, 0o644)
 }
 
 // readLaunch reads the first line of the launched file of dir. It returns

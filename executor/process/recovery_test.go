@@ -51,12 +51,7 @@ func TestRecoverAfterAKillDuringStart(t *testing.T) {
 	// short: one forked just as the SIGTERM comes may miss it, since the
 	// shell's handler is still in place until the exec.)
 	waitForLog(t, filepath.Join(dir, "jobs/crashed/checkpoints/runs"), "run\n", time.Minute)
-	if err := e.Stop(ctx, s.AttemptID, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped || x.ExitCode != 0 {
+	if x, err := stopAndWait(t, e, s.AttemptID, time.Minute); err != nil || !x.Stopped || x.ExitCode != 0 {
 		t.Errorf("exit after Stop = %+v, %v; want stopped with code 0", x, err)
 	}
 	if e.FreeGPUs() != 1 {
@@ -78,14 +73,18 @@ func TestRecoverWithoutStateOrLink(t *testing.T) {
 	}
 	e := newExecutor(t, dir, nil)
 	defer e.Close()
-	ctx := context.Background()
-	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Running || err != nil {
-		t.Fatalf("Recover(no state, no link) = %v, %v; want Running", r, err)
+	recoverAndStop(t, e, s.AttemptID, "no state, no link")
+}
+
+// recoverAndStop checks that Recover finds attempt id, from a handle without
+// state (how says what else it lacks), Running, then stops it and checks
+// that it ends stopped.
+func recoverAndStop(t *testing.T, e *Executor, id, how string) {
+	t.Helper()
+	if r, err := e.Recover(context.Background(), executor.Handle{AttemptID: id}); r != executor.Running || err != nil {
+		t.Fatalf("Recover(%s) = %v, %v; want Running", how, r, err)
 	}
-	e.Stop(ctx, s.AttemptID, time.Second)
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
+	if x, err := stopAndWait(t, e, id, time.Second); err != nil || !x.Stopped {
 		t.Errorf("exit after Stop = %+v, %v", x, err)
 	}
 }
@@ -207,12 +206,7 @@ func TestStartSettlesWithASupervisorThatDies(t *testing.T) {
 		if _, err := e.Start(ctx, s); err != nil {
 			t.Fatalf("Start = %v; want the launched job adopted", err)
 		}
-		if err := e.Stop(ctx, s.AttemptID, time.Second); err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
+		if x, err := stopAndWait(t, e, s.AttemptID, time.Second); err != nil || !x.Stopped {
 			t.Errorf("exit = %+v, %v; want stopped", x, err)
 		}
 		if job, ok := findAttemptProcess(s.AttemptID); ok {
@@ -265,16 +259,7 @@ func TestNewIndexesAnOldDataDirectory(t *testing.T) {
 	if !attached {
 		t.Errorf("New did not re-attach to the running attempt")
 	}
-	ctx := context.Background()
-	if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); r != executor.Running || err != nil {
-		t.Fatalf("Recover = %v, %v; want Running", r, err)
-	}
-	e.Stop(ctx, s.AttemptID, time.Second)
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if x, err := e.Wait(wctx, s.AttemptID); err != nil || !x.Stopped {
-		t.Errorf("exit after Stop = %+v, %v", x, err)
-	}
+	recoverAndStop(t, e, s.AttemptID, "no state")
 }
 
 // The attempt's record: the launch line, then complete lines only; a line

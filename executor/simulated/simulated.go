@@ -56,8 +56,8 @@ const (
 const DefaultDuration = time.Second
 
 // DefaultStopGrace is the grace period of Stop when neither the caller, the
-// job nor Options set one. It matches the process executor's.
-const DefaultStopGrace = 120 * time.Second
+// job nor Options set one: every executor's (executor.DefaultStopGrace).
+const DefaultStopGrace = executor.DefaultStopGrace
 
 // Clock is the time source of the executor. The real clock is used unless
 // Options.Clock gives another (a test's virtual clock).

@@ -65,7 +65,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultStopGrace    = 120 * time.Second
+	DefaultStopGrace    = executor.DefaultStopGrace
 	DefaultPollInterval = 250 * time.Millisecond
 	// EnvStopGrace is the payload Environment key of a job's own grace
 	// period, as for the process executor.

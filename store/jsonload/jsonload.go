@@ -3,7 +3,9 @@
 // second column that the store puts into the decoded record (a job's
 // payload, kept beside its JSON). Decoding the JSON costs more than reading
 // the rows, so it runs on every core: the rows are read in chunks and each
-// chunk is decoded by a worker while the next ones are read.
+// chunk is decoded by a worker while the next ones are read. State is the
+// whole of such a Load, the same for both stores: which tables it reads, in
+// which order, and how each record's JSON is decoded.
 package jsonload
 
 import (

@@ -1,12 +1,14 @@
 package storetest
 
 import (
+	"bufio"
 	"io"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // StartChild runs this test binary again as a child process that runs only
@@ -30,6 +32,56 @@ func StartChild(t testing.TB, run string, env ...string) (*exec.Cmd, io.Reader, 
 	}
 	t.Cleanup(func() { cmd.Process.Kill() }) //nolint:errcheck // already dead on the normal path
 	return cmd, stdout, &stderr
+}
+
+// KillMidway reads what the child cmd (from StartChild) writes to stdout,
+// line by line: once the child has written its first line, it kills it
+// after the delay given and returns every line the child wrote before it
+// died. It fails t if the child writes nothing within a minute, or ends on
+// its own before it is killed.
+func KillMidway(t testing.TB, cmd *exec.Cmd, stdout io.Reader, stderr *strings.Builder, after time.Duration) []string {
+	t.Helper()
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var got []string
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			cmd.Wait() //nolint:errcheck // reported below
+			t.Fatalf("the child wrote nothing: %s", stderr.String())
+		}
+		got = append(got, l)
+	case <-time.After(time.Minute):
+		t.Fatalf("the child wrote nothing within a minute: %s", stderr.String())
+	}
+	kill := time.After(after)
+collect:
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				break collect
+			}
+			got = append(got, l)
+		case <-kill:
+			cmd.Process.Kill() //nolint:errcheck // checked through Wait
+			for l := range lines {
+				got = append(got, l)
+			}
+			break collect
+		}
+	}
+	err := cmd.Wait()
+	if !Signaled(cmd) {
+		t.Fatalf("the child ended on its own (%v) before it was killed: %s", err, stderr.String())
+	}
+	return got
 }
 
 // Signaled reports whether the child, which has been waited for, was ended

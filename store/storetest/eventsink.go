@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -246,48 +245,12 @@ func testSinkCrash(t *testing.T, loc string, open SinkOpener) {
 		t.Skip("starts a child process")
 	}
 	cmd, stdout, stderr := StartChild(t, runPattern(t.Name()), sinkEnv+"="+loc)
-	acks := make(chan int, 1024)
-	go func() {
-		defer close(acks)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var n int
-			if _, err := fmt.Sscanf(sc.Text(), "ack %d", &n); err == nil {
-				acks <- n
-			}
-		}
-	}()
 	acked := 0
-	select {
-	case n, ok := <-acks:
-		if !ok {
-			cmd.Wait() //nolint:errcheck // reported below
-			t.Fatalf("the child appended nothing: %s", stderr.String())
-		}
-		acked = n
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the child appended nothing within 60 s: %s", stderr.String())
-	}
-	kill := time.After(time.Duration(20+rand.IntN(200)) * time.Millisecond)
-collect:
-	for {
-		select {
-		case n, ok := <-acks:
-			if !ok {
-				break collect
-			}
+	for _, l := range KillMidway(t, cmd, stdout, stderr, time.Duration(20+rand.IntN(200))*time.Millisecond) {
+		var n int
+		if _, err := fmt.Sscanf(l, "ack %d", &n); err == nil {
 			acked = n
-		case <-kill:
-			cmd.Process.Kill() //nolint:errcheck // checked through Wait
-			for n := range acks {
-				acked = n
-			}
-			break collect
 		}
-	}
-	cmd.Wait() //nolint:errcheck // killed on purpose
-	if !Signaled(cmd) {
-		t.Fatalf("the child ended on its own (%v) before it was killed: %s", cmd.ProcessState, stderr.String())
 	}
 
 	s, _ := openSink(t, open, loc)

@@ -175,3 +175,13 @@ func job(i int, created time.Time) qshare.Job {
 		Version:        1,
 	}
 }
+
+// JobIDs returns the set of the IDs of jobs, for a test that checks which
+// jobs a Load found.
+func JobIDs(jobs []qshare.Job) map[string]bool {
+	ids := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		ids[j.ID] = true
+	}
+	return ids
+}

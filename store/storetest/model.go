@@ -61,23 +61,18 @@ func (m *model) apply(c *store.Change) {
 		}
 		m.jobs[v.ID] = v
 	}
-	for _, k := range c.DeleteEnvironments {
-		delete(m.envs, k)
-	}
-	for _, k := range c.DeletePolicies {
-		delete(m.policies, k)
-	}
-	for _, k := range c.DeleteQueues {
-		delete(m.queues, k)
-	}
-	for _, k := range c.DeleteShares {
-		delete(m.shares, k)
-	}
-	for _, k := range c.DeletePlans {
-		delete(m.plans, k)
-	}
-	for _, k := range c.DeleteJobs {
-		delete(m.jobs, k)
+	deleteKeys(m.envs, c.DeleteEnvironments)
+	deleteKeys(m.policies, c.DeletePolicies)
+	deleteKeys(m.queues, c.DeleteQueues)
+	deleteKeys(m.shares, c.DeleteShares)
+	deleteKeys(m.plans, c.DeletePlans)
+	deleteKeys(m.jobs, c.DeleteJobs)
+}
+
+// deleteKeys deletes every key of keys from m.
+func deleteKeys[K comparable, V any](m map[K]V, keys []K) {
+	for _, k := range keys {
+		delete(m, k)
 	}
 }
 
