@@ -647,8 +647,10 @@ func TestAuthUnfinishedJobsLimit(t *testing.T) {
 	for _, err := range refused {
 		apiErr(t, err, "ClientException", "arn:aws:iam::000000000000:user/dave has 2 unfinished jobs", "its limit is 2 (limits.unfinishedJobs in the server's auth file)")
 	}
+	// Jobs move on while the statuses are listed one after another, so a
+	// job may appear under more than one; count each job once.
 	byDave := func() int {
-		n := 0
+		seen := map[string]bool{}
 		for _, st := range types.ServiceJobStatus("").Values() {
 			out, err := s.c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("training"), JobStatus: st, MaxResults: aws.Int32(100)})
 			if err != nil {
@@ -656,11 +658,11 @@ func TestAuthUnfinishedJobsLimit(t *testing.T) {
 			}
 			for _, j := range out.JobSummaryList {
 				if s.describe(*j.JobId).Tags[qshare.TagSubmittedBy] == "arn:aws:iam::000000000000:user/dave" {
-					n++
+					seen[*j.JobId] = true
 				}
 			}
 		}
-		return n
+		return len(seen)
 	}
 	if n := byDave(); n != 2 {
 		t.Fatalf("the refused submits recorded jobs: dave has %d jobs, want 2", n)
