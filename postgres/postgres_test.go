@@ -264,6 +264,9 @@ func TestPasswordNeverShown(t *testing.T) {
 		"postgres://qshare:" + url.PathEscape(pw) + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
 		"postgresql://qshare:" + url.QueryEscape(pw) + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
 		"postgres://qshare:" + url.PathEscape(pw) + "@127.0.0.1:1/db?sslmode=bogus",
+		// pgx, as libpq, also reads the password from the query.
+		"postgres://qshare@127.0.0.1:1/db?password=" + url.QueryEscape(pw) + "&sslmode=disable&connect_timeout=2",
+		"postgres://qshare@127.0.0.1:1/db?sslmode=bogus&password=" + url.QueryEscape(pw),
 		"host=127.0.0.1 port=1 user=qshare password='" + pw + "' dbname=db sslmode=disable connect_timeout=2",
 	} {
 		_, err := Open(ctx, conn)
