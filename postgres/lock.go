@@ -135,6 +135,13 @@ func takeEpoch(ctx context.Context, conn *pgx.Conn, w *writer, app, advertise st
 		return fmt.Errorf("take the next owner epoch: %w", err)
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // after Commit it does nothing
+	// The previous owner's last batch is final (its session, and so its
+	// transactions, ended before this one got the lock); keep it for that
+	// owner's outcome.
+	if _, err := tx.Exec(ctx, `INSERT INTO owner_history (epoch, last_batch) SELECT epoch, last_batch FROM owner WHERE id = 1
+		ON CONFLICT (epoch) DO UPDATE SET last_batch = excluded.last_batch`); err != nil {
+		return fmt.Errorf("keep the previous owner's last batch: %w", err)
+	}
 	if err := tx.QueryRow(ctx, `INSERT INTO owner (id, epoch, holder, since, last_batch, advertise)
 		VALUES (1, 1, $1, now(), 0, $2)
 		ON CONFLICT (id) DO UPDATE SET epoch = owner.epoch + 1, holder = excluded.holder, since = excluded.since, last_batch = 0, advertise = excluded.advertise
@@ -215,9 +222,10 @@ func (w *writer) lose(why error) {
 // outcome finds out, after the connection broke during the commit of batch,
 // whether that commit was applied. It connects afresh (without taking the
 // lock: it only reads), ends the old backend if it still runs, so that its
-// transaction is over one way or the other, and reads the owner row: the
-// batch was applied if and only if the row holds our epoch and a last batch
-// at least batch's number. While the database does not answer (it may be
+// transaction is over one way or the other, and reads our epoch's last
+// batch, from the owner row or, once another server took the store over,
+// from owner_history: the batch was applied if and only if that is at
+// least batch's number. While the database does not answer (it may be
 // restarting) it tries again, for up to outcomeTimeout; it reports an
 // error when it cannot tell.
 func (w *writer) outcome(batch int64) (applied bool, err error) {
@@ -254,12 +262,16 @@ func (w *writer) outcome(batch int64) (applied bool, err error) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	var epoch, last int64
-	err = conn.QueryRow(ctx, `SELECT epoch, last_batch FROM owner WHERE id = 1`).Scan(&epoch, &last)
+	// Our epoch's last batch: in the owner row while no one took over,
+	// in owner_history once someone did (takeEpoch moves it there in the
+	// transaction that resets the row, so one of the two holds it).
+	var last int64
+	err = conn.QueryRow(ctx, `SELECT COALESCE((SELECT last_batch FROM owner WHERE id = 1 AND epoch = $1),
+		(SELECT last_batch FROM owner_history WHERE epoch = $1), -1)`, w.epoch).Scan(&last)
 	if err != nil {
 		return false, fmt.Errorf("read the owner row: %w", err)
 	}
-	return epoch == w.epoch && last >= batch, nil
+	return last >= batch, nil
 }
 
 // isFenceError reports whether err is qshare_fence's refusal.

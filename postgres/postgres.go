@@ -228,10 +228,10 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 }
 
 // redact returns connString without its password, for messages: a URL as
-// url.URL.Redacted gives it, a key=value string with password=xxxxx.
+// store.RedactURL gives it, a key=value string with password=xxxxx.
 func redact(connString string) string {
 	if u, err := url.Parse(connString); err == nil && u.Scheme != "" {
-		return u.Redacted()
+		return store.RedactURL(u)
 	}
 	return kvPasswordRE.ReplaceAllString(connString, "${1}xxxxx")
 }

@@ -214,12 +214,18 @@ func TestOutcome(t *testing.T) {
 	}
 	// The writer is idle (no other commit is under way) and Commit's
 	// answer orders its writes before these reads: outcome is the writer's.
-	n := d.w.batch
+	checkOutcome(t, d.w, d.w.batch)
+}
+
+// checkOutcome checks that w.outcome calls batch n applied and batch n+1,
+// never sent, not applied.
+func checkOutcome(t *testing.T, w *writer, n int64) {
+	t.Helper()
 	for _, tc := range []struct {
 		batch int64
 		want  bool
 	}{{n, true}, {n + 1, false}} {
-		got, err := d.w.outcome(tc.batch)
+		got, err := w.outcome(tc.batch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,6 +233,45 @@ func TestOutcome(t *testing.T) {
 			t.Errorf("outcome(%d) = %v, want %v", tc.batch, got, tc.want)
 		}
 	}
+}
+
+// TestOutcomeAfterTakeover: a batch that committed just before the
+// owner's connection broke is reported applied even when a standby, waiting
+// for the lock, took the store over before the old writer could read the
+// owner row (the takeover resets that row to the new epoch). Reporting it
+// not applied would tell a client that an acknowledged-by-the-database
+// submit failed, and its retry would store the job twice.
+func TestOutcomeAfterTakeover(t *testing.T) {
+	loc := newDB(t)
+	ctx := context.Background()
+	old := mustOpen(t, loc)
+	if err := old.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	n := old.w.batch // the writer is idle: see TestOutcome
+	got := make(chan *DB, 1)
+	fail := make(chan error, 1)
+	go func() {
+		d, err := Open(ctx, loc, WithWait())
+		if err != nil {
+			fail <- err
+			return
+		}
+		got <- d
+	}()
+	terminate(t, loc, old.w.pid)
+	select {
+	case next := <-got:
+		t.Cleanup(func() { next.Close() })
+		if next.Epoch() != old.Epoch()+1 {
+			t.Fatalf("the standby took epoch %d, want %d", next.Epoch(), old.Epoch()+1)
+		}
+	case err := <-fail:
+		t.Fatalf("the standby's Open failed: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the standby did not take the store over")
+	}
+	checkOutcome(t, old.w, n)
 }
 
 // TestNewerSchemaRefused: a database migrated by a newer qshare is refused
@@ -264,6 +309,9 @@ func TestPasswordNeverShown(t *testing.T) {
 		"postgres://qshare:" + url.PathEscape(pw) + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
 		"postgresql://qshare:" + url.QueryEscape(pw) + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
 		"postgres://qshare:" + url.PathEscape(pw) + "@127.0.0.1:1/db?sslmode=bogus",
+		// pgx, as libpq, also reads the password from the query.
+		"postgres://qshare@127.0.0.1:1/db?password=" + url.QueryEscape(pw) + "&sslmode=disable&connect_timeout=2",
+		"postgres://qshare@127.0.0.1:1/db?sslmode=bogus&password=" + url.QueryEscape(pw),
 		"host=127.0.0.1 port=1 user=qshare password='" + pw + "' dbname=db sslmode=disable connect_timeout=2",
 	} {
 		_, err := Open(ctx, conn)

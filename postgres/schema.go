@@ -98,6 +98,14 @@ var migrations = []string{
 		name text COLLATE "C" PRIMARY KEY,
 		data text NOT NULL
 	);`,
+	// 4: the last batch of every past owner epoch, which takeEpoch keeps
+	// before it resets the owner row, so that a writer whose connection
+	// broke during a commit can still learn that commit's outcome after a
+	// standby took over (writer.outcome). One row per takeover.
+	`CREATE TABLE owner_history (
+		epoch      bigint PRIMARY KEY,
+		last_batch bigint NOT NULL
+	);`,
 }
 
 // migrate creates the schema_version table if needed and applies the

@@ -36,13 +36,13 @@ func OpenURL(ctx context.Context, u *url.URL) (store.Store, error) {
 // does and opens it with opts.
 func OpenURLOptions(ctx context.Context, u *url.URL, opts ...Option) (*DB, error) {
 	if u.Scheme != Scheme && u.Scheme != SchemeLong {
-		return nil, fmt.Errorf("postgres: store URL %q is not of the scheme %s or %s", u.Redacted(), Scheme, SchemeLong)
+		return nil, fmt.Errorf("postgres: store URL %q is not of the scheme %s or %s", store.RedactURL(u), Scheme, SchemeLong)
 	}
 	if u.Fragment != "" {
-		return nil, fmt.Errorf("postgres: store URL %q has a fragment (#...), which names nothing in a database", u.Redacted())
+		return nil, fmt.Errorf("postgres: store URL %q has a fragment (#...), which names nothing in a database", store.RedactURL(u))
 	}
 	if u.Opaque != "" {
-		return nil, fmt.Errorf("postgres: store URL %q has no //: give postgres://USER@HOST:PORT/DATABASE", u.Redacted())
+		return nil, fmt.Errorf("postgres: store URL %q has no //: give postgres://USER@HOST:PORT/DATABASE", store.RedactURL(u))
 	}
 	return Open(ctx, u.String(), opts...)
 }
@@ -50,19 +50,34 @@ func OpenURLOptions(ctx context.Context, u *url.URL, opts ...Option) (*DB, error
 // kvPasswordRE finds the password of a key=value connection string.
 var kvPasswordRE = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
 
-// passwordOf returns the password that connString holds, or "".
-func passwordOf(connString string) string {
+// passwordsOf returns the passwords that connString holds: a URL's in its
+// user information and in its query (password, sslpassword), a key=value
+// string's password.
+func passwordsOf(connString string) []string {
+	var pws []string
 	if u, err := url.Parse(connString); err == nil && u.Scheme != "" {
 		if u.User != nil {
-			p, _ := u.User.Password()
-			return p
+			if p, _ := u.User.Password(); p != "" {
+				pws = append(pws, p)
+			}
 		}
-		return ""
+		for k, vs := range u.Query() {
+			if strings.Contains(strings.ToLower(k), "password") {
+				for _, v := range vs {
+					if v != "" {
+						pws = append(pws, v)
+					}
+				}
+			}
+		}
+		return pws
 	}
 	if m := kvPasswordRE.FindStringSubmatch(connString); m != nil {
-		return strings.Trim(m[2], "'")
+		if p := strings.Trim(m[2], "'"); p != "" {
+			pws = append(pws, p)
+		}
 	}
-	return ""
+	return pws
 }
 
 // redactErr returns err with any copy of connString's password in its
@@ -86,7 +101,7 @@ func (e *redactedError) Unwrap() error { return e.err }
 
 // redactMsg replaces connString's password in msg.
 func redactMsg(msg, connString string) string {
-	if pw := passwordOf(connString); pw != "" {
+	for _, pw := range passwordsOf(connString) {
 		msg = strings.ReplaceAll(msg, pw, "xxxxx")
 		if esc := url.QueryEscape(pw); esc != pw {
 			msg = strings.ReplaceAll(msg, esc, "xxxxx")

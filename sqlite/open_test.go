@@ -43,6 +43,46 @@ func TestOpenTwiceRefused(t *testing.T) {
 	d.Close()
 }
 
+// TestOpenThroughSymlinkRefused: a database opened through a symbolic link
+// to its file is the same database (SQLite follows the link, so both opens
+// would share its WAL), and a second Open must be refused whichever name it
+// uses: two servers on one database would each start the same jobs.
+func TestOpenThroughSymlinkRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "data", "qshare.db")
+	d, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	link := filepath.Join(dir, "other.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "data"), filepath.Join(dir, "linkdir")); err != nil {
+		t.Fatal(err)
+	}
+	// A link made before its database exists: the first Open goes
+	// through it and creates the file.
+	early := filepath.Join(dir, "early.db")
+	if err := os.Symlink("data/new.db", early); err != nil {
+		t.Fatal(err)
+	}
+	d3, err := sqlite.Open(early)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d3.Close()
+	for _, other := range []string{link, filepath.Join(dir, "linkdir", "qshare.db"), filepath.Join(dir, "data", "new.db")} {
+		if d2, err := sqlite.Open(other); err == nil {
+			d2.Close()
+			t.Errorf("a second Open through %s, a link to a database in use, succeeded", other)
+		} else if !errors.Is(err, store.ErrLocked) {
+			t.Errorf("Open through %s: %v, want store.ErrLocked", other, err)
+		}
+	}
+}
+
 func TestOpenCreatesDirectory(t *testing.T) {
 	// Characters that mean something in a URI or a DSN must reach the file name intact.
 	path := filepath.Join(t.TempDir(), "a b", "c?d#e%20f&_pragma=x", "qshare.db")

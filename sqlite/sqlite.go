@@ -103,7 +103,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: cannot create its directory (check that the parent is writable): %w", path, err)
 	}
-	lock, err := lockFile(abs + ".lock")
+	lock, err := lockFile(lockPath(abs))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -226,4 +226,25 @@ func (d *DB) Load(ctx context.Context) (*store.State, error) {
 func discardConn(c *sql.Conn) {
 	c.Raw(func(any) error { return driver.ErrBadConn }) //nolint:errcheck // the point is the error
 	c.Close()
+}
+
+// lockPath returns the lock file of the database at abs: beside the file
+// that abs resolves to, symbolic links followed, since SQLite follows them
+// too. Two names of one database (a link to its file, even one made before
+// the file exists) must share one lock, or two servers could open it.
+func lockPath(abs string) string {
+	for range 40 { // as many links as Linux follows
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			return real + ".lock"
+		}
+		target, err := os.Readlink(abs)
+		if err != nil {
+			break // not a link: a file not created yet
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(abs), target)
+		}
+		abs = target
+	}
+	return abs + ".lock"
 }

@@ -54,7 +54,7 @@ func URL(path string) (string, error) {
 // pathOf returns the file path that a sqlite URL names.
 func pathOf(u *url.URL) (string, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("sqlite: store URL %q %s; give sqlite:///ABSOLUTE/PATH/qshare.db or sqlite:RELATIVE/PATH/qshare.db", u.Redacted(), why)
+		return fmt.Errorf("sqlite: store URL %q %s; give sqlite:///ABSOLUTE/PATH/qshare.db or sqlite:RELATIVE/PATH/qshare.db", store.RedactURL(u), why)
 	}
 	switch {
 	case u.Scheme != Scheme:

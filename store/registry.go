@@ -76,13 +76,13 @@ func (r *Registry) Open(ctx context.Context, rawURL string) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		shown := rawURL
-		if strings.Contains(shown, "@") {
+		if strings.Contains(shown, "@") || strings.Contains(strings.ToLower(shown), "password") {
 			shown = "(not shown: it may hold a password)"
 		}
 		return nil, fmt.Errorf("store %q is not a URL (%v); give, for example, sqlite:///var/lib/qshare/qshare.db (stores: %s)", shown, unwrapURLError(err), known)
 	}
 	if u.Scheme == "" {
-		shown := u.Redacted()
+		shown := RedactURL(u)
 		if strings.Contains(strings.ToLower(rawURL), "password") { // a libpq key=value string, say
 			shown = "(not shown: it may hold a password)"
 		}
@@ -90,7 +90,7 @@ func (r *Registry) Open(ctx context.Context, rawURL string) (Store, error) {
 	}
 	open, ok := r.openers[u.Scheme]
 	if !ok {
-		return nil, fmt.Errorf("store %q: no store is known for the scheme %q (stores: %s)", u.Redacted(), u.Scheme, known)
+		return nil, fmt.Errorf("store %q: no store is known for the scheme %q (stores: %s)", RedactURL(u), u.Scheme, known)
 	}
 	return open(ctx, u)
 }
@@ -102,4 +102,29 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// RedactURL returns u as a string for messages, without any password in
+// it: the password of its user information, and the value of every query
+// parameter whose name holds "password" (password, sslpassword: libpq and
+// pgx read both from the query as well), are shown as xxxxx. Every message
+// that quotes a store's URL goes through it.
+func RedactURL(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Redacted()
+	}
+	c := *u
+	pairs := strings.Split(c.RawQuery, "&")
+	for i, p := range pairs {
+		k, _, ok := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		if ok && strings.Contains(strings.ToLower(name), "password") {
+			pairs[i] = k + "=xxxxx"
+		}
+	}
+	c.RawQuery = strings.Join(pairs, "&")
+	return c.Redacted()
 }

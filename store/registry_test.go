@@ -48,6 +48,10 @@ func TestRegistry(t *testing.T) {
 		"beta://u:pw@x/%zz":   "not shown",
 		"":                    "has no scheme",
 		"host=db password=pw": "not shown: it may hold a password",
+		// libpq and pgx also take a password from the query.
+		"beta://u@x/y?sslmode=disable&password=pw": `password=xxxxx`,
+		"beta://x/%zz?password=pw":                 "not shown",
+		"beta://u@x/y?PassWord=pw&sslpassword=pw":  `sslpassword=xxxxx`,
 	} {
 		_, err := r.Open(context.Background(), raw)
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -18,6 +18,7 @@ import (
 	"qshare/event"
 	"qshare/plan"
 	"qshare/postgres"
+	"qshare/store"
 )
 
 func init() {
@@ -319,7 +320,7 @@ func storeEventLog(ctx context.Context, raw string) (io.Reader, error) {
 // redactURL returns raw without a password, if it is a URL.
 func redactURL(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
-		return u.Redacted()
+		return store.RedactURL(u)
 	}
 	return raw
 }

@@ -290,7 +290,7 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 		return fmt.Errorf("--advertise-addr %q is not valid: give the URL at which the other servers reach this one, such as http://10.0.0.5:8750", advertise)
 	}
 	opts := []postgres.Option{postgres.WithAdvertise(advertise), postgres.WithLease(lease)}
-	name := u.Redacted()
+	name := store.RedactURL(u)
 	wa, err := postgres.NewWatcher(ctx, u.String())
 	if err != nil {
 		return fmt.Errorf("--store: %w", err)

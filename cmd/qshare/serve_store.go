@@ -49,7 +49,7 @@ func openServeStore(ctx context.Context, s serveSettings) (store.Store, string, 
 	}
 	name := raw
 	if u, err := url.Parse(raw); err == nil {
-		name = u.Redacted()
+		name = store.RedactURL(u)
 	}
 	st, err := stores.Open(ctx, raw)
 	if err != nil {
