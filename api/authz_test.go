@@ -699,3 +699,34 @@ func TestAuthUnfinishedJobsLimit(t *testing.T) {
 	_, err = s.submitAs(dave, "QS1", nil)
 	apiErr(t, err, "ClientException", "has 3 unfinished jobs", "its limit is 3")
 }
+
+// Without authentication, the audit log still has a line for each
+// mutating request only: the AWS API's reads are POSTs too
+// (ListServiceJobs, DescribeServiceJob), and they are no more mutating
+// for having no principal to authorize.
+func TestAuditWithoutAuth(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	audit, err := auth.OpenAudit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { audit.Close() })
+	s := startGuardedServer(t, dir, auth.Config{SameUserOnly: true, Audit: audit})
+	s.setup("training", 8, shareSpec{name: "QS1", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	before := len(readAudit(t, path))
+	if before < 4 {
+		t.Fatalf("%d lines after the setup's creates", before)
+	}
+	id := s.submit("training", "QS1", "j", 1, payload(g5, 1, time.Hour, 0))
+	_, err = s.c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("training")})
+	must(t, err)
+	_, err = s.c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+	must(t, err)
+	_, err = s.c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{})
+	must(t, err)
+	lines := readAudit(t, path)[before:]
+	if len(lines) != 1 || lines[0].Action != "batch:SubmitServiceJob" || lines[0].Outcome != "ok" || lines[0].Principal != "" {
+		t.Fatalf("audit lines after a submit and three reads: %+v; want the submit's alone", lines)
+	}
+}
