@@ -75,10 +75,14 @@ func shareARN(d *daemon.Daemon, queue, share string) string {
 	return q + "/quota-share/" + share
 }
 
-// jobResources is what an operation on the job ref (an ID or ARN) is
-// checked against: the job's quota share's ARN and the job's own. A job
-// that does not exist is checked against the ARN it would have, so that
-// the caller learns nothing of it unless allowed.
+// JobResources is what an operation on the job ref (an ID or ARN) is
+// checked against: the job's quota share's ARN (or its queue's, when it has
+// no share) and the job's own. A job that does not exist is checked against
+// the ARN it would have, so that the caller learns nothing of it unless
+// allowed. The log endpoint (logstream.Handler.Resources) checks with it
+// too.
+func JobResources(d *daemon.Daemon, ref string) []string { return jobResources(d, ref) }
+
 func jobResources(d *daemon.Daemon, ref string) []string {
 	if j, err := d.Job(ref); err == nil {
 		return []string{d.JobShareARN(j), j.ARN}

@@ -126,7 +126,7 @@ func newAuthServer(t *testing.T, opts ...serverOption) *authServer {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }})
+	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(ref string) []string { return api.JobResources(d, ref) }})
 	mux.Handle(api.LendingPath, api.LendingHandler(d))
 	mux.Handle(api.QueuePath, api.QueueHandler(d))
 	mux.Handle(api.PlansPath+"/", api.PlansHandler(d))
@@ -322,6 +322,11 @@ func TestAuthPolicies(t *testing.T) {
 	}
 	if code, body := get(hc("alice"), logstream.PathPrefix+aliceJob); code == 403 {
 		t.Fatalf("alice reads her own log: %d %s", code, body)
+	}
+	// An unknown job's log is checked as DescribeServiceJob checks it, on
+	// the ARN the job would have.
+	if code, body := get(hc("alice"), logstream.PathPrefix+"no-such-job"); code != 403 || !strings.Contains(body, "batch:GetServiceJobLogs on resource: arn:aws:batch:us-east-1:000000000000:service-job/no-such-job ") {
+		t.Fatalf("alice reads the log of a job that does not exist: %d %s", code, body)
 	}
 	if code, body := get(http.DefaultClient, logstream.PathPrefix+aliceJob); code != 403 || !strings.HasPrefix(body, "MissingAuthenticationTokenException") {
 		t.Fatalf("an unsigned log read: %d %s", code, body)
