@@ -34,8 +34,8 @@ import (
 )
 
 // The principals of the auth tests: alice and bob each own a quota share,
-// carol may do anything but submit to QS1 (a Deny over an Allow), admin
-// anything, nobody nothing.
+// carol may do anything but submit to QS1 and change scheduling policies (a
+// Deny over an Allow), admin anything, nobody nothing.
 var keys = map[string][2]string{
 	"alice":  {"AKIAQSHAREALICE00001", "alice-secret-alice-secret-alice-secret-1"},
 	"bob":    {"AKIAQSHAREBOB0000001", "bob-secret-bob-secret-bob-secret-bob-sec1"},
@@ -93,6 +93,7 @@ func authFile(without ...string) string {
     Statement:
       - {Effect: Allow, Action: "batch:*", Resource: "*"}
       - {Effect: Deny, Action: batch:SubmitServiceJob, Resource: "arn:aws:batch:*:*:job-queue/training/quota-share/QS1"}
+      - {Effect: Deny, Action: [batch:UpdateSchedulingPolicy, batch:DeleteSchedulingPolicy], Resource: "arn:aws:batch:*:*:scheduling-policy/*"}
   admin:
     Version: "2012-10-17"
     Statement: [{Effect: Allow, Action: "batch:*", Resource: "*"}]
@@ -733,5 +734,26 @@ func TestAuditWithoutAuth(t *testing.T) {
 	lines := readAudit(t, path)[before:]
 	if len(lines) != 1 || lines[0].Action != "batch:SubmitServiceJob" || lines[0].Outcome != "ok" || lines[0].Principal != "" {
 		t.Fatalf("audit lines after a submit and three reads: %+v; want the submit's alone", lines)
+	}
+}
+
+// A Deny on an ARN holds however the request names the resource: an
+// operation that also takes a bare name (the daemon resolves
+// UpdateSchedulingPolicy's and DeleteSchedulingPolicy's arn as a name or an
+// ARN) is checked on the ARN the name stands for.
+func TestAuthDenyByName(t *testing.T) {
+	s := newAuthServer(t)
+	arn := *s.createPolicy("spare")
+	carol := as(s.url, "carol")
+	for _, ref := range []string{"spare", arn} {
+		_, err := carol.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: aws.String(ref),
+			QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+		apiErr(t, err, "AccessDeniedException", "batch:UpdateSchedulingPolicy on resource: "+arn+" with an explicit deny")
+		_, err = carol.DeleteSchedulingPolicy(ctx, &batch.DeleteSchedulingPolicyInput{Arn: aws.String(ref)})
+		apiErr(t, err, "AccessDeniedException", "batch:DeleteSchedulingPolicy on resource: "+arn+" with an explicit deny")
+	}
+	out, err := s.c.DescribeSchedulingPolicies(ctx, &batch.DescribeSchedulingPoliciesInput{Arns: []string{arn}})
+	if err != nil || len(out.SchedulingPolicies) != 1 {
+		t.Fatalf("the policy after carol's refused delete: %v %v", out, err)
 	}
 }
