@@ -120,7 +120,7 @@ func EventsHandler(read EventsFunc, name NameFunc, visible VisibleFunc, now func
 			})
 			var bad *event.BadLinesError
 			if err != nil && !asBad(err, &bad) {
-				api.WriteError(w, qshare.Errorf(qshare.EINTERNAL, "reading the event log: %v", err))
+				api.WriteError(w, qshare.Errorf(qshare.EINTERNAL, "the event log could not be read: %v", rootCause(err)))
 				return
 			}
 		}
