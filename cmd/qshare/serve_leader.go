@@ -308,7 +308,9 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 	printed := false
 	for {
 		if db == nil {
-			sv.health.SetNotReady("standby: another server leads the store " + name)
+			// Not the store's name: /readyz answers unsigned, and the
+			// URL is the operator's (the listening line and the log name it).
+			sv.health.SetNotReady("standby: another server leads the store")
 			sv.set(sb)
 			sv.serve()
 			stop := sb.watch(ctx)
