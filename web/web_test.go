@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -80,7 +81,7 @@ func TestEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := map[string]string{"a": "job-a", "b": "job-b"}
-	h := web.EventsHandler(f.Events, func(id string) string { return names[id] }, nil, func() time.Time { return now })
+	h := web.EventsHandler(f.Events, func(_ context.Context, id string) string { return names[id] }, nil, func() time.Time { return now })
 	status, _, body := get(t, h, http.MethodGet, web.EventsPath)
 	var r web.EventsResponse
 	if err := json.Unmarshal([]byte(body), &r); err != nil || status != http.StatusOK {
