@@ -34,8 +34,8 @@ import (
 )
 
 // The principals of the auth tests: alice and bob each own a quota share,
-// carol may do anything but submit to QS1 (a Deny over an Allow), admin
-// anything, nobody nothing.
+// carol may do anything but submit to QS1 and change scheduling policies (a
+// Deny over an Allow), admin anything, nobody nothing.
 var keys = map[string][2]string{
 	"alice":  {"AKIAQSHAREALICE00001", "alice-secret-alice-secret-alice-secret-1"},
 	"bob":    {"AKIAQSHAREBOB0000001", "bob-secret-bob-secret-bob-secret-bob-sec1"},
@@ -93,6 +93,7 @@ func authFile(without ...string) string {
     Statement:
       - {Effect: Allow, Action: "batch:*", Resource: "*"}
       - {Effect: Deny, Action: batch:SubmitServiceJob, Resource: "arn:aws:batch:*:*:job-queue/training/quota-share/QS1"}
+      - {Effect: Deny, Action: [batch:UpdateSchedulingPolicy, batch:DeleteSchedulingPolicy], Resource: "arn:aws:batch:*:*:scheduling-policy/*"}
   admin:
     Version: "2012-10-17"
     Statement: [{Effect: Allow, Action: "batch:*", Resource: "*"}]
@@ -126,7 +127,7 @@ func newAuthServer(t *testing.T, opts ...serverOption) *authServer {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }})
+	mux.Handle(logstream.PathPrefix, &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(ref string) []string { return api.JobResources(d, ref) }})
 	mux.Handle(api.LendingPath, api.LendingHandler(d))
 	mux.Handle(api.QueuePath, api.QueueHandler(d))
 	mux.Handle(api.PlansPath+"/", api.PlansHandler(d))
@@ -322,6 +323,11 @@ func TestAuthPolicies(t *testing.T) {
 	}
 	if code, body := get(hc("alice"), logstream.PathPrefix+aliceJob); code == 403 {
 		t.Fatalf("alice reads her own log: %d %s", code, body)
+	}
+	// An unknown job's log is checked as DescribeServiceJob checks it, on
+	// the ARN the job would have.
+	if code, body := get(hc("alice"), logstream.PathPrefix+"no-such-job"); code != 403 || !strings.Contains(body, "batch:GetServiceJobLogs on resource: arn:aws:batch:us-east-1:000000000000:service-job/no-such-job ") {
+		t.Fatalf("alice reads the log of a job that does not exist: %d %s", code, body)
 	}
 	if code, body := get(http.DefaultClient, logstream.PathPrefix+aliceJob); code != 403 || !strings.HasPrefix(body, "MissingAuthenticationTokenException") {
 		t.Fatalf("an unsigned log read: %d %s", code, body)
@@ -698,4 +704,56 @@ func TestAuthUnfinishedJobsLimit(t *testing.T) {
 	}
 	_, err = s.submitAs(dave, "QS1", nil)
 	apiErr(t, err, "ClientException", "has 3 unfinished jobs", "its limit is 3")
+}
+
+// Without authentication, the audit log still has a line for each
+// mutating request only: the AWS API's reads are POSTs too
+// (ListServiceJobs, DescribeServiceJob), and they are no more mutating
+// for having no principal to authorize.
+func TestAuditWithoutAuth(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	audit, err := auth.OpenAudit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { audit.Close() })
+	s := startGuardedServer(t, dir, auth.Config{SameUserOnly: true, Audit: audit})
+	s.setup("training", 8, shareSpec{name: "QS1", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	before := len(readAudit(t, path))
+	if before < 4 {
+		t.Fatalf("%d lines after the setup's creates", before)
+	}
+	id := s.submit("training", "QS1", "j", 1, payload(g5, 1, time.Hour, 0))
+	_, err = s.c.ListServiceJobs(ctx, &batch.ListServiceJobsInput{JobQueue: aws.String("training")})
+	must(t, err)
+	_, err = s.c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+	must(t, err)
+	_, err = s.c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{})
+	must(t, err)
+	lines := readAudit(t, path)[before:]
+	if len(lines) != 1 || lines[0].Action != "batch:SubmitServiceJob" || lines[0].Outcome != "ok" || lines[0].Principal != "" {
+		t.Fatalf("audit lines after a submit and three reads: %+v; want the submit's alone", lines)
+	}
+}
+
+// A Deny on an ARN holds however the request names the resource: an
+// operation that also takes a bare name (the daemon resolves
+// UpdateSchedulingPolicy's and DeleteSchedulingPolicy's arn as a name or an
+// ARN) is checked on the ARN the name stands for.
+func TestAuthDenyByName(t *testing.T) {
+	s := newAuthServer(t)
+	arn := *s.createPolicy("spare")
+	carol := as(s.url, "carol")
+	for _, ref := range []string{"spare", arn} {
+		_, err := carol.UpdateSchedulingPolicy(ctx, &batch.UpdateSchedulingPolicyInput{Arn: aws.String(ref),
+			QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+		apiErr(t, err, "AccessDeniedException", "batch:UpdateSchedulingPolicy on resource: "+arn+" with an explicit deny")
+		_, err = carol.DeleteSchedulingPolicy(ctx, &batch.DeleteSchedulingPolicyInput{Arn: aws.String(ref)})
+		apiErr(t, err, "AccessDeniedException", "batch:DeleteSchedulingPolicy on resource: "+arn+" with an explicit deny")
+	}
+	out, err := s.c.DescribeSchedulingPolicies(ctx, &batch.DescribeSchedulingPoliciesInput{Arns: []string{arn}})
+	if err != nil || len(out.SchedulingPolicies) != 1 {
+		t.Fatalf("the policy after carol's refused delete: %v %v", out, err)
+	}
 }

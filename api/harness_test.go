@@ -51,6 +51,13 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 
 func startServer(t testing.TB, dir string, opts ...serverOption) *server {
 	t.Helper()
+	return startGuardedServer(t, dir, auth.Config{SameUserOnly: true}, opts...)
+}
+
+// startGuardedServer is startServer behind a request guard of gcfg (its
+// Addr, WriteError and Log are the server's).
+func startGuardedServer(t testing.TB, dir string, gcfg auth.Config, opts ...serverOption) *server {
+	t.Helper()
 	level := slog.LevelWarn
 	if os.Getenv("QSHARE_TEST_LOG") != "" {
 		level = slog.LevelDebug
@@ -60,7 +67,8 @@ func startServer(t testing.TB, dir string, opts ...serverOption) *server {
 	// The API behind the request guard, as qshare serve runs it, so that
 	// every test's AWS SDK client also shows the guard lets it through.
 	srv := httptest.NewUnstartedServer(api.New(d, log))
-	guard, err := auth.New(auth.Config{Addr: srv.Listener.Addr().String(), SameUserOnly: true, WriteError: api.WriteError, Log: log})
+	gcfg.Addr, gcfg.WriteError, gcfg.Log = srv.Listener.Addr().String(), api.WriteError, log
+	guard, err := auth.New(gcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

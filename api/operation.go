@@ -160,14 +160,14 @@ func (h *Handler) operations() map[string]operation {
 			p, err := d.CreatePolicy(ctx, daemon.PolicyInput{Name: in.Name, QuotaSharePolicy: qsp, FairsharePolicy: fsp, Tags: in.Tags})
 			return reply(policyRef{p.Name, p.ARN}, err)
 		}),
-		"updateschedulingpolicy": op(maxBody, "UpdateSchedulingPolicy", func(in *updatePolicyIn) [][]string { return one(in.Arn) }, func(ctx context.Context, in *updatePolicyIn) (any, error) {
+		"updateschedulingpolicy": op(maxBody, "UpdateSchedulingPolicy", func(in *updatePolicyIn) [][]string { return one(refARN(in.Arn, d.PolicyARN)) }, func(ctx context.Context, in *updatePolicyIn) (any, error) {
 			qsp, fsp, err := policyBodyIn(in.QuotaSharePolicy, in.FairsharePolicy)
 			if err != nil {
 				return nil, err
 			}
 			return empty{}, d.UpdatePolicy(ctx, in.Arn, qsp, fsp)
 		}),
-		"deleteschedulingpolicy": op(maxBody, "DeleteSchedulingPolicy", func(in *arnIn) [][]string { return one(in.Arn) }, func(ctx context.Context, in *arnIn) (any, error) {
+		"deleteschedulingpolicy": op(maxBody, "DeleteSchedulingPolicy", func(in *arnIn) [][]string { return one(refARN(in.Arn, d.PolicyARN)) }, func(ctx context.Context, in *arnIn) (any, error) {
 			return empty{}, d.DeletePolicy(ctx, in.Arn)
 		}),
 		"describeschedulingpolicies": op(maxBody, "DescribeSchedulingPolicies", nil, func(ctx context.Context, in *describePoliciesIn) (any, error) {

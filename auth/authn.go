@@ -175,14 +175,16 @@ func PrincipalFrom(ctx context.Context) *Principal {
 // "*" for an operation on no one resource), by Evaluate. It returns nil
 // when it may, and when the server runs without authentication (no
 // principal in ctx); otherwise a *qshare.Error with code EDENIED
-// (AccessDeniedException) in AWS's words, naming the last resource.
+// (AccessDeniedException) in AWS's words, naming the last resource. Either
+// way it names the action and resources in the request's audit line, which
+// is written for a mutating action only, with authentication or without.
 func Authorize(ctx context.Context, action string, resources ...string) error {
+	resources = orAny(resources)
+	noteAuthorization(ctx, action, resources)
 	p := PrincipalFrom(ctx)
 	if p == nil {
 		return nil
 	}
-	resources = orAny(resources)
-	noteAuthorization(ctx, action, resources)
 	d := Evaluate(p.Policies, action, resources)
 	if d == Allowed {
 		return nil

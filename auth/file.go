@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -318,8 +319,10 @@ func Parse(b []byte, account string) (*Keyring, error) {
 		if fp.UnixUser != "" && !validUnixUser(fp.UnixUser) {
 			return nil, fmt.Errorf("%s (%s): unixUser %q is not a user name or uid", where, fp.Name, fp.UnixUser)
 		}
-		if l := fp.Limits; l.RequestsPerSecond < 0 || l.Burst < 0 || (l.Burst > 0 && l.RequestsPerSecond == 0) {
-			return nil, fmt.Errorf("line %d: principals[%d] (%s).limits: requestsPerSecond must be more than 0 (or left out for no limit), and burst 1 or more with it", l.line, i, fp.Name)
+		// !(rate >= 0) refuses NaN (.nan in YAML, which would throttle every
+		// request) with the negative rates; .inf is no limit in disguise.
+		if l := fp.Limits; !(l.RequestsPerSecond >= 0) || math.IsInf(l.RequestsPerSecond, 1) || l.Burst < 0 || (l.Burst > 0 && l.RequestsPerSecond == 0) {
+			return nil, fmt.Errorf("line %d: principals[%d] (%s).limits: requestsPerSecond must be a number more than 0 (or left out for no limit), and burst 1 or more with it", l.line, i, fp.Name)
 		}
 		if l := fp.Limits; l.UnfinishedJobs < 0 {
 			return nil, fmt.Errorf("line %d: principals[%d] (%s).limits: unfinishedJobs %d is not valid: give 1 or more (or leave it out for no limit)", l.line, i, fp.Name, l.UnfinishedJobs)

@@ -295,7 +295,7 @@ func (g *Guard) check(r *http.Request) error {
 	originOK := false
 	if origin != "" {
 		if c, ok := canonicalOrigin(origin); ok {
-			self, _ := canonicalOrigin("http://" + r.Host)
+			self, _ := canonicalOrigin(g.scheme() + "://" + r.Host)
 			originOK = c == self || g.origins[c]
 		}
 	}
@@ -324,6 +324,15 @@ func (g *Guard) check(r *http.Request) error {
 		}
 	}
 	return nil
+}
+
+// scheme is the URL scheme the server speaks, which makes its own origin:
+// a page it serves over HTTPS sends Origin https://HOST.
+func (g *Guard) scheme() string {
+	if g.cfg.TLS {
+		return "https"
+	}
+	return "http"
 }
 
 // ownAddr is how a message names the server's own address.

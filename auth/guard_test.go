@@ -21,6 +21,7 @@ import (
 // qshare serve installs it.
 type guarded struct {
 	url, port string
+	client    *http.Client // trusts the server's certificate, with TLS
 	reached   atomic.Int32
 }
 
@@ -43,27 +44,29 @@ func (s *guarded) raw(t *testing.T, request string) (*http.Response, error) {
 
 func startGuarded(t *testing.T, cfg auth.Config) *guarded {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &guarded{url: "http://" + ln.Addr().String()}
-	_, s.port, _ = net.SplitHostPort(ln.Addr().String())
-	cfg.Addr = ln.Addr().String()
+	s := &guarded{}
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.reached.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jobSummaryList":[]}`)
+	}))
+	ts.Config.ReadHeaderTimeout = 10 * time.Second
+	cfg.Addr = ts.Listener.Addr().String()
 	cfg.WriteError = api.WriteError
 	g, err := auth.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.reached.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"jobSummaryList":[]}`)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	g.Install(srv)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	g.Install(ts.Config)
+	if cfg.TLS {
+		ts.StartTLS()
+	} else {
+		ts.Start()
+	}
+	t.Cleanup(ts.Close)
+	s.url, s.client = ts.URL, ts.Client()
+	_, s.port, _ = net.SplitHostPort(cfg.Addr)
 	return s
 }
 
@@ -104,7 +107,7 @@ func (s *guarded) send(t *testing.T, a attack) (int, string, string) {
 	for k, v := range a.header {
 		req.Header.Set(k, strings.ReplaceAll(v, "PORT", s.port))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +217,27 @@ func TestBrowserAttacksRefused(t *testing.T) {
 		}
 		if strings.Contains(msg, "/tmp") || strings.Contains(msg, "/proc") {
 			t.Errorf("%s: the message shows a server path: %s", a.name, msg)
+		}
+	}
+}
+
+// TestOwnOriginOverTLS: a server that speaks HTTPS is its own origin as
+// https:// and its Host, so the dashboard it serves keeps working (a
+// browser sends Origin with every POST the page makes, same-origin ones
+// included); the http:// origin of the same host and port is no page of
+// this server's.
+func TestOwnOriginOverTLS(t *testing.T) {
+	s := startGuarded(t, auth.Config{TLS: true})
+	for _, a := range []attack{
+		{name: "the server's own https origin", path: "/v1/listservicejobs", body: "{}",
+			header: map[string]string{"Content-Type": "application/json", "Origin": "https://127.0.0.1:PORT", "Sec-Fetch-Site": "same-origin"}, status: 200},
+		{name: "the http origin of the server's host and port", path: "/v1/listservicejobs", body: "{}",
+			header: map[string]string{"Content-Type": "application/json", "Origin": "http://127.0.0.1:PORT"}, status: 403},
+	} {
+		before := s.reached.Load()
+		status, typ, msg := s.send(t, a)
+		if status != a.status || (status == 200) != (s.reached.Load() != before) {
+			t.Errorf("%s: %d %s %q (handler reached: %v), want %d", a.name, status, typ, msg, s.reached.Load() != before, a.status)
 		}
 	}
 }

@@ -56,6 +56,8 @@ func TestParseLimits(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"principals: [{name: a, limits: {requestsPerSecond: -1}}]",
+		"principals: [{name: a, limits: {requestsPerSecond: .nan}}]", // no rate at all: every request throttled
+		"principals: [{name: a, limits: {requestsPerSecond: .inf}}]", // no limit, written as one
 		"principals: [{name: a, limits: {burst: 3}}]",
 		"principals: [{name: a, limits: {rps: 3}}]",
 		"principals: [{name: a, limits: {unfinishedJobs: -1}}]",

@@ -75,11 +75,13 @@ type Handler struct {
 	// (executor.InstanceLogger); nil means the executor keeps one log per
 	// attempt, and only instance 0 exists.
 	InstanceLogs func(ctx context.Context, attemptID string, instance int, follow bool) (io.ReadCloser, error)
-	// Resources returns the ARNs a read of j's log is authorized against
+	// Resources returns the ARNs a read of the log of the job ref (an ID
+	// or ARN, as the request gives it) is authorized against
 	// (auth.Authorize, action api.ActionGetServiceJobLogs): the server
-	// passes the job's quota share's ARN and the job's own. Nil means the
-	// job's ARN alone.
-	Resources func(j *qshare.Job) []string
+	// passes api.JobResources, the job's quota share's ARN and the job's
+	// own, or for a job that does not exist the ARN it would have. Nil
+	// means the job's ARN alone (ref itself for an unknown job).
+	Resources func(ref string) []string
 	// Poll is how often a follow looks for the job's next attempt; 0 means
 	// 250ms. (How often an attempt's own log is polled, if at all, is the
 	// executor's business.)
@@ -148,11 +150,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	j, err := h.Job(ref)
 	res := []string{ref} // an unknown job: the caller learns of it only if allowed on it
-	if err == nil {
+	switch {
+	case h.Resources != nil:
+		res = h.Resources(ref)
+	case err == nil:
 		res = []string{j.ARN}
-		if h.Resources != nil {
-			res = h.Resources(j)
-		}
 	}
 	if aerr := auth.Authorize(r.Context(), api.ActionGetServiceJobLogs, res...); aerr != nil {
 		api.WriteError(w, aerr)

@@ -46,9 +46,11 @@ type Event struct {
 	ForName string `json:"forName,omitempty"`
 }
 
-// NameFunc returns the name of the job with the given id, or "" for a job
-// the server does not keep.
-type NameFunc func(id string) string
+// NameFunc returns the name of the job with the given id as the caller of
+// the request ctx belongs to may read it: "" for a job the server does not
+// keep, or one the caller may not describe (an event of its own job names
+// in For the job it was preempted for, which may be another team's).
+type NameFunc func(ctx context.Context, id string) string
 
 // VisibleFunc reports whether the caller of the request ctx belongs to may
 // see event e (with authentication: whether it may describe e's job).
@@ -62,7 +64,7 @@ type VisibleFunc func(ctx context.Context, e event.Event) bool
 // method is a ClientException (400) that says which.
 func EventsHandler(read EventsFunc, name NameFunc, visible VisibleFunc, now func() time.Time) http.Handler {
 	if name == nil {
-		name = func(string) string { return "" }
+		name = func(context.Context, string) string { return "" }
 	}
 	if now == nil {
 		now = time.Now
@@ -120,7 +122,7 @@ func EventsHandler(read EventsFunc, name NameFunc, visible VisibleFunc, now func
 			})
 			var bad *event.BadLinesError
 			if err != nil && !asBad(err, &bad) {
-				api.WriteError(w, qshare.Errorf(qshare.EINTERNAL, "reading the event log: %v", err))
+				api.WriteError(w, qshare.Errorf(qshare.EINTERNAL, "the event log could not be read: %v", rootCause(err)))
 				return
 			}
 		}
@@ -134,7 +136,7 @@ func EventsHandler(read EventsFunc, name NameFunc, visible VisibleFunc, now func
 			}
 			n, ok := names[id]
 			if !ok {
-				n = name(id)
+				n = name(r.Context(), id)
 				names[id] = n
 			}
 			return n

@@ -20,3 +20,13 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write(b)
 }
+
+// rootCause is the innermost error of err's chain: what went wrong (no
+// such file, permission denied), without the server's path of the file
+// that the wrapping errors name, which an answer must not show.
+func rootCause(err error) error {
+	for u := errors.Unwrap(err); u != nil; u = errors.Unwrap(err) {
+		err = u
+	}
+	return err
+}

@@ -1,10 +1,12 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,7 +81,7 @@ func TestEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := map[string]string{"a": "job-a", "b": "job-b"}
-	h := web.EventsHandler(f.Events, func(id string) string { return names[id] }, nil, func() time.Time { return now })
+	h := web.EventsHandler(f.Events, func(_ context.Context, id string) string { return names[id] }, nil, func() time.Time { return now })
 	status, _, body := get(t, h, http.MethodGet, web.EventsPath)
 	var r web.EventsResponse
 	if err := json.Unmarshal([]byte(body), &r); err != nil || status != http.StatusOK {
@@ -141,5 +143,24 @@ func TestWhoAmI(t *testing.T) {
 		if status, h, _ := get(t, h, c.method, c.target); status != http.StatusBadRequest || h.Get("X-Amzn-ErrorType") != "ClientException" {
 			t.Errorf("%s %s: %d %s, want 400 ClientException", c.method, c.target, status, h.Get("X-Amzn-ErrorType"))
 		}
+	}
+}
+
+// TestEventsErrorNamesNoPath: an event log that cannot be read (here,
+// removed under the server) is a ServerException that says why, without
+// the server's path of the file.
+func TestEventsErrorNamesNoPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	f, err := event.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	status, h, body := get(t, web.EventsHandler(f.Events, nil, nil, nil), http.MethodGet, web.EventsPath)
+	if status != http.StatusInternalServerError || h.Get("X-Amzn-ErrorType") != "ServerException" || !strings.Contains(body, "no such file") || strings.Contains(body, filepath.Dir(path)) {
+		t.Fatalf("GET with the event log removed: %d %s %s, want a ServerException that says why and names no path", status, h.Get("X-Amzn-ErrorType"), body)
 	}
 }

@@ -18,14 +18,19 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"qshare/auth"
+	"qshare/event"
+	"qshare/internal/batchclient"
 	"qshare/sqlite"
 	"qshare/store"
+	"qshare/web"
 )
 
 // serveAt runs qshare serve in this process on s until the test ends and
@@ -561,5 +566,90 @@ func TestMetricsLimitChange(t *testing.T) {
 		map[string]string{"queue": "training", "kind": "limit-change", "preempting_share": "B", "preempted_share": "A"}, 1)
 	if v, ok := sample(fams, "qshare_preemptions_total", map[string]string{"kind": "cross-share"}); ok {
 		t.Errorf("a limit change was counted as %v cross-share preemptions", v)
+	}
+}
+
+// TestEventsNameOnlyReadableJobs: with --auth, the timeline (GET
+// /qshare/v1/events) of a principal that may describe QS1's jobs alone
+// shows the preemption of its job by QS2's reclaim, and the ID of the job
+// it was preempted for (as its statusReason does), but not that job's
+// name: the name is read from a job it may not describe.
+func TestEventsNameOnlyReadableJobs(t *testing.T) {
+	s := simServeSettings(t)
+	dir := t.TempDir()
+	s.Events, s.Guard.Auth = filepath.Join(dir, "events.jsonl"), filepath.Join(dir, "auth.yaml")
+	alice, err := auth.NewKey()
+	serveMust(t, err)
+	admin, err := auth.NewKey()
+	serveMust(t, err)
+	serveMust(t, os.WriteFile(s.Guard.Auth, []byte(`principals:
+  - {name: alice, accessKeys: [{id: `+alice.ID+`, secret: "`+alice.Secret+`"}], policies: [qs1]}
+  - {name: admin, accessKeys: [{id: `+admin.ID+`, secret: "`+admin.Secret+`"}], policies: [all]}
+policies:
+  qs1:
+    Version: "2012-10-17"
+    Statement:
+      - {Effect: Allow, Action: batch:GetEvents, Resource: "*"}
+      - {Effect: Allow, Action: [batch:SubmitServiceJob, batch:DescribeServiceJob], Resource: "arn:aws:batch:*:*:job-queue/training/quota-share/QS1"}
+  all: {Version: "2012-10-17", Statement: [{Effect: Allow, Action: "batch:*", Resource: "*"}]}
+`), 0o600))
+	url := "http://" + serveAt(t, s)
+	creds := func(k auth.AccessKey) credentials.StaticCredentialsProvider {
+		return credentials.NewStaticCredentialsProvider(k.ID, k.Secret, "")
+	}
+	adminC := batchclient.NewSigned(url, "us-east-1", creds(admin), nil, batchclient.NoRetry)
+	aliceC := batchclient.NewSigned(url, "us-east-1", creds(alice), nil, batchclient.NoRetry)
+	threeShares(t, adminC)
+	submitTo(t, aliceC, "QS1", "alice-own", 1, time.Hour)
+	submitTo(t, aliceC, "QS1", "alice-borrows", 1, time.Hour)
+	events := func(k auth.AccessKey) []web.Event {
+		t.Helper()
+		resp, err := batchclient.SignedHTTPClient(nil, creds(k), "us-east-1").Get(url + web.EventsPath)
+		serveMust(t, err)
+		defer resp.Body.Close()
+		var out web.EventsResponse
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s %v", web.EventsPath, resp.Status, err)
+		}
+		return out.Events
+	}
+	preemptFor := func(k auth.AccessKey, job string) *web.Event {
+		for _, e := range events(k) {
+			if e.Event.Event == event.Preempt && e.For == job {
+				return &e
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		for !done() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s within 15 s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("alice's two jobs did not start", func() bool {
+		n := 0
+		for _, e := range events(admin) {
+			if e.Event.Event == event.Start {
+				n++
+			}
+		}
+		return n == 2
+	})
+	bob := submitTo(t, adminC, "QS2", "bobs-secret-project", 1, time.Hour)
+	waitFor("QS2's job did not preempt alice's borrowing job", func() bool { return preemptFor(admin, bob) != nil })
+	if e := preemptFor(admin, bob); e.ForName != "bobs-secret-project" || e.JobName != "alice-borrows" {
+		t.Errorf("admin's timeline: %+v, want alice-borrows preempted for bobs-secret-project", e)
+	}
+	e := preemptFor(alice, bob)
+	if e == nil || e.JobName != "alice-borrows" {
+		t.Fatalf("alice's timeline has no preemption of her job for %s: %+v", bob, e)
+	}
+	if e.ForName != "" {
+		t.Errorf("alice's timeline names the QS2 job her job was preempted for, %q, which she may not describe", e.ForName)
 	}
 }

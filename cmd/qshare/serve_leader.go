@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"qshare"
 	"qshare/api"
 	"qshare/auth"
 	"qshare/daemon"
@@ -240,7 +239,7 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 	health.SetNotReady("loading the store and recovering the attempts in flight")
 	apiHandler := api.New(d, log)
 	mux := http.NewServeMux()
-	logs := &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(j *qshare.Job) []string { return []string{d.JobShareARN(j), j.ARN} }}
+	logs := &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(ref string) []string { return api.JobResources(d, ref) }}
 	if il, ok := ex.(executor.InstanceLogger); ok {
 		logs.InstanceLogs = il.InstanceLogs
 	}
@@ -309,7 +308,9 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 	printed := false
 	for {
 		if db == nil {
-			sv.health.SetNotReady("standby: another server leads the store " + name)
+			// Not the store's name: /readyz answers unsigned, and the
+			// URL is the operator's (the listening line and the log name it).
+			sv.health.SetNotReady("standby: another server leads the store")
 			sv.set(sb)
 			sv.serve()
 			stop := sb.watch(ctx)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -121,6 +122,30 @@ func TestServePostgres(t *testing.T) {
 	listsKept(aAddr) // the old leader forwards to the new one
 	a.stop(t)
 	listsKept(bAddr)
+}
+
+// TestServeStandbyReadyzNamesNoStore: /readyz answers unsigned, even with
+// --auth, so a standby's answer says that it stands by without naming the
+// store: its URL is the operator's, and one with a password in its query
+// string (which libpq and pgx take, and url.URL.Redacted leaves) would give
+// the password to whoever asks.
+func TestServeStandbyReadyzNamesNoStore(t *testing.T) {
+	db := postgresDB(t) + "&password=probe-secret"
+	s := testServeSettings(t)
+	s.Store = db
+	serveInProcess(t, s)
+	s2 := testServeSettings(t)
+	s2.Store = db
+	b := serveInProcess(t, s2)
+	resp, err := http.Get(addrOf(t, b.out.String()) + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "standby") || strings.Contains(string(body), "probe-secret") || strings.Contains(string(body), "postgres://") {
+		t.Fatalf("GET /readyz on a standby: %d %q, want 503 saying it stands by, without the store's URL", resp.StatusCode, body)
+	}
 }
 
 // readyz returns the status of GET /readyz at addr (http://HOST:PORT).

@@ -49,12 +49,13 @@ func eventVisible(d *daemon.Daemon) web.VisibleFunc {
 	}
 }
 
-// jobName names a job by its id, for the timeline; "" for one the server
-// no longer keeps.
+// jobName names a job by its id, for the timeline, to a caller that may
+// describe it (as DescribeServiceJob decides); "" for one the server no
+// longer keeps or the caller may not describe.
 func jobName(d *daemon.Daemon) web.NameFunc {
-	return func(id string) string {
+	return func(ctx context.Context, id string) string {
 		j, err := d.Job(id)
-		if err != nil {
+		if err != nil || !auth.May(ctx, api.ActionDescribeServiceJob, d.JobShareARN(j), j.ARN) {
 			return ""
 		}
 		return j.Name
