@@ -114,13 +114,13 @@ func (d *Daemon) failQueued() {
 // answerQueued answers the commands of the cycles queued behind a commit
 // that fails: like those of the failing commit, their changes are kept and
 // retried.
-func (d *Daemon) answerQueued(err error) {
+func (d *Daemon) answerQueued() {
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
 	for _, p := range d.cq {
 		for _, r := range p.replies {
 			if r.err == nil {
-				r.err = errStoreDown(err, true)
+				r.err = errStoreDown(true)
 			}
 			r.ch <- r.err
 		}
@@ -185,14 +185,14 @@ func (d *Daemon) commitBatch(ctx context.Context, batch []*pending) bool {
 				for _, p := range batch {
 					for _, r := range p.replies {
 						if r.err == nil {
-							r.err = errStoreDown(err, true)
+							r.err = errStoreDown(true)
 						}
 						r.ch <- r.err
 					}
 					p.replies = nil
 				}
-				d.answerQueued(err)
-				d.refuseCommands(err)
+				d.answerQueued()
+				d.refuseCommands()
 			}
 			select {
 			case <-ctx.Done():

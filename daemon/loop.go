@@ -107,7 +107,7 @@ func (d *Daemon) command(ctx context.Context, fn func(*cycle) error) error {
 		return qshare.Errorf(qshare.EINTERNAL, "the server is starting; retry the request")
 	}
 	if errp := d.storeDown.Load(); errp != nil {
-		return errStoreDown(*errp, false)
+		return errStoreDown(false)
 	}
 	reply := make(chan error, 1)
 	d.post(op{kind: opCommand, fn: fn, reply: reply, client: true})
@@ -153,18 +153,20 @@ func (d *Daemon) loop(ctx context.Context) {
 
 // errStoreDown is the ServerException of a command while the loop's commit
 // fails: applied says whether the command is part of the commit being
-// retried (it then takes effect once the store writes again).
-func errStoreDown(err error, applied bool) error {
+// retried (it then takes effect once the store writes again). The store's
+// own error stays in the server's log (the commit logs it): it can name
+// the database's file, host or user, which a client is not told.
+func errStoreDown(applied bool) error {
 	if applied {
-		return qshare.Errorf(qshare.EINTERNAL, "the store cannot write (%v): the change is kept and retried, so it may still take effect; check before retrying", err)
+		return qshare.Errorf(qshare.EINTERNAL, "the store cannot write (the server's log says why): the change is kept and retried, so it may still take effect; check before retrying")
 	}
-	return qshare.Errorf(qshare.EINTERNAL, "the store cannot write (%v): the change was not applied; retry when the store writes again", err)
+	return qshare.Errorf(qshare.EINTERNAL, "the store cannot write (the server's log says why): the change was not applied; retry when the store writes again")
 }
 
 // refuseCommands answers the clients' commands waiting in the inbox with
 // a ServerException, without applying them: the loop is retrying a commit
 // that the store refuses.
-func (d *Daemon) refuseCommands(err error) {
+func (d *Daemon) refuseCommands() {
 	d.mu.Lock()
 	keep := d.inbox[:0]
 	var refused []op
@@ -179,7 +181,7 @@ func (d *Daemon) refuseCommands(err error) {
 	d.inbox = keep
 	d.mu.Unlock()
 	for _, o := range refused {
-		o.reply <- errStoreDown(err, false)
+		o.reply <- errStoreDown(false)
 	}
 }
 
@@ -220,7 +222,7 @@ func (d *Daemon) runCycle(ctx context.Context) {
 		// The committer is retrying a commit that the store refuses: the
 		// clients' commands are refused, as d.command does, not queued
 		// behind it.
-		d.refuseCommands(*errp)
+		d.refuseCommands()
 	}
 	d.mu.Lock()
 	ops := d.inbox

@@ -102,6 +102,11 @@ func TestStoreCannotWrite(t *testing.T) {
 		if !errors.As(err, &ae) || ae.ErrorCode() != "ServerException" || ae.ErrorMessage() == "" {
 			t.Fatalf("%s while the store cannot write: %v, want a ServerException with a message", what, err)
 		}
+		// The store's own error (it can name the database's file, host or
+		// user) stays in the server's log.
+		if strings.Contains(ae.ErrorMessage(), errDiskFull.Error()) {
+			t.Fatalf("%s while the store cannot write: the client is told the store's error: %q", what, ae.ErrorMessage())
+		}
 	}
 	_, err = submit("lost")
 	serverException("SubmitServiceJob", err)
