@@ -120,6 +120,7 @@ type attempt struct {
 	created  time.Time // when this executor created or found the pods
 	timeout  time.Duration
 	stopping bool // Stop was called (or the pods carry the stop annotation)
+	stopSent bool // this executor has issued the deletions of a Stop
 	ending   bool // the executor is deleting the rest of the pods after an end
 	last     map[int]*corev1.Pod
 	exit     executor.Exit
@@ -338,22 +339,84 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if err != nil {
 		return executor.Handle{}, err
 	}
-	if a == nil {
-		p, err := e.build(s, req, typ, n, grace, time.Now())
+	// A set that a crash cut short (pods 0..k made, the rest not) is
+	// completed: create keeps what exists and makes the missing pods, so
+	// the attempt runs whole instead of waiting for pods never made.
+	if a == nil || e.incomplete(a) {
+		at := time.Now()
+		if a != nil && !a.started.IsZero() {
+			at = a.started
+		}
+		p, err := e.build(s, req, typ, n, grace, at)
 		if err != nil {
 			return executor.Handle{}, err
 		}
 		if err := e.create(ctx, p); err != nil {
+			if ctx.Err() == nil {
+				// Refused part way (a ResourceQuota, an admission
+				// webhook): the daemon records CannotStartAttempt and
+				// gives the capacity away, so nothing of the attempt may
+				// run on untracked.
+				if a != nil {
+					e.mu.Lock()
+					a.ending = true
+					e.mu.Unlock()
+				}
+				e.rollback(s.AttemptID, n)
+			}
 			return executor.Handle{}, err
 		}
-		a = e.track(s.AttemptID, s.JobID, n, grace, time.Now().UTC(), false)
-		if st, err := time.Parse(time.RFC3339Nano, p.pods[0].Annotations[annStarted]); err == nil {
-			a.started = st
+		if a == nil {
+			a = e.track(s.AttemptID, s.JobID, n, grace, time.Now().UTC(), false)
+			if st, err := time.Parse(time.RFC3339Nano, p.pods[0].Annotations[annStarted]); err == nil {
+				a.started = st
+			}
 		}
 	}
 	e.evaluate(a)
 	e.awaitRun(ctx, a)
 	return e.handle(a), nil
+}
+
+// incomplete reports whether an adopted attempt lacks some of its pods
+// while nothing ended or stopped it.
+func (e *Executor) incomplete(a *attempt) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a.decided || a.stopping {
+		return false
+	}
+	for i := 0; i < a.n; i++ {
+		if a.last[i] == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// rollback deletes the pods, ConfigMap and Service of an attempt whose
+// objects could not all be created. The job's checkpoint claim stays,
+// for its other attempts.
+func (e *Executor) rollback(attemptID string, n int) {
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	e.deletePods(ctx, attemptID, n, 0, false)
+	e.deleteAttemptObjects(ctx, attemptID)
+}
+
+// markMissing records the pods of a recovered attempt that the API server
+// does not have as gone, with their end unseen: they were deleted while
+// the server was down (by hand, or by a stop whose mark the others carry),
+// so the attempt ends as their deletion says instead of waiting for them.
+func (e *Executor) markMissing(a *attempt) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := 0; i < a.n; i++ {
+		if a.last[i] == nil {
+			a.last[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName(a.id, i), Namespace: e.ns,
+				Labels: map[string]string{LabelIndex: strconv.Itoa(i)}, Annotations: map[string]string{annGone: "true"}}}
+		}
+	}
 }
 
 func (e *Executor) handle(a *attempt) executor.Handle {
@@ -631,12 +694,12 @@ func (a *attempt) observe(p *corev1.Pod, deleted bool) {
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		c.Annotations["qshare.io/gone"] = "true"
+		c.Annotations[annGone] = "true"
 	}
 	a.last[i] = c
 }
 
-func gone(p *corev1.Pod) bool { return p != nil && p.Annotations["qshare.io/gone"] != "" }
+func gone(p *corev1.Pod) bool { return p != nil && p.Annotations[annGone] != "" }
 
 func terminal(p *corev1.Pod) bool {
 	return p != nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
@@ -660,7 +723,7 @@ func (e *Executor) evaluate(a *attempt) {
 	}
 	allReleased, allSucc := true, true
 	var firstFail *corev1.Pod
-	pendingWhy, running := "", 0
+	pendingWhy, placed := "", 0
 	for i := 0; i < a.n; i++ {
 		p := a.last[i]
 		if !released(p) {
@@ -678,8 +741,8 @@ func (e *Executor) evaluate(a *attempt) {
 		if !a.stopping && !a.ending && a.byHand < 0 && (gone(p) && !terminal(p) || p.DeletionTimestamp != nil) && p.Annotations[annStopped] == "" {
 			a.byHand = i
 		}
-		if p.Status.Phase == corev1.PodRunning {
-			running++
+		if p.Status.Phase == corev1.PodRunning || started(p) || terminal(p) {
+			placed++
 		}
 		if !terminal(p) && !gone(p) {
 			for _, c := range p.Status.Conditions {
@@ -715,13 +778,16 @@ func (e *Executor) evaluate(a *attempt) {
 			a.ending, deleteRest = true, true
 		case allSucc:
 			a.exit, a.decided = executor.Exit{AttemptID: a.id, ExitCode: 0, Reason: "Essential process exited with code 0", At: finishedAt(a.last[0])}, true
-		case running < a.n && time.Since(a.created) > a.timeout:
+		case placed < a.n && time.Since(a.created) > a.timeout:
+			// The start timeout bounds the placement of the pods, not
+			// their run: a pod that has run (and ended, before the others)
+			// was placed.
 			why := pendingWhy
 			if why == "" {
 				why = "the pods did not start"
 			}
 			a.exit, a.decided = executor.Exit{AttemptID: a.id, ExitCode: -1, Lost: true, At: time.Now().UTC(),
-				Reason: fmt.Sprintf("Capacity failure: %d of %d pods were not running %v after they were created (%s); the attempt was requeued without using a retry", a.n-running, a.n, a.timeout, why)}, true
+				Reason: fmt.Sprintf("Capacity failure: %d of %d pods were not running %v after they were created (%s); the attempt was requeued without using a retry", a.n-placed, a.n, a.timeout, why)}, true
 			a.ending, deleteRest, deleteGrace = true, true, 0
 		}
 	}
@@ -803,6 +869,10 @@ func signalName(code int32) string {
 func exitFrom(a *attempt, p *corev1.Pod, stopped bool) executor.Exit {
 	x := executor.Exit{AttemptID: a.id, Stopped: stopped, At: finishedAt(p), ExitCode: -1}
 	t := terminated(p)
+	if t == nil && gone(p) && p.Status.Phase == "" {
+		x.Reason = "The pod " + p.Name + " was gone before its end could be seen"
+		return x
+	}
 	if t == nil {
 		x.Reason = "The pod " + p.Name + " ended before its container ran"
 		if p.Status.Reason != "" {
@@ -901,11 +971,14 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		return executor.ErrUnknownAttempt
 	}
 	e.mu.Lock()
-	if a.decided || a.stopping {
+	// A stop found in the pods' annotations after a restart is carried
+	// out again: the server may have died between marking the pods and
+	// deleting them.
+	if a.decided || a.stopSent {
 		e.mu.Unlock()
 		return nil
 	}
-	a.stopping = true
+	a.stopping, a.stopSent = true, true
 	g := e.stopGrace(a.grace, grace)
 	n := a.n
 	e.mu.Unlock()
@@ -995,6 +1068,8 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 		if a == nil {
 			return executor.Lost, nil
 		}
+		// The list was the API server's own: a pod it lacks is gone.
+		e.markMissing(a)
 	}
 	e.evaluate(a)
 	e.mu.Lock()

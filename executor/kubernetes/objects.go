@@ -36,6 +36,8 @@ const (
 	annGrace     = "qshare.io/grace"
 	annStopped   = "qshare.io/stopped-by-qshare"
 	annType      = "qshare.io/instance-type"
+	// annGone marks, in the executor's memory only, a pod that is deleted.
+	annGone = "qshare.io/gone"
 
 	managedBy = "qshare"
 	container = "training"

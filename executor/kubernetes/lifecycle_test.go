@@ -1,0 +1,197 @@
+package kubernetes
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	k8scorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"qshare/executor"
+	"qshare/executor/kubernetes/kubetest"
+	"qshare/trainingjob"
+)
+
+// waitWithin is wait with a bound of its own, failing (not hanging) when
+// the attempt never ends.
+func waitWithin(t *testing.T, e *Executor, id string, d time.Duration) (executor.Exit, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	x, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Errorf("Wait(%s) did not return within %v: %v", id, d, err)
+		return x, false
+	}
+	return x, true
+}
+
+// TestStartTimeoutOnlyWhileStarting: the start timeout bounds the wait
+// for all pods to be placed, not the run: an attempt of two instances
+// whose pods all ran and one of which ends before the other, after the
+// start timeout has passed, succeeds; it is no capacity failure.
+func TestStartTimeoutOnlyWhileStarting(t *testing.T) {
+	c := getCluster(t)
+	addNodes(t, c, "late.xlarge", 2, 1)
+	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{StartTimeout: "1s", InstanceTypes: map[string]InstanceType{"ml.late.xlarge": {GPUs: ptr(int64(1))}}}})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: 2500 * time.Millisecond}, "ml.late.xlarge", 2)
+	start(t, e, s)
+	if x, ok := waitWithin(t, e, s.AttemptID, time.Minute); ok && !x.Succeeded() {
+		t.Errorf("exit of an attempt whose pods both ran and exited 0 = %+v, want success", x)
+	}
+}
+
+// TestStopAfterRestartBetweenMarkAndDelete: a server that died after it
+// marked a pod as stopped by qshare but before the deletion went through
+// stops it again after the restart (the daemon does so for a stop decided
+// before the restart): the Stop is carried out, not taken as done.
+func TestStopAfterRestartBetweenMarkAndDelete(t *testing.T) {
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	e2 := restarted(t, Options{}, s, func(pods k8scorev1.PodInterface) error {
+		patch := []byte(`{"metadata":{"annotations":{"` + annStopped + `":"true"}}}`)
+		_, err := pods.Patch(context.Background(), podName(s.AttemptID, 0), types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if err := e2.Stop(context.Background(), s.AttemptID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if x, ok := waitWithin(t, e2, s.AttemptID, 20*time.Second); ok && !x.Stopped {
+		t.Errorf("exit = %+v, want stopped", x)
+	}
+	noPodsLeft(t, e2, s.AttemptID, 1)
+}
+
+// restarted starts s in an executor, closes it, changes the cluster with
+// meanwhile, and returns a new executor over the same namespace that has
+// recovered s, as after a restart.
+func restarted(t *testing.T, o Options, s executor.Spec, meanwhile func(k8scorev1.PodInterface) error) *Executor {
+	t.Helper()
+	c := getCluster(t)
+	dir := t.TempDir()
+	e1 := c.newExecutor(t, dir, o)
+	start(t, e1, s)
+	e1.Close()
+	if err := meanwhile(c.Client().CoreV1().Pods(e1.ns)); err != nil {
+		t.Fatal(err)
+	}
+	e2 := c.newExecutor(t, dir, o)
+	t.Cleanup(func() { e2.Close() })
+	if _, err := e2.Recover(context.Background(), executor.Handle{AttemptID: s.AttemptID}); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	return e2
+}
+
+// noPodsLeft checks that an attempt of n pods has none left, and deletes
+// any that are.
+func noPodsLeft(t *testing.T, e *Executor, id string, n int) {
+	t.Helper()
+	if p := attemptPods(t, e, id); len(p) != 0 {
+		t.Errorf("%d pods left, want none", len(p))
+		e.deletePods(context.Background(), id, n, 0, false)
+	}
+}
+
+// TestRecoverWithAPodGone: a pod of a two-instance attempt deleted while
+// the server was down; the recovered attempt ends (the other pod deleted,
+// all or nothing), with a reason that says so, instead of waiting forever
+// for a pod that is not there.
+func TestRecoverWithAPodGone(t *testing.T) {
+	addNodes(t, getCluster(t), "gone.xlarge", 2, 1)
+	o := Options{Config: Config{InstanceTypes: map[string]InstanceType{"ml.gone.xlarge": {GPUs: ptr(int64(1))}}}}
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.gone.xlarge", 2)
+	e2 := restarted(t, o, s, func(pods k8scorev1.PodInterface) error {
+		zero := int64(0)
+		return pods.Delete(context.Background(), podName(s.AttemptID, 1), metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	x, ok := waitWithin(t, e2, s.AttemptID, 30*time.Second)
+	if ok && (x.Succeeded() || !strings.Contains(x.Reason, "deleted outside qshare")) {
+		t.Errorf("exit = %+v, want a failure that says a pod was deleted outside qshare", x)
+	}
+	noPodsLeft(t, e2, s.AttemptID, 2)
+}
+
+// TestStartCompletesAPartialSet: a server that died part way through
+// creating an attempt's pods starts it again after the restart (the
+// daemon does so for an attempt left STARTING): the missing pods are
+// created, and the attempt runs as a whole.
+func TestStartCompletesAPartialSet(t *testing.T) {
+	c := getCluster(t)
+	addNodes(t, c, "part.xlarge", 2, 1)
+	dir := t.TempDir()
+	o := Options{StartWait: 5 * time.Second, Config: Config{StartTimeout: "3s", InstanceTypes: map[string]InstanceType{"ml.part.xlarge": {GPUs: ptr(int64(1))}}}}
+	e1 := c.newExecutor(t, dir, o)
+	s := spec(kubetest.Program{Run: time.Second}, "ml.part.xlarge", 2)
+	p := partialPlan(t, e1, s)
+	if err := e1.create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	e1.Close()
+	e2 := c.newExecutor(t, dir, o)
+	defer e2.Close()
+	start(t, e2, s)
+	if x, ok := waitWithin(t, e2, s.AttemptID, 30*time.Second); ok && !x.Succeeded() {
+		t.Errorf("exit = %+v, want success", x)
+	}
+	e2.deletePods(context.Background(), s.AttemptID, 2, 0, false)
+}
+
+// partialPlan is s's plan with its last pod left out, as a crash part way
+// through create leaves it.
+func partialPlan(t *testing.T, e *Executor, s executor.Spec) *plan {
+	t.Helper()
+	req, err := trainingjob.Parse(s.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ, n, grace, err := e.check(req, s.Demand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.build(s, req, typ, n, grace, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.pods = p.pods[:len(p.pods)-1]
+	return p
+}
+
+// TestStartRefusedPartWay: a Start whose second pod the API server
+// refuses (a ResourceQuota of one pod) fails, and leaves none of the
+// attempt's pods running: the daemon records CannotStartAttempt and gives
+// its capacity to others, so a pod left behind would run untracked.
+func TestStartRefusedPartWay(t *testing.T) {
+	c := getCluster(t)
+	dir := t.TempDir()
+	e := c.newExecutor(t, dir, Options{})
+	defer e.Close()
+	ctx := context.Background()
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "one-pod"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}}}
+	q, err := e.c.CoreV1().ResourceQuotas(e.ns).Create(ctx, q, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No quota controller runs here: give the quota the usage it would.
+	q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}
+	if _, err := e.c.CoreV1().ResourceQuotas(e.ns).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 2)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := e.Start(sctx, s); err == nil || sctx.Err() != nil {
+		t.Fatalf("Start against a quota of one pod = %v, want a refusal", err)
+	}
+	for _, p := range attemptPods(t, e, s.AttemptID) {
+		if p.DeletionTimestamp == nil {
+			t.Errorf("pod %s of the attempt that could not start is left running", p.Name)
+		}
+	}
+	e.deletePods(ctx, s.AttemptID, 2, 0, false)
+}
