@@ -770,6 +770,13 @@ func (e *Executor) evaluate(a *attempt) {
 				p := a.last[a.byHand]
 				x := exitFrom(a, p, true)
 				x.Stopped = false
+				if x.ExitCode == 0 && x.Signal == "" {
+					// A program that checkpoints and exits 0 on the
+					// deletion's SIGTERM did not finish its work: the
+					// attempt must not succeed.
+					x.ExitCode, x.Signal = -1, "SIGTERM"
+					x.Reason = "Essential process exited with code 0 on the SIGTERM of the deletion"
+				}
 				x.Reason = fmt.Sprintf("The pod %s was deleted outside qshare (not by a stop qshare decided), and the attempt is not restarted behind qshare's back: %s", p.Name, x.Reason)
 				a.exit, a.decided = x, true
 			}

@@ -195,3 +195,20 @@ func TestStartRefusedPartWay(t *testing.T) {
 	}
 	e.deletePods(ctx, s.AttemptID, 2, 0, false)
 }
+
+// TestDeletedByHandCheckpointing: a pod deleted by hand whose program
+// checkpoints and exits 0 on the SIGTERM did not finish its work: the
+// attempt fails with a reason that says so, it does not succeed.
+func TestDeletedByHandCheckpointing(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 100 * time.Millisecond}, "ml.m5.large", 1)
+	start(t, e, s)
+	if err := e.c.CoreV1().Pods(e.ns).Delete(context.Background(), podName(s.AttemptID, 0), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if x, ok := waitWithin(t, e, s.AttemptID, 30*time.Second); ok && (x.Succeeded() || x.Lost || !strings.Contains(x.Reason, "deleted outside qshare")) {
+		t.Errorf("exit = %+v, want a failure whose reason says the pod was deleted outside qshare", x)
+	}
+}
