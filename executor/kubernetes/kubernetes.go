@@ -23,6 +23,7 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -646,18 +647,45 @@ func (e *Executor) adopt(id string, pods []*corev1.Pod) *attempt {
 	}
 	grace, _ := time.ParseDuration(p.Annotations[annGrace])
 	started, _ := time.Parse(time.RFC3339Nano, p.Annotations[annStarted])
-	stopping := false
+	stopping, ended := false, ""
 	for _, q := range pods {
 		if q.Annotations[annStopped] != "" {
 			stopping = true
 		}
+		if v := q.Annotations[annEnded]; v != "" {
+			ended = v
+		}
 	}
 	a := e.track(id, p.Annotations[annJobID], n, grace, started, stopping)
+	var x executor.Exit
+	if ended != "" && json.Unmarshal([]byte(ended), &x) != nil {
+		ended = ""
+	}
 	e.mu.Lock()
 	for _, q := range pods {
 		a.observe(q, false)
 	}
+	var rest []int
+	if ended != "" && !a.decided {
+		// The end was decided before a restart: carry on deleting the
+		// pods it left running (the server may have died before it
+		// deleted them all).
+		a.exit, a.decided, a.ending = x, true, true
+		for _, q := range pods {
+			if i, err := strconv.Atoi(q.Labels[LabelIndex]); err == nil && !terminal(q) && q.DeletionTimestamp == nil {
+				rest = append(rest, i)
+			}
+		}
+	}
+	g := e.stopGrace(a.grace, 0)
 	e.mu.Unlock()
+	if len(rest) > 0 {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.endPods(e.ctx, id, n, rest, g, "")
+		}()
+	}
 	return a
 }
 
@@ -809,15 +837,27 @@ func (e *Executor) evaluate(a *attempt) {
 	a.reason = why
 	id, n, closed := a.id, a.n, a.closed
 	allGone := true
+	var rest []int // the pods still running: an ended pod stays, with its log
 	for i := 0; i < n; i++ {
 		allGone = allGone && gone(a.last[i])
+		if p := a.last[i]; p == nil || !gone(p) && !terminal(p) {
+			rest = append(rest, i)
+		}
+	}
+	mark := ""
+	if deleteRest && a.decided {
+		// The decided end goes on the pods, so that a server that
+		// restarts before they are gone ends the attempt as decided and
+		// does not take its own deletion for one by hand.
+		b, _ := json.Marshal(a.exit)
+		mark = string(b)
 	}
 	e.mu.Unlock()
 	if deleteRest && !allReleased {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			e.deletePods(e.ctx, id, n, deleteGrace, false)
+			e.endPods(e.ctx, id, n, rest, deleteGrace, mark)
 		}()
 	}
 	if closed && allGone {
@@ -1002,22 +1042,45 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 // first when qshare stops them, so that a restarted server knows the
 // deletion was its own.
 func (e *Executor) deletePods(ctx context.Context, attemptID string, n int, grace time.Duration, mark bool) {
+	for i := 0; i < n; i++ {
+		if mark {
+			e.markPod(ctx, podName(attemptID, i), annStopped, "true")
+		}
+		e.deletePod(ctx, podName(attemptID, i), grace)
+	}
+}
+
+// endPods ends an attempt whose end qshare decided: it marks each of its
+// n pods with that end (mark, the Exit's JSON; "" for none), then deletes
+// the pods of the indices in rest.
+func (e *Executor) endPods(ctx context.Context, attemptID string, n int, rest []int, grace time.Duration, mark string) {
+	if mark != "" {
+		for i := 0; i < n; i++ {
+			e.markPod(ctx, podName(attemptID, i), annEnded, mark)
+		}
+	}
+	for _, i := range rest {
+		e.deletePod(ctx, podName(attemptID, i), grace)
+	}
+}
+
+// markPod sets an annotation of a pod; a pod that is gone is left so.
+func (e *Executor) markPod(ctx context.Context, name, key, value string) {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	_ = e.retry(ctx, func(ctx context.Context) error {
+		_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+}
+
+// deletePod deletes a pod with a grace period (whole seconds, rounded up).
+func (e *Executor) deletePod(ctx context.Context, name string, grace time.Duration) {
 	secs := int64(math.Ceil(grace.Seconds()))
 	bg := metav1.DeletePropagationBackground
-	for i := 0; i < n; i++ {
-		name := podName(attemptID, i)
-		if mark {
-			patch := []byte(`{"metadata":{"annotations":{"` + annStopped + `":"true"}}}`)
-			_ = e.retry(ctx, func(ctx context.Context) error {
-				_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-				return err
-			})
-		}
-		if err := e.retry(ctx, func(ctx context.Context) error {
-			return e.c.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &secs, PropagationPolicy: &bg})
-		}); err != nil && ctx.Err() == nil {
-			e.log.Warn("kubernetes: deleting a pod failed", "pod", name, "err", err)
-		}
+	if err := e.retry(ctx, func(ctx context.Context) error {
+		return e.c.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &secs, PropagationPolicy: &bg})
+	}); err != nil && ctx.Err() == nil {
+		e.log.Warn("kubernetes: deleting a pod failed", "pod", name, "err", err)
 	}
 }
 
@@ -1188,9 +1251,10 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 // longer follows.
 func (e *Executor) expireEnded() {
 	keep := e.cfg.keepEnded()
+	expired := func(p *corev1.Pod) bool { return terminal(p) && time.Since(finishedAt(p)) >= keep }
 	for _, obj := range e.pods.GetStore().List() {
 		p := obj.(*corev1.Pod)
-		if !terminal(p) || time.Since(finishedAt(p)) < keep {
+		if !expired(p) {
 			continue
 		}
 		e.mu.Lock()
@@ -1202,7 +1266,14 @@ func (e *Executor) expireEnded() {
 		_ = e.retry(e.ctx, func(ctx context.Context) error {
 			return e.c.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
 		})
-		if p.Labels[LabelIndex] == "0" {
+		// The attempt's last pods take its ConfigMap and Service with
+		// them (pod 0 may be gone already: deleted after another's
+		// failure).
+		last := true
+		for _, q := range e.podsOf(p.Labels[LabelAttemptID]) {
+			last = last && (q.Name == p.Name || expired(q))
+		}
+		if last {
 			e.deleteAttemptObjects(e.ctx, p.Annotations[annAttemptID])
 		}
 	}

@@ -2,6 +2,8 @@ package kubernetes
 
 import (
 	"context"
+	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -211,4 +213,83 @@ func TestDeletedByHandCheckpointing(t *testing.T) {
 	if x, ok := waitWithin(t, e, s.AttemptID, 30*time.Second); ok && (x.Succeeded() || x.Lost || !strings.Contains(x.Reason, "deleted outside qshare")) {
 		t.Errorf("exit = %+v, want a failure whose reason says the pod was deleted outside qshare", x)
 	}
+}
+
+// TestRestartWhileEnding: a server that decided an attempt's end (a node
+// lost under one of its pods: a capacity failure) and died while the
+// other pod was being deleted with its grace recovers that end after the
+// restart; it does not take its own deletion for one by hand.
+func TestRestartWhileEnding(t *testing.T) {
+	c := getCluster(t)
+	addNodes(t, c, "ending.xlarge", 2, 1)
+	dir := t.TempDir()
+	o := Options{StopGrace: 5 * time.Second, Config: Config{InstanceTypes: map[string]InstanceType{"ml.ending.xlarge": {GPUs: ptr(int64(1))}}}}
+	e1 := c.newExecutor(t, dir, o)
+	s := spec(kubetest.Program{Run: time.Hour, OnStop: "ignore"}, "ml.ending.xlarge", 2)
+	start(t, e1, s)
+	var node string
+	for _, p := range attemptPods(t, e1, s.AttemptID) {
+		if p.Labels[LabelIndex] == "0" {
+			node = p.Spec.NodeName
+		}
+	}
+	if err := c.Kubelet.DeleteNode(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		p, err := c.Client().CoreV1().Pods(e1.ns).Get(context.Background(), podName(s.AttemptID, 1), metav1.GetOptions{})
+		if err == nil && p.DeletionTimestamp != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod 1 is not being deleted after the node loss: %v", err)
+		}
+	}
+	e1.Close()
+	e2 := c.newExecutor(t, dir, o)
+	defer e2.Close()
+	if _, err := e2.Recover(context.Background(), executor.Handle{AttemptID: s.AttemptID}); err != nil {
+		t.Fatal(err)
+	}
+	if x, ok := waitWithin(t, e2, s.AttemptID, 30*time.Second); ok && (!x.Lost || !strings.Contains(x.Reason, "node no longer exists")) {
+		t.Errorf("exit after the restart = %+v, want the capacity failure decided before it", x)
+	}
+}
+
+// TestFailedPodKept: when a pod of a multi-instance attempt fails, the
+// others are deleted, but the failed pod stays with its log and exit
+// (for keepEnded), as ended pods do.
+func TestFailedPodKept(t *testing.T) {
+	c := getCluster(t)
+	addNodes(t, c, "failkeep.xlarge", 2, 1)
+	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{InstanceTypes: map[string]InstanceType{"ml.failkeep.xlarge": {GPUs: ptr(int64(1))}}}})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: 300 * time.Millisecond, Exit: 3, Output: "the traceback"}, "ml.failkeep.xlarge", 2)
+	start(t, e, s)
+	if x, ok := waitWithin(t, e, s.AttemptID, 30*time.Second); ok && x.ExitCode != 3 {
+		t.Errorf("exit = %+v, want code 3", x)
+	}
+	kept := 0
+	for _, p := range attemptPods(t, e, s.AttemptID) {
+		if ts := terminated(&p); ts == nil || ts.ExitCode != 3 || p.DeletionTimestamp != nil {
+			continue // deleted by qshare after the other's failure
+		}
+		i, _ := strconv.Atoi(p.Labels[LabelIndex])
+		rc, err := e.InstanceLogs(context.Background(), s.AttemptID, i, false)
+		if err != nil {
+			// A pod that ended on its own just before its deletion
+			// reached it (both instances fail at once here) is gone.
+			continue
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		if !strings.Contains(string(b), "the traceback") {
+			t.Errorf("log of instance %d = %q", i, b)
+		}
+		kept++
+	}
+	if kept == 0 {
+		t.Error("no pod that failed on its own is kept with its log")
+	}
+	e.deletePods(context.Background(), s.AttemptID, 2, 0, false)
 }

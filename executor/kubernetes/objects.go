@@ -35,7 +35,10 @@ const (
 	annInstances = "qshare.io/instances"
 	annGrace     = "qshare.io/grace"
 	annStopped   = "qshare.io/stopped-by-qshare"
-	annType      = "qshare.io/instance-type"
+	// annEnded carries the end qshare decided for an attempt (an
+	// executor.Exit in JSON) whose other pods it is deleting.
+	annEnded = "qshare.io/ended-by-qshare"
+	annType  = "qshare.io/instance-type"
 	// annGone marks, in the executor's memory only, a pod that is deleted.
 	annGone = "qshare.io/gone"
 
