@@ -293,3 +293,39 @@ func TestFailedPodKept(t *testing.T) {
 	}
 	e.deletePods(context.Background(), s.AttemptID, 2, 0, false)
 }
+
+// TestFollowLogOfPodThatNeverRan: following the log of an attempt whose
+// pod failed before its container ran (the node's kubelet refused it)
+// ends at once with the empty log, instead of waiting for a start that
+// will not come.
+func TestFollowLogOfPodThatNeverRan(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 100 * time.Millisecond})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.nowhere.xlarge", 1)
+	start(t, e, s)
+	ctx := context.Background()
+	p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, podName(s.AttemptID, 0), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "OutOfnvidia.com/gpu", "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu"
+	if _, err := e.c.CoreV1().Pods(e.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if x, ok := waitWithin(t, e, s.AttemptID, 30*time.Second); ok && x.Succeeded() {
+		t.Errorf("exit = %+v", x)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rc, err := e.Logs(lctx, s.AttemptID, true)
+	if err != nil {
+		t.Fatalf("following the log of a pod that ended without running: %v", err)
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || len(b) != 0 {
+		t.Errorf("log = %q, %v; want empty", b, err)
+	}
+	e.deletePods(ctx, s.AttemptID, 1, 0, false)
+}
