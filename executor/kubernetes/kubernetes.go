@@ -978,13 +978,17 @@ func disrupted(p *corev1.Pod) string {
 
 // failExit is the end of an attempt one of whose pods failed on its own.
 func (e *Executor) failExit(a *attempt, p *corev1.Pod) executor.Exit {
-	if why := disrupted(p); why != "" {
-		return executor.Exit{AttemptID: a.id, ExitCode: -1, Lost: true, At: time.Now().UTC(),
-			Reason: fmt.Sprintf("Capacity failure: the pod %s was taken away by the cluster (%s); the attempt was requeued without using a retry", p.Name, why)}
-	}
+	// The kubelet's eviction first: it also sets a DisruptionTarget
+	// condition (TerminationByKubelet), and a job that makes its node
+	// evict it (its disk filled) must use its retries, not be requeued
+	// for ever.
 	if p.Status.Reason == "Evicted" {
 		return executor.Exit{AttemptID: a.id, ExitCode: -1, At: time.Now().UTC(),
 			Reason: fmt.Sprintf("Evicted: the node evicted the pod %s: %s", p.Name, p.Status.Message)}
+	}
+	if why := disrupted(p); why != "" {
+		return executor.Exit{AttemptID: a.id, ExitCode: -1, Lost: true, At: time.Now().UTC(),
+			Reason: fmt.Sprintf("Capacity failure: the pod %s was taken away by the cluster (%s); the attempt was requeued without using a retry", p.Name, why)}
 	}
 	return exitFrom(a, p, false)
 }

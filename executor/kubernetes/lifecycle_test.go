@@ -329,3 +329,33 @@ func TestFollowLogOfPodThatNeverRan(t *testing.T) {
 	}
 	e.deletePods(ctx, s.AttemptID, 1, 0, false)
 }
+
+// TestEvictedByKubelet: a pod that its node's kubelet evicted, with the
+// status a kubelet writes (reason Evicted, and a DisruptionTarget
+// condition TerminationByKubelet), ends as an eviction that counts as a
+// failure (retried or FAILED), as the docs say: not as a capacity
+// failure requeued without a retry, which would run a job that makes its
+// node evict it (its disk filled) again and again, forever.
+func TestEvictedByKubelet(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: time.Hour, OnStop: "ignore"}, "ml.m5.large", 1)
+	start(t, e, s)
+	ctx := context.Background()
+	p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, podName(s.AttemptID, 0), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 512Mi."
+	p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", msg
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: "TerminationByKubelet", Message: msg, LastTransitionTime: metav1.Now()})
+	if _, err := e.c.CoreV1().Pods(e.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if x, ok := waitWithin(t, e, s.AttemptID, 30*time.Second); ok && (x.Lost || x.Succeeded() || !strings.HasPrefix(x.Reason, "Evicted:")) {
+		t.Errorf("exit = %+v, want a failure whose reason starts Evicted:", x)
+	}
+	e.deletePods(ctx, s.AttemptID, 1, 0, false)
+}
