@@ -1245,6 +1245,8 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 		n, _ := strconv.Atoi(p.Annotations[annInstances])
 		e.log.Warn("kubernetes: deleting the pods of an attempt that no record of the store claims", "attempt", id, "job", p.Annotations[annJobID])
 		e.deletePods(ctx, id, max(n, 1), 0, false)
+		// Its pods never end, so nothing else would delete these.
+		e.deleteAttemptObjects(ctx, id)
 		swept = append(swept, id)
 	}
 	return swept, nil

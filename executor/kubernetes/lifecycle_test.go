@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -358,4 +359,27 @@ func TestEvictedByKubelet(t *testing.T) {
 		t.Errorf("exit = %+v, want a failure whose reason starts Evicted:", x)
 	}
 	e.deletePods(ctx, s.AttemptID, 1, 0, false)
+}
+
+// TestSweptObjectsDeleted: Sweep deletes an orphan attempt's ConfigMap and
+// Service with its pods; nothing else would (its pods never end, so they
+// never expire).
+func TestSweptObjectsDeleted(t *testing.T) {
+	c := getCluster(t)
+	addNodes(t, c, "swept.xlarge", 2, 0)
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.swept.xlarge", 2)
+	e2 := restarted(t, Options{}, s, func(k8scorev1.PodInterface) error { return nil })
+	e2.mu.Lock()
+	delete(e2.attempts, labelValue(s.AttemptID)) // recovered by nobody: an orphan
+	e2.mu.Unlock()
+	if swept, err := e2.Sweep(context.Background(), nil); err != nil || len(swept) != 1 {
+		t.Fatalf("Sweep = %v, %v", swept, err)
+	}
+	ctx := context.Background()
+	if _, err := e2.c.CoreV1().ConfigMaps(e2.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the swept attempt's ConfigMap: %v, want it deleted", err)
+	}
+	if _, err := e2.c.CoreV1().Services(e2.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the swept attempt's Service: %v, want it deleted", err)
+	}
 }
