@@ -338,18 +338,26 @@ func TestOrphansDeleted(t *testing.T) {
 	e2.deletePods(context.Background(), begun.AttemptID, 1, 0, false)
 }
 
-// TestAPIServerOutage stops the API server in the middle of a run: the
-// running attempt keeps its state, a Stop and a Start issued meanwhile are
-// carried out once the server is back, and nothing is duplicated.
-func TestAPIServerOutage(t *testing.T) {
+// ownServer starts a control plane of the test's own, which it may stop
+// or freeze, and a context that bounds the test; both end with it.
+func ownServer(t *testing.T) (context.Context, *kubetest.Server) {
+	t.Helper()
 	kubetest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	s, err := kubetest.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(s.Close)
+	return ctx, s
+}
+
+// TestAPIServerOutage stops the API server in the middle of a run: the
+// running attempt keeps its state, a Stop and a Start issued meanwhile are
+// carried out once the server is back, and nothing is duplicated.
+func TestAPIServerOutage(t *testing.T) {
+	ctx, s := ownServer(t)
 	k, err := kubetest.NewKubelet(s.Client())
 	if err != nil {
 		t.Fatal(err)
@@ -863,4 +871,34 @@ func TestSweptObjectsDeleted(t *testing.T) {
 	if _, err := e2.c.CoreV1().Services(e2.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the swept attempt's Service: %v, want it deleted", err)
 	}
+}
+
+// TestAPIServerHung: an API server that keeps its connections but answers
+// nothing (frozen, as a hung or overloaded one is) is reported by Health
+// as one that does not answer, and the report goes once it answers again:
+// the health check is bounded, it does not wait on the server for ever.
+func TestAPIServerHung(t *testing.T) {
+	ctx, s := ownServer(t)
+	e, err := New(ctx, Options{Client: s.Client(), Namespace: "default", HealthInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		closed := make(chan struct{})
+		go func() { e.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(30 * time.Second):
+			t.Error("Close did not return within 30 s")
+		}
+	}()
+	awaitHealth(t, e, false)
+	if err := s.PauseAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	awaitHealth(t, e, true)
+	if err := s.ResumeAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	awaitHealth(t, e, false)
 }

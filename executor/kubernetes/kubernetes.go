@@ -55,6 +55,8 @@ const (
 	DefaultStartWait    = 10 * time.Second
 	DefaultStartTimeout = 5 * time.Minute
 	DefaultKeepEnded    = 24 * time.Hour
+	// healthTimeout bounds each health check of the API server.
+	healthTimeout = 5 * time.Second
 )
 
 // Options configure an Executor.
@@ -222,7 +224,12 @@ func (e *Executor) Health() string {
 // Options.HealthInterval, so that its absence and its return are noticed
 // even when nothing else calls it.
 func (e *Executor) checkHealth() {
-	_, err := e.c.Discovery().ServerVersion()
+	// Bounded: a server that keeps the connection but answers nothing
+	// (hung, overloaded) is one that does not answer, and the client has
+	// no timeout of its own.
+	ctx, cancel := context.WithTimeout(e.ctx, healthTimeout)
+	defer cancel()
+	err := e.c.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
 	if e.ctx.Err() != nil {
 		return
 	}
