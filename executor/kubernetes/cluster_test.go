@@ -784,14 +784,11 @@ func TestFailedPodKept(t *testing.T) {
 	e.deletePods(context.Background(), s.AttemptID, 2, 0, false)
 }
 
-// TestFollowLogOfPodThatNeverRan: following the log of an attempt whose
-// pod failed before its container ran (the node's kubelet refused it)
-// ends at once with the empty log, instead of waiting for a start that
-// will not come.
-func TestFollowLogOfPodThatNeverRan(t *testing.T) {
-	c := getCluster(t)
-	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 100 * time.Millisecond})
-	defer e.Close()
+// refusedByNode starts an attempt of one pod that no node takes and marks
+// the pod failed as a node's kubelet that refused it does (no container
+// status), and returns the attempt.
+func refusedByNode(t *testing.T, e *Executor) executor.Spec {
+	t.Helper()
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.nowhere.xlarge", 1)
 	start(t, e, s)
 	ctx := context.Background()
@@ -803,6 +800,19 @@ func TestFollowLogOfPodThatNeverRan(t *testing.T) {
 	if _, err := e.c.CoreV1().Pods(e.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// TestFollowLogOfPodThatNeverRan: following the log of an attempt whose
+// pod failed before its container ran (the node's kubelet refused it)
+// ends at once with the empty log, instead of waiting for a start that
+// will not come.
+func TestFollowLogOfPodThatNeverRan(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 100 * time.Millisecond})
+	defer e.Close()
+	s := refusedByNode(t, e)
+	ctx := context.Background()
 	if x, ok := waitWithin(t, e, s.AttemptID, 30*time.Second); ok && x.Succeeded() {
 		t.Errorf("exit = %+v", x)
 	}
@@ -901,4 +911,28 @@ func TestAPIServerHung(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitHealth(t, e, false)
+}
+
+// TestEndedBeforeRunningExpires: a pod that ended before its container ran
+// (refused by its node) has no finish time in its container status; it
+// still expires after keepEnded, with its attempt's ConfigMap, instead of
+// staying for good.
+func TestEndedBeforeRunningExpires(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 100 * time.Millisecond, Config: Config{KeepEnded: "1ms"}})
+	defer e.Close()
+	s := refusedByNode(t, e)
+	ctx := context.Background()
+	name := podName(s.AttemptID, 0)
+	waitWithin(t, e, s.AttemptID, 30*time.Second)
+	e.Forget(s.AttemptID)
+	time.Sleep(10 * time.Millisecond)
+	e.expireEnded()
+	if _, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ended pod after keepEnded: %v, want it deleted", err)
+		e.deletePods(ctx, s.AttemptID, 1, 0, false)
+	}
+	if _, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("its ConfigMap: %v, want it deleted", err)
+	}
 }

@@ -887,6 +887,23 @@ func finishedAt(p *corev1.Pod) time.Time {
 	return time.Now().UTC()
 }
 
+// endedAt is when an ended pod ended, for its expiry: its container's
+// finish, else (it ended before its container ran) the last change of its
+// conditions, else its creation; never the present, which would keep it
+// for good.
+func endedAt(p *corev1.Pod) time.Time {
+	if t := terminated(p); t != nil && !t.FinishedAt.IsZero() {
+		return t.FinishedAt.Time
+	}
+	at := p.CreationTimestamp.Time
+	for _, c := range p.Status.Conditions {
+		if c.LastTransitionTime.After(at) {
+			at = c.LastTransitionTime.Time
+		}
+	}
+	return at
+}
+
 func terminated(p *corev1.Pod) *corev1.ContainerStateTerminated {
 	if p == nil {
 		return nil
@@ -1264,7 +1281,7 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 // longer follows.
 func (e *Executor) expireEnded() {
 	keep := e.cfg.keepEnded()
-	expired := func(p *corev1.Pod) bool { return terminal(p) && time.Since(finishedAt(p)) >= keep }
+	expired := func(p *corev1.Pod) bool { return terminal(p) && time.Since(endedAt(p)) >= keep }
 	for _, obj := range e.pods.GetStore().List() {
 		p := obj.(*corev1.Pod)
 		if !expired(p) {
