@@ -936,3 +936,32 @@ func TestEndedBeforeRunningExpires(t *testing.T) {
 		t.Errorf("its ConfigMap: %v, want it deleted", err)
 	}
 }
+
+// TestCheckpointPathOverAMount: a CheckpointConfig.LocalPath that is one of
+// the pod's own mounts (/opt/ml/model, /opt/ml/input/config) is refused
+// by Validate at submit, not accepted and then refused by the API server
+// (a mount path twice) at every start.
+func TestCheckpointPathOverAMount(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{})
+	defer e.Close()
+	for _, dir := range []string{"/opt/ml/model", "/opt/ml/input/config", "/opt/ml//model/"} {
+		s := spec(kubetest.Program{Run: time.Millisecond}, "ml.m5.large", 1)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s.Payload), &m); err != nil {
+			t.Fatal(err)
+		}
+		m["CheckpointConfig"] = map[string]string{"LocalPath": dir}
+		b, _ := json.Marshal(m)
+		s.Payload = string(b)
+		if err := e.Validate(s.Payload, s.Demand); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			_, err := e.Start(ctx, s)
+			cancel()
+			t.Errorf("Validate accepted CheckpointConfig.LocalPath %q; Start then: %v", dir, err)
+			e.deletePods(context.Background(), s.AttemptID, 1, 0, false)
+		} else if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "LocalPath") {
+			t.Errorf("Validate of CheckpointConfig.LocalPath %q = %v, want EINVALID naming it", dir, err)
+		}
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -290,6 +291,11 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 		p := req.CheckpointConfig.LocalPath
 		if !strings.HasPrefix(p, "/") || strings.Contains(p+"/", "/../") || strings.ContainsAny(p, ":\x00") || p == "/" {
 			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "CheckpointConfig.LocalPath %q is not an absolute directory path inside the container such as /opt/ml/checkpoints", p)
+		}
+		// The pod's own mounts: the API server refuses a mount path
+		// twice, and the config mount is read-only.
+		if c := path.Clean(p); c == modelDir || c == configDir || strings.HasPrefix(c, configDir+"/") {
+			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "CheckpointConfig.LocalPath %q is where the container has %s: give a directory of its own such as /opt/ml/checkpoints", p, c)
 		}
 	}
 	grace, err := executor.EnvironmentAndGrace(req)

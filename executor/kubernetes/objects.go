@@ -52,6 +52,9 @@ const (
 	FailureFile = "/opt/ml/output/failure"
 	// DefaultCheckpointDir is SageMaker's default CheckpointConfig.LocalPath.
 	DefaultCheckpointDir = "/opt/ml/checkpoints"
+	// modelDir and configDir are the pods' other mounts.
+	modelDir  = "/opt/ml/model"
+	configDir = "/opt/ml/input/config"
 )
 
 func hash8(s string) string {
@@ -256,9 +259,9 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 				TerminationMessagePath:   FailureFile,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				VolumeMounts: []corev1.VolumeMount{
-					{Name: "config", MountPath: "/opt/ml/input/config", ReadOnly: true},
+					{Name: "config", MountPath: configDir, ReadOnly: true},
 					{Name: "checkpoints", MountPath: ck},
-					{Name: "model", MountPath: "/opt/ml/model"},
+					{Name: "model", MountPath: modelDir},
 				},
 			}},
 			Volumes: []corev1.Volume{
