@@ -965,3 +965,25 @@ func TestCheckpointPathOverAMount(t *testing.T) {
 		}
 	}
 }
+
+// TestLostAttemptObjectsDeleted: an attempt whose pods were all deleted
+// while the server was down is Lost on Recover, and its ConfigMap goes
+// too; no pod of it will ever expire and take it.
+func TestLostAttemptObjectsDeleted(t *testing.T) {
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	e2 := restarted(t, Options{}, s, func(e1 *Executor) {
+		e1.deletePod(context.Background(), podName(s.AttemptID, 0), 0)
+	})
+	if r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: s.AttemptID}); err != nil || r != executor.Lost {
+		t.Fatalf("Recover = %v, %v; want Lost", r, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := e2.c.CoreV1().ConfigMaps(e2.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Lost attempt's ConfigMap: %v, want it deleted", err)
+		}
+	}
+}

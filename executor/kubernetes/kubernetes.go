@@ -1170,6 +1170,13 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 			return 0, err
 		}
 		if a == nil {
+			// No pod of it will expire and take its ConfigMap and
+			// Service with it.
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				e.deleteAttemptObjects(e.ctx, h.AttemptID)
+			}()
 			return executor.Lost, nil
 		}
 		// The list was the API server's own: a pod it lacks is gone.
