@@ -95,7 +95,10 @@ type Executor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	pods   cache.SharedIndexInformer
+	// closeMu guards closing, set by Close: no goroutine joins wg after.
+	closeMu sync.Mutex
+	closing bool
+	pods    cache.SharedIndexInformer
 
 	mu       sync.Mutex
 	attempts map[string]*attempt // by label value of the attempt ID
@@ -693,11 +696,9 @@ func (e *Executor) adopt(id string, pods []*corev1.Pod) *attempt {
 	g := e.stopGrace(a.grace, 0)
 	e.mu.Unlock()
 	if len(rest) > 0 {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
+		e.spawn(func() {
 			e.endPods(e.ctx, id, n, rest, g, "")
-		}()
+		})
 	}
 	return a
 }
@@ -867,18 +868,14 @@ func (e *Executor) evaluate(a *attempt) {
 	}
 	e.mu.Unlock()
 	if deleteRest && !allReleased {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
+		e.spawn(func() {
 			e.endPods(e.ctx, id, n, rest, deleteGrace, mark)
-		}()
+		})
 	}
 	if closed && allGone {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
+		e.spawn(func() {
 			e.deleteAttemptObjects(e.ctx, id)
-		}()
+		})
 	}
 }
 
@@ -1064,11 +1061,9 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	n := a.n
 	e.mu.Unlock()
 	a.poke()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	e.spawn(func() {
 		e.deletePods(e.ctx, attemptID, n, g, true)
-	}()
+	})
 	return nil
 }
 
@@ -1172,11 +1167,9 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 		if a == nil {
 			// No pod of it will expire and take its ConfigMap and
 			// Service with it.
-			e.wg.Add(1)
-			go func() {
-				defer e.wg.Done()
+			e.spawn(func() {
 				e.deleteAttemptObjects(e.ctx, h.AttemptID)
-			}()
+			})
 			return executor.Lost, nil
 		}
 		// The list was the API server's own: a pod it lacks is gone.
@@ -1206,9 +1199,7 @@ func (e *Executor) Forget(attemptID string) {
 
 // JobFinished deletes the job's checkpoint claim.
 func (e *Executor) JobFinished(jobID string) {
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	e.spawn(func() {
 		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Minute)
 		defer cancel()
 		if err := e.retry(ctx, func(ctx context.Context) error {
@@ -1216,14 +1207,33 @@ func (e *Executor) JobFinished(jobID string) {
 		}); err != nil && e.ctx.Err() == nil {
 			e.log.Warn("kubernetes: deleting a finished job's checkpoint claim failed", "job", jobID, "err", err)
 		}
-	}()
+	})
 }
 
 // Close stops the informers. The pods keep running.
 func (e *Executor) Close() error {
+	e.closeMu.Lock()
+	e.closing = true
+	e.closeMu.Unlock()
 	e.cancel()
 	e.wg.Wait()
 	return nil
+}
+
+// spawn runs f as one of the executor's goroutines (e.wg), unless the
+// executor is closing: an informer's handler may still call evaluate
+// while Close waits, and a wg.Add then would race with the Wait.
+func (e *Executor) spawn(f func()) {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.closing {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
 }
 
 // every calls f every d until the executor closes; it runs as one of
