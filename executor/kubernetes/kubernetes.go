@@ -23,10 +23,12 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,6 +56,8 @@ const (
 	DefaultStartWait    = 10 * time.Second
 	DefaultStartTimeout = 5 * time.Minute
 	DefaultKeepEnded    = 24 * time.Hour
+	// healthTimeout bounds each health check of the API server.
+	healthTimeout = 5 * time.Second
 )
 
 // Options configure an Executor.
@@ -91,7 +95,10 @@ type Executor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	pods   cache.SharedIndexInformer
+	// closeMu guards closing, set by Close: no goroutine joins wg after.
+	closeMu sync.Mutex
+	closing bool
+	pods    cache.SharedIndexInformer
 
 	mu       sync.Mutex
 	attempts map[string]*attempt // by label value of the attempt ID
@@ -120,6 +127,7 @@ type attempt struct {
 	created  time.Time // when this executor created or found the pods
 	timeout  time.Duration
 	stopping bool // Stop was called (or the pods carry the stop annotation)
+	stopSent bool // this executor has issued the deletions of a Stop
 	ending   bool // the executor is deleting the rest of the pods after an end
 	last     map[int]*corev1.Pod
 	exit     executor.Exit
@@ -220,7 +228,12 @@ func (e *Executor) Health() string {
 // Options.HealthInterval, so that its absence and its return are noticed
 // even when nothing else calls it.
 func (e *Executor) checkHealth() {
-	_, err := e.c.Discovery().ServerVersion()
+	// Bounded: a server that keeps the connection but answers nothing
+	// (hung, overloaded) is one that does not answer, and the client has
+	// no timeout of its own.
+	ctx, cancel := context.WithTimeout(e.ctx, healthTimeout)
+	defer cancel()
+	err := e.c.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
 	if e.ctx.Err() != nil {
 		return
 	}
@@ -282,6 +295,11 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 		if !strings.HasPrefix(p, "/") || strings.Contains(p+"/", "/../") || strings.ContainsAny(p, ":\x00") || p == "/" {
 			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "CheckpointConfig.LocalPath %q is not an absolute directory path inside the container such as /opt/ml/checkpoints", p)
 		}
+		// The pod's own mounts: the API server refuses a mount path
+		// twice, and the config mount is read-only.
+		if c := path.Clean(p); c == modelDir || c == configDir || strings.HasPrefix(c, configDir+"/") {
+			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "CheckpointConfig.LocalPath %q is where the container has %s: give a directory of its own such as /opt/ml/checkpoints", p, c)
+		}
 	}
 	grace, err := executor.EnvironmentAndGrace(req)
 	if err != nil {
@@ -338,22 +356,84 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if err != nil {
 		return executor.Handle{}, err
 	}
-	if a == nil {
-		p, err := e.build(s, req, typ, n, grace, time.Now())
+	// A set that a crash cut short (pods 0..k made, the rest not) is
+	// completed: create keeps what exists and makes the missing pods, so
+	// the attempt runs whole instead of waiting for pods never made.
+	if a == nil || e.incomplete(a) {
+		at := time.Now()
+		if a != nil && !a.started.IsZero() {
+			at = a.started
+		}
+		p, err := e.build(s, req, typ, n, grace, at)
 		if err != nil {
 			return executor.Handle{}, err
 		}
 		if err := e.create(ctx, p); err != nil {
+			if ctx.Err() == nil {
+				// Refused part way (a ResourceQuota, an admission
+				// webhook): the daemon records CannotStartAttempt and
+				// gives the capacity away, so nothing of the attempt may
+				// run on untracked.
+				if a != nil {
+					e.mu.Lock()
+					a.ending = true
+					e.mu.Unlock()
+				}
+				e.rollback(s.AttemptID, n)
+			}
 			return executor.Handle{}, err
 		}
-		a = e.track(s.AttemptID, s.JobID, n, grace, time.Now().UTC(), false)
-		if st, err := time.Parse(time.RFC3339Nano, p.pods[0].Annotations[annStarted]); err == nil {
-			a.started = st
+		if a == nil {
+			a = e.track(s.AttemptID, s.JobID, n, grace, time.Now().UTC(), false)
+			if st, err := time.Parse(time.RFC3339Nano, p.pods[0].Annotations[annStarted]); err == nil {
+				a.started = st
+			}
 		}
 	}
 	e.evaluate(a)
 	e.awaitRun(ctx, a)
 	return e.handle(a), nil
+}
+
+// incomplete reports whether an adopted attempt lacks some of its pods
+// while nothing ended or stopped it.
+func (e *Executor) incomplete(a *attempt) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a.decided || a.stopping {
+		return false
+	}
+	for i := 0; i < a.n; i++ {
+		if a.last[i] == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// rollback deletes the pods, ConfigMap and Service of an attempt whose
+// objects could not all be created. The job's checkpoint claim stays,
+// for its other attempts.
+func (e *Executor) rollback(attemptID string, n int) {
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	e.deletePods(ctx, attemptID, n, 0, false)
+	e.deleteAttemptObjects(ctx, attemptID)
+}
+
+// markMissing records the pods of a recovered attempt that the API server
+// does not have as gone, with their end unseen: they were deleted while
+// the server was down (by hand, or by a stop whose mark the others carry),
+// so the attempt ends as their deletion says instead of waiting for them.
+func (e *Executor) markMissing(a *attempt) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := 0; i < a.n; i++ {
+		if a.last[i] == nil {
+			a.last[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName(a.id, i), Namespace: e.ns,
+				Labels: map[string]string{LabelIndex: strconv.Itoa(i)}, Annotations: map[string]string{annGone: "true"}}}
+		}
+	}
 }
 
 func (e *Executor) handle(a *attempt) executor.Handle {
@@ -583,18 +663,43 @@ func (e *Executor) adopt(id string, pods []*corev1.Pod) *attempt {
 	}
 	grace, _ := time.ParseDuration(p.Annotations[annGrace])
 	started, _ := time.Parse(time.RFC3339Nano, p.Annotations[annStarted])
-	stopping := false
+	stopping, ended := false, ""
 	for _, q := range pods {
 		if q.Annotations[annStopped] != "" {
 			stopping = true
 		}
+		if v := q.Annotations[annEnded]; v != "" {
+			ended = v
+		}
 	}
 	a := e.track(id, p.Annotations[annJobID], n, grace, started, stopping)
+	var x executor.Exit
+	if ended != "" && json.Unmarshal([]byte(ended), &x) != nil {
+		ended = ""
+	}
 	e.mu.Lock()
 	for _, q := range pods {
 		a.observe(q, false)
 	}
+	var rest []int
+	if ended != "" && !a.decided {
+		// The end was decided before a restart: carry on deleting the
+		// pods it left running (the server may have died before it
+		// deleted them all).
+		a.exit, a.decided, a.ending = x, true, true
+		for _, q := range pods {
+			if i, err := strconv.Atoi(q.Labels[LabelIndex]); err == nil && !terminal(q) && q.DeletionTimestamp == nil {
+				rest = append(rest, i)
+			}
+		}
+	}
+	g := e.stopGrace(a.grace, 0)
 	e.mu.Unlock()
+	if len(rest) > 0 {
+		e.spawn(func() {
+			e.endPods(e.ctx, id, n, rest, g, "")
+		})
+	}
 	return a
 }
 
@@ -631,12 +736,12 @@ func (a *attempt) observe(p *corev1.Pod, deleted bool) {
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		c.Annotations["qshare.io/gone"] = "true"
+		c.Annotations[annGone] = "true"
 	}
 	a.last[i] = c
 }
 
-func gone(p *corev1.Pod) bool { return p != nil && p.Annotations["qshare.io/gone"] != "" }
+func gone(p *corev1.Pod) bool { return p != nil && p.Annotations[annGone] != "" }
 
 func terminal(p *corev1.Pod) bool {
 	return p != nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
@@ -660,7 +765,7 @@ func (e *Executor) evaluate(a *attempt) {
 	}
 	allReleased, allSucc := true, true
 	var firstFail *corev1.Pod
-	pendingWhy, running := "", 0
+	pendingWhy, placed := "", 0
 	for i := 0; i < a.n; i++ {
 		p := a.last[i]
 		if !released(p) {
@@ -678,8 +783,8 @@ func (e *Executor) evaluate(a *attempt) {
 		if !a.stopping && !a.ending && a.byHand < 0 && (gone(p) && !terminal(p) || p.DeletionTimestamp != nil) && p.Annotations[annStopped] == "" {
 			a.byHand = i
 		}
-		if p.Status.Phase == corev1.PodRunning {
-			running++
+		if p.Status.Phase == corev1.PodRunning || started(p) || terminal(p) {
+			placed++
 		}
 		if !terminal(p) && !gone(p) {
 			for _, c := range p.Status.Conditions {
@@ -707,6 +812,13 @@ func (e *Executor) evaluate(a *attempt) {
 				p := a.last[a.byHand]
 				x := exitFrom(a, p, true)
 				x.Stopped = false
+				if x.ExitCode == 0 && x.Signal == "" {
+					// A program that checkpoints and exits 0 on the
+					// deletion's SIGTERM did not finish its work: the
+					// attempt must not succeed.
+					x.ExitCode, x.Signal = -1, "SIGTERM"
+					x.Reason = "Essential process exited with code 0 on the SIGTERM of the deletion"
+				}
 				x.Reason = fmt.Sprintf("The pod %s was deleted outside qshare (not by a stop qshare decided), and the attempt is not restarted behind qshare's back: %s", p.Name, x.Reason)
 				a.exit, a.decided = x, true
 			}
@@ -715,13 +827,16 @@ func (e *Executor) evaluate(a *attempt) {
 			a.ending, deleteRest = true, true
 		case allSucc:
 			a.exit, a.decided = executor.Exit{AttemptID: a.id, ExitCode: 0, Reason: "Essential process exited with code 0", At: finishedAt(a.last[0])}, true
-		case running < a.n && time.Since(a.created) > a.timeout:
+		case placed < a.n && time.Since(a.created) > a.timeout:
+			// The start timeout bounds the placement of the pods, not
+			// their run: a pod that has run (and ended, before the others)
+			// was placed.
 			why := pendingWhy
 			if why == "" {
 				why = "the pods did not start"
 			}
 			a.exit, a.decided = executor.Exit{AttemptID: a.id, ExitCode: -1, Lost: true, At: time.Now().UTC(),
-				Reason: fmt.Sprintf("Capacity failure: %d of %d pods were not running %v after they were created (%s); the attempt was requeued without using a retry", a.n-running, a.n, a.timeout, why)}, true
+				Reason: fmt.Sprintf("Capacity failure: %d of %d pods were not running %v after they were created (%s); the attempt was requeued without using a retry", a.n-placed, a.n, a.timeout, why)}, true
 			a.ending, deleteRest, deleteGrace = true, true, 0
 		}
 	}
@@ -736,23 +851,31 @@ func (e *Executor) evaluate(a *attempt) {
 	a.reason = why
 	id, n, closed := a.id, a.n, a.closed
 	allGone := true
+	var rest []int // the pods still running: an ended pod stays, with its log
 	for i := 0; i < n; i++ {
 		allGone = allGone && gone(a.last[i])
+		if p := a.last[i]; p == nil || !gone(p) && !terminal(p) {
+			rest = append(rest, i)
+		}
+	}
+	mark := ""
+	if deleteRest && a.decided {
+		// The decided end goes on the pods, so that a server that
+		// restarts before they are gone ends the attempt as decided and
+		// does not take its own deletion for one by hand.
+		b, _ := json.Marshal(a.exit)
+		mark = string(b)
 	}
 	e.mu.Unlock()
 	if deleteRest && !allReleased {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			e.deletePods(e.ctx, id, n, deleteGrace, false)
-		}()
+		e.spawn(func() {
+			e.endPods(e.ctx, id, n, rest, deleteGrace, mark)
+		})
 	}
 	if closed && allGone {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
+		e.spawn(func() {
 			e.deleteAttemptObjects(e.ctx, id)
-		}()
+		})
 	}
 }
 
@@ -765,6 +888,23 @@ func finishedAt(p *corev1.Pod) time.Time {
 		}
 	}
 	return time.Now().UTC()
+}
+
+// endedAt is when an ended pod ended, for its expiry: its container's
+// finish, else (it ended before its container ran) the last change of its
+// conditions, else its creation; never the present, which would keep it
+// for good.
+func endedAt(p *corev1.Pod) time.Time {
+	if t := terminated(p); t != nil && !t.FinishedAt.IsZero() {
+		return t.FinishedAt.Time
+	}
+	at := p.CreationTimestamp.Time
+	for _, c := range p.Status.Conditions {
+		if c.LastTransitionTime.After(at) {
+			at = c.LastTransitionTime.Time
+		}
+	}
+	return at
 }
 
 func terminated(p *corev1.Pod) *corev1.ContainerStateTerminated {
@@ -803,6 +943,10 @@ func signalName(code int32) string {
 func exitFrom(a *attempt, p *corev1.Pod, stopped bool) executor.Exit {
 	x := executor.Exit{AttemptID: a.id, Stopped: stopped, At: finishedAt(p), ExitCode: -1}
 	t := terminated(p)
+	if t == nil && gone(p) && p.Status.Phase == "" {
+		x.Reason = "The pod " + p.Name + " was gone before its end could be seen"
+		return x
+	}
 	if t == nil {
 		x.Reason = "The pod " + p.Name + " ended before its container ran"
 		if p.Status.Reason != "" {
@@ -861,13 +1005,17 @@ func disrupted(p *corev1.Pod) string {
 
 // failExit is the end of an attempt one of whose pods failed on its own.
 func (e *Executor) failExit(a *attempt, p *corev1.Pod) executor.Exit {
-	if why := disrupted(p); why != "" {
-		return executor.Exit{AttemptID: a.id, ExitCode: -1, Lost: true, At: time.Now().UTC(),
-			Reason: fmt.Sprintf("Capacity failure: the pod %s was taken away by the cluster (%s); the attempt was requeued without using a retry", p.Name, why)}
-	}
+	// The kubelet's eviction first: it also sets a DisruptionTarget
+	// condition (TerminationByKubelet), and a job that makes its node
+	// evict it (its disk filled) must use its retries, not be requeued
+	// for ever.
 	if p.Status.Reason == "Evicted" {
 		return executor.Exit{AttemptID: a.id, ExitCode: -1, At: time.Now().UTC(),
 			Reason: fmt.Sprintf("Evicted: the node evicted the pod %s: %s", p.Name, p.Status.Message)}
+	}
+	if why := disrupted(p); why != "" {
+		return executor.Exit{AttemptID: a.id, ExitCode: -1, Lost: true, At: time.Now().UTC(),
+			Reason: fmt.Sprintf("Capacity failure: the pod %s was taken away by the cluster (%s); the attempt was requeued without using a retry", p.Name, why)}
 	}
 	return exitFrom(a, p, false)
 }
@@ -901,20 +1049,21 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		return executor.ErrUnknownAttempt
 	}
 	e.mu.Lock()
-	if a.decided || a.stopping {
+	// A stop found in the pods' annotations after a restart is carried
+	// out again: the server may have died between marking the pods and
+	// deleting them.
+	if a.decided || a.stopSent {
 		e.mu.Unlock()
 		return nil
 	}
-	a.stopping = true
+	a.stopping, a.stopSent = true, true
 	g := e.stopGrace(a.grace, grace)
 	n := a.n
 	e.mu.Unlock()
 	a.poke()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	e.spawn(func() {
 		e.deletePods(e.ctx, attemptID, n, g, true)
-	}()
+	})
 	return nil
 }
 
@@ -922,22 +1071,45 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 // first when qshare stops them, so that a restarted server knows the
 // deletion was its own.
 func (e *Executor) deletePods(ctx context.Context, attemptID string, n int, grace time.Duration, mark bool) {
+	for i := 0; i < n; i++ {
+		if mark {
+			e.markPod(ctx, podName(attemptID, i), annStopped, "true")
+		}
+		e.deletePod(ctx, podName(attemptID, i), grace)
+	}
+}
+
+// endPods ends an attempt whose end qshare decided: it marks each of its
+// n pods with that end (mark, the Exit's JSON; "" for none), then deletes
+// the pods of the indices in rest.
+func (e *Executor) endPods(ctx context.Context, attemptID string, n int, rest []int, grace time.Duration, mark string) {
+	if mark != "" {
+		for i := 0; i < n; i++ {
+			e.markPod(ctx, podName(attemptID, i), annEnded, mark)
+		}
+	}
+	for _, i := range rest {
+		e.deletePod(ctx, podName(attemptID, i), grace)
+	}
+}
+
+// markPod sets an annotation of a pod; a pod that is gone is left so.
+func (e *Executor) markPod(ctx context.Context, name, key, value string) {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	_ = e.retry(ctx, func(ctx context.Context) error {
+		_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+}
+
+// deletePod deletes a pod with a grace period (whole seconds, rounded up).
+func (e *Executor) deletePod(ctx context.Context, name string, grace time.Duration) {
 	secs := int64(math.Ceil(grace.Seconds()))
 	bg := metav1.DeletePropagationBackground
-	for i := 0; i < n; i++ {
-		name := podName(attemptID, i)
-		if mark {
-			patch := []byte(`{"metadata":{"annotations":{"` + annStopped + `":"true"}}}`)
-			_ = e.retry(ctx, func(ctx context.Context) error {
-				_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-				return err
-			})
-		}
-		if err := e.retry(ctx, func(ctx context.Context) error {
-			return e.c.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &secs, PropagationPolicy: &bg})
-		}); err != nil && ctx.Err() == nil {
-			e.log.Warn("kubernetes: deleting a pod failed", "pod", name, "err", err)
-		}
+	if err := e.retry(ctx, func(ctx context.Context) error {
+		return e.c.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &secs, PropagationPolicy: &bg})
+	}); err != nil && ctx.Err() == nil {
+		e.log.Warn("kubernetes: deleting a pod failed", "pod", name, "err", err)
 	}
 }
 
@@ -993,8 +1165,15 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 			return 0, err
 		}
 		if a == nil {
+			// No pod of it will expire and take its ConfigMap and
+			// Service with it.
+			e.spawn(func() {
+				e.deleteAttemptObjects(e.ctx, h.AttemptID)
+			})
 			return executor.Lost, nil
 		}
+		// The list was the API server's own: a pod it lacks is gone.
+		e.markMissing(a)
 	}
 	e.evaluate(a)
 	e.mu.Lock()
@@ -1020,9 +1199,7 @@ func (e *Executor) Forget(attemptID string) {
 
 // JobFinished deletes the job's checkpoint claim.
 func (e *Executor) JobFinished(jobID string) {
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	e.spawn(func() {
 		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Minute)
 		defer cancel()
 		if err := e.retry(ctx, func(ctx context.Context) error {
@@ -1030,14 +1207,33 @@ func (e *Executor) JobFinished(jobID string) {
 		}); err != nil && e.ctx.Err() == nil {
 			e.log.Warn("kubernetes: deleting a finished job's checkpoint claim failed", "job", jobID, "err", err)
 		}
-	}()
+	})
 }
 
 // Close stops the informers. The pods keep running.
 func (e *Executor) Close() error {
+	e.closeMu.Lock()
+	e.closing = true
+	e.closeMu.Unlock()
 	e.cancel()
 	e.wg.Wait()
 	return nil
+}
+
+// spawn runs f as one of the executor's goroutines (e.wg), unless the
+// executor is closing: an informer's handler may still call evaluate
+// while Close waits, and a wg.Add then would race with the Wait.
+func (e *Executor) spawn(f func()) {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.closing {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
 }
 
 // every calls f every d until the executor closes; it runs as one of
@@ -1096,6 +1292,8 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 		n, _ := strconv.Atoi(p.Annotations[annInstances])
 		e.log.Warn("kubernetes: deleting the pods of an attempt that no record of the store claims", "attempt", id, "job", p.Annotations[annJobID])
 		e.deletePods(ctx, id, max(n, 1), 0, false)
+		// Its pods never end, so nothing else would delete these.
+		e.deleteAttemptObjects(ctx, id)
 		swept = append(swept, id)
 	}
 	return swept, nil
@@ -1106,9 +1304,10 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 // longer follows.
 func (e *Executor) expireEnded() {
 	keep := e.cfg.keepEnded()
+	expired := func(p *corev1.Pod) bool { return terminal(p) && time.Since(endedAt(p)) >= keep }
 	for _, obj := range e.pods.GetStore().List() {
 		p := obj.(*corev1.Pod)
-		if !terminal(p) || time.Since(finishedAt(p)) < keep {
+		if !expired(p) {
 			continue
 		}
 		e.mu.Lock()
@@ -1120,7 +1319,14 @@ func (e *Executor) expireEnded() {
 		_ = e.retry(e.ctx, func(ctx context.Context) error {
 			return e.c.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
 		})
-		if p.Labels[LabelIndex] == "0" {
+		// The attempt's last pods take its ConfigMap and Service with
+		// them (pod 0 may be gone already: deleted after another's
+		// failure).
+		last := true
+		for _, q := range e.podsOf(p.Labels[LabelAttemptID]) {
+			last = last && (q.Name == p.Name || expired(q))
+		}
+		if last {
 			e.deleteAttemptObjects(e.ctx, p.Annotations[annAttemptID])
 		}
 	}

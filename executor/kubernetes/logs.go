@@ -19,7 +19,8 @@ import (
 // the API server (pods/log), which reads it from the node's kubelet: the
 // log lives as long as the pod, which stays after its end until
 // Config.KeepEnded has passed. With follow, a pod that has not started yet
-// is waited for; without, it has an empty log.
+// is waited for; without, it has an empty log, as has a pod that ended
+// before its container ran.
 func (e *Executor) Logs(ctx context.Context, attemptID string, follow bool) (io.ReadCloser, error) {
 	return e.InstanceLogs(ctx, attemptID, 0, follow)
 }
@@ -59,7 +60,9 @@ func (e *Executor) InstanceLogs(ctx context.Context, attemptID string, instance 
 		if started(pod) {
 			break
 		}
-		if !follow {
+		if !follow || terminal(pod) {
+			// A pod that ended before its container ran (refused by
+			// its node) will not write: its log is empty, followed too.
 			return io.NopCloser(strings.NewReader("")), nil
 		}
 		select {

@@ -35,7 +35,12 @@ const (
 	annInstances = "qshare.io/instances"
 	annGrace     = "qshare.io/grace"
 	annStopped   = "qshare.io/stopped-by-qshare"
-	annType      = "qshare.io/instance-type"
+	// annEnded carries the end qshare decided for an attempt (an
+	// executor.Exit in JSON) whose other pods it is deleting.
+	annEnded = "qshare.io/ended-by-qshare"
+	annType  = "qshare.io/instance-type"
+	// annGone marks, in the executor's memory only, a pod that is deleted.
+	annGone = "qshare.io/gone"
 
 	managedBy = "qshare"
 	container = "training"
@@ -47,6 +52,9 @@ const (
 	FailureFile = "/opt/ml/output/failure"
 	// DefaultCheckpointDir is SageMaker's default CheckpointConfig.LocalPath.
 	DefaultCheckpointDir = "/opt/ml/checkpoints"
+	// modelDir and configDir are the pods' other mounts.
+	modelDir  = "/opt/ml/model"
+	configDir = "/opt/ml/input/config"
 )
 
 func hash8(s string) string {
@@ -251,9 +259,9 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 				TerminationMessagePath:   FailureFile,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				VolumeMounts: []corev1.VolumeMount{
-					{Name: "config", MountPath: "/opt/ml/input/config", ReadOnly: true},
+					{Name: "config", MountPath: configDir, ReadOnly: true},
 					{Name: "checkpoints", MountPath: ck},
-					{Name: "model", MountPath: "/opt/ml/model"},
+					{Name: "model", MountPath: modelDir},
 				},
 			}},
 			Volumes: []corev1.Volume{

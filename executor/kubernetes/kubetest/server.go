@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -279,6 +280,24 @@ func (s *Server) StopAPIServer() {
 	s.api = nil
 	s.mu.Unlock()
 	p.stop()
+}
+
+// PauseAPIServer freezes kube-apiserver (SIGSTOP): it keeps its
+// connections but answers nothing, as a hung or overloaded server does;
+// ResumeAPIServer lets it go on (SIGCONT).
+func (s *Server) PauseAPIServer() error { return s.signalAPIServer(syscall.SIGSTOP) }
+
+// ResumeAPIServer undoes PauseAPIServer.
+func (s *Server) ResumeAPIServer() error { return s.signalAPIServer(syscall.SIGCONT) }
+
+func (s *Server) signalAPIServer(sig syscall.Signal) error {
+	s.mu.Lock()
+	p := s.api
+	s.mu.Unlock()
+	if p == nil {
+		return errStopped
+	}
+	return p.cmd.Process.Signal(sig)
 }
 
 func (p *proc) stop() {
