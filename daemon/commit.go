@@ -172,7 +172,7 @@ func (d *Daemon) commitBatch(ctx context.Context, batch []*pending) bool {
 			err := d.st.Commit(ctx, ch)
 			d.obs.StoreCommit(time.Since(t0), err)
 			if err == nil {
-				d.storeDown.Store(nil)
+				d.storeDown.Store(false)
 				break
 			}
 			if ctx.Err() == nil {
@@ -181,7 +181,7 @@ func (d *Daemon) commitBatch(ctx context.Context, batch []*pending) bool {
 				// of this batch and of the cycles queued behind it are
 				// answered now (their changes are retried with the rest),
 				// and commands that come meanwhile are refused.
-				d.storeDown.Store(&err)
+				d.storeDown.Store(true)
 				for _, p := range batch {
 					for _, r := range p.replies {
 						if r.err == nil {

@@ -170,9 +170,10 @@ type Daemon struct {
 	unfinished map[string]int
 	admitting  map[string]int
 
-	// storeDown holds the error of the loop's last commit while it fails
-	// (nil once one succeeds): commands are then refused at once.
-	storeDown atomic.Pointer[error]
+	// storeDown is set while the loop's last commit failed (cleared once
+	// one succeeds): commands are then refused at once. The error itself
+	// is in the log, not in the answers.
+	storeDown atomic.Bool
 }
 
 // New returns a daemon over the given store and executor. It does not touch

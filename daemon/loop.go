@@ -106,7 +106,7 @@ func (d *Daemon) command(ctx context.Context, fn func(*cycle) error) error {
 	if !d.started {
 		return qshare.Errorf(qshare.EINTERNAL, "the server is starting; retry the request")
 	}
-	if errp := d.storeDown.Load(); errp != nil {
+	if d.storeDown.Load() {
 		return errStoreDown(false)
 	}
 	reply := make(chan error, 1)
@@ -218,7 +218,7 @@ type reply struct {
 }
 
 func (d *Daemon) runCycle(ctx context.Context) {
-	if errp := d.storeDown.Load(); errp != nil {
+	if d.storeDown.Load() {
 		// The committer is retrying a commit that the store refuses: the
 		// clients' commands are refused, as d.command does, not queued
 		// behind it.
