@@ -173,6 +173,22 @@ func TestPendingAndStartTimeout(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// TestServiceAccountToken: the pods get their service account's token only
+// when the --kube-config file turns it on (TestMultiInstance sees it off by
+// default).
+func TestServiceAccountToken(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{ServiceAccountName: "train", AutomountServiceAccountToken: true}})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
+	start(t, e, s)
+	wait(t, e, s.AttemptID)
+	p := attemptPods(t, e, s.AttemptID)[0]
+	if a := p.Spec.AutomountServiceAccountToken; a == nil || !*a || p.Spec.ServiceAccountName != "train" {
+		t.Errorf("automountServiceAccountToken %v, serviceAccountName %q", a, p.Spec.ServiceAccountName)
+	}
+}
+
 // TestMultiInstance: a 2-instance attempt is two pods with their index,
 // a headless Service, per-host resourceconfig.json, and SM_HOSTS.
 func TestMultiInstance(t *testing.T) {
@@ -205,6 +221,9 @@ func TestMultiInstance(t *testing.T) {
 		ct := p.Spec.Containers[0]
 		if q := ct.Resources.Limits[GPU]; q.Value() != 1 || ct.Resources.Limits.Cpu().String() != "3" || ct.TerminationMessagePath != FailureFile {
 			t.Errorf("pod %s: limits %v, terminationMessagePath %q", p.Name, ct.Resources.Limits, ct.TerminationMessagePath)
+		}
+		if a := p.Spec.AutomountServiceAccountToken; a == nil || *a {
+			t.Errorf("pod %s: automountServiceAccountToken %v, want false", p.Name, a)
 		}
 		if p.Spec.NodeSelector[InstanceTypeLabel] != "multi.xlarge" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
 			t.Errorf("pod %s: nodeSelector %v, restartPolicy %s", p.Name, p.Spec.NodeSelector, p.Spec.RestartPolicy)

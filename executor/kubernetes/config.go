@@ -21,6 +21,7 @@ import (
 //	storageClassName: fast    # of the checkpoint claims; empty: the cluster's default class
 //	checkpointSize: 10Gi      # of each checkpoint claim
 //	serviceAccountName: train # of the attempts' pods
+//	automountServiceAccountToken: false  # the default: pods get no API token
 //	defaults:                 # every pod
 //	  priorityClassName: batch
 //	  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
@@ -38,14 +39,18 @@ import (
 //	    tolerations: [...]
 type Config struct {
 	// StartTimeout and KeepEnded are Go durations ("5m", "24h").
-	StartTimeout       string                  `json:"startTimeout,omitempty"`
-	KeepEnded          string                  `json:"keepEnded,omitempty"`
-	StorageClassName   string                  `json:"storageClassName,omitempty"`
-	CheckpointSize     string                  `json:"checkpointSize,omitempty"`
-	ServiceAccountName string                  `json:"serviceAccountName,omitempty"`
-	Defaults           PodDefaults             `json:"defaults,omitempty"`
-	InstanceTypes      map[string]InstanceType `json:"instanceTypes,omitempty"`
-	Shares             map[string]PodDefaults  `json:"shares,omitempty"`
+	StartTimeout       string `json:"startTimeout,omitempty"`
+	KeepEnded          string `json:"keepEnded,omitempty"`
+	StorageClassName   string `json:"storageClassName,omitempty"`
+	CheckpointSize     string `json:"checkpointSize,omitempty"`
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// AutomountServiceAccountToken gives the pods their service account's
+	// API token. Off by default: a training container has no business
+	// with the API server unless the administrator says so.
+	AutomountServiceAccountToken bool                    `json:"automountServiceAccountToken,omitempty"`
+	Defaults                     PodDefaults             `json:"defaults,omitempty"`
+	InstanceTypes                map[string]InstanceType `json:"instanceTypes,omitempty"`
+	Shares                       map[string]PodDefaults  `json:"shares,omitempty"`
 }
 
 // PodDefaults are the scheduling settings of some pods.

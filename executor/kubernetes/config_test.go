@@ -17,6 +17,7 @@ keepEnded: 24h
 storageClassName: fast
 checkpointSize: 10Gi
 serviceAccountName: train
+automountServiceAccountToken: true
 defaults:
   priorityClassName: batch
   tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
@@ -34,7 +35,7 @@ shares:
 	}
 	it := c.InstanceTypes["ml.g5.xlarge"]
 	if c.startTimeout() != 5*time.Minute || c.Defaults.Tolerations[0].Key != "nvidia.com/gpu" || *it.GPUs != 1 || it.Memory != "14Gi" ||
-		it.NodeSelector["node.kubernetes.io/instance-type"] != "g5.xlarge" || c.Shares["research"].PriorityClassName != "low" {
+		it.NodeSelector["node.kubernetes.io/instance-type"] != "g5.xlarge" || c.Shares["research"].PriorityClassName != "low" || !c.AutomountServiceAccountToken {
 		t.Errorf("parsed %+v", c)
 	}
 	for _, tc := range []struct{ yaml, want string }{

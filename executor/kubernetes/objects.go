@@ -234,6 +234,7 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		tols = append(tols, sh.Tolerations...)
 	}
 	graceSecs := int64(math.Ceil(e.stopGrace(grace, 0).Seconds()))
+	automount := e.cfg.AutomountServiceAccountToken
 	for i := 0; i < n; i++ {
 		name := podName(s.AttemptID, i)
 		pe := make(map[string]string, len(env)+1)
@@ -250,6 +251,7 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 			Tolerations:                   tols,
 			PriorityClassName:             prio,
 			ServiceAccountName:            e.cfg.ServiceAccountName,
+			AutomountServiceAccountToken:  &automount,
 			Hostname:                      name,
 			Containers: []corev1.Container{{
 				Name: container, Image: req.AlgorithmSpecification.TrainingImage,
