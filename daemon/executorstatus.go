@@ -14,7 +14,8 @@ import (
 // optional interfaces: why a started attempt waits in a scheduler of its
 // own (the job's statusReason), whether the service that runs the
 // attempts answers (the environments' statusReason), and, after a restart,
-// the attempts it started that the store does not hold (swept).
+// the attempts it started that the store does not hold (swept), and what
+// it keeps for jobs that the store holds finished or not at all.
 
 // pendingReasons puts the executor's reason into the statusReason of each
 // RUNNING job whose attempt waits in the executor's own scheduler
@@ -80,31 +81,48 @@ func (d *Daemon) withHealth(es []qshare.ServiceEnvironment) []qshare.ServiceEnvi
 }
 
 // sweep has the executor end what it started that the store does not hold
-// (executor.Sweeper), once after a restart, retrying while it cannot (its
-// service does not answer) and backing off up to 30 s. keep holds the
-// attempts of every unfinished job.
-func (d *Daemon) sweep(ctx context.Context, keep map[string]bool) {
-	sw, ok := d.ex.(executor.Sweeper)
-	if !ok {
+// (executor.Sweeper), and release what it keeps for jobs that are not
+// unfinished in the store (executor.JobSweeper), once after a restart,
+// retrying each while it cannot (its service does not answer) and backing
+// off up to 30 s. keep holds the attempts of every unfinished job, live
+// the unfinished jobs.
+func (d *Daemon) sweep(ctx context.Context, keep, live map[string]bool) {
+	var steps []func() ([]string, error)
+	var what []string
+	if sw, ok := d.ex.(executor.Sweeper); ok {
+		steps = append(steps, func() ([]string, error) { return sw.Sweep(ctx, keep) })
+		what = append(what, "attempts")
+	}
+	if js, ok := d.ex.(executor.JobSweeper); ok {
+		steps = append(steps, func() ([]string, error) { return js.SweepJobs(ctx, live) })
+		what = append(what, "jobs")
+	}
+	if len(steps) == 0 {
 		return
 	}
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
-		for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
-			swept, err := sw.Sweep(ctx, keep)
-			if len(swept) > 0 {
-				sort.Strings(swept)
-				d.log.Warn("recovery: ended what the executor ran for attempts the store does not hold", "attempts", swept)
-			}
-			if err == nil {
-				return
-			}
-			d.log.Warn("recovery: the executor could not sweep attempts the store does not hold; retrying", "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(delay):
+		for i, step := range steps {
+			for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+				swept, err := step()
+				if len(swept) > 0 {
+					sort.Strings(swept)
+					if what[i] == "attempts" {
+						d.log.Warn("recovery: ended what the executor ran for attempts the store does not hold", "attempts", swept)
+					} else {
+						d.log.Warn("recovery: released what the executor kept for jobs that are finished or not in the store", "jobs", swept)
+					}
+				}
+				if err == nil {
+					break
+				}
+				d.log.Warn("recovery: the executor could not sweep what the store does not hold; retrying", "of", what[i], "err", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(delay):
+				}
 			}
 		}
 	}()

@@ -63,11 +63,15 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 	var fixes []qshare.Job
 	counts := map[string]int{}
 	keep := map[string]bool{} // the attempts of unfinished jobs, for the sweep
+	live := map[string]bool{} // the unfinished jobs, for the sweep of what is kept per job
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		d.installJob(j)
-		if a := j.LatestAttempt(); a != nil && !j.Status.Terminal() {
-			keep[a.ID] = true
+		if !j.Status.Terminal() {
+			live[j.ID] = true
+			if a := j.LatestAttempt(); a != nil {
+				keep[a.ID] = true
+			}
 		}
 		if j.ClientToken != "" {
 			e := &tokenEntry{done: make(chan struct{}), hash: j.RequestHash, job: j.ID, at: j.CreatedAt}
@@ -110,7 +114,7 @@ func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 			d.setJob(&fixes[i])
 		}
 	}
-	d.sweep(lctx, keep)
+	d.sweep(lctx, keep, live)
 	d.log.Info("recovered from store", "environments", len(s.Environments), "policies", len(s.Policies), "queues", len(s.Queues),
 		"shares", len(s.Shares), "plans", len(s.Plans), "jobs", len(s.Jobs), "unfinished", counts)
 	return nil

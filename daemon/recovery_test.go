@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -227,10 +228,12 @@ func TestRecoverRetriesOnError(t *testing.T) {
 // test sets what it reports, as Slurm's squeue would.
 type reportingExecutor struct {
 	executor.Executor
-	mu      sync.Mutex
-	pending map[string]string // attempt ID → reason
-	health  string
-	keeps   []map[string]bool // the keep sets Sweep was called with
+	mu       sync.Mutex
+	pending  map[string]string // attempt ID → reason
+	health   string
+	keeps    []map[string]bool // the keep sets Sweep was called with
+	lives    []map[string]bool // the live sets SweepJobs was called with
+	failJobs int               // SweepJobs fails this many calls first
 }
 
 func (e *reportingExecutor) PendingReason(id string) string {
@@ -252,6 +255,17 @@ func (e *reportingExecutor) Sweep(ctx context.Context, keep map[string]bool) ([]
 	return nil, nil
 }
 
+func (e *reportingExecutor) SweepJobs(ctx context.Context, live map[string]bool) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lives = append(e.lives, live)
+	if e.failJobs > 0 {
+		e.failJobs--
+		return nil, errors.New("the API server does not answer")
+	}
+	return nil, nil
+}
+
 func (e *reportingExecutor) set(f func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -262,6 +276,7 @@ var (
 	_ executor.PendingReasoner = (*reportingExecutor)(nil)
 	_ executor.HealthReporter  = (*reportingExecutor)(nil)
 	_ executor.Sweeper         = (*reportingExecutor)(nil)
+	_ executor.JobSweeper      = (*reportingExecutor)(nil)
 )
 
 func newReporting() *reportingExecutor {
@@ -340,5 +355,42 @@ func TestSweepAtRecovery(t *testing.T) {
 	}
 	if want := jobs[1].LatestAttempt().ID; len(keeps[0]) != 1 || !keeps[0][want] {
 		t.Errorf("Sweep kept %v, want only the running job's attempt %s", keeps[0], want)
+	}
+}
+
+// TestSweepJobsAtRecovery: after a restart the daemon asks the executor to
+// release what it keeps for jobs that are not unfinished in the store,
+// naming every unfinished job (a queued one too, which has no attempt but
+// may have a claim from an attempt preempted before the restart) and no
+// finished one, and asks again, with the same set, while it fails.
+func TestSweepJobsAtRecovery(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir, simulated.New(simulated.Options{}))
+	setup(t, a.d, 1, false)
+	var jobs []*qshare.Job
+	for n, want := range []qshare.JobStatus{qshare.JobSucceeded, qshare.JobRunning, qshare.JobRunnable} {
+		env := `"QSHARE_SIM_DURATION":"1h"`
+		if n == 0 {
+			env = `"QSHARE_SIM_DURATION":"10ms"`
+		}
+		id := submit(t, a.d, fmt.Sprintf("j%d", n), 0, env)
+		jobs = append(jobs, waitFor(t, a.d, id, status(want), string(want)))
+	}
+	a.close()
+	ex := newReporting()
+	ex.failJobs = 1
+	b := open(t, dir, ex)
+	defer b.close()
+	var lives []map[string]bool
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && len(lives) < 2; time.Sleep(5 * time.Millisecond) {
+		ex.set(func() { lives = ex.lives })
+	}
+	if len(lives) != 2 {
+		t.Fatalf("SweepJobs was called %d times (the first failing), want twice", len(lives))
+	}
+	for _, live := range lives {
+		if len(live) != 2 || !live[jobs[1].ID] || !live[jobs[2].ID] || live[jobs[0].ID] {
+			t.Errorf("SweepJobs was given %v, want the unfinished jobs %s and %s", live, jobs[1].ID, jobs[2].ID)
+		}
 	}
 }

@@ -227,6 +227,22 @@ type JobFinisher interface {
 	JobFinished(jobID string)
 }
 
+// JobSweeper is implemented by JobFinishers whose kept things outlive the
+// server in a system that others see (a checkpoint claim in a Kubernetes
+// namespace): a job that ended while the server was down, or whose
+// JobFinished had not done its work when the server stopped, would keep
+// them forever, and nothing would ever call JobFinished for it again.
+//
+// After a restart the daemon calls SweepJobs, in the background and
+// retried like Sweep, with the IDs of every job the store holds
+// unfinished. The executor releases what it keeps for any other job,
+// except the jobs it has started or recovered an attempt of since it was
+// made, and returns the IDs of the jobs it released. An error means it
+// could not look (its service does not answer); the daemon asks again.
+type JobSweeper interface {
+	SweepJobs(ctx context.Context, live map[string]bool) ([]string, error)
+}
+
 // InstanceLogger is implemented by executors that run an attempt of N
 // instances as N separate processes with their own logs (the Kubernetes
 // executor's pods). InstanceLogs is Logs of instance k (from 0; Logs is

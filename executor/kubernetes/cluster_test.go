@@ -1006,3 +1006,54 @@ func TestLostAttemptObjectsDeleted(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimsSweptAfterRestart: a job that ended while no server ran (its
+// JobFinished never came) keeps its checkpoint claim until the restarted
+// executor's SweepJobs, which deletes it and leaves the claims of the
+// store's unfinished jobs and of a job this executor started since.
+func TestClaimsSweptAfterRestart(t *testing.T) {
+	c := getCluster(t)
+	dir := t.TempDir()
+	e1 := c.newExecutor(t, dir, Options{})
+	ended := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
+	live := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	start(t, e1, ended)
+	start(t, e1, live)
+	if x := wait(t, e1, ended.AttemptID); !x.Succeeded() {
+		t.Fatalf("the ended job's attempt: %+v", x)
+	}
+	e1.Close() // before any JobFinished: the server died
+
+	e2 := c.newExecutor(t, dir, Options{})
+	defer e2.Close()
+	if r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: live.AttemptID}); err != nil || r != executor.Running {
+		t.Fatalf("Recover = %v, %v", r, err)
+	}
+	since := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	start(t, e2, since)
+	swept, err := e2.SweepJobs(context.Background(), map[string]bool{live.JobID: true})
+	if err != nil || len(swept) != 1 || swept[0] != ended.JobID {
+		t.Fatalf("SweepJobs = %v, %v; want only %s", swept, err, ended.JobID)
+	}
+	ctx := context.Background()
+	claim := func(job string) (*corev1.PersistentVolumeClaim, error) {
+		return e2.c.CoreV1().PersistentVolumeClaims(e2.ns).Get(ctx, claimName(job), metav1.GetOptions{})
+	}
+	// The claim carries the pvc-protection finalizer, which no controller
+	// of these tests removes: its deletion is what the executor does.
+	if pvc, err := claim(ended.JobID); !apierrors.IsNotFound(err) && (err != nil || pvc.DeletionTimestamp == nil) {
+		t.Errorf("the ended job's claim: %v, want it deleted", err)
+	}
+	for _, s := range []executor.Spec{live, since} {
+		if pvc, err := claim(s.JobID); err != nil || pvc.DeletionTimestamp != nil {
+			t.Errorf("the claim of %s: %v, want it kept", s.JobID, err)
+		}
+	}
+	if again, err := e2.SweepJobs(ctx, nil); err != nil || len(again) != 0 {
+		t.Errorf("a second SweepJobs = %v, %v; want it to do nothing", again, err)
+	}
+	for _, s := range []executor.Spec{live, since} {
+		_ = e2.Stop(ctx, s.AttemptID, time.Second)
+		wait(t, e2, s.AttemptID)
+	}
+}

@@ -104,7 +104,11 @@ type Executor struct {
 	attempts map[string]*attempt // by label value of the attempt ID
 	begin    sync.Mutex          // serialises the first Start of an attempt ID
 	starting map[string]*sync.Mutex
-	apiErr   string // the last failure to reach the API server, "" when it answers
+	// jobsSince holds, under begin, the jobs of every attempt started or
+	// recovered through this executor, until SweepJobs has done its work
+	// (then it is nil): their claims are not the sweep's.
+	jobsSince map[string]bool
+	apiErr    string // the last failure to reach the API server, "" when it answers
 }
 
 var (
@@ -114,6 +118,7 @@ var (
 	_ executor.HealthReporter  = (*Executor)(nil)
 	_ executor.Sweeper         = (*Executor)(nil)
 	_ executor.JobFinisher     = (*Executor)(nil)
+	_ executor.JobSweeper      = (*Executor)(nil)
 	_ executor.InstanceLogger  = (*Executor)(nil)
 )
 
@@ -176,7 +181,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	e := &Executor{o: o, c: o.Client, ns: o.Namespace, cfg: o.Config, gpus: o.GPUs, log: o.Log, ctx: lctx, cancel: cancel,
-		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}}
+		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}, jobsSince: map[string]bool{}}
 	f := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
 		informers.WithTweakListOptions(func(l *metav1.ListOptions) { l.LabelSelector = LabelManagedBy + "=" + managedBy }))
 	e.pods = f.Core().V1().Pods().Informer()
@@ -344,6 +349,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if err != nil {
 		return executor.Handle{}, err
 	}
+	e.noteJob(s.JobID)
 	m := e.startLock(s.AttemptID)
 	m.Lock()
 	defer m.Unlock()
@@ -1174,6 +1180,7 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 		}
 		// The list was the API server's own: a pod it lacks is gone.
 		e.markMissing(a)
+		e.noteJob(a.job)
 	}
 	e.evaluate(a)
 	e.mu.Lock()
@@ -1208,6 +1215,63 @@ func (e *Executor) JobFinished(jobID string) {
 			e.log.Warn("kubernetes: deleting a finished job's checkpoint claim failed", "job", jobID, "err", err)
 		}
 	})
+}
+
+// noteJob records, until SweepJobs has done its work, that this executor
+// starts or recovers an attempt of job, so that the sweep keeps its claim.
+func (e *Executor) noteJob(job string) {
+	e.begin.Lock()
+	defer e.begin.Unlock()
+	if e.jobsSince != nil {
+		e.jobsSince[job] = true
+	}
+}
+
+// SweepJobs deletes the checkpoint claims of jobs that are neither in live
+// (the store's unfinished jobs) nor started or recovered through this
+// executor: a job that ended while the server was down, or whose claim's
+// deletion (JobFinished) the server did not live to finish
+// (executor.JobSweeper). It lists the namespace's claims through the API
+// server and answers an error, for the daemon to ask again, when that or a
+// deletion fails. It does its work once; a later call does nothing.
+func (e *Executor) SweepJobs(ctx context.Context, live map[string]bool) ([]string, error) {
+	e.begin.Lock()
+	done := e.jobsSince == nil
+	e.begin.Unlock()
+	if done {
+		return nil, nil
+	}
+	// Every claim of the list was created before it, so a job of this
+	// executor that made one was noted before it too.
+	l, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: listing the checkpoint claims: %w", err)
+	}
+	var stale []string
+	e.begin.Lock()
+	for _, c := range l.Items {
+		job := c.Annotations[annJobID]
+		if job == "" || c.Name != claimName(job) || c.DeletionTimestamp != nil || live[job] || e.jobsSince[job] {
+			continue
+		}
+		stale = append(stale, job)
+	}
+	e.begin.Unlock()
+	sort.Strings(stale)
+	var swept []string
+	for _, job := range stale {
+		e.log.Warn("kubernetes: deleting the checkpoint claim of a job that is finished or not in the store", "job", job)
+		if err := e.retry(ctx, func(ctx context.Context) error {
+			return e.c.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, claimName(job), metav1.DeleteOptions{})
+		}); err != nil {
+			return swept, fmt.Errorf("kubernetes: deleting the checkpoint claim of job %s: %w", job, err)
+		}
+		swept = append(swept, job)
+	}
+	e.begin.Lock()
+	e.jobsSince = nil
+	e.begin.Unlock()
+	return swept, nil
 }
 
 // Close stops the informers. The pods keep running.

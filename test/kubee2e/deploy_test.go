@@ -29,8 +29,8 @@ import (
 // field validation, and then runs the Kubernetes executor as the
 // manifests' ServiceAccount (impersonated): with only the Role's and the
 // ClusterRole's verbs it starts a job, reads its log, sees it succeed,
-// stops another, recovers it, counts the nodes and deletes a finished
-// job's claim. A verb the executor needs and the Role lacks fails it.
+// stops another, recovers it, counts the nodes, sweeps the claims and
+// deletes a finished job's claim. A verb the executor needs and the Role lacks fails it.
 func TestDeployManifests(t *testing.T) {
 	c := plane(t)
 	dir := "../../deploy/kubernetes"
@@ -145,6 +145,12 @@ func TestDeployManifests(t *testing.T) {
 	}
 	if w := e2.CheckCapacity(qshare.Capacity{"ml.deploy.large": 1}); w != "" {
 		t.Errorf("CheckCapacity as the ServiceAccount: %s", w)
+	}
+	// The sweep after a restart lists the claims: it keeps the stopped
+	// job's (still unfinished in a store) and that of ok, whose
+	// JobFinished comes next.
+	if swept, err := e2.SweepJobs(wctx, map[string]bool{stopped.JobID: true, ok.JobID: true}); err != nil || len(swept) != 0 {
+		t.Errorf("SweepJobs as the ServiceAccount = %v, %v", swept, err)
 	}
 	claim := "qs-ckpt-"
 	e2.JobFinished(ok.JobID)
