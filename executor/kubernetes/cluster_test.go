@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1056,4 +1058,114 @@ func TestClaimsSweptAfterRestart(t *testing.T) {
 		_ = e2.Stop(ctx, s.AttemptID, time.Second)
 		wait(t, e2, s.AttemptID)
 	}
+}
+
+// TestManyInstancesConfig: the resourceconfig.json files of an attempt of
+// 150 instances (each names all 150 hosts twice: over 2 MB in all) do not
+// fit one ConfigMap; they are split over the attempt's ConfigMap and
+// parts, which the API server takes, and each pod's config volume finds
+// its own file and the shared ones. Once the pods are gone, every part
+// goes with them; an attempt found lost after a restart (no pod left to
+// say how many parts) loses them too.
+func TestManyInstancesConfig(t *testing.T) {
+	const n = 150
+	c := getCluster(t)
+	addNodes(t, c, "wide.large", n, 0)
+	e := c.newExecutor(t, t.TempDir(), Options{})
+	defer e.Close()
+	ctx := context.Background()
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.wide.large", n)
+	start(t, e, s)
+	cms, err := e.c.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelAttemptID + "=" + labelValue(s.AttemptID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]map[string]string{}
+	for _, cm := range cms.Items {
+		data[cm.Name] = cm.Data
+	}
+	base, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := partsOf(base.Annotations)
+	if parts < 2 || len(cms.Items) != parts {
+		t.Fatalf("%d ConfigMaps, annotated %d parts; want the files split over more than one", len(cms.Items), parts)
+	}
+	pods := attemptPods(t, e, s.AttemptID)
+	if len(pods) != n {
+		t.Fatalf("%d pods, want %d", len(pods), n)
+	}
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = podName(s.AttemptID, i) + "." + baseName(s.AttemptID)
+	}
+	for _, p := range pods {
+		i, _ := strconv.Atoi(p.Labels[LabelIndex])
+		files := map[string]string{} // path in /opt/ml/input/config → content
+		for _, v := range p.Spec.Volumes {
+			if v.Name != "config" {
+				continue
+			}
+			add := func(cm string, items []corev1.KeyToPath) {
+				for _, it := range items {
+					if d, ok := data[cm][it.Key]; ok {
+						files[it.Path] = d
+					}
+				}
+			}
+			if v.ConfigMap != nil {
+				add(v.ConfigMap.Name, v.ConfigMap.Items)
+			}
+			if v.Projected != nil {
+				for _, src := range v.Projected.Sources {
+					add(src.ConfigMap.Name, src.ConfigMap.Items)
+				}
+			}
+		}
+		var rc executor.ResourceConfig
+		if err := json.Unmarshal([]byte(files["resourceconfig.json"]), &rc); err != nil || rc.CurrentHost != hosts[i] || !slices.Equal(rc.Hosts, hosts) {
+			t.Fatalf("pod %d: resourceconfig.json %.200q (%v)", i, files["resourceconfig.json"], err)
+		}
+		if files["hyperparameters.json"] != `{"epochs":"3"}` || files["inputdataconfig.json"] == "" {
+			t.Fatalf("pod %d: config files %v", i, slices.Collect(maps.Keys(files)))
+		}
+	}
+	if err := e.Stop(ctx, s.AttemptID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, e, s.AttemptID)
+	noConfigMaps := func(id string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			l, err := e.c.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelAttemptID + "=" + labelValue(id)})
+			if err == nil && len(l.Items) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the ConfigMaps of %s are still there: %v, %d", id, err, len(l.Items))
+			}
+		}
+	}
+	noConfigMaps(s.AttemptID)
+
+	// Lost: its ConfigMaps made, its pods gone while no server ran.
+	lost := spec(kubetest.Program{Run: time.Hour}, "ml.wide.large", n)
+	req, err := trainingjob.Parse(lost.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.build(lost, req, "ml.wide.large", n, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range append([]*corev1.ConfigMap{p.config}, p.parts...) {
+		if _, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := e.Recover(ctx, executor.Handle{AttemptID: lost.AttemptID}); err != nil || r != executor.Lost {
+		t.Fatalf("Recover = %v, %v; want Lost", r, err)
+	}
+	noConfigMaps(lost.AttemptID)
 }

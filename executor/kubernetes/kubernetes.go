@@ -127,6 +127,7 @@ type attempt struct {
 	id, job  string
 	label    string
 	n        int
+	parts    int // the ConfigMaps of its files (annParts); 0 while unknown
 	grace    time.Duration
 	started  time.Time
 	created  time.Time // when this executor created or found the pods
@@ -385,7 +386,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 					a.ending = true
 					e.mu.Unlock()
 				}
-				e.rollback(s.AttemptID, n)
+				e.rollback(s.AttemptID, n, 1+len(p.parts))
 			}
 			return executor.Handle{}, err
 		}
@@ -395,6 +396,9 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 				a.started = st
 			}
 		}
+		e.mu.Lock()
+		a.parts = 1 + len(p.parts)
+		e.mu.Unlock()
 	}
 	e.evaluate(a)
 	e.awaitRun(ctx, a)
@@ -420,11 +424,11 @@ func (e *Executor) incomplete(a *attempt) bool {
 // rollback deletes the pods, ConfigMap and Service of an attempt whose
 // objects could not all be created. The job's checkpoint claim stays,
 // for its other attempts.
-func (e *Executor) rollback(attemptID string, n int) {
+func (e *Executor) rollback(attemptID string, n, parts int) {
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
 	e.deletePods(ctx, attemptID, n, 0, false)
-	e.deleteAttemptObjects(ctx, attemptID)
+	e.deleteAttemptObjects(ctx, attemptID, parts)
 }
 
 // markMissing records the pods of a recovered attempt that the API server
@@ -500,6 +504,12 @@ func (e *Executor) create(ctx context.Context, p *plan) error {
 			_, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, p.config, metav1.CreateOptions{})
 			return err
 		}},
+	}
+	for _, cm := range p.parts {
+		objs = append(objs, object{"the ConfigMap", cm.Name, func(ctx context.Context) error {
+			_, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		}})
 	}
 	if p.service != nil {
 		objs = append(objs, object{"the Service", p.service.Name, func(ctx context.Context) error {
@@ -680,6 +690,9 @@ func (e *Executor) adopt(id string, pods []*corev1.Pod) *attempt {
 	}
 	a := e.track(id, p.Annotations[annJobID], n, grace, started, stopping)
 	var x executor.Exit
+	e.mu.Lock()
+	a.parts = partsOf(p.Annotations)
+	e.mu.Unlock()
 	if ended != "" && json.Unmarshal([]byte(ended), &x) != nil {
 		ended = ""
 	}
@@ -855,7 +868,7 @@ func (e *Executor) evaluate(a *attempt) {
 		why = pendingWhy
 	}
 	a.reason = why
-	id, n, closed := a.id, a.n, a.closed
+	id, n, closed, parts := a.id, a.n, a.closed, a.parts
 	allGone := true
 	var rest []int // the pods still running: an ended pod stays, with its log
 	for i := 0; i < n; i++ {
@@ -880,7 +893,7 @@ func (e *Executor) evaluate(a *attempt) {
 	}
 	if closed && allGone {
 		e.spawn(func() {
-			e.deleteAttemptObjects(e.ctx, id)
+			e.deleteAttemptObjects(e.ctx, id, parts)
 		})
 	}
 }
@@ -1119,10 +1132,28 @@ func (e *Executor) deletePod(ctx context.Context, name string, grace time.Durati
 	}
 }
 
-// deleteAttemptObjects deletes the ConfigMap and Service of an attempt
-// whose pods are all gone.
-func (e *Executor) deleteAttemptObjects(ctx context.Context, attemptID string) {
+// deleteAttemptObjects deletes the ConfigMaps and Service of an attempt
+// whose pods are all gone. parts is how many ConfigMaps its files take
+// (annParts), or 0 where no pod is left to say: then its own ConfigMap
+// says. The parts go before the attempt's ConfigMap, so that one left
+// behind by an interrupted deletion still names them.
+func (e *Executor) deleteAttemptObjects(ctx context.Context, attemptID string, parts int) {
 	name := baseName(attemptID)
+	if parts < 1 {
+		parts = 1
+		_ = e.retry(ctx, func(ctx context.Context) error {
+			cm, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				parts = partsOf(cm.Annotations)
+			}
+			return err
+		})
+	}
+	for k := parts - 1; k >= 1; k-- {
+		_ = e.retry(ctx, func(ctx context.Context) error {
+			return e.c.CoreV1().ConfigMaps(e.ns).Delete(ctx, partName(attemptID, k), metav1.DeleteOptions{})
+		})
+	}
 	_ = e.retry(ctx, func(ctx context.Context) error {
 		return e.c.CoreV1().ConfigMaps(e.ns).Delete(ctx, name, metav1.DeleteOptions{})
 	})
@@ -1172,9 +1203,9 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 		}
 		if a == nil {
 			// No pod of it will expire and take its ConfigMap and
-			// Service with it.
+			// Service with it; none is left to say how many ConfigMaps.
 			e.spawn(func() {
-				e.deleteAttemptObjects(e.ctx, h.AttemptID)
+				e.deleteAttemptObjects(e.ctx, h.AttemptID, 0)
 			})
 			return executor.Lost, nil
 		}
@@ -1357,7 +1388,7 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 		e.log.Warn("kubernetes: deleting the pods of an attempt that no record of the store claims", "attempt", id, "job", p.Annotations[annJobID])
 		e.deletePods(ctx, id, max(n, 1), 0, false)
 		// Its pods never end, so nothing else would delete these.
-		e.deleteAttemptObjects(ctx, id)
+		e.deleteAttemptObjects(ctx, id, partsOf(p.Annotations))
 		swept = append(swept, id)
 	}
 	return swept, nil
@@ -1391,7 +1422,7 @@ func (e *Executor) expireEnded() {
 			last = last && (q.Name == p.Name || expired(q))
 		}
 		if last {
-			e.deleteAttemptObjects(e.ctx, p.Annotations[annAttemptID])
+			e.deleteAttemptObjects(e.ctx, p.Annotations[annAttemptID], partsOf(p.Annotations))
 		}
 	}
 }

@@ -39,6 +39,9 @@ const (
 	// executor.Exit in JSON) whose other pods it is deleting.
 	annEnded = "qshare.io/ended-by-qshare"
 	annType  = "qshare.io/instance-type"
+	// annParts is, on an attempt's ConfigMap and pods, how many
+	// ConfigMaps its files take, where that is more than one (partName).
+	annParts = "qshare.io/config-parts"
 	// annGone marks, in the executor's memory only, a pod that is deleted.
 	annGone = "qshare.io/gone"
 
@@ -88,6 +91,23 @@ func baseName(attemptID string) string {
 
 func podName(attemptID string, i int) string { return baseName(attemptID) + "-" + strconv.Itoa(i) }
 
+// partName names the ConfigMap of part k (from 1) of an attempt's
+// per-host files beyond its own ConfigMap (baseName).
+func partName(attemptID string, k int) string { return baseName(attemptID) + "-rc" + strconv.Itoa(k) }
+
+// configBudget is how many bytes of files one ConfigMap of an attempt
+// holds at the most: the API server refuses one of more than 1 MiB.
+const configBudget = 896 << 10
+
+// partsOf reads annParts: how many ConfigMaps an attempt's files take (1
+// where it is absent).
+func partsOf(ann map[string]string) int {
+	if k, err := strconv.Atoi(ann[annParts]); err == nil && k > 1 {
+		return k
+	}
+	return 1
+}
+
 // claimName names a job's checkpoint claim, the same on every attempt.
 func claimName(jobID string) string { return "qs-ckpt-" + dnsPart(jobID, 40) + "-" + hash8(jobID) }
 
@@ -125,15 +145,19 @@ func podLabels(s executor.Spec) map[string]string {
 
 // plan is an attempt's objects, made by build.
 type plan struct {
-	claim   *corev1.PersistentVolumeClaim
-	config  *corev1.ConfigMap
+	claim  *corev1.PersistentVolumeClaim
+	config *corev1.ConfigMap
+	// parts are the ConfigMaps of the per-host files that config has no
+	// room for (partName 1, 2, ...), empty below some 60 to 100 instances.
+	parts   []*corev1.ConfigMap
 	service *corev1.Service // nil for one instance
 	pods    []*corev1.Pod
 }
 
 // build makes an attempt's objects: the checkpoint claim of its job, the
-// ConfigMap of its input/config files, a headless Service for more than
-// one instance, and one pod per instance.
+// ConfigMap of its input/config files (and more of them where one cannot
+// hold them all), a headless Service for more than one instance, and one
+// pod per instance.
 func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, n int, grace time.Duration, started time.Time) (*plan, error) {
 	base := baseName(s.AttemptID)
 	lb := podLabels(s)
@@ -178,9 +202,7 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 			hosts[i] += "." + base
 		}
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: meta(base), Data: map[string]string{}}
 	hp, _ := json.Marshal(orEmpty(req.HyperParameters))
-	cm.Data["hyperparameters.json"] = string(hp)
 	idc := map[string]any{}
 	var channels []string
 	for _, c := range req.InputDataConfig {
@@ -192,12 +214,32 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		channels = append(channels, c.ChannelName)
 	}
 	b, _ := json.Marshal(idc)
-	cm.Data["inputdataconfig.json"] = string(b)
+	// Each host's resourceconfig.json names every host twice, so an
+	// attempt's files grow as n²: past some 60 to 100 instances (the host
+	// names carry the attempt's ID) they no longer fit one ConfigMap. They fill the attempt's ConfigMap in host order,
+	// then as many parts as they need.
+	files := make([]map[string]string, 1)
+	files[0] = map[string]string{"hyperparameters.json": string(hp), "inputdataconfig.json": string(b)}
+	part := make([]int, n)
+	room := configBudget - len(hp) - len(b)
 	for i, h := range hosts {
 		rc, _ := json.Marshal(executor.NewResourceConfig(h, typ, hosts, "eth0"))
-		cm.Data[fmt.Sprintf("resourceconfig-%d.json", i)] = string(rc)
+		key := rcKey(i)
+		if len(key)+len(rc) > room {
+			files = append(files, map[string]string{})
+			room = configBudget
+		}
+		room -= len(key) + len(rc)
+		part[i] = len(files) - 1
+		files[part[i]][key] = string(rc)
 	}
-	p.config = cm
+	if len(files) > 1 {
+		ann[annParts] = strconv.Itoa(len(files))
+	}
+	p.config = &corev1.ConfigMap{ObjectMeta: meta(base), Data: files[0]}
+	for k := 1; k < len(files); k++ {
+		p.parts = append(p.parts, &corev1.ConfigMap{ObjectMeta: meta(partName(s.AttemptID, k)), Data: files[k]})
+	}
 	if n > 1 {
 		p.service = &corev1.Service{ObjectMeta: meta(base), Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
 			Selector: map[string]string{LabelAttemptID: lb[LabelAttemptID]}, PublishNotReadyAddresses: true}}
@@ -267,11 +309,7 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 				},
 			}},
 			Volumes: []corev1.Volume{
-				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-					LocalObjectReference: corev1.LocalObjectReference{Name: base},
-					Items: []corev1.KeyToPath{{Key: "hyperparameters.json", Path: "hyperparameters.json"},
-						{Key: "inputdataconfig.json", Path: "inputdataconfig.json"},
-						{Key: fmt.Sprintf("resourceconfig-%d.json", i), Path: "resourceconfig.json"}}}}},
+				configVolume(s.AttemptID, i, part[i]),
 				{Name: "checkpoints", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.claim.Name}}},
 				{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
@@ -282,6 +320,28 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		p.pods = append(p.pods, pod)
 	}
 	return p, nil
+}
+
+func rcKey(i int) string { return fmt.Sprintf("resourceconfig-%d.json", i) }
+
+// configVolume is pod i's /opt/ml/input/config: its attempt's ConfigMap,
+// or, where its resourceconfig.json is in part k, a projection of that
+// and the attempt's ConfigMap.
+func configVolume(attemptID string, i, k int) corev1.Volume {
+	shared := []corev1.KeyToPath{{Key: "hyperparameters.json", Path: "hyperparameters.json"},
+		{Key: "inputdataconfig.json", Path: "inputdataconfig.json"}}
+	own := corev1.KeyToPath{Key: rcKey(i), Path: "resourceconfig.json"}
+	base := corev1.LocalObjectReference{Name: baseName(attemptID)}
+	if k == 0 {
+		return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: base, Items: append(shared, own)}}}
+	}
+	return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: base, Items: shared}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: partName(attemptID, k)},
+				Items: []corev1.KeyToPath{own}}},
+		}}}}
 }
 
 // accessMode is the checkpoint claim's: ReadWriteOnce for a job of one
