@@ -567,9 +567,7 @@ func TestAuthNoisyNeighbour(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				select {
 				case <-stop:
@@ -588,7 +586,7 @@ func TestAuthNoisyNeighbour(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	alice := as(s.url, "alice")
 	var lat []time.Duration
@@ -633,9 +631,7 @@ func TestAuthUnfinishedJobsLimit(t *testing.T) {
 	var refused []error
 	var wg sync.WaitGroup
 	for i := 0; i < 10; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			id, err := s.submitAs(dave, "QS1", nil)
 			mu.Lock()
 			defer mu.Unlock()
@@ -644,7 +640,7 @@ func TestAuthUnfinishedJobsLimit(t *testing.T) {
 			} else {
 				ids = append(ids, id)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if len(ids) != 2 || len(refused) != 8 {

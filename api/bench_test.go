@@ -107,16 +107,14 @@ func shareOut(b *testing.B, n int, call func(w int) error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
 				if err := call(w); err != nil {
 					b.Error(err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

@@ -28,16 +28,14 @@ func TestClientTokenReplay(t *testing.T) {
 	var wg sync.WaitGroup
 	ids := make([]string, 8)
 	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			out, err := s.c.SubmitServiceJob(ctx, in)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			ids[i] = *out.JobId
-		}()
+		})
 	}
 	wg.Wait()
 	for _, id := range ids {

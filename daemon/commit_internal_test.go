@@ -203,9 +203,7 @@ func TestPipelinedCommit(t *testing.T) {
 	stop := make(chan struct{})
 	var readerDone sync.WaitGroup
 	var undurable atomic.Value
-	readerDone.Add(1)
-	go func() {
-		defer readerDone.Done()
+	readerDone.Go(func() {
 		for {
 			select {
 			case <-stop:
@@ -226,7 +224,7 @@ func TestPipelinedCommit(t *testing.T) {
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
-	}()
+	})
 
 	tagged := holdTagChange(d, st, first)
 	second := startAheadOfStore(t, d)

@@ -277,11 +277,9 @@ func (d *Daemon) Start(ctx context.Context) error {
 	go d.commitLoop(lctx)
 	go d.loop(lctx)
 	if d.cfg.JobRetention > 0 {
-		d.bg.Add(1)
-		go func() {
-			defer d.bg.Done()
+		d.bg.Go(func() {
 			d.retain(lctx)
-		}()
+		})
 	}
 	d.resumeDeletions()
 	d.kickLoop()

@@ -100,9 +100,7 @@ func (d *Daemon) sweep(ctx context.Context, keep, live map[string]bool) {
 	if len(steps) == 0 {
 		return
 	}
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
+	d.bg.Go(func() {
 		for i, step := range steps {
 			for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
 				swept, err := step()
@@ -125,5 +123,5 @@ func (d *Daemon) sweep(ctx context.Context, keep, live map[string]bool) {
 				}
 			}
 		}
-	}()
+	})
 }

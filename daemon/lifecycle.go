@@ -55,9 +55,7 @@ func (d *Daemon) settle(current func() bool, apply func() error, done func(ctx c
 		return nil
 	}})
 	ctx := d.lctx
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
+	d.bg.Go(func() {
 		select {
 		case <-reply: // the loop ran apply, or answered at shutdown without running it
 		case <-ctx.Done():
@@ -82,7 +80,7 @@ func (d *Daemon) settle(current func() bool, apply func() error, done func(ctx c
 			case <-time.After(backoff):
 			}
 		}
-	}()
+	})
 }
 
 // commitSettled commits a settled record. A failure is logged (quietly at

@@ -844,9 +844,7 @@ func (c *cycle) finish() {
 
 // startAttempt starts an attempt and then waits for it, reporting both to the loop.
 func (d *Daemon) startAttempt(ctx context.Context, spec executor.Spec) {
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
+	d.bg.Go(func() {
 		t0 := time.Now()
 		h, err := d.ex.Start(ctx, spec)
 		d.obs.ExecutorStart(time.Since(t0), err)
@@ -858,7 +856,7 @@ func (d *Daemon) startAttempt(ctx context.Context, spec executor.Spec) {
 			return
 		}
 		d.waitAttempt(ctx, spec.JobID, spec.AttemptID)
-	}()
+	})
 }
 
 // waitAttempt blocks until the attempt ends and reports it to the loop. The

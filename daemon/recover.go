@@ -169,20 +169,16 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 		// The attempt's fate is unknown, and requeueing it could run the job
 		// twice at once: keep it holding its capacity and keep asking.
 		d.log.Warn("recovery: executor could not recover attempt; the job keeps its capacity and recovery is retried", "job", j.ID, "attempt", a.ID, "err", err)
-		d.bg.Add(1)
-		go func() {
-			defer d.bg.Done()
+		d.bg.Go(func() {
 			d.retryRecover(lctx, j.ID, h)
-		}()
+		})
 		return
 	}
 	switch rec {
 	case executor.Running, executor.Exited:
-		d.bg.Add(1)
-		go func() {
-			defer d.bg.Done()
+		d.bg.Go(func() {
 			d.waitAttempt(lctx, j.ID, a.ID)
-		}()
+		})
 		if r.stop != stopNone {
 			d.inbox = append(d.inbox, op{kind: opCommand, reply: make(chan error, 1), fn: func(c *cycle) error {
 				if cur := c.d.runs[j.ID]; cur == r {

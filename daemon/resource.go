@@ -135,9 +135,7 @@ func listByRefs[T any](d *Daemon, m map[string]*T, field, kind string, refs []st
 // waits in the background until every one of them has stopped, and then
 // runs finish with resMu held.
 func (d *Daemon) drain(queue, share, reason string, finish func(context.Context)) {
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
+	d.bg.Go(func() {
 		ctx := d.lctx
 		for {
 			d.mu.RLock()
@@ -168,5 +166,5 @@ func (d *Daemon) drain(queue, share, reason string, finish func(context.Context)
 		d.resMu.Lock()
 		defer d.resMu.Unlock()
 		finish(ctx)
-	}()
+	})
 }

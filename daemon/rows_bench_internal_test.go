@@ -56,9 +56,7 @@ func rowsPerJobRun(b *testing.B) (rows, batches, jobs int64) {
 	var wg sync.WaitGroup
 	ids := make(chan string, n)
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := w; i < n; i += workers {
 				j, err := d.Submit(ctx, SubmitInput{Name: fmt.Sprintf("j%d", i), Queue: "q", QuotaShare: "A", ServiceJobType: serviceTypeSageMaker,
 					Payload: `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge","InstanceCount":1},"Environment":{"QSHARE_SIM_DURATION":"20ms"}}`})
@@ -68,7 +66,7 @@ func rowsPerJobRun(b *testing.B) (rows, batches, jobs int64) {
 				}
 				ids <- j.ID
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(ids)

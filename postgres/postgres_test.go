@@ -485,9 +485,7 @@ func TestDurableAcrossDatabaseCrash(t *testing.T) {
 	var acked atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -502,7 +500,7 @@ func TestDurableAcrossDatabaseCrash(t *testing.T) {
 				}
 				acked.Add(1)
 			}
-		}()
+		})
 	}
 	for acked.Load() < 200 {
 		time.Sleep(time.Millisecond)

@@ -42,9 +42,7 @@ func TestCrashChild(t *testing.T) {
 	var out sync.Mutex
 	var wg sync.WaitGroup
 	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := start; ; i++ {
 				j := crashJob(g, i)
 				// Each change puts a job and moves the goroutine's marker
@@ -64,7 +62,7 @@ func TestCrashChild(t *testing.T) {
 				fmt.Fprintf(os.Stdout, "ack %d %d\n", g, i) // unbuffered: one write per ack
 				out.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

@@ -85,15 +85,13 @@ func TestDiskFullChild(t *testing.T) {
 	var mu sync.Mutex
 	smallOK := map[string]bool{}
 	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			c := &store.Change{PutJobs: bigJobs(fmt.Sprint("small", g), 1)}
 			err := d.Commit(ctx, c)
 			mu.Lock()
 			smallOK[c.PutJobs[0].ID] = err == nil
 			mu.Unlock()
-		}()
+		})
 	}
 	err = d.Commit(ctx, big)
 	wg.Wait()

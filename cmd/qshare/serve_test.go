@@ -144,9 +144,7 @@ func TestRestart(t *testing.T) {
 	submitAll := func(c *batch.Client, clients, perClient int, tag string, stopOnError bool) {
 		var wg sync.WaitGroup
 		for w := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := range perClient {
 					share := []string{"A", "B"}[(w+i)%2]
 					dur := time.Duration(20+(w*7+i*13)%80) * time.Millisecond
@@ -167,7 +165,7 @@ func TestRestart(t *testing.T) {
 					mu.Unlock()
 					nacked.Add(1)
 				}
-			}()
+			})
 		}
 		wg.Wait()
 	}

@@ -747,8 +747,7 @@ func (s *suite) concurrent(t *testing.T) {
 			// Two racing Starts of one attempt.
 			var wg2 sync.WaitGroup
 			for k := 0; k < 2; k++ {
-				wg2.Add(1)
-				go func() { defer wg2.Done(); s.start(t, e, sp) }()
+				wg2.Go(func() { ; s.start(t, e, sp) })
 			}
 			wg2.Wait()
 			if i%2 == 1 {

@@ -152,9 +152,7 @@ func storeJobs(ctx context.Context, endpoint, queue string, n, clients int) erro
 	var mu sync.Mutex
 	var first error
 	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := next.Add(1)
 				if i > int64(n) || ctx.Err() != nil {
@@ -172,7 +170,7 @@ func storeJobs(ctx context.Context, endpoint, queue string, n, clients int) erro
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return first

@@ -204,9 +204,7 @@ func submitLoop(ctx context.Context, c *batch.Client, queue string, opt SubmitOp
 	var firstErr atomic.Value
 	var seq atomic.Int64
 	for i := range opt.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var mine []time.Duration
 			for ctx.Err() == nil {
 				n := seq.Add(1)
@@ -230,7 +228,7 @@ func submitLoop(ctx context.Context, c *batch.Client, queue string, opt SubmitOp
 			mu.Lock()
 			lats = append(lats, mine...)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {

@@ -306,27 +306,23 @@ func (s *run) drive(ctx context.Context, d time.Duration) {
 	var wg sync.WaitGroup
 	for w := 0; w < 2; w++ {
 		r := rand.New(rand.NewPCG(s.r.Uint64(), uint64(w)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for wctx.Err() == nil {
 				if s.backlog(wctx, c) < 30 {
 					s.w.Submit(wctx, c, r)
 				}
 				sleep(wctx, time.Duration(300+r.IntN(600))*time.Millisecond)
 			}
-		}()
+		})
 	}
 	r := rand.New(rand.NewPCG(s.r.Uint64(), 99))
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for wctx.Err() == nil {
 			// Share A keeps its limit: checkEvents checks against one.
 			s.w.Mutate(wctx, c, r, false)
 			sleep(wctx, time.Duration(200+r.IntN(400))*time.Millisecond)
 		}
-	}()
+	})
 	wg.Wait()
 }
 

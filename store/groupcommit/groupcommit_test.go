@@ -380,9 +380,7 @@ func TestConcurrentCommitsAndClose(t *testing.T) {
 		acks = map[string]bool{}
 	)
 	for c := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range each {
 				name := fmt.Sprintf("c%d-%d", c, i)
 				ctx, cancel := context.WithCancel(context.Background())
@@ -401,7 +399,7 @@ func TestConcurrentCommitsAndClose(t *testing.T) {
 					t.Errorf("%s: %v", name, err)
 				}
 			}
-		}()
+		})
 	}
 	time.Sleep(5 * time.Millisecond)
 	q.Close()

@@ -48,9 +48,7 @@ func Decode[T, X any](rows Rows, extra func(*T, X)) ([]T, error) {
 		failed  atomic.Bool
 	)
 	for range max(1, runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for c := range work {
 				if failed.Load() {
 					continue
@@ -68,7 +66,7 @@ func Decode[T, X any](rows Rows, extra func(*T, X)) ([]T, error) {
 				}
 				*c.out = out
 			}
-		}()
+		})
 	}
 	var chunks []*[]T
 	n := 0

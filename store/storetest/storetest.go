@@ -415,9 +415,7 @@ func testAtomicity(t *testing.T, h *harness) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			c := &store.Change{PutJobs: []qshare.Job{job(1000+g, base)}}
 			if g%4 == 0 {
 				c.PutJobs = append(c.PutJobs, qshare.Job{})
@@ -433,7 +431,7 @@ func testAtomicity(t *testing.T, h *harness) {
 			mu.Lock()
 			h.m.apply(c)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	h.check()
@@ -493,9 +491,7 @@ func testConcurrent(t *testing.T, h *harness) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range perG {
 				a := job(g*1000+i, base.Add(time.Duration(i)*time.Millisecond))
 				a.ShareIdentifier = "a"
@@ -514,7 +510,7 @@ func testConcurrent(t *testing.T, h *harness) {
 				h.m.apply(c)
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	cancel()
@@ -638,9 +634,7 @@ func testDeadlines(t *testing.T, h *harness) {
 	results := make(chan result, goroutines*perG)
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 7))
 			for i := range perG {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(3000))*time.Microsecond)
@@ -649,7 +643,7 @@ func testDeadlines(t *testing.T, h *harness) {
 				cancel()
 				results <- result{c, err}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(results)

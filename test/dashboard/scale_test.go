@@ -176,9 +176,7 @@ func (e *benchEnv) setupScale(b *testing.B) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
 				if i >= scaleShares*scaleJobsEach {
@@ -196,7 +194,7 @@ func (e *benchEnv) setupScale(b *testing.B) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	select {

@@ -199,9 +199,7 @@ func TestMisbehavingClients(t *testing.T) {
 		var mu sync.Mutex
 		failed := 0
 		for i := 0; i < busy; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 				resp, err := hc.Post(srv.Endpoint+"/v1/describejobqueues", "application/json", strings.NewReader(`{"jobQueues":["q"]}`))
 				if err == nil {
@@ -216,7 +214,7 @@ func TestMisbehavingClients(t *testing.T) {
 					failed++
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if failed > 0 {

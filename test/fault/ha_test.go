@@ -260,9 +260,7 @@ func (l *haLoad) run(clients int, seed uint64) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r := rand.New(rand.NewPCG(seed, uint64(i)))
 			var own []*haJob
 			n := i
@@ -282,7 +280,7 @@ func (l *haLoad) run(clients int, seed uint64) (stop func()) {
 				rcancel()
 				sleepCtx(ctx, time.Duration(100+r.IntN(200))*time.Millisecond)
 			}
-		}()
+		})
 	}
 	return func() { cancel(); wg.Wait() }
 }

@@ -50,24 +50,20 @@ func TestKill9(t *testing.T) {
 		var wg sync.WaitGroup
 		for s := 0; s < 3; s++ {
 			rs := rand.New(rand.NewPCG(r.Uint64(), uint64(s)))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for wctx.Err() == nil {
 					w.Submit(wctx, c, rs)
 					sleepCtx(wctx, time.Duration(300+rs.IntN(500))*time.Millisecond)
 				}
-			}()
+			})
 		}
 		rm := rand.New(rand.NewPCG(r.Uint64(), 99))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for wctx.Err() == nil {
 				w.Mutate(wctx, c, rm, true)
 				sleepCtx(wctx, time.Duration(50+rm.IntN(150))*time.Millisecond)
 			}
-		}()
+		})
 		time.Sleep(time.Duration(300+r.IntN(1500)) * time.Millisecond)
 		srv.Kill() // requests in flight now fail, unacknowledged
 		cancel()

@@ -25,9 +25,7 @@ func Each(ctx context.Context, workers, n int, f func(ctx context.Context, i int
 	var once sync.Once
 	var first error
 	for range max(workers, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= n || ctx.Err() != nil {
@@ -38,7 +36,7 @@ func Each(ctx context.Context, workers, n int, f func(ctx context.Context, i int
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return first
