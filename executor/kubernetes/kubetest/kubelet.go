@@ -143,9 +143,7 @@ func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 
 // async runs f in a goroutine once one of the calls in flight has ended.
 func (k *Kubelet) async(f func()) {
-	k.wg.Add(1)
-	go func() {
-		defer k.wg.Done()
+	k.wg.Go(func() {
 		select {
 		case k.calls <- struct{}{}:
 		case <-k.ctx.Done():
@@ -153,7 +151,7 @@ func (k *Kubelet) async(f func()) {
 		}
 		defer func() { <-k.calls }()
 		f()
-	}()
+	})
 }
 
 func (k *Kubelet) poke() {

@@ -143,9 +143,7 @@ func BenchmarkAPIServerCreates(b *testing.B) {
 			var wg sync.WaitGroup
 			b.ResetTimer()
 			for range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
 						meta := metav1.ObjectMeta{Name: fmt.Sprintf("j%d", i)}
 						if objects == 3 {
@@ -167,7 +165,7 @@ func BenchmarkAPIServerCreates(b *testing.B) {
 							return
 						}
 					}
-				}()
+				})
 			}
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
