@@ -109,6 +109,13 @@ type Executor struct {
 	// (then it is nil): their claims are not the sweep's.
 	jobsSince map[string]bool
 	apiErr    string // the last failure to reach the API server, "" when it answers
+	// Which untracked attempts' ended pods expireEnded may delete, under
+	// mu: those this executor followed to their end (forgotten, by label
+	// value), and, once Sweep has run (swept), those that the store did
+	// not claim then (claimed) and that were not tracked since.
+	forgotten map[string]bool
+	claimed   map[string]bool
+	swept     bool
 }
 
 var (
@@ -142,6 +149,13 @@ type attempt struct {
 	closed   bool
 	reason   string // the pending reason last reported
 	byHand   int    // the index of a pod deleted outside qshare, or -1
+	// relabeled is the label that the pod byHand lost outside qshare, ""
+	// when it was deleted.
+	relabeled string
+	// checking: the start timeout has passed on the watch's view and the
+	// API server is being asked; timedOut: the server's own list, taken
+	// after the timeout, showed the pods not all placed.
+	checking, timedOut bool
 	// changed has a value once the attempt's pods or its stop changed
 	// since awaitRun last looked (see poke).
 	changed chan struct{}
@@ -182,7 +196,8 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	e := &Executor{o: o, c: o.Client, ns: o.Namespace, cfg: o.Config, gpus: o.GPUs, log: o.Log, ctx: lctx, cancel: cancel,
-		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}, jobsSince: map[string]bool{}}
+		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}, jobsSince: map[string]bool{},
+		forgotten: map[string]bool{}, claimed: map[string]bool{}}
 	f := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
 		informers.WithTweakListOptions(func(l *metav1.ListOptions) { l.LabelSelector = LabelManagedBy + "=" + managedBy }))
 	e.pods = f.Core().V1().Pods().Informer()
@@ -602,6 +617,7 @@ func (e *Executor) track(id, job string, n int, grace time.Duration, started tim
 		return a
 	}
 	timeout := e.cfg.startTimeout()
+	delete(e.claimed, labelValue(id))
 	a := &attempt{id: id, job: job, label: labelValue(id), n: n, grace: grace, started: started, created: time.Now(), timeout: timeout,
 		stopping: stopping, byHand: -1, last: map[int]*corev1.Pod{}, done: make(chan struct{}), changed: make(chan struct{}, 1)}
 	for _, obj := range e.podsOf(a.label) {
@@ -731,23 +747,123 @@ func (e *Executor) observe(obj any, deleted bool) {
 	if !ok {
 		return
 	}
+	// By the attempt's annotation: its label may have been removed or
+	// changed by hand.
+	key := p.Labels[LabelAttemptID]
+	if id := p.Annotations[annAttemptID]; id != "" {
+		key = labelValue(id)
+	}
 	e.mu.Lock()
-	a := e.attempts[p.Labels[LabelAttemptID]]
+	a := e.attempts[key]
+	check := false
 	if a != nil {
-		a.observe(p, deleted)
+		// A pod that leaves the watch before it has ended was deleted at
+		// once (grace 0, by someone else), or lost a label the watch
+		// selects and still runs: the API server says which.
+		check = deleted && !terminal(p)
+		if !check {
+			a.observe(p, deleted)
+		}
 	}
 	e.mu.Unlock()
+	if check {
+		e.spawn(func() { e.followUnwatched(a, p) })
+		return
+	}
 	if a != nil {
 		e.evaluate(a)
 		a.poke()
 	}
 }
 
+// followUnwatched follows, through the API server, a pod of a that the
+// watch no longer shows before it ended: until it is gone (then it is
+// recorded so) or the watch shows it again. A pod that lost its labels
+// outside qshare still runs and holds its node; the attempt ends
+// (evaluate) and its pods are deleted, and it holds its capacity until
+// this sees the pod gone.
+func (e *Executor) followUnwatched(a *attempt, p *corev1.Pod) {
+	delay := 200 * time.Millisecond
+	for {
+		var cur *corev1.Pod
+		if err := e.retry(e.ctx, func(ctx context.Context) error {
+			q, err := e.c.CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
+			if err == nil {
+				cur = q
+			} else if apierrors.IsNotFound(err) {
+				cur = nil
+			}
+			return err
+		}); err != nil {
+			return // closing
+		}
+		e.mu.Lock()
+		if a.closed {
+			e.mu.Unlock()
+			return
+		}
+		i, ok := a.index(p)
+		last := a.last[i]
+		if !ok || last == nil || last.UID != p.UID || gone(last) {
+			// Another pod of the name (or its end) is the watch's now.
+			e.mu.Unlock()
+			return
+		}
+		watched := false
+		if cur == nil || cur.UID != p.UID {
+			a.observe(last, true)
+		} else {
+			a.observe(cur, false)
+			watched = cur.Labels[LabelManagedBy] == managedBy
+		}
+		e.mu.Unlock()
+		e.evaluate(a)
+		a.poke()
+		if cur == nil || cur.UID != p.UID || watched {
+			return
+		}
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// relabeledOf names the label that qshare gave pod i of a and that it
+// no longer carries as given (removed or changed outside qshare), or "".
+func (a *attempt) relabeledOf(i int, p *corev1.Pod) string {
+	switch {
+	case p.Labels[LabelManagedBy] != managedBy:
+		return LabelManagedBy
+	case p.Labels[LabelAttemptID] != a.label:
+		return LabelAttemptID
+	case p.Labels[LabelIndex] != strconv.Itoa(i):
+		return LabelIndex
+	}
+	return ""
+}
+
+// index is a pod's index in the attempt: its label, else (the label was
+// removed or changed by hand) what its name says.
+func (a *attempt) index(p *corev1.Pod) (int, bool) {
+	if i, err := strconv.Atoi(p.Labels[LabelIndex]); err == nil && i >= 0 && i < a.n && p.Name == podName(a.id, i) {
+		return i, true
+	}
+	if s, ok := strings.CutPrefix(p.Name, baseName(a.id)+"-"); ok {
+		if i, err := strconv.Atoi(s); err == nil && i >= 0 && i < a.n {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 // observe records a pod's latest state; a deleted pod is kept with a nil
 // entry in gone. Callers hold e.mu.
 func (a *attempt) observe(p *corev1.Pod, deleted bool) {
-	i, err := strconv.Atoi(p.Labels[LabelIndex])
-	if err != nil || i < 0 || i >= a.n {
+	i, ok := a.index(p)
+	if !ok {
 		return
 	}
 	c := p.DeepCopy()
@@ -799,10 +915,14 @@ func (e *Executor) evaluate(a *attempt) {
 		if p.Status.Phase == corev1.PodFailed && firstFail == nil {
 			firstFail = p
 		}
-		if !a.stopping && !a.ending && a.byHand < 0 && (gone(p) && !terminal(p) || p.DeletionTimestamp != nil) && p.Annotations[annStopped] == "" {
-			a.byHand = i
+		if !a.stopping && !a.ending && a.byHand < 0 && p.Annotations[annStopped] == "" {
+			if gone(p) && !terminal(p) || p.DeletionTimestamp != nil {
+				a.byHand = i
+			} else if l := a.relabeledOf(i, p); l != "" && !gone(p) && !terminal(p) {
+				a.byHand, a.relabeled = i, l
+			}
 		}
-		if p.Status.Phase == corev1.PodRunning || started(p) || terminal(p) {
+		if placedPod(p) {
 			placed++
 		}
 		if !terminal(p) && !gone(p) {
@@ -816,7 +936,7 @@ func (e *Executor) evaluate(a *attempt) {
 			}
 		}
 	}
-	deleteRest, deleteGrace := false, e.stopGrace(a.grace, 0)
+	deleteRest, deleteGrace, confirm := false, e.stopGrace(a.grace, 0), false
 	if !a.decided {
 		switch {
 		case a.stopping:
@@ -838,7 +958,11 @@ func (e *Executor) evaluate(a *attempt) {
 					x.ExitCode, x.Signal = -1, "SIGTERM"
 					x.Reason = "Essential process exited with code 0 on the SIGTERM of the deletion"
 				}
-				x.Reason = fmt.Sprintf("The pod %s was deleted outside qshare (not by a stop qshare decided), and the attempt is not restarted behind qshare's back: %s", p.Name, x.Reason)
+				if a.relabeled != "" {
+					x.Reason = fmt.Sprintf("The pod %s lost its label %s outside qshare, so qshare could no longer follow it by its labels: qshare deleted it, and the attempt is not restarted behind qshare's back", p.Name, a.relabeled)
+				} else {
+					x.Reason = fmt.Sprintf("The pod %s was deleted outside qshare (not by a stop qshare decided), and the attempt is not restarted behind qshare's back: %s", p.Name, x.Reason)
+				}
 				a.exit, a.decided = x, true
 			}
 		case firstFail != nil:
@@ -846,6 +970,13 @@ func (e *Executor) evaluate(a *attempt) {
 			a.ending, deleteRest = true, true
 		case allSucc:
 			a.exit, a.decided = executor.Exit{AttemptID: a.id, ExitCode: 0, Reason: "Essential process exited with code 0", At: finishedAt(a.last[0])}, true
+		case placed < a.n && time.Since(a.created) > a.timeout && !a.timedOut:
+			// The watch may lag behind the API server (it was away, or
+			// the executor could not reach it): only the server's own
+			// list decides a capacity failure.
+			if !a.checking {
+				a.checking, confirm = true, true
+			}
 		case placed < a.n && time.Since(a.created) > a.timeout:
 			// The start timeout bounds the placement of the pods, not
 			// their run: a pod that has run (and ended, before the others)
@@ -886,6 +1017,9 @@ func (e *Executor) evaluate(a *attempt) {
 		mark = string(b)
 	}
 	e.mu.Unlock()
+	if confirm {
+		e.spawn(func() { e.confirmStartTimeout(a) })
+	}
 	if deleteRest && !allReleased {
 		e.spawn(func() {
 			e.endPods(e.ctx, id, n, rest, deleteGrace, mark)
@@ -896,6 +1030,57 @@ func (e *Executor) evaluate(a *attempt) {
 			e.deleteAttemptObjects(e.ctx, id, parts)
 		})
 	}
+}
+
+// placedPod reports whether a pod was placed, for the start timeout: it
+// runs, or has run, or has ended.
+func placedPod(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodRunning || started(p) || terminal(p)
+}
+
+// confirmStartTimeout asks the API server for the pods of an attempt whose
+// start timeout has passed on the watch's view, retrying while the server
+// is away. When they are not all placed there either, the attempt ends
+// as a capacity failure (timedOut); when they are, the watch was stale,
+// and the attempt takes the server's view of them.
+func (e *Executor) confirmStartTimeout(a *attempt) {
+	var list *corev1.PodList
+	err := e.retry(e.ctx, func(ctx context.Context) error {
+		var err error
+		list, err = e.c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LabelManagedBy: managedBy, LabelAttemptID: a.label}.String()})
+		return err
+	})
+	e.mu.Lock()
+	a.checking = false
+	if err != nil || list == nil {
+		e.mu.Unlock()
+		return
+	}
+	seen := map[int]*corev1.Pod{}
+	for k := range list.Items {
+		p := &list.Items[k]
+		if i, ok := a.index(p); ok && p.Annotations[annAttemptID] == a.id {
+			seen[i] = p
+		}
+	}
+	placed := 0
+	for i := 0; i < a.n; i++ {
+		if p := seen[i]; p != nil && placedPod(p) {
+			placed++
+		}
+	}
+	if placed < a.n {
+		a.timedOut = true
+	} else {
+		for i, p := range seen {
+			if q := a.last[i]; q == nil || !gone(q) {
+				a.observe(p, false)
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.evaluate(a)
+	a.poke()
 }
 
 func finishedAt(p *corev1.Pod) time.Time {
@@ -1121,9 +1306,14 @@ func (e *Executor) markPod(ctx context.Context, name, key, value string) {
 	})
 }
 
-// deletePod deletes a pod with a grace period (whole seconds, rounded up).
+// deletePod deletes a pod with a grace period (whole seconds, rounded up,
+// at least 1). Never 0: the API server takes gracePeriodSeconds 0 as a
+// forced deletion, and removes a pod that is on a node at once, while its
+// container still runs there, so that the watch would see its capacity
+// free (and the scheduler its node) too early. A pod on no node, or ended,
+// is removed at once whatever the grace.
 func (e *Executor) deletePod(ctx context.Context, name string, grace time.Duration) {
-	secs := int64(math.Ceil(grace.Seconds()))
+	secs := max(1, int64(math.Ceil(grace.Seconds())))
 	bg := metav1.DeletePropagationBackground
 	if err := e.retry(ctx, func(ctx context.Context) error {
 		return e.c.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &secs, PropagationPolicy: &bg})
@@ -1229,6 +1419,9 @@ func (e *Executor) Forget(attemptID string) {
 	defer e.mu.Unlock()
 	if a := e.attempts[labelValue(attemptID)]; a != nil && a.closed {
 		delete(e.attempts, a.label)
+		if len(e.podsOf(a.label)) > 0 {
+			e.forgotten[a.label] = true
+		}
 		e.begin.Lock()
 		delete(e.starting, attemptID)
 		e.begin.Unlock()
@@ -1324,11 +1517,9 @@ func (e *Executor) spawn(f func()) {
 	if e.closing {
 		return
 	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	e.wg.Go(func() {
 		f()
-	}()
+	})
 }
 
 // every calls f every d until the executor closes; it runs as one of
@@ -1370,6 +1561,14 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	e.mu.Lock()
+	for id := range keep {
+		if e.attempts[labelValue(id)] == nil {
+			e.claimed[labelValue(id)] = true
+		}
+	}
+	e.swept = true
+	e.mu.Unlock()
 	var swept []string
 	for _, label := range keys {
 		p := seen[label]
@@ -1396,7 +1595,11 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 
 // expireEnded deletes, every minute, the ended pods (and their attempts'
 // objects) older than Config.KeepEnded whose attempts the executor no
-// longer follows.
+// longer follows: it followed them to their end (Forget), or Sweep has
+// shown that the store does not claim them. Not those of an attempt
+// started before a restart that the daemon has not recovered or started
+// yet: a Start again (the store said STARTING) would find no pods and run
+// the attempt a second time.
 func (e *Executor) expireEnded() {
 	keep := e.cfg.keepEnded()
 	expired := func(p *corev1.Pod) bool { return terminal(p) && time.Since(endedAt(p)) >= keep }
@@ -1405,10 +1608,12 @@ func (e *Executor) expireEnded() {
 		if !expired(p) {
 			continue
 		}
+		label := p.Labels[LabelAttemptID]
 		e.mu.Lock()
-		a := e.attempts[p.Labels[LabelAttemptID]]
+		a := e.attempts[label]
+		mine := a != nil && a.closed || a == nil && (e.forgotten[label] || e.swept && !e.claimed[label])
 		e.mu.Unlock()
-		if a != nil && !a.closed {
+		if !mine {
 			continue
 		}
 		_ = e.retry(e.ctx, func(ctx context.Context) error {
@@ -1423,8 +1628,19 @@ func (e *Executor) expireEnded() {
 		}
 		if last {
 			e.deleteAttemptObjects(e.ctx, p.Annotations[annAttemptID], partsOf(p.Annotations))
+			e.mu.Lock()
+			delete(e.forgotten, label)
+			e.mu.Unlock()
 		}
 	}
+	// A forgotten attempt whose pods someone else deleted.
+	e.mu.Lock()
+	for label := range e.forgotten {
+		if len(e.podsOf(label)) == 0 {
+			delete(e.forgotten, label)
+		}
+	}
+	e.mu.Unlock()
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
