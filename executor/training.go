@@ -155,6 +155,20 @@ func InstanceOf(req *trainingjob.Request, demand qshare.Capacity, who string) (s
 	return typ, max(n, 1), nil
 }
 
+// StopGrace is the grace period of a stop, by one rule for every
+// executor: the job's own (EnvStopGrace), since the job knows how long its
+// checkpoint takes; else the caller's; else the executor's own setting
+// (fallback). Zero is unset at each step.
+func StopGrace(job, caller, fallback time.Duration) time.Duration {
+	switch {
+	case job > 0:
+		return job
+	case caller > 0:
+		return caller
+	}
+	return fallback
+}
+
 // EnvironmentAndGrace is CheckEnvironment of the payload's Environment,
 // then JobGrace.
 func EnvironmentAndGrace(req *trainingjob.Request) (time.Duration, error) {

@@ -330,15 +330,9 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 }
 
 // stopGrace is the grace of a stop: the job's own, else the caller's, else
-// Options.StopGrace.
+// Options.StopGrace (executor.StopGrace).
 func (e *Executor) stopGrace(job, caller time.Duration) time.Duration {
-	switch {
-	case job > 0:
-		return job
-	case caller > 0:
-		return caller
-	}
-	return e.o.StopGrace
+	return executor.StopGrace(job, caller, e.o.StopGrace)
 }
 
 func (e *Executor) startLock(id string) *sync.Mutex {

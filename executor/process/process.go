@@ -814,13 +814,7 @@ func (e *Executor) finish(a *attempt, x *exitRecord) {
 // (QSHARE_STOP_GRACE) if set, since the job knows how long its checkpoint
 // takes; else the caller's if non-zero; else Options.StopGrace.
 func (e *Executor) graceFor(job, caller time.Duration) time.Duration {
-	switch {
-	case job > 0:
-		return job
-	case caller > 0:
-		return caller
-	}
-	return e.o.StopGrace
+	return executor.StopGrace(job, caller, e.o.StopGrace)
 }
 
 // Stop asks the attempt's supervisor to stop the job: SIGTERM to its process

@@ -1076,13 +1076,7 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	pending := a.state == "PENDING"
 	e.mu.Unlock()
 	pending = pending && !e.fs.IsFile(e.startedMarker(attemptID))
-	g := a.rec.Grace
-	if g == 0 {
-		g = grace
-	}
-	if g <= 0 {
-		g = e.o.StopGrace
-	}
+	g := executor.StopGrace(a.rec.Grace, grace, e.o.StopGrace)
 	id := strconv.FormatInt(a.rec.SlurmJob, 10)
 	if pending {
 		// Nothing runs yet: no one to warn.
