@@ -1325,13 +1325,15 @@ func (e *Executor) deleteAttemptObjects(ctx context.Context, attemptID string, p
 	name := baseName(attemptID)
 	if parts < 1 {
 		parts = 1
-		_ = e.retry(ctx, func(ctx context.Context) error {
+		if err := e.retry(ctx, func(ctx context.Context) error {
 			cm, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
 			if err == nil {
 				parts = partsOf(cm.Annotations)
 			}
 			return err
-		})
+		}); err != nil && e.ctx.Err() == nil {
+			e.log.Warn("kubernetes: reading an attempt's ConfigMap, for how many ConfigMaps its files take, failed; deleting its own only", "attempt", attemptID, "err", err)
+		}
 	}
 	for k := parts - 1; k >= 1; k-- {
 		_ = e.retry(ctx, func(ctx context.Context) error {

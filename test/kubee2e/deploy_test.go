@@ -3,10 +3,12 @@ package kubee2e_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,8 +31,10 @@ import (
 // field validation, and then runs the Kubernetes executor as the
 // manifests' ServiceAccount (impersonated): with only the Role's and the
 // ClusterRole's verbs it starts a job, reads its log, sees it succeed,
-// stops another, recovers it, counts the nodes, sweeps the claims and
-// deletes a finished job's claim. A verb the executor needs and the Role lacks fails it.
+// stops another, recovers it, finds a third lost (its pod deleted while no
+// executor ran) and deletes its ConfigMap, counts the nodes, sweeps the
+// claims and deletes a finished job's claim; no warning it logs says
+// forbidden. A verb the executor needs and the Role lacks fails it.
 func TestDeployManifests(t *testing.T) {
 	c := plane(t)
 	dir := "../../deploy/kubernetes"
@@ -83,7 +87,8 @@ func TestDeployManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Kubelet.DeleteNode(ctx, "deploy-node") })
-	e, err := kubernetes.New(ctx, kubernetes.Options{Client: sa, Namespace: kust.Namespace, StartWait: 30 * time.Second})
+	warns := &warnings{}
+	e, err := kubernetes.New(ctx, kubernetes.Options{Client: sa, Namespace: kust.Namespace, StartWait: 30 * time.Second, Log: slog.New(warns)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +118,45 @@ func TestDeployManifests(t *testing.T) {
 	if string(out) != "as the service account\n" {
 		t.Errorf("log %q", out)
 	}
-	e2, err := kubernetes.New(ctx, kubernetes.Options{Client: sa, Namespace: kust.Namespace})
+	// An attempt whose pod is deleted while no executor runs: the next
+	// finds it lost, and deletes its ConfigMap by reading it first.
+	e3, err := kubernetes.New(ctx, kubernetes.Options{Client: sa, Namespace: kust.Namespace, StartWait: 30 * time.Second, Log: slog.New(warns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := spec("deploy-lost", kubetest.Program{Run: time.Hour})
+	if _, err := e3.Start(ctx, lost); err != nil {
+		t.Fatalf("Start as the ServiceAccount: %v", err)
+	}
+	e3.Close()
+	zero := int64(0)
+	if err := admin.CoreV1().Pods(kust.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+		metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID}); err != nil {
+		t.Fatal(err)
+	}
+	e2, err := kubernetes.New(ctx, kubernetes.Options{Client: sa, Namespace: kust.Namespace, Log: slog.New(warns)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e2.Close()
 	if r, err := e2.Recover(wctx, executor.Handle{AttemptID: stopped.AttemptID}); err != nil || r != executor.Running {
 		t.Errorf("Recover as the ServiceAccount = %v, %v", r, err)
+	}
+	if r, err := e2.Recover(wctx, executor.Handle{AttemptID: lost.AttemptID}); err != nil || r != executor.Lost {
+		t.Errorf("Recover of the attempt whose pod is gone, as the ServiceAccount = %v, %v; want Lost", r, err)
+	}
+	for {
+		l, err := admin.CoreV1().ConfigMaps(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline(wctx)) {
+			t.Fatalf("the lost attempt's ConfigMap is still there")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := e2.Stop(wctx, stopped.AttemptID, 2*time.Second); err != nil {
 		t.Fatal(err)
@@ -146,10 +183,10 @@ func TestDeployManifests(t *testing.T) {
 	if w := e2.CheckCapacity(qshare.Capacity{"ml.deploy.large": 1}); w != "" {
 		t.Errorf("CheckCapacity as the ServiceAccount: %s", w)
 	}
-	// The sweep after a restart lists the claims: it keeps the stopped
-	// job's (still unfinished in a store) and that of ok, whose
-	// JobFinished comes next.
-	if swept, err := e2.SweepJobs(wctx, map[string]bool{stopped.JobID: true, ok.JobID: true}); err != nil || len(swept) != 0 {
+	// The sweep after a restart lists the claims: it keeps those of the
+	// stopped and the lost jobs (still unfinished in a store, to run
+	// again) and that of ok, whose JobFinished comes next.
+	if swept, err := e2.SweepJobs(wctx, map[string]bool{stopped.JobID: true, lost.JobID: true, ok.JobID: true}); err != nil || len(swept) != 0 {
 		t.Errorf("SweepJobs as the ServiceAccount = %v, %v", swept, err)
 	}
 	claim := "qs-ckpt-"
@@ -168,9 +205,47 @@ func TestDeployManifests(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	for _, m := range warns.forbidden() {
+		t.Errorf("the executor, as the ServiceAccount, logged: %s", m)
+	}
 }
 
 func deadline(ctx context.Context) time.Time { d, _ := ctx.Deadline(); return d }
+
+// warnings is a log handler that keeps the executor's warnings, so that a
+// verb the Role lacks, which the executor logs and works around, still
+// fails the test.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, b.String())
+	return nil
+}
+
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+func (w *warnings) forbidden() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, m := range w.msgs {
+		if strings.Contains(m, "forbidden") {
+			out = append(out, m)
+		}
+	}
+	return out
+}
 
 // applyDoc creates one manifest of the kinds deploy/kubernetes holds; an
 // unknown field fails it, here or on the server.
