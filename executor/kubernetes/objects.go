@@ -216,8 +216,9 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 	b, _ := json.Marshal(idc)
 	// Each host's resourceconfig.json names every host twice, so an
 	// attempt's files grow as n²: past some 60 to 100 instances (the host
-	// names carry the attempt's ID) they no longer fit one ConfigMap. They fill the attempt's ConfigMap in host order,
-	// then as many parts as they need.
+	// names carry the attempt's ID) they no longer fit one ConfigMap.
+	// They fill the attempt's ConfigMap in host order, then as many parts
+	// as they need.
 	files := make([]map[string]string, 1)
 	files[0] = map[string]string{"hyperparameters.json": string(hp), "inputdataconfig.json": string(b)}
 	part := make([]int, n)
