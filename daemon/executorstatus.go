@@ -87,35 +87,34 @@ func (d *Daemon) withHealth(es []qshare.ServiceEnvironment) []qshare.ServiceEnvi
 // off up to 30 s. keep holds the attempts of every unfinished job, live
 // the unfinished jobs.
 func (d *Daemon) sweep(ctx context.Context, keep, live map[string]bool) {
-	var steps []func() ([]string, error)
-	var what []string
+	type step struct {
+		of, done string // what it sweeps, and the log line of what it swept
+		sweep    func() ([]string, error)
+	}
+	var steps []step
 	if sw, ok := d.ex.(executor.Sweeper); ok {
-		steps = append(steps, func() ([]string, error) { return sw.Sweep(ctx, keep) })
-		what = append(what, "attempts")
+		steps = append(steps, step{"attempts", "recovery: ended what the executor ran for attempts the store does not hold",
+			func() ([]string, error) { return sw.Sweep(ctx, keep) }})
 	}
 	if js, ok := d.ex.(executor.JobSweeper); ok {
-		steps = append(steps, func() ([]string, error) { return js.SweepJobs(ctx, live) })
-		what = append(what, "jobs")
+		steps = append(steps, step{"jobs", "recovery: released what the executor kept for jobs that are finished or not in the store",
+			func() ([]string, error) { return js.SweepJobs(ctx, live) }})
 	}
 	if len(steps) == 0 {
 		return
 	}
 	d.bg.Go(func() {
-		for i, step := range steps {
+		for _, st := range steps {
 			for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
-				swept, err := step()
+				swept, err := st.sweep()
 				if len(swept) > 0 {
 					sort.Strings(swept)
-					if what[i] == "attempts" {
-						d.log.Warn("recovery: ended what the executor ran for attempts the store does not hold", "attempts", swept)
-					} else {
-						d.log.Warn("recovery: released what the executor kept for jobs that are finished or not in the store", "jobs", swept)
-					}
+					d.log.Warn(st.done, st.of, swept)
 				}
 				if err == nil {
 					break
 				}
-				d.log.Warn("recovery: the executor could not sweep what the store does not hold; retrying", "of", what[i], "err", err)
+				d.log.Warn("recovery: the executor could not sweep what the store does not hold; retrying", "of", st.of, "err", err)
 				select {
 				case <-ctx.Done():
 					return
