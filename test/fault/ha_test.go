@@ -224,15 +224,17 @@ type haLoad struct {
 	jobs map[string]*haJob
 	// counts
 	submits, acked, updates, updAcked int
-	// errs counts the failures by kind ("transport" or the API error code).
-	errs map[string]int
-	seq  int
-	cmu  sync.Mutex
-	cs   map[string]*batch.Client
+	// errs counts the failures by kind ("transport" or the API error code),
+	// and first holds the first failure of each kind, for the log.
+	errs  map[string]int
+	first map[string]string
+	seq   int
+	cmu   sync.Mutex
+	cs    map[string]*batch.Client
 }
 
 func newLoad(eps func() []string) *haLoad {
-	return &haLoad{eps: eps, jobs: map[string]*haJob{}, errs: map[string]int{}, cs: map[string]*batch.Client{}}
+	return &haLoad{eps: eps, jobs: map[string]*haJob{}, errs: map[string]int{}, first: map[string]string{}, cs: map[string]*batch.Client{}}
 }
 
 func (l *haLoad) client(ep string) *batch.Client {
@@ -287,8 +289,17 @@ func (l *haLoad) run(clients int, seed uint64) (stop func()) {
 
 func (l *haLoad) fail(err error) {
 	l.mu.Lock()
-	l.errs[errKind(err)]++
+	l.failLocked(err)
 	l.mu.Unlock()
+}
+
+// failLocked counts a failure; callers hold l.mu.
+func (l *haLoad) failLocked(err error) {
+	k := errKind(err)
+	l.errs[k]++
+	if l.first[k] == "" {
+		l.first[k] = err.Error()
+	}
 }
 
 func (l *haLoad) submit(ctx context.Context, c *batch.Client, r *rand.Rand) *haJob {
@@ -337,7 +348,11 @@ func (l *haLoad) update(ctx context.Context, c *batch.Client, r *rand.Rand, j *h
 			j.tried = map[int32]bool{}
 		}
 		j.tried[p] = true
-		l.errs[errKind(err)]++
+		// As for a submit: a request cut short by its own deadline or by
+		// the load's stop is not the server's failure.
+		if ctx.Err() == nil {
+			l.failLocked(err)
+		}
 		return false
 	}
 }
@@ -648,7 +663,7 @@ func TestPostgresRestart(t *testing.T) {
 	load.mu.Lock()
 	for kind, n := range load.errs {
 		if kind != "ServerException" {
-			t.Errorf("%d requests failed with %s during the restart; want only ServerExceptions", n, kind)
+			t.Errorf("%d requests failed with %s during the restart (the first: %s); want only ServerExceptions", n, kind, load.first[kind])
 		}
 	}
 	t.Logf("%d submits, %d acknowledged; %d updates, %d acknowledged; failures: %v", load.submits, load.acked, load.updates, load.updAcked, load.errs)
@@ -747,7 +762,7 @@ func TestPostgresDiskFull(t *testing.T) {
 	load.mu.Lock()
 	for kind, n := range load.errs {
 		if kind != "ServerException" {
-			t.Errorf("%d requests failed with %s; want only ServerExceptions", n, kind)
+			t.Errorf("%d requests failed with %s (the first: %s); want only ServerExceptions", n, kind, load.first[kind])
 		}
 	}
 	t.Logf("%d submits, %d acknowledged (%d after the room came back); %d updates, %d acknowledged; failures: %v", load.submits, load.acked, ackedAfter, load.updates, load.updAcked, load.errs)
