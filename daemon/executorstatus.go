@@ -22,11 +22,24 @@ import (
 // (executor.PendingReasoner: a Slurm job PENDING for Resources), and
 // "Attempt N is running" back once it runs. A job that is being stopped
 // keeps the stop's reason. Only a change of reason changes the job.
+//
+// It looks at every run, so where the executor says when its reasons
+// change (executor.PendingReasonsVersioner), it looks only then, or when
+// a run has begun since: with thousands of attempts running, a look on
+// every cycle cost 8% of qshare's CPU in bench kube.
 func (c *cycle) pendingReasons() {
 	d := c.d
 	pr, ok := d.ex.(executor.PendingReasoner)
 	if !ok {
 		return
+	}
+	var version uint64
+	if v, ok := d.ex.(executor.PendingReasonsVersioner); ok {
+		version = v.PendingReasonsVersion()
+		if d.pendingLooked && !d.pendingDirty && version == d.pendingVersion {
+			return
+		}
+		d.pendingVersion, d.pendingLooked, d.pendingDirty = version, true, false
 	}
 	for _, r := range d.runs {
 		if r.phase != phaseRunning || r.stop != stopNone {

@@ -335,6 +335,7 @@ func (c *cycle) apply(o op) {
 			return
 		}
 		r.phase = phaseRunning
+		d.pendingDirty = true
 		j := c.edit(o.id)
 		a := attemptByID(j, r.attempt)
 		started := o.handle.StartedAt

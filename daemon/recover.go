@@ -162,6 +162,7 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 	h := executor.Handle{AttemptID: a.ID, StartedAt: a.StartedAt, LogPath: a.LogPath, State: a.Executor}
 	rec, err := d.ex.Recover(ctx, h)
 	r.phase = phaseRunning
+	d.pendingDirty = true
 	if limit := d.runtimeLimit(j); limit > 0 && !a.StartedAt.IsZero() {
 		r.deadline = a.StartedAt.Add(limit)
 	}

@@ -187,6 +187,17 @@ type PendingReasoner interface {
 	PendingReason(attemptID string) string
 }
 
+// PendingReasonsVersioner may be implemented by a PendingReasoner whose
+// reasons change only on events it sees: PendingReasonsVersion returns a
+// number that changes whenever the PendingReason of any attempt may have
+// changed (a counter). The daemon then asks for the attempts' reasons only
+// when it has changed, or when an attempt has started since it last
+// asked, instead of asking for every running attempt on every cycle. It
+// must not block, and it is safe for concurrent use.
+type PendingReasonsVersioner interface {
+	PendingReasonsVersion() uint64
+}
+
 // HealthReporter is implemented by executors that run attempts through a
 // service of their own (Slurm's slurmctld, a Kubernetes API server) that
 // can stop answering while the attempts go on. The daemon shows the answer

@@ -142,15 +142,22 @@ func TestPendingAndStartTimeout(t *testing.T) {
 		Config: Config{StartTimeout: "2s", InstanceTypes: map[string]InstanceType{"ml.gang.xlarge": {GPUs: ptr(int64(1))}}}})
 	defer e.Close()
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.gang.xlarge", 3)
+	v0 := e.PendingReasonsVersion()
 	start(t, e, s)
-	// What the daemon reads each pass (executor.PendingReasoner).
+	// What the daemon reads each pass (executor.PendingReasoner), when
+	// the version says the reasons changed (PendingReasonsVersioner).
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
 		for range 200 {
 			if why := e.PendingReason(s.AttemptID); why != "" {
+				// The count goes up with the change, under the same lock.
+				v := e.PendingReasonsVersion()
 				mu.Lock()
 				reasons[s.AttemptID] = why
+				if v == v0 {
+					reasons[s.AttemptID] = "reported with the version unchanged: " + why
+				}
 				mu.Unlock()
 				return
 			}
@@ -165,8 +172,8 @@ func TestPendingAndStartTimeout(t *testing.T) {
 	mu.Lock()
 	got := reasons[s.AttemptID]
 	mu.Unlock()
-	if !strings.Contains(got, "Insufficient nvidia.com/gpu") {
-		t.Errorf("reported pending reason = %q, want the scheduler's", got)
+	if !strings.Contains(got, "Insufficient nvidia.com/gpu") || strings.HasPrefix(got, "reported with") {
+		t.Errorf("reported pending reason = %q, want the scheduler's, with a new PendingReasonsVersion", got)
 	}
 	if p := attemptPods(t, e, s.AttemptID); len(p) != 0 {
 		t.Errorf("%d pods left after the start timeout, want none", len(p))

@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,17 +117,20 @@ type Executor struct {
 	forgotten map[string]bool
 	claimed   map[string]bool
 	swept     bool
+	// reasons counts the changes of the attempts' pending reasons.
+	reasons atomic.Uint64
 }
 
 var (
-	_ executor.Executor        = (*Executor)(nil)
-	_ executor.CapacityChecker = (*Executor)(nil)
-	_ executor.PendingReasoner = (*Executor)(nil)
-	_ executor.HealthReporter  = (*Executor)(nil)
-	_ executor.Sweeper         = (*Executor)(nil)
-	_ executor.JobFinisher     = (*Executor)(nil)
-	_ executor.JobSweeper      = (*Executor)(nil)
-	_ executor.InstanceLogger  = (*Executor)(nil)
+	_ executor.Executor                = (*Executor)(nil)
+	_ executor.CapacityChecker         = (*Executor)(nil)
+	_ executor.PendingReasoner         = (*Executor)(nil)
+	_ executor.PendingReasonsVersioner = (*Executor)(nil)
+	_ executor.HealthReporter          = (*Executor)(nil)
+	_ executor.Sweeper                 = (*Executor)(nil)
+	_ executor.JobFinisher             = (*Executor)(nil)
+	_ executor.JobSweeper              = (*Executor)(nil)
+	_ executor.InstanceLogger          = (*Executor)(nil)
 )
 
 // attempt is what the executor knows of one attempt.
@@ -263,6 +267,10 @@ func (e *Executor) checkHealth() {
 
 // Name returns "kubernetes".
 func (e *Executor) Name() string { return "kubernetes" }
+
+// PendingReasonsVersion counts the changes of the attempts' pending
+// reasons (executor.PendingReasonsVersioner).
+func (e *Executor) PendingReasonsVersion() uint64 { return e.reasons.Load() }
 
 // PendingReason is the scheduler's reason why the attempt's pods do not
 // all run yet, as the watch last saw it ("0/3 nodes are available: 3
@@ -992,7 +1000,10 @@ func (e *Executor) evaluate(a *attempt) {
 	if !a.decided && !a.stopping && a.byHand < 0 {
 		why = pendingWhy
 	}
-	a.reason = why
+	if a.reason != why {
+		a.reason = why
+		e.reasons.Add(1)
+	}
 	id, n, closed, parts := a.id, a.n, a.closed, a.parts
 	allGone := true
 	var rest []int // the pods still running: an ended pod stays, with its log
