@@ -814,10 +814,11 @@ func TestFailedPodKept(t *testing.T) {
 
 // refusedByNode starts an attempt of one pod that no node takes and marks
 // the pod failed as a node's kubelet that refused it does (no container
-// status), and returns the attempt.
+// status), and returns the attempt. Its files are in a ConfigMap (large
+// hyperparameters), for the tests of what goes with its pod.
 func refusedByNode(t *testing.T, e *Executor) executor.Spec {
 	t.Helper()
-	s := spec(kubetest.Program{Run: time.Hour}, "ml.nowhere.xlarge", 1)
+	s := withHyperParameters(t, spec(kubetest.Program{Run: time.Hour}, "ml.nowhere.xlarge", 1), inlineBudget+1)
 	start(t, e, s)
 	ctx := context.Background()
 	p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, podName(s.AttemptID, 0), metav1.GetOptions{})
@@ -952,6 +953,9 @@ func TestEndedBeforeRunningExpires(t *testing.T) {
 	s := refusedByNode(t, e)
 	ctx := context.Background()
 	name := podName(s.AttemptID, 0)
+	if _, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); err != nil {
+		t.Fatalf("its ConfigMap before: %v", err)
+	}
 	waitWithin(t, e, s.AttemptID, 30*time.Second)
 	e.Forget(s.AttemptID)
 	time.Sleep(10 * time.Millisecond)
@@ -998,8 +1002,11 @@ func TestCheckpointPathOverAMount(t *testing.T) {
 // while the server was down is Lost on Recover, and its ConfigMap goes
 // too; no pod of it will ever expire and take it.
 func TestLostAttemptObjectsDeleted(t *testing.T) {
-	s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	s := withHyperParameters(t, spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1), inlineBudget+1) // files in a ConfigMap
 	e2 := restarted(t, Options{}, s, func(e1 *Executor) {
+		if _, err := e1.c.CoreV1().ConfigMaps(e1.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{}); err != nil {
+			t.Fatalf("the attempt's ConfigMap: %v", err)
+		}
 		e1.deletePod(context.Background(), podName(s.AttemptID, 0), 0)
 	})
 	if r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: s.AttemptID}); err != nil || r != executor.Lost {
@@ -1109,27 +1116,7 @@ func TestManyInstancesConfig(t *testing.T) {
 	}
 	for _, p := range pods {
 		i, _ := strconv.Atoi(p.Labels[LabelIndex])
-		files := map[string]string{} // path in /opt/ml/input/config → content
-		for _, v := range p.Spec.Volumes {
-			if v.Name != "config" {
-				continue
-			}
-			add := func(cm string, items []corev1.KeyToPath) {
-				for _, it := range items {
-					if d, ok := data[cm][it.Key]; ok {
-						files[it.Path] = d
-					}
-				}
-			}
-			if v.ConfigMap != nil {
-				add(v.ConfigMap.Name, v.ConfigMap.Items)
-			}
-			if v.Projected != nil {
-				for _, src := range v.Projected.Sources {
-					add(src.ConfigMap.Name, src.ConfigMap.Items)
-				}
-			}
-		}
+		files := configFiles(t, &p, data)
 		var rc executor.ResourceConfig
 		if err := json.Unmarshal([]byte(files["resourceconfig.json"]), &rc); err != nil || rc.CurrentHost != hosts[i] || !slices.Equal(rc.Hosts, hosts) {
 			t.Fatalf("pod %d: resourceconfig.json %.200q (%v)", i, files["resourceconfig.json"], err)
@@ -1175,4 +1162,142 @@ func TestManyInstancesConfig(t *testing.T) {
 		t.Fatalf("Recover = %v, %v; want Lost", r, err)
 	}
 	noConfigMaps(lost.AttemptID)
+}
+
+// configFiles resolves pod's /opt/ml/input/config as a kubelet would:
+// path → content, from the ConfigMaps (by name → data) of its config
+// volume, or from its own annotations (downward API).
+func configFiles(t *testing.T, p *corev1.Pod, data map[string]map[string]string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	add := func(cm string, items []corev1.KeyToPath) {
+		for _, it := range items {
+			if d, ok := data[cm][it.Key]; ok {
+				files[it.Path] = d
+			}
+		}
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.Name != "config" {
+			continue
+		}
+		switch {
+		case v.ConfigMap != nil:
+			add(v.ConfigMap.Name, v.ConfigMap.Items)
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				add(src.ConfigMap.Name, src.ConfigMap.Items)
+			}
+		case v.DownwardAPI != nil:
+			for _, it := range v.DownwardAPI.Items {
+				if it.FieldRef == nil {
+					t.Fatalf("pod %s: config item %+v is not a field", p.Name, it)
+				}
+				key, ok := strings.CutPrefix(it.FieldRef.FieldPath, "metadata.annotations['")
+				key, ok2 := strings.CutSuffix(key, "']")
+				if !ok || !ok2 {
+					t.Fatalf("pod %s: config item %+v is not an annotation", p.Name, it)
+				}
+				d, ok := p.Annotations[key]
+				if !ok {
+					t.Fatalf("pod %s: config item %s names annotation %q, which the pod lacks", p.Name, it.Path, key)
+				}
+				files[it.Path] = d
+			}
+		default:
+			t.Fatalf("pod %s: config volume %+v", p.Name, v.VolumeSource)
+		}
+	}
+	return files
+}
+
+// withHyperParameters gives s hyperparameters of about size bytes.
+func withHyperParameters(t *testing.T, s executor.Spec, size int) executor.Spec {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s.Payload), &m); err != nil {
+		t.Fatal(err)
+	}
+	hp := map[string]string{}
+	for i := 0; i*260 < size; i++ {
+		hp[fmt.Sprintf("h%03d", i)] = strings.Repeat("x", 250)
+	}
+	m["HyperParameters"] = hp
+	b, _ := json.Marshal(m)
+	s.Payload = string(b)
+	return s
+}
+
+// TestOneInstanceFilesOnPod: an attempt of one instance carries its
+// input/config files in its pod's annotations, projected by the downward
+// API, and has no ConfigMap to create, read or delete; the API server
+// takes the volume. Hyperparameters past inlineBudget go to a ConfigMap
+// as before.
+func TestOneInstanceFilesOnPod(t *testing.T) {
+	c := getCluster(t)
+	var cmRequests atomic.Int64
+	cfg := rest.CopyConfig(c.Config())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(r *http.Request) (*http.Response, error) {
+			if strings.Contains(r.URL.Path, "/configmaps") {
+				cmRequests.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	client, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(context.Background(), Options{Client: client, Namespace: c.namespace(t, t.TempDir()), Config: Config{KeepEnded: "1ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	s := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
+	start(t, e, s)
+	p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, podName(s.AttemptID, 0), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := configFiles(t, p, nil)
+	var rc executor.ResourceConfig
+	if err := json.Unmarshal([]byte(files["resourceconfig.json"]), &rc); err != nil || rc.CurrentHost != podName(s.AttemptID, 0) || len(rc.Hosts) != 1 {
+		t.Errorf("resourceconfig.json %q (%v)", files["resourceconfig.json"], err)
+	}
+	if files["hyperparameters.json"] != `{"epochs":"3"}` || files["inputdataconfig.json"] != "{}" || len(files) != 3 {
+		t.Errorf("config files %v", files)
+	}
+	if x := wait(t, e, s.AttemptID); x.ExitCode != 0 {
+		t.Errorf("exit %+v", x)
+	}
+	e.Forget(s.AttemptID)
+	time.Sleep(10 * time.Millisecond)
+	e.expireEnded()
+	if _, err := e.c.CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ended pod after keepEnded: %v, want it deleted", err)
+	}
+	if n := cmRequests.Load(); n != 0 {
+		t.Errorf("%d ConfigMap requests for an attempt of one instance, want none", n)
+	}
+
+	big := withHyperParameters(t, spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1), inlineBudget+1)
+	start(t, e, big)
+	cm, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, baseName(big.AttemptID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the ConfigMap of an attempt with %d bytes of hyperparameters: %v", inlineBudget+1, err)
+	}
+	p, err = e.c.CoreV1().Pods(e.ns).Get(ctx, podName(big.AttemptID, 0), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = configFiles(t, p, map[string]map[string]string{cm.Name: cm.Data})
+	if len(files["hyperparameters.json"]) <= inlineBudget || !strings.Contains(files["resourceconfig.json"], podName(big.AttemptID, 0)) {
+		t.Errorf("config files from the ConfigMap: %d bytes of hyperparameters, resourceconfig %q", len(files["hyperparameters.json"]), files["resourceconfig.json"])
+	}
+	if err := e.Stop(ctx, big.AttemptID, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, e, big.AttemptID)
 }

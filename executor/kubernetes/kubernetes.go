@@ -138,7 +138,7 @@ type attempt struct {
 	id, job  string
 	label    string
 	n        int
-	parts    int // the ConfigMaps of its files (annParts); 0 while unknown
+	parts    int // the ConfigMaps of its files (annParts), or noConfigMaps; 0 while unknown
 	grace    time.Duration
 	started  time.Time
 	created  time.Time // when this executor created or found the pods
@@ -403,7 +403,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 					a.ending = true
 					e.mu.Unlock()
 				}
-				e.rollback(s.AttemptID, n, 1+len(p.parts))
+				e.rollback(s.AttemptID, n, p.configMaps())
 			}
 			return executor.Handle{}, err
 		}
@@ -414,7 +414,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 			}
 		}
 		e.mu.Lock()
-		a.parts = 1 + len(p.parts)
+		a.parts = p.configMaps()
 		e.mu.Unlock()
 	}
 	e.evaluate(a)
@@ -517,10 +517,12 @@ func (e *Executor) create(ctx context.Context, p *plan) error {
 			_, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, p.claim, metav1.CreateOptions{})
 			return err
 		}},
-		{"the ConfigMap", p.config.Name, func(ctx context.Context) error {
+	}
+	if p.config != nil {
+		objs = append(objs, object{"the ConfigMap", p.config.Name, func(ctx context.Context) error {
 			_, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, p.config, metav1.CreateOptions{})
 			return err
-		}},
+		}})
 	}
 	for _, cm := range p.parts {
 		objs = append(objs, object{"the ConfigMap", cm.Name, func(ctx context.Context) error {
@@ -1331,8 +1333,13 @@ func (e *Executor) deletePod(ctx context.Context, name string, grace time.Durati
 // whose pods are all gone. parts is how many ConfigMaps its files take
 // (annParts), or 0 where no pod is left to say: then its own ConfigMap
 // says. The parts go before the attempt's ConfigMap, so that one left
-// behind by an interrupted deletion still names them.
+// behind by an interrupted deletion still names them. An attempt whose
+// files were its pod's annotations (noConfigMaps) is of one instance and
+// has neither.
 func (e *Executor) deleteAttemptObjects(ctx context.Context, attemptID string, parts int) {
+	if parts == noConfigMaps {
+		return
+	}
 	name := baseName(attemptID)
 	if parts < 1 {
 		parts = 1

@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,8 +42,14 @@ const (
 	annEnded = "qshare.io/ended-by-qshare"
 	annType  = "qshare.io/instance-type"
 	// annParts is, on an attempt's ConfigMap and pods, how many
-	// ConfigMaps its files take, where that is more than one (partName).
+	// ConfigMaps its files take, where that is more than one (partName),
+	// or "0" on the pod of an attempt whose files are in its annotations
+	// (annFile).
 	annParts = "qshare.io/config-parts"
+	// annFile prefixes the file name of each input/config file that a
+	// one-instance attempt's pod carries as an annotation, projected into
+	// /opt/ml/input/config by a downwardAPI volume.
+	annFile = "qshare.io/"
 	// annGone marks, in the executor's memory only, a pod that is deleted.
 	annGone = "qshare.io/gone"
 
@@ -99,10 +107,25 @@ func partName(attemptID string, k int) string { return baseName(attemptID) + "-r
 // holds at the most: the API server refuses one of more than 1 MiB.
 const configBudget = 896 << 10
 
+// inlineBudget is how many bytes of files a one-instance attempt's pod
+// carries in its annotations at the most; past it they go to a ConfigMap.
+// A pod is written again on each change of its status and sent to every
+// watcher, so the budget is small; SageMaker's hyperparameters (at most
+// 100, of 256 bytes each) fit it mostly.
+const inlineBudget = 8 << 10
+
+// noConfigMaps is partsOf an attempt whose files are its pod's
+// annotations: it has no ConfigMap.
+const noConfigMaps = -1
+
 // partsOf reads annParts: how many ConfigMaps an attempt's files take (1
-// where it is absent).
+// where it is absent), or noConfigMaps.
 func partsOf(ann map[string]string) int {
-	if k, err := strconv.Atoi(ann[annParts]); err == nil && k > 1 {
+	k, err := strconv.Atoi(ann[annParts])
+	switch {
+	case err == nil && k == 0:
+		return noConfigMaps
+	case err == nil && k > 1:
 		return k
 	}
 	return 1
@@ -154,10 +177,21 @@ type plan struct {
 	pods    []*corev1.Pod
 }
 
+// configMaps is how many ConfigMaps the plan has, or noConfigMaps.
+func (p *plan) configMaps() int {
+	if p.config == nil {
+		return noConfigMaps
+	}
+	return 1 + len(p.parts)
+}
+
 // build makes an attempt's objects: the checkpoint claim of its job, the
 // ConfigMap of its input/config files (and more of them where one cannot
 // hold them all), a headless Service for more than one instance, and one
-// pod per instance.
+// pod per instance. The files of an attempt of one instance go in its
+// pod's annotations instead, where they fit inlineBudget: that saves the
+// API server a ConfigMap's creation and deletion, and the kubelet its
+// read, for most jobs.
 func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, n int, grace time.Duration, started time.Time) (*plan, error) {
 	base := baseName(s.AttemptID)
 	lb := podLabels(s)
@@ -234,12 +268,21 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		part[i] = len(files) - 1
 		files[part[i]][key] = string(rc)
 	}
-	if len(files) > 1 {
-		ann[annParts] = strconv.Itoa(len(files))
-	}
-	p.config = &corev1.ConfigMap{ObjectMeta: meta(base), Data: files[0]}
-	for k := 1; k < len(files); k++ {
-		p.parts = append(p.parts, &corev1.ConfigMap{ObjectMeta: meta(partName(s.AttemptID, k)), Data: files[k]})
+	var inline map[string]string // file name → content, on the pod
+	if n == 1 && configBudget-room <= inlineBudget {
+		inline = map[string]string{"resourceconfig.json": files[0][rcKey(0)]}
+		for _, k := range []string{"hyperparameters.json", "inputdataconfig.json"} {
+			inline[k] = files[0][k]
+		}
+		ann[annParts] = "0"
+	} else {
+		if len(files) > 1 {
+			ann[annParts] = strconv.Itoa(len(files))
+		}
+		p.config = &corev1.ConfigMap{ObjectMeta: meta(base), Data: files[0]}
+		for k := 1; k < len(files); k++ {
+			p.parts = append(p.parts, &corev1.ConfigMap{ObjectMeta: meta(partName(s.AttemptID, k)), Data: files[k]})
+		}
 	}
 	if n > 1 {
 		p.service = &corev1.Service{ObjectMeta: meta(base), Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
@@ -287,6 +330,13 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		pe["SM_CURRENT_HOST"] = hosts[i]
 		m := meta(name)
 		m.Labels[LabelIndex] = strconv.Itoa(i)
+		for k, v := range inline {
+			m.Annotations[annFile+k] = v
+		}
+		vol := configVolume(s.AttemptID, i, part[i])
+		if inline != nil {
+			vol = inlineConfigVolume(inline)
+		}
 		pod := &corev1.Pod{ObjectMeta: m, Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &graceSecs,
@@ -310,7 +360,7 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 				},
 			}},
 			Volumes: []corev1.Volume{
-				configVolume(s.AttemptID, i, part[i]),
+				vol,
 				{Name: "checkpoints", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.claim.Name}}},
 				{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
@@ -343,6 +393,17 @@ func configVolume(attemptID string, i, k int) corev1.Volume {
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: partName(attemptID, k)},
 				Items: []corev1.KeyToPath{own}}},
 		}}}}
+}
+
+// inlineConfigVolume is the /opt/ml/input/config of a pod that carries
+// its files as annotations (annFile): the downward API projects each.
+func inlineConfigVolume(files map[string]string) corev1.Volume {
+	var items []corev1.DownwardAPIVolumeFile
+	for _, k := range slices.Sorted(maps.Keys(files)) {
+		items = append(items, corev1.DownwardAPIVolumeFile{Path: k,
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + annFile + k + "']"}})
+	}
+	return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: items}}}
 }
 
 // accessMode is the checkpoint claim's: ReadWriteOnce for a job of one

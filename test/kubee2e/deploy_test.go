@@ -2,6 +2,7 @@ package kubee2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -125,10 +126,26 @@ func TestDeployManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := spec("deploy-lost", kubetest.Program{Run: time.Hour})
+	// Hyperparameters over the 8 KiB that a pod of one instance carries
+	// itself: its files are in a ConfigMap.
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lost.Payload), &m); err != nil {
+		t.Fatal(err)
+	}
+	hp := map[string]string{}
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		hp[k] = strings.Repeat("x", 2000)
+	}
+	m["HyperParameters"] = hp
+	pb, _ := json.Marshal(m)
+	lost.Payload = string(pb)
 	if _, err := e3.Start(ctx, lost); err != nil {
 		t.Fatalf("Start as the ServiceAccount: %v", err)
 	}
 	e3.Close()
+	if l, err := admin.CoreV1().ConfigMaps(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID}); err != nil || len(l.Items) != 1 {
+		t.Fatalf("the lost attempt's ConfigMaps before: %v, %v; want one", err, l)
+	}
 	zero := int64(0)
 	if err := admin.CoreV1().Pods(kust.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
 		metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID}); err != nil {
