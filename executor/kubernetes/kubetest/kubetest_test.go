@@ -113,9 +113,10 @@ func waitPod(t *testing.T, ctx context.Context, s *Server, name string, ok func(
 
 // BenchmarkAPIServerCreates measures what the test API server takes on
 // this machine when nothing else writes to it: 16 clients create a pod
-// for each job (objects=1) or, as the Kubernetes executor does for a
-// one-instance attempt, a PersistentVolumeClaim, a ConfigMap and the pod
-// (objects=3). It reports jobs/s, the ceiling for what any controller can
+// for each job (objects=1) or a PersistentVolumeClaim, a ConfigMap and the
+// pod (objects=3), as the Kubernetes executor did for a one-instance
+// attempt before such an attempt's files went on its pod (now it makes
+// the claim and the pod). It reports jobs/s, the ceiling for what any controller can
 // hand the server (docs/kubernetes.md, "What is measured"):
 //
 //	go test -run '^$' -bench APIServerCreates -benchtime 2000x ./executor/kubernetes/kubetest
