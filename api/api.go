@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -394,13 +395,26 @@ func (h *Handler) serveTags(w http.ResponseWriter, r *http.Request, rid string) 
 			h.fail(w, rid, "tagresource", err)
 			return
 		}
+		if _, ok := in.Tags[qshare.TagMinRunTime]; ok {
+			if err := authorizeSetting(ctx, arn); err != nil {
+				h.fail(w, rid, "tagresource", err)
+				return
+			}
+		}
 		if err := h.d.TagResource(ctx, arn, in.Tags); err != nil {
 			h.fail(w, rid, "tagresource", err)
 			return
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
 	case http.MethodDelete:
-		if err := h.d.UntagResource(ctx, arn, r.URL.Query()["tagKeys"]); err != nil {
+		keys := r.URL.Query()["tagKeys"]
+		if slices.Contains(keys, qshare.TagMinRunTime) {
+			if err := authorizeSetting(ctx, arn); err != nil {
+				h.fail(w, rid, "untagresource", err)
+				return
+			}
+		}
+		if err := h.d.UntagResource(ctx, arn, keys); err != nil {
 			h.fail(w, rid, "untagresource", err)
 			return
 		}

@@ -111,6 +111,18 @@ func tagResources(d *daemon.Daemon, arn string) []string {
 	return []string{arn}
 }
 
+// authorizeSetting checks a tag operation that sets or removes a quota
+// share's setting given as a tag (qshare.TagMinRunTime) also as the
+// update of the share it is: batch:UpdateQuotaShare on the ARN. A
+// principal allowed to tag a share may not thereby change how its jobs
+// are preempted. On another kind of resource the daemon refuses the tag.
+func authorizeSetting(ctx context.Context, arn string) error {
+	if !strings.Contains(arn, "/quota-share/") {
+		return nil
+	}
+	return auth.Authorize(ctx, actionPrefix+"UpdateQuotaShare", arn)
+}
+
 // BodyLimit returns the most bytes the API reads of r's body: the request
 // limit of a submit, and 1 MiB for anything else. Authentication reads the
 // body with it, to hash it, before the route does.

@@ -94,6 +94,7 @@ func authFile(without ...string) string {
       - {Effect: Allow, Action: "batch:*", Resource: "*"}
       - {Effect: Deny, Action: batch:SubmitServiceJob, Resource: "arn:aws:batch:*:*:job-queue/training/quota-share/QS1"}
       - {Effect: Deny, Action: [batch:UpdateSchedulingPolicy, batch:DeleteSchedulingPolicy], Resource: "arn:aws:batch:*:*:scheduling-policy/*"}
+      - {Effect: Deny, Action: batch:UpdateQuotaShare, Resource: "arn:aws:batch:*:*:job-queue/training/quota-share/QS1"}
   admin:
     Version: "2012-10-17"
     Statement: [{Effect: Allow, Action: "batch:*", Resource: "*"}]
@@ -302,6 +303,29 @@ func TestAuthPolicies(t *testing.T) {
 	}
 	if _, err := carol.UpdateServiceJob(ctx, &batch.UpdateServiceJobInput{JobId: aws.String(aliceJob), SchedulingPriority: aws.Int32(3)}); err != nil {
 		t.Fatalf("carol updates alice's job: %v", err)
+	}
+	// A share's minimum run time, a setting given as a tag, is an update
+	// of the share: carol may tag QS1 but not update it, so she may not
+	// set or remove it there, and may on QS2.
+	minRun := map[string]string{qshare.TagMinRunTime: "600"}
+	_, err = carol.TagResource(ctx, &batch.TagResourceInput{ResourceArn: aws.String(qs1ARN), Tags: minRun})
+	apiErr(t, err, "AccessDeniedException", "carol is not authorized to perform: batch:UpdateQuotaShare on resource: "+qs1ARN+" with an explicit deny")
+	_, err = carol.UntagResource(ctx, &batch.UntagResourceInput{ResourceArn: aws.String(qs1ARN), TagKeys: []string{"team", qshare.TagMinRunTime}})
+	apiErr(t, err, "AccessDeniedException", "batch:UpdateQuotaShare on resource: "+qs1ARN)
+	if _, err := carol.TagResource(ctx, &batch.TagResourceInput{ResourceArn: aws.String(qs1ARN), Tags: map[string]string{"team": "a"}}); err != nil {
+		t.Fatalf("carol tags QS1 with a tag of her own: %v", err)
+	}
+	if _, err := carol.TagResource(ctx, &batch.TagResourceInput{ResourceArn: aws.String(qs2ARN), Tags: minRun}); err != nil {
+		t.Fatalf("carol sets QS2's minimum run time: %v", err)
+	}
+	for arn, want := range map[string]string{qs1ARN: "", qs2ARN: "600"} {
+		out, err := carol.ListTagsForResource(ctx, &batch.ListTagsForResourceInput{ResourceArn: aws.String(arn)})
+		if err != nil {
+			t.Fatalf("listing %s's tags: %v", arn, err)
+		}
+		if got := out.Tags[qshare.TagMinRunTime]; got != want {
+			t.Errorf("%s's %s after carol's tags: %q, want %q", arn, qshare.TagMinRunTime, got, want)
+		}
 	}
 
 	// The log endpoint: alice may not read bob's log, signed as the CLI signs it.
