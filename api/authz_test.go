@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -775,5 +776,73 @@ func TestAuthDenyByName(t *testing.T) {
 	out, err := s.c.DescribeSchedulingPolicies(ctx, &batch.DescribeSchedulingPoliciesInput{Arns: []string{arn}})
 	if err != nil || len(out.SchedulingPolicies) != 1 {
 		t.Fatalf("the policy after carol's refused delete: %v %v", out, err)
+	}
+}
+
+// TestPlanIsAShareUpdate: a capacity plan gives its quota share capacity,
+// so putting or deleting one also needs batch:UpdateQuotaShare on that
+// share (and on the share of a plan it replaces). carol may do anything
+// but update QS1: she may put a plan for QS2, not for QS1, not move hers
+// to QS1, and not delete admin's plan for QS1; what she was refused
+// changed nothing.
+func TestPlanIsAShareUpdate(t *testing.T) {
+	s := newAuthServer(t)
+	s.setup("training", 8, shareSpec{name: "QS1", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve},
+		shareSpec{name: "QS2", limit: 4, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	start := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	plan := func(share string) string {
+		return `{"jobQueue":"training","quotaShareName":"` + share + `","instanceType":"ml.g5.xlarge","instanceCount":2,"startTime":"` +
+			start.Format(time.RFC3339) + `","endTime":"` + start.Add(time.Hour).Format(time.RFC3339) + `"}`
+	}
+	call := func(who, method, name, body string) (int, string) {
+		t.Helper()
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		req, _ := http.NewRequest(method, s.url+api.PlansPath+"/"+name, r)
+		req.Header.Set("Content-Type", "application/json")
+		k := keys[who]
+		resp, err := batchclient.SignedHTTPClient(nil, credentials.NewStaticCredentialsProvider(k[0], k[1], ""), "us-east-1").Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	denied := func(code int, body string) bool {
+		return code == 403 && strings.Contains(body, "carol is not authorized to perform: batch:UpdateQuotaShare on resource: "+qs1ARN)
+	}
+	if code, body := call("carol", "PUT", "mine", plan("QS1")); !denied(code, body) {
+		t.Errorf("carol puts a plan for QS1: %d %s; want refused for batch:UpdateQuotaShare on QS1", code, body)
+	}
+	if code, body := call("carol", "PUT", "mine", plan("QS2")); code != 200 {
+		t.Fatalf("carol puts a plan for QS2: %d %s", code, body)
+	}
+	if code, body := call("carol", "PUT", "mine", plan("QS1")); !denied(code, body) {
+		t.Errorf("carol moves her plan to QS1: %d %s; want refused", code, body)
+	}
+	if code, body := call("admin", "PUT", "theirs", plan("QS1")); code != 200 {
+		t.Fatalf("admin puts a plan for QS1: %d %s", code, body)
+	}
+	if code, body := call("carol", "DELETE", "theirs", ""); !denied(code, body) {
+		t.Errorf("carol deletes admin's plan for QS1: %d %s; want refused", code, body)
+	}
+	if code, body := call("admin", "PUT", "theirs2", plan("QS2")); code != 200 {
+		t.Fatalf("admin puts a plan for QS2: %d %s", code, body)
+	}
+	if code, body := call("carol", "PUT", "theirs", plan("QS2")); !denied(code, body) {
+		t.Errorf("carol moves admin's plan from QS1 to QS2: %d %s; want refused", code, body)
+	}
+	got := map[string]string{}
+	for _, p := range s.d.Plans() {
+		got[p.Name] = p.QuotaShare
+	}
+	if want := map[string]string{"mine": "QS2", "theirs": "QS1", "theirs2": "QS2"}; !maps.Equal(got, want) {
+		t.Errorf("plans after the refusals: %v, want %v", got, want)
+	}
+	if code, body := call("carol", "DELETE", "theirs2", ""); code != 200 {
+		t.Errorf("carol deletes a plan for QS2: %d %s", code, body)
 	}
 }

@@ -102,6 +102,14 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 			}
 			writeJSON(w, http.StatusOK, qshare.PlanBodyOf(p))
 		case http.MethodDelete:
+			// A plan gives its share capacity: taking it away is an
+			// update of that share.
+			if old, err := d.Plan(name); err == nil {
+				if err := auth.Authorize(r.Context(), actionPrefix+"UpdateQuotaShare", shareARN(d, old.JobQueue, old.QuotaShare)); err != nil {
+					writeError(w, err)
+					return
+				}
+			}
 			if err := d.DeletePlan(r.Context(), name); err != nil {
 				writeError(w, err)
 				return
@@ -126,6 +134,19 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 			if err != nil {
 				writeError(w, err)
 				return
+			}
+			// A plan gives its share capacity, so it is an update of that
+			// share, and, where it replaces a plan of another share, of
+			// that one too.
+			shares := []string{shareARN(d, pl.JobQueue, pl.QuotaShare)}
+			if old, err := d.Plan(name); err == nil {
+				shares = append(shares, shareARN(d, old.JobQueue, old.QuotaShare))
+			}
+			for _, sh := range shares { // each on its own, so that a refusal names its share
+				if err := auth.Authorize(r.Context(), actionPrefix+"UpdateQuotaShare", sh); err != nil {
+					writeError(w, err)
+					return
+				}
 			}
 			p, err := d.PutPlan(r.Context(), daemon.PlanInput{Name: name, JobQueue: pl.JobQueue, QuotaShare: pl.QuotaShare,
 				InstanceType: pl.InstanceType, InstanceCount: pl.InstanceCount, StartTime: pl.StartTime, EndTime: pl.EndTime, WarningSeconds: pl.WarningSeconds})
