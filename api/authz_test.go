@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -845,4 +846,95 @@ func TestPlanIsAShareUpdate(t *testing.T) {
 	if code, body := call("carol", "DELETE", "theirs2", ""); code != 200 {
 		t.Errorf("carol deletes a plan for QS2: %d %s", code, body)
 	}
+}
+
+// TestFollowEndsWhenKeyRemoved: a followed log lasts only while its caller
+// may read it. alice follows the log of her job that waits for its first
+// attempt (the one instance is taken). A reload that keeps her key and
+// permission leaves the stream open; one that takes the permission away
+// ends it, and so does one that removes her key, each with a last line
+// that says why.
+func TestFollowEndsWhenKeyRemoved(t *testing.T) {
+	s := newAuthServer(t)
+	s.setup("training", 1, shareSpec{name: "QS1", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	first, err := s.submitAs(as(s.url, "alice"), "QS1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(first, types.ServiceJobStatusRunning)
+	job, err := s.submitAs(as(s.url, "alice"), "QS1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// follow opens the follow and returns its next line within a time
+	// ("" and true when none came, "" and false once it is closed).
+	follow := func() func(time.Duration) (string, bool) {
+		k := keys["alice"]
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(rctx, "GET", s.url+logstream.PathPrefix+job+"?follow=true", nil)
+		resp, err := batchclient.SignedHTTPClient(nil, credentials.NewStaticCredentialsProvider(k[0], k[1], ""), "us-east-1").Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("alice follows her log: %d %s", resp.StatusCode, b)
+		}
+		lines := make(chan string, 16)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		return func(within time.Duration) (string, bool) {
+			select {
+			case l, ok := <-lines:
+				return l, ok
+			case <-time.After(within):
+				return "", true
+			}
+		}
+	}
+	reload := func(file string) {
+		t.Helper()
+		if err := os.WriteFile(s.file, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.a.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ends := func(next func(time.Duration) (string, bool), why string) {
+		t.Helper()
+		if l, _ := next(10 * time.Second); !strings.HasPrefix(l, "(the follow ends: ") || !strings.Contains(l, why) {
+			t.Fatalf("line %q, want the follow's end saying %q", l, why)
+		}
+		if l, ok := next(10 * time.Second); ok {
+			t.Fatalf("after the follow's end: line %q, want the stream closed", l)
+		}
+	}
+
+	next := follow()
+	if l, ok := next(300 * time.Millisecond); l != "" || !ok {
+		t.Fatalf("the follow of a job that waits: line %q, open %v; want it open and quiet", l, ok)
+	}
+	reload(authFile())
+	if l, ok := next(500 * time.Millisecond); l != "" || !ok {
+		t.Fatalf("after a reload that keeps alice's key: line %q, open %v; want the stream open and quiet", l, ok)
+	}
+	noLogs := strings.Replace(authFile(), ", batch:GetServiceJobLogs]", "]", 1)
+	if noLogs == authFile() {
+		t.Fatal("the auth file has no GetServiceJobLogs to take away")
+	}
+	reload(noLogs)
+	ends(next, "alice is not authorized to perform: batch:GetServiceJobLogs")
+
+	reload(authFile())
+	next = follow()
+	reload(authFile("alice"))
+	ends(next, "The security token included in the request is invalid: access key")
 }

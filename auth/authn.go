@@ -56,6 +56,9 @@ type Authenticator struct {
 	verifier *Verifier
 	reloadMu sync.Mutex
 	limits   limiter
+	// reloaded is closed, and replaced, at each reload that puts a file
+	// in force (Reloaded).
+	reloaded atomic.Pointer[chan struct{}]
 }
 
 // NewAuthenticator loads the auth file (LoadFile) and returns an
@@ -73,6 +76,8 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.keys.Store(k)
+	ch := make(chan struct{})
+	a.reloaded.Store(&ch)
 	a.verifier = NewVerifier(cfg.Region, a.keys.Load)
 	a.verifier.BodyLimit = cfg.BodyLimit
 	return a, nil
@@ -97,6 +102,8 @@ func (a *Authenticator) Reload() error {
 		return err
 	}
 	a.keys.Store(k)
+	next := make(chan struct{})
+	close(*a.reloaded.Swap(&next))
 	a.log.Info("auth file reloaded", "file", a.cfg.File, "principals", len(k.names), "accessKeys", len(k.keys))
 	return nil
 }
@@ -131,7 +138,7 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		p, err := a.verifier.Verify(r)
+		p, keyID, secret, err := a.verifier.verify(r)
 		if err != nil {
 			a.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
 			a.cfg.WriteError(w, err)
@@ -143,8 +150,52 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 			a.cfg.WriteError(w, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+		ctx := context.WithValue(WithPrincipal(r.Context(), p), grantKey{}, &grant{a: a, keyID: keyID, secret: secret, owner: p})
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// grant is what a request was authenticated with, for Recheck.
+type grant struct {
+	a             *Authenticator
+	keyID, secret string
+	owner         *Principal
+}
+
+type grantKey struct{}
+
+// Reloaded returns a channel that is closed at the next reload of the
+// auth file that authenticated the request ctx belongs to, or nil (never
+// ready) for a request with no principal. A request that lasts (a
+// followed log) waits on it and then asks Recheck whether it may go on;
+// it takes the channel before it asks, so that no reload falls between.
+func Reloaded(ctx context.Context) <-chan struct{} {
+	g, _ := ctx.Value(grantKey{}).(*grant)
+	if g == nil {
+		return nil
+	}
+	return *g.a.reloaded.Load()
+}
+
+// Recheck decides again, with the auth file in force now, whether the
+// request ctx belongs to may go on with action on resources: its access
+// key must still be in the file, with the same secret and owner (else
+// EUNKNOWNKEY), and the owner's policies there must allow it (else
+// EDENIED, as Authorize says). nil for a request with no principal.
+func Recheck(ctx context.Context, action string, resources ...string) error {
+	g, _ := ctx.Value(grantKey{}).(*grant)
+	if g == nil {
+		return nil
+	}
+	now, ok := g.a.keys.Load().keys[g.keyID]
+	if !ok || now.owner.ARN != g.owner.ARN || now.secret != g.secret {
+		return qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: access key %s is no longer in this server's auth file, or no longer %s's", quote(g.keyID), g.owner.Name)
+	}
+	resources = orAny(resources)
+	if d := Evaluate(now.owner.Policies, action, resources); d != Allowed {
+		return qshare.Errorf(qshare.EDENIED, "%s", deniedMessage(now.owner.ARN, action, resources[len(resources)-1], d))
+	}
+	return nil
 }
 
 // publicPrefix reports whether path is under one of the PublicPrefixes.

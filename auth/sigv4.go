@@ -141,67 +141,74 @@ func (v *Verifier) now() time.Time {
 // payload hash that does not match, a signature that does not match) or
 // EINVALID (a body over the limit, or one that cannot be read).
 func (v *Verifier) Verify(r *http.Request) (*Principal, error) {
+	p, _, _, err := v.verify(r)
+	return p, err
+}
+
+// verify is Verify, and also returns the access key id the request was
+// signed with and its secret.
+func (v *Verifier) verify(r *http.Request) (p *Principal, keyID, secret string, err error) {
 	hs := r.Header.Values("Authorization")
 	if len(hs) == 0 {
 		if q := r.URL.Query(); q.Has("X-Amz-Signature") || q.Has("X-Amz-Credential") {
-			return nil, qshare.Errorf(qshare.ENOSIGNATURE, "Missing Authentication Token: this server accepts the signature in the Authorization header only, not in the query string (presigned URLs)")
+			return nil, "", "", qshare.Errorf(qshare.ENOSIGNATURE, "Missing Authentication Token: this server accepts the signature in the Authorization header only, not in the query string (presigned URLs)")
 		}
-		return nil, qshare.Errorf(qshare.ENOSIGNATURE, "Missing Authentication Token: this server requires requests signed with AWS Signature Version 4; give the client an access key of the server's auth file (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, or --profile)")
+		return nil, "", "", qshare.Errorf(qshare.ENOSIGNATURE, "Missing Authentication Token: this server requires requests signed with AWS Signature Version 4; give the client an access key of the server's auth file (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, or --profile)")
 	}
 	if len(hs) > 1 {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "the request has %d Authorization headers: send one", len(hs))
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "the request has %d Authorization headers: send one", len(hs))
 	}
 	a, err := parseAuthorization(hs[0])
 	if err != nil {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "%s", err.Error())
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "%s", err.Error())
 	}
 	key, ok := v.Keys().keys[a.keyID]
 	if !ok {
-		return nil, qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: access key %s is not in this server's auth file", quote(a.keyID))
+		return nil, "", "", qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: access key %s is not in this server's auth file", quote(a.keyID))
 	}
 	if r.Header.Get("X-Amz-Security-Token") != "" {
-		return nil, qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: this server issues no session tokens; sign with an access key of its auth file alone")
+		return nil, "", "", qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: this server issues no session tokens; sign with an access key of its auth file alone")
 	}
 	if a.terminal != "aws4_request" {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped with a valid terminator: 'aws4_request', not %s", quote(a.terminal))
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped with a valid terminator: 'aws4_request', not %s", quote(a.terminal))
 	}
 	if a.service != Service {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped to correct service: '%s', not %s", Service, quote(a.service))
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped to correct service: '%s', not %s", Service, quote(a.service))
 	}
 	if a.region != v.Region {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped to a valid region: this server's is '%s', not %s", v.Region, quote(a.region))
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped to a valid region: this server's is '%s', not %s", v.Region, quote(a.region))
 	}
 	signed := map[string]bool{}
 	for _, h := range a.signedHeaders {
 		signed[h] = true
 	}
 	if !signed["host"] || !signed["x-amz-date"] {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "SignedHeaders must include host and x-amz-date")
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "SignedHeaders must include host and x-amz-date")
 	}
 	date := r.Header.Get("X-Amz-Date")
 	t, err := time.Parse(amzDate, date)
 	if err != nil {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "X-Amz-Date %s is not a date of the form 20060102T150405Z", quote(date))
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "X-Amz-Date %s is not a date of the form 20060102T150405Z", quote(date))
 	}
 	if a.date != t.Format(scopeDate) {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped to the date of X-Amz-Date, %s, not %s", t.Format(scopeDate), quote(a.date))
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped to the date of X-Amz-Date, %s, not %s", t.Format(scopeDate), quote(a.date))
 	}
 	now := v.now().UTC()
 	if t.Before(now.Add(-MaxSkew)) {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "Signature expired: %s is now earlier than %s (%s - 5 min.)", date, now.Add(-MaxSkew).Format(amzDate), now.Format(amzDate))
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Signature expired: %s is now earlier than %s (%s - 5 min.)", date, now.Add(-MaxSkew).Format(amzDate), now.Format(amzDate))
 	}
 	if t.After(now.Add(MaxSkew)) {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "Signature not yet current: %s is still later than %s (%s + 5 min.)", date, now.Add(MaxSkew).Format(amzDate), now.Format(amzDate))
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Signature not yet current: %s is still later than %s (%s + 5 min.)", date, now.Add(MaxSkew).Format(amzDate), now.Format(amzDate))
 	}
 
 	body, err := v.readBody(r)
 	if err != nil {
-		return nil, err
+		return nil, "", "", err
 	}
 	sum := sha256.Sum256(body)
 	hash := hex.EncodeToString(sum[:])
 	if claimed := r.Header.Get("X-Amz-Content-Sha256"); claimed != "" && claimed != hash {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "X-Amz-Content-Sha256 is not the SHA-256 of the request body: this server takes signed payloads only (no UNSIGNED-PAYLOAD or streaming)")
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "X-Amz-Content-Sha256 is not the SHA-256 of the request body: this server takes signed payloads only (no UNSIGNED-PAYLOAD or streaming)")
 	}
 
 	// The request as the client signed it: its method, path, query, host
@@ -217,20 +224,20 @@ func (v *Verifier) Verify(r *http.Request) (*Principal, error) {
 		default:
 			vals := r.Header.Values(h)
 			if len(vals) == 0 {
-				return nil, qshare.Errorf(qshare.EBADSIGNATURE, "SignedHeaders names %s, which the request does not have", quote(h))
+				return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "SignedHeaders names %s, which the request does not have", quote(h))
 			}
 			c.Header[textproto.CanonicalMIMEHeaderKey(h)] = vals
 		}
 	}
 	if err := key.signer.SignHTTP(context.Background(), aws.Credentials{AccessKeyID: a.keyID, SecretAccessKey: key.secret}, c, hash, Service, v.Region, t); err != nil {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "the signature could not be checked: %v", err)
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "the signature could not be checked: %v", err)
 	}
 	want := c.Header.Get("Authorization")
 	i := strings.LastIndex(want, "Signature=")
 	if i < 0 || subtle.ConstantTimeCompare([]byte(want[i+len("Signature="):]), []byte(a.signature)) != 1 {
-		return nil, qshare.Errorf(qshare.EBADSIGNATURE, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method")
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method")
 	}
-	return key.owner, nil
+	return key.owner, a.keyID, key.secret, nil
 }
 
 // readBody reads r's body up to its route's limit and puts the bytes back.

@@ -213,7 +213,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A follow lasts as long as the job: lift the server's write timeout
 	// for this response (servers that cannot just keep theirs).
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	h.follow(r.Context(), out, ref, n, attempt == 0, first)
+	// It also lasts only while its caller may read it: a reload of the
+	// auth file that removes the caller's key, or takes the permission
+	// away, ends it.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	go func() {
+		for {
+			reloaded := auth.Reloaded(ctx)
+			if reloaded == nil {
+				return
+			}
+			if err := auth.Recheck(ctx, api.ActionGetServiceJobLogs, res...); err != nil {
+				cancel(err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-reloaded:
+			}
+		}
+	}()
+	h.follow(ctx, out, ref, n, attempt == 0, first)
+	if qe := (*qshare.Error)(nil); errors.As(context.Cause(ctx), &qe) && r.Context().Err() == nil {
+		fmt.Fprintf(out, "(the follow ends: %s)\n", qe.Message)
+		out.flush()
+	}
 }
 
 // logError is the error of a log that Logs would not give.
