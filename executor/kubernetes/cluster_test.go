@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -1300,4 +1301,61 @@ func TestOneInstanceFilesOnPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, e, big.AttemptID)
+}
+
+// TestStartTimeoutDeletesPendingFirst: when the start timeout ends an
+// attempt, its pod on no node is deleted before its placed siblings, so
+// that the scheduler cannot place it on a node a sibling frees and start
+// it for nothing.
+func TestStartTimeoutDeletesPendingFirst(t *testing.T) {
+	c := getCluster(t)
+	addNodes(t, c, "order.xlarge", 2, 1)
+	var mu sync.Mutex
+	var deletes []string
+	cfg := rest.CopyConfig(c.Config())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/pods/") {
+				mu.Lock()
+				deletes = append(deletes, path.Base(r.URL.Path))
+				mu.Unlock()
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	client, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(context.Background(), Options{Client: client, Namespace: c.namespace(t, t.TempDir()), StartWait: 300 * time.Millisecond,
+		Config: Config{StartTimeout: "3s", InstanceTypes: map[string]InstanceType{"ml.order.xlarge": {GPUs: ptr(int64(1))}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.order.xlarge", 3)
+	start(t, e, s)
+	pending := ""
+	for deadline := time.Now().Add(10 * time.Second); pending == ""; time.Sleep(20 * time.Millisecond) {
+		var unplaced []string
+		for _, p := range attemptPods(t, e, s.AttemptID) {
+			if p.Spec.NodeName == "" {
+				unplaced = append(unplaced, p.Name)
+			}
+		}
+		if len(unplaced) == 1 {
+			pending = unplaced[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods on no node: %v, want one of three", unplaced)
+		}
+	}
+	if x := wait(t, e, s.AttemptID); !x.Lost {
+		t.Fatalf("exit %+v, want the start timeout's capacity failure", x)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deletes) < 3 || deletes[0] != pending {
+		t.Errorf("pods deleted in the order %v, want %s (on no node) first", deletes, pending)
+	}
 }

@@ -1008,13 +1008,21 @@ func (e *Executor) evaluate(a *attempt) {
 	}
 	id, n, closed, parts := a.id, a.n, a.closed, a.parts
 	allGone := true
-	var rest []int // the pods still running: an ended pod stays, with its log
+	// The pods still running (an ended pod stays, with its log), those on
+	// no node first: deleted after a placed sibling, one could be placed
+	// on the node that sibling frees and start, for nothing.
+	var rest, onNodes []int
 	for i := 0; i < n; i++ {
 		allGone = allGone && gone(a.last[i])
 		if p := a.last[i]; p == nil || !gone(p) && !terminal(p) {
-			rest = append(rest, i)
+			if p != nil && p.Spec.NodeName != "" {
+				onNodes = append(onNodes, i)
+			} else {
+				rest = append(rest, i)
+			}
 		}
 	}
+	rest = append(rest, onNodes...)
 	mark := ""
 	if deleteRest && a.decided {
 		// The decided end goes on the pods, so that a server that
