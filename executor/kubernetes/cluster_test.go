@@ -1359,3 +1359,55 @@ func TestStartTimeoutDeletesPendingFirst(t *testing.T) {
 		t.Errorf("pods deleted in the order %v, want %s (on no node) first", deletes, pending)
 	}
 }
+
+// TestStartTimeoutNotCountingOutage: the start timeout counts the time
+// the pods could have been placed, not the API server's outage: an
+// attempt whose pod waits for a node across an outage longer than the
+// timeout is still waiting when the server is back, and runs once a node
+// comes, instead of ending as a capacity failure at once.
+func TestStartTimeoutNotCountingOutage(t *testing.T) {
+	ctx, s := ownServer(t)
+	k, err := kubetest.NewKubelet(s.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	e, err := New(ctx, Options{Client: s.Client(), Namespace: "default", HealthInterval: 100 * time.Millisecond, StartWait: 100 * time.Millisecond,
+		Config: Config{StartTimeout: "4s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	a := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	start(t, e, a) // no node yet: its pod waits
+	s.StopAPIServer()
+	awaitHealth(t, e, true)
+	time.Sleep(5 * time.Second)
+	if err := s.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitHealth(t, e, false)
+	wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	x, err := e.Wait(wctx, a.AttemptID)
+	cancel()
+	if err == nil {
+		t.Fatalf("the attempt ended %+v right after the outage; want it still waiting for a node", x)
+	}
+	if err := k.AddNode(ctx, "n", "m5.large", 0); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if p := attemptPods(t, e, a.AttemptID); len(p) == 1 && p[0].Status.Phase == corev1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the attempt's pod is not running 20 s after a node came")
+		}
+	}
+	if err := e.Stop(ctx, a.AttemptID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if x := wait(t, e, a.AttemptID); !x.Stopped {
+		t.Errorf("exit %+v, want stopped (not a capacity failure)", x)
+	}
+}

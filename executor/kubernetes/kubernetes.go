@@ -110,6 +110,11 @@ type Executor struct {
 	// (then it is nil): their claims are not the sweep's.
 	jobsSince map[string]bool
 	apiErr    string // the last failure to reach the API server, "" when it answers
+	// downSince is when the API server stopped answering (zero while it
+	// answers), and downBefore the time of its outages that have ended:
+	// the start timeout does not count them (down).
+	downSince  time.Time
+	downBefore time.Duration
 	// Which untracked attempts' ended pods expireEnded may delete, under
 	// mu: those this executor followed to their end (forgotten, by label
 	// value), and, once Sweep has run (swept), those that the store did
@@ -141,7 +146,8 @@ type attempt struct {
 	parts    int // the ConfigMaps of its files (annParts), or noConfigMaps; 0 while unknown
 	grace    time.Duration
 	started  time.Time
-	created  time.Time // when this executor created or found the pods
+	created  time.Time     // when this executor created or found the pods
+	downAt   time.Duration // the executor's downLocked then
 	timeout  time.Duration
 	stopping bool // Stop was called (or the pods carry the stop annotation)
 	stopSent bool // this executor has issued the deletions of a Stop
@@ -233,9 +239,33 @@ func (e *Executor) setAPIErr(err error) {
 	defer e.mu.Unlock()
 	if err == nil {
 		e.apiErr = ""
+		if !e.downSince.IsZero() {
+			e.downBefore += time.Since(e.downSince)
+			e.downSince = time.Time{}
+		}
 	} else {
 		e.apiErr = err.Error()
+		if e.downSince.IsZero() {
+			e.downSince = time.Now()
+		}
 	}
+}
+
+// downLocked is how long the API server has not answered, in all, since
+// this executor began; under e.mu.
+func (e *Executor) downLocked() time.Duration {
+	d := e.downBefore
+	if !e.downSince.IsZero() {
+		d += time.Since(e.downSince)
+	}
+	return d
+}
+
+// waitedLocked is how long an attempt's pods have had to be placed: the
+// time since they were created, less the API server's outages since,
+// during which nothing could be placed or seen; under e.mu.
+func (e *Executor) waitedLocked(a *attempt) time.Duration {
+	return time.Since(a.created) - (e.downLocked() - a.downAt)
 }
 
 // Health says, while the API server does not answer, what that means for
@@ -622,7 +652,7 @@ func (e *Executor) track(id, job string, n int, grace time.Duration, started tim
 	}
 	timeout := e.cfg.startTimeout()
 	delete(e.claimed, labelValue(id))
-	a := &attempt{id: id, job: job, label: labelValue(id), n: n, grace: grace, started: started, created: time.Now(), timeout: timeout,
+	a := &attempt{id: id, job: job, label: labelValue(id), n: n, grace: grace, started: started, created: time.Now(), downAt: e.downLocked(), timeout: timeout,
 		stopping: stopping, byHand: -1, last: map[int]*corev1.Pod{}, done: make(chan struct{}), changed: make(chan struct{}, 1)}
 	for _, obj := range e.podsOf(a.label) {
 		a.observe(obj, false)
@@ -974,14 +1004,14 @@ func (e *Executor) evaluate(a *attempt) {
 			a.ending, deleteRest = true, true
 		case allSucc:
 			a.exit, a.decided = executor.Exit{AttemptID: a.id, ExitCode: 0, Reason: "Essential process exited with code 0", At: finishedAt(a.last[0])}, true
-		case placed < a.n && time.Since(a.created) > a.timeout && !a.timedOut:
+		case placed < a.n && e.waitedLocked(a) > a.timeout && !a.timedOut:
 			// The watch may lag behind the API server (it was away, or
 			// the executor could not reach it): only the server's own
 			// list decides a capacity failure.
 			if !a.checking {
 				a.checking, confirm = true, true
 			}
-		case placed < a.n && time.Since(a.created) > a.timeout:
+		case placed < a.n && e.waitedLocked(a) > a.timeout:
 			// The start timeout bounds the placement of the pods, not
 			// their run: a pod that has run (and ended, before the others)
 			// was placed.
