@@ -127,9 +127,12 @@ func (w *writer) apply(reqs []*row.Change, o options) (int, error) {
 	}
 	if w.conn.IsClosed() || !isServerError(err) {
 		// The answer never came: the transaction may or may not have
-		// committed. Learn which, then give the connection up.
-		applied, oerr := w.outcome(n)
+		// committed. The connection is given up first, so that Deposed
+		// says so at once and the server steps down now, not after the
+		// outcome's retries (up to outcomeTimeout while the database
+		// does not answer); then learn which, for this batch's callers.
 		w.lose(err)
+		applied, oerr := w.outcome(n)
 		switch {
 		case oerr != nil:
 			return -1, fmt.Errorf("the connection broke during the commit (%v) and its outcome could not be learned (%v): the change may or may not be stored; restart the server, which loads what is: %w", err, oerr, ErrDeposed)

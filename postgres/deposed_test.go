@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/store"
+)
+
+// blackhole is a TCP proxy to a database server that can stop answering,
+// as a network that drops every packet does: while it is down, what is
+// sent on a connection, old or new, goes nowhere and nothing comes back.
+type blackhole struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	wake   chan struct{} // closed when it comes back up
+}
+
+func newBlackhole(t *testing.T, target string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{ln: ln, target: target, wake: make(chan struct{})}
+	t.Cleanup(func() { ln.Close(); b.set(false) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go b.serve(c)
+		}
+	}()
+	return b
+}
+
+func (b *blackhole) set(down bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.down && !down {
+		close(b.wake)
+		b.wake = make(chan struct{})
+	}
+	b.down = down
+}
+
+// hold blocks while the proxy is down.
+func (b *blackhole) hold() {
+	b.mu.Lock()
+	down, wake := b.down, b.wake
+	b.mu.Unlock()
+	if down {
+		<-wake
+	}
+}
+
+func (b *blackhole) serve(c net.Conn) {
+	defer c.Close()
+	b.hold() // a new connection meets no server while it is down
+	s, err := net.Dial("tcp", b.target)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				b.mu.Lock()
+				down := b.down
+				b.mu.Unlock()
+				if !down { // while down, what is sent is lost
+					if _, werr := dst.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go pipe(s, c)
+	pipe(c, s)
+}
+
+// TestDeposedAtOnceWhenTheDatabaseVanishes: when the database stops
+// answering in the middle of a commit (a network that drops every packet),
+// the commit fails at its batch timeout and the DB says Deposed at once,
+// so that the server steps down then, not after the tries to learn the
+// commit's outcome, which go on for up to 30 s while the database does
+// not answer. Once it answers, the commit's caller gets its outcome.
+func TestDeposedAtOnceWhenTheDatabaseVanishes(t *testing.T) {
+	loc := newDB(t)
+	u, err := url.Parse(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBlackhole(t, u.Host)
+	u.Host = b.ln.Addr().String()
+	ctx := context.Background()
+	d, err := Open(ctx, u.String(), func(o *options) { o.batchTimeout = 500 * time.Millisecond })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("before")}}); err != nil {
+		t.Fatal(err)
+	}
+	b.set(true)
+	t0 := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("during")}}) }()
+	select {
+	case <-d.Deposed():
+		t.Logf("deposed %v after the database vanished", time.Since(t0).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the DB does not say it was deposed 10 s after the database stopped answering mid-commit (batch timeout 0.5 s)")
+	}
+	b.set(false)
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, ErrDeposed) {
+			t.Fatalf("the commit cut short returned %v, want success or ErrDeposed", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("the commit cut short has not returned 40 s after the database answered again")
+	}
+	if err := d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("after")}}); !errors.Is(err, ErrDeposed) {
+		t.Fatalf("a commit after the DB was deposed returned %v, want ErrDeposed", err)
+	}
+}
