@@ -709,14 +709,58 @@ func (e *Executor) find(ctx context.Context, id string) (*attempt, error) {
 	if err != nil {
 		return nil, err
 	}
-	if list == nil || len(list.Items) == 0 || list.Items[0].Annotations[annAttemptID] != id {
+	var pods []*corev1.Pod
+	have := map[string]bool{}
+	if list != nil {
+		for i := range list.Items {
+			if p := &list.Items[i]; p.Annotations[annAttemptID] == id {
+				pods = append(pods, p)
+				have[p.Name] = true
+			}
+		}
+	}
+	// A pod whose label was removed or changed by hand while no server
+	// ran is not in the list, yet may run: look for each one missing by
+	// its name (pod 0 first, which says how many there are), so that it
+	// is not taken for a deletion and left to run unseen.
+	n := 1
+	if len(pods) > 0 {
+		n, _ = strconv.Atoi(pods[0].Annotations[annInstances])
+	}
+	var unlabelled []*corev1.Pod
+	for i := 0; i < max(n, 1); i++ {
+		name := podName(id, i)
+		if have[name] {
+			continue
+		}
+		var p *corev1.Pod
+		if err := e.retry(ctx, func(ctx context.Context) error {
+			q, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				p = q
+			}
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		if p == nil || p.Annotations[annAttemptID] != id {
+			continue
+		}
+		pods, unlabelled = append(pods, p), append(unlabelled, p)
+		if len(pods) == 1 {
+			n, _ = strconv.Atoi(p.Annotations[annInstances])
+		}
+	}
+	if len(pods) == 0 {
 		return nil, nil
 	}
-	pods := make([]*corev1.Pod, len(list.Items))
-	for i := range list.Items {
-		pods[i] = &list.Items[i]
+	a := e.adopt(id, pods)
+	for _, p := range unlabelled {
+		// The watch does not show it: follow it through the API server
+		// until it is gone (evaluate ends the attempt and deletes it).
+		e.spawn(func() { e.followUnwatched(a, p) })
 	}
-	return e.adopt(id, pods), nil
+	return a, nil
 }
 
 // adopt tracks an attempt from its pods, found by find or existing; the

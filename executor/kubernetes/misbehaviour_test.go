@@ -391,3 +391,41 @@ func TestStartAgainAfterEndedPodsExpired(t *testing.T) {
 		t.Errorf("%d pods left after the forgotten attempt's expiry, want none", len(p))
 	}
 }
+
+// TestLabelRemovedWhileDown: a label that qshare gave a pod, removed or
+// changed by hand while no server ran, hides the pod from the restarted
+// executor's list; Recover finds it by its name, so that it is not taken
+// for a deletion (the attempt Lost and requeued while the pod runs on,
+// unseen), and the attempt ends as with a label removed while qshare
+// watches: the pod deleted, the reason naming the label.
+func TestLabelRemovedWhileDown(t *testing.T) {
+	for _, c := range []struct{ label string }{{LabelManagedBy}, {LabelAttemptID}} {
+		t.Run(strings.ReplaceAll(c.label, "/", "_"), func(t *testing.T) {
+			s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+			name := podName(s.AttemptID, 0)
+			var first *Executor
+			e2 := restarted(t, Options{StopGrace: time.Second}, s, func(e1 *Executor) {
+				first = e1
+				patch := []byte(`[{"op":"replace","path":"/metadata/labels/` + strings.ReplaceAll(c.label, "/", "~1") + `","value":"changed-by-hand"}]`)
+				if _, err := e1.c.CoreV1().Pods(e1.ns).Patch(context.Background(), name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			})
+			defer func() { _ = first.c.CoreV1().Pods(first.ns).Delete(context.Background(), name, metav1.DeleteOptions{}) }()
+			r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: s.AttemptID})
+			if err != nil || r == executor.Lost {
+				t.Fatalf("Recover = %v, %v; want the attempt found by its pod's name, not Lost", r, err)
+			}
+			x, ok := waitWithin(t, e2, s.AttemptID, 30*time.Second)
+			if !ok {
+				return
+			}
+			if p, err := e2.c.CoreV1().Pods(e2.ns).Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("Wait returned (capacity released) while the pod is still there: %v, phase %s", err, p.Status.Phase)
+			}
+			if x.Succeeded() || x.Lost || !strings.Contains(x.Reason, c.label) || !strings.Contains(x.Reason, "outside qshare") {
+				t.Errorf("exit = %+v, want a failure whose reason names the label changed outside qshare", x)
+			}
+		})
+	}
+}
