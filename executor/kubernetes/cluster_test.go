@@ -382,16 +382,24 @@ func ownServer(t *testing.T) (context.Context, *kubetest.Server) {
 	return ctx, s
 }
 
-// TestAPIServerOutage stops the API server in the middle of a run: the
-// running attempt keeps its state, a Stop and a Start issued meanwhile are
-// carried out once the server is back, and nothing is duplicated.
-func TestAPIServerOutage(t *testing.T) {
+// ownServerAndKubelet is ownServer with a played kubelet of its own,
+// closed when t ends.
+func ownServerAndKubelet(t *testing.T) (context.Context, *kubetest.Server, *kubetest.Kubelet) {
+	t.Helper()
 	ctx, s := ownServer(t)
 	k, err := kubetest.NewKubelet(s.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Close()
+	t.Cleanup(k.Close)
+	return ctx, s, k
+}
+
+// TestAPIServerOutage stops the API server in the middle of a run: the
+// running attempt keeps its state, a Stop and a Start issued meanwhile are
+// carried out once the server is back, and nothing is duplicated.
+func TestAPIServerOutage(t *testing.T) {
+	ctx, s, k := ownServerAndKubelet(t)
 	if err := k.AddNode(ctx, "n", "m5.large", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -1366,12 +1374,7 @@ func TestStartTimeoutDeletesPendingFirst(t *testing.T) {
 // timeout is still waiting when the server is back, and runs once a node
 // comes, instead of ending as a capacity failure at once.
 func TestStartTimeoutNotCountingOutage(t *testing.T) {
-	ctx, s := ownServer(t)
-	k, err := kubetest.NewKubelet(s.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	ctx, s, k := ownServerAndKubelet(t)
 	e, err := New(ctx, Options{Client: s.Client(), Namespace: "default", HealthInterval: 100 * time.Millisecond, StartWait: 100 * time.Millisecond,
 		Config: Config{StartTimeout: "4s"}})
 	if err != nil {
