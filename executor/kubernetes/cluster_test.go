@@ -489,19 +489,11 @@ func TestMissingNamespace(t *testing.T) {
 func TestStartListsNoPods(t *testing.T) {
 	c := getCluster(t)
 	var lists atomic.Int64
-	cfg := rest.CopyConfig(c.Config())
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(r *http.Request) (*http.Response, error) {
-			if r.Method == http.MethodGet && strings.Contains(r.URL.Query().Get("labelSelector"), LabelAttemptID) {
-				lists.Add(1)
-			}
-			return rt.RoundTrip(r)
-		})
+	client := c.seeing(t, func(r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Query().Get("labelSelector"), LabelAttemptID) {
+			lists.Add(1)
+		}
 	})
-	client, err := k8s.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ns := c.namespace(t, t.TempDir())
 	newExec := func() *Executor {
 		e, err := New(context.Background(), Options{Client: client, Namespace: ns})
@@ -540,6 +532,24 @@ func TestStartListsNoPods(t *testing.T) {
 }
 
 type roundTrip func(*http.Request) (*http.Response, error)
+
+// seeing returns a client of the cluster that shows see each request
+// before sending it.
+func (c testCluster) seeing(t *testing.T, see func(*http.Request)) k8s.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(c.Config())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(r *http.Request) (*http.Response, error) {
+			see(r)
+			return rt.RoundTrip(r)
+		})
+	})
+	client, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
@@ -1245,19 +1255,11 @@ func withHyperParameters(t *testing.T, s executor.Spec, size int) executor.Spec 
 func TestOneInstanceFilesOnPod(t *testing.T) {
 	c := getCluster(t)
 	var cmRequests atomic.Int64
-	cfg := rest.CopyConfig(c.Config())
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(r *http.Request) (*http.Response, error) {
-			if strings.Contains(r.URL.Path, "/configmaps") {
-				cmRequests.Add(1)
-			}
-			return rt.RoundTrip(r)
-		})
+	client := c.seeing(t, func(r *http.Request) {
+		if strings.Contains(r.URL.Path, "/configmaps") {
+			cmRequests.Add(1)
+		}
 	})
-	client, err := k8s.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e, err := New(context.Background(), Options{Client: client, Namespace: c.namespace(t, t.TempDir()), Config: Config{KeepEnded: "1ms"}})
 	if err != nil {
 		t.Fatal(err)
@@ -1320,21 +1322,13 @@ func TestStartTimeoutDeletesPendingFirst(t *testing.T) {
 	addNodes(t, c, "order.xlarge", 2, 1)
 	var mu sync.Mutex
 	var deletes []string
-	cfg := rest.CopyConfig(c.Config())
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(r *http.Request) (*http.Response, error) {
-			if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/pods/") {
-				mu.Lock()
-				deletes = append(deletes, path.Base(r.URL.Path))
-				mu.Unlock()
-			}
-			return rt.RoundTrip(r)
-		})
+	client := c.seeing(t, func(r *http.Request) {
+		if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/pods/") {
+			mu.Lock()
+			deletes = append(deletes, path.Base(r.URL.Path))
+			mu.Unlock()
+		}
 	})
-	client, err := k8s.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e, err := New(context.Background(), Options{Client: client, Namespace: c.namespace(t, t.TempDir()), StartWait: 300 * time.Millisecond,
 		Config: Config{StartTimeout: "3s", InstanceTypes: map[string]InstanceType{"ml.order.xlarge": {GPUs: ptr(int64(1))}}}})
 	if err != nil {
