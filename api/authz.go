@@ -120,7 +120,15 @@ func authorizeSetting(ctx context.Context, arn string) error {
 	if !strings.Contains(arn, "/quota-share/") {
 		return nil
 	}
-	return auth.Authorize(ctx, actionPrefix+"UpdateQuotaShare", arn)
+	return authorizeShareUpdate(ctx, arn)
+}
+
+// authorizeShareUpdate checks that the caller may update the quota share
+// of shareARN (batch:UpdateQuotaShare): asked of a change made through
+// another route that changes the share all the same (a setting given as a
+// tag, a capacity plan).
+func authorizeShareUpdate(ctx context.Context, shareARN string) error {
+	return auth.Authorize(ctx, actionPrefix+"UpdateQuotaShare", shareARN)
 }
 
 // BodyLimit returns the most bytes the API reads of r's body: the request

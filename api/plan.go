@@ -105,7 +105,7 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 			// A plan gives its share capacity: taking it away is an
 			// update of that share.
 			if old, err := d.Plan(name); err == nil {
-				if err := auth.Authorize(r.Context(), actionPrefix+"UpdateQuotaShare", shareARN(d, old.JobQueue, old.QuotaShare)); err != nil {
+				if err := authorizeShareUpdate(r.Context(), shareARN(d, old.JobQueue, old.QuotaShare)); err != nil {
 					writeError(w, err)
 					return
 				}
@@ -143,7 +143,7 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 				shares = append(shares, shareARN(d, old.JobQueue, old.QuotaShare))
 			}
 			for _, sh := range shares { // each on its own, so that a refusal names its share
-				if err := auth.Authorize(r.Context(), actionPrefix+"UpdateQuotaShare", sh); err != nil {
+				if err := authorizeShareUpdate(r.Context(), sh); err != nil {
 					writeError(w, err)
 					return
 				}

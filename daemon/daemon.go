@@ -134,11 +134,11 @@ type Daemon struct {
 	runs  map[string]*run
 	waits map[string]waitInfo
 	// pendingVersion is the executor's PendingReasonsVersion at the last
-	// look at every run's pending reason, and pendingLooked says there was
-	// one; pendingDirty is set when a run begins to run (or is recovered),
-	// which needs a look whatever the version says.
-	pendingVersion              uint64
-	pendingLooked, pendingDirty bool
+	// look at every run's pending reason; pendingDirty is set when a run
+	// begins to run (or is recovered), which needs a look whatever the
+	// version says (before any run, there is nothing to look at).
+	pendingVersion uint64
+	pendingDirty   bool
 
 	// meta caches the payload facts of unfinished jobs (payloadMeta),
 	// guarded by metaMu: a plain map costs a submit less than a sync.Map,

@@ -36,10 +36,10 @@ func (c *cycle) pendingReasons() {
 	var version uint64
 	if v, ok := d.ex.(executor.PendingReasonsVersioner); ok {
 		version = v.PendingReasonsVersion()
-		if d.pendingLooked && !d.pendingDirty && version == d.pendingVersion {
+		if !d.pendingDirty && version == d.pendingVersion {
 			return
 		}
-		d.pendingVersion, d.pendingLooked, d.pendingDirty = version, true, false
+		d.pendingVersion, d.pendingDirty = version, false
 	}
 	for _, r := range d.runs {
 		if r.phase != phaseRunning || r.stop != stopNone {
