@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/executor"
+	"qshare/trainingjob"
 )
 
 func TestClientTokenReplay(t *testing.T) {
@@ -122,7 +123,7 @@ func TestJobDetail(t *testing.T) {
 		t.Fatalf("times out of order: created %d scheduled %d started %d stopped %d", *d.CreatedAt, *d.ScheduledAt, *d.StartedAt, *d.StoppedAt)
 	}
 	ri := d.LatestAttempt.ServiceResourceId
-	if ri == nil || ri.Name != types.ServiceResourceIdNameSagemakerTrainingJobArn || !strings.HasPrefix(aws.ToString(ri.Value), "arn:aws:sagemaker:us-east-1:000000000000:training-job/awsbatchmy-training-job") {
+	if ri == nil || ri.Name != types.ServiceResourceIdNameSagemakerTrainingJobArn || aws.ToString(ri.Value) != trainingjob.AttemptARN("us-east-1", "000000000000", trainingjob.AttemptName("my-training-job", aws.ToString(d.JobId), 1)) {
 		t.Fatalf("latestAttempt = %+v", ri)
 	}
 	if aws.ToInt32(d.RetryStrategy.Attempts) != 2 || aws.ToInt32(d.PreemptionConfiguration.PreemptionRetriesBeforeTermination) != 3 ||

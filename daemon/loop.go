@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -617,7 +615,7 @@ func (c *cycle) decide(dec engine.Decision) {
 		if n == 1 {
 			d.obs.JobStarted(j.JobQueue, j.QuotaShare, c.now.Sub(j.CreatedAt))
 		}
-		j.Attempts = append(j.Attempts, qshare.Attempt{N: n, ID: r.attempt, ResourceARN: d.trainingJobARN(j), ScheduledAt: c.now})
+		j.Attempts = append(j.Attempts, qshare.Attempt{N: n, ID: r.attempt, ResourceARN: d.trainingJobARN(j, n), ScheduledAt: c.now})
 		j.ScheduledAt = c.now
 		j.StartedAt = time.Time{}
 		reason := "Capacity is available in quota share " + j.QuotaShare
@@ -681,17 +679,15 @@ func (c *cycle) decide(dec engine.Decision) {
 	}
 }
 
-// trainingJobARN names the attempt's training job the way AWS Batch does:
-// "AWSBatch" + the payload's TrainingJobName (or the job name) + 32 hex digits.
-func (d *Daemon) trainingJobARN(j *qshare.Job) string {
+// trainingJobARN names attempt n of j's training job: the payload's
+// TrainingJobName (or the job name), cut to fit SageMaker's 63 characters
+// around the job ID and the attempt's number (trainingjob.AttemptName).
+func (d *Daemon) trainingJobARN(j *qshare.Job, n int) string {
 	name := j.Name
-	if n := d.payloadMeta(j).trainingJobName; n != "" {
-		name = n
+	if tn := d.payloadMeta(j).trainingJobName; tn != "" {
+		name = tn
 	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	full := "AWSBatch" + name + hex.EncodeToString(b[:])
-	return "arn:aws:sagemaker:" + d.cfg.Region + ":" + d.cfg.AccountID + ":training-job/" + strings.ToLower(full)
+	return trainingjob.AttemptARN(d.cfg.Region, d.cfg.AccountID, trainingjob.AttemptName(name, j.ID, n))
 }
 
 // stopRun arranges for an attempt to stop, according to how far it got.
