@@ -1,0 +1,77 @@
+package container_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"qshare/executor"
+	"qshare/executor/container"
+	"qshare/executor/container/containertest"
+	"qshare/executor/executortest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	containertest.StopPodman()
+	os.Exit(code)
+}
+
+// harness describes the container executor on the engine at host to the
+// conformance suite; every data directory it made is checked, at the end,
+// to have left no container behind.
+func harness(t *testing.T, host string) executortest.Harness {
+	img := containertest.Image(t, host)
+	var mu sync.Mutex
+	var dirs []string
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range dirs {
+			if left := containertest.Leftovers(t, host, d); len(left) > 0 {
+				t.Errorf("containers left behind: %v", left)
+			}
+		}
+	})
+	return executortest.Harness{
+		New: func(t testing.TB, dir string) executor.Executor {
+			mu.Lock()
+			dirs = append(dirs, dir)
+			mu.Unlock()
+			e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullNever, GPUs: []string{"none"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		},
+		Payload: func(t testing.TB, j executortest.Job) string { return containertest.Payload(img, j) },
+		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
+			return executortest.ReadEnv(t, h.LogPath)
+		},
+		Ready: func(t testing.TB, s executor.Spec, h executor.Handle) {
+			deadline := time.Now().Add(60 * time.Second)
+			for time.Now().Before(deadline) {
+				if b, err := os.ReadFile(h.LogPath); err == nil && strings.Contains(string(b), "ready\n") {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Fatalf("attempt %s did not say ready: %s", s.AttemptID, filepath.Base(h.LogPath))
+		},
+		Slack:     60 * time.Second,
+		Durable:   true,
+		KeepsLogs: true,
+	}
+}
+
+func TestConformanceDocker(t *testing.T) {
+	executortest.Run(t, harness(t, containertest.Docker(t)))
+}
+
+func TestConformancePodman(t *testing.T) {
+	executortest.Run(t, harness(t, containertest.Podman(t)))
+}

@@ -1,0 +1,1021 @@
+// Package container is the executor that runs each attempt of a SageMaker
+// training job as containers of its TrainingImage through the Docker
+// Engine API, against Docker Engine or Podman's compatible service. The
+// daemon decides; this executor lays out the job's directory as the
+// process executor does (executor/process), binds it at SageMaker's
+// /opt/ml, creates and starts one container per instance (algo-1 …
+// algo-N, on a private network when there are several), follows the
+// engine's log stream into the attempt's directory, and removes each
+// container once its end is recorded. Containers carry labels
+// (LabelAttempt and the others), so a restarted server finds them by an
+// attempt's ID alone. See docs/container.md.
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/gpu"
+	"qshare/executor/process"
+	"qshare/trainingjob"
+)
+
+// Name is the executor's name, as --executor takes it.
+const Name = "container"
+
+// Options configure an Executor.
+type Options struct {
+	// DataDir holds the jobs' directories (jobs/<jobID>, bound at /opt/ml)
+	// and the attempts' records and logs (attempts/<attemptID>).
+	DataDir string
+	// Host is the engine's address (--container-host): unix:///path,
+	// tcp://host:port. Empty means DOCKER_HOST, else the first of the
+	// usual sockets that exists (DefaultHosts).
+	Host string
+	// Pull says when an image is pulled (--pull); empty means PullMissing.
+	Pull PullPolicy
+	// StopGrace is the grace period of a stop when neither the caller nor
+	// the job sets one. Zero means executor.DefaultStopGrace.
+	StopGrace time.Duration
+	// GPUs restricts or names the host's GPUs (--gpus, gpu.Discover);
+	// InstanceTypes overrides the GPUs-per-instance-type table (gpu.File).
+	GPUs          []string
+	InstanceTypes string
+	// RunAs is the user (a name or uid) that jobs without a user of their
+	// own (executor.Spec.RunAs) run as. Empty means: the server's user
+	// when it is not root, else nobody (65534:65534). Containers never run
+	// as root.
+	RunAs string
+	// WritableRoot leaves the containers' root filesystems writable, for
+	// images that write outside /opt/ml and /tmp. By default it is
+	// read-only.
+	WritableRoot bool
+	// Stage, when set, is called before the containers start, with the
+	// job's directories on the host, to stage the input channels that are
+	// not local (S3): it fills dirs.Data/<channel>. Its error fails the
+	// start, with its message in the attempt's reason.
+	Stage func(ctx context.Context, s executor.Spec, req *trainingjob.Request, dirs process.JobDirs) error
+	// Logger receives warnings; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultHosts are the engine sockets tried, in order, when neither
+// Options.Host nor DOCKER_HOST names one: Docker Engine's, then rootful
+// Podman's.
+var DefaultHosts = []string{"unix:///var/run/docker.sock", "unix:///run/podman/podman.sock"}
+
+// Executor runs attempts as containers. It is safe for concurrent use.
+type Executor struct {
+	o     Options
+	cli   *client.Client
+	fs    *process.Beneath
+	table gpu.Table
+	alloc *gpu.Allocator
+	log   *slog.Logger
+	ctx   context.Context // ended by Close: the watchers stop, the containers run on
+	stop  context.CancelFunc
+
+	mu       sync.Mutex
+	attempts map[string]*attempt
+	claimed  map[string]bool // started or recovered since New: never swept
+	health   string
+	pending  map[string]string // attempts pulling their image: the progress
+	version  uint64
+	engine   *engineInfo
+	users    map[string]*process.RunUser
+}
+
+// engineInfo is what the executor learns of the engine once.
+type engineInfo struct {
+	gpus     gpuMode
+	cpus     int
+	memory   int64
+	podman   bool
+	apiMajor int
+	apiMinor int
+}
+
+type attempt struct {
+	executor.Slot
+	id      string
+	rec     record
+	killed  bool          // SIGKILL sent at the end of the grace period
+	logDone chan struct{} // closed once the copy of instance 0's log has ended
+}
+
+// record is attempts/<attemptID>/attempt.json: what a restarted executor
+// needs of an attempt besides its containers' labels.
+type record struct {
+	AttemptID  string        `json:"attemptId"`
+	JobID      string        `json:"jobId"`
+	StartedAt  time.Time     `json:"startedAt"`
+	Containers []string      `json:"containers"`
+	Network    string        `json:"network,omitempty"`
+	GPUs       []string      `json:"gpus,omitempty"`
+	Output     string        `json:"output"` // the job's output directory on the host, for the failure file
+	Grace      time.Duration `json:"grace,omitempty"`
+}
+
+const (
+	fileRecord   = "attempt.json"
+	fileExit     = "exit.json"
+	fileStopping = "stopping"
+	fileOutput   = "output.log"
+)
+
+var _ interface {
+	executor.Executor
+	executor.Sweeper
+	executor.HealthReporter
+	executor.PendingReasoner
+	executor.CapacityChecker
+	executor.InstanceLogger
+} = (*Executor)(nil)
+
+// New returns an executor that talks to the engine at o.Host. The engine
+// need not answer yet: until it does, Health says so and starts fail.
+func New(ctx context.Context, o Options) (*Executor, error) {
+	if o.DataDir == "" || !filepath.IsAbs(o.DataDir) {
+		return nil, qshare.Errorf(qshare.EINVALID, "container executor: the data directory %q must be an absolute path", o.DataDir)
+	}
+	pull, err := ParsePull(string(o.Pull))
+	if err != nil {
+		return nil, err
+	}
+	o.Pull = pull
+	if o.StopGrace <= 0 {
+		o.StopGrace = executor.DefaultStopGrace
+	}
+	host := ResolveHost(o.Host)
+	if host == "" {
+		return nil, qshare.Errorf(qshare.EINVALID, "container executor: no engine found: give --container-host (for example unix:///run/podman/podman.sock) or set DOCKER_HOST; none of %s exists", strings.Join(DefaultHosts, ", "))
+	}
+	cli, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, qshare.Errorf(qshare.EINVALID, "container executor: --container-host %q: %v", host, err)
+	}
+	for _, d := range []string{o.DataDir, filepath.Join(o.DataDir, "jobs"), filepath.Join(o.DataDir, "attempts")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, qshare.Errorf(qshare.EINTERNAL, "container executor: %v", err)
+		}
+	}
+	// The attempts' records and logs are the server's: jobs reach their
+	// resourceconfig.json through a bind mount, not through the path.
+	if err := os.Chmod(filepath.Join(o.DataDir, "attempts"), 0o700); err != nil {
+		return nil, qshare.Errorf(qshare.EINTERNAL, "container executor: %v", err)
+	}
+	e := &Executor{o: o, cli: cli, fs: process.NewBeneath(o.DataDir), log: o.Logger,
+		attempts: map[string]*attempt{}, claimed: map[string]bool{}, pending: map[string]string{}, users: map[string]*process.RunUser{}}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.table, err = gpu.LoadTable(o.InstanceTypes); err != nil {
+		return nil, err
+	}
+	gs, err := gpu.Discover(ctx, o.GPUs)
+	if err != nil {
+		return nil, err
+	}
+	e.alloc = gpu.NewAllocator(gs)
+	e.ctx, e.stop = context.WithCancel(context.Background())
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := e.info(pctx); err != nil {
+		e.log.Warn("container executor: the engine does not answer yet", "host", host, "err", err)
+	}
+	return e, nil
+}
+
+// ResolveHost returns the engine address to use: host, else DOCKER_HOST,
+// else the first of DefaultHosts whose socket exists, else "".
+func ResolveHost(host string) string {
+	if host != "" {
+		return host
+	}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return h
+	}
+	for _, h := range DefaultHosts {
+		if _, err := os.Stat(strings.TrimPrefix(h, "unix://")); err == nil {
+			return h
+		}
+	}
+	return ""
+}
+
+// info asks the engine once what it is, and remembers the answer.
+func (e *Executor) info(ctx context.Context) (*engineInfo, error) {
+	e.mu.Lock()
+	if ei := e.engine; ei != nil {
+		e.mu.Unlock()
+		return ei, nil
+	}
+	e.mu.Unlock()
+	v, err := e.cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		e.setHealth(err)
+		return nil, err
+	}
+	in, err := e.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		e.setHealth(err)
+		return nil, err
+	}
+	e.setHealth(nil)
+	ei := &engineInfo{cpus: in.Info.NCPU, memory: in.Info.MemTotal}
+	for _, c := range v.Components {
+		if strings.Contains(strings.ToLower(c.Name), "podman") {
+			ei.podman = true
+		}
+	}
+	fmt.Sscanf(v.APIVersion, "%d.%d", &ei.apiMajor, &ei.apiMinor)
+	ei.gpus = gpuModeOf(ei.podman, ei.apiMajor, ei.apiMinor)
+	e.mu.Lock()
+	e.engine = ei
+	e.mu.Unlock()
+	return ei, nil
+}
+
+// gpuModeOf is how an engine is asked for GPUs: Podman takes CDI names as
+// devices; Docker Engine 25 (API 1.44) and later as device requests of the
+// "cdi" driver; older Docker Engines through the NVIDIA runtime's driver.
+func gpuModeOf(podman bool, major, minor int) gpuMode {
+	switch {
+	case podman:
+		return gpuCDIDevice
+	case major > 1 || major == 1 && minor >= 44:
+		return gpuCDIRequest
+	}
+	return gpuNVIDIA
+}
+
+// setHealth records whether the engine answered.
+func (e *Executor) setHealth(err error) {
+	h := ""
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) && !cerrdefs.IsInvalidArgument(err) {
+		h = fmt.Sprintf("the container engine does not answer (%v): running containers go on, but none starts and their ends are learned once it is back", err)
+	}
+	e.mu.Lock()
+	e.health = h
+	e.mu.Unlock()
+}
+
+// Health reports the engine's last answer: "" while it answers.
+func (e *Executor) Health() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.health
+}
+
+// Name returns "container".
+func (e *Executor) Name() string { return Name }
+
+// GPUs returns the host's GPUs that attempts are given.
+func (e *Executor) GPUs() []gpu.GPU { return e.alloc.GPUs() }
+
+// CheckCapacity warns when an environment's limits ask for more GPUs than
+// the host has.
+func (e *Executor) CheckCapacity(limits qshare.Capacity) string {
+	need, host := e.table.Need(limits), int64(e.alloc.Total())
+	if need > host {
+		return fmt.Sprintf("the environment's limits need %d GPUs (%s) but this host has %d", need, e.table.Describe(limits), host)
+	}
+	return ""
+}
+
+// Validate checks a payload at submit time.
+func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
+	req, err := trainingjob.Parse(payload)
+	if err != nil {
+		return err
+	}
+	return e.ValidateRequest(req, demand)
+}
+
+// ValidateRequest is Validate of a parsed payload.
+func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capacity) error {
+	_, err := e.check(req, demand)
+	return err
+}
+
+// check validates a request and returns the job's own grace period.
+func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time.Duration, error) {
+	img := req.AlgorithmSpecification.TrainingImage
+	if img == "" {
+		return 0, qshare.Errorf(qshare.EINVALID, "AlgorithmSpecification.TrainingImage is empty: the container executor runs the training image, for example 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3-gpu-py311 or a local image")
+	}
+	if strings.ContainsAny(img, " \t\n\x00") || len(img) > 512 {
+		return 0, qshare.Errorf(qshare.EINVALID, "AlgorithmSpecification.TrainingImage %q is not an image reference", img)
+	}
+	for i, a := range req.AlgorithmSpecification.ContainerEntrypoint {
+		if a == "" && i == 0 {
+			return 0, qshare.Errorf(qshare.EINVALID, "AlgorithmSpecification.ContainerEntrypoint starts with an empty string: give the program to run, or leave it out to run the image's own entry point")
+		}
+	}
+	if _, _, err := executor.InstanceOf(req, demand, Name); err != nil {
+		return 0, err
+	}
+	if err := process.CheckJobDir(req); err != nil {
+		return 0, err
+	}
+	for _, c := range req.InputDataConfig {
+		if !nameRe.MatchString(c.ChannelName) {
+			return 0, qshare.Errorf(qshare.EINVALID, "InputDataConfig channel %q: a channel name is letters, digits, '.', '_' and '-'", c.ChannelName)
+		}
+	}
+	if host := e.alloc.Total(); host > 0 {
+		if need := e.table.Need(demand); need > int64(host) {
+			return 0, qshare.Errorf(qshare.EINVALID, "the job needs %d GPUs (%s) but this host has %d: ask for fewer instances or a smaller instance type", need, e.table.Describe(demand), host)
+		}
+	}
+	return executor.EnvironmentAndGrace(req)
+}
+
+func (e *Executor) attemptDir(id string) string { return filepath.Join(e.o.DataDir, "attempts", id) }
+
+// Start creates and starts the attempt's containers, and returns once
+// they run. A Start of an attempt started before (by this executor or,
+// after a restart, by an earlier one) returns its handle.
+func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle, error) {
+	if !nameRe.MatchString(s.AttemptID) || len(s.AttemptID) > 100 {
+		return executor.Handle{}, qshare.Errorf(qshare.EINVALID, "container executor: attempt ID %q cannot name a container: use letters, digits, '-' and '_'", s.AttemptID)
+	}
+	e.mu.Lock()
+	if a, ok := e.attempts[s.AttemptID]; ok {
+		e.mu.Unlock()
+		select {
+		case <-a.Ready:
+		case <-ctx.Done():
+			return executor.Handle{}, ctx.Err()
+		}
+		if a.StartErr != nil {
+			return executor.Handle{}, a.StartErr
+		}
+		return a.handle(e), nil
+	}
+	a := &attempt{Slot: executor.NewSlot(), id: s.AttemptID, logDone: make(chan struct{})}
+	e.attempts[s.AttemptID] = a
+	e.claimed[s.AttemptID] = true
+	e.mu.Unlock()
+	err := e.start(ctx, a, s)
+	if err != nil {
+		e.mu.Lock()
+		a.StartErr = err
+		delete(e.attempts, s.AttemptID)
+		e.mu.Unlock()
+		close(a.Ready)
+		return executor.Handle{}, err
+	}
+	close(a.Ready)
+	return a.handle(e), nil
+}
+
+func (a *attempt) handle(e *Executor) executor.Handle {
+	st, _ := json.Marshal(a.rec)
+	return executor.Handle{AttemptID: a.id, StartedAt: a.rec.StartedAt, LogPath: filepath.Join(e.attemptDir(a.id), fileOutput), State: st}
+}
+
+func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error {
+	req, err := trainingjob.Parse(s.Payload)
+	if err != nil {
+		return err
+	}
+	grace, err := e.check(req, s.Demand)
+	if err != nil {
+		return err
+	}
+	dir := e.attemptDir(s.AttemptID)
+	// Started before (a restart while Start ran, or a Start repeated
+	// after one): adopt it, whatever became of it.
+	var rec record
+	if e.readJSON(filepath.Join(dir, fileRecord), &rec) == nil {
+		switch r, err := e.attach(ctx, a, rec); {
+		case err != nil:
+			return err
+		case r != executor.Lost:
+			return nil
+		}
+		// Recorded, but no container was made: start it afresh.
+	}
+	ei, err := e.info(ctx)
+	if err != nil {
+		return qshare.Errorf(qshare.EINTERNAL, "CannotStartContainerError: the container engine does not answer: %v", err)
+	}
+	typ, n, err := executor.InstanceOf(req, s.Demand, Name)
+	if err != nil {
+		return err
+	}
+	u, err := e.userFor(s)
+	if err != nil {
+		return err
+	}
+	var gpus []gpu.GPU
+	if e.alloc.Total() > 0 {
+		if gpus, err = e.alloc.Claim(s.AttemptID, int(e.table.Need(s.Demand))); err != nil {
+			return fmt.Errorf("container executor: attempt %s of job %s (%s): %w", s.AttemptID, s.JobID, e.table.Describe(s.Demand), err)
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			e.alloc.Release(s.AttemptID)
+		}
+	}()
+	dirs, err := process.PrepareJob(e.fs, s, req, u)
+	if err != nil {
+		return err
+	}
+	if err := e.fs.MkdirAll(dir, 0o700); err != nil {
+		return qshare.Errorf(qshare.EINTERNAL, "container executor: creating the directory of attempt %s: %v", s.AttemptID, err)
+	}
+	if e.o.Stage != nil {
+		if err := e.o.Stage(ctx, s, req, dirs); err != nil {
+			return fmt.Errorf("ClientError: staging the input data: %w", err)
+		}
+	}
+	img := req.AlgorithmSpecification.TrainingImage
+	if err := e.ensureImage(ctx, s.AttemptID, img); err != nil {
+		return err
+	}
+	hosts := hostNames(n)
+	rec = record{AttemptID: s.AttemptID, JobID: s.JobID, StartedAt: time.Now().UTC(), Output: dirs.Output, Grace: grace}
+	for k := range hosts {
+		rec.Containers = append(rec.Containers, containerName(s.AttemptID, k))
+	}
+	for _, g := range gpus {
+		rec.GPUs = append(rec.GPUs, g.UUID)
+	}
+	netName := ""
+	if n > 1 {
+		netName = "qshare-" + s.AttemptID
+		rec.Network = netName
+	}
+	if err := e.fs.WriteFileAtomic(filepath.Join(dir, fileRecord), mustJSON(rec)); err != nil {
+		return qshare.Errorf(qshare.EINTERNAL, "container executor: recording attempt %s: %v", s.AttemptID, err)
+	}
+	a.rec = rec
+	if err := e.create(ctx, s, req, rec, dirs, typ, hosts, u, gpus, ei); err != nil {
+		e.remove(context.Background(), rec)
+		return err
+	}
+	for k, name := range rec.Containers {
+		if _, err := e.cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
+			e.setHealth(err)
+			e.remove(context.Background(), rec)
+			return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: starting the container of %s: %v", hosts[k], err)
+		}
+	}
+	ok = true
+	go e.watch(a, false)
+	return nil
+}
+
+// userFor returns the user an attempt's containers run as.
+func (e *Executor) userFor(s executor.Spec) (*process.RunUser, error) {
+	name, field := s.RunAs, "the job's Unix user (its submitter's unixUser)"
+	if name == "" {
+		name, field = e.o.RunAs, "--run-as"
+	}
+	if name == "" {
+		if uid := os.Geteuid(); uid != 0 {
+			return &process.RunUser{Name: strconv.Itoa(uid), UID: uint32(uid), GID: uint32(os.Getegid())}, nil
+		}
+		return &process.RunUser{Name: "nobody", UID: 65534, GID: 65534}, nil
+	}
+	e.mu.Lock()
+	u := e.users[name]
+	e.mu.Unlock()
+	if u != nil {
+		return u, nil
+	}
+	u, err := process.LookupUser(field, name)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.users[name] = u
+	e.mu.Unlock()
+	return u, nil
+}
+
+// create makes the attempt's network (with several hosts) and one
+// container per host, each with its own resourceconfig.json.
+func (e *Executor) create(ctx context.Context, s executor.Spec, req *trainingjob.Request, rec record, dirs process.JobDirs, typ string, hosts []string, u *process.RunUser, gpus []gpu.GPU, ei *engineInfo) error {
+	dir := e.attemptDir(s.AttemptID)
+	netw := ""
+	if rec.Network != "" {
+		_, err := e.cli.NetworkCreate(ctx, rec.Network, client.NetworkCreateOptions{Labels: map[string]string{LabelAttempt: s.AttemptID, LabelDataDir: e.o.DataDir}})
+		if err != nil && !cerrdefs.IsConflict(err) {
+			e.setHealth(err)
+			return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: creating the attempt's network: %v", err)
+		}
+		netw = rec.Network
+	}
+	lim := instanceLimits(typ, ei.cpus, ei.memory)
+	per := len(gpus) / len(hosts)
+	for k, h := range hosts {
+		conf := filepath.Join(dir, "resourceconfig-"+h+".json")
+		if err := e.fs.WriteFile(conf, mustJSON(executor.NewResourceConfig(h, typ, hosts, "eth0")), 0o644); err != nil {
+			return qshare.Errorf(qshare.EINTERNAL, "container executor: writing %s's resourceconfig.json: %v", h, err)
+		}
+		b := build{Spec: s, Req: req, Dirs: dirs, HostConf: conf, Type: typ, Hosts: hosts, Host: host{Name: h, Index: k},
+			User: fmt.Sprintf("%d:%d", u.UID, u.GID), Groups: u.Groups, GPUs: gpus[k*per : (k+1)*per], Devices: ei.gpus,
+			Limits: lim, Network: netw, Image: req.AlgorithmSpecification.TrainingImage, DataDir: e.o.DataDir, ReadOnly: !e.o.WritableRoot}
+		cfg, hc := createRequest(b)
+		var nc *network.NetworkingConfig
+		if netw != "" {
+			nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netw: {Aliases: []string{h}}}}
+		}
+		_, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: rec.Containers[k], Config: cfg, HostConfig: hc, NetworkingConfig: nc})
+		if err != nil {
+			e.setHealth(err)
+			return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: creating the container of %s: %v", h, err)
+		}
+	}
+	return nil
+}
+
+// remove removes an attempt's containers and network, retrying while the
+// engine does not answer, until they are gone or the executor is closed.
+func (e *Executor) remove(ctx context.Context, rec record) {
+	for _, name := range rec.Containers {
+		for try := 0; ; try++ {
+			_, err := e.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if err == nil || cerrdefs.IsNotFound(err) {
+				break
+			}
+			e.setHealth(err)
+			if !e.pause(ctx, try) {
+				return
+			}
+		}
+	}
+	if rec.Network != "" {
+		for try := 0; ; try++ {
+			_, err := e.cli.NetworkRemove(ctx, rec.Network, client.NetworkRemoveOptions{})
+			if err == nil || cerrdefs.IsNotFound(err) {
+				break
+			}
+			if !e.pause(ctx, try) || try > 20 {
+				return
+			}
+		}
+	}
+}
+
+// pause waits before a retry of an engine call; false once the executor
+// or ctx is done.
+func (e *Executor) pause(ctx context.Context, try int) bool {
+	d := time.Duration(min(try+1, 10)) * 200 * time.Millisecond
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+	case <-e.ctx.Done():
+	}
+	return false
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only the executor's own types are marshalled
+	}
+	return b
+}
+
+func (e *Executor) readJSON(path string, v any) error {
+	b, err := e.fs.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// Stop sends SIGTERM to the attempt's containers and, after the grace
+// period (the job's QSHARE_STOP_GRACE, else grace, else Options.StopGrace),
+// SIGKILL. It returns at once; Wait reports the end once the engine has
+// removed the containers, so the capacity is held until then.
+func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Duration) error {
+	a, stop, err := executor.BeginStop(ctx, &e.mu, e.attempts, attemptID)
+	if !stop {
+		return err
+	}
+	dir := e.attemptDir(attemptID)
+	if err := e.fs.WriteFile(filepath.Join(dir, fileStopping), nil, 0o600); err != nil {
+		e.log.Warn("container executor: recording a stop", "attempt", attemptID, "err", err)
+	}
+	if err := e.signal(ctx, a, "SIGTERM"); err != nil {
+		e.mu.Lock()
+		a.Stopping = false // a later Stop tries again
+		e.mu.Unlock()
+		return fmt.Errorf("container executor: stopping attempt %s: %w", attemptID, err)
+	}
+	g := executor.StopGrace(a.rec.Grace, grace, e.o.StopGrace)
+	go func() {
+		t := time.NewTimer(g)
+		defer t.Stop()
+		select {
+		case <-a.Done:
+			return
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.mu.Lock()
+		a.killed = true
+		e.mu.Unlock()
+		for try := 0; ; try++ {
+			if e.signal(e.ctx, a, "SIGKILL") == nil || !e.pause(e.ctx, try) {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// signal sends sig to each of the attempt's containers that runs.
+func (e *Executor) signal(ctx context.Context, a *attempt, sig string) error {
+	for _, name := range a.rec.Containers {
+		_, err := e.cli.ContainerKill(ctx, name, client.ContainerKillOptions{Signal: sig})
+		if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) && !notRunning(err) {
+			e.setHealth(err)
+			return err
+		}
+	}
+	return nil
+}
+
+// notRunning reports whether err is the engine's refusal to signal a
+// container that has ended (Docker: "is not running"; Podman: "can only
+// kill running containers").
+func notRunning(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "is not running") || strings.Contains(m, "can only kill running containers")
+}
+
+// Wait blocks until the attempt's containers are gone and returns how it
+// ended.
+func (e *Executor) Wait(ctx context.Context, attemptID string) (executor.Exit, error) {
+	return executor.WaitFor(ctx, &e.mu, e.attempts, attemptID)
+}
+
+// Forget drops an ended attempt from memory; its log stays on disk.
+func (e *Executor) Forget(attemptID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a, ok := e.attempts[attemptID]; ok && a.Ended {
+		select {
+		case <-a.Done:
+			delete(e.attempts, attemptID)
+		default:
+		}
+	}
+}
+
+// Close stops watching the attempts; their containers run on, and a new
+// executor recovers them.
+func (e *Executor) Close() error {
+	e.stop()
+	e.fs.Close()
+	return e.cli.Close()
+}
+
+// PendingReason returns the progress of the attempt's image pull, while
+// Start pulls it, else "".
+func (e *Executor) PendingReason(attemptID string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pending[attemptID]
+}
+
+// Recover re-attaches to an attempt started before a restart, found by
+// its ID: its record in the attempt's directory and its containers'
+// labels. One whose containers ended while no server ran is Exited with
+// their exit code; one with no container left and no recorded end is
+// Lost.
+func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
+	if !nameRe.MatchString(h.AttemptID) {
+		return executor.Lost, nil
+	}
+	e.mu.Lock()
+	if a, ok := e.attempts[h.AttemptID]; ok {
+		e.mu.Unlock()
+		select {
+		case <-a.Ready:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		if a.StartErr != nil {
+			return executor.Lost, nil
+		}
+		select {
+		case <-a.Done:
+			return executor.Exited, nil
+		default:
+			e.mu.Lock()
+			ended := a.Ended
+			e.mu.Unlock()
+			if ended {
+				return executor.Exited, nil
+			}
+			return executor.Running, nil
+		}
+	}
+	a := &attempt{Slot: executor.NewSlot(), id: h.AttemptID, logDone: make(chan struct{})}
+	e.attempts[h.AttemptID] = a
+	e.claimed[h.AttemptID] = true
+	e.mu.Unlock()
+	var rec record
+	if err := e.readJSON(filepath.Join(e.attemptDir(h.AttemptID), fileRecord), &rec); err != nil {
+		e.drop(a, nil)
+		return executor.Lost, nil
+	}
+	r, err := e.attach(ctx, a, rec)
+	if err != nil || r == executor.Lost {
+		e.drop(a, err)
+		return r, err
+	}
+	close(a.Ready)
+	return r, nil
+}
+
+// drop forgets an attempt that Recover could not set up.
+func (e *Executor) drop(a *attempt, err error) {
+	e.mu.Lock()
+	a.StartErr = executor.ErrUnknownAttempt
+	if err != nil {
+		a.StartErr = err
+	}
+	delete(e.attempts, a.id)
+	e.mu.Unlock()
+	close(a.Ready)
+}
+
+// attach takes up an attempt recorded in rec: ended (its exit recorded),
+// running (watched from now on), ended while nobody watched (its exit is
+// taken from the engine now), or Lost when none of its containers is
+// left. The caller closes a.Ready unless it is Lost or an error.
+func (e *Executor) attach(ctx context.Context, a *attempt, rec record) (executor.Recovery, error) {
+	a.rec = rec
+	dir := e.attemptDir(rec.AttemptID)
+	var x executor.Exit
+	if e.readJSON(filepath.Join(dir, fileExit), &x) == nil {
+		e.mu.Lock()
+		a.Exit, a.Ended = x, true
+		e.mu.Unlock()
+		close(a.logDone)
+		go func() { e.remove(e.ctx, rec); e.finish(a) }()
+		return executor.Exited, nil
+	}
+	found, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelAttempt+"="+rec.AttemptID, LabelDataDir+"="+e.o.DataDir)})
+	if err != nil {
+		e.setHealth(err)
+		return 0, fmt.Errorf("container executor: listing the containers of attempt %s: %w", rec.AttemptID, err)
+	}
+	e.setHealth(nil)
+	if len(found.Items) == 0 {
+		return executor.Lost, nil
+	}
+	if len(rec.GPUs) > 0 {
+		if err := e.alloc.Reclaim(rec.AttemptID, rec.GPUs); err != nil {
+			e.log.Warn("container executor: a recovered attempt's GPUs", "attempt", rec.AttemptID, "err", err)
+		}
+	}
+	e.mu.Lock()
+	a.Stopping = e.fs.IsFile(filepath.Join(dir, fileStopping))
+	e.mu.Unlock()
+	running := false
+	for _, c := range found.Items {
+		if c.State == container.StateRunning || c.State == container.StateCreated || c.State == container.StatePaused || c.State == container.StateRestarting {
+			running = true
+		}
+	}
+	if running {
+		go e.watch(a, true)
+		return executor.Running, nil
+	}
+	// Ended while no server ran: its exit now, its clean-up in the
+	// background (Wait returns once the containers are gone).
+	e.copyLogs(ctx, a, false)
+	x = e.exitOf(ctx, a)
+	e.record(a, x)
+	go func() { e.remove(e.ctx, rec); e.finish(a) }()
+	return executor.Exited, nil
+}
+
+// watch follows a started attempt to its end: it copies the engine's log
+// stream into the attempt's directory, waits for every container to stop
+// (a failed instance stops the others), records the exit, removes the
+// containers and network, releases the GPUs, and only then reports the end.
+func (e *Executor) watch(a *attempt, recovered bool) {
+	ctx := e.ctx
+	go e.copyLogs(ctx, a, true)
+	var wg sync.WaitGroup
+	failed := make(chan struct{}, len(a.rec.Containers))
+	for _, name := range a.rec.Containers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, ok := e.waitContainer(ctx, name); ok && code != 0 {
+				failed <- struct{}{}
+			}
+		}()
+	}
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	if len(a.rec.Containers) > 1 {
+		select {
+		case <-failed:
+			// One host failed: SageMaker ends the job; the others go too.
+			e.signal(ctx, a, "SIGKILL")
+		case <-all:
+		}
+	}
+	<-all
+	if ctx.Err() != nil {
+		return // closed: a new executor recovers it
+	}
+	select {
+	case <-a.logDone:
+	case <-time.After(5 * time.Second):
+		e.log.Warn("container executor: the log stream did not end with the container", "attempt", a.id)
+	}
+	x := e.exitOf(ctx, a)
+	e.record(a, x)
+	e.remove(ctx, a.rec)
+	if ctx.Err() != nil {
+		return
+	}
+	e.finish(a)
+}
+
+// waitContainer waits until a container no longer runs, retrying while
+// the engine does not answer; it returns its exit code, and false when it
+// is gone or the executor closed.
+func (e *Executor) waitContainer(ctx context.Context, name string) (int64, bool) {
+	for try := 0; ; try++ {
+		w := e.cli.ContainerWait(ctx, name, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+		select {
+		case r := <-w.Result:
+			e.setHealth(nil)
+			return r.StatusCode, true
+		case err := <-w.Error:
+			if cerrdefs.IsNotFound(err) || ctx.Err() != nil {
+				return 0, false
+			}
+			e.setHealth(err)
+		}
+		if !e.pause(ctx, try) {
+			return 0, false
+		}
+	}
+}
+
+// exitOf works out how an attempt ended from its first container that
+// failed, else its first: the exit code, the signal of a stop (the init
+// process reports 128+N), an out-of-memory kill, and the failure file.
+func (e *Executor) exitOf(ctx context.Context, a *attempt) executor.Exit {
+	e.mu.Lock()
+	stopping, killed := a.Stopping, a.killed
+	e.mu.Unlock()
+	x := executor.Exit{AttemptID: a.id, Stopped: stopping, At: time.Now().UTC(), ExitCode: -1}
+	found := false
+	oom := false
+	for k, name := range a.rec.Containers {
+		var in client.ContainerInspectResult
+		var err error
+		for try := 0; ; try++ {
+			in, err = e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+			if err == nil || cerrdefs.IsNotFound(err) || !e.pause(ctx, try) {
+				break
+			}
+			e.setHealth(err)
+		}
+		if err != nil || in.Container.State == nil {
+			continue
+		}
+		code := in.Container.State.ExitCode
+		if !found || (x.ExitCode == 0 && code != 0) {
+			x.ExitCode, found = code, true
+			oom = in.Container.State.OOMKilled
+			if t, err := time.Parse(time.RFC3339Nano, in.Container.State.FinishedAt); err == nil && t.Year() > 1 {
+				x.At = t.UTC()
+			}
+			_ = k
+		}
+	}
+	switch {
+	case !found:
+		x.Lost = true
+		x.Reason = "The attempt's containers were removed before their end was learned"
+		return x
+	case stopping && x.ExitCode == 128+15:
+		x.ExitCode, x.Signal = -1, "SIGTERM"
+		x.Reason = "Essential process terminated by signal SIGTERM"
+	case stopping && x.ExitCode == 128+9:
+		x.ExitCode, x.Signal = -1, "SIGKILL"
+		x.Reason = "Essential process terminated by signal SIGKILL"
+		if killed {
+			x.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+		}
+	case oom:
+		x.Reason = "OutOfMemoryError: the container used more memory than its instance type allows"
+	default:
+		x.Reason = fmt.Sprintf("Essential process exited with code %d", x.ExitCode)
+	}
+	if x.ExitCode != 0 || x.Signal != "" {
+		if line := process.FailureLine(e.fs, filepath.Join(a.rec.Output, "failure")); line != "" {
+			x.Reason = line
+		}
+	}
+	return x
+}
+
+// record writes the attempt's exit to its directory, so that a restarted
+// executor reports it even once the containers are gone.
+func (e *Executor) record(a *attempt, x executor.Exit) {
+	if err := e.fs.WriteFileAtomic(filepath.Join(e.attemptDir(a.id), fileExit), mustJSON(x)); err != nil {
+		e.log.Warn("container executor: recording an attempt's exit", "attempt", a.id, "err", err)
+	}
+	e.mu.Lock()
+	a.Exit, a.Ended = x, true
+	e.mu.Unlock()
+}
+
+// finish reports the end of an attempt whose containers are gone.
+func (e *Executor) finish(a *attempt) {
+	e.alloc.Release(a.id)
+	select {
+	case <-a.Done:
+	default:
+		close(a.Done)
+	}
+}
+
+// Sweep removes the containers (and networks) of this data directory's
+// attempts that keep does not hold and that this executor has not started
+// or recovered, and records their end as Lost.
+func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, error) {
+	list, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelDataDir+"="+e.o.DataDir)})
+	if err != nil {
+		e.setHealth(err)
+		return nil, fmt.Errorf("container executor: listing containers: %w", err)
+	}
+	byAttempt := map[string][]string{}
+	for _, c := range list.Items {
+		id := c.Labels[LabelAttempt]
+		if id == "" || keep[id] {
+			continue
+		}
+		byAttempt[id] = append(byAttempt[id], c.ID)
+	}
+	var swept []string
+	for id, cs := range byAttempt {
+		e.mu.Lock()
+		mine := e.claimed[id]
+		e.mu.Unlock()
+		if mine {
+			continue
+		}
+		rec := record{AttemptID: id, Containers: cs}
+		var disk record
+		if nameRe.MatchString(id) && e.readJSON(filepath.Join(e.attemptDir(id), fileRecord), &disk) == nil {
+			rec.Network = disk.Network
+		}
+		e.remove(ctx, rec)
+		if nameRe.MatchString(id) && e.fs.IsFile(filepath.Join(e.attemptDir(id), fileRecord)) {
+			x := executor.Exit{AttemptID: id, ExitCode: -1, Lost: true, Reason: "Swept: no job claims the attempt", At: time.Now().UTC()}
+			e.fs.WriteFileAtomic(filepath.Join(e.attemptDir(id), fileExit), mustJSON(x))
+		}
+		swept = append(swept, id)
+	}
+	return swept, nil
+}
+
+// errImageNotFound is how a missing image fails an attempt, in
+// SageMaker's words.
+func errImageNotFound(img string, err error) error {
+	return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: ClientError: image not found: %s (%v)", img, err)
+}
+
+// isNotFound reports whether err is the engine's "no such object".
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) || errors.Is(err, os.ErrNotExist) }

@@ -1,0 +1,69 @@
+// Command job is the static test program in the container executor's test
+// image: it plays an executortest.Job from its flags (run this long, exit
+// with this code, react to SIGTERM this way, print this line, print the
+// environment) inside a container, as executortest.Script does in a shell.
+// With -resolve it looks up host names and fails if one does not resolve,
+// for the multi-instance test.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	run := flag.Duration("run", 0, "how long to run before exiting on its own")
+	code := flag.Int("exit", 0, "exit code when it ends on its own")
+	onStop := flag.String("onstop", "die", "reaction to SIGTERM: die, checkpoint or ignore")
+	ckpt := flag.Duration("ckpt", 0, "how long a checkpoint on SIGTERM takes")
+	output := flag.String("output", "", "a line to print as it starts")
+	env := flag.Bool("env", false, "print the environment, NUL-separated, as env -0 does")
+	resolve := flag.String("resolve", "", "a comma-separated list of host names that must resolve")
+	flag.Parse()
+	if *env {
+		for _, kv := range os.Environ() {
+			fmt.Print(kv + "\x00")
+		}
+	}
+	if *output != "" {
+		fmt.Println(*output)
+	}
+	if *resolve != "" {
+		for _, h := range strings.Split(*resolve, ",") {
+			var addrs []string
+			var err error
+			for try := 0; try < 50; try++ {
+				if addrs, err = net.LookupHost(h); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "resolving %s: %v\n", h, err)
+				os.Exit(5)
+			}
+			fmt.Printf("%s resolves to %v\n", h, addrs)
+		}
+	}
+	sig := make(chan os.Signal, 1)
+	switch *onStop {
+	case "checkpoint":
+		signal.Notify(sig, syscall.SIGTERM)
+	case "ignore":
+		signal.Ignore(syscall.SIGTERM)
+	}
+	fmt.Println("ready")
+	select {
+	case <-time.After(*run):
+		os.Exit(*code)
+	case <-sig:
+		time.Sleep(*ckpt)
+		os.Exit(0)
+	}
+}

@@ -1,0 +1,223 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/process"
+)
+
+// logName is the file of instance k's log in the attempt's directory:
+// output.log for algo-1, output-algo-K.log for the others.
+func logName(k int) string {
+	if k == 0 {
+		return fileOutput
+	}
+	return fmt.Sprintf("output-algo-%d.log", k+1)
+}
+
+// copyLogs copies each container's log from the engine into the attempt's
+// directory; with follow, until the container has ended. The engine keeps
+// a container's whole log while the container exists, and the executor
+// removes a container only after this copy has ended, so each copy writes
+// the file afresh: a recovered attempt's log is whole, with nothing twice.
+// A stream the engine breaks while the container runs is taken again.
+// The copy of instance 0 closes a.logDone when it ends.
+func (e *Executor) copyLogs(ctx context.Context, a *attempt, follow bool) {
+	var wg sync.WaitGroup
+	for k, name := range a.rec.Containers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.copyLog(ctx, name, filepath.Join(e.attemptDir(a.id), logName(k)), follow)
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-a.logDone:
+	default:
+		close(a.logDone)
+	}
+}
+
+func (e *Executor) copyLog(ctx context.Context, name, path string, follow bool) {
+	for try := 0; ; try++ {
+		f, err := e.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			e.log.Warn("container executor: opening an attempt's log", "container", name, "err", err)
+			return
+		}
+		rc, err := e.cli.ContainerLogs(ctx, name, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow})
+		if err == nil {
+			_, err = stdcopy.StdCopy(f, f, rc)
+			rc.Close()
+		}
+		f.Close()
+		if !follow || ctx.Err() != nil || cerrdefs.IsNotFound(err) {
+			return
+		}
+		// The stream ended: with the container, or because the engine
+		// went away while it runs.
+		in, ierr := e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		if ierr == nil && (in.Container.State == nil || !in.Container.State.Running) {
+			return
+		}
+		if cerrdefs.IsNotFound(ierr) {
+			return
+		}
+		if !e.pause(ctx, try) {
+			return
+		}
+	}
+}
+
+// Logs returns algo-1's output, from the copy in the attempt's directory:
+// it serves attempts forgotten, recovered, or whose containers are gone.
+func (e *Executor) Logs(ctx context.Context, attemptID string, follow bool) (io.ReadCloser, error) {
+	return e.InstanceLogs(ctx, attemptID, 0, follow)
+}
+
+// InstanceLogs is Logs of instance k (algo-(k+1)).
+func (e *Executor) InstanceLogs(ctx context.Context, attemptID string, k int, follow bool) (io.ReadCloser, error) {
+	if !nameRe.MatchString(attemptID) {
+		return nil, executor.ErrUnknownAttempt
+	}
+	dir := e.attemptDir(attemptID)
+	var rec record
+	if err := e.readJSON(filepath.Join(dir, fileRecord), &rec); err != nil {
+		return nil, executor.ErrUnknownAttempt
+	}
+	if k < 0 || k >= len(rec.Containers) {
+		return nil, qshare.Errorf(qshare.EINVALID, "attempt %s has %d instances: there is no instance %d", attemptID, len(rec.Containers), k)
+	}
+	e.mu.Lock()
+	a := e.attempts[attemptID]
+	e.mu.Unlock()
+	r := &tail{e: e, ctx: ctx, a: a, id: attemptID, path: filepath.Join(dir, logName(k)), follow: follow, closed: make(chan struct{})}
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// tail reads a log file as it is written, until the attempt has ended.
+type tail struct {
+	e      *Executor
+	ctx    context.Context
+	a      *attempt // nil: not in memory, its end is judged from its exit file
+	id     string
+	path   string
+	follow bool
+
+	mu        sync.Mutex
+	f         *os.File
+	done      bool // the attempt has ended and the file was read once more since
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (r *tail) open() error {
+	f, err := r.e.fs.OpenFile(r.path, os.O_RDONLY, 0)
+	switch {
+	case err == nil:
+		r.f = f
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		return nil // nothing written yet
+	case process.IsLinkError(err):
+		return qshare.Errorf(qshare.EINVALID, "the log of attempt %s is not served: %s is not a regular file that qshare wrote", r.id, filepath.Base(r.path))
+	}
+	return qshare.Errorf(qshare.EINTERNAL, "container executor: reading the log of attempt %s: %v", r.id, err)
+}
+
+// ended reports whether nothing more will be written to the log.
+func (r *tail) ended() bool {
+	if r.a != nil {
+		select {
+		case <-r.a.logDone:
+			select {
+			case <-r.a.Done:
+				return true
+			default:
+			}
+			r.e.mu.Lock()
+			defer r.e.mu.Unlock()
+			return r.a.Ended
+		default:
+			return false
+		}
+	}
+	return r.e.fs.IsFile(filepath.Join(filepath.Dir(r.path), fileExit))
+}
+
+// Read implements io.Reader; with follow it waits for more output until
+// the attempt has ended, ctx is done, or Close is called.
+func (r *tail) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		select {
+		case <-r.closed:
+			return 0, io.EOF
+		default:
+		}
+		if r.f != nil {
+			n, err := r.f.Read(p)
+			if n > 0 {
+				return n, nil
+			}
+			if err != nil && err != io.EOF {
+				return 0, err
+			}
+		}
+		if !r.follow || r.done {
+			return 0, io.EOF
+		}
+		ended := r.ended()
+		if r.f == nil {
+			if err := r.open(); err != nil {
+				return 0, err
+			}
+		}
+		if ended {
+			r.done = true
+			continue
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		r.mu.Unlock()
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+		case <-r.closed:
+		}
+		t.Stop()
+		r.mu.Lock()
+		if err := r.ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Close ends the reader; a Read that waits returns io.EOF.
+func (r *tail) Close() error {
+	r.closeOnce.Do(func() { close(r.closed) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f != nil {
+		r.f.Close()
+		r.f = nil
+	}
+	return nil
+}
