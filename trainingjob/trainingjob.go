@@ -44,22 +44,37 @@ type AlgorithmSpecification struct {
 type Channel struct {
 	ChannelName string     `json:"ChannelName"`
 	DataSource  DataSource `json:"DataSource"`
+	// InputMode overrides AlgorithmSpecification.TrainingInputMode for
+	// this channel: File, FastFile or Pipe.
+	InputMode         string `json:"InputMode,omitempty"`
+	ContentType       string `json:"ContentType,omitempty"`
+	CompressionType   string `json:"CompressionType,omitempty"`
+	RecordWrapperType string `json:"RecordWrapperType,omitempty"`
 }
 
 // DataSource locates a channel's data.
 type DataSource struct {
 	S3DataSource *S3DataSource `json:"S3DataSource,omitempty"`
+	// FileSystemDataSource (EFS, FSx for Lustre) is read only to refuse
+	// it: no executor mounts one.
+	FileSystemDataSource map[string]any `json:"FileSystemDataSource,omitempty"`
 }
 
 // S3DataSource is an S3 (or, for local runs, file://) location.
 type S3DataSource struct {
 	S3DataType string `json:"S3DataType,omitempty"`
 	S3Uri      string `json:"S3Uri"`
+	// S3DataDistributionType is FullyReplicated (the default) or
+	// ShardedByS3Key.
+	S3DataDistributionType string `json:"S3DataDistributionType,omitempty"`
 }
 
-// OutputDataConfig is where SageMaker would upload the model.
+// OutputDataConfig is where SageMaker uploads the model and the output.
 type OutputDataConfig struct {
 	S3OutputPath string `json:"S3OutputPath,omitempty"`
+	// CompressionType is GZIP (the default: model.tar.gz) or NONE (the
+	// model's files as they are).
+	CompressionType string `json:"CompressionType,omitempty"`
 }
 
 // ResourceConfig is the capacity the training job asks for: either one

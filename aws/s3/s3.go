@@ -1,0 +1,150 @@
+// Package s3 is qshare's embedded S3-compatible store: the endpoint that
+// jobs' channels are staged from and their models uploaded to when no
+// other store is named, so that one box needs nothing but qshare. The
+// protocol (path-style requests, ListObjectsV2, multipart uploads, ranged
+// GETs, the XML errors) is gofakes3's; this package gives it a home in the
+// data directory that survives a restart, refuses keys that a file system
+// cannot hold as S3 does, and writes every object atomically.
+package s3
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3afero"
+	"github.com/spf13/afero"
+)
+
+// Server serves the S3 API over the objects kept in one directory. It is
+// safe for concurrent use.
+type Server struct {
+	h http.Handler
+}
+
+// New returns a Server that keeps its buckets and objects under dir
+// (created if missing): buckets/<bucket>/<key> for the objects,
+// metadata/ for their metadata, tmp/ for objects being written.
+func New(dir string) (*Server, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{dir, filepath.Join(dir, tmpDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("s3: creating %s: %w", d, err)
+		}
+	}
+	// What a write left in tmp/ when the server died is no object.
+	if ents, err := os.ReadDir(filepath.Join(dir, tmpDir)); err == nil {
+		for _, e := range ents {
+			os.Remove(filepath.Join(dir, tmpDir, e.Name()))
+		}
+	}
+	fs := &atomicFs{Fs: afero.NewBasePathFs(afero.NewOsFs(), dir)}
+	be, err := s3afero.MultiBucket(fs)
+	if err != nil {
+		return nil, fmt.Errorf("s3: %w", err)
+	}
+	g := gofakes3.New(be, gofakes3.WithoutVersioning())
+	return &Server{h: g.Server()}, nil
+}
+
+// ServeHTTP answers one S3 request, path-style (/bucket/key). A key that
+// a file system cannot hold apart from others ("..", ".", an empty
+// segment) is refused with S3's InvalidArgument, so that no key can reach
+// another bucket's files.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if msg := badKey(r.URL.Path); msg != "" {
+		writeError(w, http.StatusBadRequest, "InvalidArgument", msg)
+		return
+	}
+	s.h.ServeHTTP(w, r)
+}
+
+// badKey says what is wrong with the key of a path-style request path,
+// or "".
+func badKey(p string) string {
+	p = strings.TrimPrefix(p, "/")
+	_, key, ok := strings.Cut(p, "/")
+	if !ok || key == "" {
+		return ""
+	}
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		switch {
+		case s == "." || s == "..":
+			return "object keys with '.' or '..' segments are not supported by this store"
+		case s == "" && i < len(segs)-1:
+			return "object keys with empty segments ('//' or a leading '/') are not supported by this store"
+		}
+	}
+	if strings.ContainsRune(key, 0) {
+		return "object keys may not hold NUL"
+	}
+	return ""
+}
+
+// writeError writes an S3 error document.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n<Error><Code>%s</Code><Message>%s</Message></Error>", code, msg)
+}
+
+const tmpDir = "tmp"
+
+// atomicFs writes every file it creates to tmp/ first and renames it into
+// place when it is closed, so that a server killed during a PUT leaves
+// the object as it was, never half-written under its key.
+type atomicFs struct{ afero.Fs }
+
+func (a *atomicFs) Create(name string) (afero.File, error) {
+	return a.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
+}
+
+func (a *atomicFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	if flag&(os.O_CREATE|os.O_TRUNC) != os.O_CREATE|os.O_TRUNC || flag&(os.O_WRONLY|os.O_RDWR) == 0 {
+		return a.Fs.OpenFile(name, flag, perm)
+	}
+	f, err := afero.TempFile(a.Fs, tmpDir, "put-")
+	if err != nil {
+		return nil, err
+	}
+	return &atomicFile{File: f, fs: a.Fs, final: name}, nil
+}
+
+// atomicFile is a file being written under a temporary name.
+type atomicFile struct {
+	afero.File
+	fs     afero.Fs
+	final  string
+	closed bool
+}
+
+func (f *atomicFile) Name() string { return f.final }
+
+func (f *atomicFile) Close() error {
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	tmp := f.File.Name()
+	if err := f.File.Sync(); err != nil {
+		f.File.Close()
+		f.fs.Remove(tmp)
+		return err
+	}
+	if err := f.File.Close(); err != nil {
+		f.fs.Remove(tmp)
+		return err
+	}
+	if err := f.fs.Rename(tmp, f.final); err != nil {
+		f.fs.Remove(tmp)
+		return err
+	}
+	return nil
+}

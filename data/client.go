@@ -1,0 +1,175 @@
+package data
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+)
+
+// Endpoint says which S3 store the transfers use and as whom.
+type Endpoint struct {
+	// URL is an S3-compatible store's address (qshare's embedded one,
+	// MinIO, SeaweedFS); empty means AWS's own endpoints.
+	URL string `json:"url,omitempty"`
+	// Region signs the requests; empty means the SDK's (AWS_REGION), else
+	// us-east-1.
+	Region string `json:"region,omitempty"`
+	// AccessKeyID and SecretAccessKey (and SessionToken) are the
+	// credentials to use; empty means the SDK's default chain
+	// (environment, shared files, instance role).
+	AccessKeyID     string `json:"accessKeyId,omitempty"`
+	SecretAccessKey string `json:"secretAccessKey,omitempty"`
+	SessionToken    string `json:"sessionToken,omitempty"`
+}
+
+// Client moves an attempt's data between S3 and its directories, through
+// the AWS SDK's S3 client and its transfer manager (parallel parts,
+// retries with backoff, checksums checked). It is safe for concurrent use.
+type Client struct {
+	s3 *s3.Client
+	tm *transfermanager.Client
+	// Concurrency is how many objects move at once.
+	concurrency int
+}
+
+// MaxAttempts is how many times the SDK tries one request (with backoff)
+// before a transfer fails.
+const MaxAttempts = 5
+
+// NewClient returns a Client for the store at ep.
+func NewClient(ctx context.Context, ep Endpoint) (*Client, error) {
+	opts := []func(*config.LoadOptions) error{config.WithRetryMaxAttempts(MaxAttempts)}
+	if ep.Region != "" {
+		opts = append(opts, config.WithRegion(ep.Region))
+	}
+	if ep.AccessKeyID != "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(ep.AccessKeyID, ep.SecretAccessKey, ep.SessionToken)))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("data: loading the AWS SDK's configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	c := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if ep.URL != "" {
+			o.BaseEndpoint = aws.String(ep.URL)
+			o.UsePathStyle = true
+		}
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = MaxAttempts
+			so.MaxBackoff = 5 * time.Second
+		})
+	})
+	return New(c), nil
+}
+
+// New returns a Client over an S3 client that the caller configured.
+func New(c *s3.Client) *Client {
+	return &Client{s3: c, tm: transfermanager.New(c), concurrency: 8}
+}
+
+// S3 returns the SDK client the Client uses.
+func (c *Client) S3() *s3.Client { return c.s3 }
+
+// Error is a transfer's failure, with the attempt's status reason in
+// SageMaker's words. Client is true when the job's payload, its data or
+// its rights caused it (a missing bucket, a refused credential, a key
+// outside the channel), false when the store did not answer.
+type Error struct {
+	Reason string
+	Client bool
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Reason }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Reason returns the status reason of err: an *Error's Reason, or err's
+// text.
+func Reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return err.Error()
+}
+
+// The beginnings of the reasons, as SageMaker words them.
+const (
+	downloadFailed = "Data download failed"
+	uploadFailed   = "Artifact upload failed"
+)
+
+// fail wraps err as the *Error of what (downloadFailed, uploadFailed),
+// saying what it was about (where).
+func fail(what, where string, err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	client, detail := classify(err)
+	prefix := "ClientError: "
+	if !client {
+		prefix = "InternalServerError: "
+	}
+	msg := detail
+	if where != "" {
+		msg = where + ": " + detail
+	}
+	return &Error{Reason: prefix + what + ": " + msg, Client: client, Err: err}
+}
+
+// clientError is an *Error that the job caused, with a message of ours.
+func clientError(what, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	return &Error{Reason: "ClientError: " + what + ": " + msg, Client: true, Err: errors.New(msg)}
+}
+
+// classify tells an error the job caused (an S3 answer in the 4xx range, a
+// file it planted) from one of the store (no answer, 5xx), and says it in
+// a line.
+func classify(err error) (bool, string) {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		var re interface{ HTTPStatusCode() int }
+		status := 0
+		if errors.As(err, &re) {
+			status = re.HTTPStatusCode()
+		}
+		client := status == 0 || status < 500
+		switch api.ErrorCode() {
+		case "NoSuchBucket":
+			return true, "the bucket does not exist (NoSuchBucket)"
+		case "AccessDenied", "Forbidden":
+			return true, "access denied: the credentials may not read or write this location (AccessDenied)"
+		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken":
+			return true, "the store refused the credentials (" + api.ErrorCode() + ")"
+		case "NoSuchKey", "NotFound":
+			return true, "the object does not exist (" + api.ErrorCode() + ")"
+		}
+		if status == http.StatusForbidden {
+			return true, "access denied (HTTP 403)"
+		}
+		return client, fmt.Sprintf("%s: %s", api.ErrorCode(), api.ErrorMessage())
+	}
+	var le *localError
+	if errors.As(err, &le) {
+		return true, le.Error()
+	}
+	if errors.Is(err, context.Canceled) {
+		return false, "cancelled"
+	}
+	return false, "the S3 store did not answer after " + fmt.Sprint(MaxAttempts) + " tries: " + err.Error()
+}

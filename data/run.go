@@ -1,0 +1,212 @@
+package data
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// WrapEnv is the environment variable that turns the qshare binary into
+// the wrapper of a job's program (see Wrap and MaybeRun): its value is the
+// wrapper's configuration as JSON. The wrapper removes it before it starts
+// the program, and a payload cannot set it (its Environment may set no
+// QSHARE_ variable).
+const WrapEnv = "QSHARE_DATA_RUN"
+
+// DefaultCheckpointEvery is how often the wrapper looks for changed
+// checkpoint files while the program runs.
+const DefaultCheckpointEvery = 10 * time.Second
+
+// Wrapper is the wrapper's configuration.
+type Wrapper struct {
+	Plan     Plan     `json:"plan"`
+	Endpoint Endpoint `json:"endpoint"`
+	// Root is the directory the wrapper writes and reads beneath (the
+	// job's directory); every path of Plan.Dirs lies beneath it.
+	Root string `json:"root"`
+	// FailureFile is SM_OUTPUT_DIR/failure: where the wrapper puts its
+	// reason when a transfer fails, for the executor to report.
+	FailureFile string `json:"failureFile"`
+	// CheckpointEvery is how often checkpoints are looked at while the
+	// program runs; zero means DefaultCheckpointEvery.
+	CheckpointEvery time.Duration `json:"checkpointEvery,omitempty"`
+}
+
+// Wrap returns the command and environment that run command under the
+// wrapper: self (the qshare binary, or any binary that calls MaybeRun
+// first thing) with command as its arguments, and env with WrapEnv set to
+// w. The wrapper runs as the job does (same user, same process group),
+// so the executor's stop reaches it and the program alike.
+func Wrap(self string, command, env []string, w Wrapper) ([]string, []string, error) {
+	b, err := json.Marshal(w)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, WrapEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append([]string{self}, command...), append(out, WrapEnv+"="+string(b)), nil
+}
+
+// MaybeRun runs the wrapper and exits the process if WrapEnv is set, and
+// returns at once otherwise. qshare's main calls it first thing, as it
+// calls process.MaybeSupervise; so does a test binary whose executor
+// wraps commands.
+func MaybeRun() {
+	v, ok := os.LookupEnv(WrapEnv)
+	if !ok {
+		return
+	}
+	os.Unsetenv(WrapEnv)
+	var w Wrapper
+	if err := json.Unmarshal([]byte(v), &w); err != nil {
+		fmt.Fprintf(os.Stderr, "qshare: %s is not a wrapper configuration: %v\n", WrapEnv, err)
+		os.Exit(70)
+	}
+	os.Exit(Run(w, os.Args[1:]))
+}
+
+// Run stages the plan's channels and checkpoints, runs command, copies
+// checkpoints while it runs, and uploads the model, the output and the
+// checkpoints once it has exited, whatever its exit code. It returns the
+// exit code for the wrapper's process, and, when the program was ended by
+// a signal, ends the wrapper by the same signal, so that the executor sees
+// the program's end. A transfer that fails puts its reason in the failure
+// file (unless the program failed and wrote its own) and fails the
+// attempt; its progress and errors go to the job's log (stdout, stderr).
+func Run(w Wrapper, command []string) int {
+	if len(command) == 0 {
+		fmt.Fprintln(os.Stderr, "qshare: the wrapper was given no command")
+		return 70
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		<-sigs
+		close(stopped) // the program got the same signal from its group's stop
+	}()
+	fsys, err := DirFS(w.Root)
+	if err != nil {
+		return failWith(nil, w, fmt.Sprintf("InternalServerError: %s: the job's directory: %v", downloadFailed, err), 70)
+	}
+	defer CloseFS(fsys)
+	c, err := NewClient(ctx, w.Endpoint)
+	if err != nil {
+		return failWith(fsys, w, "InternalServerError: "+downloadFailed+": "+err.Error(), 70)
+	}
+	// A stop while the data comes in ends the staging: nothing runs.
+	stageCtx, stageCancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-stopped:
+			stageCancel()
+		case <-stageCtx.Done():
+		}
+	}()
+	if len(w.Plan.Channels) > 0 {
+		fmt.Println("qshare: staging the input channels")
+	}
+	err = c.Stage(stageCtx, fsys, w.Plan, func(p Progress) { fmt.Println("qshare: " + p.String()) })
+	if err == nil {
+		err = c.RestoreCheckpoints(stageCtx, fsys, w.Plan)
+	}
+	stageCancel()
+	select {
+	case <-stopped:
+		fmt.Fprintln(os.Stderr, "qshare: stopped while staging the input data; the program was not started")
+		return dieBy(syscall.SIGTERM)
+	default:
+	}
+	if err != nil {
+		return failWith(fsys, w, Reason(err), 1)
+	}
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return failWith(fsys, w, fmt.Sprintf("CannotStartError: %v", err), 127)
+	}
+	k := c.NewCheckpointer(fsys, w.Plan)
+	keepCtx, keepCancel := context.WithCancel(ctx)
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		every := w.CheckpointEvery
+		if every <= 0 {
+			every = DefaultCheckpointEvery
+		}
+		k.Keep(keepCtx, every, func(err error) { fmt.Fprintln(os.Stderr, "qshare: checkpoint upload: "+Reason(err)+" (trying again)") })
+	}()
+	werr := cmd.Wait()
+	keepCancel()
+	<-kept
+	var ws syscall.WaitStatus
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		ws = st
+	} else if werr != nil {
+		return failWith(fsys, w, "the program's end is unknown: "+werr.Error(), 1)
+	}
+	// The model goes up whatever the exit: SageMaker uploads after a
+	// failure and after a stop too.
+	var uerr error
+	if _, err := k.Save(ctx); err != nil {
+		uerr = err
+	}
+	if err := c.Upload(ctx, fsys, w.Plan); err != nil && uerr == nil {
+		uerr = err
+	}
+	if w.Plan.Output != nil && uerr == nil {
+		fmt.Printf("qshare: uploaded the model and output to %s\n", w.Plan.Output)
+	}
+	switch {
+	case ws.Signaled():
+		if uerr != nil {
+			fmt.Fprintln(os.Stderr, "qshare: "+Reason(uerr))
+		}
+		return dieBy(ws.Signal())
+	case ws.ExitStatus() != 0:
+		if uerr != nil {
+			fmt.Fprintln(os.Stderr, "qshare: "+Reason(uerr))
+		}
+		return ws.ExitStatus()
+	case uerr != nil:
+		return failWith(fsys, w, Reason(uerr), 1)
+	}
+	return 0
+}
+
+// failWith says reason on stderr and in the failure file, and returns
+// code.
+func failWith(fsys FS, w Wrapper, reason string, code int) int {
+	fmt.Fprintln(os.Stderr, "qshare: "+reason)
+	if fsys != nil && w.FailureFile != "" {
+		if f, err := fsys.OpenFile(w.FailureFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
+			fmt.Fprintln(f, reason)
+			f.Close()
+		}
+	}
+	return code
+}
+
+// dieBy ends the process by sig, as the program ended; it returns an exit
+// code only if that fails.
+func dieBy(sig syscall.Signal) int {
+	signal.Reset(sig)
+	if err := syscall.Kill(os.Getpid(), sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return 128 + int(sig)
+	}
+	time.Sleep(time.Second)
+	return 128 + int(sig)
+}
