@@ -37,9 +37,10 @@ type File struct {
 // SyncEvery is how long an appended batch may wait for its fsync.
 const SyncEvery = 200 * time.Millisecond
 
-// OpenFile opens (creating if needed) the event log at path for appending.
+// OpenFile opens (creating if needed, 0600: it names every job and share)
+// the event log at path for appending.
 func OpenFile(path string) (*File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("event log: %w", err)
 	}

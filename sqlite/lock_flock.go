@@ -22,7 +22,7 @@ type fileLock struct{ f *os.File }
 // wraps store.ErrLocked, if another open DB holds it. It writes the holder's pid into the file, for the error message
 // the next one gets.
 func lockFile(path string) (*fileLock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create lock file (is the data directory writable?): %w", err)
 	}

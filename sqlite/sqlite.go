@@ -100,12 +100,18 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: cannot create its directory (check that the parent is writable): %w", path, err)
 	}
 	lock, err := lockFile(lockPath(abs))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	// A new database is its owner's alone (0600; SQLite gives its log and
+	// index the database's mode): it holds every job's payload, secrets
+	// in Environment included. An empty file is an empty database.
+	if f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
 	}
 	db, err := sql.Open("sqlite", dsn(abs, o, syncMode))
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"qshare"
+	"qshare/datadir"
 	"qshare/executor"
 	"qshare/executor/process"
 	"qshare/executor/simulated"
@@ -396,6 +397,11 @@ func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready
 		return err
 	}
 	defer closeGuard()
+	// The data directory's layout and modes (package datadir), once the
+	// settings are known good, before the store or the executor opens it.
+	if err := datadir.Prepare(s.DataDir, datadir.Options{Shared: s.Executor == "process" && (s.Guard.Auth != "" || s.RunAs != ""), MoveStore: s.Store == ""}); err != nil {
+		return err
+	}
 
 	sv := &server{s: s, log: log, grace: grace, retention: retention, newExec: newExec, tls: tlsConfig, stdout: stdout}
 	return sv.run(ctx, ln, guard, ready)

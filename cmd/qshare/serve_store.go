@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"path/filepath"
 
 	"qshare/daemon"
+	"qshare/datadir"
 	"qshare/event"
 	"qshare/postgres"
 	"qshare/sqlite"
@@ -30,7 +30,7 @@ func newStoreRegistry() *store.Registry {
 }
 
 // storeFlagUsage is the help of --store.
-const storeFlagUsage = "`URL` of the store: sqlite:///ABSOLUTE/PATH/qshare.db, sqlite:RELATIVE/PATH/qshare.db, or postgres://USER@HOST:PORT/DATABASE?sslmode=... (password from PGPASSWORD or ~/.pgpass; never printed) (default: the SQLite database DATA_DIR/qshare.db); the executor's files stay in --data-dir"
+const storeFlagUsage = "`URL` of the store: sqlite:///ABSOLUTE/PATH/qshare.db, sqlite:RELATIVE/PATH/qshare.db, or postgres://USER@HOST:PORT/DATABASE?sslmode=... (password from PGPASSWORD or ~/.pgpass; never printed) (default: the SQLite database DATA_DIR/state/qshare.db); the executor's files stay in --data-dir"
 
 // eventsInStore is the --events value that asks for the store's own event
 // log (a file of that name is ./store).
@@ -43,7 +43,7 @@ func openServeStore(ctx context.Context, s serveSettings) (store.Store, string, 
 	raw := s.Store
 	if raw == "" {
 		var err error
-		if raw, err = sqlite.URL(filepath.Join(s.DataDir, "qshare.db")); err != nil {
+		if raw, err = sqlite.URL(datadir.StorePath(s.DataDir)); err != nil {
 			return nil, "", fmt.Errorf("--data-dir %q: %w", s.DataDir, err)
 		}
 	}

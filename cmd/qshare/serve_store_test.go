@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"qshare/datadir"
 	"qshare/store"
 )
 
@@ -84,8 +85,8 @@ func TestServeStoreURL(t *testing.T) {
 	if _, err := os.Stat(elsewhere); err != nil {
 		t.Fatalf("the store named by --store was not created: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(s.DataDir, "qshare.db")); err == nil {
-		t.Error("with --store, the server still created DATA_DIR/qshare.db")
+	if _, err := os.Stat(datadir.StorePath(s.DataDir)); err == nil {
+		t.Error("with --store, the server still created DATA_DIR/state/qshare.db")
 	}
 	if line := a.out.String(); !strings.Contains(line, "store sqlite://"+elsewhere) || !strings.Contains(line, "data in "+s.DataDir) {
 		t.Errorf("the listening line names neither the store nor the data directory: %q", line)
@@ -104,14 +105,14 @@ func TestServeStoreURL(t *testing.T) {
 	// The default store, in the data directory, is held the same way.
 	d := testServeSettings(t)
 	b := serveInProcess(t, d)
-	if _, err := os.Stat(filepath.Join(d.DataDir, "qshare.db")); err != nil {
-		t.Fatalf("without --store the database is not DATA_DIR/qshare.db: %v", err)
+	if _, err := os.Stat(datadir.StorePath(d.DataDir)); err != nil {
+		t.Fatalf("without --store the database is not DATA_DIR/state/qshare.db: %v", err)
 	}
 	if line := b.out.String(); strings.Contains(line, "store ") {
 		t.Errorf("without --store the listening line changed: %q", line)
 	}
 	d2 := testServeSettings(t)
-	d2.Store = "sqlite:" + filepath.Join(d.DataDir, "qshare.db")
+	d2.Store = "sqlite:" + datadir.StorePath(d.DataDir)
 	if err := serveOnce(t, d2); !errors.Is(err, store.ErrLocked) {
 		t.Errorf("a second server on another's default store: %v, want store.ErrLocked", err)
 	}

@@ -329,7 +329,7 @@ func (fs dataFS) CreateTemp(dir, prefix string) (*os.File, error) {
 	for try := 0; ; try++ {
 		var r [6]byte
 		rand.Read(r[:])
-		f, err := fs.OpenFile(filepath.Join(dir, prefix+hex.EncodeToString(r[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := fs.OpenFile(filepath.Join(dir, prefix+hex.EncodeToString(r[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil || !errors.Is(err, os.ErrExist) || try == 100 {
 			return f, err
 		}

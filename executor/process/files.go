@@ -40,26 +40,26 @@ func writeFileAtomic(fs dataFS, path string, b []byte) error {
 	return nil
 }
 
-// writeConfig writes v as JSON to path, one of the toolkit's files, before
+// writeConfig writes v as JSON to path (with mode), one of the toolkit's files, before
 // the job starts. In a directory that the caller has just created (fresh),
 // the file is created exclusively: nothing can be there to remove, and if
 // something is all the same, it is replaced as WriteFile does. Otherwise
 // (a later attempt of the job) a file that already holds exactly this
 // content, as a plain file of its own, is left as it is: writing it again
 // would cost a removal and a new inode for the same bytes.
-func writeConfig(fs dataFS, path string, v any, fresh bool) error {
+func writeConfig(fs dataFS, path string, v any, mode os.FileMode, fresh bool) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	if fresh {
-		if err := fs.CreateFile(path, b, 0o644); err == nil || !errors.Is(err, os.ErrExist) {
+		if err := fs.CreateFile(path, b, mode); err == nil || !errors.Is(err, os.ErrExist) {
 			return err
 		}
 	} else if fs.Holds(path, b) {
 		return nil
 	}
-	return fs.WriteFile(path, b, 0o644)
+	return fs.WriteFile(path, b, mode)
 }
 
 // readJSON reads path into v; it returns the os error for a missing file.

@@ -123,12 +123,15 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 	// nothing is in it yet, and the toolkit's files are created without
 	// first removing what an earlier attempt (or the job) left there.
 	fresh := false
+	// Every directory is the job's user's alone (0700): other jobs' users
+	// may not read its files. The toolkit's files are the server's, and
+	// readable by the job's user only through its own directory.
+	cfgMode := os.FileMode(0o600)
+	if owner != nil {
+		cfgMode = 0o644
+	}
 	for _, d := range []string{l.Job, l.Input, l.Config, filepath.Join(l.Input, "data"), l.Model, l.Output, l.OutputData} {
-		mode := os.FileMode(0o755)
-		if d == l.Job && owner != nil {
-			mode = 0o700 // the job's user's alone: other jobs' users may not read its files
-		}
-		err := fs.Mkdir(d, mode)
+		err := fs.Mkdir(d, 0o700)
 		if err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, err
 		}
@@ -140,13 +143,13 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 		}
 	}
 	// LocalPath may nest; the job directory exists now.
-	if err := fs.MkdirBelow(l.Job, l.Checkpoint, 0o755, give); err != nil {
+	if err := fs.MkdirBelow(l.Job, l.Checkpoint, 0o700, give); err != nil {
 		return nil, err
 	}
 	if err := give(l.Checkpoint); err != nil {
 		return nil, err
 	}
-	put := func(path string, v any) error { return writeConfig(fs, path, v, fresh) }
+	put := func(path string, v any) error { return writeConfig(fs, path, v, cfgMode, fresh) }
 	hps := map[string]string{}
 	for k, v := range req.HyperParameters {
 		hps[k] = v

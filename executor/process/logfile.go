@@ -27,7 +27,7 @@ func openRotatingLog(fs dataFS, path string, max int64, keep int) *rotatingLog {
 }
 
 func (l *rotatingLog) open() error {
-	f, err := l.fs.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := l.fs.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (l *rotatingLog) rotate() error {
 			return err
 		}
 	}
-	f, err := l.fs.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := l.fs.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}

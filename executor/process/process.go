@@ -172,8 +172,10 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		return nil, qshare.Errorf(qshare.EINVALID, "process executor: data directory %q: %v", o.DataDir, err)
 	}
 	o.DataDir = dd
-	for _, d := range []string{"jobs", "attempts"} {
-		if err := os.MkdirAll(filepath.Join(dd, d), 0o755); err != nil {
+	// jobs/ is traversed, never listed, by the jobs' users on the way to
+	// their own directories; attempts/ (every job's log) is the server's.
+	for d, mode := range map[string]os.FileMode{"jobs": 0o711, "attempts": 0o700} {
+		if err := os.MkdirAll(filepath.Join(dd, d), mode); err != nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "process executor: cannot create %s: %v", filepath.Join(dd, d), err)
 		}
 		// Spread the jobs' and attempts' directories over the file system
@@ -404,7 +406,7 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 		}
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: preparing the directory of job %s: %s", s.JobID, jobRel(err, s.JobID))
 	}
-	if err := e.fs.Mkdir(l.Attempt, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := e.fs.Mkdir(l.Attempt, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "process executor: creating the directory of attempt %s: %v", s.AttemptID, err)
 	}
 	var ids []string
@@ -591,7 +593,7 @@ func (e *Executor) supervisor() (*supClient, error) {
 		return nil, qshare.Errorf(qshare.EINTERNAL, "process executor: closed")
 	default:
 	}
-	logf, err := e.fs.OpenFile(filepath.Join(e.o.DataDir, fileSupLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	logf, err := e.fs.OpenFile(filepath.Join(e.o.DataDir, fileSupLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}

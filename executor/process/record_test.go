@@ -66,17 +66,17 @@ func TestWriteConfig(t *testing.T) {
 	os.MkdirAll(cfg, 0o755)
 	p := filepath.Join(cfg, "hyperparameters.json")
 	read := func() string { b, _ := os.ReadFile(p); return string(b) }
-	if err := writeConfig(fs, p, map[string]string{"a": "1"}, true); err != nil || read() != `{"a":"1"}` {
+	if err := writeConfig(fs, p, map[string]string{"a": "1"}, 0o600, true); err != nil || read() != `{"a":"1"}` {
 		t.Fatalf("fresh: %v, %q", err, read())
 	}
 	before, _ := os.Lstat(p)
-	if err := writeConfig(fs, p, map[string]string{"a": "1"}, false); err != nil {
+	if err := writeConfig(fs, p, map[string]string{"a": "1"}, 0o600, false); err != nil {
 		t.Fatal(err)
 	}
 	if after, _ := os.Lstat(p); !os.SameFile(before, after) {
 		t.Errorf("a file that held the same bytes was written again")
 	}
-	if err := writeConfig(fs, p, map[string]string{"a": "2"}, false); err != nil || read() != `{"a":"2"}` {
+	if err := writeConfig(fs, p, map[string]string{"a": "2"}, 0o600, false); err != nil || read() != `{"a":"2"}` {
 		t.Errorf("changed: %v, %q", err, read())
 	}
 	// Planted: a symbolic link, then a hard link to a file outside, each
@@ -86,7 +86,7 @@ func TestWriteConfig(t *testing.T) {
 	os.WriteFile(secret, []byte(`{"a":"2"}`), 0o600)
 	os.Remove(p)
 	os.Symlink(secret, p)
-	if err := writeConfig(fs, p, map[string]string{"a": "2"}, false); err != nil {
+	if err := writeConfig(fs, p, map[string]string{"a": "2"}, 0o600, false); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := os.Lstat(p); !st.Mode().IsRegular() {
@@ -94,7 +94,7 @@ func TestWriteConfig(t *testing.T) {
 	}
 	os.Remove(p)
 	if err := os.Link(secret, p); err == nil {
-		if err := writeConfig(fs, p, map[string]string{"a": "2"}, false); err != nil {
+		if err := writeConfig(fs, p, map[string]string{"a": "2"}, 0o600, false); err != nil {
 			t.Fatal(err)
 		}
 		if st, _ := os.Lstat(p); nlink(st) != 1 {
@@ -103,7 +103,7 @@ func TestWriteConfig(t *testing.T) {
 	}
 	os.Remove(p)
 	os.Symlink(secret, p)
-	if err := writeConfig(fs, p, map[string]string{"a": "3"}, true); err != nil || read() != `{"a":"3"}` {
+	if err := writeConfig(fs, p, map[string]string{"a": "3"}, 0o600, true); err != nil || read() != `{"a":"3"}` {
 		t.Errorf("fresh over a planted link: %v, %q", err, read())
 	}
 	if b, _ := os.ReadFile(secret); string(b) != `{"a":"2"}` {

@@ -171,7 +171,7 @@ func createRecord(fs dataFS, dir string, lr launchRecord, live string) (*os.File
 		}
 		// A file system without hard links: O_EXCL, and a reader may see
 		// the file before its content (readLaunch then knows no supervisor).
-		f, err = fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+		f, err = fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func createRecord(fs dataFS, dir string, lr launchRecord, live string) (*os.File
 	}
 	err = fs.Rename(tmp, live)
 	if errors.Is(err, os.ErrNotExist) { // live/ was removed under us
-		if err = fs.MkdirAll(filepath.Dir(live), 0o755, nil); err == nil {
+		if err = fs.MkdirAll(filepath.Dir(live), 0o700, nil); err == nil {
 			err = fs.Rename(tmp, live)
 		}
 	}
@@ -208,7 +208,7 @@ func createRecord(fs dataFS, dir string, lr launchRecord, live string) (*os.File
 // attempt. ok is false, with nothing created, where unnamed files cannot be
 // made or named here: the caller makes a named temporary file instead.
 func createRecordUnnamed(fs dataFS, dir string, b []byte, path, live string) (*os.File, bool, error) {
-	f, ok, err := fs.CreateUnnamed(dir, 0o644)
+	f, ok, err := fs.CreateUnnamed(dir, 0o600)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
@@ -231,7 +231,7 @@ func createRecordUnnamed(fs dataFS, dir string, b []byte, path, live string) (*o
 	if live != "" {
 		err := fs.LinkAs(f, live)
 		if errors.Is(err, os.ErrNotExist) { // live/ was removed under us
-			if err = fs.MkdirAll(filepath.Dir(live), 0o755, nil); err == nil {
+			if err = fs.MkdirAll(filepath.Dir(live), 0o700, nil); err == nil {
 				err = fs.LinkAs(f, live)
 			}
 		}
@@ -277,7 +277,7 @@ func createExclusive(fs dataFS, path string, b []byte) error {
 	}
 	// A file system without hard links: O_EXCL, and a reader may see the
 	// file before its content (readLaunch then knows no supervisor).
-	return fs.CreateFile(path, b, 0o644)
+	return fs.CreateFile(path, b, 0o600)
 }
 
 // readLaunch reads the first line of the launched file of dir. It returns
@@ -301,7 +301,7 @@ func linkLive(fs dataFS, path, dir string) error {
 	}
 	err = fs.Symlink(rel, path)
 	if errors.Is(err, os.ErrNotExist) { // live/ was removed under us
-		if err = fs.MkdirAll(filepath.Dir(path), 0o755, nil); err == nil {
+		if err = fs.MkdirAll(filepath.Dir(path), 0o700, nil); err == nil {
 			err = fs.Symlink(rel, path)
 		}
 	}
@@ -516,7 +516,7 @@ func (e *Executor) indexOld(live string) error {
 	var r [6]byte
 	rand.Read(r[:])
 	tmp := filepath.Join(e.o.DataDir, ".live.tmp"+hex.EncodeToString(r[:]))
-	if err := e.fs.Mkdir(tmp, 0o755); err != nil {
+	if err := e.fs.Mkdir(tmp, 0o700); err != nil {
 		return err
 	}
 	root := filepath.Join(e.o.DataDir, "attempts")

@@ -190,7 +190,7 @@ func Supervise(dataDir string) int {
 	logf := func(format string, args ...any) {
 		logMu.Lock()
 		defer logMu.Unlock()
-		if f, err := fs.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+		if f, err := fs.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
 			fmt.Fprintf(f, "%s supervisor %d: %s\n", time.Now().UTC().Format(time.RFC3339Nano), os.Getpid(), fmt.Sprintf(format, args...))
 			f.Close()
 		}
