@@ -25,7 +25,22 @@ func main() {
 	output := flag.String("output", "", "a line to print as it starts")
 	env := flag.Bool("env", false, "print the environment, NUL-separated, as env -0 does")
 	resolve := flag.String("resolve", "", "a comma-separated list of host names that must resolve")
+	failure := flag.String("failure", "", "a line to write to /opt/ml/output/failure before exiting")
+	write := flag.String("write", "", "a comma-separated list of files to create, each holding the uid:gid it runs as")
 	flag.Parse()
+	if *write != "" {
+		for _, p := range strings.Split(*write, ",") {
+			if err := os.WriteFile(p, []byte(fmt.Sprintf("%d:%d\n", os.Getuid(), os.Getgid())), 0o644); err != nil {
+				fmt.Fprintf(os.Stderr, "writing %s: %v\n", p, err)
+				os.Exit(6)
+			}
+		}
+	}
+	if *failure != "" {
+		if err := os.WriteFile("/opt/ml/output/failure", []byte(*failure+"\nmore detail\n"), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "writing the failure file: %v\n", err)
+		}
+	}
 	if *env {
 		for _, kv := range os.Environ() {
 			fmt.Print(kv + "\x00")

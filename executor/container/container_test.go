@@ -1,0 +1,234 @@
+package container_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/executor"
+	"qshare/executor/container"
+	"qshare/executor/container/containertest"
+	"qshare/executor/executortest"
+)
+
+// newDocker returns an executor on this machine's Docker Engine over a
+// data directory of its own, and the test image.
+func newDocker(t *testing.T) (*container.Executor, string, string) {
+	host := containertest.Docker(t)
+	img := containertest.Image(t, host)
+	dir := t.TempDir()
+	e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullNever, GPUs: []string{"none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.Close()
+		if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
+			t.Errorf("containers left behind: %v", left)
+		}
+	})
+	return e, img, dir
+}
+
+func spec(id string, demand qshare.Capacity, payload map[string]any) executor.Spec {
+	b, _ := json.Marshal(payload)
+	return executor.Spec{JobID: "job-" + id, JobName: "train-" + id, AttemptID: "job-" + id + "-attempt-1", Attempt: 1,
+		Queue: "q", Share: "team-a", Demand: demand, Payload: string(b)}
+}
+
+func waitExit(t *testing.T, e executor.Executor, id string) executor.Exit {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	x, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatalf("Wait(%s): %v", id, err)
+	}
+	return x
+}
+
+// TestContract runs SageMaker's container contract for real: the job's
+// directories at /opt/ml, written by the job's user (nobody, as the server
+// runs as root with no user given); the environment of the payload and
+// SageMaker, nothing of the server's; the failure file's first line as
+// the reason; the same checkpoint directory on the next attempt.
+func TestContract(t *testing.T) {
+	e, img, dir := newDocker(t)
+	os.Setenv("QSHARE_TEST_SERVER_SECRET", "must-not-leak")
+	defer os.Unsetenv("QSHARE_TEST_SERVER_SECRET")
+	p := map[string]any{
+		"TrainingJobName": "train-contract",
+		"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
+			"ContainerArguments": []string{"-run=0s", "-exit=2", "-env", "-failure=AlgorithmError: lr too high",
+				"-write=/opt/ml/model/model.bin,/opt/ml/checkpoints/ckpt,/opt/ml/output/data/out"}},
+		"HyperParameters": map[string]string{"lr": "0.1", "epochs": "3"},
+		"ResourceConfig":  map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1},
+		"Environment":     map[string]string{"MY_SETTING": "a b=c"},
+	}
+	s := spec("contract", qshare.Capacity{"ml.m5.large": 1}, p)
+	h := executortest.Start(t, e, s, 60*time.Second)
+	x := waitExit(t, e, s.AttemptID)
+	if x.ExitCode != 2 || x.Reason != "AlgorithmError: lr too high" {
+		t.Errorf("exit = %+v, want code 2 with the failure file's first line as the reason", x)
+	}
+	env := executortest.ReadEnv(t, h.LogPath)
+	executortest.CheckEnv(t, env, map[string]string{
+		"MY_SETTING": "a b=c", "SM_HP_LR": "0.1", "SM_HP_EPOCHS": "3", "SM_CURRENT_HOST": "algo-1", "SM_HOSTS": `["algo-1"]`,
+		"SM_MODEL_DIR": "/opt/ml/model", "SM_CHECKPOINT_DIR": "/opt/ml/checkpoints", "SM_INPUT_CONFIG_DIR": "/opt/ml/input/config",
+		"TRAINING_JOB_NAME": s.JobName, "QSHARE_JOB_ID": s.JobID, "SM_NUM_GPUS": "0", "CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void",
+		"SM_CURRENT_INSTANCE_TYPE": "ml.m5.large", "QSHARE_TEST_SERVER_SECRET": "",
+	})
+	if !strings.Contains(env["TRAINING_JOB_ARN"], ":training-job/"+s.JobName) {
+		t.Errorf("TRAINING_JOB_ARN = %q", env["TRAINING_JOB_ARN"])
+	}
+	job := filepath.Join(dir, "jobs", s.JobID)
+	for _, f := range []string{"model/model.bin", "checkpoints/ckpt", "output/data/out"} {
+		b, err := os.ReadFile(filepath.Join(job, f))
+		if err != nil {
+			t.Errorf("the job's %s is not in its directory on the host: %v", f, err)
+			continue
+		}
+		if want := "65534:65534\n"; os.Geteuid() == 0 && string(b) != want {
+			t.Errorf("%s was written as %q, want nobody (%q): a root server with no user runs containers as nobody", f, b, want)
+		}
+	}
+	var rc struct {
+		Current string   `json:"current_host"`
+		Hosts   []string `json:"hosts"`
+	}
+	if b, err := os.ReadFile(filepath.Join(job, "input", "config", "hyperparameters.json")); err != nil || !strings.Contains(string(b), `"lr":"0.1"`) {
+		t.Errorf("hyperparameters.json = %s, %v", b, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "attempts", s.AttemptID, "resourceconfig-algo-1.json"))
+	if json.Unmarshal(b, &rc); rc.Current != "algo-1" {
+		t.Errorf("resourceconfig.json = %s", b)
+	}
+	// The next attempt finds the checkpoint.
+	s2 := s
+	s2.Attempt, s2.AttemptID = 2, s.JobID+"-attempt-2"
+	p["AlgorithmSpecification"].(map[string]any)["ContainerArguments"] = []string{"-run=0s", "-write=/opt/ml/checkpoints/ckpt2"}
+	b, _ = json.Marshal(p)
+	s2.Payload = string(b)
+	executortest.Start(t, e, s2, 60*time.Second)
+	if x := waitExit(t, e, s2.AttemptID); !x.Succeeded() {
+		t.Fatalf("attempt 2: %+v", x)
+	}
+	for _, f := range []string{"ckpt", "ckpt2"} {
+		if _, err := os.Stat(filepath.Join(job, "checkpoints", f)); err != nil {
+			t.Errorf("checkpoints/%s after attempt 2: %v", f, err)
+		}
+	}
+}
+
+// TestMultiInstance runs a job of two instances: algo-1 and algo-2 on a
+// private network resolve each other by name, each sees itself as its
+// current host, and both end together.
+func TestMultiInstance(t *testing.T) {
+	e, img, dir := newDocker(t)
+	p := map[string]any{
+		"TrainingJobName": "train-multi",
+		"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
+			"ContainerArguments": []string{"-run=1s", "-env", "-resolve=algo-1,algo-2"}},
+		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 2},
+	}
+	s := spec("multi", qshare.Capacity{"ml.m5.large": 2}, p)
+	executortest.Start(t, e, s, 60*time.Second)
+	x := waitExit(t, e, s.AttemptID)
+	for k := range 2 {
+		rc, err := e.InstanceLogs(context.Background(), s.AttemptID, k, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		host := []string{"algo-1", "algo-2"}[k]
+		if !strings.Contains(string(b), "SM_CURRENT_HOST="+host+"\x00") || !strings.Contains(string(b), `SM_HOSTS=["algo-1","algo-2"]`) {
+			t.Errorf("instance %d's environment does not name it %s: %q", k, host, b)
+		}
+		for _, other := range []string{"algo-1", "algo-2"} {
+			if !strings.Contains(string(b), other+" resolves to") {
+				t.Errorf("%s did not resolve %s: %q", host, other, b)
+			}
+		}
+		var rcf struct {
+			Current string `json:"current_host"`
+		}
+		cb, _ := os.ReadFile(filepath.Join(dir, "attempts", s.AttemptID, "resourceconfig-"+host+".json"))
+		if json.Unmarshal(cb, &rcf); rcf.Current != host {
+			t.Errorf("%s's resourceconfig.json = %s", host, cb)
+		}
+	}
+	if !x.Succeeded() {
+		t.Errorf("exit = %+v, want success", x)
+	}
+	if _, err := e.InstanceLogs(context.Background(), s.AttemptID, 2, false); qshare.ErrorCodeOf(err) != qshare.EINVALID {
+		t.Errorf("InstanceLogs(2) of a 2-instance attempt = %v, want EINVALID", err)
+	}
+}
+
+// TestImageNotFound: an image the engine lacks, with --pull never, fails
+// the start in SageMaker's words, as a client error (not a lack of
+// capacity), and leaves nothing behind.
+func TestImageNotFound(t *testing.T) {
+	e, _, _ := newDocker(t)
+	p := map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": "localhost/qshare-no-such-image:1"},
+		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1}}
+	s := spec("noimage", qshare.Capacity{"ml.m5.large": 1}, p)
+	_, err := e.Start(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "CannotStartContainerError: ClientError: image not found") {
+		t.Fatalf("Start with a missing image = %v, want CannotStartContainerError: ClientError: image not found", err)
+	}
+	if qshare.ErrorCodeOf(err) != qshare.EINVALID {
+		t.Errorf("error code %v, want EINVALID", qshare.ErrorCodeOf(err))
+	}
+}
+
+// TestSweep: a container that no job claims after a restart is removed by
+// Sweep; one that a job claims is kept.
+func TestSweep(t *testing.T) {
+	host := containertest.Docker(t)
+	img := containertest.Image(t, host)
+	dir := t.TempDir()
+	newExec := func() *container.Executor {
+		e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullNever, GPUs: []string{"none"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e1 := newExec()
+	payload := func() map[string]any {
+		return map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"}, "ContainerArguments": []string{"-run=1h"}},
+			"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1}}
+	}
+	orphan := spec("orphan", qshare.Capacity{"ml.m5.large": 1}, payload())
+	kept := spec("kept", qshare.Capacity{"ml.m5.large": 1}, payload())
+	executortest.Start(t, e1, orphan, 60*time.Second)
+	executortest.Start(t, e1, kept, 60*time.Second)
+	e1.Close()
+	e2 := newExec()
+	defer e2.Close()
+	swept, err := e2.Sweep(context.Background(), map[string]bool{kept.AttemptID: true})
+	if err != nil || len(swept) != 1 || swept[0] != orphan.AttemptID {
+		t.Fatalf("Sweep = %v, %v; want [%s]", swept, err, orphan.AttemptID)
+	}
+	if r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: orphan.AttemptID}); err != nil || r == executor.Running {
+		t.Errorf("Recover of a swept attempt = %v, %v; want it ended", r, err)
+	}
+	if r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: kept.AttemptID}); err != nil || r != executor.Running {
+		t.Fatalf("Recover(kept) = %v, %v; want Running", r, err)
+	}
+	if err := e2.Stop(context.Background(), kept.AttemptID, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, e2, kept.AttemptID)
+	if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
+		t.Errorf("containers left behind: %v", left)
+	}
+}
