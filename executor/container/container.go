@@ -456,14 +456,14 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 	hosts := hostNames(n)
 	rec = record{AttemptID: s.AttemptID, JobID: s.JobID, StartedAt: time.Now().UTC(), Output: dirs.Output, Grace: grace}
 	for k := range hosts {
-		rec.Containers = append(rec.Containers, containerName(s.AttemptID, k))
+		rec.Containers = append(rec.Containers, containerName(e.o.DataDir, s.AttemptID, k))
 	}
 	for _, g := range gpus {
 		rec.GPUs = append(rec.GPUs, g.UUID)
 	}
 	netName := ""
 	if n > 1 {
-		netName = "qshare-" + s.AttemptID
+		netName = namePrefix(e.o.DataDir) + "-" + s.AttemptID
 		rec.Network = netName
 	}
 	if err := e.fs.WriteFileAtomic(filepath.Join(dir, fileRecord), mustJSON(rec)); err != nil {

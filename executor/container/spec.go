@@ -1,6 +1,8 @@
 package container
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -266,9 +268,18 @@ func containerEnv(b build) []string {
 
 var nameRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,150}$`)
 
-// containerName names instance k of an attempt: qshare-<attemptID>-algo-k.
-func containerName(attemptID string, k int) string {
-	return fmt.Sprintf("qshare-%s-algo-%d", attemptID, k+1)
+// containerName names instance k of an attempt:
+// qshare-<data>-<attemptID>-algo-k, where <data> tells apart the servers
+// (and tests) with other data directories on one engine, whose attempt
+// IDs may be the same.
+func containerName(dataDir, attemptID string, k int) string {
+	return fmt.Sprintf("%s-%s-algo-%d", namePrefix(dataDir), attemptID, k+1)
+}
+
+// namePrefix is qshare-<8 hex digits of the data directory's hash>.
+func namePrefix(dataDir string) string {
+	h := sha256.Sum256([]byte(dataDir))
+	return "qshare-" + hex.EncodeToString(h[:4])
 }
 
 // instanceLimits are the CPUs and memory of one instance of typ, from the
