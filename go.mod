@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9
 	github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager v0.5.9
 	github.com/aws/aws-sdk-go-v2/service/batch v1.65.2
+	github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs v1.92.2
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.115.0
 	github.com/aws/aws-sdk-go-v2/service/sagemaker v1.291.0
 	github.com/aws/smithy-go v1.28.9

@@ -238,3 +238,13 @@ func (s *Service) WriteError(w http.ResponseWriter, err error) {
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(b)
 }
+
+// Short returns s, cut to 64 bytes with an ellipsis when longer: how a
+// service quotes a caller's value in a message, so that a hostile value
+// does not fill the answer.
+func Short(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -172,7 +172,7 @@ func (h *handler) listTags(ctx context.Context, in *listTagsIn) (any, error) {
 	}
 	name := trainingjob.NameOfARN(in.ResourceArn)
 	if name == "" || in.ResourceArn != trainingjob.AttemptARN(h.jobs.Region(), h.jobs.AccountID(), name) {
-		return nil, qshare.Errorf(qshare.EINVALID, "ResourceArn %q is not the ARN of a training job of this server: qshare's SageMaker endpoint has tags only on training jobs (%s)", truncate(in.ResourceArn), trainingjob.AttemptARN(h.jobs.Region(), h.jobs.AccountID(), "NAME"))
+		return nil, qshare.Errorf(qshare.EINVALID, "ResourceArn %q is not the ARN of a training job of this server: qshare's SageMaker endpoint has tags only on training jobs (%s)", awsjson.Short(in.ResourceArn), trainingjob.AttemptARN(h.jobs.Region(), h.jobs.AccountID(), "NAME"))
 	}
 	j, _, err := h.jobs.TrainingJob(name)
 	if err != nil {
@@ -222,7 +222,7 @@ func (h *handler) list(ctx context.Context, in *listIn) (any, error) {
 		}
 	}
 	if in.StatusEquals != "" && !slices.Contains([]string{statusInProgress, statusCompleted, statusFailed, statusStopping, statusStopped}, in.StatusEquals) {
-		return nil, qshare.Errorf(qshare.EINVALID, "1 validation error detected: Value %q at 'statusEquals' failed to satisfy constraint: Member must satisfy enum value set: [InProgress, Completed, Failed, Stopping, Stopped]", truncate(in.StatusEquals))
+		return nil, qshare.Errorf(qshare.EINVALID, "1 validation error detected: Value %q at 'statusEquals' failed to satisfy constraint: Member must satisfy enum value set: [InProgress, Completed, Failed, Stopping, Stopped]", awsjson.Short(in.StatusEquals))
 	}
 	sortBy, order := in.SortBy, in.SortOrder
 	if sortBy == "" {
@@ -232,10 +232,10 @@ func (h *handler) list(ctx context.Context, in *listIn) (any, error) {
 		order = "Descending"
 	}
 	if !slices.Contains([]string{"Name", "CreationTime", "Status"}, sortBy) {
-		return nil, qshare.Errorf(qshare.EINVALID, "1 validation error detected: Value %q at 'sortBy' failed to satisfy constraint: Member must satisfy enum value set: [Name, CreationTime, Status]", truncate(sortBy))
+		return nil, qshare.Errorf(qshare.EINVALID, "1 validation error detected: Value %q at 'sortBy' failed to satisfy constraint: Member must satisfy enum value set: [Name, CreationTime, Status]", awsjson.Short(sortBy))
 	}
 	if order != "Ascending" && order != "Descending" {
-		return nil, qshare.Errorf(qshare.EINVALID, "1 validation error detected: Value %q at 'sortOrder' failed to satisfy constraint: Member must satisfy enum value set: [Ascending, Descending]", truncate(order))
+		return nil, qshare.Errorf(qshare.EINVALID, "1 validation error detected: Value %q at 'sortOrder' failed to satisfy constraint: Member must satisfy enum value set: [Ascending, Descending]", awsjson.Short(order))
 	}
 	if len(in.NameContains) > trainingjob.MaxTrainingJobName {
 		return nil, qshare.Errorf(qshare.EINVALID, "1 validation error detected: Value at 'nameContains' failed to satisfy constraint: Member must have length less than or equal to %d", trainingjob.MaxTrainingJobName)
@@ -339,12 +339,4 @@ func onPlan(j *qshare.Job, arn string) bool {
 		} `json:"ResourceConfig"`
 	}
 	return json.Unmarshal([]byte(j.Payload), &p) == nil && p.ResourceConfig.TrainingPlanArn == arn
-}
-
-// truncate keeps a quoted value in a message short.
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }

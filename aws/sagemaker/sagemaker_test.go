@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,80 +18,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/aws/smithy-go"
 
-	"qshare/api"
 	"qshare/auth"
-	"qshare/aws/sagemaker"
-	"qshare/daemon"
-	"qshare/executor/simulated"
 	"qshare/internal/batchclient"
-	"qshare/sqlite"
+	"qshare/internal/sdkenv"
 	"qshare/trainingjob"
 )
 
 var ctx = context.Background()
 
-// env is a real server (SQLite store, simulated executor) that serves the
-// Batch API and the SageMaker endpoint on one port, routed by X-Amz-Target
-// as the server's router does, and the AWS SDK's clients of both.
 type env struct {
-	url   string
-	batch *batch.Client
-	sm    *sm.Client
-	d     *daemon.Daemon
-	// principal, when set, is the caller of every request (as the
-	// server's authentication would find it).
-	principal *auth.Principal
+	*sdkenv.Env
+	sm *sm.Client
 }
 
 func newEnv(t *testing.T) *env {
-	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "qshare.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex := simulated.New(simulated.Options{})
-	log := slog.New(slog.DiscardHandler)
-	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Logger: log, Tick: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{d: d}
-	batchAPI, smAPI := api.New(d, log), sagemaker.New(d, log)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if e.principal != nil {
-			r = r.WithContext(auth.WithPrincipal(r.Context(), e.principal))
-		}
-		if strings.HasPrefix(r.Header.Get("X-Amz-Target"), sagemaker.TargetPrefix+".") {
-			smAPI.ServeHTTP(w, r)
-			return
-		}
-		batchAPI.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		srv.Close()
-		d.Close()
-		ex.Close()
-		db.Close()
-	})
-	e.url = srv.URL
-	e.batch = batchclient.New(srv.URL, "us-east-1")
-	e.sm = sm.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: batchclient.Placeholder, HTTPClient: batchclient.BufferedDoer{Client: &http.Client{}}},
-		func(o *sm.Options) { o.BaseEndpoint = aws.String(srv.URL); o.Retryer = aws.NopRetryer{} })
-	must(t, func() error {
-		_, err := e.batch.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("se"),
-			ServiceEnvironmentType: btypes.ServiceEnvironmentTypeSagemakerTraining,
-			CapacityLimits:         []btypes.CapacityLimit{{CapacityUnit: aws.String("ml.g5.xlarge"), MaxCapacity: aws.Int32(4)}}})
-		return err
-	}())
-	must(t, func() error {
-		_, err := e.batch.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), JobQueueType: btypes.JobQueueTypeSagemakerTraining,
-			Priority: aws.Int32(1), ServiceEnvironmentOrder: []btypes.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("se")}}})
-		return err
-	}())
-	return e
+	e := sdkenv.New(t, nil)
+	return &env{e, sm.NewFromConfig(e.Config(), func(o *sm.Options) { o.BaseEndpoint = aws.String(e.URL) })}
 }
 
 func must(t *testing.T, err error) {
@@ -122,23 +61,10 @@ func payload(name string, dur time.Duration, code int) string {
 	return string(b)
 }
 
-// submit submits a job and waits until it is in one of the statuses;
-// it returns the job's ID and its latest attempt's training job name.
+// submit submits a job of payload(name+timestamp) and waits for one of the statuses.
 func (e *env) submit(t *testing.T, name string, dur time.Duration, code int, until ...btypes.ServiceJobStatus) (string, string) {
 	t.Helper()
-	out, err := e.batch.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String(name), JobQueue: aws.String("q"),
-		ServiceJobType: btypes.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(payload(name+"-2026-12-04-21-12-44-123", dur, code)),
-		Tags: map[string]string{"team": "a"}})
-	must(t, err)
-	d := batchclient.Await(t, e.batch, aws.ToString(out.JobId), fmt.Sprint(until), 20*time.Second, func(d *batch.DescribeServiceJobOutput) bool {
-		for _, s := range until {
-			if d.Status == s && d.LatestAttempt != nil {
-				return true
-			}
-		}
-		return false
-	})
-	return aws.ToString(out.JobId), trainingjob.NameOfARN(aws.ToString(d.LatestAttempt.ServiceResourceId.Value))
+	return e.Submit(t, name, payload(name+"-2026-12-04-21-12-44-123", dur, code), until...)
 }
 
 func TestDescribeTrainingJob(t *testing.T) {
@@ -220,7 +146,7 @@ func TestStopTrainingJob(t *testing.T) {
 	}
 	_, err = e.sm.StopTrainingJob(ctx, &sm.StopTrainingJobInput{TrainingJobName: aws.String(name)})
 	must(t, err)
-	d := batchclient.Await(t, e.batch, id, "FAILED", 20*time.Second, func(d *batch.DescribeServiceJobOutput) bool { return d.Status == btypes.ServiceJobStatusFailed })
+	d := batchclient.Await(t, e.Batch, id, "FAILED", 20*time.Second, func(d *batch.DescribeServiceJobOutput) bool { return d.Status == btypes.ServiceJobStatusFailed })
 	if !aws.ToBool(d.IsTerminated) || !strings.Contains(aws.ToString(d.StatusReason), "StopTrainingJob") {
 		t.Errorf("job after StopTrainingJob: terminated %v, reason %q", aws.ToBool(d.IsTerminated), aws.ToString(d.StatusReason))
 	}
@@ -320,7 +246,7 @@ func TestRefusals(t *testing.T) {
 		{"SageMaker.DescribeTrainingJob", "application/x-amz-json-1.1", `{}`, "ValidationException"},
 		{"SageMaker.ListTrainingJobs", "application/x-amz-json-1.1", `{"SortBy":"Size"}`, "ValidationException"},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(c.body))
+		req, _ := http.NewRequest(http.MethodPost, e.URL, strings.NewReader(c.body))
 		req.Header.Set("Content-Type", c.ctype)
 		req.Header.Set("X-Amz-Target", c.target)
 		if c.target == "" {
@@ -368,14 +294,14 @@ policies:
 		}
 		return p
 	}
-	e.principal = principal("AKIAQSHAREREADER0001")
+	e.Principal.Store(principal("AKIAQSHAREREADER0001"))
 	_, err = e.sm.DescribeTrainingJob(ctx, &sm.DescribeTrainingJobInput{TrainingJobName: aws.String(name)})
 	must(t, err)
 	_, err = e.sm.ListTrainingJobs(ctx, &sm.ListTrainingJobsInput{})
 	wantAPIError(t, err, "AccessDeniedException", "sagemaker:ListTrainingJobs")
 	_, err = e.sm.StopTrainingJob(ctx, &sm.StopTrainingJobInput{TrainingJobName: aws.String(name)})
 	wantAPIError(t, err, "AccessDeniedException", "batch:TerminateServiceJob")
-	e.principal = principal("AKIAQSHARESTOPPER001")
+	e.Principal.Store(principal("AKIAQSHARESTOPPER001"))
 	_, err = e.sm.StopTrainingJob(ctx, &sm.StopTrainingJobInput{TrainingJobName: aws.String(name)})
 	must(t, err)
 }
