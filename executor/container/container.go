@@ -631,12 +631,29 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	go func() {
 		t := time.NewTimer(g)
 		defer t.Stop()
-		select {
-		case <-a.Done:
-			return
-		case <-e.ctx.Done():
-			return
-		case <-t.C:
+		// A container's init (docker-init, catatonit) that has just been
+		// started may not have taken charge of its signals yet, and the
+		// kernel drops a signal that a namespace's init does not handle:
+		// a SIGTERM in the first moments of a container is sent again,
+		// until the container is InitWindow old.
+		again := time.NewTimer(200 * time.Millisecond)
+		defer again.Stop()
+		for wait := 200 * time.Millisecond; ; {
+			select {
+			case <-a.Done:
+				return
+			case <-e.ctx.Done():
+				return
+			case <-again.C:
+				if time.Since(a.rec.StartedAt) < InitWindow {
+					e.signal(e.ctx, a, "SIGTERM")
+					wait *= 2
+					again.Reset(wait)
+				}
+				continue
+			case <-t.C:
+			}
+			break
 		}
 		e.mu.Lock()
 		a.killed = true
@@ -649,6 +666,12 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	}()
 	return nil
 }
+
+// InitWindow is how long after its start a container that is stopped is
+// sent SIGTERM again (at 0.2s, 0.6s, 1.4s, 3s after the first), in case
+// its init had not yet set up its signal handling and the kernel dropped
+// the signal. A job stopped within it may see more than one SIGTERM.
+const InitWindow = 5 * time.Second
 
 // signal sends sig to each of the attempt's containers that runs.
 func (e *Executor) signal(ctx context.Context, a *attempt, sig string) error {
