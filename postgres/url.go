@@ -21,6 +21,17 @@ const (
 	SchemeLong = "postgresql"
 )
 
+// StoreURL reports whether raw is the URL of a PostgreSQL store (scheme
+// postgres or postgresql), and returns it parsed: qshare serve leads or
+// stands by on such a store, and check-events reads its event log.
+func StoreURL(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != Scheme && u.Scheme != SchemeLong) {
+		return nil, false
+	}
+	return u, true
+}
+
 // OpenURL opens the store that u, a URL of scheme postgres or postgresql,
 // names, as Open does with no options. It is the Opener that cmd/qshare
 // registers for both schemes (store.Registry).

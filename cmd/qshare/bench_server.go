@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"qshare/internal/bench"
+	"qshare/server"
 )
 
 // submitStore is bench submit's --store.
@@ -43,7 +44,7 @@ func withServerFor(ctx context.Context, endpoint string, so bench.ServerOptions,
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	s := defaultServeSettings()
+	s := server.DefaultSettings()
 	s.Addr = "127.0.0.1:0"
 	s.DataDir = filepath.Join(dir, "data")
 	s.Executor = so.Executor
@@ -54,7 +55,7 @@ func withServerFor(ctx context.Context, endpoint string, so bench.ServerOptions,
 	found := make(chan string, 1)
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- runServeReady(sctx, s, io.Discard, func(addr string) { found <- "http://" + addr }) }()
+	go func() { done <- server.RunReady(sctx, s, io.Discard, func(addr string) { found <- "http://" + addr }) }()
 	defer func() { cancel(); <-done }()
 	select {
 	case ep := <-found:

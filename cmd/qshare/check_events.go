@@ -122,7 +122,7 @@ changes.`,
 				}
 			}
 			var in io.Reader = os.Stdin
-			if u, ok := postgresStore(args[0]); ok {
+			if u, ok := postgres.StoreURL(args[0]); ok {
 				// The log a PostgreSQL store keeps (serve --events store):
 				// the whole history, whichever server led.
 				if in, err = storeEventLog(cmd.Context(), u.String()); err != nil {

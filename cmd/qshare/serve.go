@@ -1,139 +1,27 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"os"
-	"os/signal"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	"qshare"
-	"qshare/datadir"
-	"qshare/executor"
-	"qshare/executor/process"
-	"qshare/executor/simulated"
-	"qshare/executor/slurm"
+	"qshare/server"
 )
 
-// serveSettings are the settings of qshare serve. Each comes, in rising
-// order of precedence, from its default, the config file, a QSHARE_*
-// environment variable, and a flag.
-type serveSettings struct {
-	Addr              string `yaml:"addr"`
-	DataDir           string `yaml:"dataDir"`
-	Store             string `yaml:"store"`
-	Executor          string `yaml:"executor"`
-	Region            string `yaml:"region"`
-	AccountID         string `yaml:"accountId"`
-	MaxSharesPerQueue int    `yaml:"maxQuotaSharesPerQueue"`
-	LogLevel          string `yaml:"logLevel"`
-	StopGrace         string `yaml:"stopGrace"`
-	GPUs              string `yaml:"gpus"`
-	InstanceTypes     string `yaml:"instanceTypes"`
-	Events            string `yaml:"events"`
-	JobRetention      string `yaml:"jobRetention"`
-	Metrics           string `yaml:"metrics"`
-	// RunAs and PassEnv are the process executor's: see process.Options.
-	RunAs   string   `yaml:"runAs"`
-	PassEnv []string `yaml:"passEnv"`
-	// SlurmConfig is the Slurm executor's file: see slurm.Config.
-	SlurmConfig string `yaml:"slurmConfig"`
-	// AdvertiseAddr and LeaderLease are for several servers on one
-	// PostgreSQL store (serve_leader.go).
-	AdvertiseAddr string `yaml:"advertiseAddr"`
-	LeaderLease   string `yaml:"leaderLease"`
-	// Kubeconfig, Namespace and KubeConfig are the Kubernetes executor's
-	// (serve_kube.go).
-	Kubeconfig string `yaml:"kubeconfig"`
-	Namespace  string `yaml:"namespace"`
-	KubeConfig string `yaml:"kubeConfig"`
-
-	// Guard holds the request guard's settings (serve_guard.go).
-	Guard guardSettings `yaml:",inline"`
-}
-
-func defaultServeSettings() serveSettings {
-	return serveSettings{Addr: "127.0.0.1:8750", DataDir: "./qshare-data", Executor: defaultExecutor, Region: "us-east-1",
-		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info",
-		JobRetention: defaultJobRetention, Metrics: "on", LeaderLease: defaultLeaderLease}
-}
-
-// serveConfigKeys lists the keys of serveSettings' YAML tags, for the help
-// and for the error on an unknown key.
-const serveConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, " + guardConfigKeys
-
-// defaultJobRetention is how long finished jobs are kept by default.
-const defaultJobRetention = "7d"
-
-// parseRetention reads a job retention: a Go duration (36h, 90m) or a whole
-// number of days (7d); 0 keeps finished jobs forever.
-func parseRetention(v string) (time.Duration, error) {
-	if v == "0" {
-		return 0, nil
-	}
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m, or 0 to keep finished jobs forever", v)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m, or 0 to keep finished jobs forever", v)
-	}
-	return d, nil
-}
-
-// defaultExecutor is the executor qshare serve uses unless told otherwise.
-var defaultExecutor = "process"
-
-// executors maps an --executor name to its constructor.
-var executors = map[string]func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error){
-	"simulated": func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
-		return simulated.New(simulated.Options{StopGrace: grace}), nil
-	},
-	"slurm": func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
-		if s.SlurmConfig == "" {
-			return nil, fmt.Errorf("--executor slurm needs --slurm-config FILE: the YAML file that maps instance types to partitions (see docs/slurm.md)")
-		}
-		c, err := slurm.LoadConfig(s.SlurmConfig)
-		if err != nil {
-			return nil, err
-		}
-		return slurm.New(ctx, slurm.Options{Config: c, StopGrace: grace, Logger: log})
-	},
-	"process": func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
-		var gpus []string
-		for _, g := range strings.Split(s.GPUs, ",") {
-			if g = strings.TrimSpace(g); g != "" {
-				gpus = append(gpus, g)
-			}
-		}
-		if s.RunAs == "" && os.Geteuid() == 0 {
-			log.Warn("qshare serve runs as root with the process executor and no --run-as: every job runs as root and can do anything on this host; give --run-as USER to run jobs as an unprivileged user")
-		}
-		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log,
-			RunAs: s.RunAs, PassEnv: s.PassEnv})
-	},
-}
+// qshare serve: its flags, QSHARE_* variables and config file, layered into
+// server.Settings; the server itself is package server.
 
 var serveFlags struct {
 	config     string
 	cpuProfile string
-	s          serveSettings
+	s          server.Settings
 }
 
 var serveCmd = &cobra.Command{
@@ -187,7 +75,7 @@ See docs/security.md.`,
 			}
 			defer pprof.StopCPUProfile()
 		}
-		return runServe(cmd.Context(), s, cmd.OutOrStdout())
+		return server.Run(cmd.Context(), s, cmd.OutOrStdout())
 	},
 }
 
@@ -204,12 +92,12 @@ func init() {
   # The database on another disk; the jobs' files stay in ./qshare-data
   qshare serve --store sqlite:///var/lib/qshare/qshare.db`
 	f := serveCmd.Flags()
-	d := defaultServeSettings()
-	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys "+serveConfigKeys+")")
+	d := server.DefaultSettings()
+	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys "+server.ConfigKeys+")")
 	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on (port 0 picks a free port); a loopback address, unless --auth and --tls-cert/--tls-key are given")
 	f.StringVar(&serveFlags.s.DataDir, "data-dir", d.DataDir, "directory of the executor's files, and of the database unless --store names one")
 	f.StringVar(&serveFlags.s.Store, "store", "", storeFlagUsage)
-	f.StringVar(&serveFlags.s.Executor, "executor", d.Executor, "what runs the jobs: "+strings.Join(executorNames(), " or "))
+	f.StringVar(&serveFlags.s.Executor, "executor", d.Executor, "what runs the jobs: "+strings.Join(server.ExecutorNames(), " or "))
 	f.StringVar(&serveFlags.s.Region, "region", d.Region, "region in ARNs")
 	f.StringVar(&serveFlags.s.AccountID, "account-id", d.AccountID, "account ID in ARNs (12 digits)")
 	f.IntVar(&serveFlags.s.MaxSharesPerQueue, "max-quota-shares-per-queue", d.MaxSharesPerQueue, "most quota shares one job queue may have (AWS: 20)")
@@ -232,19 +120,13 @@ func init() {
 	rootCmd.AddCommand(serveCmd)
 }
 
-func executorNames() []string {
-	var ns []string
-	for n := range executors {
-		ns = append(ns, n)
-	}
-	sort.Strings(ns)
-	return ns
-}
+// storeFlagUsage is the help of --store.
+const storeFlagUsage = "`URL` of the store: sqlite:///ABSOLUTE/PATH/qshare.db, sqlite:RELATIVE/PATH/qshare.db, or postgres://USER@HOST:PORT/DATABASE?sslmode=... (password from PGPASSWORD or ~/.pgpass; never printed) (default: the SQLite database DATA_DIR/state/qshare.db); the executor's files stay in --data-dir"
 
 // resolveServeSettings layers defaults, the config file, the environment and
 // the flags that were given.
-func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
-	s := defaultServeSettings()
+func resolveServeSettings(cmd *cobra.Command) (server.Settings, error) {
+	s := server.DefaultSettings()
 	path := serveFlags.config
 	if !cmd.Flags().Changed("config") {
 		path = os.Getenv("QSHARE_CONFIG")
@@ -257,7 +139,7 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))
 		dec.KnownFields(true)
 		if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
-			return s, fmt.Errorf("config file %s: %w (keys: %s)", path, err, serveConfigKeys)
+			return s, fmt.Errorf("config file %s: %w (keys: %s)", path, err, server.ConfigKeys)
 		}
 	}
 	// Each string setting: its environment variable, then its flag if given.
@@ -304,105 +186,73 @@ func resolveServeSettings(cmd *cobra.Command) (serveSettings, error) {
 	return s, nil
 }
 
-// checkLoopback refuses any address that is not loopback: qshare serves no
-// TLS yet, and anyone who can reach the port can run commands.
-func checkLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--addr %q is not HOST:PORT: %w", addr, err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("refusing to listen on %q: qshare does not serve TLS yet, and its jobs run commands, so anyone who can reach the port could run programs on this machine. Listen on a loopback address such as 127.0.0.1:8750, and reach it from elsewhere through an SSH tunnel or an authenticating proxy", addr)
+var guardFlags struct {
+	allowOrigins, allowHosts []string
+	auth, audit              string
 }
 
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return l, fmt.Errorf("--log-level %q is not valid: use debug, info, warn or error", s)
-	}
-	return l, nil
+func init() {
+	f := serveCmd.Flags()
+	f.StringArrayVar(&guardFlags.allowOrigins, "allow-origin", nil, "also serve browsers the pages of `ORIGIN` (scheme://host[:port]); repeatable. By default only the server's own pages may call it (docs/security.md)")
+	f.StringVar(&guardFlags.auth, "auth", "", "turn authentication on: every request must carry an AWS Signature Version 4 of an access key in `FILE` (YAML or JSON, mode 600), and its principal's policies must allow it; reloaded on SIGHUP (docs/security.md)")
+	f.StringVar(&guardFlags.audit, "audit", "", "append one JSON line per mutating request and per refused request (time, principal, source, action, resource, outcome, request ID) to `FILE`, made durable before the response (docs/security.md)")
+	f.StringArrayVar(&guardFlags.allowHosts, "allow-host", nil, "also answer to `NAME` in the Host header (NAME: on any port, NAME:PORT: on that one), as behind a proxy; repeatable. By default only the listen address (loopback: localhost, 127.0.0.1, [::1]), against DNS rebinding")
 }
 
-// runServe runs the server until ctx ends or SIGINT/SIGTERM arrives.
-func runServe(ctx context.Context, s serveSettings, stdout io.Writer) error {
-	return runServeReady(ctx, s, stdout, nil)
-}
-
-// runServeReady is runServe that also calls ready, when it is not nil, with the
-// address it listens on once it is about to serve: how `bench
-// --in-process` learns the port the kernel gave it.
-func runServeReady(ctx context.Context, s serveSettings, stdout io.Writer, ready func(addr string)) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if err := checkListenAddr(s); err != nil {
-		return err
-	}
-	tlsConfig, certs, err := serverTLS(s)
-	if err != nil {
-		return err
-	}
-	level, err := parseLevel(s.LogLevel)
-	if err != nil {
-		return err
-	}
-	if s.MaxSharesPerQueue < 1 {
-		return fmt.Errorf("--max-quota-shares-per-queue %d is not valid: give 1 or more", s.MaxSharesPerQueue)
-	}
-	if len(s.AccountID) != 12 || strings.Trim(s.AccountID, "0123456789") != "" {
-		return fmt.Errorf("--account-id %q is not valid: give 12 digits", s.AccountID)
-	}
-	if s.Region == "" || strings.ContainsAny(s.Region, ":/ ") {
-		return fmt.Errorf("--region %q is not valid: give a region name such as us-east-1", s.Region)
-	}
-	var grace time.Duration
-	if s.StopGrace != "" {
-		if grace, err = simulated.ParseGrace(s.StopGrace); err != nil {
-			return fmt.Errorf("--stop-grace %q: %w", s.StopGrace, err)
+// resolveGuardSettings layers QSHARE_ALLOW_ORIGIN and QSHARE_ALLOW_HOST
+// (comma-separated) and then the flags over what the config file said.
+func resolveGuardSettings(cmd *cobra.Command, g *server.GuardSettings) {
+	for _, e := range []struct {
+		flag, env string
+		dst       *server.NameList
+		given     []string
+	}{
+		{"allow-origin", "QSHARE_ALLOW_ORIGIN", &g.AllowOrigins, guardFlags.allowOrigins},
+		{"allow-host", "QSHARE_ALLOW_HOST", &g.AllowHosts, guardFlags.allowHosts},
+	} {
+		if v, ok := os.LookupEnv(e.env); ok {
+			*e.dst = server.JoinNames(strings.Split(v, ","))
+		}
+		if cmd.Flags().Changed(e.flag) {
+			*e.dst = server.JoinNames(e.given)
 		}
 	}
-	retention, err := parseRetention(s.JobRetention)
-	if err != nil {
-		return err
+	if v, ok := os.LookupEnv("QSHARE_AUTH"); ok {
+		g.Auth = v
 	}
-	if s.Metrics != "on" && s.Metrics != "off" {
-		return fmt.Errorf("--metrics %q is not valid: give on or off", s.Metrics)
+	if cmd.Flags().Changed("auth") {
+		g.Auth = guardFlags.auth
 	}
-	newExec, ok := executors[s.Executor]
-	if !ok {
-		return fmt.Errorf("--executor %q is not known: use %s", s.Executor, strings.Join(executorNames(), " or "))
+	if v, ok := os.LookupEnv("QSHARE_AUDIT"); ok {
+		g.Audit = v
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	setServeGC(log)
+	if cmd.Flags().Changed("audit") {
+		g.Audit = guardFlags.audit
+	}
+	resolveTLSSettings(cmd.Flags(), g)
+}
 
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if certs != nil {
-		certs.reloadOnHangup(ctx, log) // a renewed certificate without a restart (serve_tls.go)
-	}
+var tlsFlags struct{ cert, key string }
 
-	// Listen first, so a busy port fails before the data is touched.
-	ln, err := net.Listen("tcp", s.Addr)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
-	}
-	defer ln.Close()
-	guard, closeGuard, err := newGuard(ctx, ln, s, log)
-	if err != nil {
-		return err
-	}
-	defer closeGuard()
-	// The data directory's layout and modes (package datadir), once the
-	// settings are known good, before the store or the executor opens it.
-	if err := datadir.Prepare(s.DataDir, datadir.Options{Shared: s.Executor == "process" && (s.Guard.Auth != "" || s.RunAs != ""), MoveStore: s.Store == ""}); err != nil {
-		return err
-	}
+func init() {
+	f := serveCmd.Flags()
+	f.StringVar(&tlsFlags.cert, "tls-cert", "", "serve HTTPS with the certificate (chain) in PEM `FILE`, read again with --tls-key on SIGHUP; with --tls-key, and with --auth, --addr may be a non-loopback address (docs/security.md)")
+	f.StringVar(&tlsFlags.key, "tls-key", "", "the private key of --tls-cert, a PEM `FILE`")
+}
 
-	sv := &server{s: s, log: log, grace: grace, retention: retention, newExec: newExec, tls: tlsConfig, stdout: stdout}
-	return sv.run(ctx, ln, guard, ready)
+// resolveTLSSettings layers QSHARE_TLS_CERT and QSHARE_TLS_KEY, then the
+// flags, over the config file's tlsCert and tlsKey.
+func resolveTLSSettings(f interface{ Changed(string) bool }, g *server.GuardSettings) {
+	for _, e := range []struct {
+		flag, env string
+		dst       *string
+		given     string
+	}{{"tls-cert", "QSHARE_TLS_CERT", &g.TLSCert, tlsFlags.cert}, {"tls-key", "QSHARE_TLS_KEY", &g.TLSKey, tlsFlags.key}} {
+		if v, ok := os.LookupEnv(e.env); ok {
+			*e.dst = v
+		}
+		if f.Changed(e.flag) {
+			*e.dst = e.given
+		}
+	}
 }

@@ -8,13 +8,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"qshare/internal/serveproc"
 )
 
 // TestSimulateAndCheckEvents runs the real binary: simulate writes a report,
 // an event log and plots; check-events finds the log clean and exits 1 on
 // a log that breaks a guarantee.
 func TestSimulateAndCheckEvents(t *testing.T) {
-	bin := buildBinary(t)
+	bin, err := serveproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	run := func(args ...string) (string, string, error) {
 		cmd := exec.Command(bin, args...)
@@ -94,12 +99,12 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 		bad, "--config", "examples/three-shares.yaml")
 
 	// The configuration a server holds, instead of the file.
-	srv := startProcess(t, bin, t.TempDir())
-	if out, errOut, err := run("apply", "-f", "examples/three-shares.yaml", "--endpoint", srv.addr); err != nil {
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: t.TempDir(), Args: []string{"--executor", "simulated", "--log-level", "warn"}})
+	if out, errOut, err := run("apply", "-f", "examples/three-shares.yaml", "--endpoint", srv.Endpoint); err != nil {
 		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
 	}
-	clean("check-events --endpoint on a clean log", events, "--endpoint", srv.addr)
-	violated("check-events --endpoint on a bad log", []string{"[share-limit] job qs3_big starts"}, bad, "--endpoint", srv.addr)
+	clean("check-events --endpoint on a clean log", events, "--endpoint", srv.Endpoint)
+	violated("check-events --endpoint on a bad log", []string{"[share-limit] job qs3_big starts"}, bad, "--endpoint", srv.Endpoint)
 
 	// A minimum run time on QS1 (qshare:minRunTimeSeconds): the simulation
 	// honours it and its log is clean under the same change, in a file
@@ -116,11 +121,11 @@ func TestSimulateAndCheckEvents(t *testing.T) {
 		"preemptionConfiguration: {inSharePreemption: ENABLED}\n        tags: {qshare:minRunTimeSeconds: \"600\"}", 1)
 	taggedPath := filepath.Join(dir, "tagged.yaml")
 	os.WriteFile(taggedPath, []byte(tagged), 0o644)
-	if out, errOut, err := run("apply", "-f", taggedPath, "--endpoint", srv.addr); err != nil {
+	if out, errOut, err := run("apply", "-f", taggedPath, "--endpoint", srv.Endpoint); err != nil {
 		t.Fatalf("apply with the tag: %v\n%s%s", err, out, errOut)
 	}
-	clean("check-events --endpoint (tagged) on the log with the minimum", minEvents, "--endpoint", srv.addr)
-	violated("check-events --endpoint (tagged) on the log without the minimum", []string{"[min-run-time]"}, events, "--endpoint", srv.addr)
+	clean("check-events --endpoint (tagged) on the log with the minimum", minEvents, "--endpoint", srv.Endpoint)
+	violated("check-events --endpoint (tagged) on the log without the minimum", []string{"[min-run-time]"}, events, "--endpoint", srv.Endpoint)
 
 	// --what-if with --compare.
 	out, errOut, err = run("simulate", "--config", "examples/three-shares.yaml", "--trace", "examples/three-shares-trace.csv",

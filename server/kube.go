@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func init() { executors["kubernetes"] = newKubeExecutor }
 // (else the in-cluster config, then $KUBECONFIG, then ~/.kube/config), the
 // namespace from --namespace (else the kubeconfig context's, or the pod's
 // own in a cluster, else default), and the --kube-config file.
-func newKubeExecutor(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
+func newKubeExecutor(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
 	cfg, ns, err := kubeClientConfig(s.Kubeconfig)
 	if err != nil {
 		return nil, err

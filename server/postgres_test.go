@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -22,7 +21,6 @@ import (
 
 	"qshare/auth"
 	"qshare/internal/batchclient"
-	"qshare/internal/serveproc"
 	"qshare/postgres/postgrestest"
 )
 
@@ -232,29 +230,3 @@ func TestServePostgresSignedThroughStandby(t *testing.T) {
 	}
 }
 
-// TestBenchSubmitStore: bench submit --store runs its temporary server on
-// the store given: the jobs it submitted are in that PostgreSQL database
-// (a run whose figures said PostgreSQL once measured SQLite, because the
-// option did not reach the server).
-func TestBenchSubmitStore(t *testing.T) {
-	db := postgresDB(t)
-	bin, err := serveproc.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(bin, "bench", "submit", "--store", db, "--clients", "4",
-		"--duration", "300ms", "--warmup", "0s", "--latency-jobs", "0", "--json").CombinedOutput()
-	if err != nil {
-		t.Fatalf("bench submit --store: %v\n%s", err, out)
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM jobs`).Scan(&n); err != nil || n == 0 {
-		t.Fatalf("jobs in the --store database: %d (%v), want the benchmark's submits", n, err)
-	}
-}

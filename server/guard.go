@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
 	"qshare/api"
@@ -20,11 +19,11 @@ import (
 	"qshare/web"
 )
 
-// guardSettings are the settings of the request guard (package auth) that
+// GuardSettings are the settings of the request guard (package auth) that
 // stands in front of every route of qshare serve.
-type guardSettings struct {
-	AllowOrigins nameList `yaml:"allowOrigins"`
-	AllowHosts   nameList `yaml:"allowHosts"`
+type GuardSettings struct {
+	AllowOrigins NameList `yaml:"allowOrigins"`
+	AllowHosts   NameList `yaml:"allowHosts"`
 	// Auth is the auth file (--auth): with it, every request must be
 	// signed by one of its principals and allowed by their policies.
 	Auth string `yaml:"auth"`
@@ -37,16 +36,16 @@ type guardSettings struct {
 	Audit string `yaml:"audit"`
 }
 
-// guardConfigKeys are guardSettings' YAML keys, for serveConfigKeys.
+// guardConfigKeys are GuardSettings' YAML keys, for ConfigKeys.
 const guardConfigKeys = "allowOrigins, allowHosts, auth, tlsCert, tlsKey, audit"
 
-// nameList is a list of names kept as one comma-separated string, so that
-// serveSettings stays comparable. In the config file it is a YAML list or
+// NameList is a list of names kept as one comma-separated string, so that
+// Settings stays comparable. In the config file it is a YAML list or
 // a comma-separated string; in the environment a comma-separated string.
-type nameList string
+type NameList string
 
 // UnmarshalYAML accepts a sequence of strings or one comma-separated string.
-func (l *nameList) UnmarshalYAML(n *yaml.Node) error {
+func (l *NameList) UnmarshalYAML(n *yaml.Node) error {
 	var xs []string
 	if n.Kind == yaml.SequenceNode {
 		if err := n.Decode(&xs); err != nil {
@@ -59,71 +58,28 @@ func (l *nameList) UnmarshalYAML(n *yaml.Node) error {
 		}
 		xs = strings.Split(s, ",")
 	}
-	*l = joinNames(xs)
+	*l = JoinNames(xs)
 	return nil
 }
 
-func joinNames(xs []string) nameList {
+// JoinNames returns the names of xs, trimmed and without empty ones, as a
+// NameList.
+func JoinNames(xs []string) NameList {
 	var out []string
 	for _, x := range xs {
 		if x = strings.TrimSpace(x); x != "" {
 			out = append(out, x)
 		}
 	}
-	return nameList(strings.Join(out, ","))
+	return NameList(strings.Join(out, ","))
 }
 
-func (l nameList) list() []string {
+// List returns the names of l; nil for an empty list.
+func (l NameList) List() []string {
 	if l == "" {
 		return nil
 	}
 	return strings.Split(string(l), ",")
-}
-
-var guardFlags struct {
-	allowOrigins, allowHosts []string
-	auth, audit              string
-}
-
-func init() {
-	f := serveCmd.Flags()
-	f.StringArrayVar(&guardFlags.allowOrigins, "allow-origin", nil, "also serve browsers the pages of `ORIGIN` (scheme://host[:port]); repeatable. By default only the server's own pages may call it (docs/security.md)")
-	f.StringVar(&guardFlags.auth, "auth", "", "turn authentication on: every request must carry an AWS Signature Version 4 of an access key in `FILE` (YAML or JSON, mode 600), and its principal's policies must allow it; reloaded on SIGHUP (docs/security.md)")
-	f.StringVar(&guardFlags.audit, "audit", "", "append one JSON line per mutating request and per refused request (time, principal, source, action, resource, outcome, request ID) to `FILE`, made durable before the response (docs/security.md)")
-	f.StringArrayVar(&guardFlags.allowHosts, "allow-host", nil, "also answer to `NAME` in the Host header (NAME: on any port, NAME:PORT: on that one), as behind a proxy; repeatable. By default only the listen address (loopback: localhost, 127.0.0.1, [::1]), against DNS rebinding")
-}
-
-// resolveGuardSettings layers QSHARE_ALLOW_ORIGIN and QSHARE_ALLOW_HOST
-// (comma-separated) and then the flags over what the config file said.
-func resolveGuardSettings(cmd *cobra.Command, g *guardSettings) {
-	for _, e := range []struct {
-		flag, env string
-		dst       *nameList
-		given     []string
-	}{
-		{"allow-origin", "QSHARE_ALLOW_ORIGIN", &g.AllowOrigins, guardFlags.allowOrigins},
-		{"allow-host", "QSHARE_ALLOW_HOST", &g.AllowHosts, guardFlags.allowHosts},
-	} {
-		if v, ok := os.LookupEnv(e.env); ok {
-			*e.dst = joinNames(strings.Split(v, ","))
-		}
-		if cmd.Flags().Changed(e.flag) {
-			*e.dst = joinNames(e.given)
-		}
-	}
-	if v, ok := os.LookupEnv("QSHARE_AUTH"); ok {
-		g.Auth = v
-	}
-	if cmd.Flags().Changed("auth") {
-		g.Auth = guardFlags.auth
-	}
-	if v, ok := os.LookupEnv("QSHARE_AUDIT"); ok {
-		g.Audit = v
-	}
-	if cmd.Flags().Changed("audit") {
-		g.Audit = guardFlags.audit
-	}
-	resolveTLSSettings(cmd.Flags(), g)
 }
 
 // newGuard returns the request guard for a server listening on ln. Without
@@ -133,10 +89,10 @@ func resolveGuardSettings(cmd *cobra.Command, g *guardSettings) {
 // SIGHUP until ctx ends. The caller installs it on its http.Server
 // (Guard.Install), and calls the returned function when it has stopped
 // serving (it closes the audit log).
-func newGuard(ctx context.Context, ln net.Listener, s serveSettings, log *slog.Logger) (*auth.Guard, func(), error) {
+func newGuard(ctx context.Context, ln net.Listener, s Settings, log *slog.Logger) (*auth.Guard, func(), error) {
 	g := s.Guard
-	cfg := auth.Config{Addr: ln.Addr().String(), AllowOrigins: g.AllowOrigins.list(),
-		AllowHosts: g.AllowHosts.list(), SameUserOnly: g.Auth == "", TLS: g.TLSCert != "", WriteError: api.WriteError, Log: log}
+	cfg := auth.Config{Addr: ln.Addr().String(), AllowOrigins: g.AllowOrigins.List(),
+		AllowHosts: g.AllowHosts.List(), SameUserOnly: g.Auth == "", TLS: g.TLSCert != "", WriteError: api.WriteError, Log: log}
 	done := func() {}
 	if g.Audit != "" {
 		a, err := auth.OpenAudit(g.Audit)
@@ -154,7 +110,7 @@ func newGuard(ctx context.Context, ln net.Listener, s serveSettings, log *slog.L
 }
 
 // newGuardWith is newGuard's body over cfg.
-func newGuardWith(ctx context.Context, cfg auth.Config, s serveSettings, log *slog.Logger) (*auth.Guard, error) {
+func newGuardWith(ctx context.Context, cfg auth.Config, s Settings, log *slog.Logger) (*auth.Guard, error) {
 	g := s.Guard
 	if g.Auth != "" {
 		a, err := auth.NewAuthenticator(auth.AuthConfig{File: g.Auth, Region: s.Region, AccountID: s.AccountID,
@@ -180,12 +136,12 @@ func newGuardWith(ctx context.Context, cfg auth.Config, s serveSettings, log *sl
 // runsAsPrincipals reports whether the jobs of a server with settings s run
 // as their submitter's unixUser: with authentication on and the process
 // executor. Such a server refuses a submit by a principal without one.
-func runsAsPrincipals(s serveSettings) bool { return s.Guard.Auth != "" && s.Executor == "process" }
+func runsAsPrincipals(s Settings) bool { return s.Guard.Auth != "" && s.Executor == "process" }
 
 // unixUserCheck returns the check of each principal's unixUser for a
 // server with settings s: with the process executor, each must be a user
 // this server can run jobs as (process.CheckUser); otherwise none.
-func unixUserCheck(s serveSettings) func(*auth.Principal) error {
+func unixUserCheck(s Settings) func(*auth.Principal) error {
 	if !runsAsPrincipals(s) {
 		return nil
 	}

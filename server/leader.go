@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -54,11 +54,11 @@ const forwardedHeader = "X-Qshare-Forwarded-By"
 // server is one qshare serve process: its settings, its HTTP server, and
 // the handler of its current term (leading, or standing by).
 type server struct {
-	s         serveSettings
+	s         Settings
 	log       *slog.Logger
 	grace     time.Duration
 	retention time.Duration
-	newExec   func(ctx context.Context, s serveSettings, grace time.Duration, log *slog.Logger) (executor.Executor, error)
+	newExec   func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error)
 	tls       *tls.Config
 	stdout    io.Writer
 
@@ -158,7 +158,7 @@ func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, r
 		})
 	}
 	defer sv.shutdown()
-	if u, ok := postgresStore(sv.s.Store); ok {
+	if u, ok := postgres.StoreURL(sv.s.Store); ok {
 		return sv.runPostgres(ctx, u, errc, ready)
 	}
 	db, storeName, err := openServeStore(ctx, sv.s)
@@ -263,15 +263,6 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 	closers = append(closers, d.Close)
 	health.SetReady()
 	return &term{close: closeAll}, nil
-}
-
-// postgresStore reports whether raw is the URL of a PostgreSQL store.
-func postgresStore(raw string) (*url.URL, bool) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != postgres.Scheme && u.Scheme != postgres.SchemeLong) {
-		return nil, false
-	}
-	return u, true
 }
 
 // runPostgres runs the server on a PostgreSQL store: leader or standby, in

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -29,9 +29,6 @@ func newStoreRegistry() *store.Registry {
 	return r
 }
 
-// storeFlagUsage is the help of --store.
-const storeFlagUsage = "`URL` of the store: sqlite:///ABSOLUTE/PATH/qshare.db, sqlite:RELATIVE/PATH/qshare.db, or postgres://USER@HOST:PORT/DATABASE?sslmode=... (password from PGPASSWORD or ~/.pgpass; never printed) (default: the SQLite database DATA_DIR/state/qshare.db); the executor's files stay in --data-dir"
-
 // eventsInStore is the --events value that asks for the store's own event
 // log (a file of that name is ./store).
 const eventsInStore = "store"
@@ -39,7 +36,7 @@ const eventsInStore = "store"
 // openServeStore opens the store that s names: --store, or by default the
 // SQLite database qshare.db in the data directory. It returns the store and
 // its URL, without any password, for messages.
-func openServeStore(ctx context.Context, s serveSettings) (store.Store, string, error) {
+func openServeStore(ctx context.Context, s Settings) (store.Store, string, error) {
 	raw := s.Store
 	if raw == "" {
 		var err error
@@ -63,7 +60,7 @@ func openServeStore(ctx context.Context, s serveSettings) (store.Store, string, 
 
 // storeNote is what the listening line adds about the store: nothing for
 // the default one in the data directory, which the line already names.
-func storeNote(s serveSettings, name string) string {
+func storeNote(s Settings, name string) string {
 	if s.Store == "" {
 		return ""
 	}
@@ -73,7 +70,7 @@ func storeNote(s serveSettings, name string) string {
 // serveEvents returns the event sink that --events names, and the function
 // that closes it: none (""), the store's own log ("store", when the store
 // implements store.EventSink), or a file.
-func serveEvents(s serveSettings, st store.Store, storeName string) (daemon.EventSink, func() error, error) {
+func serveEvents(s Settings, st store.Store, storeName string) (daemon.EventSink, func() error, error) {
 	none := func() error { return nil }
 	switch s.Events {
 	case "":

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -35,12 +35,12 @@ import (
 
 // serveAt runs qshare serve in this process on s until the test ends and
 // returns its address.
-func serveAt(t *testing.T, s serveSettings) string {
+func serveAt(t *testing.T, s Settings) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	found := make(chan string, 1)
-	go func() { done <- runServeReady(ctx, s, io.Discard, func(a string) { found <- a }) }()
+	go func() { done <- RunReady(ctx, s, io.Discard, func(a string) { found <- a }) }()
 	select {
 	case a := <-found:
 		t.Cleanup(func() {
@@ -60,8 +60,8 @@ func serveAt(t *testing.T, s serveSettings) string {
 	return ""
 }
 
-func simServeSettings(t *testing.T) serveSettings {
-	s := defaultServeSettings()
+func simServeSettings(t *testing.T) Settings {
+	s := DefaultSettings()
 	s.Addr = "127.0.0.1:0"
 	s.DataDir = filepath.Join(t.TempDir(), "data")
 	s.Executor = "simulated"
@@ -338,7 +338,7 @@ func TestMetricsWorkedExample(t *testing.T) {
 // cell of each table row that names one in backquotes.
 func documentedMetrics(t testing.TB) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestMetricsGuardedAndOff(t *testing.T) {
 	}
 	bad := simServeSettings(t)
 	bad.Metrics = "maybe"
-	if err := runServe(context.Background(), bad, io.Discard); err == nil || !strings.Contains(err.Error(), "--metrics") {
+	if err := Run(context.Background(), bad, io.Discard); err == nil || !strings.Contains(err.Error(), "--metrics") {
 		t.Errorf("--metrics maybe: %v, want an error naming --metrics", err)
 	}
 }
@@ -468,7 +468,7 @@ func TestReadyzAfterRecovery(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	ready := make(chan struct{})
-	go func() { done <- runServeReady(ctx, s, io.Discard, func(string) { close(ready) }) }()
+	go func() { done <- RunReady(ctx, s, io.Discard, func(string) { close(ready) }) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

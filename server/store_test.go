@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -21,14 +21,14 @@ type serving struct {
 	done   chan error
 }
 
-// serveInProcess runs runServeReady with s until the test ends, and returns
+// serveInProcess runs RunReady with s until the test ends, and returns
 // once it listens. It fails t if the server stops with an error first.
-func serveInProcess(t *testing.T, s serveSettings) *serving {
+func serveInProcess(t *testing.T, s Settings) *serving {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	sv := &serving{cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan struct{})
-	go func() { sv.done <- runServeReady(ctx, s, &sv.out, func(string) { close(ready) }) }()
+	go func() { sv.done <- RunReady(ctx, s, &sv.out, func(string) { close(ready) }) }()
 	select {
 	case <-ready:
 	case err := <-sv.done:
@@ -53,21 +53,21 @@ func (sv *serving) stop(t *testing.T) {
 	}
 }
 
-// serveOnce runs runServe with s, which must fail before it serves, and
+// serveOnce runs Run with s, which must fail before it serves, and
 // returns its error.
-func serveOnce(t *testing.T, s serveSettings) error {
+func serveOnce(t *testing.T, s Settings) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := runServeReady(ctx, s, io.Discard, func(string) { t.Errorf("serve with %+v started; want it refused", s) })
+	err := RunReady(ctx, s, io.Discard, func(string) { t.Errorf("serve with %+v started; want it refused", s) })
 	if err == nil {
 		t.Fatalf("serve with %+v returned nil", s)
 	}
 	return err
 }
 
-func testServeSettings(t *testing.T) serveSettings {
-	s := defaultServeSettings()
+func testServeSettings(t *testing.T) Settings {
+	s := DefaultSettings()
 	s.Addr, s.Executor, s.LogLevel, s.DataDir = "127.0.0.1:0", "simulated", "error", t.TempDir()
 	return s
 }

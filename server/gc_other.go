@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package server
 
 // physicalMemory returns 0: the machine's memory is not known here, so the
 // server sets no memory limit of its own.

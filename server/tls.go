@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -18,37 +17,12 @@ import (
 // HTTPS, HTTP/1.1 and HTTP/2, and may listen beyond loopback when
 // authentication is on too. The pair is read again on SIGHUP.
 
-var tlsFlags struct{ cert, key string }
-
-func init() {
-	f := serveCmd.Flags()
-	f.StringVar(&tlsFlags.cert, "tls-cert", "", "serve HTTPS with the certificate (chain) in PEM `FILE`, read again with --tls-key on SIGHUP; with --tls-key, and with --auth, --addr may be a non-loopback address (docs/security.md)")
-	f.StringVar(&tlsFlags.key, "tls-key", "", "the private key of --tls-cert, a PEM `FILE`")
-}
-
-// resolveTLSSettings layers QSHARE_TLS_CERT and QSHARE_TLS_KEY, then the
-// flags, over the config file's tlsCert and tlsKey.
-func resolveTLSSettings(f interface{ Changed(string) bool }, g *guardSettings) {
-	for _, e := range []struct {
-		flag, env string
-		dst       *string
-		given     string
-	}{{"tls-cert", "QSHARE_TLS_CERT", &g.TLSCert, tlsFlags.cert}, {"tls-key", "QSHARE_TLS_KEY", &g.TLSKey, tlsFlags.key}} {
-		if v, ok := os.LookupEnv(e.env); ok {
-			*e.dst = v
-		}
-		if f.Changed(e.flag) {
-			*e.dst = e.given
-		}
-	}
-}
-
 // checkListenAddr refuses an --addr the settings do not make safe: a
 // loopback address is always allowed; any other needs authentication
 // (--auth) and TLS (--tls-cert and --tls-key), and the error names what is
 // missing. One of --tls-cert and --tls-key without the other is refused
 // too.
-func checkListenAddr(s serveSettings) error {
+func checkListenAddr(s Settings) error {
 	g := s.Guard
 	if (g.TLSCert == "") != (g.TLSKey == "") {
 		if g.TLSCert == "" {
@@ -119,7 +93,7 @@ func (c *certReloader) reloadOnHangup(ctx context.Context, log *slog.Logger) {
 // serverTLS returns the TLS configuration of the settings and the
 // reloader of its certificate, or nils for plain HTTP; an unreadable or
 // mismatched pair is an error naming the flags.
-func serverTLS(s serveSettings) (*tls.Config, *certReloader, error) {
+func serverTLS(s Settings) (*tls.Config, *certReloader, error) {
 	if s.Guard.TLSCert == "" {
 		return nil, nil, nil
 	}

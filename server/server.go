@@ -1,0 +1,248 @@
+// Package server is qshare serve assembled: the store and the executor
+// the settings name, the daemon over them, leading or standing by on a
+// shared store, and the HTTP server with one router into which each
+// service registers (the AWS Batch API, qshare's extensions, the
+// dashboard, metrics and the health probes), behind one guard and one
+// authentication (package auth) in front of all of them. cmd/qshare only
+// parses flags into Settings and calls Run.
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"qshare"
+	"qshare/datadir"
+	"qshare/executor"
+	"qshare/executor/process"
+	"qshare/executor/simulated"
+	"qshare/executor/slurm"
+)
+
+// Settings are the settings of qshare serve. Each comes, in rising
+// order of precedence, from its default, the config file, a QSHARE_*
+// environment variable, and a flag.
+type Settings struct {
+	Addr              string `yaml:"addr"`
+	DataDir           string `yaml:"dataDir"`
+	Store             string `yaml:"store"`
+	Executor          string `yaml:"executor"`
+	Region            string `yaml:"region"`
+	AccountID         string `yaml:"accountId"`
+	MaxSharesPerQueue int    `yaml:"maxQuotaSharesPerQueue"`
+	LogLevel          string `yaml:"logLevel"`
+	StopGrace         string `yaml:"stopGrace"`
+	GPUs              string `yaml:"gpus"`
+	InstanceTypes     string `yaml:"instanceTypes"`
+	Events            string `yaml:"events"`
+	JobRetention      string `yaml:"jobRetention"`
+	Metrics           string `yaml:"metrics"`
+	// RunAs and PassEnv are the process executor's: see process.Options.
+	RunAs   string   `yaml:"runAs"`
+	PassEnv []string `yaml:"passEnv"`
+	// SlurmConfig is the Slurm executor's file: see slurm.Config.
+	SlurmConfig string `yaml:"slurmConfig"`
+	// AdvertiseAddr and LeaderLease are for several servers on one
+	// PostgreSQL store (serve_leader.go).
+	AdvertiseAddr string `yaml:"advertiseAddr"`
+	LeaderLease   string `yaml:"leaderLease"`
+	// Kubeconfig, Namespace and KubeConfig are the Kubernetes executor's
+	// (serve_kube.go).
+	Kubeconfig string `yaml:"kubeconfig"`
+	Namespace  string `yaml:"namespace"`
+	KubeConfig string `yaml:"kubeConfig"`
+
+	// Guard holds the request guard's settings (serve_guard.go).
+	Guard GuardSettings `yaml:",inline"`
+}
+
+// DefaultSettings returns the settings qshare serve has when nothing
+// else is given: loopback port 8750, ./qshare-data, the process executor.
+func DefaultSettings() Settings {
+	return Settings{Addr: "127.0.0.1:8750", DataDir: "./qshare-data", Executor: defaultExecutor, Region: "us-east-1",
+		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info",
+		JobRetention: defaultJobRetention, Metrics: "on", LeaderLease: defaultLeaderLease}
+}
+
+// ConfigKeys lists the keys of Settings' YAML tags, for the help
+// and for the error on an unknown key.
+const ConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, " + guardConfigKeys
+
+// defaultJobRetention is how long finished jobs are kept by default.
+const defaultJobRetention = "7d"
+
+// parseRetention reads a job retention: a Go duration (36h, 90m) or a whole
+// number of days (7d); 0 keeps finished jobs forever.
+func parseRetention(v string) (time.Duration, error) {
+	if v == "0" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m, or 0 to keep finished jobs forever", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m, or 0 to keep finished jobs forever", v)
+	}
+	return d, nil
+}
+
+// defaultExecutor is the executor qshare serve uses unless told otherwise.
+var defaultExecutor = "process"
+
+// executors maps an --executor name to its constructor.
+var executors = map[string]func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error){
+	"simulated": func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
+		return simulated.New(simulated.Options{StopGrace: grace}), nil
+	},
+	"slurm": func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
+		if s.SlurmConfig == "" {
+			return nil, fmt.Errorf("--executor slurm needs --slurm-config FILE: the YAML file that maps instance types to partitions (see docs/slurm.md)")
+		}
+		c, err := slurm.LoadConfig(s.SlurmConfig)
+		if err != nil {
+			return nil, err
+		}
+		return slurm.New(ctx, slurm.Options{Config: c, StopGrace: grace, Logger: log})
+	},
+	"process": func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
+		var gpus []string
+		for _, g := range strings.Split(s.GPUs, ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				gpus = append(gpus, g)
+			}
+		}
+		if s.RunAs == "" && os.Geteuid() == 0 {
+			log.Warn("qshare serve runs as root with the process executor and no --run-as: every job runs as root and can do anything on this host; give --run-as USER to run jobs as an unprivileged user")
+		}
+		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log,
+			RunAs: s.RunAs, PassEnv: s.PassEnv})
+	},
+}
+
+// ExecutorNames returns the names --executor takes, sorted.
+func ExecutorNames() []string {
+	var ns []string
+	for n := range executors {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+// checkLoopback refuses any address that is not loopback: qshare serves no
+// TLS yet, and anyone who can reach the port can run commands.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q is not HOST:PORT: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("refusing to listen on %q: qshare does not serve TLS yet, and its jobs run commands, so anyone who can reach the port could run programs on this machine. Listen on a loopback address such as 127.0.0.1:8750, and reach it from elsewhere through an SSH tunnel or an authenticating proxy", addr)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("--log-level %q is not valid: use debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// Run runs the server until ctx ends or SIGINT/SIGTERM arrives.
+func Run(ctx context.Context, s Settings, stdout io.Writer) error {
+	return RunReady(ctx, s, stdout, nil)
+}
+
+// RunReady is Run that also calls ready, when it is not nil, with the
+// address it listens on once it is about to serve: how `bench
+// --in-process` learns the port the kernel gave it.
+func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr string)) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := checkListenAddr(s); err != nil {
+		return err
+	}
+	tlsConfig, certs, err := serverTLS(s)
+	if err != nil {
+		return err
+	}
+	level, err := parseLevel(s.LogLevel)
+	if err != nil {
+		return err
+	}
+	if s.MaxSharesPerQueue < 1 {
+		return fmt.Errorf("--max-quota-shares-per-queue %d is not valid: give 1 or more", s.MaxSharesPerQueue)
+	}
+	if len(s.AccountID) != 12 || strings.Trim(s.AccountID, "0123456789") != "" {
+		return fmt.Errorf("--account-id %q is not valid: give 12 digits", s.AccountID)
+	}
+	if s.Region == "" || strings.ContainsAny(s.Region, ":/ ") {
+		return fmt.Errorf("--region %q is not valid: give a region name such as us-east-1", s.Region)
+	}
+	var grace time.Duration
+	if s.StopGrace != "" {
+		if grace, err = simulated.ParseGrace(s.StopGrace); err != nil {
+			return fmt.Errorf("--stop-grace %q: %w", s.StopGrace, err)
+		}
+	}
+	retention, err := parseRetention(s.JobRetention)
+	if err != nil {
+		return err
+	}
+	if s.Metrics != "on" && s.Metrics != "off" {
+		return fmt.Errorf("--metrics %q is not valid: give on or off", s.Metrics)
+	}
+	newExec, ok := executors[s.Executor]
+	if !ok {
+		return fmt.Errorf("--executor %q is not known: use %s", s.Executor, strings.Join(ExecutorNames(), " or "))
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	setServeGC(log)
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if certs != nil {
+		certs.reloadOnHangup(ctx, log) // a renewed certificate without a restart (serve_tls.go)
+	}
+
+	// Listen first, so a busy port fails before the data is touched.
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
+	}
+	defer ln.Close()
+	guard, closeGuard, err := newGuard(ctx, ln, s, log)
+	if err != nil {
+		return err
+	}
+	defer closeGuard()
+	// The data directory's layout and modes (package datadir), once the
+	// settings are known good, before the store or the executor opens it.
+	if err := datadir.Prepare(s.DataDir, datadir.Options{Shared: s.Executor == "process" && (s.Guard.Auth != "" || s.RunAs != ""), MoveStore: s.Store == ""}); err != nil {
+		return err
+	}
+
+	sv := &server{s: s, log: log, grace: grace, retention: retention, newExec: newExec, tls: tlsConfig, stdout: stdout}
+	return sv.run(ctx, ln, guard, ready)
+}
