@@ -1,6 +1,7 @@
 package qshare_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -141,5 +142,66 @@ func TestHarnessRule(t *testing.T) {
 		if got := allowed(c.from, c.to); got != c.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", c.from, c.to, got, c.want)
 		}
+	}
+}
+
+// serverSide are the names of net/http and net that only code answering
+// requests uses: a handler, a mux, a server, a listener.
+var serverSide = map[string]map[string]bool{
+	"net/http": {"Handler": true, "HandlerFunc": true, "ResponseWriter": true, "ServeMux": true, "NewServeMux": true,
+		"Server": true, "Serve": true, "ServeTLS": true, "ListenAndServe": true, "ListenAndServeTLS": true, "Handle": true, "HandleFunc": true},
+	"net": {"Listen": true, "ListenTCP": true, "ListenUnix": true},
+}
+
+// serverOnly are the packages that the server assembles and that the
+// binary therefore never needs to import itself.
+var serverOnly = map[string]bool{
+	module + "/daemon": true, module + "/api": true, "net/http/httputil": true,
+}
+
+// TestCommandIsThin keeps cmd/qshare what the README says it is: flag
+// wiring, with each command calling a package. The server's assembly
+// (routes, guard, leader and standby, TLS) once grew to 1,500 lines there,
+// where no package's tests could reach it and each new AWS service would
+// have added more; it lives in package server. So cmd/qshare's own files
+// may use net/http as a client (the log and plan commands do) but name no
+// handler, mux, server or listener, and import neither the daemon nor the
+// API's handlers, which only the server wires. A command that must answer
+// HTTP belongs in a package of its own, with its own tests.
+func TestCommandIsThin(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("cmd", "qshare", "*.go"))
+	if err != nil || len(files) < 10 {
+		t.Fatalf("cmd/qshare has %d files (%v); is the test running at the module root?", len(files), err)
+	}
+	for _, p := range files {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]string{} // local name -> import path
+		for _, imp := range f.Imports {
+			ip, _ := strconv.Unquote(imp.Path.Value)
+			if serverOnly[ip] {
+				t.Errorf("%s imports %s: only package server wires it", p, ip)
+			}
+			local := path.Base(ip)
+			if imp.Name != nil {
+				local = imp.Name.Name
+			}
+			names[local] = ip
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && serverSide[names[id.Name]][sel.Sel.Name] {
+				t.Errorf("%s uses %s.%s: code that answers requests belongs in package server (or a service's package), not in the binary", p, id.Name, sel.Sel.Name)
+			}
+			return true
+		})
 	}
 }

@@ -129,6 +129,14 @@ type principalKey struct{}
 // not verify is refused with the Verifier's error, and next sees the
 // others with their principal in the context (PrincipalFrom, Authorize).
 func (a *Authenticator) Wrap(next http.Handler) http.Handler {
+	return a.WrapService(Service, next)
+}
+
+// WrapService is Wrap for a route of the signing name service ("batch",
+// "s3", "sts"...): the request's credential scope must name it. qshare
+// serve's router wraps each route that is not public so, with its
+// service's name.
+func (a *Authenticator) WrapService(service string, next http.Handler) http.Handler {
 	public := map[string]bool{}
 	for _, p := range a.cfg.PublicPaths {
 		public[p] = true
@@ -138,7 +146,7 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		p, keyID, secret, err := a.verifier.verify(r)
+		p, keyID, secret, err := a.verifier.verify(r, service)
 		if err != nil {
 			a.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
 			a.cfg.WriteError(w, err)

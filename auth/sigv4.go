@@ -141,13 +141,13 @@ func (v *Verifier) now() time.Time {
 // payload hash that does not match, a signature that does not match) or
 // EINVALID (a body over the limit, or one that cannot be read).
 func (v *Verifier) Verify(r *http.Request) (*Principal, error) {
-	p, _, _, err := v.verify(r)
+	p, _, _, err := v.verify(r, Service)
 	return p, err
 }
 
-// verify is Verify, and also returns the access key id the request was
-// signed with and its secret.
-func (v *Verifier) verify(r *http.Request) (p *Principal, keyID, secret string, err error) {
+// verify is Verify for a request whose scope must name service, and also
+// returns the access key id the request was signed with and its secret.
+func (v *Verifier) verify(r *http.Request, service string) (p *Principal, keyID, secret string, err error) {
 	hs := r.Header.Values("Authorization")
 	if len(hs) == 0 {
 		if q := r.URL.Query(); q.Has("X-Amz-Signature") || q.Has("X-Amz-Credential") {
@@ -172,8 +172,8 @@ func (v *Verifier) verify(r *http.Request) (p *Principal, keyID, secret string, 
 	if a.terminal != "aws4_request" {
 		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped with a valid terminator: 'aws4_request', not %s", quote(a.terminal))
 	}
-	if a.service != Service {
-		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped to correct service: '%s', not %s", Service, quote(a.service))
+	if a.service != service {
+		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped to correct service: '%s', not %s", service, quote(a.service))
 	}
 	if a.region != v.Region {
 		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Credential should be scoped to a valid region: this server's is '%s', not %s", v.Region, quote(a.region))
@@ -229,7 +229,7 @@ func (v *Verifier) verify(r *http.Request) (p *Principal, keyID, secret string, 
 			c.Header[textproto.CanonicalMIMEHeaderKey(h)] = vals
 		}
 	}
-	if err := key.signer.SignHTTP(context.Background(), aws.Credentials{AccessKeyID: a.keyID, SecretAccessKey: key.secret}, c, hash, Service, v.Region, t); err != nil {
+	if err := key.signer.SignHTTP(context.Background(), aws.Credentials{AccessKeyID: a.keyID, SecretAccessKey: key.secret}, c, hash, service, v.Region, t); err != nil {
 		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "the signature could not be checked: %v", err)
 	}
 	want := c.Header.Get("Authorization")

@@ -2,7 +2,7 @@
 // format, at GET /metrics, and answers the health probes GET /healthz and
 // GET /readyz (health.go).
 //
-// It sits beside the API in the server's flow: cmd/qshare/serve.go creates a
+// It sits beside the API in the server's flow: package server creates a
 // Metrics, gives it to the daemon as its daemon.Observer and to the API
 // handler as its api.Observer, then calls Watch with the daemon and mounts
 // Handler on the same mux, behind the same request guard, as the API.

@@ -33,7 +33,7 @@ func StoreURL(raw string) (*url.URL, bool) {
 }
 
 // OpenURL opens the store that u, a URL of scheme postgres or postgresql,
-// names, as Open does with no options. It is the Opener that cmd/qshare
+// names, as Open does with no options. It is the Opener that package server
 // registers for both schemes (store.Registry).
 func OpenURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	d, err := OpenURLOptions(ctx, u)

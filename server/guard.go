@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,8 +16,6 @@ import (
 	"qshare/api"
 	"qshare/auth"
 	"qshare/executor/process"
-	"qshare/metrics"
-	"qshare/web"
 )
 
 // GuardSettings are the settings of the request guard (package auth) that
@@ -82,55 +81,61 @@ func (l NameList) List() []string {
 	return strings.Split(string(l), ",")
 }
 
-// newGuard returns the request guard for a server listening on ln. Without
-// an auth file, the guard also serves only the server's own Unix user (and
-// root), and logs what it cannot enforce on this system; with one
-// (--auth), it authenticates every request instead, and reloads the file on
-// SIGHUP until ctx ends. The caller installs it on its http.Server
-// (Guard.Install), and calls the returned function when it has stopped
-// serving (it closes the audit log).
-func newGuard(ctx context.Context, ln net.Listener, s Settings, log *slog.Logger) (*auth.Guard, func(), error) {
+// newGuard returns the request guard for a server listening on ln, and
+// the authenticator of --auth (nil without). Without an auth file, the
+// guard also serves only the server's own Unix user (and root), and logs
+// what it cannot enforce on this system; with one, the router
+// authenticates every request that is not to a public route instead, and
+// the file is reloaded on SIGHUP until ctx ends. The guard asks the
+// router which body types each request's route takes. The caller calls
+// the returned function when it has stopped serving (it closes the audit
+// log).
+func newGuard(ctx context.Context, ln net.Listener, s Settings, log *slog.Logger) (*auth.Guard, *auth.Authenticator, func(), error) {
 	g := s.Guard
 	cfg := auth.Config{Addr: ln.Addr().String(), AllowOrigins: g.AllowOrigins.List(),
-		AllowHosts: g.AllowHosts.List(), SameUserOnly: g.Auth == "", TLS: g.TLSCert != "", WriteError: api.WriteError, Log: log}
+		AllowHosts: g.AllowHosts.List(), SameUserOnly: g.Auth == "", TLS: g.TLSCert != "", WriteError: api.WriteError, Log: log,
+		BodyTypes: routeBodyTypes}
 	done := func() {}
 	if g.Audit != "" {
 		a, err := auth.OpenAudit(g.Audit)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		cfg.Audit, done = a, func() { a.Close() }
 	}
-	guard, err := newGuardWith(ctx, cfg, s, log)
-	if err != nil {
+	fail := func(err error) (*auth.Guard, *auth.Authenticator, func(), error) {
 		done()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return guard, done, nil
-}
-
-// newGuardWith is newGuard's body over cfg.
-func newGuardWith(ctx context.Context, cfg auth.Config, s Settings, log *slog.Logger) (*auth.Guard, error) {
-	g := s.Guard
+	var authn *auth.Authenticator
 	if g.Auth != "" {
 		a, err := auth.NewAuthenticator(auth.AuthConfig{File: g.Auth, Region: s.Region, AccountID: s.AccountID,
-			BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log, CheckPrincipal: unixUserCheck(s),
-			PublicPaths: []string{metrics.HealthzPath, metrics.ReadyzPath}, PublicPrefixes: []string{web.Path}})
+			BodyLimit: api.BodyLimit, WriteError: api.WriteError, Log: log, CheckPrincipal: unixUserCheck(s)})
 		if err != nil {
-			return nil, fmt.Errorf("--auth: %w", err)
+			return fail(fmt.Errorf("--auth: %w", err))
 		}
-		cfg.Authenticator = a
-		reloadOnHangup(ctx, a)
-		log.Info("authentication on", "file", g.Auth, "principals", len(a.Keys().Principals()))
+		authn = a
 	}
 	guard, err := auth.New(cfg)
 	if err != nil {
-		return nil, err
+		return fail(err)
+	}
+	if authn != nil {
+		reloadOnHangup(ctx, authn)
+		log.Info("authentication on", "file", g.Auth, "principals", len(authn.Keys().Principals()))
 	}
 	for _, w := range guard.Warnings() {
 		log.Warn(w)
 	}
-	return guard, nil
+	return guard, authn, done, nil
+}
+
+// routeBodyTypes is the guard's BodyTypes: those of the request's route.
+func routeBodyTypes(r *http.Request) []string {
+	if c := ClassifiedFrom(r.Context()); c != nil && c.Route != nil {
+		return c.Route.BodyTypes
+	}
+	return nil
 }
 
 // runsAsPrincipals reports whether the jobs of a server with settings s run

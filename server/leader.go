@@ -16,15 +16,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"qshare/api"
 	"qshare/auth"
 	"qshare/daemon"
 	"qshare/executor"
-	"qshare/logstream"
 	"qshare/metrics"
 	"qshare/postgres"
 	"qshare/store"
-	"qshare/web"
 )
 
 // The terms of qshare serve: one server leads a store at a time.
@@ -63,7 +60,7 @@ type server struct {
 	stdout    io.Writer
 
 	health   *metrics.Health
-	current  atomic.Pointer[http.Handler]
+	router   *Router
 	addr     string // the listen address
 	serve    func() // starts serving, once
 	shutdown func() // stops serving, once
@@ -112,23 +109,19 @@ func (sv *server) prove(ctx context.Context, db *postgres.DB) error {
 	return nil
 }
 
-// set makes h the handler of every request but the probes.
-func (sv *server) set(h http.Handler) { sv.current.Store(&h) }
-
 // run serves on ln until ctx ends or the HTTP server fails.
 func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, ready func(addr string)) error {
 	sv.addr = ln.Addr().String()
-	// The AWS Batch API at /v1/, and qshare's extensions, wait (503) until
-	// the store is loaded and recovered; on a standby they go to the
-	// leader. The probes answer at once, behind the same guard.
+	// The AWS Batch API at /v1/, and every other route but the probes,
+	// wait (503) until the store is loaded and recovered; on a standby
+	// they go to the leader. The probes answer at once, behind the same
+	// guard.
 	sv.health = metrics.NewHealth("loading the store and recovering the attempts in flight")
-	sv.set(sv.health.Gate(http.NotFoundHandler()))
-	root := http.NewServeMux()
-	root.Handle(metrics.HealthzPath, sv.health.Healthz())
-	root.Handle(metrics.ReadyzPath, sv.readyz(sv.health.Readyz()))
-	root.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*sv.current.Load()).ServeHTTP(w, r) }))
+	sv.routes(sv.router)
+	sv.router.serveOthers(sv.health.Gate(http.NotFoundHandler()))
 	srv := &http.Server{
-		Handler:           root,
+		Handler:           sv.router.handler(guard),
+		ConnContext:       guard.ConnContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -136,7 +129,6 @@ func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, r
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(sv.log.Handler(), slog.LevelWarn),
 	}
-	guard.Install(srv)
 	errc := make(chan error, 1)
 	// Serving begins once the first term's handler is in place (lead), or
 	// when the server stands by: as before, a server that fails to open
@@ -235,33 +227,15 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 		closeAll()
 		return nil, err
 	}
-	health := sv.health
-	health.SetNotReady("loading the store and recovering the attempts in flight")
-	apiHandler := api.New(d, log)
-	mux := http.NewServeMux()
-	logs := &logstream.Handler{Job: d.Job, Logs: ex.Logs, Resources: func(ref string) []string { return api.JobResources(d, ref) }}
-	if il, ok := ex.(executor.InstanceLogger); ok {
-		logs.InstanceLogs = il.InstanceLogs
-	}
-	mux.Handle(logstream.PathPrefix, health.Gate(logs))
-	mux.Handle(api.LendingPath, health.Gate(api.LendingHandler(d)))
-	mux.Handle(api.PlansPath, health.Gate(api.PlansHandler(d)))
-	mux.Handle(api.PlansPath+"/", health.Gate(api.PlansHandler(d)))
-	mountDashboard(mux, health, d, events, web.Config{Auth: s.Guard.Auth != "", Region: s.Region}) // the dashboard at /ui/ (serve_web.go)
-	mux.Handle("/", health.Gate(apiHandler))
-	if m != nil {
-		apiHandler.Observe(m.API())
-		m.Watch(d)
-		mux.Handle(metrics.Path, auth.Require(api.ActionGetMetrics, m.Handler(), api.WriteError))
-	}
-	sv.set(mux)
+	sv.health.SetNotReady("loading the store and recovering the attempts in flight")
+	sv.router.lead(&Term{Daemon: d, Executor: ex, Events: events, Metrics: m, Health: sv.health, Settings: s, Log: log})
 	sv.serve()
 	if err := d.Start(ctx); err != nil {
 		closeAll()
 		return nil, &takeoverError{err}
 	}
 	closers = append(closers, d.Close)
-	health.SetReady()
+	sv.health.SetReady()
 	return &term{close: closeAll}, nil
 }
 
@@ -302,7 +276,7 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 			// Not the store's name: /readyz answers unsigned, and the
 			// URL is the operator's (the listening line and the log name it).
 			sv.health.SetNotReady("standby: another server leads the store")
-			sv.set(sb)
+			sv.router.serveOthers(sb)
 			sv.serve()
 			stop := sb.watch(ctx)
 			sv.log.Info("leadership: standby, waiting for the store's lock", "store", name, "leader", sb.leaderAddr())
@@ -360,7 +334,7 @@ func (sv *server) runPostgres(ctx context.Context, u *url.URL, errc <-chan error
 		sv.owner.Store(nil)
 		sb.leader.Store(nil)
 		sb.refresh(ctx) // forward at once, while the term closes
-		sv.set(sb)
+		sv.router.serveOthers(sb)
 		t.close()
 		db = nil
 	}

@@ -229,4 +229,3 @@ func TestServePostgresSignedThroughStandby(t *testing.T) {
 		t.Fatalf("a request with a bad signature through the standby: %v, want InvalidSignatureException", err)
 	}
 }
-

@@ -232,7 +232,7 @@ func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr
 		return fmt.Errorf("cannot listen on %s: %w (is another qshare running? pick another port with --addr)", s.Addr, err)
 	}
 	defer ln.Close()
-	guard, closeGuard, err := newGuard(ctx, ln, s, log)
+	guard, authn, closeGuard, err := newGuard(ctx, ln, s, log)
 	if err != nil {
 		return err
 	}
@@ -243,6 +243,7 @@ func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr
 		return err
 	}
 
-	sv := &server{s: s, log: log, grace: grace, retention: retention, newExec: newExec, tls: tlsConfig, stdout: stdout}
+	sv := &server{s: s, log: log, grace: grace, retention: retention, newExec: newExec, tls: tlsConfig, stdout: stdout,
+		router: &Router{auth: authn, noRoute: noRoute}}
 	return sv.run(ctx, ln, guard, ready)
 }

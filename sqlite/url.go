@@ -24,7 +24,7 @@ const Scheme = "sqlite"
 // user information or no file name is refused, rather than half understood.
 
 // OpenURL opens the database that u, a URL of scheme sqlite, names, as Open
-// does with its path and no options. It is the Opener that cmd/qshare
+// does with its path and no options. It is the Opener that package server
 // registers for the scheme "sqlite" (store.Registry).
 func OpenURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	path, err := pathOf(u)
