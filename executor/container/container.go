@@ -30,6 +30,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"qshare"
+	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/gpu"
 	"qshare/executor/process"
@@ -66,11 +67,17 @@ type Options struct {
 	// images that write outside /opt/ml and /tmp. By default it is
 	// read-only.
 	WritableRoot bool
-	// Stage, when set, is called before the containers start, with the
-	// job's directories on the host, to stage the input channels that are
-	// not local (S3): it fills dirs.Data/<channel>. Its error fails the
-	// start, with its message in the attempt's reason.
-	Stage func(ctx context.Context, s executor.Spec, req *trainingjob.Request, dirs process.JobDirs) error
+	// Data, when set, carries out SageMaker's data contract around each
+	// attempt (package data): before the containers start, the S3 input
+	// channels are staged into input/data/<channel> and the checkpoints
+	// restored from CheckpointConfig.S3Uri; once they have ended, the model
+	// and output/data go to S3OutputPath and the checkpoints are saved.
+	// Nil: only local (file://) channels are served, bound read-only.
+	Data *data.Client
+	// Region and AccountID make the attempts' training job ARNs
+	// (TRAINING_JOB_ARN), as the server's --region and --account-id.
+	// Empty: us-east-1 and 000000000000.
+	Region, AccountID string
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -130,6 +137,10 @@ type record struct {
 	GPUs       []string      `json:"gpus,omitempty"`
 	Output     string        `json:"output"` // the job's output directory on the host, for the failure file
 	Grace      time.Duration `json:"grace,omitempty"`
+	// Job is the job's directory on the host; Data the transfers of the
+	// data contract (Options.Data), nil when there are none.
+	Job  string     `json:"job,omitempty"`
+	Data *data.Plan `json:"data,omitempty"`
 }
 
 const (
@@ -161,6 +172,12 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	o.Pull = pull
 	if o.StopGrace <= 0 {
 		o.StopGrace = executor.DefaultStopGrace
+	}
+	if o.Region == "" {
+		o.Region = "us-east-1"
+	}
+	if o.AccountID == "" {
+		o.AccountID = "000000000000"
 	}
 	host := ResolveHost(o.Host)
 	if host == "" {
@@ -334,6 +351,11 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time
 	if err := process.CheckJobDir(req); err != nil {
 		return 0, err
 	}
+	if e.o.Data != nil {
+		if err := data.Validate(req); err != nil {
+			return 0, err
+		}
+	}
 	for _, c := range req.InputDataConfig {
 		if !nameRe.MatchString(c.ChannelName) {
 			return 0, qshare.Errorf(qshare.EINVALID, "InputDataConfig channel %q: a channel name is letters, digits, '.', '_' and '-'", c.ChannelName)
@@ -444,17 +466,16 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 	if err := e.fs.MkdirAll(dir, 0o700); err != nil {
 		return qshare.Errorf(qshare.EINTERNAL, "container executor: creating the directory of attempt %s: %v", s.AttemptID, err)
 	}
-	if e.o.Stage != nil {
-		if err := e.o.Stage(ctx, s, req, dirs); err != nil {
-			return fmt.Errorf("ClientError: staging the input data: %w", err)
-		}
-	}
 	img := req.AlgorithmSpecification.TrainingImage
 	if err := e.ensureImage(ctx, s.AttemptID, img); err != nil {
 		return err
 	}
+	plan, err := e.stage(ctx, s, req, dirs, n)
+	if err != nil {
+		return err
+	}
 	hosts := hostNames(n)
-	rec = record{AttemptID: s.AttemptID, JobID: s.JobID, StartedAt: time.Now().UTC(), Output: dirs.Output, Grace: grace}
+	rec = record{AttemptID: s.AttemptID, JobID: s.JobID, StartedAt: time.Now().UTC(), Output: dirs.Output, Grace: grace, Job: dirs.Job, Data: plan}
 	for k := range hosts {
 		rec.Containers = append(rec.Containers, containerName(e.o.DataDir, s.AttemptID, k))
 	}
@@ -536,7 +557,7 @@ func (e *Executor) create(ctx context.Context, s executor.Spec, req *trainingjob
 		}
 		b := build{Spec: s, Req: req, Dirs: dirs, HostConf: conf, Type: typ, Hosts: hosts, Host: host{Name: h, Index: k},
 			User: fmt.Sprintf("%d:%d", u.UID, u.GID), Groups: u.Groups, GPUs: gpus[k*per : (k+1)*per], Devices: ei.gpus,
-			Limits: lim, Network: netw, Image: req.AlgorithmSpecification.TrainingImage, DataDir: e.o.DataDir, ReadOnly: !e.o.WritableRoot}
+			Limits: lim, Network: netw, Image: req.AlgorithmSpecification.TrainingImage, ARN: e.arn(s), DataDir: e.o.DataDir, ReadOnly: !e.o.WritableRoot}
 		cfg, hc := createRequest(b)
 		var nc *network.NetworkingConfig
 		if netw != "" {
@@ -839,6 +860,7 @@ func (e *Executor) attach(ctx context.Context, a *attempt, rec record) (executor
 	// background (Wait returns once the containers are gone).
 	e.copyLogs(ctx, a, false)
 	x = e.exitOf(ctx, a)
+	x = e.upload(ctx, a, x)
 	e.record(a, x)
 	go func() { e.remove(e.ctx, rec); e.finish(a) }()
 	return executor.Exited, nil
@@ -882,6 +904,7 @@ func (e *Executor) watch(a *attempt, recovered bool) {
 		e.log.Warn("container executor: the log stream did not end with the container", "attempt", a.id)
 	}
 	x := e.exitOf(ctx, a)
+	x = e.upload(ctx, a, x)
 	e.record(a, x)
 	e.remove(ctx, a.rec)
 	if ctx.Err() != nil {

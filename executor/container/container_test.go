@@ -15,6 +15,7 @@ import (
 	"qshare/executor/container"
 	"qshare/executor/container/containertest"
 	"qshare/executor/executortest"
+	"qshare/trainingjob"
 )
 
 // newDocker returns an executor on this machine's Docker Engine over a
@@ -81,10 +82,10 @@ func TestContract(t *testing.T) {
 	executortest.CheckEnv(t, env, map[string]string{
 		"MY_SETTING": "a b=c", "SM_HP_LR": "0.1", "SM_HP_EPOCHS": "3", "SM_CURRENT_HOST": "algo-1", "SM_HOSTS": `["algo-1"]`,
 		"SM_MODEL_DIR": "/opt/ml/model", "SM_CHECKPOINT_DIR": "/opt/ml/checkpoints", "SM_INPUT_CONFIG_DIR": "/opt/ml/input/config",
-		"TRAINING_JOB_NAME": s.JobName, "QSHARE_JOB_ID": s.JobID, "SM_NUM_GPUS": "0", "CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void",
+		"TRAINING_JOB_NAME": trainingjob.AttemptName(s.JobName, s.JobID, 1), "QSHARE_JOB_ID": s.JobID, "SM_NUM_GPUS": "0", "CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void",
 		"SM_CURRENT_INSTANCE_TYPE": "ml.m5.large", "QSHARE_TEST_SERVER_SECRET": "",
 	})
-	if !strings.Contains(env["TRAINING_JOB_ARN"], ":training-job/"+s.JobName) {
+	if env["TRAINING_JOB_ARN"] != trainingjob.AttemptARN("us-east-1", "000000000000", env["TRAINING_JOB_NAME"]) {
 		t.Errorf("TRAINING_JOB_ARN = %q", env["TRAINING_JOB_ARN"])
 	}
 	job := filepath.Join(dir, "jobs", s.JobID)

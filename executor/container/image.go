@@ -54,12 +54,7 @@ func (e *Executor) ensureImage(ctx context.Context, attemptID, img string) error
 			return errImageNotFound(img, fmt.Errorf("not on this host, and --pull never"))
 		}
 	}
-	defer func() {
-		e.mu.Lock()
-		delete(e.pending, attemptID)
-		e.version++
-		e.mu.Unlock()
-	}()
+	defer e.progressDone(attemptID)
 	e.progress(attemptID, "Pulling image "+img)
 	auth, err := registryAuth(img)
 	if err != nil {
@@ -107,6 +102,14 @@ func (e *Executor) progress(attemptID, msg string) {
 	if changed && !strings.HasPrefix(msg, "Pulling image: ") || strings.HasSuffix(msg, "0 GB") {
 		e.appendLog(attemptID, msg)
 	}
+}
+
+// progressDone ends an attempt's PendingReason.
+func (e *Executor) progressDone(attemptID string) {
+	e.mu.Lock()
+	delete(e.pending, attemptID)
+	e.version++
+	e.mu.Unlock()
 }
 
 // appendLog adds a line of qshare's own to the attempt's log.

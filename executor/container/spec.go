@@ -78,6 +78,7 @@ type build struct {
 	Limits   limits
 	Network  string // "" for the engine's default bridge; "none" for none
 	Image    string
+	ARN      string // the attempt's training job ARN
 	DataDir  string
 	ReadOnly bool
 }
@@ -236,8 +237,8 @@ func containerEnv(b build) []string {
 	if _, ok := env["HOME"]; !ok {
 		env["HOME"] = "/tmp" // writable under a read-only root; the job's user may have no home in the image
 	}
-	env["TRAINING_JOB_NAME"] = b.Spec.JobName
-	env["TRAINING_JOB_ARN"] = "arn:aws:sagemaker:local:000000000000:training-job/" + b.Spec.JobName
+	env["TRAINING_JOB_NAME"] = trainingjob.NameOfARN(b.ARN)
+	env["TRAINING_JOB_ARN"] = b.ARN
 	var idx []string
 	for _, g := range b.GPUs {
 		idx = append(idx, strconv.Itoa(g.Index))

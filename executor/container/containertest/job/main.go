@@ -27,7 +27,19 @@ func main() {
 	resolve := flag.String("resolve", "", "a comma-separated list of host names that must resolve")
 	failure := flag.String("failure", "", "a line to write to /opt/ml/output/failure before exiting")
 	write := flag.String("write", "", "a comma-separated list of files to create, each holding the uid:gid it runs as")
+	copyArg := flag.String("copy", "", "FROM:TO: copy a file, as a job reads its input and writes its model")
 	flag.Parse()
+	if *copyArg != "" {
+		from, to, _ := strings.Cut(*copyArg, ":")
+		b, err := os.ReadFile(from)
+		if err == nil {
+			err = os.WriteFile(to, b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "copying: %v\n", err)
+			os.Exit(7)
+		}
+	}
 	if *write != "" {
 		for _, p := range strings.Split(*write, ",") {
 			if err := os.WriteFile(p, []byte(fmt.Sprintf("%d:%d\n", os.Getuid(), os.Getgid())), 0o644); err != nil {
