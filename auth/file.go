@@ -24,6 +24,12 @@ type Principal struct {
 	// UnixUser is the local user the principal's jobs are to run as. It is
 	// read and checked for form; the process executor does not use it yet.
 	UnixUser string
+	// Role is the IAM role the principal acts as, for the SageMaker SDK
+	// (the auth file's role): STS GetCallerIdentity then answers the
+	// role's assumed-role ARN, arn:aws:sts::ACCOUNT:assumed-role/ROLE/NAME,
+	// as in SageMaker Studio, from which the SDK takes its execution role,
+	// and IAM GetRole knows the role. Empty: the principal is a user.
+	Role string
 	// Policies are the principal's policies, in the order the file gives.
 	Policies []*Policy
 	// Limits bound the principal's requests; zero values bound nothing.
@@ -97,6 +103,7 @@ type filePrincipal struct {
 	Name       string    `yaml:"name"`
 	AccessKeys []fileKey `yaml:"accessKeys"`
 	UnixUser   string    `yaml:"unixUser"`
+	Role       string    `yaml:"role"`
 	Policies   []string  `yaml:"policies"`
 	Limits     fileLimit `yaml:"limits"`
 	line       int
@@ -294,7 +301,7 @@ func Parse(b []byte, account string) (*Keyring, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("the file is empty: give principals and policies (docs/security.md)")
 		}
-		return nil, fmt.Errorf("%w (members: principals, policies; a principal has name, accessKeys, unixUser, policies, limits (requestsPerSecond, burst, unfinishedJobs); a statement has Sid, Effect, Action, Resource)", err)
+		return nil, fmt.Errorf("%w (members: principals, policies; a principal has name, accessKeys, unixUser, role, policies, limits (requestsPerSecond, burst, unfinishedJobs); a statement has Sid, Effect, Action, Resource)", err)
 	}
 	if len(doc.Principals) == 0 {
 		return nil, errors.New("principals is missing or empty: name at least one principal")
@@ -319,6 +326,9 @@ func Parse(b []byte, account string) (*Keyring, error) {
 		if fp.UnixUser != "" && !validUnixUser(fp.UnixUser) {
 			return nil, fmt.Errorf("%s (%s): unixUser %q is not a user name or uid", where, fp.Name, fp.UnixUser)
 		}
+		if fp.Role != "" && !ValidRoleName(fp.Role) {
+			return nil, fmt.Errorf("%s (%s): role %q is not a valid IAM role name: give 1 to 64 letters, digits and +=,.@_-", where, fp.Name, fp.Role)
+		}
 		// !(rate >= 0) refuses NaN (.nan in YAML, which would throttle every
 		// request) with the negative rates; .inf is no limit in disguise.
 		if l := fp.Limits; !(l.RequestsPerSecond >= 0) || math.IsInf(l.RequestsPerSecond, 1) || l.Burst < 0 || (l.Burst > 0 && l.RequestsPerSecond == 0) {
@@ -327,7 +337,7 @@ func Parse(b []byte, account string) (*Keyring, error) {
 		if l := fp.Limits; l.UnfinishedJobs < 0 {
 			return nil, fmt.Errorf("line %d: principals[%d] (%s).limits: unfinishedJobs %d is not valid: give 1 or more (or leave it out for no limit)", l.line, i, fp.Name, l.UnfinishedJobs)
 		}
-		p := &Principal{Name: fp.Name, ARN: "arn:aws:iam::" + account + ":user/" + fp.Name, UnixUser: fp.UnixUser, Limits: fp.Limits.Limits}
+		p := &Principal{Name: fp.Name, ARN: "arn:aws:iam::" + account + ":user/" + fp.Name, UnixUser: fp.UnixUser, Role: fp.Role, Limits: fp.Limits.Limits}
 		for _, pn := range fp.Policies {
 			pol := policies[pn]
 			if pol == nil {
@@ -402,6 +412,24 @@ func checkPolicy(name string, fp filePolicy) (*Policy, error) {
 		p.Statement = append(p.Statement, Statement{Sid: fs.Sid, Effect: Effect(fs.Effect), Action: fs.Action.v, Resource: fs.Resource.v})
 	}
 	return p, nil
+}
+
+// ValidRoleName reports whether s is a valid IAM role name: 1 to 64
+// letters, digits and +=,.@_-, IAM's rule (the same as a user name's).
+func ValidRoleName(s string) bool { return validUserName(s) }
+
+// Roles returns the roles the principals act as, sorted, each once.
+func (k *Keyring) Roles() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range k.names {
+		if p.Role != "" && !seen[p.Role] {
+			seen[p.Role] = true
+			out = append(out, p.Role)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // ValidPrincipalName reports whether s is a valid principal name: IAM's

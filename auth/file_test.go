@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,5 +148,20 @@ func TestNewKey(t *testing.T) {
 	}
 	if _, s, ok := k.Principal(a.ID); !ok || s != a.Secret {
 		t.Fatal("the new key does not load back")
+	}
+}
+
+// TestRole: a principal's role is read, checked and listed once.
+func TestRole(t *testing.T) {
+	k, err := Parse([]byte("principals:\n  - {name: a, role: TrainRole, accessKeys: [{id: AKIAQSHAREAAAAA00001, secret: aaaaaaaaaaaaaaaaaaaaaaaa}]}\n  - {name: b, role: TrainRole}\n  - {name: c}\n"), "123456789012")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, _ := k.Principal("AKIAQSHAREAAAAA00001")
+	if p.Role != "TrainRole" || fmt.Sprint(k.Roles()) != "[TrainRole]" {
+		t.Errorf("role %q, roles %v", p.Role, k.Roles())
+	}
+	if _, err := Parse([]byte("principals: [{name: a, role: 'bad role'}]"), "123456789012"); err == nil || !strings.Contains(err.Error(), `role "bad role" is not a valid IAM role name`) {
+		t.Errorf("bad role: %v", err)
 	}
 }

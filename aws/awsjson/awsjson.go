@@ -19,13 +19,13 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"runtime/debug"
 	"sort"
 	"strings"
 
 	"github.com/google/uuid"
 
 	"qshare"
+	"qshare/aws/wire"
 )
 
 // ContentType is the content type of awsJson1_1 requests and answers.
@@ -124,21 +124,8 @@ type Service struct {
 
 // ServeHTTP implements http.Handler.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rid := uuid.NewString()
-	w.Header().Set("X-Amzn-RequestId", rid)
-	log := s.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			if p == http.ErrAbortHandler {
-				panic(p)
-			}
-			log.Error("panic while serving a request", "service", s.Name, "requestId", rid, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			s.WriteError(w, qshare.Errorf(qshare.EINTERNAL, "internal error (request %s); the request may not have been applied", rid))
-		}
-	}()
+	rid, log, recoverPanic := wire.Begin(w, s.Name, s.Log, s.WriteError)
+	defer recoverPanic()
 	target := r.Header.Get("X-Amz-Target")
 	name, ok := strings.CutPrefix(target, s.TargetPrefix+".")
 	op, known := s.Ops[name]
