@@ -74,6 +74,7 @@ func (sv *server) routes(r *Router) {
 		return t.Health.Gate(api.PlansHandler(t.Daemon))
 	}})
 	routeDashboard(r, own) // web.go
+	sv.routeSDK(r)         // aws.go: SageMaker, CloudWatch Logs, STS, IAM
 	if sv.s.Metrics == "on" {
 		r.Handle(Route{Name: "metrics", Match: Match{Service: own, Path: metrics.Path}, Build: func(t *Term) http.Handler {
 			t.Metrics.Watch(t.Daemon)
