@@ -322,6 +322,9 @@ func (c *cycle) apply(o op) {
 		r.phase = phaseStarting
 		spec := executor.Spec{JobID: j.ID, JobName: j.Name, AttemptID: r.attempt, Attempt: r.n, Queue: j.JobQueue,
 			Share: j.QuotaShare, Demand: j.Demand, Payload: j.Payload, RunAs: j.Tags[qshare.TagRunAs]}
+		if a := attemptByID(j, r.attempt); a != nil {
+			spec.ResourceARN = a.ResourceARN
+		}
 		c.effects = append(c.effects, func() { d.startAttempt(c.ctx, spec) })
 	case opStarted:
 		r := d.runs[o.id]

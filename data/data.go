@@ -112,21 +112,11 @@ func (p Plan) Empty() bool {
 
 // Attempt is who an attempt is, as the transfers need it.
 type Attempt struct {
-	// TrainingJobArn is the attempt's ARN (latestAttempt.serviceResourceId);
-	// its last part names the training job.
-	TrainingJobArn string
+	// TrainingJobName is the attempt's (the last part of the TrainingJobArn
+	// in latestAttempt.serviceResourceId; executor.Spec.TrainingJobName).
+	TrainingJobName string
 	// Instance is this instance's index (from 0) of Instances (at least 1).
 	Instance, Instances int
-}
-
-// TrainingJobName returns the training job name of a training-job ARN:
-// what follows "training-job/", or the ARN itself when it has no such
-// part.
-func TrainingJobName(arn string) string {
-	if _, name, ok := strings.Cut(arn, ":training-job/"); ok {
-		return name
-	}
-	return arn
 }
 
 // Validate refuses at submit what no executor can serve: a channel in Pipe
@@ -209,7 +199,7 @@ func NewPlan(req *trainingjob.Request, a Attempt, d Dirs) (Plan, error) {
 	if err := Validate(req); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{TrainingJobName: TrainingJobName(a.TrainingJobArn), Instance: a.Instance, Instances: max(a.Instances, 1), Dirs: d}
+	p := Plan{TrainingJobName: a.TrainingJobName, Instance: a.Instance, Instances: max(a.Instances, 1), Dirs: d}
 	if p.Instance < 0 || p.Instance >= p.Instances {
 		return Plan{}, fmt.Errorf("data: instance %d of %d", a.Instance, a.Instances)
 	}

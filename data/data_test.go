@@ -117,11 +117,11 @@ func request(t *testing.T, payload string) *trainingjob.Request {
 	return r
 }
 
-const arn = "arn:aws:sagemaker:us-east-1:000000000000:training-job/awsbatchtrain-1"
+const jobName = "awsbatchtrain-1"
 
 func plan(t *testing.T, payload string, k, n int, d data.Dirs) data.Plan {
 	t.Helper()
-	p, err := data.NewPlan(request(t, payload), data.Attempt{TrainingJobArn: arn, Instance: k, Instances: n}, d)
+	p, err := data.NewPlan(request(t, payload), data.Attempt{TrainingJobName: jobName, Instance: k, Instances: n}, d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,10 @@ type Spec struct {
 	Demand qshare.Capacity
 	// Payload is the SageMaker CreateTrainingJob request, as submitted.
 	Payload string
+	// ResourceARN is the attempt's training-job ARN (its
+	// latestAttempt.serviceResourceId): the attempt's outputs go to S3
+	// under the training job name it ends with (TrainingJobName).
+	ResourceARN string
 	// RunAs is the Unix user (a name or uid) the attempt's processes run
 	// as: the unixUser of the principal that submitted the job, with
 	// authentication on. Empty means the executor's own choice (the process
@@ -39,6 +43,21 @@ type Spec struct {
 	// *qshare.Error that says why; one that runs no local processes (the
 	// simulated executor) ignores it.
 	RunAs string
+}
+
+// TrainingJobName returns the training job name of the attempt: the last
+// part of ResourceARN, or, for a Spec without one, the name the daemon
+// would give it (trainingjob.AttemptName of the payload's TrainingJobName
+// or the job's name).
+func (s Spec) TrainingJobName(req *trainingjob.Request) string {
+	if s.ResourceARN != "" {
+		return trainingjob.NameOfARN(s.ResourceARN)
+	}
+	name := s.JobName
+	if req != nil && req.TrainingJobName != "" {
+		name = req.TrainingJobName
+	}
+	return trainingjob.AttemptName(name, s.JobID, s.Attempt)
 }
 
 // Handle is what an executor returns for a started attempt. The daemon

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"sort"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/data"
 	"qshare/datadir"
 	"qshare/executor"
 	"qshare/executor/process"
@@ -50,6 +52,9 @@ type Settings struct {
 	// RunAs and PassEnv are the process executor's: see process.Options.
 	RunAs   string   `yaml:"runAs"`
 	PassEnv []string `yaml:"passEnv"`
+	// S3Endpoint is the S3-compatible store that jobs' data comes from and
+	// goes to (package data); empty: AWS's own S3.
+	S3Endpoint string `yaml:"s3Endpoint"`
 	// SlurmConfig is the Slurm executor's file: see slurm.Config.
 	SlurmConfig string `yaml:"slurmConfig"`
 	// AdvertiseAddr and LeaderLease are for several servers on one
@@ -76,7 +81,7 @@ func DefaultSettings() Settings {
 
 // ConfigKeys lists the keys of Settings' YAML tags, for the help
 // and for the error on an unknown key.
-const ConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, " + guardConfigKeys
+const ConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -129,8 +134,11 @@ var executors = map[string]func(ctx context.Context, s Settings, grace time.Dura
 		if s.RunAs == "" && os.Geteuid() == 0 {
 			log.Warn("qshare serve runs as root with the process executor and no --run-as: every job runs as root and can do anything on this host; give --run-as USER to run jobs as an unprivileged user")
 		}
+		if u, err := url.Parse(s.S3Endpoint); s.S3Endpoint != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			return nil, fmt.Errorf("--s3-endpoint %q is not an http:// or https:// URL of an S3-compatible store", s.S3Endpoint)
+		}
 		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log,
-			RunAs: s.RunAs, PassEnv: s.PassEnv})
+			RunAs: s.RunAs, PassEnv: s.PassEnv, S3: data.Endpoint{URL: s.S3Endpoint, Region: s.Region}})
 	},
 }
 

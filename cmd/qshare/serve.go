@@ -110,6 +110,7 @@ func init() {
 	f.StringVar(&serveFlags.s.JobRetention, "job-retention", d.JobRetention, "how long a finished (SUCCEEDED or FAILED) job is kept after it stopped, e.g. 7d, 36h; older ones are deleted; 0 keeps them forever")
 	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process executor: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user")
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
+	f.StringVar(&serveFlags.s.S3Endpoint, "s3-endpoint", "", "the `URL` of the S3-compatible store (MinIO, Ceph, SeaweedFS) that jobs' input channels come from and their models, outputs and checkpoints go to, with the AWS SDK's credential chain as each job's user sees it (docs/data.md); empty: AWS's own S3")
 	f.StringVar(&serveFlags.s.SlurmConfig, "slurm-config", "", "slurm executor: YAML `FILE` mapping instance types to partitions, --gres, CPUs and memory, with the shared directory and the account (docs/slurm.md)")
 	f.StringVar(&serveFlags.s.Kubeconfig, "kubeconfig", "", "kubernetes executor: kubeconfig `FILE` (default: the in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&serveFlags.s.Namespace, "namespace", "", "kubernetes executor: the `NAMESPACE` of the attempts' pods (default: the kubeconfig's, or the pod's own in a cluster, else default)")
@@ -159,7 +160,7 @@ func resolveServeSettings(cmd *cobra.Command) (server.Settings, error) {
 		{"metrics", "QSHARE_METRICS", &s.Metrics, &fs.Metrics}, {"slurm-config", "QSHARE_SLURM_CONFIG", &s.SlurmConfig, &fs.SlurmConfig},
 		{"advertise-addr", "QSHARE_ADVERTISE_ADDR", &s.AdvertiseAddr, &fs.AdvertiseAddr}, {"leader-lease", "QSHARE_LEADER_LEASE", &s.LeaderLease, &fs.LeaderLease},
 		{"kubeconfig", "QSHARE_KUBECONFIG", &s.Kubeconfig, &fs.Kubeconfig}, {"namespace", "QSHARE_NAMESPACE", &s.Namespace, &fs.Namespace},
-		{"kube-config", "QSHARE_KUBE_CONFIG", &s.KubeConfig, &fs.KubeConfig},
+		{"kube-config", "QSHARE_KUBE_CONFIG", &s.KubeConfig, &fs.KubeConfig}, {"s3-endpoint", "QSHARE_S3_ENDPOINT", &s.S3Endpoint, &fs.S3Endpoint},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {
 			*e.dst = v

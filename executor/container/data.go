@@ -14,6 +14,9 @@ import (
 // arn is the training job ARN of an attempt, as the server's SageMaker
 // endpoint names it.
 func (e *Executor) arn(s executor.Spec) string {
+	if s.ResourceARN != "" {
+		return s.ResourceARN // the daemon's, as DescribeTrainingJob names it
+	}
 	return trainingjob.AttemptARN(e.o.Region, e.o.AccountID, trainingjob.AttemptName(s.JobName, s.JobID, s.Attempt))
 }
 
@@ -29,7 +32,7 @@ func (e *Executor) stage(ctx context.Context, s executor.Spec, req *trainingjob.
 	if e.o.Data == nil {
 		return nil, nil
 	}
-	p, err := data.NewPlan(req, data.Attempt{TrainingJobArn: e.arn(s), Instance: 0, Instances: 1},
+	p, err := data.NewPlan(req, data.Attempt{TrainingJobName: trainingjob.NameOfARN(e.arn(s)), Instance: 0, Instances: 1},
 		data.Dirs{Input: dirs.Input, Model: dirs.Model, OutputData: dirs.OutputData, Checkpoint: dirs.Checkpoint})
 	if err != nil {
 		return nil, err
@@ -42,7 +45,7 @@ func (e *Executor) stage(ctx context.Context, s executor.Spec, req *trainingjob.
 		return nil, qshare.Errorf(qshare.EINTERNAL, "container executor: opening the directory of job %s: %v", s.JobID, err)
 	}
 	defer data.CloseFS(fsys)
-	progress := func(pr data.Progress) { e.progress(s.AttemptID, "Downloading input data: "+pr.String()) }
+	progress := func(pr data.Progress) { e.progress(s.AttemptID, pr.String()) }
 	defer e.progressDone(s.AttemptID)
 	if err := e.o.Data.Stage(ctx, fsys, p, progress); err != nil {
 		return nil, qshare.Errorf(qshare.EINVALID, "%s", data.Reason(err))

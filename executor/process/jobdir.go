@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"qshare"
+	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/gpu"
 	"qshare/trainingjob"
@@ -168,7 +169,6 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 	if err := put(filepath.Join(l.Config, "resourceconfig.json"), rc); err != nil {
 		return nil, err
 	}
-	idc := map[string]any{}
 	var channels []string
 	chPaths := map[string]string{}
 	for _, c := range req.InputDataConfig {
@@ -176,17 +176,13 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 		if err != nil {
 			return nil, err
 		}
-		mode := req.AlgorithmSpecification.TrainingInputMode
-		if mode == "" {
-			mode = "File"
-		}
-		idc[c.ChannelName] = map[string]string{"TrainingInputMode": mode}
 		channels = append(channels, c.ChannelName)
-		if p != "" {
-			chPaths[c.ChannelName] = p
+		if p == "" {
+			p = filepath.Join(l.Input, "data", c.ChannelName) // staged there (package data)
 		}
+		chPaths[c.ChannelName] = p
 	}
-	if err := put(filepath.Join(l.Config, "inputdataconfig.json"), idc); err != nil {
+	if err := put(filepath.Join(l.Config, "inputdataconfig.json"), data.InputDataConfig(req)); err != nil {
 		return nil, err
 	}
 

@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/gpu"
 	"qshare/trainingjob"
@@ -104,6 +105,11 @@ type Options struct {
 	// means the server's own user. Setting it needs a server that runs as
 	// root (or as that user).
 	RunAs string
+	// S3 is the S3 store that jobs' channels are staged from and their
+	// models, outputs and checkpoints go to (package data). The zero value
+	// is AWS's own S3, with the SDK's credential chain as the job's user
+	// sees it; qshare serve names its embedded store, or --s3-endpoint.
+	S3 data.Endpoint
 	// PollInterval is how often a recovered attempt is checked for its end.
 	// Zero means 100ms.
 	PollInterval time.Duration
@@ -287,6 +293,9 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time
 	if err := validateEnvironment(req); err != nil {
 		return 0, err
 	}
+	if err := data.Validate(req); err != nil {
+		return 0, err
+	}
 	grace, err := executor.JobGrace(req)
 	if err != nil {
 		return 0, err
@@ -413,9 +422,13 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	for _, g := range gpus {
 		ids = append(ids, g.UUID)
 	}
+	command, env, err := e.dataWrap(s, req, l, env)
+	if err != nil {
+		return executor.Handle{}, err
+	}
 	cfg := supervisorConfig{
 		AttemptID:   s.AttemptID,
-		Command:     req.Command(),
+		Command:     command,
 		Env:         env,
 		Dir:         l.Job,
 		Log:         filepath.Join(l.Attempt, fileOutput),

@@ -195,12 +195,14 @@ func TestMissingBinary(t *testing.T) {
 func TestJobEnvironmentAndFiles(t *testing.T) {
 	data := t.TempDir()
 	trainDir := t.TempDir()
+	ep, _ := s3Store(t, map[string]map[string]string{"bucket": {"x/f.csv": "remote"}, "ckpt": nil})
 	e := newExecutor(t, data, func(o *Options) {
 		o.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/home/x", "CUDA_VISIBLE_DEVICES=0,1"}
+		o.S3 = ep
 	})
 	sc := `env -0 > "$SM_OUTPUT_DATA_DIR/env"
 pwd > "$SM_OUTPUT_DATA_DIR/pwd"
-cut -d' ' -f5 /proc/$$/stat > "$SM_OUTPUT_DATA_DIR/pgid"; echo $$ > "$SM_OUTPUT_DATA_DIR/pid"
+cut -d' ' -f5 /proc/$$/stat > "$SM_OUTPUT_DATA_DIR/pgid"; cut -d' ' -f4 /proc/$$/stat > "$SM_OUTPUT_DATA_DIR/ppid"
 echo "hello stdout"; echo "hello stderr" >&2`
 	p := payloadOf(sc, func(p map[string]any) {
 		p["HyperParameters"] = map[string]string{"lr": "0.01", "epochs": "10", "model-name": "resnet", "opts": `{"a":1}`}
@@ -208,7 +210,7 @@ echo "hello stdout"; echo "hello stderr" >&2`
 			map[string]any{"ChannelName": "train", "DataSource": map[string]any{"S3DataSource": map[string]string{"S3Uri": "file://" + trainDir}}},
 			map[string]any{"ChannelName": "remote", "DataSource": map[string]any{"S3DataSource": map[string]string{"S3Uri": "s3://bucket/x"}}},
 		}
-		p["CheckpointConfig"] = map[string]string{"LocalPath": "/opt/ml/my-ckpt", "S3Uri": "s3://b/c"}
+		p["CheckpointConfig"] = map[string]string{"LocalPath": "/opt/ml/my-ckpt", "S3Uri": "s3://ckpt/c"}
 		// (A payload that sets QSHARE_JOB_ID is refused by trainingjob.Parse.)
 		p["Environment"] = map[string]string{"USER_VAR": "v", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
 	})
@@ -242,6 +244,7 @@ echo "hello stdout"; echo "hello stderr" >&2`
 		"SM_NUM_GPUS":              "0",
 		"SM_CHANNELS":              `["train","remote"]`,
 		"SM_CHANNEL_TRAIN":         trainDir,
+		"SM_CHANNEL_REMOTE":        jobDir + "/input/data/remote",
 		"SM_CURRENT_INSTANCE_TYPE": "ml.m5.large",
 		"QSHARE_JOB_ID":            "envjob",
 		"QSHARE_ATTEMPT":           "3",
@@ -253,8 +256,8 @@ echo "hello stdout"; echo "hello stderr" >&2`
 		"NVIDIA_VISIBLE_DEVICES":   "void",
 	}
 	executortest.CheckEnv(t, env, want)
-	if _, ok := env["SM_CHANNEL_REMOTE"]; ok {
-		t.Errorf("an s3:// channel got a local path")
+	if got := read("input/data/remote/f.csv"); got != "remote" {
+		t.Errorf("the s3:// channel was not staged: f.csv holds %q", got)
 	}
 	if _, ok := env[SupervisorEnv]; ok {
 		t.Errorf("%s leaked into the job", SupervisorEnv)
@@ -280,8 +283,10 @@ echo "hello stdout"; echo "hello stderr" >&2`
 	if got := read("output/data/pwd"); got != jobDir {
 		t.Errorf("working directory %q, want %q", got, jobDir)
 	}
-	if read("output/data/pgid") != read("output/data/pid") {
-		t.Errorf("the job is not the leader of its own process group: pgid %s, pid %s", read("output/data/pgid"), read("output/data/pid"))
+	// With S3 data the program runs under the data wrapper (dataWrap),
+	// which leads the job's own process group.
+	if read("output/data/pgid") != read("output/data/ppid") {
+		t.Errorf("the job's wrapper is not the leader of its own process group: pgid %s, parent %s", read("output/data/pgid"), read("output/data/ppid"))
 	}
 	if st, err := os.Stat(filepath.Join(jobDir, "my-ckpt")); err != nil || !st.IsDir() {
 		t.Errorf("checkpoint directory not created: %v", err)

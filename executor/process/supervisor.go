@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"qshare/data"
 )
 
 // SupervisorEnv is the environment variable that turns a binary into the
@@ -24,7 +26,8 @@ import (
 const SupervisorEnv = "QSHARE_SUPERVISE"
 
 // MaybeSupervise runs the supervisor and exits the process if SupervisorEnv
-// is set, and returns at once otherwise. Every binary that creates a process
+// is set, runs the data wrapper of a job's program if data.WrapEnv is
+// (data.MaybeRun), and returns at once otherwise. Every binary that creates a process
 // executor must call it first thing: qshare's main does, through an init
 // function, and a test binary does in TestMain.
 //
@@ -33,6 +36,7 @@ const SupervisorEnv = "QSHARE_SUPERVISE"
 // payload that sets it is refused), and the supervisor removes it from its
 // own environment before it starts anything.
 func MaybeSupervise() {
+	data.MaybeRun() // the wrapper of a job's program (dataWrap) is this binary too
 	if dir := os.Getenv(SupervisorEnv); dir != "" {
 		os.Unsetenv(SupervisorEnv)
 		os.Exit(Supervise(dir))

@@ -1,0 +1,107 @@
+package process
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	s3server "qshare/aws/s3"
+	"qshare/data"
+)
+
+// s3Store starts qshare's embedded S3 store and returns its endpoint and
+// a client of it holding the buckets given, filled with objects.
+func s3Store(t *testing.T, objs map[string]map[string]string) (data.Endpoint, *s3.Client) {
+	t.Helper()
+	srv, err := s3server.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	ep := data.Endpoint{URL: ts.URL, Region: "us-east-1", AccessKeyID: "qshare", SecretAccessKey: "qshare"}
+	c, err := data.NewClient(context.Background(), ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for b, keys := range objs {
+		if _, err := c.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range keys {
+			if _, err := c.S3().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(k), Body: strings.NewReader(v)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return ep, c.S3()
+}
+
+// smDrivers is the payload that the SageMaker Python SDK's ModelTrainer
+// builds: a channel sm_drivers whose script the entry point runs.
+func smDrivers(mutate func(map[string]any)) string {
+	return payloadOf([]string{"/bin/bash", "-c", "chmod +x /opt/ml/input/data/sm_drivers/sm_train.sh && /opt/ml/input/data/sm_drivers/sm_train.sh"}, func(p map[string]any) {
+		// The job's directory stands for /opt/ml: the script is found
+		// through SM_CHANNEL_SM_DRIVERS instead.
+		p["AlgorithmSpecification"].(map[string]any)["ContainerEntrypoint"] = []string{"/bin/bash", "-c", `chmod +x "$SM_CHANNEL_SM_DRIVERS/sm_train.sh" && "$SM_CHANNEL_SM_DRIVERS/sm_train.sh"`}
+		p["InputDataConfig"] = []map[string]any{{"ChannelName": "sm_drivers", "DataSource": map[string]any{"S3DataSource": map[string]any{"S3DataType": "S3Prefix", "S3Uri": "s3://qshare-data/input/sm_drivers"}}}}
+		p["OutputDataConfig"] = map[string]any{"S3OutputPath": "s3://qshare-data/output"}
+		if mutate != nil {
+			mutate(p)
+		}
+	})
+}
+
+// TestStagesChannelsAndUploadsTheModel runs the SDK's sm_drivers job: the
+// channel is staged before the script runs, and the model is in S3 under
+// the attempt's training job name after it exited.
+func TestStagesChannelsAndUploadsTheModel(t *testing.T) {
+	ep, c := s3Store(t, map[string]map[string]string{"qshare-data": {
+		"input/sm_drivers/sm_train.sh": "#!/bin/sh\necho weights > \"$SM_MODEL_DIR/model.bin\"\nls \"$SM_CHANNEL_SM_DRIVERS\"\n",
+	}})
+	dir := t.TempDir()
+	e := newExecutor(t, dir, func(o *Options) { o.S3 = ep })
+	defer e.Close()
+	s := spec("job-data", 1, smDrivers(nil))
+	s.ResourceARN = "arn:aws:sagemaker:us-east-1:000000000000:training-job/awsbatch-t-job-data-1"
+	_, x := run(t, e, s)
+	if !x.Succeeded() {
+		log, _ := os.ReadFile(filepath.Join(dir, "attempts", s.AttemptID, fileOutput))
+		t.Fatalf("exit %+v; log:\n%s", x, log)
+	}
+	out, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("qshare-data"), Key: aws.String("output/awsbatch-t-job-data-1/output/model.tar.gz")})
+	if err != nil {
+		t.Fatalf("no model.tar.gz under the attempt's name: %v", err)
+	}
+	b, _ := io.ReadAll(out.Body)
+	if len(b) == 0 {
+		t.Fatal("model.tar.gz is empty")
+	}
+	idc, _ := os.ReadFile(filepath.Join(dir, "jobs", "job-data", "input", "config", "inputdataconfig.json"))
+	if string(idc) != `{"sm_drivers":{"TrainingInputMode":"File","S3DistributionType":"FullyReplicated","RecordWrapperType":"None"}}` {
+		t.Fatalf("inputdataconfig.json %s", idc)
+	}
+}
+
+// TestDataFailureIsTheAttemptsReason: a missing prefix fails the attempt
+// with SageMaker's reason, the program never runs, and nothing is written
+// outside the job's directory.
+func TestDataFailureIsTheAttemptsReason(t *testing.T) {
+	ep, _ := s3Store(t, map[string]map[string]string{"qshare-data": {"elsewhere": "x"}})
+	dir := t.TempDir()
+	e := newExecutor(t, dir, func(o *Options) { o.S3 = ep })
+	defer e.Close()
+	s := spec("job-nodata", 1, smDrivers(nil))
+	_, x := run(t, e, s)
+	if x.Succeeded() || x.Lost || !strings.HasPrefix(x.Reason, "ClientError: Data download failed: ") || !strings.Contains(x.Reason, "no objects under the prefix") {
+		t.Fatalf("exit %+v, want a failure with SageMaker's reason", x)
+	}
+}
