@@ -49,6 +49,9 @@ type Settings struct {
 	Events            string `yaml:"events"`
 	JobRetention      string `yaml:"jobRetention"`
 	Metrics           string `yaml:"metrics"`
+	// SimDuration is the simulated executor's run time of a job whose
+	// payload names none (QSHARE_SIM_DURATION), as a Go duration.
+	SimDuration string `yaml:"simDuration"`
 	// RunAs and PassEnv are the process executor's: see process.Options.
 	RunAs   string   `yaml:"runAs"`
 	PassEnv []string `yaml:"passEnv"`
@@ -81,7 +84,7 @@ func DefaultSettings() Settings {
 
 // ConfigKeys lists the keys of Settings' YAML tags, for the help
 // and for the error on an unknown key.
-const ConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, " + guardConfigKeys
+const ConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -112,7 +115,15 @@ var defaultExecutor = "process"
 // executors maps an --executor name to its constructor.
 var executors = map[string]func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error){
 	"simulated": func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
-		return simulated.New(simulated.Options{StopGrace: grace}), nil
+		var def time.Duration
+		if s.SimDuration != "" {
+			d, err := time.ParseDuration(s.SimDuration)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("--sim-duration %q is not valid: give a positive Go duration such as 60s or 5m", s.SimDuration)
+			}
+			def = d
+		}
+		return simulated.New(simulated.Options{StopGrace: grace, DefaultDuration: def}), nil
 	},
 	"slurm": func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
 		if s.SlurmConfig == "" {

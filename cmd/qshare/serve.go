@@ -108,6 +108,7 @@ func init() {
 	f.StringVar(&serveFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the server to `FILE` until it stops (go tool pprof FILE); for measuring, not a setting")
 	f.StringVar(&serveFlags.s.Events, "events", "", "append the capacity event log (one JSON line per start, preemption, finish, failure, submit and priority change) to this file; check it with qshare check-events; \"store\": into the store, if it keeps one")
 	f.StringVar(&serveFlags.s.JobRetention, "job-retention", d.JobRetention, "how long a finished (SUCCEEDED or FAILED) job is kept after it stopped, e.g. 7d, 36h; older ones are deleted; 0 keeps them forever")
+	f.StringVar(&serveFlags.s.SimDuration, "sim-duration", "", "simulated executor: how long a job runs when its payload sets no QSHARE_SIM_DURATION (as with the SageMaker SDK's ModelTrainer), e.g. 60s; empty: 1s")
 	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process executor: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user")
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
 	f.StringVar(&serveFlags.s.S3Endpoint, "s3-endpoint", "", "the `URL` of the S3-compatible store (MinIO, Ceph, SeaweedFS) that jobs' input channels come from and their models, outputs and checkpoints go to, with the AWS SDK's credential chain as each job's user sees it (docs/data.md); empty: AWS's own S3")
@@ -161,6 +162,7 @@ func resolveServeSettings(cmd *cobra.Command) (server.Settings, error) {
 		{"advertise-addr", "QSHARE_ADVERTISE_ADDR", &s.AdvertiseAddr, &fs.AdvertiseAddr}, {"leader-lease", "QSHARE_LEADER_LEASE", &s.LeaderLease, &fs.LeaderLease},
 		{"kubeconfig", "QSHARE_KUBECONFIG", &s.Kubeconfig, &fs.Kubeconfig}, {"namespace", "QSHARE_NAMESPACE", &s.Namespace, &fs.Namespace},
 		{"kube-config", "QSHARE_KUBE_CONFIG", &s.KubeConfig, &fs.KubeConfig}, {"s3-endpoint", "QSHARE_S3_ENDPOINT", &s.S3Endpoint, &fs.S3Endpoint},
+		{"sim-duration", "QSHARE_SIM_DURATION", &s.SimDuration, &fs.SimDuration},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {
 			*e.dst = v

@@ -6,7 +6,8 @@
 //
 // What a payload controls, through its Environment:
 //
-//	QSHARE_SIM_DURATION     Go duration the attempt runs for (default 1s)
+//	QSHARE_SIM_DURATION     Go duration the attempt runs for (default 1s,
+//	                        or Options.DefaultDuration)
 //	QSHARE_SIM_EXIT_CODE    exit code when it ends on its own (default 0)
 //	QSHARE_SIM_ON_STOP      what the attempt does on a stop (SIGTERM):
 //	                        "die" (default): it dies of the signal at once;
@@ -82,12 +83,18 @@ type Options struct {
 	StopGrace time.Duration
 	// Clock replaces the real clock, for tests.
 	Clock Clock
+	// DefaultDuration is how long an attempt runs when its payload sets no
+	// QSHARE_SIM_DURATION (qshare serve --sim-duration); 0 means
+	// DefaultDuration. A job built by the SageMaker SDK's ModelTrainer
+	// cannot set the variable, so this is how its run is lengthened.
+	DefaultDuration time.Duration
 }
 
 // Executor is the simulated executor. It is safe for concurrent use.
 type Executor struct {
 	clock Clock
 	grace time.Duration
+	def   time.Duration // of an attempt whose payload names none
 
 	mu       sync.Mutex
 	attempts map[string]*attempt
@@ -97,7 +104,10 @@ var _ executor.Executor = (*Executor)(nil)
 
 // New returns a simulated executor.
 func New(o Options) *Executor {
-	e := &Executor{clock: o.Clock, grace: o.StopGrace, attempts: map[string]*attempt{}}
+	e := &Executor{clock: o.Clock, grace: o.StopGrace, def: o.DefaultDuration, attempts: map[string]*attempt{}}
+	if e.def <= 0 {
+		e.def = DefaultDuration
+	}
 	if e.clock == nil {
 		e.clock = realClock{}
 	}
@@ -138,7 +148,7 @@ func (e *Executor) Name() string { return "simulated" }
 // Validate checks that the payload parses and that its QSHARE_SIM_* values
 // are well formed.
 func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
-	_, err := planOf(payload)
+	_, err := e.planOf(payload)
 	return err
 }
 
@@ -146,20 +156,22 @@ func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
 // parsed with trainingjob.Parse (the daemon does, for the demand), so that a
 // submit parses its payload once. It only reads req.
 func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capacity) error {
-	_, err := planOfRequest(req)
+	_, err := planOfRequest(req, e.def)
 	return err
 }
 
-func planOf(payload string) (plan, error) {
+func (e *Executor) planOf(payload string) (plan, error) {
 	req, err := trainingjob.Parse(payload)
 	if err != nil {
 		return plan{}, err
 	}
-	return planOfRequest(req)
+	return planOfRequest(req, e.def)
 }
 
-func planOfRequest(req *trainingjob.Request) (plan, error) {
-	p := plan{Duration: DefaultDuration}
+// planOfRequest reads the plan of an attempt of req; def is its duration
+// when the payload names none.
+func planOfRequest(req *trainingjob.Request, def time.Duration) (plan, error) {
+	p := plan{Duration: def}
 	env := req.Environment
 	if v, ok := env[EnvDuration]; ok {
 		d, err := time.ParseDuration(strings.TrimSpace(v))
@@ -222,7 +234,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	if s.AttemptID == "" {
 		return executor.Handle{}, qshare.Errorf(qshare.EINVALID, "executor: attempt ID is empty")
 	}
-	p, err := planOf(s.Payload)
+	p, err := e.planOf(s.Payload)
 	if err != nil {
 		return executor.Handle{}, err
 	}

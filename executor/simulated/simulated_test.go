@@ -72,6 +72,32 @@ func TestDefaults(t *testing.T) {
 	})
 }
 
+// TestDefaultDuration: Options.DefaultDuration (serve --sim-duration) is
+// the run time of a payload that names none, and a payload's own
+// QSHARE_SIM_DURATION still wins.
+func TestDefaultDuration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := New(Options{DefaultDuration: time.Minute})
+		defer e.Close()
+		for _, c := range []struct {
+			env  map[string]string
+			want time.Duration
+		}{{nil, time.Minute}, {map[string]string{EnvDuration: "5s"}, 5 * time.Second}} {
+			t0 := time.Now()
+			id := fmt.Sprint(c.want)
+			if _, err := e.Start(context.Background(), spec(id, c.env)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Wait(context.Background(), id+"-1"); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(t0); d != c.want {
+				t.Errorf("payload %v: ran %v, want %v", c.env, d, c.want)
+			}
+		}
+	})
+}
+
 // TestStopOutcomes checks the end of a stopped attempt for each reaction to
 // a stop, on a virtual clock where durations are exact.
 func TestStopOutcomes(t *testing.T) {
