@@ -208,6 +208,7 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 		return nil, err
 	}
 	closers = append(closers, closeEvents)
+	s.listenAddr = sv.addr // the embedded S3 store's (s3Endpoint)
 	ex, err := sv.newExec(ctx, s, sv.grace, log)
 	if err != nil {
 		closeAll()

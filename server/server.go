@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"qshare"
-	"qshare/data"
 	"qshare/datadir"
 	"qshare/executor"
 	"qshare/executor/process"
@@ -72,6 +71,10 @@ type Settings struct {
 
 	// Guard holds the request guard's settings (serve_guard.go).
 	Guard GuardSettings `yaml:",inline"`
+
+	// listenAddr is the address the server listens on, once it does (Addr
+	// may name port 0): where executors find the embedded S3 store.
+	listenAddr string
 }
 
 // DefaultSettings returns the settings qshare serve has when nothing
@@ -149,7 +152,7 @@ var executors = map[string]func(ctx context.Context, s Settings, grace time.Dura
 			return nil, fmt.Errorf("--s3-endpoint %q is not an http:// or https:// URL of an S3-compatible store", s.S3Endpoint)
 		}
 		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log,
-			RunAs: s.RunAs, PassEnv: s.PassEnv, S3: data.Endpoint{URL: s.S3Endpoint, Region: s.Region}})
+			RunAs: s.RunAs, PassEnv: s.PassEnv, S3: s3Endpoint(s)})
 	},
 }
 

@@ -75,6 +75,7 @@ func (sv *server) routes(r *Router) {
 	}})
 	routeDashboard(r, own) // web.go
 	sv.routeSDK(r)         // aws.go: SageMaker, CloudWatch Logs, STS, IAM
+	sv.routeS3(r)          // s3.go: the embedded S3 store
 	if sv.s.Metrics == "on" {
 		r.Handle(Route{Name: "metrics", Match: Match{Service: own, Path: metrics.Path}, Build: func(t *Term) http.Handler {
 			t.Metrics.Watch(t.Daemon)

@@ -148,3 +148,93 @@ func (f *atomicFile) Close() error {
 	}
 	return nil
 }
+
+// SigningName is S3's service name in a SigV4 credential scope, by which
+// the one router sends a request here.
+const SigningName = "s3"
+
+// Authorize returns next behind authorization: each request's S3 action
+// and resource (Action) are decided by authorize (auth.Authorize, in
+// qshare serve), and a refusal is S3's AccessDenied. Without
+// authentication authorize allows everything.
+func Authorize(next http.Handler, authorize func(r *http.Request, action, resource string) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		action, resource := Action(r)
+		if err := authorize(r, action, resource); err != nil {
+			writeError(w, http.StatusForbidden, "AccessDenied", "Access Denied: "+action+" on "+resource)
+			return
+		}
+		if src := r.Header.Get("X-Amz-Copy-Source"); src != "" {
+			if err := authorize(r, "s3:GetObject", objectARN(strings.TrimPrefix(src, "/"))); err != nil {
+				writeError(w, http.StatusForbidden, "AccessDenied", "Access Denied: s3:GetObject on the copy source")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Action returns the IAM action and resource ARN of a path-style S3
+// request, as AWS names them: s3:GetObject on arn:aws:s3:::bucket/key,
+// s3:ListBucket on arn:aws:s3:::bucket, s3:ListAllMyBuckets on "*".
+func Action(r *http.Request) (string, string) {
+	p := strings.TrimPrefix(r.URL.Path, "/")
+	bucket, key, _ := strings.Cut(p, "/")
+	q := r.URL.Query()
+	if bucket == "" {
+		return "s3:ListAllMyBuckets", "*"
+	}
+	barn := "arn:aws:s3:::" + bucket
+	if key == "" {
+		switch r.Method {
+		case http.MethodPut:
+			return "s3:CreateBucket", barn
+		case http.MethodDelete:
+			return "s3:DeleteBucket", barn
+		case http.MethodPost:
+			if q.Has("delete") {
+				return "s3:DeleteObject", barn + "/*"
+			}
+		case http.MethodGet:
+			switch {
+			case q.Has("location"):
+				return "s3:GetBucketLocation", barn
+			case q.Has("uploads"):
+				return "s3:ListBucketMultipartUploads", barn
+			case q.Has("versions"):
+				return "s3:ListBucketVersions", barn
+			}
+		}
+		return "s3:ListBucket", barn
+	}
+	oarn := objectARN(p)
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		if q.Has("uploadId") {
+			return "s3:ListMultipartUploadParts", oarn
+		}
+		return "s3:GetObject", oarn
+	case http.MethodDelete:
+		if q.Has("uploadId") {
+			return "s3:AbortMultipartUpload", oarn
+		}
+		return "s3:DeleteObject", oarn
+	}
+	return "s3:PutObject", oarn // PUT, a part, and the POSTs of a multipart upload
+}
+
+func objectARN(bucketKey string) string {
+	if i := strings.IndexAny(bucketKey, "?"); i >= 0 {
+		bucketKey = bucketKey[:i]
+	}
+	return "arn:aws:s3:::" + bucketKey
+}
+
+// Unavailable returns a handler that answers every request with S3's
+// InternalError (503) and msg: the store of a server whose data
+// directory it cannot use.
+func Unavailable(msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusServiceUnavailable, "InternalError", msg)
+	})
+}

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"net"
+	"net/http"
+	"path/filepath"
+
+	"qshare/auth"
+	s3server "qshare/aws/s3"
+	"qshare/data"
+)
+
+// routeS3 registers the embedded S3 store (package aws/s3), kept in the
+// data directory's s3/, on the API's own address: a request signed for
+// s3 goes to it, whatever its path. With --auth its requests are verified
+// like every other, and each is authorized as its S3 action on its bucket
+// or object (s3:GetObject on arn:aws:s3:::bucket/key). The store is made
+// once and serves every term: it keeps nothing in the store.
+// A store that cannot open its directory answers every request with
+// S3's InternalError, saying why, and the server goes on.
+func (sv *server) routeS3(r *Router) {
+	var h http.Handler
+	store, err := s3server.New(filepath.Join(sv.s.DataDir, "s3"))
+	if err != nil {
+		sv.log.Error("the embedded S3 store cannot open its directory", "err", err)
+		h = s3server.Unavailable("the embedded S3 store cannot open its directory in the server's data directory (see the server's log)")
+	} else {
+		h = s3server.Authorize(store, func(req *http.Request, action, resource string) error {
+			return auth.Authorize(req.Context(), action, resource)
+		})
+	}
+	r.Handle(Route{Name: "s3", Match: Match{Service: s3server.SigningName}, BodyTypes: []string{"*"}, Handler: h})
+}
+
+// EmbeddedS3Credentials are the static credentials that executors sign
+// with for the embedded store when the server runs without --auth (which
+// then checks no signature).
+const EmbeddedS3Credentials = "qshare"
+
+// s3Endpoint is where executors find S3: --s3-endpoint, with the SDK's
+// credential chain; else the embedded store on the API's address (the
+// loopback address when the API listens on every address), with static
+// credentials when there is no --auth and the SDK's chain, as each job's
+// user sees it, with it.
+func s3Endpoint(s Settings) data.Endpoint {
+	if s.S3Endpoint != "" {
+		return data.Endpoint{URL: s.S3Endpoint, Region: s.Region}
+	}
+	addr := s.Addr
+	if s.listenAddr != "" {
+		addr = s.listenAddr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, port = "127.0.0.1", addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	scheme := "http"
+	if s.Guard.TLSCert != "" {
+		scheme = "https"
+	}
+	ep := data.Endpoint{URL: scheme + "://" + net.JoinHostPort(host, port), Region: s.Region}
+	if s.Guard.Auth == "" {
+		ep.AccessKeyID, ep.SecretAccessKey = EmbeddedS3Credentials, EmbeddedS3Credentials
+	}
+	return ep
+}
