@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -429,3 +430,49 @@ func TestRun(t *testing.T) {
 func asError(err error, target **data.Error) bool { return errors.As(err, target) }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// TestRunStoreDownDuringUpload: the store stops answering while the
+// program runs; the wrapper's upload is retried (the SDK's backoff) and
+// then fails the attempt with its reason, even though the program
+// succeeded: a job is not SUCCEEDED until its model is in S3.
+func TestRunStoreDownDuringUpload(t *testing.T) {
+	srv, err := s3server.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := filepath.Join(t.TempDir(), "down")
+	var tries atomic.Int64
+	s := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := os.Stat(down); err == nil {
+			tries.Add(1)
+			http.Error(w, "<Error><Code>ServiceUnavailable</Code></Error>", http.StatusServiceUnavailable)
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	s.put(t, "bkt", map[string]string{"in/data.txt": "x"})
+	root, d, _ := job(t)
+	p := plan(t, `{"ResourceConfig":{"InstanceType":"ml.m5.large"},"OutputDataConfig":{"S3OutputPath":"s3://bkt/out"},
+		"InputDataConfig":[{"ChannelName":"train","DataSource":{"S3DataSource":{"S3Uri":"s3://bkt/in"}}}]}`, 0, 1, d)
+	self, _ := os.Executable()
+	failure := filepath.Join(root, "output", "failure")
+	os.MkdirAll(filepath.Dir(failure), 0o755)
+	w := data.Wrapper{Plan: p, Endpoint: s.ep, Root: root, FailureFile: failure}
+	argv, env, err := data.Wrap(self, []string{"/bin/sh", "-c", "echo m > \"$1\"/m; touch \"$2\"", "sh", d.Model, down}, os.Environ(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("the wrapper exited with %d, want 1; output:\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+	reason, _ := os.ReadFile(failure)
+	if !strings.HasPrefix(string(reason), "InternalServerError: Artifact upload failed: ") {
+		t.Fatalf("failure file %q", reason)
+	}
+	if n := tries.Load(); n < data.MaxAttempts {
+		t.Fatalf("the store saw %d requests while down, want the SDK's %d tries", n, data.MaxAttempts)
+	}
+}
