@@ -1,0 +1,67 @@
+package processe2e_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+)
+
+// TestDataContract runs the SageMaker SDK's sm_drivers job on a real
+// server with its embedded S3 store, filled by boto3 (a client no one here
+// wrote) on the API's own address: the channel is staged before the
+// script runs, and the model is in the store, under the attempt's training
+// job name, once the job has SUCCEEDED. A job whose channel's prefix holds
+// nothing FAILS with SageMaker's reason.
+func TestDataContract(t *testing.T) {
+	skipShort(t)
+	if exec.Command("python3", "-c", "import boto3").Run() != nil {
+		t.Skip("python3 with boto3 is not installed: skipping the data contract's end-to-end test")
+	}
+	s := startServer(t, newDataDir(t), serverOpts{})
+	s.setup(map[string]int32{cpu: 1}, share{name: "QS1", limits: map[string]int32{cpu: 1}, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	boto3 := func(script string, args ...string) string {
+		t.Helper()
+		pre := `import boto3, sys
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id="qshare", aws_secret_access_key="qshare",
+                  config=boto3.session.Config(s3={"addressing_style": "path"}))
+`
+		out, err := exec.Command("python3", append([]string{"-c", pre + script, s.endpoint}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("boto3: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	boto3(`s3.create_bucket(Bucket="qshare-data")
+s3.put_object(Bucket="qshare-data", Key="input/sm_drivers/sm_train.sh", Body=b"#!/bin/sh\nset -e\ncat \"$SM_CHANNEL_SM_DRIVERS/data/train.csv\" > \"$SM_MODEL_DIR/model.txt\"\necho trained\n")
+s3.put_object(Bucket="qshare-data", Key="input/sm_drivers/data/train.csv", Body=b"1,2,3\n")`)
+	payload := func(prefix string) map[string]any {
+		return map[string]any{
+			"InputDataConfig": []map[string]any{{"ChannelName": "sm_drivers", "DataSource": map[string]any{"S3DataSource": map[string]any{
+				"S3DataType": "S3Prefix", "S3Uri": "s3://qshare-data/" + prefix, "S3DataDistributionType": "FullyReplicated"}}}},
+			"OutputDataConfig": map[string]any{"S3OutputPath": "s3://qshare-data/output"},
+		}
+	}
+	entry := []string{"/bin/bash", "-c", `chmod +x "$SM_CHANNEL_SM_DRIVERS/sm_train.sh" && "$SM_CHANNEL_SM_DRIVERS/sm_train.sh"`}
+	id := s.submit(job{name: "sm-drivers", share: "QS1", entrypoint: entry, payload: payload("input/sm_drivers")})
+	d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
+	arn := aws.ToString(d.LatestAttempt.ServiceResourceId.Value)
+	name := arn[strings.LastIndex(arn, "/")+1:]
+	got := boto3(`import tarfile, io
+b = s3.get_object(Bucket="qshare-data", Key="output/" + sys.argv[2] + "/output/model.tar.gz")["Body"].read()
+print(tarfile.open(fileobj=io.BytesIO(b)).extractfile("model.txt").read().decode().strip())`, name)
+	if got != "1,2,3" {
+		t.Fatalf("model.tar.gz of %s holds model.txt %q, want the staged channel's data", name, got)
+	}
+	if log := s.mustLogs(id, 1); !strings.Contains(log, "Downloading input data: ") || !strings.Contains(log, "trained") {
+		t.Errorf("the job's log lacks the staging's progress or the script's output:\n%s", log)
+	}
+
+	bad := s.submit(job{name: "no-data", share: "QS1", entrypoint: entry, payload: payload("input/nothing-here")})
+	d = s.AwaitStatus(bad, types.ServiceJobStatusFailed)
+	if r := aws.ToString(d.StatusReason); !strings.Contains(r, "ClientError: Data download failed: ") || !strings.Contains(r, "no objects under the prefix") {
+		t.Errorf("a job whose channel is empty failed with %q, want SageMaker's reason", r)
+	}
+}
