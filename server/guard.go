@@ -140,11 +140,14 @@ func routeBodyTypes(r *http.Request) []string {
 
 // runsAsPrincipals reports whether the jobs of a server with settings s run
 // as their submitter's unixUser: with authentication on and the process
-// executor. Such a server refuses a submit by a principal without one.
-func runsAsPrincipals(s Settings) bool { return s.Guard.Auth != "" && s.Executor == "process" }
+// or the container executor. Such a server refuses a submit by a principal
+// without one.
+func runsAsPrincipals(s Settings) bool {
+	return s.Guard.Auth != "" && (s.Executor == "process" || s.Executor == "container")
+}
 
 // unixUserCheck returns the check of each principal's unixUser for a
-// server with settings s: with the process executor, each must be a user
+// server with settings s: with the process or container executor, each must be a user
 // this server can run jobs as (process.CheckUser); otherwise none.
 func unixUserCheck(s Settings) func(*auth.Principal) error {
 	if !runsAsPrincipals(s) {

@@ -69,6 +69,11 @@ type Settings struct {
 	Namespace  string `yaml:"namespace"`
 	KubeConfig string `yaml:"kubeConfig"`
 
+	// ContainerHost and Pull are the container executor's: see
+	// container.Options.
+	ContainerHost string `yaml:"containerHost"`
+	Pull          string `yaml:"pull"`
+
 	// Guard holds the request guard's settings (serve_guard.go).
 	Guard GuardSettings `yaml:",inline"`
 
@@ -87,7 +92,7 @@ func DefaultSettings() Settings {
 
 // ConfigKeys lists the keys of Settings' YAML tags, for the help
 // and for the error on an unknown key.
-const ConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, " + guardConfigKeys
+const ConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, containerHost, pull, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -139,12 +144,7 @@ var executors = map[string]func(ctx context.Context, s Settings, grace time.Dura
 		return slurm.New(ctx, slurm.Options{Config: c, StopGrace: grace, Logger: log})
 	},
 	"process": func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
-		var gpus []string
-		for _, g := range strings.Split(s.GPUs, ",") {
-			if g = strings.TrimSpace(g); g != "" {
-				gpus = append(gpus, g)
-			}
-		}
+		gpus := splitList(s.GPUs)
 		if s.RunAs == "" && os.Geteuid() == 0 {
 			log.Warn("qshare serve runs as root with the process executor and no --run-as: every job runs as root and can do anything on this host; give --run-as USER to run jobs as an unprivileged user")
 		}
@@ -154,6 +154,18 @@ var executors = map[string]func(ctx context.Context, s Settings, grace time.Dura
 		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log,
 			RunAs: s.RunAs, PassEnv: s.PassEnv, S3: s3Endpoint(s)})
 	},
+}
+
+// splitList splits a comma-separated setting (--gpus) into its non-empty
+// entries.
+func splitList(v string) []string {
+	var out []string
+	for _, g := range strings.Split(v, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // ExecutorNames returns the names --executor takes, sorted.

@@ -102,20 +102,22 @@ func init() {
 	f.StringVar(&serveFlags.s.AccountID, "account-id", d.AccountID, "account ID in ARNs (12 digits)")
 	f.IntVar(&serveFlags.s.MaxSharesPerQueue, "max-quota-shares-per-queue", d.MaxSharesPerQueue, "most quota shares one job queue may have (AWS: 20)")
 	f.StringVar(&serveFlags.s.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
-	f.StringVar(&serveFlags.s.GPUs, "gpus", "", "process executor: the GPUs jobs may use, as a comma-separated list of indexes or UUIDs (default: every GPU nvidia-smi lists)")
-	f.StringVar(&serveFlags.s.InstanceTypes, "instance-types", "", "process executor: YAML file that overrides the GPUs per instance type table")
+	f.StringVar(&serveFlags.s.GPUs, "gpus", "", "process and container executors: the GPUs jobs may use, as a comma-separated list of indexes or UUIDs (default: every GPU nvidia-smi lists)")
+	f.StringVar(&serveFlags.s.InstanceTypes, "instance-types", "", "process and container executors: YAML file that overrides the GPUs per instance type table")
 	f.StringVar(&serveFlags.s.StopGrace, "stop-grace", "", "grace period of a stop (preemption, termination, timeout) before a forced kill, e.g. 30s; empty: the executor's default")
 	f.StringVar(&serveFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the server to `FILE` until it stops (go tool pprof FILE); for measuring, not a setting")
 	f.StringVar(&serveFlags.s.Events, "events", "", "append the capacity event log (one JSON line per start, preemption, finish, failure, submit and priority change) to this file; check it with qshare check-events; \"store\": into the store, if it keeps one")
 	f.StringVar(&serveFlags.s.JobRetention, "job-retention", d.JobRetention, "how long a finished (SUCCEEDED or FAILED) job is kept after it stopped, e.g. 7d, 36h; older ones are deleted; 0 keeps them forever")
 	f.StringVar(&serveFlags.s.SimDuration, "sim-duration", "", "simulated executor: how long a job runs when its payload sets no QSHARE_SIM_DURATION (as with the SageMaker SDK's ModelTrainer), e.g. 60s; empty: 1s")
-	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process executor: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user")
+	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process and container executors: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user (the container executor: nobody, when the server is root)")
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
 	f.StringVar(&serveFlags.s.S3Endpoint, "s3-endpoint", "", "the `URL` of the S3-compatible store (MinIO, Ceph, SeaweedFS) that jobs' input channels come from and their models, outputs and checkpoints go to, with the AWS SDK's credential chain as each job's user sees it (docs/data.md); empty: AWS's own S3")
 	f.StringVar(&serveFlags.s.SlurmConfig, "slurm-config", "", "slurm executor: YAML `FILE` mapping instance types to partitions, --gres, CPUs and memory, with the shared directory and the account (docs/slurm.md)")
 	f.StringVar(&serveFlags.s.Kubeconfig, "kubeconfig", "", "kubernetes executor: kubeconfig `FILE` (default: the in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&serveFlags.s.Namespace, "namespace", "", "kubernetes executor: the `NAMESPACE` of the attempts' pods (default: the kubeconfig's, or the pod's own in a cluster, else default)")
 	f.StringVar(&serveFlags.s.KubeConfig, "kube-config", "", "kubernetes executor: YAML `FILE` mapping instance types to node selectors, resources, tolerations and priority classes (docs/kubernetes.md)")
+	f.StringVar(&serveFlags.s.ContainerHost, "container-host", "", "container executor: the Docker Engine API's `ADDRESS` (Docker Engine or podman system service), such as unix:///run/podman/podman.sock (default: DOCKER_HOST, else /var/run/docker.sock, else /run/podman/podman.sock)")
+	f.StringVar(&serveFlags.s.Pull, "pull", "missing", "container executor: when to pull a job's image: missing, always or never")
 	f.StringVar(&serveFlags.s.Metrics, "metrics", d.Metrics, "on: serve Prometheus metrics at GET /metrics (docs/metrics.md); off: serve none and measure nothing")
 	f.StringVar(&serveFlags.s.AdvertiseAddr, "advertise-addr", "", "PostgreSQL store: the `URL` at which the other servers reach this one's API when it leads (default: http(s)://the listen address)")
 	f.StringVar(&serveFlags.s.LeaderLease, "leader-lease", d.LeaderLease, "PostgreSQL store: a leader that stops renewing its database session for this long (paused, hung, cut off) loses the store to a standby, by the database's clock")
@@ -163,6 +165,7 @@ func resolveServeSettings(cmd *cobra.Command) (server.Settings, error) {
 		{"kubeconfig", "QSHARE_KUBECONFIG", &s.Kubeconfig, &fs.Kubeconfig}, {"namespace", "QSHARE_NAMESPACE", &s.Namespace, &fs.Namespace},
 		{"kube-config", "QSHARE_KUBE_CONFIG", &s.KubeConfig, &fs.KubeConfig}, {"s3-endpoint", "QSHARE_S3_ENDPOINT", &s.S3Endpoint, &fs.S3Endpoint},
 		{"sim-duration", "QSHARE_SIM_DURATION", &s.SimDuration, &fs.SimDuration},
+		{"container-host", "QSHARE_CONTAINER_HOST", &s.ContainerHost, &fs.ContainerHost}, {"pull", "QSHARE_PULL", &s.Pull, &fs.Pull},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {
 			*e.dst = v
