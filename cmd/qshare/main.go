@@ -11,6 +11,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"qshare/executor/process"
 )
 
 // rootCmd is the qshare command; subcommands register themselves on it.
@@ -28,6 +30,9 @@ It speaks the AWS Batch service-job API, so the AWS SDKs and CLI drive it.`,
 }
 
 func main() {
+	// No descriptor this process was started with reaches a supervisor,
+	// and so a job (the supervisor and the step runner do it again).
+	process.CloseInheritedOnExec()
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "qshare:", err)
 		os.Exit(1)

@@ -117,7 +117,10 @@ func hpValue(s string) any {
 func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpus []gpu.GPU, base []string, owner *jobUser) ([]string, error) {
 	give := func(string) error { return nil }
 	if owner != nil {
-		give = func(d string) error { return fs.Chown(d, int(owner.UID), int(owner.GID)) }
+		// Through a descriptor of the directory, never by name: the
+		// job's earlier attempt may have swapped any of these names for a
+		// link to a file of root's (see dataFS.Chown).
+		give = func(d string) error { return fs.GiveDir(d, int(owner.UID), int(owner.GID), 0o700) }
 	}
 	// Parents first, so each is one mkdir (an attempt is started often; the
 	// structure is known). fresh: input/config was made just now, by us, so

@@ -24,6 +24,9 @@ import (
 
 func TestMain(m *testing.M) {
 	MaybeSupervise()
+	if spec := os.Getenv(racerEnv); spec != "" {
+		os.Exit(racer(spec))
+	}
 	if dir := os.Getenv(testServerEnv); dir != "" {
 		os.Exit(testServer(dir))
 	}

@@ -38,6 +38,9 @@ const SupervisorEnv = "QSHARE_SUPERVISE"
 func MaybeSupervise() {
 	data.MaybeRun() // the wrapper of a job's program (dataWrap) is this binary too
 	if dir := os.Getenv(SupervisorEnv); dir != "" {
+		// Nothing the supervisor was started with reaches a job, whoever
+		// started it.
+		CloseInheritedOnExec()
 		os.Unsetenv(SupervisorEnv)
 		os.Exit(Supervise(dir))
 	}

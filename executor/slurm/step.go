@@ -35,6 +35,8 @@ const StepArg = "__qshare_slurm_step"
 // from JSON, never from quoted text.
 func MaybeStep() {
 	if len(os.Args) >= 5 && os.Args[1] == StepArg {
+		// slurmstepd's descriptors stay out of the job's command.
+		process.CloseInheritedOnExec()
 		os.Exit(runStep(os.Args[2], os.Args[3], os.Args[4]))
 	}
 }

@@ -54,6 +54,9 @@ type Options struct {
 	// StartWait is how long Start waits for the server to say where it
 	// listens: a minute when zero.
 	StartWait time.Duration
+	// ExtraFiles are open files the server inherits as descriptors 3, 4…
+	// (exec.Cmd.ExtraFiles): what a careless launcher leaves open to it.
+	ExtraFiles []*os.File
 	// Group starts the server in a process group of its own; Stop and Kill
 	// then signal the whole group.
 	Group bool
@@ -110,6 +113,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", o.DataDir}, o.Args...)
 	cmd := exec.Command(o.Binary, args...)
 	cmd.Env = append(Environ(), o.Env...)
+	cmd.ExtraFiles = o.ExtraFiles
 	if o.Group {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}

@@ -2,7 +2,6 @@ package security_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -280,10 +279,7 @@ func TestServeRunsJobsAsTheirPrincipal(t *testing.T) {
 	defer os.RemoveAll(dir)
 	must(t, os.Chmod(dir, 0o755)) // the jobs' users must reach their directories
 	file := filepath.Join(dir, "auth.yaml")
-	text := strings.Replace(strings.Replace(authFileText(true),
-		"    policies: [team-a]\n", "    unixUser: "+alice.Username+"\n    policies: [team-a]\n", 1),
-		"    policies: [team-b]\n", "    unixUser: "+bob.Username+"\n    policies: [team-b]\n", 1)
-	text = strings.Replace(text, "Resource: [\"arn:aws:batch:*:*:job-queue/training/quota-share/QS2\", \"*\"]", "Resource: [\"arn:aws:batch:*:*:job-queue/training/quota-share/QS2\"]", 1)
+	text := authWithUsers(alice, bob)
 
 	// unixUser root, or a user that does not exist: the server does not start.
 	for _, bad := range []string{"root", "qshare-no-such-user"} {
@@ -312,37 +308,12 @@ func TestServeRunsJobsAsTheirPrincipal(t *testing.T) {
 	must(t, os.WriteFile(file, []byte(text), 0o600))
 	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
 		Args: []string{"--executor", "process", "--gpus", "none", "--log-level", "warn", "--auth", file}, StopWait: 20 * time.Second})
-	ctx := context.Background()
 	admin := signedClient(srv.Endpoint, adminKey)
 	setupTraining(t, admin, "ml.m5.xlarge")
 	submit := func(c *batch.Client, share, script string) (string, error) {
-		payload, _ := json.Marshal(map[string]any{
-			"AlgorithmSpecification": map[string]any{"TrainingImage": "local/sh:latest", "TrainingInputMode": "File",
-				"ContainerEntrypoint": []string{"/bin/sh", "-c"}, "ContainerArguments": []string{script}},
-			"CheckpointConfig": map[string]string{"S3Uri": "s3://x/ck", "LocalPath": "/opt/ml/checkpoints"},
-			"ResourceConfig":   map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
-		})
-		out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("training"),
-			QuotaShareName: aws.String(share), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(string(payload))})
-		if err != nil {
-			return "", err
-		}
-		return *out.JobId, nil
+		return submitScript(c, share, script, nil)
 	}
-	wait := func(id string) *batch.DescribeServiceJobOutput {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out, err := admin.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
-			must(t, err)
-			if out.Status == types.ServiceJobStatusSucceeded || out.Status == types.ServiceJobStatusFailed {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %s is still %s", id, out.Status)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	wait := func(id string) *batch.DescribeServiceJobOutput { return waitJob(t, admin, id) }
 
 	// admin has no unixUser: this server runs every job as its submitter.
 	if _, err := submit(admin, "QS1", "true"); awsCode(err) != "ClientException" || !strings.Contains(err.Error(), "unixUser") {

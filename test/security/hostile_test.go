@@ -1,0 +1,255 @@
+package security_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/internal/serveproc"
+)
+
+// The second hostile test (issue 30): each test here is an attack that a
+// local user made on a real `qshare serve` run as root, with real users
+// (alice and bob, created with useradd), and checks that it is refused.
+// Each failed on the code before the fix; docs/security.md's "What we
+// tested" lists them.
+
+// authWithUsers is authFileText with alice's and bob's unixUsers.
+func authWithUsers(alice, bob *user.User) string {
+	text := strings.Replace(strings.Replace(authFileText(true),
+		"    policies: [team-a]\n", "    unixUser: "+alice.Username+"\n    policies: [team-a]\n", 1),
+		"    policies: [team-b]\n", "    unixUser: "+bob.Username+"\n    policies: [team-b]\n", 1)
+	return strings.Replace(text, "Resource: [\"arn:aws:batch:*:*:job-queue/training/quota-share/QS2\", \"*\"]", "Resource: [\"arn:aws:batch:*:*:job-queue/training/quota-share/QS2\"]", 1)
+}
+
+// hostile is a real qshare serve as root with the process executor, with
+// --auth (alice's jobs run as qshare-alice-test, bob's as qshare-bob-test)
+// or without it.
+type hostile struct {
+	t          *testing.T
+	dir, data  string
+	alice, bob *user.User
+	srv        *serveproc.Server
+	admin      *batch.Client
+}
+
+// startHostile starts the server; auth turns --auth on; mod (if not nil)
+// changes its options before it starts.
+func startHostile(t *testing.T, auth bool, mod func(*serveproc.Options)) *hostile {
+	t.Helper()
+	h := &hostile{t: t, alice: ensureUser(t, "qshare-alice-test"), bob: ensureUser(t, "qshare-bob-test")}
+	dir, err := os.MkdirTemp("", "qshare-hostile")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	must(t, os.Chmod(dir, 0o755)) // the jobs' users must reach their directories
+	h.dir, h.data = dir, filepath.Join(dir, "data")
+	o := serveproc.Options{Binary: bin, DataDir: h.data, StopWait: 20 * time.Second,
+		Args: []string{"--executor", "process", "--gpus", "none", "--log-level", "warn"}}
+	if auth {
+		file := filepath.Join(dir, "auth.yaml")
+		must(t, os.WriteFile(file, []byte(authWithUsers(h.alice, h.bob)), 0o600))
+		o.Args = append(o.Args, "--auth", file)
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	h.srv = serveproc.StartTest(t, o)
+	h.admin = signedClient(h.srv.Endpoint, adminKey)
+	setupTraining(t, h.admin, "ml.m5.xlarge")
+	return h
+}
+
+// submit submits, as the client c, a job of share that runs script with sh
+// and env in its Environment.
+func submitScript(c *batch.Client, share, script string, env map[string]string) (string, error) {
+	if env == nil {
+		env = map[string]string{}
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"AlgorithmSpecification": map[string]any{"TrainingImage": "local/sh:latest", "TrainingInputMode": "File",
+			"ContainerEntrypoint": []string{"/bin/sh", "-c"}, "ContainerArguments": []string{script}},
+		"CheckpointConfig": map[string]string{"S3Uri": "s3://x/ck", "LocalPath": "/opt/ml/checkpoints"},
+		"ResourceConfig":   map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
+		"Environment":      env,
+	})
+	out, err := c.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("training"),
+		QuotaShareName: aws.String(share), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(string(payload))})
+	if err != nil {
+		return "", err
+	}
+	return *out.JobId, nil
+}
+
+// waitJob waits, as admin, for job id to end, for at most 60 s.
+func waitJob(t *testing.T, admin *batch.Client, id string) *batch.DescribeServiceJobOutput {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := admin.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+		must(t, err)
+		if out.Status == types.ServiceJobStatusSucceeded || out.Status == types.ServiceJobStatusFailed {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s is still %s", id, out.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// run submits a job as c and waits for its end.
+func (h *hostile) run(c *batch.Client, share, script string, env map[string]string) (string, *batch.DescribeServiceJobOutput) {
+	h.t.Helper()
+	id, err := submitScript(c, share, script, env)
+	must(h.t, err)
+	return id, waitJob(h.t, h.admin, id)
+}
+
+// asAlice runs a command line as the user alice (setpriv), outside any job.
+func (h *hostile) asAlice(script string) (string, error) {
+	out, err := exec.Command("setpriv", "--reuid", h.alice.Uid, "--regid", h.alice.Gid, "--init-groups", "/bin/sh", "-c", script).CombinedOutput()
+	return string(out), err
+}
+
+// output reads a file of job id's output/data.
+func (h *hostile) output(id, name string) string {
+	b, _ := os.ReadFile(filepath.Join(h.data, "jobs", id, "output", "data", name))
+	return string(b)
+}
+
+// TestHostileInheritedDescriptors starts the server as a careless launcher
+// would, with `7</root-only-secret 8>>/root-only-log` open: alice's job
+// must neither read the first, nor append to the second, nor hold any
+// descriptor but its standard streams (issue 30, point 1).
+func TestHostileInheritedDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	secretPath, logPath := filepath.Join(dir, "root-only-secret"), filepath.Join(dir, "root-only-log")
+	must(t, os.WriteFile(secretPath, []byte("root-only-secret\n"), 0o600))
+	must(t, os.WriteFile(logPath, nil, 0o600))
+	secret, err := os.Open(secretPath)
+	must(t, err)
+	defer secret.Close()
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	defer logf.Close()
+	null, err := os.Open(os.DevNull)
+	must(t, err)
+	defer null.Close()
+	h := startHostile(t, true, func(o *serveproc.Options) {
+		o.ExtraFiles = []*os.File{null, null, null, null, secret, logf} // 3..6, then 7 and 8
+	})
+	id, out := h.run(signedClient(h.srv.Endpoint, aliceKey), "QS1",
+		`cat <&7 > "$SM_OUTPUT_DATA_DIR/leak" 2>/dev/null; echo appended-by-alice >&8; ls /proc/$$/fd > "$SM_OUTPUT_DATA_DIR/fds"; exit 0`, nil)
+	if out.Status != types.ServiceJobStatusSucceeded {
+		t.Fatalf("alice's job: %s (%s)", out.Status, aws.ToString(out.StatusReason))
+	}
+	if leak := h.output(id, "leak"); strings.Contains(leak, "root-only-secret") {
+		t.Errorf("alice's job read the server's inherited descriptor 7: %q", leak)
+	}
+	if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "appended-by-alice") {
+		t.Errorf("alice's job appended to the server's inherited descriptor 8: %q", b)
+	}
+	fds := strings.Fields(h.output(id, "fds"))
+	for _, fd := range fds {
+		if fd >= "3" && fd <= "9" && len(fd) == 1 {
+			t.Errorf("alice's job holds descriptor %s that it did not open; it holds %v", fd, fds)
+		}
+	}
+}
+
+// TestHostileDataOnDisk: with --auth, alice's job searches the whole data
+// directory for bob's payload (an API key in its Environment) and tries
+// the database and its log by name; without --auth, alice, another local
+// user whom the API refuses, tries the disk instead (issue 30, point 3).
+func TestHostileDataOnDisk(t *testing.T) {
+	const key = "bob-payload-api-key-5f1c"
+	h := startHostile(t, true, nil)
+	if _, out := h.run(signedClient(h.srv.Endpoint, bobKey), "QS2", "true", map[string]string{"BOB_API_KEY": key}); out.Status != types.ServiceJobStatusSucceeded {
+		t.Fatalf("bob's job: %s (%s)", out.Status, aws.ToString(out.StatusReason))
+	}
+	d := h.data
+	script := `r=""
+grep -rl ` + key + ` ` + d + ` 2>/dev/null && r="$r grep-found"
+for f in ` + d + `/qshare.db ` + d + `/qshare.db-wal ` + d + `/state/qshare.db ` + d + `/state/qshare.db-wal; do cat "$f" >/dev/null 2>&1 && r="$r read:$f"; done
+ls ` + d + ` >/dev/null 2>&1 && r="$r listed-data-dir"
+ls ` + d + `/jobs >/dev/null 2>&1 && r="$r listed-jobs"
+echo "$r" > "$SM_OUTPUT_DATA_DIR/found"; exit 0`
+	id, out := h.run(signedClient(h.srv.Endpoint, aliceKey), "QS1", script, nil)
+	if out.Status != types.ServiceJobStatusSucceeded {
+		t.Fatalf("alice's job: %s (%s)", out.Status, aws.ToString(out.StatusReason))
+	}
+	if found := strings.TrimSpace(h.output(id, "found")); found != "" {
+		t.Errorf("alice's job, as alice, got at the server's data: %s", found)
+	}
+	h.srv.Stop()
+
+	// Without --auth the API refuses alice; the disk must too.
+	n := startHostile(t, false, nil)
+	if _, out := n.run(n.admin, "QS1", "true", map[string]string{"API_KEY": key}); out.Status != types.ServiceJobStatusSucceeded {
+		t.Fatalf("the job: %s (%s)", out.Status, aws.ToString(out.StatusReason))
+	}
+	if out, err := n.asAlice(`grep -rl ` + key + ` ` + n.data + `; ls ` + n.data); err == nil || strings.Contains(out, key) {
+		t.Errorf("alice, another local user, read the data directory of a server without --auth: %v\n%s", err, out)
+	}
+}
+
+// TestHostileUpgradeTightens: a data directory as an earlier version left
+// it (0755, files 0644, the database at DATA/qshare.db) is brought to the
+// new layout by the next start, with its jobs all there.
+func TestHostileUpgradeTightens(t *testing.T) {
+	h := startHostile(t, false, nil)
+	id, out := h.run(h.admin, "QS1", "echo model > \"$SM_MODEL_DIR/m\"", nil)
+	if out.Status != types.ServiceJobStatusSucceeded {
+		t.Fatalf("the job: %s (%s)", out.Status, aws.ToString(out.StatusReason))
+	}
+	must(t, h.srv.Stop())
+	// What an earlier version left.
+	state := filepath.Join(h.data, "state")
+	ents, err := os.ReadDir(state)
+	must(t, err)
+	for _, e := range ents {
+		must(t, os.Rename(filepath.Join(state, e.Name()), filepath.Join(h.data, e.Name())))
+	}
+	must(t, os.Remove(state))
+	filepath.Walk(h.data, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() {
+			os.Chmod(p, 0o755)
+		} else if err == nil && fi.Mode().IsRegular() {
+			os.Chmod(p, 0o644)
+		}
+		return nil
+	})
+	if out, err := h.asAlice("cat " + h.data + "/qshare.db > /dev/null"); err != nil {
+		t.Fatalf("the old layout is not as earlier versions left it (alice cannot read it): %v %s", err, out)
+	}
+
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: h.data, StopWait: 20 * time.Second,
+		Args: []string{"--executor", "process", "--gpus", "none", "--log-level", "warn"}})
+	admin := signedClient(srv.Endpoint, adminKey)
+	got, err := admin.DescribeServiceJob(context.Background(), &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+	if err != nil || got.Status != types.ServiceJobStatusSucceeded {
+		t.Fatalf("after the upgrade, the job is %v (%v): the database was not carried over", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(h.data, "qshare.db")); err == nil {
+		t.Error("DATA/qshare.db is still there after the upgrade")
+	}
+	if out, err := h.asAlice("ls " + h.data + "; cat " + h.data + "/state/qshare.db " + h.data + "/jobs/" + id + "/model/m"); err == nil {
+		t.Errorf("after the upgrade alice still reads the data directory:\n%s", out)
+	}
+	filepath.Walk(h.data, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 && (filepath.Dir(p) == h.data || filepath.Dir(p) == state) {
+			t.Errorf("%s is %#o after the upgrade", strings.TrimPrefix(p, h.data), fi.Mode().Perm())
+		}
+		return nil
+	})
+}
