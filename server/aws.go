@@ -29,7 +29,7 @@ func (sv *server) routeSDK(r *Router) {
 		session = u.Username
 	}
 	form := []string{awsquery.ContentType}
-	buildSM := func(t *Term) http.Handler { return t.Health.Gate(sagemaker.New(t.Daemon, t.Log)) }
+	buildSM := func(t *Term) http.Handler { return t.Health.Gate(sagemaker.New(t.Daemon, t.Executor.Logs, t.Log)) }
 	buildLogs := func(t *Term) http.Handler {
 		c := logs.Config{Jobs: t.Daemon, Logs: t.Executor.Logs, Log: t.Log}
 		if il, ok := t.Executor.(executor.InstanceLogger); ok {

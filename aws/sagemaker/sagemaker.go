@@ -67,9 +67,10 @@ var errorTable = awsjson.WithCommonErrors(map[qshare.ErrorCode]awsjson.ErrorType
 	qshare.ENOTFOUND: {Type: "ResourceNotFound", Status: http.StatusBadRequest},
 })
 
-// New returns the SageMaker endpoint over jobs.
-func New(jobs Jobs, log *slog.Logger) *awsjson.Service {
-	h := &handler{jobs: jobs}
+// New returns the SageMaker endpoint over jobs. logs is the executor's
+// Logs, from which FinalMetricDataList is read; nil: none is.
+func New(jobs Jobs, logs LogsFunc, log *slog.Logger) *awsjson.Service {
+	h := &handler{jobs: jobs, logs: logs}
 	return &awsjson.Service{
 		Name:         "SageMaker",
 		TargetPrefix: TargetPrefix,
@@ -90,7 +91,10 @@ func Actions() []string {
 	return []string{ActionPrefix + "DescribeTrainingJob", ActionPrefix + "ListTags", ActionPrefix + "ListTrainingJobs", ActionPrefix + "StopTrainingJob"}
 }
 
-type handler struct{ jobs Jobs }
+type handler struct {
+	jobs Jobs
+	logs LogsFunc
+}
 
 type nameIn struct {
 	TrainingJobName string `json:"TrainingJobName"`
@@ -119,7 +123,11 @@ func (h *handler) describe(ctx context.Context, in *nameIn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v.describe(), nil
+	out, payload := v.describe()
+	if m := finalMetrics(ctx, h.logs, v, payload, time.Now()); len(m) > 0 {
+		out["FinalMetricDataList"] = m
+	}
+	return out, nil
 }
 
 // stop stops the attempt's training job the way Batch's terminate does:

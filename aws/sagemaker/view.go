@@ -170,8 +170,9 @@ func (v view) seconds() int64 {
 }
 
 // describe is the DescribeTrainingJob answer: the members qshare knows of
-// the attempt, and the request's own members from the job's payload.
-func (v view) describe() map[string]any {
+// the attempt, and the request's own members from the job's payload, which
+// it returns too, decoded by member.
+func (v view) describe() (map[string]any, map[string]json.RawMessage) {
 	out := map[string]any{}
 	var payload map[string]json.RawMessage
 	if json.Unmarshal([]byte(v.job.Payload), &payload) == nil {
@@ -202,7 +203,7 @@ func (v view) describe() map[string]any {
 	if v.failure != "" {
 		out["FailureReason"] = v.failure
 	}
-	return out
+	return out, payload
 }
 
 // modelArtifacts is where SageMaker puts the model of the training job

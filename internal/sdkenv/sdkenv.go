@@ -70,7 +70,7 @@ func New(t testing.TB, ex executor.Executor) *Env {
 	if il, ok := ex.(executor.InstanceLogger); ok {
 		lc.InstanceLogs = il.InstanceLogs
 	}
-	routes := map[string]http.Handler{sagemaker.TargetPrefix: sagemaker.New(d, log), logs.TargetPrefix: logs.New(lc)}
+	routes := map[string]http.Handler{sagemaker.TargetPrefix: sagemaker.New(d, ex.Logs, log), logs.TargetPrefix: logs.New(lc)}
 	batchAPI := api.New(d, log)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := e.Principal.Load(); p != nil {
