@@ -337,7 +337,15 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 		s.emit(event{Dir: dir, Event: replyExited, Exit: &x})
 	}
 	log := openRotatingLog(s.fs, cfg.Log, cfg.LogMaxBytes, cfg.LogKeep) // created at the job's first output
-	path, err := lookPath(cfg.Command, cfg.Env, cfg.Dir)
+	// A job of another user is looked for by the kernel as that user (see
+	// forkAs): the supervisor, often root, never stats a path for it.
+	var path string
+	var cands []string
+	if asOther := cfg.User != nil && cfg.User.UID != uint32(os.Geteuid()); asOther {
+		cands, err = candidates(cfg.Command, cfg.Env, cfg.Dir)
+	} else {
+		path, err = lookPath(cfg.Command, cfg.Env, cfg.Dir)
+	}
 	if err != nil {
 		log.Close()
 		fail(fmt.Sprintf("CannotStartError: %v", err))
@@ -380,12 +388,18 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 		// entered with the job's rights, not the supervisor's.
 		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 	}
-	pid, err := syscall.ForkExec(path, cfg.Command, &syscall.ProcAttr{
+	attr := &syscall.ProcAttr{
 		Dir:   cfg.Dir,
 		Env:   cfg.Env,
 		Files: []uintptr{devnull.Fd(), pw.Fd(), pw.Fd()},
 		Sys:   sys,
-	})
+	}
+	var pid int
+	if cands != nil {
+		pid, path, err = forkAs(cands, cfg.Command, attr)
+	} else {
+		pid, err = syscall.ForkExec(path, cfg.Command, attr)
+	}
 	if err == nil {
 		j.pid = pid
 		s.jobs[dir] = j
@@ -396,7 +410,11 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	if err != nil {
 		pr.Close()
 		log.Close()
-		fail(fmt.Sprintf("CannotStartError: cannot run %s: %v", path, err))
+		if errors.Is(err, errUnseen) {
+			fail(fmt.Sprintf("CannotStartError: %v", err))
+		} else {
+			fail(fmt.Sprintf("CannotStartError: cannot run %s: %v", path, err))
+		}
 		return
 	}
 	select {
@@ -608,13 +626,80 @@ func firstLine(fs dataFS, path string) string {
 	return ""
 }
 
-// lookPath finds the program of a command the way a shell would, with the
-// job's PATH; a name with a slash is taken relative to the job's directory.
-func lookPath(cmd []string, env []string, dir string) (string, error) {
+// errUnseen is the one reason of a job of another user whose program was
+// not found, or could not be run, by that user: whether a path exists
+// where the user may not look, or is a directory or not executable, is
+// not told apart (the supervisor, often root, could tell, and so would
+// tell the user what it may not see).
+var errUnseen = errors.New("no such program that the job's user may run")
+
+// candidates returns the paths that execvp would try for the program of
+// cmd, in order, with the job's PATH; a name with a slash is taken
+// relative to the job's directory. It looks at no file.
+func candidates(cmd []string, env []string, dir string) ([]string, error) {
 	if len(cmd) == 0 || cmd[0] == "" {
-		return "", errors.New("the command is empty: set AlgorithmSpecification.ContainerEntrypoint")
+		return nil, errors.New("the command is empty: set AlgorithmSpecification.ContainerEntrypoint")
 	}
 	name := cmd[0]
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		return []string{name}, nil
+	}
+	var out []string
+	for _, d := range filepath.SplitList(envPath(env)) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		out = append(out, filepath.Join(d, name))
+	}
+	return out, nil
+}
+
+// forkAs starts the job (attr.Sys carries its user's credentials) from
+// the first of cands that execve accepts in the child, after the change
+// of user: the kernel looks each path up with the job's rights, so the
+// supervisor probes nothing as root. Paths the user cannot reach, that do
+// not exist, or that it may not run are passed over, as execvp does; when
+// none is left, the error wraps errUnseen, the one reason for all of them.
+func forkAs(cands, argv []string, attr *syscall.ProcAttr) (int, string, error) {
+	for _, p := range cands {
+		pid, err := syscall.ForkExec(p, argv, attr)
+		if err == nil {
+			return pid, p, nil
+		}
+		switch err {
+		case syscall.ENOENT, syscall.ENOTDIR, syscall.EACCES, syscall.ELOOP, syscall.ENAMETOOLONG, syscall.EISDIR, syscall.EPERM, syscall.ENOEXEC:
+			continue
+		}
+		return 0, p, err
+	}
+	return 0, "", fmt.Errorf("cannot run %q: %w", argv[0], errUnseen)
+}
+
+// envPath returns the value of PATH in env ("" without one).
+func envPath(env []string) string {
+	path := ""
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			path = kv[len("PATH="):]
+		}
+	}
+	return path
+}
+
+// lookPath finds the program of a command the way a shell would, with the
+// job's PATH; a name with a slash is taken relative to the job's directory.
+// It is for a job of the supervisor's own user, whose view it shares.
+func lookPath(cmd []string, env []string, dir string) (string, error) {
+	cands, err := candidates(cmd, env, dir)
+	if err != nil {
+		return "", err
+	}
 	check := func(p string) error {
 		st, err := os.Stat(p)
 		if err != nil {
@@ -628,33 +713,17 @@ func lookPath(cmd []string, env []string, dir string) (string, error) {
 		}
 		return nil
 	}
+	name := cmd[0]
 	if strings.Contains(name, "/") {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if err := check(p); err != nil {
+		if err := check(cands[0]); err != nil {
 			return "", fmt.Errorf("cannot run %q: %w", name, err)
 		}
-		return p, nil
+		return cands[0], nil
 	}
-	path := ""
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			path = kv[len("PATH="):]
-		}
-	}
-	for _, d := range filepath.SplitList(path) {
-		if d == "" {
-			d = "."
-		}
-		if !filepath.IsAbs(d) {
-			d = filepath.Join(dir, d)
-		}
-		p := filepath.Join(d, name)
+	for _, p := range cands {
 		if check(p) == nil {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("executable file %q not found in PATH (%s): install it on this host or give its full path in ContainerEntrypoint", name, path)
+	return "", fmt.Errorf("executable file %q not found in PATH (%s): install it on this host or give its full path in ContainerEntrypoint", name, envPath(env))
 }

@@ -69,16 +69,21 @@ func startHostile(t *testing.T, auth bool, mod func(*serveproc.Options)) *hostil
 	return h
 }
 
-// submit submits, as the client c, a job of share that runs script with sh
-// and env in its Environment.
+// submitScript submits, as the client c, a job of share that runs script
+// with sh and env in its Environment.
 func submitScript(c *batch.Client, share, script string, env map[string]string) (string, error) {
+	return submitCommand(c, share, []string{"/bin/sh", "-c"}, []string{script}, env)
+}
+
+// submitCommand submits, as the client c, a job of share whose
+// ContainerEntrypoint and ContainerArguments are entry and args.
+func submitCommand(c *batch.Client, share string, entry, args []string, env map[string]string) (string, error) {
 	if env == nil {
 		env = map[string]string{}
 	}
 	payload, _ := json.Marshal(map[string]any{
 		"AlgorithmSpecification": map[string]any{"TrainingImage": "local/sh:latest", "TrainingInputMode": "File",
-			"ContainerEntrypoint": []string{"/bin/sh", "-c"}, "ContainerArguments": []string{script}},
-		"CheckpointConfig": map[string]string{"S3Uri": "s3://x/ck", "LocalPath": "/opt/ml/checkpoints"},
+			"ContainerEntrypoint": entry, "ContainerArguments": args},
 		"ResourceConfig":   map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
 		"Environment":      env,
 	})
@@ -252,4 +257,46 @@ func TestHostileUpgradeTightens(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestHostileNoProbingAsRoot: alice names programs in a directory only
+// root may enter (one that exists and is executable, one that exists and
+// is not, one that does not exist, a directory), by path and through her
+// PATH. Every refusal must read the same: the supervisor, root, must not
+// tell her what exists where she may not look (issue 30, point 5).
+func TestHostileNoProbingAsRoot(t *testing.T) {
+	h := startHostile(t, true, nil)
+	secret, err := os.MkdirTemp("", "qshare-root-only")
+	must(t, err)
+	defer os.RemoveAll(secret)
+	must(t, os.Chmod(secret, 0o700))
+	must(t, os.WriteFile(filepath.Join(secret, "tool"), []byte("#!/bin/sh\necho ran\n"), 0o755))
+	must(t, os.WriteFile(filepath.Join(secret, "plain"), []byte("x"), 0o644))
+	must(t, os.Mkdir(filepath.Join(secret, "dir"), 0o755))
+	alice := signedClient(h.srv.Endpoint, aliceKey)
+	reasons := map[string]string{}
+	try := func(what string, entry []string, env map[string]string) {
+		id, err := submitCommand(alice, "QS1", entry, nil, env)
+		must(t, err)
+		out := waitJob(t, h.admin, id)
+		if out.Status != types.ServiceJobStatusFailed {
+			t.Errorf("%s: the job %s, want FAILED", what, out.Status)
+			return
+		}
+		reasons[what] = strings.ReplaceAll(aws.ToString(out.StatusReason), `"`+entry[0]+`"`, "NAME")
+	}
+	for _, name := range []string{"tool", "plain", "dir", "missing"} {
+		try("path "+name, []string{filepath.Join(secret, name)}, nil)
+		try("PATH "+name, []string{name}, map[string]string{"PATH": secret})
+	}
+	try("path outside any directory", []string{"/qshare-no-such-dir/x"}, nil)
+	first := reasons["path missing"]
+	for what, r := range reasons {
+		if r != first || strings.Contains(r, secret) {
+			t.Errorf("the reasons tell what alice may not see:\n%s: %s\npath missing: %s", what, r, first)
+		}
+	}
+	if first == "" {
+		t.Fatal("no reason")
+	}
 }
