@@ -84,8 +84,8 @@ func submitCommand(c *batch.Client, share string, entry, args []string, env map[
 	payload, _ := json.Marshal(map[string]any{
 		"AlgorithmSpecification": map[string]any{"TrainingImage": "local/sh:latest", "TrainingInputMode": "File",
 			"ContainerEntrypoint": entry, "ContainerArguments": args},
-		"ResourceConfig":   map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
-		"Environment":      env,
+		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
+		"Environment":    env,
 	})
 	out, err := c.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("training"),
 		QuotaShareName: aws.String(share), ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(string(payload))})
