@@ -20,6 +20,16 @@ import (
 // QSHARE_ variable).
 const WrapEnv = "QSHARE_DATA_RUN"
 
+// ProgressLine starts each line of the wrapper's progress in the job's log
+// ("qshare: Downloading input data: 3.1 GB of 8.0 GB"), and StagedLine is
+// the line it writes once the data is in and the program starts: an
+// executor that reads the log (the process executor's PendingReason)
+// knows the staging from them.
+const (
+	ProgressLine = "qshare: Downloading input data: "
+	StagedLine   = "qshare: input data staged; starting the program"
+)
+
 // DefaultCheckpointEvery is how often the wrapper looks for changed
 // checkpoint files while the program runs.
 const DefaultCheckpointEvery = 10 * time.Second
@@ -119,7 +129,7 @@ func Run(w Wrapper, command []string) int {
 	if len(w.Plan.Channels) > 0 {
 		fmt.Println("qshare: staging the input channels")
 	}
-	err = c.Stage(stageCtx, fsys, w.Plan, func(p Progress) { fmt.Println("qshare: " + p.String()) })
+	err = c.Stage(stageCtx, fsys, w.Plan, func(p Progress) { fmt.Println("qshare: " + p.String()) }) // ProgressLine
 	if err == nil {
 		err = c.RestoreCheckpoints(stageCtx, fsys, w.Plan)
 	}
@@ -133,6 +143,7 @@ func Run(w Wrapper, command []string) int {
 	if err != nil {
 		return failWith(fsys, w, Reason(err), 1)
 	}
+	fmt.Println(StagedLine)
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {

@@ -3,11 +3,13 @@ package process
 import (
 	"context"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -19,12 +21,22 @@ import (
 // s3Store starts qshare's embedded S3 store and returns its endpoint and
 // a client of it holding the buckets given, filled with objects.
 func s3Store(t *testing.T, objs map[string]map[string]string) (data.Endpoint, *s3.Client) {
+	return slowS3Store(t, objs, 0)
+}
+
+// slowS3Store is s3Store whose GETs of objects each take delay.
+func slowS3Store(t *testing.T, objs map[string]map[string]string, delay time.Duration) (data.Endpoint, *s3.Client) {
 	t.Helper()
 	srv, err := s3server.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/") > 0 {
+			time.Sleep(delay)
+		}
+		srv.ServeHTTP(w, r)
+	}))
 	t.Cleanup(ts.Close)
 	ep := data.Endpoint{URL: ts.URL, Region: "us-east-1", AccessKeyID: "qshare", SecretAccessKey: "qshare"}
 	c, err := data.NewClient(context.Background(), ep)
@@ -103,5 +115,44 @@ func TestDataFailureIsTheAttemptsReason(t *testing.T) {
 	_, x := run(t, e, s)
 	if x.Succeeded() || x.Lost || !strings.HasPrefix(x.Reason, "ClientError: Data download failed: ") || !strings.Contains(x.Reason, "no objects under the prefix") {
 		t.Fatalf("exit %+v, want a failure with SageMaker's reason", x)
+	}
+}
+
+// TestStagingProgressIsThePendingReason: while the wrapper downloads, the
+// executor's PendingReason (the job's statusReason) says how far it is;
+// once the program runs, nothing.
+func TestStagingProgressIsThePendingReason(t *testing.T) {
+	ep, _ := slowS3Store(t, map[string]map[string]string{"qshare-data": {"input/sm_drivers/sm_train.sh": "#!/bin/sh\nsleep 1\n"}}, 2500*time.Millisecond)
+	e := newExecutor(t, t.TempDir(), func(o *Options) { o.S3 = ep })
+	defer e.Close()
+	s := spec("job-progress", 1, smDrivers(nil))
+	if _, err := e.Start(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	v0 := e.PendingReasonsVersion()
+	seen := map[string]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r := e.PendingReason(s.AttemptID)
+		seen[r] = true
+		if r == "" && len(seen) > 1 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var progress bool
+	for r := range seen {
+		progress = progress || strings.HasPrefix(r, "Downloading input data: ") && strings.Contains(r, " of ")
+	}
+	if !progress || !seen[""] {
+		t.Fatalf("PendingReason said %v, want the download's progress and then nothing", seen)
+	}
+	if e.PendingReasonsVersion() == v0 {
+		t.Error("PendingReasonsVersion did not change")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if x, err := e.Wait(ctx, s.AttemptID); err != nil || !x.Succeeded() {
+		t.Fatalf("exit %+v %v", x, err)
 	}
 }

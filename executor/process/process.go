@@ -137,11 +137,15 @@ type Executor struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	staging stagingProgress // data.go
 }
 
 var (
-	_ executor.Executor        = (*Executor)(nil)
-	_ executor.CapacityChecker = (*Executor)(nil)
+	_ executor.Executor                = (*Executor)(nil)
+	_ executor.CapacityChecker         = (*Executor)(nil)
+	_ executor.PendingReasonsVersioner = (*Executor)(nil)
+	_ executor.PendingReasoner         = (*Executor)(nil)
 )
 
 // state is what Handle.State holds.
@@ -422,7 +426,7 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	for _, g := range gpus {
 		ids = append(ids, g.UUID)
 	}
-	command, env, err := e.dataWrap(s, req, l, env)
+	command, env, staged, err := e.dataWrap(s, req, l, env)
 	if err != nil {
 		return executor.Handle{}, err
 	}
@@ -444,7 +448,11 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	// supervisor's record of the launch keeps what recovery needs of it. A
 	// server killed from here on leaves an attempt directory that a new
 	// executor finds by its ID alone (by its live/ link once launched).
-	return e.spawn(a, l.Attempt, cfg)
+	h, err := e.spawn(a, l.Attempt, cfg)
+	if err == nil && staged {
+		e.watchStaging(a, cfg.Log)
+	}
+	return h, err
 }
 
 // spawn hands the attempt to the supervisor and waits for its reply.
