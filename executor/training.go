@@ -62,7 +62,10 @@ func CheckEnvironment(env map[string]string) error {
 }
 
 // TrainingDirs are an attempt's SageMaker directories as its processes see
-// them. Config may be empty, for an executor that does not name it.
+// them. Config may be empty, for an executor that does not name it, and
+// Checkpoint for an attempt that has no checkpoint directory (the
+// Kubernetes executor gives one only to a payload with a
+// CheckpointConfig, as SageMaker does).
 type TrainingDirs struct {
 	Model, Output, OutputData, Input, Config, Checkpoint string
 }
@@ -98,7 +101,9 @@ func TrainingEnv(s Spec, req *trainingjob.Request, d TrainingDirs, instanceType 
 	if d.Config != "" {
 		env["SM_INPUT_CONFIG_DIR"] = d.Config
 	}
-	env["SM_CHECKPOINT_DIR"] = d.Checkpoint
+	if d.Checkpoint != "" {
+		env["SM_CHECKPOINT_DIR"] = d.Checkpoint
+	}
 	env["SM_CURRENT_INSTANCE_TYPE"] = instanceType
 	var channels []string
 	for _, c := range req.InputDataConfig {

@@ -65,6 +65,10 @@ type Job struct {
 	// Output is a line (letters, digits and spaces) the job writes to its
 	// standard output as it starts, for the Logs subtest.
 	Output string
+	// CheckpointConfig makes the payload name a CheckpointConfig (its
+	// default LocalPath). An executor that gives every attempt a
+	// checkpoint directory may ignore it.
+	CheckpointConfig bool
 }
 
 // Harness describes an executor to the suite.
@@ -96,6 +100,11 @@ type Harness struct {
 	// KeepsLogs says that the executor keeps its attempts' output and
 	// serves it through Logs; false means Logs must answer ErrNoLog.
 	KeepsLogs bool
+	// CheckpointOnRequest says that, as on SageMaker, only a payload with
+	// a CheckpointConfig gets a checkpoint directory (SM_CHECKPOINT_DIR):
+	// the environment subtest then asks for one, and checks that a job
+	// without one has none. False: every attempt has one.
+	CheckpointOnRequest bool
 }
 
 // Run runs the conformance suite against the executor h describes.
@@ -698,7 +707,7 @@ func (s *suite) environment(t *testing.T) {
 	}
 	t.Parallel()
 	e, _ := s.newExec(t)
-	j := Job{Run: 10 * time.Millisecond, RecordEnv: true, Env: map[string]string{"MY_SETTING": "a b=c"}}
+	j := Job{Run: 10 * time.Millisecond, RecordEnv: true, Env: map[string]string{"MY_SETTING": "a b=c"}, CheckpointConfig: s.CheckpointOnRequest}
 	sp := s.spec(t, j)
 	sp.Share = "team-b"
 	h := s.start(t, e, sp)
@@ -731,6 +740,18 @@ func (s *suite) environment(t *testing.T) {
 	}
 	if env2["SM_CHECKPOINT_DIR"] != ckpt {
 		t.Errorf("SM_CHECKPOINT_DIR changed between attempts: %q then %q", ckpt, env2["SM_CHECKPOINT_DIR"])
+	}
+	if !s.CheckpointOnRequest {
+		return
+	}
+	j.CheckpointConfig = false
+	sp3 := s.spec(t, j)
+	h3 := s.start(t, e, sp3)
+	if x := s.wait(t, e, sp3.AttemptID, 0); !x.Succeeded() {
+		t.Fatalf("env job without a CheckpointConfig: %+v", x)
+	}
+	if v, ok := s.Observed(t, sp3, h3)["SM_CHECKPOINT_DIR"]; ok {
+		t.Errorf("SM_CHECKPOINT_DIR = %q for a payload without a CheckpointConfig, want none", v)
 	}
 }
 

@@ -273,7 +273,7 @@ func TestCheckpointClaim(t *testing.T) {
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{})
 	defer e.Close()
-	s1 := spec(kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 100 * time.Millisecond, Save: "step-7"}, "ml.m5.large", 1)
+	s1 := spec(kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 100 * time.Millisecond, Save: "step-7", Checkpoints: true}, "ml.m5.large", 1)
 	start(t, e, s1)
 	if err := e.Stop(context.Background(), s1.AttemptID, 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestCheckpointClaim(t *testing.T) {
 	}
 	s2 := s1
 	s2.Attempt, s2.AttemptID = 2, s1.JobID+"-2"
-	s2.Payload = payload(kubetest.Program{Run: 200 * time.Millisecond}, "ml.m5.large", 1, nil)
+	s2.Payload = payload(kubetest.Program{Run: 200 * time.Millisecond, Checkpoints: true}, "ml.m5.large", 1, nil)
 	start(t, e, s2)
 	if x := wait(t, e, s2.AttemptID); !x.Succeeded() {
 		t.Fatalf("attempt 2: %+v", x)
@@ -311,6 +311,73 @@ func TestCheckpointClaim(t *testing.T) {
 			t.Fatalf("the claim is still there after JobFinished: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestOneInstanceIsOnePod: a job of one instance whose payload has no
+// CheckpointConfig is one pod and nothing else: from its Start to its
+// JobFinished the executor writes nothing to the API server but the pod's
+// creation, and the container has no checkpoint directory (as on
+// SageMaker). The same job with a CheckpointConfig gets its claim, mounted
+// at the LocalPath that SM_CHECKPOINT_DIR names.
+func TestOneInstanceIsOnePod(t *testing.T) {
+	c := getCluster(t)
+	var mu sync.Mutex
+	var writes []string
+	client := c.seeing(t, func(r *http.Request) {
+		if r.Method != http.MethodGet {
+			mu.Lock()
+			writes = append(writes, r.Method+" "+r.URL.Path)
+			mu.Unlock()
+		}
+	})
+	e, err := New(context.Background(), Options{Client: client, Namespace: c.namespace(t, t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	plain := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
+	start(t, e, plain)
+	if x := wait(t, e, plain.AttemptID); !x.Succeeded() {
+		t.Fatalf("exit %+v", x)
+	}
+	e.Forget(plain.AttemptID)
+	e.JobFinished(plain.JobID)
+	time.Sleep(200 * time.Millisecond) // what JobFinished would have sent
+	mu.Lock()
+	got := slices.Clone(writes)
+	mu.Unlock()
+	if want := []string{"POST /api/v1/namespaces/" + e.ns + "/pods"}; !slices.Equal(got, want) {
+		t.Errorf("the executor's writes for a job of one instance without a CheckpointConfig: %q, want %q", got, want)
+	}
+	claims, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(claims.Items) != 0 {
+		t.Errorf("claims in the namespace: %v (%v), want none", claims, err)
+	}
+	env := c.Kubelet.Env(e.ns, podName(plain.AttemptID, 0))
+	if v, ok := env["SM_CHECKPOINT_DIR"]; ok || env["SM_MODEL_DIR"] == "" {
+		t.Errorf("SM_CHECKPOINT_DIR %q in a job without a CheckpointConfig (SM_MODEL_DIR %q), want none", v, env["SM_MODEL_DIR"])
+	}
+
+	ck := spec(kubetest.Program{Run: 100 * time.Millisecond, Checkpoints: true}, "ml.m5.large", 1)
+	start(t, e, ck)
+	if x := wait(t, e, ck.AttemptID); !x.Succeeded() {
+		t.Fatalf("exit %+v", x)
+	}
+	if _, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, claimName(ck.JobID), metav1.GetOptions{}); err != nil {
+		t.Errorf("the claim of a job with a CheckpointConfig: %v", err)
+	}
+	p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, podName(ck.AttemptID, 0), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounted := false
+	for _, m := range p.Spec.Containers[0].VolumeMounts {
+		mounted = mounted || m.Name == "checkpoints" && m.MountPath == DefaultCheckpointDir
+	}
+	if env := c.Kubelet.Env(e.ns, p.Name); !mounted || env["SM_CHECKPOINT_DIR"] != DefaultCheckpointDir {
+		t.Errorf("claim mounted at %s: %v; SM_CHECKPOINT_DIR %q", DefaultCheckpointDir, mounted, env["SM_CHECKPOINT_DIR"])
 	}
 }
 
@@ -1050,8 +1117,8 @@ func TestClaimsSweptAfterRestart(t *testing.T) {
 	c := getCluster(t)
 	dir := t.TempDir()
 	e1 := c.newExecutor(t, dir, Options{})
-	ended := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
-	live := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	ended := spec(kubetest.Program{Run: 100 * time.Millisecond, Checkpoints: true}, "ml.m5.large", 1)
+	live := spec(kubetest.Program{Run: time.Hour, Checkpoints: true}, "ml.m5.large", 1)
 	start(t, e1, ended)
 	start(t, e1, live)
 	if x := wait(t, e1, ended.AttemptID); !x.Succeeded() {
@@ -1064,7 +1131,7 @@ func TestClaimsSweptAfterRestart(t *testing.T) {
 	if r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: live.AttemptID}); err != nil || r != executor.Running {
 		t.Fatalf("Recover = %v, %v", r, err)
 	}
-	since := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	since := spec(kubetest.Program{Run: time.Hour, Checkpoints: true}, "ml.m5.large", 1)
 	start(t, e2, since)
 	swept, err := e2.SweepJobs(context.Background(), map[string]bool{live.JobID: true})
 	if err != nil || len(swept) != 1 || swept[0] != ended.JobID {

@@ -9,8 +9,10 @@
 // Never, and for N > 1 a headless Service so that the pods find each other
 // by name. Each pod follows SageMaker's training contract: the payload's
 // image, entrypoint and arguments, its Environment with the SM_* and
-// QSHARE_* variables, input/config files from a ConfigMap, and the job's
-// checkpoint claim, the same on every attempt, at CheckpointConfig.LocalPath.
+// QSHARE_* variables, input/config files from a ConfigMap (or, for one
+// instance, its own annotations), and, when the payload has a
+// CheckpointConfig, the job's checkpoint claim, the same on every attempt,
+// at its LocalPath. A one-instance job without one is a single pod.
 //
 // An informer on the namespace's pods is the executor's view of the
 // cluster: how an attempt ended is read from its pods' status (exit code,
@@ -122,6 +124,9 @@ type Executor struct {
 	forgotten map[string]bool
 	claimed   map[string]bool
 	swept     bool
+	// noClaim holds, under mu, the jobs started through this executor
+	// whose payload has no CheckpointConfig, until JobFinished.
+	noClaim map[string]bool
 	// reasons counts the changes of the attempts' pending reasons.
 	reasons atomic.Uint64
 }
@@ -207,7 +212,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	e := &Executor{o: o, c: o.Client, ns: o.Namespace, cfg: o.Config, gpus: o.GPUs, log: o.Log, ctx: lctx, cancel: cancel,
 		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}, jobsSince: map[string]bool{},
-		forgotten: map[string]bool{}, claimed: map[string]bool{}}
+		forgotten: map[string]bool{}, claimed: map[string]bool{}, noClaim: map[string]bool{}}
 	f := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
 		informers.WithTweakListOptions(func(l *metav1.ListOptions) { l.LabelSelector = LabelManagedBy + "=" + managedBy }))
 	e.pods = f.Core().V1().Pods().Informer()
@@ -422,6 +427,9 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 		if err != nil {
 			return executor.Handle{}, err
 		}
+		if p.claim == nil {
+			e.noteNoClaim(s.JobID)
+		}
 		if err := e.create(ctx, p); err != nil {
 			if ctx.Err() == nil {
 				// Refused part way (a ResourceQuota, an admission
@@ -542,11 +550,12 @@ func (e *Executor) create(ctx context.Context, p *plan) error {
 		what, name string
 		create     func(context.Context) error
 	}
-	objs := []object{
-		{"the checkpoint claim", p.claim.Name, func(ctx context.Context) error {
+	var objs []object
+	if p.claim != nil {
+		objs = append(objs, object{"the checkpoint claim", p.claim.Name, func(ctx context.Context) error {
 			_, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, p.claim, metav1.CreateOptions{})
 			return err
-		}},
+		}})
 	}
 	if p.config != nil {
 		objs = append(objs, object{"the ConfigMap", p.config.Name, func(ctx context.Context) error {
@@ -1524,8 +1533,27 @@ func (e *Executor) Forget(attemptID string) {
 	}
 }
 
-// JobFinished deletes the job's checkpoint claim.
+// noteNoClaim records that a job has no checkpoint claim (its payload
+// has no CheckpointConfig), so that JobFinished asks the API server for
+// nothing.
+func (e *Executor) noteNoClaim(job string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.noClaim[job] = true
+}
+
+// JobFinished deletes the job's checkpoint claim, unless the job is known
+// to have none (one started through this executor without a
+// CheckpointConfig; after a restart the deletion is tried, and finding
+// nothing is no error).
 func (e *Executor) JobFinished(jobID string) {
+	e.mu.Lock()
+	none := e.noClaim[jobID]
+	delete(e.noClaim, jobID)
+	e.mu.Unlock()
+	if none {
+		return
+	}
 	e.spawn(func() {
 		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Minute)
 		defer cancel()

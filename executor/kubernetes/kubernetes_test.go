@@ -72,7 +72,7 @@ func payload(p kubetest.Program, typ string, count int, env map[string]string) s
 }
 
 func programOf(j executortest.Job) kubetest.Program {
-	p := kubetest.Program{Run: j.Run, Exit: j.ExitCode, Checkpoint: j.CheckpointTime, Output: j.Output}
+	p := kubetest.Program{Run: j.Run, Exit: j.ExitCode, Checkpoint: j.CheckpointTime, Output: j.Output, Checkpoints: j.CheckpointConfig}
 	switch j.OnStop {
 	case executortest.StopCheckpoint:
 		p.OnStop = "checkpoint"
@@ -96,8 +96,9 @@ func TestConformance(t *testing.T) {
 			}
 			return c.Kubelet.Env(st.Namespace, st.Pod)
 		},
-		Slack:     30 * time.Second,
-		Durable:   true,
-		KeepsLogs: true,
+		Slack:               30 * time.Second,
+		Durable:             true,
+		KeepsLogs:           true,
+		CheckpointOnRequest: true,
 	})
 }

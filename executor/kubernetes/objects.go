@@ -168,7 +168,7 @@ func podLabels(s executor.Spec) map[string]string {
 
 // plan is an attempt's objects, made by build.
 type plan struct {
-	claim  *corev1.PersistentVolumeClaim
+	claim  *corev1.PersistentVolumeClaim // nil: the payload has no CheckpointConfig
 	config *corev1.ConfigMap
 	// parts are the ConfigMaps of the per-host files that config has no
 	// room for (partName 1, 2, ...), empty below some 60 to 100 instances.
@@ -185,7 +185,8 @@ func (p *plan) configMaps() int {
 	return 1 + len(p.parts)
 }
 
-// build makes an attempt's objects: the checkpoint claim of its job, the
+// build makes an attempt's objects: the checkpoint claim of its job (when
+// its payload has a CheckpointConfig), the
 // ConfigMap of its input/config files (and more of them where one cannot
 // hold them all), a headless Service for more than one instance, and one
 // pod per instance. The files of an attempt of one instance go in its
@@ -211,23 +212,30 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		}
 		return metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: l, Annotations: a}
 	}
-	ck := DefaultCheckpointDir
-	if req.CheckpointConfig != nil && strings.TrimSpace(req.CheckpointConfig.LocalPath) != "" {
-		ck = req.CheckpointConfig.LocalPath
-	}
 	p := &plan{}
-	size := e.cfg.CheckpointSize
-	if size == "" {
-		size = "10Gi"
-	}
-	claimLabels := map[string]string{LabelManagedBy: managedBy, LabelJobID: labelValue(s.JobID)}
-	p.claim = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claimName(s.JobID), Namespace: e.ns, Labels: claimLabels,
-		Annotations: map[string]string{annJobID: s.JobID}},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{accessMode(n)},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
-	if e.cfg.StorageClassName != "" {
-		sc := e.cfg.StorageClassName
-		p.claim.Spec.StorageClassName = &sc
+	// A checkpoint directory only where the payload asks for one, as on
+	// SageMaker: a job without a CheckpointConfig is its pods alone (one
+	// pod for one instance), which spares the API server a claim's
+	// creation and deletion for each such job.
+	ck := ""
+	if req.CheckpointConfig != nil {
+		ck = DefaultCheckpointDir
+		if strings.TrimSpace(req.CheckpointConfig.LocalPath) != "" {
+			ck = req.CheckpointConfig.LocalPath
+		}
+		size := e.cfg.CheckpointSize
+		if size == "" {
+			size = "10Gi"
+		}
+		claimLabels := map[string]string{LabelManagedBy: managedBy, LabelJobID: labelValue(s.JobID)}
+		p.claim = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claimName(s.JobID), Namespace: e.ns, Labels: claimLabels,
+			Annotations: map[string]string{annJobID: s.JobID}},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{accessMode(n)},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
+		if e.cfg.StorageClassName != "" {
+			sc := e.cfg.StorageClassName
+			p.claim.Spec.StorageClassName = &sc
+		}
 	}
 	hosts := make([]string, n)
 	for i := range hosts {
@@ -355,16 +363,20 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "config", MountPath: configDir, ReadOnly: true},
-					{Name: "checkpoints", MountPath: ck},
 					{Name: "model", MountPath: modelDir},
 				},
 			}},
 			Volumes: []corev1.Volume{
 				vol,
-				{Name: "checkpoints", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.claim.Name}}},
 				{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
 		}}
+		if p.claim != nil {
+			c := &pod.Spec.Containers[0]
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "checkpoints", MountPath: ck})
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "checkpoints",
+				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.claim.Name}}})
+		}
 		if n > 1 {
 			pod.Spec.Subdomain = base
 		}

@@ -98,7 +98,7 @@ func TestDeployManifests(t *testing.T) {
 		return executor.Spec{JobID: id, JobName: id, AttemptID: id + "-1", Attempt: 1, Queue: "q", Share: "s",
 			Demand: qshare.Capacity{"ml.deploy.large": 1}, Payload: p.Payload("ml.deploy.large", 1, nil)}
 	}
-	ok := spec("deploy-ok", kubetest.Program{Run: 300 * time.Millisecond, Output: "as the service account"})
+	ok := spec("deploy-ok", kubetest.Program{Run: 300 * time.Millisecond, Output: "as the service account", Checkpoints: true})
 	stopped := spec("deploy-stopped", kubetest.Program{Run: time.Hour, OnStop: "ignore"})
 	for _, s := range []executor.Spec{ok, stopped} {
 		if _, err := e.Start(ctx, s); err != nil {

@@ -402,7 +402,7 @@ func TestInSharePreemptionResume(t *testing.T) {
 	c := newCluster(t, "g5.xlarge", 1, 1)
 	s := c.startServer("")
 	s.apply(oneShare(t, 1))
-	low := s.submit("low", "S", 1, g5, 1, kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 500 * time.Millisecond, Save: "step-42", Output: "training"})
+	low := s.submit("low", "S", 1, g5, 1, kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 500 * time.Millisecond, Save: "step-42", Output: "training", Checkpoints: true})
 	s.AwaitStatus(low, types.ServiceJobStatusRunning)
 	high := s.submit("high", "S", 9, g5, 1, kubetest.Program{Run: 500 * time.Millisecond})
 	d := s.Await(low, "preempted", func(d *batch.DescribeServiceJobOutput) bool {

@@ -41,6 +41,11 @@ type Program struct {
 	// it writes "resumed from <what the volume holds>" to its standard
 	// output when the volume holds something.
 	Save string
+	// Checkpoints makes Payload name a CheckpointConfig (SageMaker's
+	// default LocalPath), so that the job has a checkpoint directory: the
+	// Kubernetes executor makes its claim only then. It is the payload's,
+	// not the container's, and Args leaves it out.
+	Checkpoints bool
 }
 
 // Args returns the container arguments that make the played kubelet run p.
@@ -107,10 +112,10 @@ func ParseProgram(command, args []string) (Program, error) {
 }
 
 // Payload returns a CreateTrainingJob payload whose container runs p, on
-// count instances of typ, with env as its Environment and a hyperparameter
-// epochs=3.
+// count instances of typ, with env as its Environment, a hyperparameter
+// epochs=3, and a CheckpointConfig where p.Checkpoints says so.
 func (p Program) Payload(typ string, count int, env map[string]string) string {
-	b, _ := json.Marshal(map[string]any{
+	m := map[string]any{
 		"TrainingJobName": "t",
 		"AlgorithmSpecification": map[string]any{"TrainingImage": "example.com/train:1", "TrainingInputMode": "File",
 			"ContainerEntrypoint": []string{PlayCommand}, "ContainerArguments": p.Args()},
@@ -118,6 +123,10 @@ func (p Program) Payload(typ string, count int, env map[string]string) string {
 		"ResourceConfig":  map[string]any{"InstanceType": typ, "InstanceCount": count, "VolumeSizeInGB": 1},
 		"Environment":     env,
 		"HyperParameters": map[string]string{"epochs": "3"},
-	})
+	}
+	if p.Checkpoints {
+		m["CheckpointConfig"] = map[string]string{"S3Uri": "s3://bucket/checkpoints", "LocalPath": "/opt/ml/checkpoints"}
+	}
+	b, _ := json.Marshal(m)
 	return string(b)
 }
