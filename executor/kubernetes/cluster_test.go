@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -125,9 +126,7 @@ func TestDeletedByHand(t *testing.T) {
 	if x.Stopped || x.Lost || x.Succeeded() || !strings.Contains(x.Reason, "deleted outside qshare") || x.Signal != "SIGTERM" {
 		t.Errorf("exit = %+v, want a failure by SIGTERM whose reason says the pod was deleted outside qshare", x)
 	}
-	if p := attemptPods(t, e, s.AttemptID); len(p) != 0 {
-		t.Errorf("pods after the deletion: %d, want none", len(p))
-	}
+	noPodsLeft(t, e, s.AttemptID, 1)
 }
 
 // TestPendingAndStartTimeout: pods that cannot be placed report the
@@ -176,9 +175,7 @@ func TestPendingAndStartTimeout(t *testing.T) {
 	if !strings.Contains(got, "Insufficient nvidia.com/gpu") || strings.HasPrefix(got, "reported with") {
 		t.Errorf("reported pending reason = %q, want the scheduler's, with a new PendingReasonsVersion", got)
 	}
-	if p := attemptPods(t, e, s.AttemptID); len(p) != 0 {
-		t.Errorf("%d pods left after the start timeout, want none", len(p))
-	}
+	noPodsLeft(t, e, s.AttemptID, 3)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -331,10 +328,7 @@ func TestOneInstanceIsOnePod(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	e, err := New(context.Background(), Options{Client: client, Namespace: c.namespace(t, t.TempDir())})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := c.newExecutor(t, t.TempDir(), Options{Client: client})
 	defer e.Close()
 	ctx := context.Background()
 	plain := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
@@ -688,13 +682,68 @@ func restarted(t *testing.T, o Options, s executor.Spec, meanwhile func(*Executo
 	return e2
 }
 
-// noPodsLeft checks that an attempt of n pods has none left, and deletes
-// any that are.
+// podGone waits up to 20 s for a pod to be gone from the API server (an
+// expiry or a Forget removes Finalizer in the background), and says
+// whether it is.
+func podGone(t *testing.T, e *Executor, name string) (bool, error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := e.c.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || time.Now().After(deadline) {
+			return apierrors.IsNotFound(err), err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// releasedPod reports whether a pod holds no capacity after Wait: gone,
+// or ended with its deletion final, kept only by Finalizer until the
+// attempt's end is recorded.
+func releasedPod(t *testing.T, e *Executor, name string) (bool, string) {
+	t.Helper()
+	p, err := e.c.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, "gone"
+	}
+	if err != nil {
+		return false, err.Error()
+	}
+	return removed(p) && terminal(p), fmt.Sprintf("phase %s, deleting %v, finalizers %v", p.Status.Phase, p.DeletionTimestamp, p.Finalizers)
+}
+
+// deleteForGood deletes a pod as a person who also removes its
+// finalizers does: the API server then has no trace of it.
+func deleteForGood(t *testing.T, e *Executor, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.deletePod(ctx, name, 0)
+	if ok, err := podGone(t, e, name); !ok {
+		t.Fatalf("the pod %s after its deletion for good: %v", name, err)
+	}
+}
+
+// noPodsLeft checks that an ended attempt of n pods has none left once
+// its end is recorded (Forget: until then Finalizer keeps the deleted
+// ones), and deletes any that are.
 func noPodsLeft(t *testing.T, e *Executor, id string, n int) {
 	t.Helper()
-	if p := attemptPods(t, e, id); len(p) != 0 {
-		t.Errorf("%d pods left, want none", len(p))
-		e.deletePods(context.Background(), id, n, 0, false)
+	e.Forget(id)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p := attemptPods(t, e, id)
+		if len(p) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d pods left, want none", len(p))
+			e.deletePods(context.Background(), id, n, 0, false)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -1046,7 +1095,7 @@ func TestEndedBeforeRunningExpires(t *testing.T) {
 	e.Forget(s.AttemptID)
 	time.Sleep(10 * time.Millisecond)
 	e.expireEnded()
-	if _, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if ok, err := podGone(t, e, name); !ok {
 		t.Errorf("the ended pod after keepEnded: %v, want it deleted", err)
 		e.deletePods(ctx, s.AttemptID, 1, 0, false)
 	}
@@ -1093,7 +1142,7 @@ func TestLostAttemptObjectsDeleted(t *testing.T) {
 		if _, err := e1.c.CoreV1().ConfigMaps(e1.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{}); err != nil {
 			t.Fatalf("the attempt's ConfigMap: %v", err)
 		}
-		e1.deletePod(context.Background(), podName(s.AttemptID, 0), 0)
+		deleteForGood(t, e1, podName(s.AttemptID, 0))
 	})
 	if r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: s.AttemptID}); err != nil || r != executor.Lost {
 		t.Fatalf("Recover = %v, %v; want Lost", r, err)
@@ -1215,6 +1264,7 @@ func TestManyInstancesConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, e, s.AttemptID)
+	e.Forget(s.AttemptID) // its end recorded: the pods go, and then the ConfigMaps
 	noConfigMaps := func(id string) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -1327,10 +1377,7 @@ func TestOneInstanceFilesOnPod(t *testing.T) {
 			cmRequests.Add(1)
 		}
 	})
-	e, err := New(context.Background(), Options{Client: client, Namespace: c.namespace(t, t.TempDir()), Config: Config{KeepEnded: "1ms"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := c.newExecutor(t, t.TempDir(), Options{Client: client, Config: Config{KeepEnded: "1ms"}})
 	defer e.Close()
 	ctx := context.Background()
 	s := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
@@ -1353,7 +1400,7 @@ func TestOneInstanceFilesOnPod(t *testing.T) {
 	e.Forget(s.AttemptID)
 	time.Sleep(10 * time.Millisecond)
 	e.expireEnded()
-	if _, err := e.c.CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if ok, err := podGone(t, e, p.Name); !ok {
 		t.Errorf("the ended pod after keepEnded: %v, want it deleted", err)
 	}
 	if n := cmRequests.Load(); n != 0 {

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,6 +128,9 @@ type Executor struct {
 	// noClaim holds, under mu, the jobs started through this executor
 	// whose payload has no CheckpointConfig, until JobFinished.
 	noClaim map[string]bool
+	// unfinalizing holds, under mu, the pods (by UID) whose Finalizer is
+	// being removed, until the watch sees them gone.
+	unfinalizing map[types.UID]bool
 	// reasons counts the changes of the attempts' pending reasons.
 	reasons atomic.Uint64
 }
@@ -212,7 +216,8 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	e := &Executor{o: o, c: o.Client, ns: o.Namespace, cfg: o.Config, gpus: o.GPUs, log: o.Log, ctx: lctx, cancel: cancel,
 		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}, jobsSince: map[string]bool{},
-		forgotten: map[string]bool{}, claimed: map[string]bool{}, noClaim: map[string]bool{}}
+		forgotten: map[string]bool{}, claimed: map[string]bool{}, noClaim: map[string]bool{},
+		unfinalizing: map[types.UID]bool{}}
 	f := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
 		informers.WithTweakListOptions(func(l *metav1.ListOptions) { l.LabelSelector = LabelManagedBy + "=" + managedBy }))
 	e.pods = f.Core().V1().Pods().Informer()
@@ -483,6 +488,10 @@ func (e *Executor) rollback(attemptID string, n, parts int) {
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
 	e.deletePods(ctx, attemptID, n, 0, false)
+	for i := 0; i < n; i++ {
+		// The start failed and is recorded so: nothing will start it again.
+		e.unfinalize(podName(attemptID, i), "", nil)
+	}
 	e.deleteAttemptObjects(ctx, attemptID, parts)
 }
 
@@ -842,6 +851,13 @@ func (e *Executor) observe(obj any, deleted bool) {
 	}
 	e.mu.Lock()
 	a := e.attempts[key]
+	if deleted {
+		delete(e.unfinalizing, p.UID)
+	}
+	// Deleted (by its expiry, a sweep, the pod garbage collector or a
+	// person) while no record of the store can start its attempt again:
+	// Finalizer has done its work.
+	unfin := a == nil && !deleted && p.DeletionTimestamp != nil && e.notClaimedLocked(key)
 	check := false
 	if a != nil {
 		// A pod that leaves the watch before it has ended was deleted at
@@ -853,6 +869,9 @@ func (e *Executor) observe(obj any, deleted bool) {
 		}
 	}
 	e.mu.Unlock()
+	if unfin {
+		e.unfinalize(p.Name, p.UID, p.Finalizers)
+	}
 	if check {
 		e.spawn(func() { e.followUnwatched(a, p) })
 		return
@@ -969,11 +988,37 @@ func terminal(p *corev1.Pod) bool {
 	return p != nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
 }
 
-// released reports whether a pod holds no capacity any more: it is gone,
+// released reports whether a pod holds no capacity any more: it is gone;
 // or it has ended and nobody is deleting it (a pod being deleted holds its
-// node until the deletion is done).
+// node until the kubelet is done with it); or its deletion is final
+// (removed) and it has ended or was never placed, so that only
+// Finalizer keeps the object.
 func released(p *corev1.Pod) bool {
-	return p != nil && (gone(p) || terminal(p) && p.DeletionTimestamp == nil)
+	return p != nil && (gone(p) || terminal(p) && p.DeletionTimestamp == nil ||
+		removed(p) && (terminal(p) || p.Spec.NodeName == ""))
+}
+
+// removed reports whether a pod's deletion is final (its grace is 0): the
+// kubelet's last deletion once its containers stopped, a forced one, or
+// that of a pod ended or on no node, which the API server makes final at
+// once. Only finalizers keep such a pod.
+func removed(p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0
+}
+
+// endedBeforeDeletion reports whether a pod being deleted had ended before
+// the deletion was asked for: its container finished before the request,
+// which is DeletionTimestamp less the grace (the API server keeps that
+// time when a later deletion shortens the grace). Such a pod was deleted
+// after its end (by the pod garbage collector, or a person), and its end
+// stands; Finalizer kept it for qshare to read.
+func endedBeforeDeletion(p *corev1.Pod) bool {
+	t := terminated(p)
+	if t == nil || p.DeletionTimestamp == nil || p.DeletionGracePeriodSeconds == nil {
+		return false
+	}
+	asked := p.DeletionTimestamp.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
+	return t.FinishedAt.Time.Before(asked)
 }
 
 // evaluate decides, from the pods' latest states, whether the attempt has
@@ -1003,7 +1048,7 @@ func (e *Executor) evaluate(a *attempt) {
 			firstFail = p
 		}
 		if !a.stopping && !a.ending && a.byHand < 0 && p.Annotations[annStopped] == "" {
-			if gone(p) && !terminal(p) || p.DeletionTimestamp != nil {
+			if gone(p) && !terminal(p) || p.DeletionTimestamp != nil && !endedBeforeDeletion(p) {
 				a.byHand = i
 			} else if l := a.relabeledOf(i, p); l != "" && !gone(p) && !terminal(p) {
 				a.byHand, a.relabeled = i, l
@@ -1522,15 +1567,95 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 func (e *Executor) Forget(attemptID string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if a := e.attempts[labelValue(attemptID)]; a != nil && a.closed {
-		delete(e.attempts, a.label)
-		if len(e.podsOf(a.label)) > 0 {
-			e.forgotten[a.label] = true
-		}
-		e.begin.Lock()
-		delete(e.starting, attemptID)
-		e.begin.Unlock()
+	a := e.attempts[labelValue(attemptID)]
+	if a == nil || !a.closed {
+		return
 	}
+	delete(e.attempts, a.label)
+	if len(e.podsOf(a.label)) > 0 {
+		e.forgotten[a.label] = true
+	}
+	e.begin.Lock()
+	delete(e.starting, attemptID)
+	e.begin.Unlock()
+	// The attempt's end is recorded: the pods that are being deleted
+	// (stopped, or ended and deleted by someone else) may go, and with
+	// the last of them the attempt's ConfigMaps and Service.
+	// By its last state of each pod, which follows by name a pod that
+	// lost its labels too.
+	deleting, kept := 0, 0
+	for _, p := range a.last {
+		switch {
+		case gone(p):
+		case p.DeletionTimestamp != nil:
+			deleting++
+			e.unfinalizeLocked(p.Name, p.UID, p.Finalizers)
+		default:
+			kept++ // ended, kept for keepEnded
+		}
+	}
+	if deleting > 0 && kept == 0 {
+		id, parts := a.id, a.parts
+		e.spawn(func() { e.deleteAttemptObjects(e.ctx, id, parts) })
+	}
+}
+
+// notClaimedLocked reports whether no record of the store can start or
+// recover the untracked attempt of a label: this executor followed it to
+// its end (forgotten), or Sweep has shown that the store does not claim
+// it and no Start of it has begun since. Under e.mu (spawn, which
+// unfinalizeLocked calls, takes only closeMu, never held while e.mu is
+// taken).
+func (e *Executor) notClaimedLocked(label string) bool {
+	if e.forgotten[label] {
+		return true
+	}
+	if !e.swept || e.claimed[label] {
+		return false
+	}
+	e.begin.Lock()
+	defer e.begin.Unlock()
+	for id := range e.starting {
+		if labelValue(id) == label {
+			return false
+		}
+	}
+	return true
+}
+
+// unfinalize removes Finalizer from a pod that is being deleted, once per
+// pod (by UID; an empty UID, for a pod known by name alone, is not
+// remembered), so that its deletion completes; retried while the API
+// server is away. A pod without it is left alone.
+func (e *Executor) unfinalize(name string, uid types.UID, finalizers []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.unfinalizeLocked(name, uid, finalizers)
+}
+
+// unfinalizeLocked is unfinalize under e.mu; finalizers nil means unknown.
+func (e *Executor) unfinalizeLocked(name string, uid types.UID, finalizers []string) {
+	if finalizers != nil && !slices.Contains(finalizers, Finalizer) || uid != "" && e.unfinalizing[uid] {
+		return
+	}
+	if uid != "" {
+		e.unfinalizing[uid] = true
+	}
+	// The UID in the patch is a precondition: a pod of the same name made
+	// since is not touched (the API server refuses the change of UID).
+	meta := map[string]any{"$deleteFromPrimitiveList/finalizers": []string{Finalizer}}
+	if uid != "" {
+		meta["uid"] = uid
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": meta})
+	e.spawn(func() {
+		if err := e.retry(e.ctx, func(ctx context.Context) error {
+			_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			return err
+		}); err != nil && e.ctx.Err() == nil {
+			e.log.Warn("kubernetes: removing qshare's finalizer from a deleted pod failed", "pod", name, "err", err)
+		}
+	})
 }
 
 // noteNoClaim records that a job has no checkpoint claim (its payload
@@ -1692,6 +1817,14 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 		}
 	}
 	e.swept = true
+	// The pods being deleted (while no server ran) of attempts that the
+	// store does not claim: nothing will start those again.
+	for _, obj := range e.pods.GetStore().List() {
+		p := obj.(*corev1.Pod)
+		if l := p.Labels[LabelAttemptID]; p.DeletionTimestamp != nil && e.attempts[l] == nil && e.notClaimedLocked(l) {
+			e.unfinalizeLocked(p.Name, p.UID, p.Finalizers)
+		}
+	}
 	e.mu.Unlock()
 	var swept []string
 	for _, label := range keys {
@@ -1710,6 +1843,9 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 		n, _ := strconv.Atoi(p.Annotations[annInstances])
 		e.log.Warn("kubernetes: deleting the pods of an attempt that no record of the store claims", "attempt", id, "job", p.Annotations[annJobID])
 		e.deletePods(ctx, id, max(n, 1), 0, false)
+		for i := 0; i < max(n, 1); i++ {
+			e.unfinalize(podName(id, i), "", nil)
+		}
 		// Its pods never end, so nothing else would delete these.
 		e.deleteAttemptObjects(ctx, id, partsOf(p.Annotations))
 		swept = append(swept, id)
@@ -1735,14 +1871,16 @@ func (e *Executor) expireEnded() {
 		label := p.Labels[LabelAttemptID]
 		e.mu.Lock()
 		a := e.attempts[label]
-		mine := a != nil && a.closed || a == nil && (e.forgotten[label] || e.swept && !e.claimed[label])
+		mine := a != nil && a.closed || a == nil && e.notClaimedLocked(label)
 		e.mu.Unlock()
 		if !mine {
 			continue
 		}
-		_ = e.retry(e.ctx, func(ctx context.Context) error {
+		if e.retry(e.ctx, func(ctx context.Context) error {
 			return e.c.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
-		})
+		}) == nil {
+			e.unfinalize(p.Name, p.UID, p.Finalizers)
+		}
 		// The attempt's last pods take its ConfigMap and Service with
 		// them (pod 0 may be gone already: deleted after another's
 		// failure).

@@ -54,9 +54,13 @@ func (c testCluster) namespace(t testing.TB, dir string) string {
 	return ns
 }
 
+// newExecutor returns an executor in the namespace of dir (unless o
+// names one), over o.Client or else the cluster's client.
 func (c testCluster) newExecutor(t testing.TB, dir string, o Options) *Executor {
 	t.Helper()
-	o.Client = c.Client()
+	if o.Client == nil {
+		o.Client = c.Client()
+	}
 	if o.Namespace == "" {
 		o.Namespace = c.namespace(t, dir)
 	}

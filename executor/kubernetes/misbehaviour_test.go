@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -308,9 +307,10 @@ func TestStopGraceZero(t *testing.T) {
 		if !x.Stopped || x.Signal != "SIGKILL" {
 			t.Errorf("env %v: exit = %+v, want stopped by SIGKILL at the end of the grace", env, x)
 		}
-		if _, err := e.c.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("env %v: the pod after Wait: %v, want it gone", env, err)
+		if ok, how := releasedPod(t, e, name); !ok {
+			t.Errorf("env %v: the pod after Wait: %s, want it gone, or ended and deleted for good", env, how)
 		}
+		noPodsLeft(t, e, s.AttemptID, 1)
 	}
 }
 
@@ -338,10 +338,10 @@ func TestLabelRemovedByHand(t *testing.T) {
 				_ = e.c.CoreV1().Pods(e.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
 				return
 			}
-			if p, err := e.c.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				t.Errorf("Wait returned (capacity released) while the pod is still there: %v, phase %s", err, p.Status.Phase)
-				_ = e.c.CoreV1().Pods(e.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+			if ok, how := releasedPod(t, e, name); !ok {
+				t.Errorf("Wait returned (capacity released) while the pod holds its node: %s", how)
 			}
+			noPodsLeft(t, e, s.AttemptID, 1)
 			if x.Succeeded() || x.Stopped || x.Lost || !strings.Contains(x.Reason, label) || !strings.Contains(x.Reason, "outside qshare") {
 				t.Errorf("exit = %+v, want a failure whose reason names the label removed outside qshare", x)
 			}
@@ -387,8 +387,73 @@ func TestStartAgainAfterEndedPodsExpired(t *testing.T) {
 	}
 	e2.Forget(s.AttemptID)
 	e2.expireEnded()
-	if p := attemptPods(t, e2, s.AttemptID); len(p) != 0 {
-		t.Errorf("%d pods left after the forgotten attempt's expiry, want none", len(p))
+	noPodsLeft(t, e2, s.AttemptID, 1)
+}
+
+// TestStartAgainAfterPodsGarbageCollected: the ended pods of an attempt
+// that the store still says is STARTING (the server died before it
+// recorded the start) are deleted while no server runs, as the pod garbage
+// collector deletes ended pods (grace 0). Finalizer keeps them: the
+// restarted Start adopts them and reports their end, and never runs the
+// attempt a second time; the restarted Recover of another such attempt
+// (the store said RUNNING) finds it ended, not Lost (which would run the
+// job again). Once the daemon has recorded the ends (Forget), the pods go.
+func TestStartAgainAfterPodsGarbageCollected(t *testing.T) {
+	c := getCluster(t)
+	dir := t.TempDir()
+	e1 := c.newExecutor(t, dir, Options{})
+	starting := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
+	running := spec(kubetest.Program{Run: 100 * time.Millisecond, Exit: 3}, "ml.m5.large", 1)
+	var first []corev1.Pod
+	for _, s := range []executor.Spec{starting, running} {
+		start(t, e1, s)
+		wait(t, e1, s.AttemptID)
+		first = append(first, attemptPods(t, e1, s.AttemptID)...)
+	}
+	ran, _ := c.Kubelet.Times(e1.ns, first[0].Name)
+	e1.Close() // the server dies before the daemon records the attempts
+	// The collector deletes them later than they ended: the deletion is
+	// asked for in a later second than their finish (the times are in
+	// whole seconds).
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(2 * time.Second)))
+	zero := int64(0)
+	ctx := context.Background()
+	for _, p := range first {
+		if err := e1.c.CoreV1().Pods(e1.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e2 := c.newExecutor(t, dir, Options{})
+	defer e2.Close()
+	h := start(t, e2, starting)
+	now := attemptPods(t, e2, starting.AttemptID)
+	if len(now) != 1 || now[0].UID != first[0].UID || now[0].DeletionTimestamp == nil {
+		t.Fatalf("Start after the collector deleted the ended pod made a second set: the attempt runs twice (%d pods, was UID %v)", len(now), first[0].UID)
+	}
+	if x := wait(t, e2, starting.AttemptID); !x.Succeeded() {
+		t.Errorf("exit of the adopted attempt = %+v, want its run's success", x)
+	}
+	if st, _ := c.Kubelet.Times(e2.ns, first[0].Name); !st.Equal(ran) || h.AttemptID != starting.AttemptID {
+		t.Errorf("the container of %s started at %v, then at %v: it ran twice", first[0].Name, ran, st)
+	}
+	if r, err := e2.Recover(ctx, executor.Handle{AttemptID: running.AttemptID}); err != nil || r != executor.Exited {
+		t.Fatalf("Recover of the other attempt = %v, %v; want Exited", r, err)
+	}
+	if x := wait(t, e2, running.AttemptID); x.ExitCode != 3 || x.Lost {
+		t.Errorf("exit of the recovered attempt = %+v, want its run's code 3", x)
+	}
+	e2.Forget(starting.AttemptID)
+	e2.Forget(running.AttemptID)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		left := len(attemptPods(t, e2, starting.AttemptID)) + len(attemptPods(t, e2, running.AttemptID))
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pods left after Forget, want the collector's deletions done", left)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -420,9 +485,10 @@ func TestLabelRemovedWhileDown(t *testing.T) {
 			if !ok {
 				return
 			}
-			if p, err := e2.c.CoreV1().Pods(e2.ns).Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				t.Errorf("Wait returned (capacity released) while the pod is still there: %v, phase %s", err, p.Status.Phase)
+			if ok, how := releasedPod(t, e2, name); !ok {
+				t.Errorf("Wait returned (capacity released) while the pod holds its node: %s", how)
 			}
+			noPodsLeft(t, e2, s.AttemptID, 1)
 			if x.Succeeded() || x.Lost || !strings.Contains(x.Reason, c.label) || !strings.Contains(x.Reason, "outside qshare") {
 				t.Errorf("exit = %+v, want a failure whose reason names the label changed outside qshare", x)
 			}

@@ -53,6 +53,17 @@ const (
 	// annGone marks, in the executor's memory only, a pod that is deleted.
 	annGone = "qshare.io/gone"
 
+	// Finalizer is on every pod qshare creates: the lasting mark that its
+	// attempt was started. The pod garbage collector (or a person) may
+	// delete an ended pod while no qshare server runs; without the mark
+	// a restarted Start of an attempt the store still says is STARTING
+	// would find no pod and run the attempt a second time. With it the
+	// deleted pod stays, ended, until qshare has recorded its attempt's
+	// end (Forget), and qshare then removes the finalizer. The Job
+	// controller keeps its pods so for the same reason
+	// (batch.kubernetes.io/job-tracking).
+	Finalizer = "qshare.io/attempt-tracking"
+
 	managedBy = "qshare"
 	container = "training"
 	// GPU is the extended resource of NVIDIA's device plugin.
@@ -338,6 +349,7 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		pe["SM_CURRENT_HOST"] = hosts[i]
 		m := meta(name)
 		m.Labels[LabelIndex] = strconv.Itoa(i)
+		m.Finalizers = []string{Finalizer}
 		for k, v := range inline {
 			m.Annotations[annFile+k] = v
 		}

@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
@@ -146,6 +147,16 @@ func TestDeployManifests(t *testing.T) {
 	if l, err := admin.CoreV1().ConfigMaps(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID}); err != nil || len(l.Items) != 1 {
 		t.Fatalf("the lost attempt's ConfigMaps before: %v, %v; want one", err, l)
 	}
+	// Deleted for good: qshare's finalizer removed too, by a person.
+	pods, err := admin.CoreV1().Pods(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if _, err := admin.CoreV1().Pods(kust.Namespace).Patch(ctx, p.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	zero := int64(0)
 	if err := admin.CoreV1().Pods(kust.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
 		metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID}); err != nil {
@@ -162,19 +173,10 @@ func TestDeployManifests(t *testing.T) {
 	if r, err := e2.Recover(wctx, executor.Handle{AttemptID: lost.AttemptID}); err != nil || r != executor.Lost {
 		t.Errorf("Recover of the attempt whose pod is gone, as the ServiceAccount = %v, %v; want Lost", r, err)
 	}
-	for {
+	awaitNone(wctx, t, "the lost attempt's ConfigMap", func() (int, error) {
 		l, err := admin.CoreV1().ConfigMaps(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(l.Items) == 0 {
-			break
-		}
-		if time.Now().After(deadline(wctx)) {
-			t.Fatalf("the lost attempt's ConfigMap is still there")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(l.Items), err
+	})
 	if err := e2.Stop(wctx, stopped.AttemptID, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +199,13 @@ func TestDeployManifests(t *testing.T) {
 	if x, err := e2.Wait(wctx, stopped.AttemptID); err != nil || !x.Stopped {
 		t.Errorf("Wait after Stop = %+v, %v", x, err)
 	}
+	// Its end recorded, the executor removes its finalizer (a patch), and
+	// the stopped pod goes.
+	e2.Forget(stopped.AttemptID)
+	awaitNone(wctx, t, "the stopped pod, after Forget,", func() (int, error) {
+		l, err := admin.CoreV1().Pods(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + stopped.JobID})
+		return len(l.Items), err
+	})
 	if w := e2.CheckCapacity(qshare.Capacity{"ml.deploy.large": 1}); w != "" {
 		t.Errorf("CheckCapacity as the ServiceAccount: %s", w)
 	}
@@ -228,6 +237,25 @@ func TestDeployManifests(t *testing.T) {
 }
 
 func deadline(ctx context.Context) time.Time { d, _ := ctx.Deadline(); return d }
+
+// awaitNone waits, until ctx's deadline, for count to find none of what
+// it counts.
+func awaitNone(ctx context.Context, t *testing.T, what string, count func() (int, error)) {
+	t.Helper()
+	for {
+		n, err := count()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline(ctx)) {
+			t.Fatalf("%s is still there (%d)", what, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 // warnings is a log handler that keeps the executor's warnings, so that a
 // verb the Role lacks, which the executor logs and works around, still

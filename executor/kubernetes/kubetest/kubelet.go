@@ -70,7 +70,8 @@ type Kubelet struct {
 }
 
 // podTimes are when the played kubelet first saw a pod, started its
-// container, and saw it gone (deleted for good).
+// container, and saw it gone (deleted for good, or its deletion final while
+// a finalizer keeps the object).
 type podTimes struct{ seen, started, gone time.Time }
 
 type fakeNode struct {
@@ -119,7 +120,12 @@ func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 			}
 			k.poke()
 		},
-		UpdateFunc: func(any, any) { k.poke() },
+		UpdateFunc: func(_, obj any) {
+			if p, ok := obj.(*corev1.Pod); ok && final(p) {
+				k.markGone(p)
+			}
+			k.poke()
+		},
 		DeleteFunc: func(any) { k.poke() },
 	})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
@@ -127,11 +133,7 @@ func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 			obj = d.Obj
 		}
 		if p, ok := obj.(*corev1.Pod); ok {
-			k.mu.Lock()
-			pt := k.times[p.Namespace+"/"+p.Name]
-			pt.gone = time.Now()
-			k.times[p.Namespace+"/"+p.Name] = pt
-			k.mu.Unlock()
+			k.markGone(p)
 		}
 	}})
 	k.pods = inf.GetIndexer()
@@ -367,7 +369,19 @@ func (k *Kubelet) reconcile() {
 				c.termOnce.Do(func() { c.term <- grace })
 			}
 		case p.DeletionTimestamp != nil:
-			if ours || p.Spec.NodeName == "" {
+			// Once: a pod whose deletion is final already (grace 0) is
+			// kept only by a finalizer, as qshare's are until it has
+			// recorded their attempt's end.
+			if (ours || p.Spec.NodeName == "") && !final(p) {
+				if ours && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					// Its container never ran: a kubelet puts the pod in
+					// a terminal phase before its last deletion.
+					_ = k.updatePod(p.Namespace, p.Name, p.UID, func(cur *corev1.Pod) {
+						if cur.Status.Phase != corev1.PodSucceeded {
+							cur.Status.Phase = corev1.PodFailed
+						}
+					})
+				}
 				_ = k.deletePod(p.Namespace, p.Name, p.UID)
 			}
 		case ended, binding:
@@ -798,5 +812,24 @@ func (k *Kubelet) serveLog(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// final reports whether a pod's deletion is final (grace 0): only
+// finalizers keep it.
+func final(p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0
+}
+
+// markGone records the first time a pod was seen deleted for good, or
+// with its deletion final (a finalizer may keep the object for longer:
+// the kubelet is done with it).
+func (k *Kubelet) markGone(p *corev1.Pod) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	pt := k.times[p.Namespace+"/"+p.Name]
+	if pt.gone.IsZero() {
+		pt.gone = time.Now()
+		k.times[p.Namespace+"/"+p.Name] = pt
 	}
 }
