@@ -1,12 +1,14 @@
 package processe2e_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/executor/container/containertest"
@@ -63,5 +65,41 @@ func TestContainerJobs(t *testing.T) {
 	s2.stop()
 	if left := containertest.Leftovers(t, "unix:///var/run/docker.sock", dir); len(left) > 0 {
 		t.Errorf("containers left behind: %v", left)
+	}
+}
+
+// TestContainerPreemption: a trainer container in a share with in-share
+// preemption is preempted by a job of higher priority in its share: it
+// gets SIGTERM, writes its checkpoint to /opt/ml/checkpoints, and its
+// second attempt resumes from it and finishes.
+func TestContainerPreemption(t *testing.T) {
+	skipShort(t)
+	o, img := containerServer(t)
+	s := startServer(t, newDataDir(t), o)
+	limits := map[string]int32{"ml.m5.xlarge": 1}
+	s.setup(limits, share{name: "a", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve, inShare: true})
+	trainerJob := containerJob(img, "trainer", "-train=25", "-step=200ms")
+	trainerJob.priority = 1
+	trainer := s.submit(trainerJob)
+	s.awaitLog(trainer, 1, "step 3\n")
+	urgentJob := containerJob(img, "urgent", "-run=0s", "-output=urgent ran")
+	urgentJob.priority = 5
+	urgent := s.submit(urgentJob)
+	d := s.Await(trainer, "RUNNABLE after an in-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
+		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
+	})
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
+		t.Errorf("the trainer's attempt reason %q, want an in-share preemption", r)
+	}
+	ckpt := checkpointed(s.mustLogs(trainer, 1))
+	if ckpt < 3 {
+		t.Errorf("the trainer did not checkpoint on SIGTERM:\n%s", s.mustLogs(trainer, 1))
+	}
+	s.AwaitStatus(urgent, types.ServiceJobStatusSucceeded)
+	if d := s.AwaitStatus(trainer, types.ServiceJobStatusSucceeded); len(d.Attempts) != 2 {
+		t.Errorf("the trainer ran %d attempts, want 2", len(d.Attempts))
+	}
+	if out := s.mustLogs(trainer, 2); !strings.HasPrefix(out, fmt.Sprintf("resumed from step %d\n", ckpt)) || !strings.Contains(out, "finished after step 25") {
+		t.Errorf("the trainer's attempt 2 did not resume from its checkpoint (step %d) and finish:\n%s", ckpt, out)
 	}
 }

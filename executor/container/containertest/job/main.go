@@ -27,6 +27,8 @@ func main() {
 	resolve := flag.String("resolve", "", "a comma-separated list of host names that must resolve")
 	failure := flag.String("failure", "", "a line to write to /opt/ml/output/failure before exiting")
 	write := flag.String("write", "", "a comma-separated list of files to create, each holding the uid:gid it runs as")
+	steps := flag.Int("train", 0, "train for this many steps of -step each, checkpointing to /opt/ml/checkpoints/step on SIGTERM and resuming from it")
+	stepTime := flag.Duration("step", 200*time.Millisecond, "how long one training step takes")
 	copyArg := flag.String("copy", "", "FROM:TO: copy a file, as a job reads its input and writes its model")
 	flag.Parse()
 	if *copyArg != "" {
@@ -52,6 +54,9 @@ func main() {
 		if err := os.WriteFile("/opt/ml/output/failure", []byte(*failure+"\nmore detail\n"), 0o644); err != nil {
 			fmt.Fprintf(os.Stderr, "writing the failure file: %v\n", err)
 		}
+	}
+	if *steps > 0 {
+		os.Exit(train(*steps, *stepTime))
 	}
 	if *env {
 		for _, kv := range os.Environ() {
@@ -93,4 +98,35 @@ func main() {
 		time.Sleep(*ckpt)
 		os.Exit(0)
 	}
+}
+
+// train plays a trainer that checkpoints on SIGTERM: it counts steps from
+// its last checkpoint, and on SIGTERM saves the step it reached and exits 0.
+func train(steps int, each time.Duration) int {
+	const ckpt = "/opt/ml/checkpoints/step"
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	n := 0
+	if b, err := os.ReadFile(ckpt); err == nil {
+		fmt.Sscanf(string(b), "%d", &n)
+		fmt.Printf("resumed from step %d\n", n)
+	}
+	t := time.NewTicker(each)
+	defer t.Stop()
+	for n < steps {
+		select {
+		case <-sig:
+			if err := os.WriteFile(ckpt, []byte(fmt.Sprintf("%d\n", n)), 0o644); err != nil {
+				fmt.Fprintf(os.Stderr, "checkpoint: %v\n", err)
+				return 1
+			}
+			fmt.Printf("SIGTERM: checkpointed step %d\n", n)
+			return 0
+		case <-t.C:
+			n++
+			fmt.Printf("step %d\n", n)
+		}
+	}
+	fmt.Printf("finished after step %d\n", n)
+	return 0
 }
