@@ -108,8 +108,20 @@ step("quota-resources")
 
 # --- ModelTrainer._create_training_job_args(boto3=True), per submit.
 BASE = "hello-world-simple-job"
-BUCKET = "sagemaker-%s-%s" % (REGION, ident["Account"])
+BUCKET = "sagemaker-%s-%s" % (REGION, ident["Account"])  # the config file's DefaultS3Bucket (qshare sdk-config)
 SM_DRIVERS = "/opt/ml/input/data/sm_drivers"
+
+# Session.default_bucket() with DefaultS3Bucket set: the bucket's
+# creation_date (ListBuckets), head_bucket, and create_bucket when missing;
+# then create_input_data_channel uploads the drivers (upload_file).
+s3 = client("s3")
+if not any(b["Name"] == BUCKET for b in s3.list_buckets().get("Buckets", [])):
+    if code_of(lambda: s3.head_bucket(Bucket=BUCKET)) != "ok":
+        s3.create_bucket(Bucket=BUCKET)
+expect(code_of(lambda: s3.head_bucket(Bucket=BUCKET)) == "ok", "the default bucket exists")
+s3.put_object(Bucket=BUCKET, Key=BASE + "/drivers/sm_train.sh", Body=b"#!/bin/bash\necho 'Hello World'\n")
+expect(s3.get_object(Bucket=BUCKET, Key=BASE + "/drivers/sm_train.sh")["Body"].read().startswith(b"#!/bin/bash"), "the drivers are in S3")
+step("default-bucket", BUCKET)
 
 
 def training_payload():

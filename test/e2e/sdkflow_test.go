@@ -16,7 +16,8 @@ import (
 // quota-management notebook through boto3, with the SDK's own calls and
 // arguments (examples/sagemaker-sdk/replay_notebook.py), against the real
 // binary with the simulated executor and only AWS_ENDPOINT_URL pointed at
-// it: the role resolution (STS, IAM), the quota resources, three QS1 jobs
+// it: the role resolution (STS, IAM), the quota resources, the default
+// bucket and the drivers' upload (S3), three QS1 jobs
 // of which two are dispatched, QS2 reclaiming its capacity, the priority
 // update preempting in-share, every job SUCCEEDED, get_model_trainer's
 // DescribeTrainingJob and log tailing, TrainingQueue.map, terminate and
@@ -47,7 +48,7 @@ func TestSageMakerSDKNotebook(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the replay failed: %v\n%s\nserver log:\n%s", err, out, srv.Log())
 	}
-	for _, s := range []string{"resolve-role", "quota-resources", "qs1-two-dispatched", "qs2-reclaims", "priority-preempts-in-share",
+	for _, s := range []string{"resolve-role", "quota-resources", "default-bucket", "qs1-two-dispatched", "qs2-reclaims", "priority-preempts-in-share",
 		"list-jobs", "all-succeeded", "get-model-trainer", "map-terminate-stop"} {
 		if !strings.Contains(string(out), "step "+s+" ok") {
 			t.Errorf("step %s did not pass:\n%s", s, out)
