@@ -133,6 +133,10 @@ type Attempt struct {
 	// Executor is the executor's opaque record of the attempt (a pid and its
 	// start time, say), kept so that a restarted server can recover it.
 	Executor []byte `json:"executor,omitempty"`
+	// ExecutorName names the server's executor that runs the attempt (the
+	// qshare:executor tag of its environment when it was scheduled); empty
+	// in attempts stored before executors had names, which is "default".
+	ExecutorName string `json:"executorName,omitempty"`
 }
 
 // Job is a service job with its whole history.

@@ -103,6 +103,12 @@ const SystemTagPrefix = "qshare:"
 // principal that submitted it (with authentication on).
 const TagSubmittedBy = SystemTagPrefix + "submittedBy"
 
+// TagExecutor is the tag of a service environment that names the server's
+// executor that runs its jobs (qshare serve --executors); absent means the
+// executor named "default". A user sets it, at CreateServiceEnvironment or
+// with TagResource while the environment is DISABLED and runs nothing.
+const TagExecutor = SystemTagPrefix + "executor"
+
 // TagRunAs is the system tag of a job that names the Unix user its
 // processes run as: its submitter's unixUser (with authentication on).
 const TagRunAs = SystemTagPrefix + "runAs"
@@ -111,7 +117,7 @@ const TagRunAs = SystemTagPrefix + "runAs"
 // it begins with SystemTagPrefix (in any case) and is not a setting that
 // users give through a tag, spelled exactly (TagMinRunTime).
 func ReservedTagKey(k string) bool {
-	if k == TagMinRunTime {
+	if k == TagMinRunTime || k == TagExecutor {
 		return false
 	}
 	return len(k) >= len(SystemTagPrefix) && strings.EqualFold(k[:len(SystemTagPrefix)], SystemTagPrefix)
@@ -125,7 +131,7 @@ func ValidateTags(field string, tags map[string]string) error {
 	}
 	for k, v := range tags {
 		if ReservedTagKey(k) {
-			return Errorf(EINVALID, "%s key %q is not allowed: keys that begin with %s are qshare's system tags (the one a user may set is %s)", field, k, SystemTagPrefix, TagMinRunTime)
+			return Errorf(EINVALID, "%s key %q is not allowed: keys that begin with %s are qshare's system tags (the ones a user may set are %s and %s)", field, k, SystemTagPrefix, TagMinRunTime, TagExecutor)
 		}
 		if n := utf8.RuneCountInString(k); n < 1 || n > 128 {
 			return Errorf(EINVALID, "%s key %q is not valid: keys have 1 to 128 characters", field, k)

@@ -458,3 +458,34 @@ func TestWhatIfPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestParseExecutor: an environment's `executor: NAME` is its tag
+// qshare:executor, and a tags entry that names another is a problem.
+func TestParseExecutor(t *testing.T) {
+	const doc = `serviceEnvironments:
+  - serviceEnvironmentName: hpc
+    executor: slurm-a
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 4}]
+`
+	f, err := Parse("exec.yaml", []byte(doc), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.ServiceEnvironments[0].Tags[qshare.TagExecutor]; got != "slurm-a" {
+		t.Fatalf("tag %s = %q, want slurm-a", qshare.TagExecutor, got)
+	}
+	const clash = `serviceEnvironments:
+  - serviceEnvironmentName: hpc
+    tags: {"qshare:executor": other}
+    executor: slurm-a
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 4}]
+`
+	_, err = Parse("exec.yaml", []byte(clash), Options{})
+	if err == nil || !strings.Contains(err.Error(), "line 4") || !strings.Contains(err.Error(), `the tags name executor "other"`) {
+		t.Fatalf("clash: got %v, want a problem at line 4 naming the tag's executor", err)
+	}
+	_, err = Parse("exec.yaml", []byte(strings.Replace(doc, "slurm-a", `""`, 1)), Options{})
+	if err == nil || !strings.Contains(err.Error(), "executor is empty") {
+		t.Fatalf("empty: got %v", err)
+	}
+}

@@ -266,6 +266,29 @@ func (d *decoder) list(n *yaml.Node, path string, fn func(item *yaml.Node, path 
 	}
 }
 
+// executor reads an environment's `executor: NAME` (a qshare extension)
+// into its tag qshare.TagExecutor, which is how the server keeps it, so
+// that the plan and the server treat it as any tag. A tags entry that
+// names another executor is a problem.
+func (d *decoder) executor(n *yaml.Node, path string, e *Environment) {
+	var name string
+	d.str(n, path, &name)
+	if name == "" {
+		if n.Kind == yaml.ScalarNode {
+			d.fail(n, path, "%s is empty: name one of the server's executors (qshare serve --executors), or leave it out for the one named default", path)
+		}
+		return
+	}
+	if t, ok := e.Tags[qshare.TagExecutor]; ok && t != name {
+		d.fail(n, path, "%s is %q but the tags name executor %q (%s): give it once", path, name, t, qshare.TagExecutor)
+		return
+	}
+	if e.Tags == nil {
+		e.Tags = map[string]string{}
+	}
+	e.Tags[qshare.TagExecutor] = name
+}
+
 func (d *decoder) str(n *yaml.Node, path string, dst *string) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
 		d.fail(n, path, "%s must be a string, not %s", path, kindName(n))
@@ -343,13 +366,18 @@ func (d *decoder) file(n *yaml.Node, f *File) {
 		"serviceEnvironments": func(v *yaml.Node, p string) {
 			d.list(v, p, func(item *yaml.Node, p string) {
 				var e Environment
+				var exec *yaml.Node
 				d.fields(item, p, map[string]func(*yaml.Node, string){
 					"serviceEnvironmentName": func(v *yaml.Node, p string) { d.str(v, p, &e.Name) },
 					"serviceEnvironmentType": func(v *yaml.Node, p string) { d.str(v, p, &e.Type) },
 					"state":                  func(v *yaml.Node, p string) { d.str(v, p, (*string)(&e.State)) },
 					"capacityLimits":         func(v *yaml.Node, p string) { d.limits(v, p, &e.CapacityLimits) },
 					"tags":                   func(v *yaml.Node, p string) { d.tags(v, p, &e.Tags) },
+					"executor":               func(v *yaml.Node, p string) { exec = v },
 				})
+				if exec != nil {
+					d.executor(exec, p+".executor", &e)
+				}
 				f.ServiceEnvironments = append(f.ServiceEnvironments, e)
 			})
 		},

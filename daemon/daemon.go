@@ -35,10 +35,15 @@ import (
 	"qshare/store"
 )
 
-// Config configures a Daemon. Store and Executor are required.
+// Config configures a Daemon. Store, and Executor or Executors, are required.
 type Config struct {
-	Store    store.Store
+	Store store.Store
+	// Executor is the one executor of a server without named executors:
+	// it is the set's DefaultName. Executors, when set, replaces it.
 	Executor executor.Executor
+	// Executors are the server's named executors: each service
+	// environment's tag qshare:executor names the one that runs its jobs.
+	Executors *executor.Set
 	// Engine is the scheduler; New creates one when nil. It must be empty.
 	Engine *engine.Engine
 	// Region and AccountID appear in ARNs (defaults us-east-1, 000000000000).
@@ -77,9 +82,10 @@ type Config struct {
 type Daemon struct {
 	cfg Config
 	st  store.Store
-	ex  executor.Executor
-	log *slog.Logger
-	now func() time.Time
+	// execs are the named executors (executors.go).
+	execs *executor.Set
+	log   *slog.Logger
+	now   func() time.Time
 
 	// resMu serialises changes to resources (environments, policies, queues,
 	// shares) with each other; submits hold it for reading so that the queue
@@ -185,8 +191,11 @@ type Daemon struct {
 // New returns a daemon over the given store and executor. It does not touch
 // either until Start.
 func New(cfg Config) (*Daemon, error) {
-	if cfg.Store == nil || cfg.Executor == nil {
-		return nil, errors.New("daemon: Config.Store and Config.Executor are required")
+	if cfg.Store == nil || cfg.Executor == nil && cfg.Executors == nil {
+		return nil, errors.New("daemon: Config.Store and Config.Executor (or Executors) are required")
+	}
+	if cfg.Executors == nil {
+		cfg.Executors = executor.Single(cfg.Executor)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
@@ -225,7 +234,7 @@ func New(cfg Config) (*Daemon, error) {
 		admitting:  map[string]int{},
 		cfg:        cfg,
 		st:         cfg.Store,
-		ex:         cfg.Executor,
+		execs:      cfg.Executors,
 		log:        cfg.Logger,
 		now:        cfg.Now,
 		eng:        cfg.Engine,

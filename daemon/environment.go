@@ -37,6 +37,9 @@ func (d *Daemon) CreateEnvironment(ctx context.Context, in EnvironmentInput) (qs
 	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
 		return qshare.ServiceEnvironment{}, err
 	}
+	if err := d.checkExecutorTag("tags", in.Tags); err != nil {
+		return qshare.ServiceEnvironment{}, err
+	}
 	if err := d.lockChanges(); err != nil {
 		return qshare.ServiceEnvironment{}, err
 	}
@@ -55,7 +58,7 @@ func (d *Daemon) CreateEnvironment(ctx context.Context, in EnvironmentInput) (qs
 // warning as its statusReason, and installs it; done is the log's verb.
 // Callers hold resMu.
 func (d *Daemon) putEnv(ctx context.Context, e qshare.ServiceEnvironment, done string) (qshare.ServiceEnvironment, error) {
-	e.StatusReason = d.capacityWarning(e.CapacityLimits)
+	e.StatusReason = d.capacityWarning(&e)
 	if err := d.commit(ctx, &store.Change{PutEnvironments: []qshare.ServiceEnvironment{e}}); err != nil {
 		return qshare.ServiceEnvironment{}, err
 	}
@@ -77,13 +80,13 @@ func validateEnvLimits(ls []qshare.CapacityLimit) error {
 	return nil
 }
 
-// capacityWarning asks the executor whether the host can give an
-// environment with these limits what it promises (GPUs, say), and returns its
-// warning, or "". The warning is kept as the environment's statusReason, so
-// that describing it shows the problem, and logged.
-func (d *Daemon) capacityWarning(ls []qshare.CapacityLimit) string {
-	if cc, ok := d.ex.(executor.CapacityChecker); ok {
-		return cc.CheckCapacity(qshare.Limits(ls))
+// capacityWarning asks the environment's executor whether its hosts can
+// give an environment with these limits what it promises (GPUs, say), and
+// returns its warning, or "". The warning is kept as the environment's
+// statusReason, so that describing it shows the problem, and logged.
+func (d *Daemon) capacityWarning(e *qshare.ServiceEnvironment) string {
+	if cc, ok := d.execs.Get(envExecutor(e)).(executor.CapacityChecker); ok {
+		return cc.CheckCapacity(qshare.Limits(e.CapacityLimits))
 	}
 	return ""
 }
@@ -188,8 +191,8 @@ func (d *Daemon) DeleteEnvironment(ctx context.Context, ref string) error {
 
 // Environments returns the named environments (names or ARNs; unknown ones
 // are left out), or every environment when refs is empty, in name order.
-// While the executor reports trouble (executor.HealthReporter), it leads
-// each one's statusReason.
+// While an environment's executor reports trouble
+// (executor.HealthReporter), it leads that environment's statusReason.
 func (d *Daemon) Environments(refs []string) ([]qshare.ServiceEnvironment, error) {
 	es, err := listByRefs(d, d.envs, "serviceEnvironments", kindEnvironment, refs)
 	return d.withHealth(es), err

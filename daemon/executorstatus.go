@@ -29,13 +29,10 @@ import (
 // every cycle cost 8% of qshare's CPU in bench kube.
 func (c *cycle) pendingReasons() {
 	d := c.d
-	pr, ok := d.ex.(executor.PendingReasoner)
-	if !ok {
+	if !d.anyPendingReasoner() {
 		return
 	}
-	var version uint64
-	if v, ok := d.ex.(executor.PendingReasonsVersioner); ok {
-		version = v.PendingReasonsVersion()
+	if version, ok := d.pendingReasonsVersion(); ok {
 		if !d.pendingDirty && version == d.pendingVersion {
 			return
 		}
@@ -43,6 +40,11 @@ func (c *cycle) pendingReasons() {
 	}
 	for _, r := range d.runs {
 		if r.phase != phaseRunning || r.stop != stopNone {
+			continue
+		}
+		ex := d.execs.Get(r.exec)
+		pr, ok := ex.(executor.PendingReasoner)
+		if !ok {
 			continue
 		}
 		why := pr.PendingReason(r.attempt)
@@ -58,7 +60,7 @@ func (c *cycle) pendingReasons() {
 		}
 		reason := fmt.Sprintf("Attempt %d is running", r.n)
 		if why != "" {
-			reason = fmt.Sprintf("Attempt %d waits to run in %s: %s", r.n, d.ex.Name(), why)
+			reason = fmt.Sprintf("Attempt %d waits to run in %s: %s", r.n, ex.Name(), why)
 		}
 		if j.StatusReason != reason {
 			c.edit(r.job).StatusReason = reason
@@ -66,24 +68,25 @@ func (c *cycle) pendingReasons() {
 	}
 }
 
-// executorHealth is what the executor says is wrong with the service that
-// runs its attempts (executor.HealthReporter), or "".
-func (d *Daemon) executorHealth() string {
-	if h, ok := d.ex.(executor.HealthReporter); ok {
+// executorHealth is what the named executor says is wrong with the
+// service that runs its attempts (executor.HealthReporter), or "".
+func (d *Daemon) executorHealth(name string) string {
+	if h, ok := d.execs.Get(name).(executor.HealthReporter); ok {
 		return h.Health()
 	}
 	return ""
 }
 
-// withHealth puts the executor's trouble, while it lasts, in front of each
-// environment's statusReason. It is not stored: it says how things are
-// now, and goes when the trouble does.
+// withHealth puts each environment's executor's trouble, while it lasts,
+// in front of the environment's statusReason: an executor that is down
+// shows in its own environments only. It is not stored: it says how
+// things are now, and goes when the trouble does.
 func (d *Daemon) withHealth(es []qshare.ServiceEnvironment) []qshare.ServiceEnvironment {
-	h := d.executorHealth()
-	if h == "" {
-		return es
-	}
 	for i := range es {
+		h := d.executorHealth(envExecutor(&es[i]))
+		if h == "" {
+			continue
+		}
 		if es[i].StatusReason == "" {
 			es[i].StatusReason = h
 		} else {
@@ -93,47 +96,51 @@ func (d *Daemon) withHealth(es []qshare.ServiceEnvironment) []qshare.ServiceEnvi
 	return es
 }
 
-// sweep has the executor end what it started that the store does not hold
-// (executor.Sweeper), and release what it keeps for jobs that are not
+// sweep has each executor end what it started that the store does not
+// hold (executor.Sweeper), and release what it keeps for jobs that are not
 // unfinished in the store (executor.JobSweeper), once after a restart,
 // retrying each while it cannot (its service does not answer) and backing
-// off up to 30 s. keep holds the attempts of every unfinished job, live
-// the unfinished jobs.
+// off up to 30 s. Each executor sweeps on its own, so that one whose
+// service is down holds back no other. keep holds the attempts of every
+// unfinished job, live the unfinished jobs: an ID that another executor
+// runs is not in this one's system, so the whole of each is safe to give.
 func (d *Daemon) sweep(ctx context.Context, keep, live map[string]bool) {
 	type step struct {
 		of, done string // what it sweeps, and the log line of what it swept
 		sweep    func() ([]string, error)
 	}
-	var steps []step
-	if sw, ok := d.ex.(executor.Sweeper); ok {
-		steps = append(steps, step{"attempts", "recovery: ended what the executor ran for attempts the store does not hold",
-			func() ([]string, error) { return sw.Sweep(ctx, keep) }})
-	}
-	if js, ok := d.ex.(executor.JobSweeper); ok {
-		steps = append(steps, step{"jobs", "recovery: released what the executor kept for jobs that are finished or not in the store",
-			func() ([]string, error) { return js.SweepJobs(ctx, live) }})
-	}
-	if len(steps) == 0 {
-		return
-	}
-	d.bg.Go(func() {
-		for _, st := range steps {
-			for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
-				swept, err := st.sweep()
-				if len(swept) > 0 {
-					sort.Strings(swept)
-					d.log.Warn(st.done, st.of, swept)
-				}
-				if err == nil {
-					break
-				}
-				d.log.Warn("recovery: the executor could not sweep what the store does not hold; retrying", "of", st.of, "err", err)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(delay):
+	d.execs.Each(func(name string, ex executor.Executor) {
+		var steps []step
+		if sw, ok := ex.(executor.Sweeper); ok {
+			steps = append(steps, step{"attempts", "recovery: ended what the executor ran for attempts the store does not hold",
+				func() ([]string, error) { return sw.Sweep(ctx, keep) }})
+		}
+		if js, ok := ex.(executor.JobSweeper); ok {
+			steps = append(steps, step{"jobs", "recovery: released what the executor kept for jobs that are finished or not in the store",
+				func() ([]string, error) { return js.SweepJobs(ctx, live) }})
+		}
+		if len(steps) == 0 {
+			return
+		}
+		d.bg.Go(func() {
+			for _, st := range steps {
+				for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+					swept, err := st.sweep()
+					if len(swept) > 0 {
+						sort.Strings(swept)
+						d.log.Warn(st.done, "executor", name, st.of, swept)
+					}
+					if err == nil {
+						break
+					}
+					d.log.Warn("recovery: the executor could not sweep what the store does not hold; retrying", "executor", name, "of", st.of, "err", err)
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(delay):
+					}
 				}
 			}
-		}
+		})
 	})
 }

@@ -149,7 +149,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 	}
 	// The payload is parsed once: ValidateRequest spares every submit a
 	// second parse (about a tenth of the server's CPU per submit).
-	if err := d.ex.ValidateRequest(req, demand); err != nil {
+	if err := d.execs.Get(d.queueExecutor(queue)).ValidateRequest(req, demand); err != nil {
 		return nil, err
 	}
 

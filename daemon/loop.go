@@ -90,6 +90,9 @@ type run struct {
 	// grace is the stop's grace period when it is not the configured one:
 	// a capacity plan's end stops the attempt to have stopped by then.
 	grace time.Duration
+	// exec names the executor that runs the attempt
+	// (qshare.Attempt.ExecutorName, "" for the default).
+	exec string
 }
 
 // waitInfo remembers since when a RUNNABLE head has waited for one reason.
@@ -321,7 +324,7 @@ func (c *cycle) apply(o op) {
 		c.transition(j, qshare.JobStarting, reason)
 		r.phase = phaseStarting
 		spec := executor.Spec{JobID: j.ID, JobName: j.Name, AttemptID: r.attempt, Attempt: r.n, Queue: j.JobQueue,
-			Share: j.QuotaShare, Demand: j.Demand, Payload: j.Payload, RunAs: j.Tags[qshare.TagRunAs]}
+			Share: j.QuotaShare, Demand: j.Demand, Payload: j.Payload, RunAs: j.Tags[qshare.TagRunAs], Executor: r.exec}
 		if a := attemptByID(j, r.attempt); a != nil {
 			spec.ResourceARN = a.ResourceARN
 		}
@@ -392,9 +395,14 @@ func (c *cycle) fail(j *qshare.Job, reason string) {
 // (executor.JobFinisher: a checkpoint volume) that the job is done, once
 // the cycle's changes are committed.
 func (c *cycle) jobFinished(id string) {
-	if f, ok := c.d.ex.(executor.JobFinisher); ok {
-		c.effects = append(c.effects, func() { f.JobFinished(id) })
-	}
+	// Any executor may keep something for the job (it ran attempts on
+	// one, and its environment may have moved to another since); each
+	// ignores a job it knows nothing of.
+	c.d.execs.Each(func(_ string, ex executor.Executor) {
+		if f, ok := ex.(executor.JobFinisher); ok {
+			c.effects = append(c.effects, func() { f.JobFinished(id) })
+		}
+	})
 }
 
 func attemptByID(j *qshare.Job, id string) *qshare.Attempt {
@@ -480,7 +488,7 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 	}
 	a := attemptByID(j, r.attempt)
 	if a == nil {
-		j.Attempts = append(j.Attempts, qshare.Attempt{N: r.n, ID: r.attempt, ScheduledAt: at})
+		j.Attempts = append(j.Attempts, qshare.Attempt{N: r.n, ID: r.attempt, ScheduledAt: at, ExecutorName: storedExecutor(r.exec)})
 		a = &j.Attempts[len(j.Attempts)-1]
 	}
 	a.StoppedAt = at
@@ -534,8 +542,8 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 	} else {
 		d.dropMeta(j.ID)
 	}
-	attempt := r.attempt
-	c.effects = append(c.effects, func() { d.ex.Forget(attempt) })
+	attempt, ex := r.attempt, d.execs.Get(r.exec)
+	c.effects = append(c.effects, func() { ex.Forget(attempt) })
 	if d.infoLog() {
 		d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
 			"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)
@@ -614,11 +622,15 @@ func (c *cycle) decide(dec engine.Decision) {
 		}
 		j := c.edit(dec.Job)
 		n := len(j.Attempts) + 1
-		r := &run{job: j.ID, attempt: fmt.Sprintf("%s-%d", j.ID, n), n: n, phase: phasePending, ownStart: len(dec.Borrowed) == 0}
+		r := &run{job: j.ID, attempt: fmt.Sprintf("%s-%d", j.ID, n), n: n, phase: phasePending, ownStart: len(dec.Borrowed) == 0,
+			exec: d.queueExecutor(j.JobQueue)}
 		if n == 1 {
 			d.obs.JobStarted(j.JobQueue, j.QuotaShare, c.now.Sub(j.CreatedAt))
 		}
-		j.Attempts = append(j.Attempts, qshare.Attempt{N: n, ID: r.attempt, ResourceARN: d.trainingJobARN(j, n), ScheduledAt: c.now})
+		// The executor is recorded with the attempt, before Start (habit
+		// 2), so that a restart recovers it through the same one.
+		j.Attempts = append(j.Attempts, qshare.Attempt{N: n, ID: r.attempt, ResourceARN: d.trainingJobARN(j, n), ScheduledAt: c.now,
+			ExecutorName: storedExecutor(r.exec)})
 		j.ScheduledAt = c.now
 		j.StartedAt = time.Time{}
 		reason := "Capacity is available in quota share " + j.QuotaShare
@@ -719,7 +731,7 @@ func (c *cycle) stopRun(r *run) {
 			if r.grace > 0 {
 				grace = r.grace
 			}
-			if err := d.ex.Stop(c.ctx, attempt, grace); err != nil {
+			if err := d.execs.Get(r.exec).Stop(c.ctx, attempt, grace); err != nil {
 				if errors.Is(err, executor.ErrUnknownAttempt) {
 					d.post(op{kind: opExited, id: job, attempt: attempt, lost: true,
 						exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Reason: "the executor does not know the attempt", At: d.now()}})
@@ -846,7 +858,7 @@ func (c *cycle) finish() {
 func (d *Daemon) startAttempt(ctx context.Context, spec executor.Spec) {
 	d.bg.Go(func() {
 		t0 := time.Now()
-		h, err := d.ex.Start(ctx, spec)
+		h, err := d.execs.Get(spec.Executor).Start(ctx, spec)
 		d.obs.ExecutorStart(time.Since(t0), err)
 		if ctx.Err() != nil {
 			return
@@ -855,14 +867,14 @@ func (d *Daemon) startAttempt(ctx context.Context, spec executor.Spec) {
 		if err != nil {
 			return
 		}
-		d.waitAttempt(ctx, spec.JobID, spec.AttemptID)
+		d.waitAttempt(ctx, spec.Executor, spec.JobID, spec.AttemptID)
 	})
 }
 
 // waitAttempt blocks until the attempt ends and reports it to the loop. The
 // caller has added to d.bg.
-func (d *Daemon) waitAttempt(ctx context.Context, job, attempt string) {
-	exit, err := d.ex.Wait(ctx, attempt)
+func (d *Daemon) waitAttempt(ctx context.Context, exec, job, attempt string) {
+	exit, err := d.execs.Get(exec).Wait(ctx, attempt)
 	if ctx.Err() != nil {
 		return
 	}

@@ -17,6 +17,9 @@ import (
 // to the inbox, so the first cycle records it like any other report. lctx is
 // the loop's context, for the goroutines that wait on recovered attempts.
 func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
+	if err := d.checkStoredExecutors(s.Environments, s.Jobs); err != nil {
+		return err
+	}
 	for i := range s.Environments {
 		e := s.Environments[i]
 		d.envs[e.Name] = &e
@@ -144,7 +147,7 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 		d.log.Error("recovery: engine refused running job", "job", j.ID, "err", err)
 		return
 	}
-	r := &run{job: j.ID, attempt: a.ID, n: a.N}
+	r := &run{job: j.ID, attempt: a.ID, n: a.N, exec: a.ExecutorName}
 	d.runs[j.ID] = r
 	d.recoverStop(j, a, r)
 	if j.Status == qshare.JobScheduled || j.Status == qshare.JobStarting {
@@ -160,7 +163,7 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 		return
 	}
 	h := executor.Handle{AttemptID: a.ID, StartedAt: a.StartedAt, LogPath: a.LogPath, State: a.Executor}
-	rec, err := d.ex.Recover(ctx, h)
+	rec, err := d.execs.Get(r.exec).Recover(ctx, h)
 	r.phase = phaseRunning
 	d.pendingDirty = true
 	if limit := d.runtimeLimit(j); limit > 0 && !a.StartedAt.IsZero() {
@@ -171,14 +174,14 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 		// twice at once: keep it holding its capacity and keep asking.
 		d.log.Warn("recovery: executor could not recover attempt; the job keeps its capacity and recovery is retried", "job", j.ID, "attempt", a.ID, "err", err)
 		d.bg.Go(func() {
-			d.retryRecover(lctx, j.ID, h)
+			d.retryRecover(lctx, r.exec, j.ID, h)
 		})
 		return
 	}
 	switch rec {
 	case executor.Running, executor.Exited:
 		d.bg.Go(func() {
-			d.waitAttempt(lctx, j.ID, a.ID)
+			d.waitAttempt(lctx, r.exec, j.ID, a.ID)
 		})
 		if r.stop != stopNone {
 			d.inbox = append(d.inbox, op{kind: opCommand, reply: make(chan error, 1), fn: func(c *cycle) error {
@@ -250,14 +253,14 @@ func (d *Daemon) recoverStop(j *qshare.Job, a *qshare.Attempt, r *run) {
 
 // retryRecover asks the executor to recover an attempt until it answers,
 // backing off up to 30 s, then follows the attempt as recovery would have.
-func (d *Daemon) retryRecover(ctx context.Context, job string, h executor.Handle) {
+func (d *Daemon) retryRecover(ctx context.Context, exec, job string, h executor.Handle) {
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(delay):
 		}
-		rec, err := d.ex.Recover(ctx, h)
+		rec, err := d.execs.Get(exec).Recover(ctx, h)
 		if err != nil {
 			d.log.Warn("recovery: executor still cannot recover attempt", "job", job, "attempt", h.AttemptID, "err", err)
 			continue
@@ -268,7 +271,7 @@ func (d *Daemon) retryRecover(ctx context.Context, job string, h executor.Handle
 			return
 		}
 		d.log.Info("recovery: attempt re-attached after retrying", "job", job, "attempt", h.AttemptID)
-		d.waitAttempt(ctx, job, h.AttemptID)
+		d.waitAttempt(ctx, exec, job, h.AttemptID)
 		return
 	}
 }

@@ -58,6 +58,11 @@ func (d *Daemon) TagResource(ctx context.Context, arn string, tags map[string]st
 	if err := qshare.ValidateTags("tags", tags); err != nil {
 		return err
 	}
+	if _, ok := tags[qshare.TagExecutor]; ok {
+		if p, ok := d.parseARN(arn); ok && p.kind != kindEnvironment {
+			return qshare.Errorf(qshare.EINVALID, "tags key %s names the executor of a service environment: it is not a tag of a %s", qshare.TagExecutor, p.kind)
+		}
+	}
 	if p, ok := d.parseARN(arn); ok && p.kind == kindShare {
 		// A quota share's tags may set its minimum run time: its value
 		// must be valid (qshare.TagMinRunTime).
@@ -119,6 +124,17 @@ func (d *Daemon) retag(ctx context.Context, arn string, f func(map[string]string
 	}
 	d.resMu.Lock()
 	defer d.resMu.Unlock()
+	if p.kind == kindEnvironment {
+		// A change of its executor has conditions (checkExecutorChange),
+		// which ask the loop: before d.mu, which the loop takes to commit.
+		if x := lookup(d, d.envs, p.name); x != nil {
+			if tags, err := f(x.Tags); err == nil {
+				if err := d.checkExecutorChange(ctx, x, tags); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	d.mu.RLock()
 	var ch store.Change
 	var install, after func()

@@ -43,6 +43,10 @@ type Spec struct {
 	// *qshare.Error that says why; one that runs no local processes (the
 	// simulated executor) ignores it.
 	RunAs string
+	// Executor names the executor that runs the attempt in the server's
+	// Set, as the daemon recorded it with the attempt ("" is DefaultName).
+	// An executor itself ignores it; Set.ByAttempt routes Start by it.
+	Executor string
 }
 
 // TrainingJobName returns the training job name of the attempt: the last

@@ -18,7 +18,6 @@ import (
 
 	"qshare/auth"
 	"qshare/daemon"
-	"qshare/executor"
 	"qshare/metrics"
 	"qshare/postgres"
 	"qshare/store"
@@ -55,7 +54,7 @@ type server struct {
 	log       *slog.Logger
 	grace     time.Duration
 	retention time.Duration
-	newExec   func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error)
+	execs     []namedExecutor // the executors (executors.go)
 	tls       *tls.Config
 	stdout    io.Writer
 
@@ -176,11 +175,11 @@ func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, r
 // listening prints the listening line (which serveproc and people wait
 // for) and logs that the server serves.
 func (sv *server) listening(storeName, role string, ready func(addr string)) {
-	fmt.Fprintf(sv.stdout, "qshare: listening on %s://%s (executor %s, data in %s%s%s)\n", scheme(sv.tls), sv.addr, sv.s.Executor, sv.s.DataDir, storeNote(sv.s, storeName), role)
+	fmt.Fprintf(sv.stdout, "qshare: listening on %s://%s (%s, data in %s%s%s)\n", scheme(sv.tls), sv.addr, executorsNote(sv.execs), sv.s.DataDir, storeNote(sv.s, storeName), role)
 	if ready != nil {
 		ready(sv.addr)
 	}
-	sv.log.Info("serving", "addr", sv.addr, "executor", sv.s.Executor, "dataDir", sv.s.DataDir, "store", storeName, "region", sv.s.Region, "account", sv.s.AccountID)
+	sv.log.Info("serving", "addr", sv.addr, "executors", executorsNote(sv.execs), "dataDir", sv.s.DataDir, "store", storeName, "region", sv.s.Region, "account", sv.s.AccountID)
 }
 
 // term is one term as the leader: the daemon, its executor and event log
@@ -208,16 +207,19 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 		return nil, err
 	}
 	closers = append(closers, closeEvents)
-	s.listenAddr = sv.addr // the embedded S3 store's (s3Endpoint)
-	ex, err := sv.newExec(ctx, s, sv.grace, log)
+	set, err := newExecutorSet(ctx, sv.execs, sv.addr, sv.grace, log)
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("executor %s: %w", s.Executor, err)
+		return nil, err
 	}
-	closers = append(closers, ex.Close)
-	cfg := daemon.Config{Store: db, Executor: ex, Region: s.Region, AccountID: s.AccountID,
+	closers = append(closers, set.Close)
+	requireRunAs := false
+	for _, n := range sv.execs {
+		requireRunAs = requireRunAs || runsAsPrincipals(n.s)
+	}
+	cfg := daemon.Config{Store: db, Executors: set, Region: s.Region, AccountID: s.AccountID,
 		MaxSharesPerQueue: s.MaxSharesPerQueue, Logger: log, StopGrace: sv.grace, Events: events, JobRetention: sv.retention,
-		RequireRunAs: runsAsPrincipals(s)}
+		RequireRunAs: requireRunAs}
 	var m *metrics.Metrics
 	if s.Metrics == "on" {
 		m = metrics.New()
@@ -229,7 +231,7 @@ func (sv *server) lead(ctx context.Context, db store.Store, storeName string) (*
 		return nil, err
 	}
 	sv.health.SetNotReady("loading the store and recovering the attempts in flight")
-	sv.router.lead(&Term{Daemon: d, Executor: ex, Events: events, Metrics: m, Health: sv.health, Settings: s, Log: log})
+	sv.router.lead(&Term{Daemon: d, Executor: set.ByAttempt(d.AttemptExecutor), Events: events, Metrics: m, Health: sv.health, Settings: s, Log: log})
 	sv.serve()
 	if err := d.Start(ctx); err != nil {
 		closeAll()

@@ -34,10 +34,13 @@ import (
 // order of precedence, from its default, the config file, a QSHARE_*
 // environment variable, and a flag.
 type Settings struct {
-	Addr              string `yaml:"addr"`
-	DataDir           string `yaml:"dataDir"`
-	Store             string `yaml:"store"`
-	Executor          string `yaml:"executor"`
+	Addr     string `yaml:"addr"`
+	DataDir  string `yaml:"dataDir"`
+	Store    string `yaml:"store"`
+	Executor string `yaml:"executor"`
+	// Executors names the executors file (executors.go): several named
+	// executors, each with its own settings. With it, Executor is unused.
+	Executors         string `yaml:"executors"`
 	Region            string `yaml:"region"`
 	AccountID         string `yaml:"accountId"`
 	MaxSharesPerQueue int    `yaml:"maxQuotaSharesPerQueue"`
@@ -92,7 +95,7 @@ func DefaultSettings() Settings {
 
 // ConfigKeys lists the keys of Settings' YAML tags, for the help
 // and for the error on an unknown key.
-const ConfigKeys = "addr, dataDir, store, executor, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, containerHost, pull, " + guardConfigKeys
+const ConfigKeys = "addr, dataDir, store, executor, executors, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, containerHost, pull, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -247,9 +250,9 @@ func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr
 	if s.Metrics != "on" && s.Metrics != "off" {
 		return fmt.Errorf("--metrics %q is not valid: give on or off", s.Metrics)
 	}
-	newExec, ok := executors[s.Executor]
-	if !ok {
-		return fmt.Errorf("--executor %q is not known: use %s", s.Executor, strings.Join(ExecutorNames(), " or "))
+	named, err := serverExecutors(s)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	setServeGC(log)
@@ -273,11 +276,15 @@ func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr
 	defer closeGuard()
 	// The data directory's layout and modes (package datadir), once the
 	// settings are known good, before the store or the executor opens it.
-	if err := datadir.Prepare(s.DataDir, datadir.Options{Shared: s.Executor == "process" && (s.Guard.Auth != "" || s.RunAs != ""), MoveStore: s.Store == ""}); err != nil {
+	shared := false
+	for _, n := range named {
+		shared = shared || n.s.Executor == "process" && (s.Guard.Auth != "" || n.s.RunAs != "")
+	}
+	if err := datadir.Prepare(s.DataDir, datadir.Options{Shared: shared, MoveStore: s.Store == ""}); err != nil {
 		return err
 	}
 
-	sv := &server{s: s, log: log, grace: grace, retention: retention, newExec: newExec, tls: tlsConfig, stdout: stdout,
+	sv := &server{s: s, log: log, grace: grace, retention: retention, execs: named, tls: tlsConfig, stdout: stdout,
 		router: &Router{auth: authn, noRoute: noRoute}}
 	return sv.run(ctx, ln, guard, ready)
 }

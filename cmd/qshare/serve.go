@@ -98,6 +98,7 @@ func init() {
 	f.StringVar(&serveFlags.s.DataDir, "data-dir", d.DataDir, "directory of the executor's files, and of the database unless --store names one")
 	f.StringVar(&serveFlags.s.Store, "store", "", storeFlagUsage)
 	f.StringVar(&serveFlags.s.Executor, "executor", d.Executor, "what runs the jobs: "+strings.Join(server.ExecutorNames(), " or "))
+	f.StringVar(&serveFlags.s.Executors, "executors", "", "YAML `FILE` naming several executors, each with its kind and its own settings (runAs, gpus, slurmConfig, kubeconfig, ...); each service environment names its own with the tag qshare:executor (docs/executors.md). Replaces --executor")
 	f.StringVar(&serveFlags.s.Region, "region", d.Region, "region in ARNs")
 	f.StringVar(&serveFlags.s.AccountID, "account-id", d.AccountID, "account ID in ARNs (12 digits)")
 	f.IntVar(&serveFlags.s.MaxSharesPerQueue, "max-quota-shares-per-queue", d.MaxSharesPerQueue, "most quota shares one job queue may have (AWS: 20)")
@@ -155,7 +156,7 @@ func resolveServeSettings(cmd *cobra.Command) (server.Settings, error) {
 	}{
 		{"addr", "QSHARE_ADDR", &s.Addr, &fs.Addr}, {"data-dir", "QSHARE_DATA_DIR", &s.DataDir, &fs.DataDir},
 		{"store", "QSHARE_STORE", &s.Store, &fs.Store},
-		{"executor", "QSHARE_EXECUTOR", &s.Executor, &fs.Executor}, {"region", "QSHARE_REGION", &s.Region, &fs.Region},
+		{"executor", "QSHARE_EXECUTOR", &s.Executor, &fs.Executor}, {"executors", "QSHARE_EXECUTORS", &s.Executors, &fs.Executors}, {"region", "QSHARE_REGION", &s.Region, &fs.Region},
 		{"account-id", "QSHARE_ACCOUNT_ID", &s.AccountID, &fs.AccountID}, {"log-level", "QSHARE_LOG_LEVEL", &s.LogLevel, &fs.LogLevel},
 		{"stop-grace", "QSHARE_STOP_GRACE", &s.StopGrace, &fs.StopGrace}, {"events", "QSHARE_EVENTS", &s.Events, &fs.Events},
 		{"gpus", "QSHARE_GPUS", &s.GPUs, &fs.GPUs}, {"instance-types", "QSHARE_INSTANCE_TYPES", &s.InstanceTypes, &fs.InstanceTypes},
@@ -175,6 +176,9 @@ func resolveServeSettings(cmd *cobra.Command) (server.Settings, error) {
 		}
 	}
 	resolveGuardSettings(cmd, &s.Guard)
+	if f.Changed("executor") && s.Executors != "" {
+		return s, errors.New("--executor and --executors both name the executors: give one (--executors FILE names each executor with its kind)")
+	}
 	const maxSharesEnv = "QSHARE_MAX_QUOTA_SHARES_PER_QUEUE"
 	if v, ok := os.LookupEnv(maxSharesEnv); ok {
 		n, err := strconv.Atoi(v)

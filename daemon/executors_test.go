@@ -1,0 +1,164 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"qshare"
+	"qshare/daemon"
+	"qshare/executor"
+	"qshare/sqlite"
+)
+
+// openSet is open with named executors.
+func openSet(t *testing.T, dir string, named map[string]executor.Executor) (*daemon.Daemon, func(), error) {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(dir, "q.db"))
+	must(t, err)
+	set, err := executor.NewSet(named)
+	must(t, err)
+	d, err := daemon.New(daemon.Config{Store: db, Executors: set, Tick: 10 * time.Millisecond})
+	must(t, err)
+	if err := d.Start(context.Background()); err != nil {
+		set.Close()
+		db.Close()
+		return nil, nil, err
+	}
+	return d, func() { d.Close(); set.Close(); db.Close() }, nil
+}
+
+// knows reports whether ex runs (or ran) the attempt: Wait of an attempt
+// it does not know is ErrUnknownAttempt at once.
+func knows(ex executor.Executor, attempt string) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := ex.Wait(ctx, attempt)
+	return !errors.Is(err, executor.ErrUnknownAttempt)
+}
+
+// setupHPC adds to setup's queue q (on environment e, the default
+// executor) the environment h on the executor named hpc, with queue qh
+// and its share A.
+func setupHPC(t *testing.T, d *daemon.Daemon) {
+	t.Helper()
+	ctx := context.Background()
+	setup(t, d, 1, false)
+	_, err := d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: "h", Type: "SAGEMAKER_TRAINING", Tags: map[string]string{qshare.TagExecutor: "hpc"},
+		CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 1}}})
+	must(t, err)
+	_, err = d.CreateQueue(ctx, daemon.QueueInput{Name: "qh", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
+		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "h"}}})
+	must(t, err)
+	_, err = d.CreateShare(ctx, daemon.ShareInput{Name: "A", Queue: "qh", Strategy: qshare.StrategyReserve, InSharePreemption: qshare.Disabled,
+		CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 1}}})
+	must(t, err)
+}
+
+func submitTo(t *testing.T, d *daemon.Daemon, queue, name string) string {
+	t.Helper()
+	prio := int64(0)
+	j, err := d.Submit(context.Background(), daemon.SubmitInput{Name: name, Queue: queue, QuotaShare: "A", ServiceJobType: "SAGEMAKER_TRAINING", Priority: &prio,
+		Payload: `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge"},"Environment":{"QSHARE_SIM_DURATION":"1h"}}`})
+	must(t, err)
+	return j.ID
+}
+
+// TestNamedExecutors: each environment's jobs run on the executor its tag
+// names, each attempt records it, a restart recovers each attempt through
+// it (and refuses a set that lacks a name still in use), and an
+// executor's trouble shows in its own environments only.
+func TestNamedExecutors(t *testing.T) {
+	dir := t.TempDir()
+	def, hpc := newReporting(), newReporting()
+	d, stop, err := openSet(t, dir, map[string]executor.Executor{"default": def, "hpc": hpc})
+	must(t, err)
+	ctx := context.Background()
+	setupHPC(t, d)
+	_, err = d.CreateEnvironment(ctx, daemon.EnvironmentInput{Name: "x", Type: "SAGEMAKER_TRAINING", Tags: map[string]string{qshare.TagExecutor: "nope"},
+		CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 1}}})
+	if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), `"nope": this server has no executor of that name; it has default, hpc`) {
+		t.Fatalf("an unknown executor at create: %v", err)
+	}
+
+	jq := waitFor(t, d, submitTo(t, d, "q", "on-default"), status(qshare.JobRunning), "RUNNING")
+	jh := waitFor(t, d, submitTo(t, d, "qh", "on-hpc"), status(qshare.JobRunning), "RUNNING")
+	aq, ah := jq.LatestAttempt(), jh.LatestAttempt()
+	if aq.ExecutorName != "" || ah.ExecutorName != "hpc" {
+		t.Fatalf("recorded executors %q and %q, want \"\" (default) and hpc", aq.ExecutorName, ah.ExecutorName)
+	}
+	if !knows(def, aq.ID) || knows(def, ah.ID) || !knows(hpc, ah.ID) || knows(hpc, aq.ID) {
+		t.Fatalf("each attempt must run on its environment's executor only")
+	}
+	if d.AttemptExecutor(ah.ID) != "hpc" || d.AttemptExecutor(aq.ID) != "default" || d.AttemptExecutor("nojob-1") != "default" {
+		t.Errorf("AttemptExecutor: %q %q", d.AttemptExecutor(ah.ID), d.AttemptExecutor(aq.ID))
+	}
+
+	hpc.set(func() { hpc.health = "slurmctld does not answer" })
+	es, err := d.Environments(nil)
+	must(t, err)
+	for _, e := range es {
+		if down := strings.HasPrefix(e.StatusReason, "slurmctld does not answer"); down != (e.Name == "h") {
+			t.Errorf("environment %s statusReason %q: only h's executor is down", e.Name, e.StatusReason)
+		}
+	}
+	stop()
+
+	// A server whose executors lack hpc refuses the store, saying why.
+	_, _, err = openSet(t, dir, map[string]executor.Executor{"default": newReporting()})
+	if err == nil || !strings.Contains(err.Error(), `service environment h names executor "hpc"`) || !strings.Contains(err.Error(), `attempt `+ah.ID+` of job `+jh.ID+` ran on executor "hpc"`) {
+		t.Fatalf("a set without hpc: %v", err)
+	}
+
+	def, hpc = newReporting(), newReporting()
+	d, stop, err = openSet(t, dir, map[string]executor.Executor{"default": def, "hpc": hpc})
+	must(t, err)
+	defer stop()
+	waitFor(t, d, jq.ID, status(qshare.JobRunning), "RUNNING")
+	waitFor(t, d, jh.ID, status(qshare.JobRunning), "RUNNING")
+	if !knows(def, aq.ID) || knows(def, ah.ID) || !knows(hpc, ah.ID) || knows(hpc, aq.ID) {
+		t.Fatalf("after the restart, each attempt must be recovered through its own executor only")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var n int
+		def.set(func() { n = len(def.keeps) })
+		hpc.set(func() { n += len(hpc.keeps) })
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Sweep was called %d times, want once per executor", n)
+		}
+	}
+
+	// The tag changes only while DISABLED and with no unfinished attempt.
+	arn := d.EnvironmentARN("h")
+	err = d.TagResource(ctx, arn, map[string]string{qshare.TagExecutor: "default"})
+	if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "only while it is DISABLED") {
+		t.Fatalf("retag while ENABLED: %v", err)
+	}
+	disabled := qshare.Disabled
+	_, err = d.UpdateEnvironment(ctx, daemon.EnvironmentUpdate{Ref: "h", State: &disabled})
+	must(t, err)
+	err = d.UntagResource(ctx, arn, []string{qshare.TagExecutor})
+	if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "still has unfinished attempts on executor hpc (jobs "+jh.ID+")") {
+		t.Fatalf("untag with a running attempt: %v", err)
+	}
+	if err := d.TagResource(ctx, arn, map[string]string{qshare.TagExecutor: "nope"}); qshare.ErrorCodeOf(err) != qshare.EINVALID {
+		t.Fatalf("retag to an unknown executor: %v", err)
+	}
+	if err := d.TagResource(ctx, d.QueueARN("q"), map[string]string{qshare.TagExecutor: "hpc"}); qshare.ErrorCodeOf(err) != qshare.EINVALID {
+		t.Fatalf("the tag on a job queue: %v", err)
+	}
+	must(t, d.Terminate(ctx, jh.ID, "moving"))
+	waitFor(t, d, jh.ID, status(qshare.JobFailed), "FAILED")
+	must(t, d.UntagResource(ctx, arn, []string{qshare.TagExecutor}))
+	tags, err := d.Tags(arn)
+	must(t, err)
+	if _, ok := tags[qshare.TagExecutor]; ok {
+		t.Fatalf("tags after untag: %v", tags)
+	}
+}
