@@ -8,11 +8,14 @@
 package s3
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
@@ -45,11 +48,11 @@ func New(dir string) (*Server, error) {
 		}
 	}
 	fs := &atomicFs{Fs: afero.NewBasePathFs(afero.NewOsFs(), dir)}
-	be, err := s3afero.MultiBucket(fs)
+	mb, err := s3afero.MultiBucket(fs)
 	if err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
-	g := gofakes3.New(be, gofakes3.WithoutVersioning())
+	g := gofakes3.New(&wholeBackend{MultiBucketBackend: mb, fs: fs}, gofakes3.WithoutVersioning())
 	return &Server{h: g.Server()}, nil
 }
 
@@ -99,8 +102,46 @@ const tmpDir = "tmp"
 
 // atomicFs writes every file it creates to tmp/ first and renames it into
 // place when it is closed, so that a server killed during a PUT leaves
-// the object as it was, never half-written under its key.
-type atomicFs struct{ afero.Fs }
+// the object as it was, never half-written under its key. A body that
+// ended early (wholeBackend) sets abort, and the file being written is
+// then dropped at its close.
+type atomicFs struct {
+	afero.Fs
+	abort atomic.Bool
+}
+
+// wholeBackend is the file backend whose PutObject stores an object only
+// when its whole body came: the backend copies the body under its lock
+// and closes the file whatever the copy's error, so the reader tells
+// atomicFs (one PutObject at a time holds the lock, so one flag serves).
+type wholeBackend struct {
+	*s3afero.MultiBucketBackend
+	fs *atomicFs
+}
+
+func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, cond *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
+	return b.MultiBucketBackend.PutObject(bucket, key, meta, &wholeReader{r: input, left: size, fs: b.fs}, size, cond)
+}
+
+// wholeReader reads a body of a known size, and marks the write aborted
+// when it fails or ends short.
+type wholeReader struct {
+	r    io.Reader
+	left int64
+	fs   *atomicFs
+}
+
+func (w *wholeReader) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	w.left -= int64(n)
+	if err == io.EOF && w.left != 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil && err != io.EOF {
+		w.fs.abort.Store(true)
+	}
+	return n, err
+}
 
 func (a *atomicFs) Create(name string) (afero.File, error) {
 	return a.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
@@ -114,7 +155,7 @@ func (a *atomicFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File
 	if err != nil {
 		return nil, err
 	}
-	return &atomicFile{File: f, fs: a.Fs, final: name}, nil
+	return &atomicFile{File: f, fs: a, final: name}, nil
 }
 
 // atomicFile is a file being written under a temporary name.
@@ -133,6 +174,11 @@ func (f *atomicFile) Close() error {
 	}
 	f.closed = true
 	tmp := f.File.Name()
+	if f.fs.(*atomicFs).abort.Swap(false) {
+		f.File.Close()
+		f.fs.Remove(tmp)
+		return errors.New("s3: the object's body ended early; nothing was stored")
+	}
 	if err := f.File.Sync(); err != nil {
 		f.File.Close()
 		f.fs.Remove(tmp)

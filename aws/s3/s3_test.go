@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -149,5 +152,36 @@ print(sorted(o["Key"] for o in s3.list_objects_v2(Bucket="from-boto3")["Contents
 	h, err := c.HeadObject(context.Background(), &sdk.HeadObjectInput{Bucket: aws.String("from-boto3"), Key: aws.String("train/big.bin")})
 	if err != nil || aws.ToInt64(h.ContentLength) != 9<<20 {
 		t.Fatalf("the object boto3 put in parts: %v %+v", err, h)
+	}
+}
+
+// TestInterruptedPutLeavesTheOldObject: a PUT whose body stops halfway (a
+// client or a server killed during an upload) leaves the object as it
+// was, never half-written under its key.
+func TestInterruptedPutLeavesTheOldObject(t *testing.T) {
+	ts, c := start(t, t.TempDir())
+	defer ts.Close()
+	ctx := context.Background()
+	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("models")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("models"), Key: aws.String("m.tar.gz"), Body: strings.NewReader("old")}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "PUT /models/m.tar.gz HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\n\r\n%s", strings.TrimPrefix(ts.URL, "http://"), strings.Repeat("n", 50000))
+	time.Sleep(200 * time.Millisecond)
+	conn.Close()
+	time.Sleep(200 * time.Millisecond)
+	out, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("models"), Key: aws.String("m.tar.gz")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(out.Body)
+	if string(b) != "old" {
+		t.Fatalf("after an interrupted PUT the object holds %d bytes (%.10q…), want the old object", len(b), b)
 	}
 }
