@@ -71,15 +71,23 @@ func serve(t *testing.T, h http.Handler) *store {
 
 func (s *store) put(t *testing.T, bucket string, objs map[string]string) {
 	t.Helper()
+	if err := s.putErr(bucket, objs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putErr creates bucket (if need be) and puts objs in it.
+func (s *store) putErr(bucket string, objs map[string]string) error {
 	ctx := context.Background()
 	if _, err := s.c.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil && !strings.Contains(err.Error(), "BucketAlready") {
-		t.Fatal(err)
+		return err
 	}
 	for k, v := range objs {
 		if _, err := s.c.S3().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: strings.NewReader(v)}); err != nil {
-			t.Fatalf("put %s: %v", k, err)
+			return fmt.Errorf("put %s: %w", k, err)
 		}
 	}
+	return nil
 }
 
 func (s *store) get(t *testing.T, bucket, key string) []byte {
