@@ -27,6 +27,7 @@ import (
 	"qshare/executor"
 	"qshare/executor/executortest"
 	"qshare/executor/kubernetes/kubetest"
+	"qshare/internal/longtest"
 	"qshare/trainingjob"
 )
 
@@ -1215,9 +1216,13 @@ func TestClaimsSweptAfterRestart(t *testing.T) {
 // parts, which the API server takes, and each pod's config volume finds
 // its own file and the shared ones. Once the pods are gone, every part
 // goes with them; an attempt found lost after a restart (no pod left to
-// say how many parts) loses them too.
+// say how many parts) loses them too. That is the long instance
+// (QSHARE_LONG=1, a third of this package's time); the README's `go
+// test ./...` runs the same with 20 instances and ConfigMaps cut to 32 KiB.
 func TestManyInstancesConfig(t *testing.T) {
-	const n = 150
+	n := longtest.Pick(20, 150)
+	defer func(b int) { configBudget = b }(configBudget)
+	configBudget = longtest.Pick(32<<10, configBudget)
 	c := getCluster(t)
 	addNodes(t, c, "wide.large", n, 0)
 	e := c.newExecutor(t, t.TempDir(), Options{})

@@ -115,8 +115,9 @@ func podName(attemptID string, i int) string { return baseName(attemptID) + "-" 
 func partName(attemptID string, k int) string { return baseName(attemptID) + "-rc" + strconv.Itoa(k) }
 
 // configBudget is how many bytes of files one ConfigMap of an attempt
-// holds at the most: the API server refuses one of more than 1 MiB.
-const configBudget = 896 << 10
+// holds at the most: the API server refuses one of more than 1 MiB. A
+// variable only so that a test can split a small attempt's files.
+var configBudget = 896 << 10
 
 // inlineBudget is how many bytes of files a one-instance attempt's pod
 // carries in its annotations at the most; past it they go to a ConfigMap.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/batch"
+
+	"qshare/internal/longtest"
 )
 
 // probe sends well-formed requests while a misbehaving client does its
@@ -119,7 +120,7 @@ func TestMisbehavingClients(t *testing.T) {
 	})
 
 	t.Run("TricklingBody", func(t *testing.T) {
-		if os.Getenv("QSHARE_LONG") == "" {
+		if !longtest.On() {
 			t.Skip("waits for the server's 30s read timeout; QSHARE_LONG=1 to run")
 		}
 		p := startProbe(t, c)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"qshare/executor/slurm/slurmtest"
+	"qshare/internal/longtest"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
@@ -86,19 +87,30 @@ func (s *server) envReason() string {
 }
 
 // TestSlurm runs end-to-end tests through the AWS SDK against qshare serve
-// --executor slurm and a real Slurm: the process executor's own tests of
-// success and retry, termination, in-share preemption with a checkpoint
-// and a resume, and cross-share reclaim, then what only a cluster with a
-// scheduler of its own shows, and a kill -9 of qshare for longer than
-// Slurm's MinJobAge.
+// --executor slurm and a real Slurm: the worked example, then (with
+// QSHARE_LONG=1) the process executor's own tests of success and retry,
+// termination, in-share preemption with a checkpoint and a resume, and
+// cross-share reclaim, then what only a cluster with a scheduler of its
+// own shows, and a kill -9 of qshare for longer than Slurm's MinJobAge.
 func TestSlurm(t *testing.T) {
 	skipShort(t)
 	o, c := slurmServer(t)
 	t.Run("WorkedExample", func(t *testing.T) { workedExample(t, o, slurmRunning(c)) })
-	t.Run("SucceedAndRetry", func(t *testing.T) { succeedAndRetry(t, o) })
-	t.Run("Terminate", func(t *testing.T) { terminate(t, o) })
-	t.Run("InSharePreemptionResume", func(t *testing.T) { inSharePreemptionResume(t, o) })
-	t.Run("CrossShareReclaim", func(t *testing.T) { crossShareReclaim(t, o) })
+	// The process executor's own runs of this package cover these four
+	// scenarios in the README's `go test ./...`; on Slurm they are the
+	// long set (QSHARE_LONG=1, .ci/run's long step), 40% of this test.
+	long := func(name string, f func(*testing.T, serverOpts)) {
+		t.Run(name, func(t *testing.T) {
+			if !longtest.On() {
+				t.Skip("the same scenario runs on the process executor; on Slurm with QSHARE_LONG=1")
+			}
+			f(t, o)
+		})
+	}
+	long("SucceedAndRetry", succeedAndRetry)
+	long("Terminate", terminate)
+	long("InSharePreemptionResume", inSharePreemptionResume)
+	long("CrossShareReclaim", crossShareReclaim)
 	t.Run("FailureReasons", func(t *testing.T) { slurmFailureReasons(t, o) })
 	t.Run("PendingInSlurm", func(t *testing.T) { slurmPending(t, o) })
 	t.Run("ControllerDown", func(t *testing.T) { slurmControllerDown(t, o, c) })
