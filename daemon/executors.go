@@ -73,11 +73,16 @@ func (d *Daemon) AttemptExecutor(attemptID string) string {
 }
 
 // checkExecutorTag refuses tags whose qshare:executor names no executor of
-// this server, under field.
+// this server, under field; without the tag, a server that has no executor
+// named default.
 func (d *Daemon) checkExecutorTag(field string, tags map[string]string) error {
 	n, ok := tags[qshare.TagExecutor]
 	if !ok {
-		return nil
+		if d.execs.Has(executor.DefaultName) {
+			return nil
+		}
+		return qshare.Errorf(qshare.EINVALID, "%s has no key %s, and this server has no executor named %s: name one of %s in the tag",
+			field, qshare.TagExecutor, executor.DefaultName, strings.Join(d.execs.Names(), ", "))
 	}
 	if !d.execs.Has(n) || n == "" {
 		return qshare.Errorf(qshare.EINVALID, "%s key %s is %q: this server has no executor of that name; it has %s (qshare serve --executors)",

@@ -90,6 +90,9 @@ type serverOpts struct {
 	// before the server starts, and returns more flags (the Slurm
 	// executor's configuration file, written there).
 	prepare func(t *testing.T, dataDir string) []string
+	// named: prepare's flags name the executors (--executors FILE), so
+	// the server gets no --executor and no --gpus.
+	named bool
 	// ended, when set, says whether the executor recorded the end of the
 	// attempt whose directory is given; nil: the process executor's record.
 	ended func(attemptDir string) bool
@@ -124,7 +127,9 @@ func startServer(t *testing.T, dataDir string, o serverOpts) *server {
 		o.gpus = "none"
 	}
 	args := []string{"--executor", "process", "--stop-grace", grace, "--log-level", "info"}
-	if o.gpus != "-" {
+	if o.named {
+		args = args[2:]
+	} else if o.gpus != "-" {
 		args = append(args, "--gpus", o.gpus)
 	}
 	args = append(args, o.args...)
@@ -210,6 +215,8 @@ func (s *server) setup(envLimits map[string]int32, shares ...share) {
 
 // job is a service job to submit: a shell script run by /bin/sh -c.
 type job struct {
+	// queue is the job queue (default q).
+	queue       string
 	name, share string
 	priority    int32
 	script      string
@@ -260,7 +267,10 @@ func (s *server) submit(j job) string {
 	}
 	payload, err := json.Marshal(p)
 	must(t, err)
-	in := &batch.SubmitServiceJobInput{JobName: aws.String(j.name), JobQueue: aws.String("q"),
+	if j.queue == "" {
+		j.queue = "q"
+	}
+	in := &batch.SubmitServiceJobInput{JobName: aws.String(j.name), JobQueue: aws.String(j.queue),
 		ServiceJobType: types.ServiceJobTypeSagemakerTraining, ServiceRequestPayload: aws.String(string(payload)),
 		SchedulingPriority: aws.Int32(j.priority), RetryStrategy: j.retry}
 	if j.share != "" {

@@ -1,0 +1,238 @@
+package processe2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/executor/slurm/slurmtest"
+)
+
+// One server in front of several executors at once (issue 34,
+// docs/executors.md): `qshare serve --executors FILE` with the process
+// executor (named default), the simulated one (sim) and, where Slurm is
+// installed, the Slurm executor on a throwaway cluster (hpc). Each has its
+// service environment (the tag qshare:executor names it), job queue and
+// quota share.
+
+// multiServer returns the options of a server with the executors default
+// (process), sim (simulated) and, with c, hpc (slurm on c, its shared
+// directory beside the data directory, so nothing of it is where the
+// process executor keeps its attempts).
+func multiServer(c *slurmtest.Cluster) serverOpts {
+	o := serverOpts{named: true, prepare: func(t *testing.T, dataDir string) []string {
+		file := "default: {kind: process, gpus: none}\nsim: {kind: simulated}\n"
+		if c != nil {
+			shared := dataDir + "-hpc"
+			must(t, os.MkdirAll(shared, 0o755))
+			conf := filepath.Join(shared, "slurm.yaml")
+			must(t, os.WriteFile(conf, []byte(`sharedDir: .
+instanceTypes:
+  `+cpu+`: {partition: qs, cpus: 1, memory: 64M, shareNodes: true}
+`), 0o644))
+			file += "hpc: {kind: slurm, slurmConfig: " + conf + "}\n"
+		}
+		path := filepath.Join(dataDir, "..", "executors.yaml")
+		must(t, os.WriteFile(path, []byte(file), 0o644))
+		return []string{"--executors", path}
+	}}
+	if c != nil {
+		for _, kv := range c.Env() {
+			if strings.HasPrefix(kv, "SLURM_CONF=") {
+				o.env = append(o.env, kv)
+			}
+		}
+	}
+	return o
+}
+
+// setupEnvs creates, for each executor name, the service environment
+// env-NAME on it (default's without the tag), the job queue q-NAME on it
+// and its RESERVE share s of 2 instances.
+func (s *server) setupEnvs(names ...string) {
+	t := s.t
+	t.Helper()
+	ctx := context.Background()
+	pol, err := s.C.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+	for _, n := range names {
+		var tags map[string]string
+		if n != "default" {
+			tags = map[string]string{"qshare:executor": n}
+		}
+		_, err = s.C.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env-" + n),
+			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, Tags: tags,
+			CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String(cpu), MaxCapacity: aws.Int32(2)}}})
+		must(t, err)
+		_, err = s.C.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q-" + n), Priority: aws.Int32(1),
+			SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
+			ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env-" + n)}}})
+		must(t, err)
+		_, err = s.C.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("s"), JobQueue: aws.String("q-" + n),
+			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(cpu), MaxCapacity: aws.Int32(2)}},
+			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
+			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
+		must(t, err)
+	}
+}
+
+// envReasons returns every service environment's statusReason by name
+// (a qshare extension the SDK does not decode).
+func (s *server) envReasons() map[string]string {
+	s.t.Helper()
+	resp, err := http.Post(s.endpoint+"/v1/describeserviceenvironments", "application/json", strings.NewReader("{}"))
+	must(s.t, err)
+	defer resp.Body.Close()
+	var out struct {
+		ServiceEnvironments []struct {
+			Name         string `json:"serviceEnvironmentName"`
+			StatusReason string `json:"statusReason"`
+		} `json:"serviceEnvironments"`
+	}
+	must(s.t, json.NewDecoder(resp.Body).Decode(&out))
+	m := map[string]string{}
+	for _, e := range out.ServiceEnvironments {
+		m[e.Name] = e.StatusReason
+	}
+	return m
+}
+
+// TestExecutorsProcessAndSimulated: one server with the process and the
+// simulated executor (and Slurm's, where it is installed: see
+// TestExecutorsWithSlurm).
+func TestExecutorsProcessAndSimulated(t *testing.T) {
+	skipShort(t)
+	multiExecutors(t, nil)
+}
+
+// TestExecutorsWithSlurm: the same with the Slurm executor beside them,
+// and Slurm's controller down holding only the Slurm environment's jobs.
+func TestExecutorsWithSlurm(t *testing.T) {
+	skipShort(t)
+	c := slurmtest.StartT(t, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
+	multiExecutors(t, c)
+}
+
+// multiExecutors: jobs run only where their environment's executor is
+// (the process executor's attempt directory, Slurm's squeue, no log for a
+// simulated attempt), each log is served through the executor that ran
+// the attempt, a kill -9 of the server recovers every executor's attempts
+// (one attempt each, all succeed), and, with Slurm, its controller down
+// shows in its environment alone while the others' jobs go on.
+func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
+	names := []string{"default", "sim"}
+	if c != nil {
+		names = append(names, "hpc")
+	}
+	o := multiServer(c)
+	dataDir := newDataDir(t)
+	s := startServer(t, dataDir, o)
+	if !strings.Contains(s.proc.Log(), "executors default (process), ") {
+		t.Errorf("the listening line does not name the executors:\n%s", s.proc.Log())
+	}
+	s.setupEnvs(names...)
+	ctx := context.Background()
+	_, err := s.C.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("nowhere"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, Tags: map[string]string{"qshare:executor": "k8s"},
+		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String(cpu), MaxCapacity: aws.Int32(1)}}})
+	if err == nil || !strings.Contains(err.Error(), "ClientException") || !strings.Contains(err.Error(), `"k8s": this server has no executor of that name`) {
+		t.Fatalf("an environment on an executor the server lacks: %v", err)
+	}
+
+	g := newGates(t)
+	script := `echo "$QSHARE_JOB_NAME attempt $QSHARE_ATTEMPT"; ` + waitGate + `echo done`
+	ids := map[string]string{}
+	for _, n := range names {
+		j := job{queue: "q-" + n, name: "on-" + n, share: "s", env: g.env(), script: script}
+		if n == "sim" {
+			j.env = map[string]string{"QSHARE_SIM_DURATION": "3s"}
+		}
+		ids[n] = s.submit(j)
+	}
+	for _, n := range names {
+		s.awaitRunning(ids[n], 1)
+	}
+	s.awaitLog(ids["default"], 1, "on-default attempt 1")
+	if _, err := os.Stat(s.attemptDir(ids["default"], 1)); err != nil {
+		t.Errorf("the process executor has no directory for its attempt: %v", err)
+	}
+	for _, n := range names[1:] {
+		if _, err := os.Stat(s.attemptDir(ids[n], 1)); err == nil {
+			t.Errorf("the process executor has a directory for %s's attempt, which is not its own", n)
+		}
+	}
+	if _, err := s.logs(ids["sim"], 1); err == nil || !strings.Contains(err.Error(), "keeps no output") {
+		t.Errorf("the simulated attempt's log: %v, want the simulated executor's answer that it keeps none", err)
+	}
+	if c != nil {
+		s.awaitLog(ids["hpc"], 1, "on-hpc attempt 1")
+		slurmRunning(c)(t, ids["hpc"])
+	}
+
+	// kill -9, then the same file again: every executor recovers its own.
+	s.kill()
+	s2 := startServer(t, dataDir, o)
+	for _, n := range names {
+		d := s2.Describe(ids[n])
+		if d.Status != types.ServiceJobStatusRunning && !(n == "sim" && d.Status == types.ServiceJobStatusSucceeded) {
+			t.Errorf("%s after the restart: %s (%q), want RUNNING", n, d.Status, aws.ToString(d.StatusReason))
+		}
+	}
+	g.release("all")
+	for _, n := range names {
+		d := s2.AwaitStatus(ids[n], types.ServiceJobStatusSucceeded)
+		if len(d.Attempts) != 1 {
+			t.Errorf("%s: %d attempts, want its first only", n, len(d.Attempts))
+		}
+	}
+	if out := s2.mustLogs(ids["default"], 1); !strings.Contains(out, "done") {
+		t.Errorf("the process job's log after the restart: %q", out)
+	}
+	if c == nil {
+		t.Log("no Slurm executor in this run: TestExecutorsWithSlurm takes its controller down")
+		return
+	}
+	if out := s2.mustLogs(ids["hpc"], 1); !strings.Contains(out, "done") {
+		t.Errorf("the Slurm job's log after the restart: %q", out)
+	}
+
+	// Slurm's controller down: only env-hpc says so; its new job waits,
+	// the others' run.
+	must(t, c.StopController())
+	restarted := false
+	defer func() {
+		if !restarted {
+			c.StartController(context.Background()) //nolint:errcheck
+		}
+	}()
+	awaitFile(t, "env-hpc to say slurmctld is down", func() bool { return strings.Contains(s2.envReasons()["env-hpc"], "slurmctld does not answer") })
+	for env, r := range s2.envReasons() {
+		if env != "env-hpc" && r != "" {
+			t.Errorf("%s's statusReason %q while only Slurm is down", env, r)
+		}
+	}
+	held := s2.submit(job{queue: "q-hpc", name: "held", share: "s", script: `echo held ran`})
+	box := s2.submit(job{queue: "q-default", name: "box", share: "s", script: `echo box ran`})
+	sim := s2.submit(job{queue: "q-sim", name: "sim2", share: "s", env: map[string]string{"QSHARE_SIM_DURATION": "10ms"}, script: "true"})
+	s2.AwaitStatus(box, types.ServiceJobStatusSucceeded)
+	s2.AwaitStatus(sim, types.ServiceJobStatusSucceeded)
+	if d := s2.Describe(held); d.Status == types.ServiceJobStatusSucceeded || d.Status == types.ServiceJobStatusFailed {
+		t.Errorf("held ended (%s, %q) while Slurm's controller was down", d.Status, aws.ToString(d.StatusReason))
+	}
+	must(t, c.StartController(context.Background()))
+	restarted = true
+	d := s2.AwaitStatus(held, types.ServiceJobStatusSucceeded)
+	if len(d.Attempts) != 1 {
+		t.Errorf("held: %d attempts, want 1", len(d.Attempts))
+	}
+	awaitFile(t, "env-hpc's statusReason to clear", func() bool { return s2.envReasons()["env-hpc"] == "" })
+}
