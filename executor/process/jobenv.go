@@ -52,12 +52,39 @@ func lookupUser(field, name string) (*jobUser, error) {
 	if err != nil {
 		return nil, qshare.Errorf(qshare.EINVALID, "%s %q: cannot list the user's groups: %v", field, name, err)
 	}
-	for _, g := range ids {
-		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+	for i, g := range append([]string{u.Gid}, ids...) {
+		n, err := strconv.ParseUint(g, 10, 32)
+		if err != nil {
+			continue
+		}
+		if grp := privilegedGroup(uint32(n)); grp != "" {
+			return nil, qshare.Errorf(qshare.EINVALID, "%s %q is in the group %s (gid %d), which gives root's powers or root's files: give an unprivileged user, without that group, so that jobs cannot act as root", field, name, grp, n)
+		}
+		if i > 0 { // the first is the primary group, checked only
 			ju.Groups = append(ju.Groups, uint32(n))
 		}
 	}
 	return ju, nil
+}
+
+// privilegedGroups are the groups whose members can become root, or read
+// or write what only root may (the disks, the shadow file, the Docker or
+// LXD socket, sudo's rights): a job's user in one of them is as good as
+// root, and is refused as root is.
+var privilegedGroups = map[string]bool{"root": true, "wheel": true, "sudo": true, "admin": true, "adm": true, "docker": true,
+	"lxd": true, "disk": true, "shadow": true, "kmem": true}
+
+// privilegedGroup returns the name of gid when it is gid 0 or one of
+// privilegedGroups, else "".
+func privilegedGroup(gid uint32) string {
+	name := strconv.FormatUint(uint64(gid), 10)
+	if g, err := user.LookupGroupId(name); err == nil {
+		name = g.Name
+	}
+	if gid == 0 || privilegedGroups[name] {
+		return name
+	}
+	return ""
 }
 
 // defaultJobEnv names the server's environment variables that every job

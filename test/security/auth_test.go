@@ -251,8 +251,9 @@ func TestServeWithAuth(t *testing.T) {
 	}
 }
 
-// ensureUser creates (once) the system user name, or skips the test.
-func ensureUser(t *testing.T, name string) *user.User {
+// ensureUser creates (once) the system user name, with more useradd
+// arguments if given (-g 0, -G sudo), or skips the test.
+func ensureUser(t *testing.T, name string, more ...string) *user.User {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("jobs that run as their principal's unixUser need a test that runs as root, to create the users; run the tests as root to cover it")
@@ -260,7 +261,7 @@ func ensureUser(t *testing.T, name string) *user.User {
 	if u, err := user.Lookup(name); err == nil {
 		return u
 	}
-	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+	if out, err := exec.Command("useradd", append(append([]string{"--system", "--no-create-home", "--shell", "/usr/sbin/nologin"}, more...), name)...).CombinedOutput(); err != nil {
 		t.Skipf("useradd %s: %v: %s", name, err, out)
 	}
 	u, err := user.Lookup(name)

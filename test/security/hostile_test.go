@@ -300,3 +300,29 @@ func TestHostileNoProbingAsRoot(t *testing.T) {
 		t.Fatal("no reason")
 	}
 }
+
+// TestHostilePrivilegedGroupRefused: a unixUser whose primary group is
+// root's (gid 0), or who is in a group that gives root's powers (sudo),
+// is refused at start as root is (issue 30, point 7).
+func TestHostilePrivilegedGroupRefused(t *testing.T) {
+	alice, bob := ensureUser(t, "qshare-alice-test"), ensureUser(t, "qshare-bob-test")
+	gid0 := ensureUser(t, "qshare-gid0-test", "-g", "0")
+	users := []*user.User{gid0}
+	if _, err := user.LookupGroup("sudo"); err == nil {
+		users = append(users, ensureUser(t, "qshare-sudo-test", "-G", "sudo"))
+	} else {
+		t.Log("no group sudo on this host: the supplementary group is not checked")
+	}
+	dir := t.TempDir()
+	for _, u := range users {
+		text := strings.Replace(authWithUsers(alice, bob), "unixUser: "+alice.Username, "unixUser: "+u.Username, 1)
+		file := filepath.Join(dir, "auth.yaml")
+		must(t, os.WriteFile(file, []byte(text), 0o600))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a server that starts is killed
+		out, err := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--executor", "process", "--gpus", "none", "--auth", file).CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), "principal alice's unixUser") || !strings.Contains(string(out), "gives root's powers") {
+			t.Errorf("serve with alice's unixUser %s (gid %s, groups of its own): %v\n%s", u.Username, u.Gid, err, out)
+		}
+	}
+}
