@@ -154,6 +154,13 @@ type supervisor struct {
 	draining bool // stdin is closed: no new jobs; exit when none is left
 	kick     chan struct{}
 	idle     chan struct{} // closed when draining and no job is left
+
+	// home is the supervisor's own cgroups (see cgroup_linux.go), to go
+	// back to after it started a job from inside the job's cgroup; noCg
+	// is why attempts get no cgroup (nil: they do), warned about once.
+	home   []string
+	noCg   error
+	warned bool
 }
 
 // supJob is one attempt the supervisor runs.
@@ -167,6 +174,7 @@ type supJob struct {
 
 	leaderDone chan struct{}
 	status     syscall.WaitStatus
+	cg         *attemptCgroup // nil: contained by its process group only
 
 	// guarded by supervisor.mu
 	stopping bool
@@ -218,6 +226,9 @@ func Supervise(dataDir string) int {
 	}
 	s := &supervisor{self: self, dataDir: dataDir, fs: fs, logf: logf, out: bufio.NewWriter(os.Stdout), jobs: map[string]*supJob{}, byPID: map[int]*supJob{},
 		kick: make(chan struct{}, 1), idle: make(chan struct{})}
+	if s.home, s.noCg = ownCgroups(); s.noCg == nil && os.Geteuid() != 0 {
+		s.noCg = errors.New("the supervisor does not run as root")
+	}
 	go s.reap()
 	go func() {
 		for sig := range sigs {
@@ -394,12 +405,14 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 		Files: []uintptr{devnull.Fd(), pw.Fd(), pw.Fd()},
 		Sys:   sys,
 	}
+	j.cg = s.enterCgroup(cfg.AttemptID)
 	var pid int
 	if cands != nil {
 		pid, path, err = forkAs(cands, cfg.Command, attr)
 	} else {
 		pid, err = syscall.ForkExec(path, cfg.Command, attr)
 	}
+	s.leaveCgroup(j.cg)
 	if err == nil {
 		j.pid = pid
 		s.jobs[dir] = j
@@ -453,11 +466,25 @@ func (s *supervisor) watch(j *supJob) {
 	s.mu.Unlock()
 	if !stopping {
 		syscall.Kill(-j.pid, syscall.SIGKILL)
+		if j.cg != nil {
+			if err := j.cg.kill(); err != nil {
+				s.logf("%s: %v", j.dir, err)
+			}
+		}
 	}
 	for d := time.Millisecond; syscall.Kill(-j.pid, 0) == nil; d = min(2*d, 50*time.Millisecond) {
 		time.Sleep(d)
 	}
 	s.killStrays(j)
+	if j.cg != nil {
+		// Whatever left the group ends with the attempt.
+		if err := j.cg.kill(); err != nil {
+			s.logf("%s: %v", j.dir, err)
+		}
+		if err := j.cg.remove(); err != nil {
+			s.logf("%s: removing the attempt's cgroup: %v", j.dir, err)
+		}
+	}
 	s.mu.Lock()
 	if j.timer != nil {
 		j.timer.Stop()
@@ -573,11 +600,21 @@ func (s *supervisor) stopFromFile(dir string) {
 	}
 	j.stopping = true
 	syscall.Kill(-j.pid, syscall.SIGTERM)
+	if j.cg != nil { // and what left the group
+		for _, pid := range j.cg.procs() {
+			if pid != os.Getpid() {
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
+		}
+	}
 	j.timer = time.AfterFunc(grace, func() {
 		s.mu.Lock()
 		j.killed = true
 		s.mu.Unlock()
 		syscall.Kill(-j.pid, syscall.SIGKILL)
+		if j.cg != nil {
+			j.cg.kill()
+		}
 	})
 }
 
@@ -726,4 +763,52 @@ func lookPath(cmd []string, env []string, dir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("executable file %q not found in PATH (%s): install it on this host or give its full path in ContainerEntrypoint", name, envPath(env))
+}
+
+// enterCgroup makes the cgroup of attempt id and moves the supervisor into
+// it, so that the job it forks next starts there, before it can fork
+// anything itself (the caller holds s.mu: no other job is forked
+// meanwhile); leaveCgroup moves the supervisor back. It returns nil, and
+// the attempt is contained by its process group only, where cgroups cannot
+// be made; the first time, the supervisor log says why.
+func (s *supervisor) enterCgroup(id string) *attemptCgroup {
+	if s.noCg != nil || id == "" {
+		s.warnNoCgroup(s.noCg)
+		return nil
+	}
+	cg, err := newAttemptCgroup(s.dataDir, id)
+	if err == nil {
+		if err = cg.enter(os.Getpid()); err != nil {
+			s.leaveCgroup(cg)
+			cg.remove()
+		}
+	}
+	if err != nil {
+		s.warnNoCgroup(err)
+		return nil
+	}
+	return cg
+}
+
+// leaveCgroup moves the supervisor back to its own cgroups after a fork
+// from inside cg (nothing when cg is nil).
+func (s *supervisor) leaveCgroup(cg *attemptCgroup) {
+	if cg == nil {
+		return
+	}
+	for _, d := range s.home {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			s.logf("cannot leave the attempt's cgroup for %s: %v", d, err)
+		}
+	}
+}
+
+// warnNoCgroup says once why attempts are contained by their process
+// group only.
+func (s *supervisor) warnNoCgroup(err error) {
+	if s.warned || err == nil {
+		return
+	}
+	s.warned = true
+	s.logf("WARNING: attempts run without a cgroup of their own (%v): a job's processes are contained by its process group only, and one that leaves it (setsid) may outlive the attempt", err)
 }

@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -324,5 +326,30 @@ func TestHostilePrivilegedGroupRefused(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), "principal alice's unixUser") || !strings.Contains(string(out), "gives root's powers") {
 			t.Errorf("serve with alice's unixUser %s (gid %s, groups of its own): %v\n%s", u.Username, u.Gid, err, out)
 		}
+	}
+}
+
+// TestHostileStrayOutlivesAttempt: alice's job leaves a process in a
+// session of its own with an empty environment, and succeeds. The process
+// must end with the attempt (issue 30, point 4).
+func TestHostileStrayOutlivesAttempt(t *testing.T) {
+	h := startHostile(t, true, nil)
+	id, out := h.run(signedClient(h.srv.Endpoint, aliceKey), "QS1", `setsid env -i sleep 100001 & echo $! > "$SM_OUTPUT_DATA_DIR/pid"; sleep 0.2; exit 0`, nil)
+	if out.Status != types.ServiceJobStatusSucceeded {
+		t.Fatalf("alice's job: %s (%s)", out.Status, aws.ToString(out.StatusReason))
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(h.output(id, "pid")))
+	must(t, err)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil || !strings.Contains(string(st), "100001") {
+			return // gone (or its pid reused by another program)
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("alice's process %d (setsid env -i sleep 100001) outlived her SUCCEEDED job", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
