@@ -285,12 +285,20 @@ func gpuModeOf(podman bool, major, minor int) gpuMode {
 // setHealth records whether the engine answered.
 func (e *Executor) setHealth(err error) {
 	h := ""
-	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) && !cerrdefs.IsInvalidArgument(err) {
-		h = fmt.Sprintf("the container engine does not answer (%v): running containers go on, but none starts and their ends are learned once it is back", err)
+	if err != nil && !isNotFound(err) && !cerrdefs.IsConflict(err) && !cerrdefs.IsInvalidArgument(err) {
+		// The engine's error names server paths (its socket): it goes to
+		// the server's log, not into the status reason users read.
+		h = "the container engine does not answer: running containers go on, but none starts, and their ends are learned once it is back"
 	}
 	e.mu.Lock()
+	was := e.health
 	e.health = h
 	e.mu.Unlock()
+	if h != "" && was == "" {
+		e.log.Warn("container executor: the engine does not answer", "err", err)
+	} else if h == "" && was != "" {
+		e.log.Info("container executor: the engine answers again")
+	}
 }
 
 // Health reports the engine's last answer: "" while it answers.
@@ -578,7 +586,7 @@ func (e *Executor) remove(ctx context.Context, rec record) {
 	for _, name := range rec.Containers {
 		for try := 0; ; try++ {
 			_, err := e.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-			if err == nil || cerrdefs.IsNotFound(err) {
+			if err == nil || isNotFound(err) {
 				break
 			}
 			e.setHealth(err)
@@ -590,7 +598,7 @@ func (e *Executor) remove(ctx context.Context, rec record) {
 	if rec.Network != "" {
 		for try := 0; ; try++ {
 			_, err := e.cli.NetworkRemove(ctx, rec.Network, client.NetworkRemoveOptions{})
-			if err == nil || cerrdefs.IsNotFound(err) {
+			if err == nil || isNotFound(err) {
 				break
 			}
 			if !e.pause(ctx, try) || try > 20 {
@@ -698,7 +706,7 @@ const InitWindow = 5 * time.Second
 func (e *Executor) signal(ctx context.Context, a *attempt, sig string) error {
 	for _, name := range a.rec.Containers {
 		_, err := e.cli.ContainerKill(ctx, name, client.ContainerKillOptions{Signal: sig})
-		if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) && !notRunning(err) {
+		if err != nil && !isNotFound(err) && !cerrdefs.IsConflict(err) && !notRunning(err) {
 			e.setHealth(err)
 			return err
 		}
@@ -708,10 +716,10 @@ func (e *Executor) signal(ctx context.Context, a *attempt, sig string) error {
 
 // notRunning reports whether err is the engine's refusal to signal a
 // container that has ended (Docker: "is not running"; Podman: "can only
-// kill running containers").
+// kill running containers", or "container state improper" while it stops).
 func notRunning(err error) bool {
 	m := err.Error()
-	return strings.Contains(m, "is not running") || strings.Contains(m, "can only kill running containers")
+	return strings.Contains(m, "is not running") || strings.Contains(m, "can only kill running containers") || strings.Contains(m, "container state improper")
 }
 
 // Wait blocks until the attempt's containers are gone and returns how it
@@ -924,7 +932,7 @@ func (e *Executor) waitContainer(ctx context.Context, name string) (int64, bool)
 			e.setHealth(nil)
 			return r.StatusCode, true
 		case err := <-w.Error:
-			if cerrdefs.IsNotFound(err) || ctx.Err() != nil {
+			if isNotFound(err) || ctx.Err() != nil {
 				return 0, false
 			}
 			e.setHealth(err)
@@ -950,7 +958,7 @@ func (e *Executor) exitOf(ctx context.Context, a *attempt) executor.Exit {
 		var err error
 		for try := 0; ; try++ {
 			in, err = e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-			if err == nil || cerrdefs.IsNotFound(err) || !e.pause(ctx, try) {
+			if err == nil || isNotFound(err) || !e.pause(ctx, try) {
 				break
 			}
 			e.setHealth(err)
@@ -1064,4 +1072,15 @@ func errImageNotFound(img string, err error) error {
 }
 
 // isNotFound reports whether err is the engine's "no such object".
-func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) || errors.Is(err, os.ErrNotExist) }
+// Podman answers some lookups of a removed container with a server error
+// that only its words tell ("does not exist in database").
+func isNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
+	if cerrdefs.IsNotFound(err) || errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	m := err.Error()
+	return strings.Contains(m, "no such container") || strings.Contains(m, "does not exist in database")
+}

@@ -129,31 +129,44 @@ func TestContract(t *testing.T) {
 
 // TestMultiInstance runs a job of two instances: algo-1 and algo-2 on a
 // private network resolve each other by name, each sees itself as its
-// current host, and both end together.
+// current host, and a stop stops both.
 func TestMultiInstance(t *testing.T) {
 	e, img, dir := newDocker(t)
 	p := map[string]any{
 		"TrainingJobName": "train-multi",
 		"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
-			"ContainerArguments": []string{"-run=1s", "-env", "-resolve=algo-1,algo-2"}},
+			"ContainerArguments": []string{"-run=1h", "-env", "-resolve=algo-1,algo-2"}},
 		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 2},
 	}
 	s := spec("multi", qshare.Capacity{"ml.m5.large": 2}, p)
 	executortest.Start(t, e, s, 60*time.Second)
-	x := waitExit(t, e, s.AttemptID)
-	for k := range 2 {
+	logOf := func(k int) string {
 		rc, err := e.InstanceLogs(context.Background(), s.AttemptID, k, false)
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer rc.Close()
 		b, _ := io.ReadAll(rc)
-		rc.Close()
-		host := []string{"algo-1", "algo-2"}[k]
-		if !strings.Contains(string(b), "SM_CURRENT_HOST="+host+"\x00") || !strings.Contains(string(b), `SM_HOSTS=["algo-1","algo-2"]`) {
+		return string(b)
+	}
+	// Both run until stopped: each has resolved both names once it says
+	// ready (or failed, and the attempt has ended).
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(logOf(0), "ready\n") || !strings.Contains(logOf(1), "ready\n") {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := e.Wait(ctx, s.AttemptID)
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	for k, host := range []string{"algo-1", "algo-2"} {
+		b := logOf(k)
+		if !strings.Contains(b, "SM_CURRENT_HOST="+host+"\x00") || !strings.Contains(b, `SM_HOSTS=["algo-1","algo-2"]`) {
 			t.Errorf("instance %d's environment does not name it %s: %q", k, host, b)
 		}
 		for _, other := range []string{"algo-1", "algo-2"} {
-			if !strings.Contains(string(b), other+" resolves to") {
+			if !strings.Contains(b, other+" resolves to") {
 				t.Errorf("%s did not resolve %s: %q", host, other, b)
 			}
 		}
@@ -165,8 +178,11 @@ func TestMultiInstance(t *testing.T) {
 			t.Errorf("%s's resourceconfig.json = %s", host, cb)
 		}
 	}
-	if !x.Succeeded() {
-		t.Errorf("exit = %+v, want success", x)
+	if err := e.Stop(context.Background(), s.AttemptID, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if x := waitExit(t, e, s.AttemptID); !x.Stopped || x.Signal != "SIGTERM" {
+		t.Errorf("exit = %+v, want both stopped by SIGTERM", x)
 	}
 	if _, err := e.InstanceLogs(context.Background(), s.AttemptID, 2, false); qshare.ErrorCodeOf(err) != qshare.EINVALID {
 		t.Errorf("InstanceLogs(2) of a 2-instance attempt = %v, want EINVALID", err)

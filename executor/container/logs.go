@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
@@ -65,7 +64,7 @@ func (e *Executor) copyLog(ctx context.Context, name, path string, follow bool) 
 			rc.Close()
 		}
 		f.Close()
-		if !follow || ctx.Err() != nil || cerrdefs.IsNotFound(err) {
+		if !follow || ctx.Err() != nil || isNotFound(err) {
 			return
 		}
 		// The stream ended: with the container, or because the engine
@@ -74,7 +73,7 @@ func (e *Executor) copyLog(ctx context.Context, name, path string, follow bool) 
 		if ierr == nil && (in.Container.State == nil || !in.Container.State.Running) {
 			return
 		}
-		if cerrdefs.IsNotFound(ierr) {
+		if isNotFound(ierr) {
 			return
 		}
 		if !e.pause(ctx, try) {

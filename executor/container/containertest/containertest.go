@@ -39,71 +39,109 @@ func Docker(t testing.TB) string {
 
 var podman struct {
 	once sync.Once
-	host string
+	svc  *PodmanService
 	err  error
 }
 
-// Podman starts, once per test binary, `podman system service` on a
-// socket of its own (with runc, as shared/recipes/podman.md says: crun
-// fails on these machines' cgroups) and returns its address; it skips t
-// when podman is not installed or the service does not answer. The
-// service runs until StopPodman, which the caller's TestMain calls.
+// Podman starts, once per test binary, a Podman service (StartPodman) and
+// returns its address; it skips t when podman is not installed or the
+// service does not answer. The service runs until StopPodman, which the
+// caller's TestMain calls.
 func Podman(t testing.TB) string {
 	t.Helper()
-	if _, err := exec.LookPath("podman"); err != nil {
-		t.Skip("podman is not installed (apt-get install podman runc; .ci/run does): the Podman conformance run is skipped")
-	}
-	podman.once.Do(func() {
-		dir, err := os.MkdirTemp("", "qshare-podman-")
-		if err != nil {
-			podman.err = err
-			return
-		}
-		sock := filepath.Join(dir, "podman.sock")
-		args := []string{"system", "service", "--time=0", "unix://" + sock}
-		if _, err := exec.LookPath("runc"); err == nil {
-			args = append([]string{"--runtime", "runc"}, args...)
-		}
-		// The packaged default ulimits fail here (setrlimit NOFILE: not
-		// permitted); the recipe's containers.conf, as the service's own.
-		conf := filepath.Join(dir, "containers.conf")
-		if err := os.WriteFile(conf, []byte("[containers]\ndefault_ulimits = []\n[engine]\nruntime = \"runc\"\n"), 0o644); err != nil {
-			podman.err = err
-			return
-		}
-		cmd := exec.Command("podman", args...)
-		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
-		if log, err := os.Create(filepath.Join(dir, "service.log")); err == nil {
-			cmd.Stdout, cmd.Stderr = log, log // the service's chatter stays out of the tests' output
-		}
-		if err := cmd.Start(); err != nil {
-			podman.err = err
-			return
-		}
-		podmanCmd = cmd
-		host := "unix://" + sock
-		for i := 0; i < 100; i++ {
-			if podman.err = ping(host); podman.err == nil {
-				podman.host = host
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	if podman.host == "" {
+	skipNoPodman(t)
+	podman.once.Do(func() { podman.svc, podman.err = StartPodman() })
+	if podman.err != nil {
 		t.Skipf("podman system service does not answer (%v): the Podman conformance run is skipped", podman.err)
 	}
-	return podman.host
+	return podman.svc.Host
 }
 
-var podmanCmd *exec.Cmd
+func skipNoPodman(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Skip("podman is not installed (apt-get install podman runc catatonit; .ci/run does): the Podman run is skipped")
+	}
+}
 
-// StopPodman ends the Podman service that Podman started, if any, by its
-// process; a TestMain calls it after the tests.
+// StopPodman ends the service that Podman started, if any.
 func StopPodman() {
-	if podmanCmd != nil && podmanCmd.Process != nil {
-		podmanCmd.Process.Kill()
-		podmanCmd.Wait()
+	if podman.svc != nil {
+		podman.svc.Kill()
+	}
+}
+
+// PodmanService is a `podman system service` of a test's own, on a socket
+// in a directory of its own, with runc (crun fails on these machines'
+// cgroups) and the recipe's containers.conf (shared/recipes/podman.md).
+type PodmanService struct {
+	// Host is the service's address, unix://DIR/podman.sock.
+	Host string
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// StartPodman starts a Podman service and returns once it answers.
+func StartPodman() (*PodmanService, error) {
+	dir, err := os.MkdirTemp("", "qshare-podman-")
+	if err != nil {
+		return nil, err
+	}
+	// The packaged default ulimits fail here (setrlimit NOFILE: not
+	// permitted); the recipe's containers.conf, as the service's own.
+	conf := filepath.Join(dir, "containers.conf")
+	if err := os.WriteFile(conf, []byte("[containers]\ndefault_ulimits = []\n[engine]\nruntime = \"runc\"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	p := &PodmanService{Host: "unix://" + filepath.Join(dir, "podman.sock"), dir: dir}
+	return p, p.Start()
+}
+
+// PodmanServiceT is StartPodman for one test: it skips t where podman is
+// absent or does not answer, and kills the service when t ends.
+func PodmanServiceT(t testing.TB) *PodmanService {
+	t.Helper()
+	skipNoPodman(t)
+	p, err := StartPodman()
+	if err != nil {
+		t.Skipf("podman system service does not answer (%v)", err)
+	}
+	t.Cleanup(p.Kill)
+	return p
+}
+
+// Start starts the service (again, after Kill) and waits until it answers.
+func (p *PodmanService) Start() error {
+	args := []string{"system", "service", "--time=0", p.Host}
+	if _, err := exec.LookPath("runc"); err == nil {
+		args = append([]string{"--runtime", "runc"}, args...)
+	}
+	cmd := exec.Command("podman", args...)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+filepath.Join(p.dir, "containers.conf"))
+	if log, err := os.OpenFile(filepath.Join(p.dir, "service.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		cmd.Stdout, cmd.Stderr = log, log // the service's chatter stays out of the tests' output
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p.cmd = cmd
+	var err error
+	for i := 0; i < 100; i++ {
+		if err = ping(p.Host); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// Kill ends the service with SIGKILL, as a crash would; the containers,
+// children of their conmon, run on.
+func (p *PodmanService) Kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		p.cmd = nil
 	}
 }
 
