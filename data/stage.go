@@ -114,7 +114,7 @@ func (c *Client) download(ctx context.Context, fsys FS, objs []object, total int
 			}
 		}()
 	}
-	err := c.each(ctx, len(objs), func(ctx context.Context, i int) error {
+	err := c.each(ctx, downloadFailed, len(objs), func(ctx context.Context, i int) error {
 		return c.get(ctx, fsys, objs[i], &done)
 	})
 	close(stop)
@@ -127,8 +127,9 @@ func (c *Client) download(ctx context.Context, fsys FS, objs []object, total int
 }
 
 // each runs fn for 0..n-1, c.concurrency at a time, and returns the first
-// error (the others are cancelled).
-func (c *Client) each(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+// error (the others are cancelled); what (downloadFailed, uploadFailed)
+// names a cancellation.
+func (c *Client) each(ctx context.Context, what string, n int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -155,7 +156,7 @@ func (c *Client) each(ctx context.Context, n int, fn func(ctx context.Context, i
 	}
 	wg.Wait()
 	if first == nil && ctx.Err() != nil {
-		return fail(downloadFailed, "", ctx.Err())
+		return fail(what, "", ctx.Err())
 	}
 	return first
 }

@@ -170,7 +170,7 @@ func (c *Client) putFiles(ctx context.Context, fsys FS, dir string, to Location,
 		}
 		todo = append(todo, f)
 	}
-	err = c.each(ctx, len(todo), func(ctx context.Context, i int) error {
+	err = c.each(ctx, uploadFailed, len(todo), func(ctx context.Context, i int) error {
 		f := todo[i]
 		fh, err := fsys.OpenFile(path.Join(dir, f.rel), os.O_RDONLY, 0)
 		if errors.Is(err, fs.ErrNotExist) {
