@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	s3server "qshare/aws/s3"
+	"qshare/data"
+)
+
+// S3Options size qshare bench s3.
+type S3Options struct {
+	// Objects of ObjectBytes each, and one of BigBytes, make the channel.
+	Objects     int
+	ObjectBytes int64
+	BigBytes    int64
+	// Dir holds the store's objects and the staged copies; a temporary
+	// directory when empty.
+	Dir string
+}
+
+// S3Result is what qshare bench s3 measured.
+type S3Result struct {
+	Objects     int     `json:"objects"`
+	ObjectBytes int64   `json:"object_bytes"`
+	BigBytes    int64   `json:"big_bytes"`
+	FillS       float64 `json:"fill_s"`
+	// StageS is data.Client.Stage of the channel (the small objects and
+	// the big one); SyncS is `aws s3 sync` of the same prefix from the
+	// same store, 0 where the AWS CLI is not installed.
+	StageS     float64 `json:"stage_s"`
+	StageMBps  float64 `json:"stage_mb_per_s"`
+	SyncS      float64 `json:"aws_sync_s,omitempty"`
+	SyncMBps   float64 `json:"aws_sync_mb_per_s,omitempty"`
+	StageRatio float64 `json:"stage_vs_sync,omitempty"`
+	// UploadS is data.Client.Upload of a model directory holding one file
+	// of BigBytes (random, so gzip does not shrink it: model.tar.gz);
+	// CpS is `aws s3 cp` of the same file.
+	UploadS    float64 `json:"upload_s"`
+	UploadMBps float64 `json:"upload_mb_per_s"`
+	CpS        float64 `json:"aws_cp_s,omitempty"`
+	CpMBps     float64 `json:"aws_cp_mb_per_s,omitempty"`
+	LoadAvg1m  float64 `json:"load_avg_1m"`
+}
+
+var s3Rows = []Row{
+	{Label: "objects in the channel", Key: "objects", Format: "%.0f"},
+	{Label: "bytes per object", Key: "object_bytes", Format: "%.0f"},
+	{Label: "bytes of the big object (and of the model)", Key: "big_bytes", Format: "%.0f"},
+	{Label: "stage (data.Client.Stage)", Key: "stage_s", Format: "%.2f", Unit: "s"},
+	{Label: "stage throughput", Key: "stage_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "aws s3 sync of the same prefix", Key: "aws_sync_s", Format: "%.2f", Unit: "s"},
+	{Label: "aws s3 sync throughput", Key: "aws_sync_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "stage time / aws s3 sync time", Key: "stage_vs_sync", Format: "%.2f", Anchor: "target: at most 1"},
+	{Label: "model upload (model.tar.gz)", Key: "upload_s", Format: "%.2f", Unit: "s"},
+	{Label: "model upload throughput", Key: "upload_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "aws s3 cp of the same file", Key: "aws_cp_s", Format: "%.2f", Unit: "s"},
+	{Label: "aws s3 cp throughput", Key: "aws_cp_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
+}
+
+// S3Rows are the rows of qshare bench s3's table.
+func S3Rows() []Row { return s3Rows }
+
+// RunS3 fills qshare's embedded S3 store (in this process, on a loopback
+// port) with a channel of opt.Objects objects and one big one, stages it
+// with package data and with `aws s3 sync`, and uploads a model of
+// opt.BigBytes with package data and with `aws s3 cp`.
+func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
+	r := S3Result{Objects: opt.Objects, ObjectBytes: opt.ObjectBytes, BigBytes: opt.BigBytes, LoadAvg1m: LoadAverage()}
+	dir := opt.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "qshare-bench-s3-")
+		if err != nil {
+			return r, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	srv, err := s3server.New(filepath.Join(dir, "store"))
+	if err != nil {
+		return r, err
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	ep := data.Endpoint{URL: ts.URL, Region: "us-east-1", AccessKeyID: "bench", SecretAccessKey: "bench"}
+	c, err := data.NewClient(ctx, ep)
+	if err != nil {
+		return r, err
+	}
+	tm := transfermanager.New(c.S3())
+	t0 := time.Now()
+	if _, err := c.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bench")}); err != nil {
+		return r, err
+	}
+	put := func(key string, n int64) error {
+		_, err := tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String("bench"), Key: aws.String(key), Body: io.LimitReader(rand.Reader, n)})
+		return err
+	}
+	for i := 0; i < opt.Objects; i++ {
+		if err := put(fmt.Sprintf("channel/small/%05d.bin", i), opt.ObjectBytes); err != nil {
+			return r, err
+		}
+	}
+	if opt.BigBytes > 0 {
+		if err := put("channel/big.bin", opt.BigBytes); err != nil {
+			return r, err
+		}
+	}
+	r.FillS = time.Since(t0).Seconds()
+	total := float64(int64(opt.Objects)*opt.ObjectBytes + opt.BigBytes)
+
+	job := filepath.Join(dir, "job")
+	dirs := data.Dirs{Input: filepath.Join(job, "input"), Model: filepath.Join(job, "model"), OutputData: filepath.Join(job, "output", "data"), Checkpoint: filepath.Join(job, "checkpoints")}
+	for _, d := range []string{dirs.Input, dirs.Model, dirs.OutputData} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return r, err
+		}
+	}
+	fsys, err := data.DirFS(job)
+	if err != nil {
+		return r, err
+	}
+	defer data.CloseFS(fsys)
+	out := &data.Location{Bucket: "bench", Key: "output/bench-1/output"}
+	plan := data.Plan{TrainingJobName: "bench-1", Instances: 1, Dirs: dirs, Output: out, Compress: true,
+		Channels: []data.ChannelPlan{{Name: "train", Type: data.S3Prefix, Source: data.Location{Bucket: "bench", Key: "channel/"}}}}
+	t0 = time.Now()
+	if err := c.Stage(ctx, fsys, plan, nil); err != nil {
+		return r, err
+	}
+	r.StageS = time.Since(t0).Seconds()
+	r.StageMBps = total / 1e6 / r.StageS
+
+	awsCLI, hasCLI := exec.LookPath("aws")
+	cli := func(args ...string) (float64, error) {
+		cmd := exec.CommandContext(ctx, awsCLI, append(args, "--endpoint-url", ts.URL, "--only-show-errors")...)
+		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench", "AWS_DEFAULT_REGION=us-east-1")
+		t0 := time.Now()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("aws %v: %v: %s", args, err, b)
+		}
+		return time.Since(t0).Seconds(), nil
+	}
+	if hasCLI == nil {
+		if r.SyncS, err = cli("s3", "sync", "s3://bench/channel/", filepath.Join(dir, "sync")); err != nil {
+			return r, err
+		}
+		r.SyncMBps = total / 1e6 / r.SyncS
+		r.StageRatio = r.StageS / r.SyncS
+	}
+
+	if opt.BigBytes > 0 {
+		// The model: the staged big object, moved into model/.
+		if err := os.Rename(filepath.Join(dirs.Channel("train"), "big.bin"), filepath.Join(dirs.Model, "model.bin")); err != nil {
+			return r, err
+		}
+		t0 = time.Now()
+		if err := c.Upload(ctx, fsys, plan); err != nil {
+			return r, err
+		}
+		r.UploadS = time.Since(t0).Seconds()
+		r.UploadMBps = float64(opt.BigBytes) / 1e6 / r.UploadS
+		if hasCLI == nil {
+			if r.CpS, err = cli("s3", "cp", filepath.Join(dirs.Model, "model.bin"), "s3://bench/cp/model.bin"); err != nil {
+				return r, err
+			}
+			r.CpMBps = float64(opt.BigBytes) / 1e6 / r.CpS
+		}
+	}
+	return r, nil
+}
