@@ -551,10 +551,13 @@ type attemptDetail struct {
 	StartedAt         *int64             `json:"startedAt,omitempty"`
 	StoppedAt         *int64             `json:"stoppedAt,omitempty"`
 	StatusReason      string             `json:"statusReason,omitempty"`
+	// Executor, a qshare extension, names the server's executor that ran
+	// the attempt when it is not the one named default (docs/executors.md).
+	Executor string `json:"executor,omitempty"`
 }
 
 func attemptOut(a qshare.Attempt) attemptDetail {
-	out := attemptDetail{StartedAt: ms(a.StartedAt), StoppedAt: ms(a.StoppedAt), StatusReason: a.StatusReason}
+	out := attemptDetail{StartedAt: ms(a.StartedAt), StoppedAt: ms(a.StoppedAt), StatusReason: a.StatusReason, Executor: a.ExecutorName}
 	if a.ResourceARN != "" {
 		out.ServiceResourceId = &serviceResourceID{"TrainingJobArn", a.ResourceARN}
 	}

@@ -33,7 +33,7 @@ import (
 // beside kind. A kind that is not listed takes commonExecutorKeys.
 var executorKeys = map[string][]string{
 	"process":    {"runAs", "passEnv", "gpus", "instanceTypes"},
-	"container":  {"runAs", "passEnv", "containerHost", "pull"},
+	"container":  {"runAs", "gpus", "instanceTypes", "containerHost", "pull"},
 	"simulated":  {"simDuration"},
 	"slurm":      {"slurmConfig"},
 	"kubernetes": {"kubeconfig", "namespace", "kubeConfig", "instanceTypes"},

@@ -106,6 +106,26 @@ func (s *server) envReasons() map[string]string {
 	return m
 }
 
+// attemptExecutors returns the executor that DescribeServiceJob names for
+// each attempt of a job (a qshare extension; "" for the default).
+func (s *server) attemptExecutors(id string) []string {
+	s.t.Helper()
+	resp, err := http.Post(s.endpoint+"/v1/describeservicejob", "application/json", strings.NewReader(`{"jobId":"`+id+`"}`))
+	must(s.t, err)
+	defer resp.Body.Close()
+	var out struct {
+		Attempts []struct {
+			Executor string `json:"executor"`
+		} `json:"attempts"`
+	}
+	must(s.t, json.NewDecoder(resp.Body).Decode(&out))
+	var names []string
+	for _, a := range out.Attempts {
+		names = append(names, a.Executor)
+	}
+	return names
+}
+
 // TestExecutorsProcessAndSimulated: one server with the process and the
 // simulated executor (and Slurm's, where it is installed: see
 // TestExecutorsWithSlurm).
@@ -160,6 +180,13 @@ func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
 	}
 	for _, n := range names {
 		s.awaitRunning(ids[n], 1)
+		want := n
+		if n == "default" {
+			want = ""
+		}
+		if got := s.attemptExecutors(ids[n]); len(got) != 1 || got[0] != want {
+			t.Errorf("DescribeServiceJob names the executors %q of %s's attempts, want [%q]", got, n, want)
+		}
 	}
 	s.awaitLog(ids["default"], 1, "on-default attempt 1")
 	if _, err := os.Stat(s.attemptDir(ids["default"], 1)); err != nil {
