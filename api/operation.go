@@ -23,6 +23,9 @@ func op[In any](limit int64, action string, res func(in *In) [][]string, f func(
 		if res != nil {
 			groups = res(&in)
 		}
+		if c, ok := any(&in).(conditioned); ok {
+			ctx = auth.WithConditionKeys(ctx, c.conditionKeys())
+		}
 		if err := authorizeAll(ctx, actionPrefix+action, groups); err != nil {
 			return nil, err
 		}
@@ -380,4 +383,14 @@ func fairshareIn(raw json.RawMessage) ([]byte, error) {
 		return nil, qshare.Errorf(qshare.EINVALID, "fairsharePolicy is not valid: %s", qshare.ErrorMessageOf(err))
 	}
 	return append([]byte(nil), raw...), nil
+}
+
+// conditioned is the input of an operation whose request carries IAM
+// condition keys (auth.WithConditionKeys), for the policies' Conditions.
+type conditioned interface{ conditionKeys() map[string]string }
+
+// conditionKeys gives a submit's shareIdentifier to the policies, as
+// batch:ShareIdentifier (a fair-share queue's share).
+func (in *submitIn) conditionKeys() map[string]string {
+	return map[string]string{auth.KeyShareIdentifier: in.ShareIdentifier}
 }

@@ -200,7 +200,7 @@ func Recheck(ctx context.Context, action string, resources ...string) error {
 		return qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: access key %s is no longer in this server's auth file, or no longer %s's", quote(g.keyID), g.owner.Name)
 	}
 	resources = orAny(resources)
-	if d := Evaluate(now.owner.Policies, action, resources); d != Allowed {
+	if d := EvaluateKeys(now.owner.Policies, action, resources, keysFrom(ctx)); d != Allowed {
 		return qshare.Errorf(qshare.EDENIED, "%s", deniedMessage(now.owner.ARN, action, resources[len(resources)-1], d))
 	}
 	return nil
@@ -244,7 +244,7 @@ func Authorize(ctx context.Context, action string, resources ...string) error {
 	if p == nil {
 		return nil
 	}
-	d := Evaluate(p.Policies, action, resources)
+	d := EvaluateKeys(p.Policies, action, resources, keysFrom(ctx))
 	if d == Allowed {
 		return nil
 	}
@@ -259,7 +259,7 @@ func Authorize(ctx context.Context, action string, resources ...string) error {
 // authentication.
 func May(ctx context.Context, action string, resources ...string) bool {
 	p := PrincipalFrom(ctx)
-	return p == nil || Evaluate(p.Policies, action, orAny(resources)) == Allowed
+	return p == nil || EvaluateKeys(p.Policies, action, orAny(resources), keysFrom(ctx)) == Allowed
 }
 
 // orAny is resources, or "*" when there are none.

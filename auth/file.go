@@ -384,7 +384,7 @@ func checkPolicy(name string, fp filePolicy) (*Policy, error) {
 		for _, x := range []struct {
 			member string
 			n      yaml.Node
-		}{{"NotAction", fs.NotAction}, {"NotResource", fs.NotResource}, {"Principal", fs.Principal}, {"NotPrincipal", fs.NotPrinc}, {"Condition", fs.Condition}} {
+		}{{"NotAction", fs.NotAction}, {"NotResource", fs.NotResource}, {"Principal", fs.Principal}, {"NotPrincipal", fs.NotPrinc}} {
 			if x.n.Kind != 0 {
 				return nil, fmt.Errorf("%s: %s is not supported by qshare: write the statement with Action and Resource only (an identity policy applies to its principal; list what is allowed, and deny with Effect: Deny)", swhere, x.member)
 			}
@@ -409,7 +409,11 @@ func checkPolicy(name string, fp filePolicy) (*Policy, error) {
 				return nil, fmt.Errorf("%s: Resource %q is not valid: give an ARN (arn:...), an ARN pattern, or \"*\"", swhere, r)
 			}
 		}
-		p.Statement = append(p.Statement, Statement{Sid: fs.Sid, Effect: Effect(fs.Effect), Action: fs.Action.v, Resource: fs.Resource.v})
+		cond, err := parseCondition(&fs.Condition, swhere)
+		if err != nil {
+			return nil, err
+		}
+		p.Statement = append(p.Statement, Statement{Sid: fs.Sid, Effect: Effect(fs.Effect), Action: fs.Action.v, Resource: fs.Resource.v, cond: cond})
 	}
 	return p, nil
 }

@@ -90,7 +90,7 @@ func TestParseRefuses(t *testing.T) {
 		{"principals: [{name: a, unixUser: 'x y'}]", `unixUser "x y"`},
 		{pol("{Effect: Allow, NotAction: batch:Submit*, Resource: '*'}"), "line 6: policies.p.Statement[0]: NotAction is not supported"},
 		{pol("{Effect: Allow, Action: batch:*, NotResource: '*'}"), "NotResource is not supported"},
-		{pol("{Effect: Allow, Action: batch:*, Resource: '*', Condition: {Bool: {x: y}}}"), "Condition is not supported"},
+		{pol("{Effect: Allow, Action: batch:*, Resource: '*', Condition: {Bool: {x: y}}}"), "Condition operator \"Bool\" is not supported"},
 		{pol("{Effect: allow, Action: batch:*, Resource: '*'}"), `Effect "allow" is not valid`},
 		{pol("{Effect: Allow, Resource: '*'}"), "Action is required"},
 		{pol("{Effect: Allow, Action: batch:*}"), "Resource is required"},

@@ -15,13 +15,16 @@ const (
 )
 
 // Statement is one statement of a policy, already checked: its Action and
-// Resource patterns are non-empty, and it has no NotAction, NotResource,
-// Principal or Condition (which qshare refuses rather than ignore).
+// Resource patterns are non-empty, and it has no NotAction, NotResource or
+// Principal (which qshare refuses rather than ignore), and a Condition only
+// on the keys qshare knows (condition.go).
 type Statement struct {
 	Sid      string
 	Effect   Effect
 	Action   []string // patterns with * and ?, matched without regard to case
 	Resource []string // patterns with * and ?, matched with regard to case
+	// cond must all hold for the statement to apply (condition.go).
+	cond []condition
 }
 
 // Policy is an IAM-style identity policy: a named list of statements.
@@ -51,11 +54,18 @@ const (
 // share's ARN (see docs/security.md), so that a statement on either allows it
 // and a Deny on either refuses it.
 func Evaluate(policies []*Policy, action string, resources []string) Decision {
+	return EvaluateKeys(policies, action, resources, nil)
+}
+
+// EvaluateKeys is Evaluate for a request that carries condition keys (see
+// WithConditionKeys): a statement with a Condition applies only when each
+// of its tests holds for keys.
+func EvaluateKeys(policies []*Policy, action string, resources []string, keys map[string]string) Decision {
 	d := ImplicitDeny
 	for _, p := range policies {
 		for i := range p.Statement {
 			s := &p.Statement[i]
-			if !s.matches(action, resources) {
+			if !s.matches(action, resources) || !s.conditionsHold(keys) {
 				continue
 			}
 			if s.Effect == Deny {
@@ -127,4 +137,15 @@ func deniedMessage(principalARN, action, resource string, d Decision) string {
 		why = "with an explicit deny in an identity-based policy"
 	}
 	return fmt.Sprintf("User: %s is not authorized to perform: %s on resource: %s %s", principalARN, action, resource, why)
+}
+
+// conditionsHold reports whether every test of the statement's Condition
+// holds for the request's keys (true without a Condition).
+func (s *Statement) conditionsHold(keys map[string]string) bool {
+	for _, c := range s.cond {
+		if !c.holds(keys) {
+			return false
+		}
+	}
+	return true
 }

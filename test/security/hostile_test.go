@@ -353,3 +353,71 @@ func TestHostileStrayOutlivesAttempt(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestHostileShareIdentifierCondition: on a fair-share queue, a policy
+// that lets alice submit only under the share identifier teamA (IAM's
+// batch:ShareIdentifier condition key) refuses her submits under teamB,
+// or under none (issue 30, point 7). Before, the Condition was refused
+// with the file, and a policy could not say it.
+func TestHostileShareIdentifierCondition(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "auth.yaml")
+	must(t, os.WriteFile(file, []byte(`principals:
+  - name: alice
+    accessKeys: [{id: `+aliceKey[0]+`, secret: `+aliceKey[1]+`}]
+    policies: [team-a]
+  - name: admin
+    accessKeys: [{id: `+adminKey[0]+`, secret: `+adminKey[1]+`}]
+    policies: [admin]
+policies:
+  team-a:
+    Version: "2012-10-17"
+    Statement:
+      - Effect: Allow
+        Action: batch:SubmitServiceJob
+        Resource: arn:aws:batch:*:*:job-queue/fair
+        Condition: {StringEquals: {batch:ShareIdentifier: teamA}}
+  admin:
+    Version: "2012-10-17"
+    Statement: [{Effect: Allow, Action: "batch:*", Resource: "*"}]
+`), 0o600))
+	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+		Args: []string{"--executor", "simulated", "--log-level", "warn", "--auth", file}})
+	ctx := context.Background()
+	admin := signedClient(srv.Endpoint, adminKey)
+	pol, err := admin.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("fairpol"),
+		FairsharePolicy: &types.FairsharePolicy{ShareDecaySeconds: aws.Int32(600)}})
+	must(t, err)
+	_, err = admin.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
+		CapacityLimits:         []types.CapacityLimit{{CapacityUnit: aws.String("ml.m5.xlarge"), MaxCapacity: aws.Int32(4)}}})
+	must(t, err)
+	_, err = admin.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("fair"), Priority: aws.Int32(1), SchedulingPolicyArn: pol.Arn,
+		JobQueueType:            types.JobQueueTypeSagemakerTraining,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
+	must(t, err)
+	alice := signedClient(srv.Endpoint, aliceKey)
+	submit := func(ident string) error {
+		in := &batch.SubmitServiceJobInput{JobName: aws.String("j"), JobQueue: aws.String("fair"), ServiceJobType: types.ServiceJobTypeSagemakerTraining,
+			ServiceRequestPayload: aws.String(`{"ResourceConfig":{"InstanceType":"ml.m5.xlarge","InstanceCount":1,"VolumeSizeInGB":1},"Environment":{"QSHARE_SIM_DURATION":"1s"}}`)}
+		if ident != "" {
+			in.ShareIdentifier = aws.String(ident)
+		}
+		_, err := alice.SubmitServiceJob(ctx, in)
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := submit("teamA")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alice submits under teamA, which her policy allows: %v", err)
+		}
+	}
+	for _, ident := range []string{"teamB", ""} {
+		if err := submit(ident); awsCode(err) != "AccessDeniedException" {
+			t.Errorf("alice submits under share identifier %q, which her policy does not allow: %v, want AccessDeniedException", ident, err)
+		}
+	}
+}
