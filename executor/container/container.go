@@ -120,10 +120,13 @@ type engineInfo struct {
 
 type attempt struct {
 	executor.Slot
-	id      string
-	rec     record
-	killed  bool          // SIGKILL sent at the end of the grace period
-	logDone chan struct{} // closed once the copy of instance 0's log has ended
+	id     string
+	rec    record
+	killed bool // SIGKILL sent at the end of the grace period
+	// cancelLaunch, while Start's pull or download goes on after it
+	// returned, cancels it (a stop).
+	cancelLaunch context.CancelFunc
+	logDone      chan struct{} // closed once the copy of instance 0's log has ended
 }
 
 // record is attempts/<attemptID>/attempt.json: what a restarted executor
@@ -475,10 +478,11 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 		return qshare.Errorf(qshare.EINTERNAL, "container executor: creating the directory of attempt %s: %v", s.AttemptID, err)
 	}
 	img := req.AlgorithmSpecification.TrainingImage
-	if err := e.ensureImage(ctx, s.AttemptID, img); err != nil {
+	present, err := e.haveImage(ctx, img)
+	if err != nil {
 		return err
 	}
-	plan, err := e.stage(ctx, s, req, dirs, n)
+	plan, err := e.plan(s, req, dirs)
 	if err != nil {
 		return err
 	}
@@ -490,29 +494,105 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 	for _, g := range gpus {
 		rec.GPUs = append(rec.GPUs, g.UUID)
 	}
-	netName := ""
 	if n > 1 {
-		netName = namePrefix(e.o.DataDir) + "-" + s.AttemptID
-		rec.Network = netName
+		rec.Network = namePrefix(e.o.DataDir) + "-" + s.AttemptID
 	}
 	if err := e.fs.WriteFileAtomic(filepath.Join(dir, fileRecord), mustJSON(rec)); err != nil {
 		return qshare.Errorf(qshare.EINTERNAL, "container executor: recording attempt %s: %v", s.AttemptID, err)
 	}
 	a.rec = rec
-	if err := e.create(ctx, s, req, rec, dirs, typ, hosts, u, gpus, ei); err != nil {
-		e.remove(context.Background(), rec)
-		return err
-	}
-	for k, name := range rec.Containers {
-		if _, err := e.cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
-			e.setHealth(err)
-			e.remove(context.Background(), rec)
-			return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: starting the container of %s: %v", hosts[k], err)
+	launch := func(ctx context.Context) error {
+		if !present {
+			if err := e.pull(ctx, s.AttemptID, img); err != nil {
+				return err
+			}
 		}
+		if err := e.stageData(ctx, s, plan, dirs); err != nil {
+			return err
+		}
+		if err := e.create(ctx, s, req, rec, dirs, typ, hosts, u, gpus, ei); err != nil {
+			e.remove(context.Background(), rec)
+			return err
+		}
+		for k, name := range rec.Containers {
+			if _, err := e.cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
+				e.setHealth(err)
+				e.remove(context.Background(), rec)
+				return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: starting the container of %s: %v", hosts[k], err)
+			}
+		}
+		return nil
 	}
 	ok = true
-	go e.watch(a, false)
+	if present && plan == nil {
+		// Nothing to wait for: Start returns once the containers run.
+		if err := launch(ctx); err != nil {
+			ok = false
+			return err
+		}
+		go e.watch(a, false)
+		return nil
+	}
+	// A pull or a download can take minutes: Start returns now, and the
+	// attempt's PendingReason says how far it is; a failure ends the
+	// attempt with its reason, a stop cancels it.
+	if !present {
+		e.progress(s.AttemptID, "Pulling image "+img)
+	} else {
+		e.progress(s.AttemptID, "Downloading input data")
+	}
+	lctx, cancel := context.WithCancel(e.ctx)
+	e.mu.Lock()
+	a.cancelLaunch = cancel
+	e.mu.Unlock()
+	go func() {
+		defer cancel()
+		err := launch(lctx)
+		e.progressDone(s.AttemptID)
+		e.mu.Lock()
+		a.cancelLaunch = nil
+		stopping := a.Stopping
+		e.mu.Unlock()
+		if err == nil {
+			if stopping {
+				e.signal(e.ctx, a, "SIGTERM") // the stop came while they started
+			}
+			e.watch(a, false)
+			return
+		}
+		if e.ctx.Err() != nil {
+			return // closed: a new executor finds the attempt Lost
+		}
+		e.remove(e.ctx, rec)
+		x := executor.Exit{AttemptID: a.id, ExitCode: -1, Stopped: stopping, At: time.Now().UTC(), Reason: err.Error()}
+		if stopping {
+			x.Reason = "Stopped before its containers started"
+		}
+		e.record(a, x)
+		close(a.logDone)
+		e.finish(a)
+	}()
 	return nil
+}
+
+// haveImage reports whether the engine has img and need not pull it, as
+// the pull policy says: with --pull never, an image it lacks fails the
+// start at once.
+func (e *Executor) haveImage(ctx context.Context, img string) (bool, error) {
+	if e.o.Pull == PullAlways {
+		return false, nil
+	}
+	_, err := e.cli.ImageInspect(ctx, img)
+	switch {
+	case err == nil:
+		return true, nil
+	case !isNotFound(err):
+		e.setHealth(err)
+		return false, qshare.Errorf(qshare.EINTERNAL, "CannotStartContainerError: the container engine does not answer: %v", err)
+	case e.o.Pull == PullNever:
+		return false, errImageNotFound(img, fmt.Errorf("not on this host, and --pull never"))
+	}
+	return false, nil
 }
 
 // userFor returns the user an attempt's containers run as.
@@ -646,6 +726,11 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	if !stop {
 		return err
 	}
+	e.mu.Lock()
+	if c := a.cancelLaunch; c != nil {
+		c()
+	}
+	e.mu.Unlock()
 	dir := e.attemptDir(attemptID)
 	if err := e.fs.WriteFile(filepath.Join(dir, fileStopping), nil, 0o600); err != nil {
 		e.log.Warn("container executor: recording a stop", "attempt", attemptID, "err", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,6 +247,56 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitExit(t, e2, kept.AttemptID)
+	if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
+		t.Errorf("containers left behind: %v", left)
+	}
+}
+
+// TestPullInBackground: an image the engine lacks is pulled after Start
+// returns, with the pull as the attempt's PendingReason; a stop cancels
+// the pull, and a pull that fails ends the attempt with SageMaker's reason
+// (not a start error, which the daemon would take for a lack of capacity).
+func TestPullInBackground(t *testing.T) {
+	host := containertest.Docker(t)
+	dir := t.TempDir()
+	e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullMissing, GPUs: []string{"none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// A registry that never answers: the engine's pull hangs.
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer hang.Close()
+	defer hang.CloseClientConnections()
+	img := strings.TrimPrefix(hang.URL, "http://127.0.0.1") // :PORT
+	payload := func(img string) map[string]any {
+		return map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": img},
+			"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1}}
+	}
+	slow := spec("slowpull", qshare.Capacity{"ml.m5.large": 1}, payload("localhost"+img+"/qshare/none:1"))
+	executortest.Start(t, e, slow, 30*time.Second)
+	if r := e.PendingReason(slow.AttemptID); !strings.HasPrefix(r, "Pulling image localhost") {
+		t.Errorf("PendingReason while the image is pulled = %q", r)
+	}
+	if err := e.Stop(context.Background(), slow.AttemptID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if x := waitExit(t, e, slow.AttemptID); !x.Stopped || x.Reason != "Stopped before its containers started" {
+		t.Errorf("exit of an attempt stopped while its image is pulled = %+v", x)
+	}
+	if r := e.PendingReason(slow.AttemptID); r != "" {
+		t.Errorf("PendingReason after the end = %q", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "attempts", slow.AttemptID, "pull.log")); err != nil || !strings.Contains(string(b), " Pulling image localhost") {
+		t.Errorf("pull.log = %q, %v; want the pull's progress", b, err)
+	}
+
+	refused := spec("refused", qshare.Capacity{"ml.m5.large": 1}, payload("localhost:1/qshare/none:1"))
+	executortest.Start(t, e, refused, 30*time.Second)
+	x := waitExit(t, e, refused.AttemptID)
+	if x.Stopped || x.Succeeded() || !strings.HasPrefix(x.Reason, "CannotStartContainerError: ClientError: image not found: localhost:1/qshare/none:1") {
+		t.Errorf("exit of an attempt whose pull failed = %+v", x)
+	}
 	if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
 		t.Errorf("containers left behind: %v", left)
 	}

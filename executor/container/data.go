@@ -20,15 +20,11 @@ func (e *Executor) arn(s executor.Spec) string {
 	return trainingjob.AttemptARN(e.o.Region, e.o.AccountID, trainingjob.AttemptName(s.JobName, s.JobID, s.Attempt))
 }
 
-// stage carries out the first half of the data contract before the
-// containers start (Options.Data): the S3 channels into input/data and
-// the checkpoints from S3, through an FS that writes only beneath the
-// job's directory and follows no link. The instances of an attempt share
-// the job's directory, so each sees every object of a channel (as
-// FullyReplicated does; ShardedByS3Key is not split among them). It
-// returns the plan, nil when there is nothing to move. A failure is the
-// job's (ClientError: …), not a lack of capacity.
-func (e *Executor) stage(ctx context.Context, s executor.Spec, req *trainingjob.Request, dirs process.JobDirs, n int) (*data.Plan, error) {
+// plan is the data contract's transfers of an attempt (Options.Data), nil
+// when there are none. The instances of an attempt share the job's
+// directory, so each sees every object of a channel (as FullyReplicated
+// does; ShardedByS3Key is not split among them).
+func (e *Executor) plan(s executor.Spec, req *trainingjob.Request, dirs process.JobDirs) (*data.Plan, error) {
 	if e.o.Data == nil {
 		return nil, nil
 	}
@@ -40,20 +36,32 @@ func (e *Executor) stage(ctx context.Context, s executor.Spec, req *trainingjob.
 	if p.Empty() {
 		return nil, nil
 	}
+	return &p, nil
+}
+
+// stageData carries out the first half of the data contract before the
+// containers start: the S3 channels into input/data and the checkpoints
+// from S3, through an FS that writes only beneath the job's directory and
+// follows no link; the progress is the attempt's PendingReason. A failure
+// is the job's (ClientError: …), not a lack of capacity.
+func (e *Executor) stageData(ctx context.Context, s executor.Spec, p *data.Plan, dirs process.JobDirs) error {
+	if p == nil {
+		return nil
+	}
 	fsys, err := data.DirFS(dirs.Job)
 	if err != nil {
-		return nil, qshare.Errorf(qshare.EINTERNAL, "container executor: opening the directory of job %s: %v", s.JobID, err)
+		return qshare.Errorf(qshare.EINTERNAL, "container executor: opening the directory of job %s: %v", s.JobID, err)
 	}
 	defer data.CloseFS(fsys)
 	progress := func(pr data.Progress) { e.progress(s.AttemptID, pr.String()) }
 	defer e.progressDone(s.AttemptID)
-	if err := e.o.Data.Stage(ctx, fsys, p, progress); err != nil {
-		return nil, qshare.Errorf(qshare.EINVALID, "%s", data.Reason(err))
+	if err := e.o.Data.Stage(ctx, fsys, *p, progress); err != nil {
+		return qshare.Errorf(qshare.EINVALID, "%s", data.Reason(err))
 	}
-	if err := e.o.Data.RestoreCheckpoints(ctx, fsys, p); err != nil {
-		return nil, qshare.Errorf(qshare.EINVALID, "%s", data.Reason(err))
+	if err := e.o.Data.RestoreCheckpoints(ctx, fsys, *p); err != nil {
+		return qshare.Errorf(qshare.EINVALID, "%s", data.Reason(err))
 	}
-	return &p, nil
+	return nil
 }
 
 // upload carries out the second half once the containers have ended,

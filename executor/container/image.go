@@ -3,8 +3,9 @@ package container
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
-	"strings"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -36,24 +37,11 @@ func ParsePull(s string) (PullPolicy, error) {
 	return "", qshare.Errorf(qshare.EINVALID, "--pull %q: give missing, always or never", s)
 }
 
-// ensureImage makes sure the engine has img, as the pull policy says.
-// While it pulls, the attempt's PendingReason and the attempt's log say
-// how far it is. A pull that fails fails the attempt with SageMaker's
-// kind of reason, not as a lack of capacity.
-func (e *Executor) ensureImage(ctx context.Context, attemptID, img string) error {
-	if e.o.Pull != PullAlways {
-		_, err := e.cli.ImageInspect(ctx, img)
-		if err == nil {
-			return nil
-		}
-		if !isNotFound(err) {
-			e.setHealth(err)
-			return qshare.Errorf(qshare.EINTERNAL, "CannotStartContainerError: the container engine does not answer: %v", err)
-		}
-		if e.o.Pull == PullNever {
-			return errImageNotFound(img, fmt.Errorf("not on this host, and --pull never"))
-		}
-	}
+// pull pulls img for an attempt. While it pulls, the attempt's
+// PendingReason and pull.log in its directory say how far it is. A pull
+// that fails fails the attempt with SageMaker's kind of reason, not as a
+// lack of capacity.
+func (e *Executor) pull(ctx context.Context, attemptID, img string) error {
 	defer e.progressDone(attemptID)
 	e.progress(attemptID, "Pulling image "+img)
 	auth, err := registryAuth(img)
@@ -89,8 +77,8 @@ func (e *Executor) ensureImage(ctx context.Context, attemptID, img string) error
 	return nil
 }
 
-// progress sets an attempt's pull progress (PendingReason) and appends
-// it to the attempt's log.
+// progress sets an attempt's progress (PendingReason) and, when it
+// changed, appends it to pull.log in the attempt's directory.
 func (e *Executor) progress(attemptID, msg string) {
 	e.mu.Lock()
 	changed := e.pending[attemptID] != msg
@@ -99,7 +87,7 @@ func (e *Executor) progress(attemptID, msg string) {
 		e.version++
 	}
 	e.mu.Unlock()
-	if changed && !strings.HasPrefix(msg, "Pulling image: ") || strings.HasSuffix(msg, "0 GB") {
+	if changed {
 		e.appendLog(attemptID, msg)
 	}
 }
@@ -112,9 +100,15 @@ func (e *Executor) progressDone(attemptID string) {
 	e.mu.Unlock()
 }
 
-// appendLog adds a line of qshare's own to the attempt's log.
+// appendLog adds a line of qshare's own to pull.log in the attempt's
+// directory: what happened before its containers ran.
 func (e *Executor) appendLog(attemptID, line string) {
-	_ = e.fs.WriteFile(filepath.Join(e.attemptDir(attemptID), "pull.log"), []byte(line+"\n"), 0o600)
+	f, err := e.fs.OpenFile(filepath.Join(e.attemptDir(attemptID), "pull.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	f.WriteString(time.Now().UTC().Format(time.RFC3339) + " " + line + "\n")
+	f.Close()
 }
 
 // PendingReasonsVersion changes whenever a pull's progress changes.
