@@ -8,11 +8,14 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/google/uuid"
 
 	"qshare"
 	"qshare/aws/sagemaker"
@@ -25,6 +28,60 @@ import (
 	"qshare/trainingjob"
 )
 
+// storedServer is a SageMaker client of a server whose daemon loaded, from
+// a SQLite store, n finished jobs of one attempt each, named by name(job
+// ID); it returns the names.
+func storedServer(tb testing.TB, n int, name func(id string) string) (*sm.Client, []string) {
+	ctx := context.Background()
+	db, err := sqlite.Open(filepath.Join(tb.TempDir(), "qshare.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	now := time.Now()
+	names := make([]string, 0, n)
+	c := &store.Change{}
+	for range n {
+		j := storetest.SubmitJob(now)
+		name := name(j.ID)
+		names = append(names, name)
+		j.Status, j.StartedAt, j.StoppedAt, j.ScheduledAt = qshare.JobSucceeded, now, now.Add(time.Minute), now
+		j.Attempts = []qshare.Attempt{{N: 1, ID: j.ID + "-1", ResourceARN: trainingjob.AttemptARN("us-east-1", "000000000000", name),
+			ScheduledAt: now, StartedAt: now, StoppedAt: now.Add(time.Minute), ExitCode: new(int)}}
+		c.PutJobs = append(c.PutJobs, j)
+	}
+	if err := db.Commit(ctx, c); err != nil {
+		tb.Fatal(err)
+	}
+	ex := simulated.New(simulated.Options{})
+	tb.Cleanup(func() { ex.Close() })
+	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { d.Close() })
+	srv := httptest.NewServer(sagemaker.New(d, ex.Logs, nil))
+	tb.Cleanup(srv.Close)
+	return sm.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: batchclient.Placeholder, HTTPClient: batchclient.BufferedDoer{Client: &http.Client{}}},
+		func(o *sm.Options) { o.BaseEndpoint = aws.String(srv.URL) }), names
+}
+
+// TestLegacyNames: a training job named as qshare named attempts before
+// trainingjob.AttemptName ("awsbatch" + name + 32 random hex digits), as a
+// store written then still holds, is found by its name.
+func TestLegacyNames(t *testing.T) {
+	cl, names := storedServer(t, 3, func(string) string { return "awsbatchtrain-resnet" + strings.ReplaceAll(uuid.NewString(), "-", "") })
+	for _, name := range names {
+		out, err := cl.DescribeTrainingJob(context.Background(), &sm.DescribeTrainingJobInput{TrainingJobName: aws.String(name)})
+		if err != nil || out.TrainingJobStatus != types.TrainingJobStatusCompleted {
+			t.Fatalf("describe of the stored %s: %v", name, err)
+		}
+	}
+}
+
 // BenchmarkDescribeTrainingJob100k times DescribeTrainingJob through the AWS
 // SDK for Go's client and the endpoint's HTTP handler, on a daemon that
 // loaded 100,000 finished jobs of one attempt each from a SQLite store, and
@@ -34,40 +91,7 @@ import (
 func BenchmarkDescribeTrainingJob100k(b *testing.B) {
 	const n = 100_000
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(b.TempDir(), "qshare.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	now := time.Now()
-	names := make([]string, 0, n)
-	c := &store.Change{}
-	for range n {
-		j := storetest.SubmitJob(now)
-		name := trainingjob.AttemptName("train-resnet", j.ID, 1)
-		names = append(names, name)
-		j.Status, j.StartedAt, j.StoppedAt, j.ScheduledAt = qshare.JobSucceeded, now, now.Add(time.Minute), now
-		j.Attempts = []qshare.Attempt{{N: 1, ID: j.ID + "-1", ResourceARN: trainingjob.AttemptARN("us-east-1", "000000000000", name),
-			ScheduledAt: now, StartedAt: now, StoppedAt: now.Add(time.Minute), ExitCode: new(int)}}
-		c.PutJobs = append(c.PutJobs, j)
-	}
-	if err := db.Commit(ctx, c); err != nil {
-		b.Fatal(err)
-	}
-	ex := simulated.New(simulated.Options{})
-	defer ex.Close()
-	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
-	srv := httptest.NewServer(sagemaker.New(d, ex.Logs, nil))
-	defer srv.Close()
-	cl := sm.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: batchclient.Placeholder, HTTPClient: batchclient.BufferedDoer{Client: &http.Client{}}},
-		func(o *sm.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	cl, names := storedServer(b, n, func(id string) string { return trainingjob.AttemptName("train-resnet", id, 1) })
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -83,4 +107,20 @@ func BenchmarkDescribeTrainingJob100k(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkListTrainingJobs100k times the first page of ListTrainingJobs
+// (newest first, ten entries) over 100,000 stored attempts: each call looks
+// at every attempt, so it grows with the store.
+//
+//	go test ./aws/sagemaker -run '^$' -bench ListTrainingJobs100k -benchtime 20x
+func BenchmarkListTrainingJobs100k(b *testing.B) {
+	cl, _ := storedServer(b, 100_000, func(id string) string { return trainingjob.AttemptName("train-resnet", id, 1) })
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, err := cl.ListTrainingJobs(context.Background(), &sm.ListTrainingJobsInput{})
+		if err != nil || len(out.TrainingJobSummaries) != 10 {
+			b.Fatal(err)
+		}
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -264,7 +263,13 @@ func (h *handler) list(ctx context.Context, in *listIn) (any, error) {
 		case "Status":
 			return v.status
 		}
-		return fmt.Sprintf("%020d", v.att.ScheduledAt.UnixNano())
+		var b [20]byte // the creation time in fixed-width decimal nanoseconds
+		n := v.att.ScheduledAt.UnixNano()
+		for i := len(b) - 1; i >= 0; i-- {
+			b[i] = byte('0' + n%10)
+			n /= 10
+		}
+		return string(b[:])
 	}
 	less := func(a, b pageKey) bool {
 		if a.K != b.K {
@@ -273,41 +278,49 @@ func (h *handler) list(ctx context.Context, in *listIn) (any, error) {
 		return (a.N < b.N) == (order == "Ascending")
 	}
 	match := filter(in)
+	// best holds the page and one more entry (which says there is a next
+	// page), in order: a call looks at every attempt, but keeps and sorts
+	// only these.
 	type entry struct {
 		k pageKey
-		v view
+		j *qshare.Job
+		a int // index in j.Attempts
 	}
-	var all []entry
+	best := make([]entry, 0, max+1)
 	h.jobs.EachJob(func(j *qshare.Job) bool {
 		if in.TrainingPlanArnEquals != "" && !onPlan(j, in.TrainingPlanArnEquals) {
 			return true
 		}
-		for _, a := range j.Attempts {
-			if a.ResourceARN == "" {
+		for i := range j.Attempts {
+			if j.Attempts[i].ResourceARN == "" {
 				continue
 			}
-			v := viewOf(j, a)
+			v := viewOf(j, j.Attempts[i])
 			if !match(v) {
 				continue
 			}
-			e := entry{pageKey{keyOf(v), strings.ToLower(v.name)}, v}
-			if after != nil && !less(*after, e.k) {
+			k := pageKey{keyOf(v), strings.ToLower(v.name)}
+			if (after != nil && !less(*after, k)) || (len(best) == max+1 && !less(k, best[max].k)) {
 				continue
 			}
-			all = append(all, e)
+			at := sort.Search(len(best), func(x int) bool { return less(k, best[x].k) })
+			if len(best) < max+1 {
+				best = append(best, entry{})
+			}
+			copy(best[at+1:], best[at:len(best)-1])
+			best[at] = entry{k, j, i}
 		}
 		return true
 	})
-	sort.Slice(all, func(a, b int) bool { return less(all[a].k, all[b].k) })
 	out := map[string]any{}
-	sums := make([]summary, 0, min(max, len(all)))
-	for i, e := range all {
+	sums := make([]summary, 0, min(max, len(best)))
+	for i, e := range best {
 		if i == max {
-			b, _ := json.Marshal(all[i-1].k)
+			b, _ := json.Marshal(best[i-1].k)
 			out["NextToken"] = base64.RawURLEncoding.EncodeToString(b)
 			break
 		}
-		sums = append(sums, e.v.summary())
+		sums = append(sums, viewOf(e.j, e.j.Attempts[e.a]).summary())
 	}
 	out["TrainingJobSummaries"] = sums
 	return out, nil
