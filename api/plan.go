@@ -103,14 +103,11 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 			writeJSON(w, http.StatusOK, qshare.PlanBodyOf(p))
 		case http.MethodDelete:
 			// A plan gives its share capacity: taking it away is an
-			// update of that share.
-			if old, err := d.Plan(name); err == nil {
-				if err := authorizeShareUpdate(r.Context(), shareARN(d, old.JobQueue, old.QuotaShare)); err != nil {
-					writeError(w, err)
-					return
-				}
-			}
-			if err := d.DeletePlan(r.Context(), name); err != nil {
+			// update of that share, checked inside the deletion, against
+			// the plan it deletes.
+			if err := d.DeletePlanChecked(r.Context(), name, func(old qshare.CapacityPlan) error {
+				return authorizeShareUpdate(r.Context(), shareARN(d, old.JobQueue, old.QuotaShare))
+			}); err != nil {
 				writeError(w, err)
 				return
 			}
@@ -137,19 +134,18 @@ func PlansHandler(d *daemon.Daemon) http.Handler {
 			}
 			// A plan gives its share capacity, so it is an update of that
 			// share, and, where it replaces a plan of another share, of
-			// that one too.
-			shares := []string{shareARN(d, pl.JobQueue, pl.QuotaShare)}
-			if old, err := d.Plan(name); err == nil {
-				shares = append(shares, shareARN(d, old.JobQueue, old.QuotaShare))
-			}
-			for _, sh := range shares { // each on its own, so that a refusal names its share
-				if err := authorizeShareUpdate(r.Context(), sh); err != nil {
-					writeError(w, err)
-					return
-				}
+			// that one too: checked inside the change, against the plan it
+			// replaces, so that a plan moved to another share meanwhile is
+			// not replaced unchecked.
+			if err := authorizeShareUpdate(r.Context(), shareARN(d, pl.JobQueue, pl.QuotaShare)); err != nil {
+				writeError(w, err)
+				return
 			}
 			p, err := d.PutPlan(r.Context(), daemon.PlanInput{Name: name, JobQueue: pl.JobQueue, QuotaShare: pl.QuotaShare,
-				InstanceType: pl.InstanceType, InstanceCount: pl.InstanceCount, StartTime: pl.StartTime, EndTime: pl.EndTime, WarningSeconds: pl.WarningSeconds})
+				InstanceType: pl.InstanceType, InstanceCount: pl.InstanceCount, StartTime: pl.StartTime, EndTime: pl.EndTime, WarningSeconds: pl.WarningSeconds,
+				CheckOld: func(old qshare.CapacityPlan) error {
+					return authorizeShareUpdate(r.Context(), shareARN(d, old.JobQueue, old.QuotaShare))
+				}})
 			if err != nil {
 				writeError(w, err)
 				return

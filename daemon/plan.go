@@ -27,6 +27,11 @@ type PlanInput struct {
 	StartTime      time.Time
 	EndTime        time.Time
 	WarningSeconds *int64
+	// CheckOld, when set, is called with the plan this one replaces, inside
+	// the change (no other change of plans can come between), and its
+	// error refuses the change: how the API checks that the caller may
+	// update the old plan's share, against the plan actually replaced.
+	CheckOld func(old qshare.CapacityPlan) error
 }
 
 func errNoPlan(name string) error {
@@ -63,6 +68,11 @@ func (d *Daemon) PutPlan(ctx context.Context, in PlanInput) (qshare.CapacityPlan
 	users := d.planUsers(p.ARN)
 	d.mu.RUnlock()
 	p.CreatedAt = d.now()
+	if old != nil && in.CheckOld != nil {
+		if err := in.CheckOld(*old); err != nil {
+			return qshare.CapacityPlan{}, err
+		}
+	}
 	if old != nil {
 		p.CreatedAt = old.CreatedAt
 		if users > 0 && (old.JobQueue != p.JobQueue || old.QuotaShare != p.QuotaShare || old.InstanceType != p.InstanceType) {
@@ -85,6 +95,13 @@ func (d *Daemon) PutPlan(ctx context.Context, in PlanInput) (qshare.CapacityPlan
 // (ECONFLICT otherwise); its capacity leaves its share at once, which
 // preempts nothing.
 func (d *Daemon) DeletePlan(ctx context.Context, name string) error {
+	return d.DeletePlanChecked(ctx, name, nil)
+}
+
+// DeletePlanChecked is DeletePlan that first calls check (when set) with
+// the plan it deletes, inside the change, and is refused by its error (see
+// PlanInput.CheckOld).
+func (d *Daemon) DeletePlanChecked(ctx context.Context, name string, check func(qshare.CapacityPlan) error) error {
 	if err := qshare.ValidateName("name", name); err != nil {
 		return err
 	}
@@ -101,6 +118,11 @@ func (d *Daemon) DeletePlan(ctx context.Context, name string) error {
 	d.mu.RUnlock()
 	if p == nil {
 		return errNoPlan(name)
+	}
+	if check != nil {
+		if err := check(*p); err != nil {
+			return err
+		}
 	}
 	if users > 0 {
 		return qshare.Errorf(qshare.ECONFLICT, "Capacity plan %s has %d unfinished job(s): terminate them, or let them finish, before deleting it", name, users)

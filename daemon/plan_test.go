@@ -109,3 +109,41 @@ func TestCapacityPlan(t *testing.T) {
 		t.Fatalf("Plan after DeletePlan: %v", err)
 	}
 }
+
+// TestPlanCheckOldInsideTheChange: the check of the plan a PUT replaces, or
+// a deletion removes, is made inside the change with the plan actually
+// there, and its refusal changes nothing (issue 30, point 7: the API
+// checked the old plan's share before the change, so a plan moved to
+// another share meanwhile was replaced unchecked).
+func TestPlanCheckOldInsideTheChange(t *testing.T) {
+	ctx := context.Background()
+	a := open(t, t.TempDir(), simulated.New(simulated.Options{}))
+	defer func() { a.close() }()
+	d := a.d
+	setup(t, d, 1, false)
+	start := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	in := daemon.PlanInput{Name: "P", JobQueue: "q", QuotaShare: "A", InstanceType: "ml.g5.xlarge", InstanceCount: 1,
+		StartTime: start, EndTime: start.Add(time.Hour)}
+	_, err := d.PutPlan(ctx, in)
+	must(t, err)
+	var saw []string
+	refuse := func(old qshare.CapacityPlan) error {
+		saw = append(saw, old.QuotaShare)
+		return qshare.Errorf(qshare.EDENIED, "not share %s", old.QuotaShare)
+	}
+	again := in
+	again.InstanceCount = 2
+	again.CheckOld = refuse
+	if _, err := d.PutPlan(ctx, again); qshare.ErrorCodeOf(err) != qshare.EDENIED {
+		t.Fatalf("PutPlan refused by CheckOld: %v", err)
+	}
+	if err := d.DeletePlanChecked(ctx, "P", refuse); qshare.ErrorCodeOf(err) != qshare.EDENIED {
+		t.Fatalf("DeletePlanChecked refused: %v", err)
+	}
+	if p, err := d.Plan("P"); err != nil || p.InstanceCount != 1 {
+		t.Fatalf("the plan after refused changes: %+v, %v", p, err)
+	}
+	if strings.Join(saw, ",") != "A,A" {
+		t.Errorf("the checks saw the old plans' shares %v, want A,A", saw)
+	}
+}
