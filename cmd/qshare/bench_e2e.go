@@ -41,6 +41,9 @@ makes it free, a disk does not), and the load average as each half starts.`,
 		Args: cobra.NoArgs,
 		RunE: benchRunE("qshare bench e2e", bench.E2ERows(), func(ctx context.Context, _ int) (any, error) {
 			opt.Server.Executor = executor
+			if opt.With != "" {
+				return bench.RunE2E(ctx, opt) // its own servers: one per executor, then one with both
+			}
 			return withServerFor(ctx, opt.Endpoint, opt.Server, 0, func(ep string) (any, error) {
 				o := opt
 				o.Endpoint = ep
@@ -56,6 +59,7 @@ makes it free, a disk does not), and the load average as each half starts.`,
 	f.IntVar(&opt.Jobs, "jobs", opt.Jobs, "trivial jobs to run")
 	f.IntVar(&opt.Clients, "clients", opt.Clients, "parallel submitting clients")
 	f.IntVar(&opt.Capacity, "capacity", opt.Capacity, "instances (and Slurm CPU slots) the jobs run on")
+	f.StringVar(&opt.With, "with", "", "a second executor `KIND` (simulated, process or container): also run the jobs on it alone, then twice as many on one server with both (qshare serve --executors, half on each), and report the combined rate over the sum of the two alone")
 	f.BoolVar(&opt.VsSlurm, "vs-slurm", false, "run the same jobs through a local Slurm right after, and report the ratio")
 	f.StringVar(&executor, "executor", "process", "executor of the temporary server (process runs `true`; simulated runs nothing; slurm runs `true` as batch jobs of a throwaway single-node Slurm, which then runs the same jobs given to it with sbatch when --vs-slurm is set)")
 	serverFlags(cmd, &opt.Endpoint, &opt.Server, &opt.Sign)

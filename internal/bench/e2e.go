@@ -33,6 +33,12 @@ type E2EOptions struct {
 	VsSlurm bool
 	// Timeout bounds the wait for the jobs to finish (each side).
 	Timeout time.Duration
+	// With names a second executor kind (simulated, process, container):
+	// after the run on Server.Executor alone, the same jobs run on With
+	// alone, then twice as many on one server with both executors
+	// (--executors), half on each one's environment, and the combined
+	// rate is compared with the sum of the two alone (issue 34).
+	With string
 }
 
 // E2EResult is what `qshare bench e2e` reports for one run.
@@ -66,6 +72,18 @@ type E2EResult struct {
 	TmpFS        string  `json:"tmp_fs"`
 	LoadAvg      float64 `json:"load_avg_1m"`
 	SlurmLoadAvg float64 `json:"slurm_load_avg_1m,omitempty"`
+	// With --with: the second executor alone (WithJobsPerS), both on one
+	// server (CombinedJobsPerS, over twice the jobs), and the combined
+	// rate over the sum of the two alone (CombinedVsSum).
+	With             string  `json:"with,omitempty"`
+	WithJobsPerS     float64 `json:"with_jobs_per_s,omitempty"`
+	CombinedJobsPerS float64 `json:"combined_jobs_per_s,omitempty"`
+	CombinedVsSum    float64 `json:"combined_vs_sum,omitempty"`
+	// CombinedVsSlowest is the longer wall of the two alone over the
+	// combined wall: 1 when the two executors' halves, each the size of
+	// one alone, take no longer together than the slower one alone; the
+	// fairer figure when the two rates differ much.
+	CombinedVsSlowest float64 `json:"combined_vs_slowest,omitempty"`
 }
 
 var e2eRows = []Row{
@@ -86,6 +104,11 @@ var e2eRows = []Row{
 	{Label: "its file system", Key: "tmp_fs", Format: "%s", Anchor: "fsync at every acknowledged submit"},
 	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
 	{Label: "load average at Slurm's start", Key: "slurm_load_avg_1m", Format: "%.2f"},
+	{Label: "second executor (--with)", Key: "with", Format: "%s"},
+	{Label: "its jobs/s alone", Key: "with_jobs_per_s", Format: "%.1f"},
+	{Label: "both on one server jobs/s (twice the jobs)", Key: "combined_jobs_per_s", Format: "%.1f"},
+	{Label: "combined / sum of the two alone", Key: "combined_vs_sum", Format: "%.2f", Anchor: "target ≥ 0.9"},
+	{Label: "slower alone's wall / combined wall", Key: "combined_vs_slowest", Format: "%.2f", Anchor: "1: no cost of sharing a server"},
 }
 
 // E2ERows returns the rows of the e2e benchmark's table.
@@ -120,6 +143,20 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	if opt.Server.Executor == "" {
 		opt.Server.Executor = "process"
 	}
+	if opt.With != "" {
+		if opt.VsSlurm || opt.Endpoint != "" {
+			return E2EResult{}, fmt.Errorf("bench e2e: --with starts its own servers, and compares executors, not Slurm: leave out --endpoint and --vs-slurm")
+		}
+		for _, k := range []string{opt.Server.Executor, opt.With} {
+			if k != "process" && k != "simulated" && k != "container" {
+				return E2EResult{}, fmt.Errorf("bench e2e: --with compares process, simulated or container executors, not %q", k)
+			}
+		}
+		if opt.With == opt.Server.Executor {
+			return E2EResult{}, fmt.Errorf("bench e2e: --with %s is the server's executor already: name another kind", opt.With)
+		}
+		return runE2EWith(ctx, opt)
+	}
 	if opt.VsSlurm || opt.Server.Executor == "slurm" {
 		// Fail before the qshare half rather than after it.
 		if err := slurm.Available(); err != nil {
@@ -149,7 +186,7 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 		res.Executor = "(the server's)"
 	}
 	err := withServer(ctx, opt.Endpoint, opt.Server, ClientOptions{Conns: opt.Clients, Sign: opt.Sign}, e2eConfig(opt.Capacity), func(c *batch.Client, queues map[string]string, _ string, srv *Server) error {
-		return e2eQshare(ctx, c, queues["e2e"], srv, opt, &res)
+		return e2eQshare(ctx, c, []string{queues["e2e"]}, srv, opt, &res)
 	})
 	if err != nil {
 		return res, err
@@ -196,7 +233,9 @@ func slurmServe(cl *slurm.Cluster) (args, env []string, err error) {
 	return []string{"--slurm-config", conf}, env, nil
 }
 
-func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, opt E2EOptions, res *E2EResult) error {
+// e2eQshare submits opt.Jobs jobs spread over the queues (job i to queue
+// i mod their count), waits until every one has ended, and fills res.
+func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, opt E2EOptions, res *E2EResult) error {
 	lats := make([]time.Duration, opt.Jobs)
 	env := map[string]string{"QSHARE_SIM_DURATION": "0s"} // the simulated executor's `true`
 	start := time.Now()
@@ -204,7 +243,7 @@ func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, 
 		name := fmt.Sprintf("e2e-%d", i)
 		t := time.Now()
 		_, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
-			JobName: aws.String(name), JobQueue: aws.String(queue), QuotaShareName: aws.String("s0"),
+			JobName: aws.String(name), JobQueue: aws.String(qs[i%len(qs)]), QuotaShareName: aws.String("s0"),
 			ServiceJobType:        types.ServiceJobTypeSagemakerTraining,
 			ServiceRequestPayload: aws.String(Payload(name, e2eType, 1, []string{"true"}, env)),
 		})
@@ -217,19 +256,23 @@ func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, 
 		return err
 	}
 	submitWall := time.Since(start)
-	if err := waitDone(ctx, c, []string{queue}, srv, 50*time.Millisecond, opt.Timeout); err != nil {
+	if err := waitDone(ctx, c, qs, srv, 50*time.Millisecond, opt.Timeout); err != nil {
 		return err
 	}
-	failed, err := listJobs(ctx, c, queue, types.ServiceJobStatusFailed)
-	if err != nil {
-		return err
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("bench e2e: %d of %d jobs FAILED, the first because %q", len(failed), opt.Jobs, aws.ToString(failed[0].StatusReason))
-	}
-	done, err := listJobs(ctx, c, queue, types.ServiceJobStatusSucceeded)
-	if err != nil {
-		return err
+	var done []types.ServiceJobSummary
+	for _, queue := range qs {
+		failed, err := listJobs(ctx, c, queue, types.ServiceJobStatusFailed)
+		if err != nil {
+			return err
+		}
+		if len(failed) > 0 {
+			return fmt.Errorf("bench e2e: %d of %d jobs FAILED, the first because %q", len(failed), opt.Jobs, aws.ToString(failed[0].StatusReason))
+		}
+		ok, err := listJobs(ctx, c, queue, types.ServiceJobStatusSucceeded)
+		if err != nil {
+			return err
+		}
+		done = append(done, ok...)
 	}
 	if len(done) != opt.Jobs {
 		return fmt.Errorf("bench e2e: %d jobs SUCCEEDED, want %d", len(done), opt.Jobs)
@@ -252,4 +295,57 @@ func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, 
 	res.SubmitsPerS = round(float64(opt.Jobs)/submitWall.Seconds(), 1)
 	res.SubmitLatency = Latencies(lats)
 	return nil
+}
+
+// runE2EWith is RunE2E with opt.With: each executor alone, then both on
+// one server.
+func runE2EWith(ctx context.Context, opt E2EOptions) (E2EResult, error) {
+	alone := opt
+	alone.With = ""
+	res, err := RunE2E(ctx, alone)
+	if err != nil {
+		return res, err
+	}
+	alone.Server.Executor = opt.With
+	other, err := RunE2E(ctx, alone)
+	if err != nil {
+		return res, fmt.Errorf("bench e2e: %s alone: %w", opt.With, err)
+	}
+	res.With, res.WithJobsPerS = opt.With, other.JobsPerS
+
+	dir, err := os.MkdirTemp("", "qshare-bench-executors-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "executors.yaml")
+	if err := os.WriteFile(file, []byte("default: {kind: "+opt.Server.Executor+"}\nsecond: {kind: "+opt.With+"}\n"), 0o644); err != nil {
+		return res, err
+	}
+	both := opt
+	both.Jobs = 2 * opt.Jobs
+	both.Server.Executor = ""
+	both.Server.Args = append(append([]string(nil), opt.Server.Args...), "--executors", file)
+	cfg := e2eConfig(opt.Capacity)
+	second := cfg.ServiceEnvironments[0]
+	second.Name, second.Tags = "e2e-env-2", map[string]string{qshare.TagExecutor: "second"}
+	cfg.ServiceEnvironments = append(cfg.ServiceEnvironments, second)
+	q := cfg.JobQueues[0]
+	q.Name, q.ServiceEnvironment = "e2e-2", second.Name
+	cfg.JobQueues = append(cfg.JobQueues, q)
+	var comb E2EResult
+	err = withServer(ctx, "", both.Server, ClientOptions{Conns: opt.Clients, Sign: opt.Sign}, cfg, func(c *batch.Client, queues map[string]string, _ string, srv *Server) error {
+		return e2eQshare(ctx, c, []string{queues["e2e"], queues["e2e-2"]}, srv, both, &comb)
+	})
+	if err != nil {
+		return res, fmt.Errorf("bench e2e: both executors on one server: %w", err)
+	}
+	res.CombinedJobsPerS = comb.JobsPerS
+	if comb.WallS > 0 {
+		res.CombinedVsSlowest = round(max(res.WallS, other.WallS)/comb.WallS, 2)
+	}
+	if sum := res.JobsPerS + res.WithJobsPerS; sum > 0 {
+		res.CombinedVsSum = round(comb.JobsPerS/sum, 2)
+	}
+	return res, nil
 }

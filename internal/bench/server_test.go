@@ -84,6 +84,21 @@ func TestHarnessAgainstRealServer(t *testing.T) {
 		}
 	})
 
+	t.Run("e2e-with", func(t *testing.T) {
+		// Each executor alone, then both behind one server (--executors):
+		// every job of the combined run succeeds, on both environments.
+		r, err := RunE2E(ctx, E2EOptions{Server: ServerOptions{Binary: bin, Executor: "process"}, With: "simulated", Jobs: 20, Clients: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.With != "simulated" || r.JobsPerS <= 0 || r.WithJobsPerS <= 0 || r.CombinedJobsPerS <= 0 || r.CombinedVsSum <= 0 || r.CombinedVsSlowest <= 0 {
+			t.Errorf("result %+v", r)
+		}
+		if _, err := RunE2E(ctx, E2EOptions{Server: ServerOptions{Binary: bin, Executor: "simulated"}, With: "slurm", Jobs: 1, Clients: 1}); err == nil {
+			t.Error("--with slurm was not refused")
+		}
+	})
+
 	t.Run("kueue", func(t *testing.T) {
 		w := (sim.KueueShape{Name: "tiny-kueue", Cohorts: 1, QueuesPerCohort: 2, NominalQuota: 4, BorrowingPercent: 500,
 			Classes: []sim.KueueClass{
