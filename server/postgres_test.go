@@ -117,7 +117,19 @@ func TestServePostgres(t *testing.T) {
 	}
 	waitReady(bAddr, http.StatusOK, "the standby, once the leader's session was cut")
 	waitReady(aAddr, http.StatusServiceUnavailable, "the old leader, once its session was cut")
-	listsKept(aAddr) // the old leader forwards to the new one
+	// The old leader forwards to the new one once it has stepped down:
+	// until then it answers 503 "stepping down" (its /readyz said 503 from
+	// the cut on), which the SDK's three quick retries can outlast on a
+	// loaded machine, so wait for the forwarding before checking it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := serveClient(aAddr).ListSchedulingPolicies(ctx, &batch.ListSchedulingPoliciesInput{})
+		if err == nil || !strings.Contains(err.Error(), "stepping down") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	listsKept(aAddr)
 	a.stop(t)
 	listsKept(bAddr)
 }
