@@ -1871,14 +1871,17 @@ func (e *Executor) expireEnded() {
 		label := p.Labels[LabelAttemptID]
 		e.mu.Lock()
 		a := e.attempts[label]
-		mine := a != nil && a.closed || a == nil && e.notClaimedLocked(label)
+		recorded := a == nil && e.notClaimedLocked(label)
+		mine := a != nil && a.closed || recorded
 		e.mu.Unlock()
 		if !mine {
 			continue
 		}
+		// An attempt that ended but is not forgotten yet (its end is not
+		// recorded) keeps the mark until Forget.
 		if e.retry(e.ctx, func(ctx context.Context) error {
 			return e.c.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
-		}) == nil {
+		}) == nil && recorded {
 			e.unfinalize(p.Name, p.UID, p.Finalizers)
 		}
 		// The attempt's last pods take its ConfigMap and Service with

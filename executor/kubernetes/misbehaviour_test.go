@@ -457,6 +457,26 @@ func TestStartAgainAfterPodsGarbageCollected(t *testing.T) {
 	}
 }
 
+// TestExpiryBeforeForgetKeepsTheMark: ended pods that expire (keepEnded)
+// before the daemon has recorded their attempt's end are deleted but kept
+// by Finalizer, so that a restart then still finds them; Forget lets them
+// go.
+func TestExpiryBeforeForgetKeepsTheMark(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{KeepEnded: "1ms"}})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
+	start(t, e, s)
+	wait(t, e, s.AttemptID)
+	time.Sleep(10 * time.Millisecond)
+	e.expireEnded()
+	time.Sleep(500 * time.Millisecond) // an unfinalize would have gone through
+	if p := attemptPods(t, e, s.AttemptID); len(p) != 1 || p[0].DeletionTimestamp == nil {
+		t.Errorf("after the expiry, before Forget: %d pods (%v), want the one deleted and kept by the finalizer", len(p), p)
+	}
+	noPodsLeft(t, e, s.AttemptID, 1)
+}
+
 // TestLabelRemovedWhileDown: a label that qshare gave a pod, removed or
 // changed by hand while no server ran, hides the pod from the restarted
 // executor's list; Recover finds it by its name, so that it is not taken
