@@ -105,7 +105,10 @@ func (c *Client) putTarGz(ctx context.Context, fsys FS, dir string, to Location)
 
 // writeTarGz writes files (found under dir) as a gzipped tar to w.
 func writeTarGz(w io.Writer, fsys FS, dir string, files []file) error {
-	zw := gzip.NewWriter(w)
+	// BestSpeed: gzip is what bounds a model's upload (one core; a 1 GiB
+	// model of random weights took 200 s at the default level in qshare
+	// bench s3, see docs/data.md), and weights hardly compress anyway.
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	tw := tar.NewWriter(zw)
 	for _, f := range files {
 		if err := addFile(tw, fsys, dir, f); err != nil {
