@@ -1,6 +1,7 @@
 package processe2e_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -85,21 +86,66 @@ func TestContainerPreemption(t *testing.T) {
 	urgentJob := containerJob(img, "urgent", "-run=0s", "-output=urgent ran")
 	urgentJob.priority = 5
 	urgent := s.submit(urgentJob)
-	d := s.Await(trainer, "RUNNABLE after an in-share preemption", func(d *batch.DescribeServiceJobOutput) bool {
+	ckpt := s.preemptedAndCheckpointed(trainer, "in-share")
+	s.AwaitStatus(urgent, types.ServiceJobStatusSucceeded)
+	s.resumedAndFinished(trainer, ckpt, 25)
+}
+
+// TestContainerBorrower: the worked example's borrower as a container.
+// Share a borrows b's idle instance for a trainer; when b submits, the
+// borrower is preempted (cross-share), checkpoints on SIGTERM, and resumes
+// from its checkpoint once b's job is done.
+func TestContainerBorrower(t *testing.T) {
+	skipShort(t)
+	o, img := containerServer(t)
+	s := startServer(t, newDataDir(t), o)
+	one := map[string]int32{"ml.m5.xlarge": 1}
+	s.setup(map[string]int32{"ml.m5.xlarge": 2},
+		share{name: "a", limits: one, strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow, borrow: aws.Int32(100)},
+		share{name: "b", limits: one, strategy: types.QuotaShareResourceSharingStrategyLend})
+	own := s.submit(containerJob(img, "own", "-run=1h"))
+	s.awaitLog(own, 1, "ready\n")
+	borrower := s.submit(containerJob(img, "borrower", "-train=25", "-step=200ms"))
+	s.awaitLog(borrower, 1, "step 3\n")
+	bJob := containerJob(img, "b-job", "-run=0s", "-output=b ran")
+	bJob.share = "b"
+	b := s.submit(bJob)
+	ckpt := s.preemptedAndCheckpointed(borrower, "cross-share")
+	s.AwaitStatus(b, types.ServiceJobStatusSucceeded)
+	s.resumedAndFinished(borrower, ckpt, 25)
+	_, err := s.C.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(own), Reason: aws.String("done")})
+	must(t, err)
+	s.AwaitStatus(own, types.ServiceJobStatusFailed)
+}
+
+// preemptedAndCheckpointed waits until a trainer's first attempt is
+// preempted (of the kind "in-share" or "cross-share") and returns the step
+// it checkpointed on SIGTERM.
+func (s *server) preemptedAndCheckpointed(id, kind string) int {
+	t := s.t
+	t.Helper()
+	d := s.Await(id, "its first attempt preempted", func(d *batch.DescribeServiceJobOutput) bool {
 		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
 	})
-	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management (in-share)") {
-		t.Errorf("the trainer's attempt reason %q, want an in-share preemption", r)
+	if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management ("+kind+")") {
+		t.Errorf("the trainer's attempt reason %q, want a %s preemption", r, kind)
 	}
-	ckpt := checkpointed(s.mustLogs(trainer, 1))
+	ckpt := checkpointed(s.mustLogs(id, 1))
 	if ckpt < 3 {
-		t.Errorf("the trainer did not checkpoint on SIGTERM:\n%s", s.mustLogs(trainer, 1))
+		t.Errorf("the trainer did not checkpoint on SIGTERM:\n%s", s.mustLogs(id, 1))
 	}
-	s.AwaitStatus(urgent, types.ServiceJobStatusSucceeded)
-	if d := s.AwaitStatus(trainer, types.ServiceJobStatusSucceeded); len(d.Attempts) != 2 {
+	return ckpt
+}
+
+// resumedAndFinished checks that a preempted trainer's second attempt
+// resumed from its checkpoint and ran to its last step.
+func (s *server) resumedAndFinished(id string, ckpt, steps int) {
+	t := s.t
+	t.Helper()
+	if d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != 2 {
 		t.Errorf("the trainer ran %d attempts, want 2", len(d.Attempts))
 	}
-	if out := s.mustLogs(trainer, 2); !strings.HasPrefix(out, fmt.Sprintf("resumed from step %d\n", ckpt)) || !strings.Contains(out, "finished after step 25") {
+	if out := s.mustLogs(id, 2); !strings.HasPrefix(out, fmt.Sprintf("resumed from step %d\n", ckpt)) || !strings.Contains(out, fmt.Sprintf("finished after step %d", steps)) {
 		t.Errorf("the trainer's attempt 2 did not resume from its checkpoint (step %d) and finish:\n%s", ckpt, out)
 	}
 }
