@@ -442,19 +442,9 @@ func TestStartAgainAfterPodsGarbageCollected(t *testing.T) {
 	if x := wait(t, e2, running.AttemptID); x.ExitCode != 3 || x.Lost {
 		t.Errorf("exit of the recovered attempt = %+v, want its run's code 3", x)
 	}
-	e2.Forget(starting.AttemptID)
-	e2.Forget(running.AttemptID)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		left := len(attemptPods(t, e2, starting.AttemptID)) + len(attemptPods(t, e2, running.AttemptID))
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pods left after Forget, want the collector's deletions done", left)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	// Their ends recorded (Forget), the collector's deletions complete.
+	noPodsLeft(t, e2, starting.AttemptID, 1)
+	noPodsLeft(t, e2, running.AttemptID, 1)
 }
 
 // TestExpiryBeforeForgetKeepsTheMark: ended pods that expire (keepEnded)
