@@ -126,6 +126,7 @@ type attempt struct {
 	// cancelLaunch, while Start's pull or download goes on after it
 	// returned, cancels it (a stop).
 	cancelLaunch context.CancelFunc
+	failed       string        // the container of several that failed first
 	logDone      chan struct{} // closed once the copy of instance 0's log has ended
 }
 
@@ -967,13 +968,13 @@ func (e *Executor) watch(a *attempt, recovered bool) {
 	ctx := e.ctx
 	go e.copyLogs(ctx, a, true)
 	var wg sync.WaitGroup
-	failed := make(chan struct{}, len(a.rec.Containers))
+	failed := make(chan string, len(a.rec.Containers))
 	for _, name := range a.rec.Containers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if code, ok := e.waitContainer(ctx, name); ok && code != 0 {
-				failed <- struct{}{}
+				failed <- name
 			}
 		}()
 	}
@@ -981,8 +982,12 @@ func (e *Executor) watch(a *attempt, recovered bool) {
 	go func() { wg.Wait(); close(all) }()
 	if len(a.rec.Containers) > 1 {
 		select {
-		case <-failed:
-			// One host failed: SageMaker ends the job; the others go too.
+		case name := <-failed:
+			// One host failed: SageMaker ends the job; the others go too,
+			// and the attempt ends as that host did.
+			e.mu.Lock()
+			a.failed = name
+			e.mu.Unlock()
 			e.signal(ctx, a, "SIGKILL")
 		case <-all:
 		}
@@ -1028,17 +1033,21 @@ func (e *Executor) waitContainer(ctx context.Context, name string) (int64, bool)
 	}
 }
 
-// exitOf works out how an attempt ended from its first container that
-// failed, else its first: the exit code, the signal of a stop (the init
+// exitOf works out how an attempt ended from its container that failed
+// first, else the first that failed, else its first: the exit code, the signal of a stop (the init
 // process reports 128+N), an out-of-memory kill, and the failure file.
 func (e *Executor) exitOf(ctx context.Context, a *attempt) executor.Exit {
 	e.mu.Lock()
-	stopping, killed := a.Stopping, a.killed
+	stopping, killed, failed := a.Stopping, a.killed, a.failed
 	e.mu.Unlock()
 	x := executor.Exit{AttemptID: a.id, Stopped: stopping, At: time.Now().UTC(), ExitCode: -1}
 	found := false
 	oom := false
-	for k, name := range a.rec.Containers {
+	names := a.rec.Containers
+	if failed != "" {
+		names = append([]string{failed}, names...) // the host that failed first tells
+	}
+	for _, name := range names {
 		var in client.ContainerInspectResult
 		var err error
 		for try := 0; ; try++ {
@@ -1058,7 +1067,6 @@ func (e *Executor) exitOf(ctx context.Context, a *attempt) executor.Exit {
 			if t, err := time.Parse(time.RFC3339Nano, in.Container.State.FinishedAt); err == nil && t.Year() > 1 {
 				x.At = t.UTC()
 			}
-			_ = k
 		}
 	}
 	switch {

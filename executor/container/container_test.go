@@ -191,6 +191,22 @@ func TestMultiInstance(t *testing.T) {
 	}
 }
 
+// TestMultiInstanceFailure: when one host of several fails, the others
+// are ended too, and the attempt ends as the failed host did.
+func TestMultiInstanceFailure(t *testing.T) {
+	e, img, _ := newDocker(t)
+	p := map[string]any{
+		"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
+			"ContainerArguments": []string{"-run=1h", "-failon=algo-2:9"}},
+		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 3},
+	}
+	s := spec("multifail", qshare.Capacity{"ml.m5.large": 3}, p)
+	executortest.Start(t, e, s, 60*time.Second)
+	if x := waitExit(t, e, s.AttemptID); x.ExitCode != 9 || x.Reason != "Essential process exited with code 9" || x.Stopped {
+		t.Errorf("exit = %+v, want algo-2's code 9", x)
+	}
+}
+
 // TestImageNotFound: an image the engine lacks, with --pull never, fails
 // the start in SageMaker's words, as a client error (not a lack of
 // capacity), and leaves nothing behind.

@@ -29,6 +29,7 @@ func main() {
 	write := flag.String("write", "", "a comma-separated list of files to create, each holding the uid:gid it runs as")
 	steps := flag.Int("train", 0, "train for this many steps of -step each, checkpointing to /opt/ml/checkpoints/step on SIGTERM and resuming from it")
 	stepTime := flag.Duration("step", 200*time.Millisecond, "how long one training step takes")
+	failOn := flag.String("failon", "", "HOST:CODE: on the host SM_CURRENT_HOST names, exit at once with CODE")
 	copyArg := flag.String("copy", "", "FROM:TO: copy a file, as a job reads its input and writes its model")
 	flag.Parse()
 	if *copyArg != "" {
@@ -54,6 +55,12 @@ func main() {
 		if err := os.WriteFile("/opt/ml/output/failure", []byte(*failure+"\nmore detail\n"), 0o644); err != nil {
 			fmt.Fprintf(os.Stderr, "writing the failure file: %v\n", err)
 		}
+	}
+	if h, c, ok := strings.Cut(*failOn, ":"); ok && h == os.Getenv("SM_CURRENT_HOST") {
+		var code int
+		fmt.Sscanf(c, "%d", &code)
+		fmt.Printf("%s fails with code %d\n", h, code)
+		os.Exit(code)
 	}
 	if *steps > 0 {
 		os.Exit(train(*steps, *stepTime))
