@@ -49,6 +49,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"qshare"
+	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/gpu"
 	"qshare/trainingjob"
@@ -341,6 +342,11 @@ func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capac
 }
 
 func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (string, int, time.Duration, error) {
+	// Pipe mode and FileSystemDataSource are refused by every executor
+	// (package data), though this one stages no S3 channel yet.
+	if err := data.Validate(req); err != nil {
+		return "", 0, 0, err
+	}
 	if strings.TrimSpace(req.AlgorithmSpecification.TrainingImage) == "" {
 		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload has no AlgorithmSpecification.TrainingImage: the Kubernetes executor runs the job's container image, so name one")
 	}

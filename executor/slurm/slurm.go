@@ -58,6 +58,7 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/process"
 	"qshare/trainingjob"
@@ -236,6 +237,11 @@ func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capac
 // check validates a parsed request and returns its instance type, the
 // number of nodes and the job's own grace period.
 func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (string, int, time.Duration, error) {
+	// Pipe mode and FileSystemDataSource are refused by every executor
+	// (package data), though this one stages no S3 channel yet.
+	if err := data.Validate(req); err != nil {
+		return "", 0, 0, err
+	}
 	if len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 || req.AlgorithmSpecification.ContainerEntrypoint[0] == "" {
 		return "", 0, 0, qshare.Errorf(qshare.EINVALID, `serviceRequestPayload has no AlgorithmSpecification.ContainerEntrypoint: the Slurm executor runs a command on the nodes and needs one, for example "ContainerEntrypoint": ["python3", "train.py"] (ContainerArguments are appended)`)
 	}
