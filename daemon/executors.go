@@ -210,3 +210,11 @@ func storedExecutor(name string) string {
 	}
 	return name
 }
+
+// nameOrDefault is an executor's name as it is shown: "" is the default.
+func nameOrDefault(name string) string {
+	if name == "" {
+		return executor.DefaultName
+	}
+	return name
+}

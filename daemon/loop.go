@@ -859,7 +859,7 @@ func (d *Daemon) startAttempt(ctx context.Context, spec executor.Spec) {
 	d.bg.Go(func() {
 		t0 := time.Now()
 		h, err := d.execs.Get(spec.Executor).Start(ctx, spec)
-		d.obs.ExecutorStart(time.Since(t0), err)
+		d.obs.ExecutorStart(nameOrDefault(spec.Executor), time.Since(t0), err)
 		if ctx.Err() != nil {
 			return
 		}

@@ -19,8 +19,9 @@ type Observer interface {
 	// StoreCommit is the time one store commit took, and its error.
 	StoreCommit(elapsed time.Duration, err error)
 	// ExecutorStart is the time the executor took to start an attempt, and
-	// its error.
-	ExecutorStart(elapsed time.Duration, err error)
+	// its error; executor names it (executor.DefaultName on a server with
+	// one).
+	ExecutorStart(executor string, elapsed time.Duration, err error)
 	// JobStarted is a job's first start decision: its queue, its quota
 	// share ("" in a queue without quota shares) and the time from its
 	// submission to that decision.
@@ -57,11 +58,11 @@ type Preemption struct {
 
 type noObserver struct{}
 
-func (noObserver) SchedulingPass(time.Duration)             {}
-func (noObserver) StoreCommit(time.Duration, error)         {}
-func (noObserver) ExecutorStart(time.Duration, error)       {}
-func (noObserver) JobStarted(string, string, time.Duration) {}
-func (noObserver) Preempted(Preemption)                     {}
+func (noObserver) SchedulingPass(time.Duration)               {}
+func (noObserver) StoreCommit(time.Duration, error)           {}
+func (noObserver) ExecutorStart(string, time.Duration, error) {}
+func (noObserver) JobStarted(string, string, time.Duration)   {}
+func (noObserver) Preempted(Preemption)                       {}
 
 // statusKey is one count of MetricsState.Jobs.
 type statusKey struct {

@@ -70,9 +70,9 @@ func New() *Metrics {
 	}, []string{"outcome"})
 	m.start = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "qshare_executor_start_seconds",
-		Help:    "Time the executor took to start one attempt, by outcome.",
+		Help:    "Time the executor took to start one attempt, by executor (its name in qshare serve --executors, else default) and outcome.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-	}, []string{"outcome"})
+	}, []string{"executor", "outcome"})
 	m.wait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "qshare_job_wait_seconds",
 		Help: "Time from a job's submission to its first start decision, per queue and quota share.",
@@ -136,8 +136,8 @@ func (m *Metrics) StoreCommit(elapsed time.Duration, err error) {
 }
 
 // ExecutorStart implements daemon.Observer.
-func (m *Metrics) ExecutorStart(elapsed time.Duration, err error) {
-	m.start.WithLabelValues(outcome(err)).Observe(elapsed.Seconds())
+func (m *Metrics) ExecutorStart(executor string, elapsed time.Duration, err error) {
+	m.start.WithLabelValues(executor, outcome(err)).Observe(elapsed.Seconds())
 }
 
 // JobStarted implements daemon.Observer.

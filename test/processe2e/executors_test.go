@@ -3,6 +3,7 @@ package processe2e_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -189,6 +190,16 @@ func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
 		}
 	}
 	s.awaitLog(ids["default"], 1, "on-default attempt 1")
+	resp, err := http.Get(s.endpoint + "/metrics")
+	must(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	must(t, err)
+	for _, n := range names {
+		if want := `qshare_executor_start_seconds_count{executor="` + n + `",outcome="success"} 1`; !strings.Contains(string(body), want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
 	if _, err := os.Stat(s.attemptDir(ids["default"], 1)); err != nil {
 		t.Errorf("the process executor has no directory for its attempt: %v", err)
 	}
