@@ -389,6 +389,9 @@ async function viewJob(id) {
     el("div", {class: "by", "data-preempted-for": who[id].jobName}, "made room for ", jobLink(id, who[id].jobName),
       " (" + (who[id].quotaShareName || who[id].shareIdentifier || "no share") + ", priority " + who[id].schedulingPriority + ")"));
   const attempts = j.attempts || [];
+  // On a server with several executors (docs/executors.md) an attempt
+  // that did not run on the default one names where it ran.
+  const named = attempts.some(a => a.executor);
   const dur = (a) => a.startedAt ? Math.round(((a.stoppedAt || Date.now()) - a.startedAt) / 1000) + " s" : "";
   return [
     el("p", {}, el("a", {href: "#jobs"}, "← all jobs")),
@@ -408,10 +411,11 @@ async function viewJob(id) {
     el("h3", {}, "Attempts"),
     attempts.length === 0 ? el("p", {class: "muted"}, "No attempt yet.") :
       el("table", {class: "attempts"},
-        el("thead", {}, el("tr", {}, ["#", "started", "stopped", "ran", "how it ended"].map(h => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, ["#", "started", "stopped", "ran", "how it ended"].concat(named ? ["executor"] : []).map(h => el("th", {}, h)))),
         el("tbody", {}, attempts.map((a, i) => el("tr", {"data-attempt": i + 1},
           el("td", {class: "num"}, i + 1), el("td", {}, fmtTime(a.startedAt)), el("td", {}, a.stoppedAt ? fmtTime(a.stoppedAt) : "running"),
-          el("td", {class: "num"}, dur(a)), el("td", {class: "reason"}, a.statusReason || (a.stoppedAt ? "" : "running")))))),
+          el("td", {class: "num"}, dur(a)), el("td", {class: "reason"}, a.statusReason || (a.stoppedAt ? "" : "running")),
+          named ? el("td", {"data-field": "executor"}, a.executor || "default") : [])))),
     el("h3", {}, "Log" + (log.ok ? " (last " + Math.min(50, log.n) + " of " + log.n + " lines of the latest attempt)" : "")),
     log.ok ? el("pre", {class: "log", id: "log"}, log.text || "(empty)") : el("p", {class: "muted", id: "log"}, log.text),
   ];
