@@ -183,6 +183,7 @@ func runStep(root, attemptDir, hosts string) int {
 			}
 		}()
 		cmd.Wait()
+		endStep(cmd.Process.Pid)
 		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		switch {
 		case ws.Signaled():
@@ -261,4 +262,35 @@ func signalNumber(name string) syscall.Signal {
 		return syscall.Signal(n)
 	}
 	return syscall.SIGKILL
+}
+
+// endStep ends what is left of the command (whose process group is pgid)
+// once it has exited: under Slurm's own cgroup (proctrack/cgroup, or
+// cgroup v2's slurmstepd scope), Slurm kills every process of the step
+// when it ends, whatever group or session it took, and nothing is to do;
+// elsewhere the command's process group is killed, as the process
+// executor does without a cgroup (a process that left the group, with
+// setsid, may then outlive the step: docs/security.md says so; the step's
+// log, which is the job's output, is left as the job wrote it).
+func endStep(pgid int) {
+	if inSlurmCgroup() {
+		return
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck // the group may be gone
+}
+
+// inSlurmCgroup reports whether this process is in a cgroup that Slurm
+// made for its step.
+func inSlurmCgroup() bool {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) == 3 && (strings.Contains(parts[2], "/slurm/") || strings.Contains(parts[2], "slurmstepd")) {
+			return true
+		}
+	}
+	return false
 }
