@@ -57,10 +57,17 @@ type cluster struct {
 	lease   string
 	mu      sync.Mutex
 	servers []*serveproc.Server
+	// exec are the servers' executor flags (--executor simulated).
+	exec []string
 }
 
 func newCluster(t *testing.T, n int, lease string) *cluster {
-	c := &cluster{t: t, store: pg.Database(t), root: t.TempDir(), lease: lease, servers: make([]*serveproc.Server, n)}
+	return newClusterWith(t, n, lease, []string{"--executor", "simulated"})
+}
+
+// newClusterWith is newCluster with the servers' executor flags.
+func newClusterWith(t *testing.T, n int, lease string, exec []string) *cluster {
+	c := &cluster{t: t, store: pg.Database(t), root: t.TempDir(), lease: lease, servers: make([]*serveproc.Server, n), exec: exec}
 	for i := range n {
 		c.start(i)
 		if i == 0 {
@@ -80,8 +87,8 @@ func (c *cluster) start(i int) {
 		t.Fatal(err)
 	}
 	srv, err := serveproc.Start(context.Background(), serveproc.Options{Binary: bin, DataDir: dir,
-		Args: []string{"--executor", "simulated", "--store", c.store, "--events", "store", "--allow-host", "127.0.0.1",
-			"--leader-lease", c.lease, "--log-level", "info", "--stop-grace", "1s"},
+		Args: append(append([]string(nil), c.exec...), "--store", c.store, "--events", "store", "--allow-host", "127.0.0.1",
+			"--leader-lease", c.lease, "--log-level", "info", "--stop-grace", "1s"),
 		Output: logf, StopSignal: syscall.SIGTERM, StopWait: 20 * time.Second})
 	if err != nil {
 		logf.Close()
