@@ -308,6 +308,9 @@ func TestHostileNoProbingAsRoot(t *testing.T) {
 // is refused at start as root is (issue 30, point 7).
 func TestHostilePrivilegedGroupRefused(t *testing.T) {
 	alice, bob := ensureUser(t, "qshare-alice-test"), ensureUser(t, "qshare-bob-test")
+	// Users with root's powers are not left behind on the host.
+	defer exec.Command("userdel", "qshare-gid0-test").Run()
+	defer exec.Command("userdel", "qshare-sudo-test").Run()
 	gid0 := ensureUser(t, "qshare-gid0-test", "-g", "0")
 	users := []*user.User{gid0}
 	if _, err := user.LookupGroup("sudo"); err == nil {
