@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
@@ -110,14 +115,23 @@ func (s *session) printJob(w io.Writer, j *batch.DescribeServiceJobOutput) error
 		fmt.Fprintln(w, "  none yet")
 	} else {
 		tw = table(w)
-		fmt.Fprintln(tw, "  #\tTRAINING JOB\tSTARTED\tSTOPPED\tPREEMPTED\tREASON")
+		execs := s.attemptExecutors(aws.ToString(j.JobId), len(j.Attempts))
+		head := "  #\tTRAINING JOB\tSTARTED\tSTOPPED\tPREEMPTED\tREASON"
+		if execs != nil {
+			head += "\tEXECUTOR"
+		}
+		fmt.Fprintln(tw, head)
 		for i, a := range j.Attempts {
 			res := resourceID(a.ServiceResourceId)
 			p := "no"
 			if preempted[res] {
 				p = "yes"
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", i+1, orDash(nameOfARN(res)), clock(a.StartedAt), clock(a.StoppedAt), p, orDash(aws.ToString(a.StatusReason)))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s", i+1, orDash(nameOfARN(res)), clock(a.StartedAt), clock(a.StoppedAt), p, orDash(aws.ToString(a.StatusReason)))
+			if execs != nil {
+				fmt.Fprintf(tw, "\t%s", execs[i])
+			}
+			fmt.Fprintln(tw)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -171,4 +185,50 @@ func resourceID(r *types.ServiceResourceId) string {
 		return ""
 	}
 	return aws.ToString(r.Value)
+}
+
+// attemptExecutors returns the executor that ran each of the job's n
+// attempts (docs/executors.md), read from DescribeServiceJob's qshare
+// extension attempts[].executor, which the SDK does not decode; nil when
+// every attempt ran on the default executor, or the answer cannot be read
+// (the table then has no executor column).
+func (s *session) attemptExecutors(id string, n int) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(map[string]string{"jobId": id})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint+"/v1/describeservicejob", bytes.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	hc := s.http
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Attempts []struct {
+			Executor string `json:"executor"`
+		} `json:"attempts"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out) != nil || len(out.Attempts) != n {
+		return nil
+	}
+	names, named := make([]string, n), false
+	for i, a := range out.Attempts {
+		names[i] = a.Executor
+		if a.Executor == "" {
+			names[i] = "default"
+		} else {
+			named = true
+		}
+	}
+	if !named {
+		return nil
+	}
+	return names
 }

@@ -190,6 +190,18 @@ func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
 		}
 	}
 	s.awaitLog(ids["default"], 1, "on-default attempt 1")
+	// qshare describe names a non-default attempt's executor, and adds no
+	// column where every attempt ran on the default one.
+	out, _, err := s.proc.Command(bin, t.TempDir(), "describe", ids["sim"])
+	must(t, err)
+	if !strings.Contains(out, "EXECUTOR") || !strings.Contains(out, "sim\n") {
+		t.Errorf("qshare describe of the simulated job does not name its executor:\n%s", out)
+	}
+	out, _, err = s.proc.Command(bin, t.TempDir(), "describe", ids["default"])
+	must(t, err)
+	if strings.Contains(out, "EXECUTOR") {
+		t.Errorf("qshare describe of a job on the default executor has an executor column:\n%s", out)
+	}
 	resp, err := http.Get(s.endpoint + "/metrics")
 	must(t, err)
 	body, err := io.ReadAll(resp.Body)
