@@ -3,9 +3,13 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,11 +20,20 @@ import (
 // rewritten, and made durable (fsync) before the request's response is
 // sent. Lines that arrive together share one fsync. It is safe for
 // concurrent use.
+//
+// With a size limit (OpenAuditRotating) the file is rotated when a line
+// would take it past the limit: it is made durable and kept whole under
+// the name FILE.TIME (a new name, never one that exists), and FILE starts
+// again empty. Rotation never removes or rewrites a file, so no line that
+// was written is ever lost; removing old files is the operator's choice.
 type Audit struct {
-	f *os.File
+	f    *os.File
+	path string
+	max  int64 // bytes; 0: never rotate
 
 	mu      sync.Mutex // serialises writes
 	written uint64     // lines written
+	size    int64      // bytes in f
 	err     error      // the first write error: every later line fails
 
 	syncMu sync.Mutex // one fsync at a time
@@ -28,22 +41,84 @@ type Audit struct {
 }
 
 // OpenAudit opens (creating it, mode 0600) the audit log at path for
-// appending. An existing file is kept and appended to.
-func OpenAudit(path string) (*Audit, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+// appending. An existing file is kept and appended to. It is never
+// rotated.
+func OpenAudit(path string) (*Audit, error) { return OpenAuditRotating(path, 0) }
+
+// OpenAuditRotating is OpenAudit with rotation at maxSize bytes (0: never).
+func OpenAuditRotating(path string, maxSize int64) (*Audit, error) {
+	f, size, err := openAuditFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE)
 	if err != nil {
-		return nil, fmt.Errorf("--audit: %w", err)
+		return nil, err
+	}
+	return &Audit{f: f, path: path, max: maxSize, size: size}, nil
+}
+
+// openAuditFile opens path with flag, mode 0600, and checks that it is a
+// regular file; it returns the file and its size.
+func openAuditFile(path string, flag int) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, flag, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("--audit: %w", err)
 	}
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("--audit %s: not a regular file", path)
+		return nil, 0, fmt.Errorf("--audit %s: not a regular file", path)
 	}
-	return &Audit{f: f}, nil
+	return f, st.Size(), nil
+}
+
+// rotate keeps the current file whole under a new name and starts an
+// empty one at the audit log's path; with syncMu and mu held. Every line
+// written so far is made durable first. The old name is given by a hard
+// link, which fails rather than replace a file; the new file is created
+// beside it and renamed over the path, so that the path always names a
+// complete log.
+func (a *Audit) rotate() error {
+	if err := a.f.Sync(); err != nil {
+		return err
+	}
+	a.synced = a.written
+	var kept string
+	for i := 0; ; i++ {
+		kept = a.path + "." + time.Now().UTC().Format("20060102T150405.000000000Z")
+		if i > 0 {
+			kept += "-" + strconv.Itoa(i)
+		}
+		err := os.Link(a.path, kept)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 100 {
+			return fmt.Errorf("rotating the audit log: %w", err)
+		}
+	}
+	tmp := a.path + ".new"
+	_ = os.Remove(tmp) // a leftover of a crash between create and rename: empty, or lines already kept
+	f, _, err := openAuditFile(tmp, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, a.path); err != nil {
+		f.Close()
+		return fmt.Errorf("rotating the audit log: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(a.path)); err == nil {
+		_ = d.Sync() // the new names are durable
+		d.Close()
+	}
+	a.f.Close()
+	a.f, a.size = f, 0
+	return nil
 }
 
 // Close closes the file.
-func (a *Audit) Close() error { return a.f.Close() }
+func (a *Audit) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.f.Close()
+}
 
 // AuditEntry is one line of the audit log.
 type AuditEntry struct {
@@ -68,8 +143,23 @@ func (a *Audit) Write(e *AuditEntry) error {
 	}
 	b = append(b, '\n')
 	a.mu.Lock()
+	full := a.max > 0 && a.size > 0 && a.size+int64(len(b)) > a.max
+	a.mu.Unlock()
+	if full {
+		// syncMu before mu, as Write's own fsync takes them.
+		a.syncMu.Lock()
+		a.mu.Lock()
+		if a.err == nil && a.size > 0 && a.size+int64(len(b)) > a.max {
+			a.err = a.rotate()
+		}
+		a.mu.Unlock()
+		a.syncMu.Unlock()
+	}
+	a.mu.Lock()
 	if a.err == nil {
-		_, a.err = a.f.Write(b)
+		var n int
+		n, a.err = a.f.Write(b)
+		a.size += int64(n)
 	}
 	err = a.err
 	a.written++
@@ -86,7 +176,10 @@ func (a *Audit) Write(e *AuditEntry) error {
 	a.mu.Lock()
 	upTo := a.written
 	a.mu.Unlock()
-	if err := a.f.Sync(); err != nil {
+	a.mu.Lock()
+	f := a.f // rotation, which holds syncMu too, cannot swap it now
+	a.mu.Unlock()
+	if err := f.Sync(); err != nil {
 		return err
 	}
 	a.synced = upTo
@@ -188,7 +281,7 @@ func (w *auditWriter) audit(status int) {
 		return
 	}
 	h := w.ResponseWriter.Header()
-	e := &AuditEntry{Time: time.Now().UTC(), Source: w.r.RemoteAddr, Method: w.r.Method, Path: w.r.URL.Path,
+	e := &AuditEntry{Time: time.Now().UTC(), Source: w.r.RemoteAddr, Method: clip(w.r.Method), Path: clip(w.r.URL.Path),
 		Action: w.rec.action, Resource: w.rec.resources, Outcome: outcome, Status: status,
 		ErrorType: h.Get("X-Amzn-ErrorType"), RequestID: h.Get("X-Amzn-RequestId")}
 	if p := w.rec.principal; p != nil {

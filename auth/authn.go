@@ -37,12 +37,20 @@ type AuthConfig struct {
 	// hold no data, so that a browser can load the page that then signs
 	// every request for data itself.
 	PublicPrefixes []string
+	// PendingBodies bounds the bytes of request bodies held, all requests
+	// together, while their signatures are not yet checked (Verifier's
+	// Pending); 0 means DefaultPendingBodies.
+	PendingBodies int64
 	// CheckPrincipal, when set, is asked about every principal of the file,
 	// at start and on each reload; an error refuses the file, as a
 	// malformed one is (qshare serve checks with it that each unixUser is
 	// one its executor can run jobs as).
 	CheckPrincipal func(*Principal) error
 }
+
+// DefaultPendingBodies is AuthConfig.PendingBodies' default: 64 bodies
+// of the API's largest (1 MiB) awaiting their signature check at once.
+const DefaultPendingBodies = 64 << 20
 
 // Authenticator is qshare serve --auth: it verifies every request's SigV4
 // signature against the principals of the auth file, puts the principal in
@@ -80,6 +88,11 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	a.reloaded.Store(&ch)
 	a.verifier = NewVerifier(cfg.Region, a.keys.Load)
 	a.verifier.BodyLimit = cfg.BodyLimit
+	pending := cfg.PendingBodies
+	if pending <= 0 {
+		pending = DefaultPendingBodies
+	}
+	a.verifier.Pending = NewByteBudget(pending)
 	return a, nil
 }
 
@@ -148,14 +161,12 @@ func (a *Authenticator) WrapService(service string, next http.Handler) http.Hand
 		}
 		p, keyID, secret, err := a.verifier.verify(r, service)
 		if err != nil {
-			a.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
-			a.cfg.WriteError(w, err)
+			refuse(w, r, a.log, a.cfg.WriteError, err)
 			return
 		}
 		notePrincipal(r.Context(), p)
 		if err := a.limits.allow(p, a.verifier.now()); err != nil {
-			a.log.Warn("request refused", "remote", r.RemoteAddr, "principal", p.Name, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
-			a.cfg.WriteError(w, err)
+			refuse(w, r, a.log, a.cfg.WriteError, err, "principal", p.Name)
 			return
 		}
 		ctx := context.WithValue(WithPrincipal(r.Context(), p), grantKey{}, &grant{a: a, keyID: keyID, secret: secret, owner: p})

@@ -48,7 +48,8 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
+	"time"
 
 	"qshare"
 )
@@ -109,6 +110,8 @@ type Guard struct {
 	origins map[string]bool // --allow-origin, canonical
 	uid     int             // the server's effective uid
 	uname   string          // and its user name, for messages
+	// refusals is each peer's budget of refusals (listen.go).
+	refusals refusalBudget
 }
 
 // New returns a Guard for cfg, or an error naming the setting (--allow-host,
@@ -235,29 +238,26 @@ func (g *Guard) Install(srv *http.Server) {
 // peerKey is the context key of a connection's *peer.
 type peerKey struct{}
 
-// peer is what the Guard knows of a connection's other end. Its user is
-// learned on the first request, in that connection's goroutine, not in
-// ConnContext, which runs in the server's accept loop.
-type peer struct {
-	conn net.Conn
-	once sync.Once
-	uid  int
-	err  error
+// connKey is the context key of a connection's *connState.
+type connKey struct{}
+
+// connState counts the requests of one connection, for the keep-alive
+// limit.
+type connState struct {
+	requests atomic.Int64
 }
 
-func (p *peer) user() (int, error) {
-	p.once.Do(func() { p.uid, p.err = connUID(p.conn) })
-	return p.uid, p.err
-}
+// maxRequestsPerConn is how many requests one connection may carry before
+// the server closes it after a response: a keep-alive connection is not
+// held forever by one client.
+const maxRequestsPerConn = 1000
 
 // ConnContext is an http.Server ConnContext hook: it records the
-// connection, whose user the same-user rule learns once, on its first
-// request.
+// connection's peer, whose user the same-user rule learns once (at accept,
+// behind Listener, or on its first request), and its request count.
 func (g *Guard) ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if !g.cfg.SameUserOnly {
-		return ctx
-	}
-	return context.WithValue(ctx, peerKey{}, &peer{conn: c})
+	ctx = context.WithValue(ctx, connKey{}, &connState{})
+	return context.WithValue(ctx, peerKey{}, g.peerOf(c))
 }
 
 // Wrap returns next behind the Guard: a request it refuses never reaches
@@ -267,20 +267,65 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		next = g.cfg.Authenticator.Wrap(next)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := peerFrom(r.Context()); p != nil && g.refusals.exhausted(p.key(), time.Now()) {
+			// A peer beyond its refusal budget: refused unread, and
+			// neither audited nor logged one by one, so that a flood of
+			// refused requests costs the server almost nothing.
+			r = r.WithContext(context.WithValue(r.Context(), guardKey{}, g))
+			refuse(w, r, g.log, g.cfg.WriteError, qshare.Errorf(qshare.ETHROTTLED, "Rate exceeded: too many requests from this client were refused (more than %d in a row, or %d a second); wait and retry with valid requests", int(refusalBurst), int(refusalRate)))
+			return
+		}
 		if g.cfg.Audit != nil {
 			rec := &auditRecord{}
 			r = r.WithContext(context.WithValue(r.Context(), auditKey{}, rec))
 			w = &auditWriter{ResponseWriter: w, a: g.cfg.Audit, r: r, rec: rec,
 				fail: func(err error) { g.log.Error("the audit log could not be written", "err", err) }}
 		}
-		if err := g.check(r); err != nil {
-			g.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "reason", qshare.ErrorMessageOf(err))
+		r = r.WithContext(context.WithValue(r.Context(), guardKey{}, g))
+		if cs, _ := r.Context().Value(connKey{}).(*connState); cs != nil && cs.requests.Add(1) >= maxRequestsPerConn {
 			w.Header().Set("Connection", "close")
-			g.cfg.WriteError(w, err)
+		}
+		if err := g.check(r); err != nil {
+			refuse(w, r, g.log, g.cfg.WriteError, err)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// guardKey is the context key of the *Guard a request passed.
+type guardKey struct{}
+
+// maxLogged is the most bytes of a caller's path or header value that a
+// log line or an audit line holds: a 60 KB path must not make a 60 KB line.
+const maxLogged = 256
+
+// clip returns s cut to maxLogged bytes, with an ellipsis when cut.
+func clip(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	return s[:maxLogged] + "…"
+}
+
+// refuse answers r with err and closes the connection after the answer,
+// so that a client refused once cannot go on sending on the same
+// connection. It logs the refusal (its path cut to maxLogged) while the
+// peer is within its refusal budget, and beyond it a count of the peer's
+// refusals every ten seconds. attrs are more log attributes.
+func refuse(w http.ResponseWriter, r *http.Request, log *slog.Logger, writeError func(http.ResponseWriter, error), err error, attrs ...any) {
+	w.Header().Set("Connection", "close")
+	attrs = append([]any{"remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path), "reason", clip(qshare.ErrorMessageOf(err))}, attrs...)
+	g, _ := r.Context().Value(guardKey{}).(*Guard)
+	p := peerFrom(r.Context())
+	if g == nil || p == nil {
+		log.Warn("request refused", attrs...)
+	} else if now := time.Now(); g.refusals.take(p.key(), now) {
+		log.Warn("request refused", attrs...)
+	} else if n, ok := g.refusals.report(p.key(), now); ok {
+		log.Warn("requests refused, beyond the peer's refusal budget: not logged one by one", "peer", p.key(), "count", n)
+	}
+	writeError(w, err)
 }
 
 // quote shows a caller-supplied header value in a message, cut short.
@@ -383,7 +428,7 @@ func (g *Guard) hostAllowed(hostport string) bool {
 // checkPeer refuses a connection whose local user is neither the server's
 // nor root.
 func (g *Guard) checkPeer(r *http.Request) error {
-	p, _ := r.Context().Value(peerKey{}).(*peer)
+	p := peerFrom(r.Context())
 	if p == nil {
 		g.log.Error("the request guard cannot see the connection: install it with Guard.Install")
 		return qshare.Errorf(qshare.EDENIED, "this server cannot tell which local user opened this connection, and without authentication it serves only its own user")
@@ -395,7 +440,7 @@ func (g *Guard) checkPeer(r *http.Request) error {
 	if err != nil {
 		return qshare.Errorf(qshare.EDENIED, "this server could not learn which local user opened this connection (%v), and without authentication it serves only the user it runs as, %s: connect from this machine as %s, or have the server started with authentication (qshare serve --auth FILE)", err, g.uname, g.uname)
 	}
-	if uid == g.uid || uid == 0 {
+	if g.sameUser(uid) {
 		return nil
 	}
 	who := g.uname + " and root"

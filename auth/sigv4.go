@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -118,6 +119,53 @@ type Verifier struct {
 	// BodyLimit returns the most bytes the request's route reads of a body;
 	// nil means 1 MiB for every route.
 	BodyLimit func(r *http.Request) int64
+	// Pending, when not nil, bounds the bytes of bodies held, by all
+	// requests together, while their signatures are not yet checked: a
+	// request that would take more is refused (ThrottlingException, which
+	// the SDKs retry) rather than have the server reserve memory for
+	// every body that names a known key.
+	Pending *ByteBudget
+}
+
+// ByteBudget is a number of bytes that requests take and give back. It is
+// safe for concurrent use.
+type ByteBudget struct {
+	mu        sync.Mutex
+	used, max int64
+}
+
+// NewByteBudget returns a budget of max bytes.
+func NewByteBudget(max int64) *ByteBudget { return &ByteBudget{max: max} }
+
+// take takes n bytes, or reports that there are not so many left.
+func (b *ByteBudget) take(n int64) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.max {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// give gives back n bytes.
+func (b *ByteBudget) give(n int64) {
+	if b == nil || n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+// Used returns the bytes taken now.
+func (b *ByteBudget) Used() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
 }
 
 // NewVerifier returns a Verifier for region over the keyring keys returns.
@@ -201,7 +249,10 @@ func (v *Verifier) verify(r *http.Request, service string) (p *Principal, keyID,
 		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "Signature not yet current: %s is still later than %s (%s + 5 min.)", date, now.Add(MaxSkew).Format(amzDate), now.Format(amzDate))
 	}
 
-	body, err := v.readBody(r)
+	// Only now, with every part of the headers valid, is the body read:
+	// its bytes count against Pending until the signature is checked.
+	body, held, err := v.readBody(r)
+	defer v.Pending.give(held)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -241,26 +292,37 @@ func (v *Verifier) verify(r *http.Request, service string) (p *Principal, keyID,
 }
 
 // readBody reads r's body up to its route's limit and puts the bytes back.
-func (v *Verifier) readBody(r *http.Request) ([]byte, error) {
+// It returns the bytes it took of Pending, which the caller gives back.
+// The buffer grows as bytes arrive, whatever Content-Length announces, so
+// that a client that announces a large body and sends little holds little.
+func (v *Verifier) readBody(r *http.Request) (body []byte, held int64, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+		return nil, 0, nil
 	}
 	limit := int64(1 << 20)
 	if v.BodyLimit != nil {
 		limit = v.BodyLimit(r)
 	}
-	// One buffer of the announced size (and a byte more, to see the end),
-	// rather than io.ReadAll's doubling from 512 bytes.
-	size := int64(512)
-	if r.ContentLength > 0 && r.ContentLength <= limit {
+	size := int64(4 << 10)
+	if r.ContentLength >= 0 && r.ContentLength < size {
 		size = r.ContentLength + 1
+	}
+	if r.ContentLength > limit {
+		_ = r.Body.Close()
+		return nil, 0, qshare.Errorf(qshare.EINVALID, "the request body is larger than %d bytes, the most this operation accepts", limit)
 	}
 	b := make([]byte, 0, size)
 	lr := io.LimitReader(r.Body, limit+1)
-	var err error
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
+		}
+		if c := int64(cap(b)); c > held {
+			if !v.Pending.take(c - held) {
+				_ = r.Body.Close()
+				return nil, held, qshare.Errorf(qshare.ETHROTTLED, "Rate exceeded: the server holds as many request bodies awaiting their signature check as it may; retry shortly")
+			}
+			held = c
 		}
 		var n int
 		n, err = lr.Read(b[len(b):cap(b)])
@@ -274,11 +336,11 @@ func (v *Verifier) readBody(r *http.Request) ([]byte, error) {
 	}
 	_ = r.Body.Close()
 	if err != nil {
-		return nil, qshare.Errorf(qshare.EINVALID, "the request body could not be read: %v", err)
+		return nil, held, qshare.Errorf(qshare.EINVALID, "the request body could not be read: %v", err)
 	}
 	if int64(len(b)) > limit {
-		return nil, qshare.Errorf(qshare.EINVALID, "the request body is larger than %d bytes, the most this operation accepts", limit)
+		return nil, held, qshare.Errorf(qshare.EINVALID, "the request body is larger than %d bytes, the most this operation accepts", limit)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
-	return b, nil
+	return b, held, nil
 }

@@ -33,10 +33,14 @@ type GuardSettings struct {
 	// Audit is the audit log (--audit): a JSON line per mutating or
 	// refused request.
 	Audit string `yaml:"audit"`
+	// AuditMaxMB rotates the audit log when it reaches this many MiB
+	// (--audit-max-mb; 0: never): the full file is kept under a new name,
+	// and no line is ever dropped (auth.OpenAuditRotating).
+	AuditMaxMB int `yaml:"auditMaxMB"`
 }
 
 // guardConfigKeys are GuardSettings' YAML keys, for ConfigKeys.
-const guardConfigKeys = "allowOrigins, allowHosts, auth, tlsCert, tlsKey, audit"
+const guardConfigKeys = "allowOrigins, allowHosts, auth, tlsCert, tlsKey, audit, auditMaxMB"
 
 // NameList is a list of names kept as one comma-separated string, so that
 // Settings stays comparable. In the config file it is a YAML list or
@@ -97,7 +101,7 @@ func newGuard(ctx context.Context, ln net.Listener, s Settings, log *slog.Logger
 		BodyTypes: routeBodyTypes}
 	done := func() {}
 	if g.Audit != "" {
-		a, err := auth.OpenAudit(g.Audit)
+		a, err := auth.OpenAuditRotating(g.Audit, int64(g.AuditMaxMB)<<20)
 		if err != nil {
 			return nil, nil, nil, err
 		}

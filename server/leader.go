@@ -119,12 +119,16 @@ func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, r
 	sv.routes(sv.router)
 	sv.router.serveOthers(sv.health.Gate(http.NotFoundHandler()))
 	srv := &http.Server{
-		Handler:           sv.router.handler(guard),
-		ConnContext:       guard.ConnContext,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:     sv.router.handler(guard),
+		ConnContext: guard.ConnContext,
+		// A client has 5 s to send its headers, and a keep-alive
+		// connection is closed after 60 s idle (and after 1,000 requests:
+		// auth.Guard), so that slow or idle connections do not hold the
+		// descriptors that the connection limits count.
+		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(sv.log.Handler(), slog.LevelWarn),
 	}

@@ -71,6 +71,12 @@ type Route struct {
 	// a preflight is safe here only because the guard refuses first every
 	// request that Origin or Sec-Fetch-Site says came from another site.
 	BodyTypes []string
+	// RawPath routes take paths that are not in canonical form (with "."
+	// or ".." segments, or doubled slashes), as S3's object keys may be;
+	// the Router refuses such a path for any other route, so that no
+	// handler reads a path other than the one the route and the decision
+	// to serve it unsigned were made on.
+	RawPath bool
 	// Handler serves the route in any role (leader, standby, loading): the
 	// probes. Set it or Build, not both.
 	Handler http.Handler
@@ -207,8 +213,9 @@ func (rt *Router) classify(r *http.Request) *Classified {
 	return c
 }
 
-// cleanPath is p cleaned as a path: one leading slash, no "." or ".."
-// segments, no doubled or trailing slash (but "/" itself).
+// cleanPath is p cleaned as a path, as http.ServeMux cleans it: one
+// leading slash, no "." or ".." segments, no doubled slash; a trailing
+// slash is kept.
 func cleanPath(p string) string {
 	if p == "" {
 		return "/"
@@ -216,7 +223,11 @@ func cleanPath(p string) string {
 	if p[0] != '/' {
 		p = "/" + p
 	}
-	return path.Clean(p)
+	c := path.Clean(p)
+	if p[len(p)-1] == '/' && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 // pathMatches reports whether the cleaned path p is pattern, or under it
@@ -257,6 +268,11 @@ func (rt *Router) dispatch(w http.ResponseWriter, r *http.Request) {
 	c := ClassifiedFrom(r.Context())
 	if c.Route == nil {
 		rt.noRoute(w, r, c)
+		return
+	}
+	if c.Path != r.URL.Path && !c.Route.RawPath {
+		w.Header().Set("Connection", "close")
+		api.WriteError(w, qshare.Errorf(qshare.EINVALID, "the request's path is not in canonical form (it has \".\" or \"..\" segments, or doubled slashes): send %s", strconv.Quote(clip(c.Path))))
 		return
 	}
 	rt.authed[c.index].ServeHTTP(w, r)
@@ -303,4 +319,12 @@ func (rt *Router) serveOthers(h http.Handler) {
 // this server does not serve.
 func noRoute(w http.ResponseWriter, r *http.Request, c *Classified) {
 	api.WriteError(w, qshare.Errorf(qshare.EINVALID, "this server does not serve the service %s (the request's credential scope): it serves %s", strconv.Quote(c.Service), "batch"))
+}
+
+// clip cuts a path echoed in an error to 256 bytes.
+func clip(s string) string {
+	if len(s) > 256 {
+		return s[:256] + "…"
+	}
+	return s
 }

@@ -21,8 +21,8 @@ import (
 // TestRouterServes runs qshare serve --auth and checks the one router's
 // decisions as a client sees them: the dashboard's files and the probes
 // unsigned; a path that cleans to the Batch API, spelt with encoded
-// slashes under /ui/, refused for want of a signature (issue 30, point
-// 7); a request signed for a service the server does not serve answered
+// slashes under /ui/, refused as not canonical, signed or not (issue 30,
+// point 7: it once skipped the signature check); a request signed for a service the server does not serve answered
 // in the JSON error shape with 400, not 500 or HTML; and a request signed
 // for batch served.
 func TestRouterServes(t *testing.T) {
@@ -56,10 +56,16 @@ func TestRouterServes(t *testing.T) {
 	if code, _, _ := do("GET", "/healthz", ""); code != http.StatusOK {
 		t.Errorf("GET /healthz unsigned: %d", code)
 	}
-	for _, p := range []string{"/ui%2F..%2Fv1/listservicejobs", "/ui/../v1/listservicejobs", "/v1/listservicejobs"} {
-		if code, _, body := do("POST", p, ""); code != http.StatusForbidden || !strings.Contains(body, "MissingAuthenticationToken") {
-			t.Errorf("POST %s unsigned: %d %.200q, want 403 MissingAuthenticationToken", p, code, body)
+	if code, _, body := do("POST", "/v1/listservicejobs", ""); code != http.StatusForbidden || !strings.Contains(body, "MissingAuthenticationToken") {
+		t.Errorf("POST /v1/listservicejobs unsigned: %d %.200q, want 403 MissingAuthenticationToken", code, body)
+	}
+	for _, p := range []string{"/ui%2F..%2Fv1/listservicejobs", "/ui/../v1/listservicejobs", "/ui/..//v1/listservicejobs"} {
+		if code, _, body := do("POST", p, ""); code != http.StatusBadRequest || !strings.Contains(body, "not in canonical form") {
+			t.Errorf("POST %s unsigned: %d %.200q, want 400: not in canonical form", p, code, body)
 		}
+	}
+	if code, _, body := do("POST", "/ui%2F..%2Fv1/listservicejobs", "batch"); code != http.StatusBadRequest || !strings.Contains(body, "not in canonical form") {
+		t.Errorf("POST /ui%%2F..%%2Fv1/listservicejobs signed: %d %.200q, want 400: not in canonical form", code, body)
 	}
 	code, ct, body := do("POST", "/", "ec2")
 	if code != http.StatusBadRequest || ct != "application/json" || !strings.Contains(body, `does not serve the service \"ec2\"`) {

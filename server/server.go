@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/auth"
 	"qshare/datadir"
 	"qshare/executor"
 	"qshare/executor/process"
@@ -66,6 +67,12 @@ type Settings struct {
 	// PostgreSQL store (serve_leader.go).
 	AdvertiseAddr string `yaml:"advertiseAddr"`
 	LeaderLease   string `yaml:"leaderLease"`
+	// MaxConnections and MaxConnectionsPerPeer bound the connections open
+	// at once, from everyone and from one peer (a local user, or an IP):
+	// see auth.ConnLimits. MaxConnections is lowered to half the process's
+	// descriptor limit where that is less.
+	MaxConnections        int `yaml:"maxConnections"`
+	MaxConnectionsPerPeer int `yaml:"maxConnectionsPerPeer"`
 	// Kubeconfig, Namespace and KubeConfig are the Kubernetes executor's
 	// (serve_kube.go).
 	Kubeconfig string `yaml:"kubeconfig"`
@@ -90,12 +97,13 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{Addr: "127.0.0.1:8750", DataDir: "./qshare-data", Executor: defaultExecutor, Region: "us-east-1",
 		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info",
-		JobRetention: defaultJobRetention, Metrics: "on", LeaderLease: defaultLeaderLease}
+		JobRetention: defaultJobRetention, Metrics: "on", LeaderLease: defaultLeaderLease,
+		MaxConnections: 4096, MaxConnectionsPerPeer: 512, Guard: GuardSettings{AuditMaxMB: 100}}
 }
 
 // ConfigKeys lists the keys of Settings' YAML tags, for the help
 // and for the error on an unknown key.
-const ConfigKeys = "addr, dataDir, store, executor, executors, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, containerHost, pull, " + guardConfigKeys
+const ConfigKeys = "addr, dataDir, store, executor, executors, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, containerHost, pull, maxConnections, maxConnectionsPerPeer, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -247,6 +255,12 @@ func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr
 	if err != nil {
 		return err
 	}
+	if s.MaxConnections < 1 || s.MaxConnectionsPerPeer < 1 {
+		return fmt.Errorf("--max-connections %d and --max-connections-per-peer %d are not valid: give 1 or more", s.MaxConnections, s.MaxConnectionsPerPeer)
+	}
+	if s.Guard.AuditMaxMB < 0 {
+		return fmt.Errorf("--audit-max-mb %d is not valid: give 0 (never rotate) or more", s.Guard.AuditMaxMB)
+	}
 	if s.Metrics != "on" && s.Metrics != "off" {
 		return fmt.Errorf("--metrics %q is not valid: give on or off", s.Metrics)
 	}
@@ -284,7 +298,23 @@ func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr
 		return err
 	}
 
+	// The guard at accept: other local users (without --auth) and peers
+	// beyond the connection limits are reset before a byte is read.
+	ln = guard.Listener(ln, auth.ConnLimits{Max: connLimit(s.MaxConnections, log), PerPeer: s.MaxConnectionsPerPeer})
+
 	sv := &server{s: s, log: log, grace: grace, retention: retention, execs: named, tls: tlsConfig, stdout: stdout,
 		router: &Router{auth: authn, noRoute: noRoute}}
 	return sv.run(ctx, ln, guard, ready)
+}
+
+// connLimit returns want, or half the process's limit of open descriptors
+// when that is less (the rest are the store's, the executor's and the
+// jobs' logs'), so that the connection limit is reached before accept
+// fails with "too many open files" for everyone.
+func connLimit(want int, log *slog.Logger) int {
+	if n := descriptorLimit(); n > 0 && uint64(want) > n/2 {
+		log.Info("connection limit lowered to half the descriptor limit", "maxConnections", n/2, "asked", want)
+		return int(max(n/2, 1))
+	}
+	return want
 }

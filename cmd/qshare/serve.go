@@ -121,6 +121,9 @@ func init() {
 	f.StringVar(&serveFlags.s.Pull, "pull", "missing", "container executor: when to pull a job's image: missing, always or never")
 	f.StringVar(&serveFlags.s.Metrics, "metrics", d.Metrics, "on: serve Prometheus metrics at GET /metrics (docs/metrics.md); off: serve none and measure nothing")
 	f.StringVar(&serveFlags.s.AdvertiseAddr, "advertise-addr", "", "PostgreSQL store: the `URL` at which the other servers reach this one's API when it leads (default: http(s)://the listen address)")
+	f.IntVar(&serveFlags.s.MaxConnections, "max-connections", d.MaxConnections, "most connections open at once, from all clients (at most half the process's descriptor limit); beyond it a new connection is reset at accept (docs/security.md)")
+	f.IntVar(&serveFlags.s.MaxConnectionsPerPeer, "max-connections-per-peer", d.MaxConnectionsPerPeer, "most connections open at once from one peer: a local user, or the IP of another machine; beyond it the peer's new connections are reset at accept")
+	f.IntVar(&serveFlags.s.Guard.AuditMaxMB, "audit-max-mb", d.Guard.AuditMaxMB, "rotate the --audit file when it reaches this many MiB: the full file is kept as FILE.TIME and none is removed; 0: never rotate")
 	f.StringVar(&serveFlags.s.LeaderLease, "leader-lease", d.LeaderLease, "PostgreSQL store: a leader that stops renewing its database session for this long (paused, hung, cut off) loses the store to a standby, by the database's clock")
 	rootCmd.AddCommand(serveCmd)
 }
@@ -190,8 +193,15 @@ func resolveServeSettings(cmd *cobra.Command) (server.Settings, error) {
 	if f.Changed("pass-env") {
 		s.PassEnv = fs.PassEnv
 	}
-	if f.Changed("max-quota-shares-per-queue") {
-		s.MaxSharesPerQueue = fs.MaxSharesPerQueue
+	for flag, e := range map[string]struct{ dst, given *int }{
+		"max-quota-shares-per-queue": {&s.MaxSharesPerQueue, &fs.MaxSharesPerQueue},
+		"max-connections":            {&s.MaxConnections, &fs.MaxConnections},
+		"max-connections-per-peer":   {&s.MaxConnectionsPerPeer, &fs.MaxConnectionsPerPeer},
+		"audit-max-mb":               {&s.Guard.AuditMaxMB, &fs.Guard.AuditMaxMB},
+	} {
+		if f.Changed(flag) {
+			*e.dst = *e.given
+		}
 	}
 	return s, nil
 }
