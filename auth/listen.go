@@ -34,11 +34,13 @@ type ConnLimits struct {
 }
 
 // Listener returns ln behind the Guard at accept. A connection the
-// same-user rule refuses (SameUserOnly: another local user), or one
-// beyond the limits, is reset at once, before a byte of it is read, so
-// that the HTTP server never spends a descriptor, a goroutine or a header
-// timeout on it; each such refusal counts against the peer's refusal
-// budget, and the log says so at most once per peer per ten seconds. A
+// same-user rule refuses (SameUserOnly: another local user) spends one of
+// the peer's refusal budget; beyond the budget it is reset at once, before
+// a byte of it is read, so that the HTTP server never spends a
+// descriptor, a goroutine or a header timeout on it (within it, its first
+// request is answered with the reason). A connection beyond the limits is
+// reset too. The log counts such resets at most once per peer per ten
+// seconds. A
 // connection let through carries its peer, so that the same-user rule
 // does not look its user up again per request. Close the returned
 // listener to close ln.
@@ -79,8 +81,12 @@ func (l *listener) Accept() (net.Conn, error) {
 // admit takes a slot for p, or says why there is none.
 func (l *listener) admit(p *peer) error {
 	if l.g.cfg.SameUserOnly {
-		if uid, err := p.user(); err == nil && !l.g.sameUser(uid) {
-			return fmt.Errorf("a connection from another local user (uid %d), which this server without authentication does not serve", uid)
+		// Another local user's connection spends a refusal of its budget
+		// now. Within the budget it goes on, so that its first request is
+		// answered with the reason (and how to turn authentication on),
+		// and then closed; beyond it, it is reset here.
+		if uid, err := p.user(); err == nil && !l.g.sameUser(uid) && !l.g.refusals.take(p.key(), time.Now()) {
+			return fmt.Errorf("connections from another local user (uid %d), which this server without authentication does not serve, beyond its refusal budget", uid)
 		}
 	}
 	l.mu.Lock()
@@ -155,7 +161,7 @@ func (g *Guard) sameUser(uid int) bool { return uid == g.uid || uid == 0 }
 // refusedAtAccept logs a connection refused at accept, at most once per
 // peer per ten seconds, with how many were refused since the last line.
 func (g *Guard) refusedAtAccept(p *peer, why error) {
-	g.refusals.take(p.key(), time.Now())
+	g.refusals.count(p.key(), time.Now())
 	if n, ok := g.refusals.report(p.key(), time.Now()); ok {
 		g.log.Warn("connections refused at accept", "peer", p.key(), "count", n, "reason", why.Error())
 	}
@@ -263,6 +269,15 @@ func (b *refusalBudget) take(key string, now time.Time) bool {
 	}
 	r.tokens--
 	return true
+}
+
+// count counts a refusal of key for the log without spending its budget:
+// a connection beyond the limits, which a client of the server's own user
+// may open by mistake.
+func (b *refusalBudget) count(key string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.get(key, now).unreported++
 }
 
 // exhausted reports whether key has no refusal left to spend.

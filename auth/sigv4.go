@@ -292,9 +292,10 @@ func (v *Verifier) verify(r *http.Request, service string) (p *Principal, keyID,
 }
 
 // readBody reads r's body up to its route's limit and puts the bytes back.
-// It returns the bytes it took of Pending, which the caller gives back.
-// The buffer grows as bytes arrive, whatever Content-Length announces, so
-// that a client that announces a large body and sends little holds little.
+// It returns the bytes it took of Pending, which the caller gives back: a
+// body of announced length takes all of it before a byte is read (so one
+// beyond the budget is refused unread), into one buffer whose pages are
+// touched only as bytes arrive; one of unknown length takes as it grows.
 func (v *Verifier) readBody(r *http.Request) (body []byte, held int64, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, 0, nil
@@ -304,25 +305,30 @@ func (v *Verifier) readBody(r *http.Request) (body []byte, held int64, err error
 		limit = v.BodyLimit(r)
 	}
 	size := int64(4 << 10)
-	if r.ContentLength >= 0 && r.ContentLength < size {
+	if r.ContentLength >= 0 {
 		size = r.ContentLength + 1
 	}
 	if r.ContentLength > limit {
 		_ = r.Body.Close()
 		return nil, 0, qshare.Errorf(qshare.EINVALID, "the request body is larger than %d bytes, the most this operation accepts", limit)
 	}
+	busy := func() ([]byte, int64, error) {
+		_ = r.Body.Close()
+		return nil, held, qshare.Errorf(qshare.ETHROTTLED, "Rate exceeded: the server holds as many request bodies awaiting their signature check as it may; retry shortly")
+	}
+	if !v.Pending.take(size) {
+		return busy()
+	}
+	held = size
 	b := make([]byte, 0, size)
 	lr := io.LimitReader(r.Body, limit+1)
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		if c := int64(cap(b)); c > held {
-			if !v.Pending.take(c - held) {
-				_ = r.Body.Close()
-				return nil, held, qshare.Errorf(qshare.ETHROTTLED, "Rate exceeded: the server holds as many request bodies awaiting their signature check as it may; retry shortly")
+			if !v.Pending.take(int64(cap(b))) {
+				return busy()
 			}
-			held = c
+			held += int64(cap(b))
+			b = append(make([]byte, 0, 2*cap(b)), b...)
 		}
 		var n int
 		n, err = lr.Read(b[len(b):cap(b)])
