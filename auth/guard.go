@@ -296,6 +296,19 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 // guardKey is the context key of the *Guard a request passed.
 type guardKey struct{}
 
+// errorWriterKey is the context key of a request's own error writer.
+type errorWriterKey struct{}
+
+// WithErrorWriter returns ctx in which the refusals of the guard and of
+// authentication are written by write instead of Config.WriteError and
+// AuthConfig.WriteError: in the error shape of the service the request is
+// for (an STS request gets STS's XML, a SageMaker one awsJson), which its
+// SDK can read. qshare serve's router sets it for each request, before the
+// guard sees it.
+func WithErrorWriter(ctx context.Context, write func(http.ResponseWriter, error)) context.Context {
+	return context.WithValue(ctx, errorWriterKey{}, write)
+}
+
 // maxLogged is the most bytes of a caller's path or header value that a
 // log line or an audit line holds: a 60 KB path must not make a 60 KB line.
 const maxLogged = 256
@@ -315,6 +328,9 @@ func clip(s string) string {
 // refusals every ten seconds. attrs are more log attributes.
 func refuse(w http.ResponseWriter, r *http.Request, log *slog.Logger, writeError func(http.ResponseWriter, error), err error, attrs ...any) {
 	w.Header().Set("Connection", "close")
+	if own, _ := r.Context().Value(errorWriterKey{}).(func(http.ResponseWriter, error)); own != nil {
+		writeError = own
+	}
 	attrs = append([]any{"remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path), "reason", clip(qshare.ErrorMessageOf(err))}, attrs...)
 	g, _ := r.Context().Value(guardKey{}).(*Guard)
 	p := peerFrom(r.Context())

@@ -134,12 +134,18 @@ func newGuard(ctx context.Context, ln net.Listener, s Settings, log *slog.Logger
 	return guard, authn, done, nil
 }
 
-// routeBodyTypes is the guard's BodyTypes: those of the request's route.
+// routeBodyTypes is the guard's BodyTypes: those of the request's route;
+// any for a request that no route takes, which the router refuses, doing
+// nothing, with a message that names the service it asked for.
 func routeBodyTypes(r *http.Request) []string {
-	if c := ClassifiedFrom(r.Context()); c != nil && c.Route != nil {
-		return c.Route.BodyTypes
+	c := ClassifiedFrom(r.Context())
+	if c == nil {
+		return nil
 	}
-	return nil
+	if c.Route == nil {
+		return []string{"*"}
+	}
+	return c.Route.BodyTypes
 }
 
 // runsAsPrincipals reports whether the jobs of a server with settings s run

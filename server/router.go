@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"qshare"
-	"qshare/api"
 	"qshare/auth"
 )
 
@@ -77,6 +76,11 @@ type Route struct {
 	// handler reads a path other than the one the route and the decision
 	// to serve it unsigned were made on.
 	RawPath bool
+	// WriteError writes the route's refusals (the guard's, authentication's
+	// and the router's own) in its service's error shape, which its SDK
+	// reads: awsquery.Service.WriteError for STS, awsjson's for SageMaker.
+	// nil: the Batch API's (api.WriteError).
+	WriteError func(http.ResponseWriter, error)
 	// Handler serves the route in any role (leader, standby, loading): the
 	// probes. Set it or Build, not both.
 	Handler http.Handler
@@ -258,7 +262,8 @@ func (rt *Router) handler(guard *auth.Guard) http.Handler {
 	rt.guarded = guard.Wrap(http.HandlerFunc(rt.dispatch))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := rt.classify(r)
-		rt.guarded.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), classifiedKey{}, c)))
+		ctx := auth.WithErrorWriter(context.WithValue(r.Context(), classifiedKey{}, c), errorWriterOf(c, r))
+		rt.guarded.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -272,7 +277,7 @@ func (rt *Router) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.Path != r.URL.Path && !c.Route.RawPath {
 		w.Header().Set("Connection", "close")
-		api.WriteError(w, qshare.Errorf(qshare.EINVALID, "the request's path is not in canonical form (it has \".\" or \"..\" segments, or doubled slashes): send %s", strconv.Quote(clip(c.Path))))
+		errorWriterOf(c, r)(w, qshare.Errorf(qshare.EINVALID, "the request's path is not in canonical form (it has \".\" or \"..\" segments, or doubled slashes): send %s", strconv.Quote(clip(c.Path))))
 		return
 	}
 	rt.authed[c.index].ServeHTTP(w, r)
@@ -315,11 +320,6 @@ func (rt *Router) serveOthers(h http.Handler) {
 	rt.term.Store(nil)
 }
 
-// noRoute answers a request that no route takes: one signed for a service
-// this server does not serve.
-func noRoute(w http.ResponseWriter, r *http.Request, c *Classified) {
-	api.WriteError(w, qshare.Errorf(qshare.EINVALID, "this server does not serve the service %s (the request's credential scope): it serves %s", strconv.Quote(c.Service), "batch"))
-}
 
 // clip cuts a path echoed in an error to 256 bytes.
 func clip(s string) string {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +16,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
 
 	"qshare/auth"
 )
@@ -23,8 +30,8 @@ import (
 // unsigned; a path that cleans to the Batch API, spelt with encoded
 // slashes under /ui/, refused as not canonical, signed or not (issue 30,
 // point 7: it once skipped the signature check); a request signed for a service the server does not serve answered
-// in the JSON error shape with 400, not 500 or HTML; and a request signed
-// for batch served.
+// with 400 in the shape of its protocol (TestUnknownServiceShapes), not
+// 500 or HTML; and a request signed for batch served.
 func TestRouterServes(t *testing.T) {
 	s := simServeSettings(t)
 	s.Guard.Auth = filepath.Join(t.TempDir(), "auth.yaml")
@@ -68,8 +75,8 @@ func TestRouterServes(t *testing.T) {
 		t.Errorf("POST /ui%%2F..%%2Fv1/listservicejobs signed: %d %.200q, want 400: not in canonical form", code, body)
 	}
 	code, ct, body := do("POST", "/", "ec2")
-	if code != http.StatusBadRequest || ct != "application/json" || !strings.Contains(body, `does not serve the service \"ec2\"`) {
-		t.Errorf("a request signed for ec2: %d %s %.200q, want 400 in JSON saying the service is not served", code, ct, body)
+	if code != http.StatusBadRequest || ct != "application/xml" || !strings.Contains(body, "<Code>InvalidRequest</Code>") || !strings.Contains(body, `does not serve the service &#34;ec2&#34;`) {
+		t.Errorf("a request signed for ec2 without a body: %d %s %.300q, want 400 in REST-XML saying the service is not served", code, ct, body)
 	}
 	if code, _, body := do("GET", "/qshare/v1/whoami", "batch"); code != http.StatusOK || !strings.Contains(body, "ops") {
 		t.Errorf("GET whoami signed for batch: %d %.200q", code, body)
@@ -91,5 +98,83 @@ func waitReady(t *testing.T, base string) {
 			t.Fatal("not ready within 30 s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUnknownServiceShapes: a request signed for a service qshare does not
+// serve gets 400 in the error shape of the protocol it was sent in, which
+// its SDK parses: awsQuery's XML for a form, awsJson for X-Amz-Target,
+// restJson for JSON; and a refusal by the guard or authentication of a
+// request for STS is STS's own XML, which the AWS SDK for Go reads by
+// code.
+func TestUnknownServiceShapes(t *testing.T) {
+	s := simServeSettings(t)
+	base := "http://" + serveAt(t, s)
+	waitReady(t, base)
+	for _, c := range []struct {
+		name, ct, target, body string
+		want                   []string
+	}{
+		{"sns", "application/x-www-form-urlencoded; charset=utf-8", "", "Action=ListTopics&Version=2010-03-31", []string{"text/xml", "<ErrorResponse", "<Code>InvalidAction</Code>", "<Type>Sender</Type>"}},
+		{"dynamodb", "application/x-amz-json-1.0", "DynamoDB_20120810.ListTables", "{}", []string{"application/x-amz-json-1.1", `"__type":"UnknownOperationException"`}},
+		{"ecs", "application/json", "", "{}", []string{"application/json", `"__type":"ClientException"`}},
+	} {
+		req, err := http.NewRequest("POST", base+"/", strings.NewReader(c.body))
+		serveMust(t, err)
+		req.Header.Set("Content-Type", c.ct)
+		if c.target != "" {
+			req.Header.Set("X-Amz-Target", c.target)
+		}
+		sum := sha256.Sum256([]byte(c.body))
+		serveMust(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: "dummy", SecretAccessKey: "dummy"}, req, hex.EncodeToString(sum[:]), c.name, s.Region, time.Now()))
+		resp, err := http.DefaultClient.Do(req)
+		serveMust(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got := resp.Header.Get("Content-Type") + " " + string(b)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(got, "does not serve the service") {
+			t.Errorf("%s: %d %.300q, want 400 saying the service is not served", c.name, resp.StatusCode, got)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %.300q lacks %q", c.name, got, w)
+			}
+		}
+	}
+}
+
+// TestRefusalsInServiceShape: with --auth, authentication's refusal of a
+// request for STS, SageMaker, CloudWatch Logs or S3 is written in that
+// service's own error shape, so that the AWS SDK for Go reads it by its
+// code, as it would from AWS.
+func TestRefusalsInServiceShape(t *testing.T) {
+	s := simServeSettings(t)
+	s.Guard.Auth = filepath.Join(t.TempDir(), "auth.yaml")
+	k, err := auth.NewKey()
+	serveMust(t, err)
+	serveMust(t, os.WriteFile(s.Guard.Auth, []byte("principals: [{name: ops, accessKeys: [{id: "+k.ID+", secret: \""+k.Secret+"\"}]}]\n"), 0o600))
+	base := "http://" + serveAt(t, s)
+	waitReady(t, base)
+	ctx := context.Background()
+	cfg := aws.Config{Region: s.Region, BaseEndpoint: aws.String(base), Retryer: func() aws.Retryer { return aws.NopRetryer{} },
+		Credentials: credentials.NewStaticCredentialsProvider(k.ID, "not-the-secret-not-the-secret", "")}
+	code := func(err error) string {
+		var ae smithy.APIError
+		if errors.As(err, &ae) {
+			return ae.ErrorCode()
+		}
+		return fmt.Sprint(err)
+	}
+	_, err = sts.NewFromConfig(cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if c := code(err); c != "SignatureDoesNotMatch" {
+		t.Errorf("STS with a wrong secret: %s, want SignatureDoesNotMatch", c)
+	}
+	_, err = sagemaker.NewFromConfig(cfg).ListTrainingJobs(ctx, &sagemaker.ListTrainingJobsInput{})
+	if c := code(err); c != "InvalidSignatureException" {
+		t.Errorf("SageMaker with a wrong secret: %s, want InvalidSignatureException", c)
+	}
+	_, err = s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }).ListBuckets(ctx, &s3.ListBucketsInput{})
+	if c := code(err); c != "SignatureDoesNotMatch" {
+		t.Errorf("S3 with a wrong secret: %s, want SignatureDoesNotMatch", c)
 	}
 }

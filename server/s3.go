@@ -29,7 +29,7 @@ func (sv *server) routeS3(r *Router) {
 			return auth.Authorize(req.Context(), action, resource)
 		})
 	}
-	r.Handle(Route{Name: "s3", Match: Match{Service: s3server.SigningName}, BodyTypes: []string{"*"}, RawPath: true, Handler: h})
+	r.Handle(Route{Name: "s3", Match: Match{Service: s3server.SigningName}, BodyTypes: []string{"*"}, RawPath: true, WriteError: restXMLError, Handler: h})
 }
 
 // EmbeddedS3Credentials are the static credentials that executors sign

@@ -1,0 +1,82 @@
+package security_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"qshare/internal/serveproc"
+)
+
+// oneEndpoint is run by boto3 with AWS_ENDPOINT_URL naming qshare, as the
+// SageMaker SDK runs it: every service goes to the same port. It prints,
+// as JSON, STS's identity and, for each other call, the error code that
+// botocore parsed from the answer (or "ok").
+const oneEndpoint = `
+import json, boto3, botocore.exceptions
+out = {}
+def code(name, fn):
+    try:
+        fn(); out[name] = "ok"
+    except botocore.exceptions.ClientError as e:
+        out[name] = e.response["Error"]["Code"]
+    except Exception as e:
+        out[name] = "exception: " + type(e).__name__ + ": " + str(e)[:200]
+s = boto3.session.Session(region_name="us-east-1")
+try:
+    ident = s.client("sts").get_caller_identity()
+    out["sts"] = ident["Account"] + " " + ident["Arn"]
+except botocore.exceptions.ClientError as e:
+    out["sts"] = e.response["Error"]["Code"]
+code("sns", lambda: s.client("sns").list_topics())
+code("sqs", lambda: s.client("sqs").list_queues())
+code("sagemaker-unknown", lambda: s.client("sagemaker").list_endpoints())
+print(json.dumps(out))
+`
+
+// TestBoto3OneEndpoint: boto3 with AWS_ENDPOINT_URL pointed at qshare
+// (botocore's setting for every service) gets STS's GetCallerIdentity, and
+// for a service qshare does not serve, or an operation SageMaker's part of
+// it does not, an error that botocore parses by its code in that
+// service's protocol (never a 500 or a page); with --auth and a wrong
+// secret, STS's own SignatureDoesNotMatch.
+func TestBoto3OneEndpoint(t *testing.T) {
+	py, ok := pythonWith("boto3")
+	if !ok {
+		t.Skip("needs python3 with boto3")
+	}
+	run := func(endpoint, id, secret string) map[string]string {
+		t.Helper()
+		cmd := exec.Command(py, "-c", oneEndpoint)
+		cmd.Env = append(serveproc.Environ(), "AWS_ENDPOINT_URL="+endpoint, "AWS_ACCESS_KEY_ID="+id, "AWS_SECRET_ACCESS_KEY="+secret,
+			"AWS_MAX_ATTEMPTS=1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("boto3: %v\n%s", err, b)
+		}
+		var out map[string]string
+		must(t, json.Unmarshal(b, &out))
+		return out
+	}
+	dir := t.TempDir()
+	plain := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "plain"), Args: []string{"--executor", "simulated", "--log-level", "error"}})
+	got := run(plain.Endpoint, "dummy", "dummy")
+	t.Logf("without --auth: %v", got)
+	for name, want := range map[string]string{"sns": "InvalidAction", "sqs": "UnknownOperationException", "sagemaker-unknown": "UnknownOperationException"} {
+		if got[name] != want {
+			t.Errorf("%s through boto3: %q, want %s", name, got[name], want)
+		}
+	}
+	if got["sts"] == "" || got["sts"][:12] != "000000000000" {
+		t.Errorf("STS GetCallerIdentity through boto3: %q, want the account and an ARN", got["sts"])
+	}
+
+	authFile := filepath.Join(dir, "auth.yaml")
+	must(t, os.WriteFile(authFile, []byte(authFileText(true)), 0o600))
+	signed := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "auth"), Args: []string{"--executor", "simulated", "--log-level", "error", "--auth", authFile}})
+	if got := run(signed.Endpoint, aliceKey[0], "not-alices-secret-not-alices-secret"); got["sts"] != "SignatureDoesNotMatch" {
+		t.Errorf("STS through boto3 with a wrong secret: %q, want SignatureDoesNotMatch", got["sts"])
+	}
+}
