@@ -320,7 +320,6 @@ func (rt *Router) serveOthers(h http.Handler) {
 	rt.term.Store(nil)
 }
 
-
 // clip cuts a path echoed in an error to 256 bytes.
 func clip(s string) string {
 	if len(s) > 256 {
