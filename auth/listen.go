@@ -30,6 +30,7 @@ type ConnLimits struct {
 	Max int
 	// PerPeer is the most open at once from one peer: a local Unix user
 	// (by uid) for a connection from this machine, else the client's IP.
+	// The server's own user and root are held to Max only.
 	PerPeer int
 }
 
@@ -94,7 +95,14 @@ func (l *listener) admit(p *peer) error {
 	if l.lim.Max > 0 && l.open >= l.lim.Max {
 		return fmt.Errorf("%d connections are open, the most this server holds (--max-connections)", l.open)
 	}
-	if l.lim.PerPeer > 0 && l.perPeer[p.key()] >= l.lim.PerPeer {
+	// The server's own user and root are not held to the per-peer limit:
+	// it protects the others from one peer, and they can stop the server
+	// anyway; they count towards Max.
+	own := false
+	if uid, err := p.user(); err == nil && p.local && l.g.sameUser(uid) {
+		own = true
+	}
+	if l.lim.PerPeer > 0 && !own && l.perPeer[p.key()] >= l.lim.PerPeer {
 		return fmt.Errorf("%d connections are open from %s, the most one peer may hold (--max-connections-per-peer)", l.perPeer[p.key()], p.key())
 	}
 	l.open++

@@ -122,7 +122,7 @@ func init() {
 	f.StringVar(&serveFlags.s.Metrics, "metrics", d.Metrics, "on: serve Prometheus metrics at GET /metrics (docs/metrics.md); off: serve none and measure nothing")
 	f.StringVar(&serveFlags.s.AdvertiseAddr, "advertise-addr", "", "PostgreSQL store: the `URL` at which the other servers reach this one's API when it leads (default: http(s)://the listen address)")
 	f.IntVar(&serveFlags.s.MaxConnections, "max-connections", d.MaxConnections, "most connections open at once, from all clients (at most half the process's descriptor limit); beyond it a new connection is reset at accept (docs/security.md)")
-	f.IntVar(&serveFlags.s.MaxConnectionsPerPeer, "max-connections-per-peer", d.MaxConnectionsPerPeer, "most connections open at once from one peer: a local user, or the IP of another machine; beyond it the peer's new connections are reset at accept")
+	f.IntVar(&serveFlags.s.MaxConnectionsPerPeer, "max-connections-per-peer", d.MaxConnectionsPerPeer, "most connections open at once from one peer: a local user (but the server's own and root), or the IP of another machine; beyond it the peer's new connections are reset at accept")
 	f.IntVar(&serveFlags.s.Guard.AuditMaxMB, "audit-max-mb", d.Guard.AuditMaxMB, "rotate the --audit file when it reaches this many MiB: the full file is kept as FILE.TIME and none is removed; 0: never rotate")
 	f.StringVar(&serveFlags.s.LeaderLease, "leader-lease", d.LeaderLease, "PostgreSQL store: a leader that stops renewing its database session for this long (paused, hung, cut off) loses the store to a standby, by the database's clock")
 	rootCmd.AddCommand(serveCmd)
