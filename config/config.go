@@ -54,6 +54,10 @@ type Environment struct {
 	State          qshare.State
 	CapacityLimits []qshare.CapacityLimit
 	Tags           map[string]string
+	// Executor is `executor:`, a qshare extension: the server's executor
+	// that runs the environment's jobs, kept on the server as the tag
+	// qshare.TagExecutor (docs/executors.md); "" leaves it as it is.
+	Executor string
 }
 
 // Policy is a scheduling policy: `schedulingPolicies[]`. Exactly one of

@@ -471,8 +471,8 @@ func TestParseExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.ServiceEnvironments[0].Tags[qshare.TagExecutor]; got != "slurm-a" {
-		t.Fatalf("tag %s = %q, want slurm-a", qshare.TagExecutor, got)
+	if got := f.ServiceEnvironments[0].Executor; got != "slurm-a" {
+		t.Fatalf("executor = %q, want slurm-a", got)
 	}
 	const clash = `serviceEnvironments:
   - serviceEnvironmentName: hpc

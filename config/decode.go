@@ -266,9 +266,8 @@ func (d *decoder) list(n *yaml.Node, path string, fn func(item *yaml.Node, path 
 	}
 }
 
-// executor reads an environment's `executor: NAME` (a qshare extension)
-// into its tag qshare.TagExecutor, which is how the server keeps it, so
-// that the plan and the server treat it as any tag. A tags entry that
+// executor reads an environment's `executor: NAME` (a qshare extension),
+// which the server keeps as the tag qshare.TagExecutor. A tags entry that
 // names another executor is a problem.
 func (d *decoder) executor(n *yaml.Node, path string, e *Environment) {
 	var name string
@@ -283,10 +282,7 @@ func (d *decoder) executor(n *yaml.Node, path string, e *Environment) {
 		d.fail(n, path, "%s is %q but the tags name executor %q (%s): give it once", path, name, t, qshare.TagExecutor)
 		return
 	}
-	if e.Tags == nil {
-		e.Tags = map[string]string{}
-	}
-	e.Tags[qshare.TagExecutor] = name
+	e.Executor = name
 }
 
 func (d *decoder) str(n *yaml.Node, path string, dst *string) {

@@ -74,7 +74,7 @@ func (a *Applier) planEnvironment(ctx context.Context, e config.Environment) (Ac
 				ServiceEnvironmentType: types.ServiceEnvironmentType(typeOr(e.Type)),
 				State:                  types.ServiceEnvironmentState(stateOr(e.State)),
 				CapacityLimits:         limits,
-				Tags:                   nonEmpty(e.Tags),
+				Tags:                   nonEmpty(envTags(nil, e)),
 			})
 			if err != nil {
 				return err
@@ -90,7 +90,7 @@ func (a *Applier) planEnvironment(ctx context.Context, e config.Environment) (Ac
 	if e.Type != "" && e.Type != string(cur.ServiceEnvironmentType) {
 		return act, qshare.Errorf(qshare.EINVALID, "serviceEnvironment %s: serviceEnvironmentType cannot change (%s on the server, %s in the file): delete the environment, or use a new name", e.Name, cur.ServiceEnvironmentType, e.Type)
 	}
-	return a.planExisting(ctx, act, changes, aws.ToString(cur.ServiceEnvironmentArn), cur.Tags, e.Tags, func(ctx context.Context) error {
+	return a.planExisting(ctx, act, changes, aws.ToString(cur.ServiceEnvironmentArn), cur.Tags, envTags(cur.Tags, e), func(ctx context.Context) error {
 		_, err := a.api.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{
 			ServiceEnvironment: cur.ServiceEnvironmentArn,
 			State:              types.ServiceEnvironmentState(stateOr(e.State)),
@@ -490,4 +490,28 @@ func (a *Applier) planShare(ctx context.Context, queue string, s config.Share) (
 // sortedKeys returns m's keys in order.
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// envTags is the tags an environment of the file should have, given those
+// the server has (have): its tags, with its `executor:` as the tag
+// qshare.TagExecutor. Without `executor:` the server's executor tag is
+// kept; with `executor:` but no tags key the other tags are left as they
+// are. nil (no tags key and no executor) leaves every tag as it is.
+func envTags(have map[string]string, e config.Environment) map[string]string {
+	if e.Tags == nil && e.Executor == "" {
+		return nil
+	}
+	want := maps.Clone(e.Tags)
+	if e.Tags == nil {
+		want = maps.Clone(have)
+	}
+	if want == nil {
+		want = map[string]string{}
+	}
+	if e.Executor != "" {
+		want[qshare.TagExecutor] = e.Executor
+	} else if v, ok := have[qshare.TagExecutor]; ok {
+		want[qshare.TagExecutor] = v
+	}
+	return want
 }
