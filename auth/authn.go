@@ -64,6 +64,9 @@ type Authenticator struct {
 	verifier *Verifier
 	reloadMu sync.Mutex
 	limits   limiter
+	// throttleLog bounds the log lines of principals refused by their own
+	// rate limit (refuseThrottled), one budget a principal.
+	throttleLog refusalBudget
 	// reloaded is closed, and replaced, at each reload that puts a file
 	// in force (Reloaded).
 	reloaded atomic.Pointer[chan struct{}]
@@ -166,7 +169,7 @@ func (a *Authenticator) WrapService(service string, next http.Handler) http.Hand
 		}
 		notePrincipal(r.Context(), p)
 		if err := a.limits.allow(p, a.verifier.now()); err != nil {
-			refuse(w, r, a.log, a.cfg.WriteError, err, "principal", p.Name)
+			a.refuseThrottled(w, r, err, p.Name)
 			return
 		}
 		ctx := context.WithValue(WithPrincipal(r.Context(), p), grantKey{}, &grant{a: a, keyID: keyID, secret: secret, owner: p})

@@ -328,9 +328,7 @@ func clip(s string) string {
 // refusals every ten seconds. attrs are more log attributes.
 func refuse(w http.ResponseWriter, r *http.Request, log *slog.Logger, writeError func(http.ResponseWriter, error), err error, attrs ...any) {
 	w.Header().Set("Connection", "close")
-	if own, _ := r.Context().Value(errorWriterKey{}).(func(http.ResponseWriter, error)); own != nil {
-		writeError = own
-	}
+	writeError = ownErrorWriter(r, writeError)
 	attrs = append([]any{"remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path), "reason", clip(qshare.ErrorMessageOf(err))}, attrs...)
 	g, _ := r.Context().Value(guardKey{}).(*Guard)
 	p := peerFrom(r.Context())
@@ -342,6 +340,33 @@ func refuse(w http.ResponseWriter, r *http.Request, log *slog.Logger, writeError
 		log.Warn("requests refused, beyond the peer's refusal budget: not logged one by one", "peer", p.key(), "count", n)
 	}
 	writeError(w, err)
+}
+
+// ownErrorWriter returns the error writer of r's service (WithErrorWriter),
+// else def.
+func ownErrorWriter(r *http.Request, def func(http.ResponseWriter, error)) func(http.ResponseWriter, error) {
+	if own, _ := r.Context().Value(errorWriterKey{}).(func(http.ResponseWriter, error)); own != nil {
+		return own
+	}
+	return def
+}
+
+// refuseThrottled answers the request of an authenticated principal that
+// its own rate limit refuses. Unlike refuse, it spends nothing of the
+// peer's refusal budget, which is for requests refused before the server
+// knows who sent them: every principal on one host (or behind one proxy)
+// is one peer, and a principal past its own limit must not get the others
+// refused (the noisy neighbour that per-principal limits exist to stop).
+// It keeps the connection, which the SDK's retry reuses, and logs through
+// the principal's own budget, so a principal that goes on past its limit
+// makes a count every ten seconds rather than a line a request.
+func (a *Authenticator) refuseThrottled(w http.ResponseWriter, r *http.Request, err error, principal string) {
+	if now := time.Now(); a.throttleLog.take(principal, now) {
+		a.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", clip(r.URL.Path), "reason", clip(qshare.ErrorMessageOf(err)), "principal", principal)
+	} else if n, ok := a.throttleLog.report(principal, now); ok {
+		a.log.Warn("requests refused by the principal's rate limit: not logged one by one", "principal", principal, "count", n)
+	}
+	ownErrorWriter(r, a.cfg.WriteError)(w, err)
 }
 
 // quote shows a caller-supplied header value in a message, cut short.
