@@ -206,14 +206,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
-	if e.table, err = gpu.LoadTable(o.InstanceTypes); err != nil {
+	if e.table, e.alloc, err = gpu.Host(ctx, o.InstanceTypes, o.GPUs); err != nil {
 		return nil, err
 	}
-	gs, err := gpu.Discover(ctx, o.GPUs)
-	if err != nil {
-		return nil, err
-	}
-	e.alloc = gpu.NewAllocator(gs)
 	e.ctx, e.stop = context.WithCancel(context.Background())
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -393,13 +388,8 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	e.mu.Lock()
 	if a, ok := e.attempts[s.AttemptID]; ok {
 		e.mu.Unlock()
-		select {
-		case <-a.Ready:
-		case <-ctx.Done():
-			return executor.Handle{}, ctx.Err()
-		}
-		if a.StartErr != nil {
-			return executor.Handle{}, a.StartErr
+		if err := a.AwaitReady(ctx); err != nil {
+			return executor.Handle{}, err
 		}
 		return a.handle(e), nil
 	}

@@ -181,3 +181,20 @@ func ParseSMI(out []byte) ([]GPU, error) {
 
 // ErrNoFreeGPUs is wrapped by Claim when too few GPUs are free.
 var ErrNoFreeGPUs = errors.New("gpu: not enough free GPUs")
+
+// Host is what an executor that runs attempts on this machine needs of its
+// GPUs: the GPUs-per-instance-type table (the built-in one, overridden by
+// the YAML file instanceTypes names, if any) and an allocator over the GPUs
+// that Discover finds among given (every GPU nvidia-smi lists when given
+// is empty). The process and container executors both start from it.
+func Host(ctx context.Context, instanceTypes string, given []string) (Table, *Allocator, error) {
+	table, err := LoadTable(instanceTypes)
+	if err != nil {
+		return nil, nil, err
+	}
+	gs, err := Discover(ctx, given)
+	if err != nil {
+		return nil, nil, err
+	}
+	return table, NewAllocator(gs), nil
+}

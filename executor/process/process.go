@@ -240,14 +240,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
-	if e.table, err = gpu.LoadTable(o.InstanceTypes); err != nil {
+	if e.table, e.alloc, err = gpu.Host(ctx, o.InstanceTypes, o.GPUs); err != nil {
 		return nil, err
 	}
-	gs, err := gpu.Discover(ctx, o.GPUs)
-	if err != nil {
-		return nil, err
-	}
-	e.alloc = gpu.NewAllocator(gs)
 	if err := e.recoverLive(); err != nil {
 		return nil, qshare.Errorf(qshare.EINTERNAL, "process executor: cannot look for running attempts in %s: %v", filepath.Join(dd, dirLive), err)
 	}
