@@ -29,6 +29,18 @@ func NewSlot() Slot { return Slot{Ready: make(chan struct{}), Done: make(chan st
 
 func (s *Slot) slot() *Slot { return s }
 
+// AwaitReady blocks until the attempt is set up and returns StartErr, or
+// ctx's error when ctx ends first: a second Start or a Recover of an
+// attempt that a first one is still setting up waits for it with this.
+func (s *Slot) AwaitReady(ctx context.Context) error {
+	select {
+	case <-s.Ready:
+		return s.StartErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Attempt is an executor's record of an attempt that embeds a Slot.
 type Attempt interface{ slot() *Slot }
 

@@ -333,13 +333,8 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	e.mu.Lock()
 	if a, ok := e.attempts[s.AttemptID]; ok {
 		e.mu.Unlock()
-		select {
-		case <-a.Ready:
-		case <-ctx.Done():
-			return executor.Handle{}, ctx.Err()
-		}
-		if a.StartErr != nil {
-			return executor.Handle{}, a.StartErr
+		if err := a.AwaitReady(ctx); err != nil {
+			return executor.Handle{}, err
 		}
 		return a.handle, nil
 	}
