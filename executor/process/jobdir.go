@@ -246,6 +246,11 @@ func prepare(fs dataFS, l layout, s executor.Spec, req *trainingjob.Request, gpu
 	set("QSHARE_ATTEMPT_ID", s.AttemptID)
 	set("QSHARE_JOB_QUEUE", s.Queue)
 	set("QSHARE_QUOTA_SHARE", s.Share)
+	// The SageMaker SDK's drivers read these, as in SageMaker's container.
+	set("TRAINING_JOB_NAME", s.TrainingJobName(req))
+	if s.ResourceARN != "" {
+		set("TRAINING_JOB_ARN", s.ResourceARN)
+	}
 	var ids []string
 	for _, g := range gpus {
 		ids = append(ids, g.UUID)

@@ -115,6 +115,10 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
+	// NoOptML keeps jobs in the host's mount namespace even when the
+	// server runs as root: they get no /opt/ml, and a payload that names
+	// /opt/ml is refused, as on a server that is not root.
+	NoOptML bool
 }
 
 // Executor runs attempts as host processes. It is safe for concurrent use.
@@ -139,6 +143,10 @@ type Executor struct {
 	closed    chan struct{}
 
 	staging stagingProgress // data.go
+
+	// optml: each attempt gets a mount namespace with its job's directory
+	// at /opt/ml (optml_linux.go).
+	optml bool
 }
 
 var (
@@ -236,7 +244,8 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		}
 		o.Supervisor = []string{self}
 	}
-	e := &Executor{o: o, fs: newDataFS(dd), user: ju, env: jobBaseEnv(o.Env, o.PassEnv, ju), attempts: map[string]*attempt{}, byDir: map[string]*attempt{}, closed: make(chan struct{}), log: o.Logger}
+	e := &Executor{o: o, fs: newDataFS(dd), user: ju, env: jobBaseEnv(o.Env, o.PassEnv, ju), attempts: map[string]*attempt{}, byDir: map[string]*attempt{}, closed: make(chan struct{}), log: o.Logger,
+		optml: !o.NoOptML && optmlCapable()}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -288,6 +297,9 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time
 	}
 	if _, err := checkpointRel(req); err != nil {
 		return 0, err
+	}
+	if !e.optml && namesOptML(req.Command()) {
+		return 0, qshare.Errorf(qshare.EINVALID, "the job's ContainerEntrypoint or ContainerArguments name /opt/ml, which this process executor cannot give its jobs: it binds each job's directory at /opt/ml in a mount namespace of the attempt's own only when qshare serve runs as root (it runs as uid %d). Run it as root, use the container executor, or name the job's directories by $SM_MODEL_DIR, $SM_CHANNEL_<NAME> and the other SM_* variables", os.Geteuid())
 	}
 	if err := validateEnvironment(req); err != nil {
 		return 0, err
@@ -421,6 +433,13 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 	for _, g := range gpus {
 		ids = append(ids, g.UUID)
 	}
+	optml := ""
+	if e.optml {
+		// The job sees its directory at /opt/ml, as in SageMaker's
+		// container, and its SM_* variables say so.
+		optml = l.Job
+		env = optmlPaths(env, l.Job)
+	}
 	command, env, staged, err := e.dataWrap(s, req, l, env)
 	if err != nil {
 		return executor.Handle{}, err
@@ -438,6 +457,7 @@ func (e *Executor) start(a *attempt, s executor.Spec, req *trainingjob.Request, 
 		GPUs:        ids,
 		JobGrace:    grace,
 		User:        ju,
+		OptML:       optml,
 	}
 	// The configuration goes to the supervisor with the start request; the
 	// supervisor's record of the launch keeps what recovery needs of it. A

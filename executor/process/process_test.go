@@ -232,13 +232,17 @@ echo "hello stdout"; echo "hello stderr" >&2`
 		return strings.TrimSpace(string(b))
 	}
 	env := executortest.ReadEnv(t, filepath.Join(jobDir, "output/data/env"))
+	ml := jobDir // where the job sees its directory: /opt/ml in its own mount namespace as root
+	if e.optml {
+		ml = optmlRoot
+	}
 	want := map[string]string{
-		"SM_MODEL_DIR":             jobDir + "/model",
-		"SM_OUTPUT_DIR":            jobDir + "/output",
-		"SM_OUTPUT_DATA_DIR":       jobDir + "/output/data",
-		"SM_INPUT_DIR":             jobDir + "/input",
-		"SM_INPUT_CONFIG_DIR":      jobDir + "/input/config",
-		"SM_CHECKPOINT_DIR":        jobDir + "/my-ckpt",
+		"SM_MODEL_DIR":             ml + "/model",
+		"SM_OUTPUT_DIR":            ml + "/output",
+		"SM_OUTPUT_DATA_DIR":       ml + "/output/data",
+		"SM_INPUT_DIR":             ml + "/input",
+		"SM_INPUT_CONFIG_DIR":      ml + "/input/config",
+		"SM_CHECKPOINT_DIR":        ml + "/my-ckpt",
 		"SM_HP_LR":                 "0.01",
 		"SM_HP_EPOCHS":             "10",
 		"SM_HP_MODEL_NAME":         "resnet",
@@ -247,7 +251,7 @@ echo "hello stdout"; echo "hello stderr" >&2`
 		"SM_NUM_GPUS":              "0",
 		"SM_CHANNELS":              `["train","remote"]`,
 		"SM_CHANNEL_TRAIN":         trainDir,
-		"SM_CHANNEL_REMOTE":        jobDir + "/input/data/remote",
+		"SM_CHANNEL_REMOTE":        ml + "/input/data/remote",
 		"SM_CURRENT_INSTANCE_TYPE": "ml.m5.large",
 		"QSHARE_JOB_ID":            "envjob",
 		"QSHARE_ATTEMPT":           "3",

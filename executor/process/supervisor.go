@@ -36,6 +36,9 @@ const SupervisorEnv = "QSHARE_SUPERVISE"
 // payload that sets it is refused), and the supervisor removes it from its
 // own environment before it starts anything.
 func MaybeSupervise() {
+	if os.Getenv(optmlEnv) != "" {
+		runOptMLStep() // between the supervisor and a job with /opt/ml: never returns
+	}
 	data.MaybeRun() // the wrapper of a job's program (dataWrap) is this binary too
 	if dir := os.Getenv(SupervisorEnv); dir != "" {
 		// Nothing the supervisor was started with reaches a job, whoever
@@ -82,6 +85,9 @@ type supervisorConfig struct {
 	JobGrace time.Duration `json:"jobGrace,omitempty"`
 	// User is whom the job runs as (--run-as); nil: the supervisor's user.
 	User *jobUser `json:"user,omitempty"`
+	// OptML is the job's directory, to bind at /opt/ml in a mount
+	// namespace of the attempt's own (see optml_linux.go); "": none.
+	OptML string `json:"optml,omitempty"`
 }
 
 // started is the content of started.json.
@@ -175,6 +181,10 @@ type supJob struct {
 	leaderDone chan struct{}
 	status     syscall.WaitStatus
 	cg         *attemptCgroup // nil: contained by its process group only
+
+	// startErr is why the /opt/ml step did not run the job: the reason of
+	// its end (exit code 127), as a failed fork's would be.
+	startErr string
 
 	// guarded by supervisor.mu
 	stopping bool
@@ -407,7 +417,13 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	}
 	j.cg = s.enterCgroup(cfg.AttemptID)
 	var pid int
-	if cands != nil {
+	var why func() string // the /opt/ml step's reason not to have run the job
+	if cfg.OptML != "" {
+		if cands == nil {
+			cands = []string{path}
+		}
+		pid, path, why, err = s.forkOptML(cfg, cands, attr)
+	} else if cands != nil {
 		pid, path, err = forkAs(cands, cfg.Command, attr)
 	} else {
 		pid, err = syscall.ForkExec(path, cfg.Command, attr)
@@ -433,6 +449,9 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	select {
 	case s.kick <- struct{}{}:
 	default:
+	}
+	if why != nil {
+		j.startErr = why()
 	}
 	job, err := identify(pid)
 	if err != nil {
@@ -517,6 +536,9 @@ func (s *supervisor) watch(j *supJob) {
 	if rec.ExitCode != 0 || rec.Signal != "" {
 		if line := firstLine(s.fs, j.cfg.FailureFile); line != "" {
 			rec.Reason = line
+		}
+		if j.startErr != "" {
+			rec.Reason = j.startErr
 		}
 	}
 	if err := appendRecord(j.rec, recordLine{Exit: &rec}); err != nil {

@@ -1,6 +1,7 @@
 package processe2e_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -45,13 +46,19 @@ s3.put_object(Bucket="qshare-data", Key="input/sm_drivers/data/train.csv", Body=
 		}
 	}
 	entry := []string{"/bin/bash", "-c", `chmod +x "$SM_CHANNEL_SM_DRIVERS/sm_train.sh" && "$SM_CHANNEL_SM_DRIVERS/sm_train.sh"`}
-	id := s.submit(job{name: "sm-drivers", share: "QS1", entrypoint: entry, payload: payload("input/sm_drivers")})
-	d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
-	arn := aws.ToString(d.LatestAttempt.ServiceResourceId.Value)
-	name := arn[strings.LastIndex(arn, "/")+1:]
-	got := boto3(`import tarfile, io
+	// trained waits for job id to succeed and returns the name of its
+	// attempt and the model.txt in its model.tar.gz.
+	trained := func(id string) (name, model string) {
+		t.Helper()
+		d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
+		arn := aws.ToString(d.LatestAttempt.ServiceResourceId.Value)
+		name = arn[strings.LastIndex(arn, "/")+1:]
+		return name, boto3(`import tarfile, io
 b = s3.get_object(Bucket="qshare-data", Key="output/" + sys.argv[2] + "/output/model.tar.gz")["Body"].read()
 print(tarfile.open(fileobj=io.BytesIO(b)).extractfile("model.txt").read().decode().strip())`, name)
+	}
+	id := s.submit(job{name: "sm-drivers", share: "QS1", entrypoint: entry, payload: payload("input/sm_drivers")})
+	name, got := trained(id)
 	if got != "1,2,3" {
 		t.Fatalf("model.tar.gz of %s holds model.txt %q, want the staged channel's data", name, got)
 	}
@@ -59,8 +66,26 @@ print(tarfile.open(fileobj=io.BytesIO(b)).extractfile("model.txt").read().decode
 		t.Errorf("the job's log lacks the staging's progress or the script's output:\n%s", log)
 	}
 
+	// The SDK's own entry point, with its fixed /opt/ml paths: as root, the
+	// process executor binds the job's directory there for the attempt.
+	if os.Geteuid() != 0 {
+		t.Log("not root: the SDK's /opt/ml entry point is not run here (the process executor refuses it at submit: TestOptMLRefusedWithout)")
+	} else {
+		boto3(`s3.put_object(Bucket="qshare-data", Key="input/ml_drivers/sm_train.sh", Body=b"#!/bin/sh\nset -e\ncat /opt/ml/input/data/sm_drivers/data/train.csv > /opt/ml/model/model.txt\necho 'export SM_X=from-env-file' > /opt/ml/input/sm_training.env\n. /opt/ml/input/sm_training.env\necho \"trained $SM_X $SM_MODEL_DIR\"\n")
+s3.put_object(Bucket="qshare-data", Key="input/ml_drivers/data/train.csv", Body=b"4,5,6\n")`)
+		sdk := []string{"/bin/bash", "-c", "chmod +x /opt/ml/input/data/sm_drivers/sm_train.sh && /opt/ml/input/data/sm_drivers/sm_train.sh"}
+		id := s.submit(job{name: "sm-drivers-optml", share: "QS1", entrypoint: sdk, payload: payload("input/ml_drivers")})
+		name, got := trained(id)
+		if got != "4,5,6" {
+			t.Fatalf("model.tar.gz of the /opt/ml job %s holds model.txt %q, want the staged channel's data", name, got)
+		}
+		if log := s.mustLogs(id, 1); !strings.Contains(log, "trained from-env-file /opt/ml/model") {
+			t.Errorf("the /opt/ml job's log lacks its script's output:\n%s", log)
+		}
+	}
+
 	bad := s.submit(job{name: "no-data", share: "QS1", entrypoint: entry, payload: payload("input/nothing-here")})
-	d = s.AwaitStatus(bad, types.ServiceJobStatusFailed)
+	d := s.AwaitStatus(bad, types.ServiceJobStatusFailed)
 	if r := aws.ToString(d.StatusReason); !strings.Contains(r, "ClientError: Data download failed: ") || !strings.Contains(r, "no objects under the prefix") {
 		t.Errorf("a job whose channel is empty failed with %q, want SageMaker's reason", r)
 	}

@@ -3,6 +3,7 @@ package processe2e_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -263,7 +264,11 @@ echo "who=$QSHARE_JOB_ID,$QSHARE_ATTEMPT,$QSHARE_QUOTA_SHARE,$SM_CURRENT_HOST,$S
 	s.AwaitStatus(env, types.ServiceJobStatusSucceeded)
 	dir := filepath.Join(s.dataDir, "jobs", env)
 	out := s.mustLogs(env, 1)
-	for _, want := range []string{"pwd=" + dir + "\n", "ckpt=" + filepath.Join(dir, "checkpoints") + "\n", "model=" + filepath.Join(dir, "model") + "\n",
+	ml := dir // where the job sees its directory: /opt/ml, in a mount namespace of its own, as root
+	if os.Geteuid() == 0 {
+		ml = "/opt/ml"
+	}
+	for _, want := range []string{"pwd=" + dir + "\n", "ckpt=" + filepath.Join(ml, "checkpoints") + "\n", "model=" + filepath.Join(ml, "model") + "\n",
 		"hp=0.01,3\n", "who=" + env + ",1,s,algo-1,0,\n", `"learning-rate"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("env: the job's output lacks %q:\n%s", want, out)
