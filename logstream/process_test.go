@@ -111,7 +111,9 @@ func TestAttackLogLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProcessServer(t, process.Options{DataDir: data})
-	p.run("evil", `data=$(dirname "$(dirname "$(dirname "$SM_MODEL_DIR")")"); ln -s "`+victim+`" "$data/attempts/$QSHARE_ATTEMPT_ID/output.log" && echo written-through`)
+	// The data directory by its host path: as root the job sees its own
+	// directory at /opt/ml, but the host's paths stay reachable.
+	p.run("evil", `ln -s "`+victim+`" "`+data+`/attempts/$QSHARE_ATTEMPT_ID/output.log" && echo written-through`)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		j, _ := p.js.get("evil")
 		if !j.Attempts[0].StoppedAt.IsZero() {

@@ -123,11 +123,12 @@ func runOptMLStep() {
 		unix.Write(optmlErrFD, []byte(msg))
 		os.Exit(127)
 	}
-	b, err := io.ReadAll(os.NewFile(optmlSpecFD, "spec"))
+	f := os.NewFile(optmlSpecFD, "spec")
+	b, err := io.ReadAll(f)
+	f.Close() // through f, so that no finalizer closes the number again
 	if err != nil {
 		fail("reading what to run: %v", err)
 	}
-	unix.Close(optmlSpecFD)
 	var sp optmlSpec
 	if err := json.Unmarshal(b, &sp); err != nil || len(sp.Argv) == 0 || len(sp.Cands) == 0 {
 		fail("bad instructions from the supervisor: %v", err)
@@ -156,12 +157,9 @@ func runOptMLStep() {
 		fail("%v", err)
 	}
 	for _, p := range sp.Cands {
-		err = syscall.Exec(p, sp.Argv, sp.Env)
-		switch err {
-		case syscall.ENOENT, syscall.ENOTDIR, syscall.EACCES, syscall.ELOOP, syscall.ENAMETOOLONG, syscall.EISDIR, syscall.EPERM, syscall.ENOEXEC:
-			continue
+		if err = syscall.Exec(p, sp.Argv, sp.Env); !notThisOne(err) {
+			fail("cannot run %s: %v", p, err)
 		}
-		fail("cannot run %s: %v", p, err)
 	}
 	fail("cannot run %q: %v", sp.Argv[0], errUnseen)
 }

@@ -731,13 +731,22 @@ func forkAs(cands, argv []string, attr *syscall.ProcAttr) (int, string, error) {
 		if err == nil {
 			return pid, p, nil
 		}
-		switch err {
-		case syscall.ENOENT, syscall.ENOTDIR, syscall.EACCES, syscall.ELOOP, syscall.ENAMETOOLONG, syscall.EISDIR, syscall.EPERM, syscall.ENOEXEC:
+		if notThisOne(err) {
 			continue
 		}
 		return 0, p, err
 	}
 	return 0, "", fmt.Errorf("cannot run %q: %w", argv[0], errUnseen)
+}
+
+// notThisOne reports whether an exec of a candidate failed in a way that
+// lets the next candidate be tried, as a shell does along PATH.
+func notThisOne(err error) bool {
+	switch err {
+	case syscall.ENOENT, syscall.ENOTDIR, syscall.EACCES, syscall.ELOOP, syscall.ENAMETOOLONG, syscall.EISDIR, syscall.EPERM, syscall.ENOEXEC:
+		return true
+	}
+	return false
 }
 
 // envPath returns the value of PATH in env ("" without one).
