@@ -10,10 +10,18 @@ const optmlRoot = "/opt/ml"
 // namesOptML reports whether the command names a path under /opt/ml, as
 // the SageMaker SDK's entry point does: a job that cannot have /opt/ml is
 // refused at submit instead of failing when it runs.
+// A path that only begins like it (/opt/mlflow/bin/python) is not refused.
 func namesOptML(cmd []string) bool {
 	for _, a := range cmd {
-		if strings.Contains(a, optmlRoot) {
-			return true
+		for rest := a; ; {
+			i := strings.Index(rest, optmlRoot)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(optmlRoot):]
+			if rest == "" || !strings.ContainsAny(rest[:1], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") {
+				return true
+			}
 		}
 	}
 	return false

@@ -166,6 +166,11 @@ func TestOptMLRefusedWithout(t *testing.T) {
 	if err := e.Validate(payloadOf(`echo "$SM_MODEL_DIR"`, nil), nil); err != nil {
 		t.Fatalf("a job that does not name /opt/ml is refused: %v", err)
 	}
+	for cmd, want := range map[string]bool{"/opt/mlflow/bin/python x": false, "cat /opt/ml": true, "ls /opt/ml;": true, "x=/opt/ml-old:/opt/ml/model": true, "/opt/ml_x /opt/ml.d": false} {
+		if got := namesOptML([]string{"/bin/sh", "-c", cmd}); got != want {
+			t.Errorf("namesOptML(%q) = %v, want %v", cmd, got, want)
+		}
+	}
 }
 
 // smDriversOptML is the SDK's own sm_drivers payload, with its entry point
