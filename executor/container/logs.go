@@ -194,14 +194,8 @@ func (r *tail) Read(p []byte) (int, error) {
 			r.done = true
 			continue
 		}
-		t := time.NewTimer(50 * time.Millisecond)
 		r.mu.Unlock()
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-		case <-r.closed:
-		}
-		t.Stop()
+		executor.PollPause(r.ctx, r.closed, 50*time.Millisecond)
 		r.mu.Lock()
 		if err := r.ctx.Err(); err != nil {
 			return 0, err

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"qshare"
 	"qshare/executor"
@@ -144,14 +143,8 @@ func (r *logReader) Read(p []byte) (int, error) {
 			r.done = true // read what is left once more, then stop
 			continue
 		}
-		t := time.NewTimer(r.e.o.PollInterval)
 		r.mu.Unlock()
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-		case <-r.closed:
-		}
-		t.Stop()
+		executor.PollPause(r.ctx, r.closed, r.e.o.PollInterval)
 		r.mu.Lock()
 		if err := r.ctx.Err(); err != nil {
 			return 0, err
