@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	s3server "qshare/aws/s3"
+	"qshare/aws/s3/s3test"
 	"qshare/data"
 )
 
@@ -26,35 +25,14 @@ func s3Store(t *testing.T, objs map[string]map[string]string) (data.Endpoint, *s
 
 // slowS3Store is s3Store whose GETs of objects each take delay.
 func slowS3Store(t *testing.T, objs map[string]map[string]string, delay time.Duration) (data.Endpoint, *s3.Client) {
-	t.Helper()
-	srv, err := s3server.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/") > 0 {
-			time.Sleep(delay)
-		}
-		srv.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	ep := data.Endpoint{URL: ts.URL, Region: "us-east-1", AccessKeyID: "qshare", SecretAccessKey: "qshare"}
-	c, err := data.NewClient(context.Background(), ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	for b, keys := range objs {
-		if _, err := c.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range keys {
-			if _, err := c.S3().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(k), Body: strings.NewReader(v)}); err != nil {
-				t.Fatal(err)
+	return s3test.StartWith(t, objs, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/") > 0 {
+				time.Sleep(delay)
 			}
-		}
-	}
-	return ep, c.S3()
+			h.ServeHTTP(w, r)
+		})
+	})
 }
 
 // smDrivers is the payload that the SageMaker Python SDK's ModelTrainer
