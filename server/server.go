@@ -152,7 +152,7 @@ var executors = map[string]func(ctx context.Context, s Settings, grace time.Dura
 		if err != nil {
 			return nil, err
 		}
-		return slurm.New(ctx, slurm.Options{Config: c, StopGrace: grace, Logger: log})
+		return slurm.New(ctx, slurm.Options{Config: c, StopGrace: grace, Logger: log, S3: s3Endpoint(s)})
 	},
 	"process": func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
 		gpus := splitList(s.GPUs)

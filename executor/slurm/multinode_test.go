@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/aws/s3/s3test"
 	"qshare/executor"
+	"qshare/trainingjob"
 )
 
 func runToEnd(t *testing.T, e *Executor, s executor.Spec) (executor.Handle, executor.Exit) {
@@ -294,5 +297,53 @@ func TestExitAfterSlurmForgot(t *testing.T) {
 		if x := recoverExit(ctx, t, e2, tc.s, executor.Exited); x.ExitCode != tc.code || x.Signal != tc.signal {
 			t.Errorf("%s: exit %+v; want code %d signal %q", tc.s.AttemptID, x, tc.code, tc.signal)
 		}
+	}
+}
+
+// TestTwoNodeJobStagesItsShare runs a job of two instances whose channel
+// is ShardedByS3Key, against the embedded S3 store: the step runner on
+// each node stages that node's share of the keys (node k of 2 gets the
+// keys i with i mod 2 = k, as the process and container executors split
+// them) into a directory of its own before the command starts, and the
+// first node's model is in S3 as model.tar.gz, under the attempt's
+// training job name, once the job has ended.
+func TestTwoNodeJobStagesItsShare(t *testing.T) {
+	c := testCluster(t)
+	ep, s3c := s3test.Start(t, map[string]map[string]string{"qshare-data": {
+		"train/a.csv": "a", "train/b.csv": "b", "train/c.csv": "c", "train/d.csv": "d"}})
+	e, err := New(context.Background(), Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]}, PollInterval: 100 * time.Millisecond, S3: ep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sh := `echo "share of $SM_CURRENT_HOST: $(cd "$SM_CHANNEL_TRAIN" && echo *)"; ` +
+		`if [ "$SM_CURRENT_HOST" = n1 ]; then echo "weights of $SM_CURRENT_HOST" > "$SM_MODEL_DIR/model.bin"; fi`
+	var p map[string]any
+	if err := json.Unmarshal([]byte(payloadOf(sh, "ml.g5.12xlarge", 2, nil)), &p); err != nil {
+		t.Fatal(err)
+	}
+	p["InputDataConfig"] = []map[string]any{{"ChannelName": "train", "DataSource": map[string]any{"S3DataSource": map[string]any{
+		"S3DataType": "S3Prefix", "S3Uri": "s3://qshare-data/train/", "S3DataDistributionType": "ShardedByS3Key"}}}}
+	p["OutputDataConfig"] = map[string]any{"S3OutputPath": "s3://qshare-data/output"}
+	b, _ := json.Marshal(p)
+	s := executor.Spec{JobID: "sharded", JobName: "sharded", AttemptID: "sharded-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{"ml.g5.12xlarge": 2}, Payload: string(b)}
+	h, x := runToEnd(t, e, s)
+	log, _ := os.ReadFile(h.LogPath)
+	if !x.Succeeded() {
+		t.Fatalf("exit = %+v\n%s", x, log)
+	}
+	for _, want := range []string{"share of n1: a.csv c.csv\n", "share of n2: b.csv d.csv\n"} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+	req, err := trainingjob.Parse(s.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := s3test.TarGz(t, s3c, "qshare-data", "output/"+s.TrainingJobName(req)+"/output/model.tar.gz")
+	if model["model.bin"] != "weights of n1\n" || len(model) != 1 {
+		t.Errorf("model.tar.gz holds %q, want model.bin of n1 alone", model)
 	}
 }

@@ -99,6 +99,9 @@ type Options struct {
 	StartWait time.Duration
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
+	// S3 is where the step runner's data wrapper finds S3 (package data):
+	// it must be reachable from every node.
+	S3 data.Endpoint
 }
 
 // Executor runs attempts as Slurm batch jobs. It is safe for concurrent use.
@@ -238,7 +241,7 @@ func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capac
 // number of nodes and the job's own grace period.
 func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (string, int, time.Duration, error) {
 	// Pipe mode and FileSystemDataSource are refused by every executor
-	// (package data), though this one stages no S3 channel yet.
+	// (package data); the step runner stages the rest (wrapData).
 	if err := data.Validate(req); err != nil {
 		return "", 0, 0, err
 	}
@@ -463,12 +466,18 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 		Exclusive:       !it.ShareNodes,
 		InBatch:         nodes == 1,
 	}
-	mode := req.AlgorithmSpecification.TrainingInputMode
-	if mode == "" {
-		mode = "File"
+	for name, c := range data.InputDataConfig(req) {
+		sp.InputData[name] = c
 	}
-	for _, c := range req.InputDataConfig {
-		sp.InputData[c.ChannelName] = map[string]string{"TrainingInputMode": mode}
+	// The step runner wraps the command in the data wrapper, which each
+	// node makes its own instance's (wrapData).
+	p, err := data.NewPlan(req, data.Attempt{TrainingJobName: s.TrainingJobName(req), Instances: nodes}, data.Dirs{
+		Input: filepath.Join(job, "input"), Model: filepath.Join(job, "model"), OutputData: filepath.Join(job, "output", "data"), Checkpoint: filepath.Join(job, ck)})
+	if err != nil {
+		return executor.Handle{}, err
+	}
+	if !p.Empty() {
+		sp.Data = &data.Wrapper{Plan: p, Endpoint: e.o.S3, Root: job, FailureFile: filepath.Join(job, "output", "failure")}
 	}
 	b, _ := json.Marshal(sp)
 	if err := e.fs.WriteFile(filepath.Join(dir, "step.json"), b, 0o600); err != nil {

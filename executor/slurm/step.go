@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/process"
 )
@@ -34,6 +36,7 @@ const StepArg = "__qshare_slurm_step"
 // following links. It keeps the environment out of any shell: values come
 // from JSON, never from quoted text.
 func MaybeStep() {
+	data.MaybeRun() // the data wrapper that the runner puts around a job's command (wrapData) is this binary too
 	if len(os.Args) >= 5 && os.Args[1] == StepArg {
 		// slurmstepd's descriptors stay out of the job's command.
 		process.CloseInheritedOnExec()
@@ -55,6 +58,12 @@ type stepSpec struct {
 	// no srun): Slurm then signals the batch script alone (scancel
 	// --batch), and the runner passes a SIGTERM on to the command's group.
 	InBatch bool `json:"inBatch,omitempty"`
+	// Data is the data wrapper's configuration (package data) for a job
+	// whose payload names S3 channels, an S3OutputPath or checkpoints in
+	// S3, as the executor planned it for instance 0; the runner makes it
+	// this node's (wrapData). Its endpoint's static credentials, if any,
+	// are why step.json is the job's user's alone (0600).
+	Data *data.Wrapper `json:"data,omitempty"`
 }
 
 // exitRecord is exit-<host>.json: how the command ended on one node.
@@ -143,8 +152,14 @@ func runStep(root, attemptDir, hosts string) int {
 		}
 		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","))
 	}
+	argv := sp.Argv
+	if sp.Data != nil {
+		if argv, env, err = wrapData(*sp.Data, host, hostList, argv, env); err != nil {
+			return fail("%v", err)
+		}
+	}
 	rec := exitRecord{Host: host}
-	cmd := exec.Command(sp.Argv[0], sp.Argv[1:]...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = sp.JobDir
 	cmd.Stdin = nil
@@ -154,7 +169,7 @@ func runStep(root, attemptDir, hosts string) int {
 	// executor: Slurm signals every process of the step whatever its
 	// group, and the job's processes are one group to whoever looks.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if p := lookPathIn(sp.Argv[0], env); p != "" {
+	if p := lookPathIn(argv[0], env); p != "" {
 		cmd.Path = p
 	}
 	// The marker goes first: once the command may have printed anything,
@@ -201,6 +216,43 @@ func runStep(root, attemptDir, hosts string) int {
 		return 128 + int(signalNumber(rec.Signal))
 	}
 	return rec.ExitCode
+}
+
+// wrapData returns the command and environment that run argv on this node
+// under the data wrapper, the process executor's (data.Wrap, data.Run):
+// it stages this node's share of the channels (node k of the allocation's
+// list is instance k) into a directory of the node's own,
+// input/nodes/<host>/data/<channel> in the job's directory, which
+// SM_INPUT_DIR and SM_CHANNEL_<NAME> then name, before the command starts;
+// and the first node (algo-1, SageMaker's primary host) alone restores the
+// checkpoints, copies them while the command runs, and uploads the model
+// and the output once it has exited, since every node sees the same job
+// directory. The wrapper is this binary (MaybeStep runs it), run with the
+// job's rights; the endpoint and its credentials travel in its
+// environment, which only the job's user and root can read, never on a
+// command line.
+func wrapData(w data.Wrapper, host string, hosts, argv, env []string) ([]string, []string, error) {
+	k := slices.Index(hosts, host)
+	if k < 0 {
+		return nil, nil, fmt.Errorf("node %s is not in the allocation's list of nodes %v", host, hosts)
+	}
+	w.Plan.Instance, w.Plan.Instances = k, len(hosts)
+	w.Plan.Dirs.Input = filepath.Join(w.Plan.Dirs.Input, "nodes", host)
+	if k > 0 {
+		w.Plan.Output, w.Plan.Checkpoints = nil, nil
+	}
+	if w.Plan.Empty() {
+		return argv, env, nil
+	}
+	env = append(env, "SM_INPUT_DIR="+w.Plan.Dirs.Input)
+	for _, c := range w.Plan.Channels {
+		env = append(env, "SM_CHANNEL_"+executor.EnvName(c.Name)+"="+w.Plan.Dirs.Channel(c.Name))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot find my own binary to run as the data wrapper: %v", err)
+	}
+	return data.Wrap(self, argv, env, w)
 }
 
 // lookPathIn finds name on the PATH of env, as the job's environment has
