@@ -36,6 +36,7 @@ import (
 
 	"qshare"
 	"qshare/auth"
+	"qshare/aws/wire"
 	"qshare/daemon"
 )
 
@@ -46,23 +47,14 @@ const (
 	maxBody       = 1 << 20
 )
 
-// errorTable is the one place where a qshare error code becomes an AWS error
-// type and HTTP status.
-var errorTable = map[qshare.ErrorCode]struct {
-	typ    string
-	status int
-}{
-	qshare.EINVALID:  {"ClientException", http.StatusBadRequest},
-	qshare.ENOTFOUND: {"ClientException", http.StatusBadRequest},
-	qshare.ECONFLICT: {"ClientException", http.StatusBadRequest},
-	qshare.EDENIED:   {"AccessDeniedException", http.StatusForbidden},
-	// The refusals of authentication (package auth), as AWS answers them.
-	qshare.ENOSIGNATURE:  {"MissingAuthenticationTokenException", http.StatusForbidden},
-	qshare.EUNKNOWNKEY:   {"UnrecognizedClientException", http.StatusForbidden},
-	qshare.EBADSIGNATURE: {"InvalidSignatureException", http.StatusForbidden},
-	qshare.ETHROTTLED:    {"TooManyRequestsException", http.StatusTooManyRequests},
-	qshare.EINTERNAL:     {"ServerException", http.StatusInternalServerError},
-}
+// errorTable is the one place where a qshare error code becomes an AWS Batch
+// error type and HTTP status: Batch's own, and those that every service of
+// the endpoint answers alike (package aws/wire).
+var errorTable = wire.Common(wire.RestJSON, wire.Errors{
+	qshare.EINVALID:  {Code: "ClientException", Status: http.StatusBadRequest},
+	qshare.ENOTFOUND: {Code: "ClientException", Status: http.StatusBadRequest},
+	qshare.ECONFLICT: {Code: "ClientException", Status: http.StatusBadRequest},
+})
 
 // Handler serves the AWS Batch API over a daemon.
 type Handler struct {
@@ -187,20 +179,15 @@ func readAll(r io.Reader, announced, limit int64) ([]byte, error) {
 // has one. It is how the server's request guard (package auth) refuses a
 // request in the wire form the AWS SDKs and CLI read.
 func WriteError(w http.ResponseWriter, err error) {
-	if w.Header().Get("X-Amzn-RequestId") == "" {
-		w.Header().Set("X-Amzn-RequestId", uuid.NewString())
-	}
+	wire.RequestID(w)
 	writeError(w, err)
 }
 
 // writeError writes err in the restJson1 error format of AWS Batch.
 func writeError(w http.ResponseWriter, err error) {
-	e, ok := errorTable[qshare.ErrorCodeOf(err)]
-	if !ok {
-		e = errorTable[qshare.EINTERNAL]
-	}
-	w.Header().Set("X-Amzn-ErrorType", e.typ)
-	writeJSON(w, e.status, map[string]string{"__type": e.typ, "message": qshare.ErrorMessageOf(err)})
+	e := errorTable.Resolve(err)
+	w.Header().Set("X-Amzn-ErrorType", e.Code)
+	writeJSON(w, e.Status, map[string]string{"__type": e.Code, "message": e.Message})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -357,8 +357,8 @@ func (h *Handler) operations() map[string]operation {
 				out.Successful = []string{}
 			}
 			for _, f := range failed {
-				e := errorTable[qshare.ErrorCodeOf(f.Err)]
-				out.Errors = append(out.Errors, terminateError{Job: f.Ref, Code: e.typ, Message: qshare.ErrorMessageOf(f.Err)})
+				e := errorTable.Resolve(f.Err)
+				out.Errors = append(out.Errors, terminateError{Job: f.Ref, Code: e.Code, Message: e.Message})
 			}
 			return out, nil
 		}),

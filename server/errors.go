@@ -6,12 +6,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"qshare"
 	"qshare/api"
 	"qshare/aws/awsjson"
 	"qshare/aws/awsquery"
+	"qshare/aws/wire"
 )
 
 // The error shapes of the one endpoint. Each route writes its errors in
@@ -54,46 +53,30 @@ func protocolErrorWriter(r *http.Request) func(http.ResponseWriter, error) {
 // know, in awsJson's and awsQuery's shapes, with the codes those
 // protocols' services share.
 var (
-	unknownJSON  = &awsjson.Service{Name: "this endpoint", Errors: awsjson.WithCommonErrors(map[qshare.ErrorCode]awsjson.ErrorType{qshare.EINVALID: {Type: "UnknownOperationException", Status: http.StatusBadRequest}})}
-	unknownQuery = &awsquery.Service{Name: "this endpoint", Errors: awsquery.WithCommonErrors(map[qshare.ErrorCode]awsquery.ErrorType{qshare.EINVALID: {Code: "InvalidAction", Status: http.StatusBadRequest}})}
+	unknownJSON  = &awsjson.Service{Name: "this endpoint", Errors: awsjson.WithCommonErrors(wire.Errors{qshare.EINVALID: {Code: "UnknownOperationException", Status: http.StatusBadRequest}})}
+	unknownQuery = &awsquery.Service{Name: "this endpoint", Errors: awsquery.WithCommonErrors(wire.Errors{qshare.EINVALID: {Code: "InvalidAction", Status: http.StatusBadRequest}})}
 )
 
-// restXMLCodes are the REST-XML error codes (S3's) of qshare's errors.
-var restXMLCodes = map[qshare.ErrorCode]struct {
-	code   string
-	status int
-}{
-	qshare.EDENIED:       {"AccessDenied", http.StatusForbidden},
-	qshare.ENOSIGNATURE:  {"AccessDenied", http.StatusForbidden},
-	qshare.EUNKNOWNKEY:   {"InvalidAccessKeyId", http.StatusForbidden},
-	qshare.EBADSIGNATURE: {"SignatureDoesNotMatch", http.StatusForbidden},
-	qshare.ETHROTTLED:    {"SlowDown", http.StatusServiceUnavailable},
-	qshare.EINVALID:      {"InvalidRequest", http.StatusBadRequest},
-	qshare.ENOTFOUND:     {"NoSuchKey", http.StatusNotFound},
-}
+// restXMLErrors are the REST-XML error codes (S3's) of qshare's errors.
+var restXMLErrors = wire.Common(wire.RestXML, wire.Errors{
+	qshare.EINVALID:  {Code: "InvalidRequest", Status: http.StatusBadRequest},
+	qshare.ENOTFOUND: {Code: "NoSuchKey", Status: http.StatusNotFound},
+})
 
 // restXMLError writes err as a REST-XML service (S3) does:
 // <Error><Code/><Message/><RequestId/></Error>. A code without an entry is
 // InternalError, its text hidden.
 func restXMLError(w http.ResponseWriter, err error) {
-	rid := w.Header().Get("X-Amzn-RequestId")
-	if rid == "" {
-		rid = uuid.NewString()
-		w.Header().Set("X-Amzn-RequestId", rid)
-	}
-	e, ok := restXMLCodes[qshare.ErrorCodeOf(err)]
-	msg := qshare.ErrorMessageOf(err)
-	if !ok {
-		e.code, e.status, msg = "InternalError", http.StatusInternalServerError, "internal error"
-	}
+	rid := wire.RequestID(w)
+	e := restXMLErrors.Resolve(err)
 	b, _ := xml.Marshal(struct {
 		XMLName   xml.Name `xml:"Error"`
 		Code      string   `xml:"Code"`
 		Message   string   `xml:"Message"`
 		RequestID string   `xml:"RequestId"`
-	}{Code: e.code, Message: msg, RequestID: rid})
+	}{Code: e.Code, Message: e.Message, RequestID: rid})
 	w.Header().Set("Content-Type", "application/xml")
-	w.WriteHeader(e.status)
+	w.WriteHeader(e.Status)
 	_, _ = w.Write(append([]byte(xml.Header), b...))
 }
 

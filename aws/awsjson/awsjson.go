@@ -22,8 +22,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"qshare"
 	"qshare/aws/wire"
 )
@@ -38,40 +36,19 @@ const MaxBody = 1 << 20
 // ErrorType is how a service names an error on the wire: its "__type"
 // (the short name; the AWS SDKs read it with or without a namespace) and
 // its HTTP status.
-type ErrorType struct {
-	Type   string
-	Status int
-}
+type ErrorType = wire.ErrorType
 
 // Error is an error that names its own wire type, for the errors that
 // belong to the protocol rather than to a qshare error code (a body that is
 // not JSON is a SerializationException, an unknown target an
 // UnknownOperationException).
-type Error struct {
-	ErrorType
-	Message string
-}
-
-func (e *Error) Error() string { return e.Type + ": " + e.Message }
+type Error = wire.Error
 
 // WithCommonErrors returns a service's error table: its own entries, and
 // the errors that every awsJson1_1 service of AWS answers alike for the
 // rest (authentication's refusals, throttling, the internal error), as
 // the AWS SDKs read them.
-func WithCommonErrors(own map[qshare.ErrorCode]ErrorType) map[qshare.ErrorCode]ErrorType {
-	t := map[qshare.ErrorCode]ErrorType{
-		qshare.EDENIED:       {"AccessDeniedException", http.StatusBadRequest},
-		qshare.ENOSIGNATURE:  {"MissingAuthenticationTokenException", http.StatusForbidden},
-		qshare.EUNKNOWNKEY:   {"UnrecognizedClientException", http.StatusForbidden},
-		qshare.EBADSIGNATURE: {"InvalidSignatureException", http.StatusForbidden},
-		qshare.ETHROTTLED:    {"ThrottlingException", http.StatusBadRequest},
-		qshare.EINTERNAL:     {"InternalFailure", http.StatusInternalServerError},
-	}
-	for c, e := range own {
-		t[c] = e
-	}
-	return t
-}
+func WithCommonErrors(own wire.Errors) wire.Errors { return wire.Common(wire.JSON, own) }
 
 // Op is one operation: it decodes the body and runs.
 type Op func(ctx context.Context, body []byte) (any, error)
@@ -100,7 +77,7 @@ func Decode(body []byte, v any) error {
 		case errors.As(err, &te):
 			msg = fmt.Sprintf("the request body must be a JSON object, not a JSON %s", te.Value)
 		}
-		return &Error{ErrorType{"SerializationException", http.StatusBadRequest}, msg}
+		return wire.Errorf("SerializationException", http.StatusBadRequest, "%s", msg)
 	}
 	return nil
 }
@@ -117,7 +94,7 @@ type Service struct {
 	// Errors map qshare's error codes to the service's own errors. A code
 	// that is not there is the service's internal error, whose message
 	// hides the error's text; Errors[qshare.EINTERNAL] names it.
-	Errors map[qshare.ErrorCode]ErrorType
+	Errors wire.Errors
 	// Log receives one record per internal error and per recovered panic.
 	Log *slog.Logger
 }
@@ -130,8 +107,8 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutPrefix(target, s.TargetPrefix+".")
 	op, known := s.Ops[name]
 	if !ok || !known {
-		s.WriteError(w, &Error{ErrorType{"UnknownOperationException", http.StatusBadRequest},
-			fmt.Sprintf("qshare does not serve the %s operation %s: it serves %s", s.Name, quoteTarget(target), s.served())})
+		s.WriteError(w, wire.Errorf("UnknownOperationException", http.StatusBadRequest,
+			"qshare does not serve the %s operation %s: it serves %s", s.Name, quoteTarget(target), s.served()))
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -139,8 +116,8 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != ContentType {
-		s.WriteError(w, &Error{ErrorType{"SerializationException", http.StatusBadRequest},
-			fmt.Sprintf("Content-Type must be %s", ContentType)})
+		s.WriteError(w, wire.Errorf("SerializationException", http.StatusBadRequest,
+			"Content-Type must be %s", ContentType))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
@@ -200,27 +177,10 @@ func quoteTarget(t string) string {
 // text. It is how the server's guard and authentication refuse a request
 // to this service, too.
 func (s *Service) WriteError(w http.ResponseWriter, err error) {
-	if w.Header().Get("X-Amzn-RequestId") == "" {
-		w.Header().Set("X-Amzn-RequestId", uuid.NewString())
-	}
-	var e *Error
-	if !errors.As(err, &e) {
-		code := qshare.ErrorCodeOf(err)
-		t, ok := s.Errors[code]
-		if !ok {
-			code, t = qshare.EINTERNAL, s.Errors[qshare.EINTERNAL]
-		}
-		if t.Type == "" {
-			t = ErrorType{"InternalFailure", http.StatusInternalServerError}
-		}
-		msg := qshare.ErrorMessageOf(err)
-		if code == qshare.EINTERNAL && qshare.ErrorCodeOf(err) != qshare.EINTERNAL {
-			msg = "internal error"
-		}
-		e = &Error{t, msg}
-	}
-	b, _ := json.Marshal(map[string]string{"__type": e.Type, "message": e.Message})
-	w.Header().Set("X-Amzn-ErrorType", e.Type)
+	wire.RequestID(w)
+	e := s.Errors.Resolve(err)
+	b, _ := json.Marshal(map[string]string{"__type": e.Code, "message": e.Message})
+	w.Header().Set("X-Amzn-ErrorType", e.Code)
 	w.Header().Set("Content-Type", ContentType)
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(b)

@@ -20,8 +20,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"qshare"
 	"qshare/aws/wire"
 )
@@ -33,19 +31,11 @@ const ContentType = "application/x-www-form-urlencoded"
 const MaxBody = 1 << 20
 
 // ErrorType is how a service names an error: its Code and HTTP status.
-type ErrorType struct {
-	Code   string
-	Status int
-}
+type ErrorType = wire.ErrorType
 
 // Error is an error that names its own code, for the errors of the
 // protocol (an unknown action, a missing parameter).
-type Error struct {
-	ErrorType
-	Message string
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+type Error = wire.Error
 
 // Action runs one action on the request's parameters and returns its
 // result, which is encoded as the <ActionResult> element (nil: empty).
@@ -62,7 +52,7 @@ type Service struct {
 	Actions map[string]Action
 	// Errors map qshare's error codes to the service's errors; a code not
 	// there is the internal error Errors[qshare.EINTERNAL].
-	Errors map[qshare.ErrorCode]ErrorType
+	Errors wire.Errors
 	// Log receives one record per internal error and recovered panic.
 	Log *slog.Logger
 }
@@ -72,28 +62,28 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rid, log, recoverPanic := wire.Begin(w, s.Name, s.Log, s.WriteError)
 	defer recoverPanic()
 	if r.Method != http.MethodPost {
-		s.WriteError(w, &Error{ErrorType{"InvalidAction", http.StatusBadRequest}, fmt.Sprintf("%s actions are called with POST and a form body, not %s", s.Name, r.Method)})
+		s.WriteError(w, wire.Errorf("InvalidAction", http.StatusBadRequest, "%s actions are called with POST and a form body, not %s", s.Name, r.Method))
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != ContentType {
-		s.WriteError(w, &Error{ErrorType{"MalformedInput", http.StatusBadRequest}, "Content-Type must be " + ContentType})
+		s.WriteError(w, wire.Errorf("MalformedInput", http.StatusBadRequest, "Content-Type must be %s", ContentType))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	if err := r.ParseForm(); err != nil {
-		s.WriteError(w, &Error{ErrorType{"MalformedInput", http.StatusBadRequest}, fmt.Sprintf("the request body is not a form of at most %d bytes", MaxBody)})
+		s.WriteError(w, wire.Errorf("MalformedInput", http.StatusBadRequest, "the request body is not a form of at most %d bytes", MaxBody))
 		return
 	}
 	params := r.PostForm
 	name := params.Get("Action")
 	act, ok := s.Actions[name]
 	if name == "" {
-		s.WriteError(w, &Error{ErrorType{"MissingAction", http.StatusBadRequest}, "the request has no Action parameter"})
+		s.WriteError(w, wire.Errorf("MissingAction", http.StatusBadRequest, "the request has no Action parameter"))
 		return
 	}
 	if !ok {
-		s.WriteError(w, &Error{ErrorType{"InvalidAction", http.StatusBadRequest},
-			fmt.Sprintf("qshare does not serve the %s action %s: it serves %s", s.Name, short(name), s.served())})
+		s.WriteError(w, wire.Errorf("InvalidAction", http.StatusBadRequest,
+			"qshare does not serve the %s action %s: it serves %s", s.Name, short(name), s.served()))
 		return
 	}
 	out, err := act(r.Context(), params)
@@ -156,22 +146,8 @@ func short(s string) string {
 // the internal error without its text. Type is Sender for a 4xx, Receiver
 // for a 5xx.
 func (s *Service) WriteError(w http.ResponseWriter, err error) {
-	rid := w.Header().Get("X-Amzn-RequestId")
-	if rid == "" {
-		rid = uuid.NewString()
-		w.Header().Set("X-Amzn-RequestId", rid)
-	}
-	var e *Error
-	if !errors.As(err, &e) {
-		t, ok := s.Errors[qshare.ErrorCodeOf(err)]
-		if !ok {
-			t = s.Errors[qshare.EINTERNAL]
-		}
-		if t.Code == "" {
-			t = ErrorType{"InternalFailure", http.StatusInternalServerError}
-		}
-		e = &Error{t, qshare.ErrorMessageOf(err)}
-	}
+	rid := wire.RequestID(w)
+	e := s.Errors.Resolve(err)
 	typ := "Sender"
 	if e.Status >= 500 {
 		typ = "Receiver"
@@ -195,17 +171,4 @@ func (s *Service) WriteError(w http.ResponseWriter, err error) {
 
 // WithCommonErrors returns a service's error table: its own entries, and
 // the errors that the awsQuery services of AWS answer alike for the rest.
-func WithCommonErrors(own map[qshare.ErrorCode]ErrorType) map[qshare.ErrorCode]ErrorType {
-	t := map[qshare.ErrorCode]ErrorType{
-		qshare.EDENIED:       {"AccessDenied", http.StatusForbidden},
-		qshare.ENOSIGNATURE:  {"MissingAuthenticationToken", http.StatusForbidden},
-		qshare.EUNKNOWNKEY:   {"InvalidClientTokenId", http.StatusForbidden},
-		qshare.EBADSIGNATURE: {"SignatureDoesNotMatch", http.StatusForbidden},
-		qshare.ETHROTTLED:    {"Throttling", http.StatusBadRequest},
-		qshare.EINTERNAL:     {"InternalFailure", http.StatusInternalServerError},
-	}
-	for c, e := range own {
-		t[c] = e
-	}
-	return t
-}
+func WithCommonErrors(own wire.Errors) wire.Errors { return wire.Common(wire.Query, own) }

@@ -77,9 +77,9 @@ type Config struct {
 }
 
 var errorTable = awsjson.WithCommonErrors(map[qshare.ErrorCode]awsjson.ErrorType{
-	qshare.EINVALID:  {Type: "InvalidParameterException", Status: http.StatusBadRequest},
-	qshare.ECONFLICT: {Type: "InvalidParameterException", Status: http.StatusBadRequest},
-	qshare.ENOTFOUND: {Type: "ResourceNotFoundException", Status: http.StatusBadRequest},
+	qshare.EINVALID:  {Code: "InvalidParameterException", Status: http.StatusBadRequest},
+	qshare.ECONFLICT: {Code: "InvalidParameterException", Status: http.StatusBadRequest},
+	qshare.ENOTFOUND: {Code: "ResourceNotFoundException", Status: http.StatusBadRequest},
 })
 
 // New returns the CloudWatch Logs endpoint.

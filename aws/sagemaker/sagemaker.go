@@ -61,9 +61,9 @@ type Jobs interface {
 // ResourceNotFound, as the service's model says; every refusal of the
 // input a ValidationException.
 var errorTable = awsjson.WithCommonErrors(map[qshare.ErrorCode]awsjson.ErrorType{
-	qshare.EINVALID:  {Type: "ValidationException", Status: http.StatusBadRequest},
-	qshare.ECONFLICT: {Type: "ValidationException", Status: http.StatusBadRequest},
-	qshare.ENOTFOUND: {Type: "ResourceNotFound", Status: http.StatusBadRequest},
+	qshare.EINVALID:  {Code: "ValidationException", Status: http.StatusBadRequest},
+	qshare.ECONFLICT: {Code: "ValidationException", Status: http.StatusBadRequest},
+	qshare.ENOTFOUND: {Code: "ResourceNotFound", Status: http.StatusBadRequest},
 })
 
 // New returns the SageMaker endpoint over jobs. logs is the executor's
