@@ -43,76 +43,51 @@ type E2EOptions struct {
 
 // E2EResult is what `qshare bench e2e` reports for one run.
 type E2EResult struct {
-	Jobs     int    `json:"jobs"`
-	Clients  int    `json:"clients"`
+	Jobs     int    `json:"jobs" row:"jobs;%.0f"`
+	Clients  int    `json:"clients" row:"clients;%.0f"`
 	Executor string `json:"executor"`
 	// WallS runs from the first submit to the stoppedAt of the last job
 	// (every job SUCCEEDED); JobsPerS is Jobs over it.
-	WallS       float64 `json:"wall_s"`
-	JobsPerS    float64 `json:"jobs_per_s"`
-	SubmitsPerS float64 `json:"submits_per_s"`
+	WallS       float64 `json:"wall_s" row:"qshare wall;%.2f;s"`
+	JobsPerS    float64 `json:"jobs_per_s" row:"qshare jobs/s (submit → last SUCCEEDED);%.1f"`
+	SubmitsPerS float64 `json:"submits_per_s" row:"qshare submits/s;%.0f"`
 	// SubmitLatency is of one SubmitServiceJob call.
-	SubmitLatency Latency `json:"submit_latency"`
+	SubmitLatency Latency `json:"submit_latency" row:"qshare submit latency;%.2f;ms"`
 	// The Slurm side, with --vs-slurm: the same jobs (`sbatch --wrap
 	// true`) from the same number of clients on one 64-slot node, timed
 	// until squeue shows the queue empty.
-	SlurmWallS         float64  `json:"slurm_wall_s,omitempty"`
-	SlurmJobsPerS      float64  `json:"slurm_jobs_per_s,omitempty"`
-	SlurmSubmitsPerS   float64  `json:"slurm_submits_per_s,omitempty"`
-	SlurmSubmitLatency *Latency `json:"slurm_submit_latency,omitempty"`
+	SlurmWallS         float64  `json:"slurm_wall_s,omitempty" row:"Slurm wall;%.2f;s"`
+	SlurmJobsPerS      float64  `json:"slurm_jobs_per_s,omitempty" row:"Slurm jobs/s (submit → queue empty);%.1f;;BENCHMARKS.md: about 9 on this kind of machine"`
+	SlurmSubmitsPerS   float64  `json:"slurm_submits_per_s,omitempty" row:"Slurm submits/s;%.0f;;BENCHMARKS.md: about 30"`
+	SlurmSubmitLatency *Latency `json:"slurm_submit_latency,omitempty" row:"Slurm submit latency;%.2f;ms"`
 	// Ratio is JobsPerS over SlurmJobsPerS.
-	Ratio float64 `json:"ratio,omitempty"`
+	Ratio float64 `json:"ratio,omitempty" row:"ratio (qshare / Slurm jobs/s);%.2f;;target ≥ 20; with --executor slurm ≥ 0.9"`
 	// The conditions that move these figures most (docs/performance.md,
 	// section 3): TmpDir is the directory under which the temporary
 	// server's data directory and the Slurm cluster's directory are made
 	// ($TMPDIR, else /tmp), and TmpFS its file system ("tmpfs", "ext4",
 	// ...): every acknowledged submit waits for an fsync there. LoadAvg and
 	// SlurmLoadAvg are the 1-minute load average when each half started.
-	TmpDir       string  `json:"tmp_dir"`
-	TmpFS        string  `json:"tmp_fs"`
-	LoadAvg      float64 `json:"load_avg_1m"`
-	SlurmLoadAvg float64 `json:"slurm_load_avg_1m,omitempty"`
+	TmpDir       string  `json:"tmp_dir" row:"$TMPDIR (data of both halves);%s"`
+	TmpFS        string  `json:"tmp_fs" row:"its file system;%s;;fsync at every acknowledged submit"`
+	LoadAvg      float64 `json:"load_avg_1m" row:"load average at start (1 min);%.2f"`
+	SlurmLoadAvg float64 `json:"slurm_load_avg_1m,omitempty" row:"load average at Slurm's start;%.2f"`
 	// With --with: the second executor alone (WithJobsPerS), both on one
 	// server (CombinedJobsPerS, over twice the jobs), and the combined
 	// rate over the sum of the two alone (CombinedVsSum).
-	With             string  `json:"with,omitempty"`
-	WithJobsPerS     float64 `json:"with_jobs_per_s,omitempty"`
-	CombinedJobsPerS float64 `json:"combined_jobs_per_s,omitempty"`
-	CombinedVsSum    float64 `json:"combined_vs_sum,omitempty"`
+	With             string  `json:"with,omitempty" row:"second executor (--with);%s"`
+	WithJobsPerS     float64 `json:"with_jobs_per_s,omitempty" row:"its jobs/s alone;%.1f"`
+	CombinedJobsPerS float64 `json:"combined_jobs_per_s,omitempty" row:"both on one server jobs/s (twice the jobs);%.1f"`
+	CombinedVsSum    float64 `json:"combined_vs_sum,omitempty" row:"combined / sum of the two alone;%.2f;;target ≥ 0.9"`
 	// CombinedVsSlowest is the longer wall of the two alone over the
 	// combined wall: 1 when the two executors' halves, each the size of
 	// one alone, take no longer together than the slower one alone; the
 	// fairer figure when the two rates differ much.
-	CombinedVsSlowest float64 `json:"combined_vs_slowest,omitempty"`
-}
-
-var e2eRows = []Row{
-	{Label: "jobs", Key: "jobs", Format: "%.0f"},
-	{Label: "clients", Key: "clients", Format: "%.0f"},
-	{Label: "qshare jobs/s (submit → last SUCCEEDED)", Key: "jobs_per_s", Format: "%.1f"},
-	{Label: "qshare wall", Key: "wall_s", Format: "%.2f", Unit: "s"},
-	{Label: "qshare submits/s", Key: "submits_per_s", Format: "%.0f"},
-	{Label: "qshare submit latency p50", Key: "submit_latency.p50_ms", Format: "%.2f", Unit: "ms"},
-	{Label: "qshare submit latency p99", Key: "submit_latency.p99_ms", Format: "%.2f", Unit: "ms"},
-	{Label: "Slurm jobs/s (submit → queue empty)", Key: "slurm_jobs_per_s", Format: "%.1f", Anchor: "BENCHMARKS.md: about 9 on this kind of machine"},
-	{Label: "Slurm wall", Key: "slurm_wall_s", Format: "%.2f", Unit: "s"},
-	{Label: "Slurm submits/s", Key: "slurm_submits_per_s", Format: "%.0f", Anchor: "BENCHMARKS.md: about 30"},
-	{Label: "Slurm submit latency p50", Key: "slurm_submit_latency.p50_ms", Format: "%.2f", Unit: "ms"},
-	{Label: "Slurm submit latency p99", Key: "slurm_submit_latency.p99_ms", Format: "%.2f", Unit: "ms"},
-	{Label: "ratio (qshare / Slurm jobs/s)", Key: "ratio", Format: "%.2f", Anchor: "target ≥ 20; with --executor slurm ≥ 0.9"},
-	{Label: "$TMPDIR (data of both halves)", Key: "tmp_dir", Format: "%s"},
-	{Label: "its file system", Key: "tmp_fs", Format: "%s", Anchor: "fsync at every acknowledged submit"},
-	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
-	{Label: "load average at Slurm's start", Key: "slurm_load_avg_1m", Format: "%.2f"},
-	{Label: "second executor (--with)", Key: "with", Format: "%s"},
-	{Label: "its jobs/s alone", Key: "with_jobs_per_s", Format: "%.1f"},
-	{Label: "both on one server jobs/s (twice the jobs)", Key: "combined_jobs_per_s", Format: "%.1f"},
-	{Label: "combined / sum of the two alone", Key: "combined_vs_sum", Format: "%.2f", Anchor: "target ≥ 0.9"},
-	{Label: "slower alone's wall / combined wall", Key: "combined_vs_slowest", Format: "%.2f", Anchor: "1: no cost of sharing a server"},
+	CombinedVsSlowest float64 `json:"combined_vs_slowest,omitempty" row:"slower alone's wall / combined wall;%.2f;;1: no cost of sharing a server"`
 }
 
 // E2ERows returns the rows of the e2e benchmark's table.
-func E2ERows() []Row { return e2eRows }
+func E2ERows() []Row { return RowsOf(E2EResult{}) }
 
 const e2eType = "ml.m5.large"
 

@@ -36,58 +36,43 @@ func DefaultEngineOptions() EngineOptions {
 	return EngineOptions{Pending: 1_000_000, Queues: 50, SharesPerQueue: 20, LatencyPasses: 20_000, BatchPasses: 200, Batch: 1000, Seed: 1}
 }
 
-// EngineResult is what `qshare bench engine` reports for one run.
+// EngineResult is what `qshare bench engine` reports for one run. Its
+// row tags are the human table (RowsOf), whose anchors are the engine
+// issue's targets.
 type EngineResult struct {
-	PendingJobs int `json:"pending_jobs"`
+	PendingJobs int `json:"pending_jobs" row:"pending jobs;%.0f"`
 	Shares      int `json:"shares"`
 	Queues      int `json:"queues"`
 	// PassP50Ms, PassP99Ms and PassMaxMs are the latency of one Schedule
 	// call in the trickle phase (one finish and one arrival per pass).
-	PassP50Ms float64 `json:"pass_p50_ms"`
-	PassP99Ms float64 `json:"pass_p99_ms"`
-	PassMaxMs float64 `json:"pass_max_ms"`
+	PassP50Ms float64 `json:"pass_p50_ms" row:"pass latency p50 (trickle: 1 finish + 1 arrival);%.3f;ms"`
+	PassP99Ms float64 `json:"pass_p99_ms" row:"pass latency p99 (trickle);%.3f;ms;target < 1 ms"`
+	PassMaxMs float64 `json:"pass_max_ms" row:"pass latency max (trickle);%.3f;ms"`
 	// AdmissionsPerS is jobs started per second of engine time (Release,
 	// Submit and Schedule together) in the batch phase; DecisionsPerS is
 	// every decision (starts, preemptions, wait reasons) per second spent
 	// in Schedule in the same phase.
-	AdmissionsPerS float64 `json:"admissions_per_s"`
-	DecisionsPerS  float64 `json:"decisions_per_s"`
+	AdmissionsPerS float64 `json:"admissions_per_s" row:"admissions/s (batch: 1,000 + 1,000 per pass);%.0f;;target ≥ 500,000"`
+	DecisionsPerS  float64 `json:"decisions_per_s" row:"decisions/s in Schedule (batch);%.0f"`
 	// BatchPassP50Ms and BatchPassP99Ms are the latency of one pass of the
 	// batch phase.
-	BatchPassP50Ms float64 `json:"batch_pass_p50_ms"`
-	BatchPassP99Ms float64 `json:"batch_pass_p99_ms"`
+	BatchPassP50Ms float64 `json:"batch_pass_p50_ms" row:"pass latency p50 (batch);%.3f;ms"`
+	BatchPassP99Ms float64 `json:"batch_pass_p99_ms" row:"pass latency p99 (batch);%.3f;ms"`
 	// Preemptions counts the preemptions of both phases (cross-share
 	// reclaim and in-share, by priority).
-	Preemptions int `json:"preemptions"`
+	Preemptions int `json:"preemptions" row:"preemptions;%.0f"`
 	// FillPassMs is the first pass, which starts jobs into empty capacity.
-	FillPassMs float64 `json:"fill_pass_ms"`
+	FillPassMs float64 `json:"fill_pass_ms" row:"first (fill) pass;%.1f;ms"`
 	// SubmitsPerS is the rate of Submit calls while loading the pending jobs.
-	SubmitsPerS float64 `json:"submits_per_s"`
+	SubmitsPerS float64 `json:"submits_per_s" row:"Submit calls/s (loading);%.0f"`
 	// BytesPerPendingJob is the growth of the live heap (after a full GC)
 	// from the configured, empty engine to the engine holding every pending
 	// job, divided by their number: the job IDs the engine keeps included.
-	BytesPerPendingJob float64 `json:"bytes_per_pending_job"`
-}
-
-// engineRows is the human table of the engine run; the anchors are the
-// engine issue's targets.
-var engineRows = []Row{
-	{Label: "pending jobs", Key: "pending_jobs", Format: "%.0f"},
-	{Label: "pass latency p50 (trickle: 1 finish + 1 arrival)", Key: "pass_p50_ms", Format: "%.3f", Unit: "ms"},
-	{Label: "pass latency p99 (trickle)", Key: "pass_p99_ms", Format: "%.3f", Unit: "ms", Anchor: "target < 1 ms"},
-	{Label: "pass latency max (trickle)", Key: "pass_max_ms", Format: "%.3f", Unit: "ms"},
-	{Label: "admissions/s (batch: 1,000 + 1,000 per pass)", Key: "admissions_per_s", Format: "%.0f", Anchor: "target ≥ 500,000"},
-	{Label: "decisions/s in Schedule (batch)", Key: "decisions_per_s", Format: "%.0f"},
-	{Label: "pass latency p50 (batch)", Key: "batch_pass_p50_ms", Format: "%.3f", Unit: "ms"},
-	{Label: "pass latency p99 (batch)", Key: "batch_pass_p99_ms", Format: "%.3f", Unit: "ms"},
-	{Label: "preemptions", Key: "preemptions", Format: "%.0f"},
-	{Label: "first (fill) pass", Key: "fill_pass_ms", Format: "%.1f", Unit: "ms"},
-	{Label: "Submit calls/s (loading)", Key: "submits_per_s", Format: "%.0f"},
-	{Label: "memory per pending job", Key: "bytes_per_pending_job", Format: "%.0f", Unit: "B", Anchor: "target < 1024 B"},
+	BytesPerPendingJob float64 `json:"bytes_per_pending_job" row:"memory per pending job;%.0f;B;target < 1024 B"`
 }
 
 // EngineRows returns the rows of the engine benchmark's table.
-func EngineRows() []Row { return engineRows }
+func EngineRows() []Row { return RowsOf(EngineResult{}) }
 
 // The installation of the engine run, the same shape as the engine's own
 // benchmarks (engine/bench_test.go): per share 20 of a small type and 4 of

@@ -32,32 +32,22 @@ type FailoverOptions struct {
 
 // FailoverResult is what `qshare bench failover` reports.
 type FailoverResult struct {
-	Jobs      int `json:"jobs"`
-	Failovers int `json:"failovers"`
+	Jobs      int `json:"jobs" row:"stored jobs;%.0f"`
+	Failovers int `json:"failovers" row:"failovers;%.0f"`
 	// LoadS is how long storing the jobs took, through the leader.
-	LoadS float64 `json:"load_s"`
+	LoadS float64 `json:"load_s" row:"storing the jobs;%.1f;s"`
 	// TakeoverMs is, per failover, the time from the leader's SIGKILL to
 	// the first submit the standby acknowledged (tried every 5 ms).
 	TakeoverMs []float64 `json:"takeover_ms"`
-	MedianMs   float64   `json:"median_ms"`
-	MinMs      float64   `json:"min_ms"`
-	MaxMs      float64   `json:"max_ms"`
+	MedianMs   float64   `json:"median_ms" row:"leader killed → standby acknowledges a submit, median;%.0f;ms;target < 3 s"`
+	MinMs      float64   `json:"min_ms" row:"the same, fastest;%.0f;ms"`
+	MaxMs      float64   `json:"max_ms" row:"the same, slowest;%.0f;ms"`
 	// LoadAvg is the 1-minute load average when the failovers began.
-	LoadAvg float64 `json:"load_avg_1m"`
-}
-
-var failoverRows = []Row{
-	{Label: "stored jobs", Key: "jobs", Format: "%.0f"},
-	{Label: "failovers", Key: "failovers", Format: "%.0f"},
-	{Label: "storing the jobs", Key: "load_s", Format: "%.1f", Unit: "s"},
-	{Label: "leader killed → standby acknowledges a submit, median", Key: "median_ms", Format: "%.0f", Unit: "ms", Anchor: "target < 3 s"},
-	{Label: "the same, fastest", Key: "min_ms", Format: "%.0f", Unit: "ms"},
-	{Label: "the same, slowest", Key: "max_ms", Format: "%.0f", Unit: "ms"},
-	{Label: "load average (1 min) at the first failover", Key: "load_avg_1m", Format: "%.1f"},
+	LoadAvg float64 `json:"load_avg_1m" row:"load average (1 min) at the first failover;%.1f"`
 }
 
 // FailoverRows returns the rows of the failover benchmark's table.
-func FailoverRows() []Row { return failoverRows }
+func FailoverRows() []Row { return RowsOf(FailoverResult{}) }
 
 // RunFailover starts two servers (simulated executor) on opt.Store, stores
 // opt.Jobs waiting jobs through the leader, and then opt.Failovers times

@@ -37,59 +37,40 @@ type KubeOptions struct {
 
 // KubeResult is what `qshare bench kube` reports for one run.
 type KubeResult struct {
-	Jobs     int `json:"jobs"`
-	Clients  int `json:"clients"`
-	Capacity int `json:"capacity"`
+	Jobs     int `json:"jobs" row:"jobs;%.0f"`
+	Clients  int `json:"clients" row:"clients;%.0f"`
+	Capacity int `json:"capacity" row:"capacity (instances);%.0f"`
 	// WallS runs from the first submit to the stoppedAt of the last job;
 	// JobsPerS is Jobs over it.
-	WallS    float64 `json:"wall_s"`
-	JobsPerS float64 `json:"jobs_per_s"`
+	WallS    float64 `json:"wall_s" row:"wall;%.2f;s"`
+	JobsPerS float64 `json:"jobs_per_s" row:"jobs/s (first submit → last SUCCEEDED);%.1f"`
 	// SubmitToPod is from the start of each SubmitServiceJob call to the
 	// played kubelet's watch seeing the job's pod.
-	SubmitToPod Latency `json:"submit_to_pod"`
+	SubmitToPod Latency `json:"submit_to_pod" row:"submit → pod created;%.1f;ms"`
 	// PodsPerS is Jobs over the time from the first submit to the last
 	// pod created (seen by the watch): qshare's admissions per second,
 	// the figure that compares with Kueue's.
-	PodsPerS float64 `json:"pods_per_s"`
+	PodsPerS float64 `json:"pods_per_s" row:"pods created/s (first submit → last pod created);%.1f"`
 	// ServerCPUPerJobMs is qshare serve's CPU (user and system) over the
 	// run, per job.
-	ServerCPUPerJobMs float64 `json:"server_cpu_per_job_ms"`
-	LoadAvg           float64 `json:"load_avg_1m"`
+	ServerCPUPerJobMs float64 `json:"server_cpu_per_job_ms" row:"qshare CPU per job;%.2f;ms"`
+	LoadAvg           float64 `json:"load_avg_1m" row:"load average at start (1 min);%.2f"`
 	// The Kueue side, with VsKueue: from the first Job created to the
 	// last admitted; Ratio is JobsPerS over KueueAdmitPerS.
-	KueueWallS float64 `json:"kueue_wall_s,omitempty"`
+	KueueWallS float64 `json:"kueue_wall_s,omitempty" row:"Kueue wall;%.2f;s"`
 	// KueueCreatedS is when the last of the Jobs had been created: a
 	// KueueWallS close to it means Kueue admitted as fast as the clients
 	// created.
-	KueueCreatedS  float64 `json:"kueue_created_s,omitempty"`
-	KueueAdmitPerS float64 `json:"kueue_admissions_per_s,omitempty"`
-	KueueLoadAvg   float64 `json:"kueue_load_avg_1m,omitempty"`
+	KueueCreatedS  float64 `json:"kueue_created_s,omitempty" row:"Kueue's Jobs all created after;%.2f;s"`
+	KueueAdmitPerS float64 `json:"kueue_admissions_per_s,omitempty" row:"Kueue admissions/s (first create → last admitted);%.1f;;../shared/recipes/kueue.md measured about 24"`
+	KueueLoadAvg   float64 `json:"kueue_load_avg_1m,omitempty" row:"load average at Kueue's start;%.2f"`
 	// Ratio is PodsPerS over KueueAdmitPerS; RunRatio JobsPerS over it.
-	Ratio    float64 `json:"ratio,omitempty"`
-	RunRatio float64 `json:"run_ratio,omitempty"`
-}
-
-var kubeRows = []Row{
-	{Label: "jobs", Key: "jobs", Format: "%.0f"},
-	{Label: "clients", Key: "clients", Format: "%.0f"},
-	{Label: "capacity (instances)", Key: "capacity", Format: "%.0f"},
-	{Label: "jobs/s (first submit → last SUCCEEDED)", Key: "jobs_per_s", Format: "%.1f"},
-	{Label: "wall", Key: "wall_s", Format: "%.2f", Unit: "s"},
-	{Label: "pods created/s (first submit → last pod created)", Key: "pods_per_s", Format: "%.1f"},
-	{Label: "submit → pod created p50", Key: "submit_to_pod.p50_ms", Format: "%.1f", Unit: "ms"},
-	{Label: "submit → pod created p99", Key: "submit_to_pod.p99_ms", Format: "%.1f", Unit: "ms"},
-	{Label: "qshare CPU per job", Key: "server_cpu_per_job_ms", Format: "%.2f", Unit: "ms"},
-	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
-	{Label: "Kueue admissions/s (first create → last admitted)", Key: "kueue_admissions_per_s", Format: "%.1f", Anchor: "../shared/recipes/kueue.md measured about 24"},
-	{Label: "Kueue wall", Key: "kueue_wall_s", Format: "%.2f", Unit: "s"},
-	{Label: "Kueue's Jobs all created after", Key: "kueue_created_s", Format: "%.2f", Unit: "s"},
-	{Label: "load average at Kueue's start", Key: "kueue_load_avg_1m", Format: "%.2f"},
-	{Label: "ratio (qshare pods created/s / Kueue admissions/s)", Key: "ratio", Format: "%.2f", Anchor: "target ≥ 5"},
-	{Label: "ratio (qshare jobs run/s / Kueue admissions/s)", Key: "run_ratio", Format: "%.2f"},
+	Ratio    float64 `json:"ratio,omitempty" row:"ratio (qshare pods created/s / Kueue admissions/s);%.2f;;target ≥ 5"`
+	RunRatio float64 `json:"run_ratio,omitempty" row:"ratio (qshare jobs run/s / Kueue admissions/s);%.2f"`
 }
 
 // KubeRows returns the rows of the kube benchmark's table.
-func KubeRows() []Row { return kubeRows }
+func KubeRows() []Row { return RowsOf(KubeResult{}) }
 
 // RunKube starts a test control plane (kubetest: etcd and kube-apiserver
 // built by .ci/build-kube, with the played kubelet and scheduler), a

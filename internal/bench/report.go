@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 )
@@ -105,6 +106,36 @@ type Row struct {
 	// Anchor is what the figure is compared with: a target, a published
 	// figure, or the side-by-side measurement.
 	Anchor string
+}
+
+// RowsOf returns the human table of a result struct (result is a value of
+// its type): one Row per field with a row tag, in the order of the fields.
+// The tag is "label;format;unit;anchor" (unit and anchor may be left out;
+// the anchor is the rest, semicolons and all), and the row's key is the
+// field's JSON name. A field of type Latency or *Latency gives two rows,
+// its p50 and its p99, their labels the tag's with " p50" and " p99".
+func RowsOf(result any) []Row {
+	t := reflect.TypeOf(result)
+	var rows []Row
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, ok := f.Tag.Lookup("row")
+		if !ok {
+			continue
+		}
+		parts := append(strings.SplitN(tag, ";", 4), "", "", "")
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		r := Row{Label: parts[0], Key: key, Format: parts[1], Unit: parts[2], Anchor: parts[3]}
+		if f.Type == reflect.TypeFor[Latency]() || f.Type == reflect.TypeFor[*Latency]() {
+			p50, p99 := r, r
+			p50.Label, p50.Key, p50.Anchor = r.Label+" p50", key+".p50_ms", ""
+			p99.Label, p99.Key = r.Label+" p99", key+".p99_ms"
+			rows = append(rows, p50, p99)
+			continue
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // Lookup returns the number at a dotted path of an aggregated report.
