@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -73,6 +74,11 @@ func NewClient(ctx context.Context, ep Endpoint) (*Client, error) {
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = MaxAttempts
 			so.MaxBackoff = 5 * time.Second
+			// The SDK's retry quota (a client-wide token bucket) would
+			// stop the retries of a store that went down for a few
+			// seconds under the parallel parts of one upload: each request
+			// keeps its own MaxAttempts instead.
+			so.RateLimiter = ratelimit.None
 		})
 	})
 	return New(c), nil

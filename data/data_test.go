@@ -279,7 +279,7 @@ func TestStageRefusedCredentials(t *testing.T) {
 	s := embedded(t)
 	s.put(t, "bkt", map[string]string{"p/a": "x"})
 	// gofakes3 checks no signature: a store that checks them is the
-	// real test (TestSeaweedFS). Here: a store that is not there.
+	// real test (TestVersityGWRefuses). Here: a store that is not there.
 	ep := data.Endpoint{URL: "http://127.0.0.1:1", Region: "us-east-1", AccessKeyID: "k", SecretAccessKey: "s"}
 	c, err := data.NewClient(context.Background(), ep)
 	if err != nil {
@@ -415,14 +415,7 @@ func TestRun(t *testing.T) {
 	root, d, _ := job(t)
 	p := plan(t, `{"ResourceConfig":{"InstanceType":"ml.m5.large"},"OutputDataConfig":{"S3OutputPath":"s3://out"},
 		"InputDataConfig":[{"ChannelName":"sm_drivers","DataSource":{"S3DataSource":{"S3Uri":"s3://bkt/in"}}}]}`, 0, 1, d)
-	self, _ := os.Executable()
-	w := data.Wrapper{Plan: p, Endpoint: s.ep, Root: root, FailureFile: filepath.Join(root, "output", "failure")}
-	argv, env, err := data.Wrap(self, []string{"/bin/sh", filepath.Join(d.Channel("sm_drivers"), "sm_train.sh"), d.Model}, os.Environ(), w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
+	cmd := wrapped(t, s.ep, p, root, "/bin/sh", filepath.Join(d.Channel("sm_drivers"), "sm_train.sh"), d.Model)
 	out, err := cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() != 3 {
 		t.Fatalf("the wrapper exited with %v, want the program's 3; output:\n%s", err, out)
@@ -435,13 +428,29 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// wrapped returns the command that runs command under the wrapper (this
+// test binary, whose TestMain calls data.MaybeRun), as the process
+// executor does, with its failure file at root/output/failure.
+func wrapped(t *testing.T, ep data.Endpoint, p data.Plan, root string, command ...string) *exec.Cmd {
+	t.Helper()
+	self, _ := os.Executable()
+	w := data.Wrapper{Plan: p, Endpoint: ep, Root: root, FailureFile: filepath.Join(root, "output", "failure")}
+	argv, env, err := data.Wrap(self, command, os.Environ(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	return cmd
+}
+
 func asError(err error, target **data.Error) bool { return errors.As(err, target) }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 
 // TestRunStoreDownDuringUpload: the store stops answering while the
-// program runs; the wrapper's upload is retried (the SDK's backoff) and
-// then fails the attempt with its reason, even though the program
+// program runs; the wrapper's upload is retried (the SDK's backoff, and
+// the whole object ObjectTries times) and then fails the attempt with its reason, even though the program
 // succeeded: a job is not SUCCEEDED until its model is in S3.
 func TestRunStoreDownDuringUpload(t *testing.T) {
 	srv, err := s3server.New(t.TempDir())
@@ -462,16 +471,9 @@ func TestRunStoreDownDuringUpload(t *testing.T) {
 	root, d, _ := job(t)
 	p := plan(t, `{"ResourceConfig":{"InstanceType":"ml.m5.large"},"OutputDataConfig":{"S3OutputPath":"s3://bkt/out"},
 		"InputDataConfig":[{"ChannelName":"train","DataSource":{"S3DataSource":{"S3Uri":"s3://bkt/in"}}}]}`, 0, 1, d)
-	self, _ := os.Executable()
 	failure := filepath.Join(root, "output", "failure")
 	os.MkdirAll(filepath.Dir(failure), 0o755)
-	w := data.Wrapper{Plan: p, Endpoint: s.ep, Root: root, FailureFile: failure}
-	argv, env, err := data.Wrap(self, []string{"/bin/sh", "-c", "echo m > \"$1\"/m; touch \"$2\"", "sh", d.Model, down}, os.Environ(), w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
+	cmd := wrapped(t, s.ep, p, root, "/bin/sh", "-c", "echo m > \"$1\"/m; touch \"$2\"", "sh", d.Model, down)
 	out, _ := cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() != 1 {
 		t.Fatalf("the wrapper exited with %d, want 1; output:\n%s", cmd.ProcessState.ExitCode(), out)
@@ -480,7 +482,7 @@ func TestRunStoreDownDuringUpload(t *testing.T) {
 	if !strings.HasPrefix(string(reason), "InternalServerError: Artifact upload failed: ") {
 		t.Fatalf("failure file %q", reason)
 	}
-	if n := tries.Load(); n < data.MaxAttempts {
-		t.Fatalf("the store saw %d requests while down, want the SDK's %d tries", n, data.MaxAttempts)
+	if n := tries.Load(); n < data.MaxAttempts*data.ObjectTries {
+		t.Fatalf("the store saw %d requests while down, want the SDK's %d tries of each of the %d whole uploads", n, data.MaxAttempts, data.ObjectTries)
 	}
 }

@@ -2,7 +2,6 @@ package data
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/smithy-go"
+	"github.com/klauspost/compress/gzip"
 )
 
 // file is a regular file found under a directory.
@@ -91,23 +92,71 @@ func (c *Client) putTarGz(ctx context.Context, fsys FS, dir string, to Location)
 	if err != nil {
 		return fail(uploadFailed, path.Base(dir), fsErr(err))
 	}
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(writeTarGz(pw, fsys, dir, files))
-	}()
-	_, err = c.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(to.Bucket), Key: aws.String(to.Key), Body: pr})
-	pr.CloseWithError(errors.New("upload ended"))
+	err = c.whole(ctx, func() error {
+		pr, pw := io.Pipe()
+		go func() {
+			pw.CloseWithError(writeTarGz(pw, fsys, dir, files))
+		}()
+		_, err := c.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(to.Bucket), Key: aws.String(to.Key), Body: pr})
+		pr.CloseWithError(errors.New("upload ended"))
+		return err
+	})
 	if err != nil {
 		return fail(uploadFailed, to.String(), err)
 	}
 	return nil
 }
 
+// ObjectTries is how many times an upload sends one object from its
+// start, when the store lost it midway: each try is a whole upload (every
+// request of it tried MaxAttempts times), so a store that restarts during
+// a multipart upload, and forgets it (NoSuchUpload), or that is down for
+// longer than one request's retries, gets the object again from its first
+// byte. The object's key holds nothing of a try that failed: S3 shows an
+// object only once its upload is complete.
+const ObjectTries = 3
+
+// objectPause is the wait between two tries of one object.
+var objectPause = 2 * time.Second
+
+// whole runs put, one whole upload of an object, up to ObjectTries times
+// while it fails because the store lost the upload or did not answer.
+func (c *Client) whole(ctx context.Context, put func() error) error {
+	for try := 1; ; try++ {
+		err := put()
+		if err == nil || try == ObjectTries || !lostUpload(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(objectPause):
+		}
+	}
+}
+
+// lostUpload reports whether err is the store's, not the job's: no answer
+// (after the SDK's own retries), a 5xx, or a multipart upload the store no
+// longer knows (NoSuchUpload: it restarted).
+func lostUpload(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "NoSuchUpload" {
+		return true
+	}
+	client, _ := classify(err)
+	return !client
+}
+
 // writeTarGz writes files (found under dir) as a gzipped tar to w.
 func writeTarGz(w io.Writer, fsys FS, dir string, files []file) error {
-	// BestSpeed: gzip is what bounds a model's upload (one core; a 1 GiB
-	// model of random weights took 200 s at the default level in qshare
-	// bench s3, see docs/data.md), and weights hardly compress anyway.
+	// gzip is what bounds a model's upload: it runs on one core, ahead of
+	// the parallel parts. klauspost/compress writes the same format as
+	// compress/gzip, and at BestSpeed it stores the blocks that do not
+	// compress (random weights hardly do) instead of coding them: about
+	// ten times compress/gzip's BestSpeed on such data (docs/data.md).
 	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	tw := tar.NewWriter(zw)
 	for _, f := range files {
@@ -184,7 +233,14 @@ func (c *Client) putFiles(ctx context.Context, fsys FS, dir string, to Location,
 		}
 		defer fh.Close()
 		key := joinKey(to.Key, f.rel)
-		if _, err := c.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(to.Bucket), Key: aws.String(key), Body: fh}); err != nil {
+		err = c.whole(ctx, func() error {
+			if _, err := fh.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+			_, err := c.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(to.Bucket), Key: aws.String(key), Body: fh})
+			return err
+		})
+		if err != nil {
 			return fail(uploadFailed, Location{to.Bucket, key}.String(), err)
 		}
 		return nil

@@ -1,13 +1,27 @@
 package processe2e_test
 
 import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"qshare/data"
 )
 
 // TestDataContract runs the SageMaker SDK's sm_drivers job on a real
@@ -88,5 +102,115 @@ s3.put_object(Bucket="qshare-data", Key="input/ml_drivers/data/train.csv", Body=
 	d := s.AwaitStatus(bad, types.ServiceJobStatusFailed)
 	if r := aws.ToString(d.StatusReason); !strings.Contains(r, "ClientError: Data download failed: ") || !strings.Contains(r, "no objects under the prefix") {
 		t.Errorf("a job whose channel is empty failed with %q, want SageMaker's reason", r)
+	}
+}
+
+// TestKillServerDuringUpload kills the server (the embedded store) with
+// SIGKILL while a job's wrapper uploads its 256 MiB model in parts, and
+// starts it again on the same address: the store forgets the multipart
+// upload, and the wrapper sends the model again from its first byte
+// (data.ObjectTries) or fails the job with the upload's reason. Either
+// way the model's key never holds half an object: it is missing, or it is
+// the whole model.tar.gz, byte for byte what the job wrote.
+func TestKillServerDuringUpload(t *testing.T) {
+	skipShort(t)
+	dataDir := newDataDir(t)
+	s := startServer(t, dataDir, serverOpts{})
+	s.setup(map[string]int32{cpu: 1}, share{name: "QS1", limits: map[string]int32{cpu: 1}, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	ctx := context.Background()
+	s3c := func(endpoint string) *s3.Client {
+		c, err := data.NewClient(ctx, data.Endpoint{URL: endpoint, Region: "us-east-1", AccessKeyID: "qshare", SecretAccessKey: "qshare"})
+		must(t, err)
+		return c.S3()
+	}
+	_, err := s3c(s.endpoint).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("models")})
+	must(t, err)
+	// The job writes 256 MiB of random weights and their digest.
+	entry := []string{"/bin/sh", "-c", `head -c 268435456 /dev/urandom > "$SM_MODEL_DIR/weights.bin" && echo "digest $(sha256sum < "$SM_MODEL_DIR/weights.bin" | cut -c1-64)"`}
+	id := s.submit(job{name: "big-model", share: "QS1", entrypoint: entry,
+		payload: map[string]any{"OutputDataConfig": map[string]any{"S3OutputPath": "s3://models/out"}}})
+	digest := regexp.MustCompile(`digest ([0-9a-f]{64})`).FindStringSubmatch(s.awaitLog(id, 1, "digest "))
+	if digest == nil {
+		t.Fatalf("the job's log has no digest:\n%s", s.mustLogs(id, 1))
+	}
+	// Kill the server once the store holds a part of the model's
+	// multipart upload: the upload is midway.
+	c := s3c(s.endpoint)
+	deadline := time.Now().Add(waitLimit)
+	for {
+		if midway(ctx, c, "models") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no multipart upload of the model was seen within %s; the job's log:\n%s", waitLimit, s.mustLogs(id, 1))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.kill()
+	s2 := startServer(t, dataDir, serverOpts{args: []string{"--addr", strings.TrimPrefix(s.endpoint, "http://")}})
+	d := s2.Await(id, "SUCCEEDED or FAILED", func(d *batch.DescribeServiceJobOutput) bool {
+		return d.Status == types.ServiceJobStatusSucceeded || d.Status == types.ServiceJobStatusFailed
+	})
+	arn := aws.ToString(d.LatestAttempt.ServiceResourceId.Value)
+	key := "out/" + arn[strings.LastIndex(arn, "/")+1:] + "/output/model.tar.gz"
+	obj, err := s3c(s2.endpoint).GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("models"), Key: aws.String(key)})
+	var nsk *s3types.NoSuchKey
+	switch {
+	case err == nil:
+		defer obj.Body.Close()
+		if got := tarDigest(t, obj.Body, "weights.bin"); got != digest[1] {
+			t.Fatalf("%s holds weights.bin with digest %s, want the job's %s: half an object under the final key", key, got, digest[1])
+		}
+		if d.Status != types.ServiceJobStatusSucceeded {
+			t.Errorf("the model is whole in the store, but the job is %s (%s)", d.Status, aws.ToString(d.StatusReason))
+		}
+		t.Logf("the upload was sent again after the restart: the job SUCCEEDED with its whole model")
+	case errors.As(err, &nsk):
+		if r := aws.ToString(d.StatusReason); d.Status != types.ServiceJobStatusFailed || !strings.Contains(r, "Artifact upload failed") {
+			t.Fatalf("the model is not in the store, and the job is %s with %q, want FAILED with the upload's reason", d.Status, r)
+		}
+		t.Logf("the job failed clearly: %s", aws.ToString(d.StatusReason))
+	default:
+		t.Fatalf("GetObject of %s: %v", key, err)
+	}
+	if !strings.Contains(s2.mustLogs(id, 1), "digest ") {
+		t.Errorf("the attempt's log was lost")
+	}
+}
+
+// midway reports whether bucket has a multipart upload in progress that
+// holds at least one part.
+func midway(ctx context.Context, c *s3.Client, bucket string) bool {
+	ups, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		return false
+	}
+	for _, u := range ups.Uploads {
+		parts, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId})
+		if err == nil && len(parts.Parts) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// tarDigest returns the SHA-256 of the file name in the gzipped tar r.
+func tarDigest(t *testing.T, r io.Reader, name string) string {
+	t.Helper()
+	zr, err := gzip.NewReader(r)
+	must(t, err)
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("model.tar.gz: no %s (%v)", name, err)
+		}
+		if h.Name == name {
+			sum := sha256.New()
+			if _, err := io.Copy(sum, tr); err != nil {
+				t.Fatalf("model.tar.gz: reading %s: %v", name, err)
+			}
+			return hex.EncodeToString(sum.Sum(nil))
+		}
 	}
 }
