@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	s3server "qshare/aws/s3"
@@ -51,7 +52,24 @@ type S3Result struct {
 	UploadMBps float64 `json:"upload_mb_per_s"`
 	CpS        float64 `json:"aws_cp_s,omitempty"`
 	CpMBps     float64 `json:"aws_cp_mb_per_s,omitempty"`
-	LoadAvg1m  float64 `json:"load_avg_1m"`
+	// StartChannelS and StartNoneS are the medians, over startJobs jobs
+	// each, of the time from SubmitServiceJob to the program's first line,
+	// on a qshare serve --executor process, for a job with one channel of
+	// one ObjectBytes object and for a job with none.
+	StartChannelS float64 `json:"start_channel_s"`
+	StartNoneS    float64 `json:"start_none_s"`
+	StartExtraS   float64 `json:"start_channel_extra_s"`
+	// The embedded store's PutObject and GetObject throughput (through
+	// qshare serve, as jobs reach it) and versitygw's, with the same
+	// client and objects: storeSmall objects of ObjectBytes, storeParallel
+	// at a time, and storeBig of storeBigBytes, one at a time.
+	Embedded  storeRate  `json:"embedded"`
+	VersityGW *storeRate `json:"versitygw,omitempty"`
+	// VersityNote says why versitygw was not measured.
+	VersityNote string  `json:"versitygw_note,omitempty"`
+	LoadAvg1m   float64 `json:"load_avg_1m"`
+	// LoadAvgEnd is the load average when the run ended.
+	LoadAvgEnd float64 `json:"load_avg_1m_end"`
 }
 
 var s3Rows = []Row{
@@ -67,7 +85,20 @@ var s3Rows = []Row{
 	{Label: "model upload throughput", Key: "upload_mb_per_s", Format: "%.1f", Unit: "MB/s"},
 	{Label: "aws s3 cp of the same file", Key: "aws_cp_s", Format: "%.2f", Unit: "s"},
 	{Label: "aws s3 cp throughput", Key: "aws_cp_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "submit to the program's start, 1 MiB channel (median of 5)", Key: "start_channel_s", Format: "%.2f", Unit: "s"},
+	{Label: "submit to the program's start, no channel (median of 5)", Key: "start_none_s", Format: "%.2f", Unit: "s"},
+	{Label: "what the channel adds", Key: "start_channel_extra_s", Format: "%.2f", Unit: "s"},
+	{Label: "embedded store PutObject, 200 × object-bytes, 8 at a time", Key: "embedded.small_put_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "versitygw PutObject, the same", Key: "versitygw.small_put_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "embedded store GetObject, the same objects", Key: "embedded.small_get_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "versitygw GetObject, the same", Key: "versitygw.small_get_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "embedded store PutObject, 4 × 64 MiB, one at a time", Key: "embedded.big_put_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "versitygw PutObject, the same", Key: "versitygw.big_put_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "embedded store GetObject, the same objects", Key: "embedded.big_get_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "versitygw GetObject, the same", Key: "versitygw.big_get_mb_per_s", Format: "%.1f", Unit: "MB/s"},
+	{Label: "versitygw not measured because", Key: "versitygw_note", Format: "%s"},
 	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
+	{Label: "load average at the end (1 min)", Key: "load_avg_1m_end", Format: "%.2f"},
 }
 
 // S3Rows are the rows of qshare bench s3's table.
@@ -76,7 +107,11 @@ func S3Rows() []Row { return s3Rows }
 // RunS3 fills qshare's embedded S3 store (in this process, on a loopback
 // port) with a channel of opt.Objects objects and one big one, stages it
 // with package data and with `aws s3 sync`, and uploads a model of
-// opt.BigBytes with package data and with `aws s3 cp`.
+// opt.BigBytes with package data and with `aws s3 cp`. It then starts a
+// `qshare serve --executor process` (this binary), times from submit to
+// the program's start jobs with a channel of one opt.ObjectBytes object
+// and jobs with none, and measures PutObject and GetObject on its
+// embedded store and on versitygw (where built), side by side.
 func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 	r := S3Result{Objects: opt.Objects, ObjectBytes: opt.ObjectBytes, BigBytes: opt.BigBytes, LoadAvg1m: LoadAverage()}
 	dir := opt.Dir
@@ -88,21 +123,43 @@ func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
+	if err := runS3Transfers(ctx, opt, dir, &r); err != nil {
+		return r, err
+	}
+	// The transfers' files go before the stores are measured.
+	for _, d := range []string{"store", "job", "sync"} {
+		os.RemoveAll(filepath.Join(dir, d))
+	}
+	err := withServer(ctx, "", ServerOptions{Executor: "process"}, ClientOptions{Conns: 1}, e2eConfig(1), func(c *batch.Client, queues map[string]string, _ string, srv *Server) error {
+		var err error
+		if r.StartChannelS, r.StartNoneS, err = s3Starts(ctx, srv, c, queues["e2e"], opt.ObjectBytes); err != nil {
+			return err
+		}
+		r.StartExtraS = round(r.StartChannelS-r.StartNoneS, 3)
+		r.Embedded, r.VersityGW, r.VersityNote, err = s3Stores(ctx, srv, dir, opt.ObjectBytes)
+		return err
+	})
+	r.LoadAvgEnd = LoadAverage()
+	return r, err
+}
+
+// runS3Transfers is RunS3's staging and upload, in dir.
+func runS3Transfers(ctx context.Context, opt S3Options, dir string, r *S3Result) error {
 	srv, err := s3server.New(filepath.Join(dir, "store"))
 	if err != nil {
-		return r, err
+		return err
 	}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	ep := data.Endpoint{URL: ts.URL, Region: "us-east-1", AccessKeyID: "bench", SecretAccessKey: "bench"}
 	c, err := data.NewClient(ctx, ep)
 	if err != nil {
-		return r, err
+		return err
 	}
 	tm := transfermanager.New(c.S3())
 	t0 := time.Now()
 	if _, err := c.S3().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bench")}); err != nil {
-		return r, err
+		return err
 	}
 	put := func(key string, n int64) error {
 		_, err := tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String("bench"), Key: aws.String(key), Body: io.LimitReader(rand.Reader, n)})
@@ -110,12 +167,12 @@ func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 	}
 	for i := 0; i < opt.Objects; i++ {
 		if err := put(fmt.Sprintf("channel/small/%05d.bin", i), opt.ObjectBytes); err != nil {
-			return r, err
+			return err
 		}
 	}
 	if opt.BigBytes > 0 {
 		if err := put("channel/big.bin", opt.BigBytes); err != nil {
-			return r, err
+			return err
 		}
 	}
 	r.FillS = time.Since(t0).Seconds()
@@ -125,12 +182,12 @@ func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 	dirs := data.Dirs{Input: filepath.Join(job, "input"), Model: filepath.Join(job, "model"), OutputData: filepath.Join(job, "output", "data"), Checkpoint: filepath.Join(job, "checkpoints")}
 	for _, d := range []string{dirs.Input, dirs.Model, dirs.OutputData} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return r, err
+			return err
 		}
 	}
 	fsys, err := data.DirFS(job)
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer data.CloseFS(fsys)
 	out := &data.Location{Bucket: "bench", Key: "output/bench-1/output"}
@@ -138,7 +195,7 @@ func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 		Channels: []data.ChannelPlan{{Name: "train", Type: data.S3Prefix, Source: data.Location{Bucket: "bench", Key: "channel/"}}}}
 	t0 = time.Now()
 	if err := c.Stage(ctx, fsys, plan, nil); err != nil {
-		return r, err
+		return err
 	}
 	r.StageS = time.Since(t0).Seconds()
 	r.StageMBps = total / 1e6 / r.StageS
@@ -155,7 +212,7 @@ func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 	}
 	if hasCLI == nil {
 		if r.SyncS, err = cli("s3", "sync", "s3://bench/channel/", filepath.Join(dir, "sync")); err != nil {
-			return r, err
+			return err
 		}
 		r.SyncMBps = total / 1e6 / r.SyncS
 		r.StageRatio = r.StageS / r.SyncS
@@ -164,20 +221,20 @@ func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 	if opt.BigBytes > 0 {
 		// The model: the staged big object, moved into model/.
 		if err := os.Rename(filepath.Join(dirs.Channel("train"), "big.bin"), filepath.Join(dirs.Model, "model.bin")); err != nil {
-			return r, err
+			return err
 		}
 		t0 = time.Now()
 		if err := c.Upload(ctx, fsys, plan); err != nil {
-			return r, err
+			return err
 		}
 		r.UploadS = time.Since(t0).Seconds()
 		r.UploadMBps = float64(opt.BigBytes) / 1e6 / r.UploadS
 		if hasCLI == nil {
 			if r.CpS, err = cli("s3", "cp", filepath.Join(dirs.Model, "model.bin"), "s3://bench/cp/model.bin"); err != nil {
-				return r, err
+				return err
 			}
 			r.CpMBps = float64(opt.BigBytes) / 1e6 / r.CpS
 		}
 	}
-	return r, nil
+	return nil
 }
