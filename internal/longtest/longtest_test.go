@@ -1,6 +1,9 @@
 package longtest
 
-import "testing"
+import (
+	"flag"
+	"testing"
+)
 
 func TestPick(t *testing.T) {
 	for _, c := range []struct {
@@ -11,5 +14,25 @@ func TestPick(t *testing.T) {
 		if got := Pick(1, 10); got != c.want || On() != (c.want == 10) {
 			t.Errorf("%s=%q: Pick(1, 10) = %d, On() = %v; want %d", Env, c.env, got, On(), c.want)
 		}
+	}
+}
+
+func TestMinParallel(t *testing.T) {
+	f := flag.Lookup("test.parallel")
+	old := f.Value.String()
+	defer f.Value.Set(old)
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if given {
+		t.Skip("-parallel is on the command line, which MinParallel leaves as it is")
+	}
+	f.Value.Set("2")
+	MinParallel(6)
+	if got := f.Value.String(); got != "6" {
+		t.Errorf("MinParallel(6) over 2: -parallel %s, want 6", got)
+	}
+	MinParallel(3)
+	if got := f.Value.String(); got != "6" {
+		t.Errorf("MinParallel(3) over 6: -parallel %s, want 6 (it only raises)", got)
 	}
 }

@@ -6,7 +6,9 @@
 // of the server and recovery, and GPU assignment with a fake nvidia-smi.
 //
 // TestMain builds the qshare binary once; each test starts its own server on
-// a free loopback port with its own data directory. The jobs are small
+// a free loopback port with its own data directory, so the tests run in
+// parallel, several at once (longtest.MinParallel): they wait on their
+// jobs far more than they compute. The jobs are small
 // shell scripts that wait on "gate" files the test creates, so that no
 // assertion depends on how fast a loaded machine is: the tests poll
 // DescribeServiceJob and the logs with a deadline and never sleep a fixed
@@ -36,6 +38,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/internal/batchclient"
+	"qshare/internal/longtest"
 	"qshare/internal/serveproc"
 )
 
@@ -57,15 +60,20 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run()) // every test skips itself
 	}
+	longtest.MinParallel(6)
 	os.Exit(serveproc.WithBinary("qshare-processe2e-", &bin, m.Run))
 }
 
 // skipShort skips a test in -short mode: each one builds on a real server.
+// Otherwise it runs the test in parallel with the package's others: each
+// has a server, a data directory, a port and (where it needs one) a Slurm
+// cluster of its own.
 func skipShort(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the qshare binary with real job processes")
 	}
+	t.Parallel()
 }
 
 // server is one `qshare serve --executor process` child process.
