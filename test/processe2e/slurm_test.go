@@ -173,6 +173,8 @@ func slurmPending(t *testing.T, o serverOpts) {
 	two := s.submit(job{name: "two", share: "s", unit: gpu, count: 2, env: g.env(),
 		script: `echo "on $SM_CURRENT_HOST of $SM_HOSTS"; ` + waitGate})
 	s.awaitRunning(two, 1)
+	// Each node's line comes when that node's step starts: wait for both.
+	s.awaitLog(two, 1, "on n1")
 	out := s.awaitLog(two, 1, "on n2")
 	if !strings.Contains(out, `on n1 of ["n1","n2"]`) || !strings.Contains(out, `on n2 of ["n1","n2"]`) {
 		t.Errorf("the 2-node job's log %q, want one line from each node", out)
