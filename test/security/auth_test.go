@@ -33,39 +33,45 @@ var (
 )
 
 func authFileText(withBob bool) string {
-	bob := ""
+	bob := "  - name: bob\n"
 	if withBob {
-		bob = "    accessKeys: [{id: " + bobKey[0] + ", secret: " + bobKey[1] + "}]\n"
+		bob += "    accessKeys: [{id: " + bobKey[0] + ", secret: " + bobKey[1] + "}]\n"
 	}
-	return `principals:
-  - name: alice
-    accessKeys: [{id: ` + aliceKey[0] + `, secret: ` + aliceKey[1] + `}]
-    policies: [team-a]
-  - name: bob
-` + bob + `    policies: [team-b]
-  - name: admin
-    accessKeys: [{id: ` + adminKey[0] + `, secret: ` + adminKey[1] + `}]
-    policies: [admin]
-policies:
-  team-a:
-    Version: "2012-10-17"
-    Statement:
-      - Effect: Allow
+	return authFile(`      - Effect: Allow
         Action: [batch:SubmitServiceJob, batch:UpdateServiceJob, batch:TerminateServiceJob, batch:GetServiceJobLogs]
         Resource: arn:aws:batch:*:*:job-queue/training/quota-share/QS1
       - Effect: Allow
         Action: [batch:Describe*, batch:List*, batch:GetJobQueueSnapshot, batch:GetJobQueueLending]
         Resource: "*"
-  team-b:
+`, bob+"    policies: [team-b]\n", `  team-b:
     Version: "2012-10-17"
     Statement:
       - Effect: Allow
         Action: [batch:SubmitServiceJob, batch:Describe*, batch:List*]
         Resource: ["arn:aws:batch:*:*:job-queue/training/quota-share/QS2", "*"]
-  admin:
+`)
+}
+
+// authFile is an auth file of alice, whose policy team-a has the
+// statements teamA (YAML list items), admin, who may call every batch
+// action, and the principals and policies more adds (YAML, indented as
+// the file's own).
+func authFile(teamA, morePrincipals, morePolicies string) string {
+	return `principals:
+  - name: alice
+    accessKeys: [{id: ` + aliceKey[0] + `, secret: ` + aliceKey[1] + `}]
+    policies: [team-a]
+  - name: admin
+    accessKeys: [{id: ` + adminKey[0] + `, secret: ` + adminKey[1] + `}]
+    policies: [admin]
+` + morePrincipals + `policies:
+  team-a:
+    Version: "2012-10-17"
+    Statement:
+` + teamA + `  admin:
     Version: "2012-10-17"
     Statement: [{Effect: Allow, Action: "batch:*", Resource: "*"}]
-`
+` + morePolicies
 }
 
 func signedClient(endpoint string, key [2]string) *batch.Client {

@@ -365,25 +365,11 @@ func TestHostileStrayOutlivesAttempt(t *testing.T) {
 func TestHostileShareIdentifierCondition(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")
-	must(t, os.WriteFile(file, []byte(`principals:
-  - name: alice
-    accessKeys: [{id: `+aliceKey[0]+`, secret: `+aliceKey[1]+`}]
-    policies: [team-a]
-  - name: admin
-    accessKeys: [{id: `+adminKey[0]+`, secret: `+adminKey[1]+`}]
-    policies: [admin]
-policies:
-  team-a:
-    Version: "2012-10-17"
-    Statement:
-      - Effect: Allow
+	must(t, os.WriteFile(file, []byte(authFile(`      - Effect: Allow
         Action: batch:SubmitServiceJob
         Resource: arn:aws:batch:*:*:job-queue/fair
         Condition: {StringEquals: {batch:ShareIdentifier: teamA}}
-  admin:
-    Version: "2012-10-17"
-    Statement: [{Effect: Allow, Action: "batch:*", Resource: "*"}]
-`), 0o600))
+`, "", "")), 0o600))
 	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
 		Args: []string{"--executor", "simulated", "--log-level", "warn", "--auth", file}})
 	ctx := context.Background()
