@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	"qshare/server"
@@ -91,7 +92,12 @@ func init() {
 
   # The database on another disk; the jobs' files stay in ./qshare-data
   qshare serve --store sqlite:///var/lib/qshare/qshare.db`
-	f := serveCmd.Flags()
+	addServeFlags(serveCmd.Flags())
+	rootCmd.AddCommand(serveCmd)
+}
+
+// addServeFlags defines qshare serve's flags on f, into serveFlags.
+func addServeFlags(f *pflag.FlagSet) {
 	d := server.DefaultSettings()
 	f.StringVar(&serveFlags.config, "config", "", "YAML file with the settings below (keys "+server.ConfigKeys+")")
 	f.StringVar(&serveFlags.s.Addr, "addr", d.Addr, "HOST:PORT to listen on (port 0 picks a free port); a loopback address, unless --auth and --tls-cert/--tls-key are given")
@@ -125,7 +131,6 @@ func init() {
 	f.IntVar(&serveFlags.s.MaxConnectionsPerPeer, "max-connections-per-peer", d.MaxConnectionsPerPeer, "most connections open at once from one peer: a local user (but the server's own and root), or the IP of another machine; beyond it the peer's new connections are reset at accept")
 	f.IntVar(&serveFlags.s.Guard.AuditMaxMB, "audit-max-mb", d.Guard.AuditMaxMB, "rotate the --audit file when it reaches this many MiB: the full file is kept as FILE.TIME and none is removed; 0: never rotate")
 	f.StringVar(&serveFlags.s.LeaderLease, "leader-lease", d.LeaderLease, "PostgreSQL store: a leader that stops renewing its database session for this long (paused, hung, cut off) loses the store to a standby, by the database's clock")
-	rootCmd.AddCommand(serveCmd)
 }
 
 // storeFlagUsage is the help of --store.

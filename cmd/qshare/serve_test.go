@@ -31,20 +31,7 @@ func TestServeSettings(t *testing.T) {
 	saved := serveFlags
 	t.Cleanup(func() { serveFlags = saved })
 	f := cmd.Flags()
-	f.StringVar(&serveFlags.config, "config", "", "")
-	f.StringVar(&serveFlags.s.Addr, "addr", "", "")
-	f.StringVar(&serveFlags.s.DataDir, "data-dir", "", "")
-	f.StringVar(&serveFlags.s.Store, "store", "", "")
-	f.StringVar(&serveFlags.s.Executor, "executor", "", "")
-	f.StringVar(&serveFlags.s.Region, "region", "", "")
-	f.StringVar(&serveFlags.s.AccountID, "account-id", "", "")
-	f.IntVar(&serveFlags.s.MaxSharesPerQueue, "max-quota-shares-per-queue", 0, "")
-	f.StringVar(&serveFlags.s.LogLevel, "log-level", "", "")
-	f.StringVar(&serveFlags.s.StopGrace, "stop-grace", "", "")
-	f.StringVar(&serveFlags.s.GPUs, "gpus", "", "")
-	f.StringVar(&serveFlags.s.InstanceTypes, "instance-types", "", "")
-	f.StringVar(&serveFlags.s.Events, "events", "", "")
-	f.StringVar(&serveFlags.s.JobRetention, "job-retention", "", "")
+	addServeFlags(f)
 	if err := f.Parse([]string{"--region", "us-west-2"}); err != nil {
 		t.Fatal(err)
 	}
