@@ -10,6 +10,13 @@ package qshare
 type Lending struct {
 	JobQueue           string `json:"jobQueue"`
 	ServiceEnvironment string `json:"serviceEnvironment"`
+	// Executor names the executor that runs the environment's jobs (its
+	// tag qshare:executor, else "default"), and ExecutorHealth what that
+	// executor says is wrong with the service that runs them ("" while it
+	// answers). The server fills both in; the engine, which knows nothing
+	// of executors, leaves them empty.
+	Executor       string `json:"executor,omitempty"`
+	ExecutorHealth string `json:"executorHealth,omitempty"`
 	// Capacity is the service environment's capacity per instance type, in
 	// type order: every type it has or that a share uses.
 	Capacity []EnvironmentLending `json:"capacity"`

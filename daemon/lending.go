@@ -5,6 +5,7 @@ import (
 
 	"qshare"
 	"qshare/engine"
+	"qshare/executor"
 )
 
 // Lending returns who lends to whom in a job queue (a name or an ARN), or,
@@ -12,6 +13,7 @@ import (
 // order. It is the engine's own attribution (engine.Lending), read under
 // engMu, so it agrees with the decisions the engine has made. A queue that
 // has not reached the engine yet (CREATING) has no shares in its answer.
+// Each answer names its environment's executor and that executor's health.
 func (d *Daemon) Lending(queueRef string) ([]qshare.Lending, error) {
 	var names []string
 	if queueRef != "" {
@@ -39,7 +41,6 @@ func (d *Daemon) Lending(queueRef string) ([]qshare.Lending, error) {
 	}
 	out := make([]qshare.Lending, 0, len(names))
 	d.engMu.Lock()
-	defer d.engMu.Unlock()
 	for _, n := range names {
 		l, ok := d.eng.Lending(n)
 		if !ok {
@@ -52,6 +53,8 @@ func (d *Daemon) Lending(queueRef string) ([]qshare.Lending, error) {
 		}
 		out = append(out, l)
 	}
+	d.engMu.Unlock()
+	d.withExecutors(out)
 	return out, nil
 }
 
@@ -62,4 +65,26 @@ func (d *Daemon) EngineConfig() engine.Config {
 	d.engMu.Lock()
 	defer d.engMu.Unlock()
 	return d.eng.Config()
+}
+
+// withExecutors names, in each of ls, its environment's executor and what
+// that executor says of its service now (executorHealth). Call it without
+// engMu: Health does not block, but needs no engine.
+func (d *Daemon) withExecutors(ls []qshare.Lending) {
+	for i := range ls {
+		l := &ls[i]
+		l.Executor = d.envExecutorNamed(l.ServiceEnvironment)
+		l.ExecutorHealth = d.executorHealth(l.Executor)
+	}
+}
+
+// envExecutorNamed is the name of the executor of the environment of that
+// name; one that does not exist has the default.
+func (d *Daemon) envExecutorNamed(env string) string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if e := d.envs[env]; e != nil {
+		return envExecutor(e)
+	}
+	return executor.DefaultName
 }

@@ -878,6 +878,7 @@ func (d *Daemon) waitAttempt(ctx context.Context, exec, job, attempt string) {
 	if ctx.Err() != nil {
 		return
 	}
+	d.obs.AttemptEnded(nameOrDefault(exec), attemptOutcome(exit, err))
 	if err != nil {
 		d.post(op{kind: opExited, id: job, attempt: attempt, lost: true,
 			exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Reason: "waiting for the attempt failed: " + err.Error(), At: d.now()}})

@@ -6,6 +6,7 @@ import (
 
 	"qshare"
 	"qshare/engine"
+	"qshare/executor"
 )
 
 // Observer receives the daemon's measurements as they happen, for a metrics
@@ -22,12 +23,47 @@ type Observer interface {
 	// its error; executor names it (executor.DefaultName on a server with
 	// one).
 	ExecutorStart(executor string, elapsed time.Duration, err error)
+	// AttemptEnded is the end of an attempt that the named executor ran,
+	// as Wait reported it: one of the AttemptOutcome values.
+	AttemptEnded(executor string, outcome AttemptOutcome)
 	// JobStarted is a job's first start decision: its queue, its quota
 	// share ("" in a queue without quota shares) and the time from its
 	// submission to that decision.
 	JobStarted(queue, share string, wait time.Duration)
 	// Preempted is one preemption decision.
 	Preempted(p Preemption)
+}
+
+// AttemptOutcome is how an attempt ended, as an Observer receives it: a
+// fixed set, so that a metric labelled by it stays small.
+type AttemptOutcome string
+
+// The outcomes of an attempt.
+const (
+	// AttemptSucceeded: it exited with code 0 on its own.
+	AttemptSucceeded AttemptOutcome = "succeeded"
+	// AttemptFailed: it exited with another code, or a signal, on its own.
+	AttemptFailed AttemptOutcome = "failed"
+	// AttemptStopped: it ended after a stop (a preemption, a cancel or
+	// terminate, a timeout).
+	AttemptStopped AttemptOutcome = "stopped"
+	// AttemptLost: the executor could not say how it ended, or waiting for
+	// it failed; the job is requeued.
+	AttemptLost AttemptOutcome = "lost"
+)
+
+// attemptOutcome is the outcome of an attempt whose Wait returned exit and
+// err.
+func attemptOutcome(exit executor.Exit, err error) AttemptOutcome {
+	switch {
+	case err != nil || exit.Lost:
+		return AttemptLost
+	case exit.Stopped:
+		return AttemptStopped
+	case exit.Succeeded():
+		return AttemptSucceeded
+	}
+	return AttemptFailed
 }
 
 // PreemptionKind says why a job was preempted.
@@ -61,6 +97,7 @@ type noObserver struct{}
 func (noObserver) SchedulingPass(time.Duration)               {}
 func (noObserver) StoreCommit(time.Duration, error)           {}
 func (noObserver) ExecutorStart(string, time.Duration, error) {}
+func (noObserver) AttemptEnded(string, AttemptOutcome)        {}
 func (noObserver) JobStarted(string, string, time.Duration)   {}
 func (noObserver) Preempted(Preemption)                       {}
 
@@ -135,14 +172,24 @@ type QueueWaiting struct {
 
 // MetricsState is what a metrics scrape reads of the daemon: who lends to
 // whom in every job queue with quota shares (as Lending("") answers),
-// why their jobs wait, and how many jobs each queue and share has per
-// status. Its cost grows with the shares and queues, not with the jobs.
+// why their jobs wait, how many jobs each queue and share has per
+// status, and each executor's health; each Lending names its
+// environment's executor. Its cost grows with the shares and queues, not with the jobs.
 type MetricsState struct {
 	Lending []qshare.Lending
 	Waiting []QueueWaiting
 	// Jobs has a count per queue, share and status with at least one job,
 	// in that order.
 	Jobs []JobCount
+	// Executors has each of the server's executors, in name order, with
+	// what it says of its service now.
+	Executors []ExecutorHealth
+}
+
+// ExecutorHealth is one executor and its health: "" while its service
+// answers (or it has none to answer), else what is wrong.
+type ExecutorHealth struct {
+	Name, Health string
 }
 
 // MetricsState returns the daemon's state for a metrics scrape. The
@@ -178,12 +225,16 @@ func (d *Daemon) MetricsState() MetricsState {
 		return a.Status < b.Status
 	})
 	d.engMu.Lock()
-	defer d.engMu.Unlock()
 	for _, n := range names {
 		if l, ok := d.eng.Lending(n); ok {
 			st.Lending = append(st.Lending, l)
 			st.Waiting = append(st.Waiting, QueueWaiting{Queue: n, Shares: d.eng.Waiting(n)})
 		}
+	}
+	d.engMu.Unlock()
+	d.withExecutors(st.Lending)
+	for _, n := range d.execs.Names() {
+		st.Executors = append(st.Executors, ExecutorHealth{Name: n, Health: d.executorHealth(n)})
 	}
 	return st
 }

@@ -40,6 +40,7 @@ type Metrics struct {
 	pass    prometheus.Histogram
 	commit  *prometheus.HistogramVec
 	start   *prometheus.HistogramVec
+	ended   *prometheus.CounterVec
 	wait    *prometheus.HistogramVec
 	preempt *prometheus.CounterVec
 	request *prometheus.HistogramVec
@@ -73,6 +74,10 @@ func New() *Metrics {
 		Help:    "Time the executor took to start one attempt, by executor (its name in qshare serve --executors, else default) and outcome.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 	}, []string{"executor", "outcome"})
+	m.ended = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "qshare_attempts_ended_total",
+		Help: "Attempts that ended, by executor (its name in qshare serve --executors, else default) and outcome (succeeded, failed, stopped, lost).",
+	}, []string{"executor", "outcome"})
 	m.wait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "qshare_job_wait_seconds",
 		Help: "Time from a job's submission to its first start decision, per queue and quota share.",
@@ -91,7 +96,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.pass, m.commit, m.start, m.wait, m.preempt, m.request,
+		m.pass, m.commit, m.start, m.ended, m.wait, m.preempt, m.request,
 	)
 	return m
 }
@@ -138,6 +143,11 @@ func (m *Metrics) StoreCommit(elapsed time.Duration, err error) {
 // ExecutorStart implements daemon.Observer.
 func (m *Metrics) ExecutorStart(executor string, elapsed time.Duration, err error) {
 	m.start.WithLabelValues(executor, outcome(err)).Observe(elapsed.Seconds())
+}
+
+// AttemptEnded implements daemon.Observer.
+func (m *Metrics) AttemptEnded(executor string, o daemon.AttemptOutcome) {
+	m.ended.WithLabelValues(executor, string(o)).Inc()
 }
 
 // JobStarted implements daemon.Observer.

@@ -25,7 +25,10 @@ const (
 )
 
 var (
-	envLabels   = []string{"service_environment", "instance_type"}
+	// An environment's gauges carry its executor: one environment has one,
+	// so the label adds no series, and a sum by executor tells how much
+	// each cluster holds.
+	envLabels   = []string{"service_environment", "instance_type", "executor"}
 	shareLabels = []string{"queue", "share", "instance_type"}
 
 	// envGauges are the gauges of a service environment's capacity of one
@@ -73,6 +76,9 @@ var (
 			func(k *qshare.CapacityLending) float64 { return float64(k.Idle) }},
 	}
 
+	descExecutorUp = prometheus.NewDesc("qshare_executor_up",
+		"1 while the executor's service answers (slurmctld, a Kubernetes API server, a container engine; always, for an executor without one), 0 while its health says it does not; its environments' jobs are held meanwhile.",
+		[]string{"executor"}, nil)
 	descLent = prometheus.NewDesc("qshare_lent",
 		"Capacity of an instance type that the lender share owns and the borrower share's jobs hold, as the scheduler attributes it (the borrower is QUEUE/SHARE when in another queue).",
 		[]string{"queue", "lender", "borrower", "instance_type"}, nil)
@@ -109,7 +115,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, g := range shareGauges {
 		ch <- g.desc
 	}
-	for _, d := range []*prometheus.Desc{descLent, descBorrowedUnowned, descJobs, descRunnable} {
+	for _, d := range []*prometheus.Desc{descExecutorUp, descLent, descBorrowedUnowned, descJobs, descRunnable} {
 		ch <- d
 	}
 }
@@ -127,7 +133,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			for i := range l.Capacity {
 				e := &l.Capacity[i]
 				for _, g := range envGauges {
-					gauge(g.desc, g.value(e), l.ServiceEnvironment, e.CapacityUnit)
+					gauge(g.desc, g.value(e), l.ServiceEnvironment, e.CapacityUnit, l.Executor)
 				}
 			}
 		}
@@ -172,6 +178,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 		}
+	}
+	for _, x := range st.Executors {
+		up := 1.0
+		if x.Health != "" {
+			up = 0
+		}
+		gauge(descExecutorUp, up, x.Name)
 	}
 	for _, j := range st.Jobs {
 		gauge(descJobs, float64(j.N), j.Queue, j.Share, string(j.Status))

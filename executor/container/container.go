@@ -1158,7 +1158,9 @@ func errImageNotFound(img string, err error) error {
 // Podman answers some lookups of a removed container with a server error
 // that only its words tell ("does not exist in database").
 func isNotFound(err error) bool {
-	if err == nil {
+	// An engine socket that does not exist fails with ENOENT too: that is
+	// an engine that does not answer, not a container that is gone.
+	if err == nil || client.IsErrConnectionFailed(err) {
 		return false
 	}
 	if cerrdefs.IsNotFound(err) || errors.Is(err, os.ErrNotExist) {

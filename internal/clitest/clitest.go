@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,14 +32,19 @@ type Env struct {
 }
 
 // New starts a private server of the qshare binary bin with the simulated
-// executor and args (more flags of serve) for the test t, and returns an
+// executor (unless args name an --executors file) and args (more flags of
+// serve) for the test t, and returns an
 // Env that runs bin's commands in the repository root root. The server
 // stops when t ends.
 func New(t testing.TB, bin, root string, args ...string) *Env {
 	t.Helper()
 	dir := t.TempDir()
+	base := []string{"--log-level", "warn"}
+	if !slices.Contains(args, "--executors") { // the file names the executors
+		base = append(base, "--executor", "simulated")
+	}
 	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
-		Args: append([]string{"--executor", "simulated", "--log-level", "warn"}, args...), StopWait: 10 * time.Second})
+		Args: append(base, args...), StopWait: 10 * time.Second})
 	return &Env{Srv: srv, Dir: dir, t: t, bin: bin, root: root}
 }
 

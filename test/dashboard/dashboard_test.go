@@ -492,3 +492,45 @@ func TestFairShareQueue(t *testing.T) {
 		 document.querySelector('tr.fair-row[data-identifier="teamB"] td:nth-child(2)').textContent === "1 ml.g5.xlarge"`,
 		`document.querySelector("main").innerText`)
 }
+
+// TestEnvironmentExecutors: on a server with two named executors, the
+// Shares view names each environment's executor and whether its service
+// answers. The second is a container executor whose engine socket does
+// not exist: its sweep at start finds the engine silent, so its
+// environment shows it down with the reason, and the other up.
+func TestEnvironmentExecutors(t *testing.T) {
+	needChromium(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "executors.yaml")
+	conf := "default: {kind: simulated}\nbox: {kind: container, containerHost: \"unix://" + filepath.Join(dir, "no-engine.sock") + "\"}\n"
+	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, "--executors", file)
+	e.OK("apply", "-f", "examples/three-shares.yaml")
+	apply := filepath.Join(dir, "box.yaml")
+	if err := os.WriteFile(apply, []byte(`serviceEnvironments:
+  - serviceEnvironmentName: box-pool
+    executor: box
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+jobQueues:
+  - jobQueueName: on-box
+    priority: 1
+    schedulingPolicy: qm
+    serviceEnvironment: box-pool
+    quotaShares:
+      - quotaShareName: B
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+        resourceSharingConfiguration: {strategy: RESERVE}
+        preemptionConfiguration: {inSharePreemption: DISABLED}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.OK("apply", "-f", apply)
+	e.open("shares")
+	e.waitFor("each environment's executor, box down and default up",
+		`document.querySelector('.envexec[data-env="gpu-pool"][data-executor="default"][data-health="up"]') &&
+		 document.querySelector('.envexec[data-env="box-pool"][data-executor="box"][data-health="down"]').textContent.includes("the container engine does not answer")`,
+		`Array.from(document.querySelectorAll(".envexec"), x => x.dataset.env + " " + x.dataset.executor + " " + x.dataset.health + ": " + x.textContent)`)
+	e.shot("environment-executors")
+}

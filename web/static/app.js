@@ -218,6 +218,13 @@ async function viewShares() {
   }
   for (const q of v.jobQueues || []) {
     frag.push(el("h2", {}, "job queue " + q.jobQueue + " · service environment " + q.serviceEnvironment));
+    // The environment's executor (docs/executors.md), and whether its
+    // service answers: while it does not, the environment's jobs are held.
+    if (q.executor) {
+      frag.push(el("div", {class: "envexec", "data-env": q.serviceEnvironment, "data-executor": q.executor, "data-health": q.executorHealth ? "down" : "up"},
+        "executor " + q.executor + " · ", el("span", {class: "status " + (q.executorHealth ? "FAILED" : "SUCCEEDED")}, q.executorHealth ? "down" : "up"),
+        q.executorHealth ? " " + q.executorHealth : ""));
+    }
     frag.push(el("div", {class: "envcap"}, (q.capacity || []).map(c =>
       c.capacityUnit + ": " + c.inUse + " of " + c.maxCapacity + " in use" + (c.unowned > 0 ? " (" + c.unowned + " owned by no share)" : "")).join(" · ")));
     // Bars of one instance type share one scale: the widest owned+borrowed.
