@@ -112,6 +112,7 @@ func recoverExit(ctx context.Context, t *testing.T, e *Executor, s executor.Spec
 // although its step runner recorded a SIGTERM that would otherwise have
 // made it a failure of the job.
 func TestSacct(t *testing.T) {
+	t.Parallel() // its jobs share nodes (see TestMain)
 	t.Run("NoAccounting", func(t *testing.T) {
 		t.Parallel()
 		c := testCluster(t)

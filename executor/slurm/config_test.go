@@ -153,6 +153,7 @@ func TestRunAsRefused(t *testing.T) {
 // restart the executor finds the batch job by name and comment instead),
 // and the exit is still recorded.
 func TestRunAs(t *testing.T) {
+	t.Parallel() // its jobs share nodes (see TestMain)
 	c := testCluster(t)
 	u := jobuser.Lookup(t)
 	// The job's user must reach the shared directory and run the step

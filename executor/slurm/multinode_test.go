@@ -120,6 +120,7 @@ wait $!`
 // its log, with a link gets a clear refusal naming the path in the job's
 // directory, and no server path.
 func TestPlantedLinks(t *testing.T) {
+	t.Parallel() // its jobs share nodes (see TestMain)
 	dir := t.TempDir()
 	e := newTestExecutor(t, dir)
 	defer e.Close()
@@ -159,6 +160,7 @@ func TestPlantedLinks(t *testing.T) {
 // TestCancelledByHand: a batch job cancelled outside qshare ends its
 // attempt with a reason that says so.
 func TestCancelledByHand(t *testing.T) {
+	t.Parallel() // its jobs share nodes (see TestMain)
 	e := newTestExecutor(t, t.TempDir())
 	defer e.Close()
 	s := executor.Spec{JobID: "hand", JobName: "hand", AttemptID: "hand-attempt-1", Attempt: 1, Queue: "q", Share: "s",
@@ -183,6 +185,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestCheckCapacity counts the partition's nodes with sinfo.
 func TestCheckCapacity(t *testing.T) {
+	t.Parallel() // its jobs share nodes (see TestMain)
 	e := newTestExecutor(t, t.TempDir())
 	defer e.Close()
 	if w := e.CheckCapacity(qshare.Capacity{"ml.g5.12xlarge": 2, "ml.m5.large": 100}); w != "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"sync"
 	"testing"
@@ -12,12 +13,26 @@ import (
 	"qshare/executor"
 	"qshare/executor/executortest"
 	"qshare/executor/slurm/slurmtest"
+	"qshare/internal/longtest"
 )
 
+// TestMain: the tests whose jobs share the nodes (ml.m5.large, a CPU
+// each) call t.Parallel, and run together, several at once
+// (longtest.MinParallel), since they mostly wait on Slurm's scheduler;
+// those that take whole nodes, stop slurmctld or set a node DOWN run one
+// at a time before them, as go test runs the sequential tests first.
 func TestMain(m *testing.M) {
 	MaybeStep()
+	longtest.MinParallel(6)
+	// The cluster with accounting (MariaDB and slurmdbd) takes the
+	// longest to start and serves one of the parallel tests: it starts
+	// while the sequential ones run, unless -run picks some tests.
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && !testing.Short() && slurmtest.AccountingAvailable() == nil {
+		go withAccounting.once.Do(withAccounting.start)
+	}
 	code := m.Run()
 	for _, l := range []*lazyCluster{plain, withAccounting} {
+		l.once.Do(func() {}) // waits for a start under way
 		l.c.Close()
 	}
 	os.Exit(code)
@@ -40,16 +55,18 @@ var (
 	withAccounting = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, Partition: "qs", MinJobAge: 2, Accounting: true}}
 )
 
+func (l *lazyCluster) start() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l.c, l.err = slurmtest.Start(ctx, l.opt)
+}
+
 // get starts the cluster at the first call and returns it; it skips the
 // test where its programs are not installed.
 func (l *lazyCluster) get(t testing.TB) *slurmtest.Cluster {
 	t.Helper()
 	slurmtest.SkipUnavailable(t, l.opt)
-	l.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		l.c, l.err = slurmtest.Start(ctx, l.opt)
-	})
+	l.once.Do(l.start)
 	if l.err != nil {
 		t.Fatalf("starting a Slurm cluster: %v", l.err)
 	}
@@ -118,6 +135,7 @@ func waitForLog(t testing.TB, path, s string, d time.Duration) {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel() // its jobs share nodes (see TestMain)
 	testCluster(t)
 	executortest.Run(t, executortest.Harness{
 		New: func(t testing.TB, dir string) executor.Executor { return newTestExecutor(t, dir) },

@@ -157,6 +157,7 @@ func resumeNode(t *testing.T, c *slurmtest.Cluster, node string) {
 // store holds is kept, and so is one started since through the new
 // executor.
 func TestSweep(t *testing.T) {
+	t.Parallel() // its jobs share nodes (see TestMain)
 	c := testCluster(t)
 	dir, e1, ctx := beforeRestart(t, c)
 	small := func(id string) executor.Spec { return testSpec(id, "ml.m5.large", 1, "echo ready; exec sleep 3600") }
