@@ -69,13 +69,16 @@ func awayAndBack(t *testing.T, c *slurmtest.Cluster, specs []executor.Spec, away
 }
 
 // waitState waits until squeue says the batch job id is in a state that
-// begins with state.
+// begins with state, or no longer knows the job: it ended, and Slurm
+// forgot it after MinJobAge (2 s here, which a loaded slurmctld can
+// take between two squeue calls).
 func waitState(ctx context.Context, t *testing.T, c *slurmtest.Cluster, id int64, state string) {
 	t.Helper()
 	var out string
 	if !eventually(time.Minute, func() bool {
-		out, _ = c.Command(ctx, "squeue", "-h", "--states=all", "--jobs="+itoa(id), "-o", "%T")
-		return strings.HasPrefix(strings.TrimSpace(out), state)
+		var err error
+		out, err = c.Command(ctx, "squeue", "-h", "--states=all", "--jobs="+itoa(id), "-o", "%T")
+		return strings.HasPrefix(strings.TrimSpace(out), state) || err != nil && strings.Contains(err.Error(), "Invalid job id")
 	}) {
 		t.Fatalf("batch job %d is %q, not %s", id, out, state)
 	}
