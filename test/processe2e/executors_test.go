@@ -59,30 +59,15 @@ instanceTypes:
 // env-NAME on it (default's without the tag), the job queue q-NAME on it
 // and its RESERVE share s of 2 instances.
 func (s *server) setupEnvs(names ...string) {
-	t := s.t
-	t.Helper()
-	ctx := context.Background()
-	pol, err := s.C.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-	must(t, err)
+	s.t.Helper()
+	pol := s.policy()
 	for _, n := range names {
 		var tags map[string]string
 		if n != "default" {
 			tags = map[string]string{"qshare:executor": n}
 		}
-		_, err = s.C.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env-" + n),
-			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, Tags: tags,
-			CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String(cpu), MaxCapacity: aws.Int32(2)}}})
-		must(t, err)
-		_, err = s.C.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q-" + n), Priority: aws.Int32(1),
-			SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
-			ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env-" + n)}}})
-		must(t, err)
-		_, err = s.C.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String("s"), JobQueue: aws.String("q-" + n),
-			CapacityLimits:               []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(cpu), MaxCapacity: aws.Int32(2)}},
-			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: types.QuotaShareResourceSharingStrategyReserve},
-			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: types.QuotaShareInSharePreemptionStateDisabled}})
-		must(t, err)
+		two := map[string]int32{cpu: 2}
+		s.queueOn(pol, "env-"+n, "q-"+n, tags, two, share{name: "s", limits: two, strategy: types.QuotaShareResourceSharingStrategyReserve})
 	}
 }
 

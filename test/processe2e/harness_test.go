@@ -187,22 +187,37 @@ type share struct {
 // setup creates a scheduling policy, a service environment with the given
 // capacity limits, the job queue "q" and the shares.
 func (s *server) setup(envLimits map[string]int32, shares ...share) {
+	s.t.Helper()
+	s.queueOn(s.policy(), "env", "q", nil, envLimits, shares...)
+}
+
+// policy creates the FIFO quota-share scheduling policy "pol" and returns
+// its ARN.
+func (s *server) policy() *string {
+	s.t.Helper()
+	pol, err := s.C.CreateSchedulingPolicy(context.Background(), &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(s.t, err)
+	return pol.Arn
+}
+
+// queueOn creates the service environment env with the given tags and
+// capacity limits, the job queue queue on it under the policy pol, and
+// the queue's shares.
+func (s *server) queueOn(pol *string, env, queue string, tags map[string]string, envLimits map[string]int32, shares ...share) {
 	t := s.t
 	t.Helper()
 	ctx := context.Background()
-	pol, err := s.C.CreateSchedulingPolicy(ctx, &batch.CreateSchedulingPolicyInput{Name: aws.String("pol"),
-		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
-	must(t, err)
 	var limits []types.CapacityLimit
 	for u, n := range envLimits {
 		limits = append(limits, types.CapacityLimit{CapacityUnit: aws.String(u), MaxCapacity: aws.Int32(n)})
 	}
-	_, err = s.C.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("env"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, CapacityLimits: limits})
+	_, err := s.C.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String(env),
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, CapacityLimits: limits, Tags: tags})
 	must(t, err)
-	_, err = s.C.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String("q"), Priority: aws.Int32(1),
-		SchedulingPolicyArn: pol.Arn, JobQueueType: types.JobQueueTypeSagemakerTraining,
-		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String("env")}}})
+	_, err = s.C.CreateJobQueue(ctx, &batch.CreateJobQueueInput{JobQueueName: aws.String(queue), Priority: aws.Int32(1),
+		SchedulingPolicyArn: pol, JobQueueType: types.JobQueueTypeSagemakerTraining,
+		ServiceEnvironmentOrder: []types.ServiceEnvironmentOrder{{Order: aws.Int32(1), ServiceEnvironment: aws.String(env)}}})
 	must(t, err)
 	for _, sh := range shares {
 		var sl []types.QuotaShareCapacityLimit
@@ -213,7 +228,7 @@ func (s *server) setup(envLimits map[string]int32, shares ...share) {
 		if sh.inShare {
 			in = types.QuotaShareInSharePreemptionStateEnabled
 		}
-		_, err = s.C.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.name), JobQueue: aws.String("q"),
+		_, err = s.C.CreateQuotaShare(ctx, &batch.CreateQuotaShareInput{QuotaShareName: aws.String(sh.name), JobQueue: aws.String(queue),
 			CapacityLimits:               sl,
 			ResourceSharingConfiguration: &types.QuotaShareResourceSharingConfiguration{Strategy: sh.strategy, BorrowLimit: sh.borrow},
 			PreemptionConfiguration:      &types.QuotaSharePreemptionConfiguration{InSharePreemption: in}})

@@ -67,23 +67,17 @@ instanceTypes:
 }
 
 // envReason returns the statusReason of the server's one service
-// environment: a qshare extension of DescribeServiceEnvironments that the
-// SDK does not decode, so it is read from the answer's JSON.
+// environment (envReasons).
 func (s *server) envReason() string {
 	s.t.Helper()
-	resp, err := http.Post(s.endpoint+"/v1/describeserviceenvironments", "application/json", strings.NewReader("{}"))
-	must(s.t, err)
-	defer resp.Body.Close()
-	var out struct {
-		ServiceEnvironments []struct {
-			StatusReason string `json:"statusReason"`
-		} `json:"serviceEnvironments"`
+	m := s.envReasons()
+	if len(m) != 1 {
+		s.t.Fatalf("DescribeServiceEnvironments listed %d environments, want 1", len(m))
 	}
-	must(s.t, json.NewDecoder(resp.Body).Decode(&out))
-	if len(out.ServiceEnvironments) != 1 {
-		s.t.Fatalf("DescribeServiceEnvironments listed %d environments, want 1", len(out.ServiceEnvironments))
+	for _, r := range m {
+		return r
 	}
-	return out.ServiceEnvironments[0].StatusReason
+	return ""
 }
 
 // TestSlurm runs end-to-end tests through the AWS SDK against qshare serve
