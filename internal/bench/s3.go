@@ -31,78 +31,55 @@ type S3Options struct {
 	Dir string
 }
 
-// S3Result is what qshare bench s3 measured.
+// S3Result is what qshare bench s3 measured; its row tags are the table
+// (RowsOf).
 type S3Result struct {
-	Objects     int     `json:"objects"`
-	ObjectBytes int64   `json:"object_bytes"`
-	BigBytes    int64   `json:"big_bytes"`
+	Objects     int     `json:"objects" row:"objects in the channel;%.0f"`
+	ObjectBytes int64   `json:"object_bytes" row:"bytes per object;%.0f"`
+	BigBytes    int64   `json:"big_bytes" row:"bytes of the big object (and of the model);%.0f"`
 	FillS       float64 `json:"fill_s"`
 	// StageS is data.Client.Stage of the channel (the small objects and
 	// the big one); SyncS is `aws s3 sync` of the same prefix from the
 	// same store, 0 where the AWS CLI is not installed.
-	StageS     float64 `json:"stage_s"`
-	StageMBps  float64 `json:"stage_mb_per_s"`
-	SyncS      float64 `json:"aws_sync_s,omitempty"`
-	SyncMBps   float64 `json:"aws_sync_mb_per_s,omitempty"`
-	StageRatio float64 `json:"stage_vs_sync,omitempty"`
+	StageS     float64 `json:"stage_s" row:"stage (data.Client.Stage);%.2f;s"`
+	StageMBps  float64 `json:"stage_mb_per_s" row:"stage throughput;%.1f;MB/s"`
+	SyncS      float64 `json:"aws_sync_s,omitempty" row:"aws s3 sync of the same prefix;%.2f;s"`
+	SyncMBps   float64 `json:"aws_sync_mb_per_s,omitempty" row:"aws s3 sync throughput;%.1f;MB/s"`
+	StageRatio float64 `json:"stage_vs_sync,omitempty" row:"stage time / aws s3 sync time;%.2f;;target: at most 1"`
 	// UploadS is data.Client.Upload of a model directory holding one file
 	// of BigBytes (random, so gzip does not shrink it: model.tar.gz);
 	// CpS is `aws s3 cp` of the same file.
-	UploadS    float64 `json:"upload_s"`
-	UploadMBps float64 `json:"upload_mb_per_s"`
-	CpS        float64 `json:"aws_cp_s,omitempty"`
-	CpMBps     float64 `json:"aws_cp_mb_per_s,omitempty"`
+	UploadS    float64 `json:"upload_s" row:"model upload (model.tar.gz);%.2f;s"`
+	UploadMBps float64 `json:"upload_mb_per_s" row:"model upload throughput;%.1f;MB/s"`
+	CpS        float64 `json:"aws_cp_s,omitempty" row:"aws s3 cp of the same file;%.2f;s"`
+	CpMBps     float64 `json:"aws_cp_mb_per_s,omitempty" row:"aws s3 cp throughput;%.1f;MB/s"`
 	// StartChannelS and StartNoneS are the medians, over startJobs jobs
 	// each, of the time from SubmitServiceJob to the program's first line,
 	// on a qshare serve --executor process, for a job with one channel of
 	// one ObjectBytes object and for a job with none.
-	StartChannelS float64 `json:"start_channel_s"`
-	StartNoneS    float64 `json:"start_none_s"`
-	StartExtraS   float64 `json:"start_channel_extra_s"`
+	StartChannelS float64 `json:"start_channel_s" row:"submit to the program's start, 1 MiB channel (median of 5);%.2f;s"`
+	StartNoneS    float64 `json:"start_none_s" row:"submit to the program's start, no channel (median of 5);%.2f;s"`
+	StartExtraS   float64 `json:"start_channel_extra_s" row:"what the channel adds;%.2f;s"`
 	// The embedded store's PutObject and GetObject throughput (through
-	// qshare serve, as jobs reach it) and versitygw's, with the same
-	// client and objects: storeSmall objects of ObjectBytes, storeParallel
-	// at a time, and storeBig of storeBigBytes, one at a time.
-	Embedded  storeRate  `json:"embedded"`
-	VersityGW *storeRate `json:"versitygw,omitempty"`
-	// VersityNote says why versitygw was not measured.
-	VersityNote string  `json:"versitygw_note,omitempty"`
-	LoadAvg1m   float64 `json:"load_avg_1m"`
-	// LoadAvgEnd is the load average when the run ended.
-	LoadAvgEnd float64 `json:"load_avg_1m_end"`
-}
-
-var s3Rows = []Row{
-	{Label: "objects in the channel", Key: "objects", Format: "%.0f"},
-	{Label: "bytes per object", Key: "object_bytes", Format: "%.0f"},
-	{Label: "bytes of the big object (and of the model)", Key: "big_bytes", Format: "%.0f"},
-	{Label: "stage (data.Client.Stage)", Key: "stage_s", Format: "%.2f", Unit: "s"},
-	{Label: "stage throughput", Key: "stage_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "aws s3 sync of the same prefix", Key: "aws_sync_s", Format: "%.2f", Unit: "s"},
-	{Label: "aws s3 sync throughput", Key: "aws_sync_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "stage time / aws s3 sync time", Key: "stage_vs_sync", Format: "%.2f", Anchor: "target: at most 1"},
-	{Label: "model upload (model.tar.gz)", Key: "upload_s", Format: "%.2f", Unit: "s"},
-	{Label: "model upload throughput", Key: "upload_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "aws s3 cp of the same file", Key: "aws_cp_s", Format: "%.2f", Unit: "s"},
-	{Label: "aws s3 cp throughput", Key: "aws_cp_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "submit to the program's start, 1 MiB channel (median of 5)", Key: "start_channel_s", Format: "%.2f", Unit: "s"},
-	{Label: "submit to the program's start, no channel (median of 5)", Key: "start_none_s", Format: "%.2f", Unit: "s"},
-	{Label: "what the channel adds", Key: "start_channel_extra_s", Format: "%.2f", Unit: "s"},
-	{Label: "embedded store PutObject, 200 × object-bytes, 8 at a time", Key: "embedded.small_put_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "versitygw PutObject, the same", Key: "versitygw.small_put_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "embedded store GetObject, the same objects", Key: "embedded.small_get_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "versitygw GetObject, the same", Key: "versitygw.small_get_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "embedded store PutObject, 4 × 64 MiB, one at a time", Key: "embedded.big_put_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "versitygw PutObject, the same", Key: "versitygw.big_put_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "embedded store GetObject, the same objects", Key: "embedded.big_get_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "versitygw GetObject, the same", Key: "versitygw.big_get_mb_per_s", Format: "%.1f", Unit: "MB/s"},
-	{Label: "versitygw not measured because", Key: "versitygw_note", Format: "%s"},
-	{Label: "load average at start (1 min)", Key: "load_avg_1m", Format: "%.2f"},
-	{Label: "load average at the end (1 min)", Key: "load_avg_1m_end", Format: "%.2f"},
+	// qshare serve, as jobs reach it) and versitygw's (0 where it is not
+	// built: VersityNote says so), with the same client and objects:
+	// storeSmall objects of ObjectBytes, storeParallel at a time, and
+	// storeBig of storeBigBytes, one at a time.
+	EmbeddedSmallPut float64 `json:"embedded_small_put_mb_per_s" row:"embedded store PutObject, 200 × object-bytes, 8 at a time;%.1f;MB/s"`
+	VersitySmallPut  float64 `json:"versitygw_small_put_mb_per_s,omitempty" row:"versitygw PutObject, the same;%.1f;MB/s"`
+	EmbeddedSmallGet float64 `json:"embedded_small_get_mb_per_s" row:"embedded store GetObject, the same objects;%.1f;MB/s"`
+	VersitySmallGet  float64 `json:"versitygw_small_get_mb_per_s,omitempty" row:"versitygw GetObject, the same;%.1f;MB/s"`
+	EmbeddedBigPut   float64 `json:"embedded_big_put_mb_per_s" row:"embedded store PutObject, 4 × 64 MiB, one at a time;%.1f;MB/s"`
+	VersityBigPut    float64 `json:"versitygw_big_put_mb_per_s,omitempty" row:"versitygw PutObject, the same;%.1f;MB/s"`
+	EmbeddedBigGet   float64 `json:"embedded_big_get_mb_per_s" row:"embedded store GetObject, the same objects;%.1f;MB/s"`
+	VersityBigGet    float64 `json:"versitygw_big_get_mb_per_s,omitempty" row:"versitygw GetObject, the same;%.1f;MB/s"`
+	VersityNote      string  `json:"versitygw_note,omitempty" row:"versitygw not measured because;%s"`
+	LoadAvg1m        float64 `json:"load_avg_1m" row:"load average at start (1 min);%.2f"`
+	LoadAvgEnd       float64 `json:"load_avg_1m_end" row:"load average at the end (1 min);%.2f"`
 }
 
 // S3Rows are the rows of qshare bench s3's table.
-func S3Rows() []Row { return s3Rows }
+func S3Rows() []Row { return RowsOf(S3Result{}) }
 
 // RunS3 fills qshare's embedded S3 store (in this process, on a loopback
 // port) with a channel of opt.Objects objects and one big one, stages it
@@ -136,7 +113,12 @@ func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 			return err
 		}
 		r.StartExtraS = round(r.StartChannelS-r.StartNoneS, 3)
-		r.Embedded, r.VersityGW, r.VersityNote, err = s3Stores(ctx, srv, dir, opt.ObjectBytes)
+		emb, vgw, note, err := s3Stores(ctx, srv, dir, opt.ObjectBytes)
+		r.EmbeddedSmallPut, r.EmbeddedSmallGet, r.EmbeddedBigPut, r.EmbeddedBigGet = emb.SmallPut, emb.SmallGet, emb.BigPut, emb.BigGet
+		if vgw != nil {
+			r.VersitySmallPut, r.VersitySmallGet, r.VersityBigPut, r.VersityBigGet = vgw.SmallPut, vgw.SmallGet, vgw.BigPut, vgw.BigGet
+		}
+		r.VersityNote = note
 		return err
 	})
 	r.LoadAvgEnd = LoadAverage()

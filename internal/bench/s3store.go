@@ -126,10 +126,7 @@ func medianOf(xs []float64) float64 {
 // storeRate is one store's PutObject and GetObject throughput, in MB/s,
 // for small objects (many, in parallel) and big ones (one at a time).
 type storeRate struct {
-	SmallPut float64 `json:"small_put_mb_per_s"`
-	SmallGet float64 `json:"small_get_mb_per_s"`
-	BigPut   float64 `json:"big_put_mb_per_s"`
-	BigGet   float64 `json:"big_get_mb_per_s"`
+	SmallPut, SmallGet, BigPut, BigGet float64
 }
 
 // Throughput sizes: small objects of ObjectBytes, storeSmall of them, 8 at
