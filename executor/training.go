@@ -3,6 +3,8 @@ package executor
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,6 +123,17 @@ func TrainingEnv(s Spec, req *trainingjob.Request, d TrainingDirs, instanceType 
 	env["QSHARE_JOB_QUEUE"] = s.Queue
 	env["QSHARE_QUOTA_SHARE"] = s.Share
 	return env
+}
+
+// EnvList returns env as a process's environment: "NAME=value" strings,
+// sorted by name, so that an attempt's environment is the same at every
+// start.
+func EnvList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
 }
 
 // EnvName maps a hyperparameter or channel name to the part of a variable

@@ -588,16 +588,7 @@ func (e *Executor) jobEnv(s executor.Spec, req *trainingjob.Request, job, ck, ty
 			env[k] = v
 		}
 	}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, k+"="+env[k])
-	}
-	return out
+	return executor.EnvList(env)
 }
 
 // fileErr describes a refused or failed file operation without server paths.
