@@ -14,6 +14,24 @@ ModelTrainer) names no run time:
     qshare serve --executor simulated --sim-duration 5s &
     AWS_ENDPOINT_URL=http://127.0.0.1:8750 python3 replay_notebook.py
 
+With REPLAY_EXECUTOR=process, the server runs the jobs for real
+(qshare serve --executor process, as root, so that each job has /opt/ml):
+the SDK's sm_train.sh then runs SourceCode(command=REPLAY_COMMAND), the
+notebook's "echo 'Hello World'" unless the variable says otherwise (the
+test adds "; sleep 4", so that a job runs long enough to be preempted), and
+the replay checks "Hello World" in the job's CloudWatch Logs stream and
+opens the model.tar.gz that DescribeTrainingJob names.
+
+The drivers channel is built and uploaded per submit, as
+ModelTrainer._create_training_job_args does, to
+s3://BUCKET/BASE/NAME/input/sm_drivers/. With SAGEMAKER_SDK_SOURCE naming a
+checkout of aws/sagemaker-python-sdk, they are the SDK's own files: its
+container_drivers/ and install_requirements.py, and an sm_train.sh that its
+templates.py (loaded from that checkout) formats as _prepare_train_script
+does. Without it, a stand-in sm_train.sh of the same steps runs the command
+(it cats the config files and writes sm_training.env itself, in place of the
+SDK's environment.py).
+
 It prints one line per step ("step NAME ok ...") and, last, the seconds from
 the first call (Session(): STS) to the last job SUCCEEDED. Any step that
 does not go as the notebook says raises, and the script exits non-zero.
@@ -22,10 +40,13 @@ are the SDK's, the waits are not.
 """
 
 import datetime
+import importlib.util
+import io
 import json
 import os
 import re
 import sys
+import tarfile
 import time
 import urllib.parse
 
@@ -119,9 +140,64 @@ if not any(b["Name"] == BUCKET for b in s3.list_buckets().get("Buckets", [])):
     if code_of(lambda: s3.head_bucket(Bucket=BUCKET)) != "ok":
         s3.create_bucket(Bucket=BUCKET)
 expect(code_of(lambda: s3.head_bucket(Bucket=BUCKET)) == "ok", "the default bucket exists")
-s3.put_object(Bucket=BUCKET, Key=BASE + "/drivers/sm_train.sh", Body=b"#!/bin/bash\necho 'Hello World'\n")
-expect(s3.get_object(Bucket=BUCKET, Key=BASE + "/drivers/sm_train.sh")["Body"].read().startswith(b"#!/bin/bash"), "the drivers are in S3")
 step("default-bucket", BUCKET)
+
+EXECUTOR = os.environ.get("REPLAY_EXECUTOR", "simulated")
+COMMAND = os.environ.get("REPLAY_COMMAND", "echo 'Hello World'")  # the notebook's SourceCode(command=...)
+SDK = os.environ.get("SAGEMAKER_SDK_SOURCE", "")
+STAND_IN = """#!/bin/bash
+set -e
+echo "Starting training script (qshare's replay: a stand-in for the SDK's sm_train.sh)"
+echo "/opt/ml/input/config/resourceconfig.json:"
+cat /opt/ml/input/config/resourceconfig.json
+echo
+echo "/opt/ml/input/config/inputdataconfig.json:"
+cat /opt/ml/input/config/inputdataconfig.json
+echo
+echo "export SM_MODEL_DIR='/opt/ml/model'" > /opt/ml/input/sm_training.env
+source /opt/ml/input/sm_training.env
+CMD="%s"
+echo "Executing command: $CMD"
+eval $CMD
+echo "Training Container Execution Completed"
+"""
+
+
+def drivers():
+    """The files of the sm_drivers channel, by path, as ModelTrainer puts them
+    in its temporary directory: the SDK's own with SAGEMAKER_SDK_SOURCE."""
+    command = " ".join(COMMAND.split())  # _prepare_train_script's base_command
+    source = {"source_dir": None, "requirements": None, "entry_script": None, "command": COMMAND,
+              "ignore_patterns": [".env", ".git", "__pycache__", ".DS_Store", ".cache", ".ipynb_checkpoints"]}
+    files = {"sourcecode.json": json.dumps(source).encode(), "distributed.json": b"{}"}
+    if not SDK:
+        files["sm_train.sh"] = (STAND_IN % command).encode()
+        return files
+    train = os.path.join(SDK, "sagemaker-train", "src", "sagemaker", "train")
+    top = os.path.join(train, "container_drivers")
+    for d, _, names in os.walk(top):
+        for n in names:
+            if "__pycache__" not in d:
+                with open(os.path.join(d, n), "rb") as f:
+                    files[os.path.relpath(os.path.join(d, n), top)] = f.read()
+    with open(os.path.join(SDK, "sagemaker-core", "src", "sagemaker", "core", "utils", "install_requirements.py"), "rb") as f:
+        files["scripts/install_requirements.py"] = f.read()
+    spec = importlib.util.spec_from_file_location("sdk_templates", os.path.join(train, "templates.py"))
+    templates = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(templates)  # the module has no imports: it is the SDK's text
+    files["sm_train.sh"] = templates.TRAIN_SCRIPT_TEMPLATE.format(
+        working_dir="", install_requirements="",
+        execute_driver=templates.EXECUTE_BASE_COMMANDS.format(base_command=command)).encode()
+    return files
+
+
+def upload_drivers(name):
+    """create_input_data_channel(SM_DRIVERS, temp dir): upload_data of each
+    file under BASE/NAME/input/sm_drivers/; the channel's S3Uri is that prefix."""
+    prefix = "%s/%s/input/sm_drivers" % (BASE, name)
+    for path, body in sorted(drivers().items()):
+        s3.put_object(Bucket=BUCKET, Key=prefix + "/" + path, Body=body)
+    return "s3://%s/%s" % (BUCKET, prefix)
 
 
 def training_payload():
@@ -135,7 +211,7 @@ def training_payload():
         "HyperParameters": {},
         "InputDataConfig": [{"ChannelName": "sm_drivers", "InputMode": "File", "DataSource": {"S3DataSource": {
             "S3DataType": "S3Prefix", "S3DataDistributionType": "FullyReplicated",
-            "S3Uri": "s3://%s/%s/%s/input/sm_drivers" % (BUCKET, BASE, name)}}}],
+            "S3Uri": upload_drivers(name)}}}],
         "ResourceConfig": {"VolumeSizeInGB": 30, "InstanceCount": 1, "InstanceType": INSTANCE_TYPE},
         "RoleArn": role_arn,
         "StoppingCondition": {"MaxRuntimeInSeconds": 300},
@@ -233,6 +309,20 @@ ev = logs.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNa
 again = logs.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=streams[0]["logStreamName"], startFromHead=True, nextToken=ev["nextForwardToken"])
 expect(again["events"] == [] and again["nextForwardToken"] == ev["nextForwardToken"], "the tailer's last page is empty with the same token")
 step("get-model-trainer", tj_name)
+
+if EXECUTOR == "process":
+    # The program's own output, in the stream that wait(logs=True) prints, with a time per line.
+    lines = [e["message"] for e in ev["events"]]
+    expect("Hello World" in lines, "the job's CloudWatch Logs stream has the line Hello World: %s" % lines[-20:])
+    stamps = [e["timestamp"] for e in ev["events"]]
+    expect(stamps == sorted(stamps) and tj["TrainingStartTime"].timestamp() * 1000 - 1000 <= stamps[0]
+           and stamps[-1] <= tj["TrainingEndTime"].timestamp() * 1000 + 1000, "the events' times are in order, within the training job's")
+    # The model, where ModelArtifacts says: a gzipped tar (empty: echo writes no model).
+    uri = urllib.parse.urlparse(tj["ModelArtifacts"]["S3ModelArtifacts"])
+    body = s3.get_object(Bucket=uri.netloc, Key=uri.path.lstrip("/"))["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
+        members = tar.getnames()
+    step("program-output", "Hello World in %s; model.tar.gz of %d bytes, %d files" % (streams[0]["logStreamName"], len(body), len(members)))
 
 # --- TrainingQueue.map: one submit per input, then terminate (TrainingQueuedJob.terminate).
 mapped = [submit(n, "QS3", None) for n in ("map-0", "map-1")]
