@@ -113,6 +113,10 @@ type Daemon struct {
 	shares   map[store.ShareKey]*qshare.QuotaShare
 	plans    map[string]*qshare.CapacityPlan // by name
 	jobs     map[string]*qshare.Job
+	// legacy finds the job of an attempt whose training job name has the
+	// older form (trainingjob.LegacyAttemptName), by that name in lower
+	// case; setJob and dropJob keep it with d.jobs.
+	legacy map[string]string
 	// inflight holds the loop's newest versions of jobs whose commit has
 	// not returned yet (the committer), newer than their d.jobs record.
 	// Only the loop reads it, to decide on top of its own changes; every
@@ -244,6 +248,7 @@ func New(cfg Config) (*Daemon, error) {
 		shares:     map[store.ShareKey]*qshare.QuotaShare{},
 		plans:      map[string]*qshare.CapacityPlan{},
 		jobs:       map[string]*qshare.Job{},
+		legacy:     map[string]string{},
 		inflight:   map[string]*qshare.Job{},
 		byQueue:    map[string]*jobIndex{},
 		tokens:     map[string]*tokenEntry{},

@@ -543,7 +543,8 @@ func (c *cycle) finishAttempt(r *run, exit executor.Exit, lost bool) {
 		d.dropMeta(j.ID)
 	}
 	attempt, ex := r.attempt, d.execs.Get(r.exec)
-	c.effects = append(c.effects, func() { ex.Forget(attempt) })
+	end := AttemptEnd{JobID: j.ID, JobName: j.Name, Queue: j.JobQueue, Share: j.QuotaShare, Payload: j.Payload, Attempt: *a}
+	c.effects = append(c.effects, func() { ex.Forget(attempt); d.obs.AttemptCommitted(end) })
 	if d.infoLog() {
 		d.log.Info("attempt ended", "job", j.ID, "attempt", r.attempt, "n", r.n, "exitCode", exit.ExitCode, "signal", exit.Signal,
 			"stopped", exit.Stopped, "lost", lost, "reason", a.StatusReason, "status", j.Status)

@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"qshare"
 	"qshare/engine"
 	"qshare/executor"
+	"qshare/trainingjob"
 )
 
 // Observer receives the daemon's measurements as they happen, for a metrics
@@ -32,6 +34,18 @@ type Observer interface {
 	JobStarted(queue, share string, wait time.Duration)
 	// Preempted is one preemption decision.
 	Preempted(p Preemption)
+	// AttemptCommitted is the end of one attempt, once it is committed:
+	// how it ended and the job it belongs to.
+	AttemptCommitted(e AttemptEnd)
+}
+
+// AttemptEnd is one attempt's end, as an Observer receives it.
+type AttemptEnd struct {
+	JobID, JobName, Queue, Share string
+	// Payload is the job's serviceRequestPayload.
+	Payload string
+	// Attempt is the ended attempt, its StoppedAt and StatusReason set.
+	Attempt qshare.Attempt
 }
 
 // AttemptOutcome is how an attempt ended, as an Observer receives it: a
@@ -100,6 +114,7 @@ func (noObserver) ExecutorStart(string, time.Duration, error) {}
 func (noObserver) AttemptEnded(string, AttemptOutcome)        {}
 func (noObserver) JobStarted(string, string, time.Duration)   {}
 func (noObserver) Preempted(Preemption)                       {}
+func (noObserver) AttemptCommitted(AttemptEnd)                {}
 
 // statusKey is one count of MetricsState.Jobs.
 type statusKey struct {
@@ -112,6 +127,7 @@ type statusKey struct {
 // scrape reads them without walking the jobs. Callers hold d.mu.
 func (d *Daemon) setJob(j *qshare.Job) {
 	k := statusKey{j.JobQueue, j.QuotaShare, j.Status}
+	d.indexLegacy(j)
 	if old := d.jobs[j.ID]; old != nil {
 		ok := statusKey{old.JobQueue, old.QuotaShare, old.Status}
 		if ok == k {
@@ -124,6 +140,30 @@ func (d *Daemon) setJob(j *qshare.Job) {
 	d.counts[k]++
 	d.countSubmitter(j, 1)
 	d.jobs[j.ID] = j
+}
+
+// indexLegacy adds to d.legacy the names of j's attempts that have the
+// older form: only jobs stored before the current form have any, so the
+// index stays as small as they are. Callers hold d.mu.
+func (d *Daemon) indexLegacy(j *qshare.Job) {
+	for _, a := range j.Attempts {
+		if name := legacyName(a); name != "" {
+			d.legacy[name] = j.ID
+		}
+	}
+}
+
+// legacyName is the lower-case training job name of a, when it has the
+// older form (trainingjob.LegacyAttemptName), else "".
+func legacyName(a qshare.Attempt) string {
+	name := trainingjob.NameOfARN(a.ResourceARN)
+	if name == "" || !trainingjob.LegacyAttemptName(name) {
+		return ""
+	}
+	if _, _, ok := trainingjob.ParseAttemptName(name); ok {
+		return ""
+	}
+	return strings.ToLower(name)
 }
 
 // countSubmitter adds delta to the count of unfinished jobs of j's
@@ -145,6 +185,11 @@ func (d *Daemon) dropJob(id string) {
 	if old := d.jobs[id]; old != nil {
 		d.uncount(statusKey{old.JobQueue, old.QuotaShare, old.Status})
 		d.countSubmitter(old, -1)
+		for _, a := range old.Attempts {
+			if name := legacyName(a); name != "" && d.legacy[name] == id {
+				delete(d.legacy, name)
+			}
+		}
 		delete(d.jobs, id)
 	}
 }

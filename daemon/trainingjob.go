@@ -12,7 +12,7 @@ import (
 // it), compared without case as SageMaker compares names. A name of the
 // current form is found through its job ID at once; one of the older form
 // (trainingjob.LegacyAttemptName), which jobs stored before it still hold,
-// by looking at every job's attempts. It fails with ENOTFOUND, in
+// through an index of those names (d.legacy), also at once. It fails with ENOTFOUND, in
 // SageMaker's words, when no attempt has that name.
 func (d *Daemon) TrainingJob(name string) (*qshare.Job, qshare.Attempt, error) {
 	notFound := qshare.Errorf(qshare.ENOTFOUND, "Requested resource not found: no training job is named %q", truncateID(name))
@@ -41,21 +41,15 @@ func (d *Daemon) TrainingJob(name string) (*qshare.Job, qshare.Attempt, error) {
 	if !trainingjob.LegacyAttemptName(name) {
 		return nil, qshare.Attempt{}, notFound
 	}
-	var (
-		found *qshare.Job
-		att   qshare.Attempt
-	)
-	d.EachJob(func(j *qshare.Job) bool {
+	d.mu.RLock()
+	j := d.jobs[d.legacy[strings.ToLower(name)]]
+	d.mu.RUnlock()
+	if j != nil {
 		if a, ok := match(j); ok {
-			found, att = j, a
-			return false
+			return j, a, nil
 		}
-		return true
-	})
-	if found == nil {
-		return nil, qshare.Attempt{}, notFound
 	}
-	return found, att, nil
+	return nil, qshare.Attempt{}, notFound
 }
 
 // EachJob calls f with each job the daemon holds, in no set order, until

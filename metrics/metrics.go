@@ -44,6 +44,7 @@ type Metrics struct {
 	wait    *prometheus.HistogramVec
 	preempt *prometheus.CounterVec
 	request *prometheus.HistogramVec
+	trained trained
 }
 
 var _ daemon.Observer = (*Metrics)(nil)

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
 	"qshare/api"
 	"qshare/auth"
+	"qshare/aws/sagemaker"
 	"qshare/daemon"
 	"qshare/executor"
 	"qshare/logstream"
@@ -79,6 +81,13 @@ func (sv *server) routes(r *Router) {
 	if sv.s.Metrics == "on" {
 		r.Handle(Route{Name: "metrics", Match: Match{Service: own, Path: metrics.Path}, Build: func(t *Term) http.Handler {
 			t.Metrics.Watch(t.Daemon)
+			t.Metrics.TrainingMetrics(func(ctx context.Context, e daemon.AttemptEnd) []metrics.MetricValue {
+				var out []metrics.MetricValue
+				for _, v := range sagemaker.FinalMetrics(ctx, t.Executor.Logs, e.Attempt, e.Payload) {
+					out = append(out, metrics.MetricValue{Name: v.Name, Value: v.Value})
+				}
+				return out
+			})
 			return auth.Require(api.ActionGetMetrics, t.Metrics.Handler(), api.WriteError)
 		}})
 	}

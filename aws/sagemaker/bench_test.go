@@ -2,6 +2,7 @@ package sagemaker_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -73,19 +74,35 @@ func storedServer(tb testing.TB, n int, name func(id string) string) (*sm.Client
 // trainingjob.AttemptName ("awsbatch" + name + 32 random hex digits), as a
 // store written then still holds, is found by its name.
 func TestLegacyNames(t *testing.T) {
-	cl, names := storedServer(t, 3, func(string) string { return "awsbatchtrain-resnet" + strings.ReplaceAll(uuid.NewString(), "-", "") })
+	cl, names := storedServer(t, 3, func(string) string { return unknownLegacy() })
 	for _, name := range names {
 		out, err := cl.DescribeTrainingJob(context.Background(), &sm.DescribeTrainingJobInput{TrainingJobName: aws.String(name)})
 		if err != nil || out.TrainingJobStatus != types.TrainingJobStatusCompleted {
 			t.Fatalf("describe of the stored %s: %v", name, err)
 		}
 	}
+	// SageMaker compares names without case; a name of the older form that
+	// no attempt has is ResourceNotFound, found so through the index.
+	if _, err := cl.DescribeTrainingJob(context.Background(), &sm.DescribeTrainingJobInput{TrainingJobName: aws.String(strings.ToUpper(names[0]))}); err != nil {
+		t.Errorf("describe of %s in upper case: %v", names[0], err)
+	}
+	var nf *types.ResourceNotFound
+	if _, err := cl.DescribeTrainingJob(context.Background(), &sm.DescribeTrainingJobInput{TrainingJobName: aws.String(unknownLegacy())}); !errors.As(err, &nf) {
+		t.Errorf("describe of an unknown name of the older form = %v, want ResourceNotFound", err)
+	}
+}
+
+// unknownLegacy is a training job name of the older form that no attempt has.
+func unknownLegacy() string {
+	return "awsbatchtrain-resnet" + strings.ReplaceAll(uuid.NewString(), "-", "")
 }
 
 // BenchmarkDescribeTrainingJob100k times DescribeTrainingJob through the AWS
 // SDK for Go's client and the endpoint's HTTP handler, on a daemon that
 // loaded 100,000 finished jobs of one attempt each from a SQLite store, and
-// reports the p50 and p99 of one call:
+// reports the p50 and p99 of one call; and, beside each, one call with a
+// name of the older form (trainingjob.LegacyAttemptName) that no attempt
+// has, which is ResourceNotFound (unknown-p50-µs, unknown-p99-µs):
 //
 //	go test ./aws/sagemaker -run '^$' -bench DescribeTrainingJob100k -benchtime 2000x
 func BenchmarkDescribeTrainingJob100k(b *testing.B) {
@@ -93,6 +110,8 @@ func BenchmarkDescribeTrainingJob100k(b *testing.B) {
 	ctx := context.Background()
 	cl, names := storedServer(b, n, func(id string) string { return trainingjob.AttemptName("train-resnet", id, 1) })
 	lat := make([]time.Duration, 0, b.N)
+	unknown := make([]time.Duration, 0, b.N)
+	var nf *types.ResourceNotFound
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		name := names[rand.IntN(n)]
@@ -102,11 +121,23 @@ func BenchmarkDescribeTrainingJob100k(b *testing.B) {
 		if err != nil || aws.ToString(out.TrainingJobName) != name {
 			b.Fatalf("describe %s: %v", name, err)
 		}
+		name = unknownLegacy()
+		t0 = time.Now()
+		_, err = cl.DescribeTrainingJob(ctx, &sm.DescribeTrainingJobInput{TrainingJobName: aws.String(name)})
+		unknown = append(unknown, time.Since(t0))
+		if !errors.As(err, &nf) {
+			b.Fatalf("describe of the unknown %s = %v, want ResourceNotFound", name, err)
+		}
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	for _, l := range []struct {
+		lat    []time.Duration
+		prefix string
+	}{{lat, ""}, {unknown, "unknown-"}} {
+		slices.Sort(l.lat)
+		b.ReportMetric(float64(l.lat[len(l.lat)/2].Microseconds()), l.prefix+"p50-µs")
+		b.ReportMetric(float64(l.lat[len(l.lat)*99/100].Microseconds()), l.prefix+"p99-µs")
+	}
 }
 
 // BenchmarkListTrainingJobs100k times the first page of ListTrainingJobs

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"qshare"
 )
 
 // LogsFunc is an executor's Logs (executor.Executor.Logs): the output of an
@@ -36,6 +38,29 @@ type metricData struct {
 	Timestamp  epoch   `json:"Timestamp"`
 }
 
+// MetricValue is one entry of a training job's FinalMetricDataList.
+type MetricValue struct {
+	Name  string
+	Value float64
+}
+
+// FinalMetrics is the FinalMetricDataList of attempt a of the job whose
+// serviceRequestPayload is payload, as DescribeTrainingJob gives it (see
+// finalMetrics), for the other views of the same values: the server's
+// /metrics. It reads the attempt's log through logs; a payload without
+// MetricDefinitions costs no read.
+func FinalMetrics(ctx context.Context, logs LogsFunc, a qshare.Attempt, payload string) []MetricValue {
+	var p map[string]json.RawMessage
+	if json.Unmarshal([]byte(payload), &p) != nil {
+		return nil
+	}
+	var out []MetricValue
+	for _, m := range finalMetrics(ctx, logs, a, p, a.StoppedAt) {
+		out = append(out, MetricValue{m.MetricName, m.Value})
+	}
+	return out
+}
+
 // finalMetrics is FinalMetricDataList: for each of the payload's
 // MetricDefinitions, the value of its regex's last match in the attempt's
 // log (its first group, or the whole match without one), as SageMaker reads
@@ -43,8 +68,8 @@ type metricData struct {
 // compile (SageMaker's are Java's; qshare reads them as RE2, which takes the
 // usual ones), or that never matches a number, gives nothing. The
 // timestamp is the attempt's end, or now while it runs.
-func finalMetrics(ctx context.Context, logs LogsFunc, v view, payload map[string]json.RawMessage, now time.Time) []metricData {
-	if logs == nil || v.att.StartedAt.IsZero() {
+func finalMetrics(ctx context.Context, logs LogsFunc, a qshare.Attempt, payload map[string]json.RawMessage, now time.Time) []metricData {
+	if logs == nil || a.StartedAt.IsZero() {
 		return nil
 	}
 	var alg struct {
@@ -69,7 +94,7 @@ func finalMetrics(ctx context.Context, logs LogsFunc, v view, payload map[string
 	if len(defs) == 0 {
 		return nil
 	}
-	rc, err := logs(ctx, v.att.ID, false)
+	rc, err := logs(ctx, a.ID, false)
 	if err != nil {
 		return nil // no log (the simulated executor), or none any more
 	}
@@ -93,7 +118,7 @@ func finalMetrics(ctx context.Context, logs LogsFunc, v view, payload map[string
 			}
 		}
 	}
-	at := v.att.StoppedAt
+	at := a.StoppedAt
 	if at.IsZero() {
 		at = now
 	}

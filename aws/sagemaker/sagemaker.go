@@ -123,7 +123,7 @@ func (h *handler) describe(ctx context.Context, in *nameIn) (any, error) {
 		return nil, err
 	}
 	out, payload := v.describe()
-	if m := finalMetrics(ctx, h.logs, v, payload, time.Now()); len(m) > 0 {
+	if m := finalMetrics(ctx, h.logs, v.att, payload, time.Now()); len(m) > 0 {
 		out["FinalMetricDataList"] = m
 	}
 	return out, nil

@@ -71,22 +71,23 @@ function storedKey() {
 }
 
 // signingKeys caches the key SigV4 derives from a secret, by day, region,
-// key id and secret (a secret typed anew under the same id must not find
-// the key of the one before).
+// service, key id and secret (a secret typed anew under the same id must
+// not find the key of the one before).
 const signingKeys = new Map();
-async function signingKey(k, day) {
-  const id = JSON.stringify([day, config.region, k.id, k.secret]);
+async function signingKey(k, day, service) {
+  const id = JSON.stringify([day, config.region, service, k.id, k.secret]);
   if (!signingKeys.has(id)) {
     const kDate = await hmac("AWS4" + k.secret, day);
-    signingKeys.set(id, await hmac(await hmac(await hmac(kDate, config.region), "batch"), "aws4_request"));
+    signingKeys.set(id, await hmac(await hmac(await hmac(kDate, config.region), service), "aws4_request"));
   }
   return signingKeys.get(id);
 }
 
 // signedHeaders returns the headers that sign a request of method to path
-// (with its query) with body, by the key in this tab; {} without
-// authentication.
-async function signedHeaders(method, path, body, headers) {
+// (with its query) with body for service (batch unless named), by the key
+// in this tab; {} without authentication.
+async function signedHeaders(method, path, body, headers, service) {
+  service = service || "batch";
   if (!config.auth) return headers;
   const k = storedKey();
   if (!k) throw new APIError("sign in with an access key of the server's auth file", "SignInRequired");
@@ -103,9 +104,9 @@ async function signedHeaders(method, path, body, headers) {
   const names = Object.keys(h).sort();
   const canonical = [method, awsEscape(u.pathname, true), query, names.map(n => n + ":" + h[n] + "\n").join(""),
     names.join(";"), await sha256hex(body || "")].join("\n");
-  const scope = day + "/" + config.region + "/batch/aws4_request";
+  const scope = day + "/" + config.region + "/" + service + "/aws4_request";
   const toSign = ["AWS4-HMAC-SHA256", amz, scope, await sha256hex(canonical)].join("\n");
-  const sig = hex(await hmac(await signingKey(k, day), toSign));
+  const sig = hex(await hmac(await signingKey(k, day, service), toSign));
   return Object.assign({}, headers, {"X-Amz-Date": amz,
     "Authorization": "AWS4-HMAC-SHA256 Credential=" + k.id + "/" + scope + ", SignedHeaders=" + names.join(";") + ", Signature=" + sig});
 }
@@ -118,6 +119,14 @@ async function request(method, path, body) {
 
 async function call(op, body) {
   return answer(await request("POST", "/v1/" + op, JSON.stringify(body || {})), op);
+}
+
+// sagemaker calls an operation of the server's SageMaker endpoint
+// (awsJson1_1, as the SageMaker SDK does), such as DescribeTrainingJob.
+async function sagemaker(op, body) {
+  const b = JSON.stringify(body || {});
+  const headers = await signedHeaders("POST", "/", b, {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "SageMaker." + op}, "sagemaker");
+  return answer(await fetch("/", {method: "POST", headers, body: b, credentials: "same-origin", cache: "no-store"}), op);
 }
 
 async function get(path) {
@@ -395,6 +404,18 @@ async function viewJob(id) {
   const byWhom = a => ((a.statusReason || "").match(JOB_ID) || []).filter(id => who[id]).map(id =>
     el("div", {class: "by", "data-preempted-for": who[id].jobName}, "made room for ", jobLink(id, who[id].jobName),
       " (" + (who[id].quotaShareName || who[id].shareIdentifier || "no share") + ", priority " + who[id].schedulingPriority + ")"));
+  // The latest attempt's training job: its FinalMetricDataList, as
+  // DescribeTrainingJob gives it (the same values as qshare_training_metric).
+  let metrics = null;
+  const arn = j.latestAttempt && j.latestAttempt.serviceResourceId && j.latestAttempt.serviceResourceId.value;
+  if (arn && (j.serviceRequestPayload || "").includes("MetricDefinitions")) {
+    try {
+      const tj = await sagemaker("DescribeTrainingJob", {TrainingJobName: arn.slice(arn.lastIndexOf("/") + 1)});
+      metrics = {ok: true, name: tj.TrainingJobName, list: tj.FinalMetricDataList || []};
+    } catch (e) {
+      metrics = {ok: false, text: e.message};
+    }
+  }
   const attempts = j.attempts || [];
   // On a server with several executors (docs/executors.md) an attempt
   // that did not run on the default one names where it ran.
@@ -423,6 +444,13 @@ async function viewJob(id) {
           el("td", {class: "num"}, i + 1), el("td", {}, fmtTime(a.startedAt)), el("td", {}, a.stoppedAt ? fmtTime(a.stoppedAt) : "running"),
           el("td", {class: "num"}, dur(a)), el("td", {class: "reason"}, a.statusReason || (a.stoppedAt ? "" : "running")),
           named ? el("td", {"data-field": "executor"}, a.executor || "default") : [])))),
+    ...(metrics === null ? [] : [el("h3", {}, "Final metrics" + (metrics.ok ? " of " + metrics.name : "")),
+      !metrics.ok ? el("p", {class: "muted", id: "metrics"}, metrics.text) :
+      metrics.list.length === 0 ? el("p", {class: "muted", id: "metrics"}, "None yet: no line of the latest attempt's log matches the payload's MetricDefinitions.") :
+        el("table", {class: "metrics", id: "metrics"},
+          el("thead", {}, el("tr", {}, ["metric", "value", "at"].map(h => el("th", {}, h)))),
+          el("tbody", {}, metrics.list.map(m => el("tr", {"data-metric": m.MetricName},
+            el("td", {}, m.MetricName), el("td", {class: "num", "data-field": "value"}, m.Value), el("td", {}, fmtTime(m.Timestamp * 1000))))))]),
     el("h3", {}, "Log" + (log.ok ? " (last " + Math.min(50, log.n) + " of " + log.n + " lines of the latest attempt)" : "")),
     log.ok ? el("pre", {class: "log", id: "log"}, log.text || "(empty)") : el("p", {class: "muted", id: "log"}, log.text),
   ];
