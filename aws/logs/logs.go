@@ -152,18 +152,22 @@ func (h *handler) instances(j *qshare.Job) int {
 	return max(n, 1)
 }
 
-// streamsOf appends the streams of j's started attempts.
-func (h *handler) streamsOf(out []stream, j *qshare.Job, only *qshare.Attempt) []stream {
+// eachStream calls f with each stream of j's started attempts (only of
+// attempt only, when not nil) whose training job name starts with prefix,
+// or that prefix starts with.
+func (h *handler) eachStream(j *qshare.Job, only *qshare.Attempt, prefix string, f func(stream)) {
 	for _, a := range j.Attempts {
 		if a.StartedAt.IsZero() || a.ResourceARN == "" || (only != nil && a.ID != only.ID) {
 			continue
 		}
 		name := trainingjob.NameOfARN(a.ResourceARN)
+		if !strings.HasPrefix(name, prefix) && !strings.HasPrefix(prefix, name) {
+			continue // none of its streams can match: skip formatting their names
+		}
 		for k := range h.instances(j) {
-			out = append(out, stream{streamName(name, a, k), j, a, k})
+			f(stream{streamName(name, a, k), j, a, k})
 		}
 	}
-	return out
 }
 
 type describeIn struct {
@@ -210,19 +214,10 @@ func (h *handler) describeStreams(ctx context.Context, in *describeIn) (any, err
 	default:
 		return nil, qshare.Errorf(qshare.EINVALID, "orderBy %q is not valid: use LogStreamName or LastEventTime", awsjson.Short(in.OrderBy))
 	}
-	var all []stream
-	// A prefix that names a training job (the SDK's "<job>/") needs only
-	// that job; anything else looks at every job.
-	if job, _, ok := strings.Cut(in.LogStreamNamePrefix, "/"); ok {
-		if j, a, err := h.cfg.Jobs.TrainingJob(job); err == nil {
-			all = h.streamsOf(all, j, &a)
-		}
-	} else {
-		h.cfg.Jobs.EachJob(func(j *qshare.Job) bool {
-			all = h.streamsOf(all, j, nil)
-			return true
-		})
+	if in.NextToken != "" && !strings.HasPrefix(in.NextToken, "s/") {
+		return nil, qshare.Errorf(qshare.EINVALID, "The specified nextToken is invalid: pass the nextToken of the previous answer unchanged")
 	}
+	after, hasAfter := strings.CutPrefix(in.NextToken, "s/")
 	now := time.Now()
 	key := func(s stream) string {
 		if in.OrderBy == "LastEventTime" {
@@ -230,27 +225,53 @@ func (h *handler) describeStreams(ctx context.Context, in *describeIn) (any, err
 		}
 		return s.name
 	}
-	before := func(a, b string) bool { return (a < b) != in.Descending }
-	matched := all[:0]
-	for _, s := range all {
-		if strings.HasPrefix(s.name, in.LogStreamNamePrefix) {
-			matched = append(matched, s)
+	before := func(a, b string) bool { // strictly: a page after a token never repeats its last stream
+		if in.Descending {
+			return a > b
 		}
+		return a < b
 	}
-	sort.Slice(matched, func(a, b int) bool { return before(key(matched[a]), key(matched[b])) })
-	if in.NextToken != "" {
-		after, ok := strings.CutPrefix(in.NextToken, "s/")
-		if !ok {
-			return nil, qshare.Errorf(qshare.EINVALID, "The specified nextToken is invalid: pass the nextToken of the previous answer unchanged")
+	// matched keeps the page and one more stream (which says there is a
+	// next page), in order: a call without a job's prefix looks at every
+	// started attempt, but keeps and sorts only these.
+	type keyed struct {
+		k string
+		s stream
+	}
+	matched := make([]keyed, 0, limit+1)
+	consider := func(s stream) {
+		if !strings.HasPrefix(s.name, in.LogStreamNamePrefix) {
+			return
 		}
-		i := sort.Search(len(matched), func(i int) bool { return before(after, key(matched[i])) })
-		matched = matched[i:]
+		k := key(s)
+		if (hasAfter && !before(after, k)) || (len(matched) == limit+1 && !before(k, matched[limit].k)) {
+			return
+		}
+		at := sort.Search(len(matched), func(x int) bool { return before(k, matched[x].k) })
+		if len(matched) < limit+1 {
+			matched = append(matched, keyed{})
+		}
+		copy(matched[at+1:], matched[at:len(matched)-1])
+		matched[at] = keyed{k, s}
+	}
+	// A prefix that names a training job (the SDK's "<job>/") needs only
+	// that job; anything else looks at every job.
+	if job, _, ok := strings.Cut(in.LogStreamNamePrefix, "/"); ok {
+		if j, a, err := h.cfg.Jobs.TrainingJob(job); err == nil {
+			h.eachStream(j, &a, "", consider)
+		}
+	} else {
+		h.cfg.Jobs.EachJob(func(j *qshare.Job) bool {
+			h.eachStream(j, nil, in.LogStreamNamePrefix, consider)
+			return true
+		})
 	}
 	out := map[string]any{}
 	streams := []streamOut{}
-	for i, s := range matched {
+	for i, m := range matched {
+		s := m.s
 		if i == limit {
-			out["nextToken"] = "s/" + key(matched[i-1])
+			out["nextToken"] = "s/" + matched[i-1].k
 			break
 		}
 		last := lastEvent(s.att, now).UnixMilli()

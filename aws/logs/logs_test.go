@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,19 +127,47 @@ func TestTrainingJobLogs(t *testing.T) {
 			t.Errorf("GetLogEvents(%s, %s): %v, want %s", aws.ToString(c2.in.LogStreamName), aws.ToString(c2.in.NextToken), err, c2.code)
 		}
 	}
-	// Every stream of the group, in pages of one.
-	var names []string
-	p := cwl.NewDescribeLogStreamsPaginator(c, &cwl.DescribeLogStreamsInput{LogGroupName: aws.String(logs.Group), Limit: aws.Int32(1)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
+	// Every stream of the group, in pages of limit, in order or descending,
+	// with a prefix.
+	all := func(limit int32, desc bool, prefix string) []string {
+		var out []string
+		p := cwl.NewDescribeLogStreamsPaginator(c, &cwl.DescribeLogStreamsInput{LogGroupName: aws.String(logs.Group), Limit: aws.Int32(limit),
+			Descending: aws.Bool(desc), LogStreamNamePrefix: aws.String(prefix)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range page.LogStreams {
+				out = append(out, aws.ToString(s.LogStreamName))
+			}
 		}
-		for _, s := range page.LogStreams {
-			names = append(names, aws.ToString(s.LogStreamName))
+		return out
+	}
+	if names := all(1, false, ""); fmt.Sprint(names) != fmt.Sprint([]string{aws.ToString(stream)}) {
+		t.Errorf("all streams: %v", names)
+	}
+
+	// With more jobs, pages of every order hold each stream once, in
+	// order: a page is chosen among all streams, not sorted whole.
+	for _, n := range []string{"b", "c", "d"} {
+		e.Submit(t, n, shellPayload("echo "+n), btypes.ServiceJobStatusSucceeded)
+	}
+	one := all(50, false, "")
+	if len(one) != 4 || !slices.IsSorted(one) {
+		t.Fatalf("the four jobs' streams in one page: %v", one)
+	}
+	down := slices.Clone(one)
+	slices.Reverse(down)
+	for _, lim := range []int32{1, 2, 3} {
+		if got := all(lim, false, ""); fmt.Sprint(got) != fmt.Sprint(one) {
+			t.Errorf("pages of %d: %v, want %v", lim, got, one)
+		}
+		if got := all(lim, true, ""); fmt.Sprint(got) != fmt.Sprint(down) {
+			t.Errorf("descending pages of %d: %v, want %v", lim, got, down)
 		}
 	}
-	if fmt.Sprint(names) != fmt.Sprint([]string{aws.ToString(stream)}) {
-		t.Errorf("all streams: %v", names)
+	if got := all(1, false, one[2][:len(one[2])-3]); fmt.Sprint(got) != fmt.Sprint(one[2:3]) {
+		t.Errorf("the streams of prefix %q: %v", one[2][:len(one[2])-3], got)
 	}
 }
