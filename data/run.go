@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -47,6 +48,11 @@ type Wrapper struct {
 	// CheckpointEvery is how often checkpoints are looked at while the
 	// program runs; zero means DefaultCheckpointEvery.
 	CheckpointEvery time.Duration `json:"checkpointEvery,omitempty"`
+	// ForwardSignals passes the SIGTERM or SIGINT the wrapper gets on to
+	// the program: for a wrapper that is a container's first process,
+	// which alone gets the stop (the Kubernetes executor's), where a
+	// process group's stop reaches the program by itself.
+	ForwardSignals bool `json:"forwardSignals,omitempty"`
 }
 
 // Wrap returns the command and environment that run command under the
@@ -104,9 +110,17 @@ func Run(w Wrapper, command []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopped := make(chan struct{})
+	var child atomic.Pointer[os.Process]
 	go func() {
-		<-sigs
-		close(stopped) // the program got the same signal from its group's stop
+		for first := true; ; first = false {
+			sig := <-sigs
+			if first {
+				close(stopped) // the program got the same signal from its group's stop, or gets it here
+			}
+			if p := child.Load(); p != nil && w.ForwardSignals {
+				p.Signal(sig) //nolint:errcheck // the program may have ended
+			}
+		}
 	}()
 	fsys, err := DirFS(w.Root)
 	if err != nil {
@@ -126,13 +140,7 @@ func Run(w Wrapper, command []string) int {
 		case <-stageCtx.Done():
 		}
 	}()
-	if len(w.Plan.Channels) > 0 {
-		fmt.Println("qshare: staging the input channels")
-	}
-	err = c.Stage(stageCtx, fsys, w.Plan, func(p Progress) { fmt.Println("qshare: " + p.String()) }) // ProgressLine
-	if err == nil {
-		err = c.RestoreCheckpoints(stageCtx, fsys, w.Plan)
-	}
+	err = stageIn(stageCtx, c, fsys, w.Plan)
 	stageCancel()
 	select {
 	case <-stopped:
@@ -148,6 +156,14 @@ func Run(w Wrapper, command []string) int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return failWith(fsys, w, fmt.Sprintf("CannotStartError: %v", err), 127)
+	}
+	child.Store(cmd.Process)
+	select {
+	case <-stopped:
+		if w.ForwardSignals { // a stop between the staging's end and the start
+			cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // the program may have ended
+		}
+	default:
 	}
 	k := c.NewCheckpointer(fsys, w.Plan)
 	keepCtx, keepCancel := context.WithCancel(ctx)
@@ -195,6 +211,42 @@ func Run(w Wrapper, command []string) int {
 	case uerr != nil:
 		return failWith(fsys, w, Reason(uerr), 1)
 	}
+	return 0
+}
+
+// stageIn stages the plan's channels and restores its checkpoints,
+// saying how far it is on stdout (ProgressLine).
+func stageIn(ctx context.Context, c *Client, fsys FS, p Plan) error {
+	if len(p.Channels) > 0 {
+		fmt.Println("qshare: staging the input channels")
+	}
+	err := c.Stage(ctx, fsys, p, func(p Progress) { fmt.Println("qshare: " + p.String()) }) // ProgressLine
+	if err == nil {
+		err = c.RestoreCheckpoints(ctx, fsys, p)
+	}
+	return err
+}
+
+// RunStage is Run's first half alone, for an executor that stages apart
+// from the program (the Kubernetes executor's init container, `qshare
+// data stage`): it stages w's channels and restores its checkpoints
+// beneath w.Root, and returns 0, or puts the reason in the failure file
+// and returns 1 (70 when the wrapper cannot start at all).
+func RunStage(w Wrapper) int {
+	fsys, err := DirFS(w.Root)
+	if err != nil {
+		return failWith(nil, w, fmt.Sprintf("InternalServerError: %s: the job's directory: %v", downloadFailed, err), 70)
+	}
+	defer CloseFS(fsys)
+	ctx := context.Background()
+	c, err := NewClient(ctx, w.Endpoint)
+	if err != nil {
+		return failWith(fsys, w, "InternalServerError: "+downloadFailed+": "+err.Error(), 70)
+	}
+	if err := stageIn(ctx, c, fsys, w.Plan); err != nil {
+		return failWith(fsys, w, Reason(err), 1)
+	}
+	fmt.Println("qshare: input data staged")
 	return 0
 }
 

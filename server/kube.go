@@ -46,7 +46,7 @@ func newKubeExecutor(ctx context.Context, s Settings, grace time.Duration, log *
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	return kubernetes.New(ctx, kubernetes.Options{Client: c, Namespace: ns, Config: kc, GPUs: table, StopGrace: grace, Log: log})
+	return kubernetes.New(ctx, kubernetes.Options{Client: c, Namespace: ns, Config: kc, GPUs: table, StopGrace: grace, Log: log, S3: s3Endpoint(s)})
 }
 
 func kubeClientConfig(path string) (*rest.Config, string, error) {

@@ -47,10 +47,14 @@ type Config struct {
 	// AutomountServiceAccountToken gives the pods their service account's
 	// API token. Off by default: a training container has no business
 	// with the API server unless the administrator says so.
-	AutomountServiceAccountToken bool                    `json:"automountServiceAccountToken,omitempty"`
-	Defaults                     PodDefaults             `json:"defaults,omitempty"`
-	InstanceTypes                map[string]InstanceType `json:"instanceTypes,omitempty"`
-	Shares                       map[string]PodDefaults  `json:"shares,omitempty"`
+	AutomountServiceAccountToken bool `json:"automountServiceAccountToken,omitempty"`
+	// DataImage is qshare's own image (deploy/Containerfile), which the
+	// pods of a job with S3 data run as an init container to stage it
+	// (data.go). Empty: such jobs are refused at submit.
+	DataImage     string                  `json:"dataImage,omitempty"`
+	Defaults      PodDefaults             `json:"defaults,omitempty"`
+	InstanceTypes map[string]InstanceType `json:"instanceTypes,omitempty"`
+	Shares        map[string]PodDefaults  `json:"shares,omitempty"`
 }
 
 // PodDefaults are the scheduling settings of some pods.

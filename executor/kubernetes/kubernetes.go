@@ -87,6 +87,10 @@ type Options struct {
 	HealthInterval time.Duration
 	// Log receives the executor's warnings; nil discards them.
 	Log *slog.Logger
+	// S3 is where the pods find S3 for the jobs' data (data.go): it must
+	// be reachable from them. Its credentials, if any, go to each such
+	// attempt's Secret.
+	S3 data.Endpoint
 }
 
 // Executor runs attempts as pods. It is safe for concurrent use.
@@ -343,7 +347,7 @@ func (e *Executor) ValidateRequest(req *trainingjob.Request, demand qshare.Capac
 
 func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (string, int, time.Duration, error) {
 	// Pipe mode and FileSystemDataSource are refused by every executor
-	// (package data), though this one stages no S3 channel yet.
+	// (package data); the pods stage the rest (data.go).
 	if err := data.Validate(req); err != nil {
 		return "", 0, 0, err
 	}
@@ -372,12 +376,15 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 		}
 		// The pod's own mounts: the API server refuses a mount path
 		// twice, and the config mount is read-only.
-		if c := path.Clean(p); c == modelDir || c == configDir || strings.HasPrefix(c, configDir+"/") {
+		if c := path.Clean(p); c == modelDir || c == configDir || c == channelsDir || c == BinDir || strings.HasPrefix(c, configDir+"/") {
 			return "", 0, 0, qshare.Errorf(qshare.EINVALID, "CheckpointConfig.LocalPath %q is where the container has %s: give a directory of its own such as /opt/ml/checkpoints", p, c)
 		}
 	}
 	grace, err := executor.EnvironmentAndGrace(req)
 	if err != nil {
+		return "", 0, 0, err
+	}
+	if _, err := e.dataPlan(executor.Spec{}, req, n, checkpointDir(req)); err != nil {
 		return "", 0, 0, err
 	}
 	return typ, n, grace, nil
@@ -574,7 +581,20 @@ func (e *Executor) create(ctx context.Context, p *plan) error {
 	}
 	if p.config != nil {
 		objs = append(objs, object{"the ConfigMap", p.config.Name, func(ctx context.Context) error {
-			_, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, p.config, metav1.CreateOptions{})
+			cm, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, p.config, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) && p.secret != nil { // made before a crash: its UID owns the Secret
+				cm, err = e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, p.config.Name, metav1.GetOptions{})
+			}
+			if err == nil {
+				p.config.UID = cm.UID
+			}
+			return err
+		}})
+	}
+	if p.secret != nil {
+		objs = append(objs, object{"the data Secret", p.secret.Name, func(ctx context.Context) error {
+			p.secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: p.config.Name, UID: p.config.UID}}
+			_, err := e.c.CoreV1().Secrets(e.ns).Create(ctx, p.secret, metav1.CreateOptions{})
 			return err
 		}})
 	}
@@ -1266,6 +1286,13 @@ func terminated(p *corev1.Pod) *corev1.ContainerStateTerminated {
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name == container && cs.State.Terminated != nil {
+			return cs.State.Terminated
+		}
+	}
+	// A staging that failed (data.go) ended the pod before its training
+	// container ran: its exit and failure file are the attempt's.
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name == StageContainer && cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0 {
 			return cs.State.Terminated
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/executortest"
 	"qshare/executor/kubernetes/kubetest"
@@ -32,6 +33,13 @@ var shared = kubetest.Shared{Setup: func(ctx context.Context, c *kubetest.Cluste
 }}
 
 func TestMain(m *testing.M) {
+	// This binary stands for qshare in the pods: its init container's
+	// program (`qshare data stage`) and the training container's data
+	// wrapper (data_test.go).
+	data.MaybeRun()
+	if len(os.Args) > 2 && os.Args[1] == "data" && os.Args[2] == "stage" {
+		os.Exit(StageMain(os.Args[3:], os.Stderr))
+	}
 	code := m.Run()
 	shared.Close()
 	os.Exit(code)

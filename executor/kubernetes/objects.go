@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"qshare/data"
 	"qshare/executor"
 	"qshare/trainingjob"
 )
@@ -187,6 +188,10 @@ type plan struct {
 	parts   []*corev1.ConfigMap
 	service *corev1.Service // nil for one instance
 	pods    []*corev1.Pod
+	// secret is the attempt's data Secret (data.go), nil for a payload
+	// that moves no S3 data; it is created after the ConfigMap, which
+	// owns it.
+	secret *corev1.Secret
 }
 
 // configMaps is how many ConfigMaps the plan has, or noConfigMaps.
@@ -229,12 +234,8 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 	// SageMaker: a job without a CheckpointConfig is its pods alone (one
 	// pod for one instance), which spares the API server a claim's
 	// creation and deletion for each such job.
-	ck := ""
-	if req.CheckpointConfig != nil {
-		ck = DefaultCheckpointDir
-		if strings.TrimSpace(req.CheckpointConfig.LocalPath) != "" {
-			ck = req.CheckpointConfig.LocalPath
-		}
+	ck := checkpointDir(req)
+	if ck != "" {
 		size := e.cfg.CheckpointSize
 		if size == "" {
 			size = "10Gi"
@@ -256,18 +257,16 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 			hosts[i] += "." + base
 		}
 	}
+	dp, err := e.dataPlan(s, req, n, ck)
+	if err != nil {
+		return nil, err
+	}
 	hp, _ := json.Marshal(orEmpty(req.HyperParameters))
-	idc := map[string]any{}
 	var channels []string
 	for _, c := range req.InputDataConfig {
-		mode := req.AlgorithmSpecification.TrainingInputMode
-		if mode == "" {
-			mode = "File"
-		}
-		idc[c.ChannelName] = map[string]string{"TrainingInputMode": mode}
 		channels = append(channels, c.ChannelName)
 	}
-	b, _ := json.Marshal(idc)
+	b := data.InputDataConfigJSON(req)
 	// Each host's resourceconfig.json names every host twice, so an
 	// attempt's files grow as n²: past some 60 to 100 instances (the host
 	// names carry the attempt's ID) they no longer fit one ConfigMap.
@@ -289,7 +288,9 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		files[part[i]][key] = string(rc)
 	}
 	var inline map[string]string // file name → content, on the pod
-	if n == 1 && configBudget-room <= inlineBudget {
+	// A data Secret needs an owner that goes with the attempt: the
+	// ConfigMap.
+	if n == 1 && configBudget-room <= inlineBudget && dp == nil {
 		inline = map[string]string{"resourceconfig.json": files[0][rcKey(0)]}
 		for _, k := range []string{"hyperparameters.json", "inputdataconfig.json"} {
 			inline[k] = files[0][k]
@@ -393,9 +394,29 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 		if n > 1 {
 			pod.Spec.Subdomain = base
 		}
+		if dp != nil {
+			dp.apply(pod, i, base)
+		}
 		p.pods = append(p.pods, pod)
 	}
+	if dp != nil {
+		p.secret = dp.secret
+		p.secret.ObjectMeta = meta(base)
+	}
 	return p, nil
+}
+
+// checkpointDir is the pods' checkpoint directory: CheckpointConfig's
+// LocalPath, or SageMaker's default; "" for a payload without a
+// CheckpointConfig.
+func checkpointDir(req *trainingjob.Request) string {
+	if req.CheckpointConfig == nil {
+		return ""
+	}
+	if strings.TrimSpace(req.CheckpointConfig.LocalPath) != "" {
+		return req.CheckpointConfig.LocalPath
+	}
+	return DefaultCheckpointDir
 }
 
 func rcKey(i int) string { return fmt.Sprintf("resourceconfig-%d.json", i) }

@@ -125,7 +125,11 @@ func (p Program) Payload(typ string, count int, env map[string]string) string {
 		"HyperParameters": map[string]string{"epochs": "3"},
 	}
 	if p.Checkpoints {
-		m["CheckpointConfig"] = map[string]string{"S3Uri": "s3://bucket/checkpoints", "LocalPath": "/opt/ml/checkpoints"}
+		// No S3Uri: the checkpoints stay on the job's claim, and the pod
+		// is the training container alone (with an S3Uri it would stage
+		// and upload through qshare's image, which the played kubelet
+		// does not run).
+		m["CheckpointConfig"] = map[string]string{"LocalPath": "/opt/ml/checkpoints"}
 	}
 	b, _ := json.Marshal(m)
 	return string(b)
