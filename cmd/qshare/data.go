@@ -17,7 +17,7 @@ executor (docs/kubernetes.md, "S3 data"). You do not run it by hand.`,
 
 var dataStageCmd = &cobra.Command{
 	Use:   "stage --config FILE [--instance K] [--install DIR]",
-	Short: "stage a pod's share of a job's S3 channels, and install qshare for its data wrapper",
+	Short: "Stage a pod's share of a job's S3 channels, and install qshare for its data wrapper",
 	Long: `stage is the init container of a Kubernetes pod whose job has S3 data: it
 reads the attempt's data configuration (--config, a file of the attempt's
 Secret), copies this binary into --install for the training container's data
