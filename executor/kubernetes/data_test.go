@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -176,9 +177,21 @@ func TestDataRefusals(t *testing.T) {
 // a program and leaves its model in S3 under the attempt's name. Paths
 // under /opt/ml are moved into a temporary directory, which stands for
 // the pod's.
+// It runs against the embedded store and against versitygw, a server
+// that checks every signature (skipped where it is not built).
 func TestStageSubcommand(t *testing.T) {
-	ep, s3c := s3test.Start(t, map[string]map[string]string{"qshare-data": {
-		"train/a.csv": "a", "train/b.csv": "b", "train/c.csv": "c", "train/d.csv": "d"}})
+	objs := map[string]map[string]string{"qshare-data": {"train/a.csv": "a", "train/b.csv": "b", "train/c.csv": "c", "train/d.csv": "d"}}
+	t.Run("embedded", func(t *testing.T) {
+		ep, c := s3test.Start(t, objs)
+		stageSubcommand(t, ep, c)
+	})
+	t.Run("versitygw", func(t *testing.T) {
+		ep, c := s3test.Versitygw(t, objs)
+		stageSubcommand(t, ep, c)
+	})
+}
+
+func stageSubcommand(t *testing.T, ep data.Endpoint, s3c *s3.Client) {
 	e := &Executor{cfg: Config{DataImage: "qshare:test"}, o: Options{S3: ep}}
 	s := executor.Spec{JobID: "stage", JobName: "stage", AttemptID: "stage-1", Attempt: 1}
 	req, err := trainingjob.Parse(dataPayload(t, 2, nil))

@@ -1,6 +1,6 @@
 // Package s3test starts qshare's embedded S3 store (package aws/s3) on a
-// loopback port for the tests of the executors that move a job's data,
-// and fills its buckets. Only tests import it.
+// loopback port, or versitygw, for the tests of the executors that move a
+// job's data, and fills its buckets. Only tests import it.
 package s3test
 
 import (
@@ -18,6 +18,7 @@ import (
 
 	s3server "qshare/aws/s3"
 	"qshare/data"
+	"qshare/internal/versitygw"
 )
 
 // Start serves an embedded store, kept in a temporary directory, until
@@ -43,6 +44,36 @@ func StartWith(t testing.TB, objs map[string]map[string]string, wrap func(http.H
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	ep := data.Endpoint{URL: ts.URL, Region: "us-east-1", AccessKeyID: "qshare", SecretAccessKey: "qshare"}
+	return ep, Fill(t, ep, objs)
+}
+
+// Versitygw starts versitygw (package internal/versitygw), an S3 server
+// that no one here wrote and that checks every signature, until the test
+// ends, holding the buckets of objs; it skips the test, with a message,
+// where the binary is absent.
+func Versitygw(t testing.TB, objs map[string]map[string]string) (data.Endpoint, *s3.Client) {
+	t.Helper()
+	if err := versitygw.Available(); err != nil {
+		t.Skip(err)
+	}
+	srv, err := versitygw.Start(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Close()
+		if t.Failed() {
+			t.Logf("versitygw's log:\n%s", srv.Log())
+		}
+	})
+	ep := data.Endpoint{URL: srv.URL, Region: "us-east-1", AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
+	return ep, Fill(t, ep, objs)
+}
+
+// Fill creates the buckets of objs (bucket → key → content) in the store
+// at ep, puts their objects, and returns an SDK client of the store.
+func Fill(t testing.TB, ep data.Endpoint, objs map[string]map[string]string) *s3.Client {
+	t.Helper()
 	c, err := data.NewClient(context.Background(), ep)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +89,7 @@ func StartWith(t testing.TB, objs map[string]map[string]string, wrap func(http.H
 			}
 		}
 	}
-	return ep, c.S3()
+	return c.S3()
 }
 
 // TarGz reads the gzipped tar at bucket/key (a model.tar.gz) and returns
