@@ -20,7 +20,7 @@ import (
 // Endpoint says which S3 store the transfers use and as whom.
 type Endpoint struct {
 	// URL is an S3-compatible store's address (qshare's embedded one,
-	// MinIO, SeaweedFS); empty means AWS's own endpoints.
+	// MinIO, versitygw); empty means AWS's own endpoints.
 	URL string `json:"url,omitempty"`
 	// Region signs the requests; empty means the SDK's (AWS_REGION), else
 	// us-east-1.
