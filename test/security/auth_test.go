@@ -74,6 +74,16 @@ func authFile(teamA, morePrincipals, morePolicies string) string {
 ` + morePolicies
 }
 
+// startWithAuth starts qshare serve on the simulated executor with --auth
+// of authFileText(true), in a temporary directory of its own.
+func startWithAuth(t *testing.T) *serveproc.Server {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "auth.yaml")
+	must(t, os.WriteFile(file, []byte(authFileText(true)), 0o600))
+	return serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
+		Args: []string{"--executor", "simulated", "--log-level", "error", "--auth", file}})
+}
+
 func signedClient(endpoint string, key [2]string) *batch.Client {
 	return batchclient.NewSigned(endpoint, "us-east-1", credentials.NewStaticCredentialsProvider(key[0], key[1], ""), nil, batchclient.NoRetry)
 }

@@ -2,7 +2,6 @@ package security_test
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -73,9 +72,7 @@ func TestBoto3OneEndpoint(t *testing.T) {
 		t.Errorf("STS GetCallerIdentity through boto3: %q, want the account and an ARN", got["sts"])
 	}
 
-	authFile := filepath.Join(dir, "auth.yaml")
-	must(t, os.WriteFile(authFile, []byte(authFileText(true)), 0o600))
-	signed := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "auth"), Args: []string{"--executor", "simulated", "--log-level", "error", "--auth", authFile}})
+	signed := startWithAuth(t)
 	if got := run(signed.Endpoint, aliceKey[0], "not-alices-secret-not-alices-secret"); got["sts"] != "SignatureDoesNotMatch" {
 		t.Errorf("STS through boto3 with a wrong secret: %q, want SignatureDoesNotMatch", got["sts"])
 	}

@@ -268,11 +268,7 @@ func TestAuditRotatesKeepingEveryLine(t *testing.T) {
 // server refuses them (TooManyRequestsException, which the SDKs retry). Before,
 // it reserved each announced body, and held all of them.
 func TestUnauthenticatedBodiesBounded(t *testing.T) {
-	dir := t.TempDir()
-	authFile := filepath.Join(dir, "auth.yaml")
-	must(t, os.WriteFile(authFile, []byte(authFileText(true)), 0o600))
-	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
-		Args: []string{"--executor", "simulated", "--log-level", "error", "--auth", authFile}})
+	srv := startWithAuth(t)
 	addr := strings.TrimPrefix(srv.Endpoint, "http://")
 	before := rss(t, srv.Pid())
 	const conns, size = 160, 1 << 20
@@ -363,11 +359,7 @@ func rss(t *testing.T, pid int) int64 {
 // router and the handler read one path. It once skipped the signature
 // check and reached the API.
 func TestEncodedPathNeedsSignature(t *testing.T) {
-	dir := t.TempDir()
-	authFile := filepath.Join(dir, "auth.yaml")
-	must(t, os.WriteFile(authFile, []byte(authFileText(true)), 0o600))
-	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "data"),
-		Args: []string{"--executor", "simulated", "--log-level", "error", "--auth", authFile}})
+	srv := startWithAuth(t)
 	for _, p := range []string{"/ui%2F..%2Fv1/listservicejobs", "/ui/%2E%2E/v1/listservicejobs", "/ui/..%2Fv1/listschedulingpolicies"} {
 		resp, err := http.Post(srv.Endpoint+p, "application/json", strings.NewReader(`{"jobQueue":"q"}`))
 		must(t, err)
