@@ -77,13 +77,42 @@ type E2EResult struct {
 	// rate over the sum of the two alone (CombinedVsSum).
 	With             string  `json:"with,omitempty" row:"second executor (--with);%s"`
 	WithJobsPerS     float64 `json:"with_jobs_per_s,omitempty" row:"its jobs/s alone;%.1f"`
-	CombinedJobsPerS float64 `json:"combined_jobs_per_s,omitempty" row:"both on one server jobs/s (twice the jobs);%.1f"`
-	CombinedVsSum    float64 `json:"combined_vs_sum,omitempty" row:"combined / sum of the two alone;%.2f;;target ≥ 0.9"`
+	CombinedJobsPerS float64 `json:"combined_jobs_per_s,omitempty" row:"both on one server jobs/s (twice the jobs, over the whole run);%.1f"`
+	CombinedVsSum    float64 `json:"combined_vs_sum,omitempty" row:"sum of each one's own rate with both / sum of the two alone;%.3f;;target ≥ 0.9"`
+	// HalfJobsPerS and WithHalfJobsPerS are, in the run with both, each
+	// executor's own rate (the server's executor's, then With's): its
+	// jobs over the time from the first submit to its own last end;
+	// CombinedVsSum is their sum over the sum of the two alone. Each half
+	// has as many jobs as a run alone, so the faster half ends first and
+	// the slower runs on alone: over the whole run, the 2×Jobs jobs can
+	// never go faster than twice the slower rate (CombinedJobsPerS),
+	// which is well under the sum when the two rates differ, whatever the
+	// server does.
+	HalfJobsPerS     float64 `json:"half_jobs_per_s,omitempty" row:"with both: the server's executor's own jobs/s;%.1f"`
+	WithHalfJobsPerS float64 `json:"with_half_jobs_per_s,omitempty" row:"with both: the second executor's own jobs/s;%.1f"`
+	// SharedCeilingVsSum is what CombinedVsSum is when the two halves
+	// take turns on one resource that each alone used to the full (the
+	// cores of a CPU-bound machine): the bench submits the two halves'
+	// jobs in turn, so a pair costs 1/a + 1/b seconds of it, and the ratio
+	// is 2ab/(a+b)² for the rates a and b alone. Well under 0.9 whenever
+	// the rates differ; a measured ratio near it means the server adds no
+	// serialisation of its own beyond sharing that resource.
+	SharedCeilingVsSum float64 `json:"shared_ceiling_vs_sum,omitempty" row:"the same ratio if the two take turns on one saturated resource (2ab/(a+b)²);%.3f"`
+	// CPUPerJobMs, WithCPUPerJobMs and BothCPUPerJobMs are the CPU (user
+	// and system) of the server's process tree (the server, the process
+	// executor's supervisor, and the jobs it reaped) per job: the
+	// server's executor alone, the second alone, and both together. On a
+	// machine whose cores are busy, they are what bounds the rates.
+	CPUPerJobMs     float64 `json:"cpu_per_job_ms,omitempty" row:"CPU per job alone (server, supervisor, jobs);%.2f;ms"`
+	WithCPUPerJobMs float64 `json:"with_cpu_per_job_ms,omitempty" row:"CPU per job, the second alone;%.2f;ms"`
+	BothCPUPerJobMs float64 `json:"both_cpu_per_job_ms,omitempty" row:"CPU per job, both on one server;%.2f;ms"`
 	// CombinedVsSlowest is the longer wall of the two alone over the
 	// combined wall: 1 when the two executors' halves, each the size of
 	// one alone, take no longer together than the slower one alone; the
 	// fairer figure when the two rates differ much.
 	CombinedVsSlowest float64 `json:"combined_vs_slowest,omitempty" row:"slower alone's wall / combined wall;%.2f;;1: no cost of sharing a server"`
+
+	treeCPU time.Duration // the server's tree's CPU over the run, when known
 }
 
 // E2ERows returns the rows of the e2e benchmark's table.
@@ -213,6 +242,10 @@ func slurmServe(cl *slurm.Cluster) (args, env []string, err error) {
 func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, opt E2EOptions, res *E2EResult) error {
 	lats := make([]time.Duration, opt.Jobs)
 	env := map[string]string{"QSHARE_SIM_DURATION": "0s"} // the simulated executor's `true`
+	var cpu0 time.Duration
+	if srv != nil {
+		cpu0, _ = treeCPU(srv.Pid())
+	}
 	start := time.Now()
 	if err := fanout.Each(ctx, opt.Clients, opt.Jobs, func(ctx context.Context, i int) error {
 		name := fmt.Sprintf("e2e-%d", i)
@@ -235,6 +268,7 @@ func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, o
 		return err
 	}
 	var done []types.ServiceJobSummary
+	lastOf := map[string]time.Time{} // each queue's last end
 	for _, queue := range qs {
 		failed, err := listJobs(ctx, c, queue, types.ServiceJobStatusFailed)
 		if err != nil {
@@ -248,6 +282,11 @@ func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, o
 			return err
 		}
 		done = append(done, ok...)
+		for _, j := range ok {
+			if t := ms(j.StoppedAt); t.After(lastOf[queue]) {
+				lastOf[queue] = t
+			}
+		}
 	}
 	if len(done) != opt.Jobs {
 		return fmt.Errorf("bench e2e: %d jobs SUCCEEDED, want %d", len(done), opt.Jobs)
@@ -257,6 +296,17 @@ func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, o
 		if t := ms(j.StoppedAt); t.After(last) {
 			last = t
 		}
+	}
+	if srv != nil {
+		if c, err := treeCPU(srv.Pid()); err == nil {
+			res.treeCPU = c - cpu0
+		}
+	}
+	if len(qs) == 2 {
+		own := func(q string) float64 {
+			return round(float64(opt.Jobs/2)/max(lastOf[q].Sub(start), submitWall).Seconds(), 2)
+		}
+		res.HalfJobsPerS, res.WithHalfJobsPerS = own(qs[0]), own(qs[1])
 	}
 	if last.IsZero() {
 		return fmt.Errorf("bench e2e: no SUCCEEDED job has a stoppedAt")
@@ -316,11 +366,17 @@ func runE2EWith(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 		return res, fmt.Errorf("bench e2e: both executors on one server: %w", err)
 	}
 	res.CombinedJobsPerS = comb.JobsPerS
+	res.HalfJobsPerS, res.WithHalfJobsPerS = comb.HalfJobsPerS, comb.WithHalfJobsPerS
 	if comb.WallS > 0 {
 		res.CombinedVsSlowest = round(max(res.WallS, other.WallS)/comb.WallS, 2)
 	}
 	if sum := res.JobsPerS + res.WithJobsPerS; sum > 0 {
-		res.CombinedVsSum = round(comb.JobsPerS/sum, 2)
+		res.CombinedVsSum = round((comb.HalfJobsPerS+comb.WithHalfJobsPerS)/sum, 4)
+		res.SharedCeilingVsSum = round(2*res.JobsPerS*res.WithJobsPerS/(sum*sum), 4)
+	}
+	if res.treeCPU > 0 && other.treeCPU > 0 && comb.treeCPU > 0 {
+		per := func(d time.Duration, jobs int) float64 { return round(float64(d.Microseconds())/1000/float64(jobs), 3) }
+		res.CPUPerJobMs, res.WithCPUPerJobMs, res.BothCPUPerJobMs = per(res.treeCPU, opt.Jobs), per(other.treeCPU, opt.Jobs), per(comb.treeCPU, both.Jobs)
 	}
 	return res, nil
 }
