@@ -1,6 +1,8 @@
 package container
 
 import (
+	"os"
+
 	"github.com/distribution/reference"
 	"github.com/docker/cli/cli/config"
 	"github.com/moby/moby/api/pkg/authconfig"
@@ -26,7 +28,12 @@ func registryAuth(img string) (string, error) {
 	if host == "docker.io" {
 		host = dockerHub
 	}
-	cf, err := config.Load(config.Dir())
+	// DOCKER_CONFIG as it is now: config.Dir is the one read at start.
+	dir := os.Getenv(config.EnvOverrideConfigDir)
+	if dir == "" {
+		dir = config.Dir()
+	}
+	cf, err := config.Load(dir)
 	if err != nil {
 		return "", err
 	}

@@ -106,6 +106,11 @@ type Executor struct {
 	version  uint64
 	engine   *engineInfo
 	users    map[string]*process.RunUser
+	// seen holds when each image was last found on the engine: one seen
+	// within imageFresh is not asked about again (haveImage).
+	seen map[string]time.Time
+
+	infoMu sync.Mutex // held while the engine is asked what it is: once, not by every start
 }
 
 // engineInfo is what the executor learns of the engine once.
@@ -202,7 +207,8 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		return nil, qshare.Errorf(qshare.EINTERNAL, "container executor: %v", err)
 	}
 	e := &Executor{o: o, cli: cli, fs: process.NewBeneath(o.DataDir), log: o.Logger,
-		attempts: map[string]*attempt{}, claimed: map[string]bool{}, pending: map[string]string{}, users: map[string]*process.RunUser{}}
+		attempts: map[string]*attempt{}, claimed: map[string]bool{}, pending: map[string]string{}, users: map[string]*process.RunUser{},
+		seen: map[string]time.Time{}}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -210,11 +216,23 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		return nil, err
 	}
 	e.ctx, e.stop = context.WithCancel(context.Background())
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := e.info(pctx); err != nil {
-		e.log.Warn("container executor: the engine does not answer yet", "host", host, "err", err)
-	}
+	// What the engine is, asked now and until it answers, so that the
+	// first attempts do not wait for it: a loaded Podman service takes
+	// seconds to answer its /info.
+	go func() {
+		for try := 0; ; try++ {
+			_, err := e.info(e.ctx)
+			if err == nil {
+				return
+			}
+			if try == 0 {
+				e.log.Warn("container executor: the engine does not answer yet", "host", host, "err", err)
+			}
+			if !e.pause(e.ctx, try) {
+				return
+			}
+		}
+	}()
 	return e, nil
 }
 
@@ -237,12 +255,19 @@ func ResolveHost(host string) string {
 
 // info asks the engine once what it is, and remembers the answer.
 func (e *Executor) info(ctx context.Context) (*engineInfo, error) {
-	e.mu.Lock()
-	if ei := e.engine; ei != nil {
-		e.mu.Unlock()
+	known := func() *engineInfo {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.engine
+	}
+	if ei := known(); ei != nil {
 		return ei, nil
 	}
-	e.mu.Unlock()
+	e.infoMu.Lock()
+	defer e.infoMu.Unlock()
+	if ei := known(); ei != nil {
+		return ei, nil // asked while this call waited for infoMu
+	}
 	v, err := e.cli.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
 		e.setHealth(err)
@@ -416,6 +441,7 @@ func (a *attempt) handle(e *Executor) executor.Handle {
 }
 
 func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error {
+	begun := time.Now()
 	req, err := trainingjob.Parse(s.Payload)
 	if err != nil {
 		return err
@@ -493,6 +519,7 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 	}
 	a.rec = rec
 	launch := func(ctx context.Context) error {
+		t0 := time.Now()
 		if !present {
 			if err := e.pull(ctx, s.AttemptID, img); err != nil {
 				return err
@@ -501,10 +528,15 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 		if err := e.stageData(ctx, s, plan, dirs); err != nil {
 			return err
 		}
+		t1 := time.Now()
 		if err := e.create(ctx, s, req, rec, dirs, typ, hosts, u, gpus, ei); err != nil {
 			e.remove(context.Background(), rec)
 			return err
 		}
+		t2 := time.Now()
+		defer func() {
+			e.log.Debug("container executor: started", "attempt", s.AttemptID, "prepare", t0.Sub(begun), "create", t2.Sub(t1), "start", time.Since(t2))
+		}()
 		for k, name := range rec.Containers {
 			if _, err := e.cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
 				e.setHealth(err)
@@ -573,9 +605,16 @@ func (e *Executor) haveImage(ctx context.Context, img string) (bool, error) {
 	if e.o.Pull == PullAlways {
 		return false, nil
 	}
+	e.mu.Lock()
+	at, ok := e.seen[img]
+	e.mu.Unlock()
+	if ok && time.Since(at) < imageFresh {
+		return true, nil
+	}
 	_, err := e.cli.ImageInspect(ctx, img)
 	switch {
 	case err == nil:
+		e.sawImage(img)
 		return true, nil
 	case !isNotFound(err):
 		e.setHealth(err)
@@ -584,6 +623,26 @@ func (e *Executor) haveImage(ctx context.Context, img string) (bool, error) {
 		return false, errImageNotFound(img, fmt.Errorf("not on this host, and --pull never"))
 	}
 	return false, nil
+}
+
+// imageFresh is how long an image found on the engine is taken to be
+// there still, without asking: the attempts of a burst of jobs of one
+// image ask once. An image removed from the engine in that time fails the
+// creation of a container, with the engine's "no such image", as a
+// CannotStartContainerError, and is looked up (and pulled) again by the
+// next attempt.
+const imageFresh = 30 * time.Second
+
+// sawImage records that the engine has img.
+func (e *Executor) sawImage(img string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, t := range e.seen {
+		if time.Since(t) >= imageFresh {
+			delete(e.seen, k)
+		}
+	}
+	e.seen[img] = time.Now()
 }
 
 // userFor returns the user an attempt's containers run as.
@@ -645,6 +704,11 @@ func (e *Executor) create(ctx context.Context, s executor.Spec, req *trainingjob
 		_, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: rec.Containers[k], Config: cfg, HostConfig: hc, NetworkingConfig: nc})
 		if err != nil {
 			e.setHealth(err)
+			if isNotFound(err) {
+				e.mu.Lock()
+				delete(e.seen, b.Image) // removed since it was seen: the next attempt looks again
+				e.mu.Unlock()
+			}
 			return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: creating the container of %s: %v", h, err)
 		}
 	}
@@ -986,19 +1050,23 @@ func (e *Executor) watch(a *attempt, recovered bool) {
 	if ctx.Err() != nil {
 		return // closed: a new executor recovers it
 	}
+	t0 := time.Now()
 	select {
 	case <-a.logDone:
 	case <-time.After(5 * time.Second):
 		e.log.Warn("container executor: the log stream did not end with the container", "attempt", a.id)
 	}
+	t1 := time.Now()
 	x := e.exitOf(ctx, a)
 	x = e.upload(ctx, a, x)
 	e.record(a, x)
+	t2 := time.Now()
 	e.remove(ctx, a.rec)
 	if ctx.Err() != nil {
 		return
 	}
 	e.finish(a)
+	e.log.Debug("container executor: ended", "attempt", a.id, "logs", t1.Sub(t0), "exit", t2.Sub(t1), "remove", time.Since(t2))
 }
 
 // waitContainer waits until a container no longer runs, retrying while

@@ -74,6 +74,7 @@ func (e *Executor) pull(ctx context.Context, attemptID, img string) error {
 	if _, err := e.cli.ImageInspect(ctx, img); err != nil {
 		return errImageNotFound(img, err)
 	}
+	e.sawImage(img)
 	return nil
 }
 

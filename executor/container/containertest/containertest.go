@@ -5,8 +5,6 @@
 package containertest
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"qshare/executor/container"
 	"qshare/executor/executortest"
 )
 
@@ -205,31 +204,9 @@ func buildImage(host string) (string, error) {
 	}
 	defer cli.Close()
 	ctx := context.Background()
-	if _, err := cli.ImageInspect(ctx, ref); err == nil {
-		return ref, nil
-	}
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for _, d := range []string{"tmp/", "opt/", "opt/ml/", "etc/", "proc/", "sys/", "dev/"} {
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: time.Unix(0, 0)})
-	}
 	hosts := []byte("127.0.0.1 localhost\n")
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/hosts", Mode: 0o644, Size: int64(len(hosts)), ModTime: time.Unix(0, 0)})
-	tw.Write(hosts)
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "job", Mode: 0o755, Size: int64(len(prog)), ModTime: time.Unix(0, 0)})
-	tw.Write(prog)
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
-	res, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &b, SourceName: "-"}, ref, client.ImageImportOptions{})
-	if err != nil {
-		return "", fmt.Errorf("importing the test image: %w", err)
-	}
-	var out bytes.Buffer
-	out.ReadFrom(res)
-	res.Close()
-	if _, err := cli.ImageInspect(ctx, ref); err != nil {
-		return "", fmt.Errorf("the imported test image is not there (%v): the engine said %s", err, out.String())
+	if err := container.ImportScratch(ctx, cli, ref, []container.ScratchFile{{Name: "etc/hosts", Mode: 0o644, Data: hosts}, {Name: "job", Mode: 0o755, Data: prog}}); err != nil {
+		return "", fmt.Errorf("the test image: %w", err)
 	}
 	return ref, nil
 }
