@@ -32,15 +32,30 @@ that same throwaway Slurm (started first), so that --vs-slurm compares
 qshare in front of Slurm with Slurm alone, on one cluster: the cost of
 going through qshare.
 
+With --executor container the temporary server runs each job as a
+container of a FROM-scratch image that holds one static program that
+exits at once (imported into the engine; no registry), through the engine
+at --container-host. The same number of containers of that image then run
+as the engine's own ` + "`podman run --rm IMAGE /true`" + ` (Podman's service:
+the local podman, same storage and runtime) or ` + "`docker -H HOST run --rm`" + `,
+from the same number of clients, each client one container after the
+other; qshare's clients do the same (submit, wait until the job has ended,
+submit the next). Both sides' start latency runs to the container's start event from
+the engine (its process runs): for qshare from the submit call, for the
+engine's CLI from the command's launch. The ratios of the rates and of the
+start latencies' p50 are reported.
+
 The report also states the conditions that move these figures most: the
 directory both halves keep their data under ($TMPDIR, else /tmp) and its
 file system (every acknowledged submit waits for an fsync there: tmpfs
 makes it free, a disk does not), and the load average as each half starts.`,
 		Example: `  qshare bench e2e --jobs 600 --clients 4 --vs-slurm
-  qshare bench e2e --jobs 2000 --clients 8 --runs 3 --json`,
+  qshare bench e2e --jobs 2000 --clients 8 --runs 3 --json
+  qshare bench e2e --executor container --container-host unix:///run/podman/podman.sock --jobs 100 --clients 4`,
 		Args: cobra.NoArgs,
 		RunE: benchRunE("qshare bench e2e", bench.E2ERows(), func(ctx context.Context, _ int) (any, error) {
 			opt.Server.Executor = executor
+			opt.Server.ContainerHost = opt.ContainerHost // the in-process server's; a child's is set by RunE2E
 			if opt.With != "" {
 				return bench.RunE2E(ctx, opt) // its own servers: one per executor, then one with both
 			}
@@ -60,8 +75,9 @@ makes it free, a disk does not), and the load average as each half starts.`,
 	f.IntVar(&opt.Clients, "clients", opt.Clients, "parallel submitting clients")
 	f.IntVar(&opt.Capacity, "capacity", opt.Capacity, "instances (and Slurm CPU slots) the jobs run on")
 	f.StringVar(&opt.With, "with", "", "a second executor `KIND` (simulated, process or container): also run the jobs on it alone, then twice as many on one server with both (qshare serve --executors, half on each), and report the combined rate over the sum of the two alone")
+	f.StringVar(&opt.ContainerHost, "container-host", "", "the container engine of --executor container (unix:///PATH or tcp://HOST:PORT; default: DOCKER_HOST, else the usual sockets)")
 	f.BoolVar(&opt.VsSlurm, "vs-slurm", false, "run the same jobs through a local Slurm right after, and report the ratio")
-	f.StringVar(&executor, "executor", "process", "executor of the temporary server (process runs `true`; simulated runs nothing; slurm runs `true` as batch jobs of a throwaway single-node Slurm, which then runs the same jobs given to it with sbatch when --vs-slurm is set)")
+	f.StringVar(&executor, "executor", "process", "executor of the temporary server (process runs `true`; simulated runs nothing; slurm runs `true` as batch jobs of a throwaway single-node Slurm, which then runs the same jobs given to it with sbatch when --vs-slurm is set; container runs a trivial image through --container-host, then the same count with the engine's own run --rm)")
 	serverFlags(cmd, &opt.Endpoint, &opt.Server, &opt.Sign)
 	benchCmd.AddCommand(cmd)
 }

@@ -48,6 +48,7 @@ func withServerFor(ctx context.Context, endpoint string, so bench.ServerOptions,
 	s.Addr = "127.0.0.1:0"
 	s.DataDir = filepath.Join(dir, "data")
 	s.Executor = so.Executor
+	s.ContainerHost = so.ContainerHost
 	s.LogLevel = so.LogLevel
 	if maxShares > 0 {
 		s.MaxSharesPerQueue = maxShares

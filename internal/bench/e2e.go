@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +17,7 @@ import (
 	"qshare/config"
 	"qshare/internal/bench/fanout"
 	"qshare/internal/bench/slurm"
+	"qshare/trainingjob"
 )
 
 // E2EOptions configure the end-to-end benchmark.
@@ -39,6 +41,19 @@ type E2EOptions struct {
 	// (--executors), half on each one's environment, and the combined
 	// rate is compared with the sum of the two alone (issue 34).
 	With string
+	// ContainerHost is the engine of --executor container (and of --with
+	// container): its address, as qshare serve's --container-host takes
+	// it; empty: DOCKER_HOST, else the usual sockets. With --executor
+	// container the same jobs then run as the engine's own `podman run
+	// --rm` (or `docker run --rm`) from the same number of clients, and
+	// both sides' start latency is measured from the engine's events.
+	ContainerHost string
+
+	// image is the trivial image of a container run (containerImage),
+	// and starts the engine's start events while qshare's half runs.
+	image    string
+	starts   *starts
+	noEngine bool
 }
 
 // E2EResult is what `qshare bench e2e` reports for one run.
@@ -113,6 +128,24 @@ type E2EResult struct {
 	CombinedVsSlowest float64 `json:"combined_vs_slowest,omitempty" row:"slower alone's wall / combined wall;%.2f;;1: no cost of sharing a server"`
 
 	treeCPU time.Duration // the server's tree's CPU over the run, when known
+
+	// With --executor container: StartLatency runs from the submit call
+	// to the start of the job's container as the engine reports it (its
+	// start event: the process runs). The baseline is the engine's own
+	// CLI (Engine: podman or docker) running the same image's `/true`
+	// with `run --rm`, the same count from the same number of clients,
+	// each client one after the other; its start latency runs from the
+	// command's launch to the same event. RateVsEngine is JobsPerS over
+	// EngineJobsPerS (target ≥ 0.9); StartP50VsEngine the two start
+	// latencies' p50s (target < 1.2).
+	StartLatency       *Latency `json:"start_latency,omitempty" row:"qshare start latency (submit → container started);%.0f;ms"`
+	Engine             string   `json:"engine,omitempty" row:"engine of the baseline (run --rm from its CLI);%s"`
+	EngineWallS        float64  `json:"engine_wall_s,omitempty" row:"engine wall;%.2f;s"`
+	EngineJobsPerS     float64  `json:"engine_jobs_per_s,omitempty" row:"engine jobs/s (first run → last exited);%.2f"`
+	EngineStartLatency *Latency `json:"engine_start_latency,omitempty" row:"engine start latency (command → container started);%.0f;ms"`
+	EngineLoadAvg      float64  `json:"engine_load_avg_1m,omitempty" row:"load average at the engine's start;%.2f"`
+	RateVsEngine       float64  `json:"rate_vs_engine,omitempty" row:"qshare / engine jobs/s;%.2f;;target ≥ 0.9"`
+	StartP50VsEngine   float64  `json:"start_p50_vs_engine,omitempty" row:"qshare / engine start latency p50;%.2f;;target < 1.2"`
 }
 
 // E2ERows returns the rows of the e2e benchmark's table.
@@ -184,6 +217,17 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 		opt.Server.Args = append(append([]string(nil), opt.Server.Args...), args...)
 		opt.Server.Env = append(append([]string(nil), opt.Server.Env...), env...)
 	}
+	var en *ctrEngine
+	if opt.Server.Executor == "container" {
+		var err error
+		if en, err = containerSetup(ctx, &opt); err != nil {
+			return E2EResult{}, err
+		}
+		defer en.cli.Close()
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		opt.starts = watchStarts(wctx, en.cli)
+	}
 	res := E2EResult{Jobs: opt.Jobs, Clients: opt.Clients, Executor: opt.Server.Executor,
 		TmpDir: os.TempDir(), TmpFS: FileSystem(os.TempDir()), LoadAvg: LoadAverage()}
 	if opt.Endpoint != "" {
@@ -194,6 +238,23 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	})
 	if err != nil {
 		return res, err
+	}
+	if en != nil && !opt.noEngine {
+		res.EngineLoadAvg = LoadAverage()
+		b, err := runBaseline(ctx, en, opt.image, opt.Jobs, opt.Clients)
+		if err != nil {
+			return res, err
+		}
+		res.Engine = en.name()
+		res.EngineWallS = round(b.wall.Seconds(), 3)
+		res.EngineJobsPerS = round(float64(opt.Jobs)/b.wall.Seconds(), 2)
+		res.EngineStartLatency = &b.start
+		if res.EngineJobsPerS > 0 {
+			res.RateVsEngine = round(res.JobsPerS/res.EngineJobsPerS, 2)
+		}
+		if res.StartLatency != nil && b.start.P50 > 0 {
+			res.StartP50VsEngine = round(res.StartLatency.P50/b.start.P50, 2)
+		}
 	}
 	if !opt.VsSlurm {
 		return res, nil
@@ -246,18 +307,32 @@ func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, o
 	if srv != nil {
 		cpu0, _ = treeCPU(srv.Pid())
 	}
+	image, entry := benchImage, []string{"true"}
+	if opt.image != "" {
+		image, entry = opt.image, []string{"/true"} // the container executor's `true`
+	}
+	var mu sync.Mutex
+	submitted := map[string]time.Time{} // "job:ID": when its submit began
 	start := time.Now()
 	if err := fanout.Each(ctx, opt.Clients, opt.Jobs, func(ctx context.Context, i int) error {
 		name := fmt.Sprintf("e2e-%d", i)
 		t := time.Now()
-		_, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
+		out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
 			JobName: aws.String(name), JobQueue: aws.String(qs[i%len(qs)]), QuotaShareName: aws.String("s0"),
 			ServiceJobType:        types.ServiceJobTypeSagemakerTraining,
-			ServiceRequestPayload: aws.String(Payload(name, e2eType, 1, []string{"true"}, env)),
+			ServiceRequestPayload: aws.String(payloadWith(name, e2eType, 1, entry, env, func(r *trainingjob.Request) { r.AlgorithmSpecification.TrainingImage = image })),
 		})
 		lats[i] = time.Since(t)
 		if err != nil {
 			return fmt.Errorf("bench e2e: submit %d: %w", i, err)
+		}
+		mu.Lock()
+		submitted["job:"+aws.ToString(out.JobId)] = t
+		mu.Unlock()
+		if opt.starts != nil {
+			// Against the engine's `run --rm`, each client waits for its
+			// container to end before the next, as that command does.
+			return awaitEnded(ctx, c, aws.ToString(out.JobId), opt.Timeout)
 		}
 		return nil
 	}); err != nil {
@@ -319,7 +394,38 @@ func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, o
 	res.JobsPerS = round(float64(opt.Jobs)/wall.Seconds(), 2)
 	res.SubmitsPerS = round(float64(opt.Jobs)/submitWall.Seconds(), 1)
 	res.SubmitLatency = Latencies(lats)
+	if opt.starts != nil {
+		opt.starts.awaitStarts(submitted)
+		lat, missing := opt.starts.latencies(submitted)
+		if missing > 0 {
+			return fmt.Errorf("bench e2e: the engine reported no container start for %d of %d jobs", missing, opt.Jobs)
+		}
+		l := Latencies(lat)
+		res.StartLatency = &l
+	}
 	return nil
+}
+
+// awaitEnded polls a job until it has ended (every 20ms, a cheap read).
+func awaitEnded(ctx context.Context, c *batch.Client, id string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		d, err := c.DescribeServiceJob(ctx, &batch.DescribeServiceJobInput{JobId: aws.String(id)})
+		if err != nil {
+			return fmt.Errorf("bench e2e: describing job %s: %w", id, err)
+		}
+		if d.Status == types.ServiceJobStatusSucceeded || d.Status == types.ServiceJobStatusFailed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench e2e: job %s still %s after %s", id, d.Status, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // runE2EWith is RunE2E with opt.With: each executor alone, then both on
@@ -327,6 +433,7 @@ func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, o
 func runE2EWith(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	alone := opt
 	alone.With = ""
+	alone.noEngine = true // the executors against each other, not against the engine's CLI
 	res, err := RunE2E(ctx, alone)
 	if err != nil {
 		return res, err
@@ -358,6 +465,13 @@ func runE2EWith(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	q := cfg.JobQueues[0]
 	q.Name, q.ServiceEnvironment = "e2e-2", second.Name
 	cfg.JobQueues = append(cfg.JobQueues, q)
+	if opt.Server.Executor == "container" || opt.With == "container" {
+		en, err := containerSetup(ctx, &both)
+		if err != nil {
+			return res, err
+		}
+		defer en.cli.Close()
+	}
 	var comb E2EResult
 	err = withServer(ctx, "", both.Server, ClientOptions{Conns: opt.Clients, Sign: opt.Sign}, cfg, func(c *batch.Client, queues map[string]string, _ string, srv *Server) error {
 		return e2eQshare(ctx, c, []string{queues["e2e"], queues["e2e-2"]}, srv, both, &comb)

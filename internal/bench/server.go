@@ -19,7 +19,7 @@ import (
 type ServerOptions struct {
 	// Binary is the qshare executable; the running one when empty.
 	Binary string
-	// Executor is "simulated", "process" or "slurm".
+	// Executor is "simulated", "process", "slurm" or "container".
 	Executor string
 	// MaxSharesPerQueue is passed as --max-quota-shares-per-queue when
 	// non-zero.
@@ -30,6 +30,8 @@ type ServerOptions struct {
 	// Args are extra arguments for serve; Env is added to its environment.
 	Args []string
 	Env  []string
+	// ContainerHost is passed as --container-host when set.
+	ContainerHost string
 	// Auth starts the server with authentication on (--auth), over an auth
 	// file in its directory with one principal allowed everything, whose
 	// new access key is Server.Key.
@@ -66,6 +68,9 @@ func StartServer(ctx context.Context, opt ServerOptions) (*Server, error) {
 	}
 	if opt.MaxSharesPerQueue > 0 {
 		args = append(args, "--max-quota-shares-per-queue", strconv.Itoa(opt.MaxSharesPerQueue))
+	}
+	if opt.ContainerHost != "" {
+		args = append(args, "--container-host", opt.ContainerHost)
 	}
 	args = append(args, opt.Args...)
 	dir, err := os.MkdirTemp("", "qshare-bench-")
