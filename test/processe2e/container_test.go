@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/executor/container/containertest"
+	"qshare/internal/longtest"
 )
 
 // containerServer returns the options of a `qshare serve --executor
@@ -147,5 +149,178 @@ func (s *server) resumedAndFinished(id string, ckpt, steps int) {
 	}
 	if out := s.mustLogs(id, 2); !strings.HasPrefix(out, fmt.Sprintf("resumed from step %d\n", ckpt)) || !strings.Contains(out, fmt.Sprintf("finished after step %d", steps)) {
 		t.Errorf("the trainer's attempt 2 did not resume from its checkpoint (step %d) and finish:\n%s", ckpt, out)
+	}
+}
+
+// containerExample are the worked example's jobs as containers of the test
+// image: each waits for a gate file in its own checkpoint directory
+// (DATA_DIR/jobs/<jobID>/checkpoints, the job's /opt/ml/checkpoints), which
+// the test writes to let it go.
+func containerExample(img string) exampleJobs {
+	const gate = "-gate=/opt/ml/checkpoints/go"
+	with := func(j job, share string, prio int32) job {
+		j.share, j.priority = share, prio
+		return j
+	}
+	return exampleJobs{
+		plain: func(name, share string, prio int32) job {
+			return with(containerJob(img, name, "-output=$QSHARE_JOB_NAME attempt $QSHARE_ATTEMPT in $QSHARE_QUOTA_SHARE", gate), share, prio)
+		},
+		trainer: func(name, share string, prio int32) job {
+			return with(containerJob(img, name, "-train=100000", "-step=200ms", gate), share, prio)
+		},
+		release: func(s *server, ids ...string) {
+			for _, id := range ids {
+				must(s.t, os.WriteFile(filepath.Join(s.dataDir, "jobs", id, "checkpoints", "go"), nil, 0o644))
+			}
+		},
+	}
+}
+
+// TestContainerWorkedExample plays the spec's worked example
+// (workedExample: three shares of one instance) with container jobs
+// through the SDK: the borrower, a trainer container that traps SIGTERM,
+// checkpoints to /opt/ml/checkpoints when QS2 reclaims its instance and
+// resumes from it; the in-share preemption of qs1-high by qs1-low's raised
+// priority; every job ends SUCCEEDED, and no container is left.
+func TestContainerWorkedExample(t *testing.T) {
+	skipShort(t)
+	o, img := containerServer(t)
+	var dirs []string
+	o.prepare = func(_ *testing.T, dir string) []string { dirs = append(dirs, dir); return nil }
+	workedExample(t, o, nil, containerExample(img))
+	for _, dir := range dirs {
+		if left := awaitNoLeftovers(t, "unix:///var/run/docker.sock", dir); len(left) > 0 {
+			t.Errorf("containers left behind: %v", left)
+		}
+	}
+}
+
+// awaitNoLeftovers waits (up to waitLimit) until no container of dataDir
+// is left at host, and returns those still there.
+func awaitNoLeftovers(t *testing.T, host, dataDir string) []string {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		left := containertest.Leftovers(t, host, dataDir)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestContainerTwoInstances submits, through the SDK's SubmitServiceJob,
+// a job of two instances: two containers, algo-1 and algo-2, each told its
+// own name (SM_CURRENT_HOST), that resolve each other by name on the
+// attempt's network, and, let go, the job SUCCEEDS as one attempt. It runs
+// where QSHARE_LONG=1.
+func TestContainerTwoInstances(t *testing.T) {
+	skipShort(t)
+	if !longtest.On() {
+		t.Skip("two containers on a network of their own, through the server, take a minute or two on a loaded machine: set QSHARE_LONG=1 (executor/container's TestMultiInstance runs the same without the server)")
+	}
+	o, img := containerServer(t)
+	s := startServer(t, newDataDir(t), o)
+	limits := map[string]int32{"ml.m5.xlarge": 2}
+	s.setup(limits, share{name: "a", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	// Each host stays up (the engine's DNS names running containers only)
+	// until the test, having seen both resolve both names, lets them go.
+	j := containerJob(img, "pair", "-output=I am $SM_CURRENT_HOST of $SM_HOSTS", "-resolve=algo-1,algo-2", "-gate=/opt/ml/checkpoints/go")
+	j.count = 2
+	id := s.submit(j)
+	out := s.awaitLog(id, 1, "ready\n") // algo-1's
+	for _, want := range []string{`I am algo-1 of ["algo-1","algo-2"]`, "algo-1 resolves to", "algo-2 resolves to"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("algo-1's log lacks %q:\n%s", want, out)
+		}
+	}
+	var second string
+	deadline := time.Now().Add(waitLimit)
+	for !strings.Contains(second, "ready\n") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		logs, _ := filepath.Glob(filepath.Join(s.dataDir, "attempts", "*", "output-algo-2.log"))
+		if len(logs) == 1 {
+			b, _ := os.ReadFile(logs[0])
+			second = string(b)
+		}
+	}
+	if !strings.Contains(second, "I am algo-2") || !strings.Contains(second, "algo-1 resolves to") || !strings.Contains(second, "algo-2 resolves to") {
+		t.Errorf("algo-2's log:\n%s", second)
+	}
+	must(t, os.WriteFile(filepath.Join(s.dataDir, "jobs", id, "checkpoints", "go"), nil, 0o644))
+	if d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != 1 {
+		t.Errorf("the two-instance job ran %d attempts, want 1", len(d.Attempts))
+	}
+	s.stop()
+	if left := awaitNoLeftovers(t, "unix:///var/run/docker.sock", s.dataDir); len(left) > 0 {
+		t.Errorf("containers (or the network's) left behind: %v", left)
+	}
+}
+
+// TestContainerEngineDown runs container jobs through the SDK on a Podman
+// service of the test's own, and kills that service with SIGKILL while a
+// job runs: the service environment's statusReason says the engine does
+// not answer, the job stays RUNNING (its container, conmon's child, runs
+// on, and here ends while the engine is down), and once the service is
+// started again the job SUCCEEDS as its one attempt and the statusReason
+// clears. The failure file's first line is a failed job's reason here too.
+// It runs where QSHARE_PODMAN_TESTS=1 (.ci/run sets it), as the executor's
+// Podman tests do.
+func TestContainerEngineDown(t *testing.T) {
+	skipShort(t)
+	if os.Getenv("QSHARE_PODMAN_TESTS") != "1" {
+		t.Skip("set QSHARE_PODMAN_TESTS=1 to run the engine's kill through the SDK against a Podman service of the test's own (.ci/run does)")
+	}
+	svc := containertest.PodmanServiceT(t)
+	img := containertest.Image(t, svc.Host)
+	o := serverOpts{args: []string{"--executor", "container", "--container-host", svc.Host, "--pull", "never"},
+		ended: func(dir string) bool { _, err := os.Stat(filepath.Join(dir, "exit.json")); return err == nil }}
+	s := startServer(t, newDataDir(t), o)
+	limits := map[string]int32{"ml.m5.xlarge": 2}
+	s.setup(limits, share{name: "a", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve})
+
+	failed := s.submit(containerJob(img, "failing", "-run=0s", "-exit=3", "-failure=AlgorithmError: bad data"))
+	d := s.AwaitStatus(failed, types.ServiceJobStatusFailed)
+	if len(d.Attempts) == 0 || !strings.Contains(aws.ToString(d.Attempts[0].StatusReason), "AlgorithmError: bad data") {
+		t.Errorf("the failed job's attempts %+v, want the failure file's first line as the reason", d.Attempts)
+	}
+
+	long := s.submit(containerJob(img, "survivor", "-output=started", "-gate=/opt/ml/checkpoints/go"))
+	s.awaitLog(long, 1, "started")
+	if r := s.envReason(); strings.Contains(r, "engine") {
+		t.Fatalf("statusReason %q before the engine's kill", r)
+	}
+	svc.Kill()
+	deadline := time.Now().Add(waitLimit)
+	for !strings.Contains(s.envReason(), "the container engine does not answer") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the environment's statusReason is %q %s after the engine's kill", s.envReason(), waitLimit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("statusReason while the engine is down: %s", s.envReason())
+	// The job ends while no engine answers; qshare learns it once one does.
+	must(t, os.WriteFile(filepath.Join(s.dataDir, "jobs", long, "checkpoints", "go"), nil, 0o644))
+	if st := s.Describe(long).Status; st != types.ServiceJobStatusRunning {
+		t.Errorf("the job is %s while the engine is down, want RUNNING", st)
+	}
+	must(t, svc.Start())
+	if d := s.AwaitStatus(long, types.ServiceJobStatusSucceeded); len(d.Attempts) != 1 {
+		t.Errorf("the job ran %d attempts across the engine's kill, want 1", len(d.Attempts))
+	}
+	if out := s.mustLogs(long, 1); !strings.Contains(out, "done\n") {
+		t.Errorf("the job's log after the engine came back:\n%s", out)
+	}
+	deadline = time.Now().Add(waitLimit)
+	for r := s.envReason(); strings.Contains(r, "engine"); r = s.envReason() {
+		if time.Now().After(deadline) {
+			t.Fatalf("statusReason %q after the engine came back", r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.stop()
+	if left := awaitNoLeftovers(t, svc.Host, s.dataDir); len(left) > 0 {
+		t.Errorf("containers left behind: %v", left)
 	}
 }

@@ -19,7 +19,32 @@ import (
 // in-share preemption, QS2 LEND, QS3 RESERVE).
 func TestWorkedExample(t *testing.T) {
 	skipShort(t)
-	workedExample(t, serverOpts{}, nil)
+	workedExample(t, serverOpts{}, nil, shellJobs(t))
+}
+
+// exampleJobs are the worked example's jobs on one executor: plain ones,
+// which print "NAME attempt N in SHARE" and wait until they are let go;
+// the trainer of preempt_test.go, which checkpoints on SIGTERM and resumes;
+// and the letting go of the server's jobs with the given IDs.
+type exampleJobs struct {
+	plain, trainer func(name, share string, prio int32) job
+	release        func(s *server, ids ...string)
+}
+
+// shellJobs are the worked example's jobs as shell scripts that wait on
+// gate files (the process and Slurm executors).
+func shellJobs(t *testing.T) exampleJobs {
+	g := newGates(t)
+	script := `trap 'echo "SIGTERM: stopping"; exit 0' TERM; echo "$QSHARE_JOB_NAME attempt $QSHARE_ATTEMPT in $QSHARE_QUOTA_SHARE"; ` + waitGate + `echo done`
+	return exampleJobs{
+		plain: func(name, share string, prio int32) job {
+			return job{name: name, share: share, priority: prio, env: g.env(), script: script}
+		},
+		trainer: func(name, share string, prio int32) job {
+			return job{name: name, share: share, priority: prio, env: g.env(), script: trainer}
+		},
+		release: func(*server, ...string) { g.release("all") },
+	}
 }
 
 // workedExample is the body of TestWorkedExample, on a server started
@@ -37,7 +62,7 @@ func TestWorkedExample(t *testing.T) {
 //
 // Then every job is let go and succeeds; the preempted ones on their
 // second attempt, med's resumed from its checkpoint.
-func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ...string)) {
+func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ...string), jobs exampleJobs) {
 	s := startServer(t, newDataDir(t), o)
 	s.setup(map[string]int32{cpu: 3},
 		share{name: "QS1", limits: map[string]int32{cpu: 1}, strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow, borrow: aws.Int32(200), inShare: true},
@@ -46,11 +71,7 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 	if running == nil {
 		running = func(*testing.T, ...string) {}
 	}
-	g := newGates(t)
-	script := `trap 'echo "SIGTERM: stopping"; exit 0' TERM; echo "$QSHARE_JOB_NAME attempt $QSHARE_ATTEMPT in $QSHARE_QUOTA_SHARE"; ` + waitGate + `echo done`
-	sub := func(name, share string, prio int32) string {
-		return s.submit(job{name: name, share: share, priority: prio, env: g.env(), script: script})
-	}
+	sub := func(name, share string, prio int32) string { return s.submit(jobs.plain(name, share, prio)) }
 	status := func(want map[string]types.ServiceJobStatus) {
 		t.Helper()
 		for id, st := range want {
@@ -59,7 +80,7 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 	}
 	high := sub("qs1-high", "QS1", 3)
 	s.awaitLog(high, 1, "qs1-high attempt 1 in QS1")
-	med := s.submit(job{name: "qs1-med", share: "QS1", priority: 2, env: g.env(), script: trainer})
+	med := s.submit(jobs.trainer("qs1-med", "QS1", 2))
 	s.awaitLog(med, 1, "step 3\n")
 	low := sub("qs1-low", "QS1", 1)
 
@@ -104,7 +125,7 @@ func workedExample(t *testing.T, o serverOpts, running func(t *testing.T, ids ..
 	running(t, low, q2)
 
 	// The end: all let go; the preempted jobs run again and succeed.
-	g.release("all")
+	jobs.release(s, high, med, low, q2)
 	for id, attempts := range map[string]int{high: 2, med: 2, low: 1, q2: 1} {
 		d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded)
 		if len(d.Attempts) != attempts {

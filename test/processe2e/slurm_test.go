@@ -88,7 +88,7 @@ func (s *server) envReason() string {
 func TestSlurm(t *testing.T) {
 	skipShort(t)
 	o, c := slurmServer(t)
-	t.Run("WorkedExample", func(t *testing.T) { workedExample(t, o, slurmRunning(c)) })
+	t.Run("WorkedExample", func(t *testing.T) { workedExample(t, o, slurmRunning(c), shellJobs(t)) })
 	// The process executor's own runs of this package cover these four
 	// scenarios in the README's `go test ./...`; on Slurm they are the
 	// long set (QSHARE_LONG=1, .ci/run's long step), 40% of this test.

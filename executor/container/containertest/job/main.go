@@ -22,7 +22,8 @@ func main() {
 	code := flag.Int("exit", 0, "exit code when it ends on its own")
 	onStop := flag.String("onstop", "die", "reaction to SIGTERM: die, checkpoint or ignore")
 	ckpt := flag.Duration("ckpt", 0, "how long a checkpoint on SIGTERM takes")
-	output := flag.String("output", "", "a line to print as it starts")
+	output := flag.String("output", "", "a line to print as it starts, with $VARIABLES of its environment expanded")
+	gate := flag.String("gate", "", "a file to wait for: the job ends once it exists (printing \"done\"), or after -run if that is set; with -train, its training does")
 	env := flag.Bool("env", false, "print the environment, NUL-separated, as env -0 does")
 	resolve := flag.String("resolve", "", "a comma-separated list of host names that must resolve")
 	failure := flag.String("failure", "", "a line to write to /opt/ml/output/failure before exiting")
@@ -63,7 +64,7 @@ func main() {
 		os.Exit(code)
 	}
 	if *steps > 0 {
-		os.Exit(train(*steps, *stepTime))
+		os.Exit(train(*steps, *stepTime, *gate))
 	}
 	if *env {
 		for _, kv := range os.Environ() {
@@ -71,13 +72,13 @@ func main() {
 		}
 	}
 	if *output != "" {
-		fmt.Println(*output)
+		fmt.Println(os.ExpandEnv(*output))
 	}
 	if *resolve != "" {
 		for _, h := range strings.Split(*resolve, ",") {
 			var addrs []string
 			var err error
-			for try := 0; try < 50; try++ {
+			for try := 0; try < 600; try++ { // up to a minute: the other hosts may start late on a loaded machine
 				if addrs, err = net.LookupHost(h); err == nil {
 					break
 				}
@@ -98,8 +99,15 @@ func main() {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	fmt.Println("ready")
+	var limit <-chan time.Time
+	if *run > 0 || *gate == "" {
+		limit = time.After(*run)
+	}
 	select {
-	case <-time.After(*run):
+	case <-limit:
+		os.Exit(*code)
+	case <-opened(*gate):
+		fmt.Println("done")
 		os.Exit(*code)
 	case <-sig:
 		time.Sleep(*ckpt)
@@ -107,9 +115,29 @@ func main() {
 	}
 }
 
+// opened returns a channel closed once the file gate exists (polled every
+// 50ms); nil, which never fires, for no gate.
+func opened(gate string) <-chan struct{} {
+	if gate == "" {
+		return nil
+	}
+	c := make(chan struct{})
+	go func() {
+		for {
+			if _, err := os.Stat(gate); err == nil {
+				close(c)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return c
+}
+
 // train plays a trainer that checkpoints on SIGTERM: it counts steps from
 // its last checkpoint, and on SIGTERM saves the step it reached and exits 0.
-func train(steps int, each time.Duration) int {
+// It finishes after steps steps, or once the file gate exists.
+func train(steps int, each time.Duration, gate string) int {
 	const ckpt = "/opt/ml/checkpoints/step"
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
@@ -120,8 +148,11 @@ func train(steps int, each time.Duration) int {
 	}
 	t := time.NewTicker(each)
 	defer t.Stop()
+	done := opened(gate)
 	for n < steps {
 		select {
+		case <-done:
+			steps = n // let go: finish now
 		case <-sig:
 			if err := os.WriteFile(ckpt, []byte(fmt.Sprintf("%d\n", n)), 0o644); err != nil {
 				fmt.Fprintf(os.Stderr, "checkpoint: %v\n", err)
