@@ -105,8 +105,8 @@ func TestDocExamples(t *testing.T) {
 			defer cancel()
 			ran := 0
 			for _, b := range blocks {
-				if b.lang != "console" && b.lang != "sh" && b.lang != "shell" {
-					continue
+				if b.lang != "console" && b.lang != "sh" && b.lang != "shell" || containerBlock(b) {
+					continue // the README's container step: TestReadmeContainer
 				}
 				for _, c := range commands(b.text) {
 					if rest, ok := strings.CutPrefix(c.line, "./qshare "); ok {
