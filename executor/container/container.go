@@ -216,23 +216,22 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		return nil, err
 	}
 	e.ctx, e.stop = context.WithCancel(context.Background())
-	// What the engine is, asked now and until it answers, so that the
-	// first attempts do not wait for it: a loaded Podman service takes
-	// seconds to answer its /info.
-	go func() {
-		for try := 0; ; try++ {
-			_, err := e.info(e.ctx)
-			if err == nil {
-				return
+	// What the engine is, asked now (for up to 10 s) and, if it does not
+	// answer, again in the background until it does, so that the first
+	// attempts do not wait for it: a loaded Podman service takes seconds
+	// to answer its /info.
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := e.info(pctx); err != nil {
+		e.log.Warn("container executor: the engine does not answer yet", "host", host, "err", err)
+		go func() {
+			for try := 0; e.pause(e.ctx, try); try++ {
+				if _, err := e.info(e.ctx); err == nil {
+					return
+				}
 			}
-			if try == 0 {
-				e.log.Warn("container executor: the engine does not answer yet", "host", host, "err", err)
-			}
-			if !e.pause(e.ctx, try) {
-				return
-			}
-		}
-	}()
+		}()
+	}
 	return e, nil
 }
 
