@@ -32,7 +32,7 @@ import (
 // Settings) that an executor of that kind takes in the executors file,
 // beside kind. A kind that is not listed takes commonExecutorKeys.
 var executorKeys = map[string][]string{
-	"process":    {"runAs", "passEnv", "gpus", "instanceTypes"},
+	"process":    {"runAs", "passEnv", "gpus", "instanceTypes", "cgroupRoot"},
 	"container":  {"runAs", "gpus", "instanceTypes", "containerHost", "pull"},
 	"simulated":  {"simDuration"},
 	"slurm":      {"slurmConfig"},

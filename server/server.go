@@ -58,6 +58,9 @@ type Settings struct {
 	// RunAs and PassEnv are the process executor's: see process.Options.
 	RunAs   string   `yaml:"runAs"`
 	PassEnv []string `yaml:"passEnv"`
+	// CgroupRoot is the process executor's: where the cgroup hierarchy
+	// of the attempts' cgroups is mounted (see process.Options).
+	CgroupRoot string `yaml:"cgroupRoot"`
 	// S3Endpoint is the S3-compatible store that jobs' data comes from and
 	// goes to (package data); empty: AWS's own S3.
 	S3Endpoint string `yaml:"s3Endpoint"`
@@ -103,7 +106,7 @@ func DefaultSettings() Settings {
 
 // ConfigKeys lists the keys of Settings' YAML tags, for the help
 // and for the error on an unknown key.
-const ConfigKeys = "addr, dataDir, store, executor, executors, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, containerHost, pull, maxConnections, maxConnectionsPerPeer, " + guardConfigKeys
+const ConfigKeys = "addr, dataDir, store, executor, executors, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, cgroupRoot, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, containerHost, pull, maxConnections, maxConnectionsPerPeer, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -163,7 +166,7 @@ var executors = map[string]func(ctx context.Context, s Settings, grace time.Dura
 			return nil, fmt.Errorf("--s3-endpoint %q is not an http:// or https:// URL of an S3-compatible store", s.S3Endpoint)
 		}
 		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log,
-			RunAs: s.RunAs, PassEnv: s.PassEnv, S3: s3Endpoint(s)})
+			RunAs: s.RunAs, PassEnv: s.PassEnv, S3: s3Endpoint(s), CgroupRoot: s.CgroupRoot})
 	},
 }
 

@@ -118,6 +118,7 @@ func addServeFlags(f *pflag.FlagSet) {
 	f.StringVar(&serveFlags.s.SimDuration, "sim-duration", "", "simulated executor: how long a job runs when its payload sets no QSHARE_SIM_DURATION (as with the SageMaker SDK's ModelTrainer), e.g. 60s; empty: 1s")
 	f.StringVar(&serveFlags.s.RunAs, "run-as", "", "process and container executors: run every job as this unprivileged `USER` (a name or uid; the server must run as root); empty: as the server's user (the container executor: nobody, when the server is root)")
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
+	f.StringVar(&serveFlags.s.CgroupRoot, "cgroup-root", "", "process executor: the `DIR` where the cgroup hierarchy is mounted that each attempt gets a cgroup of its own in, killed whole at its end: a cgroup2 mount (v2), or v1's controller directories with freezer and pids (default: /sys/fs/cgroup); without one, attempts are contained by their process group only, with a warning (docs/security.md)")
 	f.StringVar(&serveFlags.s.S3Endpoint, "s3-endpoint", "", "the `URL` of the S3-compatible store (MinIO, Ceph, versitygw) that jobs' input channels come from and their models, outputs and checkpoints go to, with the AWS SDK's credential chain as each job's user sees it (docs/data.md); empty: AWS's own S3")
 	f.StringVar(&serveFlags.s.SlurmConfig, "slurm-config", "", "slurm executor: YAML `FILE` mapping instance types to partitions, --gres, CPUs and memory, with the shared directory and the account (docs/slurm.md)")
 	f.StringVar(&serveFlags.s.Kubeconfig, "kubeconfig", "", "kubernetes executor: kubeconfig `FILE` (default: the in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
@@ -173,7 +174,7 @@ func resolveServeSettings(cmd *cobra.Command) (server.Settings, error) {
 		{"advertise-addr", "QSHARE_ADVERTISE_ADDR", &s.AdvertiseAddr, &fs.AdvertiseAddr}, {"leader-lease", "QSHARE_LEADER_LEASE", &s.LeaderLease, &fs.LeaderLease},
 		{"kubeconfig", "QSHARE_KUBECONFIG", &s.Kubeconfig, &fs.Kubeconfig}, {"namespace", "QSHARE_NAMESPACE", &s.Namespace, &fs.Namespace},
 		{"kube-config", "QSHARE_KUBE_CONFIG", &s.KubeConfig, &fs.KubeConfig}, {"s3-endpoint", "QSHARE_S3_ENDPOINT", &s.S3Endpoint, &fs.S3Endpoint},
-		{"sim-duration", "QSHARE_SIM_DURATION", &s.SimDuration, &fs.SimDuration},
+		{"sim-duration", "QSHARE_SIM_DURATION", &s.SimDuration, &fs.SimDuration}, {"cgroup-root", "QSHARE_CGROUP_ROOT", &s.CgroupRoot, &fs.CgroupRoot},
 		{"container-host", "QSHARE_CONTAINER_HOST", &s.ContainerHost, &fs.ContainerHost}, {"pull", "QSHARE_PULL", &s.Pull, &fs.Pull},
 	} {
 		if v, ok := os.LookupEnv(e.env); ok {

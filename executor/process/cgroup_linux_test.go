@@ -1,85 +1,186 @@
 package process
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"qshare/internal/cgrouptest"
 )
+
+// The cgroup tests run on the host's v1 hierarchy (freezer and pids, as on
+// these machines) and on a cgroup2 hierarchy that the test mounts in a
+// temporary directory (Linux lets a v1 host mount one beside), so that the
+// v2 path (clone into the cgroup, cgroup.kill) runs for real on either.
+
+// cgroupRoots returns the hierarchies to test on: "v1" (the host's) where
+// it has freezer and pids, and "v2", mounted for the test; each skips with
+// a message where it cannot be had.
+func cgroupRoots(t *testing.T) map[string]func(t *testing.T) string {
+	return map[string]func(t *testing.T) string{
+		"v1": func(t *testing.T) string {
+			h, err := openCgroups(DefaultCgroupRoot)
+			if err != nil || h.v2 {
+				t.Skipf("no cgroup v1 freezer and pids controllers at %s (%v): the v2 case covers a cgroup2 host", DefaultCgroupRoot, err)
+			}
+			return DefaultCgroupRoot
+		},
+		"v2": func(t *testing.T) string { return cgrouptest.MountV2(t) },
+	}
+}
+
+// gone waits up to 5 s for pid, which was started with marker on its
+// command line, to be gone (or a zombie, dead but not yet reaped), and
+// reports whether it is.
+func gone(pid int, marker string) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		cmd, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil || !strings.Contains(string(cmd), marker) {
+			return true
+		}
+		if st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); strings.Contains(string(st), ") Z") {
+			return true
+		}
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	return false
+}
 
 // TestStrayProcessesEndWithTheAttempt: a job leaves a process behind in a
 // session of its own, with an empty environment (so nothing marks it as
 // the job's), and exits 0. The attempt's end must take that process with
-// it (issue 30, point 4).
+// it, and its cgroup must be removed (issue 30, point 4); on cgroup v1 and
+// on v2.
 func TestStrayProcessesEndWithTheAttempt(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the attempts' cgroups need a supervisor that runs as root; run the tests as root to cover it")
 	}
-	if _, err := ownCgroups(); err != nil {
-		t.Skipf("no cgroup v1 freezer and pids controllers here (%v): attempts fall back to their process group", err)
-	}
-	data := t.TempDir()
-	e := newExecutor(t, data, nil)
-	defer e.Close()
-	s := spec("stray", 1, payloadOf(`setsid env -i sleep 100001 & echo $! > "$SM_OUTPUT_DATA_DIR/pid"; sleep 0.2; exit 0`, nil))
-	_, x := run(t, e, s)
-	if !x.Succeeded() {
-		t.Fatalf("exit %+v", x)
-	}
-	b, err := os.ReadFile(filepath.Join(data, "jobs", "stray", "output", "data", "pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); strings.Contains(string(st), ") Z") {
-			break // a zombie: dead, not yet reaped
-		}
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("the job's process %d (setsid env -i sleep) outlived its attempt", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "freezer", cgroupParent(data), s.AttemptID)); err == nil {
-		t.Error("the attempt's cgroup was not removed")
+	for name, root := range cgroupRoots(t) {
+		t.Run(name, func(t *testing.T) {
+			root := root(t)
+			data := t.TempDir()
+			e := newExecutor(t, data, func(o *Options) { o.CgroupRoot = root })
+			defer e.Close()
+			s := spec("stray", 1, payloadOf(`setsid env -i sleep 100001 & echo $! > "$SM_OUTPUT_DATA_DIR/pid"; sleep 0.2; exit 0`, nil))
+			_, x := run(t, e, s)
+			if !x.Succeeded() {
+				t.Fatalf("exit %+v", x)
+			}
+			b, err := os.ReadFile(filepath.Join(data, "jobs", "stray", "output", "data", "pid"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if !gone(pid, "100001") {
+				t.Fatalf("the job's process %d (setsid env -i sleep) outlived its attempt", pid)
+			}
+			h, err := openCgroups(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(h.attemptDir(data, s.AttemptID)); err == nil {
+				t.Error("the attempt's cgroup was not removed")
+			}
+			if log, _ := os.ReadFile(filepath.Join(data, fileSupLog)); strings.Contains(string(log), "without a cgroup") {
+				t.Errorf("the supervisor fell back to the process group:\n%s", log)
+			}
+		})
 	}
 }
 
-// TestAttemptCgroupCountsAndKills: a cgroup holds what is put in it and
-// what that forks, counts it, and kills it whole.
+// TestStrayProcessesEndWithTheStop: a stopped attempt's stray process (in
+// a session of its own, with an empty environment, ignoring SIGTERM) ends
+// with the stop, and the cgroup is removed; on cgroup v1 and on v2.
+func TestStrayProcessesEndWithTheStop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the attempts' cgroups need a supervisor that runs as root; run the tests as root to cover it")
+	}
+	for name, root := range cgroupRoots(t) {
+		t.Run(name, func(t *testing.T) {
+			root := root(t)
+			data := t.TempDir()
+			e := newExecutor(t, data, func(o *Options) { o.CgroupRoot = root })
+			defer e.Close()
+			s := spec("stopstray", 1, payloadOf(`setsid env -i sh -c 'trap "" TERM; exec sleep 100002' & echo $! > "$SM_OUTPUT_DATA_DIR/pid"; echo ready; exec sleep 100003`, nil))
+			h, err := e.Start(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitForLog(t, h.LogPath, "ready\n", time.Minute)
+			b, err := os.ReadFile(filepath.Join(data, "jobs", "stopstray", "output", "data", "pid"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if x, err := stopAndWait(t, e, s.AttemptID, 300*time.Millisecond); err != nil || !x.Stopped {
+				t.Fatalf("stop: %+v, %v", x, err)
+			}
+			if !gone(pid, "100002") {
+				t.Fatalf("the job's process %d (setsid, ignoring SIGTERM) outlived its stopped attempt", pid)
+			}
+			hc, err := openCgroups(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(hc.attemptDir(data, s.AttemptID)); err == nil {
+				t.Error("the attempt's cgroup was not removed")
+			}
+		})
+	}
+}
+
+// TestAttemptCgroupCountsAndKills: a cgroup holds what is started in it
+// and what that forks, counts it, and kills it whole; on v1 and on v2.
 func TestAttemptCgroupCountsAndKills(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("cgroups need root")
 	}
-	if _, err := ownCgroups(); err != nil {
-		t.Skipf("no cgroup v1 freezer and pids controllers here: %v", err)
-	}
-	cg, err := newAttemptCgroup(t.TempDir(), "count-a1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cg.remove()
-	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "sleep 0.1; sleep 100 & sleep 100 & wait"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg.enter(pid)
-	// What it forks after the move is in too.
-	time.Sleep(300 * time.Millisecond)
-	if n := cg.count(); n < 3 {
-		t.Errorf("pids.current %d", n)
-	}
-	if err := cg.kill(); err != nil {
-		t.Fatal(err)
-	}
-	var ws syscall.WaitStatus
-	syscall.Wait4(pid, &ws, 0, nil)
-	if n := len(cg.procs()); n != 0 {
-		t.Errorf("%d processes left after kill", n)
+	for name, root := range cgroupRoots(t) {
+		t.Run(name, func(t *testing.T) {
+			h, err := openCgroups(root(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cg, err := h.newAttempt(t.TempDir(), "count-a1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cg.remove()
+			sys := &syscall.SysProcAttr{Setsid: true}
+			cg.cloneInto(sys)
+			cmd := exec.Command("/bin/sh", "-c", "sleep 0.1; sleep 100 & sleep 100 & wait")
+			cmd.SysProcAttr = sys
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cg.forked()
+			if !cg.v2 {
+				cg.enter(cmd.Process.Pid)
+			}
+			// What it forks after it is in the cgroup is in too.
+			deadline := time.Now().Add(10 * time.Second)
+			for cg.count() < 3 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := cg.count(); n < 3 {
+				t.Errorf("counted %d tasks, want at least 3", n)
+			}
+			if err := cg.kill(); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Wait()
+			if n := len(cg.procs()); n != 0 {
+				t.Errorf("%d processes left after kill", n)
+			}
+			if err := cg.remove(); err != nil {
+				t.Errorf("removing the killed cgroup: %v", err)
+			}
+		})
 	}
 }

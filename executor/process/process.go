@@ -119,6 +119,12 @@ type Options struct {
 	// server runs as root: they get no /opt/ml, and a payload that names
 	// /opt/ml is refused, as on a server that is not root.
 	NoOptML bool
+	// CgroupRoot is where the cgroup hierarchy that each attempt gets a
+	// cgroup in is mounted (--cgroup-root): a cgroup2 mount (v2), or a
+	// directory of v1 controllers with freezer and pids. Empty means
+	// DefaultCgroupRoot. Where no cgroup can be made there, attempts are
+	// contained by their process group only, with a warning.
+	CgroupRoot string
 }
 
 // Executor runs attempts as host processes. It is safe for concurrent use.
@@ -190,6 +196,11 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		return nil, qshare.Errorf(qshare.EINVALID, "process executor: data directory %q: %v", o.DataDir, err)
 	}
 	o.DataDir = dd
+	if o.CgroupRoot != "" {
+		if o.CgroupRoot, err = filepath.Abs(o.CgroupRoot); err != nil {
+			return nil, qshare.Errorf(qshare.EINVALID, "process executor: cgroup root: %v", err)
+		}
+	}
 	// jobs/ is traversed, never listed, by the jobs' users on the way to
 	// their own directories; attempts/ (every job's log) is the server's.
 	for d, mode := range map[string]os.FileMode{"jobs": 0o711, "attempts": 0o700} {
@@ -636,6 +647,7 @@ func (e *Executor) supervisor() (*supClient, error) {
 	defer logf.Close()
 	cmd := exec.Command(e.o.Supervisor[0], e.o.Supervisor[1:]...)
 	cmd.Env = append(append([]string(nil), e.o.Env...), SupervisorEnv+"="+e.o.DataDir)
+	cmd.Env = append(cmd.Env, cgroupRootEnv+"="+e.o.CgroupRoot) // last: it wins over the server's own
 	cmd.Dir = e.o.DataDir
 	cmd.Stderr = logf
 	// A session of its own: a signal to the server's process group or

@@ -25,6 +25,15 @@ import (
 // with it set, once, and sends it every attempt to run.
 const SupervisorEnv = "QSHARE_SUPERVISE"
 
+// DefaultCgroupRoot is where the supervisor looks for the cgroup hierarchy
+// that attempts' cgroups are made in, unless Options.CgroupRoot names
+// another place (see cgroup_linux.go).
+const DefaultCgroupRoot = "/sys/fs/cgroup"
+
+// cgroupRootEnv carries Options.CgroupRoot to the supervisor, which
+// removes it from its environment before it starts anything.
+const cgroupRootEnv = "QSHARE_CGROUP_ROOT"
+
 // MaybeSupervise runs the supervisor and exits the process if SupervisorEnv
 // is set, runs the data wrapper of a job's program if data.WrapEnv is
 // (data.MaybeRun), and returns at once otherwise. Every binary that creates a process
@@ -161,12 +170,11 @@ type supervisor struct {
 	kick     chan struct{}
 	idle     chan struct{} // closed when draining and no job is left
 
-	// home is the supervisor's own cgroups (see cgroup_linux.go), to go
-	// back to after it started a job from inside the job's cgroup; noCg
-	// is why attempts get no cgroup (nil: they do), warned about once.
-	home   []string
-	noCg   error
-	warned bool
+	// cgroups is where attempts' cgroups are made (see cgroup_linux.go);
+	// noCg is why attempts get no cgroup (nil: they do), warned about once.
+	cgroups *cgroupHost
+	noCg    error
+	warned  bool
 }
 
 // supJob is one attempt the supervisor runs.
@@ -209,6 +217,8 @@ func Supervise(dataDir string) int {
 		fmt.Fprintf(os.Stderr, "qshare: %s=%q is not the absolute path of a data directory; the supervisor does not start\n", SupervisorEnv, dataDir)
 		return 2
 	}
+	cgroupRoot := os.Getenv(cgroupRootEnv)
+	os.Unsetenv(cgroupRootEnv)
 	fs := newDataFS(dataDir)
 	logPath := filepath.Join(dataDir, fileSupLog)
 	var logMu sync.Mutex
@@ -236,7 +246,7 @@ func Supervise(dataDir string) int {
 	}
 	s := &supervisor{self: self, dataDir: dataDir, fs: fs, logf: logf, out: bufio.NewWriter(os.Stdout), jobs: map[string]*supJob{}, byPID: map[int]*supJob{},
 		kick: make(chan struct{}, 1), idle: make(chan struct{})}
-	if s.home, s.noCg = ownCgroups(); s.noCg == nil && os.Geteuid() != 0 {
+	if s.cgroups, s.noCg = openCgroups(cgroupRoot); s.noCg == nil && os.Geteuid() != 0 {
 		s.noCg = errors.New("the supervisor does not run as root")
 	}
 	go s.reap()
@@ -415,7 +425,7 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 		Files: []uintptr{devnull.Fd(), pw.Fd(), pw.Fd()},
 		Sys:   sys,
 	}
-	j.cg = s.enterCgroup(cfg.AttemptID)
+	j.cg = s.enterCgroup(cfg.AttemptID, sys)
 	var pid int
 	var why func() string // the /opt/ml step's reason not to have run the job
 	if cfg.OptML != "" {
@@ -796,18 +806,23 @@ func lookPath(cmd []string, env []string, dir string) (string, error) {
 	return "", fmt.Errorf("executable file %q not found in PATH (%s): install it on this host or give its full path in ContainerEntrypoint", name, envPath(env))
 }
 
-// enterCgroup makes the cgroup of attempt id and moves the supervisor into
-// it, so that the job it forks next starts there, before it can fork
-// anything itself (the caller holds s.mu: no other job is forked
-// meanwhile); leaveCgroup moves the supervisor back. It returns nil, and
-// the attempt is contained by its process group only, where cgroups cannot
-// be made; the first time, the supervisor log says why.
-func (s *supervisor) enterCgroup(id string) *attemptCgroup {
+// enterCgroup makes the cgroup of attempt id and sees that the job forked
+// next with sys starts there, before it can fork anything itself: on v2,
+// sys clones it into the cgroup; on v1, the supervisor moves into the
+// cgroup (the caller holds s.mu: no other job is forked meanwhile) and
+// leaveCgroup moves it back. It returns nil, and the attempt is contained
+// by its process group only, where cgroups cannot be made; the first
+// time, the supervisor log says why.
+func (s *supervisor) enterCgroup(id string, sys *syscall.SysProcAttr) *attemptCgroup {
 	if s.noCg != nil || id == "" {
 		s.warnNoCgroup(s.noCg)
 		return nil
 	}
-	cg, err := newAttemptCgroup(s.dataDir, id)
+	cg, err := s.cgroups.newAttempt(s.dataDir, id)
+	if err == nil && cg.v2 {
+		cg.cloneInto(sys)
+		return cg
+	}
 	if err == nil {
 		if err = cg.enter(os.Getpid()); err != nil {
 			s.leaveCgroup(cg)
@@ -827,7 +842,11 @@ func (s *supervisor) leaveCgroup(cg *attemptCgroup) {
 	if cg == nil {
 		return
 	}
-	for _, d := range s.home {
+	if cg.v2 {
+		cg.forked()
+		return
+	}
+	for _, d := range s.cgroups.home {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
 			s.logf("cannot leave the attempt's cgroup for %s: %v", d, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
+	"qshare/internal/cgrouptest"
 	"qshare/internal/serveproc"
 )
 
@@ -334,24 +335,85 @@ func TestHostilePrivilegedGroupRefused(t *testing.T) {
 
 // TestHostileStrayOutlivesAttempt: alice's job leaves a process in a
 // session of its own with an empty environment, and succeeds. The process
-// must end with the attempt (issue 30, point 4).
+// must end with the attempt (issue 30, point 4). This runs on the host's
+// cgroups (v1 here); TestHostileStrayCgroupV2 on a cgroup2 hierarchy.
 func TestHostileStrayOutlivesAttempt(t *testing.T) {
-	h := startHostile(t, true, nil)
+	strayEndsWithAttempt(t, startHostile(t, true, nil))
+}
+
+// TestHostileStrayCgroupV2 is TestHostileStrayOutlivesAttempt on a cgroup
+// v2 hierarchy (--cgroup-root, mounted by the test), where the job is
+// cloned into its cgroup and killed with cgroup.kill; and a stopped job's
+// stray, which ignores SIGTERM, ends with the stop. Each attempt's cgroup
+// is removed.
+func TestHostileStrayCgroupV2(t *testing.T) {
+	root := cgrouptest.MountV2(t)
+	h := startHostile(t, true, func(o *serveproc.Options) { o.Args = append(o.Args, "--cgroup-root", root) })
+	strayEndsWithAttempt(t, h)
+	alice := signedClient(h.srv.Endpoint, aliceKey)
+	id, err := submitScript(alice, "QS1", `setsid env -i sh -c 'trap "" TERM; exec sleep 100002' & echo $! > "$SM_OUTPUT_DATA_DIR/pid"; exec sleep 100003`, nil)
+	must(t, err)
+	var pid int
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if pid, err = strconv.Atoi(strings.TrimSpace(h.output(id, "pid"))); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alice's job wrote no pid in 60 s")
+		}
+	}
+	_, err = h.admin.TerminateServiceJob(context.Background(), &batch.TerminateServiceJobInput{JobId: aws.String(id), Reason: aws.String("test")})
+	must(t, err)
+	if out := waitJob(t, h.admin, id); out.Status != types.ServiceJobStatusFailed {
+		t.Fatalf("the terminated job: %s", out.Status)
+	}
+	processGone(t, pid, "100002", "her terminated job")
+	// Every attempt's cgroup is gone: only the server's parent directory
+	// of them may be left.
+	left, _ := filepath.Glob(filepath.Join(root, "qshare-*", "*"))
+	var cgs []string
+	for _, d := range left {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			cgs = append(cgs, d)
+		}
+	}
+	if len(cgs) > 0 {
+		t.Errorf("attempts' cgroups left behind: %v", cgs)
+	}
+	if log, _ := os.ReadFile(filepath.Join(h.data, "supervisor.log")); strings.Contains(string(log), "without a cgroup") {
+		t.Errorf("the supervisor fell back to the process group:\n%s", log)
+	}
+}
+
+// strayEndsWithAttempt runs, as alice, a job that leaves `setsid env -i
+// sleep 100001` behind and succeeds, and checks that the sleep ends.
+func strayEndsWithAttempt(t *testing.T, h *hostile) {
+	t.Helper()
 	id, out := h.run(signedClient(h.srv.Endpoint, aliceKey), "QS1", `setsid env -i sleep 100001 & echo $! > "$SM_OUTPUT_DATA_DIR/pid"; sleep 0.2; exit 0`, nil)
 	if out.Status != types.ServiceJobStatusSucceeded {
 		t.Fatalf("alice's job: %s (%s)", out.Status, aws.ToString(out.StatusReason))
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(h.output(id, "pid")))
 	must(t, err)
+	processGone(t, pid, "100001", "her SUCCEEDED job")
+}
+
+// processGone fails the test if pid, started with marker on its command
+// line, is still there after 5 s (and then kills it).
+func processGone(t *testing.T, pid int, marker, what string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if err != nil || !strings.Contains(string(st), "100001") {
+		if err != nil || !strings.Contains(string(st), marker) {
 			return // gone (or its pid reused by another program)
+		}
+		if stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); strings.Contains(string(stat), ") Z") {
+			return // dead, not yet reaped
 		}
 		if time.Now().After(deadline) {
 			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("alice's process %d (setsid env -i sleep 100001) outlived her SUCCEEDED job", pid)
+			t.Fatalf("alice's process %d (%s) outlived %s", pid, marker, what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
