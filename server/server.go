@@ -170,6 +170,24 @@ var executors = map[string]func(ctx context.Context, s Settings, grace time.Dura
 	},
 }
 
+// checkPrivateFiles refuses to start with an --events or --audit log or an
+// --auth file that someone else could read, change or replace where it is
+// (datadir.CheckPrivateFile); the logs are created 0600 if missing.
+func checkPrivateFiles(s Settings) error {
+	for _, f := range []struct {
+		flag, path string
+		create     bool
+	}{{"--events", s.Events, true}, {"--audit", s.Guard.Audit, true}, {"--auth", s.Guard.Auth, false}} {
+		if f.path == "" || f.flag == "--events" && f.path == eventsInStore {
+			continue
+		}
+		if err := datadir.CheckPrivateFile(f.flag, f.path, f.create); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // splitList splits a comma-separated setting (--gpus) into its non-empty
 // entries.
 func splitList(v string) []string {
@@ -269,6 +287,9 @@ func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr
 	}
 	named, err := serverExecutors(s)
 	if err != nil {
+		return err
+	}
+	if err := checkPrivateFiles(s); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
