@@ -11,6 +11,7 @@ import (
 	"qshare"
 	"qshare/daemon"
 	"qshare/executor"
+	"qshare/executor/simulated"
 	"qshare/sqlite"
 )
 
@@ -161,4 +162,37 @@ func TestNamedExecutors(t *testing.T) {
 	if _, ok := tags[qshare.TagExecutor]; ok {
 		t.Fatalf("tags after untag: %v", tags)
 	}
+}
+
+// TestExecutorTagOnlyOnEnvironments: qshare:executor names a service
+// environment's executor; given at the creation of a policy, queue, quota
+// share or job it is refused, as TagResource refuses it there, and nothing
+// is created.
+func TestExecutorTagOnlyOnEnvironments(t *testing.T) {
+	ctx := context.Background()
+	a := open(t, t.TempDir(), simulated.New(simulated.Options{}))
+	defer func() { a.close() }()
+	d := a.d
+	setup(t, d, 1, false)
+	tag := map[string]string{qshare.TagExecutor: "default"}
+	check := func(what string, err error) {
+		t.Helper()
+		if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "tags key qshare:executor names the executor of a service environment: it is not a tag of a "+what) {
+			t.Errorf("qshare:executor in a %s's tags at its creation: %v", what, err)
+		}
+	}
+	_, err := d.CreatePolicy(ctx, daemon.PolicyInput{Name: "p2", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}, Tags: tag})
+	check("scheduling-policy", err)
+	_, err = d.CreateQueue(ctx, daemon.QueueInput{Name: "q2", SchedulingPolicyARN: d.PolicyARN("p"), Priority: 1,
+		ServiceEnvironmentOrder: []qshare.ServiceEnvironmentOrder{{Order: 1, ServiceEnvironment: "e"}}, Tags: tag})
+	check("job-queue", err)
+	_, err = d.CreateShare(ctx, daemon.ShareInput{Name: "B", Queue: "q", Strategy: qshare.StrategyReserve, InSharePreemption: qshare.Disabled,
+		CapacityLimits: []qshare.CapacityLimit{{CapacityUnit: "ml.g5.xlarge", MaxCapacity: 1}}, Tags: tag})
+	check("quota-share", err)
+	prio := int64(1)
+	_, err = d.Submit(ctx, daemon.SubmitInput{Name: "j", Queue: "q", QuotaShare: "A", ServiceJobType: "SAGEMAKER_TRAINING", Priority: &prio,
+		Payload: `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge"}}`, Tags: tag})
+	check("service-job", err)
+	_, err = d.CreatePolicy(ctx, daemon.PolicyInput{Name: "p2", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
+	must(t, err) // the refused one was not created
 }

@@ -119,7 +119,7 @@ func (d *Daemon) Submit(ctx context.Context, in SubmitInput) (*qshare.Job, error
 			return nil, qshare.Errorf(qshare.EINVALID, "timeoutConfig.attemptDurationSeconds %d is not valid: use 1 or more seconds, or leave timeoutConfig out", timeout)
 		}
 	}
-	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
+	if err := checkTagsOf(kindJob, in.Tags); err != nil {
 		return nil, err
 	}
 	if d.cfg.RequireRunAs && in.RunAs == "" {

@@ -42,7 +42,7 @@ func (d *Daemon) CreatePolicy(ctx context.Context, in PolicyInput) (qshare.Sched
 	if err := validateQuotaSharePolicy(in.QuotaSharePolicy); err != nil {
 		return qshare.SchedulingPolicy{}, err
 	}
-	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
+	if err := checkTagsOf(kindPolicy, in.Tags); err != nil {
 		return qshare.SchedulingPolicy{}, err
 	}
 	if in.QuotaSharePolicy == nil && in.FairsharePolicy == nil {

@@ -128,7 +128,7 @@ func (d *Daemon) CreateQueue(ctx context.Context, in QueueInput) (qshare.JobQueu
 	if err := validateTimeLimitActions(in.JobStateTimeLimitActions); err != nil {
 		return qshare.JobQueue{}, err
 	}
-	if err := qshare.ValidateTags("tags", in.Tags); err != nil {
+	if err := checkTagsOf(kindQueue, in.Tags); err != nil {
 		return qshare.JobQueue{}, err
 	}
 	if err := d.lockChanges(); err != nil {

@@ -81,7 +81,7 @@ func (d *Daemon) CreateShare(ctx context.Context, in ShareInput) (qshare.QuotaSh
 	if err := qshare.ValidateState("state", in.State, true); err != nil {
 		return qshare.QuotaShare{}, err
 	}
-	if err := qshare.ValidateShareTags("tags", in.Tags); err != nil {
+	if err := checkTagsOf(kindShare, in.Tags); err != nil {
 		return qshare.QuotaShare{}, err
 	}
 	if err := d.lockChanges(); err != nil {

@@ -49,26 +49,36 @@ func errNoResource(arn string) error {
 	return qshare.Errorf(qshare.ENOTFOUND, "Resource %s does not exist: give the ARN of a service environment, job queue, scheduling policy, quota share or service job", arn)
 }
 
+// checkTagsOf checks the tags given to a resource of kind, at its creation
+// or by TagResource: ValidateTags; a quota share's may set its minimum run
+// time, whose value must be valid (qshare.TagMinRunTime); and only a
+// service environment's may name its executor (qshare.TagExecutor).
+func checkTagsOf(kind string, tags map[string]string) error {
+	validate := qshare.ValidateTags
+	if kind == kindShare {
+		validate = qshare.ValidateShareTags
+	}
+	if err := validate("tags", tags); err != nil {
+		return err
+	}
+	if _, ok := tags[qshare.TagExecutor]; ok && kind != kindEnvironment {
+		return qshare.Errorf(qshare.EINVALID, "tags key %s names the executor of a service environment: it is not a tag of a %s", qshare.TagExecutor, kind)
+	}
+	return nil
+}
+
 // TagResource adds tags to a resource or job, replacing the values of keys
 // it already has.
 func (d *Daemon) TagResource(ctx context.Context, arn string, tags map[string]string) error {
 	if len(tags) == 0 {
 		return qshare.Errorf(qshare.EINVALID, "tags is required: give 1 to 50 tags")
 	}
-	if err := qshare.ValidateTags("tags", tags); err != nil {
+	kind := kindEnvironment // an ARN of no known kind: checked as tags that any resource takes, and then not found
+	if p, ok := d.parseARN(arn); ok {
+		kind = p.kind
+	}
+	if err := checkTagsOf(kind, tags); err != nil {
 		return err
-	}
-	if _, ok := tags[qshare.TagExecutor]; ok {
-		if p, ok := d.parseARN(arn); ok && p.kind != kindEnvironment {
-			return qshare.Errorf(qshare.EINVALID, "tags key %s names the executor of a service environment: it is not a tag of a %s", qshare.TagExecutor, p.kind)
-		}
-	}
-	if p, ok := d.parseARN(arn); ok && p.kind == kindShare {
-		// A quota share's tags may set its minimum run time: its value
-		// must be valid (qshare.TagMinRunTime).
-		if err := qshare.ValidateShareTags("tags", tags); err != nil {
-			return err
-		}
 	}
 	return d.retag(ctx, arn, func(old map[string]string) (map[string]string, error) {
 		n := cloneTags(old)
