@@ -531,43 +531,6 @@ func (fs dataFS) ReadDir(path string) ([]os.DirEntry, error) {
 	return f.ReadDir(-1)
 }
 
-// Chown gives path (never a link's target) to uid and gid. The change is
-// made through a descriptor: path is opened beneath the root without
-// following links (O_PATH), what it is is checked on that descriptor, and
-// the descriptor is changed. A check of the name followed by a change of
-// the name would give away whatever a job swapped in between
-// (renameat2(RENAME_EXCHANGE) with a hard link to a file of root's): here
-// a swap changes only what was checked. A directory is given; a regular
-// file only when it has no other hard link and belongs to this process's
-// user (a file qshare made); anything else is refused (errLink).
-func (fs dataFS) Chown(path string, uid, gid int) error {
-	fd, rel, err := fs.open("chown", path, unix.O_PATH, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return &fsError{"chown", rel, err}
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-	case unix.S_IFREG:
-		if st.Nlink != 1 || st.Uid != uint32(os.Geteuid()) {
-			return &fsError{"chown", rel, errLink}
-		}
-	default:
-		return &fsError{"chown", rel, errLink}
-	}
-	if int(st.Uid) == uid && int(st.Gid) == gid {
-		return nil
-	}
-	if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
-		return &fsError{"chown", rel, err}
-	}
-	return nil
-}
-
 // GiveDir makes the directory path belong to uid and gid with mode perm,
 // through one descriptor opened beneath the root as a directory without
 // following links (see Chown): a name that a job swapped for a file or a

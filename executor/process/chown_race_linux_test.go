@@ -19,6 +19,13 @@ import (
 // for a file of root's as fast as it can.
 const racerEnv = "QSHARE_TEST_CHOWN_RACER"
 
+// maybeRacer runs the racer and exits if racerEnv is set (TestMain).
+func maybeRacer() {
+	if spec := os.Getenv(racerEnv); spec != "" {
+		os.Exit(racer(spec))
+	}
+}
+
 // racer swaps dir/model and dir/bait (renameat2 RENAME_EXCHANGE) until it
 // is killed; with link set it first makes dir/bait a hard link to link.
 func racer(spec string) int {

@@ -24,9 +24,7 @@ import (
 
 func TestMain(m *testing.M) {
 	MaybeSupervise()
-	if spec := os.Getenv(racerEnv); spec != "" {
-		os.Exit(racer(spec))
-	}
+	maybeRacer()
 	if dir := os.Getenv(testServerEnv); dir != "" {
 		os.Exit(testServer(dir))
 	}

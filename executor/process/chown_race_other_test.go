@@ -1,0 +1,7 @@
+//go:build !linux
+
+package process
+
+// maybeRacer does nothing: TestPrepareOwnershipRace and its racer are
+// Linux's.
+func maybeRacer() {}
