@@ -54,84 +54,61 @@ func gone(pid int, marker string) bool {
 
 // TestStrayProcessesEndWithTheAttempt: a job leaves a process behind in a
 // session of its own, with an empty environment (so nothing marks it as
-// the job's), and exits 0. The attempt's end must take that process with
-// it, and its cgroup must be removed (issue 30, point 4); on cgroup v1 and
-// on v2.
+// the job's), ignoring SIGTERM, and exits 0 (end), or is stopped (stop).
+// The attempt's end must take that process with it, and its cgroup must be
+// removed (issue 30, point 4); on cgroup v1 and on v2.
 func TestStrayProcessesEndWithTheAttempt(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the attempts' cgroups need a supervisor that runs as root; run the tests as root to cover it")
 	}
 	for name, root := range cgroupRoots(t) {
-		t.Run(name, func(t *testing.T) {
-			root := root(t)
-			data := t.TempDir()
-			e := newExecutor(t, data, func(o *Options) { o.CgroupRoot = root })
-			defer e.Close()
-			s := spec("stray", 1, payloadOf(`setsid env -i sleep 100001 & echo $! > "$SM_OUTPUT_DATA_DIR/pid"; sleep 0.2; exit 0`, nil))
-			_, x := run(t, e, s)
-			if !x.Succeeded() {
-				t.Fatalf("exit %+v", x)
-			}
-			b, err := os.ReadFile(filepath.Join(data, "jobs", "stray", "output", "data", "pid"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-			if !gone(pid, "100001") {
-				t.Fatalf("the job's process %d (setsid env -i sleep) outlived its attempt", pid)
-			}
-			h, err := openCgroups(root)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := os.Stat(h.attemptDir(data, s.AttemptID)); err == nil {
-				t.Error("the attempt's cgroup was not removed")
-			}
-			if log, _ := os.ReadFile(filepath.Join(data, fileSupLog)); strings.Contains(string(log), "without a cgroup") {
-				t.Errorf("the supervisor fell back to the process group:\n%s", log)
-			}
-		})
-	}
-}
-
-// TestStrayProcessesEndWithTheStop: a stopped attempt's stray process (in
-// a session of its own, with an empty environment, ignoring SIGTERM) ends
-// with the stop, and the cgroup is removed; on cgroup v1 and on v2.
-func TestStrayProcessesEndWithTheStop(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the attempts' cgroups need a supervisor that runs as root; run the tests as root to cover it")
-	}
-	for name, root := range cgroupRoots(t) {
-		t.Run(name, func(t *testing.T) {
-			root := root(t)
-			data := t.TempDir()
-			e := newExecutor(t, data, func(o *Options) { o.CgroupRoot = root })
-			defer e.Close()
-			s := spec("stopstray", 1, payloadOf(`setsid env -i sh -c 'trap "" TERM; exec sleep 100002' & echo $! > "$SM_OUTPUT_DATA_DIR/pid"; echo ready; exec sleep 100003`, nil))
-			h, err := e.Start(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitForLog(t, h.LogPath, "ready\n", time.Minute)
-			b, err := os.ReadFile(filepath.Join(data, "jobs", "stopstray", "output", "data", "pid"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-			if x, err := stopAndWait(t, e, s.AttemptID, 300*time.Millisecond); err != nil || !x.Stopped {
-				t.Fatalf("stop: %+v, %v", x, err)
-			}
-			if !gone(pid, "100002") {
-				t.Fatalf("the job's process %d (setsid, ignoring SIGTERM) outlived its stopped attempt", pid)
-			}
-			hc, err := openCgroups(root)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := os.Stat(hc.attemptDir(data, s.AttemptID)); err == nil {
-				t.Error("the attempt's cgroup was not removed")
-			}
-		})
+		for _, stop := range []bool{false, true} {
+			t.Run(name+"/"+map[bool]string{false: "end", true: "stop"}[stop], func(t *testing.T) {
+				root := root(t)
+				data := t.TempDir()
+				e := newExecutor(t, data, func(o *Options) { o.CgroupRoot = root })
+				defer e.Close()
+				then := "sleep 0.2; exit 0"
+				if stop {
+					then = "exec sleep 100003"
+				}
+				s := spec("stray", 1, payloadOf(`setsid env -i sh -c 'trap "" TERM; exec sleep 100001' & echo $! > "$SM_OUTPUT_DATA_DIR/pid"; echo ready; `+then, nil))
+				h, err := e.Start(context.Background(), s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitForLog(t, h.LogPath, "ready\n", time.Minute)
+				b, err := os.ReadFile(filepath.Join(data, "jobs", "stray", "output", "data", "pid"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				if stop {
+					if x, err := stopAndWait(t, e, s.AttemptID, 300*time.Millisecond); err != nil || !x.Stopped {
+						t.Fatalf("stop: %+v, %v", x, err)
+					}
+				} else {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					if x, err := e.Wait(ctx, s.AttemptID); err != nil || !x.Succeeded() {
+						t.Fatalf("exit %+v, %v", x, err)
+					}
+				}
+				if !gone(pid, "100001") {
+					t.Fatalf("the job's process %d (setsid env -i, ignoring SIGTERM) outlived its attempt", pid)
+				}
+				hc, err := openCgroups(root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(hc.attemptDir(data, s.AttemptID)); err == nil {
+					t.Error("the attempt's cgroup was not removed")
+				}
+				if log, _ := os.ReadFile(filepath.Join(data, fileSupLog)); len(log) > 0 {
+					t.Errorf("the supervisor logged (a fallback to the process group, or a cgroup it could not kill or remove):\n%s", log)
+				}
+			})
+		}
 	}
 }
 
