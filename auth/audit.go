@@ -129,11 +129,22 @@ type AuditEntry struct {
 	Path      string    `json:"path"`
 	Action    string    `json:"action,omitempty"`   // batch:…, when the route authorized one
 	Resource  []string  `json:"resource,omitempty"` // the resources it was checked against
-	Outcome   string    `json:"outcome"`            // ok, denied, throttled, or error
+	Outcome   string    `json:"outcome"`            // ok, denied, throttled, error, or refusals (OutcomeRefusals)
 	Status    int       `json:"status"`
 	ErrorType string    `json:"errorType,omitempty"` // the AWS error, as X-Amzn-ErrorType
 	RequestID string    `json:"requestId,omitempty"`
+	// Peer and Count are those of an OutcomeRefusals line: the peer (a
+	// local user's uid, or an IP) and how many of its requests were
+	// refused since its last such line.
+	Peer  string `json:"peer,omitempty"`
+	Count int    `json:"count,omitempty"`
 }
+
+// OutcomeRefusals is the outcome of the line that stands for the refusals
+// of one peer beyond its refusal budget, which are not audited one by one:
+// one such line per peer at most every ten seconds, with their count, so
+// that a flood of refused requests cannot grow the log without bound.
+const OutcomeRefusals = "refusals"
 
 // Write appends e as one line and returns once it is durable.
 func (a *Audit) Write(e *AuditEntry) error {

@@ -338,8 +338,23 @@ func refuse(w http.ResponseWriter, r *http.Request, log *slog.Logger, writeError
 		log.Warn("request refused", attrs...)
 	} else if n, ok := g.refusals.report(p.key(), now); ok {
 		log.Warn("requests refused, beyond the peer's refusal budget: not logged one by one", "peer", p.key(), "count", n)
+		g.auditRefusals(r, p.key(), n, now)
 	}
 	writeError(w, err)
+}
+
+// auditRefusals writes the audit line of n refusals of peer, the last of
+// them r, beyond the peer's refusal budget (OutcomeRefusals): at most one
+// per peer and refusalReport, as the server log's count.
+func (g *Guard) auditRefusals(r *http.Request, peer string, n int, now time.Time) {
+	if g.cfg.Audit == nil {
+		return
+	}
+	e := &AuditEntry{Time: now.UTC(), Source: r.RemoteAddr, Method: clip(r.Method), Path: clip(r.URL.Path),
+		Outcome: OutcomeRefusals, Status: http.StatusTooManyRequests, ErrorType: "TooManyRequestsException", Peer: clip(peer), Count: n}
+	if err := g.cfg.Audit.Write(e); err != nil {
+		g.log.Error("the audit log could not be written", "err", err)
+	}
 }
 
 // ownErrorWriter returns the error writer of r's service (WithErrorWriter),

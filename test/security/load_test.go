@@ -198,7 +198,37 @@ func TestRefusalFloodBounded(t *testing.T) {
 	if logged.Load() > 100<<10 || st.Size() > 100<<10 {
 		t.Errorf("the flood wrote %d bytes of server log and %d of audit log; want each under 100 KiB", logged.Load(), st.Size())
 	}
+	// The refusals beyond the budget are in the audit log too, as a count
+	// per peer (at most one line every 10 s), not a line each.
+	b, err := os.ReadFile(audit)
+	must(t, err)
+	lines, counted := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e struct {
+			Outcome, Peer string
+			Count         int
+		}
+		must(t, json.Unmarshal([]byte(l), &e))
+		lines++
+		if e.Outcome == "refusals" {
+			if e.Peer == "" || e.Count < 1 {
+				t.Errorf("a refusals line without its peer or count: %s", l)
+			}
+			counted += e.Count
+		}
+	}
+	t.Logf("audit: %d lines, of which the refusals lines count %d refusals", lines, counted)
+	if counted == 0 {
+		t.Errorf("the audit log has no line for the %d refusals beyond the budget", codes["TooManyRequestsException"])
+	}
+	if lines > 2*int(refusalBudgetBurst) {
+		t.Errorf("the audit log has %d lines for %d refusals: the refusals beyond the budget are audited one by one", lines, n)
+	}
 }
+
+// refusalBudgetBurst is the server's refusal budget per peer (auth's
+// refusalBurst): the refusals it audits one by one.
+const refusalBudgetBurst = 50
 
 type writerFunc func([]byte) (int, error)
 
