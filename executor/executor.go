@@ -135,6 +135,17 @@ const (
 	Lost
 )
 
+// ValidatePayload is the Validate of an executor whose ValidateRequest
+// (validate) does the checking: the payload parsed, then its request
+// validated.
+func ValidatePayload(payload string, demand qshare.Capacity, validate func(*trainingjob.Request, qshare.Capacity) error) error {
+	req, err := trainingjob.Parse(payload)
+	if err != nil {
+		return err
+	}
+	return validate(req, demand)
+}
+
 // Executor runs attempts. Implementations are safe for concurrent use.
 // These methods are everything the daemon and the server's log endpoint
 // ask of an executor, and executortest tests each of them.

@@ -349,11 +349,7 @@ func (e *Executor) CheckCapacity(limits qshare.Capacity) string {
 
 // Validate checks a payload at submit time.
 func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
-	req, err := trainingjob.Parse(payload)
-	if err != nil {
-		return err
-	}
-	return e.ValidateRequest(req, demand)
+	return executor.ValidatePayload(payload, demand, e.ValidateRequest)
 }
 
 // ValidateRequest is Validate of a parsed payload.

@@ -331,11 +331,7 @@ func (e *Executor) PendingReason(attemptID string) string {
 
 // Validate checks a payload: an image, a usable environment and grace.
 func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
-	req, err := trainingjob.Parse(payload)
-	if err != nil {
-		return err
-	}
-	return e.ValidateRequest(req, demand)
+	return executor.ValidatePayload(payload, demand, e.ValidateRequest)
 }
 
 // ValidateRequest is Validate for a payload already parsed with

@@ -222,12 +222,7 @@ func (e *Executor) Name() string { return "slurm" }
 // Validate checks the payload: a command, a known instance type, a usable
 // checkpoint path and environment.
 func (e *Executor) Validate(payload string, demand qshare.Capacity) error {
-	req, err := trainingjob.Parse(payload)
-	if err != nil {
-		return err
-	}
-	_, _, _, err = e.check(req, demand)
-	return err
+	return executor.ValidatePayload(payload, demand, e.ValidateRequest)
 }
 
 // ValidateRequest is Validate for a payload already parsed with
