@@ -182,7 +182,8 @@ func (v *Verifier) now() time.Time {
 
 // Verify authenticates r and returns its principal. It reads the body (up
 // to the route's limit) to hash it, and leaves r.Body a reader of the same
-// bytes for the route. Its errors are *qshare.Error values with code
+// bytes for the route; an S3 request's body it leaves unread, a reader
+// that checks it against its declared hash (s3PayloadHash). Its errors are *qshare.Error values with code
 // ENOSIGNATURE (no Authorization header), EUNKNOWNKEY (an access key the
 // keyring lacks, or a session token, which qshare never issues),
 // EBADSIGNATURE (a malformed header, a wrong scope, a date beyond MaxSkew, a
@@ -250,16 +251,21 @@ func (v *Verifier) verify(r *http.Request, service string) (p *Principal, keyID,
 	}
 
 	// Only now, with every part of the headers valid, is the body read:
-	// its bytes count against Pending until the signature is checked.
-	body, held, err := v.readBody(r)
-	defer v.Pending.give(held)
-	if err != nil {
-		return nil, "", "", err
-	}
-	sum := sha256.Sum256(body)
-	hash := hex.EncodeToString(sum[:])
-	if claimed := r.Header.Get("X-Amz-Content-Sha256"); claimed != "" && claimed != hash {
-		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "X-Amz-Content-Sha256 is not the SHA-256 of the request body: this server takes signed payloads only (no UNSIGNED-PAYLOAD or streaming)")
+	// its bytes count against Pending until the signature is checked. An
+	// S3 body is not read here: its signature covers its declared hash,
+	// which its reader checks as the store reads it (s3PayloadHash).
+	var hash string
+	if service == s3Service {
+		if hash, err = s3PayloadHash(r); err != nil {
+			return nil, "", "", err
+		}
+	} else {
+		var held int64
+		hash, held, err = v.bodyHash(r)
+		defer v.Pending.give(held)
+		if err != nil {
+			return nil, "", "", err
+		}
 	}
 
 	// The request as the client signed it: its method, path, query, host
@@ -289,6 +295,23 @@ func (v *Verifier) verify(r *http.Request, service string) (p *Principal, keyID,
 		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method")
 	}
 	return key.owner, a.keyID, key.secret, nil
+}
+
+// bodyHash reads r's body (readBody) and returns its SHA-256 in
+// hexadecimal, which must be X-Amz-Content-Sha256 where r has it, and the
+// bytes it took of Pending, which the caller gives back once the signature
+// is checked.
+func (v *Verifier) bodyHash(r *http.Request) (string, int64, error) {
+	body, held, err := v.readBody(r)
+	if err != nil {
+		return "", held, err
+	}
+	sum := sha256.Sum256(body)
+	hash := hex.EncodeToString(sum[:])
+	if claimed := r.Header.Get("X-Amz-Content-Sha256"); claimed != "" && claimed != hash {
+		return "", held, qshare.Errorf(qshare.EBADSIGNATURE, "X-Amz-Content-Sha256 is not the SHA-256 of the request body: this service takes signed payloads only (no UNSIGNED-PAYLOAD or streaming)")
+	}
+	return hash, held, nil
 }
 
 // readBody reads r's body up to its route's limit and puts the bytes back.

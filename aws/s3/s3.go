@@ -20,6 +20,8 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
 	"github.com/spf13/afero"
+
+	"qshare/aws/wire"
 )
 
 // Server serves the S3 API over the objects kept in one directory. It is
@@ -65,7 +67,68 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", msg)
 		return
 	}
-	s.h.ServeHTTP(w, r)
+	if r.ContentLength > MaxBody {
+		writeError(w, http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
+		return
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		s.h.ServeHTTP(w, r)
+		return
+	}
+	b := &failedBody{ReadCloser: http.MaxBytesReader(w, r.Body, MaxBody)}
+	r.Body = b
+	s.h.ServeHTTP(&bodyErrorWriter{ResponseWriter: w, body: b}, r)
+}
+
+// MaxBody is the most bytes of one request's body: S3's limit of one
+// PutObject or part, 5 GiB.
+const MaxBody = 5 << 30
+
+// failedBody is a request body that keeps the first *wire.Error its
+// reader failed with: authentication's refusal of a body that is not what
+// its signed X-Amz-Content-Sha256 declared, which the store only sees as a
+// failed read (and drops the object for).
+type failedBody struct {
+	io.ReadCloser
+	err *wire.Error
+}
+
+func (b *failedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if e := (*wire.Error)(nil); b.err == nil && errors.As(err, &e) {
+		b.err = e
+	}
+	return n, err
+}
+
+// bodyErrorWriter answers a request whose body failed with a *wire.Error
+// with that error, in S3's shape, in place of what gofakes3 answers (an
+// InternalError).
+type bodyErrorWriter struct {
+	http.ResponseWriter
+	body     *failedBody
+	replaced bool
+}
+
+func (w *bodyErrorWriter) WriteHeader(status int) {
+	if e := w.body.err; e != nil && !w.replaced {
+		w.replaced = true
+		writeError(w.ResponseWriter, e.Status, e.Code, e.Message)
+		return
+	}
+	if !w.replaced {
+		w.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (w *bodyErrorWriter) Write(p []byte) (int, error) {
+	if !w.replaced && w.body.err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+	}
+	if w.replaced {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 // badKey says what is wrong with the key of a path-style request path,
