@@ -24,23 +24,31 @@ const s3Service = "s3"
 // headers alone, as on S3.
 const unsignedPayload = "UNSIGNED-PAYLOAD"
 
+// unsignedTrailer is the X-Amz-Content-Sha256 of an aws-chunked body of
+// unsigned chunks with a trailing checksum: the Go SDK's PutObject and
+// UploadPart over HTTPS on its defaults.
+const unsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+
 // s3PayloadHash returns the payload hash that r's signature covers: its
 // X-Amz-Content-Sha256, which S3 requires. A SHA-256 in hexadecimal makes
 // r.Body a reader that hashes the body as the store reads it and fails at
 // its end (with S3's XAmzContentSHA256Mismatch, a *wire.Error) when the
 // body is not what the header declared, so that the store drops it;
-// UNSIGNED-PAYLOAD leaves the body as it is. The streaming forms
-// (aws-chunked, STREAMING-...) are refused with S3's NotImplemented.
+// UNSIGNED-PAYLOAD and STREAMING-UNSIGNED-PAYLOAD-TRAILER leave it as it
+// is. The other streaming forms (signed aws-chunked, STREAMING-...) are
+// refused with S3's NotImplemented.
 func s3PayloadHash(r *http.Request) (string, error) {
 	declared := r.Header.Get("X-Amz-Content-Sha256")
 	switch {
 	case declared == "":
 		return "", qshare.Errorf(qshare.EINVALID, "Missing required header for this request: x-amz-content-sha256")
-	case declared == unsignedPayload:
+	case declared == unsignedPayload, declared == unsignedTrailer:
+		// The store takes the aws-chunked framing away and checks the
+		// trailer's checksum (package aws/s3).
 		return declared, nil
 	case strings.HasPrefix(declared, "STREAMING-"):
 		return "", &wire.Error{ErrorType: wire.ErrorType{Code: "NotImplemented", Status: http.StatusNotImplemented},
-			Message: "A header you provided implies functionality that is not implemented: this store takes no aws-chunked bodies (x-amz-content-sha256 " + quote(declared) + "); send the body's SHA-256 or UNSIGNED-PAYLOAD (the Go SDK: RequestChecksumCalculation WhenRequired)"}
+			Message: "A header you provided implies functionality that is not implemented: this store takes no aws-chunked bodies with signed chunks (x-amz-content-sha256 " + quote(declared) + "); send the body's SHA-256, UNSIGNED-PAYLOAD or STREAMING-UNSIGNED-PAYLOAD-TRAILER"}
 	}
 	want, err := hex.DecodeString(declared)
 	if err != nil || len(want) != sha256.Size {

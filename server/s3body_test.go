@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand"
 	"net/http"
@@ -125,8 +128,9 @@ func s3Code(t *testing.T, req *http.Request) (int, string) {
 // TestEmbeddedS3WithAuthChecksBodies: a body altered after it was signed
 // (its declared hash, which the signature covers, is not its own) is
 // refused with S3's XAmzContentSHA256Mismatch and leaves nothing under
-// its key, nor in the store's tmp/; UNSIGNED-PAYLOAD goes in; aws-chunked
-// is refused with NotImplemented; a Batch body over 1 MiB is still
+// its key, nor in the store's tmp/; UNSIGNED-PAYLOAD goes in, and so does
+// aws-chunked with unsigned chunks and a CRC32 trailer (the Go SDK's over
+// HTTPS); signed chunks are refused with NotImplemented; a Batch body over 1 MiB is still
 // refused before it is read past the limit.
 func TestEmbeddedS3WithAuthChecksBodies(t *testing.T) {
 	e := startS3WithAuth(t)
@@ -165,7 +169,20 @@ func TestEmbeddedS3WithAuthChecksBodies(t *testing.T) {
 	if got := e.readObject(t, e.alice, "team-a", "unsigned"); !bytes.Equal(got, body) {
 		t.Fatalf("the UNSIGNED-PAYLOAD object reads %d bytes, not what was put", len(got))
 	}
-	for _, h := range []string{"STREAMING-AWS4-HMAC-SHA256-PAYLOAD", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"} {
+	// The Go SDK's form over HTTPS: aws-chunked, unsigned, a CRC32 trailer.
+	crc := crc32.ChecksumIEEE(body)
+	framed := fmt.Sprintf("%x\r\n%s\r\n0\r\nx-amz-checksum-crc32:%s\r\n\r\n", len(body), body, base64.StdEncoding.EncodeToString([]byte{byte(crc >> 24), byte(crc >> 16), byte(crc >> 8), byte(crc)}))
+	req := e.signedPut(t, "trailer", "STREAMING-UNSIGNED-PAYLOAD-TRAILER", []byte(framed))
+	req.Header.Set("Content-Encoding", "aws-chunked")
+	req.Header.Set("X-Amz-Trailer", "x-amz-checksum-crc32")
+	req.Header.Set("X-Amz-Decoded-Content-Length", fmt.Sprint(len(body)))
+	if status, code := s3Code(t, req); status != http.StatusOK {
+		t.Fatalf("an aws-chunked PutObject with a CRC32 trailer: %d %q", status, code)
+	}
+	if got := e.readObject(t, e.alice, "team-a", "trailer"); !bytes.Equal(got, body) {
+		t.Fatalf("the aws-chunked object reads %d bytes, not what was put", len(got))
+	}
+	for _, h := range []string{"STREAMING-AWS4-HMAC-SHA256-PAYLOAD", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"} {
 		if status, code := s3Code(t, e.signedPut(t, "chunked", h, []byte("5\r\nhello\r\n0\r\n\r\n"))); status != http.StatusNotImplemented || code != "NotImplemented" {
 			t.Errorf("a body sent as %s: %d %q, want 501 NotImplemented", h, status, code)
 		}
@@ -177,7 +194,7 @@ func TestEmbeddedS3WithAuthChecksBodies(t *testing.T) {
 	// A Batch body keeps the API's 1 MiB limit.
 	big := []byte(`{"jobQueue":"` + strings.Repeat("q", 1<<20) + `"}`)
 	bsum := sha256.Sum256(big)
-	req, err := http.NewRequest(http.MethodPost, e.base+"/v1/describejobqueues", bytes.NewReader(big))
+	req, err = http.NewRequest(http.MethodPost, e.base+"/v1/describejobqueues", bytes.NewReader(big))
 	serveMust(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	serveMust(t, v4.NewSigner().SignHTTP(ctx, aws.Credentials{AccessKeyID: e.alice.ID, SecretAccessKey: e.alice.Secret}, req, hex.EncodeToString(bsum[:]), "batch", e.s.Region, time.Now()))

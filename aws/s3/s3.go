@@ -67,7 +67,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", msg)
 		return
 	}
-	if r.ContentLength > MaxBody {
+	if r.Header.Get("X-Amz-Content-Sha256") == unsignedTrailer {
+		if e := decodeTrailer(r); e != nil {
+			writeError(w, e.Status, e.Code, e.Message)
+			return
+		}
+	} else if r.ContentLength > MaxBody {
 		writeError(w, http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
 		return
 	}
