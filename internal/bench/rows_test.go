@@ -38,7 +38,8 @@ func TestBenchRowsResolve(t *testing.T) {
 		rows   []Row
 		result any
 	}{
-		"e2e":      {E2ERows(), E2EResult{SubmitLatency: Latency{P50: 1}, SlurmSubmitLatency: &Latency{P50: 1}}},
+		"e2e": {E2ERows(), E2EResult{SubmitLatency: Latency{P50: 1}, SlurmSubmitLatency: &Latency{P50: 1},
+			StartLatency: &Latency{P50: 1}, EngineStartLatency: &Latency{P50: 1}}},
 		"kube":     {KubeRows(), KubeResult{}},
 		"failover": {FailoverRows(), FailoverResult{}},
 		"engine":   {EngineRows(), EngineResult{}},
@@ -68,6 +69,9 @@ func fill(v any) any {
 	e := p.Elem()
 	for i := range e.NumField() {
 		f := e.Field(i)
+		if !f.CanSet() {
+			continue // an unexported field, which no report shows
+		}
 		switch f.Kind() {
 		case reflect.Int, reflect.Int64:
 			f.SetInt(1)
