@@ -603,6 +603,9 @@ func (s *suite) recover(t *testing.T) {
 	hl := s.start(t, e1, long)
 	hs := s.start(t, e1, short)
 	s.ready(t, long, hl)
+	// The short one has begun before the executor goes (on a loaded engine a
+	// container can take seconds to start), so it ends in the sleep below.
+	s.ready(t, short, hs)
 	if err := e1.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -660,9 +663,10 @@ func (s *suite) recoverWithoutState(t *testing.T) {
 	short := s.spec(t, Job{Run: 50 * time.Millisecond, ExitCode: 6})
 	hl := s.start(t, e1, long)
 	ha := s.start(t, e1, again)
-	s.start(t, e1, short)
+	hs := s.start(t, e1, short)
 	s.ready(t, long, hl)
 	s.ready(t, again, ha)
+	s.ready(t, short, hs) // begun before the executor goes, as in recover
 	if err := e1.Close(); err != nil {
 		t.Fatal(err)
 	}
