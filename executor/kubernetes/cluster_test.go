@@ -1512,12 +1512,12 @@ func TestStartTimeoutNotCountingOutage(t *testing.T) {
 	if err := k.AddNode(ctx, "n", "m5.large", 0); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if p := attemptPods(t, e, a.AttemptID); len(p) == 1 && p[0].Status.Phase == corev1.PodRunning {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the attempt's pod is not running 20 s after a node came")
+			t.Fatal("the attempt's pod is not running 90 s after a node came")
 		}
 	}
 	if err := e.Stop(ctx, a.AttemptID, time.Second); err != nil {
