@@ -9,26 +9,79 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"qshare/executor/kubernetes/kubetest"
 	"qshare/executor/slurm/slurmtest"
 )
 
 // One server in front of several executors at once (issue 34,
 // docs/executors.md): `qshare serve --executors FILE` with the process
 // executor (named default), the simulated one (sim) and, where Slurm is
-// installed, the Slurm executor on a throwaway cluster (hpc). Each has its
-// service environment (the tag qshare:executor names it), job queue and
-// quota share.
+// installed, the Slurm executor on a throwaway cluster (hpc) and, where the
+// Kubernetes test binaries are built, the Kubernetes executor on a
+// throwaway API server with the played kubelet (k8s). Each has its service
+// environment (the tag qshare:executor names it), job queue and quota share.
+
+// kubeSide is the Kubernetes executor's cluster of a test: a control plane
+// with the played kubelet, one namespace and two nodes of cpu's type.
+type kubeSide struct {
+	*kubetest.Cluster
+	ns string
+}
+
+// startKube starts a control plane for the test (skipping it where the
+// binaries are absent) with the namespace qs and two nodes of cpu's type.
+func startKube(t *testing.T) *kubeSide {
+	t.Helper()
+	kubetest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := kubetest.StartCluster(ctx)
+	if err != nil {
+		t.Fatalf("starting the Kubernetes control plane: %v", err)
+	}
+	t.Cleanup(c.Close)
+	k := &kubeSide{Cluster: c, ns: "qs"}
+	_, err = c.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns}}, metav1.CreateOptions{})
+	must(t, err)
+	for _, n := range []string{"node-0", "node-1"} {
+		must(t, c.Kubelet.AddNode(ctx, n, strings.TrimPrefix(cpu, "ml."), 0))
+	}
+	return k
+}
+
+// pods returns the job IDs of the namespace's pods, one entry per pod.
+func (k *kubeSide) pods(t *testing.T) []string {
+	t.Helper()
+	l, err := k.Client().CoreV1().Pods(k.ns).List(context.Background(), metav1.ListOptions{})
+	must(t, err)
+	var ids []string
+	for _, p := range l.Items {
+		ids = append(ids, p.Labels["qshare.io/job-id"])
+	}
+	return ids
+}
+
+// played is a job whose container is the played kubelet's Program p.
+func played(queue, name string, p kubetest.Program) job {
+	return job{queue: queue, name: name, share: "s", payload: map[string]any{"AlgorithmSpecification": map[string]any{
+		"TrainingImage": "example.com/train:1", "TrainingInputMode": "File",
+		"ContainerEntrypoint": []string{kubetest.PlayCommand}, "ContainerArguments": p.Args()}}}
+}
 
 // multiServer returns the options of a server with the executors default
-// (process), sim (simulated) and, with c, hpc (slurm on c, its shared
+// (process), sim (simulated), with c hpc (slurm on c, its shared
 // directory beside the data directory, so nothing of it is where the
-// process executor keeps its attempts).
-func multiServer(c *slurmtest.Cluster) serverOpts {
+// process executor keeps its attempts) and with k k8s (kubernetes on k).
+func multiServer(c *slurmtest.Cluster, k *kubeSide) serverOpts {
 	o := serverOpts{named: true, prepare: func(t *testing.T, dataDir string) []string {
 		file := "default: {kind: process, gpus: none}\nsim: {kind: simulated}\n"
 		if c != nil {
@@ -40,6 +93,9 @@ instanceTypes:
   `+cpu+`: {partition: qs, cpus: 1, memory: 64M, shareNodes: true}
 `), 0o644))
 			file += "hpc: {kind: slurm, slurmConfig: " + conf + "}\n"
+		}
+		if k != nil {
+			file += "k8s: {kind: kubernetes, kubeconfig: " + k.Kubeconfig() + ", namespace: " + k.ns + "}\n"
 		}
 		path := filepath.Join(dataDir, "..", "executors.yaml")
 		must(t, os.WriteFile(path, []byte(file), 0o644))
@@ -117,7 +173,7 @@ func (s *server) attemptExecutors(id string) []string {
 // TestExecutorsWithSlurm).
 func TestExecutorsProcessAndSimulated(t *testing.T) {
 	skipShort(t)
-	multiExecutors(t, nil)
+	multiExecutors(t, nil, nil)
 }
 
 // TestExecutorsWithSlurm: the same with the Slurm executor beside them,
@@ -125,7 +181,19 @@ func TestExecutorsProcessAndSimulated(t *testing.T) {
 func TestExecutorsWithSlurm(t *testing.T) {
 	skipShort(t)
 	c := slurmtest.StartT(t, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
-	multiExecutors(t, c)
+	multiExecutors(t, c, nil)
+}
+
+// TestExecutorsAllThree: the process, Slurm and Kubernetes executors (and
+// the simulated one) in one server at once (issue 34 point 5): each job
+// runs where its environment says and nowhere else, kill -9 of the server
+// recovers all of them, and Slurm's controller down holds only the Slurm
+// environment's jobs.
+func TestExecutorsAllThree(t *testing.T) {
+	skipShort(t)
+	kubetest.Require(t)
+	c := slurmtest.StartT(t, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
+	multiExecutors(t, c, startKube(t))
 }
 
 // multiExecutors: jobs run only where their environment's executor is
@@ -134,12 +202,15 @@ func TestExecutorsWithSlurm(t *testing.T) {
 // the attempt, a kill -9 of the server recovers every executor's attempts
 // (one attempt each, all succeed), and, with Slurm, its controller down
 // shows in its environment alone while the others' jobs go on.
-func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
+func multiExecutors(t *testing.T, c *slurmtest.Cluster, k *kubeSide) {
 	names := []string{"default", "sim"}
 	if c != nil {
 		names = append(names, "hpc")
 	}
-	o := multiServer(c)
+	if k != nil {
+		names = append(names, "k8s")
+	}
+	o := multiServer(c, k)
 	dataDir := newDataDir(t)
 	s := startServer(t, dataDir, o)
 	if !strings.Contains(s.proc.Log(), "executors default (process), ") {
@@ -148,9 +219,9 @@ func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
 	s.setupEnvs(names...)
 	ctx := context.Background()
 	_, err := s.C.CreateServiceEnvironment(ctx, &batch.CreateServiceEnvironmentInput{ServiceEnvironmentName: aws.String("nowhere"),
-		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, Tags: map[string]string{"qshare:executor": "k8s"},
+		ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining, Tags: map[string]string{"qshare:executor": "gone"},
 		CapacityLimits: []types.CapacityLimit{{CapacityUnit: aws.String(cpu), MaxCapacity: aws.Int32(1)}}})
-	if err == nil || !strings.Contains(err.Error(), "ClientException") || !strings.Contains(err.Error(), `"k8s": this server has no executor of that name`) {
+	if err == nil || !strings.Contains(err.Error(), "ClientException") || !strings.Contains(err.Error(), `"gone": this server has no executor of that name`) {
 		t.Fatalf("an environment on an executor the server lacks: %v", err)
 	}
 
@@ -159,8 +230,13 @@ func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
 	ids := map[string]string{}
 	for _, n := range names {
 		j := job{queue: "q-" + n, name: "on-" + n, share: "s", env: g.env(), script: script}
-		if n == "sim" {
+		switch n {
+		case "sim":
 			j.env = map[string]string{"QSHARE_SIM_DURATION": "3s"}
+		case "k8s":
+			// A played container ends on its own: long enough to be
+			// running when the server is killed on a loaded machine.
+			j = played("q-k8s", "on-k8s", kubetest.Program{Run: 30 * time.Second, Output: "on-k8s attempt 1"})
 		}
 		ids[n] = s.submit(j)
 	}
@@ -212,13 +288,19 @@ func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
 		s.awaitLog(ids["hpc"], 1, "on-hpc attempt 1")
 		slurmRunning(c)(t, ids["hpc"])
 	}
+	if k != nil {
+		s.awaitLog(ids["k8s"], 1, "on-k8s attempt 1")
+		if got := k.pods(t); !sameIDs(got, []string{ids["k8s"]}) {
+			t.Errorf("the namespace's pods are of the jobs %q, want the Kubernetes environment's one job %s", got, ids["k8s"])
+		}
+	}
 
 	// kill -9, then the same file again: every executor recovers its own.
 	s.kill()
 	s2 := startServer(t, dataDir, o)
 	for _, n := range names {
 		d := s2.Describe(ids[n])
-		if d.Status != types.ServiceJobStatusRunning && !(n == "sim" && d.Status == types.ServiceJobStatusSucceeded) {
+		if d.Status != types.ServiceJobStatusRunning && !((n == "sim" || n == "k8s") && d.Status == types.ServiceJobStatusSucceeded) {
 			t.Errorf("%s after the restart: %s (%q), want RUNNING", n, d.Status, aws.ToString(d.StatusReason))
 		}
 	}
@@ -231,6 +313,14 @@ func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
 	}
 	if out := s2.mustLogs(ids["default"], 1); !strings.Contains(out, "done") {
 		t.Errorf("the process job's log after the restart: %q", out)
+	}
+	if k != nil {
+		if got := k.pods(t); !sameIDs(got, []string{ids["k8s"]}) {
+			t.Errorf("after the restart the namespace's pods are of the jobs %q, want %s's one", got, ids["k8s"])
+		}
+		if out := s2.mustLogs(ids["k8s"], 1); out != "on-k8s attempt 1\n" {
+			t.Errorf("the pod's log after the restart: %q", out)
+		}
 	}
 	if c == nil {
 		t.Log("no Slurm executor in this run: TestExecutorsWithSlurm takes its controller down")
@@ -260,6 +350,13 @@ func multiExecutors(t *testing.T, c *slurmtest.Cluster) {
 	sim := s2.submit(job{queue: "q-sim", name: "sim2", share: "s", env: map[string]string{"QSHARE_SIM_DURATION": "10ms"}, script: "true"})
 	s2.AwaitStatus(box, types.ServiceJobStatusSucceeded)
 	s2.AwaitStatus(sim, types.ServiceJobStatusSucceeded)
+	if k != nil {
+		pod := s2.submit(played("q-k8s", "pod2", kubetest.Program{Run: 100 * time.Millisecond}))
+		s2.AwaitStatus(pod, types.ServiceJobStatusSucceeded)
+		if got := k.pods(t); !sameIDs(got, []string{ids["k8s"], pod}) {
+			t.Errorf("the namespace's pods are of the jobs %q, want %s's and %s's", got, ids["k8s"], pod)
+		}
+	}
 	if d := s2.Describe(held); d.Status == types.ServiceJobStatusSucceeded || d.Status == types.ServiceJobStatusFailed {
 		t.Errorf("held ended (%s, %q) while Slurm's controller was down", d.Status, aws.ToString(d.StatusReason))
 	}
