@@ -3,6 +3,7 @@ package processe2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"qshare/executor/kubernetes/kubetest"
 	"qshare/executor/slurm/slurmtest"
+	"qshare/internal/longtest"
 )
 
 // One server in front of several executors at once (issue 34,
@@ -68,6 +70,24 @@ func (k *kubeSide) pods(t *testing.T) []string {
 		ids = append(ids, p.Labels["qshare.io/job-id"])
 	}
 	return ids
+}
+
+// running waits until the namespace's running pods are those of exactly
+// the jobs ids (one each).
+func (k *kubeSide) running(t *testing.T, ids ...string) {
+	t.Helper()
+	var got []string
+	awaitFile(t, fmt.Sprintf("running pods for exactly %v", ids), func() bool {
+		l, err := k.Client().CoreV1().Pods(k.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "status.phase=Running"})
+		if err != nil {
+			return false
+		}
+		got = got[:0]
+		for _, p := range l.Items {
+			got = append(got, p.Labels["qshare.io/job-id"])
+		}
+		return sameIDs(got, ids)
+	})
 }
 
 // played is a job whose container is the played kubelet's Program p.
@@ -367,4 +387,112 @@ func multiExecutors(t *testing.T, c *slurmtest.Cluster, k *kubeSide) {
 		t.Errorf("held: %d attempts, want 1", len(d.Attempts))
 	}
 	awaitFile(t, "env-hpc's statusReason to clear", func() bool { return s2.envReasons()["env-hpc"] == "" })
+	if k == nil {
+		return
+	}
+	if !longtest.On() {
+		t.Log("the worked example side by side on the process, Slurm and Kubernetes executors runs with QSHARE_LONG=1")
+		return
+	}
+	exampleSideBySide(t, s2, c, k)
+}
+
+// exampleSideBySide plays the spec's worked example (§6.10; the steps of
+// workedExample, without the trainer's checkpoint) on three queues of one
+// server at once: wx-default on the process executor, wx-hpc on Slurm and
+// wx-k8s on Kubernetes, each in an environment of three instances with
+// the shares QS1 (LEND_AND_BORROW, in-share preemption), QS2 (LEND) and
+// QS3 (RESERVE) of one each. Each step is taken on all three queues before
+// the next; at each, the running jobs are checked in the executor's own
+// view (squeue, the pods, the processes' status).
+func exampleSideBySide(t *testing.T, s *server, c *slurmtest.Cluster, k *kubeSide) {
+	execs := []string{"default", "hpc", "k8s"}
+	pol, err := s.C.CreateSchedulingPolicy(context.Background(), &batch.CreateSchedulingPolicyInput{Name: aws.String("wx"),
+		QuotaSharePolicy: &types.QuotaSharePolicy{IdleResourceAssignmentStrategy: types.QuotaShareIdleResourceAssignmentStrategyFifo}})
+	must(t, err)
+	one := map[string]int32{cpu: 1}
+	for _, n := range execs {
+		var tags map[string]string
+		if n != "default" {
+			tags = map[string]string{"qshare:executor": n}
+		}
+		s.queueOn(pol.Arn, "wx-env-"+n, "wx-"+n, tags, map[string]int32{cpu: 3},
+			share{name: "QS1", limits: one, strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow, borrow: aws.Int32(200), inShare: true},
+			share{name: "QS2", limits: one, strategy: types.QuotaShareResourceSharingStrategyLend},
+			share{name: "QS3", limits: one, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	}
+	g := newGates(t)
+	script := `echo "$QSHARE_JOB_NAME attempt $QSHARE_ATTEMPT in $QSHARE_QUOTA_SHARE"; ` + waitGate + `echo done`
+	sub := func(n, name, share string, prio int32) string {
+		j := job{name: name, env: g.env(), script: script}
+		if n == "k8s" {
+			// A played container ends on its own: long enough to
+			// outlast the three steps on a loaded machine.
+			j = played("", name, kubetest.Program{Run: time.Minute, Output: name})
+		}
+		j.queue, j.share, j.priority = "wx-"+n, share, prio
+		return s.submit(j)
+	}
+	running := func(n string, ids ...string) {
+		t.Helper()
+		switch n {
+		case "hpc":
+			slurmRunning(c)(t, ids...)
+		case "k8s":
+			k.running(t, ids...)
+		}
+		for _, id := range ids {
+			s.AwaitStatus(id, types.ServiceJobStatusRunning)
+		}
+	}
+	preempted := func(id, how string) {
+		t.Helper()
+		d := s.Await(id, "RUNNABLE after a "+how+" preemption", func(d *batch.DescribeServiceJobOutput) bool {
+			return d.Status == types.ServiceJobStatusRunnable && len(d.Attempts) == 1 && d.Attempts[0].StoppedAt != nil
+		})
+		if r := aws.ToString(d.Attempts[0].StatusReason); !strings.HasPrefix(r, "Preempted by quota management ("+how+")") {
+			t.Errorf("%s's attempt reason %q, want a %s preemption", aws.ToString(d.JobName), r, how)
+		}
+	}
+	high, med, low, q2 := map[string]string{}, map[string]string{}, map[string]string{}, map[string]string{}
+	// Step 1: QS1's three jobs; high and med run (med on QS2's lent
+	// instance), low waits (QS3 reserves its own).
+	for _, n := range execs {
+		high[n] = sub(n, n+"-qs1-high", "QS1", 3)
+		med[n] = sub(n, n+"-qs1-med", "QS1", 2)
+		low[n] = sub(n, n+"-qs1-low", "QS1", 1)
+	}
+	for _, n := range execs {
+		running(n, high[n], med[n])
+		if d := s.Describe(low[n]); d.Status != types.ServiceJobStatusRunnable || len(d.Attempts) != 0 {
+			t.Errorf("step 1 on %s: qs1-low is %s with %d attempts, want RUNNABLE with none", n, d.Status, len(d.Attempts))
+		}
+	}
+	// Step 2: QS2 reclaims what it lent; med is preempted (cross-share).
+	for _, n := range execs {
+		q2[n] = sub(n, n+"-qs2-job-1", "QS2", 1)
+	}
+	for _, n := range execs {
+		preempted(med[n], "cross-share")
+		running(n, high[n], q2[n])
+	}
+	// Step 3: low's priority raised to 4 preempts high (in-share).
+	for _, n := range execs {
+		_, err := s.C.UpdateServiceJob(context.Background(), &batch.UpdateServiceJobInput{JobId: aws.String(low[n]), SchedulingPriority: aws.Int32(4)})
+		must(t, err)
+	}
+	for _, n := range execs {
+		preempted(high[n], "in-share")
+		running(n, low[n], q2[n])
+	}
+	// The end: all let go (the pods end on their own); the preempted jobs
+	// run again and succeed.
+	g.release("all")
+	for _, n := range execs {
+		for id, attempts := range map[string]int{high[n]: 2, med[n]: 2, low[n]: 1, q2[n]: 1} {
+			if d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != attempts {
+				t.Errorf("%s: %d attempts, want %d", aws.ToString(d.JobName), len(d.Attempts), attempts)
+			}
+		}
+	}
 }
