@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
@@ -70,25 +72,37 @@ func kueueAvailable() error {
 	return nil
 }
 
-// runKueue runs Kueue's controller against cl's API server and times jobs
-// suspended batch/v1 Jobs of one CPU each, created by clients parallel
-// clients into a ClusterQueue with a quota of capacity CPUs, from the first
-// create to the last admission (the Job unsuspended). It returns the wall
-// time.
-func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity int) (wall, created time.Duration, err error) {
+// kueueRun is what runKueue measured: from the first Job created to the
+// last admitted (wall), to the last created (created), and, where the
+// admitted Jobs make pods, to the last of those the played kubelet's
+// watch saw (pods).
+type kueueRun struct{ wall, created, pods time.Duration }
+
+// runKueue runs Kueue's controller against cl's API server and times
+// opt.Jobs suspended batch/v1 Jobs of one CPU each, created by
+// opt.Clients parallel clients into a ClusterQueue with a quota of
+// opt.Capacity CPUs, from the first create to the last admission (the
+// Job unsuspended). Unless opt.KueueWithoutPods, each admitted Job then
+// makes its pod, as the Job controller would (played here: the test
+// control plane runs no controller manager), and the played scheduler and
+// kubelet bind it and run it for opt.Run, as they do qshare's pods: so
+// the API server does for each half the same work of the pods that the
+// admissions make while the later admissions are still being made.
+func runKueue(ctx context.Context, cl *kubetest.Cluster, opt KubeOptions) (res kueueRun, err error) {
+	jobs, clients, capacity := opt.Jobs, opt.Clients, opt.Capacity
 	dir, err := os.MkdirTemp("", "qshare-bench-kueue-")
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	defer os.RemoveAll(dir)
 	c := cl.Client()
 	dyn, err := dynamic.NewForConfig(cl.Config())
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
-	for _, ns := range []string{"kueue-system", "kueue-bench"} {
+	for _, ns := range []string{"kueue-system"} {
 		if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			return 0, 0, err
+			return res, err
 		}
 	}
 	crd := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -97,15 +111,15 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return 0, 0, err
+			return res, err
 		}
 		var obj map[string]any
 		if err := yaml.Unmarshal(b, &obj); err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", f, err)
+			return res, fmt.Errorf("%s: %w", f, err)
 		}
 		u := &unstructured.Unstructured{Object: obj}
 		if _, err := dyn.Resource(crd).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			return 0, 0, fmt.Errorf("creating the CRD of %s: %w", filepath.Base(f), err)
+			return res, fmt.Errorf("creating the CRD of %s: %w", filepath.Base(f), err)
 		}
 		if p, _, _ := unstructured.NestedString(obj, "spec", "names", "plural"); p != "" {
 			plurals = append(plurals, p)
@@ -130,7 +144,7 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("Kueue's CRD %s is not served after two minutes: %v", missing, err)
+			return res, fmt.Errorf("Kueue's CRD %s is not served after two minutes: %v", missing, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -139,7 +153,7 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, jobs, clients, capacity
 	// server, so neither is called.
 	for _, d := range []string{"/etc/kueue/metrics/certs", filepath.Join(dir, "webhook")} {
 		if err := selfSigned(d); err != nil {
-			return 0, 0, fmt.Errorf("Kueue's certificates: %w", err)
+			return res, fmt.Errorf("Kueue's certificates: %w", err)
 		}
 	}
 	conf := filepath.Join(dir, "kueue.yaml")
@@ -154,17 +168,17 @@ internalCertManagement: {enable: false}
 clientConnection: {qps: 1000, burst: 2000}
 integrations: {frameworks: ["batch/job"]}
 `, filepath.Join(dir, "webhook"))), 0o600); err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	logf, err := os.Create(filepath.Join(dir, "kueue.log"))
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	defer logf.Close()
 	cmd := exec.Command(kueueBinary(), "--config", conf, "--kubeconfig", cl.Kubeconfig(), "--feature-gates=VisibilityOnDemand=false")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	tail := func() string {
@@ -183,7 +197,7 @@ integrations: {frameworks: ["batch/job"]}
 			}
 		}
 		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("Kueue did not become ready: %v; its log ends:\n%s", err, tail())
+			return res, fmt.Errorf("Kueue did not become ready: %v; its log ends:\n%s", err, tail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -208,12 +222,14 @@ integrations: {frameworks: ["batch/job"]}
 			_, err = kq(o.res).Namespace(o.ns).Create(ctx, &unstructured.Unstructured{Object: o.obj}, metav1.CreateOptions{})
 		}
 		if err != nil {
-			return 0, 0, fmt.Errorf("creating the %s: %w", o.res, err)
+			return res, fmt.Errorf("creating the %s: %w", o.res, err)
 		}
 	}
 	// Count admissions (unsuspended Jobs) as the watch sees them.
 	var admitted atomic.Int64
 	var last atomic.Int64
+	jc := newPlayedJobController(ctx, c, !opt.KueueWithoutPods)
+	defer jc.close()
 	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace("kueue-bench"))
 	inf := f.Batch().V1().Jobs().Informer()
 	seen := map[string]bool{}
@@ -225,6 +241,7 @@ integrations: {frameworks: ["batch/job"]}
 		seen[j.Name] = true // the informer calls its handlers from one goroutine
 		admitted.Add(1)
 		last.Store(time.Now().UnixNano())
+		jc.admitted(j)
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: count, UpdateFunc: func(_, o any) { count(o) }})
 	stop := make(chan struct{})
@@ -236,21 +253,110 @@ integrations: {frameworks: ["batch/job"]}
 	if err := fanout.Each(ctx, clients, jobs, func(ctx context.Context, i int) error {
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("kueue-%d", i), Namespace: "kueue-bench", Labels: map[string]string{"kueue.x-k8s.io/queue-name": "lq"}},
 			Spec: batchv1.JobSpec{Suspend: &suspend, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{Name: "c", Image: "example.com/train:1", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: one}}}}}}}}
+				Containers: []corev1.Container{{Name: "c", Image: "example.com/train:1", Command: []string{kubetest.PlayCommand}, Args: kubetest.Program{Run: opt.Run}.Args(),
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: one}}}}}}}}
 		_, err := c.BatchV1().Jobs("kueue-bench").Create(ctx, j, metav1.CreateOptions{})
 		return err
 	}); err != nil {
-		return 0, 0, fmt.Errorf("creating the Jobs: %w", err)
+		return res, fmt.Errorf("creating the Jobs: %w", err)
 	}
-	created = time.Since(start)
+	res.created = time.Since(start)
 	for deadline := time.Now().Add(30 * time.Minute); admitted.Load() < int64(jobs); {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return 0, 0, fmt.Errorf("Kueue admitted %d of %d Jobs; its log ends:\n%s", admitted.Load(), jobs, tail())
+			return res, fmt.Errorf("Kueue admitted %d of %d Jobs; its log ends:\n%s", admitted.Load(), jobs, tail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return time.Unix(0, last.Load()).Sub(start), created, nil
+	res.wall = time.Unix(0, last.Load()).Sub(start)
+	if opt.KueueWithoutPods {
+		return res, nil
+	}
+	if err := jc.wait(); err != nil {
+		return res, fmt.Errorf("the played Job controller: %w", err)
+	}
+	var lastPod time.Time
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		seen, missing := 0, ""
+		for i := 0; i < jobs; i++ {
+			name := kueuePodName(fmt.Sprintf("kueue-%d", i))
+			if t := cl.Kubelet.Seen("kueue-bench", name); !t.IsZero() {
+				seen++
+				if t.After(lastPod) {
+					lastPod = t
+				}
+			} else {
+				missing = name
+			}
+		}
+		if seen == jobs {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return res, fmt.Errorf("the played kubelet saw %d of Kueue's %d pods (not %s)", seen, jobs, missing)
+		}
+	}
+	res.pods = lastPod.Sub(start)
+	return res, nil
 }
+
+// playedJobController makes the pod of each Job that Kueue admits, as the
+// Job controller of kube-controller-manager would: one pod of the Job's
+// template, owned by the Job, created by up to 16 calls at once. It plays
+// only the pods' creation, not the Job controller's status updates of the
+// Job, which the API server would also have to take in a real cluster.
+type playedJobController struct {
+	ctx   context.Context
+	c     kubernetes.Interface
+	on    bool
+	calls chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	err   error
+}
+
+func newPlayedJobController(ctx context.Context, c kubernetes.Interface, on bool) *playedJobController {
+	return &playedJobController{ctx: ctx, c: c, on: on, calls: make(chan struct{}, 16)}
+}
+
+// kueuePodName names the pod of a Job of Kueue's half.
+func kueuePodName(job string) string { return job + "-0" }
+
+// admitted makes the pod of an admitted Job, in the background.
+func (jc *playedJobController) admitted(j *batchv1.Job) {
+	if !jc.on {
+		return
+	}
+	yes := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: kueuePodName(j.Name), Namespace: j.Namespace,
+		Labels:          map[string]string{"batch.kubernetes.io/job-name": j.Name, "batch.kubernetes.io/controller-uid": string(j.UID)},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: &yes, BlockOwnerDeletion: &yes}}},
+		Spec: *j.Spec.Template.Spec.DeepCopy()}
+	jc.wg.Go(func() {
+		select {
+		case jc.calls <- struct{}{}:
+		case <-jc.ctx.Done():
+			return
+		}
+		defer func() { <-jc.calls }()
+		if _, err := jc.c.CoreV1().Pods(pod.Namespace).Create(jc.ctx, pod, metav1.CreateOptions{}); err != nil {
+			jc.mu.Lock()
+			if jc.err == nil {
+				jc.err = fmt.Errorf("creating pod %s: %w", pod.Name, err)
+			}
+			jc.mu.Unlock()
+		}
+	})
+}
+
+// wait waits for the creations under way and returns the first error.
+func (jc *playedJobController) wait() error {
+	jc.wg.Wait()
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	return jc.err
+}
+
+func (jc *playedJobController) close() { _ = jc.wait() }
 
 // selfSigned writes a self-signed tls.crt and tls.key for 127.0.0.1 into
 // dir.
