@@ -29,14 +29,13 @@ type KubeOptions struct {
 	Run                     time.Duration
 	// Timeout bounds the wait for the jobs to finish.
 	Timeout time.Duration
-	// VsKueue then runs Kueue's controller against the same API server
+	// VsKueue then runs Kueue's controller on a control plane of its own
 	// and times the same number of suspended Jobs in a ClusterQueue of
 	// Capacity CPUs from creation to admission. Each admitted Job makes
 	// its pod (a played Job controller), which the played kubelet runs
-	// for Run, unless KueueWithoutPods: Kueue's half as it was measured
-	// until 2026-12-05, with no pod work on the API server while Kueue
-	// admits, where qshare's half has its pods' binding and status
-	// updates.
+	// for Run, unless KueueWithoutPods: no pod work on the API server
+	// while Kueue admits (as measured until 2026-12-05), where qshare's
+	// half has its pods' creation, binding and status updates.
 	VsKueue, KueueWithoutPods bool
 }
 
