@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"qshare/aws/s3/s3test"
 	"qshare/data"
-	"qshare/internal/versitygw"
 )
 
 // versity starts versitygw, an S3 server no one here wrote that checks
@@ -26,25 +26,12 @@ func versity(t *testing.T) *store {
 	if testing.Short() {
 		t.Skip("starts versitygw")
 	}
-	if err := versitygw.Available(); err != nil {
-		t.Skip(err)
-	}
-	srv, err := versitygw.Start(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Close()
-		if t.Failed() {
-			t.Logf("versitygw's log:\n%s", srv.Log())
-		}
-	})
-	ep := data.Endpoint{URL: srv.URL, Region: "us-east-1", AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
+	ep, _ := s3test.Versitygw(t, nil)
 	c, err := data.NewClient(context.Background(), ep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &store{url: srv.URL, ep: ep, c: c}
+	return &store{url: ep.URL, ep: ep, c: c}
 }
 
 // TestVersityGW stages (a prefix, a manifest, shards), uploads a model
