@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"qshare/internal/freeport"
+	"qshare/internal/toolcache"
 )
 
 // Version is the versitygw that .ci/build-versitygw builds.
@@ -29,15 +30,7 @@ const Version = "v1.8.0"
 // .ci/build-versitygw puts it ($XDG_CACHE_HOME or ~/.cache, then
 // qshare/versitygw-<Version>/versitygw).
 func Binary() string {
-	if p := os.Getenv("QSHARE_VERSITYGW"); p != "" {
-		return p
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "qshare", "versitygw-"+Version, "versitygw")
+	return toolcache.Path("QSHARE_VERSITYGW", "versitygw-"+Version, "versitygw")
 }
 
 // Available returns nil where the binary is there, and otherwise an error

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"qshare/internal/freeport"
+	"qshare/internal/toolcache"
 )
 
 // Version is the Kubernetes release the harness runs.
@@ -42,15 +43,7 @@ const Version = "v1.37.2"
 // BinDir is where the control-plane binaries are: $QSHARE_KUBE_BIN, else
 // the cache directory .ci/build-kube builds them into.
 func BinDir() string {
-	if d := os.Getenv("QSHARE_KUBE_BIN"); d != "" {
-		return d
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "qshare", "kube-"+Version)
+	return toolcache.Path("QSHARE_KUBE_BIN", "kube-"+Version)
 }
 
 // Available returns nil when etcd and kube-apiserver are in BinDir, else an
