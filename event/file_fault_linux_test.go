@@ -3,14 +3,12 @@ package event_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strings"
-	"syscall"
 	"testing"
 
 	"qshare/event"
+	"qshare/internal/childtest"
 )
 
 // TestFileWriteFails makes the file sink's writes fail part-way for real,
@@ -19,28 +17,13 @@ import (
 // the log keeps only whole batches, and appending works again once there is
 // room.
 func TestFileWriteFails(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a child process")
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFileWriteFailsChild$", "-test.v")
-	cmd.Env = append(os.Environ(), fileFullEnv+"="+filepath.Join(t.TempDir(), "events.jsonl"))
-	out, err := cmd.CombinedOutput()
-	t.Logf("child output:\n%s", out)
-	if err != nil {
-		t.Fatalf("child failed: %v", err)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestFileWriteFailsChild") {
-		t.Fatal("the child did not run its test")
-	}
+	childtest.Run(t, "TestFileWriteFailsChild", fileFullEnv, filepath.Join(t.TempDir(), "events.jsonl"))
 }
 
 const fileFullEnv = "QSHARE_EVENT_FILE_FULL_CHILD"
 
 func TestFileWriteFailsChild(t *testing.T) {
-	path := os.Getenv(fileFullEnv)
-	if path == "" {
-		t.Skip("run by TestFileWriteFails as its child process")
-	}
+	path := childtest.Arg(t, fileFullEnv, "TestFileWriteFails")
 	batch := func(from, n int) []event.Event {
 		var out []event.Event
 		for i := from; i < from+n; i++ {
@@ -67,15 +50,7 @@ func TestFileWriteFailsChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var limit syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
-	small := limit
-	small.Cur = uint64(fi.Size() + 1000) // room for a few lines, not for 50
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &small); err != nil {
-		t.Fatal(err)
-	}
+	restore := childtest.SetFileSizeLimit(t, uint64(fi.Size()+1000)) // room for a few lines, not for 50
 	if err := f.Append(batch(3, 50)); err == nil {
 		t.Fatal("an Append past the file size limit succeeded")
 	} else {
@@ -92,9 +67,7 @@ func TestFileWriteFailsChild(t *testing.T) {
 	if err := f.Append(batch(100, 1)); err != nil {
 		t.Fatalf("a small Append within the limit: %v", err)
 	}
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 	want = append(want, batch(3, 50)...)
 	if err := f.Append(batch(3, 50)); err != nil {
 		t.Fatalf("the Append again, with room: %v", err)

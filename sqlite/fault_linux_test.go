@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/internal/childtest"
 	"qshare/sqlite"
 	"qshare/store"
 )
@@ -24,28 +24,13 @@ import (
 // file size limit (RLIMIT_FSIZE: a write past it fails with EFBIG, and the Go
 // runtime ignores SIGXFSZ), so it runs in a child process of its own.
 func TestDiskFull(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a child process")
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDiskFullChild$", "-test.v")
-	cmd.Env = append(os.Environ(), diskFullChildEnv+"="+filepath.Join(t.TempDir(), "qshare.db"))
-	out, err := cmd.CombinedOutput()
-	t.Logf("child output:\n%s", out)
-	if err != nil {
-		t.Fatalf("child failed: %v", err)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestDiskFullChild") {
-		t.Fatal("the child did not run its test")
-	}
+	childtest.Run(t, "TestDiskFullChild", diskFullChildEnv, filepath.Join(t.TempDir(), "qshare.db"))
 }
 
 const diskFullChildEnv = "QSHARE_SQLITE_DISKFULL_CHILD_DB"
 
 func TestDiskFullChild(t *testing.T) {
-	path := os.Getenv(diskFullChildEnv)
-	if path == "" {
-		t.Skip("run by TestDiskFull as its child process")
-	}
+	path := childtest.Arg(t, diskFullChildEnv, "TestDiskFull")
 	ctx := context.Background()
 	d, err := sqlite.Open(path)
 	if err != nil {
@@ -62,21 +47,13 @@ func TestDiskFullChild(t *testing.T) {
 	}
 
 	// Let no file grow past its present size.
-	var limit syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
 	var largest int64
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if fi, err := os.Stat(path + suffix); err == nil {
 			largest = max(largest, fi.Size())
 		}
 	}
-	full := limit
-	full.Cur = uint64(largest)
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
-		t.Fatal(err)
-	}
+	restore := childtest.SetFileSizeLimit(t, uint64(largest))
 
 	// A large change cannot fit; small ones beside it, in the same
 	// batches, must fail or succeed whole.
@@ -137,19 +114,13 @@ func TestDiskFullChild(t *testing.T) {
 	// With a limit of zero every write fails, however small: this is how a
 	// test can fail the writes of a running server from outside
 	// (prlimit --pid PID --fsize=0).
-	zero := limit
-	zero.Cur = 0
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &zero); err != nil {
-		t.Fatal(err)
-	}
+	childtest.SetFileSizeLimit(t, 0)
 	if err := d.Commit(ctx, &store.Change{PutJobs: bigJobs("tiny", 1)}); err == nil {
 		t.Fatal("a commit succeeded with a file size limit of zero")
 	}
 
 	// Room again: the store recovers without being reopened.
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 	if err := d.Commit(ctx, big); err != nil {
 		t.Fatalf("commit after the disk has room again: %v", err)
 	}
