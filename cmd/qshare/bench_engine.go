@@ -26,7 +26,7 @@ of the engine's own benchmarks (engine/bench_test.go).`,
 		Example: `  qshare bench engine
   qshare bench engine --pending 100000 --runs 3 --json`,
 		Args: cobra.NoArgs,
-		RunE: benchRunE("qshare bench engine", bench.EngineRows(), func(_ context.Context, i int) (any, error) {
+		RunE: benchRunE("qshare bench engine", bench.RowsOf(bench.EngineResult{}), func(_ context.Context, i int) (any, error) {
 			o := opt
 			o.Seed += uint64(i)
 			return bench.RunEngine(o)

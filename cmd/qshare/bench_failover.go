@@ -24,7 +24,7 @@ slowest takeover. See docs/high-availability.md.`,
 		Example: `  qshare bench failover --store 'postgres://qshare@127.0.0.1:5432/bench?sslmode=disable'
   qshare bench failover --store "$STORE" --jobs 10000 --failovers 3 --json`,
 		Args: cobra.NoArgs,
-		RunE: benchRunE("qshare bench failover", bench.FailoverRows(), func(ctx context.Context, _ int) (any, error) {
+		RunE: benchRunE("qshare bench failover", bench.RowsOf(bench.FailoverResult{}), func(ctx context.Context, _ int) (any, error) {
 			return bench.RunFailover(ctx, opt)
 		}),
 	}

@@ -39,7 +39,7 @@ plane). Kueue's metrics certificate goes to its fixed path,
 		Example: `  qshare bench kube --jobs 2000 --capacity 2000 --vs-kueue
   qshare bench kube --jobs 500 --clients 4 --json`,
 		Args: cobra.NoArgs,
-		RunE: benchRunE("qshare bench kube", bench.KubeRows(), func(ctx context.Context, _ int) (any, error) {
+		RunE: benchRunE("qshare bench kube", bench.RowsOf(bench.KubeResult{}), func(ctx context.Context, _ int) (any, error) {
 			return bench.RunKube(ctx, opt)
 		}),
 	}

@@ -32,7 +32,7 @@ is not built), with the same client and the same objects.`,
 		Example: `  qshare bench s3
   qshare bench s3 --objects 200 --big-bytes 268435456 --json`,
 		Args: cobra.NoArgs,
-		RunE: benchRunE("qshare bench s3", bench.S3Rows(), func(ctx context.Context, _ int) (any, error) {
+		RunE: benchRunE("qshare bench s3", bench.RowsOf(bench.S3Result{}), func(ctx context.Context, _ int) (any, error) {
 			return bench.RunS3(ctx, opt)
 		}),
 	}

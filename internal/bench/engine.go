@@ -71,9 +71,6 @@ type EngineResult struct {
 	BytesPerPendingJob float64 `json:"bytes_per_pending_job" row:"memory per pending job;%.0f;B;target < 1024 B"`
 }
 
-// EngineRows returns the rows of the engine benchmark's table.
-func EngineRows() []Row { return RowsOf(EngineResult{}) }
-
 // The installation of the engine run, the same shape as the engine's own
 // benchmarks (engine/bench_test.go): per share 20 of a small type and 4 of
 // a large one; strategies LEND_AND_BORROW (borrowLimit 100), LEND,

@@ -46,9 +46,6 @@ type FailoverResult struct {
 	LoadAvg float64 `json:"load_avg_1m" row:"load average (1 min) at the first failover;%.1f"`
 }
 
-// FailoverRows returns the rows of the failover benchmark's table.
-func FailoverRows() []Row { return RowsOf(FailoverResult{}) }
-
 // RunFailover starts two servers (simulated executor) on opt.Store, stores
 // opt.Jobs waiting jobs through the leader, and then opt.Failovers times
 // kills the leader with SIGKILL and measures how long the standby takes to

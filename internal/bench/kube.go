@@ -77,9 +77,6 @@ type KubeResult struct {
 	RunRatio float64 `json:"run_ratio,omitempty" row:"ratio (qshare jobs run/s / Kueue admissions/s);%.2f"`
 }
 
-// KubeRows returns the rows of the kube benchmark's table.
-func KubeRows() []Row { return RowsOf(KubeResult{}) }
-
 // RunKube starts a test control plane (kubetest: etcd and kube-apiserver
 // built by .ci/build-kube, with the played kubelet and scheduler), a
 // temporary `qshare serve --executor kubernetes` on it, and runs

@@ -40,9 +40,9 @@ func TestBenchRowsResolve(t *testing.T) {
 	}{
 		"e2e": {E2ERows(), E2EResult{SubmitLatency: Latency{P50: 1}, SlurmSubmitLatency: &Latency{P50: 1},
 			StartLatency: &Latency{P50: 1}, EngineStartLatency: &Latency{P50: 1}}},
-		"kube":     {KubeRows(), KubeResult{}},
-		"failover": {FailoverRows(), FailoverResult{}},
-		"engine":   {EngineRows(), EngineResult{}},
+		"kube":     {RowsOf(KubeResult{}), KubeResult{}},
+		"failover": {RowsOf(FailoverResult{}), FailoverResult{}},
+		"engine":   {RowsOf(EngineResult{}), EngineResult{}},
 	} {
 		if len(c.rows) < 5 {
 			t.Fatalf("%s: %d rows", name, len(c.rows))

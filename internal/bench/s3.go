@@ -78,9 +78,6 @@ type S3Result struct {
 	LoadAvgEnd       float64 `json:"load_avg_1m_end" row:"load average at the end (1 min);%.2f"`
 }
 
-// S3Rows are the rows of qshare bench s3's table.
-func S3Rows() []Row { return RowsOf(S3Result{}) }
-
 // RunS3 fills qshare's embedded S3 store (in this process, on a loopback
 // port) with a channel of opt.Objects objects and one big one, stages it
 // with package data and with `aws s3 sync`, and uploads a model of
