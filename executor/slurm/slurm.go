@@ -507,7 +507,7 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 	if err != nil {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: submitting attempt %s: %v", s.AttemptID, err)
 	}
-	id, err := parseJobID(out)
+	id, err := ParseJobID(out)
 	if err != nil {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: %v", err)
 	}
@@ -684,8 +684,10 @@ func lookPath(name string, env []string) (string, error) {
 	return exec.LookPath(name)
 }
 
-// parseJobID reads the job ID from `sbatch --parsable`: "ID" or "ID;CLUSTER".
-func parseJobID(out string) (int64, error) {
+// ParseJobID reads the job ID from `sbatch --parsable`: "ID" or "ID;CLUSTER",
+// then a newline. The benchmark's Slurm half (internal/bench/slurm) reads
+// its submissions with it too.
+func ParseJobID(out string) (int64, error) {
 	s := strings.TrimSpace(out)
 	if i := strings.IndexByte(s, ';'); i >= 0 {
 		s = s[:i]

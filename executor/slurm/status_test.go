@@ -204,3 +204,22 @@ func TestSweep(t *testing.T) {
 		e2.Wait(ctx, s.AttemptID)
 	}
 }
+
+func TestParseJobID(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"42\n", 42, true},
+		{"17;qsharebench\n", 17, true},
+		{"sbatch: error: Batch job submission failed\n", 0, false},
+		{"", 0, false},
+		{"0\n", 0, false},
+	} {
+		got, err := ParseJobID(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseJobID(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}

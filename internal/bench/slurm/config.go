@@ -24,20 +24,6 @@ import (
 // slurmtest.Config, which renders it).
 type Config = slurmtest.Config
 
-// ParseJobID reads the job id from the output of `sbatch --parsable`,
-// which is "ID" or "ID;CLUSTER" followed by a newline.
-func ParseJobID(out string) (int64, error) {
-	s := strings.TrimSpace(out)
-	if i := strings.IndexByte(s, ';'); i >= 0 {
-		s = s[:i]
-	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("sbatch printed %q; expected a job id", strings.TrimSpace(out))
-	}
-	return id, nil
-}
-
 // CountQueued counts the jobs listed by `squeue -h -o %i`: one id a line,
 // blank lines ignored. Anything that is not a job id is an error, so that a
 // message on stdout is never mistaken for an empty queue.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	slurmexec "qshare/executor/slurm"
 	"qshare/internal/bench/fanout"
 )
 
@@ -66,7 +67,7 @@ func (c *Cluster) Run(ctx context.Context, opt RunOptions) (Result, error) {
 		out, err := c.command(ctx, "sbatch", "--parsable", "--wrap", "true")
 		res.SubmitLatencies[i] = time.Since(t)
 		if err == nil {
-			_, err = ParseJobID(out)
+			_, err = slurmexec.ParseJobID(out)
 		}
 		if err != nil {
 			return fmt.Errorf("slurm: submit %d: %w", i+1, err)

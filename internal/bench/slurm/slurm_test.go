@@ -55,25 +55,6 @@ func TestRenderHasBenchmarkSettings(t *testing.T) {
 	}
 }
 
-func TestParseJobID(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"42\n", 42, true},
-		{"17;qsharebench\n", 17, true},
-		{"sbatch: error: Batch job submission failed\n", 0, false},
-		{"", 0, false},
-		{"0\n", 0, false},
-	} {
-		got, err := ParseJobID(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("ParseJobID(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestCountQueued(t *testing.T) {
 	n, err := CountQueued("12\n13\n\n14_2\n15_[3-9]\n")
 	if err != nil || n != 4 {
