@@ -145,13 +145,7 @@ func (r *Request) Validate() error {
 }
 
 func validateEnvironment(env map[string]string) error {
-	if len(env) > MaxEnvironment {
-		return invalid("Environment has %d entries: at most %d are allowed", len(env), MaxEnvironment)
-	}
-	return firstBad(env, func(k, v string) error {
-		if l := utf8.RuneCountInString(k); l > MaxEnvironmentKey {
-			return invalid("Environment has a key of %d characters: at most %d are allowed", l, MaxEnvironmentKey)
-		}
+	return validateMap("Environment", env, MaxEnvironment, MaxEnvironmentKey, func(k, v string) error {
 		if !validEnvKey(k) {
 			return invalid("Environment key %s is not valid: use a letter or '_', then letters, digits and '_'", quote(k))
 		}
@@ -169,17 +163,26 @@ func validateEnvironment(env map[string]string) error {
 }
 
 func validateHyperParameters(hp map[string]string) error {
-	if len(hp) > MaxHyperParameters {
-		return invalid("HyperParameters has %d entries: at most %d are allowed", len(hp), MaxHyperParameters)
-	}
-	return firstBad(hp, func(k, v string) error {
-		if l := utf8.RuneCountInString(k); l > MaxHyperParameterKey {
-			return invalid("HyperParameters has a key of %d characters: at most %d are allowed", l, MaxHyperParameterKey)
-		}
+	return validateMap("HyperParameters", hp, MaxHyperParameters, MaxHyperParameterKey, func(k, v string) error {
 		if l := utf8.RuneCountInString(v); l > MaxHyperParameterValue {
 			return invalid("HyperParameters.%s is %d characters long: at most %d are allowed", quote(k), l, MaxHyperParameterValue)
 		}
 		return nil
+	})
+}
+
+// validateMap checks that the map member has at most maxEntries entries
+// and keys of at most maxKey characters, then each entry with entry (in
+// firstBad's order).
+func validateMap(member string, m map[string]string, maxEntries, maxKey int, entry func(k, v string) error) error {
+	if len(m) > maxEntries {
+		return invalid("%s has %d entries: at most %d are allowed", member, len(m), maxEntries)
+	}
+	return firstBad(m, func(k, v string) error {
+		if l := utf8.RuneCountInString(k); l > maxKey {
+			return invalid("%s has a key of %d characters: at most %d are allowed", member, l, maxKey)
+		}
+		return entry(k, v)
 	})
 }
 
