@@ -191,6 +191,18 @@ type streamOut struct {
 	StoredBytes         int64  `json:"storedBytes"`
 }
 
+// limitOf is a request's limit member: 1 to most, and most when it is
+// left out.
+func limitOf(limit *int, most int) (int, error) {
+	if limit == nil {
+		return most, nil
+	}
+	if *limit < 1 || *limit > most {
+		return 0, qshare.Errorf(qshare.EINVALID, "limit %d is out of range: use 1 to %d", *limit, most)
+	}
+	return *limit, nil
+}
+
 func (h *handler) describeStreams(ctx context.Context, in *describeIn) (any, error) {
 	if err := h.group(in.LogGroupName, in.LogGroupIdentifier); err != nil {
 		return nil, err
@@ -198,12 +210,9 @@ func (h *handler) describeStreams(ctx context.Context, in *describeIn) (any, err
 	if err := auth.Authorize(ctx, ActionPrefix+"DescribeLogStreams", h.groupARN()+":*"); err != nil {
 		return nil, err
 	}
-	limit := 50
-	if in.Limit != nil {
-		limit = *in.Limit
-		if limit < 1 || limit > 50 {
-			return nil, qshare.Errorf(qshare.EINVALID, "limit %d is out of range: use 1 to 50", limit)
-		}
+	limit, err := limitOf(in.Limit, 50)
+	if err != nil {
+		return nil, err
 	}
 	switch in.OrderBy {
 	case "", "LogStreamName":
@@ -343,12 +352,9 @@ func (h *handler) getEvents(ctx context.Context, in *eventsIn) (any, error) {
 	if err := auth.Authorize(ctx, ActionPrefix+"GetLogEvents", h.groupARN()+":log-stream:"+in.LogStreamName); err != nil {
 		return nil, err
 	}
-	limit := 10000
-	if in.Limit != nil {
-		limit = *in.Limit
-		if limit < 1 || limit > 10000 {
-			return nil, qshare.Errorf(qshare.EINVALID, "limit %d is out of range: use 1 to 10000", limit)
-		}
+	limit, err := limitOf(in.Limit, 10000)
+	if err != nil {
+		return nil, err
 	}
 	forward := in.StartFromHead != nil && *in.StartFromHead
 	var offset int64 = -1 // the end, for a backward read without a token
