@@ -81,7 +81,7 @@ func (p *probe) end(what string) string {
 // over the limits and bodies with the wrong content type, while a probe
 // checks that well-formed requests keep being answered.
 func TestMisbehavingClients(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	root := t.TempDir()
 	srv := startServer(t, filepath.Join(root, "data"))
 	applyConfig(t, srv.Endpoint, oneShareConfig(1))

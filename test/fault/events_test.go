@@ -21,7 +21,7 @@ import (
 // dropped, the lost transitions are appended, no job holds capacity twice,
 // and check-events is clean at the end.
 func TestEventLogReconciles(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	root := t.TempDir()
 	data := filepath.Join(root, "data")
 	traces := filepath.Join(root, "traces")

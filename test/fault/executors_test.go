@@ -53,7 +53,7 @@ jobQueues:
 // recovers each attempt through the executor the store names, and both
 // jobs succeed with their first attempt.
 func TestFailoverExecutors(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	file := filepath.Join(t.TempDir(), "executors.yaml")
 	if err := os.WriteFile(file, []byte("default: {kind: simulated}\nsecond: {kind: simulated}\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -467,7 +467,7 @@ func failovers() int {
 // is there, no job ran two attempts at once, every job ends (SUCCEEDED),
 // and check-events on the store's whole log finds no violation.
 func TestFailoverKill9(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	runFailovers(t, "kill")
 }
 
@@ -476,7 +476,7 @@ func TestFailoverKill9(t *testing.T) {
 // process killed: the leader learns it was deposed, steps down and stands
 // by, and the standby leads.
 func TestFailoverConnectionCut(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	runFailovers(t, "cut")
 }
 
@@ -547,7 +547,7 @@ func runFailovers(t *testing.T, how string) {
 // logs that it lost the store and stands by (/readyz 503), forwarding to
 // the new leader, and nothing it tried after its lease ended is stored.
 func TestFencingAfterSIGSTOP(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	cl := newCluster(t, 2, "2s")
 	applyConfig(t, cl.endpoints()[0], haConfig)
 	old := cl.waitLeader(10*time.Second, -1)
@@ -648,7 +648,9 @@ func TestFencingAfterSIGSTOP(t *testing.T) {
 // under load: requests that need a commit fail with a ServerException,
 // nothing half-applied is visible (every acknowledged submit and update is
 // there, every job ends), one server leads again once the database is
-// back, and the work carries on.
+// back, and the work carries on. It restarts the PostgreSQL server that
+// the package's other tests share, so it is the one that does not run in
+// parallel with them.
 func TestPostgresRestart(t *testing.T) {
 	needBinary(t)
 	cl := newCluster(t, 2, "5s")
@@ -699,7 +701,10 @@ func TestPostgresRestart(t *testing.T) {
 // is room again the work carries on without a restart. The event log's
 // appends failed too; their events went with the next append, and after a
 // failover at the end check-events finds the whole log clean. It needs
-// root (mount) and skips otherwise.
+// root (mount) and skips otherwise. It runs alone, before the parallel
+// tests, as TestPostgresRestart does: check-events allows a head job 1 s
+// to start once it fits, and with the other tests' servers beside it on
+// a loaded machine its recovering leader took longer (at load 77).
 func TestPostgresDiskFull(t *testing.T) {
 	needBinary(t)
 	store := pg.Database(t)

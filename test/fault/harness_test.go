@@ -5,6 +5,14 @@
 // user would check: every acknowledged request took effect, no job ran two
 // attempts at once, every job ended as it should, and the server's capacity
 // event log (serve --events) keeps the scheduler's guarantees.
+//
+// Each test has servers, data directories, ports and (on PostgreSQL) a
+// database of its own, and mostly waits on them, so the tests run in
+// parallel, four at once (longtest.MinParallel); TestPostgresRestart,
+// which restarts the PostgreSQL server all of them share, and
+// TestPostgresDiskFull, whose check of the event log is the most
+// sensitive to a loaded machine, run alone before them (go test runs the
+// sequential tests first).
 package fault
 
 import (
@@ -24,6 +32,7 @@ import (
 	"qshare/api"
 	"qshare/daemon"
 	"qshare/internal/batchclient"
+	"qshare/internal/longtest"
 	"qshare/internal/serveproc"
 	"qshare/sqlite"
 )
@@ -36,6 +45,7 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run())
 	}
+	longtest.MinParallel(4)
 	code := serveproc.WithBinary("qshare-faulttest-", &bin, m.Run)
 	pg.Stop() // started by the first test on PostgreSQL (ha_test.go)
 	os.Exit(code)
@@ -46,6 +56,14 @@ func needBinary(t *testing.T) {
 	if testing.Short() || bin == "" {
 		t.Skip("runs the real binary; not in -short")
 	}
+}
+
+// parallelBinary is needBinary for a test that runs in parallel with the
+// package's others (all but two; see the package doc).
+func parallelBinary(t *testing.T) {
+	t.Helper()
+	needBinary(t)
+	t.Parallel()
 }
 
 // startServer runs qshare serve on a free loopback port over dataDir, with

@@ -104,7 +104,7 @@ func pidsIn(t *testing.T, text string) []int {
 // TestMisbehavingJobs runs jobs that ignore SIGTERM, fork children, exit at
 // once, or cannot start, through the real binary.
 func TestMisbehavingJobs(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	root := t.TempDir()
 	srv := startServer(t, filepath.Join(root, "data"), "--events", filepath.Join(root, "events.jsonl"))
 	applyConfig(t, srv.Endpoint, oneShareConfig(1))
@@ -228,7 +228,7 @@ func writeTemp(t *testing.T, text string) string {
 // logs stay within the cap, the job succeeds, and the API answers
 // throughout.
 func TestHugeLog(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	mib := 512
 	if v := os.Getenv("QSHARE_LOG_MIB"); v != "" {
 		mib, _ = strconv.Atoi(v)

@@ -22,7 +22,7 @@ import (
 // end every job must have finished as it should, no job may have run two
 // attempts at once, and the event log must keep the guarantees.
 func TestKill9(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	kills := longtest.Pick(5, 20)
 	if v := os.Getenv("QSHARE_KILLS"); v != "" {
 		kills, _ = strconv.Atoi(v)

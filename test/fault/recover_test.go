@@ -22,7 +22,7 @@ import (
 // answer Lost, or the daemon requeues the job and starts a second attempt
 // beside the first (it did, until d5476c5).
 func TestRecoverWithoutHandleState(t *testing.T) {
-	needBinary(t)
+	parallelBinary(t)
 	dir := t.TempDir()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)

@@ -50,6 +50,7 @@ func (s *failingStore) Commit(ctx context.Context, c *store.Change) error {
 // reads keep working, and once the store writes again everything works,
 // including a change the control loop was still retrying.
 func TestStoreCannotWrite(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st := &failingStore{DB: openDB(t, dir)}
 	evf, err := event.OpenFile(filepath.Join(dir, "events.jsonl"))
