@@ -196,3 +196,91 @@ func TestExecutorTagOnlyOnEnvironments(t *testing.T) {
 	_, err = d.CreatePolicy(ctx, daemon.PolicyInput{Name: "p2", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
 	must(t, err) // the refused one was not created
 }
+
+// gatedExecutor is a simulated executor whose Start and Stop wait until
+// their gate is opened (or their context ends): an executor whose service
+// is slow to answer (a process fork under load, scancel while slurmctld is
+// down, an engine or API server that hangs).
+type gatedExecutor struct {
+	executor.Executor
+	startGate, stopGate chan struct{}
+	entered             chan string // "start" or "stop", as each call begins to wait
+}
+
+func newGated() *gatedExecutor {
+	return &gatedExecutor{Executor: simulated.New(simulated.Options{}), startGate: make(chan struct{}), stopGate: make(chan struct{}), entered: make(chan string, 16)}
+}
+
+func (g *gatedExecutor) wait(ctx context.Context, what string, gate chan struct{}) error {
+	g.entered <- what
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gatedExecutor) Start(ctx context.Context, s executor.Spec) (executor.Handle, error) {
+	if err := g.wait(ctx, "start", g.startGate); err != nil {
+		return executor.Handle{}, err
+	}
+	return g.Executor.Start(ctx, s)
+}
+
+func (g *gatedExecutor) Stop(ctx context.Context, attemptID string, grace time.Duration) error {
+	if err := g.wait(ctx, "stop", g.stopGate); err != nil {
+		return err
+	}
+	return g.Executor.Stop(ctx, attemptID, grace)
+}
+
+// TestSlowExecutorHoldsBackNoOther: while one executor's Start, then its
+// Stop, does not return, the jobs of another executor's environment are
+// submitted, started and ended as usual: no call into one executor holds
+// back the daemon's loop or its committer. Stop used to be called in the
+// committer, and one that hung (scancel with slurmctld down: up to twice
+// its 30 s timeout) held every commit of every executor behind it.
+func TestSlowExecutorHoldsBackNoOther(t *testing.T) {
+	slow := newGated()
+	d, stop, err := openSet(t, t.TempDir(), map[string]executor.Executor{"default": slow, "hpc": simulated.New(simulated.Options{})})
+	must(t, err)
+	defer stop()
+	defer close(slow.stopGate) // before stop: Close waits for the calls in flight
+	setupHPC(t, d)
+	entered := func(what string) {
+		t.Helper()
+		select {
+		case got := <-slow.entered:
+			if got != what {
+				t.Fatalf("the slow executor's %s was called, want %s", got, what)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the slow executor's %s was not called", what)
+		}
+	}
+	// runsBeside submits a short job to the other executor's queue and
+	// waits for it to succeed, within a bound far below the slow calls'.
+	runsBeside := func(name string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		prio := int64(0)
+		j, err := d.Submit(ctx, daemon.SubmitInput{Name: name, Queue: "qh", QuotaShare: "A", ServiceJobType: "SAGEMAKER_TRAINING", Priority: &prio,
+			Payload: `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge"},"Environment":{"QSHARE_SIM_DURATION":"10ms"}}`})
+		if err != nil {
+			t.Fatalf("submit beside the slow executor: %v", err)
+		}
+		waitFor(t, d, j.ID, status(qshare.JobSucceeded), "SUCCEEDED beside the slow executor")
+	}
+
+	id := submitTo(t, d, "q", "slow")
+	entered("start")
+	runsBeside("beside-start")
+	close(slow.startGate)
+	waitFor(t, d, id, status(qshare.JobRunning), "RUNNING")
+
+	must(t, d.Terminate(context.Background(), id, "enough"))
+	entered("stop")
+	runsBeside("beside-stop")
+}

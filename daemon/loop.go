@@ -726,20 +726,27 @@ func (c *cycle) stopRun(r *run) {
 			return
 		}
 		r.stopSent = true
-		attempt, job := r.attempt, r.job
+		attempt, job, exec := r.attempt, r.job, r.exec
+		grace := d.cfg.StopGrace
+		if r.grace > 0 {
+			grace = r.grace
+		}
+		// Stop runs on its own, as Start does (startAttempt), not in the
+		// committer that carries out the effects: an executor whose
+		// service is slow to answer (scancel while slurmctld is down, an
+		// API server or engine that hangs) would otherwise hold every
+		// commit, of every executor's jobs, until it returned.
 		c.effects = append(c.effects, func() {
-			grace := d.cfg.StopGrace
-			if r.grace > 0 {
-				grace = r.grace
-			}
-			if err := d.execs.Get(r.exec).Stop(c.ctx, attempt, grace); err != nil {
-				if errors.Is(err, executor.ErrUnknownAttempt) {
-					d.post(op{kind: opExited, id: job, attempt: attempt, lost: true,
-						exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Reason: "the executor does not know the attempt", At: d.now()}})
-					return
+			d.bg.Go(func() {
+				if err := d.execs.Get(exec).Stop(c.ctx, attempt, grace); err != nil {
+					if errors.Is(err, executor.ErrUnknownAttempt) {
+						d.post(op{kind: opExited, id: job, attempt: attempt, lost: true,
+							exit: executor.Exit{AttemptID: attempt, ExitCode: -1, Reason: "the executor does not know the attempt", At: d.now()}})
+						return
+					}
+					d.log.Error("executor stop failed", "job", job, "attempt", attempt, "err", err)
 				}
-				d.log.Error("executor stop failed", "job", job, "attempt", attempt, "err", err)
-			}
+			})
 		})
 	}
 }
