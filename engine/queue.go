@@ -160,17 +160,7 @@ func (q *runQueue) popTop() {
 		return
 	}
 	i := 0
-	for {
-		c := arity*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		for k := c + 1; k < min(c+arity, n); k++ {
-			if q.before(&h[k], &h[m]) {
-				m = k
-			}
-		}
+	for m := q.firstChild(i); m >= 0; m = q.firstChild(i) {
 		h[i] = h[m]
 		i = m
 	}
@@ -218,24 +208,28 @@ func (q *runQueue) up(i int) {
 
 func (q *runQueue) down(i int) {
 	h := q.h
-	n := len(h)
-	for {
-		c := arity*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		for k := c + 1; k < min(c+arity, n); k++ {
-			if q.before(&h[k], &h[m]) {
-				m = k
-			}
-		}
-		if !q.before(&h[m], &h[i]) {
-			break
-		}
+	for m := q.firstChild(i); m >= 0 && q.before(&h[m], &h[i]); m = q.firstChild(i) {
 		h[i], h[m] = h[m], h[i]
 		i = m
 	}
+}
+
+// firstChild returns the child of i that comes first, or -1 when i is a
+// leaf.
+func (q *runQueue) firstChild(i int) int {
+	h := q.h
+	n := len(h)
+	c := arity*i + 1
+	if c >= n {
+		return -1
+	}
+	m := c
+	for k := c + 1; k < min(c+arity, n); k++ {
+		if q.before(&h[k], &h[m]) {
+			m = k
+		}
+	}
+	return m
 }
 
 // top returns up to n RUNNABLE jobs of the queue in the order they would
