@@ -135,6 +135,15 @@ type session struct {
 	now         func() time.Time
 }
 
+// do sends req with the session's signed client, or with
+// http.DefaultClient in a session that has none.
+func (s *session) do(req *http.Request) (*http.Response, error) {
+	if s.http == nil {
+		return http.DefaultClient.Do(req)
+	}
+	return s.http.Do(req)
+}
+
 // newSession resolves the client flags of cmd and makes its client.
 func newSession(cmd *cobra.Command) (*session, error) {
 	o, err := resolveClientOptions(cmd)

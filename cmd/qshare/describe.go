@@ -201,11 +201,7 @@ func (s *session) attemptExecutors(id string, n int) []string {
 		return nil
 	}
 	req.Header.Set("Content-Type", "application/json")
-	hc := s.http
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := s.do(req)
 	if err != nil {
 		return nil
 	}

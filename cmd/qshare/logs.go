@@ -80,11 +80,7 @@ func (s *session) streamLogs(ctx context.Context, w io.Writer, id string, attemp
 	if err != nil {
 		return err
 	}
-	hc := s.http
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := s.do(req)
 	if err != nil {
 		return err
 	}
