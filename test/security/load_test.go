@@ -81,20 +81,13 @@ print(tries, flush=True)
 // no descriptor. Before, they filled every descriptor until their header
 // timeout, and accept failed with "too many open files" for everyone.
 func TestHalfOpenFloodFromRefusedUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to run the attacker as a second Unix user and to lower the server's descriptor limit")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("needs setpriv (util-linux) to run the attacker as another user")
-	}
+	setpriv, u := peer(t, "to run the attacker as a second Unix user and to lower the server's descriptor limit")
 	// The system's python3: one under root's home (pyenv) is not the
 	// other user's to run.
 	python := "/usr/bin/python3"
 	if _, err := os.Stat(python); err != nil {
 		t.Skip("needs /usr/bin/python3 for the attacker")
 	}
-	u := ensureUser(t, peerUser)
 
 	// The server gets 2,048 descriptors, hard and soft (Go raises the soft
 	// limit to the hard one), from a shell that execs it.

@@ -237,8 +237,24 @@ func TestBrowserCannotRunCommands(t *testing.T) {
 	}
 }
 
-// peerUser is the second Unix user of TestOtherUnixUserRefused.
+// peerUser is the second Unix user of TestOtherUnixUserRefused and
+// TestHalfOpenFloodFromRefusedUser.
 const peerUser = "qshare-peer-test"
+
+// peer returns the path of setpriv and the user peerUser (created if need
+// be), to run a process as another Unix user. It skips t unless the test
+// runs as root (why says what for) and setpriv is installed.
+func peer(t *testing.T, why string) (setpriv string, u *user.User) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, " + why)
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("needs setpriv (util-linux) to run a process as another user")
+	}
+	return setpriv, ensureUser(t, peerUser)
+}
 
 // TestOtherUnixUserRefused replays issue 14's finding 2: another local
 // user (a real one, created for the test) connects over loopback and tries
@@ -247,22 +263,7 @@ const peerUser = "qshare-peer-test"
 // that says how to turn authentication on, nothing is created and nothing
 // runs; the server's own user (root here) is served.
 func TestOtherUnixUserRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to create a second Unix user and run a client as it (run the tests as root to see it)")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("needs setpriv (util-linux) to run a client as another user")
-	}
-	u, err := user.Lookup(peerUser)
-	if err != nil {
-		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", peerUser).CombinedOutput(); err != nil {
-			t.Skipf("cannot create the user %s: %v\n%s", peerUser, err, out)
-		}
-		if u, err = user.Lookup(peerUser); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setpriv, u := peer(t, "to create a second Unix user and run a client as it (run the tests as root to see it)")
 	if u.Uid == "0" {
 		t.Fatalf("%s is root", peerUser)
 	}
