@@ -55,6 +55,7 @@ func (v sharesView) names() string {
 }
 
 func TestApplyDryRunAndPrune(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 
 	out := e.OK("apply", "-f", "examples/three-shares.yaml", "--dry-run")
@@ -185,6 +186,7 @@ quotaShare training/QS3 created (dry run)
 }
 
 func TestApplyFileErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	bad := e.Write("bad.yaml", `serviceEnvironments:
   - serviceEnvironmentName: gpu-pool

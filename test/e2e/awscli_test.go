@@ -18,6 +18,7 @@ import (
 // botocore 1.43.11 does); without one it is skipped, since CI installs no
 // Python packages.
 func TestAWSCLIExample(t *testing.T) {
+	t.Parallel()
 	aws, err := exec.LookPath("aws")
 	if err != nil {
 		t.Skip("no aws on PATH")

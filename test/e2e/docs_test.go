@@ -69,6 +69,7 @@ func fencedBlocks(t *testing.T, path string) []block {
 //     test runs the server), `qshare top` gets -n 1, and lines of other
 //     programs are skipped.
 func TestDocExamples(t *testing.T) {
+	t.Parallel()
 	for _, doc := range docFiles {
 		path := filepath.Join(root, doc)
 		if _, err := os.Stat(path); os.IsNotExist(err) && doc == "README.md" {
@@ -219,6 +220,7 @@ func unquote(t *testing.T, line string) []string {
 // cmd/qshare keeps docs/cli equal to the commands) against a server that
 // holds the jobs they name.
 func TestCommandExamples(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	work := t.TempDir()
 	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(work, "examples")); err != nil {

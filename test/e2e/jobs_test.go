@@ -8,6 +8,7 @@ import (
 )
 
 func TestSubmitWithEveryOption(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.applyExample()
 	out := e.OK("submit", "--queue", "training", "--share", "QS2", "--priority", "42", "--name", "resnet-1",
@@ -77,6 +78,7 @@ func TestSubmitWithEveryOption(t *testing.T) {
 // TestWorkedExample plays the spec's worked example with the commands and
 // checks jobs, describe, priority, shares, snapshot and terminate on it.
 func TestWorkedExample(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.applyExample()
 	e.Submit("QS1", "qs1-high", 3)
@@ -209,6 +211,7 @@ func TestWorkedExample(t *testing.T) {
 }
 
 func TestErrorsAreOneClearLine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.applyExample()
 	e.Submit("QS1", "twin", 1)
@@ -239,6 +242,7 @@ func TestErrorsAreOneClearLine(t *testing.T) {
 }
 
 func TestLogs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "--executor", "process")
 	e.applyExample()
 	e.OK("submit", "--queue", "training", "--share", "QS1", "--instance-type", "ml.g5.xlarge", "--name", "hello",
@@ -262,6 +266,7 @@ func TestLogs(t *testing.T) {
 }
 
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for shell, want := range map[string]string{"bash": "__start_qshare", "zsh": "#compdef qshare", "fish": "complete -c qshare", "powershell": "Register-ArgumentCompleter"} {
 		if out := e.OK("completion", shell); !strings.Contains(out, want) {
@@ -283,6 +288,7 @@ func TestCompletion(t *testing.T) {
 // TestSharesFairShareQueue: `qshare shares` shows a fair-share queue: its
 // share identifiers, what their jobs use, who runs and the next job.
 func TestSharesFairShareQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.OK("apply", "-f", "examples/fair-share.yaml")
 	sub := func(name, ident string) {

@@ -3,6 +3,8 @@
 // `qshare serve --executor simulated` on a free loopback port for each test,
 // and checks what the commands print and what they change. It also runs the
 // demo, every command example of the docs, and regenerates the tour.
+// Each test has a server and a directory of its own and mostly waits on
+// them, so the tests run in parallel, four at once (longtest.MinParallel).
 package e2e_test
 
 import (
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"qshare/internal/clitest"
+	"qshare/internal/longtest"
 	"qshare/internal/serveproc"
 )
 
@@ -21,6 +24,7 @@ var bin, root string
 
 func TestMain(m *testing.M) {
 	root, _ = filepath.Abs("../..")
+	longtest.MinParallel(4)
 	os.Exit(serveproc.WithBinary("qshare-e2e-", &bin, m.Run))
 }
 

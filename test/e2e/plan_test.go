@@ -13,6 +13,7 @@ import (
 // on the job's submit line, and check-events, reading the configuration
 // (plans included) from the server, finds the log clean.
 func TestCapacityPlanEndToEnd(t *testing.T) {
+	t.Parallel()
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	e := newEnv(t, "--events", events)
 	start := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)

@@ -33,6 +33,7 @@ func containerBlock(b block) bool {
 // instead an image imported from the host's static busybox (Debian's
 // busybox-static), and the test skips where there is none.
 func TestReadmeContainer(t *testing.T) {
+	t.Parallel()
 	host := containertest.Docker(t)
 	var blk *block
 	for _, b := range fencedBlocks(t, filepath.Join(root, "README.md")) {

@@ -20,6 +20,7 @@ import (
 // model.tar.gz whose model.txt the training program wrote from the staged
 // channel. It needs the AWS CLI on PATH, and skips without it.
 func TestReadmeData(t *testing.T) {
+	t.Parallel()
 	awsCLI, err := exec.LookPath("aws")
 	if err != nil {
 		t.Skip("no aws on PATH: the README's data example uses the AWS CLI")

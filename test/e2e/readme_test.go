@@ -15,6 +15,7 @@ import (
 // README's Go excerpt is in that program, in order, so the excerpt cannot
 // drift from code that runs.
 func TestSDKExample(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	exe := filepath.Join(t.TempDir(), "sdk")
 	build := exec.Command("go", "build", "-o", exe, "./examples/sdk")

@@ -28,6 +28,7 @@ var notebookSteps = []string{"resolve-role", "quota-resources", "default-bucket"
 // StopTrainingJob. It is skipped, with a message, without python3 and a
 // boto3 that knows the service-job operations.
 func TestSageMakerSDKNotebook(t *testing.T) {
+	t.Parallel()
 	py := replayPython(t)
 	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(t.TempDir(), "data"),
 		Args: []string{"--executor", "simulated", "--sim-duration", "4s", "--log-level", "warn"}})
@@ -47,6 +48,7 @@ func TestSageMakerSDKNotebook(t *testing.T) {
 // (the process executor refuses an /opt/ml payload then), and as the
 // simulated replay is.
 func TestSageMakerSDKNotebookProcess(t *testing.T) {
+	t.Parallel()
 	py := replayPython(t)
 	if os.Geteuid() != 0 {
 		t.Skip("not root: the process executor gives jobs /opt/ml only as root, so the notebook's real program is not run here (TestSageMakerSDKNotebook replays it on the simulated executor)")

@@ -44,6 +44,7 @@ var shellAllowed = map[string]string{}
 //     flag, and the usage it prints must name the doc's subcommand, so a
 //     renamed flag or subcommand in a doc is caught.
 func TestShellDocExamples(t *testing.T) {
+	t.Parallel()
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -453,6 +454,7 @@ func scratchTmp(scratch, arg string) string {
 
 // TestShellCommands checks how TestShellDocExamples reads a block.
 func TestShellCommands(t *testing.T) {
+	t.Parallel()
 	b := block{lang: "sh", line: 10, text: `go build -o qshare ./cmd/qshare
 ./qshare serve --addr 127.0.0.1:8751 --data-dir "$(mktemp -d)" &
 qshare simulate --config a.yaml \

@@ -16,6 +16,7 @@ import (
 // TestDemo runs `qshare demo` and checks that each step shows the outcome
 // the spec's worked example expects.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // only for its run helper; the demo starts its own server
 	out := e.OK("demo")
 	steps := strings.Split(out, "\nStep ")
@@ -43,6 +44,7 @@ func TestDemo(t *testing.T) {
 // from what the commands print now (job ids, times and ages aside). Run it
 // with QSHARE_UPDATE_DOCS=1 to rewrite docs/tour.md.
 func TestTour(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var buf bytes.Buffer
 	if err := tour(t, e, &buf); err != nil {
