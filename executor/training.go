@@ -22,6 +22,15 @@ const EnvStopGrace = "QSHARE_STOP_GRACE"
 // the caller, the job (EnvStopGrace) nor the executor's options set one.
 const DefaultStopGrace = 120 * time.Second
 
+// OrDefault returns v, or def when v is not positive: how the executors
+// read an option (a count, a size, a duration) that was left out.
+func OrDefault[T ~int | ~int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 // JobGrace returns the payload's own grace period (EnvStopGrace), 0 when it
 // sets none, or an EINVALID *qshare.Error naming the field.
 func JobGrace(req *trainingjob.Request) (time.Duration, error) {

@@ -206,18 +206,12 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	if o.GPUs == nil {
 		o.GPUs = gpu.Builtin()
 	}
-	if o.StopGrace <= 0 {
-		o.StopGrace = DefaultStopGrace
-	}
-	if o.StartWait <= 0 {
-		o.StartWait = DefaultStartWait
-	}
+	o.StopGrace = executor.OrDefault(o.StopGrace, DefaultStopGrace)
+	o.StartWait = executor.OrDefault(o.StartWait, DefaultStartWait)
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if o.HealthInterval <= 0 {
-		o.HealthInterval = 5 * time.Second
-	}
+	o.HealthInterval = executor.OrDefault(o.HealthInterval, 5*time.Second)
 	lctx, cancel := context.WithCancel(context.Background())
 	e := &Executor{o: o, c: o.Client, ns: o.Namespace, cfg: o.Config, gpus: o.GPUs, log: o.Log, ctx: lctx, cancel: cancel,
 		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}, jobsSince: map[string]bool{},

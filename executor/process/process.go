@@ -211,18 +211,10 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		// (see markTopDir); a file system without the attribute is fine.
 		markTopDir(filepath.Join(dd, d))
 	}
-	if o.StopGrace <= 0 {
-		o.StopGrace = DefaultStopGrace
-	}
-	if o.LogMaxBytes <= 0 {
-		o.LogMaxBytes = DefaultLogMaxBytes
-	}
-	if o.LogKeep <= 0 {
-		o.LogKeep = DefaultLogKeep
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = 100 * time.Millisecond
-	}
+	o.StopGrace = executor.OrDefault(o.StopGrace, DefaultStopGrace)
+	o.LogMaxBytes = executor.OrDefault(o.LogMaxBytes, DefaultLogMaxBytes)
+	o.LogKeep = executor.OrDefault(o.LogKeep, DefaultLogKeep)
+	o.PollInterval = executor.OrDefault(o.PollInterval, 100*time.Millisecond)
 	if o.Env == nil {
 		o.Env = os.Environ()
 	}

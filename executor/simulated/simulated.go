@@ -105,15 +105,11 @@ var _ executor.Executor = (*Executor)(nil)
 // New returns a simulated executor.
 func New(o Options) *Executor {
 	e := &Executor{clock: o.Clock, grace: o.StopGrace, def: o.DefaultDuration, attempts: map[string]*attempt{}}
-	if e.def <= 0 {
-		e.def = DefaultDuration
-	}
+	e.def = executor.OrDefault(e.def, DefaultDuration)
 	if e.clock == nil {
 		e.clock = realClock{}
 	}
-	if e.grace <= 0 {
-		e.grace = DefaultStopGrace
-	}
+	e.grace = executor.OrDefault(e.grace, DefaultStopGrace)
 	return e
 }
 

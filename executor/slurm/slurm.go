@@ -174,18 +174,10 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 			return nil, qshare.Errorf(qshare.EINVALID, "slurm executor: %s is not on PATH: install Slurm's client commands (Debian: apt-get install slurm-client)", c)
 		}
 	}
-	if o.StopGrace <= 0 {
-		o.StopGrace = DefaultStopGrace
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
-	}
-	if o.CommandTimeout <= 0 {
-		o.CommandTimeout = 30 * time.Second
-	}
-	if o.StartWait <= 0 {
-		o.StartWait = 10 * time.Second
-	}
+	o.StopGrace = executor.OrDefault(o.StopGrace, DefaultStopGrace)
+	o.PollInterval = executor.OrDefault(o.PollInterval, DefaultPollInterval)
+	o.CommandTimeout = executor.OrDefault(o.CommandTimeout, 30*time.Second)
+	o.StartWait = executor.OrDefault(o.StartWait, 10*time.Second)
 	if len(o.Step) == 0 {
 		self, err := os.Executable()
 		if err != nil {
