@@ -13,6 +13,7 @@ import (
 	"qshare"
 	"qshare/aws/s3/s3test"
 	"qshare/executor"
+	"qshare/executor/slurm/slurmtest"
 	"qshare/trainingjob"
 )
 
@@ -31,11 +32,11 @@ func runToEnd(t *testing.T, e *Executor, s executor.Spec) (executor.Handle, exec
 	return h, x
 }
 
-// TestTwoNodeJob runs a job of two instances of a GPU type: one batch job
+// twoNodeJob (TestWholeNodes) runs a job of two instances of a GPU type: one batch job
 // on both nodes, whole nodes each, and every node sees both in SM_HOSTS,
 // itself in SM_CURRENT_HOST and resourceconfig.json, and its GPUs.
-func TestTwoNodeJob(t *testing.T) {
-	e := newTestExecutor(t, t.TempDir())
+func twoNodeJob(t *testing.T, c *slurmtest.Cluster) {
+	e := newExecutorOn(t, c, t.TempDir())
 	defer e.Close()
 	sh := `echo "host=$SM_CURRENT_HOST hosts=$SM_HOSTS gpus=$SM_NUM_GPUS cuda=$CUDA_VISIBLE_DEVICES attempt=$QSHARE_ATTEMPT"; ` +
 		`echo "rc=$(cat "$SM_INPUT_CONFIG_DIR/resourceconfig.json")"; test -f "$SM_INPUT_CONFIG_DIR/hyperparameters.json"`
@@ -70,11 +71,11 @@ func TestTwoNodeJob(t *testing.T) {
 	}
 }
 
-// TestPreemptionResumesFromCheckpoint stops a job that traps SIGTERM and
+// preemptionResumesFromCheckpoint (TestWholeNodes) stops a job that traps SIGTERM and
 // writes a checkpoint, then starts its next attempt, which finds the
 // checkpoint in the same SM_CHECKPOINT_DIR and resumes from it.
-func TestPreemptionResumesFromCheckpoint(t *testing.T) {
-	e := newTestExecutor(t, t.TempDir())
+func preemptionResumesFromCheckpoint(t *testing.T, c *slurmtest.Cluster) {
+	e := newExecutorOn(t, c, t.TempDir())
 	defer e.Close()
 	sh := `ck="$SM_CHECKPOINT_DIR/step"
 if [ -f "$ck" ]; then echo "resumed from step $(cat "$ck") on attempt $QSHARE_ATTEMPT"; exit 0; fi
@@ -199,13 +200,12 @@ func TestCheckCapacity(t *testing.T) {
 	}
 }
 
-// TestControllerDown stops slurmctld while an attempt runs: Start of
+// controllerStopped (TestWholeNodes) stops slurmctld while an attempt runs: Start of
 // another attempt waits, retrying, until its context ends (and is then
 // retried by its caller), the running one keeps its
 // state and Wait does not return; once slurmctld is back, the running
 // attempt's exit is recorded and the retried Start submits one batch job.
-func TestControllerDown(t *testing.T) {
-	c := testCluster(t)
+func controllerStopped(t *testing.T, c *slurmtest.Cluster) {
 	dir := t.TempDir()
 	e, err := New(context.Background(), Options{Config: testConfig(dir), Env: c.Env(), Step: []string{os.Args[0]},
 		PollInterval: 100 * time.Millisecond, CommandTimeout: 3 * time.Second})
@@ -214,7 +214,7 @@ func TestControllerDown(t *testing.T) {
 	}
 	defer e.Close()
 	// idle has no attempt to poll: it learns of the outage from its ping.
-	idle := newTestExecutor(t, t.TempDir())
+	idle := newExecutorOn(t, c, t.TempDir())
 	defer idle.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -285,13 +285,13 @@ func TestControllerDown(t *testing.T) {
 	e.Wait(ctx, later.AttemptID)
 }
 
-// TestExitAfterSlurmForgot: the server is away for longer than MinJobAge;
+// exitAfterSlurmForgot (TestWholeNodes): the server is away for longer than MinJobAge;
 // after the restart Slurm no longer knows the batch jobs, and the exits
 // come from the step runners' records, one per node.
-func TestExitAfterSlurmForgot(t *testing.T) {
+func exitAfterSlurmForgot(t *testing.T, c *slurmtest.Cluster) {
 	one := testSpec("gone", "ml.m5.large", 1, "echo ready; exit 7")
 	two := gpuSpec("gone2", 2, `echo ready; [ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`)
-	e2, ctx := awayAndBack(t, testCluster(t), []executor.Spec{one, two}, func(context.Context, []int64) {})
+	e2, ctx := awayAndBack(t, c, []executor.Spec{one, two}, func(context.Context, []int64) {})
 	for _, tc := range []struct {
 		s      executor.Spec
 		code   int
@@ -303,15 +303,14 @@ func TestExitAfterSlurmForgot(t *testing.T) {
 	}
 }
 
-// TestTwoNodeJobStagesItsShare runs a job of two instances whose channel
+// twoNodeJobStagesItsShare (TestWholeNodes) runs a job of two instances whose channel
 // is ShardedByS3Key, against the embedded S3 store: the step runner on
 // each node stages that node's share of the keys (node k of 2 gets the
 // keys i with i mod 2 = k, as the process and container executors split
 // them) into a directory of its own before the command starts, and the
 // first node's model is in S3 as model.tar.gz, under the attempt's
 // training job name, once the job has ended.
-func TestTwoNodeJobStagesItsShare(t *testing.T) {
-	c := testCluster(t)
+func twoNodeJobStagesItsShare(t *testing.T, c *slurmtest.Cluster) {
 	ep, s3c := s3test.Start(t, map[string]map[string]string{"qshare-data": {
 		"train/a.csv": "a", "train/b.csv": "b", "train/c.csv": "c", "train/d.csv": "d"}})
 	e, err := New(context.Background(), Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]}, PollInterval: 100 * time.Millisecond, S3: ep})

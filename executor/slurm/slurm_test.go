@@ -17,23 +17,30 @@ import (
 
 // TestMain: the tests whose jobs share the nodes (ml.m5.large, a CPU
 // each) call t.Parallel, and run together (as many at once as -parallel
-// says), since they mostly wait on Slurm's scheduler; those that take
-// whole nodes, stop slurmctld or set a node DOWN run one at a time before
-// them, as go test runs the sequential tests first. (Six at once, with
-// longtest.MinParallel, made the conformance suite's
-// JobGraceFromEnvironment fail once in two runs on a loaded machine:
-// not yet understood, so the package keeps go test's default.)
+// says), since they mostly wait on Slurm's scheduler. Those that take
+// whole nodes, stop slurmctld or set a node DOWN run one at a time, as
+// the subtests of TestWholeNodes, on a cluster of their own (wholeNodes),
+// beside the others. (Six at once, with longtest.MinParallel, made the
+// conformance suite's JobGraceFromEnvironment fail once in two runs on a
+// loaded machine: not yet understood, so the package keeps go test's
+// default.)
 func TestMain(m *testing.M) {
 	MaybeStep()
 	flag.Parse()
 	// The cluster with accounting (MariaDB and slurmdbd) takes the
-	// longest to start and serves one of the parallel tests: it starts
-	// while the sequential ones run, unless -run picks some tests.
-	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && !testing.Short() && slurmtest.AccountingAvailable() == nil {
-		go withAccounting.once.Do(withAccounting.start)
+	// longest to start and serves one of the parallel tests, and
+	// TestWholeNodes' cluster serves the other tests' neighbour: they
+	// start while the first tests run, unless -run picks some tests.
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && !testing.Short() {
+		if slurmtest.AccountingAvailable() == nil {
+			go withAccounting.once.Do(withAccounting.start)
+		}
+		if slurmtest.Available() == nil {
+			go wholeNodes.once.Do(wholeNodes.start)
+		}
 	}
 	code := m.Run()
-	for _, l := range []*lazyCluster{plain, withAccounting} {
+	for _, l := range []*lazyCluster{plain, withAccounting, wholeNodes} {
 		l.once.Do(func() {}) // waits for a start under way
 		l.c.Close()
 	}
@@ -55,6 +62,8 @@ type lazyCluster struct {
 var (
 	plain          = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2}}
 	withAccounting = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, Partition: "qs", MinJobAge: 2, Accounting: true}}
+	// wholeNodes is plain's twin, for TestWholeNodes.
+	wholeNodes = &lazyCluster{opt: plain.opt}
 )
 
 func (l *lazyCluster) start() {
@@ -154,4 +163,26 @@ func TestConformance(t *testing.T) {
 		Durable:   true,
 		KeepsLogs: true,
 	})
+}
+
+// TestWholeNodes runs, one after the other, the tests that take whole
+// nodes, stop slurmctld or set a node DOWN, on a cluster of their own
+// (wholeNodes), in parallel with the tests whose jobs share the main
+// cluster's nodes: on one cluster the others would have to wait for them.
+func TestWholeNodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, *slurmtest.Cluster)
+	}{
+		{"TwoNodeJob", twoNodeJob},
+		{"TwoNodeJobStagesItsShare", twoNodeJobStagesItsShare},
+		{"PreemptionResumesFromCheckpoint", preemptionResumesFromCheckpoint},
+		{"PendingReason", pendingReason},
+		{"NodeFailure", nodeFailure},
+		{"ExitAfterSlurmForgot", exitAfterSlurmForgot},
+		{"ControllerDown", controllerStopped},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, wholeNodes.get(t)) })
+	}
 }

@@ -44,12 +44,11 @@ func beforeRestart(t *testing.T, c *slurmtest.Cluster) (string, *Executor, conte
 	return dir, e1, ctx
 }
 
-// TestPendingReason: while both nodes are held by one job, a second
+// pendingReason (TestWholeNodes): while both nodes are held by one job, a second
 // whole-node job waits in Slurm, and PendingReason says why in Slurm's
 // words (Resources); once the first ends, the second runs and the reason
 // is gone.
-func TestPendingReason(t *testing.T) {
-	c := testCluster(t)
+func pendingReason(t *testing.T, c *slurmtest.Cluster) {
 	e, err := New(context.Background(), Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]},
 		PollInterval: 100 * time.Millisecond, StartWait: time.Second})
 	if err != nil {
@@ -89,12 +88,11 @@ func TestPendingReason(t *testing.T) {
 	}
 }
 
-// TestNodeFailure: a node of a running job is set DOWN; Slurm ends the
+// nodeFailure (TestWholeNodes): a node of a running job is set DOWN; Slurm ends the
 // job NODE_FAIL, and the attempt ends Lost (the daemon requeues it without
 // using a retry) with a reason that says so.
-func TestNodeFailure(t *testing.T) {
-	c := testCluster(t)
-	e := newTestExecutor(t, t.TempDir())
+func nodeFailure(t *testing.T, c *slurmtest.Cluster) {
+	e := newExecutorOn(t, c, t.TempDir())
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
