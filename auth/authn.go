@@ -99,6 +99,16 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	return a, nil
 }
 
+// jobAuthenticator returns an Authenticator over the job keys j rather
+// than an auth file, for the Guard (JobKeys).
+func jobAuthenticator(j *JobKeys, writeError func(http.ResponseWriter, error), log *slog.Logger) *Authenticator {
+	a := &Authenticator{cfg: AuthConfig{Region: j.region, WriteError: writeError, Log: log}, log: log}
+	ch := make(chan struct{})
+	a.reloaded.Store(&ch)
+	a.verifier = NewVerifier(j.region, j.Keys)
+	return a
+}
+
 // Verifier returns the Verifier the Authenticator uses, so that a test
 // can set its clock.
 func (a *Authenticator) Verifier() *Verifier { return a.verifier }
@@ -209,7 +219,7 @@ func Recheck(ctx context.Context, action string, resources ...string) error {
 	if g == nil {
 		return nil
 	}
-	now, ok := g.a.keys.Load().keys[g.keyID]
+	now, ok := g.a.verifier.Keys().keys[g.keyID]
 	if !ok || now.owner.ARN != g.owner.ARN || now.secret != g.secret {
 		return qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: access key %s is no longer in this server's auth file, or no longer %s's", quote(g.keyID), g.owner.Name)
 	}

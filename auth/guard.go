@@ -75,6 +75,11 @@ type Config struct {
 	// Authenticator, when not nil, authenticates every request that passes
 	// the Guard's own checks (qshare serve --auth), after them.
 	Authenticator *Authenticator
+	// JobKeys, with SameUserOnly, are the S3 keys of running attempts: a
+	// request of another local user that is signed for s3 with one of them
+	// is let through, authenticated as the attempt's principal, instead of
+	// refused (jobs run with --run-as reach the embedded S3 store).
+	JobKeys *JobKeys
 	// TLS says the server speaks HTTPS, so that a Host header without a
 	// port means port 443, not 80.
 	TLS bool
@@ -112,6 +117,8 @@ type Guard struct {
 	uname   string          // and its user name, for messages
 	// refusals is each peer's budget of refusals (listen.go).
 	refusals refusalBudget
+	// jobAuth authenticates the requests signed with JobKeys.
+	jobAuth *Authenticator
 }
 
 // New returns a Guard for cfg, or an error naming the setting (--allow-host,
@@ -161,6 +168,9 @@ func New(cfg Config) (*Guard, error) {
 			return nil, fmt.Errorf("--allow-origin %q is not valid: give an origin as a browser sends it, scheme://host[:port] with no path, such as https://dash.example.com (there is no wildcard)", o)
 		}
 		g.origins[c] = true
+	}
+	if cfg.SameUserOnly && cfg.Authenticator == nil && cfg.JobKeys != nil {
+		g.jobAuth = jobAuthenticator(cfg.JobKeys, cfg.WriteError, g.log)
 	}
 	return g, nil
 }
@@ -266,6 +276,13 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 	if g.cfg.Authenticator != nil {
 		next = g.cfg.Authenticator.Wrap(next)
 	}
+	jobNext := next
+	if g.jobAuth != nil {
+		jobNext = g.jobAuth.WrapService(s3Service, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			g.refund(peerFrom(r.Context()))
+			next.ServeHTTP(w, r)
+		}))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := peerFrom(r.Context()); p != nil && g.refusals.exhausted(p.key(), time.Now()) {
 			// A peer beyond its refusal budget: refused unread, and
@@ -285,8 +302,13 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		if cs, _ := r.Context().Value(connKey{}).(*connState); cs != nil && cs.requests.Add(1) >= maxRequestsPerConn {
 			w.Header().Set("Connection", "close")
 		}
-		if err := g.check(r); err != nil {
+		job, err := g.check(r)
+		if err != nil {
 			refuse(w, r, g.log, g.cfg.WriteError, err)
+			return
+		}
+		if job {
+			jobNext.ServeHTTP(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -393,8 +415,15 @@ func quote(s string) string {
 }
 
 // check returns nil for a request the Guard lets through, or the
-// *qshare.Error to answer it with.
-func (g *Guard) check(r *http.Request) error {
+// *qshare.Error to answer it with. job says that the request is another
+// local user's, let through only to be authenticated with JobKeys.
+func (g *Guard) check(r *http.Request) (job bool, err error) {
+	err = g.checkRequest(r, &job)
+	return job, err
+}
+
+// checkRequest is check; it sets *job.
+func (g *Guard) checkRequest(r *http.Request, job *bool) error {
 	if !g.hostAllowed(r.Host) {
 		return qshare.Errorf(qshare.EDENIED, "this server does not answer to the host name %s (the request's Host header): it answers to its own address (%s) and to the names given with qshare serve --allow-host NAME", quote(r.Host), g.ownAddr())
 	}
@@ -414,7 +443,10 @@ func (g *Guard) check(r *http.Request) error {
 	}
 	if g.cfg.SameUserOnly {
 		if err := g.checkPeer(r); err != nil {
-			return err
+			if g.jobAuth == nil || !signedWith(r) {
+				return err
+			}
+			*job = true
 		}
 	}
 	if r.ContentLength != 0 {

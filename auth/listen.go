@@ -86,7 +86,9 @@ func (l *listener) admit(p *peer) error {
 		// now. Within the budget it goes on, so that its first request is
 		// answered with the reason (and how to turn authentication on),
 		// and then closed; beyond it, it is reset here.
-		if uid, err := p.user(); err == nil && !l.g.sameUser(uid) && !l.g.refusals.take(p.key(), time.Now()) {
+		// A connection that carries a job's S3 requests (JobKeys) gets
+		// its refusal back at its first (refund).
+		if uid, err := p.user(); err == nil && !l.g.sameUser(uid) && !l.g.spend(p) {
 			return fmt.Errorf("connections from another local user (uid %d), which this server without authentication does not serve, beyond its refusal budget", uid)
 		}
 	}
@@ -166,6 +168,24 @@ func (g *Guard) peerOf(c net.Conn) *peer {
 // same-user rule serves.
 func (g *Guard) sameUser(uid int) bool { return uid == g.uid || uid == 0 }
 
+// spend spends a refusal of p's budget for its connection, and reports
+// whether there was one.
+func (g *Guard) spend(p *peer) bool {
+	if !g.refusals.take(p.key(), time.Now()) {
+		return false
+	}
+	p.spent.Store(true)
+	return true
+}
+
+// refund gives back the refusal that p's connection spent at accept, once:
+// its requests are a job's (JobKeys), which the Guard serves.
+func (g *Guard) refund(p *peer) {
+	if p != nil && p.spent.CompareAndSwap(true, false) {
+		g.refusals.give(p.key(), time.Now())
+	}
+}
+
 // refusedAtAccept logs a connection refused at accept, at most once per
 // peer per ten seconds, with how many were refused since the last line.
 func (g *Guard) refusedAtAccept(p *peer, why error) {
@@ -185,6 +205,8 @@ type peer struct {
 	once  sync.Once
 	uid   int
 	err   error
+	// spent: the connection spent a refusal at accept (refund).
+	spent atomic.Bool
 }
 
 func (p *peer) user() (int, error) {
@@ -286,6 +308,17 @@ func (b *refusalBudget) count(key string, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.get(key, now).unreported++
+}
+
+// give gives key back a refusal it spent.
+func (b *refusalBudget) give(key string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.get(key, now)
+	r.tokens = math.Min(refusalBurst, r.tokens+1)
+	if r.unreported > 0 {
+		r.unreported--
+	}
 }
 
 // exhausted reports whether key has no refusal left to spend.

@@ -212,6 +212,9 @@ func (v *Verifier) verify(r *http.Request, service string) (p *Principal, keyID,
 		return nil, "", "", qshare.Errorf(qshare.EBADSIGNATURE, "%s", err.Error())
 	}
 	key, ok := v.Keys().keys[a.keyID]
+	if !ok && strings.HasPrefix(a.keyID, JobKeyPrefix) {
+		return nil, "", "", qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: access key %s is not the key of an attempt that runs now (a job's key ends with its attempt)", quote(a.keyID))
+	}
 	if !ok {
 		return nil, "", "", qshare.Errorf(qshare.EUNKNOWNKEY, "The security token included in the request is invalid: access key %s is not in this server's auth file", quote(a.keyID))
 	}

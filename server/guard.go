@@ -98,7 +98,7 @@ func newGuard(ctx context.Context, ln net.Listener, s Settings, log *slog.Logger
 	g := s.Guard
 	cfg := auth.Config{Addr: ln.Addr().String(), AllowOrigins: g.AllowOrigins.List(),
 		AllowHosts: g.AllowHosts.List(), SameUserOnly: g.Auth == "", TLS: g.TLSCert != "", WriteError: api.WriteError, Log: log,
-		BodyTypes: routeBodyTypes}
+		BodyTypes: routeBodyTypes, JobKeys: s.jobKeys}
 	done := func() {}
 	if g.Audit != "" {
 		a, err := auth.OpenAuditRotating(g.Audit, int64(g.AuditMaxMB)<<20)

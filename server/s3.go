@@ -32,6 +32,13 @@ func (sv *server) routeS3(r *Router) {
 	r.Handle(Route{Name: "s3", Match: Match{Service: s3server.SigningName}, BodyTypes: []string{"*"}, RawPath: true, WriteError: restXMLError, Handler: h})
 }
 
+// jobKeysFile is the file in the data directory's state/ that holds the
+// secret the job keys are derived from (auth.JobKeys): without --auth,
+// the process executor gives each attempt a key of its own, which the
+// guard takes from another local user (a job run with --run-as) for the
+// embedded store only, while the attempt runs.
+const jobKeysFile = "s3-job-keys"
+
 // EmbeddedS3Credentials are the static credentials that executors sign
 // with for the embedded store when the server runs without --auth (which
 // then checks no signature).

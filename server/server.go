@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,6 +94,9 @@ type Settings struct {
 	// listenAddr is the address the server listens on, once it does (Addr
 	// may name port 0): where executors find the embedded S3 store.
 	listenAddr string
+	// jobKeys are the embedded store's keys of running attempts, without
+	// --auth (auth.JobKeys); nil with it.
+	jobKeys *auth.JobKeys
 }
 
 // DefaultSettings returns the settings qshare serve has when nothing
@@ -165,8 +169,12 @@ var executors = map[string]func(ctx context.Context, s Settings, grace time.Dura
 		if u, err := url.Parse(s.S3Endpoint); s.S3Endpoint != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 			return nil, fmt.Errorf("--s3-endpoint %q is not an http:// or https:// URL of an S3-compatible store", s.S3Endpoint)
 		}
-		return process.New(ctx, process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log,
-			RunAs: s.RunAs, PassEnv: s.PassEnv, S3: s3Endpoint(s), CgroupRoot: s.CgroupRoot})
+		o := process.Options{DataDir: s.DataDir, StopGrace: grace, GPUs: gpus, InstanceTypes: s.InstanceTypes, Logger: log,
+			RunAs: s.RunAs, PassEnv: s.PassEnv, S3: s3Endpoint(s), CgroupRoot: s.CgroupRoot}
+		if s.jobKeys != nil && s.S3Endpoint == "" {
+			o.S3Keys = s.jobKeys
+		}
+		return process.New(ctx, o)
 	},
 }
 
@@ -284,6 +292,11 @@ func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr
 	}
 	if s.Metrics != "on" && s.Metrics != "off" {
 		return fmt.Errorf("--metrics %q is not valid: give on or off", s.Metrics)
+	}
+	if s.Guard.Auth == "" {
+		// Jobs that run as other users reach the embedded store with
+		// keys of their own (s3.go).
+		s.jobKeys = auth.NewJobKeys(filepath.Join(s.DataDir, datadir.StateDir, jobKeysFile), s.Region, s.AccountID)
 	}
 	named, err := serverExecutors(s)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"qshare"
 	"qshare/data"
 	"qshare/executor"
 	"qshare/trainingjob"
@@ -35,8 +36,21 @@ func (e *Executor) dataWrap(s executor.Spec, req *trainingjob.Request, l layout,
 	if p.Empty() {
 		return req.Command(), env, false, nil
 	}
-	cmd, env, err := data.Wrap(e.o.Supervisor[0], req.Command(), env, data.Wrapper{Plan: p, Endpoint: e.o.S3, Root: l.Job, FailureFile: filepath.Join(l.Output, "failure")})
+	ep := e.o.S3
+	if e.o.S3Keys != nil {
+		if ep.AccessKeyID, ep.SecretAccessKey, err = e.o.S3Keys.Grant(s.AttemptID); err != nil {
+			return nil, nil, false, qshare.Errorf(qshare.EINTERNAL, "process executor: the S3 key of attempt %s: %v", s.AttemptID, err)
+		}
+	}
+	cmd, env, err := data.Wrap(e.o.Supervisor[0], req.Command(), env, data.Wrapper{Plan: p, Endpoint: ep, Root: l.Job, FailureFile: filepath.Join(l.Output, "failure")})
 	return cmd, env, len(p.Channels) > 0 || p.Checkpoints != nil, err
+}
+
+// revoke ends attempt id's S3 key, if it has one.
+func (e *Executor) revoke(id string) {
+	if e.o.S3Keys != nil {
+		e.o.S3Keys.Revoke(id)
+	}
 }
 
 // stagingProgress is what the executor last read of the staging of the

@@ -110,6 +110,12 @@ type Options struct {
 	// is AWS's own S3, with the SDK's credential chain as the job's user
 	// sees it; qshare serve names its embedded store, or --s3-endpoint.
 	S3 data.Endpoint
+	// S3Keys, when set, grants each attempt S3 credentials of its own,
+	// which its wrapper signs with instead of S3's, while it runs:
+	// qshare serve's job keys (auth.JobKeys), by which the embedded store
+	// takes a job's requests from another local user (--run-as) on a
+	// server without --auth.
+	S3Keys Grants
 	// PollInterval is how often a recovered attempt is checked for its end.
 	// Zero means 100ms.
 	PollInterval time.Duration
@@ -125,6 +131,15 @@ type Options struct {
 	// DefaultCgroupRoot. Where no cgroup can be made there, attempts are
 	// contained by their process group only, with a warning.
 	CgroupRoot string
+}
+
+// Grants mints an attempt's S3 credentials (Options.S3Keys).
+type Grants interface {
+	// Grant returns the attempt's access key, the same one each time
+	// (also after a restart, for a recovered attempt's wrapper).
+	Grant(attemptID string) (keyID, secret string, err error)
+	// Revoke ends the attempt's key.
+	Revoke(attemptID string)
 }
 
 // Executor runs attempts as host processes. It is safe for concurrent use.
@@ -381,6 +396,7 @@ func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle,
 	}
 	h, err := e.start(a, s, req, grace)
 	if err != nil {
+		e.revoke(s.AttemptID)
 		e.mu.Lock()
 		delete(e.attempts, s.AttemptID)
 		e.mu.Unlock()
@@ -772,6 +788,12 @@ func (e *Executor) follow(a *attempt) {
 	}
 	a.following = true
 	e.mu.Unlock()
+	if e.o.S3Keys != nil {
+		// A recovered attempt's wrapper holds the key it was given.
+		if _, _, err := e.o.S3Keys.Grant(a.id); err != nil {
+			e.log.Warn("recovered attempt's S3 key cannot be granted again: its transfers will be refused", "attempt", a.id, "err", err)
+		}
+	}
 	if err := e.alloc.Reclaim(a.id, a.st.GPUs); err != nil {
 		e.log.Warn("recovered attempt's GPUs are held by another attempt", "attempt", a.id, "err", err)
 	}
@@ -840,6 +862,7 @@ func (e *Executor) finish(a *attempt, x *exitRecord) {
 		e.mu.Unlock()
 	}
 	e.alloc.Release(a.id)
+	e.revoke(a.id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if a.Ended {
