@@ -45,12 +45,25 @@ the engine (its process runs): for qshare from the submit call, for the
 engine's CLI from the command's launch. The ratios of the rates and of the
 start latencies' p50 are reported.
 
+With --with KIND the jobs run on the server's executor alone, then on
+KIND alone; the faster of the two runs alone again with its jobs scaled to
+the ratio of the two rates (at most 20000), so that each half would take
+about as long as the other. Then one server with both executors
+(qshare serve --executors, one environment and queue each) runs the two
+halves at once: each half has its own --clients clients, submits its own
+jobs (as many as alone) and waits for them itself, and its own rate runs
+from its first submit to its own last end. The report gives both rates
+alone and with both, their sums' ratio (the target is at least 0.9), how
+long the halves overlapped, and the CPU per job of the server's process
+tree.
+
 The report also states the conditions that move these figures most: the
 directory both halves keep their data under ($TMPDIR, else /tmp) and its
 file system (every acknowledged submit waits for an fsync there: tmpfs
 makes it free, a disk does not), and the load average as each half starts.`,
 		Example: `  qshare bench e2e --jobs 600 --clients 4 --vs-slurm
   qshare bench e2e --jobs 2000 --clients 8 --runs 3 --json
+  qshare bench e2e --jobs 300 --clients 4 --with simulated
   qshare bench e2e --executor container --container-host unix:///run/podman/podman.sock --jobs 100 --clients 4`,
 		Args: cobra.NoArgs,
 		RunE: benchRunE("qshare bench e2e", bench.E2ERows(), func(ctx context.Context, _ int) (any, error) {
@@ -74,7 +87,7 @@ makes it free, a disk does not), and the load average as each half starts.`,
 	f.IntVar(&opt.Jobs, "jobs", opt.Jobs, "trivial jobs to run")
 	f.IntVar(&opt.Clients, "clients", opt.Clients, "parallel submitting clients")
 	f.IntVar(&opt.Capacity, "capacity", opt.Capacity, "instances (and Slurm CPU slots) the jobs run on")
-	f.StringVar(&opt.With, "with", "", "a second executor `KIND` (simulated, process or container): also run the jobs on it alone, then twice as many on one server with both (qshare serve --executors, half on each), and report the combined rate over the sum of the two alone")
+	f.StringVar(&opt.With, "with", "", "a second executor `KIND` (simulated, process or container): run the jobs on each executor alone (the faster one again with its jobs scaled to the ratio of the two rates), then both halves at once on one server (qshare serve --executors), each with its own --clients clients, and report the sum of the halves' own rates over the sum of the two alone")
 	f.StringVar(&opt.ContainerHost, "container-host", "", "the container engine of --executor container (unix:///PATH or tcp://HOST:PORT; default: DOCKER_HOST, else the usual sockets)")
 	f.BoolVar(&opt.VsSlurm, "vs-slurm", false, "run the same jobs through a local Slurm right after, and report the ratio")
 	f.StringVar(&executor, "executor", "process", "executor of the temporary server (process runs `true`; simulated runs nothing; slurm runs `true` as batch jobs of a throwaway single-node Slurm, which then runs the same jobs given to it with sbatch when --vs-slurm is set; container runs a trivial image through --container-host, then the same count with the engine's own run --rm)")

@@ -26,6 +26,7 @@ func applyConfig(ctx context.Context, c *batch.Client, cfg *config.File, prefix 
 			ServiceEnvironmentName: aws.String(prefix + e.Name),
 			ServiceEnvironmentType: types.ServiceEnvironmentTypeSagemakerTraining,
 			CapacityLimits:         limits,
+			Tags:                   e.Tags, // qshare:executor names the environment's executor
 		})
 		if err != nil {
 			return nil, fmt.Errorf("bench: creating service environment %s: %w", prefix+e.Name, err)

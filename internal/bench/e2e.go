@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,9 +38,11 @@ type E2EOptions struct {
 	Timeout time.Duration
 	// With names a second executor kind (simulated, process, container):
 	// after the run on Server.Executor alone, the same jobs run on With
-	// alone, then twice as many on one server with both executors
-	// (--executors), half on each one's environment, and the combined
-	// rate is compared with the sum of the two alone (issue 34).
+	// alone; the faster of the two runs alone again with its jobs scaled
+	// to the ratio of the rates (scaledJobs); then one server with both
+	// executors (--executors) runs the two halves at once, each with its
+	// own Clients clients, jobs and environment, and the sum of their own
+	// rates is compared with the sum of the two alone (issue 34).
 	With string
 	// ContainerHost is the engine of --executor container (and of --with
 	// container): its address, as qshare serve's --container-host takes
@@ -87,32 +90,34 @@ type E2EResult struct {
 	TmpFS        string  `json:"tmp_fs" row:"its file system;%s;;fsync at every acknowledged submit"`
 	LoadAvg      float64 `json:"load_avg_1m" row:"load average at start (1 min);%.2f"`
 	SlurmLoadAvg float64 `json:"slurm_load_avg_1m,omitempty" row:"load average at Slurm's start;%.2f"`
-	// With --with: the second executor alone (WithJobsPerS), both on one
-	// server (CombinedJobsPerS, over twice the jobs), and the combined
-	// rate over the sum of the two alone (CombinedVsSum).
-	With             string  `json:"with,omitempty" row:"second executor (--with);%s"`
-	WithJobsPerS     float64 `json:"with_jobs_per_s,omitempty" row:"its jobs/s alone;%.1f"`
-	CombinedJobsPerS float64 `json:"combined_jobs_per_s,omitempty" row:"both on one server jobs/s (twice the jobs, over the whole run);%.1f"`
-	CombinedVsSum    float64 `json:"combined_vs_sum,omitempty" row:"sum of each one's own rate with both / sum of the two alone;%.3f;;target ≥ 0.9"`
+	// With --with: the second executor alone (WithJobs jobs at
+	// WithJobsPerS), then both on one server at once. Jobs and WithJobs
+	// are each half's jobs, the same alone and with both: the faster one
+	// has its count scaled to the ratio of the two rates (scaledJobs), so
+	// that the halves, started together, would take about as long each.
+	With         string  `json:"with,omitempty" row:"second executor (--with);%s"`
+	WithJobs     int     `json:"with_jobs,omitempty" row:"its jobs (alone, and its half with both);%.0f"`
+	WithJobsPerS float64 `json:"with_jobs_per_s,omitempty" row:"its jobs/s alone;%.1f"`
 	// HalfJobsPerS and WithHalfJobsPerS are, in the run with both, each
-	// executor's own rate (the server's executor's, then With's): its
-	// jobs over the time from the first submit to its own last end;
-	// CombinedVsSum is their sum over the sum of the two alone. Each half
-	// has as many jobs as a run alone, so the faster half ends first and
-	// the slower runs on alone: over the whole run, the 2×Jobs jobs can
-	// never go faster than twice the slower rate (CombinedJobsPerS),
-	// which is well under the sum when the two rates differ, whatever the
-	// server does.
+	// executor's own rate (the server's executor's, then With's). Each
+	// half has its own Clients clients (its own connections), submits its
+	// own jobs to its own environment's queue and waits for them itself;
+	// both halves start together, and each one's rate is its jobs over the
+	// time from its own first submit to its own last end (stoppedAt), as
+	// a run alone measures it. CombinedVsSum is their sum over the sum of
+	// the two rates alone.
 	HalfJobsPerS     float64 `json:"half_jobs_per_s,omitempty" row:"with both: the server's executor's own jobs/s;%.1f"`
 	WithHalfJobsPerS float64 `json:"with_half_jobs_per_s,omitempty" row:"with both: the second executor's own jobs/s;%.1f"`
-	// SharedCeilingVsSum is what CombinedVsSum is when the two halves
-	// take turns on one resource that each alone used to the full (the
-	// cores of a CPU-bound machine): the bench submits the two halves'
-	// jobs in turn, so a pair costs 1/a + 1/b seconds of it, and the ratio
-	// is 2ab/(a+b)² for the rates a and b alone. Well under 0.9 whenever
-	// the rates differ; a measured ratio near it means the server adds no
-	// serialisation of its own beyond sharing that resource.
-	SharedCeilingVsSum float64 `json:"shared_ceiling_vs_sum,omitempty" row:"the same ratio if the two take turns on one saturated resource (2ab/(a+b)²);%.3f"`
+	CombinedVsSum    float64 `json:"combined_vs_sum,omitempty" row:"sum of each one's own rate with both / sum of the two alone;%.3f;;target ≥ 0.9"`
+	// HalvesOverlap is the shorter half's wall over the longer's in the
+	// run with both: 1 when the two ran side by side the whole time; less
+	// when the slower half ran on alone at the end (the scaled count was
+	// capped, or the rates with both differ from those alone), which
+	// flatters the slower half's rate.
+	HalvesOverlap float64 `json:"halves_overlap,omitempty" row:"with both: shorter half's wall / longer half's;%.2f;;1: side by side throughout"`
+	// CombinedJobsPerS is both halves' jobs over the run with both (from
+	// the first submit to the last end of either half).
+	CombinedJobsPerS float64 `json:"combined_jobs_per_s,omitempty" row:"with both: all jobs over the whole run, jobs/s;%.1f"`
 	// CPUPerJobMs, WithCPUPerJobMs and BothCPUPerJobMs are the CPU (user
 	// and system) of the server's process tree (the server, the process
 	// executor's supervisor, and the jobs it reaped) per job: the
@@ -122,9 +127,8 @@ type E2EResult struct {
 	WithCPUPerJobMs float64 `json:"with_cpu_per_job_ms,omitempty" row:"CPU per job, the second alone;%.2f;ms"`
 	BothCPUPerJobMs float64 `json:"both_cpu_per_job_ms,omitempty" row:"CPU per job, both on one server;%.2f;ms"`
 	// CombinedVsSlowest is the longer wall of the two alone over the
-	// combined wall: 1 when the two executors' halves, each the size of
-	// one alone, take no longer together than the slower one alone; the
-	// fairer figure when the two rates differ much.
+	// wall of the run with both: 1 when the two halves, each as large as
+	// its run alone, take no longer together than the slower one alone.
 	CombinedVsSlowest float64 `json:"combined_vs_slowest,omitempty" row:"slower alone's wall / combined wall;%.2f;;1: no cost of sharing a server"`
 
 	treeCPU time.Duration // the server's tree's CPU over the run, when known
@@ -233,8 +237,9 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	if opt.Endpoint != "" {
 		res.Executor = "(the server's)"
 	}
-	err := withServer(ctx, opt.Endpoint, opt.Server, ClientOptions{Conns: opt.Clients, Sign: opt.Sign}, e2eConfig(opt.Capacity), func(c *batch.Client, queues map[string]string, _ string, srv *Server) error {
-		return e2eQshare(ctx, c, []string{queues["e2e"]}, srv, opt, &res)
+	err := withServer(ctx, opt.Endpoint, opt.Server, ClientOptions{Conns: opt.Clients, Sign: opt.Sign}, e2eConfig(opt.Capacity), func(c *batch.Client, queues map[string]string, _ string, srv *Server) (err error) {
+		res.treeCPU, err = withTreeCPU(srv, func() error { return e2eQshare(ctx, c, queues["e2e"], srv, opt, &res) })
+		return err
 	})
 	if err != nil {
 		return res, err
@@ -298,15 +303,30 @@ func slurmServe(cl *slurm.Cluster) (args, env []string, err error) {
 	return []string{"--slurm-config", conf}, env, nil
 }
 
-// e2eQshare submits opt.Jobs jobs spread over the queues (job i to queue
-// i mod their count), waits until every one has ended, and fills res.
-func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, opt E2EOptions, res *E2EResult) error {
-	lats := make([]time.Duration, opt.Jobs)
-	env := map[string]string{"QSHARE_SIM_DURATION": "0s"} // the simulated executor's `true`
+// withTreeCPU runs f and returns the CPU that the server's process tree
+// used meanwhile (0 when that is not known: no server of ours).
+func withTreeCPU(srv *Server, f func() error) (time.Duration, error) {
 	var cpu0 time.Duration
 	if srv != nil {
 		cpu0, _ = treeCPU(srv.Pid())
 	}
+	if err := f(); err != nil {
+		return 0, err
+	}
+	if srv != nil {
+		if c, err := treeCPU(srv.Pid()); err == nil {
+			return c - cpu0, nil
+		}
+	}
+	return 0, nil
+}
+
+// e2eQshare submits opt.Jobs jobs to the queue from opt.Clients clients
+// (c's connections), waits until every one has ended, and fills res with
+// their rate from the first submit to the last end.
+func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, opt E2EOptions, res *E2EResult) error {
+	lats := make([]time.Duration, opt.Jobs)
+	env := map[string]string{"QSHARE_SIM_DURATION": "0s"} // the simulated executor's `true`
 	image, entry := benchImage, []string{"true"}
 	if opt.image != "" {
 		image, entry = opt.image, []string{"/true"} // the container executor's `true`
@@ -318,7 +338,7 @@ func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, o
 		name := fmt.Sprintf("e2e-%d", i)
 		t := time.Now()
 		out, err := c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{
-			JobName: aws.String(name), JobQueue: aws.String(qs[i%len(qs)]), QuotaShareName: aws.String("s0"),
+			JobName: aws.String(name), JobQueue: aws.String(queue), QuotaShareName: aws.String("s0"),
 			ServiceJobType:        types.ServiceJobTypeSagemakerTraining,
 			ServiceRequestPayload: aws.String(payloadWith(name, e2eType, 1, entry, env, func(r *trainingjob.Request) { r.AlgorithmSpecification.TrainingImage = image })),
 		})
@@ -339,29 +359,19 @@ func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, o
 		return err
 	}
 	submitWall := time.Since(start)
-	if err := waitDone(ctx, c, qs, srv, 50*time.Millisecond, opt.Timeout); err != nil {
+	if err := waitDone(ctx, c, []string{queue}, srv, 50*time.Millisecond, opt.Timeout); err != nil {
 		return err
 	}
-	var done []types.ServiceJobSummary
-	lastOf := map[string]time.Time{} // each queue's last end
-	for _, queue := range qs {
-		failed, err := listJobs(ctx, c, queue, types.ServiceJobStatusFailed)
-		if err != nil {
-			return err
-		}
-		if len(failed) > 0 {
-			return fmt.Errorf("bench e2e: %d of %d jobs FAILED, the first because %q", len(failed), opt.Jobs, aws.ToString(failed[0].StatusReason))
-		}
-		ok, err := listJobs(ctx, c, queue, types.ServiceJobStatusSucceeded)
-		if err != nil {
-			return err
-		}
-		done = append(done, ok...)
-		for _, j := range ok {
-			if t := ms(j.StoppedAt); t.After(lastOf[queue]) {
-				lastOf[queue] = t
-			}
-		}
+	failed, err := listJobs(ctx, c, queue, types.ServiceJobStatusFailed)
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("bench e2e: %d of %d jobs FAILED, the first because %q", len(failed), opt.Jobs, aws.ToString(failed[0].StatusReason))
+	}
+	done, err := listJobs(ctx, c, queue, types.ServiceJobStatusSucceeded)
+	if err != nil {
+		return err
 	}
 	if len(done) != opt.Jobs {
 		return fmt.Errorf("bench e2e: %d jobs SUCCEEDED, want %d", len(done), opt.Jobs)
@@ -371,17 +381,6 @@ func e2eQshare(ctx context.Context, c *batch.Client, qs []string, srv *Server, o
 		if t := ms(j.StoppedAt); t.After(last) {
 			last = t
 		}
-	}
-	if srv != nil {
-		if c, err := treeCPU(srv.Pid()); err == nil {
-			res.treeCPU = c - cpu0
-		}
-	}
-	if len(qs) == 2 {
-		own := func(q string) float64 {
-			return round(float64(opt.Jobs/2)/max(lastOf[q].Sub(start), submitWall).Seconds(), 2)
-		}
-		res.HalfJobsPerS, res.WithHalfJobsPerS = own(qs[0]), own(qs[1])
 	}
 	if last.IsZero() {
 		return fmt.Errorf("bench e2e: no SUCCEEDED job has a stoppedAt")
@@ -428,22 +427,54 @@ func awaitEnded(ctx context.Context, c *batch.Client, id string, timeout time.Du
 	}
 }
 
-// runE2EWith is RunE2E with opt.With: each executor alone, then both on
-// one server.
+// maxHalfJobs bounds the jobs of a half whose count scaledJobs raises: a
+// simulated executor can be a hundred times faster than a process one on
+// a busy machine, and every job stays in the server's memory and store.
+const maxHalfJobs = 20000
+
+// scaledJobs is the jobs of a half whose rate alone is rate when the other
+// half's is other and has n jobs: n times the ratio of the rates when this
+// one is the faster (so that each half alone would take about as long as
+// the other, and the two, started together, run side by side to the
+// end), at most maxHalfJobs (or n); else n.
+func scaledJobs(n int, rate, other float64) int {
+	if other <= 0 || rate <= other {
+		return n
+	}
+	return min(int(float64(n)*rate/other+0.5), max(n, maxHalfJobs))
+}
+
+// runE2EWith is RunE2E with opt.With: each executor alone, the faster
+// again with its jobs scaled to the ratio of the rates, then both halves
+// at once on one server, each with its own clients.
 func runE2EWith(ctx context.Context, opt E2EOptions) (E2EResult, error) {
-	alone := opt
-	alone.With = ""
-	alone.noEngine = true // the executors against each other, not against the engine's CLI
-	res, err := RunE2E(ctx, alone)
+	alone := func(kind string, jobs int) (E2EResult, error) {
+		o := opt
+		o.With, o.Server.Executor, o.Jobs = "", kind, jobs
+		o.noEngine = true // the executors against each other, not against the engine's CLI
+		r, err := RunE2E(ctx, o)
+		if err != nil {
+			return r, fmt.Errorf("bench e2e: %s alone: %w", kind, err)
+		}
+		return r, nil
+	}
+	res, err := alone(opt.Server.Executor, opt.Jobs)
 	if err != nil {
 		return res, err
 	}
-	alone.Server.Executor = opt.With
-	other, err := RunE2E(ctx, alone)
+	other, err := alone(opt.With, opt.Jobs)
 	if err != nil {
-		return res, fmt.Errorf("bench e2e: %s alone: %w", opt.With, err)
+		return res, err
 	}
-	res.With, res.WithJobsPerS = opt.With, other.JobsPerS
+	if n := scaledJobs(opt.Jobs, res.JobsPerS, other.JobsPerS); n != opt.Jobs {
+		res, err = alone(opt.Server.Executor, n)
+	} else if n := scaledJobs(opt.Jobs, other.JobsPerS, res.JobsPerS); n != opt.Jobs {
+		other, err = alone(opt.With, n)
+	}
+	if err != nil {
+		return res, err
+	}
+	res.With, res.WithJobs, res.WithJobsPerS = opt.With, other.Jobs, other.JobsPerS
 
 	dir, err := os.MkdirTemp("", "qshare-bench-executors-")
 	if err != nil {
@@ -455,7 +486,6 @@ func runE2EWith(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 		return res, err
 	}
 	both := opt
-	both.Jobs = 2 * opt.Jobs
 	both.Server.Executor = ""
 	both.Server.Args = append(append([]string(nil), opt.Server.Args...), "--executors", file)
 	cfg := e2eConfig(opt.Capacity)
@@ -472,25 +502,57 @@ func runE2EWith(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 		}
 		defer en.cli.Close()
 	}
-	var comb E2EResult
-	err = withServer(ctx, "", both.Server, ClientOptions{Conns: opt.Clients, Sign: opt.Sign}, cfg, func(c *batch.Client, queues map[string]string, _ string, srv *Server) error {
-		return e2eQshare(ctx, c, []string{queues["e2e"], queues["e2e-2"]}, srv, both, &comb)
-	})
+	halves, cpu, err := runBoth(ctx, both, cfg, [2]int{res.Jobs, res.WithJobs})
 	if err != nil {
 		return res, fmt.Errorf("bench e2e: both executors on one server: %w", err)
 	}
-	res.CombinedJobsPerS = comb.JobsPerS
-	res.HalfJobsPerS, res.WithHalfJobsPerS = comb.HalfJobsPerS, comb.WithHalfJobsPerS
-	if comb.WallS > 0 {
-		res.CombinedVsSlowest = round(max(res.WallS, other.WallS)/comb.WallS, 2)
+	res.HalfJobsPerS, res.WithHalfJobsPerS = halves[0].JobsPerS, halves[1].JobsPerS
+	if long := max(halves[0].WallS, halves[1].WallS); long > 0 {
+		res.HalvesOverlap = round(min(halves[0].WallS, halves[1].WallS)/long, 2)
+		res.CombinedJobsPerS = round(float64(res.Jobs+res.WithJobs)/long, 2)
+		res.CombinedVsSlowest = round(max(res.WallS, other.WallS)/long, 2)
 	}
 	if sum := res.JobsPerS + res.WithJobsPerS; sum > 0 {
-		res.CombinedVsSum = round((comb.HalfJobsPerS+comb.WithHalfJobsPerS)/sum, 4)
-		res.SharedCeilingVsSum = round(2*res.JobsPerS*res.WithJobsPerS/(sum*sum), 4)
+		res.CombinedVsSum = round((res.HalfJobsPerS+res.WithHalfJobsPerS)/sum, 3)
 	}
-	if res.treeCPU > 0 && other.treeCPU > 0 && comb.treeCPU > 0 {
+	if res.treeCPU > 0 && other.treeCPU > 0 && cpu > 0 {
 		per := func(d time.Duration, jobs int) float64 { return round(float64(d.Microseconds())/1000/float64(jobs), 3) }
-		res.CPUPerJobMs, res.WithCPUPerJobMs, res.BothCPUPerJobMs = per(res.treeCPU, opt.Jobs), per(other.treeCPU, opt.Jobs), per(comb.treeCPU, both.Jobs)
+		res.CPUPerJobMs, res.WithCPUPerJobMs, res.BothCPUPerJobMs = per(res.treeCPU, res.Jobs), per(other.treeCPU, other.Jobs), per(cpu, res.Jobs+res.WithJobs)
 	}
 	return res, nil
+}
+
+// runBoth runs the two halves at once on one server with both executors
+// (both.Server, cfg's queues e2e and e2e-2): jobs[h] jobs each, each half
+// with its own both.Clients clients. It returns each half's result and
+// the CPU of the server's process tree over the two.
+func runBoth(ctx context.Context, both E2EOptions, cfg *config.File, jobs [2]int) (halves [2]E2EResult, cpu time.Duration, err error) {
+	err = withServer(ctx, "", both.Server, ClientOptions{Conns: both.Clients, Sign: both.Sign}, cfg, func(c *batch.Client, queues map[string]string, _ string, srv *Server) (err error) {
+		// The second half's own clients: its own connections, so that
+		// neither half's requests wait for the other's.
+		clients := [2]*batch.Client{c, NewClient(srv.Endpoint, ClientOptions{Conns: both.Clients, Sign: both.Sign, Key: srv.Key})}
+		// The second environment must run on the second executor: without
+		// its tag every job would run on the default one (as every job of
+		// this run once did, when applyConfig dropped the tags).
+		envs, err := c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{"e2e-env-2"}})
+		if err != nil {
+			return err
+		}
+		if len(envs.ServiceEnvironments) != 1 || envs.ServiceEnvironments[0].Tags[qshare.TagExecutor] != "second" {
+			return fmt.Errorf("bench e2e: the environment e2e-env-2 does not name the executor second (tag %s)", qshare.TagExecutor)
+		}
+		cpu, err = withTreeCPU(srv, func() error {
+			var wg sync.WaitGroup
+			var errs [2]error
+			for h, queue := range []string{queues["e2e"], queues["e2e-2"]} {
+				o := both
+				o.Jobs = jobs[h]
+				wg.Go(func() { errs[h] = e2eQshare(ctx, clients[h], queue, srv, o, &halves[h]) })
+			}
+			wg.Wait()
+			return errors.Join(errs[:]...)
+		})
+		return err
+	})
+	return halves, cpu, err
 }

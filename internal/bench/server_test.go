@@ -92,7 +92,8 @@ func TestHarnessAgainstRealServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.With != "simulated" || r.JobsPerS <= 0 || r.WithJobsPerS <= 0 || r.CombinedJobsPerS <= 0 || r.CombinedVsSum <= 0 || r.CombinedVsSlowest <= 0 ||
-			r.HalfJobsPerS <= 0 || r.WithHalfJobsPerS <= 0 || r.CPUPerJobMs <= 0 || r.BothCPUPerJobMs <= 0 {
+			r.HalfJobsPerS <= 0 || r.WithHalfJobsPerS <= 0 || r.CPUPerJobMs <= 0 || r.BothCPUPerJobMs <= 0 || r.HalvesOverlap <= 0 || r.HalvesOverlap > 1 ||
+			r.Jobs < 20 || r.WithJobs < 20 || (r.Jobs != 20 && r.WithJobs != 20) {
 			t.Errorf("result %+v", r)
 		}
 		if _, err := RunE2E(ctx, E2EOptions{Server: ServerOptions{Binary: bin, Executor: "simulated"}, With: "slurm", Jobs: 1, Clients: 1}); err == nil {
