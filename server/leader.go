@@ -108,6 +108,14 @@ func (sv *server) prove(ctx context.Context, db *postgres.DB) error {
 	return nil
 }
 
+// readTimeout and writeTimeout bound the reading of a request and the
+// writing of its answer; the embedded S3 store's route moves them at each
+// read and write of an object instead (s3.go).
+const (
+	readTimeout  = 30 * time.Second
+	writeTimeout = 60 * time.Second
+)
+
 // run serves on ln until ctx ends or the HTTP server fails.
 func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, ready func(addr string)) error {
 	sv.addr = ln.Addr().String()
@@ -126,8 +134,8 @@ func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, r
 		// auth.Guard), so that slow or idle connections do not hold the
 		// descriptors that the connection limits count.
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(sv.log.Handler(), slog.LevelWarn),

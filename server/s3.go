@@ -28,6 +28,9 @@ func (sv *server) routeS3(r *Router) {
 		h = s3server.Authorize(store, func(req *http.Request, action, resource string) error {
 			return auth.Authorize(req.Context(), action, resource)
 		})
+		// An object moves as long as its bytes keep coming: the server's
+		// whole-request timeouts (leader.go) become idle ones here.
+		h = s3server.IdleDeadlines(h, readTimeout, writeTimeout)
 	}
 	r.Handle(Route{Name: "s3", Match: Match{Service: s3server.SigningName}, BodyTypes: []string{"*"}, RawPath: true, WriteError: restXMLError, Handler: h})
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
@@ -80,7 +81,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.h.ServeHTTP(w, r)
 		return
 	}
-	b := &failedBody{ReadCloser: http.MaxBytesReader(w, r.Body, MaxBody)}
+	limit, tooLarge := int64(MaxBody), s3Error(http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
+	if !objectData(r) {
+		// Every other body is an XML document (CompleteMultipartUpload,
+		// DeleteObjects, a bucket's configuration) that gofakes3 reads
+		// whole.
+		limit, tooLarge = MaxXMLBody, s3Error(http.StatusBadRequest, "MaxMessageLengthExceeded", fmt.Sprintf("Your request was too big: this request's XML body may hold at most %d bytes", int64(MaxXMLBody)))
+		if r.ContentLength > limit {
+			w.Header().Set("Connection", "close")
+			writeError(w, tooLarge.Status, tooLarge.Code, tooLarge.Message)
+			return
+		}
+	}
+	b := &failedBody{ReadCloser: &cappedBody{ReadCloser: r.Body, left: limit, err: tooLarge}}
 	r.Body = b
 	s.h.ServeHTTP(&bodyErrorWriter{ResponseWriter: w, body: b}, r)
 }
@@ -88,6 +101,51 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // MaxBody is the most bytes of one request's body: S3's limit of one
 // PutObject or part, 5 GiB.
 const MaxBody = 5 << 30
+
+// MaxXMLBody is the most bytes of the body of a request that sends no
+// object's data: an XML document, such as CompleteMultipartUpload's list
+// of up to 10,000 parts (about 1 MB as the SDKs write it) or DeleteObjects'
+// of up to 1,000 keys.
+const MaxXMLBody = 2 << 20
+
+// objectData reports whether r's body is an object's data: PutObject or
+// UploadPart, a PUT of a key with no subresource but a part's.
+func objectData(r *http.Request) bool {
+	if r.Method != http.MethodPut {
+		return false
+	}
+	if _, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); key == "" {
+		return false
+	}
+	for k := range r.URL.Query() {
+		if k != "partNumber" && k != "uploadId" && k != "x-id" {
+			return false
+		}
+	}
+	return true
+}
+
+// cappedBody reads at most left bytes of a body, and fails with err (an
+// S3 error, which failedBody keeps for the answer) when it holds more.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+	err  *wire.Error
+}
+
+func (c *cappedBody) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, c.err
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.ReadCloser.Read(p)
+	if c.left -= int64(n); c.left < 0 {
+		return n - 1, c.err
+	}
+	return n, err
+}
 
 // failedBody is a request body that keeps the first *wire.Error its
 // reader failed with: authentication's refusal of a body that is not what
@@ -118,6 +176,9 @@ type bodyErrorWriter struct {
 func (w *bodyErrorWriter) WriteHeader(status int) {
 	if e := w.body.err; e != nil && !w.replaced {
 		w.replaced = true
+		// The body was not read to its end: the connection cannot carry
+		// another request.
+		w.ResponseWriter.Header().Set("Connection", "close")
 		writeError(w.ResponseWriter, e.Status, e.Code, e.Message)
 		return
 	}
@@ -352,3 +413,49 @@ func Unavailable(msg string) http.Handler {
 		writeError(w, http.StatusServiceUnavailable, "InternalError", msg)
 	})
 }
+
+// IdleDeadlines returns h with the connection's read deadline moved to
+// read from now before each read of a request's body, and its write
+// deadline to write from now before each write of the answer: an object
+// of any size moves as long as its bytes keep coming, where the HTTP
+// server's whole-request ReadTimeout and WriteTimeout (30 s and 60 s in
+// qshare serve) would cut a large PutObject or GetObject short. A client
+// that stops sending for read is still cut off.
+func IdleDeadlines(h http.Handler, read, write time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: read, write: write}
+		}
+		h.ServeHTTP(&idleWriter{ResponseWriter: w, rc: rc, idle: write}, r)
+	})
+}
+
+type idleBody struct {
+	io.ReadCloser
+	rc          *http.ResponseController
+	idle, write time.Duration
+}
+
+// Read moves the read deadline, and the write deadline too: the answer
+// is written once the body has come, however long it took.
+func (b *idleBody) Read(p []byte) (int, error) {
+	now := time.Now()
+	_ = b.rc.SetReadDeadline(now.Add(b.idle)) // a writer that cannot: the server's own timeouts stay
+	_ = b.rc.SetWriteDeadline(now.Add(b.write))
+	return b.ReadCloser.Read(p)
+}
+
+type idleWriter struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (w *idleWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the server's own writer.
+func (w *idleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
