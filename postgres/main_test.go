@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"qshare/internal/longtest"
 	"qshare/postgres/postgrestest"
 )
 
@@ -19,8 +20,14 @@ var (
 
 // TestMain starts a throwaway PostgreSQL (postgrestest) for the tests and stops
 // it at the end, whatever the tests did; a child process that storetest
-// starts finds its parent's server in the environment and uses it.
+// starts finds its parent's server in the environment and uses it. Each
+// random case of storetest's RandomChanges empties the store and commits
+// and loads up to 12 times through the server: rapid's 100 cases took
+// 48 s of the package's 176 s on a loaded 2-core machine, so it tries 20
+// here (longtest.RapidChecks; the SQLite store's tests try the 100, and
+// so does .ci/run's QSHARE_LONG=1 step here).
 func TestMain(m *testing.M) {
+	longtest.RapidChecks(20)
 	if u := os.Getenv(postgrestest.URLEnv); u != "" {
 		srv = postgrestest.Attach(u)
 		os.Exit(m.Run())

@@ -36,3 +36,22 @@ func TestMinParallel(t *testing.T) {
 		t.Errorf("MinParallel(3) over 6: -parallel %s, want 6 (it only raises)", got)
 	}
 }
+
+// rapidChecks stands for the flag that rapid registers in a test binary
+// that imports it (this one does not).
+var rapidChecks = flag.Int("rapid.checks", 100, "rapid's number of cases, as rapid registers it")
+
+func TestRapidChecks(t *testing.T) {
+	defer func() { *rapidChecks = 100 }()
+	t.Setenv(Env, "")
+	RapidChecks(20)
+	if *rapidChecks != 20 {
+		t.Errorf("RapidChecks(20) without %s: -rapid.checks %d, want 20", Env, *rapidChecks)
+	}
+	*rapidChecks = 100
+	t.Setenv(Env, "1")
+	RapidChecks(20)
+	if *rapidChecks != 100 {
+		t.Errorf("RapidChecks(20) with %s=1: -rapid.checks %d, want rapid's 100", Env, *rapidChecks)
+	}
+}

@@ -14,16 +14,40 @@ import (
 // the run without contending for the cores. Call it from TestMain before
 // m.Run.
 func MinParallel(n int) {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	f := flag.Lookup("test.parallel")
-	if given || f == nil {
+	f := notGiven("test.parallel")
+	if f == nil {
 		return
 	}
 	if cur, err := strconv.Atoi(f.Value.String()); err == nil && cur < n {
 		_ = f.Value.Set(strconv.Itoa(n))
 	}
+}
+
+// RapidChecks sets rapid's -rapid.checks, how many random cases each
+// rapid.Check of the test binary tries (100 by default), to n, unless the
+// long scenarios run (On) or the command line sets it: for a package
+// whose every case is costly (a store on a PostgreSQL server), a short
+// instance of the same properties. Call it from TestMain before m.Run.
+func RapidChecks(n int) {
+	if On() {
+		return
+	}
+	if f := notGiven("rapid.checks"); f != nil {
+		_ = f.Value.Set(strconv.Itoa(n))
+	}
+}
+
+// notGiven returns the test binary's flag name, parsing the command line
+// first if need be, or nil when the command line gives it or there is no
+// such flag.
+func notGiven(name string) *flag.Flag {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	if given {
+		return nil
+	}
+	return flag.Lookup(name)
 }
