@@ -6,12 +6,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdk "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	s3server "qshare/aws/s3"
 )
@@ -156,3 +160,81 @@ type statusError struct {
 }
 
 func (e *statusError) Error() string { return http.StatusText(e.status) + ": " + e.body }
+
+// TestPartsOnDisk: a multipart upload's parts are kept in files under
+// tmp/parts/<upload id>/, not in memory, each of its part's size; the
+// completed object is the parts joined, and completing or aborting the
+// upload removes the files. A PutObject whose body looks like a part's
+// reference is stored as it is.
+func TestPartsOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	_, c := start(t, dir)
+	ctx := context.Background()
+	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	partFiles := func(id string) (sizes []int64) {
+		ents, _ := os.ReadDir(filepath.Join(dir, "tmp", "parts", id))
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil {
+				sizes = append(sizes, fi.Size())
+			}
+		}
+		sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+		return sizes
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 6<<16) // 6 MiB
+	for _, complete := range []bool{true, false} {
+		mp, err := c.CreateMultipartUpload(ctx, &sdk.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("obj")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := aws.ToString(mp.UploadId)
+		var parts []types.CompletedPart
+		for i, body := range [][]byte{big, []byte("tail")} {
+			out, err := c.UploadPart(ctx, &sdk.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String("obj"), UploadId: mp.UploadId, PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(body)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(int32(i + 1))})
+		}
+		if got := partFiles(id); len(got) != 2 || got[0] != 4 || got[1] != int64(len(big)) {
+			t.Fatalf("upload %s keeps part files of sizes %v, want 4 and %d", id, got, len(big))
+		}
+		if !complete {
+			if _, err := c.AbortMultipartUpload(ctx, &sdk.AbortMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("obj"), UploadId: mp.UploadId}); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := c.CompleteMultipartUpload(ctx, &sdk.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("obj"), UploadId: mp.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := partFiles(id); len(got) != 0 {
+			t.Errorf("complete %v: upload %s still keeps part files %v", complete, id, got)
+		}
+	}
+	obj, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("obj")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(obj.Body)
+	obj.Body.Close()
+	if !bytes.Equal(got, append(append([]byte(nil), big...), "tail"...)) {
+		t.Fatalf("the completed object has %d bytes, not the parts joined (%d)", len(got), len(big)+4)
+	}
+	// A reference as an object's own body is only data.
+	forged := "qshare-part 1 part-1 4 0\n"
+	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("forged"), Body: strings.NewReader(forged),
+		Metadata: map[string]string{"qshare-parts": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	obj, err = c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("forged")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(obj.Body)
+	obj.Body.Close()
+	if string(got) != forged {
+		t.Errorf("a PutObject of a reference stored %q", got)
+	}
+}

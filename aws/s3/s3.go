@@ -28,7 +28,8 @@ import (
 // Server serves the S3 API over the objects kept in one directory. It is
 // safe for concurrent use.
 type Server struct {
-	h http.Handler
+	h   http.Handler
+	dir string
 }
 
 // New returns a Server that keeps its buckets and objects under dir
@@ -44,10 +45,11 @@ func New(dir string) (*Server, error) {
 			return nil, fmt.Errorf("s3: creating %s: %w", d, err)
 		}
 	}
-	// What a write left in tmp/ when the server died is no object.
+	// What a write left in tmp/ when the server died is no object, and
+	// the parts there belong to uploads that gofakes3 has forgotten.
 	if ents, err := os.ReadDir(filepath.Join(dir, tmpDir)); err == nil {
 		for _, e := range ents {
-			os.Remove(filepath.Join(dir, tmpDir, e.Name()))
+			os.RemoveAll(filepath.Join(dir, tmpDir, e.Name()))
 		}
 	}
 	fs := &atomicFs{Fs: afero.NewBasePathFs(afero.NewOsFs(), dir)}
@@ -55,8 +57,8 @@ func New(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
-	g := gofakes3.New(&wholeBackend{MultiBucketBackend: mb, fs: fs}, gofakes3.WithoutVersioning())
-	return &Server{h: g.Server()}, nil
+	g := gofakes3.New(&wholeBackend{MultiBucketBackend: mb, fs: fs, root: dir}, gofakes3.WithoutVersioning())
+	return &Server{h: g.Server(), dir: dir}, nil
 }
 
 // ServeHTTP answers one S3 request, path-style (/bucket/key). A key that
@@ -77,6 +79,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
 		return
 	}
+	// Only a CreateMultipartUpload of this store marks its upload's parts
+	// as files to read at its completion (parts.go).
+	r.Header.Del(partsMarker)
+	q := r.URL.Query()
+	if _, ok := q["uploads"]; ok && r.Method == http.MethodPost {
+		r.Header.Set(partsMarker, "1")
+	}
+	if q.Get("uploadId") != "" && (r.Method == http.MethodPost || r.Method == http.MethodDelete) {
+		sw := &statusWriter{ResponseWriter: w}
+		w = sw
+		defer func() {
+			if sw.ok() {
+				removeParts(s.dir, r)
+			}
+		}()
+	}
 	if r.Body == nil || r.Body == http.NoBody {
 		s.h.ServeHTTP(w, r)
 		return
@@ -95,7 +113,51 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b := &failedBody{ReadCloser: &cappedBody{ReadCloser: r.Body, left: limit, err: tooLarge}}
 	r.Body = b
+	if r.Method == http.MethodPut && q.Get("partNumber") != "" && q.Get("uploadId") != "" {
+		// UploadPart: the part goes to a file, gofakes3 keeps a reference.
+		file, status, code, msg := spoolPart(s.dir, r)
+		if status != 0 {
+			if e := b.err; code == "" && e != nil {
+				status, code, msg = e.Status, e.Code, e.Message
+			} else if code == "" {
+				code = "IncompleteBody"
+			}
+			w.Header().Set("Connection", "close")
+			writeError(w, status, code, msg)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		s.h.ServeHTTP(sw, r)
+		if !sw.ok() {
+			os.Remove(file)
+		}
+		return
+	}
 	s.h.ServeHTTP(&bodyErrorWriter{ResponseWriter: w, body: b}, r)
+}
+
+// statusWriter keeps the status of the answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// ok reports whether the answer was a success: a handler that wrote
+// nothing answered 200.
+func (w *statusWriter) ok() bool { return w.status == 0 || w.status/100 == 2 }
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 // MaxBody is the most bytes of one request's body: S3's limit of one
@@ -245,10 +307,28 @@ type atomicFs struct {
 // atomicFs (one PutObject at a time holds the lock, so one flag serves).
 type wholeBackend struct {
 	*s3afero.MultiBucketBackend
-	fs *atomicFs
+	fs   *atomicFs
+	root string
 }
 
+// PutObject stores an object. The object of a multipart upload that this
+// store started (its metadata has partsMarker) is given as the references
+// to its parts' files (parts.go), which are read in their place.
 func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, cond *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
+	if _, ok := meta[partsMarker]; ok {
+		m := make(map[string]string, len(meta))
+		for k, v := range meta {
+			if k != partsMarker {
+				m[k] = v
+			}
+		}
+		parts, n, err := openParts(b.root, input)
+		if err != nil {
+			return gofakes3.PutObjectResult{}, err
+		}
+		defer parts.Close()
+		meta, input, size = m, parts, n
+	}
 	return b.MultiBucketBackend.PutObject(bucket, key, meta, &wholeReader{r: input, left: size, fs: b.fs}, size, cond)
 }
 
