@@ -133,6 +133,11 @@ type attempt struct {
 	cancelLaunch context.CancelFunc
 	failed       string        // the container of several that failed first
 	logDone      chan struct{} // closed once the copy of instance 0's log has ended
+	// exits are the waits for each container's next exit, asked before
+	// it started (nil for an attempt recovered after a restart); exited
+	// closes each container's channel once its end is known.
+	exits  []*exitWait
+	exited []chan struct{}
 }
 
 // record is attempts/<attemptID>/attempt.json: what a restarted executor
@@ -532,13 +537,21 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 		defer func() {
 			e.log.Debug("container executor: started", "attempt", s.AttemptID, "prepare", t0.Sub(begun), "create", t2.Sub(t1), "start", time.Since(t2))
 		}()
+		exits := make([]*exitWait, len(rec.Containers))
+		for k, name := range rec.Containers {
+			exits[k] = e.nextExit(name)
+		}
 		for k, name := range rec.Containers {
 			if _, err := e.cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
 				e.setHealth(err)
+				for _, w := range exits {
+					w.close()
+				}
 				e.remove(context.Background(), rec)
 				return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: starting the container of %s: %v", hosts[k], err)
 			}
 		}
+		a.exits = exits
 		return nil
 	}
 	ok = true
@@ -1002,7 +1015,7 @@ func (e *Executor) attach(ctx context.Context, a *attempt, rec record) (executor
 	// Ended while no server ran: its exit now, its clean-up in the
 	// background (Wait returns once the containers are gone).
 	e.copyLogs(ctx, a, false)
-	x = e.exitOf(ctx, a)
+	x = e.exitOf(ctx, a, false)
 	x = e.upload(ctx, a, x)
 	e.record(a, x)
 	go func() { e.remove(e.ctx, rec); e.finish(a) }()
@@ -1015,14 +1028,27 @@ func (e *Executor) attach(ctx context.Context, a *attempt, rec record) (executor
 // containers and network, releases the GPUs, and only then reports the end.
 func (e *Executor) watch(a *attempt, recovered bool) {
 	ctx := e.ctx
+	n := len(a.rec.Containers)
+	a.exited = make([]chan struct{}, n)
+	for k := range a.exited {
+		a.exited[k] = make(chan struct{})
+	}
 	go e.copyLogs(ctx, a, true)
 	var wg sync.WaitGroup
-	failed := make(chan string, len(a.rec.Containers))
-	for _, name := range a.rec.Containers {
+	failed := make(chan string, n)
+	codes := make([]int64, n)
+	known := make([]bool, n)
+	for k, name := range a.rec.Containers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if code, ok := e.waitContainer(ctx, name); ok && code != 0 {
+			defer close(a.exited[k])
+			if k < len(a.exits) && !recovered {
+				codes[k], known[k] = e.awaitExit(ctx, name, a.exits[k])
+			} else {
+				codes[k], known[k] = e.waitContainer(ctx, name)
+			}
+			if known[k] && codes[k] != 0 {
 				failed <- name
 			}
 		}()
@@ -1052,7 +1078,12 @@ func (e *Executor) watch(a *attempt, recovered bool) {
 		e.log.Warn("container executor: the log stream did not end with the container", "attempt", a.id)
 	}
 	t1 := time.Now()
-	x := e.exitOf(ctx, a)
+	// Every container's wait said 0: the engine need not be asked again.
+	clean := true
+	for k := range codes {
+		clean = clean && known[k] && codes[k] == 0
+	}
+	x := e.exitOf(ctx, a, clean)
 	x = e.upload(ctx, a, x)
 	e.record(a, x)
 	t2 := time.Now()
@@ -1086,10 +1117,84 @@ func (e *Executor) waitContainer(ctx context.Context, name string) (int64, bool)
 	}
 }
 
+// exitWait is a wait for a container's next exit, asked of the engine
+// before the container starts. Podman answers a wait for "not-running"
+// only once the cleanup process that conmon starts at the exit has run
+// (seconds on a loaded host), and "next-exit" as the exit happens.
+type exitWait struct {
+	w      client.ContainerWaitResult
+	cancel context.CancelFunc
+	done   bool // its answer was taken
+}
+
+// nextExit asks the engine to report the next exit of the container.
+func (e *Executor) nextExit(name string) *exitWait {
+	ctx, cancel := context.WithCancel(e.ctx)
+	return &exitWait{w: e.cli.ContainerWait(ctx, name, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit}), cancel: cancel}
+}
+
+// close ends the wait.
+func (w *exitWait) close() {
+	w.cancel()
+	if !w.done {
+		w.done = true
+		go func() { // the client's reader sends once, unbuffered
+			select {
+			case <-w.w.Result:
+			case <-w.w.Error:
+			}
+		}()
+	}
+}
+
+// awaitExit waits for the exit that w asked for. Podman takes up its
+// exit events only after it has answered the request, so an exit in
+// between is not reported: from 2 s on, with the interval doubling up to
+// a minute, the container's state is asked too. A wait the engine breaks
+// (a restart) goes on as waitContainer.
+func (e *Executor) awaitExit(ctx context.Context, name string, w *exitWait) (int64, bool) {
+	defer w.close()
+	d := 2 * time.Second
+	check := time.NewTimer(d)
+	defer check.Stop()
+	for {
+		select {
+		case r := <-w.w.Result:
+			w.done = true
+			if r.Error == nil && r.StatusCode >= 0 {
+				e.setHealth(nil)
+				return r.StatusCode, true
+			}
+			// Podman's -1: its event stream ended without the exit.
+			return e.waitContainer(ctx, name)
+		case err := <-w.w.Error:
+			w.done = true
+			if isNotFound(err) || ctx.Err() != nil {
+				return 0, false
+			}
+			return e.waitContainer(ctx, name)
+		case <-ctx.Done():
+			return 0, false
+		case <-check.C:
+			in, err := e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+			if isNotFound(err) {
+				return 0, false
+			}
+			if st := in.Container.State; err == nil && st != nil && !st.Running && !st.Paused && !st.Restarting {
+				return int64(st.ExitCode), true
+			}
+			d = min(2*d, time.Minute)
+			check.Reset(d)
+		}
+	}
+}
+
 // exitOf works out how an attempt ended from its container that failed
 // first, else the first that failed, else its first: the exit code, the signal of a stop (the init
 // process reports 128+N), an out-of-memory kill, and the failure file.
-func (e *Executor) exitOf(ctx context.Context, a *attempt) executor.Exit {
+// With clean, every container's wait has reported exit code 0, and the
+// engine is not asked again (its end is now, not its FinishedAt).
+func (e *Executor) exitOf(ctx context.Context, a *attempt, clean bool) executor.Exit {
 	e.mu.Lock()
 	stopping, killed, failed := a.Stopping, a.killed, a.failed
 	e.mu.Unlock()
@@ -1099,6 +1204,9 @@ func (e *Executor) exitOf(ctx context.Context, a *attempt) executor.Exit {
 	names := a.rec.Containers
 	if failed != "" {
 		names = append([]string{failed}, names...) // the host that failed first tells
+	}
+	if clean {
+		x.ExitCode, found, names = 0, true, nil
 	}
 	for _, name := range names {
 		var in client.ContainerInspectResult

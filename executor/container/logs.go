@@ -40,7 +40,11 @@ func (e *Executor) copyLogs(ctx context.Context, a *attempt, follow bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.copyLog(ctx, name, filepath.Join(e.attemptDir(a.id), logName(k)), follow)
+			var exited chan struct{}
+			if k < len(a.exited) {
+				exited = a.exited[k]
+			}
+			e.copyLog(ctx, name, filepath.Join(e.attemptDir(a.id), logName(k)), follow, exited)
 		}()
 	}
 	wg.Wait()
@@ -51,7 +55,7 @@ func (e *Executor) copyLogs(ctx context.Context, a *attempt, follow bool) {
 	}
 }
 
-func (e *Executor) copyLog(ctx context.Context, name, path string, follow bool) {
+func (e *Executor) copyLog(ctx context.Context, name, path string, follow bool, exited <-chan struct{}) {
 	for try := 0; ; try++ {
 		f, err := e.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
@@ -67,15 +71,28 @@ func (e *Executor) copyLog(ctx context.Context, name, path string, follow bool) 
 		if !follow || ctx.Err() != nil || isNotFound(err) {
 			return
 		}
-		// The stream ended: with the container, or because the engine
-		// went away while it runs.
-		in, ierr := e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-		if ierr == nil && (in.Container.State == nil || !in.Container.State.Running) {
-			return
+		if err == nil {
+			// The stream ended: with the container (its wait says so
+			// within the second), or because the engine went away while
+			// it runs.
+			select {
+			case <-exited:
+				return
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return
+			}
+			in, ierr := e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+			if ierr == nil && (in.Container.State == nil || !in.Container.State.Running) {
+				return
+			}
+			if isNotFound(ierr) {
+				return
+			}
 		}
-		if isNotFound(ierr) {
-			return
-		}
+		// A stream that broke, or was not given, is asked again, whole:
+		// the container, and so its log, stays until this copy has ended
+		// (or the watch has given up on it).
 		if !e.pause(ctx, try) {
 			return
 		}
