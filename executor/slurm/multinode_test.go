@@ -32,9 +32,10 @@ func runToEnd(t *testing.T, e *Executor, s executor.Spec) (executor.Handle, exec
 	return h, x
 }
 
-// twoNodeJob (TestWholeNodes) runs a job of two instances of a GPU type: one batch job
-// on both nodes, whole nodes each, and every node sees both in SM_HOSTS,
-// itself in SM_CURRENT_HOST and resourceconfig.json, and its GPUs.
+// twoNodeJob (TestWholeNodes) runs a job of two instances of a GPU type:
+// one batch job on both nodes, whole nodes each, and every node sees
+// both in SM_HOSTS, itself in SM_CURRENT_HOST and resourceconfig.json,
+// and its GPUs.
 func twoNodeJob(t *testing.T, c *slurmtest.Cluster) {
 	e := newExecutorOn(t, c, t.TempDir())
 	defer e.Close()
@@ -71,9 +72,10 @@ func twoNodeJob(t *testing.T, c *slurmtest.Cluster) {
 	}
 }
 
-// preemptionResumesFromCheckpoint (TestWholeNodes) stops a job that traps SIGTERM and
-// writes a checkpoint, then starts its next attempt, which finds the
-// checkpoint in the same SM_CHECKPOINT_DIR and resumes from it.
+// preemptionResumesFromCheckpoint (TestWholeNodes) stops a job that
+// traps SIGTERM and writes a checkpoint, then starts its next attempt,
+// which finds the checkpoint in the same SM_CHECKPOINT_DIR and resumes
+// from it.
 func preemptionResumesFromCheckpoint(t *testing.T, c *slurmtest.Cluster) {
 	e := newExecutorOn(t, c, t.TempDir())
 	defer e.Close()
@@ -200,11 +202,12 @@ func TestCheckCapacity(t *testing.T) {
 	}
 }
 
-// controllerStopped (TestWholeNodes) stops slurmctld while an attempt runs: Start of
-// another attempt waits, retrying, until its context ends (and is then
-// retried by its caller), the running one keeps its
-// state and Wait does not return; once slurmctld is back, the running
-// attempt's exit is recorded and the retried Start submits one batch job.
+// controllerStopped (TestWholeNodes) stops slurmctld while an attempt
+// runs: Start of another attempt waits, retrying, until its context ends
+// (and is then retried by its caller), the running one keeps its state
+// and Wait does not return; once slurmctld is back, the running
+// attempt's exit is recorded and the retried Start submits one batch
+// job.
 func controllerStopped(t *testing.T, c *slurmtest.Cluster) {
 	dir := t.TempDir()
 	e, err := New(context.Background(), Options{Config: testConfig(dir), Env: c.Env(), Step: []string{os.Args[0]},
@@ -285,9 +288,9 @@ func controllerStopped(t *testing.T, c *slurmtest.Cluster) {
 	e.Wait(ctx, later.AttemptID)
 }
 
-// exitAfterSlurmForgot (TestWholeNodes): the server is away for longer than MinJobAge;
-// after the restart Slurm no longer knows the batch jobs, and the exits
-// come from the step runners' records, one per node.
+// exitAfterSlurmForgot (TestWholeNodes): the server is away for longer
+// than MinJobAge; after the restart Slurm no longer knows the batch
+// jobs, and the exits come from the step runners' records, one per node.
 func exitAfterSlurmForgot(t *testing.T, c *slurmtest.Cluster) {
 	one := testSpec("gone", "ml.m5.large", 1, "echo ready; exit 7")
 	two := gpuSpec("gone2", 2, `echo ready; [ "$SM_CURRENT_HOST" = n2 ] && kill -USR1 $$; exit 0`)
@@ -303,13 +306,13 @@ func exitAfterSlurmForgot(t *testing.T, c *slurmtest.Cluster) {
 	}
 }
 
-// twoNodeJobStagesItsShare (TestWholeNodes) runs a job of two instances whose channel
-// is ShardedByS3Key, against the embedded S3 store: the step runner on
-// each node stages that node's share of the keys (node k of 2 gets the
-// keys i with i mod 2 = k, as the process and container executors split
-// them) into a directory of its own before the command starts, and the
-// first node's model is in S3 as model.tar.gz, under the attempt's
-// training job name, once the job has ended.
+// twoNodeJobStagesItsShare (TestWholeNodes) runs a job of two instances
+// whose channel is ShardedByS3Key, against the embedded S3 store: the
+// step runner on each node stages that node's share of the keys (node k
+// of 2 gets the keys i with i mod 2 = k, as the process and container
+// executors split them) into a directory of its own before the command
+// starts, and the first node's model is in S3 as model.tar.gz, under the
+// attempt's training job name, once the job has ended.
 func twoNodeJobStagesItsShare(t *testing.T, c *slurmtest.Cluster) {
 	ep, s3c := s3test.Start(t, map[string]map[string]string{"qshare-data": {
 		"train/a.csv": "a", "train/b.csv": "b", "train/c.csv": "c", "train/d.csv": "d"}})

@@ -44,10 +44,10 @@ func beforeRestart(t *testing.T, c *slurmtest.Cluster) (string, *Executor, conte
 	return dir, e1, ctx
 }
 
-// pendingReason (TestWholeNodes): while both nodes are held by one job, a second
-// whole-node job waits in Slurm, and PendingReason says why in Slurm's
-// words (Resources); once the first ends, the second runs and the reason
-// is gone.
+// pendingReason (TestWholeNodes): while both nodes are held by one job,
+// a second whole-node job waits in Slurm, and PendingReason says why in
+// Slurm's words (Resources); once the first ends, the second runs and
+// the reason is gone.
 func pendingReason(t *testing.T, c *slurmtest.Cluster) {
 	e, err := New(context.Background(), Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]},
 		PollInterval: 100 * time.Millisecond, StartWait: time.Second})
@@ -88,9 +88,9 @@ func pendingReason(t *testing.T, c *slurmtest.Cluster) {
 	}
 }
 
-// nodeFailure (TestWholeNodes): a node of a running job is set DOWN; Slurm ends the
-// job NODE_FAIL, and the attempt ends Lost (the daemon requeues it without
-// using a retry) with a reason that says so.
+// nodeFailure (TestWholeNodes): a node of a running job is set DOWN;
+// Slurm ends the job NODE_FAIL, and the attempt ends Lost (the daemon
+// requeues it without using a retry) with a reason that says so.
 func nodeFailure(t *testing.T, c *slurmtest.Cluster) {
 	e := newExecutorOn(t, c, t.TempDir())
 	defer e.Close()
