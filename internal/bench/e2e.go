@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -189,8 +190,13 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 			return E2EResult{}, fmt.Errorf("bench e2e: --with starts its own servers, and compares executors, not Slurm: leave out --endpoint and --vs-slurm")
 		}
 		for _, k := range []string{opt.Server.Executor, opt.With} {
-			if k != "process" && k != "simulated" && k != "container" {
-				return E2EResult{}, fmt.Errorf("bench e2e: --with compares process, simulated or container executors, not %q", k)
+			if k != "process" && k != "simulated" && k != "container" && k != "slurm" {
+				return E2EResult{}, fmt.Errorf("bench e2e: --with compares process, simulated, container or slurm executors, not %q", k)
+			}
+			if k == "slurm" {
+				if err := slurm.Available(); err != nil { // before the first half rather than after it
+					return E2EResult{}, fmt.Errorf("bench e2e --with and slurm: %w", err)
+				}
 			}
 		}
 		if opt.With == opt.Server.Executor {
@@ -492,11 +498,33 @@ func runE2EWith(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
+	both := opt
+	entry := func(kind string) string { return "{kind: " + kind + "}" }
+	if opt.Server.Executor == "slurm" || opt.With == "slurm" {
+		// The Slurm half runs on a throwaway cluster of its own, as a run
+		// of --executor slurm alone does.
+		cl, err := slurm.Start(ctx, slurm.Options{CPUs: opt.Capacity})
+		if err != nil {
+			return res, err
+		}
+		defer cl.Close()
+		args, env, err := slurmServe(cl)
+		if err != nil {
+			return res, err
+		}
+		both.Server.Env = append(append([]string(nil), opt.Server.Env...), env...)
+		plain := entry
+		entry = func(kind string) string {
+			if kind == "slurm" {
+				return "{kind: slurm, slurmConfig: " + strconv.Quote(args[1]) + "}"
+			}
+			return plain(kind)
+		}
+	}
 	file := filepath.Join(dir, "executors.yaml")
-	if err := os.WriteFile(file, []byte("default: {kind: "+opt.Server.Executor+"}\nsecond: {kind: "+opt.With+"}\n"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte("default: "+entry(opt.Server.Executor)+"\nsecond: "+entry(opt.With)+"\n"), 0o644); err != nil {
 		return res, err
 	}
-	both := opt
 	both.Server.Executor = ""
 	both.Server.Args = append(append([]string(nil), opt.Server.Args...), "--executors", file)
 	cfg := e2eConfig(opt.Capacity)

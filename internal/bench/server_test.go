@@ -96,8 +96,8 @@ func TestHarnessAgainstRealServer(t *testing.T) {
 			r.Jobs < 20 || r.WithJobs < 20 || (r.Jobs != 20 && r.WithJobs != 20) {
 			t.Errorf("result %+v", r)
 		}
-		if _, err := RunE2E(ctx, E2EOptions{Server: ServerOptions{Binary: bin, Executor: "simulated"}, With: "slurm", Jobs: 1, Clients: 1}); err == nil {
-			t.Error("--with slurm was not refused")
+		if _, err := RunE2E(ctx, E2EOptions{Server: ServerOptions{Binary: bin, Executor: "simulated"}, With: "kubernetes", Jobs: 1, Clients: 1}); err == nil {
+			t.Error("--with kubernetes was not refused")
 		}
 	})
 
