@@ -86,8 +86,13 @@ func NewClient(ctx context.Context, ep Endpoint) (*Client, error) {
 
 // New returns a Client over an S3 client that the caller configured.
 func New(c *s3.Client) *Client {
-	return &Client{s3: c, tm: transfermanager.New(c), concurrency: 8}
+	return &Client{s3: c, tm: transfermanager.New(c, func(o *transfermanager.Options) { o.Concurrency = PartConcurrency }), concurrency: 8}
 }
+
+// PartConcurrency is how many parts of one object move at once: the AWS
+// CLI's 10 (max_concurrent_requests), where the transfer manager's
+// default is 5.
+const PartConcurrency = 10
 
 // S3 returns the SDK client the Client uses.
 func (c *Client) S3() *s3.Client { return c.s3 }
