@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // Slot is the part of an executor's own record of an attempt that every
@@ -97,18 +96,4 @@ func BeginStop[A Attempt](ctx context.Context, mu *sync.Mutex, attempts map[stri
 	}
 	s.Stopping = true
 	return a, true, nil
-}
-
-// PollPause is the pause of a log reader that follows a file or stream by
-// polling: it returns after d, or as soon as ctx ends or closed is closed
-// (the reader was closed), whichever comes first. The caller releases its
-// own locks around it.
-func PollPause(ctx context.Context, closed <-chan struct{}, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-closed:
-	}
 }

@@ -2,7 +2,6 @@ package container
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,6 @@ import (
 
 	"qshare"
 	"qshare/executor"
-	"qshare/executor/process"
 )
 
 // logName is the file of instance k's log in the attempt's directory:
@@ -121,113 +119,32 @@ func (e *Executor) InstanceLogs(ctx context.Context, attemptID string, k int, fo
 	e.mu.Lock()
 	a := e.attempts[attemptID]
 	e.mu.Unlock()
-	r := &tail{e: e, ctx: ctx, a: a, id: attemptID, path: filepath.Join(dir, logName(k)), follow: follow, closed: make(chan struct{})}
-	if err := r.open(); err != nil {
+	path := filepath.Join(dir, logName(k))
+	lf, err := executor.OpenLogFile(func() (*os.File, error) { return e.fs.OpenLog(attemptID, path) }, func() bool { return e.logEnded(a, dir) })
+	if err != nil {
 		return nil, err
 	}
-	return r, nil
+	return executor.NewLogTail(ctx, lf, follow, 50*time.Millisecond), nil
 }
 
-// tail reads a log file as it is written, until the attempt has ended.
-type tail struct {
-	e      *Executor
-	ctx    context.Context
-	a      *attempt // nil: not in memory, its end is judged from its exit file
-	id     string
-	path   string
-	follow bool
-
-	mu        sync.Mutex
-	f         *os.File
-	done      bool // the attempt has ended and the file was read once more since
-	closed    chan struct{}
-	closeOnce sync.Once
-}
-
-func (r *tail) open() error {
-	f, err := r.e.fs.OpenFile(r.path, os.O_RDONLY, 0)
-	switch {
-	case err == nil:
-		r.f = f
-		return nil
-	case errors.Is(err, os.ErrNotExist):
-		return nil // nothing written yet
-	case process.IsLinkError(err):
-		return qshare.Errorf(qshare.EINVALID, "the log of attempt %s is not served: %s is not a regular file that qshare wrote", r.id, filepath.Base(r.path))
-	}
-	return qshare.Errorf(qshare.EINTERNAL, "container executor: reading the log of attempt %s: %v", r.id, err)
-}
-
-// ended reports whether nothing more will be written to the log.
-func (r *tail) ended() bool {
-	if r.a != nil {
+// logEnded reports whether nothing more will be written to the logs of
+// attempt a (nil: not in memory, its end is judged from its exit file),
+// whose directory is dir.
+func (e *Executor) logEnded(a *attempt, dir string) bool {
+	if a != nil {
 		select {
-		case <-r.a.logDone:
+		case <-a.logDone:
 			select {
-			case <-r.a.Done:
+			case <-a.Done:
 				return true
 			default:
 			}
-			r.e.mu.Lock()
-			defer r.e.mu.Unlock()
-			return r.a.Ended
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return a.Ended
 		default:
 			return false
 		}
 	}
-	return r.e.fs.IsFile(filepath.Join(filepath.Dir(r.path), fileExit))
-}
-
-// Read implements io.Reader; with follow it waits for more output until
-// the attempt has ended, ctx is done, or Close is called.
-func (r *tail) Read(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for {
-		select {
-		case <-r.closed:
-			return 0, io.EOF
-		default:
-		}
-		if r.f != nil {
-			n, err := r.f.Read(p)
-			if n > 0 {
-				return n, nil
-			}
-			if err != nil && err != io.EOF {
-				return 0, err
-			}
-		}
-		if !r.follow || r.done {
-			return 0, io.EOF
-		}
-		ended := r.ended()
-		if r.f == nil {
-			if err := r.open(); err != nil {
-				return 0, err
-			}
-		}
-		if ended {
-			r.done = true
-			continue
-		}
-		r.mu.Unlock()
-		executor.PollPause(r.ctx, r.closed, 50*time.Millisecond)
-		r.mu.Lock()
-		if err := r.ctx.Err(); err != nil {
-			return 0, err
-		}
-	}
-}
-
-// Close ends the reader; a Read that waits returns io.EOF.
-func (r *tail) Close() error {
-	r.closeOnce.Do(func() { close(r.closed) })
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.f != nil {
-		r.f.Close()
-		r.f = nil
-	}
-	return nil
+	return e.fs.IsFile(filepath.Join(dir, fileExit))
 }

@@ -29,6 +29,13 @@ func (b *Beneath) OpenFile(path string, flags int, perm os.FileMode) (*os.File, 
 	return b.fs.OpenFile(path, flags, perm)
 }
 
+// OpenLog opens a file of an attempt's log beneath the root: nil and no
+// error while it does not exist; a *qshare.Error EINVALID, naming only the
+// file, for a link or anything else than a regular file in its place.
+func (b *Beneath) OpenLog(attemptID, path string) (*os.File, error) {
+	return openLog(b.fs, attemptID, path)
+}
+
 // ReadFile reads a regular file beneath the root.
 func (b *Beneath) ReadFile(path string) ([]byte, error) { return b.fs.ReadFile(path) }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"qshare"
 	"qshare/executor"
@@ -58,101 +57,59 @@ func (e *Executor) Logs(ctx context.Context, attemptID string, follow bool) (io.
 		return nil, executor.ErrUnknownAttempt
 	}
 	path := filepath.Join(dir, fileOutput)
-	r := &logReader{e: e, ctx: ctx, a: a, id: attemptID, dir: dir, path: path, follow: follow, closed: make(chan struct{})}
-	if _, err := r.reopen(); err != nil {
-		r.Close()
+	lf := &logFiles{e: e, a: a, id: attemptID, dir: dir, path: path}
+	if _, err := lf.Reopen(); err != nil {
+		lf.Close()
 		return nil, err
 	}
-	return r, nil
+	return executor.NewLogTail(ctx, lf, follow, e.o.PollInterval), nil
 }
 
-// openLog opens one file of an attempt's log; nil and no error when it does
-// not exist (the current file is created at the job's first output).
-func (e *Executor) openLog(attemptID, path string) (*os.File, error) {
-	f, err := e.fs.OpenFile(path, os.O_RDONLY, 0)
+// openLog opens one file of an attempt's log beneath fs's root; nil and no
+// error when it does not exist (the current file is created at the job's
+// first output). A link or anything else than a regular file in its place
+// is refused with a *qshare.Error EINVALID that names only the file.
+func openLog(fs dataFS, attemptID, path string) (*os.File, error) {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
 	switch {
 	case err == nil:
 		return f, nil
 	case errors.Is(err, os.ErrNotExist):
 		return nil, nil
 	case isLinkErr(err):
-		return nil, qshare.Errorf(qshare.EINVALID, "the log of attempt %s is not served: %s is not a regular file that qshare wrote (a link or another file was planted in its place)", attemptID, filepath.Base(path))
+		return nil, qshare.Errorf(qshare.EINVALID, "the log of attempt %s is not served: %s is not the regular file that was written there (a link or another file was planted in its place)", attemptID, filepath.Base(path))
 	}
-	return nil, qshare.Errorf(qshare.EINTERNAL, "process executor: reading the log of attempt %s: %v", attemptID, err)
+	return nil, qshare.Errorf(qshare.EINTERNAL, "reading the log of attempt %s: %v", attemptID, err)
 }
 
-// logReader reads an attempt's log files in turn. files holds the files not
-// yet read to their end, oldest first; a follow goes on reading the last of
-// them until reopen finds a newer one.
-type logReader struct {
-	e      *Executor
-	ctx    context.Context
-	a      *attempt // nil: not in memory; its end is judged from disk
-	id     string
-	dir    string
-	path   string
-	follow bool
+// logFiles are an attempt's log files. files holds the files not yet read
+// to their end, oldest first; a follow goes on reading the last of them
+// until Reopen finds a newer one.
+type logFiles struct {
+	e    *Executor
+	a    *attempt // nil: not in memory; its end is judged from disk
+	id   string
+	dir  string
+	path string
 
 	files []*os.File
 	last  os.FileInfo // the newest file queued (read or not), to tell the files after it
-	done  bool        // the attempt has ended and the files were read once more since
-
-	mu        sync.Mutex // held by Read except while it waits; Close takes it to close the files
-	closed    chan struct{}
-	closeOnce sync.Once
 }
 
-// Read implements io.Reader. It may block, with follow, until more output
-// is written; Close from another goroutine ends the wait.
-func (r *logReader) Read(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for {
-		select {
-		case <-r.closed:
-			return 0, io.EOF
-		default:
+// Read reads the files in turn, closing each read to its end but the last.
+func (r *logFiles) Read(p []byte) (int, error) {
+	for len(r.files) > 0 {
+		n, err := r.files[0].Read(p)
+		if n > 0 || (err != nil && err != io.EOF) || len(r.files) == 1 {
+			return n, err
 		}
-		if len(r.files) > 0 {
-			n, err := r.files[0].Read(p)
-			if n > 0 {
-				return n, nil
-			}
-			if err != nil && err != io.EOF {
-				return 0, err
-			}
-			if len(r.files) > 1 || !r.follow {
-				r.files[0].Close()
-				r.files = r.files[1:]
-				continue
-			}
-		}
-		// At the end of what is written.
-		if !r.follow || r.done {
-			return 0, io.EOF
-		}
-		ended := r.ended()
-		rotated, err := r.reopen()
-		if err != nil {
-			return 0, err
-		}
-		if rotated {
-			continue
-		}
-		if ended {
-			r.done = true // read what is left once more, then stop
-			continue
-		}
-		r.mu.Unlock()
-		executor.PollPause(r.ctx, r.closed, r.e.o.PollInterval)
-		r.mu.Lock()
-		if err := r.ctx.Err(); err != nil {
-			return 0, err
-		}
+		r.files[0].Close()
+		r.files = r.files[1:]
 	}
+	return 0, io.EOF
 }
 
-// reopen looks whether output.log is a new file (it was created, or the log
+// Reopen looks whether output.log is a new file (it was created, or the log
 // rotated) and queues it after the one being read, which is drained first.
 // The log may have rotated more than once since the last look: the files
 // rotated out after the one being read (output.log.K-1 … output.log.1, where
@@ -160,12 +117,12 @@ func (r *logReader) Read(p []byte) (int, error) {
 // while the rotated files are kept. The first call, with nothing read yet,
 // queues every file of the log.
 //
-// The log may also rotate while reopen looks. output.log is opened first and
+// The log may also rotate while Reopen looks. output.log is opened first and
 // the rotated files are then opened upward from output.log.1: a rotation
 // only moves files to higher numbers, so one that moves during the look is
 // met again (and queued once, by its identity) rather than skipped.
-func (r *logReader) reopen() (bool, error) {
-	f, err := r.e.openLog(r.id, r.path)
+func (r *logFiles) Reopen() (bool, error) {
+	f, err := openLog(r.e.fs, r.id, r.path)
 	if err != nil {
 		return false, err
 	}
@@ -186,7 +143,7 @@ func (r *logReader) reopen() (bool, error) {
 		}
 	}
 	for k := 1; k <= MaxRotated; k++ {
-		g, err := r.e.openLog(r.id, fmt.Sprintf("%s.%d", r.path, k))
+		g, err := openLog(r.e.fs, r.id, fmt.Sprintf("%s.%d", r.path, k))
 		if err != nil {
 			closeAll()
 			return false, err
@@ -219,7 +176,7 @@ func (r *logReader) reopen() (bool, error) {
 			}
 		}
 		if dup {
-			g.Close() // met twice: the log rotated while reopen looked
+			g.Close() // met twice: the log rotated while Reopen looked
 			continue
 		}
 		seen = append(seen, st)
@@ -229,8 +186,8 @@ func (r *logReader) reopen() (bool, error) {
 	return true, nil
 }
 
-// ended reports whether the attempt has ended, so that its log is complete.
-func (r *logReader) ended() bool {
+// Ended reports whether the attempt has ended, so that its log is complete.
+func (r *logFiles) Ended() bool {
 	if r.a != nil {
 		select {
 		case <-r.a.Done:
@@ -251,12 +208,8 @@ func (r *logReader) ended() bool {
 	return !rec.launch.Supervisor.alive()
 }
 
-// Close ends the reader (a Read waiting for output returns io.EOF) and
-// closes its files.
-func (r *logReader) Close() error {
-	r.closeOnce.Do(func() { close(r.closed) })
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// Close closes the files.
+func (r *logFiles) Close() error {
 	for _, f := range r.files {
 		f.Close()
 	}

@@ -27,7 +27,7 @@ func TestFollowRacesRotation(t *testing.T) {
 	w := openRotatingLog(e.fs, path, int64(perFile*len(line(0))), MaxRotated)
 
 	a := &attempt{Slot: executor.NewSlot()}
-	r := &logReader{e: e, ctx: context.Background(), a: a, id: "x", dir: dir, path: path, follow: true, closed: make(chan struct{})}
+	r := executor.NewLogTail(context.Background(), &logFiles{e: e, a: a, id: "x", dir: dir, path: path}, true, e.o.PollInterval)
 	defer r.Close()
 	var read atomic.Int64
 	stop, stopped := make(chan struct{}), make(chan struct{})
