@@ -94,6 +94,7 @@ func addNodes(t *testing.T, c testCluster, typ string, n, gpus int) []string {
 // TestNodeLoss: a node disappears with a pod on it; the attempt ends as a
 // capacity failure (Lost, so the daemon requeues it without using a retry).
 func TestNodeLoss(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	nodes := addNodes(t, c, "lossy.xlarge", 1, 0)
 	e := c.newExecutor(t, t.TempDir(), Options{})
@@ -115,6 +116,7 @@ func TestNodeLoss(t *testing.T) {
 // TestDeletedByHand: someone deletes qshare's pod; the attempt ends with a
 // reason that says so, and no pod is made again.
 func TestDeletedByHand(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{})
 	defer e.Close()
@@ -185,6 +187,7 @@ func ptr[T any](v T) *T { return &v }
 // when the --kube-config file turns it on (TestMultiInstance sees it off by
 // default).
 func TestServiceAccountToken(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{ServiceAccountName: "train", AutomountServiceAccountToken: true}})
 	defer e.Close()
@@ -200,6 +203,7 @@ func TestServiceAccountToken(t *testing.T) {
 // TestMultiInstance: a 2-instance attempt is two pods with their index,
 // a headless Service, per-host resourceconfig.json, and SM_HOSTS.
 func TestMultiInstance(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	addNodes(t, c, "multi.xlarge", 2, 1)
 	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{InstanceTypes: map[string]InstanceType{"ml.multi.xlarge": {GPUs: ptr(int64(1)), CPU: "3", Memory: "8Gi"}}}})
@@ -249,6 +253,7 @@ func TestMultiInstance(t *testing.T) {
 
 // TestHowItEnded: OOMKilled and the failure file become the reasons.
 func TestHowItEnded(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{})
 	defer e.Close()
@@ -268,6 +273,7 @@ func TestHowItEnded(t *testing.T) {
 // first one checkpointed to, and the claim is deleted once the job is
 // finished.
 func TestCheckpointClaim(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{})
 	defer e.Close()
@@ -319,6 +325,7 @@ func TestCheckpointClaim(t *testing.T) {
 // SageMaker). The same job with a CheckpointConfig gets its claim, mounted
 // at the LocalPath that SM_CHECKPOINT_DIR names.
 func TestOneInstanceIsOnePod(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	var mu sync.Mutex
 	var writes []string
@@ -380,6 +387,7 @@ func TestOneInstanceIsOnePod(t *testing.T) {
 // attempt that the store does not hold and nobody recovered, and keeps
 // those it holds (recovered, or not yet).
 func TestOrphansDeleted(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	dir := t.TempDir()
 	e1 := c.newExecutor(t, dir, Options{})
@@ -461,6 +469,7 @@ func ownServerAndKubelet(t *testing.T) (context.Context, *kubetest.Server, *kube
 // running attempt keeps its state, a Stop and a Start issued meanwhile are
 // carried out once the server is back, and nothing is duplicated.
 func TestAPIServerOutage(t *testing.T) {
+	t.Parallel()
 	ctx, s, k := ownServerAndKubelet(t)
 	if err := k.AddNode(ctx, "n", "m5.large", 0); err != nil {
 		t.Fatal(err)
@@ -532,6 +541,7 @@ func awaitHealth(t *testing.T, e *Executor, trouble bool) {
 // with an error that names it, at once, instead of waiting for pods that
 // were never made.
 func TestMissingNamespace(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{Namespace: "no-such-namespace"})
 	defer e.Close()
@@ -549,6 +559,7 @@ func TestMissingNamespace(t *testing.T) {
 // the server). A new executor over the same namespace, as after a
 // restart, still adopts an attempt that runs, from its first list.
 func TestStartListsNoPods(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	var lists atomic.Int64
 	client := c.seeing(t, func(r *http.Request) {
@@ -650,6 +661,7 @@ func TestStartTimeoutOnlyWhileStarting(t *testing.T) {
 // stops it again after the restart (the daemon does so for a stop decided
 // before the restart): the Stop is carried out, not taken as done.
 func TestStopAfterRestartBetweenMarkAndDelete(t *testing.T) {
+	t.Parallel()
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
 	e2 := restarted(t, Options{}, s, func(e1 *Executor) {
 		e1.markPod(context.Background(), podName(s.AttemptID, 0), annStopped, "true")
@@ -753,6 +765,7 @@ func noPodsLeft(t *testing.T, e *Executor, id string, n int) {
 // all or nothing), with a reason that says so, instead of waiting forever
 // for a pod that is not there.
 func TestRecoverWithAPodGone(t *testing.T) {
+	t.Parallel()
 	addNodes(t, getCluster(t), "gone.xlarge", 2, 1)
 	o := Options{Config: Config{InstanceTypes: map[string]InstanceType{"ml.gone.xlarge": {GPUs: ptr(int64(1))}}}}
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.gone.xlarge", 2)
@@ -816,6 +829,7 @@ func partialPlan(t *testing.T, e *Executor, s executor.Spec) *plan {
 // attempt's pods running: the daemon records CannotStartAttempt and gives
 // its capacity to others, so a pod left behind would run untracked.
 func TestStartRefusedPartWay(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	dir := t.TempDir()
 	e := c.newExecutor(t, dir, Options{})
@@ -856,6 +870,7 @@ func TestStartRefusedPartWay(t *testing.T) {
 // checkpoints and exits 0 on the SIGTERM did not finish its work: the
 // attempt fails with a reason that says so, it does not succeed.
 func TestDeletedByHandCheckpointing(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{})
 	defer e.Close()
@@ -874,6 +889,7 @@ func TestDeletedByHandCheckpointing(t *testing.T) {
 // other pod was being deleted with its grace recovers that end after the
 // restart; it does not take its own deletion for one by hand.
 func TestRestartWhileEnding(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	addNodes(t, c, "ending.xlarge", 2, 1)
 	dir := t.TempDir()
@@ -914,6 +930,7 @@ func TestRestartWhileEnding(t *testing.T) {
 // others are deleted, but the failed pod stays with its log and exit
 // (for keepEnded), as ended pods do.
 func TestFailedPodKept(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	addNodes(t, c, "failkeep.xlarge", 2, 1)
 	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{InstanceTypes: map[string]InstanceType{"ml.failkeep.xlarge": {GPUs: ptr(int64(1))}}}})
@@ -973,6 +990,7 @@ func refusedByNode(t *testing.T, e *Executor) executor.Spec {
 // ends at once with the empty log, instead of waiting for a start that
 // will not come.
 func TestFollowLogOfPodThatNeverRan(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 100 * time.Millisecond})
 	defer e.Close()
@@ -1002,6 +1020,7 @@ func TestFollowLogOfPodThatNeverRan(t *testing.T) {
 // failure requeued without a retry, which would run a job that makes its
 // node evict it (its disk filled) again and again, forever.
 func TestEvictedByKubelet(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{})
 	defer e.Close()
@@ -1029,6 +1048,7 @@ func TestEvictedByKubelet(t *testing.T) {
 // Service with its pods; nothing else would (its pods never end, so they
 // never expire).
 func TestSweptObjectsDeleted(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	addNodes(t, c, "swept.xlarge", 2, 0)
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.swept.xlarge", 2)
@@ -1053,6 +1073,7 @@ func TestSweptObjectsDeleted(t *testing.T) {
 // as one that does not answer, and the report goes once it answers again:
 // the health check is bounded, it does not wait on the server for ever.
 func TestAPIServerHung(t *testing.T) {
+	t.Parallel()
 	ctx, s := ownServer(t)
 	e, err := New(ctx, Options{Client: s.Client(), Namespace: "default", HealthInterval: 200 * time.Millisecond})
 	if err != nil {
@@ -1083,6 +1104,7 @@ func TestAPIServerHung(t *testing.T) {
 // still expires after keepEnded, with its attempt's ConfigMap, instead of
 // staying for good.
 func TestEndedBeforeRunningExpires(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 100 * time.Millisecond, Config: Config{KeepEnded: "1ms"}})
 	defer e.Close()
@@ -1110,6 +1132,7 @@ func TestEndedBeforeRunningExpires(t *testing.T) {
 // by Validate at submit, not accepted and then refused by the API server
 // (a mount path twice) at every start.
 func TestCheckpointPathOverAMount(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{})
 	defer e.Close()
@@ -1138,6 +1161,7 @@ func TestCheckpointPathOverAMount(t *testing.T) {
 // while the server was down is Lost on Recover, and its ConfigMap goes
 // too; no pod of it will ever expire and take it.
 func TestLostAttemptObjectsDeleted(t *testing.T) {
+	t.Parallel()
 	s := withHyperParameters(t, spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1), inlineBudget+1) // files in a ConfigMap
 	e2 := restarted(t, Options{}, s, func(e1 *Executor) {
 		if _, err := e1.c.CoreV1().ConfigMaps(e1.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{}); err != nil {
@@ -1164,6 +1188,7 @@ func TestLostAttemptObjectsDeleted(t *testing.T) {
 // executor's SweepJobs, which deletes it and leaves the claims of the
 // store's unfinished jobs and of a job this executor started since.
 func TestClaimsSweptAfterRestart(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	dir := t.TempDir()
 	e1 := c.newExecutor(t, dir, Options{})
@@ -1219,6 +1244,9 @@ func TestClaimsSweptAfterRestart(t *testing.T) {
 // say how many parts) loses them too. That is the long instance
 // (QSHARE_LONG=1, a third of this package's time); the README's `go
 // test ./...` runs the same with 20 instances and ConfigMaps cut to 32 KiB.
+//
+// It sets the package's configBudget, which every executor reads, so it
+// is not one of the tests that run in parallel (see TestMain).
 func TestManyInstancesConfig(t *testing.T) {
 	n := longtest.Pick(20, 150)
 	defer func(b int) { configBudget = b }(configBudget)
@@ -1375,6 +1403,7 @@ func withHyperParameters(t *testing.T, s executor.Spec, size int) executor.Spec 
 // takes the volume. Hyperparameters past inlineBudget go to a ConfigMap
 // as before.
 func TestOneInstanceFilesOnPod(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	var cmRequests atomic.Int64
 	client := c.seeing(t, func(r *http.Request) {

@@ -15,6 +15,7 @@ import (
 	"qshare/executor"
 	"qshare/executor/executortest"
 	"qshare/executor/kubernetes/kubetest"
+	"qshare/internal/longtest"
 )
 
 // shared is the package's one control plane and played kubelet, started
@@ -32,6 +33,16 @@ var shared = kubetest.Shared{Setup: func(ctx context.Context, c *kubetest.Cluste
 	return nil
 }}
 
+// TestMain: the tests that call t.Parallel run together, four at once
+// (longtest.MinParallel), after the sequential ones, since they mostly
+// wait on the API server and the played kubelet: each has a namespace of
+// its own (newExecutor), and those that need nodes of their own add them
+// with an instance type no other test uses (addNodes), or start a
+// control plane of their own (ownServer). The tests that check a start
+// timeout of a few seconds (the conformance suite, whose subtests run in
+// parallel among themselves, aside) stay sequential, so that no other
+// test's load makes a pod late, and so does TestManyInstancesConfig,
+// which changes a package variable that the executors read.
 func TestMain(m *testing.M) {
 	// This binary stands for qshare in the pods: its init container's
 	// program (`qshare data stage`) and the training container's data
@@ -40,6 +51,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "data" && os.Args[2] == "stage" {
 		os.Exit(StageMain(os.Args[3:], os.Stderr))
 	}
+	longtest.MinParallel(4)
 	code := m.Run()
 	shared.Close()
 	os.Exit(code)

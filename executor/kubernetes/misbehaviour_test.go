@@ -275,6 +275,7 @@ func TestStartTimeoutDeletesGracefully(t *testing.T) {
 // is killed at the end of the default grace, and the attempt ends as
 // stopped once the pod is gone.
 func TestStopGraceZero(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{StopGrace: 2 * time.Second})
 	defer e.Close()
@@ -321,6 +322,7 @@ func TestStopGraceZero(t *testing.T) {
 // of an attempt changed by hand) is gone, so that its capacity is never
 // given away while it runs unseen.
 func TestLabelRemovedByHand(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{StopGrace: time.Second})
 	defer e.Close()
@@ -358,6 +360,7 @@ func TestLabelRemovedByHand(t *testing.T) {
 // attempt a second time. Once the attempt is followed and forgotten, its
 // pods expire as before.
 func TestStartAgainAfterEndedPodsExpired(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	dir := t.TempDir()
 	o := Options{Config: Config{KeepEnded: "1ms"}}
@@ -399,6 +402,7 @@ func TestStartAgainAfterEndedPodsExpired(t *testing.T) {
 // (the store said RUNNING) finds it ended, not Lost (which would run the
 // job again). Once the daemon has recorded the ends (Forget), the pods go.
 func TestStartAgainAfterPodsGarbageCollected(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	dir := t.TempDir()
 	e1 := c.newExecutor(t, dir, Options{})
@@ -452,6 +456,7 @@ func TestStartAgainAfterPodsGarbageCollected(t *testing.T) {
 // by Finalizer, so that a restart then still finds them; Forget lets them
 // go.
 func TestExpiryBeforeForgetKeepsTheMark(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{KeepEnded: "1ms"}})
 	defer e.Close()
@@ -474,6 +479,7 @@ func TestExpiryBeforeForgetKeepsTheMark(t *testing.T) {
 // unseen), and the attempt ends as with a label removed while qshare
 // watches: the pod deleted, the reason naming the label.
 func TestLabelRemovedWhileDown(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ label string }{{LabelManagedBy}, {LabelAttemptID}} {
 		t.Run(strings.ReplaceAll(c.label, "/", "_"), func(t *testing.T) {
 			s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
