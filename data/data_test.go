@@ -486,3 +486,32 @@ func TestRunStoreDownDuringUpload(t *testing.T) {
 		t.Fatalf("the store saw %d requests while down, want the SDK's %d tries of each of the %d whole uploads", n, data.MaxAttempts, data.ObjectTries)
 	}
 }
+
+// TestRunUploadOnly: the wrapper of a command, in its upload-only mode
+// (what the process executor runs after a stop's kill), runs no program
+// and uploads the model as it is.
+func TestRunUploadOnly(t *testing.T) {
+	s := embedded(t)
+	s.put(t, "out", nil)
+	root, d, _ := job(t)
+	p := plan(t, `{"ResourceConfig":{"InstanceType":"ml.m5.large"},"OutputDataConfig":{"S3OutputPath":"s3://out"}}`, 0, 1, d)
+	if err := os.WriteFile(filepath.Join(d.Model, "model.txt"), []byte("left by a killed program\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := wrapped(t, s.ep, p, root, "/bin/sh", "-c", "echo ran > "+filepath.Join(d.Model, "ran"))
+	argv, env, ok := data.UploadOnlyCommand(w.Args, w.Env)
+	if !ok || len(argv) != 1 {
+		t.Fatalf("UploadOnlyCommand: %q, %v", argv, ok)
+	}
+	cmd := exec.Command(argv[0])
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if m := untar(t, s.get(t, "out", "awsbatchtrain-1/output/model.tar.gz")); m["model.txt"] != "left by a killed program\n" || m["ran"] != "" {
+		t.Fatalf("model.tar.gz holds %v", m)
+	}
+	if _, _, ok := data.UploadOnlyCommand([]string{"/bin/true"}, os.Environ()); ok {
+		t.Error("a command that is not wrapped has an upload-only mode")
+	}
+}

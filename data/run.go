@@ -53,6 +53,12 @@ type Wrapper struct {
 	// which alone gets the stop (the Kubernetes executor's), where a
 	// process group's stop reaches the program by itself.
 	ForwardSignals bool `json:"forwardSignals,omitempty"`
+	// UploadOnly runs no program: the wrapper saves the checkpoints and
+	// uploads the model and the output, as Run does after the program
+	// exited (RunUpload). The process executor's supervisor runs it so
+	// after a stop's grace period ended in a kill of the job's process
+	// group, the first wrapper with it (UploadOnlyCommand).
+	UploadOnly bool `json:"uploadOnly,omitempty"`
 }
 
 // Wrap returns the command and environment that run command under the
@@ -89,7 +95,83 @@ func MaybeRun() {
 		fmt.Fprintf(os.Stderr, "qshare: %s is not a wrapper configuration: %v\n", WrapEnv, err)
 		os.Exit(70)
 	}
+	if w.UploadOnly {
+		os.Exit(RunUpload(w))
+	}
 	os.Exit(Run(w, os.Args[1:]))
+}
+
+// UploadOnlyCommand returns the command and environment that run the
+// wrapper of a command that Wrap wrapped (command and env as Wrap
+// returned them) in its UploadOnly mode: the same binary, the same
+// configuration otherwise, no program. ok is false when env holds no
+// wrapper configuration: the command was not wrapped.
+func UploadOnlyCommand(command, env []string) (_, _ []string, ok bool) {
+	if len(command) == 0 {
+		return nil, nil, false
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		v, found := strings.CutPrefix(kv, WrapEnv+"=")
+		if !found {
+			out = append(out, kv)
+			continue
+		}
+		var w Wrapper
+		if json.Unmarshal([]byte(v), &w) != nil {
+			return nil, nil, false
+		}
+		w.UploadOnly = true
+		b, err := json.Marshal(w)
+		if err != nil {
+			return nil, nil, false
+		}
+		out = append(out, WrapEnv+"="+string(b))
+		ok = true
+	}
+	if !ok {
+		return nil, nil, false
+	}
+	return []string{command[0]}, out, true
+}
+
+// RunUpload is Run's last part alone: it saves w's checkpoints and
+// uploads its model and output, and returns 0, or says why not on stderr
+// (its last line, "qshare: " and the reason) and returns 1. It leaves the
+// failure file alone: the program's reason stays the attempt's, and the
+// executor that ran it adds this one.
+func RunUpload(w Wrapper) int {
+	fsys, err := DirFS(w.Root)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "qshare: InternalServerError: %s: the job's directory: %v\n", uploadFailed, err)
+		return 1
+	}
+	defer CloseFS(fsys)
+	ctx := context.Background()
+	c, err := NewClient(ctx, w.Endpoint)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "qshare: InternalServerError: "+uploadFailed+": "+err.Error())
+		return 1
+	}
+	if err := saveAndUpload(ctx, c, c.NewCheckpointer(fsys, w.Plan), fsys, w.Plan); err != nil {
+		fmt.Fprintln(os.Stderr, "qshare: "+Reason(err))
+		return 1
+	}
+	return 0
+}
+
+// saveAndUpload saves the checkpoints that changed (k) and uploads p's
+// model and output, the one even when the other fails, and returns the
+// first error.
+func saveAndUpload(ctx context.Context, c *Client, k *Checkpointer, fsys FS, p Plan) error {
+	_, uerr := k.Save(ctx)
+	if err := c.Upload(ctx, fsys, p); err != nil && uerr == nil {
+		uerr = err
+	}
+	if p.Output != nil && uerr == nil {
+		fmt.Printf("qshare: uploaded the model and output to %s\n", p.Output)
+	}
+	return uerr
 }
 
 // Run stages the plan's channels and checkpoints, runs command, copies
@@ -187,16 +269,7 @@ func Run(w Wrapper, command []string) int {
 	}
 	// The model goes up whatever the exit: SageMaker uploads after a
 	// failure and after a stop too.
-	var uerr error
-	if _, err := k.Save(ctx); err != nil {
-		uerr = err
-	}
-	if err := c.Upload(ctx, fsys, w.Plan); err != nil && uerr == nil {
-		uerr = err
-	}
-	if w.Plan.Output != nil && uerr == nil {
-		fmt.Printf("qshare: uploaded the model and output to %s\n", w.Plan.Output)
-	}
+	uerr := saveAndUpload(ctx, c, k, fsys, w.Plan)
 	switch {
 	case ws.Signaled():
 		if uerr != nil {

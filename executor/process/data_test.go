@@ -134,3 +134,70 @@ func TestStagingProgressIsThePendingReason(t *testing.T) {
 		t.Fatalf("exit %+v %v", x, err)
 	}
 }
+
+// TestStopUploadsAfterTheKill: a program that ignores SIGTERM outlives
+// the stop's grace period and is killed with its wrapper; the supervisor
+// then runs the wrapper alone to upload the model, as SageMaker does
+// after its kill, before the attempt ends. An upload that fails says so
+// in the attempt's reason.
+func TestStopUploadsAfterTheKill(t *testing.T) {
+	ep, c := s3Store(t, map[string]map[string]string{"qshare-data": {}})
+	dir, err := os.MkdirTemp("", "qshare-afterkill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755) // for the job of another user
+	// The wrapper (this test binary) where that user may run it.
+	self, _ := os.Executable()
+	bin := filepath.Join(dir, "process.test")
+	if b, err := os.ReadFile(self); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+		t.Fatal("cannot copy the test binary", err)
+	}
+	e := newExecutor(t, filepath.Join(dir, "data"), func(o *Options) { o.S3, o.Supervisor = ep, []string{bin} })
+	defer e.Close()
+	sc := `trap "" TERM; umask 077; echo weights > "$SM_MODEL_DIR/model.bin"; echo trapped; sleep 300`
+	for _, tc := range []struct{ name, out string }{{"uploaded", "s3://qshare-data/output"}, {"nobucket", "s3://no-such-bucket/output"}, {"runas", "s3://qshare-data/output"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec("job-killed-"+tc.name, 1, payloadOf(sc, func(p map[string]any) {
+				p["OutputDataConfig"] = map[string]any{"S3OutputPath": tc.out}
+			}))
+			s.ResourceARN = "arn:aws:sagemaker:us-east-1:000000000000:training-job/awsbatch-t-" + tc.name
+			if tc.name == "runas" { // the model is its user's alone
+				s.RunAs = namedTestUser(t, "qshare-alice-test").Name
+			}
+			h, err := e.Start(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitForLog(t, h.LogPath, "trapped\n", time.Minute)
+			if err := e.Stop(context.Background(), s.AttemptID, 300*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			x, err := e.Wait(ctx, s.AttemptID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log, _ := os.ReadFile(h.LogPath)
+			if !x.Stopped || x.Signal != "SIGKILL" {
+				t.Fatalf("exit %+v, want killed at the grace period's end; log:\n%s", x, log)
+			}
+			if tc.name == "nobucket" {
+				if !strings.Contains(x.Reason, "after the kill, the model was not uploaded: ") || !strings.Contains(x.Reason, "NoSuchBucket") {
+					t.Fatalf("reason %q, want the failed upload's; log:\n%s", x.Reason, log)
+				}
+				return
+			}
+			out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("qshare-data"), Key: aws.String("output/awsbatch-t-" + tc.name + "/output/model.tar.gz")})
+			if err != nil {
+				t.Fatalf("no model.tar.gz under the attempt's name after the kill: %v; exit %+v; log:\n%s", err, x, log)
+			}
+			b, _ := io.ReadAll(out.Body)
+			if len(b) == 0 || strings.Contains(x.Reason, "not uploaded") {
+				t.Fatalf("model.tar.gz of %d bytes, reason %q", len(b), x.Reason)
+			}
+		})
+	}
+}

@@ -370,13 +370,7 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	log := openRotatingLog(s.fs, cfg.Log, cfg.LogMaxBytes, cfg.LogKeep) // created at the job's first output
 	// A job of another user is looked for by the kernel as that user (see
 	// forkAs): the supervisor, often root, never stats a path for it.
-	var path string
-	var cands []string
-	if asOther := cfg.User != nil && cfg.User.UID != uint32(os.Geteuid()); asOther {
-		cands, err = candidates(cfg.Command, cfg.Env, cfg.Dir)
-	} else {
-		path, err = lookPath(cfg.Command, cfg.Env, cfg.Dir)
-	}
+	path, cands, err := locate(cfg)
 	if err != nil {
 		log.Close()
 		fail(fmt.Sprintf("CannotStartError: %v", err))
@@ -413,31 +407,9 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 		reply("error", "the supervisor is shutting down")
 		return
 	}
-	sys := &syscall.SysProcAttr{Setpgid: true}
-	if u := cfg.User; u != nil {
-		// Set before the chdir to the job's directory, which is then
-		// entered with the job's rights, not the supervisor's.
-		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
-	}
-	attr := &syscall.ProcAttr{
-		Dir:   cfg.Dir,
-		Env:   cfg.Env,
-		Files: []uintptr{devnull.Fd(), pw.Fd(), pw.Fd()},
-		Sys:   sys,
-	}
-	j.cg = s.enterCgroup(cfg.AttemptID, sys)
-	var pid int
-	var why func() string // the /opt/ml step's reason not to have run the job
-	if cfg.OptML != "" {
-		if cands == nil {
-			cands = []string{path}
-		}
-		pid, path, why, err = s.forkOptML(cfg, cands, attr)
-	} else if cands != nil {
-		pid, path, err = forkAs(cands, cfg.Command, attr)
-	} else {
-		pid, err = syscall.ForkExec(path, cfg.Command, attr)
-	}
+	attr := jobAttr(cfg, devnull, pw)
+	j.cg = s.enterCgroup(cfg.AttemptID, attr.Sys)
+	pid, path, why, err := s.fork(cfg, path, cands, attr)
 	s.leaveCgroup(j.cg)
 	if err == nil {
 		j.pid = pid
@@ -487,6 +459,53 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	s.watch(j)
 }
 
+// locate finds cfg's program: for a job of another user, the candidates
+// that the kernel tries as that user (see forkAs); else its path.
+func locate(cfg supervisorConfig) (path string, cands []string, err error) {
+	if asOther := cfg.User != nil && cfg.User.UID != uint32(os.Geteuid()); asOther {
+		cands, err = candidates(cfg.Command, cfg.Env, cfg.Dir)
+		return "", cands, err
+	}
+	path, err = lookPath(cfg.Command, cfg.Env, cfg.Dir)
+	return path, nil, err
+}
+
+// jobAttr is how cfg's command is started: in a process group of its
+// own, as the job's user, in the job's directory, its stdin devnull and
+// its stdout and stderr out.
+func jobAttr(cfg supervisorConfig, devnull, out *os.File) *syscall.ProcAttr {
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if u := cfg.User; u != nil {
+		// Set before the chdir to the job's directory, which is then
+		// entered with the job's rights, not the supervisor's.
+		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
+	}
+	return &syscall.ProcAttr{
+		Dir:   cfg.Dir,
+		Env:   cfg.Env,
+		Files: []uintptr{devnull.Fd(), out.Fd(), out.Fd()},
+		Sys:   sys,
+	}
+}
+
+// fork starts cfg's command, found by locate (path or cands), with attr,
+// and returns its pid, the path that ran, and, for a job at /opt/ml, the
+// /opt/ml step's reason not to have run it (why).
+func (s *supervisor) fork(cfg supervisorConfig, path string, cands []string, attr *syscall.ProcAttr) (pid int, _ string, why func() string, err error) {
+	switch {
+	case cfg.OptML != "":
+		if cands == nil {
+			cands = []string{path}
+		}
+		return s.forkOptML(cfg, cands, attr)
+	case cands != nil:
+		pid, path, err = forkAs(cands, cfg.Command, attr)
+	default:
+		pid, err = syscall.ForkExec(path, cfg.Command, attr)
+	}
+	return pid, path, nil, err
+}
+
 // watch waits for the end of j's process group and records it.
 func (s *supervisor) watch(j *supJob) {
 	<-j.leaderDone
@@ -525,6 +544,10 @@ func (s *supervisor) watch(j *supJob) {
 	case <-time.After(5 * time.Second):
 		s.logf("%s: the job's output pipe is still open after its process group ended; closing the log", j.dir)
 	}
+	var uploadErr string
+	if killed {
+		uploadErr = s.uploadAfterKill(j)
+	}
 	j.log.Close()
 
 	rec := exitRecord{Stopped: stopping, At: time.Now().UTC()}
@@ -550,6 +573,9 @@ func (s *supervisor) watch(j *supJob) {
 		if j.startErr != "" {
 			rec.Reason = j.startErr
 		}
+	}
+	if uploadErr != "" {
+		rec.Reason += "; after the kill, the model was not uploaded: " + uploadErr
 	}
 	if err := appendRecord(j.rec, recordLine{Exit: &rec}); err != nil {
 		s.logf("%s: cannot record the end in %s: %v", j.dir, fileLaunched, err)
