@@ -16,13 +16,32 @@ import (
 
 // mountTable returns this process's mount table without the fields that
 // change as mounts are used (the mount IDs stay: a leaked mount adds one).
-func mountTable(t *testing.T) string {
+// mountTable returns the host's mounts whose mount point is /opt/ml or
+// below it, or below one of under (the test's directories): where a job's
+// bind mount would show if it leaked out of the job's namespace. The rest
+// of the table is left out, since other programs on the machine (a
+// container engine starting containers, another package's tests) change it
+// while the test runs.
+func mountTable(t *testing.T, under ...string) string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	var kept []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		for _, p := range append([]string{optmlRoot}, under...) {
+			if f[4] == p || strings.HasPrefix(f[4], p+"/") {
+				kept = append(kept, line)
+				break
+			}
+		}
+	}
+	return strings.Join(kept, "\n")
 }
 
 // TestOptMLNamespace runs, as root, jobs that use the SageMaker paths
@@ -39,7 +58,7 @@ func TestOptMLNamespace(t *testing.T) {
 	if !e.optml {
 		t.Fatal("an executor that runs as root does not give its jobs /opt/ml")
 	}
-	before := mountTable(t)
+	before := mountTable(t, dir)
 	trainDir := filepath.Join(dir, "train") // a local channel, staged nowhere: named by its host path
 	os.Mkdir(trainDir, 0o755)
 	os.WriteFile(filepath.Join(trainDir, "a.csv"), []byte("1,2\n"), 0o644)
@@ -108,7 +127,7 @@ echo "sees: $(ls /opt/ml/model | tr '\n' ' ')"`
 			t.Errorf("%s: /opt/ml/input/sm_training.env is not in the job's input directory: %v", job, err)
 		}
 	}
-	if after := mountTable(t); after != before {
+	if after := mountTable(t, dir); after != before {
 		t.Errorf("the host's mount table changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	if ents, err := os.ReadDir(optmlRoot); err == nil && len(ents) > 0 {
