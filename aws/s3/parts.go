@@ -64,11 +64,11 @@ func spoolPart(root string, r *http.Request) (name string, status int, code, msg
 	}
 	dir := filepath.Join(root, tmpDir, partsDir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", http.StatusInternalServerError, "InternalError", "the part cannot be kept: " + err.Error()
+		return "", http.StatusServiceUnavailable, "ServiceUnavailable", partNotKept(err)
 	}
 	f, err := os.CreateTemp(dir, "part-")
 	if err != nil {
-		return "", http.StatusInternalServerError, "InternalError", "the part cannot be kept: " + err.Error()
+		return "", http.StatusServiceUnavailable, "ServiceUnavailable", partNotKept(err)
 	}
 	sum := md5.New()
 	n, err := io.Copy(io.MultiWriter(f, sum), r.Body)
@@ -92,6 +92,17 @@ func spoolPart(root string, r *http.Request) (name string, status int, code, msg
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(ref)), int64(len(ref))
 	r.Header.Set("Content-Length", strconv.Itoa(len(ref)))
 	return f.Name(), 0, "", ""
+}
+
+// partNotKept says why a part could not be written to the store's disk,
+// without the server's paths: the client sees the cause, not where the
+// data directory is.
+func partNotKept(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return "the part cannot be kept on the store's disk: " + err.Error()
 }
 
 // removeParts removes the part files of the upload of r (a completed or
@@ -131,7 +142,11 @@ func openParts(root string, body io.Reader) (io.ReadCloser, int64, error) {
 		}
 		fh, err := os.Open(filepath.Join(root, tmpDir, partsDir, id, f[1]))
 		if err != nil {
-			return fail(fmt.Errorf("s3: a part of multipart upload %s: %w", id, err))
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the server's path stays out of the answer
+			}
+			return fail(fmt.Errorf("s3: part %s of multipart upload %s: %w", f[1], id, err))
 		}
 		files = append(files, fh)
 		readers = append(readers, io.LimitReader(fh, n))
