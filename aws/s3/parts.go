@@ -98,11 +98,17 @@ func spoolPart(root string, r *http.Request) (name string, status int, code, msg
 // without the server's paths: the client sees the cause, not where the
 // data directory is.
 func partNotKept(err error) string {
+	return "the part cannot be kept on the store's disk: " + withoutPath(err).Error()
+}
+
+// withoutPath returns the cause of a file system error without the path it
+// names, so that an answer does not show where the data directory is.
+func withoutPath(err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
-		err = pe.Err
+		return pe.Err
 	}
-	return "the part cannot be kept on the store's disk: " + err.Error()
+	return err
 }
 
 // removeParts removes the part files of the upload of r (a completed or
@@ -142,11 +148,7 @@ func openParts(root string, body io.Reader) (io.ReadCloser, int64, error) {
 		}
 		fh, err := os.Open(filepath.Join(root, tmpDir, partsDir, id, f[1]))
 		if err != nil {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err // the server's path stays out of the answer
-			}
-			return fail(fmt.Errorf("s3: part %s of multipart upload %s: %w", f[1], id, err))
+			return fail(fmt.Errorf("s3: part %s of multipart upload %s: %w", f[1], id, withoutPath(err)))
 		}
 		files = append(files, fh)
 		readers = append(readers, io.LimitReader(fh, n))
