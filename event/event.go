@@ -275,6 +275,24 @@ func (r *Reader) Read() (Event, error) {
 	return Event{}, io.EOF
 }
 
+// ReadAll reads r to the end and returns its events. The first line that is
+// not an event (a *LineError) or a failure of r ends the reading: ReadAll
+// returns the events before it and that error.
+func ReadAll(r io.Reader) ([]Event, error) {
+	rd := NewReader(r)
+	var out []Event
+	for {
+		e, err := rd.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, e)
+	}
+}
+
 // each reads to the end: it calls fn with every event and its line
 // number, and bad with every line that is not one (reading goes on after
 // it). It returns the error that ended the reading early, if any.

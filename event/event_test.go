@@ -3,8 +3,6 @@ package event
 import (
 	"bytes"
 	"encoding/json"
-	"io"
-	"os"
 	"reflect"
 	"slices"
 	"sort"
@@ -14,6 +12,7 @@ import (
 
 	"qshare"
 	"qshare/config"
+	"qshare/config/configtest"
 )
 
 func TestAppendRoundTrip(t *testing.T) {
@@ -51,17 +50,9 @@ func TestWriterReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf.WriteString("\n   \n")
-	r := NewReader(&buf)
-	var out []Event
-	for {
-		e, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, e)
+	out, err := ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(in, out) || in[0].InstanceType != "ml.g5.xlarge" || in[1].Instances != 2 {
 		t.Fatalf("got %+v, want %+v", out, in)
@@ -75,19 +66,6 @@ func TestWriterReader(t *testing.T) {
 }
 
 const threeShares = "../examples/three-shares.yaml"
-
-func loadConfig(t *testing.T, path string) *config.File {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := config.Parse(path, data, config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
 
 func inlineConfig(t *testing.T, envCap int, shares ...string) *config.File {
 	t.Helper()
@@ -209,7 +187,7 @@ const workedExample = `
 `
 
 func TestCheckCleanLogs(t *testing.T) {
-	cfg := loadConfig(t, threeShares)
+	cfg := configtest.Load(t, threeShares)
 	for name, log := range map[string]string{
 		"worked example": workedExample,
 		"reserve share runs alone": `
@@ -304,7 +282,7 @@ jobQueues:
 // TestCheckCatchesEachRule feeds one hand-written log per guarantee, each
 // breaking it, and checks that exactly that rule is reported.
 func TestCheckCatchesEachRule(t *testing.T) {
-	three := loadConfig(t, threeShares)
+	three := configtest.Load(t, threeShares)
 	for _, tc := range []struct {
 		name  string
 		cfg   *config.File
@@ -454,7 +432,7 @@ func TestCheckCatchesEachRule(t *testing.T) {
 // A server's pass runs a moment after the change that allows it: with
 // Settle, a short wait is no violation and a long one is.
 func TestCheckSettle(t *testing.T) {
-	cfg := loadConfig(t, threeShares)
+	cfg := configtest.Load(t, threeShares)
 	log := `
 100.000 a submit QS2 1 0
 100.002 a start QS2 1 0
@@ -650,7 +628,7 @@ func TestCheckPreemptionJudgedWhenDecided(t *testing.T) {
 // capacity back as a fail; the job then starts again. A fail is final only
 // when no start follows.
 func TestCheckFailThenRetry(t *testing.T) {
-	cfg := loadConfig(t, threeShares)
+	cfg := configtest.Load(t, threeShares)
 	clean := `
 0 a submit QS2 1 0
 0 a start QS2 1 0
@@ -728,7 +706,7 @@ jobQueues:
 // A line that cannot be read is a violation with its line number; the lines
 // after it are still checked.
 func TestCheckBadLineInTheMiddle(t *testing.T) {
-	cfg := loadConfig(t, threeShares)
+	cfg := configtest.Load(t, threeShares)
 	log := string(parseLog(t, "0 a submit QS2 1 0\n0 a start QS2 1 0")) + "{\"t\":1,\"job\n" +
 		string(parseLog(t, "2 b submit QS2 1 0\n2 b start QS2 1 0"))
 	vs, sum, err := Check(cfg, strings.NewReader(log), CheckOptions{})

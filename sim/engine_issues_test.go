@@ -3,6 +3,8 @@ package sim
 import (
 	"testing"
 	"time"
+
+	"qshare/config/configtest"
 )
 
 // TestEngineIssues replays the smallest workloads on which the random test
@@ -28,7 +30,7 @@ func TestEngineIssues(t *testing.T) {
 		{"reserved-waits", 5 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := loadConfig(t, "testdata/engine/"+tc.name+".yaml")
+			cfg := configtest.Load(t, "testdata/engine/"+tc.name+".yaml")
 			jobs := loadTrace(t, cfg, "testdata/engine/"+tc.name+".csv")
 			runChecked(t, cfg, jobs, Options{Grace: tc.grace}, 0)
 		})

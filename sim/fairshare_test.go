@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"testing"
@@ -128,15 +127,11 @@ func fairUse(rt *rapid.T, log []byte, n int) ([]func(a, b float64) float64, floa
 		fmt.Sscanf(job, "j%d-%05d", &i, &k)
 		return i
 	}
-	r := event.NewReader(bytes.NewReader(log))
-	for {
-		e, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			rt.Fatal(err)
-		}
+	events, err := event.ReadAll(bytes.NewReader(log))
+	if err != nil {
+		rt.Fatal(err)
+	}
+	for _, e := range events {
 		i := ident(e.Job)
 		switch e.Event {
 		case event.Submit:

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"qshare"
+	"qshare/config/configtest"
 )
 
 // FuzzReadTrace: whatever the CSV, ReadTrace never panics; it returns jobs
@@ -20,7 +21,7 @@ func FuzzReadTrace(f *testing.F) {
 	}
 	f.Add([]byte("job_id,submit_s,duration_s,quota_share,instance_type,instance_count\nj,0,1,QS1,ml.g5.xlarge,1\nj,0,1,QS1,ml.p4d.24xlarge,2\n"))
 	f.Add([]byte("instance_count,quota_share,job_id,duration_s,submit_s,instance_type\n1,QS2,\"a\"\"b\",1e3,0.5,t\n"))
-	cfg := loadConfig(f, "../examples/three-shares.yaml")
+	cfg := configtest.Load(f, "../examples/three-shares.yaml")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, skip := range []bool{false, true} {
 			jobs, _, err := ReadTrace(bytes.NewReader(data), cfg, TraceOptions{Name: "fuzz", SkipBadRows: skip})

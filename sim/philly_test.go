@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"qshare/config/configtest"
 )
 
 // phillyTrace is where the shared Philly trace lives, relative to this
@@ -18,7 +20,7 @@ func readPhilly(tb testing.TB, limit int) []Job {
 	if err != nil {
 		tb.Skipf("the Philly trace is not here: %v", err)
 	}
-	cfg := loadConfig(tb, "../examples/philly/philly.yaml")
+	cfg := configtest.Load(tb, "../examples/philly/philly.yaml")
 	jobs, _, err := ReadPhilly(bytes.NewReader(data), cfg, PhillyOptions{TraceOptions: TraceOptions{Name: "philly"}})
 	if err != nil {
 		tb.Fatal(err)
@@ -35,7 +37,7 @@ func readPhilly(tb testing.TB, limit int) []Job {
 // BenchmarkPhilly and by the command in docs/simulator.md.)
 func TestPhillyPrefixClean(t *testing.T) {
 	jobs := readPhilly(t, 5000)
-	cfg := loadConfig(t, "../examples/philly/philly.yaml")
+	cfg := configtest.Load(t, "../examples/philly/philly.yaml")
 	var events bytes.Buffer
 	rep, err := Run(context.Background(), cfg, jobs, Options{Events: &events, verify: true})
 	if err != nil {
@@ -56,7 +58,7 @@ func TestPhillyPrefixClean(t *testing.T) {
 //	go test ./sim -run '^$' -bench Philly -benchtime 1x -benchmem
 func BenchmarkPhilly(b *testing.B) {
 	jobs := readPhilly(b, 0)
-	cfg := loadConfig(b, "../examples/philly/philly.yaml")
+	cfg := configtest.Load(b, "../examples/philly/philly.yaml")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		in := append([]Job(nil), jobs...)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"qshare/config"
+	"qshare/config/configtest"
 )
 
 // TestCapacityPlanWhatIf: a what-if capacity plan gives QS1 two more
@@ -14,7 +15,7 @@ import (
 // job beyond what the environment has left is stopped, by the end, and
 // requeued; the event log is clean for the checker, which knows the plan.
 func TestCapacityPlanWhatIf(t *testing.T) {
-	base := loadConfig(t, "../examples/three-shares.yaml")
+	base := configtest.Load(t, "../examples/three-shares.yaml")
 	csv := `job_id,submit_s,duration_s,quota_share,instance_type,instance_count,priority
 a,0,1000,QS1,ml.g5.xlarge,1,0
 b,0,1000,QS1,ml.g5.xlarge,1,0

@@ -11,24 +11,12 @@ import (
 	"time"
 
 	"qshare/config"
+	"qshare/config/configtest"
 	"qshare/event"
 	goldenfile "qshare/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-func loadConfig(t testing.TB, path string) *config.File {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(path, data, config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
 
 func loadTrace(t testing.TB, cfg *config.File, path string) []Job {
 	t.Helper()
@@ -47,7 +35,7 @@ func loadTrace(t testing.TB, cfg *config.File, path string) []Job {
 // runSmall replays examples/three-shares-trace.csv on the spec's three-share example and
 // returns the report and the event log as bytes.
 func runSmall(t *testing.T, opts Options) (*Report, []byte, []byte) {
-	cfg := loadConfig(t, "../examples/three-shares.yaml")
+	cfg := configtest.Load(t, "../examples/three-shares.yaml")
 	jobs := loadTrace(t, cfg, "../examples/three-shares-trace.csv")
 	var events, report bytes.Buffer
 	opts.Events = &events
@@ -82,7 +70,7 @@ func TestGoldenSmallTrace(t *testing.T) {
 	}
 
 	// The engine kept its guarantees, as far as the events show.
-	cfg := loadConfig(t, "../examples/three-shares.yaml")
+	cfg := configtest.Load(t, "../examples/three-shares.yaml")
 	vs, sum, err := event.Check(cfg, bytes.NewReader(events), event.CheckOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +121,7 @@ func runChecked(t *testing.T, cfg *config.File, jobs []Job, opts Options, settle
 }
 
 func TestGraceAndFinalPreemption(t *testing.T) {
-	cfg := loadConfig(t, "../examples/three-shares.yaml")
+	cfg := configtest.Load(t, "../examples/three-shares.yaml")
 	csv := `job_id,submit_s,duration_s,quota_share,instance_type,instance_count,priority,preemption_retries
 a_own,0,100,QS1,ml.g5.xlarge,1,0,
 borrower,0,100,QS1,ml.g5.xlarge,1,0,0
@@ -167,7 +155,7 @@ lender,10,20,QS2,ml.g5.xlarge,1,0,
 }
 
 func TestDisabledShareRejects(t *testing.T) {
-	base := loadConfig(t, "../examples/three-shares.yaml")
+	base := configtest.Load(t, "../examples/three-shares.yaml")
 	cfg, err := base.WhatIf([]string{"share.QS3.state=DISABLED"}, config.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +170,7 @@ func TestDisabledShareRejects(t *testing.T) {
 }
 
 func TestDisabledQueueRejects(t *testing.T) {
-	base := loadConfig(t, "../examples/three-shares.yaml")
+	base := configtest.Load(t, "../examples/three-shares.yaml")
 	cfg, err := base.WhatIf([]string{"queue.training.state=DISABLED"}, config.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +210,7 @@ func TestCheckpointsKeepWork(t *testing.T) {
 // simulator runs the pass the engine asks for, engine.NextWake), not at the
 // next event; and the what-if share.NAME.minRunTime sets it.
 func TestMinRunTimeWakesTheSimulator(t *testing.T) {
-	base := loadConfig(t, "../examples/three-shares.yaml")
+	base := configtest.Load(t, "../examples/three-shares.yaml")
 	csv := `job_id,submit_s,duration_s,quota_share,instance_type,instance_count,priority,preemption_retries
 own,0,1000,QS1,ml.g5.xlarge,1,0,
 borrower,0,1000,QS1,ml.g5.xlarge,1,0,

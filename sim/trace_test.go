@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/config/configtest"
 )
 
 func TestReadTraceColumnsAnyOrder(t *testing.T) {
-	cfg := loadConfig(t, "../examples/three-shares.yaml")
+	cfg := configtest.Load(t, "../examples/three-shares.yaml")
 	csv := "\ufeffinstance_count,quota_share,note,job_id,duration_s,submit_s,instance_type,priority,preemption_retries,job_queue\n" +
 		"2,QS1,x,b,10,5.5,ml.g5.xlarge,7,0,training\n" +
 		"1,QS2,,a,1.25,0,ml.g5.xlarge,,,\n" +
@@ -31,7 +32,7 @@ func TestReadTraceColumnsAnyOrder(t *testing.T) {
 }
 
 func TestReadTraceBadRows(t *testing.T) {
-	cfg := loadConfig(t, "../examples/three-shares.yaml")
+	cfg := configtest.Load(t, "../examples/three-shares.yaml")
 	csv := `job_id,submit_s,duration_s,quota_share,instance_type,instance_count,priority
 ok1,0,10,QS1,ml.g5.xlarge,1,0
 ,0,10,QS1,ml.g5.xlarge,1,0
@@ -77,7 +78,7 @@ ok1,1,10,QS1,ml.p4d.24xlarge,1,0
 }
 
 func TestReadPhilly(t *testing.T) {
-	cfg := loadConfig(t, "../examples/philly/philly.yaml")
+	cfg := configtest.Load(t, "../examples/philly/philly.yaml")
 	csv := "job_id,submit_s,gpus,duration_s,vc\n1,0,1,100,6214e9\n2,5,16,50,unknown\n3,6,12,7,ee9e8c\n4,7,2,1,nowhere\n5,8,1,1,ed69ec\n"
 	jobs, bad, err := ReadPhilly(strings.NewReader(csv), cfg, PhillyOptions{TraceOptions: TraceOptions{SkipBadRows: true}, NodeType: "ml.p4d.24xlarge", Exclude: []string{"ed69ec"}})
 	if err != nil {
