@@ -380,6 +380,23 @@ func (s *suite) start(t testing.TB, e executor.Executor, sp executor.Spec) execu
 	return Start(t, e, sp, s.Slack)
 }
 
+// WaitForLog waits, at most d, until the file at path (a job's log)
+// contains s, and returns what it holds then; it fails t otherwise.
+func WaitForLog(t testing.TB, path, s string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), s) {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never showed %q within %v; it holds:\n%s", path, s, d, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Start starts sp on e, allowing it within, and checks the handle it
 // returns: its AttemptID sp's, a StartedAt set.
 func Start(t testing.TB, e executor.Executor, sp executor.Spec, within time.Duration) executor.Handle {

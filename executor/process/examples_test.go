@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"qshare"
+	"qshare/executor/executortest"
 )
 
 // example returns the absolute path of a script under examples/training.
@@ -29,17 +30,7 @@ func example(t *testing.T, name string) string {
 // waitForLog polls an attempt's log until it contains s.
 func waitForLog(t testing.TB, path, s string, d time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		b, _ := os.ReadFile(path)
-		if strings.Contains(string(b), s) {
-			return string(b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never showed %q; it holds:\n%s", path, s, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return executortest.WaitForLog(t, path, s, d)
 }
 
 // preemptAndResume runs attempt 1 of a job until its log shows progress,

@@ -1,7 +1,6 @@
 package slurm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -134,15 +133,7 @@ func payloadOf(script string, typ string, count int, env map[string]string) stri
 // waitForLog waits until the file at path contains s.
 func waitForLog(t testing.TB, path, s string, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(s)) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(path)
-	t.Fatalf("%q did not appear in the log within %v; it holds %q", s, d, b)
+	executortest.WaitForLog(t, path, s, d)
 }
 
 func TestConformance(t *testing.T) {
