@@ -1,12 +1,10 @@
 package process
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -14,17 +12,13 @@ import (
 	"qshare/data"
 )
 
-// uploadAfterKillLimit bounds the upload that follows a stop's kill: the
-// attempt's capacity stays held until it ends.
-const uploadAfterKillLimit = 10 * time.Minute
-
 // uploadAfterKill runs the data wrapper of j again, in its upload-only
 // mode (data.UploadOnlyCommand), after a stop whose grace period ended in
 // the kill of j's process group, the wrapper with it: the model, the
 // output and the last checkpoints go up as SageMaker uploads them after
 // its kill. It runs as the job did (its user, its directory, its
 // environment, at /opt/ml if the job was), with no program, for at most
-// uploadAfterKillLimit, its output in the job's log. It returns "" when
+// data.UploadAfterKillLimit, its output in the job's log. It returns "" when
 // the upload succeeded or j was not wrapped, else why it failed.
 func (s *supervisor) uploadAfterKill(j *supJob) string {
 	argv, env, ok := data.UploadOnlyCommand(j.cfg.Command, j.cfg.Env)
@@ -33,7 +27,7 @@ func (s *supervisor) uploadAfterKill(j *supJob) string {
 	}
 	cfg := j.cfg
 	cfg.Command, cfg.Env = argv, env
-	fmt.Fprintln(j.log, "qshare: the stop's grace period ended in a kill; uploading the model, the output and the checkpoints")
+	fmt.Fprintln(j.log, data.AfterKillLine)
 	fail := func(err error) string {
 		msg := "the upload could not start: " + err.Error()
 		fmt.Fprintln(j.log, "qshare: "+msg)
@@ -69,7 +63,7 @@ func (s *supervisor) uploadAfterKill(j *supJob) string {
 	case s.kick <- struct{}{}:
 	default:
 	}
-	out := &lastLineWriter{w: j.log}
+	out := &data.LastLine{W: j.log}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -77,7 +71,7 @@ func (s *supervisor) uploadAfterKill(j *supJob) string {
 		pr.Close()
 	}()
 	var late atomic.Bool
-	timer := time.AfterFunc(uploadAfterKillLimit, func() {
+	timer := time.AfterFunc(data.UploadAfterKillLimit, func() {
 		late.Store(true)
 		syscall.Kill(-pid, syscall.SIGKILL)
 	})
@@ -96,47 +90,12 @@ func (s *supervisor) uploadAfterKill(j *supJob) string {
 	case startErr != "":
 		return startErr
 	case late.Load():
-		return fmt.Sprintf("the upload did not end within %s", uploadAfterKillLimit)
+		return fmt.Sprintf("the upload did not end within %s", data.UploadAfterKillLimit)
 	case ws.Exited() && ws.ExitStatus() == 0:
 		return ""
 	}
-	if l := out.last(); l != "" {
+	if l := out.Last(); l != "" {
 		return strings.TrimPrefix(l, "qshare: ")
 	}
 	return "the upload ended in failure"
-}
-
-// lastLineWriter writes to w and keeps the last line written (up to 1
-// KiB of it).
-type lastLineWriter struct {
-	w    io.Writer
-	mu   sync.Mutex
-	line []byte // the last complete line
-	cur  []byte // the line being written
-}
-
-func (l *lastLineWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	for _, b := range p {
-		switch {
-		case b == '\n':
-			if len(bytes.TrimSpace(l.cur)) > 0 {
-				l.line = append(l.line[:0], l.cur...)
-			}
-			l.cur = l.cur[:0]
-		case len(l.cur) < 1<<10:
-			l.cur = append(l.cur, b)
-		}
-	}
-	l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lastLineWriter) last() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(bytes.TrimSpace(l.cur)) > 0 {
-		return string(l.cur)
-	}
-	return string(l.line)
 }

@@ -574,9 +574,7 @@ func (s *supervisor) watch(j *supJob) {
 			rec.Reason = j.startErr
 		}
 	}
-	if uploadErr != "" {
-		rec.Reason += "; after the kill, the model was not uploaded: " + uploadErr
-	}
+	rec.Reason = data.AfterKillReason(rec.Reason, uploadErr)
 	if err := appendRecord(j.rec, recordLine{Exit: &rec}); err != nil {
 		s.logf("%s: cannot record the end in %s: %v", j.dir, fileLaunched, err)
 	}

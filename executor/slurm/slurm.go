@@ -143,6 +143,10 @@ type jobRecord struct {
 	// the batch script (scancel --batch), the runner, which passes the
 	// signal on to the command's process group.
 	InBatch bool `json:"inBatch,omitempty"`
+	// Uploads is true when the attempt's first node uploads a model, an
+	// output or checkpoints: at the end of a stop's grace period, Stop
+	// gives its step runner the time to (killFile).
+	Uploads bool `json:"uploads,omitempty"`
 }
 
 type attempt struct {
@@ -503,7 +507,8 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 	if err != nil {
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: %v", err)
 	}
-	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: job, InBatch: nodes == 1}
+	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: job, InBatch: nodes == 1,
+		Uploads: p.Output != nil || p.Checkpoints != nil}
 	if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
 		return executor.Handle{}, err
 	}
@@ -928,6 +933,9 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 				x.Reason = line
 			}
 		}
+		for _, c := range recs { // the first node's runner uploads
+			x.Reason = data.AfterKillReason(x.Reason, c.Upload)
+		}
 		// Slurm's own end of the job (from squeue, or from sacct for a job
 		// squeue forgot) says what the records cannot: who ended it.
 		switch {
@@ -1048,9 +1056,11 @@ func (e *Executor) failureLine(a *attempt) string {
 // Stop sends SIGTERM to the processes of the attempt's job steps
 // (scancel --signal=TERM; for a one-node attempt, whose command runs in
 // the batch step, --batch: the step runner passes it on), and after the grace period (the job's
-// QSHARE_STOP_GRACE, else grace, else Options.StopGrace) SIGKILL to every
-// process of the job, the batch script's included (scancel --signal=KILL
-// --full), then cancels the job. The polite signal leaves out the batch
+// QSHARE_STOP_GRACE, else grace, else Options.StopGrace) has the step
+// runners kill the command and upload its model, output and checkpoints
+// (endGrace, killFile), and only when the job outlives that, SIGKILL to
+// every process of the job, the batch script's included (scancel
+// --signal=KILL --full), then cancels the job. The polite signal leaves out the batch
 // script on purpose: with --full it reaches srun too, and srun answers a
 // SIGTERM by ending its step at once, which would cut the job's own
 // checkpoint short and lose the step runner's record of the exit. It returns at once; Wait reports the end once Slurm
@@ -1096,6 +1106,9 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		e.mu.Lock()
 		a.killed = true
 		e.mu.Unlock()
+		if e.endGrace(a, id) {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.CommandTimeout)
 		defer cancel()
 		e.command(ctx, "scancel", "--signal=KILL", "--full", id) //nolint:errcheck
@@ -1113,6 +1126,41 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	}()
 	e.kick()
 	return nil
+}
+
+// endGrace has the step runners of attempt a (batch job id) kill its
+// command at the end of a stop's grace period and upload its model
+// (killFile), and waits for the job to end: 5 s, or, for an attempt that
+// uploads, data.UploadAfterKillLimit and 30 s. It returns true when the
+// job ended, false when Slurm must kill what is left.
+func (e *Executor) endGrace(a *attempt, id string) bool {
+	if err := e.fs.WriteFileAtomic(filepath.Join(e.attemptDir(a.id), killFile), nil); err != nil {
+		e.log.Info("slurm executor: cannot write the kill file; the batch job is killed, with no upload", "attempt", a.id, "slurmJob", id, "err", err)
+		return false
+	}
+	sig := []string{"--signal=CONT", id}
+	if a.rec.InBatch {
+		sig = []string{"--signal=CONT", "--batch", id}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.o.CommandTimeout)
+	_, err := e.command(ctx, "scancel", sig...)
+	cancel()
+	if err != nil {
+		return false
+	}
+	e.kick()
+	limit := 5 * time.Second
+	if a.rec.Uploads {
+		limit = data.UploadAfterKillLimit + 30*time.Second
+	}
+	select {
+	case <-a.Done:
+		return true
+	case <-e.closed:
+		return true
+	case <-time.After(limit):
+		return false
+	}
 }
 
 // Wait blocks until Slurm reports the attempt's batch job ended, and

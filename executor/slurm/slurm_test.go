@@ -169,6 +169,7 @@ func TestWholeNodes(t *testing.T) {
 		{"TwoNodeJob", twoNodeJob},
 		{"TwoNodeJobStagesItsShare", twoNodeJobStagesItsShare},
 		{"PreemptionResumesFromCheckpoint", preemptionResumesFromCheckpoint},
+		{"StopUploadsAfterTheKill", twoNodeStopUploadsAfterTheKill},
 		{"PendingReason", pendingReason},
 		{"NodeFailure", nodeFailure},
 		{"ExitAfterSlurmForgot", exitAfterSlurmForgot},

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,12 +69,26 @@ type stepSpec struct {
 
 // exitRecord is exit-<host>.json: how the command ended on one node.
 type exitRecord struct {
-	Host     string    `json:"host"`
-	ExitCode int       `json:"exitCode"`
-	Signal   string    `json:"signal,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
-	At       time.Time `json:"at"`
+	Host     string `json:"host"`
+	ExitCode int    `json:"exitCode"`
+	Signal   string `json:"signal,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// Upload is why the upload after a stop's kill failed (killFile).
+	Upload string    `json:"upload,omitempty"`
+	At     time.Time `json:"at"`
 }
+
+// killFile is the file of the attempt's directory that Stop writes at the
+// end of a stop's grace period, just before it sends the step runners
+// SIGCONT (a signal that a program which does not ask for it never sees):
+// a runner that gets a SIGCONT while the file is there kills the
+// command's process group, data wrapper and all, and the first node's
+// runner then runs the wrapper alone to upload the model, the output and
+// the checkpoints (data.UploadAfterKill), before it records the exit. A
+// SIGCONT without the file (Slurm's resume of a suspended job) is left
+// alone. Slurm's own SIGKILL (scancel --signal=KILL) would end the
+// runner too, and the upload with it.
+const killFile = "kill"
 
 // runStep is the step runner: root is the shared directory, attemptDir the
 // attempt's directory inside it, hosts the allocation's nodes, one a line
@@ -96,6 +111,8 @@ func runStep(root, attemptDir, hosts string) int {
 	// end. A stop that comes before the command runs is passed on to it.
 	term := make(chan os.Signal, 4)
 	signal.Notify(term, syscall.SIGTERM)
+	graceEnd := make(chan os.Signal, 4)
+	signal.Notify(graceEnd, syscall.SIGCONT)
 	b, err := fs.ReadFile(filepath.Join(attemptDir, "step.json"))
 	if err != nil {
 		return fail("reading the attempt's step.json: %v", err)
@@ -153,6 +170,8 @@ func runStep(root, attemptDir, hosts string) int {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","))
 	}
 	argv := sp.Argv
+	// The first node's wrapper uploads (wrapData), after a kill too.
+	uploads := sp.Data != nil && host == hostList[0] && (sp.Data.Plan.Output != nil || sp.Data.Plan.Checkpoints != nil)
 	if sp.Data != nil {
 		if argv, env, err = wrapData(*sp.Data, host, hostList, argv, env); err != nil {
 			return fail("%v", err)
@@ -187,13 +206,22 @@ func runStep(root, attemptDir, hosts string) int {
 			cmd.Process.Signal(syscall.SIGTERM)
 		default:
 		}
+		var killed atomic.Bool
 		go func() {
-			for range term {
-				// In a step of its own (srun) Slurm signals every
-				// process of the step itself; in the batch step only
-				// the script, this runner.
-				if sp.InBatch {
-					syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) //nolint:errcheck // the group may be gone
+			for {
+				select {
+				case <-term:
+					// In a step of its own (srun) Slurm signals every
+					// process of the step itself; in the batch step only
+					// the script, this runner.
+					if sp.InBatch {
+						syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) //nolint:errcheck // the group may be gone
+					}
+				case <-graceEnd:
+					if fs.IsFile(filepath.Join(attemptDir, killFile)) {
+						killed.Store(true)
+						syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // the group may be gone
+					}
 				}
 			}
 		}()
@@ -205,6 +233,9 @@ func runStep(root, attemptDir, hosts string) int {
 			rec.ExitCode, rec.Signal = -1, signalName(ws.Signal())
 		default:
 			rec.ExitCode = ws.ExitStatus()
+		}
+		if killed.Load() && uploads {
+			rec.Upload = data.UploadAfterKill(argv, env, sp.JobDir, os.Stdout)
 		}
 	}
 	rec.At = time.Now().UTC()

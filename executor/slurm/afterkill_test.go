@@ -1,0 +1,103 @@
+package slurm
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"qshare"
+	"qshare/aws/s3/s3test"
+	"qshare/executor"
+	"qshare/executor/slurm/slurmtest"
+	"qshare/trainingjob"
+)
+
+// killedJob runs an attempt of nodes nodes of typ whose program ignores
+// SIGTERM and writes a model on the first node, stops it with a short
+// grace period, and returns its exit, its log and its model.tar.gz in S3
+// at out (nil when there is none).
+func killedJob(t *testing.T, c *slurmtest.Cluster, id, typ string, nodes int, out string) (executor.Exit, string, map[string]string) {
+	t.Helper()
+	ep, s3c := s3test.Start(t, map[string]map[string]string{"qshare-data": {}})
+	e, err := New(context.Background(), Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]}, PollInterval: 100 * time.Millisecond, S3: ep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sh := `trap "" TERM; if [ "$SM_CURRENT_HOST" = n1 ]; then echo "weights of n1" > "$SM_MODEL_DIR/model.bin"; fi; echo "trapped on $SM_CURRENT_HOST"; sleep 300`
+	var p map[string]any
+	if err := json.Unmarshal([]byte(payloadOf(sh, typ, nodes, nil)), &p); err != nil {
+		t.Fatal(err)
+	}
+	p["OutputDataConfig"] = map[string]any{"S3OutputPath": out}
+	b, _ := json.Marshal(p)
+	s := executor.Spec{JobID: id, JobName: id, AttemptID: id + "-attempt-1", Attempt: 1, Queue: "q", Share: "s",
+		Demand: qshare.Capacity{typ: int64(nodes)}, Payload: string(b)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"n1", "n2"}[:nodes] {
+		waitForLog(t, h.LogPath, "trapped on "+host+"\n", time.Minute)
+	}
+	if err := e.Stop(ctx, s.AttemptID, 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.Wait(ctx, s.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(h.LogPath)
+	if !x.Stopped || x.Signal != "SIGKILL" || !strings.HasPrefix(x.Reason, "Essential process killed by signal SIGKILL at the end of the stop grace period") {
+		t.Fatalf("exit %+v, want killed at the grace period's end; log:\n%s", x, log)
+	}
+	req, err := trainingjob.Parse(s.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "output/" + s.TrainingJobName(req) + "/output/model.tar.gz"
+	if _, err := s3c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("qshare-data"), Key: aws.String(key)}); err != nil {
+		return x, string(log), nil
+	}
+	return x, string(log), s3test.TarGz(t, s3c, "qshare-data", key)
+}
+
+// TestStopUploadsAfterTheKill: a one-node attempt whose program ignores
+// SIGTERM outlives the stop's grace period; the step runner kills it and
+// runs the data wrapper alone to upload the model, as SageMaker does after
+// its kill, before the batch job ends. An upload that fails says so in
+// the attempt's reason.
+func TestStopUploadsAfterTheKill(t *testing.T) {
+	t.Parallel()
+	c := testCluster(t)
+	t.Run("uploaded", func(t *testing.T) {
+		x, log, model := killedJob(t, c, "killed", "ml.m5.large", 1, "s3://qshare-data/output")
+		if model["model.bin"] != "weights of n1\n" || strings.Contains(x.Reason, "not uploaded") {
+			t.Fatalf("model.tar.gz holds %q after the kill; exit %+v; log:\n%s", model, x, log)
+		}
+	})
+	t.Run("nobucket", func(t *testing.T) {
+		x, log, _ := killedJob(t, c, "killed-nobucket", "ml.m5.large", 1, "s3://no-such-bucket/output")
+		if !strings.Contains(x.Reason, "after the kill, the model was not uploaded: ") || !strings.Contains(x.Reason, "NoSuchBucket") {
+			t.Fatalf("reason %q, want the failed upload's; log:\n%s", x.Reason, log)
+		}
+	})
+}
+
+// twoNodeStopUploadsAfterTheKill (TestWholeNodes) is
+// TestStopUploadsAfterTheKill for an attempt of two nodes, whose step
+// runners run under srun: the first node's model reaches S3.
+func twoNodeStopUploadsAfterTheKill(t *testing.T, c *slurmtest.Cluster) {
+	x, log, model := killedJob(t, c, "killed-two", "ml.g5.12xlarge", 2, "s3://qshare-data/output")
+	if model["model.bin"] != "weights of n1\n" || len(model) != 1 {
+		t.Fatalf("model.tar.gz holds %q after the kill; exit %+v; log:\n%s", model, x, log)
+	}
+}
