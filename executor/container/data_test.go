@@ -17,6 +17,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"qshare"
+	"qshare/aws/s3/s3test"
 	"qshare/data"
 	"qshare/executor/container"
 	"qshare/executor/container/containertest"
@@ -90,5 +91,56 @@ func TestDataContract(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("model.tar.gz does not hold the staged channel's file as the job copied it")
+	}
+}
+
+// TestStopUploadsAfterTheKill: a job that ignores SIGTERM outlives the
+// stop's grace period and is killed; its model still reaches S3 (the
+// executor uploads from the job's directory once the container has
+// ended, whatever its end), and an upload that fails says so in the
+// attempt's reason.
+func TestStopUploadsAfterTheKill(t *testing.T) {
+	host := containertest.Docker(t)
+	img := containertest.Image(t, host)
+	ep, c := s3test.Start(t, map[string]map[string]string{"qshare-data": {}})
+	dc, err := data.NewClient(context.Background(), ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullNever, GPUs: []string{"none"}, Data: dc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, tc := range []struct{ name, out string }{{"uploaded", "s3://qshare-data/out"}, {"nobucket", "s3://no-such-bucket/out"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := map[string]any{
+				"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
+					"ContainerArguments": []string{"-run=1h", "-onstop=ignore", "-write=/opt/ml/model/model.bin"}},
+				"OutputDataConfig": map[string]any{"S3OutputPath": tc.out},
+				"ResourceConfig":   map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1},
+			}
+			s := spec("killed-"+tc.name, qshare.Capacity{"ml.m5.large": 1}, p)
+			h := executortest.Start(t, e, s, 60*time.Second)
+			executortest.WaitForLog(t, h.LogPath, "ready\n", time.Minute)
+			if err := e.Stop(context.Background(), s.AttemptID, 500*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			x := waitExit(t, e, s.AttemptID)
+			if !x.Stopped || x.Signal != "SIGKILL" {
+				t.Fatalf("exit %+v, want killed at the grace period's end", x)
+			}
+			if tc.name == "nobucket" {
+				if !strings.Contains(x.Reason, "NoSuchBucket") {
+					t.Fatalf("reason %q, want the failed upload's", x.Reason)
+				}
+				return
+			}
+			name := trainingjob.AttemptName(s.JobName, s.JobID, 1)
+			if m := s3test.TarGz(t, c, "qshare-data", "out/"+name+"/output/model.tar.gz"); m["model.bin"] == "" {
+				t.Fatalf("model.tar.gz after the kill holds %q; exit %+v", m, x)
+			}
+		})
 	}
 }
