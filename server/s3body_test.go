@@ -26,21 +26,13 @@ import (
 	"github.com/aws/smithy-go"
 
 	"qshare/auth"
+	"qshare/aws/s3/s3test"
 )
 
 // readObject returns the object's bytes as k reads them.
 func (e *s3WithAuth) readObject(t *testing.T, k auth.AccessKey, bucket, key string) []byte {
 	t.Helper()
-	out, err := e.client(k).GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
-	if err != nil {
-		t.Fatalf("reading %s/%s: %v", bucket, key, err)
-	}
-	defer out.Body.Close()
-	b, err := io.ReadAll(out.Body)
-	if err != nil {
-		t.Fatalf("reading %s/%s: %v", bucket, key, err)
-	}
-	return b
+	return s3test.Read(t, e.client(k), bucket, key)
 }
 
 // TestEmbeddedS3WithAuthTakesLargeBodies: under --auth, S3 bodies are

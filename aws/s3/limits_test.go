@@ -190,14 +190,7 @@ func TestPartsOnDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := aws.ToString(mp.UploadId)
-		var parts []types.CompletedPart
-		for i, body := range [][]byte{big, []byte("tail")} {
-			out, err := c.UploadPart(ctx, &sdk.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String("obj"), UploadId: mp.UploadId, PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(body)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(int32(i + 1))})
-		}
+		parts := uploadParts(t, c, "bkt", "obj", mp.UploadId, big, []byte("tail"))
 		if got := partFiles(id); len(got) != 2 || got[0] != 4 || got[1] != int64(len(big)) {
 			t.Fatalf("upload %s keeps part files of sizes %v, want 4 and %d", id, got, len(big))
 		}

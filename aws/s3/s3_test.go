@@ -58,14 +58,7 @@ func TestAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var parts []types.CompletedPart
-	for i, body := range [][]byte{part1, []byte("tail")} {
-		out, err := c.UploadPart(ctx, &sdk.UploadPartInput{Bucket: aws.String("team-a"), Key: aws.String("big.bin"), UploadId: mp.UploadId, PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(body)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(int32(i + 1))})
-	}
+	parts := uploadParts(t, c, "team-a", "big.bin", mp.UploadId, part1, []byte("tail"))
 	must(c.CompleteMultipartUpload(ctx, &sdk.CompleteMultipartUploadInput{Bucket: aws.String("team-a"), Key: aws.String("big.bin"), UploadId: mp.UploadId,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}))
 	ts.Close()
@@ -184,4 +177,20 @@ func TestInterruptedPutLeavesTheOldObject(t *testing.T) {
 	if string(b) != "old" {
 		t.Fatalf("after an interrupted PUT the object holds %d bytes (%.10q…), want the old object", len(b), b)
 	}
+}
+
+// uploadParts uploads bodies as the parts 1, 2, ... of the multipart upload
+// id of bucket/key, and returns them as CompleteMultipartUpload lists them.
+func uploadParts(t *testing.T, c *sdk.Client, bucket, key string, id *string, bodies ...[]byte) []types.CompletedPart {
+	t.Helper()
+	var parts []types.CompletedPart
+	for i, body := range bodies {
+		n := aws.Int32(int32(i + 1))
+		out, err := c.UploadPart(context.Background(), &sdk.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: id, PartNumber: n, Body: bytes.NewReader(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: n})
+	}
+	return parts
 }

@@ -5,6 +5,7 @@ package s3test
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"io"
@@ -92,17 +93,28 @@ func Fill(t testing.TB, ep data.Endpoint, objs map[string]map[string]string) *s3
 	return c.S3()
 }
 
+// Read returns the bytes of the object at bucket/key, as c reads them; it
+// fails the test if they cannot be read to the end.
+func Read(t testing.TB, c *s3.Client, bucket, key string) []byte {
+	t.Helper()
+	out, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err == nil {
+		defer out.Body.Close()
+		var b []byte
+		if b, err = io.ReadAll(out.Body); err == nil {
+			return b
+		}
+	}
+	t.Fatalf("reading s3://%s/%s: %v", bucket, key, err)
+	return nil
+}
+
 // TarGz reads the gzipped tar at bucket/key (a model.tar.gz) and returns
 // its regular files' contents by name; it fails the test if the object is
 // missing or is no gzipped tar.
 func TarGz(t testing.TB, c *s3.Client, bucket, key string) map[string]string {
 	t.Helper()
-	out, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
-	if err != nil {
-		t.Fatalf("reading s3://%s/%s: %v", bucket, key, err)
-	}
-	defer out.Body.Close()
-	zr, err := gzip.NewReader(out.Body)
+	zr, err := gzip.NewReader(bytes.NewReader(Read(t, c, bucket, key)))
 	if err != nil {
 		t.Fatalf("s3://%s/%s is not gzipped: %v", bucket, key, err)
 	}
