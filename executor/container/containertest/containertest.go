@@ -75,13 +75,19 @@ func StopPodman() {
 // cgroups) and the recipe's containers.conf (shared/recipes/podman.md).
 type PodmanService struct {
 	// Host is the service's address, unix://DIR/podman.sock.
-	Host string
-	dir  string
-	cmd  *exec.Cmd
+	Host       string
+	dir        string
+	registries string // its registries.conf, where it has one
+	cmd        *exec.Cmd
 }
 
 // StartPodman starts a Podman service and returns once it answers.
-func StartPodman() (*PodmanService, error) {
+func StartPodman() (*PodmanService, error) { return startPodman(nil) }
+
+// startPodman starts a Podman service that takes insecure (plain HTTP)
+// as the registries it names, in a registries.conf of its own: Podman,
+// unlike Docker Engine, speaks TLS to a registry on the loopback too.
+func startPodman(insecure []string) (*PodmanService, error) {
 	dir, err := os.MkdirTemp("", "qshare-podman-")
 	if err != nil {
 		return nil, err
@@ -93,15 +99,27 @@ func StartPodman() (*PodmanService, error) {
 		return nil, err
 	}
 	p := &PodmanService{Host: "unix://" + filepath.Join(dir, "podman.sock"), dir: dir}
+	if len(insecure) > 0 {
+		reg := "unqualified-search-registries = []\n"
+		for _, r := range insecure {
+			reg += fmt.Sprintf("[[registry]]\nlocation = %q\ninsecure = true\n", r)
+		}
+		p.registries = filepath.Join(dir, "registries.conf")
+		if err := os.WriteFile(p.registries, []byte(reg), 0o644); err != nil {
+			return nil, err
+		}
+	}
 	return p, p.Start()
 }
 
 // PodmanServiceT is StartPodman for one test: it skips t where podman is
-// absent or does not answer, and kills the service when t ends.
-func PodmanServiceT(t testing.TB) *PodmanService {
+// absent or does not answer, and kills the service when t ends. The
+// service takes the registries insecure names (HOST:PORT) as plain HTTP,
+// through a registries.conf of its own, never /etc's.
+func PodmanServiceT(t testing.TB, insecure ...string) *PodmanService {
 	t.Helper()
 	skipNoPodman(t)
-	p, err := StartPodman()
+	p, err := startPodman(insecure)
 	if err != nil {
 		t.Skipf("podman system service does not answer (%v)", err)
 	}
@@ -117,6 +135,9 @@ func (p *PodmanService) Start() error {
 	}
 	cmd := exec.Command("podman", args...)
 	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+filepath.Join(p.dir, "containers.conf"))
+	if p.registries != "" {
+		cmd.Env = append(cmd.Env, "CONTAINERS_REGISTRIES_CONF="+p.registries)
+	}
 	if log, err := os.OpenFile(filepath.Join(p.dir, "service.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 		cmd.Stdout, cmd.Stderr = log, log // the service's chatter stays out of the tests' output
 	}
@@ -180,19 +201,34 @@ func Image(t testing.TB, host string) string {
 	return io.ref
 }
 
-func buildImage(host string) (string, error) {
+// program builds the test program once per test binary.
+var program = sync.OnceValues(func() ([]byte, error) {
 	dir, err := os.MkdirTemp("", "qshare-testjob-")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "job")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "qshare/executor/container/containertest/job")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build of the test program: %v\n%s", err, out)
+		return nil, fmt.Errorf("go build of the test program: %v\n%s", err, out)
 	}
-	prog, err := os.ReadFile(bin)
+	return os.ReadFile(bin)
+})
+
+// imageFiles are the test image's files: /job, /etc/hosts, and extra.
+func imageFiles(extra ...container.ScratchFile) ([]container.ScratchFile, []byte, error) {
+	prog, err := program()
+	if err != nil {
+		return nil, nil, err
+	}
+	hosts := []byte("127.0.0.1 localhost\n")
+	return append([]container.ScratchFile{{Name: "etc/hosts", Mode: 0o644, Data: hosts}, {Name: "job", Mode: 0o755, Data: prog}}, extra...), prog, nil
+}
+
+func buildImage(host string) (string, error) {
+	files, prog, err := imageFiles()
 	if err != nil {
 		return "", err
 	}
@@ -203,9 +239,7 @@ func buildImage(host string) (string, error) {
 		return "", err
 	}
 	defer cli.Close()
-	ctx := context.Background()
-	hosts := []byte("127.0.0.1 localhost\n")
-	if err := container.ImportScratch(ctx, cli, ref, []container.ScratchFile{{Name: "etc/hosts", Mode: 0o644, Data: hosts}, {Name: "job", Mode: 0o755, Data: prog}}); err != nil {
+	if err := container.ImportScratch(context.Background(), cli, ref, files); err != nil {
 		return "", fmt.Errorf("the test image: %w", err)
 	}
 	return ref, nil

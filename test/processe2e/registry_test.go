@@ -1,0 +1,89 @@
+package processe2e_test
+
+import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/batch"
+	"github.com/aws/aws-sdk-go-v2/service/batch/types"
+
+	"qshare/executor/container/containertest"
+)
+
+// TestContainerRegistryPull runs container jobs through the SDK whose
+// image is in a real registry (the Distribution registry, htpasswd
+// authentication) and not on the engine: `qshare serve --pull missing`
+// pulls it with the credentials of the Docker config file that
+// DOCKER_CONFIG names in its environment, the job's statusReason says how
+// far the pull is ("Pulling image: 12.6 of 27.3 MB"), and the job
+// succeeds; the next job of the image does not pull it; a server with
+// --pull never fails a job whose image the engine lacks, in SageMaker's
+// words, after one attempt, as the job's own failure, not as a lack of
+// capacity that would keep it waiting.
+func TestContainerRegistryPull(t *testing.T) {
+	skipShort(t)
+	host := containertest.Docker(t)
+	// 24 MB at 8 MB/s: three seconds of pull, while the test asks for the
+	// job's status every 50 ms.
+	reg := containertest.Registry(t, 8<<20)
+	img := containertest.PushImage(t, host, reg, "team/train", 24<<20)
+	conf := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(conf, "config.json"), []byte(`{"auths": {"`+reg.Host+`": {"auth": "`+
+		base64.StdEncoding.EncodeToString([]byte(reg.User+":"+reg.Password))+`"}}}`), 0o600))
+	o := serverOpts{args: []string{"--executor", "container", "--container-host", host, "--pull", "missing"}, env: []string{"DOCKER_CONFIG=" + conf},
+		ended: func(dir string) bool { _, err := os.Stat(filepath.Join(dir, "exit.json")); return err == nil }}
+	s := startServer(t, newDataDir(t), o)
+	limits := map[string]int32{"ml.m5.xlarge": 2}
+	s.setup(limits, share{name: "a", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve})
+
+	// run submits a job of img and returns its end and the statusReasons
+	// it went through.
+	run := func(s *server, name string, want types.ServiceJobStatus) (*batch.DescribeServiceJobOutput, []string) {
+		id := s.submit(containerJob(img, name, "-run=0s", "-output=ran "+name))
+		var reasons []string
+		d := s.Await(id, string(want), func(d *batch.DescribeServiceJobOutput) bool {
+			if r := aws.ToString(d.StatusReason); len(reasons) == 0 || reasons[len(reasons)-1] != r {
+				reasons = append(reasons, r)
+			}
+			return d.Status == want
+		})
+		t.Logf("job %s: %s after %q", name, d.Status, reasons)
+		return d, reasons
+	}
+	progress := regexp.MustCompile(`^Attempt 1 waits to run in container: Pulling image: \d+\.\d of \d+\.\d MB$`)
+	d, reasons := run(s, "pulled", types.ServiceJobStatusSucceeded)
+	if !slices.ContainsFunc(reasons, progress.MatchString) {
+		t.Errorf("the job's statusReason never showed the pull's progress: %q", reasons)
+	}
+	if got := s.mustLogs(aws.ToString(d.JobId), 1); !strings.Contains(got, "ran pulled") {
+		t.Errorf("log of the job whose image was pulled = %q", got)
+	}
+	seen := len(reg.Requests())
+	_, reasons = run(s, "present", types.ServiceJobStatusSucceeded)
+	if slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, "Pulling") }) {
+		t.Errorf("the job of an image the engine has went through %q", reasons)
+	}
+	if r := reg.Requests()[seen:]; len(r) > 0 {
+		t.Errorf("the registry saw %q from the job of an image the engine has", r)
+	}
+	s.stop()
+
+	containertest.RemoveImage(t, host, img)
+	o.args[len(o.args)-1] = "never"
+	s = startServer(t, newDataDir(t), o)
+	s.setup(limits, share{name: "a", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	d, _ = run(s, "never", types.ServiceJobStatusFailed)
+	want := "CannotStartContainerError: ClientError: image not found: " + img + " (not on this host, and --pull never)"
+	if rs := attemptReasons(d); len(rs) != 1 || !strings.Contains(rs[0], want) {
+		t.Errorf("the job whose image is missing under --pull never ended after the attempts %q, want one that says %q", rs, want)
+	}
+	if r := reg.Requests()[seen:]; len(r) > 0 {
+		t.Errorf("the registry saw %q", r)
+	}
+}
