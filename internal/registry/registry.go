@@ -42,18 +42,14 @@ const Version = "v3.1.2"
 // Binary returns where the registry is: $QSHARE_REGISTRY, or where
 // .ci/build-registry puts it ($XDG_CACHE_HOME or ~/.cache, then
 // qshare/registry-<Version>/registry).
-func Binary() string {
-	return toolcache.Path("QSHARE_REGISTRY", "registry-"+Version, "registry")
-}
+func Binary() string { return tool.Path() }
+
+// tool is the binary that .ci/build-registry builds.
+var tool = toolcache.Tool{Name: "the registry", Env: "QSHARE_REGISTRY", Script: "build-registry", Elem: []string{"registry-" + Version, "registry"}}
 
 // Available returns nil where the binary is there, and otherwise an error
 // that says how to build it.
-func Available() error {
-	if _, err := os.Stat(Binary()); err != nil {
-		return fmt.Errorf("the registry is not built (%s): run .ci/build-registry, or set QSHARE_REGISTRY", Binary())
-	}
-	return nil
-}
+func Available() error { return tool.Available() }
 
 // Options are a registry's user and pace.
 type Options struct {
@@ -153,24 +149,10 @@ func (s *Server) run(ctx context.Context, conf, addr string) error {
 		return fmt.Errorf("registry: %w", err)
 	}
 	go func() { s.cmd.Wait(); close(s.done) }()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		select {
-		case <-s.done:
-			return fmt.Errorf("the registry exited before it answered:\n%s", s.Log())
-		case <-ctx.Done():
-			return fmt.Errorf("the registry did not answer at %s: %w\n%s", addr, ctx.Err(), s.Log())
-		case <-time.After(100 * time.Millisecond):
-		}
-		// Without credentials the registry answers 401: it is up.
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v2/", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusUnauthorized {
-				break
-			}
-		}
+	// Without credentials the registry answers 401: it is up.
+	unauthorized := func(status int) bool { return status == http.StatusUnauthorized }
+	if err := toolcache.AwaitHTTP(ctx, "the registry", "http://"+addr+"/v2/", s.done, s.Log, unauthorized); err != nil {
+		return err
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -11,13 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"qshare/internal/freeport"
 	"qshare/internal/toolcache"
@@ -29,18 +27,14 @@ const Version = "v1.8.0"
 // Binary returns where versitygw is: $QSHARE_VERSITYGW, or where
 // .ci/build-versitygw puts it ($XDG_CACHE_HOME or ~/.cache, then
 // qshare/versitygw-<Version>/versitygw).
-func Binary() string {
-	return toolcache.Path("QSHARE_VERSITYGW", "versitygw-"+Version, "versitygw")
-}
+func Binary() string { return tool.Path() }
+
+// tool is the binary that .ci/build-versitygw builds.
+var tool = toolcache.Tool{Name: "versitygw", Env: "QSHARE_VERSITYGW", Script: "build-versitygw", Elem: []string{"versitygw-" + Version, "versitygw"}}
 
 // Available returns nil where the binary is there, and otherwise an error
 // that says how to build it.
-func Available() error {
-	if _, err := os.Stat(Binary()); err != nil {
-		return fmt.Errorf("versitygw is not built (%s): run .ci/build-versitygw, or set QSHARE_VERSITYGW", Binary())
-	}
-	return nil
-}
+func Available() error { return tool.Available() }
 
 // Server is a running versitygw.
 type Server struct {
@@ -101,22 +95,7 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 // await waits until the server answers HTTP (any status: an unsigned
 // request is refused), or has exited.
 func (s *Server) await(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		select {
-		case <-s.done:
-			return fmt.Errorf("versitygw exited before it answered:\n%s", s.Log())
-		case <-ctx.Done():
-			return fmt.Errorf("versitygw did not answer at %s: %w\n%s", s.URL, ctx.Err(), s.Log())
-		case <-time.After(100 * time.Millisecond):
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			return nil
-		}
-	}
+	return toolcache.AwaitHTTP(ctx, "versitygw", s.URL+"/", s.done, s.Log, func(int) bool { return true })
 }
 
 // Log returns what the server printed.
