@@ -57,6 +57,13 @@ alone and with both, their sums' ratio (the target is at least 0.9), how
 long the halves overlapped, and the CPU per job of the server's process
 tree.
 
+--job-seconds S makes each job hold its instance for S seconds (sleep,
+or the simulated executor's duration) instead of exiting at once: each
+run's rate is then bounded by --capacity / S, as a cluster's is, rather
+than by the machine's CPU. With --with, that shows whether one server
+keeps both executors at their capacity's pace at once; with jobs that exit
+at once on one machine, each half alone already takes every core.
+
 The report also states the conditions that move these figures most: the
 directory both halves keep their data under ($TMPDIR, else /tmp) and its
 file system (every acknowledged submit waits for an fsync there: tmpfs
@@ -88,6 +95,7 @@ makes it free, a disk does not), and the load average as each half starts.`,
 	f.IntVar(&opt.Clients, "clients", opt.Clients, "parallel submitting clients")
 	f.IntVar(&opt.Capacity, "capacity", opt.Capacity, "instances (and Slurm CPU slots) the jobs run on")
 	f.StringVar(&opt.With, "with", "", "a second executor `KIND` (simulated, process, container or slurm, the last on a throwaway Slurm of its own): run the jobs on each executor alone (the faster one again with its jobs scaled to the ratio of the two rates), then both halves at once on one server (qshare serve --executors), each with its own --clients clients, and report the sum of the halves' own rates over the sum of the two alone")
+	f.Float64Var(&opt.JobSeconds, "job-seconds", 0, "seconds each job holds its instance (sleep; the simulated executor's duration) instead of exiting at once, so that the rate is the capacity's (--capacity / seconds) rather than the machine's CPU; not with --vs-slurm or the container executor")
 	f.StringVar(&opt.ContainerHost, "container-host", "", "the container engine of --executor container (unix:///PATH or tcp://HOST:PORT; default: DOCKER_HOST, else the usual sockets)")
 	f.BoolVar(&opt.VsSlurm, "vs-slurm", false, "run the same jobs through a local Slurm right after, and report the ratio")
 	f.StringVar(&executor, "executor", "process", "executor of the temporary server (process runs `true`; simulated runs nothing; slurm runs `true` as batch jobs of a throwaway single-node Slurm, which then runs the same jobs given to it with sbatch when --vs-slurm is set; container runs a trivial image through --container-host, then the same count with the engine's own run --rm)")

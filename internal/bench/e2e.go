@@ -52,6 +52,11 @@ type E2EOptions struct {
 	// --rm` (or `docker run --rm`) from the same number of clients, and
 	// both sides' start latency is measured from the engine's events.
 	ContainerHost string
+	// JobSeconds, when above 0, makes each job hold its instance that
+	// long (`sleep`, or the simulated executor's QSHARE_SIM_DURATION)
+	// instead of exiting at once, so that a run's rate is bounded by the
+	// capacity, as a cluster's is, rather than by the machine's CPU.
+	JobSeconds float64
 
 	// image is the trivial image of a container run (containerImage),
 	// and starts the engine's start events while qshare's half runs.
@@ -65,6 +70,8 @@ type E2EResult struct {
 	Jobs     int    `json:"jobs" row:"jobs;%.0f"`
 	Clients  int    `json:"clients" row:"clients;%.0f"`
 	Executor string `json:"executor"`
+	// JobSeconds is E2EOptions.JobSeconds: 0 for jobs that exit at once.
+	JobSeconds float64 `json:"job_seconds,omitempty" row:"seconds each job holds its instance;%.1f"`
 	// WallS runs from the first submit to the stoppedAt of the last job
 	// (every job SUCCEEDED); JobsPerS is Jobs over it.
 	WallS       float64 `json:"wall_s" row:"qshare wall;%.2f;s"`
@@ -185,6 +192,12 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 	if opt.Server.Executor == "" {
 		opt.Server.Executor = "process"
 	}
+	if opt.JobSeconds < 0 || opt.JobSeconds > 3600 {
+		return E2EResult{}, fmt.Errorf("bench e2e: --job-seconds %g: give 0 (jobs that exit at once) to 3600", opt.JobSeconds)
+	}
+	if opt.JobSeconds > 0 && (opt.VsSlurm || opt.Server.Executor == "container" || opt.With == "container") {
+		return E2EResult{}, fmt.Errorf("bench e2e: --job-seconds runs `sleep`, which the trivial container image and --vs-slurm's `sbatch --wrap true` do not: leave it out with those")
+	}
 	if opt.With != "" {
 		if opt.VsSlurm || opt.Endpoint != "" {
 			return E2EResult{}, fmt.Errorf("bench e2e: --with starts its own servers, and compares executors, not Slurm: leave out --endpoint and --vs-slurm")
@@ -238,7 +251,7 @@ func RunE2E(ctx context.Context, opt E2EOptions) (E2EResult, error) {
 		defer cancel()
 		opt.starts = watchStarts(wctx, en.cli)
 	}
-	res := E2EResult{Jobs: opt.Jobs, Clients: opt.Clients, Executor: opt.Server.Executor,
+	res := E2EResult{Jobs: opt.Jobs, Clients: opt.Clients, Executor: opt.Server.Executor, JobSeconds: opt.JobSeconds,
 		TmpDir: os.TempDir(), TmpFS: FileSystem(os.TempDir()), LoadAvg: LoadAverage()}
 	if opt.Endpoint != "" {
 		res.Executor = "(the server's)"
@@ -334,6 +347,10 @@ func e2eQshare(ctx context.Context, c *batch.Client, queue string, srv *Server, 
 	lats := make([]time.Duration, opt.Jobs)
 	env := map[string]string{"QSHARE_SIM_DURATION": "0s"} // the simulated executor's `true`
 	image, entry := benchImage, []string{"true"}
+	if opt.JobSeconds > 0 {
+		secs := strconv.FormatFloat(opt.JobSeconds, 'f', -1, 64)
+		env["QSHARE_SIM_DURATION"], entry = secs+"s", []string{"sleep", secs}
+	}
 	if opt.image != "" {
 		image, entry = opt.image, []string{"/true"} // the container executor's `true`
 	}

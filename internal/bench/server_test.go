@@ -84,6 +84,25 @@ func TestHarnessAgainstRealServer(t *testing.T) {
 		}
 	})
 
+	t.Run("e2e-job-seconds", func(t *testing.T) {
+		// Four jobs that hold one of two instances for half a second each
+		// take two waves: at least a second, where jobs that exit at once
+		// take milliseconds.
+		r, err := RunE2E(ctx, E2EOptions{Server: ServerOptions{Binary: bin, Executor: "simulated"}, Jobs: 4, Clients: 2, Capacity: 2, JobSeconds: 0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.JobSeconds != 0.5 || r.WallS < 1 {
+			t.Errorf("4 jobs of 0.5 s on 2 instances: job_seconds %v, wall %v s, want at least 1 s", r.JobSeconds, r.WallS)
+		}
+		for _, o := range []E2EOptions{{JobSeconds: -1}, {JobSeconds: 3601}, {JobSeconds: 1, VsSlurm: true}, {JobSeconds: 1, With: "container"}} {
+			o.Server, o.Jobs, o.Clients = ServerOptions{Binary: bin, Executor: "simulated"}, 1, 1
+			if _, err := RunE2E(ctx, o); err == nil || !strings.Contains(err.Error(), "--job-seconds") {
+				t.Errorf("%+v: %v, want a refusal that names --job-seconds", o, err)
+			}
+		}
+	})
+
 	t.Run("e2e-with", func(t *testing.T) {
 		// Each executor alone, then both behind one server (--executors):
 		// every job of the combined run succeeds, on both environments.
