@@ -21,6 +21,10 @@ const UploadAfterKillLimit = 10 * time.Minute
 // with in the job's log.
 const AfterKillLine = "qshare: the stop's grace period ended in a kill; uploading the model, the output and the checkpoints"
 
+// KilledReason is the reason of an attempt whose program was killed at the
+// end of a stop's grace period, in every executor.
+const KilledReason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+
 // AfterKillReason is the reason of an attempt killed at the end of a
 // stop's grace period (reason) whose upload after the kill failed
 // (uploadErr, "" when it did not).

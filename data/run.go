@@ -53,6 +53,16 @@ type Wrapper struct {
 	// which alone gets the stop (the Kubernetes executor's), where a
 	// process group's stop reaches the program by itself.
 	ForwardSignals bool `json:"forwardSignals,omitempty"`
+	// StopGrace, with ForwardSignals, is how long the program has after
+	// the first SIGTERM or SIGINT: then the wrapper kills the program's
+	// process group (the program leads one of its own) and uploads the
+	// model, the output and the checkpoints as after any end. A wrapper
+	// that is a container's first process dies with the container at the
+	// end of the pod's grace period; the Kubernetes executor makes that
+	// period StopGrace and UploadAfterKillLimit, so that the program's
+	// grace ends first and the upload has the rest. Zero: the wrapper
+	// waits for the program, however long.
+	StopGrace time.Duration `json:"stopGrace,omitempty"`
 	// UploadOnly runs no program: the wrapper saves the checkpoints and
 	// uploads the model and the output, as Run does after the program
 	// exited (RunUpload). The process executor's supervisor runs it so
@@ -193,11 +203,19 @@ func Run(w Wrapper, command []string) int {
 	defer cancel()
 	stopped := make(chan struct{})
 	var child atomic.Pointer[os.Process]
+	var graceOver atomic.Bool
+	killAtGrace := w.ForwardSignals && w.StopGrace > 0
 	go func() {
 		for first := true; ; first = false {
 			sig := <-sigs
 			if first {
 				close(stopped) // the program got the same signal from its group's stop, or gets it here
+				if killAtGrace {
+					time.AfterFunc(w.StopGrace, func() {
+						graceOver.Store(true)
+						killGroup(child.Load())
+					})
+				}
 			}
 			if p := child.Load(); p != nil && w.ForwardSignals {
 				p.Signal(sig) //nolint:errcheck // the program may have ended
@@ -236,6 +254,9 @@ func Run(w Wrapper, command []string) int {
 	fmt.Println(StagedLine)
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if killAtGrace {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // killed as a group at StopGrace's end
+	}
 	if err := cmd.Start(); err != nil {
 		return failWith(fsys, w, fmt.Sprintf("CannotStartError: %v", err), 127)
 	}
@@ -244,6 +265,9 @@ func Run(w Wrapper, command []string) int {
 	case <-stopped:
 		if w.ForwardSignals { // a stop between the staging's end and the start
 			cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // the program may have ended
+		}
+		if graceOver.Load() {
+			killGroup(cmd.Process)
 		}
 	default:
 	}
@@ -269,8 +293,17 @@ func Run(w Wrapper, command []string) int {
 	}
 	// The model goes up whatever the exit: SageMaker uploads after a
 	// failure and after a stop too.
+	killed := graceOver.Load() && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	if killed {
+		fmt.Println(AfterKillLine)
+	}
 	uerr := saveAndUpload(ctx, c, k, fsys, w.Plan)
 	switch {
+	case killed && uerr != nil:
+		// The executor reads the failure file of a killed attempt for
+		// this reason alone (KilledReason).
+		failWith(fsys, w, AfterKillReason(KilledReason, Reason(uerr)), 1)
+		return dieBy(syscall.SIGKILL)
 	case ws.Signaled():
 		if uerr != nil {
 			fmt.Fprintln(os.Stderr, "qshare: "+Reason(uerr))
@@ -334,6 +367,14 @@ func failWith(fsys FS, w Wrapper, reason string, code int) int {
 		}
 	}
 	return code
+}
+
+// killGroup kills the process group that p leads, if p is not nil.
+func killGroup(p *os.Process) {
+	if p != nil {
+		fmt.Fprintln(os.Stderr, "qshare: the stop's grace period has ended; killing the program")
+		syscall.Kill(-p.Pid, syscall.SIGKILL) //nolint:errcheck // it may have ended
+	}
 }
 
 // dieBy ends the process by sig, as the program ended; it returns an exit

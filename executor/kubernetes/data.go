@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -36,8 +38,13 @@ import (
 //     failed upload is the container's exit code and its failure file
 //     (the pod's termination message), which the executor reads as for
 //     any failure. A stop (the pod's deletion) sends SIGTERM to the
-//     wrapper, which passes it on and uploads within the pod's grace
-//     period.
+//     wrapper, which passes it on; the program has the stop's grace
+//     period (Wrapper.StopGrace: the job's QSHARE_STOP_GRACE, else the
+//     executor's StopGrace, as the pod was made), and then the wrapper
+//     kills it and uploads. Pod 0's own grace period
+//     (terminationGracePeriodSeconds, and that of its deletion) is that
+//     grace and data.UploadAfterKillLimit, so the kubelet's SIGKILL does
+//     not cut the upload short (annUploads).
 //   - The S3 endpoint and its credentials are in a Secret of the attempt
 //     (named as its ConfigMap, owned by it, so the cluster's garbage
 //     collector deletes it with the ConfigMap): the init container reads
@@ -63,16 +70,18 @@ const (
 // dataPods is what an attempt's data contract adds to its objects.
 type dataPods struct {
 	secret    *corev1.Secret
-	channels  bool   // the init containers stage channels
-	wrap      bool   // pod 0's command runs under the wrapper
-	image     string // qshare's image
-	checkpath string // the checkpoint directory, "" without one
+	channels  bool          // the init containers stage channels
+	wrap      bool          // pod 0's command runs under the wrapper
+	image     string        // qshare's image
+	checkpath string        // the checkpoint directory, "" without one
+	stopGrace time.Duration // the program's grace in pod 0 (Wrapper.StopGrace)
 }
 
-// dataPlan returns the data contract of an attempt of n instances, or nil
-// for a payload that moves no data; it refuses (EINVALID) a payload whose
+// dataPlan returns the data contract of an attempt of n instances whose
+// program has stopGrace after a stop, or nil for a payload that moves no
+// data; it refuses (EINVALID) a payload whose
 // contract this executor cannot carry out as configured.
-func (e *Executor) dataPlan(s executor.Spec, req *trainingjob.Request, n int, ck string) (*dataPods, error) {
+func (e *Executor) dataPlan(s executor.Spec, req *trainingjob.Request, n int, ck string, stopGrace time.Duration) (*dataPods, error) {
 	name := s.TrainingJobName(req)
 	if name == "" {
 		name = "check" // Validate: only whether there is anything to move
@@ -88,7 +97,7 @@ func (e *Executor) dataPlan(s executor.Spec, req *trainingjob.Request, n int, ck
 	if e.cfg.DataImage == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload names S3 data (InputDataConfig, OutputDataConfig.S3OutputPath or CheckpointConfig.S3Uri), and this Kubernetes executor's --kube-config has no dataImage, the qshare image that stages it in the pods (docs/kubernetes.md)")
 	}
-	dp := &dataPods{channels: len(p.Channels) > 0, wrap: p.Output != nil || p.Checkpoints != nil, image: e.cfg.DataImage, checkpath: ck}
+	dp := &dataPods{channels: len(p.Channels) > 0, wrap: p.Output != nil || p.Checkpoints != nil, image: e.cfg.DataImage, checkpath: ck, stopGrace: stopGrace}
 	if dp.wrap && len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 {
 		return nil, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload has OutputDataConfig.S3OutputPath or CheckpointConfig.S3Uri but no AlgorithmSpecification.ContainerEntrypoint: the Kubernetes executor uploads the model by running the container's command under qshare's data wrapper, and cannot learn an image's own entry point; give ContainerEntrypoint")
 	}
@@ -101,7 +110,7 @@ func (e *Executor) dataPlan(s executor.Spec, req *trainingjob.Request, n int, ck
 	if ck != "" && !strings.HasPrefix(path.Clean(ck)+"/", mlRoot+"/") {
 		root = "/"
 	}
-	wrap := data.Wrapper{Plan: p, Endpoint: e.o.S3, Root: root, FailureFile: FailureFile, ForwardSignals: true}
+	wrap := data.Wrapper{Plan: p, Endpoint: e.o.S3, Root: root, FailureFile: FailureFile, ForwardSignals: true, StopGrace: stopGrace}
 	wrap.Plan.Channels = nil
 	sb, _ := json.Marshal(stage)
 	wb, _ := json.Marshal(wrap)
@@ -138,6 +147,9 @@ func (d *dataPods) apply(pod *corev1.Pod, i int, secret string) {
 		c.VolumeMounts = append(c.VolumeMounts, m)
 	}
 	if wrap {
+		secs := int64(math.Ceil((d.stopGrace + data.UploadAfterKillLimit).Seconds()))
+		pod.Spec.TerminationGracePeriodSeconds = &secs
+		pod.Annotations[annUploads] = "true"
 		c.Command = append([]string{BinDir + "/qshare"}, c.Command...)
 		c.Env = append(c.Env, corev1.EnvVar{Name: data.WrapEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: wrapperKey}}})

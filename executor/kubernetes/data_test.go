@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,9 +26,14 @@ import (
 // dataPayload is a payload of count instances with a ShardedByS3Key
 // channel, an S3OutputPath and checkpoints in S3.
 func dataPayload(t *testing.T, count int, mutate func(map[string]any)) string {
+	return dataPayloadOf(t, kubetest.Program{Run: time.Hour}, count, mutate)
+}
+
+// dataPayloadOf is dataPayload with the program prog.
+func dataPayloadOf(t *testing.T, prog kubetest.Program, count int, mutate func(map[string]any)) string {
 	t.Helper()
 	var p map[string]any
-	if err := json.Unmarshal([]byte(payload(kubetest.Program{Run: time.Hour}, "ml.m5.large", count, nil)), &p); err != nil {
+	if err := json.Unmarshal([]byte(payload(prog, "ml.m5.large", count, nil)), &p); err != nil {
 		t.Fatal(err)
 	}
 	p["InputDataConfig"] = []map[string]any{{"ChannelName": "train", "DataSource": map[string]any{"S3DataSource": map[string]any{
@@ -198,7 +204,7 @@ func stageSubcommand(t *testing.T, ep data.Endpoint, s3c *s3.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp, err := e.dataPlan(s, req, 2, checkpointDir(req))
+	dp, err := e.dataPlan(s, req, 2, checkpointDir(req), 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,5 +270,86 @@ func stageSubcommand(t *testing.T, ep data.Endpoint, s3c *s3.Client) {
 	model := s3test.TarGz(t, s3c, "qshare-data", "output/"+s.TrainingJobName(req)+"/output/model.tar.gz")
 	if model["model.bin"] != "weights\n" {
 		t.Errorf("model.tar.gz holds %q", model)
+	}
+
+	// A stop: the wrapper alone gets the SIGTERM (here from the program
+	// itself, as from the kubelet), passes it on to a program that
+	// ignores it, kills the program when the stop's grace in
+	// wrapper.json ends, and uploads what it left, before the pod's own
+	// grace period (the stop's and data.UploadAfterKillLimit) would end
+	// it all. It dies as the program did, by SIGKILL.
+	if w := config(wrapperKey); w.StopGrace != 300*time.Millisecond || !w.ForwardSignals {
+		t.Errorf("wrapper.json's stop grace %v, want the executor's 300ms, forwarded", w.StopGrace)
+	}
+	cmd = exec.Command(os.Args[0], "/bin/sh", "-c", `trap "" TERM; echo "killed at $1" > "$1/model.bin"; kill -TERM $PPID; sleep 60 & wait`, "sh", filepath.Join(pod, "model"))
+	cmd.Env = append(os.Environ(), data.WrapEnv+"="+string(wb))
+	t0 := time.Now()
+	out, err = cmd.CombinedOutput()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL || time.Since(t0) > 30*time.Second {
+		t.Fatalf("the stopped wrapper ended %v (%v) after %v, want killed once its upload was done:\n%s", cmd.ProcessState, err, time.Since(t0), out)
+	}
+	model = s3test.TarGz(t, s3c, "qshare-data", "output/"+s.TrainingJobName(req)+"/output/model.tar.gz")
+	if model["model.bin"] != "killed at "+filepath.Join(pod, "model")+"\n" {
+		t.Errorf("model.tar.gz after the kill holds %q:\n%s", model, out)
+	}
+}
+
+// TestDataStopGrace: against the real API server, the pod whose wrapper
+// uploads (pod 0) is made with a grace period of the program's grace
+// and data.UploadAfterKillLimit, and its wrapper.json carries the
+// program's grace; a stop deletes it with that grace, so the kubelet's
+// SIGKILL comes after the wrapper's kill and upload, and deletes the
+// other pods with the stop's.
+func TestDataStopGrace(t *testing.T) {
+	c := getCluster(t)
+	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{DataImage: "qshare:test"}, S3: data.Endpoint{URL: "http://s3.example:8750", Region: "us-east-1"},
+		StopGrace: 2 * time.Second, StartWait: time.Second})
+	defer e.Close()
+	prog := kubetest.Program{Run: time.Hour, OnStop: "ignore"}
+	s := spec(prog, "ml.m5.large", 2)
+	s.Payload = dataPayloadOf(t, prog, 2, nil)
+	start(t, e, s)
+	ctx := context.Background()
+	defer func() { // the played pod 0 would wait out its long grace
+		zero := int64(0)
+		for _, p := range attemptPods(t, e, s.AttemptID) {
+			e.c.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}) //nolint:errcheck // the test's end
+		}
+	}()
+	long := int64((2*time.Second + data.UploadAfterKillLimit).Seconds())
+	want := map[string]int64{podName(s.AttemptID, 0): long, podName(s.AttemptID, 1): 2}
+	for _, p := range attemptPods(t, e, s.AttemptID) {
+		if g := p.Spec.TerminationGracePeriodSeconds; g == nil || *g != want[p.Name] {
+			t.Errorf("pod %s's terminationGracePeriodSeconds %v, want %d", p.Name, g, want[p.Name])
+		}
+	}
+	sec, err := e.c.CoreV1().Secrets(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w data.Wrapper
+	if err := json.Unmarshal(sec.Data[wrapperKey], &w); err != nil || w.StopGrace != 2*time.Second {
+		t.Errorf("wrapper.json %s (%v): want the program's grace, 2s", sec.Data[wrapperKey], err)
+	}
+	if err := e.Stop(ctx, s.AttemptID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want[podName(s.AttemptID, 1)] = 1 // the stop's own
+	for name, g := range want {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("pod %s is gone before its deletion was seen: %v", name, err)
+			}
+			if p.DeletionTimestamp != nil {
+				if d := p.DeletionGracePeriodSeconds; d == nil || *d != g {
+					t.Errorf("pod %s's deletion grace %v, want %d", name, d, g)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod %s is not being deleted", name)
+			}
+		}
 	}
 }

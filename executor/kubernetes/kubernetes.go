@@ -374,7 +374,7 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 	if err != nil {
 		return "", 0, 0, err
 	}
-	if _, err := e.dataPlan(executor.Spec{}, req, n, checkpointDir(req)); err != nil {
+	if _, err := e.dataPlan(executor.Spec{}, req, n, checkpointDir(req), 0); err != nil {
 		return "", 0, 0, err
 	}
 	return typ, n, grace, nil
@@ -1338,7 +1338,11 @@ func exitFrom(a *attempt, p *corev1.Pod, stopped bool) executor.Exit {
 	case t.Reason == "OOMKilled":
 		x.Reason = "OutOfMemoryError: the container of pod " + p.Name + " was killed for exceeding its memory limit (OOMKilled)"
 	case x.Signal == "SIGKILL" && stopped:
-		x.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+		x.Reason = data.KilledReason
+		// The data wrapper's upload after its kill failed (data.Run).
+		if line := firstLine(t.Message); strings.HasPrefix(line, data.KilledReason+"; after the kill") {
+			x.Reason = line
+		}
 	case x.Signal != "":
 		x.Reason = "Essential process terminated by signal " + x.Signal
 	default:
@@ -1473,13 +1477,21 @@ func (e *Executor) markPod(ctx context.Context, name, key, value string) {
 }
 
 // deletePod deletes a pod with a grace period (whole seconds, rounded up,
-// at least 1). Never 0: the API server takes gracePeriodSeconds 0 as a
+// at least 1; for a pod that uploads after a stop, annUploads, at least
+// its own). Never 0: the API server takes gracePeriodSeconds 0 as a
 // forced deletion, and removes a pod that is on a node at once, while its
 // container still runs there, so that the watch would see its capacity
 // free (and the scheduler its node) too early. A pod on no node, or ended,
 // is removed at once whatever the grace.
 func (e *Executor) deletePod(ctx context.Context, name string, grace time.Duration) {
 	secs := max(1, int64(math.Ceil(grace.Seconds())))
+	// The pod whose wrapper uploads after a stop keeps the grace it was
+	// made with, which covers the program's grace and the upload.
+	if obj, ok, _ := e.pods.GetStore().GetByKey(e.ns + "/" + name); ok {
+		if p, _ := obj.(*corev1.Pod); p != nil && p.Annotations[annUploads] != "" && p.Spec.TerminationGracePeriodSeconds != nil {
+			secs = max(secs, *p.Spec.TerminationGracePeriodSeconds)
+		}
+	}
 	bg := metav1.DeletePropagationBackground
 	if err := e.retry(ctx, func(ctx context.Context) error {
 		return e.c.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &secs, PropagationPolicy: &bg})

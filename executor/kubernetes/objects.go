@@ -38,6 +38,10 @@ const (
 	annInstances = "qshare.io/instances"
 	annGrace     = "qshare.io/grace"
 	annStopped   = "qshare.io/stopped-by-qshare"
+	// annUploads marks the pod whose data wrapper uploads after a stop
+	// (dataPods.apply): its deletion's grace period is at least its own
+	// terminationGracePeriodSeconds, the program's grace and the upload's.
+	annUploads = "qshare.io/uploads-after-stop"
 	// annEnded carries the end qshare decided for an attempt (an
 	// executor.Exit in JSON) whose other pods it is deleting.
 	annEnded = "qshare.io/ended-by-qshare"
@@ -257,7 +261,7 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 			hosts[i] += "." + base
 		}
 	}
-	dp, err := e.dataPlan(s, req, n, ck)
+	dp, err := e.dataPlan(s, req, n, ck, e.stopGrace(grace, 0))
 	if err != nil {
 		return nil, err
 	}
