@@ -1242,7 +1242,7 @@ func (e *Executor) exitOf(ctx context.Context, a *attempt, clean bool) executor.
 		x.ExitCode, x.Signal = -1, "SIGKILL"
 		x.Reason = "Essential process terminated by signal SIGKILL"
 		if killed {
-			x.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+			x.Reason = data.KilledReason
 		}
 	case oom:
 		x.Reason = "OutOfMemoryError: the container used more memory than its instance type allows"

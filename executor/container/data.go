@@ -85,9 +85,12 @@ func (e *Executor) upload(ctx context.Context, a *attempt, x executor.Exit) exec
 	}
 	if err != nil {
 		e.log.Warn("container executor: uploading an attempt's model and output", "attempt", a.id, "err", err)
-		if x.Succeeded() {
+		switch {
+		case x.Succeeded():
 			x.ExitCode, x.Reason = -1, data.Reason(err)
-		} else {
+		case x.Reason == data.KilledReason: // as the other executors say it
+			x.Reason = data.AfterKillReason(x.Reason, data.Reason(err))
+		default:
 			x.Reason = fmt.Sprintf("%s; then %s", x.Reason, data.Reason(err))
 		}
 	}

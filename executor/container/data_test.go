@@ -132,7 +132,7 @@ func TestStopUploadsAfterTheKill(t *testing.T) {
 				t.Fatalf("exit %+v, want killed at the grace period's end", x)
 			}
 			if tc.name == "nobucket" {
-				if !strings.Contains(x.Reason, "NoSuchBucket") {
+				if !strings.HasPrefix(x.Reason, data.KilledReason+"; after the kill, the model was not uploaded: ") || !strings.Contains(x.Reason, "NoSuchBucket") {
 					t.Fatalf("reason %q, want the failed upload's", x.Reason)
 				}
 				return

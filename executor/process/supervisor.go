@@ -560,7 +560,7 @@ func (s *supervisor) watch(j *supJob) {
 		rec.Signal = signalName(ws.Signal())
 		rec.Reason = "Essential process terminated by signal " + rec.Signal
 		if killed && ws.Signal() == syscall.SIGKILL {
-			rec.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+			rec.Reason = data.KilledReason
 		}
 	default:
 		rec.ExitCode = -1

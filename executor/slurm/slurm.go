@@ -922,7 +922,7 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 		case r.Reason != "":
 			x.Reason = r.Reason
 		case r.Signal == "SIGKILL" && killed:
-			x.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+			x.Reason = data.KilledReason
 		case r.Signal != "":
 			x.Reason = "Essential process terminated by signal " + r.Signal
 		default:
@@ -953,7 +953,7 @@ func (e *Executor) exitOf(a *attempt, j jobState, known bool) executor.Exit {
 	switch {
 	case killed:
 		x.Signal = "SIGKILL"
-		x.Reason = "Essential process killed by signal SIGKILL at the end of the stop grace period"
+		x.Reason = data.KilledReason
 	case stopping:
 		x.Signal = "SIGTERM"
 		if known && j.WaitStat&0x7f != 0 {
