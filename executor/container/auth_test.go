@@ -25,16 +25,22 @@ import (
 // fakeHelper puts a credential helper docker-credential-NAME on PATH: a
 // shell script that, as the real ones do, reads the registry's address on
 // stdin for `get`, appends "ARG ADDRESS" to calls.log in dir, and answers
-// with user USER-of-ADDRESS and a secret; an address with "unknown" in it
-// gets the helpers' "credentials not found" and exit status 1.
-func fakeHelper(t *testing.T, dir, name string) string {
+// with user user-of-ADDRESS and the secret s3cret, or with account's user
+// and secret where given (letters, digits and '-' only); an address with
+// "unknown" in it gets the helpers' "credentials not found" and exit
+// status 1.
+func fakeHelper(t *testing.T, dir, name string, account ...string) string {
 	t.Helper()
 	log := filepath.Join(dir, "calls.log")
+	user, secret := "user-of-$addr", "s3cret"
+	if len(account) == 2 {
+		user, secret = account[0], account[1]
+	}
 	script := `#!/bin/sh
 read addr
 echo "$1 $addr" >> '` + log + `'
 case "$addr" in *unknown*) echo "credentials not found in native keychain"; exit 1;; esac
-printf '{"ServerURL":"%s","Username":"user-of-%s","Secret":"s3cret"}' "$addr" "$addr"
+printf '{"ServerURL":"%s","Username":"%s","Secret":"%s"}' "$addr" "` + user + `" "` + secret + `"
 `
 	if err := os.WriteFile(filepath.Join(dir, "docker-credential-"+name), []byte(script), 0o755); err != nil {
 		t.Fatal(err)

@@ -55,7 +55,7 @@ var progressRe = regexp.MustCompile(`Pulling image: (\d+\.\d) of (\d+\.\d) (GB|M
 // the attempt's PendingReason and pull.log show the pull's progress, and
 // it succeeds; the next attempt, of a new executor, finds the image and
 // does not pull; with a wrong password the attempt fails as an image not
-// found that says so; with --pull never an image the engine lacks fails
+// found that says so; a credential helper's account pulls it; with --pull never an image the engine lacks fails
 // the start.
 func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
 	img := containertest.PushImage(t, host, reg, "team/train", pullPad)
@@ -156,6 +156,19 @@ func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
 	if !strings.Contains(log, x.Reason) {
 		t.Errorf("pull.log %q lacks the reason %q", log, x.Reason)
 	}
+
+	// A credential helper for the registry (credHelpers, as ECR's
+	// docker-credential-ecr-login is set up) that gives its account: the
+	// pull goes through.
+	calls := fakeHelper(t, t.TempDir(), "qshare-test", reg.User, reg.Password)
+	dockerConfig(t, `{"credHelpers": {"`+reg.Host+`": "qshare-test"}}`)
+	if x, _, _ = run(container.PullMissing, "helper"); !x.Succeeded() {
+		t.Errorf("the attempt pulled with a credential helper's account = %+v", x)
+	}
+	if b, err := os.ReadFile(calls); err != nil || string(b) != "get "+reg.Host+"\n" {
+		t.Errorf("the credential helper's calls: %q, %v; want one get of %s", b, err, reg.Host)
+	}
+	containertest.RemoveImage(t, host, img)
 
 	// --pull never: an image the engine lacks fails the start at once,
 	// without asking the registry.
