@@ -48,24 +48,27 @@ func poll[T comparable](t testing.TB, what string, want T, probe func() T) {
 	}
 }
 
+// firstStatus is the status of the first of the resources a Describe call
+// returned, or "" when it returned none.
+func firstStatus[T any, S ~string](of []T, status func(T) S) S {
+	for _, x := range of {
+		return status(x)
+	}
+	return ""
+}
+
 func (s *server) envStatus(name string) types.ServiceEnvironmentStatus {
 	s.t.Helper()
 	out, err := s.c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{name}})
 	must(s.t, err)
-	if len(out.ServiceEnvironments) == 0 {
-		return ""
-	}
-	return out.ServiceEnvironments[0].Status
+	return firstStatus(out.ServiceEnvironments, func(e types.ServiceEnvironmentDetail) types.ServiceEnvironmentStatus { return e.Status })
 }
 
 func (s *server) queueStatus(name string) types.JQStatus {
 	s.t.Helper()
 	out, err := s.c.DescribeJobQueues(ctx, &batch.DescribeJobQueuesInput{JobQueues: []string{name}})
 	must(s.t, err)
-	if len(out.JobQueues) == 0 {
-		return ""
-	}
-	return out.JobQueues[0].Status
+	return firstStatus(out.JobQueues, func(q types.JobQueueDetail) types.JQStatus { return q.Status })
 }
 
 func (s *server) shareStatus(arn string) types.QuotaShareStatus {
