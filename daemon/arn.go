@@ -84,30 +84,28 @@ func (d *Daemon) parseARN(arn string) (p parsedARN, ok bool) {
 // a name. An ARN of another kind, region or account is an EINVALID error that
 // says what was expected.
 func (d *Daemon) refName(field, kind, ref string) (string, error) {
+	return d.resolveRef(field, kind, ref, "", kind, "the name", "NAME")
+}
+
+// jobRef turns a job ID or job ARN into a job ID.
+func (d *Daemon) jobRef(field, ref string) (string, error) {
+	return d.resolveRef(field, kindJob, ref, ": give the job ID or the job ARN", "service job", "the job ID", "JOB_ID")
+}
+
+// resolveRef is refName and jobRef: ref is the name itself, or an ARN of
+// this server of the given kind whose name it returns. The errors say that
+// field is required (and how to give it), or that ref is not what an
+// ARN of kind (called what) looks like: use, or the ARN ending in id.
+func (d *Daemon) resolveRef(field, kind, ref, how, what, use, id string) (string, error) {
 	if ref == "" {
-		return "", qshare.Errorf(qshare.EINVALID, "%s is required", field)
+		return "", qshare.Errorf(qshare.EINVALID, "%s is required%s", field, how)
 	}
 	if !strings.HasPrefix(ref, "arn:") {
 		return ref, nil
 	}
 	p, ok := d.parseARN(ref)
 	if !ok || p.kind != kind {
-		return "", qshare.Errorf(qshare.EINVALID, "%s %q is not a %s ARN of this server: use the name, or an ARN of the form %s", field, ref, kind, d.arnPrefix()+kind+"/NAME")
-	}
-	return p.name, nil
-}
-
-// jobRef turns a job ID or job ARN into a job ID.
-func (d *Daemon) jobRef(field, ref string) (string, error) {
-	if ref == "" {
-		return "", qshare.Errorf(qshare.EINVALID, "%s is required: give the job ID or the job ARN", field)
-	}
-	if !strings.HasPrefix(ref, "arn:") {
-		return ref, nil
-	}
-	p, ok := d.parseARN(ref)
-	if !ok || p.kind != kindJob {
-		return "", qshare.Errorf(qshare.EINVALID, "%s %q is not a service job ARN of this server: use the job ID, or an ARN of the form %s", field, ref, d.arnPrefix()+kindJob+"/JOB_ID")
+		return "", qshare.Errorf(qshare.EINVALID, "%s %q is not a %s ARN of this server: use %s, or an ARN of the form %s", field, ref, what, use, d.arnPrefix()+kind+"/"+id)
 	}
 	return p.name, nil
 }
