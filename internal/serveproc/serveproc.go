@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -158,6 +159,24 @@ func Environ() []string {
 		}
 	}
 	return env
+}
+
+// Post sends body, JSON, to the server's path (such as
+// /v1/describejobqueues) with c, and reads the answer to its end: nil for a
+// 200, else the request's error or the status.
+func (s *Server) Post(c *http.Client, path, body string) error {
+	resp, err := c.Post(s.Endpoint+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	return nil
 }
 
 // Pid returns the server's process id.
