@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"qshare"
+	"qshare/internal/bench/jobset"
 )
 
 // The benchmarks model a large installation: 50 environments, each with
@@ -37,8 +38,7 @@ var benchTypes = []string{"ml.g5.xlarge", "ml.p4d.24xlarge"}
 type benchWorld struct {
 	e       *Engine
 	rng     *rand.Rand
-	running []string       // holding jobs, in no particular order
-	pos     map[string]int // index of each job in running
+	running jobset.Set // holding jobs
 	next    int
 	clock   time.Time
 	shares  [][2]string // queue, share
@@ -62,7 +62,7 @@ type benchWorld struct {
 // of the shares; a plain one has LEND shares without in-share preemption,
 // so that every start is a plain admission.
 func newBenchWorld(pending int, mixed bool) *benchWorld {
-	w := &benchWorld{e: New(), pos: map[string]int{}, rng: rand.New(rand.NewPCG(1, 2)), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	w := &benchWorld{e: New(), rng: rand.New(rand.NewPCG(1, 2)), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	strategies := []qshare.Strategy{qshare.StrategyLendAndBorrow, qshare.StrategyLend, qshare.StrategyLendAndBorrow, qshare.StrategyReserve}
 	for i := 0; i < benchEnvs; i++ {
 		env := fmt.Sprintf("env%02d", i)
@@ -162,24 +162,13 @@ func (w *benchWorld) schedule() (starts int, d passTime) {
 		switch x.Kind {
 		case DecisionStart:
 			starts++
-			w.pos[x.Job] = len(w.running)
-			w.running = append(w.running, x.Job)
+			w.running.Add(x.Job)
 		case DecisionPreempt:
-			w.drop(w.pos[x.Job])
+			w.running.Remove(x.Job)
 		}
 	}
 	w.harness += processCPU() - h0
 	return starts, d
-}
-
-func (w *benchWorld) drop(i int) string {
-	id := w.running[i]
-	last := w.running[len(w.running)-1]
-	w.running[i] = last
-	w.pos[last] = i
-	w.running = w.running[:len(w.running)-1]
-	delete(w.pos, id)
-	return id
 }
 
 // newFairBenchWorld is the installation with fair-share queues instead:
@@ -187,7 +176,7 @@ func (w *benchWorld) drop(i int) string {
 // share identifiers (weights 0.5 to 2.4, a computeReservation of 10), and
 // pending RUNNABLE jobs spread evenly over the identifiers.
 func newFairBenchWorld(pending int) *benchWorld {
-	w := &benchWorld{e: New(), pos: map[string]int{}, rng: rand.New(rand.NewPCG(1, 2)), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	w := &benchWorld{e: New(), rng: rand.New(rand.NewPCG(1, 2)), clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	limits := qshare.Capacity{benchTypes[0]: 20 * benchShares, benchTypes[1]: 4 * benchShares}
 	for i := 0; i < benchEnvs; i++ {
 		env := fmt.Sprintf("env%02d", i)
@@ -407,7 +396,7 @@ func churn(b *testing.B, w *benchWorld, k int) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for x := range k {
-			ids[x] = w.drop(w.rng.IntN(len(w.running)))
+			ids[x] = w.running.RemoveAt(w.rng.IntN(w.running.Len()))
 			specs[x] = w.spec(w.rng.IntN(len(w.shares)))
 		}
 		c0, h0 := processCPU(), w.harness

@@ -154,10 +154,10 @@ func TestReleaseManySubmitMany(t *testing.T) {
 		k := 1 + step*7 // 1 to 274 jobs: one group, several, and partial ones
 		requeue := step%3 == 0
 		ids := make([]string, 0, k)
-		for range min(k, len(a.running)) {
-			i := a.rng.IntN(len(a.running))
-			ids = append(ids, a.drop(i))
-			b.drop(i)
+		for range min(k, a.running.Len()) {
+			i := a.rng.IntN(a.running.Len())
+			ids = append(ids, a.running.RemoveAt(i))
+			b.running.RemoveAt(i)
 		}
 		for _, id := range ids {
 			if err := a.e.Release(id, requeue); err != nil {
@@ -194,7 +194,7 @@ func TestReleaseManySubmitMany(t *testing.T) {
 			t.Fatalf("step %d: stats differ: %+v, %+v", step, a.e.Stats(), b.e.Stats())
 		}
 	}
-	ids := []string{a.running[0], a.running[1], "no-such-job", a.running[2]}
+	ids := []string{a.running.At(0), a.running.At(1), "no-such-job", a.running.At(2)}
 	n, err := b.e.ReleaseMany(ids, false)
 	if n != 2 || qshare.ErrorCodeOf(err) != qshare.ENOTFOUND {
 		t.Fatalf("ReleaseMany with an unknown ID = %d, %v; want 2, ENOTFOUND", n, err)
@@ -227,13 +227,12 @@ func (w *benchWorld) apply(ds []Decision) {
 	for _, x := range ds {
 		switch x.Kind {
 		case DecisionStart:
-			w.pos[x.Job] = len(w.running)
-			w.running = append(w.running, x.Job)
+			w.running.Add(x.Job)
 		case DecisionPreempt:
 			if err := w.e.Release(x.Job, !x.Final); err != nil {
 				panic(err)
 			}
-			w.drop(w.pos[x.Job])
+			w.running.Remove(x.Job)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"qshare"
 	"qshare/engine"
+	"qshare/internal/bench/jobset"
 )
 
 // EngineOptions configure the engine's scale run.
@@ -94,8 +95,7 @@ type engineWorld struct {
 	// that a finish or a preemption removes it in constant time. stopped
 	// holds the victims of the last pass, released (requeued) before the
 	// next as if they had stopped at once.
-	running     []string
-	pos         map[string]int
+	running     jobset.Set
 	stopped     []stop
 	preemptions int
 	// ds is the last pass's decisions, reused by the next pass
@@ -113,7 +113,6 @@ func newEngineWorld(opt EngineOptions) (*engineWorld, error) {
 		e:    engine.New(),
 		rng:  rand.New(rand.NewPCG(opt.Seed, 0x9e3779b97f4a7c15)),
 		base: time.Unix(1_700_000_000, 0),
-		pos:  map[string]int{},
 	}
 	strategies := []qshare.Strategy{qshare.StrategyLendAndBorrow, qshare.StrategyLend, qshare.StrategyLendAndBorrow, qshare.StrategyReserve}
 	n := int64(opt.SharesPerQueue)
@@ -167,29 +166,16 @@ func (w *engineWorld) spec() engine.JobSpec {
 
 func (w *engineWorld) now() time.Time { return w.base.Add(time.Duration(w.seq) * time.Millisecond) }
 
-func (w *engineWorld) remove(i int) string {
-	id := w.running[i]
-	last := w.running[len(w.running)-1]
-	w.running[i] = last
-	w.pos[last] = i
-	w.running = w.running[:len(w.running)-1]
-	delete(w.pos, id)
-	return id
-}
-
 // apply records a pass's decisions and counts its starts.
 func (w *engineWorld) apply(ds []engine.Decision) (starts int) {
 	for _, d := range ds {
 		switch d.Kind {
 		case engine.DecisionStart:
 			starts++
-			w.pos[d.Job] = len(w.running)
-			w.running = append(w.running, d.Job)
+			w.running.Add(d.Job)
 		case engine.DecisionPreempt:
 			w.preemptions++
-			if i, ok := w.pos[d.Job]; ok {
-				w.remove(i)
-			}
+			w.running.Remove(d.Job)
 			w.stopped = append(w.stopped, stop{d.Job, !d.Final})
 		}
 	}
@@ -214,8 +200,8 @@ func (w *engineWorld) steady(passes, churn int) (phase, error) {
 	finished := make([]string, 0, churn)
 	for range passes {
 		finished = finished[:0]
-		for range min(churn, len(w.running)) {
-			finished = append(finished, w.remove(w.rng.IntN(len(w.running))))
+		for range min(churn, w.running.Len()) {
+			finished = append(finished, w.running.RemoveAt(w.rng.IntN(w.running.Len())))
 		}
 		for i := range specs {
 			specs[i] = w.spec()
