@@ -244,12 +244,8 @@ jobQueues:
 		t.Errorf("unresolved references: %s", stderr)
 	}
 
-	msg := e.Fail("apply", "-f", e.Dir+"/missing.yaml")
-	oneLine(t, msg)
-	if !strings.Contains(msg, "cannot read the configuration") {
-		t.Errorf("missing file: %s", msg)
-	}
-	msg = e.Fail("apply")
+	e.failsWith("cannot read the configuration", "apply", "-f", e.Dir+"/missing.yaml")
+	msg := e.Fail("apply")
 	if !strings.Contains(msg, "-f FILE is required") {
 		t.Errorf("no file: %s", msg)
 	}

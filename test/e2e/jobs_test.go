@@ -67,11 +67,7 @@ func TestSubmitWithEveryOption(t *testing.T) {
 		{[]string{"submit", "--queue", "nope", "--share", "QS1", "--instance-type", "ml.g5.xlarge"}, "nope"},
 		{[]string{"submit", "--queue", "training", "--share", "QS1", "--instance-type", "ml.g5.xlarge", "--priority", "10000"}, "out of range"},
 	} {
-		msg := e.Fail(tc.args...)
-		oneLine(t, msg)
-		if !strings.Contains(msg, tc.want) {
-			t.Errorf("%v: %q does not mention %q", tc.args, msg, tc.want)
-		}
+		e.failsWith(tc.want, tc.args...)
 	}
 }
 
@@ -233,11 +229,7 @@ func TestErrorsAreOneClearLine(t *testing.T) {
 		{[]string{"jobs", "--endpoint", "http://127.0.0.1:1"}, "cannot reach a qshare server at http://127.0.0.1:1"},
 		{[]string{"describe"}, "accepts 1 arg(s)"},
 	} {
-		msg := e.Fail(tc.args...)
-		oneLine(t, msg)
-		if !strings.Contains(msg, tc.want) {
-			t.Errorf("%v: %q does not contain %q", tc.args, msg, tc.want)
-		}
+		e.failsWith(tc.want, tc.args...)
 	}
 }
 
@@ -256,13 +248,8 @@ func TestLogs(t *testing.T) {
 	if out := e.OK("logs", "hello", "--attempt", "1"); !strings.HasSuffix(out, "hello\nworld\n") {
 		t.Errorf("logs --attempt 1: %q", out)
 	}
-	msg := e.Fail("logs", "hello", "--attempt", "2")
-	oneLine(t, msg)
-	if !strings.Contains(msg, "attempt 2 does not exist") {
-		t.Errorf("logs of a missing attempt: %s", msg)
-	}
-	msg = e.Fail("logs", "nope")
-	oneLine(t, msg)
+	e.failsWith("attempt 2 does not exist", "logs", "hello", "--attempt", "2")
+	e.failsWith("", "logs", "nope")
 }
 
 func TestCompletion(t *testing.T) {

@@ -43,10 +43,16 @@ func newEnv(t *testing.T, args ...string) *env {
 }
 
 // oneLine checks that an error message is a single line.
-func oneLine(t *testing.T, msg string) {
-	t.Helper()
+// failsWith runs the command args, which must fail with a message of one
+// line that contains want.
+func (e *env) failsWith(want string, args ...string) {
+	e.t.Helper()
+	msg := e.Fail(args...)
 	if strings.Contains(msg, "\n") {
-		t.Errorf("error message has more than one line:\n%s", msg)
+		e.t.Errorf("%v: error message has more than one line:\n%s", args, msg)
+	}
+	if !strings.Contains(msg, want) {
+		e.t.Errorf("%v: %q does not contain %q", args, msg, want)
 	}
 }
 
