@@ -2,10 +2,14 @@ package serveproc
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 )
 
 // Build compiles the qshare command into dir/qshare and returns its path,
@@ -18,13 +22,123 @@ import (
 // the suites that run the binary as other users once more with
 // CGO_ENABLED=0. It must run inside the qshare module; the error holds the
 // compiler's output.
+//
+// The link itself is shared: go build writes the binary once into this
+// user's cache (see sharedBinary), where a later go build finds it up to
+// date and does not link again, and Build copies it into dir. About ten
+// packages' tests run the binary; linking it for each took several seconds
+// of CPU apiece in `go test ./...`. The copy keeps each package's binary
+// its own, whatever a later build in the cache does.
 func Build(dir string) (string, error) {
 	bin := filepath.Join(dir, "qshare")
-	cmd := exec.Command("go", "build", "-o", bin, "qshare/cmd/qshare")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	shared, unlock, err := sharedBinary()
+	if err != nil {
+		return "", err
+	}
+	if shared == "" {
+		// No cache to share: link into dir, as before.
+		return bin, goBuild(bin)
+	}
+	defer unlock()
+	if err := CopyExecutable(shared, bin); err != nil {
+		return "", fmt.Errorf("copying the qshare binary: %v", err)
 	}
 	return bin, nil
+}
+
+// goBuild links qshare/cmd/qshare into bin; go build leaves bin as it is
+// when it is already the binary of these sources and settings.
+func goBuild(bin string) error {
+	cmd := exec.Command("go", "build", "-o", bin, "qshare/cmd/qshare")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// sharedBinary brings the cache's binary for this checkout and these build
+// settings up to date and returns its path, holding a lock that unlock
+// releases: other test binaries (go test runs several packages at once)
+// wait on it rather than build beside it. The cache is under
+// os.UserCacheDir, private to the user, with one entry per module
+// directory and setting of the environment that changes the build, so that
+// two checkouts, or a CGO_ENABLED=0 run beside a cgo one, do not take
+// turns relinking one file. It returns "" (and no error) where there is no
+// such cache directory or module.
+func sharedBinary() (path string, unlock func(), err error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", nil, nil
+	}
+	root := moduleRoot()
+	if root == "" {
+		return "", nil, nil
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00", root)
+	for _, k := range []string{"CGO_ENABLED", "GOFLAGS", "GOOS", "GOARCH", "GOAMD64", "GOEXPERIMENT", "CC"} {
+		fmt.Fprintf(h, "%s=%s\x00", k, os.Getenv(k))
+	}
+	dir := filepath.Join(cache, "qshare", "serveproc", hex.EncodeToString(h.Sum(nil))[:16])
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return "", nil, err
+	}
+	unlock = func() { lock.Close() } // closing the file releases the lock
+	path = filepath.Join(dir, "qshare")
+	if err := goBuild(path); err != nil {
+		unlock()
+		return "", nil, err
+	}
+	return path, unlock, nil
+}
+
+// moduleRoot is the directory of the go.mod that holds the working
+// directory (a test runs in its package's directory), or "".
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
+}
+
+// CopyExecutable copies the file from to to, mode 0755 (a new file: one
+// already at to, which may be running, is removed first).
+func CopyExecutable(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.Remove(to); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // WithBinary is the body of a TestMain whose tests run the real binary: it

@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 		self, err := os.Executable()
 		if err == nil {
 			client = filepath.Join(dir, "client")
-			err = copyFile(self, client)
+			err = serveproc.CopyExecutable(self, client)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "copying the test binary:", err)
@@ -60,23 +60,6 @@ func TestMain(m *testing.M) {
 		return m.Run()
 	}()
 	os.Exit(code)
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // answer is what the client prints: the status and the AWS error's type
