@@ -370,11 +370,16 @@ func ParseTime(s string) (time.Time, error) {
 }
 
 // parseLength reads a span: Nd (days) or a Go duration (36h, 90m).
-func parseLength(s string) (time.Duration, error) {
+func parseLength(s string) (time.Duration, error) { return ParseLength(s, 366) }
+
+// ParseLength reads a length of time: Nd, a whole number of days from 0 to
+// maxDays, or a Go duration (36h, 90m) not below 0. Its errors quote s and
+// say what it should have been.
+func ParseLength(s string, maxDays int64) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil || n < 0 || n > 366 {
-			return 0, fmt.Errorf("%q is not a number of days from 0 to 366", s)
+		if err != nil || n < 0 || n > maxDays {
+			return 0, fmt.Errorf("%q is not a number of days from 0 to %d", s, maxDays)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}

@@ -18,13 +18,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"qshare"
 	"qshare/auth"
+	"qshare/config"
 	"qshare/datadir"
 	"qshare/executor"
 	"qshare/executor/process"
@@ -115,22 +115,20 @@ const ConfigKeys = "addr, dataDir, store, executor, executors, region, accountId
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
 
+// maxRetentionDays bounds a retention given in days: a hundred years, well
+// inside what a time.Duration holds (about 292 years), so that a large
+// number of days cannot wrap around to a short or negative retention.
+const maxRetentionDays = 36500
+
 // parseRetention reads a job retention: a Go duration (36h, 90m) or a whole
 // number of days (7d); 0 keeps finished jobs forever.
 func parseRetention(v string) (time.Duration, error) {
 	if v == "0" {
 		return 0, nil
 	}
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m, or 0 to keep finished jobs forever", v)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m, or 0 to keep finished jobs forever", v)
+	d, err := config.ParseLength(v, maxRetentionDays)
+	if err != nil {
+		return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m (at most %dd), or 0 to keep finished jobs forever", v, maxRetentionDays)
 	}
 	return d, nil
 }

@@ -299,13 +299,13 @@ func serveMust(t *testing.T, err error) {
 
 // TestParseRetention checks the forms --job-retention takes.
 func TestParseRetention(t *testing.T) {
-	for in, want := range map[string]time.Duration{"0": 0, "7d": 7 * 24 * time.Hour, "0d": 0, "36h": 36 * time.Hour, "90m": 90 * time.Minute} {
+	for in, want := range map[string]time.Duration{"0": 0, "7d": 7 * 24 * time.Hour, "36500d": 36500 * 24 * time.Hour, "0d": 0, "36h": 36 * time.Hour, "90m": 90 * time.Minute} {
 		got, err := parseRetention(in)
 		if err != nil || got != want {
 			t.Errorf("parseRetention(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "-1h", "x", "1.5d", "-2d"} {
+	for _, in := range []string{"", "-1h", "x", "1.5d", "-2d", "36501d", "999999999d"} {
 		if _, err := parseRetention(in); err == nil {
 			t.Errorf("parseRetention(%q) succeeded, want an error", in)
 		}
