@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"qshare/internal/jobuser"
 	"qshare/trainingjob"
 )
 
@@ -121,14 +122,8 @@ func TestPrepareOwnershipRace(t *testing.T) {
 			defer vf.Close()
 
 			// The racer is this test binary, copied where the user can run it.
-			self, err := os.ReadFile(os.Args[0])
-			if err != nil {
-				t.Fatal(err)
-			}
 			racerBin := filepath.Join(data, "racer")
-			if err := os.WriteFile(racerBin, self, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			jobuser.CopySelf(t, racerBin)
 			cmd := exec.Command(racerBin, "-test.run=^$")
 			cmd.Env = append(os.Environ(), racerEnv+"="+l.Job+"|"+link)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: alice.UID, Gid: alice.GID}}

@@ -159,14 +159,8 @@ func TestRunAs(t *testing.T) {
 	// The job's user must reach the shared directory and run the step
 	// runner, a copy of this binary.
 	top, secret := jobuser.Dir(t, "qshare-slurm-runas-")
-	self, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	step := filepath.Join(top, "step")
-	if err := os.WriteFile(step, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	jobuser.CopySelf(t, step)
 	shared := filepath.Join(top, "shared")
 	opts := Options{Config: testConfig(shared), Env: c.Env(), Step: []string{step}, PollInterval: 100 * time.Millisecond}
 	e, err := New(context.Background(), opts)

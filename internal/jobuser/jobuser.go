@@ -55,3 +55,17 @@ func Dir(t testing.TB, prefix string) (dir, secret string) {
 	}
 	return dir, secret
 }
+
+// CopySelf copies the running test binary to path, mode 0755, so that the
+// job's user can run it there (as a step runner, say), where the binary
+// itself may lie in a directory only root may enter.
+func CopySelf(t testing.TB, path string) {
+	t.Helper()
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
