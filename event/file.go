@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"qshare/periodic"
 )
 
 // File is an event log on disk that a server appends to (qshare serve
@@ -180,16 +182,7 @@ func (l *File) cutOff() error {
 
 func (l *File) syncer() {
 	defer close(l.done)
-	t := time.NewTicker(SyncEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-			_ = l.Sync()
-		}
-	}
+	periodic.Run(SyncEvery, func() { _ = l.Sync() }, l.stop)
 }
 
 // Sync fsyncs what was appended.

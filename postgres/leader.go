@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"qshare/periodic"
 	"qshare/store/row"
 )
 
@@ -68,20 +69,11 @@ func WithLease(d time.Duration) Option {
 // is deposed.
 func (d *DB) keepAlive(interval time.Duration) {
 	defer close(d.kaDone)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-d.keepalive:
-			return
-		case <-d.w.deposed:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 4*interval)
-			d.Heartbeat(ctx) //nolint:errcheck // a lost connection shows on Deposed
-			cancel()
-		}
-	}
+	periodic.Run(interval, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*interval)
+		d.Heartbeat(ctx) //nolint:errcheck // a lost connection shows on Deposed
+		cancel()
+	}, d.keepalive, d.w.deposed)
 }
 
 // Heartbeat commits a transaction that holds nothing but the fence: it

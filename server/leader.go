@@ -19,6 +19,7 @@ import (
 	"qshare/auth"
 	"qshare/daemon"
 	"qshare/metrics"
+	"qshare/periodic"
 	"qshare/postgres"
 	"qshare/store"
 )
@@ -408,16 +409,7 @@ func (sb *standby) watch(ctx context.Context) (stop func()) {
 	sb.refresh(ctx)
 	go func() {
 		defer close(done)
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				sb.refresh(ctx)
-			}
-		}
+		periodic.Run(250*time.Millisecond, func() { sb.refresh(ctx) }, ctx.Done())
 	}()
 	return func() { cancel(); <-done }
 }
