@@ -182,23 +182,22 @@ func refName(ref string) string {
 // Load gives the engine every environment, queue, share and capacity plan
 // of c, in that order. It stops at the first error, which is the engine's.
 func (c Config) Load(e *Engine) error {
-	for _, x := range c.Environments {
-		if err := e.SetEnvironment(x); err != nil {
-			return err
-		}
+	if err := setEach(c.Environments, e.SetEnvironment); err != nil {
+		return err
 	}
-	for _, x := range c.Queues {
-		if err := e.SetQueue(x); err != nil {
-			return err
-		}
+	if err := setEach(c.Queues, e.SetQueue); err != nil {
+		return err
 	}
-	for _, x := range c.Shares {
-		if err := e.SetShare(x); err != nil {
-			return err
-		}
+	if err := setEach(c.Shares, e.SetShare); err != nil {
+		return err
 	}
-	for _, x := range c.Plans {
-		if err := e.SetPlan(x); err != nil {
+	return setEach(c.Plans, e.SetPlan)
+}
+
+// setEach calls set with each of xs in turn, and stops at the first error.
+func setEach[T any](xs []T, set func(T) error) error {
+	for _, x := range xs {
+		if err := set(x); err != nil {
 			return err
 		}
 	}
