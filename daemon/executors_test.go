@@ -170,10 +170,7 @@ func TestNamedExecutors(t *testing.T) {
 // is created.
 func TestExecutorTagOnlyOnEnvironments(t *testing.T) {
 	ctx := context.Background()
-	a := open(t, t.TempDir(), simulated.New(simulated.Options{}))
-	defer func() { a.close() }()
-	d := a.d
-	setup(t, d, 1, false)
+	d := openSetUp(t)
 	tag := map[string]string{qshare.TagExecutor: "default"}
 	check := func(what string, err error) {
 		t.Helper()

@@ -117,10 +117,7 @@ func TestCapacityPlan(t *testing.T) {
 // another share meanwhile was replaced unchecked).
 func TestPlanCheckOldInsideTheChange(t *testing.T) {
 	ctx := context.Background()
-	a := open(t, t.TempDir(), simulated.New(simulated.Options{}))
-	defer func() { a.close() }()
-	d := a.d
-	setup(t, d, 1, false)
+	d := openSetUp(t)
 	start := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	in := daemon.PlanInput{Name: "P", JobQueue: "q", QuotaShare: "A", InstanceType: "ml.g5.xlarge", InstanceCount: 1,
 		StartTime: start, EndTime: start.Add(time.Hour)}

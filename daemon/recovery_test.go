@@ -47,6 +47,16 @@ func open(t *testing.T, dir string, ex executor.Executor) *instance {
 	return &instance{d, db, ex}
 }
 
+// openSetUp opens a daemon with the simulated executor in a new directory,
+// closed when t ends, and gives it setup's queue of capacity 1.
+func openSetUp(t *testing.T) *daemon.Daemon {
+	t.Helper()
+	a := open(t, t.TempDir(), simulated.New(simulated.Options{}))
+	t.Cleanup(a.close)
+	setup(t, a.d, 1, false)
+	return a.d
+}
+
 func (i *instance) close() {
 	i.d.Close()
 	i.ex.Close()
