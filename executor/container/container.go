@@ -518,6 +518,7 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 		return qshare.Errorf(qshare.EINTERNAL, "container executor: recording attempt %s: %v", s.AttemptID, err)
 	}
 	a.rec = rec
+	background := false
 	launch := func(ctx context.Context) error {
 		t0 := time.Now()
 		if !present {
@@ -529,7 +530,18 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 			return err
 		}
 		t1 := time.Now()
-		if err := e.create(ctx, s, req, rec, dirs, typ, hosts, u, gpus, ei); err != nil {
+		err := e.create(ctx, s, req, rec, dirs, typ, hosts, u, gpus, ei)
+		if err != nil && present && background && errors.As(err, new(imageGone)) && e.o.Pull != PullNever {
+			// Removed from the engine since it was seen: pull it, once.
+			e.remove(context.Background(), rec)
+			present = false
+			e.progress(s.AttemptID, "Pulling image "+img)
+			if err := e.pull(ctx, s.AttemptID, img); err != nil {
+				return err
+			}
+			err = e.create(ctx, s, req, rec, dirs, typ, hosts, u, gpus, ei)
+		}
+		if err != nil {
 			e.remove(context.Background(), rec)
 			return err
 		}
@@ -557,13 +569,18 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 	ok = true
 	if present && plan == nil {
 		// Nothing to wait for: Start returns once the containers run.
-		if err := launch(ctx); err != nil {
+		err := launch(ctx)
+		if err == nil {
+			go e.watch(a, false)
+			return nil
+		}
+		if !errors.As(err, new(imageGone)) || e.o.Pull == PullNever {
 			ok = false
 			return err
 		}
-		go e.watch(a, false)
-		return nil
+		present = false // removed from the engine since it was seen: pulled below
 	}
+	background = true
 	// A pull or a download can take minutes: Start returns now, and the
 	// attempt's PendingReason says how far it is; a failure ends the
 	// attempt with its reason, a stop cancels it.
@@ -636,10 +653,16 @@ func (e *Executor) haveImage(ctx context.Context, img string) (bool, error) {
 // imageFresh is how long an image found on the engine is taken to be
 // there still, without asking: the attempts of a burst of jobs of one
 // image ask once. An image removed from the engine in that time fails the
-// creation of a container, with the engine's "no such image", as a
-// CannotStartContainerError, and is looked up (and pulled) again by the
-// next attempt.
+// creation of a container with the engine's "no such image" (imageGone):
+// the attempt then pulls it, in the background, and creates its
+// containers again; with --pull never it fails as an image not found.
 const imageFresh = 30 * time.Second
+
+// imageGone is the error of a container's creation whose image the engine
+// no longer has.
+type imageGone struct{ error }
+
+func (g imageGone) Unwrap() error { return g.error }
 
 // sawImage records that the engine has img.
 func (e *Executor) sawImage(img string) {
@@ -714,8 +737,11 @@ func (e *Executor) create(ctx context.Context, s executor.Spec, req *trainingjob
 			e.setHealth(err)
 			if isNotFound(err) {
 				e.mu.Lock()
-				delete(e.seen, b.Image) // removed since it was seen: the next attempt looks again
+				delete(e.seen, b.Image) // removed since it was seen: look again
 				e.mu.Unlock()
+				if _, ierr := e.cli.ImageInspect(ctx, b.Image); isNotFound(ierr) {
+					return imageGone{errImageNotFound(b.Image, fmt.Errorf("removed from this host since it was seen"))}
+				}
 			}
 			return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: creating the container of %s: %v", h, err)
 		}

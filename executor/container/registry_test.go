@@ -54,7 +54,8 @@ var progressRe = regexp.MustCompile(`Pulling image: (\d+\.\d) of (\d+\.\d) (GB|M
 // engine at host, with the credentials of a Docker config file's auths:
 // the attempt's PendingReason and pull.log show the pull's progress, and
 // it succeeds; the next attempt, of a new executor, finds the image and
-// does not pull; with a wrong password the attempt fails as an image not
+// does not pull; one after the image's removal from the engine, soon
+// after that executor saw it, pulls it again (with --pull never, fails); with a wrong password the attempt fails as an image not
 // found that says so; a credential helper's account pulls it; with --pull never an image the engine lacks fails
 // the start.
 func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
@@ -63,10 +64,10 @@ func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
 		return `{"auths": {"` + reg.Host + `": {"auth": "` + base64.StdEncoding.EncodeToString([]byte(reg.User+":"+pass)) + `"}}}`
 	}
 	dockerConfig(t, auths(reg.Password))
-	pulls := func() int { // the manifest GETs the registry has answered
+	pulls := func() int { // the blob GETs the registry has answered: a pull's downloads
 		n := 0
 		for _, r := range reg.Requests() {
-			if strings.HasPrefix(r, "GET /v2/team/train/manifests/") {
+			if strings.HasPrefix(r, "GET /v2/team/train/blobs/") && strings.HasSuffix(r, " 200") {
 				n++
 			}
 		}
@@ -77,13 +78,23 @@ func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
 		return map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"}, "ContainerArguments": []string{"-run=0s", "-output=" + out}},
 			"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1}}
 	}
-	run := func(pull container.PullPolicy, id string) (executor.Exit, []string, string) {
+	type exec struct {
+		*container.Executor
+		dir string
+	}
+	newExec := func(pull container.PullPolicy) exec {
 		dir := t.TempDir()
 		e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: pull, GPUs: []string{"none"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer e.Close()
+		t.Cleanup(func() { e.Close() })
+		return exec{e, dir}
+	}
+	// run runs an attempt of img on e, and returns its end, the
+	// PendingReasons it went through, and its pull.log.
+	run := func(e exec, id string) (executor.Exit, []string, string) {
+		dir := e.dir
 		s := spec(id, qshare.Capacity{"ml.m5.large": 1}, payload(img, "ran "+id))
 		executortest.Start(t, e, s, time.Minute)
 		// What the job's statusReason would say meanwhile, as the daemon
@@ -120,32 +131,53 @@ func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
 
 	// The image is missing: it is pulled, with its progress.
 	t0 := time.Now()
-	x, reasons, log := run(container.PullMissing, "pulled")
+	x, reasons, log := run(newExec(container.PullMissing), "pulled")
 	t.Logf("pulled %s in %v; pull.log:\n%sPendingReason seen: %q", img, time.Since(t0).Round(time.Millisecond), log, reasons)
 	if !x.Succeeded() {
 		t.Fatalf("the attempt whose image was pulled = %+v", x)
 	}
 	if pulls() == before {
-		t.Errorf("the registry saw no manifest GET of %s: nothing was pulled", img)
+		t.Errorf("the registry served no blob of %s: nothing was pulled", img)
 	}
 	checkProgress(t, "pull.log", strings.Split(strings.TrimSpace(log), "\n"), pullPad)
 	checkProgress(t, "PendingReason", reasons, 0)
 
 	// Present now: a new executor finds it, and does not pull it again.
 	seen := len(reg.Requests())
-	x, reasons, log = run(container.PullMissing, "present")
+	e := newExec(container.PullMissing)
+	x, reasons, log = run(e, "present")
 	if !x.Succeeded() || len(reasons) > 0 || log != "" {
 		t.Errorf("the attempt of an image present = %+v, PendingReason %q, pull.log %q; want a start without a pull", x, reasons, log)
 	}
 	if r := reg.Requests()[seen:]; len(r) > 0 {
 		t.Errorf("the registry saw %q from the attempt of an image the engine has", r)
 	}
+	never := newExec(container.PullNever)
+	if x, _, _ = run(never, "never-present"); !x.Succeeded() {
+		t.Errorf("the attempt of an image present with --pull never = %+v", x)
+	}
+
+	// Removed from the engine within imageFresh of the executor's look:
+	// the creation fails, and the attempt pulls it and goes on.
+	containertest.RemoveImage(t, host, img)
+	n := pulls()
+	x, reasons, log = run(e, "removed")
+	if !x.Succeeded() || pulls() == n {
+		t.Errorf("the attempt of an image removed since it was seen = %+v, with %d pulls; want it pulled again", x, pulls()-n)
+	}
+	checkProgress(t, "pull.log of the image removed since it was seen", strings.Split(strings.TrimSpace(log), "\n"), pullPad)
+	// With --pull never, such an attempt fails as an image not found.
+	containertest.RemoveImage(t, host, img)
+	_, err := never.Start(context.Background(), spec("never-removed", qshare.Capacity{"ml.m5.large": 1}, payload(img, "never")))
+	want := "CannotStartContainerError: ClientError: image not found: " + img + " (removed from this host since it was seen)"
+	if err == nil || err.Error() != want || qshare.ErrorCodeOf(err) != qshare.EINVALID {
+		t.Errorf("Start with --pull never of an image removed since it was seen: %v (code %q), want %q", err, qshare.ErrorCodeOf(err), want)
+	}
 
 	// A wrong password: the attempt fails, in SageMaker's words, and the
 	// reason says the registry refused the credentials.
-	containertest.RemoveImage(t, host, img)
 	dockerConfig(t, auths(reg.Password+"-wrong"))
-	x, _, log = run(container.PullMissing, "refused")
+	x, _, log = run(newExec(container.PullMissing), "refused")
 	t.Logf("exit with a wrong password: %+v", x)
 	if x.Succeeded() || x.Stopped || x.Lost || !strings.HasPrefix(x.Reason, "CannotStartContainerError: ClientError: image not found: "+img+" (") {
 		t.Errorf("the attempt pulled with a wrong password = %+v, want a failure as an image not found", x)
@@ -162,7 +194,7 @@ func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
 	// pull goes through.
 	calls := fakeHelper(t, t.TempDir(), "qshare-test", reg.User, reg.Password)
 	dockerConfig(t, `{"credHelpers": {"`+reg.Host+`": "qshare-test"}}`)
-	if x, _, _ = run(container.PullMissing, "helper"); !x.Succeeded() {
+	if x, _, _ = run(newExec(container.PullMissing), "helper"); !x.Succeeded() {
 		t.Errorf("the attempt pulled with a credential helper's account = %+v", x)
 	}
 	if b, err := os.ReadFile(calls); err != nil || string(b) != "get "+reg.Host+"\n" {
@@ -173,13 +205,8 @@ func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
 	// --pull never: an image the engine lacks fails the start at once,
 	// without asking the registry.
 	seen = len(reg.Requests())
-	e, err := container.New(context.Background(), container.Options{DataDir: t.TempDir(), Host: host, Pull: container.PullNever, GPUs: []string{"none"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	_, err = e.Start(context.Background(), spec("never", qshare.Capacity{"ml.m5.large": 1}, payload(img, "never")))
-	want := "CannotStartContainerError: ClientError: image not found: " + img + " (not on this host, and --pull never)"
+	_, err = newExec(container.PullNever).Start(context.Background(), spec("never", qshare.Capacity{"ml.m5.large": 1}, payload(img, "never")))
+	want = "CannotStartContainerError: ClientError: image not found: " + img + " (not on this host, and --pull never)"
 	if err == nil || err.Error() != want || qshare.ErrorCodeOf(err) != qshare.EINVALID {
 		t.Errorf("Start with --pull never and the image missing: %v (code %q), want %q", err, qshare.ErrorCodeOf(err), want)
 	}

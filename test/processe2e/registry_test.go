@@ -22,7 +22,8 @@ import (
 // pulls it with the credentials of the Docker config file that
 // DOCKER_CONFIG names in its environment, the job's statusReason says how
 // far the pull is ("Pulling image: 12.6 of 27.3 MB"), and the job
-// succeeds; the next job of the image does not pull it; a server with
+// succeeds; the next job of the image does not pull it; with a wrong
+// password in the file the pull, and the job, fail; a server with
 // --pull never fails a job whose image the engine lacks, in SageMaker's
 // words, after one attempt, as the job's own failure, not as a lack of
 // capacity that would keep it waiting.
@@ -34,8 +35,11 @@ func TestContainerRegistryPull(t *testing.T) {
 	reg := containertest.Registry(t, 8<<20)
 	img := containertest.PushImage(t, host, reg, "team/train", 24<<20)
 	conf := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(conf, "config.json"), []byte(`{"auths": {"`+reg.Host+`": {"auth": "`+
-		base64.StdEncoding.EncodeToString([]byte(reg.User+":"+reg.Password))+`"}}}`), 0o600))
+	auths := func(pass string) {
+		must(t, os.WriteFile(filepath.Join(conf, "config.json"), []byte(`{"auths": {"`+reg.Host+`": {"auth": "`+
+			base64.StdEncoding.EncodeToString([]byte(reg.User+":"+pass))+`"}}}`), 0o600))
+	}
+	auths(reg.Password)
 	o := serverOpts{args: []string{"--executor", "container", "--container-host", host, "--pull", "missing"}, env: []string{"DOCKER_CONFIG=" + conf},
 		ended: func(dir string) bool { _, err := os.Stat(filepath.Join(dir, "exit.json")); return err == nil }}
 	s := startServer(t, newDataDir(t), o)
@@ -72,14 +76,24 @@ func TestContainerRegistryPull(t *testing.T) {
 	if r := reg.Requests()[seen:]; len(r) > 0 {
 		t.Errorf("the registry saw %q from the job of an image the engine has", r)
 	}
+
+	// The file is read at each pull: a wrong password now fails the pull,
+	// and the job after its one attempt, as its own failure.
+	containertest.RemoveImage(t, host, img)
+	auths(reg.Password + "-wrong")
+	d, _ = run(s, "refused", types.ServiceJobStatusFailed)
+	want := "CannotStartContainerError: ClientError: image not found: " + img + " ("
+	if rs := attemptReasons(d); len(rs) != 1 || !strings.HasPrefix(rs[0], want) || !strings.Contains(rs[0], "authentication required") {
+		t.Errorf("the job whose pull the registry refused ended after the attempts %q, want one that starts %q and says why", rs, want)
+	}
 	s.stop()
 
-	containertest.RemoveImage(t, host, img)
 	o.args[len(o.args)-1] = "never"
 	s = startServer(t, newDataDir(t), o)
 	s.setup(limits, share{name: "a", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve})
+	seen = len(reg.Requests())
 	d, _ = run(s, "never", types.ServiceJobStatusFailed)
-	want := "CannotStartContainerError: ClientError: image not found: " + img + " (not on this host, and --pull never)"
+	want = "CannotStartContainerError: ClientError: image not found: " + img + " (not on this host, and --pull never)"
 	if rs := attemptReasons(d); len(rs) != 1 || !strings.Contains(rs[0], want) {
 		t.Errorf("the job whose image is missing under --pull never ended after the attempts %q, want one that says %q", rs, want)
 	}
