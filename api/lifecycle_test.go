@@ -57,6 +57,14 @@ func firstStatus[T any, S ~string](of []T, status func(T) S) S {
 	return ""
 }
 
+// wantStatus fails t unless a resource (what) has the status want.
+func wantStatus[S ~string](t *testing.T, what string, got, want S) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s: status %s, want %s", what, got, want)
+	}
+}
+
 func (s *server) envStatus(name string) types.ServiceEnvironmentStatus {
 	s.t.Helper()
 	out, err := s.c.DescribeServiceEnvironments(ctx, &batch.DescribeServiceEnvironmentsInput{ServiceEnvironments: []string{name}})
@@ -277,33 +285,23 @@ func TestResourceStatusRecovery(t *testing.T) {
 	// A service environment left CREATING.
 	s = gated()
 	env := s.createEnv("e2", 1)
-	if st := s.envStatus("e2"); st != types.ServiceEnvironmentStatusCreating {
-		t.Fatalf("service environment is %s after create, want CREATING", st)
-	}
+	wantStatus(t, "service environment after create", s.envStatus("e2"), types.ServiceEnvironmentStatusCreating)
 	s.close()
 
 	// A job queue left CREATING, on the environment the restart settled.
 	s = gated()
-	if st := s.envStatus("e2"); st != types.ServiceEnvironmentStatusValid {
-		t.Fatalf("after restart the service environment is %s, want VALID", st)
-	}
+	wantStatus(t, "service environment after restart", s.envStatus("e2"), types.ServiceEnvironmentStatusValid)
 	s.createQueue("fifo", nil, env)
-	if st := s.queueStatus("fifo"); st != types.JQStatusCreating {
-		t.Fatalf("job queue is %s after create, want CREATING", st)
-	}
+	wantStatus(t, "job queue after create", s.queueStatus("fifo"), types.JQStatusCreating)
 	s.close()
 
 	// A quota share left UPDATING.
 	s = gated()
-	if st := s.queueStatus("fifo"); st != types.JQStatusValid {
-		t.Fatalf("after restart the job queue is %s, want VALID", st)
-	}
+	wantStatus(t, "job queue after restart", s.queueStatus("fifo"), types.JQStatusValid)
 	_, err := s.c.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: aws.String(s.shareARN("q", "A")),
 		CapacityLimits: []types.QuotaShareCapacityLimit{{CapacityUnit: aws.String(g5), MaxCapacity: aws.Int32(1)}}})
 	must(t, err)
-	if st := s.shareStatus(s.shareARN("q", "A")); st != types.QuotaShareStatusUpdating {
-		t.Fatalf("quota share is %s after update, want UPDATING", st)
-	}
+	wantStatus(t, "quota share after update", s.shareStatus(s.shareARN("q", "A")), types.QuotaShareStatusUpdating)
 	s.close()
 
 	s = startServer(t, dir)
