@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"qshare/fanout"
 )
 
 // Progress is how far a staging is: bytes written of the bytes to write.
@@ -130,35 +132,11 @@ func (c *Client) download(ctx context.Context, fsys FS, objs []object, total int
 // error (the others are cancelled); what (downloadFailed, uploadFailed)
 // names a cancellation.
 func (c *Client) each(ctx context.Context, what string, n int, fn func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-		next  atomic.Int64
-	)
-	for w := 0; w < min(c.concurrency, n); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if first == nil && ctx.Err() != nil {
+	err := fanout.Each(ctx, min(c.concurrency, n), n, fn)
+	if err == nil && ctx.Err() != nil {
 		return fail(what, "", ctx.Err())
 	}
-	return first
+	return err
 }
 
 // get downloads one object into its file, created through fsys.

@@ -18,7 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"qshare/executor/container"
-	"qshare/internal/bench/fanout"
+	"qshare/fanout"
 )
 
 // The container half of `qshare bench e2e --executor container`: an image

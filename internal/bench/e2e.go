@@ -17,7 +17,7 @@ import (
 
 	"qshare"
 	"qshare/config"
-	"qshare/internal/bench/fanout"
+	"qshare/fanout"
 	"qshare/internal/bench/slurm"
 	"qshare/trainingjob"
 )

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"qshare/executor/kubernetes/kubetest"
-	"qshare/internal/bench/fanout"
+	"qshare/fanout"
 )
 
 // KubeOptions configure `qshare bench kube`.

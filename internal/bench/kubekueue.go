@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"qshare/executor/kubernetes/kubetest"
-	"qshare/internal/bench/fanout"
+	"qshare/fanout"
 )
 
 // KueueVersion is the Kueue release `bench kube --vs-kueue` runs.

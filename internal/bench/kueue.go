@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
-	"qshare/internal/bench/fanout"
+	"qshare/fanout"
 	"qshare/sim"
 )
 

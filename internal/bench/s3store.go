@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"qshare/data"
-	"qshare/internal/bench/fanout"
+	"qshare/fanout"
 	"qshare/internal/versitygw"
 	"qshare/trainingjob"
 )

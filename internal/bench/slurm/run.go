@@ -7,7 +7,7 @@ import (
 	"time"
 
 	slurmexec "qshare/executor/slurm"
-	"qshare/internal/bench/fanout"
+	"qshare/fanout"
 )
 
 // RunOptions configure a throughput run.

@@ -1,8 +1,8 @@
-// Package fanout runs the numbered calls of a benchmark's client phase (a
-// submit or a describe per job) on a fixed number of goroutines, as many
-// concurrent clients would, and stops them all at the first error. The
-// end-to-end benchmark's qshare and Slurm submits and the Kueue
-// benchmark's describes use it.
+// Package fanout runs numbered calls on a fixed number of goroutines, as
+// many concurrent clients would, and stops them all at the first error:
+// package data's downloads and uploads of a channel's objects, and the
+// benchmarks' client phases (the end-to-end benchmark's qshare and Slurm
+// submits, the Kueue benchmark's describes).
 package fanout
 
 import (
