@@ -20,8 +20,8 @@ import (
 	"qshare/internal/registry"
 )
 
-// pullPad is the size of the pushed image's random file, and pullRate the
-// pace at which the registry's front serves blobs: a pull of about three
+// pullPad is the size of the pushed image's random files, and pullRate the
+// pace at which the registry's front serves each blob: a pull of a few
 // seconds, long enough for its progress to show.
 const (
 	pullPad  = 24 << 20
@@ -59,7 +59,8 @@ var progressRe = regexp.MustCompile(`Pulling image: (\d+\.\d) of (\d+\.\d) (GB|M
 // found that says so; a credential helper's account pulls it; with --pull never an image the engine lacks fails
 // the start.
 func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
-	img := containertest.PushImage(t, host, reg, "team/train", pullPad)
+	// Two layers of random bytes, which the engines download side by side.
+	img := containertest.PushImage(t, host, reg, "team/train", pullPad/2, pullPad/2)
 	auths := func(pass string) string {
 		return `{"auths": {"` + reg.Host + `": {"auth": "` + base64.StdEncoding.EncodeToString([]byte(reg.User+":"+pass)) + `"}}}`
 	}
