@@ -26,6 +26,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"qshare/internal/clitest"
+	"qshare/internal/longtest"
 	"qshare/internal/serveproc"
 )
 
@@ -48,6 +49,12 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	root, _ = filepath.Abs("../..")
+	// Each test has a server, a Chromium and a directory of its own, and
+	// mostly waits: on the page's refresh every 2 s and on the simulated
+	// jobs. One at a time they took over two minutes on a loaded 2-core
+	// machine for 24 s of CPU; they run four at once (TestSignedIn, which
+	// sets the environment, before them on its own).
+	longtest.MinParallel(4)
 	os.Exit(serveproc.WithBinary("qshare-dashboard-", &bin, m.Run))
 }
 
@@ -308,6 +315,7 @@ func rowOf(t *testing.T, rows []shareRow, share string) shareRow {
 // TestWorkedExample plays the spec's worked example (§6.10) and reads each
 // view after each step.
 func TestWorkedExample(t *testing.T) {
+	t.Parallel() // a server and a Chromium of its own (TestMain)
 	e := newEnv(t, "--events", filepath.Join(t.TempDir(), "events.jsonl"))
 	e.OK("apply", "-f", "examples/three-shares.yaml")
 
@@ -454,6 +462,7 @@ func TestWorkedExample(t *testing.T) {
 // TestNoEventLog: without --events the Events view says there is no
 // timeline and how to get one, and the other views still work.
 func TestNoEventLog(t *testing.T) {
+	t.Parallel() // a server and a Chromium of its own (TestMain)
 	e := newEnv(t)
 	e.OK("apply", "-f", "examples/three-shares.yaml")
 	e.open("events")
@@ -480,6 +489,7 @@ func TestNoEventLog(t *testing.T) {
 // share identifiers with running jobs and what each holds, from the
 // queue's snapshot (the lending endpoint knows quota shares only).
 func TestFairShareQueue(t *testing.T) {
+	t.Parallel() // a server and a Chromium of its own (TestMain)
 	e := newEnv(t)
 	e.OK("apply", "-f", "examples/fair-share.yaml")
 	for _, j := range []struct{ name, ident string }{{"a1", "teamA"}, {"a2", "teamA"}, {"b1", "teamB"}} {
@@ -499,6 +509,7 @@ func TestFairShareQueue(t *testing.T) {
 // not exist: its sweep at start finds the engine silent, so its
 // environment shows it down with the reason, and the other up.
 func TestEnvironmentExecutors(t *testing.T) {
+	t.Parallel() // a server and a Chromium of its own (TestMain)
 	needChromium(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "executors.yaml")

@@ -13,6 +13,7 @@ import (
 // (FinalMetricDataList), is in the "Final metrics" table, read by the page
 // from the server's SageMaker endpoint.
 func TestFinalMetrics(t *testing.T) {
+	t.Parallel() // a server and a Chromium of its own (TestMain)
 	e := newEnv(t, "--executor", "process", "--gpus", "none")
 	e.OK("apply", "-f", "examples/three-shares.yaml")
 	payload := `{"TrainingJobName":"metrics-job","AlgorithmSpecification":{"TrainingImage":"local","TrainingInputMode":"File",

@@ -89,6 +89,7 @@ sys.exit(main())
 // a message, when they are not installed): every error by name, alice's
 // shares, and admin.
 func TestServeWithAuthBoto3AndCLI(t *testing.T) {
+	t.Parallel() // a server of its own, and mostly waiting (TestMain)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")
 	must(t, os.WriteFile(file, []byte(authFileText(true)), 0o600))

@@ -42,6 +42,7 @@ print(json.dumps(out))
 // service's protocol (never a 500 or a page); with --auth and a wrong
 // secret, STS's own SignatureDoesNotMatch.
 func TestBoto3OneEndpoint(t *testing.T) {
+	t.Parallel() // a server of its own, and mostly waiting (TestMain)
 	py, ok := pythonWith("boto3")
 	if !ok {
 		t.Skip("needs python3 with boto3")

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"qshare/internal/longtest"
 	"qshare/internal/serveproc"
 )
 
@@ -30,6 +31,12 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv("QSHARE_SECURITY_CLIENT"); url != "" {
 		os.Exit(runClient(url))
 	}
+	// The tests that run Python clients (boto3, the AWS CLI) against a
+	// server of their own, and the plan race's rounds, mostly wait: they
+	// run in parallel with each other, four at once, after the rest, which
+	// create Unix users, flood a server or change the environment, and run
+	// one at a time.
+	longtest.MinParallel(4)
 	dir, err := os.MkdirTemp("", "qshare-security-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

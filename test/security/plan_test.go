@@ -31,6 +31,7 @@ import (
 // 7). Each round ends in a state that only a refused request of hers could
 // have made if she did.
 func TestPlanChangeRacesAMove(t *testing.T) {
+	t.Parallel() // a server of its own, and mostly waiting (TestMain)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")
 	must(t, os.WriteFile(file, []byte(`principals:

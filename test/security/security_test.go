@@ -326,6 +326,7 @@ func TestOtherUnixUserRefused(t *testing.T) {
 // inputs (the Go SDK: application/json and {}; botocore: no body and no
 // Content-Type for GET and DELETE) and for the tag routes.
 func TestSDKAndCLIUnchanged(t *testing.T) {
+	t.Parallel() // a server of its own, and mostly waiting (TestMain)
 	s := startServer(t)
 	s.setup(t)
 	ctx := context.Background()
