@@ -305,6 +305,9 @@ func TestDataStopGrace(t *testing.T) {
 	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{DataImage: "qshare:test"}, S3: data.Endpoint{URL: "http://s3.example:8750", Region: "us-east-1"},
 		StopGrace: 2 * time.Second, StartWait: time.Second})
 	defer e.Close()
+	if BinDir+"/qshare" != kubetest.WrapperCommand {
+		t.Fatalf("the played kubelet does not know the wrapper %s/qshare", BinDir)
+	}
 	prog := kubetest.Program{Run: time.Hour, OnStop: "ignore"}
 	s := spec(prog, "ml.m5.large", 2)
 	s.Payload = dataPayloadOf(t, prog, 2, nil)
@@ -343,7 +346,7 @@ func TestDataStopGrace(t *testing.T) {
 			}
 			if p.DeletionTimestamp != nil {
 				if d := p.DeletionGracePeriodSeconds; d == nil || *d != g {
-					t.Errorf("pod %s's deletion grace %v, want %d", name, d, g)
+					t.Errorf("pod %s's deletion grace %v, want %d", name, *d, g)
 				}
 				break
 			}

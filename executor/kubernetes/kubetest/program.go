@@ -14,6 +14,13 @@ import (
 // 0 at once).
 const PlayCommand = "/qshare-play"
 
+// WrapperCommand is the Kubernetes executor's data wrapper in a pod
+// (kubernetes.BinDir's qshare): a command [WrapperCommand, PlayCommand]
+// plays the Program too, as the wrapper would run it; the wrapper itself,
+// its transfers and its kill at the stop's grace, is not played (its
+// tests run it outside a pod).
+const WrapperCommand = "/opt/qshare/qshare"
+
 // Program is what a played container does, in place of a real process.
 type Program struct {
 	// Run is how long it runs before it exits on its own.
@@ -75,6 +82,9 @@ func (p Program) Args() []string {
 // ParseProgram reads a container's command and arguments as a Program.
 func ParseProgram(command, args []string) (Program, error) {
 	var p Program
+	if len(command) == 2 && command[0] == WrapperCommand {
+		command = command[1:]
+	}
 	if len(command) != 1 || command[0] != PlayCommand {
 		return p, nil
 	}
