@@ -49,7 +49,7 @@ func (s *supervisor) uploadAfterKill(j *supJob) string {
 	u := &supJob{leaderDone: make(chan struct{})}
 	// Held across the fork, so the reaper cannot reap it unregistered.
 	s.mu.Lock()
-	pid, _, why, err := s.fork(cfg, path, cands, jobAttr(cfg, devnull, pw))
+	pid, _, err := s.fork(cfg, path, cands, jobAttr(cfg, devnull, pw))
 	if err == nil {
 		s.byPID[pid] = u
 	}
@@ -75,10 +75,6 @@ func (s *supervisor) uploadAfterKill(j *supJob) string {
 		late.Store(true)
 		syscall.Kill(-pid, syscall.SIGKILL)
 	})
-	startErr := ""
-	if why != nil {
-		startErr = why()
-	}
 	<-u.leaderDone
 	timer.Stop()
 	syscall.Kill(-pid, syscall.SIGKILL) // whatever it left behind
@@ -87,8 +83,6 @@ func (s *supervisor) uploadAfterKill(j *supJob) string {
 	case <-time.After(5 * time.Second):
 	}
 	switch ws := u.status; {
-	case startErr != "":
-		return startErr
 	case late.Load():
 		return fmt.Sprintf("the upload did not end within %s", data.UploadAfterKillLimit)
 	case ws.Exited() && ws.ExitStatus() == 0:

@@ -127,6 +127,25 @@ echo "sees: $(ls /opt/ml/model | tr '\n' ' ')"`
 			t.Errorf("%s: /opt/ml/input/sm_training.env is not in the job's input directory: %v", job, err)
 		}
 	}
+	// The namespaces were made by threads of the supervisor, each of which
+	// must have ended with its fork: none of those left may be in a job's.
+	e.mu.Lock()
+	sup := e.sup.id.PID
+	e.mu.Unlock()
+	host, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(sup) + "/task")
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("the supervisor's threads: %v", err)
+	}
+	for _, task := range tasks {
+		ns, err := os.Readlink("/proc/" + strconv.Itoa(sup) + "/task/" + task.Name() + "/ns/mnt")
+		if err == nil && ns != host {
+			t.Errorf("thread %s of the supervisor is in mount namespace %s, not the host's %s", task.Name(), ns, host)
+		}
+	}
 	if after := mountTable(t, dir); after != before {
 		t.Errorf("the host's mount table changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}

@@ -45,9 +45,6 @@ const cgroupRootEnv = "QSHARE_CGROUP_ROOT"
 // payload that sets it is refused), and the supervisor removes it from its
 // own environment before it starts anything.
 func MaybeSupervise() {
-	if os.Getenv(optmlEnv) != "" {
-		runOptMLStep() // between the supervisor and a job with /opt/ml: never returns
-	}
 	data.MaybeRun() // the wrapper of a job's program (dataWrap) is this binary too
 	if dir := os.Getenv(SupervisorEnv); dir != "" {
 		// Nothing the supervisor was started with reaches a job, whoever
@@ -189,10 +186,6 @@ type supJob struct {
 	leaderDone chan struct{}
 	status     syscall.WaitStatus
 	cg         *attemptCgroup // nil: contained by its process group only
-
-	// startErr is why the /opt/ml step did not run the job: the reason of
-	// its end (exit code 127), as a failed fork's would be.
-	startErr string
 
 	// guarded by supervisor.mu
 	stopping bool
@@ -409,7 +402,7 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	}
 	attr := jobAttr(cfg, devnull, pw)
 	j.cg = s.enterCgroup(cfg.AttemptID, attr.Sys)
-	pid, path, why, err := s.fork(cfg, path, cands, attr)
+	pid, path, err := s.fork(cfg, path, cands, attr)
 	s.leaveCgroup(j.cg)
 	if err == nil {
 		j.pid = pid
@@ -431,9 +424,6 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	select {
 	case s.kick <- struct{}{}:
 	default:
-	}
-	if why != nil {
-		j.startErr = why()
 	}
 	job, err := identify(pid)
 	if err != nil {
@@ -489,9 +479,8 @@ func jobAttr(cfg supervisorConfig, devnull, out *os.File) *syscall.ProcAttr {
 }
 
 // fork starts cfg's command, found by locate (path or cands), with attr,
-// and returns its pid, the path that ran, and, for a job at /opt/ml, the
-// /opt/ml step's reason not to have run it (why).
-func (s *supervisor) fork(cfg supervisorConfig, path string, cands []string, attr *syscall.ProcAttr) (pid int, _ string, why func() string, err error) {
+// and returns its pid and the path that ran.
+func (s *supervisor) fork(cfg supervisorConfig, path string, cands []string, attr *syscall.ProcAttr) (pid int, _ string, err error) {
 	switch {
 	case cfg.OptML != "":
 		if cands == nil {
@@ -503,7 +492,7 @@ func (s *supervisor) fork(cfg supervisorConfig, path string, cands []string, att
 	default:
 		pid, err = syscall.ForkExec(path, cfg.Command, attr)
 	}
-	return pid, path, nil, err
+	return pid, path, err
 }
 
 // watch waits for the end of j's process group and records it.
@@ -569,9 +558,6 @@ func (s *supervisor) watch(j *supJob) {
 	if rec.ExitCode != 0 || rec.Signal != "" {
 		if line := firstLine(s.fs, j.cfg.FailureFile); line != "" {
 			rec.Reason = line
-		}
-		if j.startErr != "" {
-			rec.Reason = j.startErr
 		}
 	}
 	rec.Reason = data.AfterKillReason(rec.Reason, uploadErr)
