@@ -13,6 +13,7 @@ import (
 // control plane and checks that its figures are complete and consistent.
 // It asserts nothing about speed.
 func TestRunKube(t *testing.T) {
+	t.Parallel() // a server (and API server) of its own; the two longest, side by side
 	kubetest.Require(t)
 	bin := buildQshare(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -33,6 +33,7 @@ func buildQshare(t *testing.T) string {
 // and consistent with each other, and that the server and its directory
 // are gone afterwards. It asserts nothing about speed.
 func TestHarnessAgainstRealServer(t *testing.T) {
+	t.Parallel() // a server (and API server) of its own; the two longest, side by side
 	bin := buildQshare(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
