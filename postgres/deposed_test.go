@@ -102,6 +102,7 @@ func (b *blackhole) serve(c net.Conn) {
 // commit's outcome, which go on for up to 30 s while the database does
 // not answer. Once it answers, the commit's caller gets its outcome.
 func TestDeposedAtOnceWhenTheDatabaseVanishes(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	u, err := url.Parse(loc)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // owns the store and returns, as the next owner, once that owner's session
 // ends; the watcher names each owner and its advertised address.
 func TestStandbyWaitsAndTakesOver(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	ctx := context.Background()
 	leader, err := Open(ctx, loc, WithAdvertise("http://leader:1"), WithLease(2*time.Second))
@@ -92,6 +93,7 @@ func openPaused(t *testing.T, loc string) *DB {
 // would) is ended by PostgreSQL after the lease, and a waiting standby
 // takes over, by the database's clock alone.
 func TestLeaseEndsAnIdleSession(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	ctx := context.Background()
 	leader := openPaused(t, loc)
@@ -119,6 +121,7 @@ func TestLeaseEndsAnIdleSession(t *testing.T) {
 // old owner's event appends are refused, and the log is one history: the
 // old owner's batches, then the new one's.
 func TestEventsFencedAcrossOwners(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	ctx := context.Background()
 	old := mustOpen(t, loc)
@@ -168,6 +171,7 @@ func TestEventsFencedAcrossOwners(t *testing.T) {
 // block the takeover past its lease: PostgreSQL ends that transaction too
 // (idle_in_transaction_session_timeout).
 func TestLeaseEndsAnOpenTransaction(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	ctx := context.Background()
 	leader := openPaused(t, loc)

@@ -26,8 +26,17 @@ var (
 // 48 s of the package's 176 s on a loaded 2-core machine, so it tries 20
 // here (longtest.RapidChecks; the SQLite store's tests try the 100, and
 // so does .ci/run's QSHARE_LONG=1 step here).
+//
+// The tests that call t.Parallel, each on a database of its own (newDB),
+// run four at once (longtest.MinParallel) after the others: they mostly
+// wait on the server, on leases and on cut connections, about 3 s each
+// and 50 s one after the other on a loaded 2-core machine. TestStore
+// (whose cases start child processes that crash) and
+// TestDurableAcrossDatabaseCrash (which restarts the server) run on their
+// own before them.
 func TestMain(m *testing.M) {
 	longtest.RapidChecks(20)
+	longtest.MinParallel(4)
 	if u := os.Getenv(postgrestest.URLEnv); u != "" {
 		srv = postgrestest.Attach(u)
 		os.Exit(m.Run())

@@ -92,6 +92,7 @@ func terminate(t *testing.T, loc string, pid uint32) {
 // terminated by the server), its lock is free, another Open takes the store
 // over, and the old owner can never commit again.
 func TestFencedAfterConnectionLoss(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	old := mustOpen(t, loc)
 	ctx := context.Background()
@@ -141,6 +142,7 @@ func TestFencedAfterConnectionLoss(t *testing.T) {
 // stored epoch is no longer the writer's, even on a connection that holds
 // the lock (a later owner that bypassed the lock).
 func TestFenceRefusesAnotherEpoch(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	d := mustOpen(t, loc)
 	ctx := context.Background()
@@ -163,6 +165,7 @@ func TestFenceRefusesAnotherEpoch(t *testing.T) {
 // NUL byte in a key, which PostgreSQL's text cannot hold) fails alone, with
 // nothing of it applied, and the changes grouped with it commit.
 func TestServerErrorIsolated(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	d := mustOpen(t, newDB(t))
 	// A queue of its own around the store's applyBatch, not started until
 	// the three changes wait in it, so that they go in one batch. The
@@ -208,6 +211,7 @@ func TestServerErrorIsolated(t *testing.T) {
 // TestOutcome: the owner row tells whether a batch was applied, as the
 // writer reads it after a broken connection.
 func TestOutcome(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	d := mustOpen(t, newDB(t))
 	if err := d.Commit(context.Background(), &store.Change{PutJobs: []qshare.Job{testJob("a")}}); err != nil {
 		t.Fatal(err)
@@ -242,6 +246,7 @@ func checkOutcome(t *testing.T, w *writer, n int64) {
 // not applied would tell a client that an acknowledged-by-the-database
 // submit failed, and its retry would store the job twice.
 func TestOutcomeAfterTakeover(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	ctx := context.Background()
 	old := mustOpen(t, loc)
@@ -277,6 +282,7 @@ func TestOutcomeAfterTakeover(t *testing.T) {
 // TestNewerSchemaRefused: a database migrated by a newer qshare is refused
 // with a message that says so, and the refusal leaves the store free.
 func TestNewerSchemaRefused(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	d := mustOpen(t, loc)
 	d.Close()
@@ -303,6 +309,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 // TestPasswordNeverShown: the errors of Open and OpenURL never hold the
 // password of the URL they were given.
 func TestPasswordNeverShown(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	const pw = "s3cr-t/pass"
 	ctx := context.Background()
 	for _, conn := range []string{
@@ -333,6 +340,7 @@ func TestPasswordNeverShown(t *testing.T) {
 
 // TestOpenURLRefuses: what a postgres URL must not hold is refused.
 func TestOpenURLRefuses(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	for _, raw := range []string{"postgres:db", "postgres://h/db#frag", "sqlite:///x.db"} {
 		u, err := url.Parse(raw)
 		if err != nil {
@@ -389,6 +397,7 @@ func waitingOnLock(t *testing.T, loc string, pid uint32) {
 // together in the next one, and a change the server refuses among them
 // fails alone.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	d := mustOpen(t, loc)
 	release := blockJobs(t, loc)
@@ -439,6 +448,7 @@ func TestGroupCommit(t *testing.T) {
 // while its transaction waits, the commit fails, the writer learns from a
 // fresh connection that nothing was applied, and says so.
 func TestConnectionLostMidCommit(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	d := mustOpen(t, loc)
 	release := blockJobs(t, loc)
@@ -553,6 +563,7 @@ func TestDurableAcrossDatabaseCrash(t *testing.T) {
 // (search_path in the URL) are separate, each exclusively owned, and a
 // search_path that names no existing schema is refused with advice.
 func TestSchemasAreSeparateStores(t *testing.T) {
+	t.Parallel() // a database of its own (TestMain)
 	loc := newDB(t)
 	ctx := context.Background()
 	c := connect(t, loc)
