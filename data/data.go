@@ -110,6 +110,11 @@ func (p Plan) Empty() bool {
 	return len(p.Channels) == 0 && p.Output == nil && p.Checkpoints == nil
 }
 
+// Uploads reports whether the plan uploads anything once the program has
+// ended (a model and output, or checkpoints): what a kill must leave time
+// for.
+func (p Plan) Uploads() bool { return p.Output != nil || p.Checkpoints != nil }
+
 // Attempt is who an attempt is, as the transfers need it.
 type Attempt struct {
 	// TrainingJobName is the attempt's (the last part of the TrainingJobArn

@@ -97,7 +97,7 @@ func (e *Executor) dataPlan(s executor.Spec, req *trainingjob.Request, n int, ck
 	if e.cfg.DataImage == "" {
 		return nil, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload names S3 data (InputDataConfig, OutputDataConfig.S3OutputPath or CheckpointConfig.S3Uri), and this Kubernetes executor's --kube-config has no dataImage, the qshare image that stages it in the pods (docs/kubernetes.md)")
 	}
-	dp := &dataPods{channels: len(p.Channels) > 0, wrap: p.Output != nil || p.Checkpoints != nil, image: e.cfg.DataImage, checkpath: ck, stopGrace: stopGrace}
+	dp := &dataPods{channels: len(p.Channels) > 0, wrap: p.Uploads(), image: e.cfg.DataImage, checkpath: ck, stopGrace: stopGrace}
 	if dp.wrap && len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 {
 		return nil, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload has OutputDataConfig.S3OutputPath or CheckpointConfig.S3Uri but no AlgorithmSpecification.ContainerEntrypoint: the Kubernetes executor uploads the model by running the container's command under qshare's data wrapper, and cannot learn an image's own entry point; give ContainerEntrypoint")
 	}

@@ -3,8 +3,11 @@ package slurm
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,15 +24,28 @@ import (
 // killedJob runs an attempt of nodes nodes of typ whose program ignores
 // SIGTERM and writes a model on the first node, stops it with a short
 // grace period, and returns its exit, its log and its model.tar.gz in S3
-// at out (nil when there is none).
-func killedJob(t *testing.T, c *slurmtest.Cluster, id, typ string, nodes int, out string) (executor.Exit, string, map[string]string) {
+// at out (nil when there is none). With restart, the executor is closed
+// once the program runs and a new one recovers the attempt without its
+// job.json (as after a crash between sbatch and the record) and stops
+// it, and every upload to the store takes 8 s longer than the 5 s that
+// an attempt which does not upload is given after the kill.
+func killedJob(t *testing.T, c *slurmtest.Cluster, id, typ string, nodes int, out string, restart bool) (executor.Exit, string, map[string]string) {
 	t.Helper()
-	ep, s3c := s3test.Start(t, map[string]map[string]string{"qshare-data": {}})
-	e, err := New(context.Background(), Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]}, PollInterval: 100 * time.Millisecond, S3: ep})
+	var slow atomic.Bool
+	ep, s3c := s3test.StartWith(t, map[string]map[string]string{"qshare-data": {}}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if slow.Load() && (r.Method == http.MethodPut || r.Method == http.MethodPost) {
+				time.Sleep(8 * time.Second)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	o := Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]}, PollInterval: 100 * time.Millisecond, S3: ep}
+	e, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	defer func() { e.Close() }()
 	sh := `trap "" TERM; if [ "$SM_CURRENT_HOST" = n1 ]; then echo "weights of n1" > "$SM_MODEL_DIR/model.bin"; fi; echo "trapped on $SM_CURRENT_HOST"; sleep 300`
 	var p map[string]any
 	if err := json.Unmarshal([]byte(payloadOf(sh, typ, nodes, nil)), &p); err != nil {
@@ -47,6 +63,19 @@ func killedJob(t *testing.T, c *slurmtest.Cluster, id, typ string, nodes int, ou
 	}
 	for _, host := range []string{"n1", "n2"}[:nodes] {
 		waitForLog(t, h.LogPath, "trapped on "+host+"\n", time.Minute)
+	}
+	if restart {
+		e.Close()
+		if err := os.Remove(filepath.Join(e.attemptDir(s.AttemptID), "job.json")); err != nil {
+			t.Fatal(err)
+		}
+		if e, err = New(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := e.Recover(ctx, executor.Handle{AttemptID: s.AttemptID}); err != nil || r != executor.Running {
+			t.Fatalf("Recover = %v, %v", r, err)
+		}
+		slow.Store(true)
 	}
 	if err := e.Stop(ctx, s.AttemptID, 500*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -79,13 +108,21 @@ func TestStopUploadsAfterTheKill(t *testing.T) {
 	t.Parallel()
 	c := testCluster(t)
 	t.Run("uploaded", func(t *testing.T) {
-		x, log, model := killedJob(t, c, "killed", "ml.m5.large", 1, "s3://qshare-data/output")
+		x, log, model := killedJob(t, c, "killed", "ml.m5.large", 1, "s3://qshare-data/output", false)
 		if model["model.bin"] != "weights of n1\n" || strings.Contains(x.Reason, "not uploaded") {
 			t.Fatalf("model.tar.gz holds %q after the kill; exit %+v; log:\n%s", model, x, log)
 		}
 	})
+	// After a restart that lost job.json, the executor learns from
+	// step.json that the job uploads, and waits for its slow upload.
+	t.Run("recovered", func(t *testing.T) {
+		x, log, model := killedJob(t, c, "killed-recovered", "ml.m5.large", 1, "s3://qshare-data/output", true)
+		if model["model.bin"] != "weights of n1\n" {
+			t.Fatalf("model.tar.gz holds %q after the kill; exit %+v; log:\n%s", model, x, log)
+		}
+	})
 	t.Run("nobucket", func(t *testing.T) {
-		x, log, _ := killedJob(t, c, "killed-nobucket", "ml.m5.large", 1, "s3://no-such-bucket/output")
+		x, log, _ := killedJob(t, c, "killed-nobucket", "ml.m5.large", 1, "s3://no-such-bucket/output", false)
 		if !strings.Contains(x.Reason, "after the kill, the model was not uploaded: ") || !strings.Contains(x.Reason, "NoSuchBucket") {
 			t.Fatalf("reason %q, want the failed upload's; log:\n%s", x.Reason, log)
 		}
@@ -96,7 +133,7 @@ func TestStopUploadsAfterTheKill(t *testing.T) {
 // TestStopUploadsAfterTheKill for an attempt of two nodes, whose step
 // runners run under srun: the first node's model reaches S3.
 func twoNodeStopUploadsAfterTheKill(t *testing.T, c *slurmtest.Cluster) {
-	x, log, model := killedJob(t, c, "killed-two", "ml.g5.12xlarge", 2, "s3://qshare-data/output")
+	x, log, model := killedJob(t, c, "killed-two", "ml.g5.12xlarge", 2, "s3://qshare-data/output", false)
 	if model["model.bin"] != "weights of n1\n" || len(model) != 1 {
 		t.Fatalf("model.tar.gz holds %q after the kill; exit %+v; log:\n%s", model, x, log)
 	}

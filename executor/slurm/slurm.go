@@ -414,6 +414,7 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 		}
 		if id > 0 {
 			a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: filepath.Join(e.root, "jobs", s.JobID)}
+			e.stepFacts(s.AttemptID, &a.rec)
 			if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
 				return executor.Handle{}, err
 			}
@@ -508,7 +509,7 @@ func (e *Executor) submit(ctx context.Context, a *attempt, s executor.Spec, req 
 		return executor.Handle{}, qshare.Errorf(qshare.EINTERNAL, "slurm executor: %v", err)
 	}
 	a.rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC(), Grace: grace, JobDir: job, InBatch: nodes == 1,
-		Uploads: p.Output != nil || p.Checkpoints != nil}
+		Uploads: p.Uploads()}
 	if err := e.writeRecord(s.AttemptID, a.rec); err != nil {
 		return executor.Handle{}, err
 	}
@@ -607,6 +608,23 @@ func (e *Executor) readRecord(attemptID string) (jobRecord, error) {
 		return r, fmt.Errorf("job.json of %s is damaged, or not the server's (%v)", attemptID, err)
 	}
 	return r, nil
+}
+
+// stepFacts fills in what a record made again without job.json (after a
+// crash between sbatch and the record) cannot learn from Slurm: from the
+// attempt's step.json, when the server owns it, whether the command runs
+// in the batch step and whether the first node uploads. Where step.json
+// cannot be trusted (the job's user owns it), the attempt is taken to
+// upload: Stop then waits for an upload after the kill that may not come,
+// rather than kill one that does.
+func (e *Executor) stepFacts(attemptID string, r *jobRecord) {
+	var sp stepSpec
+	if err := e.readJSON(filepath.Join(e.attemptDir(attemptID), "step.json"), &sp); err != nil {
+		r.Uploads = true
+		return
+	}
+	r.InBatch = sp.InBatch
+	r.Uploads = sp.Data != nil && sp.Data.Plan.Uploads()
 }
 
 func (e *Executor) writeRecord(attemptID string, r jobRecord) error {
@@ -1221,6 +1239,7 @@ func (e *Executor) recover(ctx context.Context, a *attempt) (executor.Recovery, 
 			return executor.Lost, nil
 		}
 		rec = jobRecord{SlurmJob: id, StartedAt: time.Now().UTC()}
+		e.stepFacts(a.id, &rec)
 		if err := e.writeRecord(a.id, rec); err != nil {
 			return 0, err
 		}

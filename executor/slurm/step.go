@@ -171,7 +171,7 @@ func runStep(root, attemptDir, hosts string) int {
 	}
 	argv := sp.Argv
 	// The first node's wrapper uploads (wrapData), after a kill too.
-	uploads := sp.Data != nil && host == hostList[0] && (sp.Data.Plan.Output != nil || sp.Data.Plan.Checkpoints != nil)
+	uploads := sp.Data != nil && host == hostList[0] && sp.Data.Plan.Uploads()
 	if sp.Data != nil {
 		if argv, env, err = wrapData(*sp.Data, host, hostList, argv, env); err != nil {
 			return fail("%v", err)
