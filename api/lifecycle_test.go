@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"qshare"
 	"qshare/store"
+	"qshare/store/storetest"
 )
 
 // waitSettled waits, as the reference client does after each create, until
@@ -107,26 +107,14 @@ func (s *server) waitShareStatus(arn string, want types.QuotaShareStatus) {
 // and its settling.
 type settleGate struct {
 	store.Store
-	mu     sync.Mutex
-	closed bool
-	open   chan struct{}
+	gate storetest.Gate
 }
 
 // newSettleGate returns an open gate: close it to hold back settlings.
-func newSettleGate(st store.Store) *settleGate {
-	open := make(chan struct{})
-	close(open)
-	return &settleGate{Store: st, open: open}
-}
+func newSettleGate(st store.Store) *settleGate { return &settleGate{Store: st} }
 
-func (g *settleGate) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		g.closed = false
-		close(g.open)
-	}
-}
+// release lets the held settlings, and later ones, through.
+func (g *settleGate) release() { g.gate.Release() }
 
 func settles(c *store.Change) bool {
 	for _, e := range c.PutEnvironments {
@@ -149,23 +137,15 @@ func settles(c *store.Change) bool {
 
 func (g *settleGate) Commit(ctx context.Context, c *store.Change) error {
 	if settles(c) {
-		select {
-		case <-g.open:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := g.gate.Pass(ctx, nil); err != nil {
+			return err
 		}
 	}
 	return g.Store.Commit(ctx, c)
 }
 
 // close makes the gate hold back settlings until release.
-func (g *settleGate) close() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.closed {
-		g.closed, g.open = true, make(chan struct{})
-	}
-}
+func (g *settleGate) close() { g.gate.Hold() }
 
 // heldBack makes a change (when says which: "create", "update") while gate
 // holds back the settling commits, checks that the resource, read by

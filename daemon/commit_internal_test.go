@@ -14,6 +14,7 @@ import (
 	"qshare/executor/simulated"
 	"qshare/sqlite"
 	"qshare/store"
+	"qshare/store/storetest"
 )
 
 // heldStore is a real SQLite store whose loop commits (those that put a
@@ -22,10 +23,9 @@ import (
 // commit has returned).
 type heldStore struct {
 	*sqlite.DB
-	mu      sync.Mutex
-	held    bool
-	open    chan struct{}
+	gate    storetest.Gate
 	entered chan struct{} // a loop commit waits at the gate
+	mu      sync.Mutex    // guards commits and durable
 	commits [][]qshare.Job
 	durable map[string]int64 // job ID -> highest version whose commit returned
 }
@@ -35,27 +35,11 @@ func newHeldStore(t *testing.T) *heldStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := make(chan struct{})
-	close(open)
-	return &heldStore{DB: db, open: open, entered: make(chan struct{}, 16), durable: map[string]int64{}}
+	return &heldStore{DB: db, entered: make(chan struct{}, 16), durable: map[string]int64{}}
 }
 
-func (s *heldStore) hold() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.held {
-		s.held, s.open = true, make(chan struct{})
-	}
-}
-
-func (s *heldStore) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held {
-		s.held = false
-		close(s.open)
-	}
-}
+func (s *heldStore) hold()    { s.gate.Hold() }
+func (s *heldStore) release() { s.gate.Release() }
 
 func (s *heldStore) Commit(ctx context.Context, c *store.Change) error {
 	loop := false
@@ -63,16 +47,8 @@ func (s *heldStore) Commit(ctx context.Context, c *store.Change) error {
 		loop = loop || j.Version > 1
 	}
 	if loop {
-		s.mu.Lock()
-		open, held := s.open, s.held
-		s.mu.Unlock()
-		if held {
-			s.entered <- struct{}{}
-		}
-		select {
-		case <-open:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := s.gate.Pass(ctx, func() { s.entered <- struct{}{} }); err != nil {
+			return err
 		}
 	}
 	if err := s.DB.Commit(ctx, c); err != nil {
