@@ -74,63 +74,56 @@ func (a *Applier) planPrune(f *config.File) []Action {
 	var plan []Action
 	for _, qn := range sortedKeys(a.shares) {
 		fq := f.Queue(qn)
-		for _, sn := range sortedKeys(a.shares[qn]) {
-			if fq != nil && fq.Share(sn) != nil {
-				continue
-			}
-			cur := a.shares[qn][sn]
-			plan = append(plan, Action{Kind: "quotaShare", Name: qn + "/" + sn, Action: "deleted", do: func(ctx context.Context) error {
-				return disableAndDelete(ctx, cur.State == types.QuotaShareStateDisabled, func(ctx context.Context) error {
-					_, err := a.api.UpdateQuotaShare(ctx, &batch.UpdateQuotaShareInput{QuotaShareArn: cur.QuotaShareArn, State: types.QuotaShareStateDisabled})
-					return err
-				}, func(ctx context.Context) error {
-					_, err := a.api.DeleteQuotaShare(ctx, &batch.DeleteQuotaShareInput{QuotaShareArn: cur.QuotaShareArn})
-					return err
-				}, func(ctx context.Context, gone bool) error { return a.waitShare(ctx, qn, sn, gone) })
-			}})
-		}
+		plan = prune(plan, "quotaShare", qn+"/", a.shares[qn], func(sn string) bool { return fq != nil && fq.Share(sn) != nil },
+			func(ctx context.Context, sn string, cur types.QuotaShareDetail) error {
+				return disableAndDelete(ctx, cur.State == types.QuotaShareStateDisabled,
+					call(a.api.UpdateQuotaShare, &batch.UpdateQuotaShareInput{QuotaShareArn: cur.QuotaShareArn, State: types.QuotaShareStateDisabled}),
+					call(a.api.DeleteQuotaShare, &batch.DeleteQuotaShareInput{QuotaShareArn: cur.QuotaShareArn}),
+					func(ctx context.Context, gone bool) error { return a.waitShare(ctx, qn, sn, gone) })
+			})
 	}
-	for _, qn := range sortedKeys(a.queues) {
-		if f.Queue(qn) != nil {
+	plan = prune(plan, "jobQueue", "", a.queues, func(qn string) bool { return f.Queue(qn) != nil },
+		func(ctx context.Context, qn string, cur types.JobQueueDetail) error {
+			return disableAndDelete(ctx, cur.State == types.JQStateDisabled,
+				call(a.api.UpdateJobQueue, &batch.UpdateJobQueueInput{JobQueue: cur.JobQueueArn, State: types.JQStateDisabled}),
+				call(a.api.DeleteJobQueue, &batch.DeleteJobQueueInput{JobQueue: cur.JobQueueArn}),
+				func(ctx context.Context, gone bool) error { return a.waitQueue(ctx, qn, gone) })
+		})
+	plan = prune(plan, "schedulingPolicy", "", a.policies, func(pn string) bool { return f.Policy(pn) != nil },
+		func(ctx context.Context, _ string, cur types.SchedulingPolicyDetail) error {
+			return call(a.api.DeleteSchedulingPolicy, &batch.DeleteSchedulingPolicyInput{Arn: cur.Arn})(ctx)
+		})
+	return prune(plan, "serviceEnvironment", "", a.envs, func(en string) bool { return f.Environment(en) != nil },
+		func(ctx context.Context, en string, cur types.ServiceEnvironmentDetail) error {
+			return disableAndDelete(ctx, cur.State == types.ServiceEnvironmentStateDisabled,
+				call(a.api.UpdateServiceEnvironment, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn, State: types.ServiceEnvironmentStateDisabled}),
+				call(a.api.DeleteServiceEnvironment, &batch.DeleteServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn}),
+				func(ctx context.Context, gone bool) error { return a.waitEnv(ctx, en, gone) })
+		})
+}
+
+// prune appends to plan, in name order, the deletion (by del) of each
+// resource of have that the file does not name; kind and prefix+name
+// label the Action.
+func prune[T any](plan []Action, kind, prefix string, have map[string]T, named func(name string) bool, del func(ctx context.Context, name string, cur T) error) []Action {
+	for _, name := range sortedKeys(have) {
+		if named(name) {
 			continue
 		}
-		cur := a.queues[qn]
-		plan = append(plan, Action{Kind: "jobQueue", Name: qn, Action: "deleted", do: func(ctx context.Context) error {
-			return disableAndDelete(ctx, cur.State == types.JQStateDisabled, func(ctx context.Context) error {
-				_, err := a.api.UpdateJobQueue(ctx, &batch.UpdateJobQueueInput{JobQueue: cur.JobQueueArn, State: types.JQStateDisabled})
-				return err
-			}, func(ctx context.Context) error {
-				_, err := a.api.DeleteJobQueue(ctx, &batch.DeleteJobQueueInput{JobQueue: cur.JobQueueArn})
-				return err
-			}, func(ctx context.Context, gone bool) error { return a.waitQueue(ctx, qn, gone) })
-		}})
-	}
-	for _, pn := range sortedKeys(a.policies) {
-		if f.Policy(pn) != nil {
-			continue
-		}
-		cur := a.policies[pn]
-		plan = append(plan, Action{Kind: "schedulingPolicy", Name: pn, Action: "deleted", do: func(ctx context.Context) error {
-			_, err := a.api.DeleteSchedulingPolicy(ctx, &batch.DeleteSchedulingPolicyInput{Arn: cur.Arn})
-			return err
-		}})
-	}
-	for _, en := range sortedKeys(a.envs) {
-		if f.Environment(en) != nil {
-			continue
-		}
-		cur := a.envs[en]
-		plan = append(plan, Action{Kind: "serviceEnvironment", Name: en, Action: "deleted", do: func(ctx context.Context) error {
-			return disableAndDelete(ctx, cur.State == types.ServiceEnvironmentStateDisabled, func(ctx context.Context) error {
-				_, err := a.api.UpdateServiceEnvironment(ctx, &batch.UpdateServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn, State: types.ServiceEnvironmentStateDisabled})
-				return err
-			}, func(ctx context.Context) error {
-				_, err := a.api.DeleteServiceEnvironment(ctx, &batch.DeleteServiceEnvironmentInput{ServiceEnvironment: cur.ServiceEnvironmentArn})
-				return err
-			}, func(ctx context.Context, gone bool) error { return a.waitEnv(ctx, en, gone) })
+		cur := have[name]
+		plan = append(plan, Action{Kind: kind, Name: prefix + name, Action: "deleted", do: func(ctx context.Context) error {
+			return del(ctx, name, cur)
 		}})
 	}
 	return plan
+}
+
+// call is the API call op(in), its answer dropped, for disableAndDelete.
+func call[I, O any](op func(context.Context, *I, ...func(*batch.Options)) (*O, error), in *I) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := op(ctx, in)
+		return err
+	}
 }
 
 // disableAndDelete deletes a resource the API deletes only when DISABLED:
