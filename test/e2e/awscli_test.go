@@ -41,8 +41,7 @@ func TestAWSCLIExample(t *testing.T) {
 		t.Fatalf("README.md: want the list-quota-shares and update-service-job lines of the AWS CLI example, found %q", lines)
 	}
 
-	e := newEnv(t)
-	e.applyExample()
+	e := exampleEnv(t)
 	id := strings.TrimSpace(e.Submit("QS1", "cli", 1))
 	id = id[strings.LastIndex(id, " ")+1:]
 	run := func(line string) []byte {

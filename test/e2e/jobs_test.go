@@ -9,8 +9,7 @@ import (
 
 func TestSubmitWithEveryOption(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.applyExample()
+	e := exampleEnv(t)
 	out := e.OK("submit", "--queue", "training", "--share", "QS2", "--priority", "42", "--name", "resnet-1",
 		"--instance-type", "ml.g5.xlarge", "--instance-count", "1", "--env", "EPOCHS=10", "--env", "QSHARE_SIM_DURATION=1h",
 		"--retry-attempts", "3", "--preemption-retries", "2", "--timeout", "90m", "--tag", "team=vision",
@@ -75,8 +74,7 @@ func TestSubmitWithEveryOption(t *testing.T) {
 // checks jobs, describe, priority, shares, snapshot and terminate on it.
 func TestWorkedExample(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.applyExample()
+	e := exampleEnv(t)
 	e.Submit("QS1", "qs1-high", 3)
 	e.Submit("QS1", "qs1-med", 2)
 	e.Submit("QS1", "qs1-low", 1)
@@ -208,8 +206,7 @@ func TestWorkedExample(t *testing.T) {
 
 func TestErrorsAreOneClearLine(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.applyExample()
+	e := exampleEnv(t)
 	e.Submit("QS1", "twin", 1)
 	e.Submit("QS2", "twin", 1)
 	for _, tc := range []struct {
@@ -235,8 +232,7 @@ func TestErrorsAreOneClearLine(t *testing.T) {
 
 func TestLogs(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "--executor", "process")
-	e.applyExample()
+	e := exampleEnv(t, "--executor", "process")
 	e.OK("submit", "--queue", "training", "--share", "QS1", "--instance-type", "ml.g5.xlarge", "--name", "hello",
 		"--", "sh", "-c", "echo hello; sleep 0.3; echo world")
 	// -f waits for the attempt to start and follows it to its end.

@@ -56,6 +56,14 @@ func (e *env) failsWith(want string, args ...string) {
 	}
 }
 
+// exampleEnv is newEnv with the spec's three-share example applied.
+func exampleEnv(t *testing.T, args ...string) *env {
+	t.Helper()
+	e := newEnv(t, args...)
+	e.applyExample()
+	return e
+}
+
 // applyExample applies the spec's three-share example.
 func (e *env) applyExample() {
 	e.t.Helper()
