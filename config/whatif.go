@@ -93,12 +93,10 @@ func (f *File) setAt(kv, kind, name, field, val string) error {
 	origin := Pos{Origin: "--what-if " + kv}
 	switch kind {
 	case "env":
-		i, err := lookup(f.ServiceEnvironments, "service environment", name, func(e Environment) string { return e.Name })
+		e, p, err := lookup(f.ServiceEnvironments, "serviceEnvironments", "service environment", name, func(e Environment) string { return e.Name })
 		if err != nil {
 			return err
 		}
-		e := &f.ServiceEnvironments[i]
-		p := fmt.Sprintf("serviceEnvironments[%d]", i)
 		switch {
 		case strings.HasPrefix(field, "maxCapacity."):
 			return f.setMaxCapacity(&e.CapacityLimits, p, field, val, origin)
@@ -109,12 +107,10 @@ func (f *File) setAt(kv, kind, name, field, val string) error {
 			return fmt.Errorf("unknown field %q of an environment: use maxCapacity.TYPE or state", field)
 		}
 	case "queue":
-		i, err := lookup(f.JobQueues, "job queue", name, func(q Queue) string { return q.Name })
+		q, p, err := lookup(f.JobQueues, "jobQueues", "job queue", name, func(q Queue) string { return q.Name })
 		if err != nil {
 			return err
 		}
-		q := &f.JobQueues[i]
-		p := fmt.Sprintf("jobQueues[%d]", i)
 		switch field {
 		case "priority":
 			n, err := parseInt(val)
@@ -225,9 +221,10 @@ func (f *File) findShare(name string) (qi, si int, err error) {
 	return 0, 0, fmt.Errorf("quota share %q is in several queues: name it as QUEUE/%s", share, share)
 }
 
-// lookup returns the index of the last of xs called name, or an error that
-// names what was looked for (a "job queue") and the names there are.
-func lookup[T any](xs []T, what, name string, nameOf func(T) string) (int, error) {
+// lookup returns the last of xs called name and its path in the file
+// (at[i], at naming the list), or an error that names what was looked for
+// (a "job queue") and the names there are.
+func lookup[T any](xs []T, at, what, name string, nameOf func(T) string) (*T, string, error) {
 	i := -1
 	for k := range xs {
 		if nameOf(xs[k]) == name {
@@ -235,9 +232,9 @@ func lookup[T any](xs []T, what, name string, nameOf func(T) string) (int, error
 		}
 	}
 	if i < 0 {
-		return 0, fmt.Errorf("no %s %q (known: %s)", what, name, names(xs, nameOf))
+		return nil, "", fmt.Errorf("no %s %q (known: %s)", what, name, names(xs, nameOf))
 	}
-	return i, nil
+	return &xs[i], fmt.Sprintf("%s[%d]", at, i), nil
 }
 
 // setMaxCapacity applies the change maxCapacity.TYPE=val (field holds
