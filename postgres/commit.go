@@ -43,10 +43,7 @@ import (
 // answer is always the truth. After the store lost its connection, Commit
 // fails with an error wrapping ErrDeposed.
 func (d *DB) Commit(ctx context.Context, c *store.Change) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("postgres: commit: %w", err)
-	}
-	enc, err := row.Encode(c)
+	enc, err := row.EncodeFor(ctx, c)
 	if err != nil {
 		return fmt.Errorf("postgres: commit: %w", err)
 	}

@@ -42,10 +42,7 @@ import (
 // transaction, Commit waits for that transaction to finish (a few
 // milliseconds) so that its answer is always the truth.
 func (d *DB) Commit(ctx context.Context, c *store.Change) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
-	}
-	enc, err := row.Encode(c)
+	enc, err := row.EncodeFor(ctx, c)
 	if err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}

@@ -8,6 +8,7 @@
 package row
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -48,6 +49,15 @@ type Job struct {
 	Version                  int64
 	Data                     string // the job's JSON, without its payload
 	Payload                  string
+}
+
+// EncodeFor is Encode for a store's Commit under ctx: once ctx has ended
+// it returns ctx's error and encodes nothing.
+func EncodeFor(ctx context.Context, c *store.Change) (*Change, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return Encode(c)
 }
 
 // Encode validates c and turns it into rows. A record with an empty key
