@@ -54,7 +54,8 @@ var progressRe = regexp.MustCompile(`Pulling image: (\d+\.\d) of (\d+\.\d) (GB|M
 // engine at host, with the credentials of a Docker config file's auths:
 // the attempt's PendingReason and pull.log show the pull's progress, and
 // it succeeds; the next attempt, of a new executor, finds the image and
-// does not pull; one after the image's removal from the engine, soon
+// does not pull; with --pull always it asks the registry but downloads
+// nothing; one after the image's removal from the engine, soon
 // after that executor saw it, pulls it again (with --pull never, fails); with a wrong password the attempt fails as an image not
 // found that says so; a credential helper's account pulls it; with --pull never an image the engine lacks fails
 // the start.
@@ -153,6 +154,15 @@ func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
 	if r := reg.Requests()[seen:]; len(r) > 0 {
 		t.Errorf("the registry saw %q from the attempt of an image the engine has", r)
 	}
+	// --pull always: each attempt asks the registry (for a tag that
+	// moves), and downloads no layer the engine has (Podman fetches the
+	// image's small config blob again; no layer's progress shows).
+	seen, n := len(reg.Requests()), pulls()
+	x, _, log = run(newExec(container.PullAlways), "always")
+	asked := slices.ContainsFunc(reg.Requests()[seen:], func(r string) bool { return strings.Contains(r, " /v2/team/train/manifests/") })
+	if !x.Succeeded() || !asked || pulls()-n > 1 || progressRe.MatchString(strings.TrimSpace(log)) || strings.Contains(log, "Pulling image: ") {
+		t.Errorf("the attempt with --pull always = %+v; asked for the manifest: %v; blobs served again: %d; pull.log %q", x, asked, pulls()-n, log)
+	}
 	never := newExec(container.PullNever)
 	if x, _, _ = run(never, "never-present"); !x.Succeeded() {
 		t.Errorf("the attempt of an image present with --pull never = %+v", x)
@@ -161,7 +171,7 @@ func testRegistryPull(t *testing.T, host string, reg *registry.Server) {
 	// Removed from the engine within imageFresh of the executor's look:
 	// the creation fails, and the attempt pulls it and goes on.
 	containertest.RemoveImage(t, host, img)
-	n := pulls()
+	n = pulls()
 	x, reasons, log = run(e, "removed")
 	if !x.Succeeded() || pulls() == n {
 		t.Errorf("the attempt of an image removed since it was seen = %+v, with %d pulls; want it pulled again", x, pulls()-n)
