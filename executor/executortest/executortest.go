@@ -627,14 +627,9 @@ func (s *suite) recover(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The short one ends while no executor watches it.
-	time.Sleep(500 * time.Millisecond)
-
-	e2 := s.New(t, dir)
-	t.Cleanup(func() { e2.Close() })
 	ctx := context.Background()
-	if r, err := e2.Recover(ctx, hs); err != nil || r != executor.Exited {
-		t.Fatalf("Recover(short) = %v, %v; want Exited", r, err)
-	}
+	e2 := s.recoverEnded(t, dir, "Recover(short)", hs)
+	t.Cleanup(func() { e2.Close() })
 	xs := s.wait(t, e2, short.AttemptID, 0)
 	if xs.ExitCode != 4 || xs.Stopped {
 		t.Errorf("recovered exit = %+v, want code 4", xs)
@@ -663,6 +658,30 @@ func (s *suite) recover(t *testing.T) {
 	}
 }
 
+// recoverEnded makes a new executor on dir and recovers h, an attempt
+// whose program ends on its own while no executor watches it, which must
+// be Exited. How soon an engine reports a container gone depends on the
+// machine's load, so a new executor that still finds it running is closed
+// and another is made later, for up to 20 s: what is tested is the report
+// of an end that no executor saw. The caller closes the executor returned.
+func (s *suite) recoverEnded(t *testing.T, dir, what string, h executor.Handle) executor.Executor {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		time.Sleep(500 * time.Millisecond)
+		e := s.New(t, dir)
+		r, err := e.Recover(context.Background(), h)
+		if err == nil && r == executor.Running && time.Now().Before(deadline) {
+			e.Close()
+			continue
+		}
+		if err != nil || r != executor.Exited {
+			e.Close()
+			t.Fatalf("%s = %v, %v; want Exited", what, r, err)
+		}
+		return e
+	}
+}
+
 // recoverWithoutState restarts the executor and recovers attempts by their
 // IDs alone, as the daemon must after a crash during Start: the one still
 // running is Running (not Lost, which would run the job twice), the one
@@ -687,27 +706,9 @@ func (s *suite) recoverWithoutState(t *testing.T) {
 	if err := e1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The short one ends while no executor watches it. How soon an engine
-	// reports a container gone depends on the machine's load, so a new
-	// executor that still finds it running is closed and another is made
-	// later, for up to 20 s: what is tested is the report of an end that no
-	// executor saw.
+	// The short one ends while no executor watches it.
 	ctx := context.Background()
-	var e2 executor.Executor
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		time.Sleep(500 * time.Millisecond)
-		e2 = s.New(t, dir)
-		r, err := e2.Recover(ctx, executor.Handle{AttemptID: short.AttemptID})
-		if err == nil && r == executor.Running && time.Now().Before(deadline) {
-			e2.Close()
-			continue
-		}
-		if err != nil || r != executor.Exited {
-			e2.Close()
-			t.Fatalf("Recover(short, no state) = %v, %v; want Exited", r, err)
-		}
-		break
-	}
+	e2 := s.recoverEnded(t, dir, "Recover(short, no state)", executor.Handle{AttemptID: short.AttemptID})
 	t.Cleanup(func() { e2.Close() })
 	if xs := s.wait(t, e2, short.AttemptID, 0); xs.ExitCode != 6 || xs.Stopped {
 		t.Errorf("recovered exit = %+v, want code 6", xs)
