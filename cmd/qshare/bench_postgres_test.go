@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 // (a run whose figures said PostgreSQL once measured SQLite, because the
 // option did not reach the server).
 func TestBenchSubmitStore(t *testing.T) {
+	t.Parallel() // a database and a binary of its own, mostly waiting on them; with the package's other long tests
 	db := pg.Database(t)
 	bin, err := serveproc.Build(t.TempDir())
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // an event log and plots; check-events finds the log clean and exits 1 on
 // a log that breaks a guarantee.
 func TestSimulateAndCheckEvents(t *testing.T) {
+	t.Parallel() // a directory and a binary of its own, mostly waiting on them; with the package's other long tests
 	bin, err := serveproc.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
