@@ -218,7 +218,16 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	}
 	// jobs/ is traversed, never listed, by the jobs' users on the way to
 	// their own directories; attempts/ (every job's log) is the server's.
-	for d, mode := range map[string]os.FileMode{"jobs": 0o711, "attempts": 0o700} {
+	// A data directory made here is traversed as jobs/ is; made as a
+	// parent of attempts/ it was 0700, which a job of --run-as cannot enter.
+	if err := os.MkdirAll(dd, 0o711); err != nil {
+		return nil, qshare.Errorf(qshare.EINVALID, "process executor: cannot create %s: %v", dd, err)
+	}
+	for _, d := range []struct {
+		name string
+		mode os.FileMode
+	}{{"jobs", 0o711}, {"attempts", 0o700}} {
+		d, mode := d.name, d.mode
 		if err := os.MkdirAll(filepath.Join(dd, d), mode); err != nil {
 			return nil, qshare.Errorf(qshare.EINVALID, "process executor: cannot create %s: %v", filepath.Join(dd, d), err)
 		}

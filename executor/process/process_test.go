@@ -762,3 +762,21 @@ func TestSupervisorExitsAfterItsLastJob(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestNewDataDirMode: a data directory that New creates can be traversed
+// by the jobs' users (--run-as) on the way to jobs/, whichever of its
+// subdirectories is made first; it was 0700 when attempts/ came first.
+func TestNewDataDirMode(t *testing.T) {
+	for i := range 8 {
+		dd := filepath.Join(t.TempDir(), "data")
+		e := newExecutor(t, dd, nil)
+		e.Close()
+		st, err := os.Stat(dd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := st.Mode().Perm(); m&0o001 == 0 {
+			t.Fatalf("try %d: data directory made with mode %#o, want o+x", i, m)
+		}
+	}
+}
