@@ -41,6 +41,7 @@ func (e *s3WithAuth) readObject(t *testing.T, k auth.AccessKey, bucket, key stri
 // 64 MiB upload by the SDK's transfer manager (8 MiB parts), read back
 // byte for byte.
 func TestEmbeddedS3WithAuthTakesLargeBodies(t *testing.T) {
+	t.Parallel() // a server of its own; with the package's other long tests
 	e := startS3WithAuth(t)
 	ctx := context.Background()
 	a := e.client(e.alice)
@@ -64,6 +65,7 @@ func TestEmbeddedS3WithAuthTakesLargeBodies(t *testing.T) {
 // TestEmbeddedS3WithAuthBoto3Multipart: boto3's upload_file of 8 MiB in
 // parts under --auth (boto3 signs each part's SHA-256 over plain HTTP).
 func TestEmbeddedS3WithAuthBoto3Multipart(t *testing.T) {
+	t.Parallel() // a server of its own, mostly waiting on Python; with the package's other long tests
 	if exec.Command("python3", "-c", "import boto3").Run() != nil {
 		t.Skip("python3 with boto3 is not installed: skipping the boto3 test")
 	}

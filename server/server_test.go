@@ -103,6 +103,7 @@ func serveClient(addr string) *batch.Client {
 // them succeed, that no job ever ran two attempts at once, and that the
 // environment's capacity was never over-used.
 func TestRestart(t *testing.T) {
+	t.Parallel() // a binary and a directory of its own, mostly waiting on it; with the package's other long tests
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
