@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -17,8 +18,10 @@ import (
 // or object (s3:GetObject on arn:aws:s3:::bucket/key). The store is made
 // once and serves every term: it keeps nothing in the store.
 // A store that cannot open its directory answers every request with
-// S3's InternalError, saying why, and the server goes on.
-func (sv *server) routeS3(r *Router) {
+// S3's InternalError, saying why, and the server goes on. Until ctx ends,
+// the store aborts the multipart uploads that no part has come to for
+// --s3-abort-idle-uploads.
+func (sv *server) routeS3(ctx context.Context, r *Router) {
 	var h http.Handler
 	store, err := s3server.New(filepath.Join(sv.s.DataDir, "s3"))
 	if err != nil {
@@ -31,6 +34,11 @@ func (sv *server) routeS3(r *Router) {
 		// An object moves as long as its bytes keep coming: the server's
 		// whole-request timeouts (leader.go) become idle ones here.
 		h = s3server.IdleDeadlines(h, readTimeout, writeTimeout)
+		if idle, _ := parseAge("", sv.s.S3AbortIdleUploads, ""); idle > 0 { // checked at start
+			go store.SweepIdleUploads(idle, ctx.Done(), func(n int) {
+				sv.log.Info("aborted multipart uploads of the embedded S3 store that no part came to", "uploads", n, "idle", idle)
+			})
+		}
 	}
 	r.Handle(Route{Name: "s3", Match: Match{Service: s3server.SigningName}, BodyTypes: []string{"*"}, RawPath: true, WriteError: restXMLError, Handler: h})
 }
@@ -46,6 +54,10 @@ const jobKeysFile = "s3-job-keys"
 // with for the embedded store when the server runs without --auth (which
 // then checks no signature).
 const EmbeddedS3Credentials = "qshare"
+
+// ExecutorS3 is where an executor of the server with settings s finds S3
+// (see s3Endpoint).
+func ExecutorS3(s Settings) data.Endpoint { return s3Endpoint(s) }
 
 // s3Endpoint is where executors find S3: --s3-endpoint, with the SDK's
 // credential chain; else the embedded store on the API's address (the
@@ -71,7 +83,7 @@ func s3Endpoint(s Settings) data.Endpoint {
 	if s.Guard.TLSCert != "" {
 		scheme = "https"
 	}
-	ep := data.Endpoint{URL: scheme + "://" + net.JoinHostPort(host, port), Region: s.Region}
+	ep := data.Endpoint{URL: scheme + "://" + net.JoinHostPort(host, port), Region: s.Region, ChecksumTrailer: true}
 	if s.Guard.Auth == "" {
 		ep.AccessKeyID, ep.SecretAccessKey = EmbeddedS3Credentials, EmbeddedS3Credentials
 	}

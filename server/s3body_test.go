@@ -27,6 +27,7 @@ import (
 
 	"qshare/auth"
 	"qshare/aws/s3/s3test"
+	"qshare/internal/python"
 )
 
 // readObject returns the object's bytes as k reads them.
@@ -66,7 +67,8 @@ func TestEmbeddedS3WithAuthTakesLargeBodies(t *testing.T) {
 // parts under --auth (boto3 signs each part's SHA-256 over plain HTTP).
 func TestEmbeddedS3WithAuthBoto3Multipart(t *testing.T) {
 	t.Parallel() // a server of its own, mostly waiting on Python; with the package's other long tests
-	if exec.Command("python3", "-c", "import boto3").Run() != nil {
+	py, ok := python.With("boto3")
+	if !ok {
 		t.Skip("python3 with boto3 is not installed: skipping the boto3 test")
 	}
 	e := startS3WithAuth(t)
@@ -84,7 +86,7 @@ s3.meta.events.register("after-call.s3.UploadPart", lambda **kw: parts.append(kw
 s3.upload_file(sys.argv[5], "team-a", "boto3/model.bin", Config=TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20))
 print("parts", parts)
 `
-	out, err := exec.Command("python3", "-c", script, e.base, e.s.Region, e.alice.ID, e.alice.Secret, file).CombinedOutput()
+	out, err := exec.Command(py, "-c", script, e.base, e.s.Region, e.alice.ID, e.alice.Secret, file).CombinedOutput()
 	if err != nil {
 		t.Fatalf("boto3 under --auth: %v\n%s", err, out)
 	}

@@ -3,12 +3,9 @@ package s3
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 	"net/http"
 	"strconv"
@@ -23,42 +20,83 @@ import (
 // over HTTPS on its defaults.
 const unsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 
-// trailerHashes are the checksums a trailer may carry that the store
-// checks, by trailer name.
-var trailerHashes = map[string]func() hash.Hash{
-	"x-amz-checksum-crc32":  func() hash.Hash { return crc32.NewIEEE() },
-	"x-amz-checksum-crc32c": func() hash.Hash { return crc32.New(crc32.MakeTable(crc32.Castagnoli)) },
-	"x-amz-checksum-sha1":   sha1.New,
-	"x-amz-checksum-sha256": sha256.New,
-}
+// signedChunks and signedChunksTrailer are the X-Amz-Content-Sha256 of an
+// aws-chunked body whose chunks are signed one by one, without and with a
+// trailing checksum. Authentication refuses both (auth/s3body.go); without
+// it, where the store checks no signature, the store takes the framing
+// away as it does for unsignedTrailer, so that no framing is ever stored
+// as an object's bytes (gofakes3 took it away for a PutObject of
+// signedChunks alone, and stored the framing of a part, or of
+// signedChunksTrailer).
+const (
+	signedChunks        = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+	signedChunksTrailer = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+)
 
 func s3Error(status int, code, msg string) *wire.Error {
 	return &wire.Error{ErrorType: wire.ErrorType{Code: code, Status: status}, Message: msg}
 }
 
-// decodeTrailer makes r, an aws-chunked body with a trailing checksum
-// (unsignedTrailer), a request of the decoded body, as gofakes3 reads one:
-// its Content-Length the decoded length, its body a reader that takes the
+// checkBody readies r's body for gofakes3: an aws-chunked one decoded
+// (decodeChunked), any other STREAMING- form refused with NotImplemented,
+// and the body of a PutObject or UploadPart that declares a checksum
+// (declaredChecksum) checked against it as it is read. It returns S3's
+// error for a request to refuse before its body is read.
+func checkBody(r *http.Request) *wire.Error {
+	trailer := ""
+	switch sha := r.Header.Get("X-Amz-Content-Sha256"); {
+	case sha == unsignedTrailer || sha == signedChunks || sha == signedChunksTrailer:
+		var e *wire.Error
+		if trailer, e = decodeChunked(r, sha); e != nil {
+			return e
+		}
+	case strings.HasPrefix(sha, "STREAMING-"):
+		return s3Error(http.StatusNotImplemented, "NotImplemented", "A header you provided implies functionality that is not implemented: this store takes no aws-chunked body of x-amz-content-sha256 "+strconv.Quote(sha))
+	}
+	if !objectData(r) {
+		return nil
+	}
+	algo, value, e := declaredChecksum(r.Header, trailer)
+	if e != nil {
+		return e
+	}
+	if value != "" && r.Body != nil {
+		r.Body = newCheckedBody(r.Body, algo, value, r.ContentLength)
+	}
+	return nil
+}
+
+// decodeChunked makes r, an aws-chunked body of X-Amz-Content-Sha256 sha,
+// a request of the decoded body, as gofakes3 reads one: its
+// Content-Length the decoded length, its body a reader that takes the
 // chunk framing away and fails at the end (with S3's BadDigest, a
 // *wire.Error) when the trailer's checksum is not the body's, or when the
-// framing is not aws-chunked.
-func decodeTrailer(r *http.Request) *wire.Error {
+// framing is not aws-chunked. It returns the trailer's algorithm ("" for
+// signedChunks, which has none).
+func decodeChunked(r *http.Request, sha string) (string, *wire.Error) {
 	n, err := strconv.ParseInt(r.Header.Get("X-Amz-Decoded-Content-Length"), 10, 64)
 	if err != nil || n < 0 {
-		return s3Error(http.StatusLengthRequired, "MissingContentLength", "an aws-chunked body must give its length in X-Amz-Decoded-Content-Length")
+		return "", s3Error(http.StatusLengthRequired, "MissingContentLength", "an aws-chunked body must give its length in X-Amz-Decoded-Content-Length")
 	}
 	if n > MaxBody {
-		return s3Error(http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
+		return "", s3Error(http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
 	}
-	name := strings.ToLower(strings.TrimSpace(r.Header.Get("X-Amz-Trailer")))
-	newHash, ok := trailerHashes[name]
-	if !ok {
-		return s3Error(http.StatusNotImplemented, "NotImplemented", "A header you provided implies functionality that is not implemented: this store checks the trailers x-amz-checksum-crc32, -crc32c, -sha1 and -sha256, not "+strconv.Quote(name))
+	body := &chunkedBody{body: r.Body, r: bufio.NewReader(r.Body), left: n}
+	if sha != signedChunks {
+		algo, e := checksumOf(r.Header.Get("X-Amz-Trailer"))
+		if e != nil {
+			return "", e
+		}
+		body.trailer, body.algo, body.h = checksumPrefix+algo, algo, checksums[algo]()
 	}
-	r.Body = &chunkedBody{body: r.Body, r: bufio.NewReader(r.Body), left: n, trailer: name, h: newHash()}
+	r.Body = body
 	r.ContentLength = n
 	r.Header.Set("Content-Length", strconv.FormatInt(n, 10))
 	r.Header.Del("X-Amz-Decoded-Content-Length")
+	if sha != unsignedTrailer {
+		// Decoded here: gofakes3 must not decode it again.
+		r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	}
 	var enc []string
 	for _, e := range strings.Split(r.Header.Get("Content-Encoding"), ",") {
 		if e = strings.TrimSpace(e); e != "" && e != "aws-chunked" {
@@ -69,18 +107,22 @@ func decodeTrailer(r *http.Request) *wire.Error {
 	if len(enc) > 0 {
 		r.Header.Set("Content-Encoding", strings.Join(enc, ","))
 	}
-	return nil
+	return body.algo, nil
 }
 
 // chunkedBody reads an aws-chunked body of left decoded bytes:
 //
-//	SIZE-IN-HEX\r\n BYTES \r\n ... 0\r\n NAME:BASE64\r\n \r\n
+//	SIZE-IN-HEX[;chunk-signature=…]\r\n BYTES \r\n ... 0\r\n NAME:BASE64\r\n \r\n
+//
+// with the trailer (h, of algorithm algo) checked at its end, or none (h
+// nil).
 type chunkedBody struct {
 	body    io.Closer
 	r       *bufio.Reader
 	left    int64 // decoded bytes still to come
 	chunk   int64 // bytes left of the chunk being read
 	trailer string
+	algo    string
 	h       hash.Hash
 	err     error
 }
@@ -104,7 +146,9 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 		p = p[:b.chunk]
 	}
 	n, err := b.r.Read(p)
-	b.h.Write(p[:n])
+	if b.h != nil {
+		b.h.Write(p[:n])
+	}
 	b.chunk -= int64(n)
 	b.left -= int64(n)
 	if err == io.EOF {
@@ -175,8 +219,8 @@ func (b *chunkedBody) end() error {
 			got = strings.TrimSpace(v)
 		}
 	}
-	if want := base64.StdEncoding.EncodeToString(b.h.Sum(nil)); got != want {
-		return s3Error(http.StatusBadRequest, "BadDigest", "The "+strings.TrimPrefix(b.trailer, "x-amz-checksum-")+" you specified did not match the calculated checksum.")
+	if b.h != nil && got != base64.StdEncoding.EncodeToString(b.h.Sum(nil)) {
+		return badDigest(b.algo)
 	}
 	return io.EOF
 }

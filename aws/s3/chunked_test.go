@@ -23,6 +23,7 @@ import (
 	sdk "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	s3server "qshare/aws/s3"
+	"qshare/internal/python"
 )
 
 // TestSDKOverHTTPSOnItsDefaults: over HTTPS the Go SDK sends a PutObject
@@ -76,7 +77,8 @@ func TestSDKOverHTTPSOnItsDefaults(t *testing.T) {
 	}
 
 	// boto3 does the same over HTTPS.
-	if exec.Command("python3", "-c", "import boto3").Run() != nil {
+	py, ok := python.With("boto3")
+	if !ok {
 		t.Skip("python3 with boto3 is not installed: skipping boto3 over HTTPS")
 	}
 	mu.Lock()
@@ -94,7 +96,7 @@ for key, want in (("boto3-small", data[:1 << 20]), ("boto3-big", data)):
     assert s3.get_object(Bucket="bkt", Key=key)["Body"].read() == want, key
 print("ok")
 `
-	out, err := exec.Command("python3", "-W", "ignore", "-c", script, ts.URL).CombinedOutput()
+	out, err := exec.Command(py, "-W", "ignore", "-c", script, ts.URL).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("boto3 over HTTPS: %v\n%s", err, out)
 	}
@@ -128,20 +130,8 @@ func TestChunkedBodyRefusals(t *testing.T) {
 	sum := crc32.ChecksumIEEE(body)
 	crc := "x-amz-checksum-crc32:" + base64.StdEncoding.EncodeToString([]byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
 	put := func(key, framed string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPut, ts.URL+"/bkt/"+key, strings.NewReader(framed))
-		req.Header.Set("X-Amz-Content-Sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
-		req.Header.Set("Content-Encoding", "aws-chunked")
-		req.Header.Set("X-Amz-Trailer", "x-amz-checksum-crc32")
-		req.Header.Set("X-Amz-Decoded-Content-Length", fmt.Sprint(len(body)))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		_, code, _ := strings.Cut(string(b), "<Code>")
-		code, _, _ = strings.Cut(code, "</Code>")
-		return resp.StatusCode, code
+		return rawPut(t, ts.URL+"/bkt/"+key, map[string]string{"X-Amz-Content-Sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER", "Content-Encoding": "aws-chunked",
+			"X-Amz-Trailer": "x-amz-checksum-crc32", "X-Amz-Decoded-Content-Length": fmt.Sprint(len(body))}, framed)
 	}
 	if status, code := put("good", chunked(body, 64<<10, crc)); status != http.StatusOK {
 		t.Fatalf("a good aws-chunked body: %d %s", status, code)

@@ -1,28 +1,31 @@
 package s3
 
 import (
-	"net/http"
-	"net/http/httptest"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/johannesboyne/gofakes3"
 )
 
-// TestPartNotKeptHidesThePath: when a part cannot be written to the
-// store's disk, the answer says why without naming the data directory.
+// TestPartNotKeptHidesThePath: when an upload's parts cannot be kept on
+// the store's disk, the answer says why without naming the data
+// directory.
 func TestPartNotKeptHidesThePath(t *testing.T) {
 	root := t.TempDir()
 	// A file where the parts' directory would go: MkdirAll fails.
-	if err := os.WriteFile(filepath.Join(root, tmpDir), nil, 0o600); err != nil {
+	dir := filepath.Join(root, "parts")
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := httptest.NewRequest(http.MethodPut, "/b/k?partNumber=1&uploadId=12", strings.NewReader("data"))
-	name, status, code, msg := spoolPart(root, r)
-	if name != "" || status != http.StatusServiceUnavailable || code != "ServiceUnavailable" {
-		t.Fatalf("spoolPart = %q, %d, %q, %q; want a 503 ServiceUnavailable", name, status, code, msg)
+	id, err := newUploads(dir, root, nil).CreateMultipartUpload("b", "k", nil)
+	var e *gofakes3.ErrorResponse
+	if id != "" || !errors.As(err, &e) || e.Code != gofakes3.ErrInternal {
+		t.Fatalf("CreateMultipartUpload = %q, %v; want an InternalError", id, err)
 	}
-	if strings.Contains(msg, root) || !strings.Contains(msg, "not a directory") {
-		t.Errorf("message %q names the server's path or not the cause", msg)
+	if strings.Contains(e.Message, root) || !strings.Contains(e.Message, "not a directory") {
+		t.Errorf("message %q names the server's path or not the cause", e.Message)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -23,13 +22,16 @@ import (
 	"github.com/spf13/afero"
 
 	"qshare/aws/wire"
+	"qshare/periodic"
 )
 
 // Server serves the S3 API over the objects kept in one directory. It is
 // safe for concurrent use.
 type Server struct {
-	h   http.Handler
-	dir string
+	h       http.Handler
+	dir     string
+	uploads *uploads
+	backend *wholeBackend
 }
 
 // New returns a Server that keeps its buckets and objects under dir
@@ -57,8 +59,38 @@ func New(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
-	g := gofakes3.New(&wholeBackend{MultiBucketBackend: mb, fs: fs, root: dir}, gofakes3.WithoutVersioning())
-	return &Server{h: g.Server(), dir: dir}, nil
+	b := &wholeBackend{MultiBucketBackend: mb, fs: fs, root: dir, syncDir: syncDirectory}
+	b.uploads = newUploads(filepath.Join(dir, tmpDir, partsDir), filepath.Join(dir, tmpDir), b.commitFile)
+	g := gofakes3.New(b, gofakes3.WithoutVersioning())
+	return &Server{h: g.Server(), dir: dir, uploads: b.uploads, backend: b}, nil
+}
+
+// DefaultAbortIdleUploads is how long a multipart upload may go without a
+// part before the store aborts it and removes its parts' files: the bound
+// of qshare serve's --s3-abort-idle-uploads.
+const DefaultAbortIdleUploads = 24 * time.Hour
+
+// AbortIdleUploads aborts the multipart uploads that no part has come to,
+// nor been coming to, for longer than idle (counted from its start for
+// an upload that has none yet), as S3's lifecycle rule
+// AbortIncompleteMultipartUpload does, removing their parts' files; it
+// returns how many it aborted. A part still coming keeps its upload.
+func (s *Server) AbortIdleUploads(idle time.Duration) int {
+	return s.uploads.abortIdle(idle)
+}
+
+// SweepIdleUploads calls AbortIdleUploads(idle) now and then every
+// quarter of idle (at most every hour, at least every 10 ms) until stop
+// is closed, and tells aborted how many each call aborted when it
+// aborted some.
+func (s *Server) SweepIdleUploads(idle time.Duration, stop <-chan struct{}, aborted func(n int)) {
+	sweep := func() {
+		if n := s.AbortIdleUploads(idle); n > 0 && aborted != nil {
+			aborted(n)
+		}
+	}
+	sweep()
+	periodic.Run(min(max(idle/4, 10*time.Millisecond), time.Hour), sweep, stop)
 }
 
 // ServeHTTP answers one S3 request, path-style (/bucket/key). A key that
@@ -70,30 +102,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", msg)
 		return
 	}
-	if r.Header.Get("X-Amz-Content-Sha256") == unsignedTrailer {
-		if e := decodeTrailer(r); e != nil {
-			writeError(w, e.Status, e.Code, e.Message)
-			return
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		fw := &fullWriter{ResponseWriter: w}
+		defer fw.finish()
+		w = fw
+	} else {
+		ew := &etagWriter{ResponseWriter: w}
+		if _, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); key != "" {
+			ew.cond = takeReadConditions(r.Header)
 		}
-	} else if r.ContentLength > MaxBody {
-		writeError(w, http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
+		defer ew.done()
+		w = ew
+	}
+	if e := checkBody(r); e != nil {
+		writeError(w, e.Status, e.Code, e.Message)
 		return
 	}
-	// Only a CreateMultipartUpload of this store marks its upload's parts
-	// as files to read at its completion (parts.go).
-	r.Header.Del(partsMarker)
-	q := r.URL.Query()
-	if _, ok := q["uploads"]; ok && r.Method == http.MethodPost {
-		r.Header.Set(partsMarker, "1")
-	}
-	if q.Get("uploadId") != "" && (r.Method == http.MethodPost || r.Method == http.MethodDelete) {
-		sw := &statusWriter{ResponseWriter: w}
-		w = sw
-		defer func() {
-			if sw.ok() {
-				removeParts(s.dir, r)
-			}
-		}()
+	if r.ContentLength > MaxBody {
+		writeError(w, http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
+		return
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		s.h.ServeHTTP(w, r)
@@ -111,53 +138,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	b := &failedBody{ReadCloser: &cappedBody{ReadCloser: r.Body, left: limit, err: tooLarge}}
+	b := &failedBody{ReadCloser: &cappedBody{ReadCloser: r.Body, left: limit, err: tooLarge}, length: r.ContentLength, expect: r.Header.Get("Expect") != ""}
 	r.Body = b
-	if r.Method == http.MethodPut && q.Get("partNumber") != "" && q.Get("uploadId") != "" {
-		// UploadPart: the part goes to a file, gofakes3 keeps a reference.
-		file, status, code, msg := spoolPart(s.dir, r)
-		if status != 0 {
-			if e := b.err; code == "" && e != nil {
-				status, code, msg = e.Status, e.Code, e.Message
-			} else if code == "" {
-				code = "IncompleteBody"
-			}
-			w.Header().Set("Connection", "close")
-			writeError(w, status, code, msg)
-			return
-		}
-		sw := &statusWriter{ResponseWriter: w}
-		s.h.ServeHTTP(sw, r)
-		if !sw.ok() {
-			os.Remove(file)
-		}
-		return
+	bw := &bodyErrorWriter{ResponseWriter: w, body: b}
+	s.h.ServeHTTP(bw, r)
+	if !bw.wrote { // the server writes its 200 now
+		bw.closeUnlessRead()
 	}
-	s.h.ServeHTTP(&bodyErrorWriter{ResponseWriter: w, body: b}, r)
-}
-
-// statusWriter keeps the status of the answer.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-// ok reports whether the answer was a success: a handler that wrote
-// nothing answered 200.
-func (w *statusWriter) ok() bool { return w.status == 0 || w.status/100 == 2 }
-
-func (w *statusWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
 }
 
 // MaxBody is the most bytes of one request's body: S3's limit of one
@@ -212,46 +199,114 @@ func (c *cappedBody) Read(p []byte) (int, error) {
 // failedBody is a request body that keeps the first *wire.Error its
 // reader failed with: authentication's refusal of a body that is not what
 // its signed X-Amz-Content-Sha256 declared, which the store only sees as a
-// failed read (and drops the object for).
+// failed read (and drops the object for). It also knows whether it was
+// read to its end.
 type failedBody struct {
 	io.ReadCloser
-	err *wire.Error
+	err    *wire.Error
+	length int64 // the request's Content-Length, or -1
+	expect bool  // the client waits for "100 Continue" before it sends
+	read   int64
+	eof    bool
+	closed bool
+}
+
+// Close closes the body; one that bodyErrorWriter may keep the
+// connection for (drainable) is read to its end first, up to drainLimit:
+// the store closes a body it answers before (gofakes3 does), and the
+// answer comes after.
+func (b *failedBody) Close() error {
+	b.drainRest()
+	b.closed = true
+	return b.ReadCloser.Close()
+}
+
+// drainable reports whether the client is sending the rest of the body,
+// and it is small enough to read before the answer: a client that sent no
+// "Expect: 100-continue" sends at once, and one that did sends once the
+// store has started reading (the server's "100 Continue" goes out then),
+// such as a body refused midway for want of disk space.
+func (b *failedBody) drainable() bool {
+	return !b.eof && !b.closed && b.length >= 0 && b.length-b.read <= drainLimit && (!b.expect || b.read > 0)
+}
+
+// drainRest reads what is left of a drainable body and throws it away;
+// eof then says whether that was all.
+func (b *failedBody) drainRest() {
+	if b.drainable() {
+		io.Copy(io.Discard, io.LimitReader(b, drainLimit+1)) //nolint:errcheck // eof says whether it was all read
+	}
 }
 
 func (b *failedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
 	if e := (*wire.Error)(nil); b.err == nil && errors.As(err, &e) {
 		b.err = e
+	}
+	if err == io.EOF {
+		b.eof = true
 	}
 	return n, err
 }
 
 // bodyErrorWriter answers a request whose body failed with a *wire.Error
 // with that error, in S3's shape, in place of what gofakes3 answers (an
-// InternalError).
+// InternalError). An answer given before the body was read to its end (a
+// part of an upload that does not exist) closes the connection: what is
+// left of the body on the wire is no next request. (The HTTP server would
+// not know: it looks for its own body type in the request, which holds
+// failedBody now.)
+//
+// A small body that a client sent without waiting (no "Expect:
+// 100-continue") is read to its end first, and the connection kept: the
+// client is still writing it, and a connection closed under it is reset,
+// so that the client sees a reset, not the answer (the AWS SDK for Go
+// sends a part of 1 MiB so, and retried UploadPart of no upload until it
+// failed with "connection reset by peer" instead of NoSuchUpload). So is
+// the rest, if small, of a body refused midway, which its client sends
+// whether or not it asked for "100 Continue" (a part that the disk has no
+// room for: the SDK saw a broken pipe in place of XMinioStorageFull).
 type bodyErrorWriter struct {
 	http.ResponseWriter
 	body     *failedBody
+	wrote    bool
 	replaced bool
 }
 
-func (w *bodyErrorWriter) WriteHeader(status int) {
-	if e := w.body.err; e != nil && !w.replaced {
-		w.replaced = true
-		// The body was not read to its end: the connection cannot carry
-		// another request.
+// drainLimit is the most of a body that is read, and thrown away, to
+// answer before it on a connection kept open: above the size from which
+// the SDKs ask "Expect: 100-continue" (2 MB for the Go SDK, 1 MB for
+// botocore), below S3's smallest part but the last (5 MiB).
+const drainLimit = 4 << 20
+
+// closeUnlessRead marks the connection to be closed after the answer when
+// the body was not read to its end (after reading the rest of one that
+// drain allows).
+func (w *bodyErrorWriter) closeUnlessRead() {
+	w.body.drainRest()
+	if !w.body.eof {
 		w.ResponseWriter.Header().Set("Connection", "close")
-		writeError(w.ResponseWriter, e.Status, e.Code, e.Message)
-		return
-	}
-	if !w.replaced {
-		w.ResponseWriter.WriteHeader(status)
 	}
 }
 
+func (w *bodyErrorWriter) WriteHeader(status int) {
+	if w.wrote {
+		return
+	}
+	w.wrote = true
+	w.closeUnlessRead()
+	if e := w.body.err; e != nil {
+		w.replaced = true
+		writeError(w.ResponseWriter, e.Status, e.Code, e.Message)
+		return
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
 func (w *bodyErrorWriter) Write(p []byte) (int, error) {
-	if !w.replaced && w.body.err != nil {
-		w.WriteHeader(http.StatusBadRequest)
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
 	}
 	if w.replaced {
 		return len(p), nil
@@ -290,119 +345,6 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 const tmpDir = "tmp"
-
-// atomicFs writes every file it creates to tmp/ first and renames it into
-// place when it is closed, so that a server killed during a PUT leaves
-// the object as it was, never half-written under its key. A body that
-// ended early (wholeBackend) sets abort, and the file being written is
-// then dropped at its close.
-type atomicFs struct {
-	afero.Fs
-	abort atomic.Bool
-}
-
-// wholeBackend is the file backend whose PutObject stores an object only
-// when its whole body came: the backend copies the body under its lock
-// and closes the file whatever the copy's error, so the reader tells
-// atomicFs (one PutObject at a time holds the lock, so one flag serves).
-type wholeBackend struct {
-	*s3afero.MultiBucketBackend
-	fs   *atomicFs
-	root string
-}
-
-// PutObject stores an object. The object of a multipart upload that this
-// store started (its metadata has partsMarker) is given as the references
-// to its parts' files (parts.go), which are read in their place.
-func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, cond *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
-	if _, ok := meta[partsMarker]; ok {
-		m := make(map[string]string, len(meta))
-		for k, v := range meta {
-			if k != partsMarker {
-				m[k] = v
-			}
-		}
-		parts, n, err := openParts(b.root, input)
-		if err != nil {
-			return gofakes3.PutObjectResult{}, err
-		}
-		defer parts.Close()
-		meta, input, size = m, parts, n
-	}
-	return b.MultiBucketBackend.PutObject(bucket, key, meta, &wholeReader{r: input, left: size, fs: b.fs}, size, cond)
-}
-
-// wholeReader reads a body of a known size, and marks the write aborted
-// when it fails or ends short.
-type wholeReader struct {
-	r    io.Reader
-	left int64
-	fs   *atomicFs
-}
-
-func (w *wholeReader) Read(p []byte) (int, error) {
-	n, err := w.r.Read(p)
-	w.left -= int64(n)
-	if err == io.EOF && w.left != 0 {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil && err != io.EOF {
-		w.fs.abort.Store(true)
-	}
-	return n, err
-}
-
-func (a *atomicFs) Create(name string) (afero.File, error) {
-	return a.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
-}
-
-func (a *atomicFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
-	if flag&(os.O_CREATE|os.O_TRUNC) != os.O_CREATE|os.O_TRUNC || flag&(os.O_WRONLY|os.O_RDWR) == 0 {
-		return a.Fs.OpenFile(name, flag, perm)
-	}
-	f, err := afero.TempFile(a.Fs, tmpDir, "put-")
-	if err != nil {
-		return nil, err
-	}
-	return &atomicFile{File: f, fs: a, final: name}, nil
-}
-
-// atomicFile is a file being written under a temporary name.
-type atomicFile struct {
-	afero.File
-	fs     afero.Fs
-	final  string
-	closed bool
-}
-
-func (f *atomicFile) Name() string { return f.final }
-
-func (f *atomicFile) Close() error {
-	if f.closed {
-		return nil
-	}
-	f.closed = true
-	tmp := f.File.Name()
-	if f.fs.(*atomicFs).abort.Swap(false) {
-		f.File.Close()
-		f.fs.Remove(tmp)
-		return errors.New("s3: the object's body ended early; nothing was stored")
-	}
-	if err := f.File.Sync(); err != nil {
-		f.File.Close()
-		f.fs.Remove(tmp)
-		return err
-	}
-	if err := f.File.Close(); err != nil {
-		f.fs.Remove(tmp)
-		return err
-	}
-	if err := f.fs.Rename(tmp, f.final); err != nil {
-		f.fs.Remove(tmp)
-		return err
-	}
-	return nil
-}
 
 // SigningName is S3's service name in a SigV4 credential scope, by which
 // the one router sends a request here.

@@ -21,18 +21,43 @@ import (
 	"github.com/aws/smithy-go"
 
 	s3server "qshare/aws/s3"
+	"qshare/internal/python"
 )
 
 func start(t *testing.T, dir string) (*httptest.Server, *sdk.Client) {
 	t.Helper()
+	_, ts, c := serve(t, dir)
+	return ts, c
+}
+
+// startWith is start, with the empty buckets made.
+func startWith(t *testing.T, dir string, buckets ...string) (*httptest.Server, *sdk.Client) {
+	t.Helper()
+	ts, c := start(t, dir)
+	for _, b := range buckets {
+		if _, err := c.CreateBucket(context.Background(), &sdk.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ts, c
+}
+
+// serve serves a store kept in dir on a loopback port, and returns it,
+// its server (for the caller to close) and an SDK client of it.
+func serve(tb testing.TB, dir string) (*s3server.Server, *httptest.Server, *sdk.Client) {
+	tb.Helper()
 	srv, err := s3server.New(dir)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ts := httptest.NewServer(srv)
-	c := sdk.New(sdk.Options{Region: "us-east-1", BaseEndpoint: aws.String(ts.URL), UsePathStyle: true,
+	return srv, ts, client(ts.URL)
+}
+
+// client is an SDK client of the store at url.
+func client(url string) *sdk.Client {
+	return sdk.New(sdk.Options{Region: "us-east-1", BaseEndpoint: aws.String(url), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")})
-	return ts, c
 }
 
 // TestAPI goes through what the SDKs use, with the AWS SDK for Go v2:
@@ -119,7 +144,8 @@ func TestHostileKeys(t *testing.T) {
 // TestBoto3 fills a bucket with boto3, a client no one here wrote, and
 // reads it back with the Go SDK.
 func TestBoto3(t *testing.T) {
-	if exec.Command("python3", "-c", "import boto3").Run() != nil {
+	py, ok := python.With("boto3")
+	if !ok {
 		t.Skip("python3 with boto3 is not installed: skipping the boto3 test")
 	}
 	ts, c := start(t, t.TempDir())
@@ -135,7 +161,7 @@ s3.upload_fileobj(__import__("io").BytesIO(b"z" * (9 << 20)), "from-boto3", "tra
                   Config=TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20))
 print(sorted(o["Key"] for o in s3.list_objects_v2(Bucket="from-boto3")["Contents"]))
 `
-	out, err := exec.Command("python3", "-c", script, ts.URL).CombinedOutput()
+	out, err := exec.Command(py, "-c", script, ts.URL).CombinedOutput()
 	if err != nil {
 		t.Fatalf("boto3: %v\n%s", err, out)
 	}
@@ -152,12 +178,9 @@ print(sorted(o["Key"] for o in s3.list_objects_v2(Bucket="from-boto3")["Contents
 // client or a server killed during an upload) leaves the object as it
 // was, never half-written under its key.
 func TestInterruptedPutLeavesTheOldObject(t *testing.T) {
-	ts, c := start(t, t.TempDir())
+	ts, c := startWith(t, t.TempDir(), "models")
 	defer ts.Close()
 	ctx := context.Background()
-	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("models")}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("models"), Key: aws.String("m.tar.gz"), Body: strings.NewReader("old")}); err != nil {
 		t.Fatal(err)
 	}

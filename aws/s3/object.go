@@ -1,0 +1,529 @@
+package s3
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3afero"
+	"github.com/spf13/afero"
+)
+
+// How objects are written. gofakes3's file backend wrote a PutObject's
+// body under the lock that lets one write through at a time, hashed it
+// again after gofakes3 had, and synced it there. Here a body is written
+// to a file of its own under tmp/ while it comes, outside any lock, by
+// as many PutObjects as come at once; only once it is whole and synced
+// does the commit, under the store's lock, rename it into place and
+// write its metadata, as a completed multipart upload's object is. A body
+// that ends short, fails gofakes3's Content-MD5 check or authentication's
+// check of its hash, or cannot be written leaves nothing under its key.
+
+// wholeBackend is gofakes3's file backend with the objects' writes, and
+// the reads that must not see one half-done, under a lock of its own.
+type wholeBackend struct {
+	*s3afero.MultiBucketBackend
+	*uploads
+	fs   *atomicFs
+	root string
+	// objects is held to commit an object (its data renamed into place,
+	// then its metadata written) or delete one, and read-held to read
+	// one: a read between the two steps of a commit would find the data
+	// and metadata apart, and the backend then writes the metadata again,
+	// with a hash of its own.
+	objects sync.RWMutex
+	// syncDir makes a directory's entries durable (syncDirectory; a test
+	// watches or fails it).
+	syncDir func(dir string) error
+}
+
+// PutObject writes input, of size bytes, to a file under tmp/, syncs it
+// and commits it as bucket/key. gofakes3 has already hashed the body on
+// its way in (its ETag, checked against Content-MD5 at the body's end);
+// its hash is the object's, where input offers it, so the body is hashed
+// once. A body that ends short of size or fails is no object; a write
+// that fails is S3's InternalError, naming the cause and not the path.
+func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, cond *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
+	var res gofakes3.PutObjectResult
+	if ok, err := b.BucketExists(bucket); err != nil {
+		return res, err
+	} else if !ok {
+		return res, gofakes3.BucketNotFound(bucket)
+	}
+	f, err := os.CreateTemp(filepath.Join(b.root, tmpDir), "put-")
+	if err != nil {
+		return res, objectNotKept(err)
+	}
+	summed, ok := input.(interface{ Sum([]byte) []byte })
+	var w io.Writer = f
+	sum := md5.New()
+	if !ok { // a copy's source, read from its file
+		w = io.MultiWriter(f, sum)
+	}
+	body := &bodyReader{r: input}
+	n, err := copyBuffered(w, body)
+	switch {
+	case err == nil:
+	case body.err != nil && errors.Is(err, body.err):
+		err = bodyError(err)
+	default:
+		err = objectNotKept(err)
+	}
+	if err == nil && n != size {
+		err = gofakes3.ErrIncompleteBody
+	}
+	if err == nil {
+		if err = f.Sync(); err != nil {
+			err = objectNotKept(err)
+		}
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = objectNotKept(cerr)
+	}
+	if err == nil {
+		hash := sum.Sum(nil)
+		if ok {
+			hash = summed.Sum(nil)
+		}
+		err = b.commit(bucket, key, meta, f.Name(), hash, 0, cond)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return res, err
+}
+
+// objectNotKept is the answer to an object that could not be written to
+// the store's disk (notKept).
+func objectNotKept(err error) error {
+	return notKept("the object cannot be kept", err)
+}
+
+// commitFile puts the file tmp, a whole object written and synced under
+// tmp/, in place as bucket/key with hash and parts as its ETag: a
+// completed multipart upload.
+func (b *wholeBackend) commitFile(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int) error {
+	return b.commit(bucket, key, meta, tmp, hash, parts, nil)
+}
+
+// partsKey is the metadata that says of how many parts a completed
+// multipart upload's object was made: its ETag is S3's "<hash>-<parts>",
+// where gofakes3, which keeps a hash, not a string, would give
+// "<hash>". gofakes3 answers every metadata entry as a header, as the
+// answers of S3 to a GET or HEAD of one part give x-amz-mp-parts-count;
+// etagWriter makes the ETag of it, and takes it away.
+const partsKey = "X-Amz-Mp-Parts-Count"
+
+// etag is an object's ETag, as S3 gives it, without its quotes.
+func etag(hash []byte, meta map[string]string) string {
+	if n := meta[partsKey]; n != "" {
+		return hex.EncodeToString(hash) + "-" + n
+	}
+	return hex.EncodeToString(hash)
+}
+
+// commit puts the file tmp, a whole object written and synced under
+// tmp/, in place as bucket/key, with hash as its ETag and meta as its
+// metadata (merged with the old object's, as the backend's PutObject
+// does), as the object of a multipart upload of that many parts, or of
+// none (0), if cond (nil for none) holds of the object there now; all under
+// the store's lock. It keeps the backend's layout: the data at
+// buckets/<bucket>/<key>, its metadata in a JSON file under
+// metadata/<bucket>/ (s3afero.Metadata, at the name the backend gives
+// it), written to tmp/, synced and renamed in place. On an error tmp is
+// the caller's to remove.
+//
+// The directories that the renames wrote into, and those above each
+// directory it made, are synced before it returns (outside the lock: a
+// reader may see the object first), so that an object that the client
+// was told of survives a crash; a sync that fails is InternalError, the
+// object then in place, whole, but perhaps not after a crash.
+func (b *wholeBackend) commit(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, cond *gofakes3.PutConditions) error {
+	dirs, err := b.commitLocked(bucket, key, meta, tmp, hash, parts, cond)
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		if err := b.syncDir(d); err != nil {
+			return gofakes3.ErrorMessage(gofakes3.ErrInternal, "the object is in place, but the store's disk cannot make it durable: "+withoutPath(err).Error())
+		}
+	}
+	return nil
+}
+
+// commitLocked is commit's work under the store's lock; it returns the
+// directories to sync.
+func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, cond *gofakes3.PutConditions) ([]string, error) {
+	b.objects.Lock()
+	defer b.objects.Unlock()
+	old, err := b.MultiBucketBackend.HeadObject(bucket, key)
+	switch {
+	case err == nil:
+		for k, v := range old.Metadata {
+			// Never the old object's checksum: it is not this body's, and
+			// a client that checks a GET's checksum would refuse the read.
+			if _, ok := meta[k]; !ok && !strings.HasPrefix(strings.ToLower(k), checksumPrefix) {
+				meta[k] = v
+			}
+		}
+	case gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey):
+		old = nil
+	default: // no bucket, or the store's failure
+		return nil, err
+	}
+	// Never the old object's, nor a client's header.
+	delete(meta, partsKey)
+	if parts > 0 {
+		meta[partsKey] = strconv.Itoa(parts)
+	}
+	if cond != nil {
+		info := &gofakes3.ConditionalObjectInfo{Exists: old != nil}
+		if old != nil {
+			info.Hash = old.Hash
+			if m := cond.IfMatch; m != nil && matchETag(*m, etag(old.Hash, old.Metadata)) {
+				// The ETag that HeadObject gave, as a GET's If-Match
+				// takes it: gofakes3 compares the hash alone.
+				c, h := *cond, hex.EncodeToString(old.Hash)
+				c.IfMatch = &h
+				cond = &c
+			}
+		}
+		if err := gofakes3.CheckPutConditions(cond, info); err != nil {
+			return nil, err
+		}
+	}
+	final := filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key))
+	metaFile := filepath.Join(b.root, "metadata", bucket, metaName(key))
+	var dirs []string
+	for _, d := range []string{filepath.Dir(final), filepath.Dir(metaFile)} {
+		made, err := mkdirAll(d)
+		if err != nil {
+			return nil, objectNotKept(err)
+		}
+		dirs = append(append(dirs, d), made...)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return nil, objectNotKept(err)
+	}
+	st, err := os.Stat(final)
+	if err != nil {
+		return nil, objectNotKept(err)
+	}
+	js, err := json.Marshal(&s3afero.Metadata{File: path.Join(bucket, key), ModTime: st.ModTime(), Size: st.Size(), Hash: hash, Meta: meta})
+	if err != nil {
+		return nil, err
+	}
+	if err := writeSynced(metaFile, filepath.Join(b.root, tmpDir), js); err != nil {
+		return nil, objectNotKept(err)
+	}
+	return dirs, nil
+}
+
+// mkdirAll makes dir and the directories above it that are missing, and
+// returns the directories whose entries it changed: the parent of each
+// directory it made.
+func mkdirAll(dir string) ([]string, error) {
+	var made []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || !errors.Is(err, os.ErrNotExist) || filepath.Dir(d) == d {
+			break
+		}
+		made = append(made, filepath.Dir(d))
+	}
+	return made, os.MkdirAll(dir, 0o700)
+}
+
+// syncDirectory fsyncs the directory dir, so that the entries renamed or
+// made in it survive a crash: a file's own fsync does not cover its name.
+func syncDirectory(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// CreateBucket is the backend's, with the directory that holds the
+// buckets synced after it, so that a bucket the client was told of
+// survives a crash.
+func (b *wholeBackend) CreateBucket(name string) error {
+	if err := b.MultiBucketBackend.CreateBucket(name); err != nil {
+		var coded gofakes3.Error
+		if !errors.As(err, &coded) { // the disk's
+			err = notKept("the bucket cannot be made", err)
+		}
+		return err
+	}
+	if err := b.syncDir(filepath.Join(b.root, "buckets")); err != nil {
+		return gofakes3.ErrorMessage(gofakes3.ErrInternal, "the bucket is made, but the store's disk cannot make it durable: "+withoutPath(err).Error())
+	}
+	return nil
+}
+
+// CopyObject copies as gofakes3 does, through this backend's GetObject
+// and PutObject.
+func (b *wholeBackend) CopyObject(srcBucket, srcKey, dstBucket, dstKey string, meta map[string]string) (gofakes3.CopyObjectResult, error) {
+	return gofakes3.CopyObject(b, srcBucket, srcKey, dstBucket, dstKey, meta)
+}
+
+// GetObject is the backend's, not amid a commit. The object's file is
+// open when it returns: a commit after it replaces the name, not the data
+// being read.
+func (b *wholeBackend) GetObject(bucket, key string, rng *gofakes3.ObjectRangeRequest) (*gofakes3.Object, error) {
+	b.objects.RLock()
+	defer b.objects.RUnlock()
+	return b.MultiBucketBackend.GetObject(bucket, key, rng)
+}
+
+// HeadObject is the backend's, not amid a commit.
+func (b *wholeBackend) HeadObject(bucket, key string) (*gofakes3.Object, error) {
+	b.objects.RLock()
+	defer b.objects.RUnlock()
+	return b.MultiBucketBackend.HeadObject(bucket, key)
+}
+
+// ListBucket is the backend's, not amid a commit, with a completed
+// multipart upload's ETag S3's "<hash>-<parts>", as GetObject and
+// HeadObject give it (ListObjectsV2 and ListObjects list through here).
+func (b *wholeBackend) ListBucket(bucket string, prefix *gofakes3.Prefix, page gofakes3.ListBucketPage) (*gofakes3.ObjectList, error) {
+	b.objects.RLock()
+	defer b.objects.RUnlock()
+	l, err := b.MultiBucketBackend.ListBucket(bucket, prefix, page)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range l.Contents {
+		if n := b.parts(bucket, c.Key); n != "" && strings.HasSuffix(c.ETag, `"`) {
+			c.ETag = strings.TrimSuffix(c.ETag, `"`) + "-" + n + `"`
+		}
+	}
+	return l, nil
+}
+
+// parts is the number of parts of the completed multipart upload that
+// made bucket/key (partsKey in its metadata, which the backend's listing
+// has just read, and brought up to date), or "" for an object of none.
+// b.objects is held.
+func (b *wholeBackend) parts(bucket, key string) string {
+	js, err := os.ReadFile(filepath.Join(b.root, "metadata", bucket, metaName(key)))
+	if err != nil {
+		return ""
+	}
+	var m struct{ Meta map[string]string }
+	if json.Unmarshal(js, &m) != nil {
+		return ""
+	}
+	if n, err := strconv.Atoi(m.Meta[partsKey]); err != nil || n < 1 {
+		return ""
+	}
+	return m.Meta[partsKey]
+}
+
+// DeleteObject is the backend's, not amid a commit.
+func (b *wholeBackend) DeleteObject(bucket, key string) (gofakes3.ObjectDeleteResult, error) {
+	b.objects.Lock()
+	defer b.objects.Unlock()
+	return b.MultiBucketBackend.DeleteObject(bucket, key)
+}
+
+// DeleteMulti is the backend's, not amid a commit.
+func (b *wholeBackend) DeleteMulti(bucket string, keys ...string) (gofakes3.MultiDeleteResult, error) {
+	b.objects.Lock()
+	defer b.objects.Unlock()
+	return b.MultiBucketBackend.DeleteMulti(bucket, keys...)
+}
+
+// DeleteBucket is the backend's, not amid a commit, which would make the
+// bucket's directory again.
+func (b *wholeBackend) DeleteBucket(bucket string) error {
+	b.objects.Lock()
+	defer b.objects.Unlock()
+	return b.MultiBucketBackend.DeleteBucket(bucket)
+}
+
+// ForceDeleteBucket is the backend's, not amid a commit.
+func (b *wholeBackend) ForceDeleteBucket(bucket string) error {
+	b.objects.Lock()
+	defer b.objects.Unlock()
+	return b.MultiBucketBackend.ForceDeleteBucket(bucket)
+}
+
+// etagWriter gives the answer to a GET or HEAD of a completed multipart
+// upload's object S3's ETag, "<hash>-<parts>" (see partsKey), and
+// answers the request's conditions (cond, nil for none) against it: an
+// answer of the object whose conditions do not hold becomes a 304 or S3's
+// PreconditionFailed, and its body is thrown away unread.
+type etagWriter struct {
+	http.ResponseWriter
+	cond     *readConditions
+	wrote    bool
+	replaced bool
+}
+
+func (w *etagWriter) WriteHeader(status int) {
+	if w.wrote {
+		return
+	}
+	w.wrote = true
+	h := w.Header()
+	if n := h.Get(partsKey); n != "" {
+		h.Del(partsKey)
+		if e := h.Get("ETag"); strings.HasSuffix(e, `"`) {
+			h.Set("ETag", strings.TrimSuffix(e, `"`)+"-"+n+`"`)
+		}
+	}
+	if w.cond == nil || (status != http.StatusOK && status != http.StatusPartialContent) || h.Get("ETag") == "" {
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
+	switch w.cond.check(h.Get("ETag"), h.Get("Last-Modified")) {
+	case http.StatusPreconditionFailed:
+		w.replaced = true
+		for k := range h {
+			delete(h, k)
+		}
+		writeError(w.ResponseWriter, http.StatusPreconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+	case http.StatusNotModified:
+		w.replaced = true
+		for _, k := range []string{"Content-Length", "Content-Range", "Content-Type", "Accept-Ranges"} {
+			h.Del(k)
+		}
+		w.ResponseWriter.WriteHeader(http.StatusNotModified)
+	default:
+		w.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (w *etagWriter) Write(p []byte) (int, error) {
+	w.done()
+	if w.replaced {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// done writes the answer's header if the handler wrote none yet: before
+// its body, and at its end (the server would write its 200 for a HEAD
+// past this writer).
+func (w *etagWriter) done() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// ReadFrom keeps the server's own (sendfile(2) from an object's file).
+func (w *etagWriter) ReadFrom(r io.Reader) (int64, error) {
+	w.done()
+	if w.replaced {
+		return 0, nil
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(w.ResponseWriter, r)
+}
+
+// Unwrap lets http.ResponseController reach the server's own writer.
+func (w *etagWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// metaName is the name of an object's metadata file in s3afero's layout
+// (its metaStore.metaPath): the key with its slashes as underscores, and
+// the FNV-128a hash of the key.
+func metaName(key string) string {
+	h := fnv.New128a()
+	h.Write([]byte(key))
+	return strings.NewReplacer("/", "_", "\\", "_").Replace(key) + "-" + hex.EncodeToString(h.Sum(nil))
+}
+
+// writeSynced writes b to a new file in tmp, syncs it, and renames it to
+// name.
+func writeSynced(name, tmp string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(tmp, "meta-")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// atomicFs writes every file that the backend creates (the metadata it
+// writes again when it finds a file's out of date) to tmp/ first, syncs
+// it and renames it into place when it is closed, so that no reader and
+// no crash finds it half-written.
+type atomicFs struct {
+	afero.Fs
+}
+
+func (a *atomicFs) Create(name string) (afero.File, error) {
+	return a.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
+}
+
+func (a *atomicFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	if flag&(os.O_CREATE|os.O_TRUNC) != os.O_CREATE|os.O_TRUNC || flag&(os.O_WRONLY|os.O_RDWR) == 0 {
+		return a.Fs.OpenFile(name, flag, perm)
+	}
+	f, err := afero.TempFile(a.Fs, tmpDir, "put-")
+	if err != nil {
+		return nil, err
+	}
+	return &atomicFile{File: f, fs: a.Fs, final: name}, nil
+}
+
+// atomicFile is a file being written under a temporary name.
+type atomicFile struct {
+	afero.File
+	fs     afero.Fs
+	final  string
+	closed bool
+}
+
+func (f *atomicFile) Name() string { return f.final }
+
+func (f *atomicFile) Close() error {
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	tmp := f.File.Name()
+	err := f.File.Sync()
+	if cerr := f.File.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = f.fs.Rename(tmp, f.final)
+	}
+	if err != nil {
+		f.fs.Remove(tmp)
+	}
+	return err
+}
