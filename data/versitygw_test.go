@@ -16,6 +16,7 @@ import (
 
 	"qshare/aws/s3/s3test"
 	"qshare/data"
+	"qshare/internal/python"
 )
 
 // versity starts versitygw, an S3 server no one here wrote that checks
@@ -39,7 +40,8 @@ func versity(t *testing.T) *store {
 // second instance, against versitygw; boto3 fills the bucket.
 func TestVersityGW(t *testing.T) {
 	s := versity(t)
-	if exec.Command("python3", "-c", "import boto3").Run() != nil {
+	py, ok := python.With("boto3")
+	if !ok {
 		t.Log("python3 with boto3 is not installed: the bucket is filled with the Go SDK")
 		s.put(t, "vgw-data", map[string]string{"in/a.csv": "a", "in/sub/b.csv": "bb", "in/c.csv": "ccc", "m.json": `[{"prefix":"s3://vgw-data/in/"},"a.csv","sub/b.csv"]`})
 	} else {
@@ -51,7 +53,7 @@ s3.create_bucket(Bucket="vgw-data")
 for k, v in {"in/a.csv": b"a", "in/sub/b.csv": b"bb", "in/c.csv": b"ccc", "m.json": b'[{"prefix":"s3://vgw-data/in/"},"a.csv","sub/b.csv"]'}.items():
     s3.put_object(Bucket="vgw-data", Key=k, Body=v)
 `
-		if out, err := exec.Command("python3", "-c", script, s.url, s.ep.AccessKeyID, s.ep.SecretAccessKey).CombinedOutput(); err != nil {
+		if out, err := exec.Command(py, "-c", script, s.url, s.ep.AccessKeyID, s.ep.SecretAccessKey).CombinedOutput(); err != nil {
 			t.Fatalf("boto3: %v\n%s", err, out)
 		}
 	}

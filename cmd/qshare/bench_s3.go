@@ -19,7 +19,9 @@ and one of --big-bytes (random data), and times, against the same store:
 staging the channel with package data (the executors' code) and with
 "aws s3 sync" (the AWS CLI, where installed); then uploading a model
 directory holding one file of --big-bytes as model.tar.gz with package data,
-and the file with "aws s3 cp". The objects live in a temporary directory
+and the file with "aws s3 cp". Each of the four is timed from a sync(2),
+so that none pays for the writeback of what the one before wrote. The
+objects live in a temporary directory
 (--dir to choose), which needs room for three copies of the channel.
 
 Then it starts "qshare serve --executor process" (this binary) and times,
