@@ -12,7 +12,7 @@ import (
 	"qshare/executor/container"
 )
 
-func init() { executors[container.Name] = newContainerExecutor }
+func init() { RegisterExecutor(container.Name, newContainerExecutor) }
 
 // newContainerExecutor is --executor container: each attempt runs as
 // containers of its TrainingImage through the Docker Engine API at

@@ -125,7 +125,7 @@ func (sv *server) run(ctx context.Context, ln net.Listener, guard *auth.Guard, r
 	// they go to the leader. The probes answer at once, behind the same
 	// guard.
 	sv.health = metrics.NewHealth("loading the store and recovering the attempts in flight")
-	sv.routes(sv.router)
+	sv.routes(ctx, sv.router)
 	sv.router.serveOthers(sv.health.Gate(http.NotFoundHandler()))
 	srv := &http.Server{
 		Handler:     sv.router.handler(guard),

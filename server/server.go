@@ -65,6 +65,10 @@ type Settings struct {
 	// S3Endpoint is the S3-compatible store that jobs' data comes from and
 	// goes to (package data); empty: AWS's own S3.
 	S3Endpoint string `yaml:"s3Endpoint"`
+	// S3AbortIdleUploads is how long a multipart upload of the embedded
+	// store may go without a part before it is aborted (a duration or
+	// days, as JobRetention; 0: never).
+	S3AbortIdleUploads string `yaml:"s3AbortIdleUploads"`
 	// SlurmConfig is the Slurm executor's file: see slurm.Config.
 	SlurmConfig string `yaml:"slurmConfig"`
 	// AdvertiseAddr and LeaderLease are for several servers on one
@@ -78,7 +82,7 @@ type Settings struct {
 	MaxConnections        int `yaml:"maxConnections"`
 	MaxConnectionsPerPeer int `yaml:"maxConnectionsPerPeer"`
 	// Kubeconfig, Namespace and KubeConfig are the Kubernetes executor's
-	// (serve_kube.go).
+	// (server/kubeexec).
 	Kubeconfig string `yaml:"kubeconfig"`
 	Namespace  string `yaml:"namespace"`
 	KubeConfig string `yaml:"kubeConfig"`
@@ -104,13 +108,13 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{Addr: "127.0.0.1:8750", DataDir: "./qshare-data", Executor: defaultExecutor, Region: "us-east-1",
 		AccountID: "000000000000", MaxSharesPerQueue: qshare.DefaultQuotaSharesPerQueue, LogLevel: "info",
-		JobRetention: defaultJobRetention, Metrics: "on", LeaderLease: defaultLeaderLease,
+		JobRetention: defaultJobRetention, S3AbortIdleUploads: defaultS3AbortIdleUploads, Metrics: "on", LeaderLease: defaultLeaderLease,
 		MaxConnections: 4096, MaxConnectionsPerPeer: 512, Guard: GuardSettings{AuditMaxMB: 100}}
 }
 
 // ConfigKeys lists the keys of Settings' YAML tags, for the help
 // and for the error on an unknown key.
-const ConfigKeys = "addr, dataDir, store, executor, executors, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, cgroupRoot, s3Endpoint, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, containerHost, pull, maxConnections, maxConnectionsPerPeer, " + guardConfigKeys
+const ConfigKeys = "addr, dataDir, store, executor, executors, region, accountId, maxQuotaSharesPerQueue, logLevel, stopGrace, gpus, instanceTypes, events, jobRetention, metrics, simDuration, runAs, passEnv, cgroupRoot, s3Endpoint, s3AbortIdleUploads, slurmConfig, advertiseAddr, leaderLease, kubeconfig, namespace, kubeConfig, containerHost, pull, maxConnections, maxConnectionsPerPeer, " + guardConfigKeys
 
 // defaultJobRetention is how long finished jobs are kept by default.
 const defaultJobRetention = "7d"
@@ -123,12 +127,22 @@ const maxRetentionDays = 36500
 // parseRetention reads a job retention: a Go duration (36h, 90m) or a whole
 // number of days (7d); 0 keeps finished jobs forever.
 func parseRetention(v string) (time.Duration, error) {
+	return parseAge("--job-retention", v, "to keep finished jobs forever")
+}
+
+// defaultS3AbortIdleUploads is --s3-abort-idle-uploads' default:
+// s3.DefaultAbortIdleUploads.
+const defaultS3AbortIdleUploads = "24h"
+
+// parseAge reads the value v of flag: a Go duration or a whole number of
+// days; 0 means never, which zero says.
+func parseAge(flag, v, zero string) (time.Duration, error) {
 	if v == "0" {
 		return 0, nil
 	}
 	d, err := config.ParseLength(v, maxRetentionDays)
 	if err != nil {
-		return 0, fmt.Errorf("--job-retention %q is not valid: give a duration such as 7d, 36h or 90m (at most %dd), or 0 to keep finished jobs forever", v, maxRetentionDays)
+		return 0, fmt.Errorf("%s %q is not valid: give a duration such as 7d, 36h or 90m (at most %dd), or 0 %s", flag, v, maxRetentionDays, zero)
 	}
 	return d, nil
 }
@@ -136,8 +150,24 @@ func parseRetention(v string) (time.Duration, error) {
 // defaultExecutor is the executor qshare serve uses unless told otherwise.
 var defaultExecutor = "process"
 
+// ExecutorFactory makes the executor of one kind from the server's
+// settings (with the executor's own from the executors file), the stop
+// grace and the server's logger.
+type ExecutorFactory func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error)
+
+// RegisterExecutor adds an executor kind that --executor and the
+// executors file can name; it is for the init of a package that the
+// binary imports, such as server/kubeexec, which keeps client-go out of
+// everything that links this package without it.
+func RegisterExecutor(kind string, f ExecutorFactory) {
+	if _, ok := executors[kind]; ok {
+		panic("server: executor kind " + kind + " registered twice")
+	}
+	executors[kind] = f
+}
+
 // executors maps an --executor name to its constructor.
-var executors = map[string]func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error){
+var executors = map[string]ExecutorFactory{
 	"simulated": func(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
 		var def time.Duration
 		if s.SimDuration != "" {
@@ -280,6 +310,9 @@ func RunReady(ctx context.Context, s Settings, stdout io.Writer, ready func(addr
 	}
 	retention, err := parseRetention(s.JobRetention)
 	if err != nil {
+		return err
+	}
+	if _, err := parseAge("--s3-abort-idle-uploads", s.S3AbortIdleUploads, "never to abort them"); err != nil {
 		return err
 	}
 	if s.MaxConnections < 1 || s.MaxConnectionsPerPeer < 1 {

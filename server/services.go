@@ -46,7 +46,7 @@ type Term struct {
 // qshare's own routes name the signing service "batch", which the qshare
 // CLI and the dashboard sign with, so that a request signed for another
 // service (an S3 bucket named "metrics") never reaches them.
-func (sv *server) routes(r *Router) {
+func (sv *server) routes(ctx context.Context, r *Router) {
 	const own = auth.Service
 	h := sv.health
 	r.Handle(Route{Name: "healthz", Match: Match{Service: own, Path: metrics.HealthzPath}, Public: true, Handler: h.Healthz()})
@@ -77,7 +77,7 @@ func (sv *server) routes(r *Router) {
 	}})
 	routeDashboard(r, own) // web.go
 	sv.routeSDK(r)         // aws.go: SageMaker, CloudWatch Logs, STS, IAM
-	sv.routeS3(r)          // s3.go: the embedded S3 store
+	sv.routeS3(ctx, r)     // s3.go: the embedded S3 store
 	if sv.s.Metrics == "on" {
 		r.Handle(Route{Name: "metrics", Match: Match{Service: own, Path: metrics.Path}, Build: func(t *Term) http.Handler {
 			t.Metrics.Watch(t.Daemon)

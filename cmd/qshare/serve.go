@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"qshare/server"
+	_ "qshare/server/kubeexec" // --executor kubernetes
 )
 
 // qshare serve: its flags, QSHARE_* variables and config file, layered into
@@ -120,6 +121,7 @@ func addServeFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&serveFlags.s.PassEnv, "pass-env", nil, "process executor: also pass the server's environment variable `NAME` to jobs (repeatable); by default jobs get only PATH, HOME, LANG and TZ of it")
 	f.StringVar(&serveFlags.s.CgroupRoot, "cgroup-root", "", "process executor: the `DIR` where the cgroup hierarchy is mounted that each attempt gets a cgroup of its own in, killed whole at its end: a cgroup2 mount (v2), or v1's controller directories with freezer and pids (default: /sys/fs/cgroup); without one, attempts are contained by their process group only, with a warning (docs/security.md)")
 	f.StringVar(&serveFlags.s.S3Endpoint, "s3-endpoint", "", "the `URL` of the S3-compatible store (MinIO, Ceph, versitygw) that jobs' input channels come from and their models, outputs and checkpoints go to, with the AWS SDK's credential chain as each job's user sees it (docs/data.md); empty: AWS's own S3")
+	f.StringVar(&serveFlags.s.S3AbortIdleUploads, "s3-abort-idle-uploads", d.S3AbortIdleUploads, "the embedded S3 store aborts a multipart upload that no part has come to for this long, and removes its parts' files, as S3's lifecycle rule AbortIncompleteMultipartUpload does: a duration (24h, 90m) or days (2d); checked at start and every quarter of it (at most hourly); 0: never (docs/data.md)")
 	f.StringVar(&serveFlags.s.SlurmConfig, "slurm-config", "", "slurm executor: YAML `FILE` mapping instance types to partitions, --gres, CPUs and memory, with the shared directory and the account (docs/slurm.md)")
 	f.StringVar(&serveFlags.s.Kubeconfig, "kubeconfig", "", "kubernetes executor: kubeconfig `FILE` (default: the in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&serveFlags.s.Namespace, "namespace", "", "kubernetes executor: the `NAMESPACE` of the attempts' pods (default: the kubeconfig's, or the pod's own in a cluster, else default)")
@@ -174,6 +176,7 @@ func resolveServeSettings(cmd *cobra.Command) (server.Settings, error) {
 		{"advertise-addr", "QSHARE_ADVERTISE_ADDR", &s.AdvertiseAddr, &fs.AdvertiseAddr}, {"leader-lease", "QSHARE_LEADER_LEASE", &s.LeaderLease, &fs.LeaderLease},
 		{"kubeconfig", "QSHARE_KUBECONFIG", &s.Kubeconfig, &fs.Kubeconfig}, {"namespace", "QSHARE_NAMESPACE", &s.Namespace, &fs.Namespace},
 		{"kube-config", "QSHARE_KUBE_CONFIG", &s.KubeConfig, &fs.KubeConfig}, {"s3-endpoint", "QSHARE_S3_ENDPOINT", &s.S3Endpoint, &fs.S3Endpoint},
+		{"s3-abort-idle-uploads", "QSHARE_S3_ABORT_IDLE_UPLOADS", &s.S3AbortIdleUploads, &fs.S3AbortIdleUploads},
 		{"sim-duration", "QSHARE_SIM_DURATION", &s.SimDuration, &fs.SimDuration}, {"cgroup-root", "QSHARE_CGROUP_ROOT", &s.CgroupRoot, &fs.CgroupRoot},
 		{"container-host", "QSHARE_CONTAINER_HOST", &s.ContainerHost, &fs.ContainerHost}, {"pull", "QSHARE_PULL", &s.Pull, &fs.Pull},
 	} {

@@ -1,4 +1,8 @@
-package server
+// Package kubeexec is qshare serve's --executor kubernetes: it registers
+// the Kubernetes executor with package server, so that the server, and
+// whatever links it (its tests among them), links client-go only where the
+// binary imports this package, as cmd/qshare does.
+package kubeexec
 
 import (
 	"context"
@@ -15,15 +19,16 @@ import (
 	"qshare/executor"
 	"qshare/executor/gpu"
 	"qshare/executor/kubernetes"
+	"qshare/server"
 )
 
-func init() { executors["kubernetes"] = newKubeExecutor }
+func init() { server.RegisterExecutor("kubernetes", newKubeExecutor) }
 
 // newKubeExecutor is --executor kubernetes: the client from --kubeconfig
 // (else the in-cluster config, then $KUBECONFIG, then ~/.kube/config), the
 // namespace from --namespace (else the kubeconfig context's, or the pod's
 // own in a cluster, else default), and the --kube-config file.
-func newKubeExecutor(ctx context.Context, s Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
+func newKubeExecutor(ctx context.Context, s server.Settings, grace time.Duration, log *slog.Logger) (executor.Executor, error) {
 	cfg, ns, err := kubeClientConfig(s.Kubeconfig)
 	if err != nil {
 		return nil, err
@@ -46,7 +51,7 @@ func newKubeExecutor(ctx context.Context, s Settings, grace time.Duration, log *
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	return kubernetes.New(ctx, kubernetes.Options{Client: c, Namespace: ns, Config: kc, GPUs: table, StopGrace: grace, Log: log, S3: s3Endpoint(s)})
+	return kubernetes.New(ctx, kubernetes.Options{Client: c, Namespace: ns, Config: kc, GPUs: table, StopGrace: grace, Log: log, S3: server.ExecutorS3(s)})
 }
 
 func kubeClientConfig(path string) (*rest.Config, string, error) {
