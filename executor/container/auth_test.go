@@ -45,19 +45,35 @@ printf '{"ServerURL":"%s","Username":"%s","Secret":"%s"}' "$addr" "` + user + `"
 	if err := os.WriteFile(filepath.Join(dir, "docker-credential-"+name), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	setenv(t, "PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return log
 }
 
 // dockerConfig writes config.json into a directory of its own and points
-// DOCKER_CONFIG at it, as the server's environment would.
+// DOCKER_CONFIG at it, as the server's environment would, until t ends.
 func dockerConfig(t *testing.T, conf string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("DOCKER_CONFIG", dir)
+	setenv(t, "DOCKER_CONFIG", dir)
+}
+
+// setenv sets k to v until t ends, as t.Setenv does, but in a test that
+// runs in parallel: TestRegistryPullDocker runs beside the conformance
+// suite, whose executors pull nothing and run no credential helper, so
+// they read neither DOCKER_CONFIG nor the helper's directory in PATH.
+func setenv(t *testing.T, k, v string) {
+	old, had := os.LookupEnv(k)
+	os.Setenv(k, v)
+	t.Cleanup(func() {
+		if had {
+			os.Setenv(k, old)
+		} else {
+			os.Unsetenv(k)
+		}
+	})
 }
 
 func decodeAuth(t *testing.T, s string) registry.AuthConfig {

@@ -69,6 +69,7 @@ func harness(t *testing.T, host string) executortest.Harness {
 }
 
 func TestConformanceDocker(t *testing.T) {
+	t.Parallel() // beside TestRegistryPullDocker, which mostly waits on its throttled registry
 	executortest.Run(t, harness(t, containertest.Docker(t)))
 }
 

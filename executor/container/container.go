@@ -549,22 +549,27 @@ func (e *Executor) start(ctx context.Context, a *attempt, s executor.Spec) error
 		defer func() {
 			e.log.Debug("container executor: started", "attempt", s.AttemptID, "prepare", t0.Sub(begun), "create", t2.Sub(t1), "start", time.Since(t2))
 		}()
-		exits := make([]*exitWait, len(rec.Containers))
-		for k, name := range rec.Containers {
-			exits[k] = e.nextExit(name)
-		}
-		for k, name := range rec.Containers {
-			if _, err := e.cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
-				e.setHealth(err)
-				for _, w := range exits {
-					w.close()
-				}
+		for try := 1; ; try++ {
+			exits, err := e.startContainers(ctx, rec, hosts)
+			if err == nil {
+				a.exits = exits
+				return nil
+			}
+			e.remove(context.Background(), rec)
+			if try == startTries || !engineFault(err) {
+				return err
+			}
+			// The engine's own step failed, not the image: the
+			// containers are made again, as a new host would.
+			e.log.Warn("container executor: the engine failed to start a container; making the attempt's containers again", "attempt", s.AttemptID, "try", try, "err", err)
+			if !e.pause(ctx, try) {
+				return err
+			}
+			if err := e.create(ctx, s, req, rec, dirs, typ, hosts, u, gpus, ei); err != nil {
 				e.remove(context.Background(), rec)
-				return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: starting the container of %s: %v", hosts[k], err)
+				return err
 			}
 		}
-		a.exits = exits
-		return nil
 	}
 	ok = true
 	if present && plan == nil {
@@ -749,6 +754,41 @@ func (e *Executor) create(ctx context.Context, s executor.Spec, req *trainingjob
 	return nil
 }
 
+// startTries is how many times an attempt's containers are made and
+// started when the engine's own step of the start fails (engineFault).
+const startTries = 3
+
+// startContainers starts an attempt's containers, each with a wait for
+// its next exit set up before it starts; on an error the waits are ended.
+func (e *Executor) startContainers(ctx context.Context, rec record, hosts []string) ([]*exitWait, error) {
+	exits := make([]*exitWait, len(rec.Containers))
+	for k, name := range rec.Containers {
+		exits[k] = e.nextExit(name)
+	}
+	for k, name := range rec.Containers {
+		if _, err := e.cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
+			if !engineFault(err) { // that engine answered
+				e.setHealth(err)
+			}
+			for _, w := range exits {
+				w.close()
+			}
+			return nil, qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: starting the container of %s: %v", hosts[k], err)
+		}
+	}
+	return exits, nil
+}
+
+// engineFault reports whether a container's start failed in the
+// engine's own step, a hook that the engine gives the runtime (Docker's
+// network setup), rather than in anything of the image's: such a start
+// can succeed when the container is made again. Seen under load on
+// Docker 20.10: "error running hook #0: error running hook: exit status
+// 1, stdout: , stderr: ... level=fatal msg=\"no such file or directory\"".
+func engineFault(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "error running hook")
+}
+
 // remove removes an attempt's containers and network, retrying while the
 // engine does not answer, until they are gone or the executor is closed.
 func (e *Executor) remove(ctx context.Context, rec record) {
@@ -820,8 +860,11 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		c()
 	}
 	e.mu.Unlock()
-	dir := e.attemptDir(attemptID)
-	if err := e.fs.WriteFile(filepath.Join(dir, fileStopping), nil, 0o600); err != nil {
+	// The stop, with its deadline, is recorded first: an executor that
+	// recovers the attempt after a restart carries it out (killAfter)
+	// from where this one left it.
+	g, err := e.fs.KeepStop(filepath.Join(e.attemptDir(attemptID), fileStopping), executor.StopGrace(a.rec.Grace, grace, e.o.StopGrace), time.Now())
+	if err != nil {
 		e.log.Warn("container executor: recording a stop", "attempt", attemptID, "err", err)
 	}
 	if err := e.signal(ctx, a, "SIGTERM"); err != nil {
@@ -830,44 +873,47 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 		e.mu.Unlock()
 		return fmt.Errorf("container executor: stopping attempt %s: %w", attemptID, err)
 	}
-	g := executor.StopGrace(a.rec.Grace, grace, e.o.StopGrace)
-	go func() {
-		t := time.NewTimer(g)
-		defer t.Stop()
-		// A container's init (docker-init, catatonit) that has just been
-		// started may not have taken charge of its signals yet, and the
-		// kernel drops a signal that a namespace's init does not handle:
-		// a SIGTERM in the first moments of a container is sent again,
-		// until the container is InitWindow old.
-		again := time.NewTimer(200 * time.Millisecond)
-		defer again.Stop()
-		for wait := 200 * time.Millisecond; ; {
-			select {
-			case <-a.Done:
-				return
-			case <-e.ctx.Done():
-				return
-			case <-again.C:
-				if time.Since(a.rec.StartedAt) < InitWindow {
-					e.signal(e.ctx, a, "SIGTERM")
-					wait *= 2
-					again.Reset(wait)
-				}
-				continue
-			case <-t.C:
-			}
-			break
-		}
-		e.mu.Lock()
-		a.killed = true
-		e.mu.Unlock()
-		for try := 0; ; try++ {
-			if e.signal(e.ctx, a, "SIGKILL") == nil || !e.pause(e.ctx, try) {
-				return
-			}
-		}
-	}()
+	go e.killAfter(a, g)
 	return nil
+}
+
+// killAfter sends attempt a's containers SIGKILL once g has passed, unless
+// they end first, and sends the SIGTERM again while they are new (below).
+func (e *Executor) killAfter(a *attempt, g time.Duration) {
+	t := time.NewTimer(g)
+	defer t.Stop()
+	// A container's init (docker-init, catatonit) that has just been
+	// started may not have taken charge of its signals yet, and the
+	// kernel drops a signal that a namespace's init does not handle:
+	// a SIGTERM in the first moments of a container is sent again,
+	// until the container is InitWindow old.
+	again := time.NewTimer(200 * time.Millisecond)
+	defer again.Stop()
+	for wait := 200 * time.Millisecond; ; {
+		select {
+		case <-a.Done:
+			return
+		case <-e.ctx.Done():
+			return
+		case <-again.C:
+			if time.Since(a.rec.StartedAt) < InitWindow {
+				e.signal(e.ctx, a, "SIGTERM")
+				wait *= 2
+				again.Reset(wait)
+			}
+			continue
+		case <-t.C:
+		}
+		break
+	}
+	e.mu.Lock()
+	a.killed = true
+	e.mu.Unlock()
+	for try := 0; ; try++ {
+		if e.signal(e.ctx, a, "SIGKILL") == nil || !e.pause(e.ctx, try) {
+			return
+		}
+	}
 }
 
 // InitWindow is how long after its start a container that is stopped is
@@ -1025,8 +1071,9 @@ func (e *Executor) attach(ctx context.Context, a *attempt, rec record) (executor
 			e.log.Warn("container executor: a recovered attempt's GPUs", "attempt", rec.AttemptID, "err", err)
 		}
 	}
+	stopping := e.fs.IsFile(filepath.Join(dir, fileStopping))
 	e.mu.Lock()
-	a.Stopping = e.fs.IsFile(filepath.Join(dir, fileStopping))
+	a.Stopping = stopping
 	e.mu.Unlock()
 	running := false
 	for _, c := range found.Items {
@@ -1036,6 +1083,16 @@ func (e *Executor) attach(ctx context.Context, a *attempt, rec record) (executor
 	}
 	if running {
 		go e.watch(a, true)
+		if stopping {
+			// A stop was under way when the server went: its kill comes
+			// at the deadline it was given (a Stop of the attempt is a
+			// no-op now that it is marked stopping).
+			g, err := e.fs.KeepStop(filepath.Join(dir, fileStopping), executor.StopGrace(a.rec.Grace, 0, e.o.StopGrace), time.Now())
+			if err != nil {
+				e.log.Warn("container executor: a recovered attempt's stop", "attempt", rec.AttemptID, "err", err)
+			}
+			go e.killAfter(a, g)
+		}
 		return executor.Running, nil
 	}
 	// Ended while no server ran: its exit now, its clean-up in the

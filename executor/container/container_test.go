@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,5 +318,84 @@ func TestPullInBackground(t *testing.T) {
 	}
 	if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
 		t.Errorf("containers left behind: %v", left)
+	}
+}
+
+// TestStartAgainAfterEngineFault: when the engine's own step of a
+// container's start fails (Docker's network hook, as seen under load),
+// the executor makes the attempt's containers again and starts them,
+// instead of failing the attempt; an error of the image's is not
+// retried. The engine is the real one, behind a proxy that fails the
+// first start with the error Docker gave.
+func TestStartAgainAfterEngineFault(t *testing.T) {
+	host := containertest.Docker(t)
+	img := containertest.Image(t, host)
+	const hookErr = `failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: time="2026-12-05T11:37:29Z" level=fatal msg="no such file or directory": unknown`
+	var starts atomic.Int32
+	engine := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(host, "unix://"))
+		}},
+		FlushInterval: -1, // waits and events stream
+	}
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/start") && starts.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			json.NewEncoder(w).Encode(map[string]string{"message": hookErr})
+			return
+		}
+		engine.ServeHTTP(w, r)
+	})}
+	go proxy.Serve(l)
+	defer proxy.Close()
+
+	dir := t.TempDir()
+	e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: "unix://" + sock, Pull: container.PullNever, GPUs: []string{"none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		e.Close()
+		if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
+			t.Errorf("containers left behind: %v", left)
+		}
+	}()
+	p := map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
+		"ContainerArguments": []string{"-run=0s", "-output=started after all"}},
+		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1}}
+	s := spec("enginefault", qshare.Capacity{"ml.m5.large": 1}, p)
+	h := executortest.Start(t, e, s, 60*time.Second)
+	if x := waitExit(t, e, s.AttemptID); !x.Succeeded() {
+		t.Fatalf("exit of an attempt whose first start the engine failed = %+v, want it started again and succeeded", x)
+	}
+	if n := starts.Load(); n != 2 {
+		t.Errorf("%d starts, want 2: the failed one and the one that ran", n)
+	}
+	if b, _ := os.ReadFile(h.LogPath); !strings.Contains(string(b), "started after all") {
+		t.Errorf("log = %q", b)
+	}
+
+	// An entrypoint that is not in the image is the image's error: one
+	// start, and the attempt fails (Docker 20.10 reports exit code 127).
+	starts.Store(1)
+	p["AlgorithmSpecification"].(map[string]any)["ContainerEntrypoint"] = []string{"/no-such-program"}
+	bad := spec("noentry", qshare.Capacity{"ml.m5.large": 1}, p)
+	if _, err := e.Start(context.Background(), bad); err == nil {
+		x := waitExit(t, e, bad.AttemptID)
+		if x.Succeeded() || (x.ExitCode != 127 && !strings.Contains(x.Reason, "CannotStartContainerError")) {
+			t.Errorf("exit of an attempt whose entrypoint is missing = %+v", x)
+		}
+	} else if !strings.Contains(err.Error(), "CannotStartContainerError") || !strings.Contains(err.Error(), "no-such-program") {
+		t.Errorf("Start with a missing entrypoint: %v", err)
+	}
+	if n := starts.Load(); n != 2 {
+		t.Errorf("%d starts of the attempt with a missing entrypoint, want 1", n-1)
 	}
 }

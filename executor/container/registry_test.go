@@ -30,6 +30,7 @@ const (
 
 // TestRegistryPullDocker runs testRegistryPull on Docker Engine.
 func TestRegistryPullDocker(t *testing.T) {
+	t.Parallel() // it mostly waits on the registry's throttled pull: beside the conformance suite
 	host := containertest.Docker(t)
 	testRegistryPull(t, host, containertest.Registry(t, pullRate))
 }

@@ -124,6 +124,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("IdempotentStop", s.idempotentStop)
 	t.Run("RecoverAfterRestart", s.recover)
 	t.Run("RecoverWithoutState", s.recoverWithoutState)
+	t.Run("StopDeadlineOutlivesRestart", s.stopAcrossRestart)
 	t.Run("Environment", s.environment)
 	t.Run("Concurrent", s.concurrent)
 	t.Run("ValidateRequestIsValidate", s.validateRequest)
@@ -658,6 +659,45 @@ func (s *suite) recover(t *testing.T) {
 	}
 }
 
+// stopAcrossRestart: a stop whose grace period was running when the
+// executor went (the server restarted) keeps its deadline. The daemon
+// issues the stop again once the new executor has recovered the attempt,
+// with a grace of its own (here an hour): the job, which ignores SIGTERM,
+// is killed when the first stop's grace ends, not a whole grace later,
+// nor never. The wait's bound is the first grace and the slack, far under
+// the hour. An executor whose attempts end with it skips this.
+func (s *suite) stopAcrossRestart(t *testing.T) {
+	if !s.Durable {
+		t.Skip("the executor's attempts end with it")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	e1 := s.New(t, dir)
+	sp := s.spec(t, Job{Run: time.Hour, OnStop: StopIgnore})
+	h := s.start(t, e1, sp)
+	s.ready(t, sp, h)
+	const grace = 2 * time.Second
+	if err := e1.Stop(ctx, sp.AttemptID, grace); err != nil {
+		t.Fatal(err)
+	}
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2 := s.New(t, dir)
+	t.Cleanup(func() { e2.Close() })
+	if r, err := e2.Recover(ctx, h); err != nil || r == executor.Lost {
+		t.Fatalf("Recover of an attempt being stopped = %v, %v; want Running or Exited", r, err)
+	}
+	if err := e2.Stop(ctx, sp.AttemptID, time.Hour); err != nil {
+		t.Fatalf("Stop again after the restart: %v", err)
+	}
+	x := s.wait(t, e2, sp.AttemptID, grace)
+	if !x.Stopped || x.Signal != "SIGKILL" {
+		t.Errorf("exit = %+v, want stopped by SIGKILL at the first stop's deadline", x)
+	}
+}
+
 // recoverEnded makes a new executor on dir and recovers h, an attempt
 // whose program ends on its own while no executor watches it, which must
 // be Exited. How soon an engine reports a container gone depends on the
@@ -804,7 +844,7 @@ func (s *suite) concurrent(t *testing.T) {
 			// Two racing Starts of one attempt.
 			var wg2 sync.WaitGroup
 			for k := 0; k < 2; k++ {
-				wg2.Go(func() { ; s.start(t, e, sp) })
+				wg2.Go(func() { s.start(t, e, sp) })
 			}
 			wg2.Wait()
 			if i%2 == 1 {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"qshare"
 	"qshare/executor"
@@ -137,22 +138,23 @@ func TestDeletedByHand(t *testing.T) {
 // timeout ends as a capacity failure with every pod deleted, all or
 // nothing: two of three instances fit, none is left running.
 func TestPendingAndStartTimeout(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	addNodes(t, c, "gang.xlarge", 2, 1)
 	var mu sync.Mutex
 	reasons := map[string]string{}
 	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 300 * time.Millisecond,
-		Config: Config{StartTimeout: "2s", InstanceTypes: map[string]InstanceType{"ml.gang.xlarge": {GPUs: ptr(int64(1))}}}})
+		Config: Config{StartTimeout: "5s", InstanceTypes: map[string]InstanceType{"ml.gang.xlarge": {GPUs: ptr(int64(1))}}}})
 	defer e.Close()
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.gang.xlarge", 3)
 	v0 := e.PendingReasonsVersion()
 	start(t, e, s)
 	// What the daemon reads each pass (executor.PendingReasoner), when
 	// the version says the reasons changed (PendingReasonsVersioner).
-	polled := make(chan struct{})
+	polled, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(polled)
-		for range 200 {
+		for {
 			if why := e.PendingReason(s.AttemptID); why != "" {
 				// The count goes up with the change, under the same lock.
 				v := e.PendingReasonsVersion()
@@ -164,10 +166,15 @@ func TestPendingAndStartTimeout(t *testing.T) {
 				mu.Unlock()
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
+			select {
+			case <-ended:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}()
 	x := wait(t, e, s.AttemptID)
+	close(ended)
 	if !x.Lost || !strings.Contains(x.Reason, "Capacity failure: 1 of 3 pods were not running") || !strings.Contains(x.Reason, "Insufficient nvidia.com/gpu") {
 		t.Errorf("exit = %+v, want Lost: a capacity failure naming the scheduler's reason", x)
 	}
@@ -434,7 +441,7 @@ func TestOrphansDeleted(t *testing.T) {
 	}
 	_ = e2.Stop(context.Background(), kept.AttemptID, time.Second)
 	wait(t, e2, kept.AttemptID)
-	e2.deletePods(context.Background(), begun.AttemptID, 1, 0, false)
+	e2.deletePods(context.Background(), begun.AttemptID, 1, 0, "")
 }
 
 // ownServer starts a control plane of the test's own, which it may stop
@@ -645,11 +652,12 @@ func waitWithin(t *testing.T, e *Executor, id string, d time.Duration) (executor
 // whose pods all ran and one of which ends before the other, after the
 // start timeout has passed, succeeds; it is no capacity failure.
 func TestStartTimeoutOnlyWhileStarting(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	addNodes(t, c, "late.xlarge", 2, 1)
-	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{StartTimeout: "1s", InstanceTypes: map[string]InstanceType{"ml.late.xlarge": {GPUs: ptr(int64(1))}}}})
+	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{StartTimeout: "3s", InstanceTypes: map[string]InstanceType{"ml.late.xlarge": {GPUs: ptr(int64(1))}}}})
 	defer e.Close()
-	s := spec(kubetest.Program{Run: 2500 * time.Millisecond}, "ml.late.xlarge", 2)
+	s := spec(kubetest.Program{Run: 5 * time.Second}, "ml.late.xlarge", 2)
 	start(t, e, s)
 	if x, ok := waitWithin(t, e, s.AttemptID, time.Minute); ok && !x.Succeeded() {
 		t.Errorf("exit of an attempt whose pods both ran and exited 0 = %+v, want success", x)
@@ -753,7 +761,7 @@ func noPodsLeft(t *testing.T, e *Executor, id string, n int) {
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("%d pods left, want none", len(p))
-			e.deletePods(context.Background(), id, n, 0, false)
+			e.deletePods(context.Background(), id, n, 0, "")
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -784,10 +792,11 @@ func TestRecoverWithAPodGone(t *testing.T) {
 // daemon does so for an attempt left STARTING): the missing pods are
 // created, and the attempt runs as a whole.
 func TestStartCompletesAPartialSet(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	addNodes(t, c, "part.xlarge", 2, 1)
 	dir := t.TempDir()
-	o := Options{StartWait: 5 * time.Second, Config: Config{StartTimeout: "3s", InstanceTypes: map[string]InstanceType{"ml.part.xlarge": {GPUs: ptr(int64(1))}}}}
+	o := Options{StartWait: 5 * time.Second, Config: Config{StartTimeout: "20s", InstanceTypes: map[string]InstanceType{"ml.part.xlarge": {GPUs: ptr(int64(1))}}}}
 	e1 := c.newExecutor(t, dir, o)
 	s := spec(kubetest.Program{Run: time.Second}, "ml.part.xlarge", 2)
 	p := partialPlan(t, e1, s)
@@ -801,7 +810,7 @@ func TestStartCompletesAPartialSet(t *testing.T) {
 	if x, ok := waitWithin(t, e2, s.AttemptID, 30*time.Second); ok && !x.Succeeded() {
 		t.Errorf("exit = %+v, want success", x)
 	}
-	e2.deletePods(context.Background(), s.AttemptID, 2, 0, false)
+	e2.deletePods(context.Background(), s.AttemptID, 2, 0, "")
 }
 
 // partialPlan is s's plan with its last pod left out, as a crash part way
@@ -863,7 +872,7 @@ func TestStartRefusedPartWay(t *testing.T) {
 			t.Errorf("pod %s of the attempt that could not start is left running", p.Name)
 		}
 	}
-	e.deletePods(ctx, s.AttemptID, 2, 0, false)
+	e.deletePods(ctx, s.AttemptID, 2, 0, "")
 }
 
 // TestDeletedByHandCheckpointing: a pod deleted by hand whose program
@@ -962,7 +971,7 @@ func TestFailedPodKept(t *testing.T) {
 	if kept == 0 {
 		t.Error("no pod that failed on its own is kept with its log")
 	}
-	e.deletePods(context.Background(), s.AttemptID, 2, 0, false)
+	e.deletePods(context.Background(), s.AttemptID, 2, 0, "")
 }
 
 // refusedByNode starts an attempt of one pod that no node takes and marks
@@ -973,16 +982,30 @@ func refusedByNode(t *testing.T, e *Executor) executor.Spec {
 	t.Helper()
 	s := withHyperParameters(t, spec(kubetest.Program{Run: time.Hour}, "ml.nowhere.xlarge", 1), inlineBudget+1)
 	start(t, e, s)
+	setPodStatus(t, e, podName(s.AttemptID, 0), func(p *corev1.Pod) {
+		p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "OutOfnvidia.com/gpu", "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu"
+	})
+	return s
+}
+
+// setPodStatus changes a pod's status as its node's kubelet would, on
+// the pod as it is now: the played scheduler and kubelet write it too,
+// so an update made on an older read is retried.
+func setPodStatus(t *testing.T, e *Executor, name string, change func(*corev1.Pod)) {
+	t.Helper()
 	ctx := context.Background()
-	p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, podName(s.AttemptID, 0), metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(p)
+		_, err = e.c.CoreV1().Pods(e.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "OutOfnvidia.com/gpu", "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu"
-	if _, err := e.c.CoreV1().Pods(e.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // TestFollowLogOfPodThatNeverRan: following the log of an attempt whose
@@ -1010,7 +1033,7 @@ func TestFollowLogOfPodThatNeverRan(t *testing.T) {
 	if err != nil || len(b) != 0 {
 		t.Errorf("log = %q, %v; want empty", b, err)
 	}
-	e.deletePods(ctx, s.AttemptID, 1, 0, false)
+	e.deletePods(ctx, s.AttemptID, 1, 0, "")
 }
 
 // TestEvictedByKubelet: a pod that its node's kubelet evicted, with the
@@ -1027,21 +1050,16 @@ func TestEvictedByKubelet(t *testing.T) {
 	s := spec(kubetest.Program{Run: time.Hour, OnStop: "ignore"}, "ml.m5.large", 1)
 	start(t, e, s)
 	ctx := context.Background()
-	p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, podName(s.AttemptID, 0), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	msg := "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 512Mi."
-	p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", msg
-	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-		Reason: "TerminationByKubelet", Message: msg, LastTransitionTime: metav1.Now()})
-	if _, err := e.c.CoreV1().Pods(e.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setPodStatus(t, e, podName(s.AttemptID, 0), func(p *corev1.Pod) {
+		p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", msg
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: "TerminationByKubelet", Message: msg, LastTransitionTime: metav1.Now()})
+	})
 	if x, ok := waitWithin(t, e, s.AttemptID, 30*time.Second); ok && (x.Lost || x.Succeeded() || !strings.HasPrefix(x.Reason, "Evicted:")) {
 		t.Errorf("exit = %+v, want a failure whose reason starts Evicted:", x)
 	}
-	e.deletePods(ctx, s.AttemptID, 1, 0, false)
+	e.deletePods(ctx, s.AttemptID, 1, 0, "")
 }
 
 // TestSweptObjectsDeleted: Sweep deletes an orphan attempt's ConfigMap and
@@ -1120,7 +1138,7 @@ func TestEndedBeforeRunningExpires(t *testing.T) {
 	e.expireEnded()
 	if ok, err := podGone(t, e, name); !ok {
 		t.Errorf("the ended pod after keepEnded: %v, want it deleted", err)
-		e.deletePods(ctx, s.AttemptID, 1, 0, false)
+		e.deletePods(ctx, s.AttemptID, 1, 0, "")
 	}
 	if _, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("its ConfigMap: %v, want it deleted", err)
@@ -1150,7 +1168,7 @@ func TestCheckpointPathOverAMount(t *testing.T) {
 			_, err := e.Start(ctx, s)
 			cancel()
 			t.Errorf("Validate accepted CheckpointConfig.LocalPath %q; Start then: %v", dir, err)
-			e.deletePods(context.Background(), s.AttemptID, 1, 0, false)
+			e.deletePods(context.Background(), s.AttemptID, 1, 0, "")
 		} else if qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "LocalPath") {
 			t.Errorf("Validate of CheckpointConfig.LocalPath %q = %v, want EINVALID naming it", dir, err)
 		}
@@ -1243,18 +1261,16 @@ func TestClaimsSweptAfterRestart(t *testing.T) {
 // goes with them; an attempt found lost after a restart (no pod left to
 // say how many parts) loses them too. That is the long instance
 // (QSHARE_LONG=1, a third of this package's time); the README's `go
-// test ./...` runs the same with 20 instances and ConfigMaps cut to 32 KiB.
-//
-// It sets the package's configBudget, which every executor reads, so it
-// is not one of the tests that run in parallel (see TestMain).
+// test ./...` runs the same with 20 instances and ConfigMaps cut to 32 KiB
+// (its executor's configBudget).
 func TestManyInstancesConfig(t *testing.T) {
+	t.Parallel()
 	n := longtest.Pick(20, 150)
-	defer func(b int) { configBudget = b }(configBudget)
-	configBudget = longtest.Pick(32<<10, configBudget)
 	c := getCluster(t)
 	addNodes(t, c, "wide.large", n, 0)
 	e := c.newExecutor(t, t.TempDir(), Options{})
 	defer e.Close()
+	e.configBudget = longtest.Pick(32<<10, e.configBudget)
 	ctx := context.Background()
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.wide.large", n)
 	start(t, e, s)
@@ -1466,6 +1482,7 @@ func TestOneInstanceFilesOnPod(t *testing.T) {
 // that the scheduler cannot place it on a node a sibling frees and start
 // it for nothing.
 func TestStartTimeoutDeletesPendingFirst(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	addNodes(t, c, "order.xlarge", 2, 1)
 	var mu sync.Mutex
@@ -1478,7 +1495,7 @@ func TestStartTimeoutDeletesPendingFirst(t *testing.T) {
 		}
 	})
 	e, err := New(context.Background(), Options{Client: client, Namespace: c.namespace(t, t.TempDir()), StartWait: 300 * time.Millisecond,
-		Config: Config{StartTimeout: "3s", InstanceTypes: map[string]InstanceType{"ml.order.xlarge": {GPUs: ptr(int64(1))}}}})
+		Config: Config{StartTimeout: "5s", InstanceTypes: map[string]InstanceType{"ml.order.xlarge": {GPUs: ptr(int64(1))}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1514,11 +1531,15 @@ func TestStartTimeoutDeletesPendingFirst(t *testing.T) {
 // the pods could have been placed, not the API server's outage: an
 // attempt whose pod waits for a node across an outage longer than the
 // timeout is still waiting when the server is back, and runs once a node
-// comes, instead of ending as a capacity failure at once.
+// comes, instead of ending as a capacity failure at once. The time the
+// server answers before it is ready counts (1.6 s at load 5), so the
+// timeout (8 s) leaves room for that, the 1.5 s the test waits, and the
+// node's placement, on a loaded machine: at 4 s it failed so at load 10.
 func TestStartTimeoutNotCountingOutage(t *testing.T) {
+	t.Parallel()
 	ctx, s, k := ownServerAndKubelet(t)
 	e, err := New(ctx, Options{Client: s.Client(), Namespace: "default", HealthInterval: 100 * time.Millisecond, StartWait: 100 * time.Millisecond,
-		Config: Config{StartTimeout: "4s"}})
+		Config: Config{StartTimeout: "8s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1527,7 +1548,7 @@ func TestStartTimeoutNotCountingOutage(t *testing.T) {
 	start(t, e, a) // no node yet: its pod waits
 	s.StopAPIServer()
 	awaitHealth(t, e, true)
-	time.Sleep(5 * time.Second)
+	time.Sleep(9 * time.Second)
 	if err := s.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}

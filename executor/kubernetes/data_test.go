@@ -55,6 +55,7 @@ func dataPayloadOf(t *testing.T, prog kubetest.Program, count int, mutate func(m
 // from the attempt's Secret by reference; the Secret is owned by the
 // attempt's ConfigMap; and the credentials are nowhere in the pods.
 func TestDataPodSpec(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	const key, secret = "AKIDQSHARETEST", "s3cr3t-that-no-pod-spec-holds"
 	ep := data.Endpoint{URL: "http://s3.example:8750", Region: "us-east-1", AccessKeyID: key, SecretAccessKey: secret}
@@ -186,6 +187,7 @@ func TestDataRefusals(t *testing.T) {
 // It runs against the embedded store and against versitygw, a server
 // that checks every signature (skipped where it is not built).
 func TestStageSubcommand(t *testing.T) {
+	t.Parallel()
 	objs := map[string]map[string]string{"qshare-data": {"train/a.csv": "a", "train/b.csv": "b", "train/c.csv": "c", "train/d.csv": "d"}}
 	t.Run("embedded", func(t *testing.T) {
 		ep, c := s3test.Start(t, objs)
@@ -301,6 +303,7 @@ func stageSubcommand(t *testing.T, ep data.Endpoint, s3c *s3.Client) {
 // SIGKILL comes after the wrapper's kill and upload, and deletes the
 // other pods with the stop's.
 func TestDataStopGrace(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	e := c.newExecutor(t, t.TempDir(), Options{Config: Config{DataImage: "qshare:test"}, S3: data.Endpoint{URL: "http://s3.example:8750", Region: "us-east-1"},
 		StopGrace: 2 * time.Second, StartWait: time.Second})

@@ -138,6 +138,10 @@ type Executor struct {
 	unfinalizing map[types.UID]bool
 	// reasons counts the changes of the attempts' pending reasons.
 	reasons atomic.Uint64
+	// configBudget is defaultConfigBudget; a field of its own executor
+	// only so that a test, running beside others, can split a small
+	// attempt's files (set before its first Start).
+	configBudget int
 }
 
 var (
@@ -163,9 +167,10 @@ type attempt struct {
 	created  time.Time     // when this executor created or found the pods
 	downAt   time.Duration // the executor's downLocked then
 	timeout  time.Duration
-	stopping bool // Stop was called (or the pods carry the stop annotation)
-	stopSent bool // this executor has issued the deletions of a Stop
-	ending   bool // the executor is deleting the rest of the pods after an end
+	stopping bool      // Stop was called (or the pods carry the stop annotation)
+	stopAt   time.Time // the stop's deadline: its grace period's end (annStopped's value)
+	stopSent bool      // this executor has issued the deletions of a Stop
+	ending   bool      // the executor is deleting the rest of the pods after an end
 	last     map[int]*corev1.Pod
 	exit     executor.Exit
 	decided  bool // exit holds the attempt's end
@@ -216,7 +221,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 	e := &Executor{o: o, c: o.Client, ns: o.Namespace, cfg: o.Config, gpus: o.GPUs, log: o.Log, ctx: lctx, cancel: cancel,
 		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}, jobsSince: map[string]bool{},
 		forgotten: map[string]bool{}, claimed: map[string]bool{}, noClaim: map[string]bool{},
-		unfinalizing: map[types.UID]bool{}}
+		unfinalizing: map[types.UID]bool{}, configBudget: defaultConfigBudget}
 	f := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
 		informers.WithTweakListOptions(func(l *metav1.ListOptions) { l.LabelSelector = LabelManagedBy + "=" + managedBy }))
 	e.pods = f.Core().V1().Pods().Informer()
@@ -490,7 +495,7 @@ func (e *Executor) incomplete(a *attempt) bool {
 func (e *Executor) rollback(attemptID string, n, parts int) {
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
-	e.deletePods(ctx, attemptID, n, 0, false)
+	e.deletePods(ctx, attemptID, n, 0, "")
 	for i := 0; i < n; i++ {
 		// The start failed and is recorded so: nothing will start it again.
 		e.unfinalize(podName(attemptID, i), "", nil)
@@ -808,9 +813,13 @@ func (e *Executor) adopt(id string, pods []*corev1.Pod) *attempt {
 	grace, _ := time.ParseDuration(p.Annotations[annGrace])
 	started, _ := time.Parse(time.RFC3339Nano, p.Annotations[annStarted])
 	stopping, ended := false, ""
+	var stopAt time.Time
 	for _, q := range pods {
-		if q.Annotations[annStopped] != "" {
+		if v := q.Annotations[annStopped]; v != "" {
 			stopping = true
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				stopAt = t // "true" (an older server's mark) has none
+			}
 		}
 		if v := q.Annotations[annEnded]; v != "" {
 			ended = v
@@ -820,6 +829,7 @@ func (e *Executor) adopt(id string, pods []*corev1.Pod) *attempt {
 	var x executor.Exit
 	e.mu.Lock()
 	a.parts = partsOf(p.Annotations)
+	a.stopAt = stopAt
 	e.mu.Unlock()
 	if ended != "" && json.Unmarshal([]byte(ended), &x) != nil {
 		ended = ""
@@ -1432,22 +1442,47 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	}
 	a.stopping, a.stopSent = true, true
 	g := e.stopGrace(a.grace, grace)
+	// A stop found on the pods after a restart keeps its deadline: the
+	// daemon asks again, with a grace of its own, which must not give the
+	// job its grace period anew.
+	if a.stopAt.IsZero() {
+		a.stopAt = time.Now().Add(g)
+	} else {
+		g = max(0, time.Until(a.stopAt))
+	}
+	deadline := a.stopAt.UTC().Format(time.RFC3339Nano)
 	n := a.n
 	e.mu.Unlock()
 	a.poke()
+	// The pods are marked, with the deadline, before Stop returns (one try
+	// each, 10 s in all, none after the first that fails: an API server
+	// that is away does not hold Stop for each of many pods), so that a
+	// server that restarts at once finds the stop; when a mark failed, all
+	// are marked again, and the pods deleted, in the background.
+	marked := true
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	for i := 0; i < n && marked; i++ {
+		marked = e.markPodOnce(mctx, podName(attemptID, i), annStopped, deadline) == nil
+	}
+	cancel()
+	mark := ""
+	if !marked {
+		mark = deadline
+	}
 	e.spawn(func() {
-		e.deletePods(e.ctx, attemptID, n, g, true)
+		e.deletePods(e.ctx, attemptID, n, g, mark)
 	})
 	return nil
 }
 
 // deletePods deletes an attempt's pods with a grace period, marking them
-// first when qshare stops them, so that a restarted server knows the
-// deletion was its own.
-func (e *Executor) deletePods(ctx context.Context, attemptID string, n int, grace time.Duration, mark bool) {
+// first with mark (annStopped: the stop's deadline) unless it is "", so
+// that a restarted server knows the deletion was its own, and when its
+// grace period ends.
+func (e *Executor) deletePods(ctx context.Context, attemptID string, n int, grace time.Duration, mark string) {
 	for i := 0; i < n; i++ {
-		if mark {
-			e.markPod(ctx, podName(attemptID, i), annStopped, "true")
+		if mark != "" {
+			e.markPod(ctx, podName(attemptID, i), annStopped, mark)
 		}
 		e.deletePod(ctx, podName(attemptID, i), grace)
 	}
@@ -1467,13 +1502,17 @@ func (e *Executor) endPods(ctx context.Context, attemptID string, n int, rest []
 	}
 }
 
-// markPod sets an annotation of a pod; a pod that is gone is left so.
+// markPod sets an annotation of a pod, trying while the API server is
+// away; a pod that is gone is left so.
 func (e *Executor) markPod(ctx context.Context, name, key, value string) {
+	_ = e.retry(ctx, func(ctx context.Context) error { return e.markPodOnce(ctx, name, key, value) })
+}
+
+// markPodOnce sets an annotation of a pod, with one request.
+func (e *Executor) markPodOnce(ctx context.Context, name, key, value string) error {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
-	_ = e.retry(ctx, func(ctx context.Context) error {
-		_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
-	})
+	_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // deletePod deletes a pod with a grace period (whole seconds, rounded up,
@@ -1877,7 +1916,7 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 		}
 		n, _ := strconv.Atoi(p.Annotations[annInstances])
 		e.log.Warn("kubernetes: deleting the pods of an attempt that no record of the store claims", "attempt", id, "job", p.Annotations[annJobID])
-		e.deletePods(ctx, id, max(n, 1), 0, false)
+		e.deletePods(ctx, id, max(n, 1), 0, "")
 		for i := 0; i < max(n, 1); i++ {
 			e.unfinalize(podName(id, i), "", nil)
 		}

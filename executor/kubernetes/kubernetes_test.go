@@ -33,16 +33,14 @@ var shared = kubetest.Shared{Setup: func(ctx context.Context, c *kubetest.Cluste
 	return nil
 }}
 
-// TestMain: the tests that call t.Parallel run together, four at once
-// (longtest.MinParallel), after the sequential ones, since they mostly
+// TestMain: the tests that call t.Parallel (all but the unit tests) run
+// together, eight at once (longtest.MinParallel), since they mostly
 // wait on the API server and the played kubelet: each has a namespace of
 // its own (newExecutor), and those that need nodes of their own add them
 // with an instance type no other test uses (addNodes), or start a
-// control plane of their own (ownServer). The tests that check a start
-// timeout of a few seconds (the conformance suite, whose subtests run in
-// parallel among themselves, aside) stay sequential, so that no other
-// test's load makes a pod late, and so does TestManyInstancesConfig,
-// which changes a package variable that the executors read.
+// control plane of their own (ownServer). Those that check a start
+// timeout run side by side too: their timeouts (3 s and more) leave the
+// pods that must run by then seconds to spare under the others' load.
 func TestMain(m *testing.M) {
 	// This binary stands for qshare in the pods: its init container's
 	// program (`qshare data stage`) and the training container's data
@@ -51,7 +49,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "data" && os.Args[2] == "stage" {
 		os.Exit(StageMain(os.Args[3:], os.Stderr))
 	}
-	longtest.MinParallel(4)
+	longtest.MinParallel(8)
 	code := m.Run()
 	shared.Close()
 	os.Exit(code)
@@ -107,6 +105,7 @@ func programOf(j executortest.Job) kubetest.Program {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	executortest.Run(t, executortest.Harness{
 		New: func(t testing.TB, dir string) executor.Executor { return c.newExecutor(t, dir, Options{}) },

@@ -96,6 +96,7 @@ func (p *partition) set(cut bool) {
 // (Lost, its running pod deleted) on the stale cache. Once the server
 // answers again the attempt carries on as running.
 func TestStartTimeoutOnAStaleWatch(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	var part partition
 	cfg := rest.CopyConfig(c.Config())
@@ -106,7 +107,7 @@ func TestStartTimeoutOnAStaleWatch(t *testing.T) {
 	}
 	ns := c.namespace(t, t.TempDir())
 	e, err := New(context.Background(), Options{Client: client, Namespace: ns, StartWait: 100 * time.Millisecond,
-		Config: Config{StartTimeout: "2s", InstanceTypes: map[string]InstanceType{"ml.stale.xlarge": {GPUs: ptr(int64(1))}}}})
+		Config: Config{StartTimeout: "4s", InstanceTypes: map[string]InstanceType{"ml.stale.xlarge": {GPUs: ptr(int64(1))}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,11 +241,14 @@ func watchPods(t *testing.T, c k8s.Interface, ns string) *podHistory {
 // still run on their nodes, the attempt's capacity is released, and the
 // scheduler may place another pod on the GPU that is still in use. Every
 // pod that was on a node must be gone only after its kubelet ended it.
+// (Finalizer keeps the pods until the attempt's end is recorded: Forget
+// lets them go, and the watch sees each one's removal.)
 func TestStartTimeoutDeletesGracefully(t *testing.T) {
+	t.Parallel()
 	c := getCluster(t)
 	addNodes(t, c, "abrupt.xlarge", 2, 1)
 	e := c.newExecutor(t, t.TempDir(), Options{StartWait: 300 * time.Millisecond,
-		Config: Config{StartTimeout: "2s", InstanceTypes: map[string]InstanceType{"ml.abrupt.xlarge": {GPUs: ptr(int64(1))}}}})
+		Config: Config{StartTimeout: "4s", InstanceTypes: map[string]InstanceType{"ml.abrupt.xlarge": {GPUs: ptr(int64(1))}}}})
 	defer e.Close()
 	h := watchPods(t, c.Client(), e.ns)
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.abrupt.xlarge", 3)
@@ -258,9 +262,13 @@ func TestStartTimeoutDeletesGracefully(t *testing.T) {
 			t.Errorf("the container of %s still runs after Wait returned", r)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	e.Forget(s.AttemptID)
+	deadline := time.Now().Add(20 * time.Second)
 	for h.goneCount.Load() < 3 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
+	}
+	if n := h.goneCount.Load(); n < 3 {
+		t.Errorf("%d of the 3 pods gone 20 s after Forget, want all", n)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -119,10 +119,10 @@ func podName(attemptID string, i int) string { return baseName(attemptID) + "-" 
 // per-host files beyond its own ConfigMap (baseName).
 func partName(attemptID string, k int) string { return baseName(attemptID) + "-rc" + strconv.Itoa(k) }
 
-// configBudget is how many bytes of files one ConfigMap of an attempt
-// holds at the most: the API server refuses one of more than 1 MiB. A
-// variable only so that a test can split a small attempt's files.
-var configBudget = 896 << 10
+// defaultConfigBudget is how many bytes of files one ConfigMap of an
+// attempt holds at the most (Executor.configBudget): the API server
+// refuses one of more than 1 MiB.
+const defaultConfigBudget = 896 << 10
 
 // inlineBudget is how many bytes of files a one-instance attempt's pod
 // carries in its annotations at the most; past it they go to a ConfigMap.
@@ -279,13 +279,13 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 	files := make([]map[string]string, 1)
 	files[0] = map[string]string{"hyperparameters.json": string(hp), "inputdataconfig.json": string(b)}
 	part := make([]int, n)
-	room := configBudget - len(hp) - len(b)
+	room := e.configBudget - len(hp) - len(b)
 	for i, h := range hosts {
 		rc, _ := json.Marshal(executor.NewResourceConfig(h, typ, hosts, "eth0"))
 		key := rcKey(i)
 		if len(key)+len(rc) > room {
 			files = append(files, map[string]string{})
-			room = configBudget
+			room = e.configBudget
 		}
 		room -= len(key) + len(rc)
 		part[i] = len(files) - 1
@@ -294,7 +294,7 @@ func (e *Executor) build(s executor.Spec, req *trainingjob.Request, typ string, 
 	var inline map[string]string // file name → content, on the pod
 	// A data Secret needs an owner that goes with the attempt: the
 	// ConfigMap.
-	if n == 1 && configBudget-room <= inlineBudget && dp == nil {
+	if n == 1 && e.configBudget-room <= inlineBudget && dp == nil {
 		inline = map[string]string{"resourceconfig.json": files[0][rcKey(0)]}
 		for _, k := range []string{"hyperparameters.json", "inputdataconfig.json"} {
 			inline[k] = files[0][k]

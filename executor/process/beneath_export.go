@@ -5,6 +5,7 @@ package process
 import (
 	"errors"
 	"os"
+	"time"
 )
 
 // Beneath opens and creates files beneath one root directory without
@@ -49,6 +50,15 @@ func (b *Beneath) WriteFile(path string, data []byte, perm os.FileMode) error {
 // the whole new one: a temporary file beside it, then a rename over it.
 func (b *Beneath) WriteFileAtomic(path string, data []byte) error {
 	return writeFileAtomic(b.fs, path, data)
+}
+
+// KeepStop records at path (a file of an attempt's directory) a stop with
+// the given grace period, asked for now, unless a stop is recorded there
+// already, and returns the grace period that the recorded stop has left:
+// a stop asked for again after the server's restart keeps the deadline of
+// the first, as the process executor's stop.json does.
+func (b *Beneath) KeepStop(path string, grace time.Duration, now time.Time) (time.Duration, error) {
+	return keepStop(b.fs, path, grace, now)
 }
 
 // MkdirAll creates path and the missing directories above it, down from the

@@ -12,6 +12,7 @@ import (
 
 	"qshare"
 	"qshare/executor/executortest"
+	"qshare/internal/python"
 )
 
 // example returns the absolute path of a script under examples/training.
@@ -101,19 +102,20 @@ func TestExampleShellCheckpointsAndResumes(t *testing.T) {
 // On a host with NVIDIA GPUs it also checks that the job sees exactly the
 // one GPU of an ml.g5.xlarge, the one the executor assigned.
 func TestExamplePyTorch(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
+	py, err := python.Program("python3")
+	if err != nil {
 		t.Skip("no python3")
 	}
 	// Without torch, at least the script must compile.
-	if out, err := exec.Command("python3", "-c", "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])", example(t, "train.py")).CombinedOutput(); err != nil {
+	if out, err := exec.Command(py, "-c", "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])", example(t, "train.py")).CombinedOutput(); err != nil {
 		t.Fatalf("train.py does not compile: %v\n%s", err, out)
 	}
-	if err := exec.Command("python3", "-c", "import torch").Run(); err != nil {
+	if _, ok := python.With("torch"); !ok {
 		t.Skip("python3 with torch is not installed")
 	}
 	e := newExecutor(t, t.TempDir(), func(o *Options) { o.GPUs = nil })
 	defer e.Close()
-	p := payloadOf([]string{"python3", example(t, "train.py")}, func(p map[string]any) {
+	p := payloadOf([]string{py, example(t, "train.py")}, func(p map[string]any) {
 		p["HyperParameters"] = map[string]string{"steps": "1500", "step_seconds": "0.002"}
 		p["Environment"] = map[string]string{"QSHARE_STOP_GRACE": "60"}
 	})

@@ -904,8 +904,9 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	e.mu.Lock()
 	st, sup := a.st, a.sup // follow may learn st.Job meanwhile
 	e.mu.Unlock()
-	g := e.graceFor(st.Grace, grace)
-	if err := writeJSONAtomic(e.fs, filepath.Join(st.Dir, fileStop), stopRequest{Grace: g, At: time.Now().UTC()}); err != nil {
+	// A stop recorded before a restart keeps its deadline (keepStop).
+	g, err := keepStop(e.fs, filepath.Join(st.Dir, fileStop), e.graceFor(st.Grace, grace), time.Now())
+	if err != nil {
 		return qshare.Errorf(qshare.EINTERNAL, "process executor: cannot record the stop of attempt %s: %v", attemptID, err)
 	}
 	if sup != nil && sup.send(request{Op: "stop", Dir: st.Dir}) == nil {

@@ -103,10 +103,55 @@ type started struct {
 	At         time.Time `json:"at"`
 }
 
-// stopRequest is the content of stop.json.
+// stopRequest is the content of stop.json: a stop asked for At, whose
+// grace period is Grace. The Slurm and container executors keep the same
+// record of their attempts' stops (Beneath.KeepStop).
 type stopRequest struct {
 	Grace time.Duration `json:"grace"`
 	At    time.Time     `json:"at"`
+}
+
+// left is the grace period that the stop has left at now: its deadline
+// (At and Grace, or def where Grace is not set) less now, at least zero.
+// A record without At (a stop.json of an older version) has all of it.
+func (r stopRequest) left(now time.Time, def time.Duration) time.Duration {
+	g := r.Grace
+	if g <= 0 {
+		g = def
+	}
+	if r.At.IsZero() {
+		return g
+	}
+	return max(0, r.At.Add(g).Sub(now))
+}
+
+// keepStop records at path a stop with the given grace period, asked for
+// now, unless a stop is recorded there already, and returns the grace
+// period that the recorded stop has left. A stop asked for again (the
+// daemon issues it again after a restart, with a grace of its own) so
+// keeps the deadline that the first one set: the server's restart does not
+// give the job a grace period anew.
+//
+// A record is taken only if it is the server's own file (its owner the
+// server's user, checked on the descriptor it is read from): in an
+// attempt's directory that belongs to the job's user (the Slurm
+// executor's), the user could have put one there with a deadline of its
+// choosing, so as never to be killed. Another's record is replaced.
+func keepStop(fs dataFS, path string, grace time.Duration, now time.Time) (time.Duration, error) {
+	if f, err := fs.OpenFile(path, os.O_RDONLY, 0); err == nil {
+		var prev stopRequest
+		own := false
+		if st, err := f.Stat(); err == nil {
+			sys, _ := st.Sys().(*syscall.Stat_t)
+			own = sys != nil && int(sys.Uid) == os.Geteuid()
+		}
+		ok := own && json.NewDecoder(io.LimitReader(f, 4096)).Decode(&prev) == nil && !prev.At.IsZero()
+		f.Close()
+		if ok {
+			return prev.left(now, grace), nil
+		}
+	}
+	return grace, writeJSONAtomic(fs, path, stopRequest{Grace: grace, At: now.UTC()})
 }
 
 // exitRecord is the content of exit.json.
@@ -636,10 +681,10 @@ func (s *supervisor) stopFromFile(dir string) {
 	if j == nil || j.stopping {
 		return
 	}
-	grace := req.Grace
-	if grace <= 0 {
-		grace = j.cfg.Grace
-	}
+	// The deadline counts from the request, not from now: a supervisor
+	// that reads the file late (it was busy, or the request came again
+	// after the server's restart) does not lengthen the grace period.
+	grace := req.left(time.Now(), j.cfg.Grace)
 	j.stopping = true
 	syscall.Kill(-j.pid, syscall.SIGTERM)
 	if j.cg != nil { // and what left the group

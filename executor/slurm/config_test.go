@@ -162,7 +162,7 @@ func TestRunAs(t *testing.T) {
 	step := filepath.Join(top, "step")
 	jobuser.CopySelf(t, step)
 	shared := filepath.Join(top, "shared")
-	opts := Options{Config: testConfig(shared), Env: c.Env(), Step: []string{step}, PollInterval: 100 * time.Millisecond}
+	opts := Options{Config: testConfig(shared), Env: c.Env(), Step: []string{step}}
 	e, err := New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -202,16 +202,21 @@ func TestCheckCapacity(t *testing.T) {
 	}
 }
 
-// controllerStopped (TestWholeNodes) stops slurmctld while an attempt
+// controllerStopped (TestOutages) stops slurmctld while an attempt
 // runs: Start of another attempt waits, retrying, until its context ends
 // (and is then retried by its caller), the running one keeps its state
-// and Wait does not return; once slurmctld is back, the running
-// attempt's exit is recorded and the retried Start submits one batch
-// job.
+// and, once its job has ended, Wait does not return; once slurmctld is
+// back, the running attempt's exit is recorded and the retried Start
+// submits one batch job. The job ends on a gate file once the executors
+// say slurmctld is down, and slurmctld comes back as soon as the step
+// runner has recorded the end: the job's slurmstepd, which tells
+// slurmctld that the batch script ended, then still retries its first
+// connection (for most of MessageTimeout), rather than waiting 15 s
+// (Slurm's fixed delay) for its second try.
 func controllerStopped(t *testing.T, c *slurmtest.Cluster) {
 	dir := t.TempDir()
 	e, err := New(context.Background(), Options{Config: testConfig(dir), Env: c.Env(), Step: []string{os.Args[0]},
-		PollInterval: 100 * time.Millisecond, CommandTimeout: 3 * time.Second})
+		CommandTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,8 +226,9 @@ func controllerStopped(t *testing.T, c *slurmtest.Cluster) {
 	defer idle.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	gate := filepath.Join(t.TempDir(), "gate")
 	run := executor.Spec{JobID: "down", JobName: "down", AttemptID: "down-attempt-1", Attempt: 1, Queue: "q", Share: "s",
-		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("echo ready; sleep 2; exit 5", "ml.m5.large", 1, nil)}
+		Demand: qshare.Capacity{"ml.m5.large": 1}, Payload: payloadOf("echo ready; while [ ! -e '"+gate+"' ]; do sleep 0.1; done; exit 5", "ml.m5.large", 1, nil)}
 	h, err := e.Start(ctx, run)
 	if err != nil {
 		t.Fatal(err)
@@ -246,13 +252,6 @@ func controllerStopped(t *testing.T, c *slurmtest.Cluster) {
 		t.Errorf("Start with slurmctld down succeeded")
 	}
 	scancel()
-	// The running attempt's job ends (exit 5) while nobody can ask Slurm:
-	// its attempt keeps its capacity, and Wait does not return.
-	wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)
-	if x, err := e.Wait(wctx, run.AttemptID); err == nil {
-		t.Errorf("Wait returned %+v while slurmctld was down", x)
-	}
-	wcancel()
 	// The executors say so, for the environments' statusReason.
 	if h := e.Health(); !strings.Contains(h, "slurmctld does not answer") {
 		t.Errorf("Health with slurmctld down = %q", h)
@@ -260,6 +259,19 @@ func controllerStopped(t *testing.T, c *slurmtest.Cluster) {
 	if !eventually(45*time.Second, func() bool { return strings.Contains(idle.Health(), "slurmctld does not answer") }) {
 		t.Errorf("Health of an idle executor with slurmctld down = %q", idle.Health())
 	}
+	// The running attempt's job ends (exit 5) while nobody can ask Slurm:
+	// its attempt keeps its capacity, and Wait does not return.
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(30*time.Second, func() bool { return len(e.exitRecords(run.AttemptID)) > 0 }) {
+		t.Fatalf("the step runner recorded no exit of %s within 30 s of its gate", run.AttemptID)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	if x, err := e.Wait(wctx, run.AttemptID); err == nil {
+		t.Errorf("Wait returned %+v while slurmctld was down", x)
+	}
+	wcancel()
 	if err := c.StartController(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +300,7 @@ func controllerStopped(t *testing.T, c *slurmtest.Cluster) {
 	e.Wait(ctx, later.AttemptID)
 }
 
-// exitAfterSlurmForgot (TestWholeNodes): the server is away for longer
+// exitAfterSlurmForgot (TestOutages): the server is away for longer
 // than MinJobAge; after the restart Slurm no longer knows the batch
 // jobs, and the exits come from the step runners' records, one per node.
 func exitAfterSlurmForgot(t *testing.T, c *slurmtest.Cluster) {
@@ -316,7 +328,7 @@ func exitAfterSlurmForgot(t *testing.T, c *slurmtest.Cluster) {
 func twoNodeJobStagesItsShare(t *testing.T, c *slurmtest.Cluster) {
 	ep, s3c := s3test.Start(t, map[string]map[string]string{"qshare-data": {
 		"train/a.csv": "a", "train/b.csv": "b", "train/c.csv": "c", "train/d.csv": "d"}})
-	e, err := New(context.Background(), Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]}, PollInterval: 100 * time.Millisecond, S3: ep})
+	e, err := New(context.Background(), Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]}, S3: ep})
 	if err != nil {
 		t.Fatal(err)
 	}

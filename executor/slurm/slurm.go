@@ -1096,6 +1096,16 @@ func (e *Executor) Stop(ctx context.Context, attemptID string, grace time.Durati
 	pending = pending && !e.fs.IsFile(e.startedMarker(attemptID))
 	g := executor.StopGrace(a.rec.Grace, grace, e.o.StopGrace)
 	id := strconv.FormatInt(a.rec.SlurmJob, 10)
+	if !pending {
+		// The stop and its deadline are recorded: a stop asked for again
+		// after the server's restart (the daemon does) keeps the first
+		// one's deadline, not a grace period anew.
+		left, err := e.fs.KeepStop(filepath.Join(e.attemptDir(attemptID), stopFile), g, time.Now())
+		if err != nil {
+			e.log.Warn("slurm executor: cannot record a stop; a restart would give it its grace period anew", "attempt", attemptID, "err", err)
+		}
+		g = left
+	}
 	if pending {
 		// Nothing runs yet: no one to warn.
 		if _, err := e.command(ctx, "scancel", id); err != nil {

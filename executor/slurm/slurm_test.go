@@ -12,34 +12,41 @@ import (
 	"qshare/executor"
 	"qshare/executor/executortest"
 	"qshare/executor/slurm/slurmtest"
+	"qshare/internal/longtest"
 )
 
 // TestMain: the tests whose jobs share the nodes (ml.m5.large, a CPU
-// each) call t.Parallel, and run together (as many at once as -parallel
-// says), since they mostly wait on Slurm's scheduler. Those that take
-// whole nodes, stop slurmctld or set a node DOWN run one at a time, as
-// the subtests of TestWholeNodes, on a cluster of their own (wholeNodes),
-// beside the others. (Six at once, with longtest.MinParallel, made the
-// conformance suite's JobGraceFromEnvironment fail once in two runs on a
-// loaded machine: not yet understood, so the package keeps go test's
-// default.)
+// each) call t.Parallel, and run together, four at once at least
+// (longtest.MinParallel), since they mostly wait on Slurm's scheduler.
+// Those that take whole nodes run one at a time, as the subtests of
+// TestWholeNodes, on a cluster of their own (wholeNodes), and those that
+// stop slurmctld, set a node DOWN or wait for Slurm to forget jobs, as
+// the subtests of TestOutages, on another (outages), beside the others.
+// (Six at once made the conformance suite's JobGraceFromEnvironment fail
+// once in two runs on a loaded machine, not yet understood; four passed
+// at load averages of 30 to 50.) The executors poll squeue at the
+// default interval (250 ms): each squeue costs some 13 ms of the
+// client's CPU, and at 100 ms the polls took much of the package's.
 func TestMain(m *testing.M) {
 	MaybeStep()
 	flag.Parse()
+	longtest.MinParallel(4)
 	// The cluster with accounting (MariaDB and slurmdbd) takes the
 	// longest to start and serves one of the parallel tests, and
-	// TestWholeNodes' cluster serves the other tests' neighbour: they
-	// start while the first tests run, unless -run picks some tests.
+	// TestWholeNodes' and TestOutages' clusters serve the other tests'
+	// neighbours: they start while the first tests run, unless -run
+	// picks some tests.
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && !testing.Short() {
 		if slurmtest.AccountingAvailable() == nil {
 			go withAccounting.once.Do(withAccounting.start)
 		}
 		if slurmtest.Available() == nil {
 			go wholeNodes.once.Do(wholeNodes.start)
+			go outages.once.Do(outages.start)
 		}
 	}
 	code := m.Run()
-	for _, l := range []*lazyCluster{plain, withAccounting, wholeNodes} {
+	for _, l := range []*lazyCluster{plain, withAccounting, wholeNodes, outages} {
 		l.once.Do(func() {}) // waits for a start under way
 		l.c.Close()
 	}
@@ -61,8 +68,10 @@ type lazyCluster struct {
 var (
 	plain          = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2}}
 	withAccounting = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, Partition: "qs", MinJobAge: 2, Accounting: true}}
-	// wholeNodes is plain's twin, for TestWholeNodes.
+	// wholeNodes and outages are plain's twins, for TestWholeNodes and
+	// TestOutages.
 	wholeNodes = &lazyCluster{opt: plain.opt}
+	outages    = &lazyCluster{opt: plain.opt}
 )
 
 func (l *lazyCluster) start() {
@@ -109,7 +118,7 @@ func newTestExecutor(t testing.TB, dir string) *Executor {
 // directory dir.
 func newExecutorOn(t testing.TB, c *slurmtest.Cluster, dir string) *Executor {
 	t.Helper()
-	e, err := New(context.Background(), Options{Config: testConfig(dir), Env: c.Env(), Step: []string{os.Args[0]}, PollInterval: 100 * time.Millisecond})
+	e, err := New(context.Background(), Options{Config: testConfig(dir), Env: c.Env(), Step: []string{os.Args[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,24 +166,42 @@ func TestConformance(t *testing.T) {
 }
 
 // TestWholeNodes runs, one after the other, the tests that take whole
-// nodes, stop slurmctld or set a node DOWN, on a cluster of their own
-// (wholeNodes), in parallel with the tests whose jobs share the main
-// cluster's nodes: on one cluster the others would have to wait for them.
+// nodes, on a cluster of their own (wholeNodes), in parallel with the
+// tests whose jobs share the main cluster's nodes (on one cluster the
+// others would have to wait for them) and with TestOutages.
 func TestWholeNodes(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		run  func(*testing.T, *slurmtest.Cluster)
-	}{
+	runOn(t, wholeNodes, []clusterTest{
 		{"TwoNodeJob", twoNodeJob},
 		{"TwoNodeJobStagesItsShare", twoNodeJobStagesItsShare},
 		{"PreemptionResumesFromCheckpoint", preemptionResumesFromCheckpoint},
 		{"StopUploadsAfterTheKill", twoNodeStopUploadsAfterTheKill},
 		{"PendingReason", pendingReason},
+	})
+}
+
+// TestOutages runs, one after the other, the tests that set a node DOWN,
+// keep the executor away until Slurm forgets its jobs, or stop
+// slurmctld, on a cluster of their own (outages), beside TestWholeNodes
+// and the others: a node or a controller down would fail their jobs.
+func TestOutages(t *testing.T) {
+	t.Parallel()
+	runOn(t, outages, []clusterTest{
 		{"NodeFailure", nodeFailure},
 		{"ExitAfterSlurmForgot", exitAfterSlurmForgot},
 		{"ControllerDown", controllerStopped},
-	} {
-		t.Run(tc.name, func(t *testing.T) { tc.run(t, wholeNodes.get(t)) })
+	})
+}
+
+// clusterTest is a subtest of TestWholeNodes or TestOutages.
+type clusterTest struct {
+	name string
+	run  func(*testing.T, *slurmtest.Cluster)
+}
+
+// runOn runs tests one after the other as subtests of t, on the cluster l.
+func runOn(t *testing.T, l *lazyCluster, tests []clusterTest) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, l.get(t)) })
 	}
 }

@@ -50,7 +50,7 @@ func beforeRestart(t *testing.T, c *slurmtest.Cluster) (string, *Executor, conte
 // the reason is gone.
 func pendingReason(t *testing.T, c *slurmtest.Cluster) {
 	e, err := New(context.Background(), Options{Config: testConfig(t.TempDir()), Env: c.Env(), Step: []string{os.Args[0]},
-		PollInterval: 100 * time.Millisecond, StartWait: time.Second})
+		StartWait: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func pendingReason(t *testing.T, c *slurmtest.Cluster) {
 	}
 }
 
-// nodeFailure (TestWholeNodes): a node of a running job is set DOWN;
+// nodeFailure (TestOutages): a node of a running job is set DOWN;
 // Slurm ends the job NODE_FAIL, and the attempt ends Lost (the daemon
 // requeues it without using a retry) with a reason that says so.
 func nodeFailure(t *testing.T, c *slurmtest.Cluster) {

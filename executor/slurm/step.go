@@ -90,6 +90,12 @@ type exitRecord struct {
 // runner too, and the upload with it.
 const killFile = "kill"
 
+// stopFile is the file of the attempt's directory in which Stop records
+// the stop and its grace period (process.Beneath.KeepStop), so that the
+// executor of a restarted server kills the command when the first stop's
+// grace period ends, not a whole one after the daemon asks again.
+const stopFile = "stop.json"
+
 // runStep is the step runner: root is the shared directory, attemptDir the
 // attempt's directory inside it, hosts the allocation's nodes, one a line
 // (scontrol show hostnames).

@@ -100,6 +100,12 @@ type Options struct {
 	// MinJobAge is how many seconds a finished job stays known to
 	// slurmctld; 0: Slurm's default (300 s).
 	MinJobAge int
+	// MessageTimeout is Slurm's MessageTimeout in seconds, the time a
+	// message's round trip may take; 0: Slurm's default (10 s). With
+	// slurmctld down, a client command retries its connection for most
+	// of it (squeue and sbatch fail after some 9 s by default, 2 s with
+	// 3), so a test that stops slurmctld waits less with a smaller one.
+	MessageTimeout int
 	// ReadyTimeout bounds the wait for the nodes to become idle; 60 s when zero.
 	ReadyTimeout time.Duration
 	// Accounting keeps accounting: the cluster gets a MariaDB server and a
@@ -130,11 +136,24 @@ type daemon struct {
 // Start creates the cluster's directory, writes the munge key, slurm.conf
 // and gres.conf, starts munged, (with accounting) MariaDB and slurmdbd,
 // slurmctld and the slurmds, and waits until every node is idle. On any
-// error it tears down what it started.
-func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
+// error it tears down what it started. A daemon that finds its port
+// taken (freeport's ports are free only until they are closed: another
+// program's outgoing connection may get one) makes it start again on
+// other ports, three tries in all.
+func Start(ctx context.Context, opt Options) (*Cluster, error) {
 	if err := available(opt); err != nil {
 		return nil, err
 	}
+	for try := 1; ; try++ {
+		c, err := start(ctx, opt)
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			return c, err
+		}
+	}
+}
+
+// start is one try of Start.
+func start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	if opt.Nodes <= 0 {
 		opt.Nodes = 1
 	}
@@ -171,7 +190,7 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	os.Chmod(dir, 0o755)
 	c = &Cluster{
 		cfg: Config{Dir: dir, Host: host, CtldPort: ports[0], SlurmdPorts: ports[1 : 1+opt.Nodes], CPUs: opt.CPUs,
-			GPUs: opt.GPUs, Partition: opt.Partition, MinJobAge: opt.MinJobAge},
+			GPUs: opt.GPUs, Partition: opt.Partition, MinJobAge: opt.MinJobAge, MessageTimeout: opt.MessageTimeout},
 		keepDir: opt.KeepDir,
 	}
 	if opt.Accounting {

@@ -33,6 +33,9 @@ type Config struct {
 	// MinJobAge is how many seconds slurmctld keeps a finished job
 	// (squeue lists it); 0 leaves Slurm's default (300).
 	MinJobAge int
+	// MessageTimeout is Slurm's MessageTimeout in seconds; 0 leaves its
+	// default (10).
+	MessageTimeout int
 	// DbdPort is slurmdbd's loopback TCP port where the cluster keeps
 	// accounting (slurmdbd over a throwaway MariaDB); 0: no accounting.
 	DbdPort int
@@ -136,6 +139,9 @@ func (c Config) Render() string {
 	kv("KillWait", 1)
 	if c.MinJobAge > 0 {
 		kv("MinJobAge", c.MinJobAge)
+	}
+	if c.MessageTimeout > 0 {
+		kv("MessageTimeout", c.MessageTimeout)
 	}
 	if c.GPUs > 0 {
 		kv("GresTypes", "gpu")

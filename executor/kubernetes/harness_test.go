@@ -1,4 +1,4 @@
-package kubetest
+package kubernetes
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	k8s "k8s.io/client-go/kubernetes"
+
+	"qshare/executor/kubernetes/kubetest"
 )
 
 // TestPlayedKubelet checks the harness itself against the real API server:
@@ -22,17 +24,22 @@ import (
 // log (read back through pods/log, which the API server fetches from the
 // played kubelet) and ends with its exit code; a deletion honours the
 // grace period.
+//
+// It lives here, not in kubetest, so that it runs beside the executor's
+// tests in one test binary: a binary of its own linked client-go again
+// in every go test ./... .
 func TestPlayedKubelet(t *testing.T) {
-	Require(t)
+	kubetest.Require(t)
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := Start(ctx)
+	s, err := kubetest.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	c := s.Client()
-	k, err := NewKubelet(c)
+	k, err := kubetest.NewKubelet(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,21 +47,21 @@ func TestPlayedKubelet(t *testing.T) {
 	if err := k.AddNode(ctx, "n1", "g5.xlarge", 1); err != nil {
 		t.Fatal(err)
 	}
-	pod := func(name string, gpus int64, p Program) *corev1.Pod {
+	pod := func(name string, gpus int64, p kubetest.Program) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
-			NodeSelector:  map[string]string{InstanceTypeLabel: "g5.xlarge"},
-			Containers: []corev1.Container{{Name: "c", Image: "i", Command: []string{PlayCommand}, Args: p.Args(),
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPU: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}}}
+			NodeSelector:  map[string]string{kubetest.InstanceTypeLabel: "g5.xlarge"},
+			Containers: []corev1.Container{{Name: "c", Image: "i", Command: []string{kubetest.PlayCommand}, Args: p.Args(),
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{kubetest.GPU: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}}}
 	}
 	pods := c.CoreV1().Pods("default")
-	if _, err := pods.Create(ctx, pod("big", 2, Program{Run: time.Hour}), metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, pod("big", 2, kubetest.Program{Run: time.Hour}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pods.Create(ctx, pod("ok", 1, Program{Run: 500 * time.Millisecond, Exit: 3, Output: "hello"}), metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, pod("ok", 1, kubetest.Program{Run: 500 * time.Millisecond, Exit: 3, Output: "hello"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, ctx, s, "big", func(p *corev1.Pod) bool {
+	waitHarnessPod(t, ctx, s, "big", func(p *corev1.Pod) bool {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu") {
 				return true
@@ -62,7 +69,7 @@ func TestPlayedKubelet(t *testing.T) {
 		}
 		return false
 	})
-	waitPod(t, ctx, s, "ok", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	waitHarnessPod(t, ctx, s, "ok", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	rc, err := pods.GetLogs("ok", &corev1.PodLogOptions{Follow: true}).Stream(ctx)
 	if err != nil {
 		t.Fatalf("pod logs: %v", err)
@@ -72,15 +79,15 @@ func TestPlayedKubelet(t *testing.T) {
 	if string(b) != "hello\n" {
 		t.Errorf("log = %q", b)
 	}
-	waitPod(t, ctx, s, "ok", func(p *corev1.Pod) bool {
+	waitHarnessPod(t, ctx, s, "ok", func(p *corev1.Pod) bool {
 		cs := p.Status.ContainerStatuses
 		return p.Status.Phase == corev1.PodFailed && len(cs) == 1 && cs[0].State.Terminated != nil && cs[0].State.Terminated.ExitCode == 3
 	})
 	// A pod that ignores SIGTERM is gone only after its grace.
-	if _, err := pods.Create(ctx, pod("stubborn", 1, Program{Run: time.Hour, OnStop: "ignore"}), metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, pod("stubborn", 1, kubetest.Program{Run: time.Hour, OnStop: "ignore"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, ctx, s, "stubborn", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	waitHarnessPod(t, ctx, s, "stubborn", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	grace := int64(1)
 	t0 := time.Now()
 	if err := pods.Delete(ctx, "stubborn", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
@@ -97,7 +104,7 @@ func TestPlayedKubelet(t *testing.T) {
 	}
 }
 
-func waitPod(t *testing.T, ctx context.Context, s *Server, name string, ok func(*corev1.Pod) bool) {
+func waitHarnessPod(t *testing.T, ctx context.Context, s *kubetest.Server, name string, ok func(*corev1.Pod) bool) {
 	t.Helper()
 	for {
 		p, err := s.Client().CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
@@ -121,16 +128,16 @@ func waitPod(t *testing.T, ctx context.Context, s *Server, name string, ok func(
 //
 //	go test -run '^$' -bench APIServerCreates -benchtime 2000x ./executor/kubernetes/kubetest
 func BenchmarkAPIServerCreates(b *testing.B) {
-	Require(b)
+	kubetest.Require(b)
 	ctx := context.Background()
-	s, err := Start(ctx)
+	s, err := kubetest.Start(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
 	cfg := s.Config()
 	cfg.QPS, cfg.Burst = 1e6, 1e6 // the server's pace, not the client's limiter
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := k8s.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
