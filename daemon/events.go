@@ -83,6 +83,27 @@ type loggedJob struct {
 	done     bool
 	holding  qshare.Capacity // nil when it holds nothing
 	priority int
+	// attempt is the attempt of the last start line that names one ("" for
+	// a start that reconciliation wrote).
+	attempt string
+}
+
+// attemptReason is a start line's reason: the attempt's ID, then why it
+// started; startedAttempt reads the ID back.
+func attemptReason(id, why string) string { return "attempt " + id + ": " + why }
+
+// startedAttempt is the attempt ID that a start line's reason names
+// (attemptReason), or "".
+func startedAttempt(reason string) string {
+	rest, ok := strings.CutPrefix(reason, "attempt ")
+	if !ok {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return ""
+	}
+	return id
 }
 
 // eventLog is the daemon's side of the sink: the time of the last line, so
@@ -221,7 +242,7 @@ func (c *cycle) cycleEvents() []event.Event {
 			rel = append(rel, d.releaseEvents(old, nu, oldAttempt, c.now)...)
 		}
 		if nu.Status.Active() && (!oldHolds || released) {
-			reason := "attempt " + newAttempt + ": " + nu.StatusReason
+			reason := attemptReason(newAttempt, nu.StatusReason)
 			start = append(start, event.Lines(baseEvent(nu, event.Start, c.now, reason), nu.Demand)...)
 		}
 		if !oldHolds && !old.Status.Terminal() && nu.Status == qshare.JobFailed {
@@ -306,6 +327,7 @@ func (d *Daemon) reconcileEvents() error {
 				if e.Instances > 0 {
 					j.holding[e.InstanceType] += e.Instances
 				}
+				j.attempt = startedAttempt(e.Reason)
 			}
 		case event.Preempt:
 			if j != nil {
@@ -360,6 +382,21 @@ func (d *Daemon) reconcileEvents() error {
 			prio = append(prio, baseEvent(j, event.Priority, now, why))
 		}
 		holds := j.Status.Active()
+		if l.holding != nil && holds && l.attempt != "" && j.LatestAttempt() != nil && j.LatestAttempt().ID != l.attempt {
+			// The logged attempt ended and another started while their
+			// lines were lost: its release comes with the others, and the
+			// new start after them, or the log would hold the job's
+			// capacity through what ran meanwhile.
+			kind := event.Fail
+			for _, a := range j.Attempts {
+				if a.ID == l.attempt && a.Preempted {
+					kind = event.Preempt
+				}
+			}
+			rel = append(rel, event.Lines(baseEvent(j, kind, now, why), l.holding)...)
+			start = append(start, event.Lines(baseEvent(j, event.Start, now, why), j.Demand)...)
+			continue
+		}
 		switch {
 		case l.holding != nil && !holds:
 			kind := event.Fail // failed, or requeued after a failed or lost attempt

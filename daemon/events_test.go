@@ -16,6 +16,7 @@ import (
 	"qshare/config"
 	"qshare/daemon"
 	"qshare/event"
+	"qshare/executor"
 	"qshare/executor/simulated"
 	"qshare/sqlite"
 )
@@ -158,6 +159,25 @@ func TestEventLogBadLine(t *testing.T) {
 	}
 }
 
+// openWithSink opens a daemon on dir with ex, its event log at
+// dir/events.jsonl; failing puts a failingSink in front of the log.
+func openWithSink(t *testing.T, dir string, ex executor.Executor, failing bool) (*instance, *event.File, *failingSink) {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(dir, "q.db"))
+	must(t, err)
+	evf, err := event.OpenFile(filepath.Join(dir, "events.jsonl"))
+	must(t, err)
+	sink := &failingSink{File: evf}
+	var events daemon.EventSink = evf
+	if failing {
+		events = sink
+	}
+	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Tick: 10 * time.Millisecond, Events: events, Logger: slog.New(slog.DiscardHandler)})
+	must(t, err)
+	must(t, d.Start(context.Background()))
+	return &instance{d, db, ex}, evf, sink
+}
+
 // failingSink is an event file whose appends fail, keeping nothing, while
 // fail is set, as a full disk's would.
 type failingSink struct {
@@ -178,16 +198,7 @@ func (f *failingSink) Append(evs []event.Event) error {
 // log clean.
 func TestEventLogAppendFails(t *testing.T) {
 	dir := t.TempDir()
-	db, err := sqlite.Open(filepath.Join(dir, "q.db"))
-	must(t, err)
-	evf, err := event.OpenFile(filepath.Join(dir, "events.jsonl"))
-	must(t, err)
-	sink := &failingSink{File: evf}
-	ex := simulated.New(simulated.Options{})
-	d, err := daemon.New(daemon.Config{Store: db, Executor: ex, Tick: 10 * time.Millisecond, Events: sink, Logger: slog.New(slog.DiscardHandler)})
-	must(t, err)
-	must(t, d.Start(context.Background()))
-	a := &instance{d, db, ex}
+	a, evf, sink := openWithSink(t, dir, simulated.New(simulated.Options{}), true)
 	setup(t, a.d, 1, true)
 	sink.fail.Store(true)
 	j := submit(t, a.d, "while-failing", 0, `"QSHARE_SIM_DURATION":"200ms"`)
@@ -197,5 +208,51 @@ func TestEventLogAppendFails(t *testing.T) {
 	sum, text := closeAndCheck(t, a, evf, dir)
 	if sum.Starts != 1 || sum.Finishes != 1 {
 		t.Errorf("summary %+v, want one start and one finish\n%s", sum, text)
+	}
+}
+
+// TestEventLogReconcilesANewAttempt: the lines lost with a crash held a
+// preemption and what it made room for: low's first attempt preempted,
+// high run to its end, low's second attempt started. On restart the store
+// has low running again, so the log must give back its first attempt's
+// capacity before high's start, and start low again after: holding it
+// through would put two jobs on the one instance (test/fault's
+// TestEventLogReconciles found "above its limit" so once in a whole run).
+func TestEventLogReconcilesANewAttempt(t *testing.T) {
+	dir := t.TempDir()
+	ex := simulated.New(simulated.Options{})
+	a, evf, sink := openWithSink(t, dir, ex, true)
+	d := a.d
+	setup(t, d, 1, true)
+	low := submit(t, d, "low", 0, `"QSHARE_SIM_DURATION":"1h","QSHARE_SIM_ON_STOP":"ignore","QSHARE_STOP_GRACE":"500ms"`)
+	waitFor(t, d, low, status(qshare.JobRunning), "RUNNING")
+	high := submit(t, d, "high", 5, `"QSHARE_SIM_DURATION":"20ms"`)
+	// Low, ignoring SIGTERM, holds its instance for its grace: the log has
+	// high's submit and low's stopping line; what follows is lost, as
+	// with a crash.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(dir, "events.jsonl")); bytes.Contains(b, []byte(`"event":"stopping"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("low's stopping line never came")
+		}
+	}
+	sink.fail.Store(true)
+	waitFor(t, d, high, status(qshare.JobSucceeded), "SUCCEEDED")
+	waitFor(t, d, low, func(j *qshare.Job) bool { return j.Status == qshare.JobRunning && len(j.Attempts) == 2 }, "RUNNING its second attempt")
+	d.Close()
+	a.db.Close()
+	must(t, evf.Close())
+
+	// The same executor (its attempts go on), a new daemon, a log that works.
+	b, evf2, _ := openWithSink(t, dir, ex, false)
+	d2 := b.d
+	waitFor(t, d2, low, status(qshare.JobRunning), "still RUNNING after the restart")
+	must(t, d2.Terminate(context.Background(), low, "done"))
+	waitFor(t, d2, low, status(qshare.JobFailed), "FAILED")
+	sum, text := closeAndCheck(t, b, evf2, dir)
+	if sum.Jobs != 2 || sum.Starts != 3 || sum.Finishes != 1 {
+		t.Errorf("summary %+v, want two jobs, three starts (low twice, high once) and high's finish\n%s", sum, text)
 	}
 }
