@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare"
-	"qshare/internal/bench"
+	"qshare/internal/bench/stat"
 )
 
 // benchClient is an SDK client whose transport keeps a connection per
@@ -122,7 +122,7 @@ func shareOut(b *testing.B, n int, call func(w int) error) {
 // reportLatency reports the median and the 99th percentile of lat in ms,
 // as qshare bench computes them.
 func reportLatency(b *testing.B, lat []time.Duration) {
-	l := bench.Latencies(lat)
+	l := stat.Latencies(lat)
 	b.ReportMetric(l.P50, "p50-ms")
 	b.ReportMetric(l.P99, "p99-ms")
 }

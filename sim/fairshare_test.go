@@ -14,6 +14,7 @@ import (
 	"qshare"
 	"qshare/config"
 	"qshare/event"
+	"qshare/internal/longtest"
 )
 
 // fairTolerance is how far, in parts of the capacity, an identifier's
@@ -41,6 +42,9 @@ func TestFairShareWideJobs(t *testing.T) {
 }
 
 func fairLongRun(t *testing.T, fairTolerance float64, width func(*rapid.T) int) {
+	// Each case simulates hours of contention: 20 cases by default, rapid's
+	// 100 in .ci/run's long step.
+	longtest.RapidChecksIn(t, 20)
 	worst := 0.0
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(2, 4).Draw(rt, "identifiers")
@@ -87,7 +91,13 @@ func fairLongRun(t *testing.T, fairTolerance float64, width func(*rapid.T) int) 
 		used, end := fairUse(rt, events.Bytes(), n)
 		from := float64(3 * decay)
 		if end <= from+float64(5*decay) {
-			rt.Fatalf("contention lasted %gs only", end)
+			// The drawn workload ran out before the window that the
+			// property measures (one identifier's jobs drew short
+			// durations): not a sample of steady contention, so rapid
+			// discards it and draws another, and fails the test if most
+			// cases are such. A whole test run here failed once on a case
+			// that ended at 4,785 s of the 4,800 needed.
+			rt.Skipf("contention lasted %gs only, not past %gs", end, from+float64(5*decay))
 		}
 		var total float64
 		for _, u := range used {

@@ -26,6 +26,9 @@ type Env struct {
 	// directory is Dir/data).
 	Srv *serveproc.Server
 	Dir string
+	// Environ is added to the commands' environment (NAME=VALUE), such as
+	// the access key they sign with.
+	Environ []string
 
 	t         testing.TB
 	bin, root string
@@ -52,7 +55,7 @@ func New(t testing.TB, bin, root string, args ...string) *Env {
 // returns what it printed and its exit code.
 func (e *Env) Run(args ...string) (stdout, stderr string, code int) {
 	e.t.Helper()
-	stdout, stderr, err := e.Srv.Command(e.bin, e.root, args...)
+	stdout, stderr, err := e.Srv.CommandEnv(e.bin, e.root, e.Environ, args...)
 	if ee, ok := err.(*exec.ExitError); ok {
 		return stdout, stderr, ee.ExitCode()
 	}

@@ -55,3 +55,22 @@ func TestRapidChecks(t *testing.T) {
 		t.Errorf("RapidChecks(20) with %s=1: -rapid.checks %d, want rapid's 100", Env, *rapidChecks)
 	}
 }
+
+func TestRapidChecksIn(t *testing.T) {
+	defer func() { *rapidChecks = 100 }()
+	t.Setenv(Env, "")
+	t.Run("short", func(t *testing.T) {
+		RapidChecksIn(t, 20)
+		if *rapidChecks != 20 {
+			t.Errorf("RapidChecksIn(t, 20) without %s: -rapid.checks %d, want 20", Env, *rapidChecks)
+		}
+	})
+	if *rapidChecks != 100 {
+		t.Errorf("after the test that called RapidChecksIn(t, 20): -rapid.checks %d, want rapid's 100 back", *rapidChecks)
+	}
+	t.Setenv(Env, "1")
+	RapidChecksIn(t, 20)
+	if *rapidChecks != 100 {
+		t.Errorf("RapidChecksIn(t, 20) with %s=1: -rapid.checks %d, want rapid's 100", Env, *rapidChecks)
+	}
+}

@@ -37,6 +37,22 @@ func RapidChecks(n int) {
 	}
 }
 
+// RapidChecksIn is RapidChecks for one test: it sets -rapid.checks to n
+// until t ends (t.Cleanup puts the value back), for a property whose
+// every case is costly in a package whose other properties are cheap.
+// The test must not run beside another rapid test of its binary
+// (t.Parallel), which would see n too.
+func RapidChecksIn(t interface{ Cleanup(func()) }, n int) {
+	if On() {
+		return
+	}
+	if f := notGiven("rapid.checks"); f != nil {
+		old := f.Value.String()
+		_ = f.Value.Set(strconv.Itoa(n))
+		t.Cleanup(func() { _ = f.Value.Set(old) })
+	}
+}
+
 // notGiven returns the test binary's flag name, parsing the command line
 // first if need be, or nil when the command line gives it or there is no
 // such flag.

@@ -330,11 +330,18 @@ func (s *stdout) Write(p []byte) (int, error) {
 // output and standard error, and the error of exec.Cmd.Run (an
 // *exec.ExitError when it ran and exited with a status other than 0).
 func (s *Server) Command(bin, dir string, args ...string) (stdout, stderr string, err error) {
+	return s.CommandEnv(bin, dir, nil, args...)
+}
+
+// CommandEnv is Command with env (NAME=VALUE) added to the command's
+// environment: a parallel test's settings, which it cannot put in this
+// process's.
+func (s *Server) CommandEnv(bin, dir string, env []string, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "QSHARE_ENDPOINT="+s.Endpoint)
+	cmd.Env = append(append(os.Environ(), "QSHARE_ENDPOINT="+s.Endpoint), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()

@@ -260,3 +260,38 @@ func TestStartTestAndCommand(t *testing.T) {
 		t.Errorf("the server was not stopped with Stop's signal:\n%s", s.Log())
 	}
 }
+
+// TestGoTestRun: under go test, the go command that runs this binary is
+// named by its pid and start time, the same for every package of the run;
+// run by hand (another parent), nothing is named, and Build always asks
+// go build.
+func TestGoTestRun(t *testing.T) {
+	run := goTestRun()
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", os.Getppid()))
+	if filepath.Base(exe) != "go" {
+		if run != "" {
+			t.Errorf("run by %s, not a go command, goTestRun = %q, want none", exe, run)
+		}
+		t.Skip("this test binary was not run by go test")
+	}
+	var pid, start int
+	if n, err := fmt.Sscanf(run, "%d %d", &pid, &start); n != 2 || err != nil || pid != os.Getppid() || start <= 0 {
+		t.Errorf("goTestRun = %q, want the go command's pid %d and its start time", run, os.Getppid())
+	}
+	if again := goTestRun(); again != run {
+		t.Errorf("goTestRun changed within a run: %q, then %q", run, again)
+	}
+	// A child of this binary (not a go command) names none.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGoTestRunChild$")
+	cmd.Env = append(os.Environ(), "GO_TEST_RUN_CHILD=1")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "goTestRun=\"\"") {
+		t.Errorf("run by a test binary: %v\n%s", err, out)
+	}
+}
+
+func TestGoTestRunChild(t *testing.T) {
+	if os.Getenv("GO_TEST_RUN_CHILD") != "1" {
+		t.Skip("run by TestGoTestRun")
+	}
+	fmt.Printf("goTestRun=%q\n", goTestRun())
+}

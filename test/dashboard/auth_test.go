@@ -69,16 +69,16 @@ func (e *env) shareNames() string {
 // shares does. A wrong secret is refused with the server's words; signing
 // out forgets the key.
 func TestSignedIn(t *testing.T) {
+	t.Parallel() // a server and a window of its own (TestMain)
 	needChromium(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")
 	if err := os.WriteFile(file, []byte(dashboardAuthFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The qshare commands sign as admin.
-	t.Setenv("AWS_ACCESS_KEY_ID", adminKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", adminSecret)
 	e := newEnv(t, "--auth", file, "--events", filepath.Join(dir, "events.jsonl"))
+	// The qshare commands sign as admin.
+	e.Environ = []string{"AWS_ACCESS_KEY_ID=" + adminKey, "AWS_SECRET_ACCESS_KEY=" + adminSecret}
 	e.OK("apply", "-f", "examples/three-shares.yaml")
 	e.Submit("QS1", "qs1-high", 3)
 	e.Submit("QS1", "qs1-med", 2)

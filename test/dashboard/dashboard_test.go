@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,13 +50,69 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	root, _ = filepath.Abs("../..")
-	// Each test has a server, a Chromium and a directory of its own, and
-	// mostly waits: on the page's refresh every 2 s and on the simulated
-	// jobs. One at a time they took over two minutes on a loaded 2-core
-	// machine for 24 s of CPU; they run four at once (TestSignedIn, which
-	// sets the environment, before them on its own).
-	longtest.MinParallel(4)
-	os.Exit(serveproc.WithBinary("qshare-dashboard-", &bin, m.Run))
+	// Each test has a server, a window of the one Chromium (browser) and
+	// a directory of its own, and mostly waits: on the page's refresh
+	// every 2 s and on the simulated jobs. One at a time they took over
+	// two minutes on a loaded 2-core machine for 24 s of CPU; they run
+	// side by side, all six at once.
+	longtest.MinParallel(6)
+	os.Exit(serveproc.WithBinary("qshare-dashboard-", &bin, func() int {
+		defer closeBrowser()
+		return m.Run()
+	}))
+}
+
+// The one Chromium of the test binary, started by the first test that
+// needs it and stopped at the end: each test opens a browser context of
+// its own in it (an incognito window: no cookies, storage or cache
+// shared with the others). A Chromium per test cost each test about a
+// second of CPU to start and as much again to stop.
+var (
+	browserOnce   sync.Once
+	browserCtx    context.Context
+	browserErr    error
+	closeBrowsers []func()
+)
+
+// browser returns the context of the test binary's Chromium, starting it
+// on the first call.
+func browser() (context.Context, error) {
+	browserOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "qshare-dashboard-chromium-")
+		if err != nil {
+			browserErr = err
+			return
+		}
+		opts := []chromedp.ExecAllocatorOption{
+			chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+			chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.WindowSize(1200, 800),
+			chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+			// Several tests' windows at once: none is slowed as a
+			// background one (the page refreshes on a timer).
+			chromedp.Flag("disable-background-timer-throttling", true), chromedp.Flag("disable-backgrounding-occluded-windows", true),
+			chromedp.Flag("disable-renderer-backgrounding", true),
+			// Chromium keeps its singleton socket in a directory of its own
+			// under $TMPDIR and leaves it there; this keeps it inside dir.
+			chromedp.Env("TMPDIR=" + dir),
+		}
+		actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+		bctx, bcancel := chromedp.NewContext(actx)
+		closeBrowsers = []func(){bcancel, acancel, func() { os.RemoveAll(dir) }}
+		if err := chromedp.Do(bctx); err != nil {
+			browserErr = fmt.Errorf("starting Chromium (%s): %w", chromium, err)
+			return
+		}
+		browserCtx = bctx
+	})
+	return browserCtx, browserErr
+}
+
+// closeBrowser stops the test binary's Chromium, if it started.
+func closeBrowser() {
+	for _, f := range closeBrowsers {
+		f()
+	}
 }
 
 func needChromium(t testing.TB) {
@@ -84,24 +141,16 @@ func newEnvTB(t testing.TB, args ...string) *env {
 	t.Helper()
 	needChromium(t)
 	ce := clitest.New(t, bin, root, args...)
-	dir := ce.Dir
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.WindowSize(1200, 800),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		// Chromium keeps its singleton socket in a directory of its own under
-		// $TMPDIR and leaves it there; this keeps it inside the test's.
-		chromedp.Env("TMPDIR=" + dir),
+	bctx, err := browser()
+	if err != nil {
+		t.Fatal(err)
 	}
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	tctx, tcancel := chromedp.NewContext(actx)
+	tctx, tcancel := chromedp.NewContext(bctx, chromedp.WithNewBrowserContext())
 	if err := chromedp.Do(tctx, chromedp.EmulateViewport(1200, 800)); err != nil {
 		tcancel()
-		acancel()
-		t.Fatalf("starting Chromium (%s): %v", chromium, err)
+		t.Fatalf("opening a window of Chromium (%s): %v", chromium, err)
 	}
-	t.Cleanup(func() { tcancel(); acancel() })
+	t.Cleanup(tcancel)
 	return &env{Env: ce, t: t, ctx: tctx}
 }
 

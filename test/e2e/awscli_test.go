@@ -1,31 +1,23 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"qshare/internal/python"
 )
 
 // TestAWSCLIExample runs the README's AWS CLI lines (its ```sh block of
 // `aws batch` commands) against a real server, with the server's endpoint
 // and a real job ID put in, and checks what they answer. It needs an `aws`
 // on PATH that knows the quota-share operations (AWS CLI 1.45.11 with
-// botocore 1.43.11 does); without one it is skipped, since CI installs no
-// Python packages.
+// botocore 1.43.11 does); without one it is skipped (python.RunCLI), since
+// CI installs no Python packages.
 func TestAWSCLIExample(t *testing.T) {
 	t.Parallel()
-	aws, err := exec.LookPath("aws")
-	if err != nil {
-		t.Skip("no aws on PATH")
-	}
-	if out, err := exec.Command(aws, "batch", "list-quota-shares", "help").CombinedOutput(); err != nil {
-		t.Skipf("this aws does not know list-quota-shares: %v\n%s", err, out)
-	}
 	var lines []string
 	for _, b := range fencedBlocks(t, filepath.Join(root, "README.md")) {
 		if b.lang != "sh" {
@@ -44,30 +36,25 @@ func TestAWSCLIExample(t *testing.T) {
 	e := exampleEnv(t)
 	id := strings.TrimSpace(e.Submit("QS1", "cli", 1))
 	id = id[strings.LastIndex(id, " ")+1:]
-	run := func(line string) []byte {
-		t.Helper()
+	// The lines run one after the other in one Python, each through the
+	// CLI's own driver (internal/python.AWSCLI): a start of aws each cost
+	// about a second of CPU. The server checks no signatures, but the CLI
+	// signs and so wants credentials; no profile or config file of the
+	// machine's.
+	env := append(os.Environ(), "AWS_ACCESS_KEY_ID=qshare", "AWS_SECRET_ACCESS_KEY=qshare",
+		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=")
+	var cmds []python.CLICommand
+	for i, line := range lines {
 		line = strings.ReplaceAll(line, "http://127.0.0.1:8750", e.Srv.Endpoint)
-		line = strings.ReplaceAll(line, "JOB_ID", id)
-		args := strings.Fields(line)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, aws, args[1:]...)
-		// The server checks no signatures, but the CLI signs and so wants
-		// credentials; no profile or config file of the machine's.
-		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=qshare", "AWS_SECRET_ACCESS_KEY=qshare",
-			"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=")
-		out, err := cmd.Output()
-		if err != nil {
-			stderr := ""
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = string(ee.Stderr)
-			}
-			t.Fatalf("%s: %v\n%s%s", line, err, out, stderr)
-		}
-		return out
+		lines[i] = strings.ReplaceAll(line, "JOB_ID", id)
+		cmds = append(cmds, python.CLICommand{Args: strings.Fields(lines[i])[1:], Env: env})
 	}
-	for _, line := range lines {
-		out := run(line)
+	res := python.RunCLI(t, cmds)
+	for i, line := range lines {
+		if r := res[i]; r.Code != 0 {
+			t.Fatalf("%s: exit status %d\n%s%s", line, r.Code, r.Stdout, r.Stderr)
+		}
+		out := []byte(res[i].Stdout)
 		switch {
 		case strings.Contains(line, "list-quota-shares"):
 			var v struct {

@@ -3,14 +3,14 @@ package e2e_test
 import (
 	"archive/tar"
 	"compress/gzip"
-	"context"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"qshare/internal/python"
 )
 
 // TestReadmeData runs the README's data example (its ```sh blocks that
@@ -21,8 +21,7 @@ import (
 // channel. It needs the AWS CLI on PATH, and skips without it.
 func TestReadmeData(t *testing.T) {
 	t.Parallel()
-	awsCLI, err := exec.LookPath("aws")
-	if err != nil {
+	if _, err := python.Program("aws"); err != nil {
 		t.Skip("no aws on PATH: the README's data example uses the AWS CLI")
 	}
 	var lines []string
@@ -45,9 +44,39 @@ func TestReadmeData(t *testing.T) {
 	must(os.Symlink(filepath.Join(root, "examples"), filepath.Join(work, "examples")))
 	env := append(os.Environ(), "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=")
 	submitted, copied := "", false
+	// Each run of consecutive aws lines runs in one Python, each line
+	// through the CLI's own driver (internal/python.AWSCLI): a start of
+	// aws each cost about a second of CPU.
+	var awsLines []string
+	runAWS := func() {
+		t.Helper()
+		if len(awsLines) == 0 {
+			return
+		}
+		var cmds []python.CLICommand
+		for _, l := range awsLines {
+			cmds = append(cmds, python.CLICommand{Args: strings.Fields(l)[1:], Env: env, Dir: work})
+		}
+		res := python.RunCLI(t, cmds)
+		for i, line := range awsLines {
+			if r := res[i]; r.Code != 0 {
+				t.Fatalf("%s: exit status %d\n%s%s", line, r.Code, r.Stdout, r.Stderr)
+			}
+			if strings.Contains(line, "s3 ls") && !strings.Contains(res[i].Stdout, "/output/model.tar.gz") {
+				t.Errorf("%s lists no model.tar.gz:\n%s", line, res[i].Stdout)
+			}
+			copied = copied || strings.Contains(line, "fit-output")
+		}
+		awsLines = nil
+	}
 	for _, line := range lines {
 		line = strings.ReplaceAll(line, "http://127.0.0.1:8750", e.Srv.Endpoint)
 		args := strings.Fields(line)
+		if args[0] == "aws" {
+			awsLines = append(awsLines, line)
+			continue
+		}
+		runAWS()
 		switch {
 		case args[0] == "export":
 			env = append(env, args[1:]...) // KEY=VALUE, none quoted
@@ -60,23 +89,11 @@ func TestReadmeData(t *testing.T) {
 				submitted = strings.TrimSpace(out[strings.LastIndex(out, " ")+1:])
 				e.awaitSucceeded(submitted)
 			}
-		case args[0] == "aws":
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			cmd := exec.CommandContext(ctx, awsCLI, args[1:]...)
-			cmd.Dir, cmd.Env = work, env
-			out, err := cmd.CombinedOutput()
-			cancel()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", line, err, out)
-			}
-			if strings.Contains(line, "s3 ls") && !strings.Contains(string(out), "/output/model.tar.gz") {
-				t.Errorf("%s lists no model.tar.gz:\n%s", line, out)
-			}
-			copied = copied || strings.Contains(line, "fit-output")
 		default:
 			t.Fatalf("README.md: a line of the data example that this test does not run: %s", line)
 		}
 	}
+	runAWS()
 	if submitted == "" || !copied {
 		t.Fatalf("README.md: the data example submits no job or copies no output")
 	}

@@ -6,9 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"qshare/internal/longtest"
+	"qshare/internal/python"
 	"qshare/internal/serveproc"
 )
 
@@ -26,9 +29,15 @@ var notebookSteps = []string{"resolve-role", "quota-resources", "default-bucket"
 // update preempting in-share, every job SUCCEEDED, get_model_trainer's
 // DescribeTrainingJob and log tailing, TrainingQueue.map, terminate and
 // StopTrainingJob. It is skipped, with a message, without python3 and a
-// boto3 that knows the service-job operations.
+// boto3 that knows the service-job operations. As root, where
+// TestSageMakerSDKNotebookProcess replays the same steps and more, it runs
+// with QSHARE_LONG=1 (.ci/run's long step): a replay is some seconds of
+// Python's CPU.
 func TestSageMakerSDKNotebook(t *testing.T) {
 	t.Parallel()
+	if os.Geteuid() == 0 && !longtest.On() {
+		t.Skip("as root, TestSageMakerSDKNotebookProcess replays the same steps on the process executor; this replay on the simulated executor runs with " + longtest.Env + "=1")
+	}
 	py := replayPython(t)
 	srv := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(t.TempDir(), "data"),
 		Args: []string{"--executor", "simulated", "--sim-duration", "4s", "--log-level", "warn"}})
@@ -68,15 +77,22 @@ func TestSageMakerSDKNotebookProcess(t *testing.T) {
 // Batch quota-share operations is missing.
 func replayPython(t *testing.T) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err == nil {
-		err = exec.Command(py, "-c", `import boto3, sys; sys.exit(0 if hasattr(boto3.client("batch", region_name="us-east-1"), "create_quota_share") else 1)`).Run()
-	}
+	py, err := replayBoto3()
 	if err != nil {
 		t.Skip("python3 with a boto3 that has the Batch quota-share operations (2025 or later) is not installed: the SageMaker SDK notebook replay is skipped")
 	}
 	return py
 }
+
+// replayBoto3 returns python3 (internal/python) if its boto3 has the
+// Batch quota-share operations, once per test binary.
+var replayBoto3 = sync.OnceValues(func() (string, error) {
+	py, err := python.Program("python3")
+	if err == nil {
+		err = exec.Command(py, "-c", `import boto3, sys; sys.exit(0 if hasattr(boto3.client("batch", region_name="us-east-1"), "create_quota_share") else 1)`).Run()
+	}
+	return py, err
+})
 
 // replay runs the notebook's replay against srv with extra environment
 // variables, and checks that each of steps passed.

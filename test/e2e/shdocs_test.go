@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"qshare/internal/longtest"
 	"qshare/internal/transcript"
 )
 
@@ -38,7 +39,10 @@ var shellAllowed = map[string]string{}
 //     comment starts with "fails". A line that reads from ../shared/ is
 //     skipped, with the reason, when that file is not there (a clone with
 //     nothing beside it), and so is every later line that reads a file
-//     which a skipped line would have written (skippedOutputs).
+//     which a skipped line would have written (skippedOutputs). A line
+//     that replays the whole Philly trace runs only with QSHARE_LONG=1;
+//     otherwise it runs with --help, and counts as skipped for the lines
+//     after it (replaysPhilly).
 //   - Commands that run until stopped (serve, bench, top without -n,
 //     logs -f, demo --keep) run with --help added: that fails on an unknown
 //     flag, and the usage it prints must name the doc's subcommand, so a
@@ -80,7 +84,8 @@ func TestShellDocExamples(t *testing.T) {
 				}
 				args := unquote(t, c.text)[1:]
 				s := &transcript.Session{Exe: bin, Dir: work, Env: c.env}
-				if long(args) {
+				replay := replaysPhilly(args) && !longtest.On()
+				if long(args) || replay {
 					out, code, err := s.Exec(ctx, append(slices.Clone(args), "--help")...)
 					if err != nil {
 						t.Fatalf("%s: %s --help: %v", where, c.text, err)
@@ -93,6 +98,12 @@ func TestShellDocExamples(t *testing.T) {
 					}
 					if want, got := commandPath(args), usagePath(out); want != got {
 						t.Errorf("%s: %s: %q is not a command (--help shows the usage of %q)", where, c.text, want, got)
+					}
+					if replay {
+						for i, a := range args {
+							args[i] = scratchTmp(scratch, a)
+						}
+						skipped.add(work, args, where, "the whole Philly trace's replay runs with QSHARE_LONG=1")
 					}
 					continue
 				}
@@ -294,6 +305,16 @@ func long(args []string) bool {
 		return has("--keep")
 	}
 	return false
+}
+
+// replaysPhilly tells whether a command reads the whole Philly trace
+// (../shared/data/philly/): each such simulate or check-events of the docs
+// takes 4 to 10 s of one core, about 50 s in all, so they run with
+// QSHARE_LONG=1 (.ci/run's long step), and with --help otherwise, as the
+// commands that run until stopped do; every run replays the trace's first
+// 5,000 jobs and checks their event log (sim's TestPhillyPrefixClean).
+func replaysPhilly(args []string) bool {
+	return slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "../shared/data/philly/") })
 }
 
 // client tells whether a command talks to a server.

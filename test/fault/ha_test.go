@@ -42,12 +42,18 @@ import (
 var pg postgrestest.Lazy
 
 // haConfig is a pool of 32 instances with one share, without preemption:
-// the workload's jobs wait their turn.
-var haConfig = soak.PoolQueue("q", 32) + `      - quotaShareName: A
-        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 32}]
+// the workload's jobs (16 clients submit about 50 a second) wait their
+// turn.
+var haConfig = haPool(32)
+
+// haPool is haConfig with a pool (and share) of n instances.
+func haPool(n int) string {
+	return soak.PoolQueue("q", n) + fmt.Sprintf(`      - quotaShareName: A
+        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
         resourceSharingConfiguration: {strategy: LEND}
         preemptionConfiguration: {inSharePreemption: DISABLED}
-`
+`, n)
+}
 
 // cluster is two (or more) servers on one store.
 type cluster struct {
@@ -644,6 +650,36 @@ func TestFencingAfterSIGSTOP(t *testing.T) {
 	}
 }
 
+// waitPoolFull waits until the jobs that c lists hold the whole pool of n
+// instances (each job is one) and at least one more waits: the moment of
+// TestPostgresRestart's and TestPostgresDiskFull's faults. It calls stop
+// and fails t after 30 s.
+func waitPoolFull(t *testing.T, c *batch.Client, n int, stop func()) {
+	t.Helper()
+	t0 := time.Now()
+	for {
+		all, err := soak.ListAll(context.Background(), c)
+		started, waiting := 0, 0
+		for _, j := range all {
+			switch j.Status {
+			case types.ServiceJobStatusScheduled, types.ServiceJobStatusStarting, types.ServiceJobStatusRunning:
+				started++
+			case types.ServiceJobStatusSubmitted, types.ServiceJobStatusPending, types.ServiceJobStatusRunnable:
+				waiting++
+			}
+		}
+		if err == nil && started >= n && waiting > 0 {
+			t.Logf("the pool is full (%d jobs started, %d waiting) %v into the load", started, waiting, time.Since(t0).Round(time.Millisecond))
+			return
+		}
+		if time.Since(t0) > 30*time.Second {
+			stop()
+			t.Fatalf("the load did not fill the pool of %d within 30 s: %d jobs started, %d waiting (%v)", n, started, waiting, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestPostgresRestart restarts PostgreSQL in immediate mode (a crash)
 // under load: requests that need a commit fail with a ServerException,
 // nothing half-applied is visible (every acknowledged submit and update is
@@ -654,12 +690,16 @@ func TestFencingAfterSIGSTOP(t *testing.T) {
 func TestPostgresRestart(t *testing.T) {
 	needBinary(t)
 	cl := newCluster(t, 2, "5s")
-	cfgPath := applyConfig(t, cl.endpoints()[0], haConfig)
+	// A pool of 64, not haConfig's 32: this test runs alone (the package
+	// doc), and after the load the queue it left took 8 to 10 s to drain
+	// on 32 instances, half that on 64. The crash comes when the pool is
+	// full and jobs wait (a fixed 1.5 s of load before).
+	cfgPath := applyConfig(t, cl.endpoints()[0], haPool(64))
 	load := newLoad(cl.endpoints)
-	cl.waitLeader(10*time.Second, -1)
+	first := cl.waitLeader(10*time.Second, -1)
 	before, _ := cl.epoch()
 	stop := load.run(16, 7)
-	time.Sleep(1500 * time.Millisecond)
+	waitPoolFull(t, client(cl.servers[first].Endpoint), 64, stop)
 	t0 := time.Now()
 	if err := pg.Server().Restart("immediate"); err != nil {
 		stop()
@@ -746,10 +786,16 @@ func TestPostgresDiskFull(t *testing.T) {
 	cl.start(0)
 	cl.waitLeader(30*time.Second, -1)
 	cl.start(1)
-	cfgPath := applyConfig(t, cl.endpoints()[0], haConfig)
+	// A pool of 64, as TestPostgresRestart's, which drains the queue
+	// the load leaves in half the time of haConfig's 32. The disk fills
+	// when the pool is full, so that no job that fits waits for want of
+	// a commit: after a fixed second of load (on 32) the pool still had
+	// room at load 13 to 20, and a job acknowledged in the room the
+	// tables had waited 3 s although it fit (check-events' head-waits).
+	cfgPath := applyConfig(t, cl.endpoints()[0], haPool(64))
 	load := newLoad(cl.endpoints)
 	stop := load.run(16, 11)
-	time.Sleep(time.Second)
+	waitPoolFull(t, client(cl.servers[0].Endpoint), 64, stop)
 	// Fill the file system, leaving nothing.
 	filler := filepath.Join(dir, "filler")
 	f, err := os.Create(filler)

@@ -15,15 +15,15 @@ import (
 	"qshare/internal/soak"
 )
 
-// TestKill9 kills the server with SIGKILL at random moments (5 times, 20
-// with QSHARE_LONG=1, QSHARE_KILLS to choose) while clients submit checkpointing jobs,
+// TestKill9 kills the server with SIGKILL at random moments (twice, 20
+// times with QSHARE_LONG=1, QSHARE_KILLS to choose) while clients submit checkpointing jobs,
 // change priorities, terminate jobs and change a share's limit. After each
 // restart every acknowledged submit and termination must be there; at the
 // end every job must have finished as it should, no job may have run two
 // attempts at once, and the event log must keep the guarantees.
 func TestKill9(t *testing.T) {
 	parallelBinary(t)
-	kills := longtest.Pick(5, 20)
+	kills := longtest.Pick(2, 20)
 	if v := os.Getenv("QSHARE_KILLS"); v != "" {
 		kills, _ = strconv.Atoi(v)
 	}

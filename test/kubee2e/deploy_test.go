@@ -38,6 +38,7 @@ import (
 // claims and deletes a finished job's claim; no warning it logs says
 // forbidden. A verb the executor needs and the Role lacks fails it.
 func TestDeployManifests(t *testing.T) {
+	t.Parallel() // its node's type is its own
 	c := plane(t)
 	dir := "../../deploy/kubernetes"
 	var kust struct {

@@ -22,10 +22,10 @@ import (
 // qshare:executor=sim runs as no pod at all; both succeed, and the pod's
 // log is served through the Kubernetes executor.
 func TestBesideAnotherExecutor(t *testing.T) {
-	c := newCluster(t, "g5.xlarge", 2, 1)
+	c := newSideCluster(t, "g5.xlarge", 2, 1)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "executors.yaml")
-	if err := os.WriteFile(file, []byte("default: {kind: kubernetes, kubeconfig: "+c.Kubeconfig()+", namespace: "+c.ns+"}\nsim: {kind: simulated}\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("default: {kind: kubernetes, kubeconfig: "+c.Kubeconfig()+", namespace: "+c.ns+", kubeConfig: "+c.kubeConfigFile(dir, "")+"}\nsim: {kind: simulated}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := &server{t: t, c: c, dataDir: filepath.Join(dir, "data"), args: []string{"--executors", file, "--stop-grace", "5s"}}

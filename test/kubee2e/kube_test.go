@@ -9,9 +9,12 @@
 // a restart that re-attaches without duplicating a pod.
 //
 // The tests skip, with a message naming .ci/build-kube, when the control
-// plane's binaries are absent. They share one control plane; each test has
-// its own namespace, its own nodes' instance type where it needs GPUs to
-// itself, and its own qshare server, and they run one after another.
+// plane's binaries are absent. They run side by side, each with its own
+// namespace, its own nodes and its own qshare server: on the package's one
+// control plane, each on nodes of an instance-type label of its own
+// (newSideCluster) but one, on the default mapping (newCluster); the one
+// that stops the API server on a control plane of its own
+// (newOwnCluster).
 package kubee2e_test
 
 import (
@@ -24,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +41,7 @@ import (
 
 	"qshare/executor/kubernetes/kubetest"
 	"qshare/internal/batchclient"
+	"qshare/internal/longtest"
 	"qshare/internal/serveproc"
 	"qshare/internal/soak"
 )
@@ -50,6 +55,9 @@ func TestMain(m *testing.M) {
 	if testing.Short() || kubetest.Available() != nil {
 		os.Exit(m.Run()) // every test skips itself
 	}
+	// The side-by-side tests mostly wait on their servers, the played
+	// kubelet and the API server.
+	longtest.MinParallel(8)
 	code := serveproc.WithBinary("qshare-kubee2e-", &bin, m.Run)
 	shared.Close()
 	os.Exit(code)
@@ -72,35 +80,97 @@ type cluster struct {
 	*kubetest.Cluster
 	t  *testing.T
 	ns string
+	// typ is the nodes' instance type (without "ml."); label, where set,
+	// is their instance-type label instead of typ, which startServer's
+	// --kube-config maps ml.<typ> to.
+	typ, label string
 }
 
 // newCluster makes a namespace for the test and n nodes of the instance
 // type typ (without "ml."), with gpus GPUs each; the test's pods and nodes
-// are deleted when it ends.
+// are deleted when it ends. Its nodes are under the default mapping of
+// ml.<typ> to nodes labelled typ, which one test at a time may use (the
+// others have labels of their own: newSideCluster).
 func newCluster(t *testing.T, typ string, n, gpus int) *cluster {
 	t.Helper()
-	p := plane(t)
-	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	return makeCluster(t, plane(t), typ, "", n, gpus)
+}
+
+// newOwnCluster runs t side by side with the others (t.Parallel) on a
+// control plane of its own, which it may stop, with n nodes of typ under
+// the default mapping.
+func newOwnCluster(t *testing.T, typ string, n, gpus int) *cluster {
+	t.Helper()
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs the qshare binary against a Kubernetes API server")
+	}
+	var own kubetest.Shared // shared by no other test
+	t.Cleanup(own.Close)
+	return makeCluster(t, own.Get(t), typ, "", n, gpus)
+}
+
+// newSideCluster runs t side by side with the package's other such tests
+// (t.Parallel) and returns its cluster, as newCluster does, but its nodes'
+// instance-type label is typ followed by the namespace, and its servers'
+// --kube-config maps ml.<typ> to that label: no other test's pods land on
+// its nodes, and none of its pods on theirs.
+func newSideCluster(t *testing.T, typ string, n, gpus int) *cluster {
+	t.Helper()
+	t.Parallel()
+	return makeCluster(t, plane(t), typ, typ+"."+namespaceOf(t), n, gpus)
+}
+
+// namespaceOf is the namespace of a test: its name in lower case.
+func namespaceOf(t *testing.T) string {
+	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+}
+
+func makeCluster(t *testing.T, p *kubetest.Cluster, typ, label string, n, gpus int) *cluster {
+	t.Helper()
+	ns := namespaceOf(t)
 	ctx := context.Background()
 	if _, err := p.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var nodes []string
+	c := &cluster{Cluster: p, t: t, ns: ns, typ: typ, label: label}
 	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("%s-%s-%d", ns, strings.ReplaceAll(typ, ".", "-"), i)
-		if err := p.Kubelet.AddNode(ctx, name, typ, gpus); err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, name)
+		c.addNode(fmt.Sprintf("%s-%s-%d", ns, strings.ReplaceAll(typ, ".", "-"), i), gpus)
 	}
 	t.Cleanup(func() {
 		zero := int64(0)
 		_ = p.Client().CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
-		for _, n := range nodes {
-			_ = p.Kubelet.DeleteNode(ctx, n)
-		}
 	})
-	return &cluster{Cluster: p, t: t, ns: ns}
+	return c
+}
+
+// addNode adds a node of the test's type, with gpus GPUs, deleted when
+// the test ends.
+func (c *cluster) addNode(name string, gpus int) {
+	c.t.Helper()
+	label := c.typ
+	if c.label != "" {
+		label = c.label
+	}
+	if err := c.Kubelet.AddNode(context.Background(), name, label, gpus); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = c.Kubelet.DeleteNode(context.Background(), name) })
+}
+
+// kubeConfigFile writes a --kube-config file into dir: kubeConfig (YAML),
+// and where the test's nodes have a label of their own, the mapping of
+// ml.<typ> to it.
+func (c *cluster) kubeConfigFile(dir, kubeConfig string) string {
+	c.t.Helper()
+	if c.label != "" {
+		kubeConfig += fmt.Sprintf("instanceTypes:\n  ml.%s:\n    nodeSelector: {%s: %s}\n", c.typ, kubetest.InstanceTypeLabel, c.label)
+	}
+	kc := filepath.Join(dir, "kube.yaml")
+	if err := os.WriteFile(kc, []byte(kubeConfig), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return kc
 }
 
 // pods lists the namespace's pods of a job.
@@ -135,10 +205,7 @@ type server struct {
 func (c *cluster) startServer(kubeConfig string) *server {
 	c.t.Helper()
 	dir := c.t.TempDir()
-	kc := filepath.Join(dir, "kube.yaml")
-	if err := os.WriteFile(kc, []byte(kubeConfig), 0o600); err != nil {
-		c.t.Fatal(err)
-	}
+	kc := c.kubeConfigFile(dir, kubeConfig)
 	s := &server{t: c.t, c: c, dataDir: filepath.Join(dir, "data"),
 		args: []string{"--executor", "kubernetes", "--kubeconfig", c.Kubeconfig(), "--namespace", c.ns, "--kube-config", kc, "--stop-grace", "5s"}}
 	s.start()
@@ -243,6 +310,7 @@ const g5 = "ml.g5.xlarge"
 // one-GPU nodes. A job runs as a pod with its GPU, writes its log, and
 // succeeds; its pod's labels name the job, queue and share.
 func TestWorkedExample(t *testing.T) {
+	t.Parallel() // the only test on nodes labelled g5.xlarge of this plane
 	c := newCluster(t, "g5.xlarge", 3, 1)
 	s := c.startServer("")
 	s.apply(threeShares(t))
@@ -289,7 +357,7 @@ func podOf(t *testing.T, c *cluster, attemptID string) string {
 // TestFailureFile: what the job writes to /opt/ml/output/failure becomes
 // the job's statusReason.
 func TestFailureFile(t *testing.T) {
-	c := newCluster(t, "g5.xlarge", 3, 1)
+	c := newSideCluster(t, "g5.xlarge", 3, 1)
 	s := c.startServer("")
 	s.apply(threeShares(t))
 	id := s.submit("bad", "QS1", 1, g5, 1, kubetest.Program{Run: 200 * time.Millisecond, Exit: 3, Failure: "AlgorithmError: no training data in channel train"})
@@ -305,7 +373,7 @@ func TestFailureFile(t *testing.T) {
 // ends as a capacity failure and the job is requeued without using a
 // retry, then runs once a GPU is free.
 func TestPendingThenCapacityFailure(t *testing.T) {
-	c := newCluster(t, "g5.xlarge", 2, 1) // the example promises 3
+	c := newSideCluster(t, "g5.xlarge", 2, 1) // the example promises 3
 	s := c.startServer("startTimeout: 3s\n")
 	s.apply(threeShares(t))
 	if r := s.envReason(); !strings.Contains(r, "promises 3 instances") {
@@ -317,8 +385,10 @@ func TestPendingThenCapacityFailure(t *testing.T) {
 	s.AwaitStatus(a, types.ServiceJobStatusRunning)
 	s.AwaitStatus(b, types.ServiceJobStatusRunning)
 	third := s.submit("third", "QS3", 1, g5, 1, kubetest.Program{Run: 300 * time.Millisecond})
+	// The scheduler counts the other tests' nodes too, which do not match.
+	insufficient := regexp.MustCompile(`waits to run in kubernetes: 0/\d+ nodes are available: 2 Insufficient nvidia\.com/gpu`)
 	s.Await(third, "waiting in the cluster", func(d *batch.DescribeServiceJobOutput) bool {
-		return strings.Contains(aws.ToString(d.StatusReason), "waits to run in kubernetes: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu")
+		return insufficient.MatchString(aws.ToString(d.StatusReason))
 	})
 	d := s.Await(third, "requeued after a capacity failure", func(d *batch.DescribeServiceJobOutput) bool {
 		return len(d.Attempts) >= 1 && d.Attempts[0].StoppedAt != nil
@@ -345,7 +415,7 @@ func TestPendingThenCapacityFailure(t *testing.T) {
 // new server over the same store re-attaches to their pods: no pod is
 // created twice, and the jobs end as their pods do.
 func TestKillAndRestart(t *testing.T) {
-	c := newCluster(t, "g5.xlarge", 3, 1)
+	c := newSideCluster(t, "g5.xlarge", 3, 1)
 	s := c.startServer("")
 	s.apply(threeShares(t))
 	p := kubetest.Program{Run: 6 * time.Second, Output: "survived"}
@@ -399,7 +469,7 @@ func oneShare(t *testing.T, n int) string {
 // preempts a trainer; the trainer checkpoints on SIGTERM to its claim, and
 // its second attempt, on the same claim, resumes from the checkpoint.
 func TestInSharePreemptionResume(t *testing.T) {
-	c := newCluster(t, "g5.xlarge", 1, 1)
+	c := newSideCluster(t, "g5.xlarge", 1, 1)
 	s := c.startServer("")
 	s.apply(oneShare(t, 1))
 	low := s.submit("low", "S", 1, g5, 1, kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 500 * time.Millisecond, Save: "step-42", Output: "training", Checkpoints: true})
@@ -428,7 +498,7 @@ func TestInSharePreemptionResume(t *testing.T) {
 // index on four nodes, all running before the job is, which find each
 // other through the headless Service's names.
 func TestFourInstances(t *testing.T) {
-	c := newCluster(t, "g5.xlarge", 4, 1)
+	c := newSideCluster(t, "g5.xlarge", 4, 1)
 	s := c.startServer("")
 	s.apply(oneShare(t, 4))
 	id := s.submit("four", "S", 1, g5, 4, kubetest.Program{Run: 2 * time.Second, Output: "an instance"})
@@ -469,7 +539,7 @@ func TestFourInstances(t *testing.T) {
 // says what is wrong, and once the server is back the reason clears, both
 // jobs run to their end, and no pod is duplicated.
 func TestAPIServerOutage(t *testing.T) {
-	c := newCluster(t, "g5.xlarge", 3, 1)
+	c := newOwnCluster(t, "g5.xlarge", 3, 1)
 	s := c.startServer("")
 	s.apply(threeShares(t))
 	a := s.submit("a", "QS1", 1, g5, 1, kubetest.Program{Run: 6 * time.Second})
@@ -540,7 +610,7 @@ func (c *cluster) awaitRunningPods(ids ...string) {
 //  3. qs1-low's priority is raised to 4: high is preempted (in-share) and
 //     low runs.
 func TestWorkedExampleSteps(t *testing.T) {
-	c := newCluster(t, "g5.xlarge", 3, 1)
+	c := newSideCluster(t, "g5.xlarge", 3, 1)
 	s := c.startServer("")
 	s.apply(threeShares(t))
 	long := kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 2 * time.Second}
@@ -599,7 +669,7 @@ func TestWorkedExampleSteps(t *testing.T) {
 // ended on its own before its last pod was placed would free a node for
 // that pod.)
 func TestFourInstancesAllOrNothing(t *testing.T) {
-	c := newCluster(t, "g5.xlarge", 3, 1)
+	c := newSideCluster(t, "g5.xlarge", 3, 1)
 	s := c.startServer("startTimeout: 3s\n")
 	s.apply(oneShare(t, 4))
 	id := s.submit("four", "S", 1, g5, 4, kubetest.Program{Run: time.Hour, Output: "an instance"})
@@ -622,11 +692,7 @@ func TestFourInstancesAllOrNothing(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	name := fmt.Sprintf("%s-g5-xlarge-extra", c.ns)
-	if err := c.Kubelet.AddNode(context.Background(), name, "g5.xlarge", 1); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Kubelet.DeleteNode(context.Background(), name) })
+	c.addNode(fmt.Sprintf("%s-g5-xlarge-extra", c.ns), 1)
 	d = s.AwaitStatus(id, types.ServiceJobStatusRunning)
 	n := len(d.Attempts)
 	for i, a := range d.Attempts[:n-1] {

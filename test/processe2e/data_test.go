@@ -22,6 +22,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"qshare/data"
+	"qshare/internal/python"
 )
 
 // TestDataContract runs the SageMaker SDK's sm_drivers job on a real
@@ -32,7 +33,8 @@ import (
 // nothing FAILS with SageMaker's reason.
 func TestDataContract(t *testing.T) {
 	skipShort(t)
-	if exec.Command("python3", "-c", "import boto3").Run() != nil {
+	py, ok := python.With("boto3")
+	if !ok {
 		t.Skip("python3 with boto3 is not installed: skipping the data contract's end-to-end test")
 	}
 	s := startServer(t, newDataDir(t), serverOpts{})
@@ -43,7 +45,7 @@ func TestDataContract(t *testing.T) {
 s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id="qshare", aws_secret_access_key="qshare",
                   config=boto3.session.Config(s3={"addressing_style": "path"}))
 `
-		out, err := exec.Command("python3", append([]string{"-c", pre + script, s.endpoint}, args...)...).CombinedOutput()
+		out, err := exec.Command(py, append([]string{"-c", pre + script, s.endpoint}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("boto3: %v\n%s", err, out)
 		}

@@ -200,7 +200,7 @@ func TestExecutorsProcessAndSimulated(t *testing.T) {
 // and Slurm's controller down holding only the Slurm environment's jobs.
 func TestExecutorsWithSlurm(t *testing.T) {
 	skipShort(t)
-	c := slurmtest.StartT(t, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
+	c := slurmtest.StartT(t, slurmCluster)
 	multiExecutors(t, c, nil)
 }
 
@@ -208,11 +208,17 @@ func TestExecutorsWithSlurm(t *testing.T) {
 // the simulated one) in one server at once (issue 34 point 5): each job
 // runs where its environment says and nowhere else, kill -9 of the server
 // recovers all of them, and Slurm's controller down holds only the Slurm
-// environment's jobs.
+// environment's jobs. It runs where QSHARE_LONG=1 (.ci/run's long step):
+// a Slurm cluster and a control plane of its own took 50 s of this
+// package in go test ./..., where TestExecutorsWithSlurm plays the same
+// scenario on the process, Slurm and simulated executors.
 func TestExecutorsAllThree(t *testing.T) {
 	skipShort(t)
+	if !longtest.On() {
+		t.Skip("the three executors side by side need a Slurm cluster and a Kubernetes control plane of their own: set QSHARE_LONG=1 (TestExecutorsWithSlurm plays the same with the process, Slurm and simulated executors)")
+	}
 	kubetest.Require(t)
-	c := slurmtest.StartT(t, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
+	c := slurmtest.StartT(t, slurmCluster)
 	multiExecutors(t, c, startKube(t))
 }
 
@@ -486,11 +492,16 @@ func exampleSideBySide(t *testing.T, s *server, c *slurmtest.Cluster, k *kubeSid
 		running(n, low[n], q2[n])
 	}
 	// The end: all let go (the pods end on their own); the preempted jobs
-	// run again and succeed.
+	// run again and succeed. A preempted pod's next attempt starts only
+	// when a pod of step 2 or 3 has run its minute, and then runs a minute
+	// of its own: the wait for the end allows both on top of the usual
+	// limit.
 	g.release("all")
+	end := s.Jobs
+	end.Limit = waitLimit + 2*time.Minute
 	for _, n := range execs {
 		for id, attempts := range map[string]int{high[n]: 2, med[n]: 2, low[n]: 1, q2[n]: 1} {
-			if d := s.AwaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != attempts {
+			if d := end.AwaitStatus(id, types.ServiceJobStatusSucceeded); len(d.Attempts) != attempts {
 				t.Errorf("%s: %d attempts, want %d", aws.ToString(d.JobName), len(d.Attempts), attempts)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/batch/types"
 
 	"qshare/executor/gpu/gputest"
+	"qshare/internal/longtest"
 )
 
 // gpuJob prints the GPUs it was given and holds each of them, as a
@@ -235,10 +236,10 @@ while [ $step -lt $STEPS ]; do step=$((step+1)); sleep 0.05 & wait $!; done
 release; echo "done at step $step"
 `
 
-// TestGPURandom submits 24 GPU jobs of random sizes (1, 2 or 4 GPUs) and
-// random priorities, a few milliseconds apart, into one share with
-// in-share preemption, on a host of 8 (fake) GPUs and an environment of
-// exactly 8. Jobs start, finish and preempt each other at random; each one
+// TestGPURandom submits 16 GPU jobs (24 with QSHARE_LONG=1) of random
+// sizes (1, 2 or 4 GPUs) and random priorities, a few milliseconds apart,
+// into one share with in-share preemption, on a host of 8 (fake) GPUs and
+// an environment of exactly 8. Jobs start, finish and preempt each other at random; each one
 // holds its GPUs as mkdir locks while it runs and fails if one is taken.
 // Every job must succeed, every attempt must have had exactly the GPUs it
 // asked for and never a GPU another held, and no lock may be left. The seed
@@ -270,7 +271,11 @@ func TestGPURandom(t *testing.T) {
 		gpus int
 	}
 	var jobs []sub
-	for i := range 24 {
+	n := 16
+	if longtest.On() {
+		n = 24
+	}
+	for i := range n {
 		unit, count, gpus := small, 1, 1
 		switch rng.IntN(3) {
 		case 1:

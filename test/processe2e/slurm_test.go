@@ -29,7 +29,7 @@ const gpu = "ml.g5.12xlarge"
 // skips the test where Slurm is not installed or the user is not root.
 func slurmServer(t *testing.T) (serverOpts, *slurmtest.Cluster) {
 	t.Helper()
-	c := slurmtest.StartT(t, slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2})
+	c := slurmtest.StartT(t, slurmCluster)
 	var env []string
 	for _, kv := range c.Env() {
 		if strings.HasPrefix(kv, "SLURM_CONF=") {
@@ -65,6 +65,13 @@ instanceTypes:
 	}, c
 }
 
+// slurmCluster is the options of the package's Slurm clusters: two nodes
+// of 64 CPU slots and 2 fake GPUs each, which forget finished jobs after
+// 2 s (MinJobAge), and whose commands give up on a slurmctld that is down
+// after some 4 s rather than 9 (MessageTimeout 5 s, half Slurm's
+// default): the tests that stop it wait for the executor to notice.
+var slurmCluster = slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2, MessageTimeout: 5}
+
 // envReason returns the statusReason of the server's one service
 // environment (envReasons).
 func (s *server) envReason() string {
@@ -83,8 +90,9 @@ func (s *server) envReason() string {
 // --executor slurm and a real Slurm: the worked example, then (with
 // QSHARE_LONG=1) the process executor's own tests of success and retry,
 // termination, in-share preemption with a checkpoint and a resume, and
-// cross-share reclaim, then what only a cluster with a scheduler of its
-// own shows, and a kill -9 of qshare for longer than Slurm's MinJobAge.
+// cross-share reclaim, then the failure reasons Slurm gives.
+// TestSlurmPending and TestSlurmOutages run the rest beside it, each on a
+// cluster of its own.
 func TestSlurm(t *testing.T) {
 	skipShort(t)
 	o, c := slurmServer(t)
@@ -105,7 +113,25 @@ func TestSlurm(t *testing.T) {
 	long("InSharePreemptionResume", inSharePreemptionResume)
 	long("CrossShareReclaim", crossShareReclaim)
 	t.Run("FailureReasons", func(t *testing.T) { slurmFailureReasons(t, o) })
-	t.Run("PendingInSlurm", func(t *testing.T) { slurmPending(t, o) })
+}
+
+// TestSlurmPending runs, on a cluster of its own beside TestSlurm's, what
+// only a cluster with a scheduler of its own shows: a job that waits in
+// Slurm for the nodes of a two-node job (slurmPending). It takes both
+// nodes, so it ran after TestSlurm's worked example on that one's
+// cluster, 13 s of the package's longest test.
+func TestSlurmPending(t *testing.T) {
+	skipShort(t)
+	o, _ := slurmServer(t)
+	slurmPending(t, o)
+}
+
+// TestSlurmOutages runs, on a cluster of its own beside TestSlurm's, the
+// end-to-end tests of slurmctld stopped while a job runs and ends, and of
+// a kill -9 of qshare for longer than Slurm's MinJobAge.
+func TestSlurmOutages(t *testing.T) {
+	skipShort(t)
+	o, c := slurmServer(t)
 	t.Run("ControllerDown", func(t *testing.T) { slurmControllerDown(t, o, c) })
 	t.Run("KillAndRecover", func(t *testing.T) { slurmKillAndRecover(t, o, c) })
 }
@@ -188,7 +214,13 @@ func slurmPending(t *testing.T, o serverOpts) {
 // environment's statusReason says that slurmctld does not answer, the job
 // stays RUNNING (its capacity held), and once slurmctld is back the job's
 // exit is recorded from the step runner's record, the reason is gone, and
-// a job submitted meanwhile runs once.
+// a job submitted meanwhile runs once. The job ends once the environment
+// says slurmctld is down, and slurmctld comes back as soon as the step
+// runner has recorded that end: the job's slurmstepd, which tells
+// slurmctld that the batch script ended, then still retries its first
+// connection (for most of MessageTimeout), rather than waiting 15 s
+// (Slurm's fixed delay) for its second try, as it did when the job ended
+// at once and slurmctld came back later.
 func slurmControllerDown(t *testing.T, o serverOpts, c *slurmtest.Cluster) {
 	s := startServer(t, newDataDir(t), o)
 	oneShare(s, 2, false)
@@ -203,9 +235,13 @@ func slurmControllerDown(t *testing.T, o serverOpts, c *slurmtest.Cluster) {
 			c.StartController(context.Background()) //nolint:errcheck
 		}
 	}()
-	g.release("first") // it exits 5 while nobody can ask Slurm
 	later := s.submit(job{name: "later", share: "s", script: `echo "later ran"`})
 	awaitFile(t, "the environment to say slurmctld is down", func() bool { return strings.Contains(s.envReason(), "slurmctld does not answer") })
+	g.release("first") // it exits 5 while nobody can ask Slurm
+	awaitFile(t, "first's exit recorded by its step runner", func() bool {
+		m, _ := filepath.Glob(filepath.Join(s.attemptDir(first, 1), "exit-*.json"))
+		return len(m) > 0
+	})
 	if d := s.Describe(first); d.Status != types.ServiceJobStatusRunning {
 		t.Errorf("first is %s while slurmctld is down, want RUNNING (its end is not known yet)", d.Status)
 	}

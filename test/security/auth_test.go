@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -115,6 +116,7 @@ func cli(t *testing.T, env []string, args ...string) (string, error) {
 // (environment, --profile), jobs record their submitter, and a key removed
 // from the file stops working once the server gets SIGHUP.
 func TestServeWithAuth(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")
 	if err := os.WriteFile(file, []byte(authFileText(true)), 0o644); err != nil {
@@ -267,6 +269,12 @@ func TestServeWithAuth(t *testing.T) {
 	}
 }
 
+// usersMu makes ensureUser's look-up and useradd one step: the tests that
+// share alice and bob run in parallel, and on a fresh host two of them
+// would both find alice missing and both add her (the second useradd
+// fails, and its test would skip).
+var usersMu sync.Mutex
+
 // ensureUser creates (once) the system user name, with more useradd
 // arguments if given (-g 0, -G sudo), or skips the test.
 func ensureUser(t *testing.T, name string, more ...string) *user.User {
@@ -274,6 +282,8 @@ func ensureUser(t *testing.T, name string, more ...string) *user.User {
 	if os.Geteuid() != 0 {
 		t.Skip("jobs that run as their principal's unixUser need a test that runs as root, to create the users; run the tests as root to cover it")
 	}
+	usersMu.Lock()
+	defer usersMu.Unlock()
 	if u, err := user.Lookup(name); err == nil {
 		return u
 	}
@@ -290,6 +300,7 @@ func ensureUser(t *testing.T, name string, more ...string) *user.User {
 // principal without a unixUser cannot submit; a file whose unixUser the
 // server cannot run jobs as is refused at start.
 func TestServeRunsJobsAsTheirPrincipal(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	alice, bob := ensureUser(t, "qshare-alice-test"), ensureUser(t, "qshare-bob-test")
 	dir, err := os.MkdirTemp("", "qshare-auth-runas")
 	must(t, err)

@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"qshare/internal/longtest"
+	"qshare/internal/python"
 	"qshare/internal/serveproc"
 )
 
@@ -21,6 +23,9 @@ import json, sys
 import boto3, botocore
 from botocore.config import Config
 ep, keys = sys.argv[1], json.loads(sys.argv[2])
+if not hasattr(boto3.client("batch", region_name="us-east-1"), "submit_service_job"):
+    print("no-service-jobs")
+    sys.exit(0)
 def client(key=None, secret=None, region="us-east-1", unsigned=False):
     cfg = Config(retries={"max_attempts": 1}, signature_version=botocore.UNSIGNED if unsigned else None)
     return boto3.client("batch", endpoint_url=ep, region_name=region, aws_access_key_id=key or "x",
@@ -64,14 +69,9 @@ for m in (-6, 6, -4, 4):
     check("skew%+dm" % m, lambda: skewed(m, retrying.list_scheduling_policies))
 `
 
-// pythonWith returns the path of python3 when it can import module.
-func pythonWith(module string) (string, bool) {
-	py, err := exec.LookPath("python3")
-	if err == nil {
-		err = exec.Command(py, "-c", "import "+module).Run()
-	}
-	return py, err == nil
-}
+// pythonWith returns the path of python3 when it can import module
+// (internal/python: past any pyenv shim, and tried once per test binary).
+func pythonWith(module string) (string, bool) { return python.With(module) }
 
 // skewPrelude, run before the AWS CLI's own main in the same Python, shifts
 // the clock botocore signs with by QSHARE_TEST_SKEW_MINUTES, as faketime
@@ -103,10 +103,6 @@ func TestServeWithAuthBoto3AndCLI(t *testing.T) {
 		if !ok {
 			t.Skip("python3 with boto3 is not installed (Debian: python3-boto3): the boto3 checks are skipped")
 		}
-		knows := `import boto3, sys; sys.exit(0 if hasattr(boto3.client("batch", region_name="us-east-1"), "submit_service_job") else 1)`
-		if err := exec.Command(py, "-c", knows).Run(); err != nil {
-			t.Skip("this boto3 predates the service-job operations (SubmitServiceJob): the boto3 checks are skipped; a boto3 of 2025 or later has them")
-		}
 		keys := `{"alice": ["` + aliceKey[0] + `", "` + aliceKey[1] + `"], "bob": ["` + bobKey[0] + `", "` + bobKey[1] + `"], "admin": ["` + adminKey[0] + `", "` + adminKey[1] + `"]}`
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -115,6 +111,9 @@ func TestServeWithAuthBoto3AndCLI(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("boto3: %v\n%s", err, out)
+		}
+		if strings.TrimSpace(string(out)) == "no-service-jobs" {
+			t.Skip("this boto3 predates the service-job operations (SubmitServiceJob): the boto3 checks are skipped; a boto3 of 2025 or later has them")
 		}
 		got := map[string]string{}
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -146,30 +145,12 @@ func TestServeWithAuthBoto3AndCLI(t *testing.T) {
 	})
 
 	t.Run("aws-cli", func(t *testing.T) {
-		awsCLI, err := exec.LookPath("aws")
-		if err != nil {
-			t.Skip("no aws on PATH: the AWS CLI checks are skipped")
-		}
-		run := func(key [2]string, args ...string) string {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, awsCLI, append(args, "--endpoint-url", srv.Endpoint, "--region", "us-east-1")...)
-			cmd.Env = append(env, "AWS_ACCESS_KEY_ID="+key[0], "AWS_SECRET_ACCESS_KEY="+key[1])
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				return "ok"
-			}
-			if strings.Contains(string(out), "Invalid choice") {
-				t.Skipf("this aws does not know %s: %s", args[1], out)
-			}
-			return string(out)
-		}
 		payload := `{"AlgorithmSpecification": {"TrainingImage": "img", "TrainingInputMode": "File"}, "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1}, "Environment": {"QSHARE_SIM_DURATION": "1h"}}`
 		submit := func(share string) []string {
 			return []string{"batch", "submit-service-job", "--job-name", "c", "--job-queue", "training", "--quota-share-name", share,
 				"--service-job-type", "SAGEMAKER_TRAINING", "--service-request-payload", payload}
 		}
-		for _, c := range []struct {
+		cases := []struct {
 			name string
 			key  [2]string
 			args []string
@@ -181,8 +162,22 @@ func TestServeWithAuthBoto3AndCLI(t *testing.T) {
 			{"alice QS1", aliceKey, submit("QS1"), "ok"},
 			{"alice QS2", aliceKey, submit("QS2"), "AccessDeniedException"},
 			{"admin", adminKey, []string{"batch", "list-service-jobs", "--job-queue", "training"}, "ok"},
-		} {
-			if got := run(c.key, c.args...); !strings.Contains(got, c.want) {
+		}
+		// One Python for the six commands, each through the CLI's own
+		// driver with its own keys (internal/python.AWSCLI): a start of
+		// aws each cost about a second of CPU.
+		var cmds []python.CLICommand
+		for _, c := range cases {
+			cmds = append(cmds, python.CLICommand{Args: append(c.args, "--endpoint-url", srv.Endpoint, "--region", "us-east-1"),
+				Env: slices.Concat(env, []string{"AWS_ACCESS_KEY_ID=" + c.key[0], "AWS_SECRET_ACCESS_KEY=" + c.key[1]})})
+		}
+		res := python.RunCLI(t, cmds)
+		for i, c := range cases {
+			got := "ok"
+			if r := res[i]; r.Code != 0 {
+				got = r.Stdout + r.Stderr
+			}
+			if !strings.Contains(got, c.want) {
 				t.Errorf("aws %s (%s): %s, want %s", strings.Join(c.args[:2], " "), c.name, got, c.want)
 			}
 		}

@@ -14,25 +14,31 @@ import (
 // as JSON, STS's identity and, for each other call, the error code that
 // botocore parsed from the answer (or "ok").
 const oneEndpoint = `
-import json, boto3, botocore.exceptions
-out = {}
-def code(name, fn):
-    try:
-        fn(); out[name] = "ok"
-    except botocore.exceptions.ClientError as e:
-        out[name] = e.response["Error"]["Code"]
-    except Exception as e:
-        out[name] = "exception: " + type(e).__name__ + ": " + str(e)[:200]
-s = boto3.session.Session(region_name="us-east-1")
-try:
-    ident = s.client("sts").get_caller_identity()
-    out["sts"] = ident["Account"] + " " + ident["Arn"]
-except botocore.exceptions.ClientError as e:
-    out["sts"] = e.response["Error"]["Code"]
-code("sns", lambda: s.client("sns").list_topics())
-code("sqs", lambda: s.client("sqs").list_queues())
-code("sagemaker-unknown", lambda: s.client("sagemaker").list_endpoints())
-print(json.dumps(out))
+import json, os, sys, boto3, botocore.exceptions
+def check():
+  out = {}
+  def code(name, fn):
+      try:
+          fn(); out[name] = "ok"
+      except botocore.exceptions.ClientError as e:
+          out[name] = e.response["Error"]["Code"]
+      except Exception as e:
+          out[name] = "exception: " + type(e).__name__ + ": " + str(e)[:200]
+  s = boto3.session.Session(region_name="us-east-1")
+  try:
+      ident = s.client("sts").get_caller_identity()
+      out["sts"] = ident["Account"] + " " + ident["Arn"]
+  except botocore.exceptions.ClientError as e:
+      out["sts"] = e.response["Error"]["Code"]
+  code("sns", lambda: s.client("sns").list_topics())
+  code("sqs", lambda: s.client("sqs").list_queues())
+  code("sagemaker-unknown", lambda: s.client("sagemaker").list_endpoints())
+  return out
+results = []
+for endpoint, key, secret in json.loads(sys.argv[1]):
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
+    results.append(check())
+print(json.dumps(results))
 `
 
 // TestBoto3OneEndpoint: boto3 with AWS_ENDPOINT_URL pointed at qshare
@@ -47,22 +53,24 @@ func TestBoto3OneEndpoint(t *testing.T) {
 	if !ok {
 		t.Skip("needs python3 with boto3")
 	}
-	run := func(endpoint, id, secret string) map[string]string {
-		t.Helper()
-		cmd := exec.Command(py, "-c", oneEndpoint)
-		cmd.Env = append(serveproc.Environ(), "AWS_ENDPOINT_URL="+endpoint, "AWS_ACCESS_KEY_ID="+id, "AWS_SECRET_ACCESS_KEY="+secret,
-			"AWS_MAX_ATTEMPTS=1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
-		b, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("boto3: %v\n%s", err, b)
-		}
-		var out map[string]string
-		must(t, json.Unmarshal(b, &out))
-		return out
-	}
 	dir := t.TempDir()
 	plain := serveproc.StartTest(t, serveproc.Options{Binary: bin, DataDir: filepath.Join(dir, "plain"), Args: []string{"--executor", "simulated", "--log-level", "error"}})
-	got := run(plain.Endpoint, "dummy", "dummy")
+	signed := startWithAuth(t)
+	// Both servers' checks in one Python: a start of it with boto3 is
+	// about a second of CPU.
+	targets, _ := json.Marshal([][3]string{{plain.Endpoint, "dummy", "dummy"}, {signed.Endpoint, aliceKey[0], "not-alices-secret-not-alices-secret"}})
+	cmd := exec.Command(py, "-c", oneEndpoint, string(targets))
+	cmd.Env = append(serveproc.Environ(), "AWS_MAX_ATTEMPTS=1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("boto3: %v\n%s", err, b)
+	}
+	var outs []map[string]string
+	must(t, json.Unmarshal(b, &outs))
+	if len(outs) != 2 {
+		t.Fatalf("boto3 printed %s, want the checks of two servers", b)
+	}
+	got := outs[0]
 	t.Logf("without --auth: %v", got)
 	for name, want := range map[string]string{"sns": "InvalidAction", "sqs": "UnknownOperationException", "sagemaker-unknown": "UnknownOperationException"} {
 		if got[name] != want {
@@ -72,9 +80,7 @@ func TestBoto3OneEndpoint(t *testing.T) {
 	if got["sts"] == "" || got["sts"][:12] != "000000000000" {
 		t.Errorf("STS GetCallerIdentity through boto3: %q, want the account and an ARN", got["sts"])
 	}
-
-	signed := startWithAuth(t)
-	if got := run(signed.Endpoint, aliceKey[0], "not-alices-secret-not-alices-secret"); got["sts"] != "SignatureDoesNotMatch" {
+	if got := outs[1]; got["sts"] != "SignatureDoesNotMatch" {
 		t.Errorf("STS through boto3 with a wrong secret: %q, want SignatureDoesNotMatch", got["sts"])
 	}
 }

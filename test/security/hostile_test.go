@@ -140,6 +140,7 @@ func (h *hostile) output(id, name string) string {
 // must neither read the first, nor append to the second, nor hold any
 // descriptor but its standard streams (issue 30, point 1).
 func TestHostileInheritedDescriptors(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	dir := t.TempDir()
 	secretPath, logPath := filepath.Join(dir, "root-only-secret"), filepath.Join(dir, "root-only-log")
 	must(t, os.WriteFile(secretPath, []byte("root-only-secret\n"), 0o600))
@@ -180,6 +181,7 @@ func TestHostileInheritedDescriptors(t *testing.T) {
 // the database and its log by name; without --auth, alice, another local
 // user whom the API refuses, tries the disk instead (issue 30, point 3).
 func TestHostileDataOnDisk(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	const key = "bob-payload-api-key-5f1c"
 	h := startHostile(t, true, nil)
 	if _, out := h.run(signedClient(h.srv.Endpoint, bobKey), "QS2", "true", map[string]string{"BOB_API_KEY": key}); out.Status != types.ServiceJobStatusSucceeded {
@@ -215,6 +217,7 @@ echo "$r" > "$SM_OUTPUT_DATA_DIR/found"; exit 0`
 // it (0755, files 0644, the database at DATA/qshare.db) is brought to the
 // new layout by the next start, with its jobs all there.
 func TestHostileUpgradeTightens(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	h := startHostile(t, false, nil)
 	id, out := h.run(h.admin, "QS1", "echo model > \"$SM_MODEL_DIR/m\"", nil)
 	if out.Status != types.ServiceJobStatusSucceeded {
@@ -268,6 +271,7 @@ func TestHostileUpgradeTightens(t *testing.T) {
 // PATH. Every refusal must read the same: the supervisor, root, must not
 // tell her what exists where she may not look (issue 30, point 5).
 func TestHostileNoProbingAsRoot(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	h := startHostile(t, true, nil)
 	secret, err := os.MkdirTemp("", "qshare-root-only")
 	must(t, err)
@@ -308,6 +312,7 @@ func TestHostileNoProbingAsRoot(t *testing.T) {
 // root's (gid 0), or who is in a group that gives root's powers (sudo),
 // is refused at start as root is (issue 30, point 7).
 func TestHostilePrivilegedGroupRefused(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	alice, bob := ensureUser(t, "qshare-alice-test"), ensureUser(t, "qshare-bob-test")
 	// Users with root's powers are not left behind on the host.
 	defer exec.Command("userdel", "qshare-gid0-test").Run()
@@ -338,6 +343,7 @@ func TestHostilePrivilegedGroupRefused(t *testing.T) {
 // must end with the attempt (issue 30, point 4). This runs on the host's
 // cgroups (v1 here); TestHostileStrayCgroupV2 on a cgroup2 hierarchy.
 func TestHostileStrayOutlivesAttempt(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	strayEndsWithAttempt(t, startHostile(t, true, nil))
 }
 
@@ -347,6 +353,7 @@ func TestHostileStrayOutlivesAttempt(t *testing.T) {
 // stray, which ignores SIGTERM, ends with the stop. Each attempt's cgroup
 // is removed.
 func TestHostileStrayCgroupV2(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	root := cgrouptest.MountV2(t)
 	h := startHostile(t, true, func(o *serveproc.Options) { o.Args = append(o.Args, "--cgroup-root", root) })
 	strayEndsWithAttempt(t, h)
@@ -425,6 +432,7 @@ func processGone(t *testing.T, pid int, marker, what string) {
 // or under none (issue 30, point 7). Before, the Condition was refused
 // with the file, and a policy could not say it.
 func TestHostileShareIdentifierCondition(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")
 	must(t, os.WriteFile(file, []byte(authFile(`      - Effect: Allow

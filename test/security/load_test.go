@@ -32,11 +32,12 @@ import (
 // halfOpen is the attacker of TestHalfOpenFloodFromRefusedUser, run as
 // another user: it opens up to N connections to HOST:PORT, each sending
 // the start of a request's headers and never the end, and keeps N open
-// for HOLD seconds, opening a new one for each the server closed (at most
-// 200 every 100 ms, and MAX in all). It prints how many it opened at
-// first, then waits. Loopback only.
+// until its standard input closes (at most HOLD seconds), opening a new
+// one for each the server closed (at most 200 every 100 ms, and MAX in
+// all). It prints how many it opened at first, then waits, and at the end
+// how many it tried. Loopback only.
 const halfOpen = `
-import socket, sys, time, errno
+import select, socket, sys, time, errno
 host, port, n, hold, most = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 assert host.startswith("127.")
 socks, tries = [], 0
@@ -54,7 +55,8 @@ for _ in range(n):
 print(len(socks), flush=True)
 end = time.time() + hold
 while time.time() < end:
-    time.sleep(0.1)
+    if select.select([sys.stdin], [], [], 0.1)[0]:
+        break  # the test's requests are done: its end of the pipe closed
     alive = []
     for s in socks:
         try:
@@ -76,10 +78,15 @@ print(tries, flush=True)
 // without --auth refuses, holds thousands of slow connections that never
 // finish their headers (3,000 against a server with 2,048 descriptors, as
 // 24,000 were against one with the default limit in issue 30), while the
-// server's own user sends requests on new connections. Its p99 stays under
-// 50 ms: the refused user's connections are reset at accept, so they hold
-// no descriptor. Before, they filled every descriptor until their header
-// timeout, and accept failed with "too many open files" for everyone.
+// server's own user sends requests on new connections. None fails, and
+// its p99 stays under 250 ms: the refused user's connections are reset at
+// accept, so they hold no descriptor. Before, they filled every descriptor
+// until their header timeout, and accept failed with "too many open files"
+// for everyone: the own user's connections waited in the backlog until
+// a descriptor came free, up to the 5 s header timeout, or failed. (The
+// bound leaves room for a loaded machine: with other packages' tests
+// beside it on 2 cores, at load 7 to 18, p99 was 66 ms, where it is about
+// 3 ms alone.)
 func TestHalfOpenFloodFromRefusedUser(t *testing.T) {
 	setpriv, u := peer(t, "to run the attacker as a second Unix user and to lower the server's descriptor limit")
 	// The system's python3: one under root's home (pyenv) is not the
@@ -97,10 +104,16 @@ func TestHalfOpenFloodFromRefusedUser(t *testing.T) {
 		Args: []string{"--executor", "simulated", "--log-level", "error"}})
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.Endpoint, "http://"))
 
-	const conns, hold, most = 3000, 8, 20000
+	// The attacker holds its connections until the test closes its
+	// standard input, when the server's own user is done: it held them
+	// for a fixed 8 s before, and the test waited out the 3 s beyond its
+	// 5 s of requests. hold bounds it where the test dies first.
+	const conns, hold, most = 3000, 60, 20000
 	atk := exec.Command(setpriv, "--reuid="+u.Uid, "--regid="+u.Gid, "--clear-groups", python, "-c", halfOpen,
 		host, port, strconv.Itoa(conns), strconv.Itoa(hold), strconv.Itoa(most))
 	out, err := atk.StdoutPipe()
+	must(t, err)
+	done, err := atk.StdinPipe()
 	must(t, err)
 	atk.Stderr = os.Stderr
 	must(t, atk.Start())
@@ -124,14 +137,15 @@ func TestHalfOpenFloodFromRefusedUser(t *testing.T) {
 		lat = append(lat, time.Since(start))
 		time.Sleep(10 * time.Millisecond)
 	}
+	done.Close()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
 	if lines.Scan() {
 		t.Logf("the attacker tried %s connections in all", lines.Text())
 	}
 	t.Logf("the server's own user: %d requests on new connections, p50 %v, p99 %v, %d failed", len(lat), p50, p99, failed)
-	if p99 > 50*time.Millisecond || failed > 0 {
-		t.Fatalf("p99 %v (want under 50 ms) and %d of %d failed, while another user held slow connections", p99, failed, len(lat))
+	if p99 > 250*time.Millisecond || failed > 0 {
+		t.Fatalf("p99 %v (want under 250 ms) and %d of %d failed, while another user held slow connections", p99, failed, len(lat))
 	}
 }
 
@@ -377,6 +391,7 @@ func rss(t *testing.T, pid int) int64 {
 // router and the handler read one path. It once skipped the signature
 // check and reached the API.
 func TestEncodedPathNeedsSignature(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	srv := startWithAuth(t)
 	for _, p := range []string{"/ui%2F..%2Fv1/listservicejobs", "/ui/%2E%2E/v1/listservicejobs", "/ui/..%2Fv1/listschedulingpolicies"} {
 		resp, err := http.Post(srv.Endpoint+p, "application/json", strings.NewReader(`{"jobQueue":"q"}`))

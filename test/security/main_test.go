@@ -31,11 +31,14 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv("QSHARE_SECURITY_CLIENT"); url != "" {
 		os.Exit(runClient(url))
 	}
-	// The tests that run Python clients (boto3, the AWS CLI) against a
-	// server of their own, and the plan race's rounds, mostly wait: they
-	// run in parallel with each other, four at once, after the rest, which
-	// create Unix users, flood a server or change the environment, and run
-	// one at a time.
+	// Most tests have a server, data directory and files of their own and
+	// mostly wait (on Python clients, jobs, the plan race's rounds): they
+	// run in parallel with each other, four at once. They share the Unix
+	// users alice and bob (ensureUser adds each once), which they only run
+	// jobs and commands as; each checks its own job's processes by pid.
+	// The tests that flood a server or measure its latency or memory, and
+	// the one that changes the environment (TestServeTLS), run one at a
+	// time before them.
 	longtest.MinParallel(4)
 	dir, err := os.MkdirTemp("", "qshare-security-")
 	if err != nil {

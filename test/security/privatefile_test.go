@@ -21,6 +21,7 @@ import (
 // logs were opened wherever they were, whatever their mode, owner or
 // directory.
 func TestHostilePrivateFilesOutsideState(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	alice := ensureUser(t, "qshare-alice-test")
 	uid, _ := strconv.Atoi(alice.Uid)
 	gid, _ := strconv.Atoi(alice.Gid)

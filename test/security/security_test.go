@@ -22,6 +22,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"qshare/internal/batchclient"
+	"qshare/internal/python"
 	"qshare/internal/serveproc"
 )
 
@@ -159,6 +160,7 @@ func (s *server) send(t *testing.T, r request) answer {
 // same payload from an API client, an allowed origin or an allowed host
 // name is served, and its command runs, so the attack payload is real.
 func TestBrowserCannotRunCommands(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	s := startServer(t, "--allow-origin", "https://dash.example", "--allow-host", "qshare.internal")
 	s.setup(t)
 	marker := filepath.Join(t.TempDir(), "pwned")
@@ -263,6 +265,7 @@ func peer(t *testing.T, why string) (setpriv string, u *user.User) {
 // that says how to turn authentication on, nothing is created and nothing
 // runs; the server's own user (root here) is served.
 func TestOtherUnixUserRefused(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	setpriv, u := peer(t, "to create a second Unix user and run a client as it (run the tests as root to see it)")
 	if u.Uid == "0" {
 		t.Fatalf("%s is root", peerUser)
@@ -366,11 +369,12 @@ func TestSDKAndCLIUnchanged(t *testing.T) {
 
 	s.boto3(t, aws.ToString(arn))
 
-	awsCLI, err := exec.LookPath("aws")
-	if err != nil {
-		t.Log("no aws on PATH: the AWS CLI part is skipped")
-		return
-	}
+	// One Python for the seven commands, each through the CLI's own
+	// driver (internal/python.AWSCLI): a start of aws each cost about a
+	// second of CPU.
+	env := append(os.Environ(), "AWS_ACCESS_KEY_ID=qshare", "AWS_SECRET_ACCESS_KEY=qshare",
+		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=")
+	var cmds []python.CLICommand
 	for _, args := range [][]string{
 		{"batch", "list-scheduling-policies"},
 		{"batch", "describe-service-environments"},
@@ -380,17 +384,11 @@ func TestSDKAndCLIUnchanged(t *testing.T) {
 		{"batch", "list-tags-for-resource", "--resource-arn", aws.ToString(arn)},
 		{"batch", "untag-resource", "--resource-arn", aws.ToString(arn), "--tag-keys", "team"},
 	} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cmd := exec.CommandContext(ctx, awsCLI, append(args, "--endpoint-url", s.srv.Endpoint, "--region", "us-east-1")...)
-		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=qshare", "AWS_SECRET_ACCESS_KEY=qshare",
-			"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=")
-		out, err := cmd.CombinedOutput()
-		cancel()
-		if err != nil {
-			if strings.Contains(string(out), "Invalid choice") {
-				t.Skipf("this aws does not know %s: %s", args[1], out)
-			}
-			t.Errorf("aws %s: %v\n%s", strings.Join(args, " "), err, out)
+		cmds = append(cmds, python.CLICommand{Args: append(args, "--endpoint-url", s.srv.Endpoint, "--region", "us-east-1"), Env: env})
+	}
+	for i, r := range python.RunCLI(t, cmds) {
+		if r.Code != 0 {
+			t.Errorf("aws %s: exit status %d\n%s%s", strings.Join(cmds[i].Args, " "), r.Code, r.Stdout, r.Stderr)
 		}
 	}
 }

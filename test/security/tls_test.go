@@ -149,6 +149,7 @@ func TestServeTLS(t *testing.T) {
 // CA here, so that the old pool no longer trusts it); a broken pair on a
 // later SIGHUP changes nothing, and the log says so.
 func TestServeTLSReload(t *testing.T) {
+	t.Parallel() // a server and files of its own (TestMain)
 	dir := t.TempDir()
 	ca1, certFile, keyFile := makeCA(t, filepath.Join(dir, "first"))
 	file := filepath.Join(dir, "auth.yaml")
