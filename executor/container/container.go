@@ -1100,6 +1100,11 @@ func (e *Executor) attach(ctx context.Context, a *attempt, rec record) (executor
 	e.copyLogs(ctx, a, false)
 	x = e.exitOf(ctx, a, false)
 	x = e.upload(ctx, a, x)
+	if err := errors.Join(ctx.Err(), e.ctx.Err()); err != nil {
+		// As in watch: an end learned under a cancelled context is not
+		// recorded; the next Recover learns it again.
+		return 0, fmt.Errorf("container executor: recovering attempt %s: %w", rec.AttemptID, err)
+	}
 	e.record(a, x)
 	go func() { e.remove(e.ctx, rec); e.finish(a) }()
 	return executor.Exited, nil
@@ -1168,6 +1173,13 @@ func (e *Executor) watch(a *attempt, recovered bool) {
 	}
 	x := e.exitOf(ctx, a, clean)
 	x = e.upload(ctx, a, x)
+	if ctx.Err() != nil {
+		// Closed while the end was being learned or uploaded: what was
+		// learned may be the close's doing (an inspect cancelled reads
+		// as containers gone), so nothing is recorded and a new executor
+		// learns the end again.
+		return
+	}
 	e.record(a, x)
 	t2 := time.Now()
 	e.remove(ctx, a.rec)

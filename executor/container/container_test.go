@@ -399,3 +399,73 @@ func TestStartAgainAfterEngineFault(t *testing.T) {
 		t.Errorf("%d starts of the attempt with a missing entrypoint, want 1", n-1)
 	}
 }
+
+// TestCloseWhileLearningTheEnd: an executor closed while it asks the
+// engine how an attempt ended (the server stops just as the job exits)
+// records nothing, and the next executor learns the real end. Before, the
+// cancelled inspect read as containers gone and the attempt was recorded
+// Lost, as CI saw on Podman. The engine is the real one, behind a proxy
+// that holds the inspect of an ended container until its caller gives up.
+func TestCloseWhileLearningTheEnd(t *testing.T) {
+	host := containertest.Docker(t)
+	img := containertest.Image(t, host)
+	var hold atomic.Bool
+	held := make(chan struct{}, 16)
+	engine := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(host, "unix://"))
+		}},
+		FlushInterval: -1,
+	}
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hold.Load() && r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/containers/") && strings.HasSuffix(r.URL.Path, "/json") {
+			held <- struct{}{}
+			<-r.Context().Done()
+			return
+		}
+		engine.ServeHTTP(w, r)
+	})}
+	go proxy.Serve(l)
+	defer proxy.Close()
+
+	dir := t.TempDir()
+	e1, err := container.New(context.Background(), container.Options{DataDir: dir, Host: "unix://" + sock, Pull: container.PullNever, GPUs: []string{"none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
+		"ContainerArguments": []string{"-run=300ms", "-exit=4"}},
+		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1}}
+	s := spec("closeatend", qshare.Capacity{"ml.m5.large": 1}, p)
+	h := executortest.Start(t, e1, s, 60*time.Second)
+	hold.Store(true)
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the executor never asked how the attempt ended")
+	}
+	e1.Close()
+
+	e2, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullNever, GPUs: []string{"none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		e2.Close()
+		if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
+			t.Errorf("containers left behind: %v", left)
+		}
+	}()
+	if r, err := e2.Recover(context.Background(), h); err != nil || r != executor.Exited {
+		t.Fatalf("Recover = %v, %v; want Exited", r, err)
+	}
+	if x := waitExit(t, e2, s.AttemptID); x.ExitCode != 4 || x.Lost {
+		t.Errorf("exit learned after the close = %+v, want code 4", x)
+	}
+}
