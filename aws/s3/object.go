@@ -46,6 +46,9 @@ type wholeBackend struct {
 	// syncDir makes a directory's entries durable (syncDirectory; a test
 	// watches or fails it).
 	syncDir func(dir string) error
+	// crashAt, set by a test, stops a commit at the named step, as a
+	// crash there would, when it returns true; nil in the product.
+	crashAt func(step string) bool
 }
 
 // PutObject writes input, of size bytes, to a file under tmp/, syncs it
@@ -213,10 +216,13 @@ func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, 
 		}
 		dirs = append(append(dirs, d), made...)
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		return nil, objectNotKept(err)
-	}
-	st, err := os.Stat(final)
+	// The metadata is written first, beside the data under tmp/, as the
+	// commit's intent: the data's rename into place is the commit, and a
+	// crash before the metadata's rename follows it is rolled forward by
+	// the next New (rollForward), so that no crash leaves the new data
+	// with the old object's metadata. A rename keeps the file's size and
+	// modification time, so the metadata can be made before it.
+	st, err := os.Stat(tmp)
 	if err != nil {
 		return nil, objectNotKept(err)
 	}
@@ -224,10 +230,106 @@ func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, 
 	if err != nil {
 		return nil, err
 	}
-	if err := writeSynced(metaFile, filepath.Join(b.root, tmpDir), js); err != nil {
+	intent := tmp + intentSuffix
+	if err := writeIntent(intent, js, b.syncDir); err != nil {
+		os.Remove(intent)
+		return nil, objectNotKept(err)
+	}
+	if b.crashAt != nil && b.crashAt("before the data's rename") {
+		return nil, errCrashed
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.Remove(intent)
+		return nil, objectNotKept(err)
+	}
+	if b.crashAt != nil && b.crashAt("before the metadata's rename") {
+		return nil, errCrashed
+	}
+	if err := os.Rename(intent, metaFile); err != nil {
+		// The data is in place: the metadata follows it at the next
+		// start, whatever the client is told now.
 		return nil, objectNotKept(err)
 	}
 	return dirs, nil
+}
+
+// intentSuffix names the metadata of a commit under way, beside its data
+// under tmp/ (commitLocked, rollForward).
+const intentSuffix = ".meta"
+
+// errCrashed is what commitLocked returns where a test's crashAt stopped
+// it, leaving the files as a crash there would.
+var errCrashed = errors.New("s3: a crash played by a test")
+
+// writeIntent writes a commit's metadata to the new file name under tmp/
+// and makes it durable, entry included, before the data's rename may be:
+// a crash must not keep the rename and lose the metadata.
+func writeIntent(name string, b []byte, syncDir func(string) error) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(name))
+	}
+	return err
+}
+
+// rollForward finishes, at a start, the commits that a crash stopped
+// between the data's rename and the metadata's: an intent under tmp/
+// whose object's file is the one it describes (the same size and
+// modification time: the data was renamed into place) is renamed to the
+// object's metadata, and its directory synced. An intent whose data was
+// not renamed describes no file in place, and is left to New's sweep of
+// tmp/ with its data: the object stays the old one, whole. It returns how
+// many commits it finished.
+func rollForward(root string) (int, error) {
+	ents, err := os.ReadDir(filepath.Join(root, tmpDir))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), intentSuffix) {
+			continue
+		}
+		intent := filepath.Join(root, tmpDir, e.Name())
+		b, err := os.ReadFile(intent)
+		if err != nil {
+			return n, err
+		}
+		var m s3afero.Metadata
+		if json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		bucket, key, ok := strings.Cut(m.File, "/")
+		if !ok || bucket == "" || bucket == "." || bucket == ".." || badKey("/"+m.File) != "" {
+			continue
+		}
+		st, err := os.Lstat(filepath.Join(root, "buckets", bucket, filepath.FromSlash(key)))
+		if err != nil || !st.Mode().IsRegular() || st.Size() != m.Size || !st.ModTime().Equal(m.ModTime) {
+			continue
+		}
+		metaFile := filepath.Join(root, "metadata", bucket, metaName(key))
+		if err := os.MkdirAll(filepath.Dir(metaFile), 0o700); err != nil {
+			return n, err
+		}
+		if err := os.Rename(intent, metaFile); err != nil {
+			return n, err
+		}
+		if err := syncDirectory(filepath.Dir(metaFile)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // mkdirAll makes dir and the directories above it that are missing, and

@@ -47,8 +47,13 @@ func New(dir string) (*Server, error) {
 			return nil, fmt.Errorf("s3: creating %s: %w", d, err)
 		}
 	}
-	// What a write left in tmp/ when the server died is no object, and
-	// the parts there belong to uploads that gofakes3 has forgotten.
+	// A commit that the server died in the middle of, its data in place
+	// and its metadata not, is finished (rollForward). The rest of what a
+	// write left in tmp/ is no object, and the parts there belong to
+	// uploads that gofakes3 has forgotten.
+	if _, err := rollForward(dir); err != nil {
+		return nil, fmt.Errorf("s3: finishing the commits under way at the last stop: %w", withoutPath(err))
+	}
 	if ents, err := os.ReadDir(filepath.Join(dir, tmpDir)); err == nil {
 		for _, e := range ents {
 			os.RemoveAll(filepath.Join(dir, tmpDir, e.Name()))
