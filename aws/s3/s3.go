@@ -138,12 +138,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// whole.
 		limit, tooLarge = MaxXMLBody, s3Error(http.StatusBadRequest, "MaxMessageLengthExceeded", fmt.Sprintf("Your request was too big: this request's XML body may hold at most %d bytes", int64(MaxXMLBody)))
 		if r.ContentLength > limit {
-			w.Header().Set("Connection", "close")
+			// A client that did not wait for "100 Continue" is writing
+			// the body now: if it is small enough, it is read and thrown
+			// away first, or the connection closed under the client's
+			// write is reset, and the client sees the reset, not the
+			// answer (as bodyErrorWriter does).
+			if r.Header.Get("Expect") != "" || r.ContentLength > limit+drainLimit {
+				w.Header().Set("Connection", "close")
+			} else if n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, r.ContentLength)); n != r.ContentLength {
+				w.Header().Set("Connection", "close")
+			}
 			writeError(w, tooLarge.Status, tooLarge.Code, tooLarge.Message)
 			return
 		}
 	}
-	b := &failedBody{ReadCloser: &cappedBody{ReadCloser: r.Body, left: limit, err: tooLarge}, length: r.ContentLength, expect: r.Header.Get("Expect") != ""}
+	b := &failedBody{ReadCloser: &cappedBody{ReadCloser: r.Body, left: limit, err: tooLarge}, raw: r.Body, length: r.ContentLength, expect: r.Header.Get("Expect") != ""}
 	r.Body = b
 	bw := &bodyErrorWriter{ResponseWriter: w, body: b}
 	s.h.ServeHTTP(bw, r)
@@ -208,6 +217,8 @@ func (c *cappedBody) Read(p []byte) (int, error) {
 // read to its end.
 type failedBody struct {
 	io.ReadCloser
+	// raw is the body under the cap, which drainRest reads past it.
+	raw    io.Reader
 	err    *wire.Error
 	length int64 // the request's Content-Length, or -1
 	expect bool  // the client waits for "100 Continue" before it sends
@@ -232,14 +243,21 @@ func (b *failedBody) Close() error {
 // store has started reading (the server's "100 Continue" goes out then),
 // such as a body refused midway for want of disk space.
 func (b *failedBody) drainable() bool {
-	return !b.eof && !b.closed && b.length >= 0 && b.length-b.read <= drainLimit && (!b.expect || b.read > 0)
+	return !b.eof && !b.closed && (b.length < 0 || b.length-b.read <= drainLimit) && (!b.expect || b.read > 0)
 }
 
-// drainRest reads what is left of a drainable body and throws it away;
-// eof then says whether that was all.
+// drainRest reads what is left of a drainable body, up to drainLimit
+// (a chunked body's rest is not known until it is read), past the cap
+// and any error of the reading, and throws it away; eof then says
+// whether that was all.
 func (b *failedBody) drainRest() {
-	if b.drainable() {
-		io.Copy(io.Discard, io.LimitReader(b, drainLimit+1)) //nolint:errcheck // eof says whether it was all read
+	if !b.drainable() {
+		return
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(b.raw, drainLimit+1))
+	b.read += n
+	if err == nil && n <= drainLimit {
+		b.eof = true
 	}
 }
 
