@@ -127,7 +127,8 @@ func (w *writer) apply(reqs []*row.Change, o options) (int, error) {
 		// committed. The connection is given up first, so that Deposed
 		// says so at once and the server steps down now, not after the
 		// outcome's retries (up to outcomeTimeout while the database
-		// does not answer); then learn which, for this batch's callers.
+		// does not answer, outcomeRecoveryTimeout while it starts up);
+		// then learn which, for this batch's callers.
 		w.lose(err)
 		applied, oerr := w.outcome(n)
 		switch {

@@ -3,11 +3,14 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"qshare"
 	"qshare/store"
@@ -140,5 +143,25 @@ func TestDeposedAtOnceWhenTheDatabaseVanishes(t *testing.T) {
 	}
 	if err := d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("after")}}); !errors.Is(err, ErrDeposed) {
 		t.Fatalf("a commit after the DB was deposed returned %v, want ErrDeposed", err)
+	}
+}
+
+// TestStartingUpIsWaitedFor: the outcome of a broken commit is waited for
+// past outcomeTimeout only while PostgreSQL refuses connections because it
+// is starting up or recovering (57P03, as pgx reports a refused connect);
+// any other failure to connect keeps the 30 s bound.
+func TestStartingUpIsWaitedFor(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("failed to connect to `user=qshare database=t`: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P03", Message: "the database system is not yet accepting connections"}), true},
+		{&pgconn.PgError{Severity: "FATAL", Code: "28P01", Message: "password authentication failed"}, false},
+		{fmt.Errorf("dial tcp 127.0.0.1:5432: connect: connection refused"), false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := startingUp(c.err); got != c.want {
+			t.Errorf("startingUp(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

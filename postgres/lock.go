@@ -42,8 +42,23 @@ import (
 // outcome).
 
 // outcomeTimeout bounds how long a writer whose connection broke during a
-// commit tries to learn that commit's outcome (the callers wait for it).
+// commit tries to learn that commit's outcome (the callers wait for it)
+// while the database does not answer.
 const outcomeTimeout = 30 * time.Second
+
+// outcomeRecoveryTimeout bounds it while the database answers that it is
+// starting up (startingUp): a PostgreSQL server recovering from a crash
+// replays its write-ahead log before it takes connections, which took over
+// 30 s on a loaded 2-core machine, and the outcome is known once it has.
+const outcomeRecoveryTimeout = 5 * time.Minute
+
+// startingUp reports whether err is PostgreSQL's refusal of a connection
+// while it starts, recovers or shuts down (SQLSTATE 57P03,
+// cannot_connect_now): the server is there, and will answer.
+func startingUp(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "57P03"
+}
 
 // lockClass is the first key of the store's advisory lock ("qshr").
 const lockClass int32 = 0x71736872
@@ -226,23 +241,29 @@ func (w *writer) lose(why error) {
 // batch, from the owner row or, once another server took the store over,
 // from owner_history: the batch was applied if and only if that is at
 // least batch's number. While the database does not answer (it may be
-// restarting) it tries again, for up to outcomeTimeout; it reports an
+// restarting) it tries again, for up to outcomeTimeout, or up to
+// outcomeRecoveryTimeout while it answers that it is starting up; it reports an
 // error when it cannot tell.
 func (w *writer) outcome(batch int64) (applied bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), outcomeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), outcomeRecoveryTimeout)
 	defer cancel()
-	// The database may be restarting: try again until it answers.
+	// The database may be restarting: try again until it answers, for
+	// outcomeTimeout, or longer while it says it is starting up.
 	var conn *pgx.Conn
-	for {
+	for begun := time.Now(); ; {
+		// One try may not outlast outcomeTimeout by much: a database
+		// that does not answer at all is not given the longer bound.
+		tctx, tcancel := context.WithTimeout(ctx, max(time.Until(begun.Add(outcomeTimeout)), 5*time.Second))
 		var err error
-		if conn, err = pgx.ConnectConfig(ctx, w.cfg); err == nil {
+		conn, err = pgx.ConnectConfig(tctx, w.cfg)
+		tcancel()
+		if err == nil {
 			break
 		}
-		select {
-		case <-ctx.Done():
-			return false, fmt.Errorf("reconnect to learn the outcome, for %v: %w", outcomeTimeout, err)
-		case <-time.After(100 * time.Millisecond):
+		if ctx.Err() != nil || (time.Since(begun) > outcomeTimeout && !startingUp(err)) {
+			return false, fmt.Errorf("reconnect to learn the outcome, for %v: %w", time.Since(begun).Round(time.Second), err)
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	defer conn.Close(context.Background())
 	for {
