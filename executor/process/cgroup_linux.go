@@ -274,7 +274,14 @@ func (c *attemptCgroup) remove() error {
 	c.forked()
 	var errs []error
 	for _, d := range c.dirs {
-		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// A task that has just exited (a child whose exec failed, reaped
+		// already) can keep a v1 cgroup busy for a moment after.
+		err := os.Remove(d)
+		for wait := time.Millisecond; errors.Is(err, syscall.EBUSY) && wait < time.Second; wait *= 2 {
+			time.Sleep(wait)
+			err = os.Remove(d)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

@@ -161,3 +161,45 @@ func TestAttemptCgroupCountsAndKills(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedStartLeavesNoCgroup: an attempt whose program cannot be run
+// (here an executable file of no format the kernel knows, which it
+// refuses at the exec: ENOEXEC) fails with CannotStartError and leaves no cgroup behind; on
+// cgroup v1 and on v2.
+func TestFailedStartLeavesNoCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the attempts' cgroups need a supervisor that runs as root; run the tests as root to cover it")
+	}
+	for name, root := range cgroupRoots(t) {
+		t.Run(name, func(t *testing.T) {
+			root := root(t)
+			data := t.TempDir()
+			prog := filepath.Join(t.TempDir(), "no-format")
+			if err := os.WriteFile(prog, []byte{0, 1, 2, 3, 'n', 'o', 't', 'E', 'L', 'F'}, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(filepath.Dir(prog), 0o755)
+			e := newExecutor(t, data, func(o *Options) { o.CgroupRoot = root })
+			defer e.Close()
+			s := spec("noexec", 1, payloadOf([]string{prog}, nil))
+			if _, err := e.Start(context.Background(), s); err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				x, err := e.Wait(ctx, s.AttemptID)
+				if err != nil || x.Succeeded() || !strings.Contains(x.Reason, "CannotStartError") {
+					t.Fatalf("exit %+v, %v; want CannotStartError", x, err)
+				}
+			} else if !strings.Contains(err.Error(), "CannotStartError") {
+				t.Fatalf("Start: %v; want CannotStartError", err)
+			}
+			hc, err := openCgroups(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(hc.attemptDir(data, s.AttemptID)); err == nil {
+				log, _ := os.ReadFile(filepath.Join(data, fileSupLog))
+				t.Errorf("the cgroup of the attempt that could not start was left behind; the supervisor's log:\n%s", log)
+			}
+		})
+	}
+}

@@ -459,6 +459,12 @@ func (s *supervisor) start(dir string, cfgp *supervisorConfig) {
 	if err != nil {
 		pr.Close()
 		log.Close()
+		if j.cg != nil {
+			// Nothing was forked into it.
+			if rerr := j.cg.remove(); rerr != nil {
+				s.logf("%s: removing the cgroup of an attempt that did not start: %v", dir, rerr)
+			}
+		}
 		if errors.Is(err, errUnseen) {
 			fail(fmt.Sprintf("CannotStartError: %v", err))
 		} else {
