@@ -552,32 +552,6 @@ func metaName(key string) string {
 	return strings.NewReplacer("/", "_", "\\", "_").Replace(key) + "-" + hex.EncodeToString(h.Sum(nil))
 }
 
-// writeSynced writes b to a new file in tmp, syncs it, and renames it to
-// name.
-func writeSynced(name, tmp string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(tmp, "meta-")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), name)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
-}
-
 // atomicFs writes every file that the backend creates (the metadata it
 // writes again when it finds a file's out of date) to tmp/ first, syncs
 // it and renames it into place when it is closed, so that no reader and
