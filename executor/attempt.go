@@ -41,6 +41,31 @@ func (s *Slot) AwaitReady(ctx context.Context) error {
 	}
 }
 
+// Recovered is Recover of such an executor for an attempt that it has
+// started or recovered already, whose Slot s the caller found under mu:
+// once the attempt is set up, Lost if that failed, Exited once its end is
+// known, else Running; ctx's error when ctx ends first.
+func Recovered(ctx context.Context, mu *sync.Mutex, s *Slot) (Recovery, error) {
+	if err := s.AwaitReady(ctx); err != nil {
+		if ctx.Err() != nil && s.StartErr == nil {
+			return 0, err
+		}
+		return Lost, nil
+	}
+	mu.Lock()
+	ended := s.Ended
+	mu.Unlock()
+	select {
+	case <-s.Done:
+		ended = true
+	default:
+	}
+	if ended {
+		return Exited, nil
+	}
+	return Running, nil
+}
+
 // Attempt is an executor's record of an attempt that embeds a Slot.
 type Attempt interface{ slot() *Slot }
 

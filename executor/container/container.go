@@ -989,26 +989,7 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 	e.mu.Lock()
 	if a, ok := e.attempts[h.AttemptID]; ok {
 		e.mu.Unlock()
-		select {
-		case <-a.Ready:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-		if a.StartErr != nil {
-			return executor.Lost, nil
-		}
-		select {
-		case <-a.Done:
-			return executor.Exited, nil
-		default:
-			e.mu.Lock()
-			ended := a.Ended
-			e.mu.Unlock()
-			if ended {
-				return executor.Exited, nil
-			}
-			return executor.Running, nil
-		}
+		return executor.Recovered(ctx, &e.mu, &a.Slot)
 	}
 	a := &attempt{Slot: executor.NewSlot(), id: h.AttemptID, logDone: make(chan struct{})}
 	e.attempts[h.AttemptID] = a

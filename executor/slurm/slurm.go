@@ -1210,16 +1210,7 @@ func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Rec
 	e.mu.Lock()
 	if a, ok := e.attempts[h.AttemptID]; ok {
 		e.mu.Unlock()
-		if _, err := executor.Lookup(ctx, &e.mu, e.attempts, h.AttemptID); err != nil {
-			return executor.Lost, nil
-		}
-		e.mu.Lock()
-		ended := a.Ended
-		e.mu.Unlock()
-		if ended {
-			return executor.Exited, nil
-		}
-		return executor.Running, nil
+		return executor.Recovered(ctx, &e.mu, &a.Slot)
 	}
 	a := &attempt{id: h.AttemptID, Slot: executor.NewSlot()}
 	e.attempts[h.AttemptID] = a
