@@ -180,9 +180,7 @@ func TestChecksumRefusals(t *testing.T) {
 	ts, c := startWith(t, dir, "bkt")
 	defer ts.Close()
 	ctx := context.Background()
-	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("src"), Body: strings.NewReader("src")}); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, c, "src", "src")
 	crc32Hello := "NhCmhg==" // CRC32 of "hello"
 	chunkedHeaders := func(trailer string) map[string]string {
 		return map[string]string{"X-Amz-Content-Sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER", "Content-Encoding": "aws-chunked",

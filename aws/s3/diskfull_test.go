@@ -40,9 +40,7 @@ func TestFullDisk(t *testing.T) {
 			t.Errorf("%s on a full disk: %s (%d) %q; want XMinioStorageFull (507) naming the cause, not the path", what, code, st, ae.ErrorMessage())
 		}
 	}
-	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), Body: strings.NewReader("old")}); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, c, "k", "old")
 	big := bytes.Repeat([]byte("x"), 5<<20)
 	_, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), Body: bytes.NewReader(big)}, once)
 	full("PutObject", err)

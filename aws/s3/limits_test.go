@@ -53,9 +53,7 @@ func send(t *testing.T, method, url string, body []byte, chunked bool) (int, str
 func TestXMLBodyCap(t *testing.T) {
 	ts, c := startWith(t, t.TempDir(), "bkt")
 	ctx := context.Background()
-	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("keep"), Body: strings.NewReader("x")}); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, c, "keep", "x")
 	mp, err := c.CreateMultipartUpload(ctx, &sdk.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("m")})
 	if err != nil {
 		t.Fatal(err)

@@ -136,9 +136,7 @@ func TestConcurrentPuts(t *testing.T) {
 	ts, c := startWith(t, dir, "bkt")
 	defer ts.Close()
 	ctx := context.Background()
-	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("shared"), Body: strings.NewReader("first")}); err != nil {
-		t.Fatal(err)
-	}
+	mustPut(t, c, "shared", "first")
 	body := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 100_000+i*1000) }
 	const n = 8
 	var wg sync.WaitGroup

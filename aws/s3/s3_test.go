@@ -55,6 +55,14 @@ func serve(tb testing.TB, dir string) (*s3server.Server, *httptest.Server, *sdk.
 }
 
 // client is an SDK client of the store at url.
+// mustPut puts body as key in the bucket bkt, failing t if it cannot.
+func mustPut(t *testing.T, c *sdk.Client, key, body string) {
+	t.Helper()
+	if _, err := c.PutObject(context.Background(), &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func client(url string) *sdk.Client {
 	return sdk.New(sdk.Options{Region: "us-east-1", BaseEndpoint: aws.String(url), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")})

@@ -29,17 +29,30 @@ func newDocker(t *testing.T) (*container.Executor, string, string) {
 	host := containertest.Docker(t)
 	img := containertest.Image(t, host)
 	dir := t.TempDir()
+	e := openAt(t, dir, host)
+	t.Cleanup(func() { closeClean(t, e, host, dir) })
+	return e, img, dir
+}
+
+// openAt returns an executor over the data directory dir on the engine at
+// host, which pulls nothing and gives no GPUs.
+func openAt(t *testing.T, dir, host string) *container.Executor {
+	t.Helper()
 	e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullNever, GPUs: []string{"none"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		e.Close()
-		if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
-			t.Errorf("containers left behind: %v", left)
-		}
-	})
-	return e, img, dir
+	return e
+}
+
+// closeClean closes e and fails t if containers of the data directory dir
+// are left on the engine at host.
+func closeClean(t *testing.T, e *container.Executor, host, dir string) {
+	t.Helper()
+	e.Close()
+	if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
+		t.Errorf("containers left behind: %v", left)
+	}
 }
 
 func spec(id string, demand qshare.Capacity, payload map[string]any) executor.Spec {
@@ -233,13 +246,7 @@ func TestSweep(t *testing.T) {
 	host := containertest.Docker(t)
 	img := containertest.Image(t, host)
 	dir := t.TempDir()
-	newExec := func() *container.Executor {
-		e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullNever, GPUs: []string{"none"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	newExec := func() *container.Executor { return openAt(t, dir, host) }
 	e1 := newExec()
 	payload := func() map[string]any {
 		return map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"}, "ContainerArguments": []string{"-run=1h"}},
@@ -321,17 +328,10 @@ func TestPullInBackground(t *testing.T) {
 	}
 }
 
-// TestStartAgainAfterEngineFault: when the engine's own step of a
-// container's start fails (Docker's network hook, as seen under load),
-// the executor makes the attempt's containers again and starts them,
-// instead of failing the attempt; an error of the image's is not
-// retried. The engine is the real one, behind a proxy that fails the
-// first start with the error Docker gave.
-func TestStartAgainAfterEngineFault(t *testing.T) {
-	host := containertest.Docker(t)
-	img := containertest.Image(t, host)
-	const hookErr = `failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: time="2026-12-05T11:37:29Z" level=fatal msg="no such file or directory": unknown`
-	var starts atomic.Int32
+// engineProxy serves, on a Unix socket of its own, the real engine at
+// host behind intercept, which answers a request itself (true) or lets it
+// through (false); it returns the socket's address for Options.Host.
+func engineProxy(t *testing.T, host string, intercept func(w http.ResponseWriter, r *http.Request) bool) string {
 	engine := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -345,28 +345,39 @@ func TestStartAgainAfterEngineFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !intercept(w, r) {
+			engine.ServeHTTP(w, r)
+		}
+	})}
+	go proxy.Serve(l)
+	t.Cleanup(func() { proxy.Close() })
+	return "unix://" + sock
+}
+
+// TestStartAgainAfterEngineFault: when the engine's own step of a
+// container's start fails (Docker's network hook, as seen under load),
+// the executor makes the attempt's containers again and starts them,
+// instead of failing the attempt; an error of the image's is not
+// retried. The engine is the real one, behind a proxy that fails the
+// first start with the error Docker gave.
+func TestStartAgainAfterEngineFault(t *testing.T) {
+	host := containertest.Docker(t)
+	img := containertest.Image(t, host)
+	const hookErr = `failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: time="2026-12-05T11:37:29Z" level=fatal msg="no such file or directory": unknown`
+	var starts atomic.Int32
+	sock := engineProxy(t, host, func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/start") && starts.Add(1) == 1 {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			json.NewEncoder(w).Encode(map[string]string{"message": hookErr})
-			return
+			return true
 		}
-		engine.ServeHTTP(w, r)
-	})}
-	go proxy.Serve(l)
-	defer proxy.Close()
+		return false
+	})
 
 	dir := t.TempDir()
-	e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: "unix://" + sock, Pull: container.PullNever, GPUs: []string{"none"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		e.Close()
-		if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
-			t.Errorf("containers left behind: %v", left)
-		}
-	}()
+	e := openAt(t, dir, sock)
+	defer closeClean(t, e, host, dir)
 	p := map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
 		"ContainerArguments": []string{"-run=0s", "-output=started after all"}},
 		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1}}
@@ -411,34 +422,17 @@ func TestCloseWhileLearningTheEnd(t *testing.T) {
 	img := containertest.Image(t, host)
 	var hold atomic.Bool
 	held := make(chan struct{}, 16)
-	engine := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker" },
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(host, "unix://"))
-		}},
-		FlushInterval: -1,
-	}
-	sock := filepath.Join(t.TempDir(), "engine.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	sock := engineProxy(t, host, func(w http.ResponseWriter, r *http.Request) bool {
 		if hold.Load() && r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/containers/") && strings.HasSuffix(r.URL.Path, "/json") {
 			held <- struct{}{}
 			<-r.Context().Done()
-			return
+			return true
 		}
-		engine.ServeHTTP(w, r)
-	})}
-	go proxy.Serve(l)
-	defer proxy.Close()
+		return false
+	})
 
 	dir := t.TempDir()
-	e1, err := container.New(context.Background(), container.Options{DataDir: dir, Host: "unix://" + sock, Pull: container.PullNever, GPUs: []string{"none"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e1 := openAt(t, dir, sock)
 	p := map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
 		"ContainerArguments": []string{"-run=300ms", "-exit=4"}},
 		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1}}
@@ -452,16 +446,8 @@ func TestCloseWhileLearningTheEnd(t *testing.T) {
 	}
 	e1.Close()
 
-	e2, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullNever, GPUs: []string{"none"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		e2.Close()
-		if left := containertest.Leftovers(t, host, dir); len(left) > 0 {
-			t.Errorf("containers left behind: %v", left)
-		}
-	}()
+	e2 := openAt(t, dir, host)
+	defer closeClean(t, e2, host, dir)
 	if r, err := e2.Recover(context.Background(), h); err != nil || r != executor.Exited {
 		t.Fatalf("Recover = %v, %v; want Exited", r, err)
 	}

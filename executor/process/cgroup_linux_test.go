@@ -35,6 +35,17 @@ func cgroupRoots(t *testing.T) map[string]func(t *testing.T) string {
 	}
 }
 
+// onEachHierarchy runs f as a subtest on each of cgroupRoots, with the
+// hierarchy's root; as root only, else it skips saying why.
+func onEachHierarchy(t *testing.T, f func(t *testing.T, root string)) {
+	if os.Geteuid() != 0 {
+		t.Skip("the attempts' cgroups need a supervisor that runs as root; run the tests as root to cover it")
+	}
+	for name, root := range cgroupRoots(t) {
+		t.Run(name, func(t *testing.T) { f(t, root(t)) })
+	}
+}
+
 // gone waits up to 5 s for pid, which was started with marker on its
 // command line, to be gone (or a zombie, dead but not yet reaped), and
 // reports whether it is.
@@ -97,13 +108,7 @@ func TestStrayProcessesEndWithTheAttempt(t *testing.T) {
 				if !gone(pid, "100001") {
 					t.Fatalf("the job's process %d (setsid env -i, ignoring SIGTERM) outlived its attempt", pid)
 				}
-				hc, err := openCgroups(root)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := os.Stat(hc.attemptDir(data, s.AttemptID)); err == nil {
-					t.Error("the attempt's cgroup was not removed")
-				}
+				noCgroupLeft(t, root, data, s.AttemptID)
 				if log, _ := os.ReadFile(filepath.Join(data, fileSupLog)); len(log) > 0 {
 					t.Errorf("the supervisor logged (a fallback to the process group, or a cgroup it could not kill or remove):\n%s", log)
 				}
@@ -164,42 +169,43 @@ func TestAttemptCgroupCountsAndKills(t *testing.T) {
 
 // TestFailedStartLeavesNoCgroup: an attempt whose program cannot be run
 // (here an executable file of no format the kernel knows, which it
-// refuses at the exec: ENOEXEC) fails with CannotStartError and leaves no cgroup behind; on
-// cgroup v1 and on v2.
+// refuses at the exec: ENOEXEC) fails with CannotStartError and leaves
+// no cgroup behind; on cgroup v1 and on v2.
 func TestFailedStartLeavesNoCgroup(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the attempts' cgroups need a supervisor that runs as root; run the tests as root to cover it")
+	onEachHierarchy(t, func(t *testing.T, root string) {
+		data := t.TempDir()
+		prog := filepath.Join(t.TempDir(), "no-format")
+		if err := os.WriteFile(prog, []byte{0, 1, 2, 3, 'n', 'o', 't', 'E', 'L', 'F'}, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Dir(prog), 0o755)
+		e := newExecutor(t, data, func(o *Options) { o.CgroupRoot = root })
+		defer e.Close()
+		s := spec("noexec", 1, payloadOf([]string{prog}, nil))
+		if _, err := e.Start(context.Background(), s); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			x, err := e.Wait(ctx, s.AttemptID)
+			if err != nil || x.Succeeded() || !strings.Contains(x.Reason, "CannotStartError") {
+				t.Fatalf("exit %+v, %v; want CannotStartError", x, err)
+			}
+		} else if !strings.Contains(err.Error(), "CannotStartError") {
+			t.Fatalf("Start: %v; want CannotStartError", err)
+		}
+		noCgroupLeft(t, root, data, s.AttemptID)
+	})
+}
+
+// noCgroupLeft fails t if attempt id of the data directory data still has
+// a cgroup under root, with the supervisor's log.
+func noCgroupLeft(t *testing.T, root, data, id string) {
+	t.Helper()
+	hc, err := openCgroups(root)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, root := range cgroupRoots(t) {
-		t.Run(name, func(t *testing.T) {
-			root := root(t)
-			data := t.TempDir()
-			prog := filepath.Join(t.TempDir(), "no-format")
-			if err := os.WriteFile(prog, []byte{0, 1, 2, 3, 'n', 'o', 't', 'E', 'L', 'F'}, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			os.Chmod(filepath.Dir(prog), 0o755)
-			e := newExecutor(t, data, func(o *Options) { o.CgroupRoot = root })
-			defer e.Close()
-			s := spec("noexec", 1, payloadOf([]string{prog}, nil))
-			if _, err := e.Start(context.Background(), s); err == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				x, err := e.Wait(ctx, s.AttemptID)
-				if err != nil || x.Succeeded() || !strings.Contains(x.Reason, "CannotStartError") {
-					t.Fatalf("exit %+v, %v; want CannotStartError", x, err)
-				}
-			} else if !strings.Contains(err.Error(), "CannotStartError") {
-				t.Fatalf("Start: %v; want CannotStartError", err)
-			}
-			hc, err := openCgroups(root)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := os.Stat(hc.attemptDir(data, s.AttemptID)); err == nil {
-				log, _ := os.ReadFile(filepath.Join(data, fileSupLog))
-				t.Errorf("the cgroup of the attempt that could not start was left behind; the supervisor's log:\n%s", log)
-			}
-		})
+	if _, err := os.Stat(hc.attemptDir(data, id)); err == nil {
+		log, _ := os.ReadFile(filepath.Join(data, fileSupLog))
+		t.Errorf("the attempt's cgroup was left behind; the supervisor's log:\n%s", log)
 	}
 }

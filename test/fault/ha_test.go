@@ -47,12 +47,16 @@ var pg postgrestest.Lazy
 var haConfig = haPool(32)
 
 // haPool is haConfig with a pool (and share) of n instances.
-func haPool(n int) string {
+func haPool(n int) string { return onePool(n, "DISABLED") }
+
+// onePool is a pool of n instances with one share, A, that lends, and
+// preempts in-share or not (inSharePreemption: ENABLED or DISABLED).
+func onePool(n int, inSharePreemption string) string {
 	return soak.PoolQueue("q", n) + fmt.Sprintf(`      - quotaShareName: A
         capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
         resourceSharingConfiguration: {strategy: LEND}
-        preemptionConfiguration: {inSharePreemption: DISABLED}
-`, n)
+        preemptionConfiguration: {inSharePreemption: %s}
+`, n, inSharePreemption)
 }
 
 // cluster is two (or more) servers on one store.

@@ -24,13 +24,7 @@ import (
 
 // oneShareConfig is a pool of n instances with one share that may preempt
 // in-share.
-func oneShareConfig(n int) string {
-	return soak.PoolQueue("q", n) + fmt.Sprintf(`      - quotaShareName: A
-        capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: %d}]
-        resourceSharingConfiguration: {strategy: LEND}
-        preemptionConfiguration: {inSharePreemption: ENABLED}
-`, n)
-}
+func oneShareConfig(n int) string { return onePool(n, "ENABLED") }
 
 func submitJob(t *testing.T, c *batch.Client, name string, prio int, payload string) string {
 	t.Helper()
