@@ -117,13 +117,42 @@ func (h *cgroupHost) newAttempt(dataDir, id string) (*attemptCgroup, error) {
 			return nil, fmt.Errorf("no cgroup v1 %s controller at %s", ctl, base)
 		}
 		d := filepath.Join(base, cgroupParent(dataDir), id)
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := mkdirCgroup(d, os.MkdirAll); err != nil {
 			c.remove()
 			return nil, err
 		}
 		c.dirs = append(c.dirs, d)
 	}
 	return c, nil
+}
+
+// mkdirCgroup makes the cgroup directory d with mkdir, trying again a few
+// times where a directory above it was removed meanwhile: the supervisor
+// of a server that stopped removes the data directory's parent cgroup
+// (removeParent) once it is empty, while the next server's may be making
+// its first attempt's there.
+func mkdirCgroup(d string, mkdir func(string, os.FileMode) error) error {
+	err := mkdir(d, 0o755)
+	for try := 0; errors.Is(err, os.ErrNotExist) && try < 5; try++ {
+		err = mkdir(d, 0o755)
+	}
+	return err
+}
+
+// removeParent removes the cgroup directory of the data directory's
+// attempts (cgroupParent) where it is empty: the supervisor does it as it
+// exits, its attempts over, so that a host that ran many servers (a test
+// run makes one per test) is not left with a directory for each. One that
+// still holds an attempt's cgroup (another supervisor's, of the same data
+// directory) stays: the kernel refuses to remove it.
+func (h *cgroupHost) removeParent(dataDir string) {
+	if h.v2 {
+		os.Remove(filepath.Join(h.root, cgroupParent(dataDir))) //nolint:errcheck // busy, or gone: either is fine
+		return
+	}
+	for _, ctl := range cgroupControllers {
+		os.Remove(filepath.Join(h.root, ctl, cgroupParent(dataDir))) //nolint:errcheck // as above
+	}
 }
 
 // newAttemptV2 makes the v2 cgroup of attempt id, with the pids
@@ -140,7 +169,14 @@ func (h *cgroupHost) newAttemptV2(dataDir, id string) (*attemptCgroup, error) {
 		os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+pids"), 0) //nolint:errcheck // as above
 	}
 	d := filepath.Join(parent, id)
-	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := mkdirCgroup(d, func(d string, perm os.FileMode) error {
+		if err := os.Mkdir(d, perm); errors.Is(err, os.ErrNotExist) {
+			return os.MkdirAll(d, perm) // the parent went meanwhile (removeParent)
+		} else if !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	c := &attemptCgroup{v2: true, dirs: []string{d}, fd: -1}

@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,7 +171,9 @@ func TestAttemptCgroupCountsAndKills(t *testing.T) {
 // TestFailedStartLeavesNoCgroup: an attempt whose program cannot be run
 // (here an executable file of no format the kernel knows, which it
 // refuses at the exec: ENOEXEC) fails with CannotStartError and leaves
-// no cgroup behind; on cgroup v1 and on v2.
+// no cgroup behind; and once the executor has closed, its supervisor
+// removes the data directory's parent cgroup as it exits; on cgroup v1
+// and on v2.
 func TestFailedStartLeavesNoCgroup(t *testing.T) {
 	onEachHierarchy(t, func(t *testing.T, root string) {
 		data := t.TempDir()
@@ -193,6 +196,22 @@ func TestFailedStartLeavesNoCgroup(t *testing.T) {
 			t.Fatalf("Start: %v; want CannotStartError", err)
 		}
 		noCgroupLeft(t, root, data, s.AttemptID)
+		// The supervisor, its server gone and its attempts over, removes
+		// the data directory's parent cgroup as it exits.
+		e.Close()
+		hc, err := openCgroups(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent := filepath.Dir(hc.attemptDir(data, s.AttemptID))
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(parent); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is still there 10 s after the executor closed", parent)
+			}
+		}
 	})
 }
 

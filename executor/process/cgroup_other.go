@@ -15,6 +15,7 @@ type attemptCgroup struct{ v2 bool }
 type cgroupHost struct{ home []string }
 
 func openCgroups(string) (*cgroupHost, error) { return nil, errors.New("cgroups are Linux's") }
+func (*cgroupHost) removeParent(string)       {}
 func (*cgroupHost) newAttempt(string, string) (*attemptCgroup, error) {
 	return nil, errors.New("cgroups are Linux's")
 }

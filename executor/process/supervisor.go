@@ -323,6 +323,9 @@ func Supervise(dataDir string) int {
 	}
 	s.mu.Unlock()
 	<-s.idle
+	if s.noCg == nil {
+		s.cgroups.removeParent(dataDir)
+	}
 	return 0
 }
 
