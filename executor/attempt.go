@@ -46,11 +46,13 @@ func (s *Slot) AwaitReady(ctx context.Context) error {
 // once the attempt is set up, Lost if that failed, Exited once its end is
 // known, else Running; ctx's error when ctx ends first.
 func Recovered(ctx context.Context, mu *sync.Mutex, s *Slot) (Recovery, error) {
-	if err := s.AwaitReady(ctx); err != nil {
-		if ctx.Err() != nil && s.StartErr == nil {
-			return 0, err
+	select {
+	case <-s.Ready:
+		if s.StartErr != nil {
+			return Lost, nil
 		}
-		return Lost, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
 	}
 	mu.Lock()
 	ended := s.Ended
