@@ -288,14 +288,12 @@ func writeIntent(name string, b []byte, syncDir func(string) error) error {
 // modification time: the data was renamed into place) is renamed to the
 // object's metadata, and its directory synced. An intent whose data was
 // not renamed describes no file in place, and is left to New's sweep of
-// tmp/ with its data: the object stays the old one, whole. It returns how
-// many commits it finished.
-func rollForward(root string) (int, error) {
+// tmp/ with its data: the object stays the old one, whole.
+func rollForward(root string) error {
 	ents, err := os.ReadDir(filepath.Join(root, tmpDir))
 	if err != nil {
-		return 0, err
+		return err
 	}
-	n := 0
 	for _, e := range ents {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), intentSuffix) {
 			continue
@@ -303,7 +301,7 @@ func rollForward(root string) (int, error) {
 		intent := filepath.Join(root, tmpDir, e.Name())
 		b, err := os.ReadFile(intent)
 		if err != nil {
-			return n, err
+			return err
 		}
 		var m s3afero.Metadata
 		if json.Unmarshal(b, &m) != nil {
@@ -319,17 +317,16 @@ func rollForward(root string) (int, error) {
 		}
 		metaFile := filepath.Join(root, "metadata", bucket, metaName(key))
 		if err := os.MkdirAll(filepath.Dir(metaFile), 0o700); err != nil {
-			return n, err
+			return err
 		}
 		if err := os.Rename(intent, metaFile); err != nil {
-			return n, err
+			return err
 		}
 		if err := syncDirectory(filepath.Dir(metaFile)); err != nil {
-			return n, err
+			return err
 		}
-		n++
 	}
-	return n, nil
+	return nil
 }
 
 // mkdirAll makes dir and the directories above it that are missing, and

@@ -51,7 +51,7 @@ func New(dir string) (*Server, error) {
 	// and its metadata not, is finished (rollForward). The rest of what a
 	// write left in tmp/ is no object, and the parts there belong to
 	// uploads that gofakes3 has forgotten.
-	if _, err := rollForward(dir); err != nil {
+	if err := rollForward(dir); err != nil {
 		return nil, fmt.Errorf("s3: finishing the commits under way at the last stop: %w", withoutPath(err))
 	}
 	if ents, err := os.ReadDir(filepath.Join(dir, tmpDir)); err == nil {
