@@ -145,3 +145,123 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// The checksums an object keeps. S3 keeps the checksum that a PutObject
+// sent, as a header or as a trailer, with the object, and each part's
+// with its upload; a completed upload created with an algorithm
+// (x-amz-checksum-algorithm) keeps one of its parts' checksums, COMPOSITE
+// (the checksum of the parts' checksums, "-N" after it) or FULL_OBJECT
+// (the CRC of the whole object), and a copy keeps its source's. They are
+// kept in the object's metadata, beside gofakes3's (keepChecksum), and
+// given back by GetObject and HeadObject of a whole object when the
+// request asks for them (x-amz-checksum-mode: ENABLED; etagWriter).
+
+// Checksum types, as S3 names them in x-amz-checksum-type.
+const (
+	fullObject = "FULL_OBJECT"
+	composite  = "COMPOSITE"
+)
+
+// checksumTypeKey is the metadata, and header, of an object's checksum
+// type.
+const checksumTypeKey = "X-Amz-Checksum-Type"
+
+// objectChecksum is the checksum that an object, or a part, keeps: algo
+// lower-case ("" for none), value base64 ("…-N" for a composite one), typ
+// fullObject or composite.
+type objectChecksum struct {
+	algo, value, typ string
+}
+
+// checksumKey is the metadata key, and header, of algo's checksum.
+func checksumKey(algo string) string {
+	return http.CanonicalHeaderKey(checksumPrefix + algo)
+}
+
+// keepChecksum makes c the only checksum in meta: every other
+// x-amz-checksum- entry (a client's header, a copy's or an upload's
+// algorithm, the old object's) goes.
+func keepChecksum(meta map[string]string, c objectChecksum) {
+	for k := range meta {
+		if strings.HasPrefix(strings.ToLower(k), checksumPrefix) {
+			delete(meta, k)
+		}
+	}
+	if c.algo != "" && c.value != "" {
+		meta[checksumKey(c.algo)] = c.value
+		meta[checksumTypeKey] = c.typ
+	}
+}
+
+// keptChecksum is the checksum that meta keeps, or none; one kept
+// without its type (by an earlier version of the store, which kept a
+// PutObject's header) is FULL_OBJECT.
+func keptChecksum(meta map[string]string) objectChecksum {
+	for algo := range checksums {
+		if v := meta[checksumKey(algo)]; v != "" {
+			c := objectChecksum{algo: algo, value: v, typ: meta[checksumTypeKey]}
+			if c.typ != composite {
+				c.typ = fullObject
+			}
+			return c
+		}
+	}
+	return objectChecksum{}
+}
+
+// sentChecksum is what a PutObject's, UploadPart's or CopyObject's request
+// says of the checksum the object is to keep: the algorithm and value of
+// a header, or the algorithm of an aws-chunked body's trailer (whose value
+// the body gives once read to its end, checked), or a copy's
+// x-amz-checksum-algorithm (the store computes the copy's checksum in
+// it; none: the copy keeps its source's).
+type sentChecksum struct {
+	algo, value string
+	trailer     *chunkedBody
+	copy        bool
+	part        bool // an UploadPart's
+	// md5 is a part's Content-MD5, which UploadPart checks against the
+	// MD5 it computes for the ETag: gofakes3's own check would hide the
+	// body, and this with it, from UploadPart.
+	md5 []byte
+}
+
+// checksum is the checksum sent, once the body has been read to its end;
+// none where none was sent (a nil s included).
+func (s *sentChecksum) checksum() objectChecksum {
+	switch {
+	case s == nil || s.algo == "":
+		return objectChecksum{}
+	case s.trailer != nil:
+		return objectChecksum{algo: s.algo, value: s.trailer.got, typ: fullObject}
+	}
+	return objectChecksum{algo: s.algo, value: s.value, typ: fullObject}
+}
+
+// newChecksum returns a new hash of algo's checksum, or nil for none.
+func newChecksum(algo string) hash.Hash {
+	if algo == "" {
+		return nil
+	}
+	return checksums[algo]()
+}
+
+// sumOf is the base64 of h's sum.
+func sumOf(h hash.Hash) string { return base64.StdEncoding.EncodeToString(h.Sum(nil)) }
+
+// answer puts the checksum that the store keeps of a PutObject's or
+// UploadPart's body in the header of its answer (200), as S3 does: the
+// SDKs list a part's in CompleteMultipartUpload from there.
+func (s *sentChecksum) answer(h http.Header) {
+	if s == nil || s.copy {
+		return
+	}
+	c := s.checksum()
+	if c.value == "" {
+		return
+	}
+	h.Set(checksumKey(c.algo), c.value)
+	if !s.part {
+		h.Set(checksumTypeKey, c.typ)
+	}
+}

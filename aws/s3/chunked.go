@@ -40,30 +40,57 @@ func s3Error(status int, code, msg string) *wire.Error {
 // checkBody readies r's body for gofakes3: an aws-chunked one decoded
 // (decodeChunked), any other STREAMING- form refused with NotImplemented,
 // and the body of a PutObject or UploadPart that declares a checksum
-// (declaredChecksum) checked against it as it is read. It returns S3's
-// error for a request to refuse before its body is read.
-func checkBody(r *http.Request) *wire.Error {
-	trailer := ""
+// (declaredChecksum) checked against it as it is read. It returns the
+// checksum that a PutObject, UploadPart or CopyObject sent (nil for
+// other requests), or S3's error for a request to refuse before its body
+// is read. A part's Content-MD5 is taken out of the request, into what
+// it returns, for UploadPart to check.
+func checkBody(r *http.Request) (*sentChecksum, *wire.Error) {
+	var chunked *chunkedBody
 	switch sha := r.Header.Get("X-Amz-Content-Sha256"); {
 	case sha == unsignedTrailer || sha == signedChunks || sha == signedChunksTrailer:
 		var e *wire.Error
-		if trailer, e = decodeChunked(r, sha); e != nil {
-			return e
+		if chunked, e = decodeChunked(r, sha); e != nil {
+			return nil, e
 		}
 	case strings.HasPrefix(sha, "STREAMING-"):
-		return s3Error(http.StatusNotImplemented, "NotImplemented", "A header you provided implies functionality that is not implemented: this store takes no aws-chunked body of x-amz-content-sha256 "+strconv.Quote(sha))
+		return nil, s3Error(http.StatusNotImplemented, "NotImplemented", "A header you provided implies functionality that is not implemented: this store takes no aws-chunked body of x-amz-content-sha256 "+strconv.Quote(sha))
 	}
 	if !objectData(r) {
-		return nil
+		return nil, nil
+	}
+	trailer := ""
+	if chunked != nil {
+		trailer = chunked.algo
 	}
 	algo, value, e := declaredChecksum(r.Header, trailer)
 	if e != nil {
-		return e
+		return nil, e
+	}
+	sent := &sentChecksum{algo: algo, value: value, part: r.URL.Query().Has("uploadId")}
+	if trailer != "" {
+		sent.trailer = chunked
 	}
 	if value != "" && r.Body != nil {
 		r.Body = newCheckedBody(r.Body, algo, value, r.ContentLength)
 	}
-	return nil
+	if r.Header.Get("X-Amz-Copy-Source") != "" {
+		sent.copy = true
+		if a := r.Header.Get("X-Amz-Checksum-Algorithm"); a != "" {
+			if sent.algo, e = checksumOf(checksumPrefix + a); e != nil {
+				return nil, e
+			}
+		}
+	}
+	if _, ok := r.Header["Content-Md5"]; ok && r.URL.Query().Has("uploadId") {
+		b, err := base64.StdEncoding.DecodeString(r.Header.Get("Content-Md5"))
+		if err != nil || len(b) != 16 {
+			return nil, s3Error(http.StatusBadRequest, "InvalidDigest", "The Content-MD5 you specified was invalid.")
+		}
+		sent.md5 = b
+		r.Header.Del("Content-Md5")
+	}
+	return sent, nil
 }
 
 // decodeChunked makes r, an aws-chunked body of X-Amz-Content-Sha256 sha,
@@ -71,21 +98,21 @@ func checkBody(r *http.Request) *wire.Error {
 // Content-Length the decoded length, its body a reader that takes the
 // chunk framing away and fails at the end (with S3's BadDigest, a
 // *wire.Error) when the trailer's checksum is not the body's, or when the
-// framing is not aws-chunked. It returns the trailer's algorithm ("" for
-// signedChunks, which has none).
-func decodeChunked(r *http.Request, sha string) (string, *wire.Error) {
+// framing is not aws-chunked. It returns the body, whose algo is the
+// trailer's algorithm ("" for signedChunks, which has none).
+func decodeChunked(r *http.Request, sha string) (*chunkedBody, *wire.Error) {
 	n, err := strconv.ParseInt(r.Header.Get("X-Amz-Decoded-Content-Length"), 10, 64)
 	if err != nil || n < 0 {
-		return "", s3Error(http.StatusLengthRequired, "MissingContentLength", "an aws-chunked body must give its length in X-Amz-Decoded-Content-Length")
+		return nil, s3Error(http.StatusLengthRequired, "MissingContentLength", "an aws-chunked body must give its length in X-Amz-Decoded-Content-Length")
 	}
 	if n > MaxBody {
-		return "", s3Error(http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
+		return nil, s3Error(http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
 	}
 	body := &chunkedBody{body: r.Body, r: bufio.NewReader(r.Body), left: n}
 	if sha != signedChunks {
 		algo, e := checksumOf(r.Header.Get("X-Amz-Trailer"))
 		if e != nil {
-			return "", e
+			return nil, e
 		}
 		body.trailer, body.algo, body.h = checksumPrefix+algo, algo, checksums[algo]()
 	}
@@ -107,7 +134,7 @@ func decodeChunked(r *http.Request, sha string) (string, *wire.Error) {
 	if len(enc) > 0 {
 		r.Header.Set("Content-Encoding", strings.Join(enc, ","))
 	}
-	return body.algo, nil
+	return body, nil
 }
 
 // chunkedBody reads an aws-chunked body of left decoded bytes:
@@ -124,7 +151,10 @@ type chunkedBody struct {
 	trailer string
 	algo    string
 	h       hash.Hash
-	err     error
+	// got is the trailer's checksum once the body has been read to its
+	// end and the checksum is its.
+	got string
+	err error
 }
 
 func (b *chunkedBody) Close() error { return b.body.Close() }
@@ -222,5 +252,6 @@ func (b *chunkedBody) end() error {
 	if b.h != nil && got != base64.StdEncoding.EncodeToString(b.h.Sum(nil)) {
 		return badDigest(b.algo)
 	}
+	b.got = got
 	return io.EOF
 }

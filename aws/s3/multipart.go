@@ -1,13 +1,16 @@
 package s3
 
 import (
+	"bytes"
 	"crypto/md5"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -45,8 +48,8 @@ type uploads struct {
 	tmp string // tmp/, where a completed upload's object is joined
 	// commit puts a completed upload's object, the file tmp, in place
 	// under bucket/key, with hash, the MD5 of its parts' MD5s, and the
-	// number of its parts as its ETag.
-	commit func(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int) error
+	// number of its parts as its ETag, and sum as its checksum.
+	commit func(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum) error
 	now    func() time.Time
 
 	mu   sync.Mutex
@@ -58,7 +61,10 @@ type upload struct {
 	id          gofakes3.UploadID
 	bucket, key string
 	meta        map[string]string
-	initiated   time.Time
+	// sum is the algorithm and type of the checksum that the upload
+	// keeps of its parts and its object (none: no algo).
+	sum       objectChecksum
+	initiated time.Time
 	// touched is when a part last came or was being received; receiving
 	// counts the parts being received now: an upload that receives is
 	// never idle.
@@ -73,19 +79,29 @@ type part struct {
 	size     int64
 	md5      []byte
 	modified time.Time
+	// sum is the part's checksum: the one it sent, or one in the
+	// upload's algorithm computed as it came.
+	sum objectChecksum
 }
 
 func (p *part) etag() string { return `"` + hex.EncodeToString(p.md5) + `"` }
 
-func newUploads(dir, tmp string, commit func(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int) error) *uploads {
+func newUploads(dir, tmp string, commit func(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum) error) *uploads {
 	return &uploads{dir: dir, tmp: tmp, commit: commit, now: time.Now, byID: map[gofakes3.UploadID]*upload{}}
 }
 
 var _ gofakes3.MultipartBackend = (*uploads)(nil)
 
 // CreateMultipartUpload starts an upload of bucket/key (gofakes3 checked
-// that the bucket exists) under a new, random ID of decimal digits.
+// that the bucket exists) under a new, random ID of decimal digits; one
+// whose x-amz-checksum-algorithm (in meta, which the store checked:
+// uploadChecksum) names one keeps its parts' checksums in it.
 func (s *uploads) CreateMultipartUpload(bucket, key string, meta map[string]string) (gofakes3.UploadID, error) {
+	sum, e := uploadChecksum(meta[checksumKey("algorithm")], meta[checksumTypeKey])
+	if e != nil {
+		return "", gofakes3.ErrorMessage(gofakes3.ErrInvalidArgument, e.Message)
+	}
+	keepChecksum(meta, objectChecksum{})
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,7 +114,7 @@ func (s *uploads) CreateMultipartUpload(bucket, key string, meta map[string]stri
 	if err := os.MkdirAll(filepath.Join(s.dir, string(id)), 0o700); err != nil {
 		return "", partNotKept(err)
 	}
-	s.byID[id] = &upload{id: id, bucket: bucket, key: key, meta: meta, initiated: now, touched: now, parts: map[int]*part{}}
+	s.byID[id] = &upload{id: id, bucket: bucket, key: key, meta: meta, sum: sum, initiated: now, touched: now, parts: map[int]*part{}}
 	return id, nil
 }
 
@@ -111,10 +127,24 @@ func (s *uploads) get(bucket, key string, id gofakes3.UploadID) (*upload, error)
 	return u, nil
 }
 
+// algorithm is the checksum algorithm of the upload id ("" for none, or
+// for no such upload).
+func (s *uploads) algorithm(id gofakes3.UploadID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.byID[id]; u != nil {
+		return u.sum.algo
+	}
+	return ""
+}
+
 // UploadPart keeps a part's body in a file of the upload's directory. An
 // upload that does not exist, or is of another bucket or key, is
 // NoSuchUpload before the body is read; a body that ends before its
-// length, or fails, leaves no file.
+// length, or fails, leaves no file. The part keeps the checksum that its
+// request sent (its body, a *failedBody, has it; checked as it was read),
+// or one in the upload's algorithm, computed here; and a Content-MD5 that
+// the request sent is checked against the part's MD5 (BadDigest).
 func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number int, length int64, input io.Reader) (string, error) {
 	if number < 1 || number > gofakes3.MaxUploadPartNumber {
 		return "", gofakes3.ErrInvalidPart
@@ -142,9 +172,20 @@ func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number in
 		}
 		return "", partNotKept(err)
 	}
+	var sent *sentChecksum
+	if fb, ok := input.(*failedBody); ok {
+		sent = fb.sent
+	}
 	sum := md5.New()
+	writers := []io.Writer{f, sum}
+	own := hash.Hash(nil) // the upload's checksum where the part sends none
+	if sent.checksum().algo == "" {
+		if own = newChecksum(u.sum.algo); own != nil {
+			writers = append(writers, own)
+		}
+	}
 	body := &bodyReader{r: input}
-	n, err := copyBuffered(io.MultiWriter(f, sum), body)
+	n, err := copyBuffered(io.MultiWriter(writers...), body)
 	switch {
 	case err == nil:
 	case body.err != nil && errors.Is(err, body.err):
@@ -162,7 +203,17 @@ func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number in
 		os.Remove(f.Name())
 		return "", err
 	}
-	p := &part{file: f.Name(), size: n, md5: sum.Sum(nil), modified: s.now()}
+	p := &part{file: f.Name(), size: n, md5: sum.Sum(nil), modified: s.now(), sum: sent.checksum()}
+	if own != nil {
+		p.sum = objectChecksum{algo: u.sum.algo, value: sumOf(own), typ: fullObject}
+		if sent != nil { // for the answer, as S3 gives it
+			sent.algo, sent.value = p.sum.algo, p.sum.value
+		}
+	}
+	if sent != nil && sent.md5 != nil && !bytes.Equal(sent.md5, p.md5) {
+		os.Remove(p.file)
+		return "", gofakes3.ErrBadDigest
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byID[id] != u { // completed or aborted while the body came
@@ -225,12 +276,20 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &
 // marker, at most limit of them: each with its data's size, its ETag (the
 // MD5 of its data) and when it came.
 func (s *uploads) ListParts(bucket, key string, id gofakes3.UploadID, marker int, limit int64) (*gofakes3.ListMultipartUploadPartsResult, error) {
+	res, _, _, err := s.listParts(bucket, key, id, marker, limit)
+	return res, err
+}
+
+// listParts is ListParts, with each listed part's checksum and the
+// upload's algorithm and type.
+func (s *uploads) listParts(bucket, key string, id gofakes3.UploadID, marker int, limit int64) (*gofakes3.ListMultipartUploadPartsResult, []objectChecksum, objectChecksum, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u, err := s.get(bucket, key, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, objectChecksum{}, err
 	}
+	var sums []objectChecksum
 	numbers := make([]int, 0, len(u.parts))
 	for n := range u.parts {
 		if n > marker {
@@ -246,9 +305,10 @@ func (s *uploads) ListParts(bucket, key string, id gofakes3.UploadID, marker int
 		}
 		p := u.parts[n]
 		res.Parts = append(res.Parts, gofakes3.ListMultipartUploadPartItem{PartNumber: n, LastModified: gofakes3.NewContentTime(p.modified), ETag: p.etag(), Size: p.size})
+		sums = append(sums, p.sum)
 		res.NextPartNumberMarker = n
 	}
-	return res, nil
+	return res, sums, u.sum, nil
 }
 
 // ListMultipartUploads lists a bucket's uploads in progress, by key and
@@ -335,19 +395,33 @@ func (s *uploads) removeLocked(u *upload) {
 	os.RemoveAll(filepath.Join(s.dir, string(u.id)))
 }
 
-// CompleteMultipartUpload stores the object of the parts that input names,
-// in its order, and ends the upload. Its ETag is S3's: the MD5 of the
-// parts' MD5s, and their number (kept beside the hash: see partsKey).
+// CompleteMultipartUpload is complete, of parts that list no checksum:
+// the store answers CompleteMultipartUpload itself (Server.route).
 func (s *uploads) CompleteMultipartUpload(bucket, key string, id gofakes3.UploadID, input *gofakes3.CompleteMultipartUploadRequest) (gofakes3.VersionID, string, error) {
+	parts := make([]completedPart, len(input.Parts))
+	for i, p := range input.Parts {
+		parts[i] = completedPart{PartNumber: p.PartNumber, ETag: p.ETag}
+	}
+	etag, _, err := s.complete(bucket, key, id, parts, http.Header{})
+	return "", etag, err
+}
+
+// complete stores the object of the parts that input names, in its
+// order, and ends the upload. Its ETag is S3's: the MD5 of the parts'
+// MD5s, and their number (kept beside the hash: see partsKey). An upload
+// that keeps checksums checks those that input lists, and keeps the
+// object's (completeChecksum), which it returns; h is the request's
+// header.
+func (s *uploads) complete(bucket, key string, id gofakes3.UploadID, input []completedPart, h http.Header) (string, objectChecksum, error) {
 	s.mu.Lock()
 	u, err := s.get(bucket, key, id)
 	if err != nil {
 		s.mu.Unlock()
-		return "", "", err
+		return "", objectChecksum{}, err
 	}
-	if len(input.Parts) == 0 {
+	if len(input) == 0 {
 		s.mu.Unlock()
-		return "", "", gofakes3.ErrorMessage(gofakes3.ErrMalformedXML, "a CompleteMultipartUpload must name at least one part")
+		return "", objectChecksum{}, gofakes3.ErrorMessage(gofakes3.ErrMalformedXML, "a CompleteMultipartUpload must name at least one part")
 	}
 	var files []*os.File
 	closeAll := func() {
@@ -356,52 +430,59 @@ func (s *uploads) CompleteMultipartUpload(bucket, key string, id gofakes3.Upload
 		}
 	}
 	var readers []io.Reader
+	var listed []*part
 	sums := md5.New()
-	for i, in := range input.Parts {
-		if i > 0 && in.PartNumber <= input.Parts[i-1].PartNumber {
+	for i, in := range input {
+		if i > 0 && in.PartNumber <= input[i-1].PartNumber {
 			s.mu.Unlock()
 			closeAll()
-			return "", "", gofakes3.ErrInvalidPartOrder
+			return "", objectChecksum{}, gofakes3.ErrInvalidPartOrder
 		}
 		p := u.parts[in.PartNumber]
 		if p == nil || strings.Trim(in.ETag, `"`) != hex.EncodeToString(p.md5) {
 			s.mu.Unlock()
 			closeAll()
-			return "", "", gofakes3.ErrorMessagef(gofakes3.ErrInvalidPart, "part %d was not uploaded, or its ETag is not %s", in.PartNumber, in.ETag)
+			return "", objectChecksum{}, gofakes3.ErrorMessagef(gofakes3.ErrInvalidPart, "part %d was not uploaded, or its ETag is not %s", in.PartNumber, in.ETag)
 		}
+		listed = append(listed, p)
 		// Opened under the lock: a part sent again, or an abort, removes
 		// a file, but not what this completion reads.
 		f, err := os.Open(p.file)
 		if err != nil {
 			s.mu.Unlock()
 			closeAll()
-			return "", "", gofakes3.ErrorMessage(gofakes3.ErrInternal, fmt.Sprintf("part %d: %v", in.PartNumber, withoutPath(err)))
+			return "", objectChecksum{}, gofakes3.ErrorMessage(gofakes3.ErrInternal, fmt.Sprintf("part %d: %v", in.PartNumber, withoutPath(err)))
 		}
 		files = append(files, f)
 		readers = append(readers, io.LimitReader(f, p.size))
 		sums.Write(p.md5)
 	}
 	meta := u.meta
+	sum, err := completeChecksum(u.sum, input, listed, h)
 	s.mu.Unlock()
 	defer closeAll()
+	if err != nil {
+		return "", objectChecksum{}, err
+	}
 	hash := sums.Sum(nil)
-	if err := s.join(bucket, key, meta, readers, hash); err != nil {
-		return "", "", err
+	if err := s.join(bucket, key, meta, readers, hash, sum); err != nil {
+		return "", objectChecksum{}, err
 	}
 	s.mu.Lock()
 	if s.byID[id] == u {
 		s.removeLocked(u)
 	}
 	s.mu.Unlock()
-	return "", fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(hash), len(input.Parts)), nil
+	return fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(hash), len(input)), sum, nil
 }
 
 // join writes the parts (readers of their files) one after the other to
 // a new file under tmp/, syncs it, and commits it as bucket/key. The
 // parts are copied by the kernel (io.Copy between files is
 // copy_file_range on Linux): not read into the process, nor hashed
-// again; the object's hash is the parts' (hash).
-func (s *uploads) join(bucket, key string, meta map[string]string, parts []io.Reader, hash []byte) error {
+// again; the object's hash is the parts' (hash), its checksum sum (made
+// of the parts').
+func (s *uploads) join(bucket, key string, meta map[string]string, parts []io.Reader, hash []byte, sum objectChecksum) error {
 	out, err := os.CreateTemp(s.tmp, "put-")
 	if err != nil {
 		return notKept("the object cannot be joined", err)
@@ -421,7 +502,7 @@ func (s *uploads) join(bucket, key string, meta map[string]string, parts []io.Re
 		os.Remove(out.Name())
 		return notKept("the object cannot be joined", err)
 	}
-	if err := s.commit(bucket, key, meta, out.Name(), hash, len(parts)); err != nil {
+	if err := s.commit(bucket, key, meta, out.Name(), hash, len(parts), sum); err != nil {
 		os.Remove(out.Name())
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"hash/fnv"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
@@ -49,14 +51,49 @@ type wholeBackend struct {
 	// crashAt, set by a test, stops a commit at the named step, as a
 	// crash there would, when it returns true; nil in the product.
 	crashAt func(step string) bool
+	// sent holds, by the token in a PutObject's metadata (sentKey), the
+	// checksum that its request sent (Server.ServeHTTP puts it there):
+	// gofakes3 gives PutObject the headers, not the request, and a
+	// trailer's checksum is known only once the body is read.
+	sent   sync.Map // string -> *sentChecksum
+	tokens atomic.Uint64
+}
+
+// sentKey is the header, and so the metadata entry, that carries a
+// PutObject's token in sent to the backend; a client's is dropped.
+const sentKey = "X-Amz-Qshare-Sent-Checksum"
+
+// expect keeps sent for the PutObject or CopyObject of r, and returns
+// the function that forgets it once the request is answered.
+func (b *wholeBackend) expect(r *http.Request, sent *sentChecksum) func() {
+	tok := strconv.FormatUint(b.tokens.Add(1), 10)
+	b.sent.Store(tok, sent)
+	r.Header.Set(sentKey, tok)
+	return func() { b.sent.Delete(tok) }
+}
+
+// takeSent is the checksum that the request of a PutObject of meta sent
+// (nil for none), its token taken out of meta.
+func (b *wholeBackend) takeSent(meta map[string]string) *sentChecksum {
+	tok, ok := meta[sentKey]
+	delete(meta, sentKey)
+	if !ok {
+		return nil
+	}
+	v, _ := b.sent.Load(tok)
+	sent, _ := v.(*sentChecksum)
+	return sent
 }
 
 // PutObject writes input, of size bytes, to a file under tmp/, syncs it
 // and commits it as bucket/key. gofakes3 has already hashed the body on
 // its way in (its ETag, checked against Content-MD5 at the body's end);
 // its hash is the object's, where input offers it, so the body is hashed
-// once. A body that ends short of size or fails is no object; a write
-// that fails is S3's InternalError, naming the cause and not the path.
+// once. The object keeps the checksum that the request sent, checked as
+// the body came; a copy its source's, or one in the algorithm that the
+// copy asked for, computed here. A body that ends short of size or fails
+// is no object; a write that fails is S3's InternalError, naming the
+// cause and not the path.
 func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, cond *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
 	var res gofakes3.PutObjectResult
 	if ok, err := b.BucketExists(bucket); err != nil {
@@ -68,11 +105,19 @@ func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, inp
 	if err != nil {
 		return res, objectNotKept(err)
 	}
+	sent := b.takeSent(meta)
 	summed, ok := input.(interface{ Sum([]byte) []byte })
 	var w io.Writer = f
 	sum := md5.New()
+	var copySum hash.Hash
+	if sent != nil && sent.copy {
+		copySum = newChecksum(sent.algo)
+	}
 	if !ok { // a copy's source, read from its file
 		w = io.MultiWriter(f, sum)
+		if copySum != nil {
+			w = io.MultiWriter(f, sum, copySum)
+		}
 	}
 	body := &bodyReader{r: input}
 	n, err := copyBuffered(w, body)
@@ -95,11 +140,18 @@ func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, inp
 		err = objectNotKept(cerr)
 	}
 	if err == nil {
-		hash := sum.Sum(nil)
+		etag := sum.Sum(nil)
 		if ok {
-			hash = summed.Sum(nil)
+			etag = summed.Sum(nil)
 		}
-		err = b.commit(bucket, key, meta, f.Name(), hash, 0, cond)
+		c := sent.checksum()
+		switch {
+		case copySum != nil && !ok:
+			c = objectChecksum{algo: sent.algo, value: sumOf(copySum), typ: fullObject}
+		case sent != nil && sent.copy:
+			c = keptChecksum(meta) // the source's, which gofakes3 put in meta
+		}
+		err = b.commit(bucket, key, meta, f.Name(), etag, 0, c, cond)
 	}
 	if err != nil {
 		os.Remove(f.Name())
@@ -114,10 +166,10 @@ func objectNotKept(err error) error {
 }
 
 // commitFile puts the file tmp, a whole object written and synced under
-// tmp/, in place as bucket/key with hash and parts as its ETag: a
-// completed multipart upload.
-func (b *wholeBackend) commitFile(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int) error {
-	return b.commit(bucket, key, meta, tmp, hash, parts, nil)
+// tmp/, in place as bucket/key with hash and parts as its ETag and sum as
+// its checksum: a completed multipart upload.
+func (b *wholeBackend) commitFile(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum) error {
+	return b.commit(bucket, key, meta, tmp, hash, parts, sum, nil)
 }
 
 // partsKey is the metadata that says of how many parts a completed
@@ -140,7 +192,9 @@ func etag(hash []byte, meta map[string]string) string {
 // tmp/, in place as bucket/key, with hash as its ETag and meta as its
 // metadata (merged with the old object's, as the backend's PutObject
 // does), as the object of a multipart upload of that many parts, or of
-// none (0), if cond (nil for none) holds of the object there now; all under
+// none (0), with sum as its checksum (keepChecksum: none of the old
+// object's, nor a client's header), if cond (nil for none) holds of the
+// object there now; all under
 // the store's lock. It keeps the backend's layout: the data at
 // buckets/<bucket>/<key>, its metadata in a JSON file under
 // metadata/<bucket>/ (s3afero.Metadata, at the name the backend gives
@@ -152,8 +206,8 @@ func etag(hash []byte, meta map[string]string) string {
 // reader may see the object first), so that an object that the client
 // was told of survives a crash; a sync that fails is InternalError, the
 // object then in place, whole, but perhaps not after a crash.
-func (b *wholeBackend) commit(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, cond *gofakes3.PutConditions) error {
-	dirs, err := b.commitLocked(bucket, key, meta, tmp, hash, parts, cond)
+func (b *wholeBackend) commit(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum, cond *gofakes3.PutConditions) error {
+	dirs, err := b.commitLocked(bucket, key, meta, tmp, hash, parts, sum, cond)
 	if err != nil {
 		return err
 	}
@@ -167,16 +221,14 @@ func (b *wholeBackend) commit(bucket, key string, meta map[string]string, tmp st
 
 // commitLocked is commit's work under the store's lock; it returns the
 // directories to sync.
-func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, cond *gofakes3.PutConditions) ([]string, error) {
+func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum, cond *gofakes3.PutConditions) ([]string, error) {
 	b.objects.Lock()
 	defer b.objects.Unlock()
 	old, err := b.MultiBucketBackend.HeadObject(bucket, key)
 	switch {
 	case err == nil:
 		for k, v := range old.Metadata {
-			// Never the old object's checksum: it is not this body's, and
-			// a client that checks a GET's checksum would refuse the read.
-			if _, ok := meta[k]; !ok && !strings.HasPrefix(strings.ToLower(k), checksumPrefix) {
+			if _, ok := meta[k]; !ok {
 				meta[k] = v
 			}
 		}
@@ -185,6 +237,10 @@ func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, 
 	default: // no bucket, or the store's failure
 		return nil, err
 	}
+	// Never the old object's checksum (it is not this body's, and a
+	// client that checks a GET's checksum would refuse the read), nor
+	// one that a client's header names unchecked.
+	keepChecksum(meta, sum)
 	// Never the old object's, nor a client's header.
 	delete(meta, partsKey)
 	if parts > 0 {
@@ -466,12 +522,39 @@ func (b *wholeBackend) ForceDeleteBucket(bucket string) error {
 // upload's object S3's ETag, "<hash>-<parts>" (see partsKey), and
 // answers the request's conditions (cond, nil for none) against it: an
 // answer of the object whose conditions do not hold becomes a 304 or S3's
-// PreconditionFailed, and its body is thrown away unread.
+// PreconditionFailed, and its body is thrown away unread. It gives the
+// object's checksum (keptChecksum) with a whole object (200) where the
+// request asked for it (checksums: wantsChecksum), and never otherwise:
+// gofakes3 answers every metadata entry as a header.
 type etagWriter struct {
 	http.ResponseWriter
-	cond     *readConditions
-	wrote    bool
-	replaced bool
+	cond      *readConditions
+	checksums bool
+	wrote     bool
+	replaced  bool
+}
+
+// wantsChecksum reports whether a GET or HEAD asks for the object's
+// checksum (x-amz-checksum-mode: ENABLED) of the whole object: S3 gives
+// none with a range, which is not what the checksum is of.
+func wantsChecksum(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") && r.Header.Get("Range") == "" && !r.URL.Query().Has("partNumber")
+}
+
+// answerChecksum takes the checksum headers out of h, and puts the
+// object's checksum and its type back where give.
+func answerChecksum(h http.Header, give bool) {
+	m := map[string]string{}
+	for k, v := range h {
+		if strings.HasPrefix(strings.ToLower(k), checksumPrefix) {
+			m[http.CanonicalHeaderKey(k)] = v[0]
+			delete(h, k)
+		}
+	}
+	if c := keptChecksum(m); give && c.algo != "" {
+		h.Set(checksumKey(c.algo), c.value)
+		h.Set(checksumTypeKey, c.typ)
+	}
 }
 
 func (w *etagWriter) WriteHeader(status int) {
@@ -480,6 +563,7 @@ func (w *etagWriter) WriteHeader(status int) {
 	}
 	w.wrote = true
 	h := w.Header()
+	answerChecksum(h, w.checksums && status == http.StatusOK)
 	if n := h.Get(partsKey); n != "" {
 		h.Del(partsKey)
 		if e := h.Get("ETag"); strings.HasSuffix(e, `"`) {

@@ -8,6 +8,7 @@
 package s3
 
 import (
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -107,28 +108,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", msg)
 		return
 	}
+	r.Header.Del(sentKey) // the store's own
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		fw := &fullWriter{ResponseWriter: w}
 		defer fw.finish()
 		w = fw
 	} else {
-		ew := &etagWriter{ResponseWriter: w}
+		ew := &etagWriter{ResponseWriter: w, checksums: wantsChecksum(r)}
 		if _, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); key != "" {
 			ew.cond = takeReadConditions(r.Header)
 		}
 		defer ew.done()
 		w = ew
 	}
-	if e := checkBody(r); e != nil {
+	sent, e := checkBody(r)
+	if e == nil {
+		e = s.checkUploadChecksum(r, sent)
+	}
+	if e != nil {
 		writeError(w, e.Status, e.Code, e.Message)
 		return
+	}
+	if sent != nil && !sent.part {
+		defer s.backend.expect(r, sent)()
 	}
 	if r.ContentLength > MaxBody {
 		writeError(w, http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
 		return
 	}
 	if r.Body == nil || r.Body == http.NoBody {
-		s.h.ServeHTTP(w, r)
+		s.route(w, r)
 		return
 	}
 	limit, tooLarge := int64(MaxBody), s3Error(http.StatusBadRequest, "EntityTooLarge", fmt.Sprintf("Your proposed upload exceeds the maximum allowed size: %d bytes, S3's limit of one PutObject or part", int64(MaxBody)))
@@ -152,12 +161,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	b := &failedBody{ReadCloser: &cappedBody{ReadCloser: r.Body, left: limit, err: tooLarge}, raw: r.Body, length: r.ContentLength, expect: r.Header.Get("Expect") != ""}
+	b := &failedBody{ReadCloser: &cappedBody{ReadCloser: r.Body, left: limit, err: tooLarge}, raw: r.Body, length: r.ContentLength, expect: r.Header.Get("Expect") != "", sent: sent}
 	r.Body = b
 	bw := &bodyErrorWriter{ResponseWriter: w, body: b}
-	s.h.ServeHTTP(bw, r)
+	s.route(bw, r)
 	if !bw.wrote { // the server writes its 200 now
 		bw.closeUnlessRead()
+		sent.answer(w.Header())
 	}
 }
 
@@ -225,6 +235,11 @@ type failedBody struct {
 	read   int64
 	eof    bool
 	closed bool
+	// sent is the checksum that a PutObject's or part's request sent,
+	// which UploadPart keeps (gofakes3 gives it the body, not the
+	// request), and a success answers (sentChecksum.answer): every
+	// request that sends one has a body (a checked empty one included).
+	sent *sentChecksum
 }
 
 // Close closes the body; one that bodyErrorWriter may keep the
@@ -324,6 +339,9 @@ func (w *bodyErrorWriter) WriteHeader(status int) {
 		writeError(w.ResponseWriter, e.Status, e.Code, e.Message)
 		return
 	}
+	if status == http.StatusOK {
+		w.body.sent.answer(w.ResponseWriter.Header())
+	}
 	w.ResponseWriter.WriteHeader(status)
 }
 
@@ -364,7 +382,10 @@ func badKey(p string) string {
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/xml")
 	w.WriteHeader(status)
-	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n<Error><Code>%s</Code><Message>%s</Message></Error>", code, msg)
+	var c, m strings.Builder
+	xml.EscapeText(&c, []byte(code))
+	xml.EscapeText(&m, []byte(msg))
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n<Error><Code>%s</Code><Message>%s</Message></Error>", c.String(), m.String())
 }
 
 const tmpDir = "tmp"

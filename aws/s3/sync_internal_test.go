@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"hash/crc64"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -124,21 +127,27 @@ func TestCrashMidCommit(t *testing.T) {
 	}
 	put := func(c *sdk.Client, body, v string) error {
 		_, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("d/k"), Body: strings.NewReader(body),
-			Metadata: map[string]string{"v": v}})
+			Metadata: map[string]string{"v": v}, ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
 		return err
 	}
-	check := func(c *sdk.Client, key, body, v, etag string) {
+	// check checks key's body, metadata, ETag and checksum (the SDK
+	// checks the checksum of a GET against the body too).
+	check := func(c *sdk.Client, key, body, v, etag, checksum string) {
 		t.Helper()
-		out, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key)})
+		out, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled})
 		if err != nil {
 			t.Fatalf("GetObject(%s): %v", key, err)
 		}
-		b, _ := io.ReadAll(out.Body)
+		b, err := io.ReadAll(out.Body)
 		out.Body.Close()
-		if string(b) != body || out.Metadata["v"] != v || strings.Trim(aws.ToString(out.ETag), `"`) != etag {
-			t.Errorf("after the restart %s = %q, v=%q, ETag %s; want %q, v=%q, ETag %s", key, b, out.Metadata["v"], aws.ToString(out.ETag), body, v, etag)
+		if string(b) != body || out.Metadata["v"] != v || strings.Trim(aws.ToString(out.ETag), `"`) != etag || err != nil {
+			t.Errorf("after the restart %s = %q (%v), v=%q, ETag %s; want %q, v=%q, ETag %s", key, b, err, out.Metadata["v"], aws.ToString(out.ETag), body, v, etag)
+		}
+		if got := aws.ToString(out.ChecksumSHA256) + aws.ToString(out.ChecksumCRC64NVME); got != checksum {
+			t.Errorf("after the restart %s keeps the checksum %q, want %q", key, got, checksum)
 		}
 	}
+	sha := func(s string) string { h := sha256.Sum256([]byte(s)); return base64.StdEncoding.EncodeToString(h[:]) }
 	md5hex := func(s string) string { h := md5.Sum([]byte(s)); return hex.EncodeToString(h[:]) }
 
 	c, stop := start()
@@ -153,25 +162,29 @@ func TestCrashMidCommit(t *testing.T) {
 		t.Fatal("the put that crashed answered success")
 	}
 	// A multipart upload whose completion crashed at the same step.
-	mp, err := c.CreateMultipartUpload(ctx, &sdk.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("m"), Metadata: map[string]string{"v": "mp"}})
+	mp, err := c.CreateMultipartUpload(ctx, &sdk.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("m"), Metadata: map[string]string{"v": "mp"},
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc64nvme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	part, err := c.UploadPart(ctx, &sdk.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String("m"), UploadId: mp.UploadId, PartNumber: aws.Int32(1), Body: strings.NewReader("the part")})
+	part, err := c.UploadPart(ctx, &sdk.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String("m"), UploadId: mp.UploadId, PartNumber: aws.Int32(1), Body: strings.NewReader("the part"),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc64nvme})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.CompleteMultipartUpload(ctx, &sdk.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("m"), UploadId: mp.UploadId,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1)}}}}); err == nil {
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1), ChecksumCRC64NVME: part.ChecksumCRC64NVME}}}}); err == nil {
 		t.Fatal("the completion that crashed answered success")
 	}
 	stop()
 
 	crashAt = ""
 	c, stop = start()
-	check(c, "d/k", "the new body", "new", md5hex("the new body"))
+	check(c, "d/k", "the new body", "new", md5hex("the new body"), sha("the new body"))
 	sum := md5.Sum([]byte("the part"))
-	check(c, "m", "the part", "mp", md5hex(string(sum[:]))+"-1")
+	crc := crc64.New(crc64.MakeTable(0x9a6c9329ac4bc9b5))
+	crc.Write([]byte("the part"))
+	check(c, "m", "the part", "mp", md5hex(string(sum[:]))+"-1", base64.StdEncoding.EncodeToString(crc.Sum(nil)))
 	if ents, _ := os.ReadDir(filepath.Join(root, tmpDir)); len(ents) > 0 {
 		t.Errorf("tmp/ after the restart holds %d entries, want none", len(ents))
 	}
@@ -184,5 +197,5 @@ func TestCrashMidCommit(t *testing.T) {
 	crashAt = ""
 	c, stop = start()
 	defer stop()
-	check(c, "d/k", "the new body", "new", md5hex("the new body"))
+	check(c, "d/k", "the new body", "new", md5hex("the new body"), sha("the new body"))
 }

@@ -1,0 +1,366 @@
+package s3_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"hash"
+	"hash/crc32"
+	"hash/crc64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	sdk "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	s3server "qshare/aws/s3"
+	"qshare/internal/python"
+)
+
+// b64 is the base64 of h's sum of b.
+func b64(h hash.Hash, b ...[]byte) string {
+	for _, p := range b {
+		h.Write(p)
+	}
+	return base64.StdEncoding.EncodeToString(h.Sum(nil))
+}
+
+func crc64nvme() hash.Hash { return crc64.New(crc64.MakeTable(0x9a6c9329ac4bc9b5)) }
+
+// serveTLS serves a store kept in dir over HTTPS on a loopback port, and
+// returns its server and an SDK client of it on the SDK's defaults: a
+// PutObject and each part that send a checksum go aws-chunked, with it
+// as their trailer. Each PUT's
+// X-Amz-Content-Sha256 and X-Amz-Trailer are counted in puts.
+func serveTLS(t *testing.T, dir string, puts *sync.Map) (*httptest.Server, *sdk.Client) {
+	t.Helper()
+	srv, err := s3server.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && puts != nil {
+			puts.Store(r.Header.Get("X-Amz-Content-Sha256")+" "+r.Header.Get("X-Amz-Trailer"), true)
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	return ts, sdk.New(sdk.Options{Region: "us-east-1", BaseEndpoint: aws.String(ts.URL), UsePathStyle: true, HTTPClient: ts.Client(), RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")})
+}
+
+// corrupt changes one byte of the file of bucket/key in the store kept in
+// dir, keeping its size.
+func corrupt(t *testing.T, dir, bucket, key string) {
+	t.Helper()
+	name := filepath.Join(dir, "buckets", bucket, key)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(name, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// read reads bucket/key with the SDK, asking for its checksum (which the
+// SDK then checks where the answer gives one), with rng as its range (""
+// for none).
+func read(c *sdk.Client, bucket, key, rng string) ([]byte, error) {
+	in := &sdk.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled}
+	if rng != "" {
+		in.Range = aws.String(rng)
+	}
+	out, err := c.GetObject(context.Background(), in)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	return io.ReadAll(out.Body)
+}
+
+// TestTrailerChecksumKept: a PutObject whose CRC32 came as the trailer of
+// an aws-chunked body (the Go SDK's default over HTTPS) keeps it, as one
+// sent as a header is: HeadObject gives it with its type when asked, and
+// only then; a restart keeps it; the SDK's GetObject checks it, so that a
+// byte changed on the disk fails the read with the SDK's checksum error;
+// a ranged GET gives none (the range is not what it is of), and reads. A
+// copy keeps its source's checksum, or one in the algorithm it asks for.
+func TestTrailerChecksumKept(t *testing.T) {
+	dir := t.TempDir()
+	var puts sync.Map
+	ts, c := serveTLS(t, dir, &puts)
+	ctx := context.Background()
+	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 256<<10)
+	rand.Read(data)
+	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), Body: bytes.NewReader(data), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := puts.Load("STREAMING-UNSIGNED-PAYLOAD-TRAILER x-amz-checksum-crc32"); !ok {
+		t.Fatal("the SDK sent the PutObject with no CRC32 trailer: the test tests nothing")
+	}
+	want := b64(crc32.NewIEEE(), data)
+	head := func(c *sdk.Client, key string) *sdk.HeadObjectOutput {
+		t.Helper()
+		h, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := head(c, "k"); aws.ToString(h.ChecksumCRC32) != want || h.ChecksumType != types.ChecksumTypeFullObject {
+		t.Fatalf("HeadObject gives CRC32 %q of type %q, want %q FULL_OBJECT", aws.ToString(h.ChecksumCRC32), h.ChecksumType, want)
+	}
+	// Not asked for, none.
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/bkt/k", nil)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for k := range resp.Header {
+		if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
+			t.Errorf("a GET that asked for no checksum was given %s", k)
+		}
+	}
+	// A copy keeps its source's; one that asks for SHA-256 gets it.
+	if _, err := c.CopyObject(ctx, &sdk.CopyObjectInput{Bucket: aws.String("bkt"), Key: aws.String("copy"), CopySource: aws.String("bkt/k")}); err != nil {
+		t.Fatal(err)
+	}
+	if h := head(c, "copy"); aws.ToString(h.ChecksumCRC32) != want {
+		t.Errorf("the copy keeps CRC32 %q, want its source's %q", aws.ToString(h.ChecksumCRC32), want)
+	}
+	if _, err := c.CopyObject(ctx, &sdk.CopyObjectInput{Bucket: aws.String("bkt"), Key: aws.String("copy256"), CopySource: aws.String("bkt/k"), ChecksumAlgorithm: types.ChecksumAlgorithmSha256}); err != nil {
+		t.Fatal(err)
+	}
+	if h := head(c, "copy256"); aws.ToString(h.ChecksumSHA256) != b64(sha256.New(), data) || h.ChecksumCRC32 != nil {
+		t.Errorf("the copy that asked for SHA256 keeps SHA256 %q and CRC32 %q, want %q and none", aws.ToString(h.ChecksumSHA256), aws.ToString(h.ChecksumCRC32), b64(sha256.New(), data))
+	}
+	ts.Close()
+
+	ts, c = serveTLS(t, dir, nil)
+	defer ts.Close()
+	if h := head(c, "k"); aws.ToString(h.ChecksumCRC32) != want {
+		t.Fatalf("after a restart HeadObject gives CRC32 %q, want %q", aws.ToString(h.ChecksumCRC32), want)
+	}
+	if b, err := read(c, "bkt", "k", "bytes=10-99"); err != nil || !bytes.Equal(b, data[10:100]) {
+		t.Fatalf("a ranged GET with the SDK's checks: %d bytes, %v", len(b), err)
+	}
+	corrupt(t, dir, "bkt", "k")
+	if _, err := read(c, "bkt", "k", ""); err == nil || !strings.Contains(err.Error(), "checksum did not match") {
+		t.Fatalf("a GET of an object changed on the disk: %v, want the SDK's checksum error", err)
+	}
+}
+
+// TestMultipartChecksums: an upload created with a checksum algorithm
+// keeps each part's checksum (sent as the trailer, the SDK's way over
+// HTTPS, or computed by the store where a part sends none), which
+// ListParts gives back; CompleteMultipartUpload checks each listed
+// part's against it (S3's InvalidRequest for one missing, InvalidPart
+// for one that differs) and keeps the object's: COMPOSITE, the checksum
+// of the parts' checksums and "-N", or FULL_OBJECT, the CRC of the whole
+// object, which it answers and HeadObject gives back, and which the SDK
+// checks on a GET, so that a byte changed on the disk fails the read.
+func TestMultipartChecksums(t *testing.T) {
+	dir := t.TempDir()
+	ts, c := serveTLS(t, dir, nil)
+	defer ts.Close()
+	ctx := context.Background()
+	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	part1, part2 := make([]byte, 5<<20), make([]byte, 1<<20+7)
+	rand.Read(part1)
+	rand.Read(part2)
+	whole := append(append([]byte(nil), part1...), part2...)
+	for _, tc := range []struct {
+		algo types.ChecksumAlgorithm
+		typ  types.ChecksumType
+		h    func() hash.Hash
+	}{
+		{types.ChecksumAlgorithmCrc32, "", func() hash.Hash { return crc32.NewIEEE() }},
+		{types.ChecksumAlgorithmCrc32, types.ChecksumTypeFullObject, func() hash.Hash { return crc32.NewIEEE() }},
+		{types.ChecksumAlgorithmCrc32c, types.ChecksumTypeFullObject, func() hash.Hash { return crc32.New(crc32.MakeTable(crc32.Castagnoli)) }},
+		{types.ChecksumAlgorithmCrc64nvme, "", crc64nvme},
+		{types.ChecksumAlgorithmSha256, types.ChecksumTypeComposite, sha256.New},
+	} {
+		key := "k-" + string(tc.algo) + "-" + string(tc.typ)
+		mp, err := c.CreateMultipartUpload(ctx, &sdk.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String(key), ChecksumAlgorithm: tc.algo, ChecksumType: tc.typ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p1, err := c.UploadPart(ctx, &sdk.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String(key), UploadId: mp.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader(part1), ChecksumAlgorithm: tc.algo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The second part sends no checksum: the store computes it.
+		p2, err := c.UploadPart(ctx, &sdk.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String(key), UploadId: mp.UploadId, PartNumber: aws.Int32(2), Body: bytes.NewReader(part2)},
+			func(o *sdk.Options) { o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired })
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum1, sum2 := b64(tc.h(), part1), b64(tc.h(), part2)
+		parts := []types.CompletedPart{listed(tc.algo, 1, p1), listed(tc.algo, 2, p2)}
+		if got := []string{oneChecksum(&parts[0]), oneChecksum(&parts[1])}; got[0] != sum1 || got[1] != sum2 {
+			t.Fatalf("%s: UploadPart answered the checksums %q, want %q", key, got, []string{sum1, sum2})
+		}
+		l, err := c.ListParts(ctx, &sdk.ListPartsInput{Bucket: aws.String("bkt"), Key: aws.String(key), UploadId: mp.UploadId})
+		if err != nil || len(l.Parts) != 2 {
+			t.Fatalf("%s: ListParts: %v, %d parts", key, err, len(l.Parts))
+		}
+		if got := []string{oneChecksum(&l.Parts[0]), oneChecksum(&l.Parts[1])}; got[0] != sum1 || got[1] != sum2 || l.ChecksumAlgorithm != tc.algo {
+			t.Errorf("%s: ListParts gives the checksums %q of %q, want %q of %q", key, got, l.ChecksumAlgorithm, []string{sum1, sum2}, tc.algo)
+		}
+
+		// One missing, or not the part's, and nothing is stored.
+		missing := []types.CompletedPart{parts[0], {ETag: p2.ETag, PartNumber: aws.Int32(2)}}
+		_, err = c.CompleteMultipartUpload(ctx, &sdk.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String(key), UploadId: mp.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: missing}})
+		if code, st := apiError(t, err); code != "InvalidRequest" || st != 400 || !strings.Contains(err.Error(), "It was missing for part 2 in the request") {
+			t.Errorf("%s: a completion without part 2's checksum: %v, want InvalidRequest (400)", key, err)
+		}
+		wrong := []types.CompletedPart{listed(tc.algo, 1, p1), listed(tc.algo, 2, p1)}
+		wrong[1].ETag = p2.ETag
+		_, err = c.CompleteMultipartUpload(ctx, &sdk.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String(key), UploadId: mp.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: wrong}})
+		if code, st := apiError(t, err); code != "InvalidPart" || st != 400 {
+			t.Errorf("%s: a completion with part 1's checksum for part 2: %v, want InvalidPart (400)", key, err)
+		}
+		if _, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key)}); status(t, err) != 404 {
+			t.Fatalf("%s: after the refused completions HeadObject: %v, want 404", key, err)
+		}
+
+		typ, want := tc.typ, ""
+		if typ == "" {
+			typ = types.ChecksumTypeComposite
+			if tc.algo == types.ChecksumAlgorithmCrc64nvme {
+				typ = types.ChecksumTypeFullObject
+			}
+		}
+		if typ == types.ChecksumTypeComposite {
+			r1, _ := base64.StdEncoding.DecodeString(sum1)
+			r2, _ := base64.StdEncoding.DecodeString(sum2)
+			want = b64(tc.h(), r1, r2) + "-2"
+		} else {
+			want = b64(tc.h(), whole)
+		}
+		out, err := c.CompleteMultipartUpload(ctx, &sdk.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String(key), UploadId: mp.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		answered := aws.ToString(map[types.ChecksumAlgorithm]*string{types.ChecksumAlgorithmCrc32: out.ChecksumCRC32, types.ChecksumAlgorithmCrc32c: out.ChecksumCRC32C,
+			types.ChecksumAlgorithmCrc64nvme: out.ChecksumCRC64NVME, types.ChecksumAlgorithmSha256: out.ChecksumSHA256}[tc.algo])
+		if answered != want || out.ChecksumType != typ {
+			t.Errorf("%s: CompleteMultipartUpload answered %q of type %q, want %q of type %q", key, answered, out.ChecksumType, want, typ)
+		}
+		h, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := checksumOf(h, tc.algo); got != want || h.ChecksumType != typ {
+			t.Errorf("%s: HeadObject gives %q of type %q, want %q of type %q", key, got, h.ChecksumType, want, typ)
+		}
+		if b, err := read(c, "bkt", key, ""); err != nil || !bytes.Equal(b, whole) {
+			t.Fatalf("%s: GetObject: %d bytes, %v", key, len(b), err)
+		}
+		if typ == types.ChecksumTypeFullObject {
+			corrupt(t, dir, "bkt", key)
+			if _, err := read(c, "bkt", key, ""); err == nil || !strings.Contains(err.Error(), "checksum did not match") {
+				t.Errorf("%s: a GET of an object changed on the disk: %v, want the SDK's checksum error", key, err)
+			}
+		}
+	}
+}
+
+// TestUploadChecksumRefusals: an upload whose checksum type its
+// algorithm cannot have, or a type without an algorithm, is S3's
+// InvalidRequest; so is a part that sends a checksum in another
+// algorithm than its upload's.
+func TestUploadChecksumRefusals(t *testing.T) {
+	ts, c := startWith(t, t.TempDir(), "bkt")
+	defer ts.Close()
+	ctx := context.Background()
+	for _, in := range []*sdk.CreateMultipartUploadInput{
+		{ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumType: types.ChecksumTypeFullObject},
+		{ChecksumAlgorithm: types.ChecksumAlgorithmCrc64nvme, ChecksumType: types.ChecksumTypeComposite},
+		{ChecksumType: types.ChecksumTypeFullObject},
+		{ChecksumAlgorithm: types.ChecksumAlgorithmCrc32, ChecksumType: "PARTIAL"},
+	} {
+		in.Bucket, in.Key = aws.String("bkt"), aws.String("k")
+		_, err := c.CreateMultipartUpload(ctx, in)
+		if code, st := apiError(t, err); code != "InvalidRequest" || st != 400 {
+			t.Errorf("CreateMultipartUpload of %q %q: %v, want InvalidRequest (400)", in.ChecksumAlgorithm, in.ChecksumType, err)
+		}
+	}
+	mp, err := c.CreateMultipartUpload(ctx, &sdk.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("k"), ChecksumAlgorithm: types.ChecksumAlgorithmSha1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.UploadPart(ctx, &sdk.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String("k"), UploadId: mp.UploadId, PartNumber: aws.Int32(1),
+		Body: strings.NewReader("part"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32}, func(o *sdk.Options) { o.RetryMaxAttempts = 1 })
+	if code, st := apiError(t, err); code != "InvalidRequest" || st != 400 || !strings.Contains(err.Error(), "expected checksum Type: sha1, actual checksum Type: crc32") {
+		t.Errorf("a CRC32 part of a SHA1 upload: %v, want InvalidRequest (400)", err)
+	}
+}
+
+// TestBoto3Checksums: boto3's upload_file, in parts with its default
+// CRC32, completes (it lists each part's checksum) and keeps the
+// object's; download_file and a get_object that asks for the checksum
+// read it back; and boto3 checks the CRC32 that a put_object kept, so
+// that a byte changed on the disk fails its read.
+func TestBoto3Checksums(t *testing.T) {
+	py, ok := python.With("boto3")
+	if !ok {
+		t.Skip("python3 with boto3 is not installed")
+	}
+	dir := t.TempDir()
+	ts, _ := startWith(t, dir, "bkt")
+	defer ts.Close()
+	const script = `
+import boto3, os, sys, zlib, base64
+from boto3.s3.transfer import TransferConfig
+url, store, dir = sys.argv[1], sys.argv[2], sys.argv[3]
+s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
+                  config=boto3.session.Config(s3={"addressing_style": "path"}))
+data = os.urandom(12 << 20)
+src = os.path.join(dir, "src")
+open(src, "wb").write(data)
+s3.upload_file(src, "bkt", "big", Config=TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20))
+h = s3.head_object(Bucket="bkt", Key="big", ChecksumMode="ENABLED")
+assert h.get("ChecksumCRC32", "").endswith("-3"), h
+dst = os.path.join(dir, "dst")
+s3.download_file("bkt", "big", dst)
+assert open(dst, "rb").read() == data
+assert s3.get_object(Bucket="bkt", Key="big", ChecksumMode="ENABLED")["Body"].read() == data
+s3.put_object(Bucket="bkt", Key="small", Body=data[:1000])
+crc = base64.b64encode(zlib.crc32(data[:1000]).to_bytes(4, "big")).decode()
+got = s3.get_object(Bucket="bkt", Key="small", ChecksumMode="ENABLED")
+assert got["ChecksumCRC32"] == crc and got["Body"].read() == data[:1000], got
+name = os.path.join(store, "buckets", "bkt", "small")
+b = bytearray(open(name, "rb").read()); b[500] ^= 0xff; open(name, "wb").write(b)
+try:
+    s3.get_object(Bucket="bkt", Key="small", ChecksumMode="ENABLED")["Body"].read()
+    print("read the changed object")
+except Exception as e:
+    print("refused:", type(e).__name__)
+`
+	out, err := exec.Command(py, "-W", "ignore", "-c", script, ts.URL, dir, t.TempDir()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "refused: FlexibleChecksumError") {
+		t.Fatalf("boto3: %v\n%s", err, out)
+	}
+}
