@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"hash"
 	"hash/crc32"
 	"hash/crc64"
@@ -20,9 +21,11 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	sdk "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	s3server "qshare/aws/s3"
 	"qshare/internal/python"
@@ -362,5 +365,66 @@ except Exception as e:
 	out, err := exec.Command(py, "-W", "ignore", "-c", script, ts.URL, dir, t.TempDir()).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "refused: FlexibleChecksumError") {
 		t.Fatalf("boto3: %v\n%s", err, out)
+	}
+}
+
+// TestPartNumber: the store keeps an object as one piece, and answers a
+// GET or HEAD of one of its parts as S3 does for an object put whole:
+// part 1 is the whole object, with its checksum where asked (the
+// transfer manager reads every object as its part 1 first, and checks
+// it); part 2 is not satisfiable; a part number out of S3's range, or
+// beside a Range, is refused.
+func TestPartNumber(t *testing.T) {
+	dir := t.TempDir()
+	_, c := serveTLS(t, dir, nil)
+	ctx := context.Background()
+	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("one piece")
+	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), Body: bytes.NewReader(body), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), PartNumber: aws.Int32(1), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if !bytes.Equal(got, body) || aws.ToString(out.ChecksumCRC32) != b64(crc32.NewIEEE(), body) {
+		t.Fatalf("part 1: %q with CRC32 %q, want the whole object with its checksum", got, aws.ToString(out.ChecksumCRC32))
+	}
+	corrupt(t, dir, "bkt", "k")
+	if out, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), PartNumber: aws.Int32(1), ChecksumMode: types.ChecksumModeEnabled}); err == nil {
+		_, err = io.ReadAll(out.Body)
+		out.Body.Close()
+		if err == nil || !strings.Contains(err.Error(), "checksum") {
+			t.Fatalf("part 1 of an object changed on disk: %v, want the SDK's checksum error", err)
+		}
+	}
+	for _, tc := range []struct {
+		part   int32
+		rng    string
+		status int
+		code   string
+	}{
+		{2, "", http.StatusRequestedRangeNotSatisfiable, "InvalidPartNumber"},
+		{10001, "", http.StatusBadRequest, "InvalidArgument"},
+		{1, "bytes=0-1", http.StatusBadRequest, "InvalidRequest"},
+	} {
+		in := &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), PartNumber: aws.Int32(tc.part)}
+		if tc.rng != "" {
+			in.Range = aws.String(tc.rng)
+		}
+		_, err := c.GetObject(ctx, in)
+		var re *awshttp.ResponseError
+		var api smithy.APIError
+		if !errors.As(err, &re) || re.HTTPStatusCode() != tc.status || !errors.As(err, &api) || api.ErrorCode() != tc.code {
+			t.Errorf("GetObject of part %d (range %q): %v, want %d %s", tc.part, tc.rng, err, tc.status, tc.code)
+		}
+		_, err = c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), PartNumber: aws.Int32(tc.part), Range: in.Range})
+		if !errors.As(err, &re) || re.HTTPStatusCode() != tc.status {
+			t.Errorf("HeadObject of part %d (range %q): %v, want %d", tc.part, tc.rng, err, tc.status)
+		}
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
 	"github.com/spf13/afero"
+
+	"qshare/aws/wire"
 )
 
 // How objects are written. gofakes3's file backend wrote a PutObject's
@@ -536,9 +538,33 @@ type etagWriter struct {
 
 // wantsChecksum reports whether a GET or HEAD asks for the object's
 // checksum (x-amz-checksum-mode: ENABLED) of the whole object: S3 gives
-// none with a range, which is not what the checksum is of.
+// none with a range, which is not what the checksum is of. Part 1 is the
+// whole object here (see partNumber), so its checksum is the object's.
 func wantsChecksum(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") && r.Header.Get("Range") == "" && !r.URL.Query().Has("partNumber")
+	return strings.EqualFold(r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") && r.Header.Get("Range") == "" && (!r.URL.Query().Has("partNumber") || r.URL.Query().Get("partNumber") == "1")
+}
+
+// partNumber checks the partNumber of a GET or HEAD of an object. The
+// store keeps an object as one piece, whether it came whole or in parts,
+// and answers for it as S3 does for an object put whole: part 1 is the
+// whole object, and any other part is not satisfiable. (gofakes3 would
+// answer the whole object for every part number, which a client reading
+// part 2 of a multipart object would take for part 2.)
+func partNumber(r *http.Request) *wire.Error {
+	q := r.URL.Query()
+	if !q.Has("partNumber") {
+		return nil
+	}
+	n, err := strconv.Atoi(q.Get("partNumber"))
+	switch {
+	case err != nil || n < 1 || n > gofakes3.MaxUploadPartNumber:
+		return s3Error(http.StatusBadRequest, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
+	case r.Header.Get("Range") != "":
+		return s3Error(http.StatusBadRequest, "InvalidRequest", "Cannot specify both Range header and partNumber query parameter")
+	case n > 1:
+		return s3Error(http.StatusRequestedRangeNotSatisfiable, "InvalidPartNumber", "The requested partnumber is not satisfiable")
+	}
+	return nil
 }
 
 // answerChecksum takes the checksum headers out of h, and puts the

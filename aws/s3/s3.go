@@ -122,6 +122,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = ew
 	}
 	sent, e := checkBody(r)
+	if _, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); e == nil && key != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		e = partNumber(r)
+	}
 	if e == nil {
 		e = s.checkUploadChecksum(r, sent)
 	}
