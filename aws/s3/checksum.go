@@ -71,7 +71,8 @@ func checksumOf(name string) (string, *wire.Error) {
 // ("" for none); or S3's InvalidRequest for an algorithm it does not
 // know, a value that is not base64 of its algorithm's size, more than one
 // checksum, a value sent with a copy, or an x-amz-sdk-checksum-algorithm
-// that names another algorithm than the one sent.
+// that names another algorithm than the one sent, or names one and none
+// is sent.
 func declaredChecksum(h http.Header, trailer string) (algo, value string, e *wire.Error) {
 	algo = trailer
 	for k, vs := range h {
@@ -102,7 +103,10 @@ func declaredChecksum(h http.Header, trailer string) (algo, value string, e *wir
 		if e != nil {
 			return "", "", e
 		}
-		if algo != "" && a != algo {
+		if algo == "" {
+			return "", "", s3Error(http.StatusBadRequest, "InvalidRequest", "x-amz-sdk-checksum-algorithm specified, but no corresponding x-amz-checksum-* or x-amz-trailer headers were found.")
+		}
+		if a != algo {
 			return "", "", s3Error(http.StatusBadRequest, "InvalidRequest", "Value for x-amz-sdk-checksum-algorithm header is invalid.")
 		}
 	}

@@ -196,7 +196,8 @@ func rawPut(t *testing.T, url string, headers map[string]string, body string) (i
 // not know, by header, by x-amz-sdk-checksum-algorithm or as a trailer; a
 // value that is no checksum of its algorithm; two checksums; a value
 // with a copy, which has no body to check; an
-// x-amz-sdk-checksum-algorithm of another algorithm than the one sent) is
+// x-amz-sdk-checksum-algorithm of another algorithm than the one sent, or
+// of one when none is sent) is
 // S3's InvalidRequest (400), and stores nothing; an aws-chunked body with
 // a CRC64NVME trailer, and one whose chunks are signed (without
 // authentication, which refuses them), are stored as their decoded bytes;
@@ -227,6 +228,7 @@ func TestChecksumRefusals(t *testing.T) {
 		{"a CRC32 of 8 bytes", map[string]string{"X-Amz-Checksum-Crc32": "AAAAAAAAAAA="}, "hello", 400, "InvalidRequest"},
 		{"two checksums", map[string]string{"X-Amz-Checksum-Crc32": crc32Hello, "X-Amz-Checksum-Sha1": "qvTGHdzF6KLavt4PO0gs2a6pQ00="}, "hello", 400, "InvalidRequest"},
 		{"x-amz-sdk-checksum-algorithm of another", map[string]string{"X-Amz-Checksum-Crc32": crc32Hello, "X-Amz-Sdk-Checksum-Algorithm": "SHA256"}, "hello", 400, "InvalidRequest"},
+		{"x-amz-sdk-checksum-algorithm and no checksum", map[string]string{"X-Amz-Sdk-Checksum-Algorithm": "CRC32"}, "hello", 400, "InvalidRequest"},
 		{"a CRC32 of another body", map[string]string{"X-Amz-Checksum-Crc32": "AAAAAA=="}, "hello", 400, "BadDigest"},
 		{"a CRC32 with a copy", map[string]string{"X-Amz-Checksum-Crc32": "AAAAAA==", "X-Amz-Copy-Source": "/bkt/src"}, "", 400, "InvalidRequest"},
 		{"a trailer of MD4", chunkedHeaders("x-amz-checksum-md4"), chunked([]byte("hello"), 5, "x-amz-checksum-md4:AAAA"), 400, "InvalidRequest"},
