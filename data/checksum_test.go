@@ -20,9 +20,12 @@ import (
 // the store's disk after its upload fails the staging with the SDK's
 // checksum error, where before the channel got the changed bytes (the
 // transfer manager reads an object as its part 1, for which the store
-// gave no checksum). The untouched objects, one of them put in three
-// parts, stage as they were put. (An object put in parts has a COMPOSITE
-// checksum, which no SDK checks against a whole object's bytes.)
+// gave no checksum); so does one put in three parts (the transfer
+// manager's default upload: CRC32, COMPOSITE) whose part 2 changed,
+// where before the store answered it as one part, whose COMPOSITE
+// checksum no SDK checks against the whole object's bytes: the transfer
+// manager reads it by its parts now, each checked against its own. The
+// untouched objects stage as they were put.
 func TestStageChecksChecksums(t *testing.T) {
 	dir := t.TempDir()
 	srv, err := s3server.New(dir)
@@ -34,19 +37,38 @@ func TestStageChecksChecksums(t *testing.T) {
 	big := make([]byte, 20<<20) // three parts of the transfer manager's 8 MiB
 	rand.Read(big)
 	tm := transfermanager.New(s.c.S3())
-	for _, key := range []string{"ok/big.bin"} {
+	for _, key := range []string{"ok/big.bin", "bad2/big.bin"} {
 		if _, err := tm.UploadObject(context.Background(), &transfermanager.UploadObjectInput{Bucket: aws.String("bucket"), Key: aws.String(key), Body: bytes.NewReader(big)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, key := range []string{"bad1/small.bin"} {
-		name := filepath.Join(dir, "buckets", "bucket", key)
-		b, err := os.ReadFile(name)
+	// flip changes the byte at of a file, keeping its size and time, as
+	// a disk's fault does: a file of another time the store takes for an
+	// object written anew.
+	flip := func(name string, at int64) error {
+		st, err := os.Stat(name)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		b[len(b)-1] ^= 0xff
-		if err := os.WriteFile(name, b, 0o600); err != nil {
+		f, err := os.OpenFile(name, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		b := []byte{0}
+		if _, err = f.ReadAt(b, at); err == nil {
+			b[0] ^= 0xff
+			_, err = f.WriteAt(b, at)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chtimes(name, st.ModTime(), st.ModTime())
+		}
+		return err
+	}
+	for key, at := range map[string]int64{"bad1/small.bin": 4095, "bad2/big.bin": 8<<20 + 1} {
+		if err := flip(filepath.Join(dir, "buckets", "bucket", key), at); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +81,7 @@ func TestStageChecksChecksums(t *testing.T) {
 	if err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("the staged big object differs from what was put (%v)", err)
 	}
-	for _, key := range []string{"bad1/small.bin"} {
+	for _, key := range []string{"bad1/small.bin", "bad2/big.bin"} {
 		_, d, fsys := job(t)
 		err := s.c.Stage(context.Background(), fsys, plan(t, channelPayload("s3://bucket/"+path.Dir(key)+"/", "S3Prefix", "FullyReplicated"), 0, 1, d), nil)
 		if err == nil || !strings.Contains(err.Error(), "checksum") {

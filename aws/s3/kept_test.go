@@ -62,17 +62,26 @@ func serveTLS(t *testing.T, dir string, puts *sync.Map) (*httptest.Server, *sdk.
 		Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")})
 }
 
-// corrupt changes one byte of the file of bucket/key in the store kept in
-// dir, keeping its size.
+// corrupt changes the middle byte of the file of bucket/key in the store
+// kept in dir, keeping its size and its time, as a disk's fault does (a
+// file of another time the store takes for an object written anew, and
+// hashes again).
 func corrupt(t *testing.T, dir, bucket, key string) {
 	t.Helper()
 	name := filepath.Join(dir, "buckets", bucket, key)
+	st, err := os.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b[len(b)/2] ^= 0xff
 	if err := os.WriteFile(name, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(name, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -324,8 +333,10 @@ func TestUploadChecksumRefusals(t *testing.T) {
 // TestBoto3Checksums: boto3's upload_file, in parts with its default
 // CRC32, completes (it lists each part's checksum) and keeps the
 // object's; download_file and a get_object that asks for the checksum
-// read it back; and boto3 checks the CRC32 that a put_object kept, so
-// that a byte changed on the disk fails its read.
+// read it back; get_object of part 2 gives its bytes, the parts count
+// and the part's own CRC32 (before, 416: the store kept no parts); and
+// boto3 checks the CRC32 that a put_object kept, and part 2's, so that a
+// byte changed on the disk fails their reads.
 func TestBoto3Checksums(t *testing.T) {
 	py, ok := python.With("boto3")
 	if !ok {
@@ -350,6 +361,10 @@ dst = os.path.join(dir, "dst")
 s3.download_file("bkt", "big", dst)
 assert open(dst, "rb").read() == data
 assert s3.get_object(Bucket="bkt", Key="big", ChecksumMode="ENABLED")["Body"].read() == data
+part = s3.get_object(Bucket="bkt", Key="big", PartNumber=2, ChecksumMode="ENABLED")
+body = part["Body"].read()
+crc2 = base64.b64encode(zlib.crc32(data[5 << 20:10 << 20]).to_bytes(4, "big")).decode()
+assert body == data[5 << 20:10 << 20] and part["PartsCount"] == 3 and part.get("ChecksumCRC32") == crc2, {k: v for k, v in part.items() if k != "Body"}
 s3.put_object(Bucket="bkt", Key="small", Body=data[:1000])
 crc = base64.b64encode(zlib.crc32(data[:1000]).to_bytes(4, "big")).decode()
 got = s3.get_object(Bucket="bkt", Key="small", ChecksumMode="ENABLED")
@@ -361,16 +376,24 @@ try:
     print("read the changed object")
 except Exception as e:
     print("refused:", type(e).__name__)
+name = os.path.join(store, "buckets", "bkt", "big")
+st = os.stat(name)
+b = bytearray(open(name, "rb").read()); b[(5 << 20) + 7] ^= 0xff; open(name, "wb").write(b)
+os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns))
+try:
+    s3.get_object(Bucket="bkt", Key="big", PartNumber=2, ChecksumMode="ENABLED")["Body"].read()
+    print("read the changed part")
+except Exception as e:
+    print("refused the part:", type(e).__name__)
 `
 	out, err := exec.Command(py, "-W", "ignore", "-c", script, ts.URL, dir, t.TempDir()).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "refused: FlexibleChecksumError") {
+	if err != nil || !strings.Contains(string(out), "refused: FlexibleChecksumError") || !strings.Contains(string(out), "refused the part: FlexibleChecksumError") {
 		t.Fatalf("boto3: %v\n%s", err, out)
 	}
 }
 
-// TestPartNumber: the store keeps an object as one piece, and answers a
-// GET or HEAD of one of its parts as S3 does for an object put whole:
-// part 1 is the whole object, with its checksum where asked (the
+// TestPartNumber: the store answers a GET or HEAD of one part of an
+// object put whole as S3 does: part 1 is the whole object, with its checksum where asked (the
 // transfer manager reads every object as its part 1 first, and checks
 // it); part 2 is not satisfiable; a part number out of S3's range, or
 // beside a Range, is refused.

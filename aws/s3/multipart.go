@@ -48,8 +48,9 @@ type uploads struct {
 	tmp string // tmp/, where a completed upload's object is joined
 	// commit puts a completed upload's object, the file tmp, in place
 	// under bucket/key, with hash, the MD5 of its parts' MD5s, and the
-	// number of its parts as its ETag, and sum as its checksum.
-	commit func(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum) error
+	// number of its parts as its ETag, parts as its layout, and sum as
+	// its checksum.
+	commit func(bucket, key string, meta map[string]string, tmp string, hash []byte, parts partLayout, sum objectChecksum) error
 	now    func() time.Time
 
 	mu   sync.Mutex
@@ -86,7 +87,7 @@ type part struct {
 
 func (p *part) etag() string { return `"` + hex.EncodeToString(p.md5) + `"` }
 
-func newUploads(dir, tmp string, commit func(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum) error) *uploads {
+func newUploads(dir, tmp string, commit func(bucket, key string, meta map[string]string, tmp string, hash []byte, parts partLayout, sum objectChecksum) error) *uploads {
 	return &uploads{dir: dir, tmp: tmp, commit: commit, now: time.Now, byID: map[gofakes3.UploadID]*upload{}}
 }
 
@@ -431,6 +432,7 @@ func (s *uploads) complete(bucket, key string, id gofakes3.UploadID, input []com
 	}
 	var readers []io.Reader
 	var listed []*part
+	var layout partLayout
 	sums := md5.New()
 	for i, in := range input {
 		if i > 0 && in.PartNumber <= input[i-1].PartNumber {
@@ -456,6 +458,10 @@ func (s *uploads) complete(bucket, key string, id gofakes3.UploadID, input []com
 		files = append(files, f)
 		readers = append(readers, io.LimitReader(f, p.size))
 		sums.Write(p.md5)
+		layout.sizes = append(layout.sizes, p.size)
+		if u.sum.algo != "" {
+			layout.sums = append(layout.sums, p.sum.value)
+		}
 	}
 	meta := u.meta
 	sum, err := completeChecksum(u.sum, input, listed, h)
@@ -465,7 +471,7 @@ func (s *uploads) complete(bucket, key string, id gofakes3.UploadID, input []com
 		return "", objectChecksum{}, err
 	}
 	hash := sums.Sum(nil)
-	if err := s.join(bucket, key, meta, readers, hash, sum); err != nil {
+	if err := s.join(bucket, key, meta, readers, hash, layout, sum); err != nil {
 		return "", objectChecksum{}, err
 	}
 	s.mu.Lock()
@@ -480,9 +486,9 @@ func (s *uploads) complete(bucket, key string, id gofakes3.UploadID, input []com
 // a new file under tmp/, syncs it, and commits it as bucket/key. The
 // parts are copied by the kernel (io.Copy between files is
 // copy_file_range on Linux): not read into the process, nor hashed
-// again; the object's hash is the parts' (hash), its checksum sum (made
-// of the parts').
-func (s *uploads) join(bucket, key string, meta map[string]string, parts []io.Reader, hash []byte, sum objectChecksum) error {
+// again; the object's hash is the parts' (hash), its layout theirs, its
+// checksum sum (made of the parts').
+func (s *uploads) join(bucket, key string, meta map[string]string, parts []io.Reader, hash []byte, layout partLayout, sum objectChecksum) error {
 	out, err := os.CreateTemp(s.tmp, "put-")
 	if err != nil {
 		return notKept("the object cannot be joined", err)
@@ -502,7 +508,7 @@ func (s *uploads) join(bucket, key string, meta map[string]string, parts []io.Re
 		os.Remove(out.Name())
 		return notKept("the object cannot be joined", err)
 	}
-	if err := s.commit(bucket, key, meta, out.Name(), hash, len(parts), sum); err != nil {
+	if err := s.commit(bucket, key, meta, out.Name(), hash, layout, sum); err != nil {
 		os.Remove(out.Name())
 		return err
 	}

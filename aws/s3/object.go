@@ -20,8 +20,6 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
 	"github.com/spf13/afero"
-
-	"qshare/aws/wire"
 )
 
 // How objects are written. gofakes3's file backend wrote a PutObject's
@@ -153,7 +151,7 @@ func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, inp
 		case sent != nil && sent.copy:
 			c = keptChecksum(meta) // the source's, which gofakes3 put in meta
 		}
-		err = b.commit(bucket, key, meta, f.Name(), etag, 0, c, cond)
+		err = b.commit(bucket, key, meta, f.Name(), etag, partLayout{}, c, cond)
 	}
 	if err != nil {
 		os.Remove(f.Name())
@@ -168,9 +166,10 @@ func objectNotKept(err error) error {
 }
 
 // commitFile puts the file tmp, a whole object written and synced under
-// tmp/, in place as bucket/key with hash and parts as its ETag and sum as
-// its checksum: a completed multipart upload.
-func (b *wholeBackend) commitFile(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum) error {
+// tmp/, in place as bucket/key with hash and the number of parts as its
+// ETag, parts as its layout and sum as its checksum: a completed
+// multipart upload.
+func (b *wholeBackend) commitFile(bucket, key string, meta map[string]string, tmp string, hash []byte, parts partLayout, sum objectChecksum) error {
 	return b.commit(bucket, key, meta, tmp, hash, parts, sum, nil)
 }
 
@@ -193,8 +192,8 @@ func etag(hash []byte, meta map[string]string) string {
 // commit puts the file tmp, a whole object written and synced under
 // tmp/, in place as bucket/key, with hash as its ETag and meta as its
 // metadata (merged with the old object's, as the backend's PutObject
-// does), as the object of a multipart upload of that many parts, or of
-// none (0), with sum as its checksum (keepChecksum: none of the old
+// does), as the object of a multipart upload of those parts (their
+// number in its ETag), or of none (a zero layout), with sum as its checksum (keepChecksum: none of the old
 // object's, nor a client's header), if cond (nil for none) holds of the
 // object there now; all under
 // the store's lock. It keeps the backend's layout: the data at
@@ -208,7 +207,7 @@ func etag(hash []byte, meta map[string]string) string {
 // reader may see the object first), so that an object that the client
 // was told of survives a crash; a sync that fails is InternalError, the
 // object then in place, whole, but perhaps not after a crash.
-func (b *wholeBackend) commit(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum, cond *gofakes3.PutConditions) error {
+func (b *wholeBackend) commit(bucket, key string, meta map[string]string, tmp string, hash []byte, parts partLayout, sum objectChecksum, cond *gofakes3.PutConditions) error {
 	dirs, err := b.commitLocked(bucket, key, meta, tmp, hash, parts, sum, cond)
 	if err != nil {
 		return err
@@ -223,7 +222,7 @@ func (b *wholeBackend) commit(bucket, key string, meta map[string]string, tmp st
 
 // commitLocked is commit's work under the store's lock; it returns the
 // directories to sync.
-func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, tmp string, hash []byte, parts int, sum objectChecksum, cond *gofakes3.PutConditions) ([]string, error) {
+func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, tmp string, hash []byte, parts partLayout, sum objectChecksum, cond *gofakes3.PutConditions) ([]string, error) {
 	b.objects.Lock()
 	defer b.objects.Unlock()
 	old, err := b.MultiBucketBackend.HeadObject(bucket, key)
@@ -243,11 +242,9 @@ func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, 
 	// client that checks a GET's checksum would refuse the read), nor
 	// one that a client's header names unchecked.
 	keepChecksum(meta, sum)
-	// Never the old object's, nor a client's header.
-	delete(meta, partsKey)
-	if parts > 0 {
-		meta[partsKey] = strconv.Itoa(parts)
-	}
+	// Never the old object's parts, nor a client's header: a PutObject
+	// or CopyObject over a multipart object makes one of none.
+	parts.keep(meta)
 	if cond != nil {
 		info := &gofakes3.ConditionalObjectInfo{Exists: old != nil}
 		if old != nil {
@@ -477,14 +474,7 @@ func (b *wholeBackend) ListBucket(bucket string, prefix *gofakes3.Prefix, page g
 // has just read, and brought up to date), or "" for an object of none.
 // b.objects is held.
 func (b *wholeBackend) parts(bucket, key string) string {
-	js, err := os.ReadFile(filepath.Join(b.root, "metadata", bucket, metaName(key)))
-	if err != nil {
-		return ""
-	}
-	var m struct{ Meta map[string]string }
-	if json.Unmarshal(js, &m) != nil {
-		return ""
-	}
+	m, _ := b.readMetadata(bucket, key)
 	if n, err := strconv.Atoi(m.Meta[partsKey]); err != nil || n < 1 {
 		return ""
 	}
@@ -527,49 +517,29 @@ func (b *wholeBackend) ForceDeleteBucket(bucket string) error {
 // PreconditionFailed, and its body is thrown away unread. It gives the
 // object's checksum (keptChecksum) with a whole object (200) where the
 // request asked for it (checksums: wantsChecksum), and never otherwise:
-// gofakes3 answers every metadata entry as a header.
+// gofakes3 answers every metadata entry as a header. The store's own
+// entries (ownPrefix) it never gives. The answer to a read of one part
+// of a multipart object (part; see Server.partNumber) is that part's:
+// 206, the parts count, and the part's own checksum where it has one.
 type etagWriter struct {
 	http.ResponseWriter
 	cond      *readConditions
 	checksums bool
+	part      *partRead
 	wrote     bool
 	replaced  bool
 }
 
 // wantsChecksum reports whether a GET or HEAD asks for the object's
-// checksum (x-amz-checksum-mode: ENABLED) of the whole object: S3 gives
-// none with a range, which is not what the checksum is of. Part 1 is the
-// whole object here (see partNumber), so its checksum is the object's.
+// checksum (x-amz-checksum-mode: ENABLED), or its part's: S3 gives none
+// with a range, which is not what a checksum is of.
 func wantsChecksum(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") && r.Header.Get("Range") == "" && (!r.URL.Query().Has("partNumber") || r.URL.Query().Get("partNumber") == "1")
+	return strings.EqualFold(r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") && r.Header.Get("Range") == ""
 }
 
-// partNumber checks the partNumber of a GET or HEAD of an object. The
-// store keeps an object as one piece, whether it came whole or in parts,
-// and answers for it as S3 does for an object put whole: part 1 is the
-// whole object, and any other part is not satisfiable. (gofakes3 would
-// answer the whole object for every part number, which a client reading
-// part 2 of a multipart object would take for part 2.)
-func partNumber(r *http.Request) *wire.Error {
-	q := r.URL.Query()
-	if !q.Has("partNumber") {
-		return nil
-	}
-	n, err := strconv.Atoi(q.Get("partNumber"))
-	switch {
-	case err != nil || n < 1 || n > gofakes3.MaxUploadPartNumber:
-		return s3Error(http.StatusBadRequest, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
-	case r.Header.Get("Range") != "":
-		return s3Error(http.StatusBadRequest, "InvalidRequest", "Cannot specify both Range header and partNumber query parameter")
-	case n > 1:
-		return s3Error(http.StatusRequestedRangeNotSatisfiable, "InvalidPartNumber", "The requested partnumber is not satisfiable")
-	}
-	return nil
-}
-
-// answerChecksum takes the checksum headers out of h, and puts the
-// object's checksum and its type back where give.
-func answerChecksum(h http.Header, give bool) {
+// answerChecksum takes the checksum headers out of h, and returns the
+// object's checksum that they held.
+func answerChecksum(h http.Header) objectChecksum {
 	m := map[string]string{}
 	for k, v := range h {
 		if strings.HasPrefix(strings.ToLower(k), checksumPrefix) {
@@ -577,10 +547,19 @@ func answerChecksum(h http.Header, give bool) {
 			delete(h, k)
 		}
 	}
-	if c := keptChecksum(m); give && c.algo != "" {
-		h.Set(checksumKey(c.algo), c.value)
-		h.Set(checksumTypeKey, c.typ)
+	return keptChecksum(m)
+}
+
+// takeOwn takes the store's own entries (ownPrefix) out of h, and
+// returns the part sizes' entry.
+func takeOwn(h http.Header) string {
+	sizes := h.Get(partSizesKey)
+	for k := range h {
+		if strings.HasPrefix(k, ownPrefix) {
+			delete(h, k)
+		}
 	}
+	return sizes
 }
 
 func (w *etagWriter) WriteHeader(status int) {
@@ -589,14 +568,42 @@ func (w *etagWriter) WriteHeader(status int) {
 	}
 	w.wrote = true
 	h := w.Header()
-	answerChecksum(h, w.checksums && status == http.StatusOK)
+	sizes := takeOwn(h)
+	ok := status == http.StatusOK || status == http.StatusPartialContent
+	kept, give := answerChecksum(h), objectChecksum{}
+	if w.checksums && status == http.StatusOK && w.part == nil {
+		give = kept
+	}
+	if w.part != nil && ok {
+		if h.Get("ETag") != w.part.etag || sizes != w.part.sizes {
+			// Another object was put over the one whose part was
+			// looked up, before the read: the range read is no part
+			// of it. The SDKs retry SlowDown.
+			w.replaced = true
+			for k := range h {
+				delete(h, k)
+			}
+			writeError(w.ResponseWriter, http.StatusServiceUnavailable, "SlowDown", "The object changed while its part was read; please try again")
+			return
+		}
+		if w.checksums && w.part.sum != "" {
+			give = objectChecksum{algo: kept.algo, value: w.part.sum, typ: composite}
+		}
+	}
+	if give.algo != "" {
+		h.Set(checksumKey(give.algo), give.value)
+		h.Set(checksumTypeKey, give.typ)
+	}
 	if n := h.Get(partsKey); n != "" {
 		h.Del(partsKey)
 		if e := h.Get("ETag"); strings.HasSuffix(e, `"`) {
 			h.Set("ETag", strings.TrimSuffix(e, `"`)+"-"+n+`"`)
 		}
 	}
-	if w.cond == nil || (status != http.StatusOK && status != http.StatusPartialContent) || h.Get("ETag") == "" {
+	if w.part != nil && ok {
+		h.Set(partsKey, strconv.Itoa(w.part.count))
+	}
+	if w.cond == nil || !ok || h.Get("ETag") == "" {
 		w.ResponseWriter.WriteHeader(status)
 		return
 	}

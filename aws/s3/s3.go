@@ -109,12 +109,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del(sentKey) // the store's own
+	var ew *etagWriter
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		fw := &fullWriter{ResponseWriter: w}
 		defer fw.finish()
 		w = fw
 	} else {
-		ew := &etagWriter{ResponseWriter: w, checksums: wantsChecksum(r)}
+		ew = &etagWriter{ResponseWriter: w, checksums: wantsChecksum(r)}
 		if _, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); key != "" {
 			ew.cond = takeReadConditions(r.Header)
 		}
@@ -123,7 +124,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sent, e := checkBody(r)
 	if _, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); e == nil && key != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		e = partNumber(r)
+		e = s.partNumber(r, ew)
 	}
 	if e == nil {
 		e = s.checkUploadChecksum(r, sent)

@@ -109,8 +109,10 @@ func TestCommitSyncsItsDirectories(t *testing.T) {
 // commit is rolled forward from the metadata written first under tmp/);
 // one that dies before the data's rename leaves the old object whole.
 // Before, the first case gave the new data with the old object's user
-// metadata. The crash is played in the process (crashAt stops the commit
-// and leaves the files as they are); a kill -9 leaves the same files.
+// metadata. A multipart object rolled forward keeps its parts (its
+// layout is in the metadata). The crash is played in the process
+// (crashAt stops the commit and leaves the files as they are); a kill -9
+// leaves the same files.
 func TestCrashMidCommit(t *testing.T) {
 	root := t.TempDir()
 	ctx := context.Background()
@@ -185,6 +187,11 @@ func TestCrashMidCommit(t *testing.T) {
 	crc := crc64.New(crc64.MakeTable(0x9a6c9329ac4bc9b5))
 	crc.Write([]byte("the part"))
 	check(c, "m", "the part", "mp", md5hex(string(sum[:]))+"-1", base64.StdEncoding.EncodeToString(crc.Sum(nil)))
+	// Its parts with it: part 1 is its one part, not the whole object
+	// of none.
+	if h, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String("m"), PartNumber: aws.Int32(1)}); err != nil || aws.ToInt32(h.PartsCount) != 1 || aws.ToInt64(h.ContentLength) != int64(len("the part")) {
+		t.Errorf("after the restart part 1 of m: %v, parts count %v; want 1 part of %d bytes", err, h.PartsCount, len("the part"))
+	}
 	if ents, _ := os.ReadDir(filepath.Join(root, tmpDir)); len(ents) > 0 {
 		t.Errorf("tmp/ after the restart holds %d entries, want none", len(ents))
 	}
