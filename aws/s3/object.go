@@ -193,10 +193,10 @@ func etag(hash []byte, meta map[string]string) string {
 // tmp/, in place as bucket/key, with hash as its ETag and meta as its
 // metadata (merged with the old object's, as the backend's PutObject
 // does), as the object of a multipart upload of those parts (their
-// number in its ETag), or of none (a zero layout), with sum as its checksum (keepChecksum: none of the old
-// object's, nor a client's header), if cond (nil for none) holds of the
-// object there now; all under
-// the store's lock. It keeps the backend's layout: the data at
+// number in its ETag), or of none (a zero layout), with sum as its
+// checksum (keepChecksum: none of the old object's, nor a client's
+// header), if cond (nil for none) holds of the object there now; all
+// under the store's lock. It keeps the backend's layout: the data at
 // buckets/<bucket>/<key>, its metadata in a JSON file under
 // metadata/<bucket>/ (s3afero.Metadata, at the name the backend gives
 // it), written to tmp/, synced and renamed in place. On an error tmp is
@@ -474,7 +474,7 @@ func (b *wholeBackend) ListBucket(bucket string, prefix *gofakes3.Prefix, page g
 // has just read, and brought up to date), or "" for an object of none.
 // b.objects is held.
 func (b *wholeBackend) parts(bucket, key string) string {
-	m, _ := b.readMetadata(bucket, key)
+	m := b.readMetadata(bucket, key)
 	if n, err := strconv.Atoi(m.Meta[partsKey]); err != nil || n < 1 {
 		return ""
 	}

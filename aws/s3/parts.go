@@ -177,12 +177,19 @@ func (s *Server) partNumber(r *http.Request, w *etagWriter) *wire.Error {
 }
 
 // metadata is the metadata that the store keeps of bucket/key, as
-// s3afero wrote it (none where it cannot be read), and whether there is
-// an object (not amid a commit).
+// s3afero wrote it (none where it cannot be read: the backend makes it
+// again on the read, of an object of no parts), and whether there is an
+// object (not amid a commit).
 func (b *wholeBackend) metadata(bucket, key string) (metadataFile, bool) {
+	if bucket == "" || bucket == "." || bucket == ".." || key == "" {
+		return metadataFile{}, false
+	}
 	b.objects.RLock()
 	defer b.objects.RUnlock()
-	return b.readMetadata(bucket, key)
+	if st, err := os.Stat(filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key))); err != nil || !st.Mode().IsRegular() {
+		return metadataFile{}, false
+	}
+	return b.readMetadata(bucket, key), true
 }
 
 // metadataFile is the part of s3afero's metadata file that the store
@@ -192,19 +199,12 @@ type metadataFile struct {
 	Meta map[string]string
 }
 
-// readMetadata is metadata, b.objects held.
-func (b *wholeBackend) readMetadata(bucket, key string) (metadataFile, bool) {
+// readMetadata is the metadata file of bucket/key, or none where it
+// cannot be read; b.objects is held.
+func (b *wholeBackend) readMetadata(bucket, key string) metadataFile {
 	var m metadataFile
-	if bucket == "" || bucket == "." || bucket == ".." || key == "" {
-		return m, false
-	}
-	if st, err := os.Stat(filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key))); err != nil || !st.Mode().IsRegular() {
-		return m, false
-	}
-	// Metadata that cannot be read is the backend's to make again on
-	// the read: the object is one of no parts until then.
 	if js, err := os.ReadFile(filepath.Join(b.root, "metadata", bucket, metaName(key))); err != nil || json.Unmarshal(js, &m) != nil {
-		m = metadataFile{}
+		return metadataFile{}
 	}
-	return m, true
+	return m
 }
