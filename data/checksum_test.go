@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 
 	s3server "qshare/aws/s3"
+	"qshare/aws/s3/s3test"
 )
 
 // TestStageChecksChecksums: an object put whole whose bytes changed on
@@ -42,35 +43,9 @@ func TestStageChecksChecksums(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// flip changes the byte at of a file, keeping its size and time, as
-	// a disk's fault does: a file of another time the store takes for an
-	// object written anew.
-	flip := func(name string, at int64) error {
-		st, err := os.Stat(name)
-		if err != nil {
-			return err
-		}
-		f, err := os.OpenFile(name, os.O_RDWR, 0)
-		if err != nil {
-			return err
-		}
-		b := []byte{0}
-		if _, err = f.ReadAt(b, at); err == nil {
-			b[0] ^= 0xff
-			_, err = f.WriteAt(b, at)
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Chtimes(name, st.ModTime(), st.ModTime())
-		}
-		return err
-	}
+	// A byte of each bad object changes on the store's disk.
 	for key, at := range map[string]int64{"bad1/small.bin": 4095, "bad2/big.bin": 8<<20 + 1} {
-		if err := flip(filepath.Join(dir, "buckets", "bucket", key), at); err != nil {
-			t.Fatal(err)
-		}
+		s3test.Corrupt(t, dir, "bucket", key, at)
 	}
 
 	_, d, fsys := job(t)

@@ -13,9 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +26,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	s3server "qshare/aws/s3"
+	"qshare/aws/s3/s3test"
 	"qshare/internal/python"
 )
 
@@ -63,27 +62,10 @@ func serveTLS(t *testing.T, dir string, puts *sync.Map) (*httptest.Server, *sdk.
 }
 
 // corrupt changes the middle byte of the file of bucket/key in the store
-// kept in dir, keeping its size and its time, as a disk's fault does (a
-// file of another time the store takes for an object written anew, and
-// hashes again).
+// kept in dir (s3test.Corrupt).
 func corrupt(t *testing.T, dir, bucket, key string) {
 	t.Helper()
-	name := filepath.Join(dir, "buckets", bucket, key)
-	st, err := os.Stat(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0xff
-	if err := os.WriteFile(name, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chtimes(name, st.ModTime(), st.ModTime()); err != nil {
-		t.Fatal(err)
-	}
+	s3test.Corrupt(t, dir, bucket, key, -1)
 }
 
 // read reads bucket/key with the SDK, asking for its checksum (which the

@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -135,5 +137,40 @@ func TarGz(t testing.TB, c *s3.Client, bucket, key string) map[string]string {
 			}
 			files[h.Name] = string(b)
 		}
+	}
+}
+
+// Corrupt changes one byte of the file of bucket/key in the embedded
+// store kept in dir: the byte at offset at, or the middle one where at is
+// negative. The file keeps its size and its time, as a disk's fault
+// does: a file of another time the store takes for an object written
+// anew, and hashes again.
+func Corrupt(t testing.TB, dir, bucket, key string, at int64) {
+	t.Helper()
+	name := filepath.Join(dir, "buckets", bucket, filepath.FromSlash(key))
+	st, err := os.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at < 0 {
+		at = st.Size() / 2
+	}
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []byte{0}
+	if _, err = f.ReadAt(b, at); err == nil {
+		b[0] ^= 0xff
+		_, err = f.WriteAt(b, at)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chtimes(name, st.ModTime(), st.ModTime())
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
