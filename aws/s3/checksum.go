@@ -46,6 +46,10 @@ var checksums = map[string]func() hash.Hash{
 
 var crc64NVME = crc64.MakeTable(0x9a6c9329ac4bc9b5)
 
+// defaultChecksum is the algorithm of the checksum that the store
+// computes of an object that was sent with none, as S3 does.
+const defaultChecksum = "crc64nvme"
+
 // checksumPrefix begins the header, or trailer, of a checksum's value.
 const checksumPrefix = "x-amz-checksum-"
 

@@ -24,6 +24,8 @@ import (
 	sdk "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	s3server "qshare/aws/s3"
 	"qshare/aws/s3/s3test"
@@ -431,5 +433,75 @@ func TestPartNumber(t *testing.T) {
 		if !errors.As(err, &re) || re.HTTPStatusCode() != tc.status {
 			t.Errorf("HeadObject of part %d (range %q): %v, want %d", tc.part, tc.rng, err, tc.status)
 		}
+	}
+}
+
+// TestDefaultChecksum: an object put with no checksum (an SDK told to
+// send one only where required, or a plain HTTP PUT) keeps a CRC64NVME
+// of its whole body all the same, as S3 does: HeadObject gives it when
+// asked, the SDK checks it on a GET, so that a byte changed on the disk
+// fails the read, and a copy keeps it.
+func TestDefaultChecksum(t *testing.T) {
+	dir := t.TempDir()
+	ts, c := serveTLS(t, dir, nil)
+	defer ts.Close()
+	ctx := context.Background()
+	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 300<<10)
+	rand.Read(data)
+	want := b64(crc64nvme(), data)
+	var sentChecksum bool
+	noChecksum := func(o *sdk.Options) {
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("sent", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				if r, ok := in.Request.(*smithyhttp.Request); ok {
+					for k := range r.Header {
+						sentChecksum = sentChecksum || strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") || strings.EqualFold(k, "x-amz-trailer")
+					}
+				}
+				return next.HandleFinalize(ctx, in)
+			}), middleware.After)
+		})
+	}
+	put, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("sdk"), Body: bytes.NewReader(data)}, noChecksum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sentChecksum {
+		t.Fatal("the SDK sent a checksum: the test tests nothing")
+	}
+	if aws.ToString(put.ChecksumCRC64NVME) != want || put.ChecksumType != types.ChecksumTypeFullObject {
+		t.Errorf("PutObject answers CRC64NVME %q of type %q, want %q FULL_OBJECT", aws.ToString(put.ChecksumCRC64NVME), put.ChecksumType, want)
+	}
+	req, _ := http.NewRequest(http.MethodPut, ts.URL+"/bkt/plain", bytes.NewReader(data))
+	resp, err := ts.Client().Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a plain PUT: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Amz-Checksum-Crc64nvme"); got != want {
+		t.Errorf("a plain PUT answers CRC64NVME %q, want %q", got, want)
+	}
+	if _, err := c.CopyObject(ctx, &sdk.CopyObjectInput{Bucket: aws.String("bkt"), Key: aws.String("copy"), CopySource: aws.String("bkt/sdk")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"sdk", "plain", "copy"} {
+		h, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aws.ToString(h.ChecksumCRC64NVME) != want || h.ChecksumType != types.ChecksumTypeFullObject || h.ChecksumCRC32 != nil {
+			t.Errorf("%s: HeadObject gives CRC64NVME %q of type %q (CRC32 %q), want %q FULL_OBJECT alone", key, aws.ToString(h.ChecksumCRC64NVME), h.ChecksumType, aws.ToString(h.ChecksumCRC32), want)
+		}
+		if b, err := read(c, "bkt", key, ""); err != nil || !bytes.Equal(b, data) {
+			t.Errorf("%s: a GET with the SDK's checks: %d bytes, %v", key, len(b), err)
+		}
+	}
+	corrupt(t, dir, "bkt", "plain")
+	if _, err := read(c, "bkt", "plain", ""); err == nil || !strings.Contains(err.Error(), "checksum did not match") {
+		t.Fatalf("a GET of an object put with no checksum and changed on the disk: %v, want the SDK's checksum error", err)
 	}
 }

@@ -109,15 +109,23 @@ func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, inp
 	summed, ok := input.(interface{ Sum([]byte) []byte })
 	var w io.Writer = f
 	sum := md5.New()
-	var copySum hash.Hash
+	var copySum, ownSum hash.Hash
 	if sent != nil && sent.copy {
 		copySum = newChecksum(sent.algo)
+	} else if sent.checksum().algo == "" {
+		// As S3 does since 2025, an object put with no checksum keeps a
+		// CRC64NVME of its whole body, computed here, so that a GET
+		// with checksum mode is checked all the same.
+		ownSum = newChecksum(defaultChecksum)
 	}
-	if !ok { // a copy's source, read from its file
+	switch {
+	case !ok: // a copy's source, read from its file
 		w = io.MultiWriter(f, sum)
 		if copySum != nil {
 			w = io.MultiWriter(f, sum, copySum)
 		}
+	case ownSum != nil:
+		w = io.MultiWriter(f, ownSum)
 	}
 	body := &bodyReader{r: input}
 	n, err := copyBuffered(w, body)
@@ -150,6 +158,11 @@ func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, inp
 			c = objectChecksum{algo: sent.algo, value: sumOf(copySum), typ: fullObject}
 		case sent != nil && sent.copy:
 			c = keptChecksum(meta) // the source's, which gofakes3 put in meta
+		case ownSum != nil && ok:
+			c = objectChecksum{algo: defaultChecksum, value: sumOf(ownSum), typ: fullObject}
+			if sent != nil { // for the answer, as S3 gives it
+				sent.algo, sent.value = c.algo, c.value
+			}
 		}
 		err = b.commit(bucket, key, meta, f.Name(), etag, partLayout{}, c, cond)
 	}
