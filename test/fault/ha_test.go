@@ -690,9 +690,13 @@ func waitPoolFull(t *testing.T, c *batch.Client, n int, stop func()) {
 // there, every job ends), one server leads again once the database is
 // back, and the work carries on. It restarts the PostgreSQL server that
 // the package's other tests share, so it is the one that does not run in
-// parallel with them.
+// parallel with them. Since it runs alone, it runs in .ci/run's long
+// step (QSHARE_LONG=1), not in the README's command.
 func TestPostgresRestart(t *testing.T) {
 	needBinary(t)
+	if !longtest.On() {
+		t.Skip("restarts the PostgreSQL server the other tests share, so it runs alone, before them: QSHARE_LONG=1 to run (.ci/run does)")
+	}
 	cl := newCluster(t, 2, "5s")
 	// A pool of 64, not haConfig's 32: this test runs alone (the package
 	// doc), and after the load the queue it left took 8 to 10 s to drain
@@ -748,9 +752,13 @@ func TestPostgresRestart(t *testing.T) {
 // root (mount) and skips otherwise. It runs alone, before the parallel
 // tests, as TestPostgresRestart does: check-events allows a head job 1 s
 // to start once it fits, and with the other tests' servers beside it on
-// a loaded machine its recovering leader took longer (at load 77).
+// a loaded machine its recovering leader took longer (at load 77). So
+// it runs in .ci/run's long step (QSHARE_LONG=1), with TestPostgresRestart.
 func TestPostgresDiskFull(t *testing.T) {
 	needBinary(t)
+	if !longtest.On() {
+		t.Skip("runs alone, before the parallel tests, and mounts a small file system: QSHARE_LONG=1 to run (.ci/run does)")
+	}
 	store := pg.Database(t)
 	// Not under t.TempDir, which the server's user may not enter.
 	dir, err := os.MkdirTemp("", "qshare-diskfull-")

@@ -12,7 +12,8 @@
 // which restarts the PostgreSQL server all of them share, and
 // TestPostgresDiskFull, whose check of the event log is the most
 // sensitive to a loaded machine, run alone before them (go test runs the
-// sequential tests first).
+// sequential tests first), in .ci/run's long step only (QSHARE_LONG=1):
+// alone, they held the README's command half a minute.
 package fault
 
 import (
