@@ -505,3 +505,58 @@ func TestDefaultChecksum(t *testing.T) {
 		t.Fatalf("a GET of an object put with no checksum and changed on the disk: %v, want the SDK's checksum error", err)
 	}
 }
+
+// TestDefaultChecksumMultipart: an upload created without a checksum
+// algorithm, whose parts send none, keeps a FULL_OBJECT CRC64NVME of the
+// whole object, combined from the parts' as S3 adds it: the completion
+// answers it, HeadObject gives it, the SDK checks it on a GET, so that a
+// byte changed on the disk fails the read.
+func TestDefaultChecksumMultipart(t *testing.T) {
+	dir := t.TempDir()
+	ts, c := serveTLS(t, dir, nil)
+	defer ts.Close()
+	ctx := context.Background()
+	noChecksum := func(o *sdk.Options) { o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired }
+	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	parts := [][]byte{make([]byte, 5<<20), make([]byte, 5<<20), make([]byte, 777)}
+	for _, p := range parts {
+		rand.Read(p)
+	}
+	want := b64(crc64nvme(), parts...)
+	up, err := c.CreateMultipartUpload(ctx, &sdk.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("mp")}, noChecksum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done []types.CompletedPart
+	for i, p := range parts {
+		out, err := c.UploadPart(ctx, &sdk.UploadPartInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), UploadId: up.UploadId, PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(p)}, noChecksum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.ChecksumCRC32 != nil || out.ChecksumCRC64NVME != nil {
+			t.Fatalf("part %d was sent with a checksum (%q, %q): the test tests nothing", i+1, aws.ToString(out.ChecksumCRC32), aws.ToString(out.ChecksumCRC64NVME))
+		}
+		done = append(done, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(int32(i + 1))})
+	}
+	out, err := c.CompleteMultipartUpload(ctx, &sdk.CompleteMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}}, noChecksum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(out.ChecksumCRC64NVME) != want || out.ChecksumType != types.ChecksumTypeFullObject {
+		t.Errorf("CompleteMultipartUpload answers CRC64NVME %q of type %q, want %q FULL_OBJECT", aws.ToString(out.ChecksumCRC64NVME), out.ChecksumType, want)
+	}
+	h, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String("mp"), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil || aws.ToString(h.ChecksumCRC64NVME) != want || h.ChecksumType != types.ChecksumTypeFullObject {
+		t.Fatalf("HeadObject: %v, CRC64NVME %q; want %q FULL_OBJECT", err, aws.ToString(h.ChecksumCRC64NVME), want)
+	}
+	if b, err := read(c, "bkt", "mp", ""); err != nil || !bytes.Equal(b, bytes.Join(parts, nil)) {
+		t.Fatalf("a GET with the SDK's checks: %d bytes, %v", len(b), err)
+	}
+	corrupt(t, dir, "bkt", "mp")
+	if _, err := read(c, "bkt", "mp", ""); err == nil || !strings.Contains(err.Error(), "checksum did not match") {
+		t.Fatalf("a GET of a multipart object sent with no checksum and changed on the disk: %v, want the SDK's checksum error", err)
+	}
+}

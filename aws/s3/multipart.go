@@ -83,6 +83,10 @@ type part struct {
 	// sum is the part's checksum: the one it sent, or one in the
 	// upload's algorithm computed as it came.
 	sum objectChecksum
+	// dflt is the part's CRC64NVME (raw), computed as it came, in an
+	// upload created without an algorithm: the object's default
+	// checksum is combined from them.
+	dflt []byte
 }
 
 func (p *part) etag() string { return `"` + hex.EncodeToString(p.md5) + `"` }
@@ -185,6 +189,11 @@ func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number in
 			writers = append(writers, own)
 		}
 	}
+	dflt := hash.Hash(nil) // the default checksum's share, in an upload with no algorithm
+	if u.sum.algo == "" {
+		dflt = newChecksum(defaultChecksum)
+		writers = append(writers, dflt)
+	}
 	body := &bodyReader{r: input}
 	n, err := copyBuffered(io.MultiWriter(writers...), body)
 	switch {
@@ -205,6 +214,9 @@ func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number in
 		return "", err
 	}
 	p := &part{file: f.Name(), size: n, md5: sum.Sum(nil), modified: s.now(), sum: sent.checksum()}
+	if dflt != nil {
+		p.dflt = dflt.Sum(nil)
+	}
 	if own != nil {
 		p.sum = objectChecksum{algo: u.sum.algo, value: sumOf(own), typ: fullObject}
 		if sent != nil { // for the answer, as S3 gives it
@@ -465,6 +477,9 @@ func (s *uploads) complete(bucket, key string, id gofakes3.UploadID, input []com
 	}
 	meta := u.meta
 	sum, err := completeChecksum(u.sum, input, listed, h)
+	if err == nil && u.sum.algo == "" {
+		sum = defaultUploadChecksum(listed)
+	}
 	s.mu.Unlock()
 	defer closeAll()
 	if err != nil {

@@ -252,6 +252,22 @@ func completeChecksum(up objectChecksum, in []completedPart, parts []*part, h ht
 	return out, nil
 }
 
+// defaultUploadChecksum is the checksum of the object of an upload
+// created without an algorithm, made of its parts (listed): a
+// FULL_OBJECT CRC64NVME, as S3 adds to such an object, combined from
+// the parts' own (part.dflt, which UploadPart computes for every part of
+// such an upload; none where one lacks it).
+func defaultUploadChecksum(parts []*part) objectChecksum {
+	crcs := make([]crcPart, 0, len(parts))
+	for _, p := range parts {
+		if p.dflt == nil {
+			return objectChecksum{}
+		}
+		crcs = append(crcs, crcPart{sum: p.dflt, size: p.size})
+	}
+	return objectChecksum{algo: defaultChecksum, typ: fullObject, value: combineCRC(defaultChecksum, crcs)}
+}
+
 // writeXML writes v as an answer's XML document.
 func writeXML(w http.ResponseWriter, v any) {
 	b, err := xml.Marshal(v)
