@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"hash"
 	"hash/crc32"
 	"hash/crc64"
@@ -68,6 +69,32 @@ func serveTLS(t *testing.T, dir string, puts *sync.Map) (*httptest.Server, *sdk.
 func corrupt(t *testing.T, dir, bucket, key string) {
 	t.Helper()
 	s3test.Corrupt(t, dir, bucket, key, -1)
+}
+
+// corruptFails changes a byte of bkt/key on the store's disk (corrupt),
+// and returns what is wrong with the SDK's GET of it then, which must
+// fail with the SDK's checksum error ("" where it does).
+func corruptFails(t *testing.T, c *sdk.Client, dir, key string) string {
+	t.Helper()
+	corrupt(t, dir, "bkt", key)
+	if _, err := read(c, "bkt", key, ""); err == nil || !strings.Contains(err.Error(), "checksum did not match") {
+		return fmt.Sprintf("a GET of %s changed on the disk: %v, want the SDK's checksum error", key, err)
+	}
+	return ""
+}
+
+// storeWithBucket serves a store kept in a new directory (serveTLS, until
+// t ends) with the bucket bkt, and returns the directory, the server and
+// a client.
+func storeWithBucket(t *testing.T) (string, *httptest.Server, *sdk.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	ts, c := serveTLS(t, dir, nil)
+	t.Cleanup(ts.Close)
+	if _, err := c.CreateBucket(context.Background(), &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	return dir, ts, c
 }
 
 // read reads bucket/key with the SDK, asking for its checksum (which the
@@ -156,9 +183,8 @@ func TestTrailerChecksumKept(t *testing.T) {
 	if b, err := read(c, "bkt", "k", "bytes=10-99"); err != nil || !bytes.Equal(b, data[10:100]) {
 		t.Fatalf("a ranged GET with the SDK's checks: %d bytes, %v", len(b), err)
 	}
-	corrupt(t, dir, "bkt", "k")
-	if _, err := read(c, "bkt", "k", ""); err == nil || !strings.Contains(err.Error(), "checksum did not match") {
-		t.Fatalf("a GET of an object changed on the disk: %v, want the SDK's checksum error", err)
+	if msg := corruptFails(t, c, dir, "k"); msg != "" {
+		t.Fatal(msg)
 	}
 }
 
@@ -275,9 +301,8 @@ func TestMultipartChecksums(t *testing.T) {
 			t.Fatalf("%s: GetObject: %d bytes, %v", key, len(b), err)
 		}
 		if typ == types.ChecksumTypeFullObject {
-			corrupt(t, dir, "bkt", key)
-			if _, err := read(c, "bkt", key, ""); err == nil || !strings.Contains(err.Error(), "checksum did not match") {
-				t.Errorf("%s: a GET of an object changed on the disk: %v, want the SDK's checksum error", key, err)
+			if msg := corruptFails(t, c, dir, key); msg != "" {
+				t.Error(msg)
 			}
 		}
 	}
@@ -442,13 +467,8 @@ func TestPartNumber(t *testing.T) {
 // asked, the SDK checks it on a GET, so that a byte changed on the disk
 // fails the read, and a copy keeps it.
 func TestDefaultChecksum(t *testing.T) {
-	dir := t.TempDir()
-	ts, c := serveTLS(t, dir, nil)
-	defer ts.Close()
+	dir, ts, c := storeWithBucket(t)
 	ctx := context.Background()
-	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
 	data := make([]byte, 300<<10)
 	rand.Read(data)
 	want := b64(crc64nvme(), data)
@@ -500,9 +520,8 @@ func TestDefaultChecksum(t *testing.T) {
 			t.Errorf("%s: a GET with the SDK's checks: %d bytes, %v", key, len(b), err)
 		}
 	}
-	corrupt(t, dir, "bkt", "plain")
-	if _, err := read(c, "bkt", "plain", ""); err == nil || !strings.Contains(err.Error(), "checksum did not match") {
-		t.Fatalf("a GET of an object put with no checksum and changed on the disk: %v, want the SDK's checksum error", err)
+	if msg := corruptFails(t, c, dir, "plain"); msg != "" {
+		t.Fatal(msg)
 	}
 }
 
@@ -512,14 +531,9 @@ func TestDefaultChecksum(t *testing.T) {
 // answers it, HeadObject gives it, the SDK checks it on a GET, so that a
 // byte changed on the disk fails the read.
 func TestDefaultChecksumMultipart(t *testing.T) {
-	dir := t.TempDir()
-	ts, c := serveTLS(t, dir, nil)
-	defer ts.Close()
+	dir, _, c := storeWithBucket(t)
 	ctx := context.Background()
 	noChecksum := func(o *sdk.Options) { o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired }
-	if _, err := c.CreateBucket(ctx, &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
-		t.Fatal(err)
-	}
 	parts := [][]byte{make([]byte, 5<<20), make([]byte, 5<<20), make([]byte, 777)}
 	for _, p := range parts {
 		rand.Read(p)
@@ -555,8 +569,7 @@ func TestDefaultChecksumMultipart(t *testing.T) {
 	if b, err := read(c, "bkt", "mp", ""); err != nil || !bytes.Equal(b, bytes.Join(parts, nil)) {
 		t.Fatalf("a GET with the SDK's checks: %d bytes, %v", len(b), err)
 	}
-	corrupt(t, dir, "bkt", "mp")
-	if _, err := read(c, "bkt", "mp", ""); err == nil || !strings.Contains(err.Error(), "checksum did not match") {
-		t.Fatalf("a GET of a multipart object sent with no checksum and changed on the disk: %v, want the SDK's checksum error", err)
+	if msg := corruptFails(t, c, dir, "mp"); msg != "" {
+		t.Fatal(msg)
 	}
 }
