@@ -112,7 +112,7 @@ func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, inp
 	var copySum, ownSum hash.Hash
 	if sent != nil && sent.copy {
 		copySum = newChecksum(sent.algo)
-	} else if sent.checksum().algo == "" {
+	} else if ok && sent.checksum().algo == "" {
 		// As S3 does since 2025, an object put with no checksum keeps a
 		// CRC64NVME of its whole body, computed here, so that a GET
 		// with checksum mode is checked all the same.
@@ -158,7 +158,7 @@ func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, inp
 			c = objectChecksum{algo: sent.algo, value: sumOf(copySum), typ: fullObject}
 		case sent != nil && sent.copy:
 			c = keptChecksum(meta) // the source's, which gofakes3 put in meta
-		case ownSum != nil && ok:
+		case ownSum != nil:
 			c = objectChecksum{algo: defaultChecksum, value: sumOf(ownSum), typ: fullObject}
 			if sent != nil { // for the answer, as S3 gives it
 				sent.algo, sent.value = c.algo, c.value

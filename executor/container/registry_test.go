@@ -31,8 +31,8 @@ const (
 
 // TestRegistryPullDocker runs testRegistryPull on Docker Engine. Its
 // seven attempts, against a registry throttled so that a pull's progress
-// shows, take half a minute or more: it runs in .ci/run's long step (QSHARE_LONG=1), as the
-// Podman one does. The README's command pulls from the same registry
+// shows, take half a minute or more: it runs in .ci/run's long step
+// (QSHARE_LONG=1), as the Podman one does. The README's command pulls from the same registry
 // through the server (test/processe2e TestContainerRegistryPull).
 func TestRegistryPullDocker(t *testing.T) {
 	if !longtest.On() {
