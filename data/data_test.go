@@ -279,7 +279,7 @@ func TestStageRefusedCredentials(t *testing.T) {
 	s := embedded(t)
 	s.put(t, "bkt", map[string]string{"p/a": "x"})
 	// gofakes3 checks no signature: a store that checks them is the
-	// real test (TestVersityGWRefuses). Here: a store that is not there.
+	// real test (TestThirdPartyStores). Here: a store that is not there.
 	ep := data.Endpoint{URL: "http://127.0.0.1:1", Region: "us-east-1", AccessKeyID: "k", SecretAccessKey: "s"}
 	c, err := data.NewClient(context.Background(), ep)
 	if err != nil {

@@ -12,7 +12,7 @@ func init() {
 	opt := bench.S3Options{Objects: 1000, ObjectBytes: 1 << 20, BigBytes: 1 << 30}
 	cmd := &cobra.Command{
 		Use:   "s3",
-		Short: "Staging and uploading with package data against aws s3 sync and cp; a channel's cost at start; the embedded store against versitygw",
+		Short: "Staging and uploading with package data against aws s3 sync and cp; a channel's cost at start; the embedded store against versitygw and SeaweedFS",
 		Long: `s3 starts qshare's embedded S3 store on a loopback port in this process,
 fills a bucket with a channel of --objects objects of --object-bytes each
 and one of --big-bytes (random data), and times, against the same store:
@@ -29,8 +29,9 @@ from SubmitServiceJob to the program's first line, five jobs with a channel
 of one --object-bytes object in the server's embedded store and five with
 none; and it measures PutObject and GetObject (200 objects of
 --object-bytes, 8 at a time; 4 of 64 MiB, one at a time) on that embedded
-store and on versitygw (.ci/build-versitygw; skipped with a note where it
-is not built), with the same client and the same objects.`,
+store, on versitygw (.ci/build-versitygw) and on SeaweedFS's S3 gateway
+(.ci/build-seaweedfs), each skipped with a note where it is not built,
+with the same client and the same objects.`,
 		Example: `  qshare bench s3
   qshare bench s3 --objects 200 --big-bytes 268435456 --json`,
 		Args: cobra.NoArgs,

@@ -62,19 +62,25 @@ type S3Result struct {
 	StartNoneS    float64 `json:"start_none_s" row:"submit to the program's start, no channel (median of 5);%.2f;s"`
 	StartExtraS   float64 `json:"start_channel_extra_s" row:"what the channel adds;%.2f;s"`
 	// The embedded store's PutObject and GetObject throughput (through
-	// qshare serve, as jobs reach it) and versitygw's (0 where it is not
-	// built: VersityNote says so), with the same client and objects:
+	// qshare serve, as jobs reach it), versitygw's and SeaweedFS's (0
+	// where one is not built: its note says so), with the same client and
+	// objects:
 	// storeSmall objects of ObjectBytes, storeParallel at a time, and
 	// storeBig of storeBigBytes, one at a time.
 	EmbeddedSmallPut float64 `json:"embedded_small_put_mb_per_s" row:"embedded store PutObject, 200 × object-bytes, 8 at a time;%.1f;MB/s"`
 	VersitySmallPut  float64 `json:"versitygw_small_put_mb_per_s,omitempty" row:"versitygw PutObject, the same;%.1f;MB/s"`
+	SeaweedSmallPut  float64 `json:"seaweedfs_small_put_mb_per_s,omitempty" row:"SeaweedFS PutObject, the same;%.1f;MB/s"`
 	EmbeddedSmallGet float64 `json:"embedded_small_get_mb_per_s" row:"embedded store GetObject, the same objects;%.1f;MB/s"`
 	VersitySmallGet  float64 `json:"versitygw_small_get_mb_per_s,omitempty" row:"versitygw GetObject, the same;%.1f;MB/s"`
+	SeaweedSmallGet  float64 `json:"seaweedfs_small_get_mb_per_s,omitempty" row:"SeaweedFS GetObject, the same;%.1f;MB/s"`
 	EmbeddedBigPut   float64 `json:"embedded_big_put_mb_per_s" row:"embedded store PutObject, 4 × 64 MiB, one at a time;%.1f;MB/s"`
 	VersityBigPut    float64 `json:"versitygw_big_put_mb_per_s,omitempty" row:"versitygw PutObject, the same;%.1f;MB/s"`
+	SeaweedBigPut    float64 `json:"seaweedfs_big_put_mb_per_s,omitempty" row:"SeaweedFS PutObject, the same;%.1f;MB/s"`
 	EmbeddedBigGet   float64 `json:"embedded_big_get_mb_per_s" row:"embedded store GetObject, the same objects;%.1f;MB/s"`
 	VersityBigGet    float64 `json:"versitygw_big_get_mb_per_s,omitempty" row:"versitygw GetObject, the same;%.1f;MB/s"`
+	SeaweedBigGet    float64 `json:"seaweedfs_big_get_mb_per_s,omitempty" row:"SeaweedFS GetObject, the same;%.1f;MB/s"`
 	VersityNote      string  `json:"versitygw_note,omitempty" row:"versitygw not measured because;%s"`
+	SeaweedNote      string  `json:"seaweedfs_note,omitempty" row:"SeaweedFS not measured because;%s"`
 	LoadAvg1m        float64 `json:"load_avg_1m" row:"load average at start (1 min);%.2f"`
 	LoadAvgEnd       float64 `json:"load_avg_1m_end" row:"load average at the end (1 min);%.2f"`
 }
@@ -111,12 +117,15 @@ func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 			return err
 		}
 		r.StartExtraS = round(r.StartChannelS-r.StartNoneS, 3)
-		emb, vgw, note, err := s3Stores(ctx, srv, dir, opt.ObjectBytes)
+		emb, vgw, sw, vgwNote, swNote, err := s3Stores(ctx, srv, dir, opt.ObjectBytes)
 		r.EmbeddedSmallPut, r.EmbeddedSmallGet, r.EmbeddedBigPut, r.EmbeddedBigGet = emb.SmallPut, emb.SmallGet, emb.BigPut, emb.BigGet
 		if vgw != nil {
 			r.VersitySmallPut, r.VersitySmallGet, r.VersityBigPut, r.VersityBigGet = vgw.SmallPut, vgw.SmallGet, vgw.BigPut, vgw.BigGet
 		}
-		r.VersityNote = note
+		if sw != nil {
+			r.SeaweedSmallPut, r.SeaweedSmallGet, r.SeaweedBigPut, r.SeaweedBigGet = sw.SmallPut, sw.SmallGet, sw.BigPut, sw.BigGet
+		}
+		r.VersityNote, r.SeaweedNote = vgwNote, swNote
 		return err
 	})
 	r.LoadAvgEnd = LoadAverage()

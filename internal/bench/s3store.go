@@ -21,6 +21,8 @@ import (
 
 	"qshare/data"
 	"qshare/fanout"
+	"qshare/internal/seaweedfs"
+	"qshare/internal/toolcache"
 	"qshare/internal/versitygw"
 	"qshare/trainingjob"
 )
@@ -197,26 +199,38 @@ func rateOf(ctx context.Context, ep data.Endpoint, small int64) (storeRate, erro
 }
 
 // s3Stores measures the embedded store of srv (through qshare serve's
-// router, as jobs reach it) and a versitygw over a directory under dir,
-// one after the other, with the same client and objects. It returns
-// versitygw's rates as nil, with the reason, where versitygw is absent.
-func s3Stores(ctx context.Context, srv *Server, dir string, small int64) (embedded storeRate, vgw *storeRate, note string, err error) {
+// router, as jobs reach it), then a versitygw and a SeaweedFS, each over a
+// directory of its own under dir, one after the other, with the same
+// client and objects. It returns a third party's rates as nil, with the
+// reason, where its binary is absent.
+func s3Stores(ctx context.Context, srv *Server, dir string, small int64) (embedded storeRate, vgw, sw *storeRate, vgwNote, swNote string, err error) {
 	embedded, err = rateOf(ctx, data.Endpoint{URL: srv.Endpoint, Region: "us-east-1", AccessKeyID: "qshare", SecretAccessKey: "qshare"}, small)
 	if err != nil {
-		return embedded, nil, "", err
+		return embedded, nil, nil, "", "", err
 	}
-	if err := versitygw.Available(); err != nil {
-		return embedded, nil, err.Error(), nil
+	if vgw, vgwNote, err = thirdPartyRate(ctx, dir, "versitygw", versitygw.Available, versitygw.Start, small); err != nil {
+		return
 	}
-	vdir, err := os.MkdirTemp(dir, "versitygw-")
+	sw, swNote, err = thirdPartyRate(ctx, dir, "seaweedfs", seaweedfs.Available, seaweedfs.Start, small)
+	return
+}
+
+// thirdPartyRate measures the third-party server (name) that start runs
+// over a new directory under dir, and stops it. It returns nil rates, and
+// the reason, where available says its binary is absent.
+func thirdPartyRate(ctx context.Context, dir, name string, available func() error, start func(context.Context, string) (*toolcache.S3Server, error), small int64) (*storeRate, string, error) {
+	if err := available(); err != nil {
+		return nil, err.Error(), nil
+	}
+	d, err := os.MkdirTemp(dir, name+"-")
 	if err != nil {
-		return embedded, nil, "", err
+		return nil, "", err
 	}
-	v, err := versitygw.Start(ctx, vdir)
+	srv, err := start(ctx, d)
 	if err != nil {
-		return embedded, nil, "", err
+		return nil, "", err
 	}
-	defer v.Close()
-	r, err := rateOf(ctx, data.Endpoint{URL: v.URL, Region: "us-east-1", AccessKeyID: v.AccessKey, SecretAccessKey: v.SecretKey}, small)
-	return embedded, &r, "", err
+	defer srv.Close()
+	r, err := rateOf(ctx, data.Endpoint{URL: srv.URL, Region: "us-east-1", AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}, small)
+	return &r, "", err
 }

@@ -1,6 +1,7 @@
 // Package s3test starts qshare's embedded S3 store (package aws/s3) on a
-// loopback port, or versitygw, for the tests of the executors that move a
-// job's data, and fills its buckets. Only tests import it.
+// loopback port, or a third-party S3 server (versitygw, SeaweedFS), for
+// the tests of the executors that move a job's data, and fills its
+// buckets. Only tests import it.
 package s3test
 
 import (
@@ -21,6 +22,8 @@ import (
 
 	s3server "qshare/aws/s3"
 	"qshare/data"
+	"qshare/internal/seaweedfs"
+	"qshare/internal/toolcache"
 	"qshare/internal/versitygw"
 )
 
@@ -56,17 +59,35 @@ func StartWith(t testing.TB, objs map[string]map[string]string, wrap func(http.H
 // where the binary is absent.
 func Versitygw(t testing.TB, objs map[string]map[string]string) (data.Endpoint, *s3.Client) {
 	t.Helper()
-	if err := versitygw.Available(); err != nil {
+	return thirdParty(t, "versitygw", versitygw.Available, versitygw.Start, objs)
+}
+
+// SeaweedFS starts SeaweedFS's S3 gateway (package internal/seaweedfs),
+// another S3 server that no one here wrote and that checks every
+// signature, until the test ends, holding the buckets of objs; it skips
+// the test, with a message, where the binary is absent.
+func SeaweedFS(t testing.TB, objs map[string]map[string]string) (data.Endpoint, *s3.Client) {
+	t.Helper()
+	return thirdParty(t, "SeaweedFS", seaweedfs.Available, seaweedfs.Start, objs)
+}
+
+// thirdParty starts a third-party server (name, in messages) in a
+// temporary directory, skipping the test where available says its binary
+// is absent, and stops it when the test ends, logging what it printed if
+// the test failed; it fills its buckets with objs.
+func thirdParty(t testing.TB, name string, available func() error, start func(context.Context, string) (*toolcache.S3Server, error), objs map[string]map[string]string) (data.Endpoint, *s3.Client) {
+	t.Helper()
+	if err := available(); err != nil {
 		t.Skip(err)
 	}
-	srv, err := versitygw.Start(context.Background(), t.TempDir())
+	srv, err := start(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		srv.Close()
 		if t.Failed() {
-			t.Logf("versitygw's log:\n%s", srv.Log())
+			t.Logf("%s's log:\n%s", name, srv.Log())
 		}
 	})
 	ep := data.Endpoint{URL: srv.URL, Region: "us-east-1", AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
