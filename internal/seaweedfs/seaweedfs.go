@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"qshare/internal/toolcache"
 )
@@ -66,14 +67,20 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	if err := os.WriteFile(confPath, conf, 0o600); err != nil {
 		return nil, err
 	}
-	// The listeners, in the order of the ports below.
-	names := []string{"master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc"}
-	s.Process, _, err = toolcache.StartOnPorts(ctx, "SeaweedFS", len(names), func(ports []int) *exec.Cmd {
+	// The listeners, in the order of the ports below (the Admin UI's
+	// too, though it is off: mini binds its gRPC port all the same).
+	names := []string{"master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc"}
+	var ports []int
+	s.Process, ports, err = toolcache.StartOnPorts(ctx, "SeaweedFS", len(names), func(ports []int) *exec.Cmd {
 		args := []string{"mini", "-dir=" + data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3.config=" + confPath,
-			"-filer.localSocket=" + filepath.Join(dir, "filer.sock"),
 			"-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false"}
 		for i, n := range names {
 			args = append(args, "-"+n+"="+strconv.Itoa(ports[i]))
+		}
+		// The filer's and the gateway's Unix sockets go in dir where its
+		// path is short enough for one (else in /tmp, removed on Close).
+		if len(dir) < 90 {
+			args = append(args, "-filer.localSocket="+filepath.Join(dir, "filer.sock"), "-s3.localSocket="+filepath.Join(dir, "s3.sock"))
 		}
 		cmd := exec.Command(Binary(), args...)
 		cmd.Dir = dir
@@ -86,5 +93,18 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// weed mini puts a Unix socket for each gRPC port in /tmp, whatever
+	// -dir says (the Admin UI's too, though it is off), and a killed weed
+	// leaves them there.
+	s.AfterClose(func() {
+		for i, n := range names {
+			if svc, ok := strings.CutSuffix(n, ".port.grpc"); ok {
+				os.Remove(fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%d.sock", svc, ports[i]))
+			}
+			if svc, ok := strings.CutSuffix(n, ".port"); ok && (svc == "filer" || svc == "s3") {
+				os.Remove(fmt.Sprintf("/tmp/seaweedfs-%s-%d.sock", svc, ports[i]))
+			}
+		}
+	})
 	return s, nil
 }

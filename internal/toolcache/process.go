@@ -16,10 +16,11 @@ import (
 // the build scripts built: what it prints is kept (its first MiB) for the
 // caller's error messages, and its end is awaited once.
 type Process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	mu   sync.Mutex
-	out  strings.Builder
+	cmd   *exec.Cmd
+	done  chan struct{}
+	mu    sync.Mutex
+	out   strings.Builder
+	after []func()
 }
 
 // StartProcess starts cmd (name, in messages) with its output kept.
@@ -54,12 +55,21 @@ func (w *processLog) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Close kills the process and waits for it.
+// AfterClose adds f to what Close does once the process has exited: the
+// removal of what it leaves where the caller cannot choose the place.
+func (p *Process) AfterClose(f func()) { p.after = append(p.after, f) }
+
+// Close kills the process, waits for it, and runs the AfterClose
+// functions.
 func (p *Process) Close() error {
 	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	<-p.done
+	for _, f := range p.after {
+		f()
+	}
+	p.after = nil
 	return nil
 }
 
