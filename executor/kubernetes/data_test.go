@@ -184,19 +184,21 @@ func TestDataRefusals(t *testing.T) {
 // a program and leaves its model in S3 under the attempt's name. Paths
 // under /opt/ml are moved into a temporary directory, which stands for
 // the pod's.
-// It runs against the embedded store and against versitygw, a server
-// that checks every signature (skipped where it is not built).
+// It runs against the embedded store, and against versitygw and
+// SeaweedFS, servers that check every signature (each skipped where it
+// is not built).
 func TestStageSubcommand(t *testing.T) {
 	t.Parallel()
 	objs := map[string]map[string]string{"qshare-data": {"train/a.csv": "a", "train/b.csv": "b", "train/c.csv": "c", "train/d.csv": "d"}}
-	t.Run("embedded", func(t *testing.T) {
-		ep, c := s3test.Start(t, objs)
-		stageSubcommand(t, ep, c)
-	})
-	t.Run("versitygw", func(t *testing.T) {
-		ep, c := s3test.Versitygw(t, objs)
-		stageSubcommand(t, ep, c)
-	})
+	for name, start := range map[string]func(testing.TB, map[string]map[string]string) (data.Endpoint, *s3.Client){
+		"embedded": s3test.Start, "versitygw": s3test.Versitygw, "SeaweedFS": s3test.SeaweedFS,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ep, c := start(t, objs)
+			stageSubcommand(t, ep, c)
+		})
+	}
 }
 
 func stageSubcommand(t *testing.T, ep data.Endpoint, s3c *s3.Client) {
