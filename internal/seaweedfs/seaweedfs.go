@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,8 +71,7 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	// The listeners, in the order of the ports below (the Admin UI's
 	// too, though it is off: mini binds its gRPC port all the same).
 	names := []string{"master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc"}
-	var ports []int
-	s.Process, ports, err = toolcache.StartOnPorts(ctx, "SeaweedFS", len(names), func(ports []int) *exec.Cmd {
+	s.Process, _, err = toolcache.StartOnPorts(ctx, "SeaweedFS", len(names), func(ports []int) *exec.Cmd {
 		args := []string{"mini", "-dir=" + data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3.config=" + confPath,
 			"-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false"}
 		for i, n := range names {
@@ -87,16 +87,12 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 		return cmd
 	}, func(ports []int) string {
 		// Any status will do: an unsigned request is refused.
-		s.URL = fmt.Sprintf("http://127.0.0.1:%d", ports[6])
+		s.URL = fmt.Sprintf("http://127.0.0.1:%d", ports[slices.Index(names, "s3.port")])
 		return s.URL + "/"
-	})
-	if err != nil {
-		return nil, err
-	}
-	// weed mini puts a Unix socket for each gRPC port in /tmp, whatever
-	// -dir says (the Admin UI's too, though it is off), and a killed weed
-	// leaves them there.
-	s.AfterClose(func() {
+	}, func(ports []int) {
+		// weed mini puts a Unix socket for each gRPC port in /tmp,
+		// whatever -dir says (the Admin UI's too, though it is off), and
+		// a killed weed leaves them there.
 		for i, n := range names {
 			if svc, ok := strings.CutSuffix(n, ".port.grpc"); ok {
 				os.Remove(fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%d.sock", svc, ports[i]))
@@ -106,5 +102,8 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 			}
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
 }

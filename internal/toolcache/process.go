@@ -77,8 +77,10 @@ func (p *Process) Close() error {
 // ports (name, in messages), and returns it, with its ports, once a GET
 // of the URL that url makes of them answers with any status. It tries
 // three times, for a port that another program took between its choice
-// and the server's bind. ctx bounds the start only.
-func StartOnPorts(ctx context.Context, name string, n int, cmd func(ports []int) *exec.Cmd, url func(ports []int) string) (*Process, []int, error) {
+// and the server's bind. after, when not nil, is what Close does once
+// the server has exited, for its ports (a try that failed included).
+// ctx bounds the start only.
+func StartOnPorts(ctx context.Context, name string, n int, cmd func(ports []int) *exec.Cmd, url func(ports []int) string, after func(ports []int)) (*Process, []int, error) {
 	var last error
 	for try := 0; try < 3; try++ {
 		ports, err := freeport.Ports(n)
@@ -88,6 +90,9 @@ func StartOnPorts(ctx context.Context, name string, n int, cmd func(ports []int)
 		p, err := StartProcess(name, cmd(ports))
 		if err != nil {
 			return nil, nil, err
+		}
+		if after != nil {
+			p.AfterClose(func() { after(ports) })
 		}
 		if last = AwaitHTTP(ctx, name, url(ports), p.Done(), p.Log, func(int) bool { return true }); last == nil {
 			return p, ports, nil

@@ -61,7 +61,7 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 		// Any status will do: an unsigned request is refused.
 		s.URL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 		return s.URL + "/"
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
