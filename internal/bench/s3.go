@@ -92,7 +92,8 @@ type S3Result struct {
 // `qshare serve --executor process` (this binary), times from submit to
 // the program's start jobs with a channel of one opt.ObjectBytes object
 // and jobs with none, and measures PutObject and GetObject on its
-// embedded store and on versitygw (where built), side by side.
+// embedded store, on versitygw and on SeaweedFS (each where built), side
+// by side.
 func RunS3(ctx context.Context, opt S3Options) (S3Result, error) {
 	r := S3Result{Objects: opt.Objects, ObjectBytes: opt.ObjectBytes, BigBytes: opt.BigBytes, LoadAvg1m: LoadAverage()}
 	dir := opt.Dir

@@ -216,8 +216,9 @@ func s3Stores(ctx context.Context, srv *Server, dir string, small int64) (embedd
 }
 
 // thirdPartyRate measures the third-party server (name) that start runs
-// over a new directory under dir, and stops it. It returns nil rates, and
-// the reason, where available says its binary is absent.
+// over a new directory under dir, stops it, and removes the directory (the
+// objects written, about 456 MiB, which --runs would pile up). It returns
+// nil rates, and the reason, where available says its binary is absent.
 func thirdPartyRate(ctx context.Context, dir, name string, available func() error, start func(context.Context, string) (*toolcache.S3Server, error), small int64) (*storeRate, string, error) {
 	if err := available(); err != nil {
 		return nil, err.Error(), nil
@@ -226,6 +227,7 @@ func thirdPartyRate(ctx context.Context, dir, name string, available func() erro
 	if err != nil {
 		return nil, "", err
 	}
+	defer os.RemoveAll(d)
 	srv, err := start(ctx, d)
 	if err != nil {
 		return nil, "", err

@@ -42,13 +42,18 @@ func Available() error { return tool.Available() }
 type Server = toolcache.S3Server
 
 // Start runs `weed mini` over dir, every listener on a free loopback port
-// (the Admin UI, WebDAV, Iceberg and Lance endpoints off, and no
-// telemetry), with one S3 identity that may do everything, and returns
-// once the S3 gateway answers HTTP: mini starts it after the master, the
-// volume server and the filer are ready. ctx bounds the start only; Close
-// stops it.
+// (the Admin UI, its legacy port, WebDAV, Iceberg and Lance endpoints
+// off, and no telemetry), its logs in what it prints, with one S3
+// identity that may do everything, and returns once the S3 gateway
+// answers HTTP: mini starts it after the master, the volume server and
+// the filer are ready. ctx bounds the start only; Close stops it.
 func Start(ctx context.Context, dir string) (*Server, error) {
 	if err := Available(); err != nil {
+		return nil, err
+	}
+	// weed runs in dir, where the paths below must still hold.
+	dir, err := filepath.Abs(dir)
+	if err != nil {
 		return nil, err
 	}
 	s := &Server{AccessKey: "qshare-root", SecretKey: "qshare-root-secret"}
@@ -69,11 +74,14 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 		return nil, err
 	}
 	// The listeners, in the order of the ports below (the Admin UI's
-	// too, though it is off: mini binds its gRPC port all the same).
+	// too, though it is off: mini binds its gRPC port all the same; its
+	// legacy port, which mini also binds, is off below).
 	names := []string{"master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc"}
 	s.Process, _, err = toolcache.StartOnPorts(ctx, "SeaweedFS", len(names), func(ports []int) *exec.Cmd {
-		args := []string{"mini", "-dir=" + data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3.config=" + confPath,
-			"-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false"}
+		// -logtostderr (a flag of weed's, before the command): its logs go
+		// to the output kept, not to files in /tmp.
+		args := []string{"-logtostderr", "mini", "-dir=" + data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3.config=" + confPath,
+			"-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", "-admin.port.legacy=0", "-master.telemetry=false"}
 		for i, n := range names {
 			args = append(args, "-"+n+"="+strconv.Itoa(ports[i]))
 		}

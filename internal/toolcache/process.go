@@ -23,10 +23,12 @@ type Process struct {
 	after []func()
 }
 
-// StartProcess starts cmd (name, in messages) with its output kept.
+// StartProcess starts cmd (name, in messages) with its output kept; on
+// Linux, the process is killed if the caller's process dies first.
 func StartProcess(name string, cmd *exec.Cmd) (*Process, error) {
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = (*processLog)(p), (*processLog)(p)
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

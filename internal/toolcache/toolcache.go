@@ -1,8 +1,10 @@
 // Package toolcache finds the programs that the .ci/build-* scripts build
 // outside the repository for the tests (kube-apiserver and etcd,
-// versitygw, the image registry): in a directory of qshare's own under the
-// user's cache directory, unless an environment variable names the place;
-// and waits for one that the caller started to answer HTTP.
+// versitygw, SeaweedFS, the image registry): in a directory of qshare's
+// own under the user's cache directory, unless an environment variable
+// names the place; starts such a server with its output kept
+// (StartProcess, StartOnPorts); and waits for one that the caller started
+// to answer HTTP.
 package toolcache
 
 import (
