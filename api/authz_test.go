@@ -587,6 +587,7 @@ func readAudit(t *testing.T, path string) []auth.AuditEntry {
 // never refused. Latencies are reported, not asserted (timing on a shared
 // machine is no test).
 func TestAuthNoisyNeighbour(t *testing.T) {
+	t.Parallel()
 	s := newAuthServer(t)
 	flood := as(s.url, "flood")
 	var throttled, served atomic.Int64
@@ -855,6 +856,7 @@ func TestPlanIsAShareUpdate(t *testing.T) {
 // ends it, and so does one that removes her key, each with a last line
 // that says why.
 func TestFollowEndsWhenKeyRemoved(t *testing.T) {
+	t.Parallel()
 	s := newAuthServer(t)
 	s.setup("training", 1, shareSpec{name: "QS1", limit: 1, strategy: types.QuotaShareResourceSharingStrategyReserve})
 	first, err := s.submitAs(as(s.url, "alice"), "QS1", nil)

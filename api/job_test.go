@@ -240,6 +240,7 @@ func TestRetries(t *testing.T) {
 }
 
 func TestTimeouts(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	s.reserved(2)
 	out, err := s.c.SubmitServiceJob(ctx, &batch.SubmitServiceJobInput{JobName: aws.String("slow"), JobQueue: aws.String("q"), QuotaShareName: aws.String("A"),
@@ -343,6 +344,7 @@ func TestFIFOQueue(t *testing.T) {
 
 // TestWireErrors checks the error wire format and what malformed requests get.
 func TestWireErrors(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	post := func(path, body string) (*http.Response, map[string]any) {
 		t.Helper()

@@ -52,6 +52,7 @@ func TestJobStateTimeLimitAction(t *testing.T) {
 // are re-attached, a termination decided before the stop is carried out, and
 // the waiting job then runs.
 func TestRecoveryInProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startServer(t, dir)
 	s.reserved(2)

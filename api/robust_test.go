@@ -76,6 +76,7 @@ func randomValue(r *rand.Rand, depth int) any {
 // and checks that each answer is a 200 or a ClientException in the AWS wire
 // format: no 500, no panic, no non-JSON body.
 func TestNoServerErrors(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	s.setup("q", 4, shareSpec{name: "A", limit: 2, strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow})
 	s.submit("q", "A", "j", 1, payload(g5, 1, time.Hour, 0))

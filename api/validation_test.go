@@ -16,6 +16,7 @@ import (
 // TestValidation sends one invalid request per rule and checks that the SDK
 // surfaces a ClientException whose message names the problem.
 func TestValidation(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	c := s.c
 	queue := s.setup("q", 4,

@@ -85,6 +85,7 @@ func closeAndCheck(t *testing.T, a *instance, evf *event.File, dir string) (even
 // stopping line with "for") and when its capacity is given back. The
 // checker finds the log clean.
 func TestEventLogRetriesAndPreemptions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a, evf := openWithEvents(t, dir, nil)
 	setup(t, a.d, 1, true)
@@ -197,6 +198,7 @@ func (f *failingSink) Append(evs []event.Event) error {
 // still has its submit line before its start, and the checker finds the
 // log clean.
 func TestEventLogAppendFails(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a, evf, sink := openWithSink(t, dir, simulated.New(simulated.Options{}), true)
 	setup(t, a.d, 1, true)
@@ -219,6 +221,7 @@ func TestEventLogAppendFails(t *testing.T) {
 // through would put two jobs on the one instance (test/fault's
 // TestEventLogReconciles found "above its limit" so once in a whole run).
 func TestEventLogReconcilesANewAttempt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ex := simulated.New(simulated.Options{})
 	a, evf, sink := openWithSink(t, dir, ex, true)

@@ -18,6 +18,7 @@ import (
 // the identifier that has used less goes first, although its job came
 // later.
 func TestFairShareQueue(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	d := startOneQueue(t, 10*time.Millisecond, daemon.PolicyInput{Name: "fair", FairsharePolicy: []byte(`{"shareDecaySeconds":600,"shareDistribution":[{"shareIdentifier":"x","weightFactor":1}]}`)})
 	sub := func(name, ident, dur string) string {
@@ -77,6 +78,7 @@ func startOneQueue(t *testing.T, tick time.Duration, p daemon.PolicyInput) *daem
 // that did not (with usage lost, the two would tie and the earlier job,
 // of the identifier that used more, would go first).
 func TestFairShareUsageSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	a := open(t, dir, simulated.New(simulated.Options{}))

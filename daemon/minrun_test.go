@@ -16,6 +16,7 @@ import (
 // the engine; and the daemon wakes when the protection ends, although its
 // tick (an hour here) would not come for a long time.
 func TestMinRunTime(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	d := startOneQueue(t, time.Hour, daemon.PolicyInput{Name: "p", QuotaSharePolicy: &qshare.QuotaSharePolicy{IdleResourceAssignmentStrategy: "FIFO"}})
 	share := func(tags map[string]string) error {

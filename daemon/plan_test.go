@@ -20,6 +20,7 @@ import (
 // the end. A share with a plan cannot be deleted, nor a plan that jobs
 // name.
 func TestCapacityPlan(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	a := open(t, dir, simulated.New(simulated.Options{}))

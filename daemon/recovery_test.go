@@ -166,6 +166,7 @@ func TestRecoverStarting(t *testing.T) {
 // preemption (the job returns to RUNNABLE, and runs again), even though the
 // job it made room for is gone, so the engine would not decide it again.
 func TestRecoverPreemption(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := open(t, dir, simulated.New(simulated.Options{}))
 	setup(t, a.d, 1, true)
@@ -217,6 +218,7 @@ func (e *flakyRecover) Recover(ctx context.Context, h executor.Handle) (executor
 // running attempt, the job keeps its capacity and recovery is retried; it is
 // not requeued beside an attempt that may still run.
 func TestRecoverRetriesOnError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	id := beforeRestart(t, dir, `"QSHARE_SIM_DURATION":"1500ms"`)[0].ID
 
@@ -346,6 +348,7 @@ var _ executor.PendingReasonsVersioner = (*versionedExecutor)(nil)
 // cost 8% of qshare's CPU with thousands of attempts running); and the
 // change still reaches the job's statusReason.
 func TestPendingReasonsOnlyOnChange(t *testing.T) {
+	t.Parallel()
 	ex := &versionedExecutor{reportingExecutor: newReporting()}
 	i := open(t, t.TempDir(), ex)
 	defer i.close()
@@ -425,6 +428,7 @@ func TestSweepAtRecovery(t *testing.T) {
 // may have a claim from an attempt preempted before the restart) and no
 // finished one, and asks again, with the same set, while it fails.
 func TestSweepJobsAtRecovery(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := open(t, dir, simulated.New(simulated.Options{}))
 	setup(t, a.d, 1, false)

@@ -73,6 +73,7 @@ func (e *checkingExecutor) Wait(ctx context.Context, id string) (executor.Exit, 
 // and no job runs two attempts at once, and at the end that every job
 // finished.
 func TestStressNoOverAdmission(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a few seconds of random load")
 	}

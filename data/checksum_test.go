@@ -28,6 +28,7 @@ import (
 // manager reads it by its parts now, each checked against its own. The
 // untouched objects stage as they were put.
 func TestStageChecksChecksums(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv, err := s3server.New(dir)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"qshare/internal/longtest"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -31,6 +32,9 @@ import (
 
 func TestMain(m *testing.M) {
 	data.MaybeRun()
+	// The long tests wait on stores, clocks and child programs, each
+	// over a store of its own: more at once than one per core.
+	longtest.MinParallel(6)
 	os.Exit(m.Run())
 }
 
@@ -276,6 +280,7 @@ func TestStageRefuses(t *testing.T) {
 }
 
 func TestStageRefusedCredentials(t *testing.T) {
+	t.Parallel()
 	s := embedded(t)
 	s.put(t, "bkt", map[string]string{"p/a": "x"})
 	// gofakes3 checks no signature: a store that checks them is the
@@ -453,6 +458,7 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 // the whole object ObjectTries times) and then fails the attempt with its reason, even though the program
 // succeeded: a job is not SUCCEEDED until its model is in S3.
 func TestRunStoreDownDuringUpload(t *testing.T) {
+	t.Parallel()
 	srv, err := s3server.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -88,6 +88,7 @@ func (w *cutWriter) Write(p []byte) (int, error) {
 // with the store's reason (InternalServerError, not the job's fault),
 // after the SDK's tries, in well under its bound.
 func TestStageStoreDownDuringDownload(t *testing.T) {
+	t.Parallel()
 	big := make([]byte, 4<<20)
 	rand.Read(big)
 	for _, tc := range []struct {

@@ -87,6 +87,7 @@ func TestRunForwardsTheStop(t *testing.T) {
 // program left, as SageMaker does after its kill; it dies by SIGKILL, as
 // the program did. A failed upload is the failure file's reason.
 func TestRunKillsAtStopGrace(t *testing.T) {
+	t.Parallel()
 	s := embedded(t)
 	s.put(t, "out", nil)
 	for _, tc := range []struct{ name, out string }{{"uploaded", "s3://out"}, {"nobucket", "s3://no-such-bucket"}} {

@@ -115,6 +115,7 @@ var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // plain HTTP keeps the signed SHA-256 of every body. All leave the model
 // whole.
 func TestLoopbackUploadSendsCheckedTrailer(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		host           string
 		takes, trailer bool // the store checks trailers; the bodies carry one

@@ -31,6 +31,7 @@ var thirdParties = []struct {
 // fresh directory for all of a subtest's checks (a start takes a few
 // seconds); a subtest skips, with a message, where its binary is absent.
 func TestThirdPartyStores(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts third-party S3 servers")
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"qshare/internal/longtest"
 	"regexp"
 	"strings"
 	"testing"
@@ -31,6 +32,8 @@ var pg postgrestest.Lazy
 
 // TestMain stops the PostgreSQL server, if a test started one.
 func TestMain(m *testing.M) {
+	// The long tests mostly wait on a binary or a database of their own.
+	longtest.MinParallel(6)
 	code := m.Run()
 	pg.Stop()
 	os.Exit(code)
@@ -45,6 +48,7 @@ func postgresDB(t *testing.T) string { return pg.Database(t) }
 // leader's database session is cut, the standby takes the store over with
 // what the first one stored, and the old leader stands by and forwards.
 func TestServePostgres(t *testing.T) {
+	t.Parallel()
 	db := postgresDB(t)
 	s := testServeSettings(t)
 	s.Store = db

@@ -129,6 +129,7 @@ func s3Code(t *testing.T, req *http.Request) (int, string) {
 // HTTPS); signed chunks are refused with NotImplemented; a Batch body over 1 MiB is still
 // refused before it is read past the limit.
 func TestEmbeddedS3WithAuthChecksBodies(t *testing.T) {
+	t.Parallel()
 	e := startS3WithAuth(t)
 	a := e.client(e.alice)
 	ctx := context.Background()

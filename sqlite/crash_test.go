@@ -77,6 +77,7 @@ func crashJob(g, i int) qshare.Job {
 }
 
 func TestCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}

@@ -24,6 +24,7 @@ import (
 // file size limit (RLIMIT_FSIZE: a write past it fails with EFBIG, and the Go
 // runtime ignores SIGXFSZ), so it runs in a child process of its own.
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	childtest.Run(t, "TestDiskFullChild", diskFullChildEnv, filepath.Join(t.TempDir(), "qshare.db"))
 }
 

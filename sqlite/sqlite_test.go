@@ -25,6 +25,7 @@ func registry() *store.Registry {
 // TestConformance runs the store suite on SQLite as the server opens it: by
 // URL, through a store.Registry with the scheme sqlite registered.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	reg := registry()
 	storetest.Run(t, func(t *testing.T) string {
 		u, err := sqlite.URL(filepath.Join(t.TempDir(), "qshare.db"))
@@ -38,6 +39,7 @@ func TestConformance(t *testing.T) {
 // TestConformanceNoGroupCommit runs the suite with one transaction per
 // commit, the path the group-commit writer takes when it is not loaded.
 func TestConformanceNoGroupCommit(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}

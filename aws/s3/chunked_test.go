@@ -32,6 +32,7 @@ import (
 // checks the checksum and keeps the bytes, as they were put. boto3 does
 // the same over HTTPS.
 func TestSDKOverHTTPSOnItsDefaults(t *testing.T) {
+	t.Parallel()
 	srv, err := s3server.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

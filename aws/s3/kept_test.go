@@ -198,6 +198,7 @@ func TestTrailerChecksumKept(t *testing.T) {
 // object, which it answers and HeadObject gives back, and which the SDK
 // checks on a GET, so that a byte changed on the disk fails the read.
 func TestMultipartChecksums(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts, c := serveTLS(t, dir, nil)
 	defer ts.Close()
@@ -347,6 +348,7 @@ func TestUploadChecksumRefusals(t *testing.T) {
 // boto3 checks the CRC32 that a put_object kept, and part 2's, so that a
 // byte changed on the disk fails their reads.
 func TestBoto3Checksums(t *testing.T) {
+	t.Parallel()
 	py, ok := python.With("boto3")
 	if !ok {
 		t.Skip("python3 with boto3 is not installed")

@@ -33,6 +33,7 @@ import (
 // a restart; a PutObject or a CopyObject over the key makes an object of
 // one part. No answer shows the store's own metadata.
 func TestMultipartPartsChecked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts, c := startWith(t, dir, "bkt")
 	ctx := context.Background()

@@ -152,6 +152,7 @@ func TestHostileKeys(t *testing.T) {
 // TestBoto3 fills a bucket with boto3, a client no one here wrote, and
 // reads it back with the Go SDK.
 func TestBoto3(t *testing.T) {
+	t.Parallel()
 	py, ok := python.With("boto3")
 	if !ok {
 		t.Skip("python3 with boto3 is not installed: skipping the boto3 test")

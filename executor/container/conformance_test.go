@@ -13,9 +13,14 @@ import (
 	"qshare/executor/container"
 	"qshare/executor/container/containertest"
 	"qshare/executor/executortest"
+	"qshare/internal/longtest"
 )
 
 func TestMain(m *testing.M) {
+	// The tests mostly wait on the engine, each over a data directory of
+	// its own: more of them at once than go test's default of one per
+	// core.
+	longtest.MinParallel(8)
 	code := m.Run()
 	containertest.StopPodman()
 	os.Exit(code)

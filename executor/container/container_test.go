@@ -78,6 +78,7 @@ func waitExit(t *testing.T, e executor.Executor, id string) executor.Exit {
 // SageMaker, nothing of the server's; the failure file's first line as
 // the reason; the same checkpoint directory on the next attempt.
 func TestContract(t *testing.T) {
+	t.Parallel() // the variable below is the server's; no other test reads it
 	e, img, dir := newDocker(t)
 	os.Setenv("QSHARE_TEST_SERVER_SECRET", "must-not-leak")
 	defer os.Unsetenv("QSHARE_TEST_SERVER_SECRET")
@@ -149,6 +150,7 @@ func TestContract(t *testing.T) {
 // private network resolve each other by name, each sees itself as its
 // current host, and a stop stops both.
 func TestMultiInstance(t *testing.T) {
+	t.Parallel()
 	e, img, dir := newDocker(t)
 	p := map[string]any{
 		"TrainingJobName": "train-multi",
@@ -210,6 +212,7 @@ func TestMultiInstance(t *testing.T) {
 // TestMultiInstanceFailure: when one host of several fails, the others
 // are ended too, and the attempt ends as the failed host did.
 func TestMultiInstanceFailure(t *testing.T) {
+	t.Parallel()
 	e, img, _ := newDocker(t)
 	p := map[string]any{
 		"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
@@ -227,6 +230,7 @@ func TestMultiInstanceFailure(t *testing.T) {
 // the start in SageMaker's words, as a client error (not a lack of
 // capacity), and leaves nothing behind.
 func TestImageNotFound(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newDocker(t)
 	p := map[string]any{"AlgorithmSpecification": map[string]any{"TrainingImage": "localhost/qshare-no-such-image:1"},
 		"ResourceConfig": map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": 1}}
@@ -243,6 +247,7 @@ func TestImageNotFound(t *testing.T) {
 // TestSweep: a container that no job claims after a restart is removed by
 // Sweep; one that a job claims is kept.
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	host := containertest.Docker(t)
 	img := containertest.Image(t, host)
 	dir := t.TempDir()
@@ -283,6 +288,7 @@ func TestSweep(t *testing.T) {
 // the pull, and a pull that fails ends the attempt with SageMaker's reason
 // (not a start error, which the daemon would take for a lack of capacity).
 func TestPullInBackground(t *testing.T) {
+	t.Parallel()
 	host := containertest.Docker(t)
 	dir := t.TempDir()
 	e, err := container.New(context.Background(), container.Options{DataDir: dir, Host: host, Pull: container.PullMissing, GPUs: []string{"none"}})
@@ -361,6 +367,7 @@ func engineProxy(t *testing.T, host string, intercept func(w http.ResponseWriter
 // retried. The engine is the real one, behind a proxy that fails the
 // first start with the error Docker gave.
 func TestStartAgainAfterEngineFault(t *testing.T) {
+	t.Parallel()
 	host := containertest.Docker(t)
 	img := containertest.Image(t, host)
 	const hookErr = `failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: time="2026-12-05T11:37:29Z" level=fatal msg="no such file or directory": unknown`
@@ -418,6 +425,7 @@ func TestStartAgainAfterEngineFault(t *testing.T) {
 // Lost, as CI saw on Podman. The engine is the real one, behind a proxy
 // that holds the inspect of an ended container until its caller gives up.
 func TestCloseWhileLearningTheEnd(t *testing.T) {
+	t.Parallel()
 	host := containertest.Docker(t)
 	img := containertest.Image(t, host)
 	var hold atomic.Bool

@@ -30,6 +30,7 @@ import (
 // starts, where the job reads it at /opt/ml/input/data/train, and the
 // model it writes reaches S3OutputPath as model.tar.gz after its end.
 func TestDataContract(t *testing.T) {
+	t.Parallel()
 	host := containertest.Docker(t)
 	img := containertest.Image(t, host)
 	ts := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
@@ -100,6 +101,7 @@ func TestDataContract(t *testing.T) {
 // ended, whatever its end), and an upload that fails says so in the
 // attempt's reason.
 func TestStopUploadsAfterTheKill(t *testing.T) {
+	t.Parallel()
 	host := containertest.Docker(t)
 	img := containertest.Image(t, host)
 	ep, c := s3test.Start(t, map[string]map[string]string{"qshare-data": {}})

@@ -70,6 +70,7 @@ func gone(pid int, marker string) bool {
 // The attempt's end must take that process with it, and its cgroup must be
 // removed (issue 30, point 4); on cgroup v1 and on v2.
 func TestStrayProcessesEndWithTheAttempt(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the attempts' cgroups need a supervisor that runs as root; run the tests as root to cover it")
 	}

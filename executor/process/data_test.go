@@ -100,6 +100,7 @@ func TestDataFailureIsTheAttemptsReason(t *testing.T) {
 // executor's PendingReason (the job's statusReason) says how far it is;
 // once the program runs, nothing.
 func TestStagingProgressIsThePendingReason(t *testing.T) {
+	t.Parallel()
 	ep, _ := slowS3Store(t, map[string]map[string]string{"qshare-data": {"input/sm_drivers/sm_train.sh": "#!/bin/sh\nsleep 1\n"}}, 2500*time.Millisecond)
 	e := newExecutor(t, t.TempDir(), func(o *Options) { o.S3 = ep })
 	defer e.Close()
@@ -141,6 +142,7 @@ func TestStagingProgressIsThePendingReason(t *testing.T) {
 // after its kill, before the attempt ends. An upload that fails says so
 // in the attempt's reason.
 func TestStopUploadsAfterTheKill(t *testing.T) {
+	t.Parallel()
 	ep, c := s3Store(t, map[string]map[string]string{"qshare-data": {}})
 	dir, err := os.MkdirTemp("", "qshare-afterkill")
 	if err != nil {

@@ -78,6 +78,7 @@ func preemptAndResume(t *testing.T, e *Executor, job string, demand qshare.Capac
 }
 
 func TestExampleShellCheckpointsAndResumes(t *testing.T) {
+	t.Parallel()
 	e := newExecutor(t, t.TempDir(), nil)
 	defer e.Close()
 	p := payloadOf([]string{example(t, "train.sh")}, func(p map[string]any) {

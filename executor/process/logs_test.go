@@ -18,6 +18,7 @@ import (
 // twice). The writer stays fewer files ahead of the reader than are kept,
 // so nothing is dropped for want of room.
 func TestFollowRacesRotation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := &Executor{fs: newDataFS(dir), o: Options{PollInterval: time.Millisecond}}
 	defer e.fs.close()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"qshare/internal/longtest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,6 +32,9 @@ func TestMain(m *testing.M) {
 	// Supervisors are this test binary; under -race each would otherwise
 	// sleep a second at exit.
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
+	// The long tests mostly wait on their jobs, each over a data
+	// directory of its own: more at once than one per core.
+	longtest.MinParallel(6)
 	os.Exit(m.Run())
 }
 
@@ -75,6 +79,7 @@ func newExecutor(t testing.TB, dir string, mut func(*Options)) *Executor {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	executortest.Run(t, executortest.Harness{
 		New: func(t testing.TB, dir string) executor.Executor { return newExecutor(t, dir, nil) },
 		Payload: func(t testing.TB, j executortest.Job) string {
@@ -386,6 +391,7 @@ exit 0`
 }
 
 func TestStopKillsTheWholeGroupAfterGrace(t *testing.T) {
+	t.Parallel()
 	e := newExecutor(t, t.TempDir(), nil)
 	// The leader dies of SIGTERM; its child ignores it and keeps the GPUs
 	// (if any) busy: Wait must wait for the child, killed after the grace.
@@ -472,6 +478,7 @@ func startInServer(t *testing.T, dir string, s executor.Spec, env ...string) exe
 }
 
 func TestKill9ServerRecover(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// A job that counts its runs, so a duplicate start would show.
 	counting := func(body string) string {
@@ -515,6 +522,7 @@ func TestKill9ServerRecover(t *testing.T) {
 }
 
 func TestRestartedStartDoesNotRunTwice(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := spec("once", 1, payloadOf(`echo run >> "$SM_CHECKPOINT_DIR/runs"; sleep 0.3`, nil))
 	h1 := startInServer(t, dir, s)
@@ -734,6 +742,7 @@ func TestSupervisorDiesUnderALiveServer(t *testing.T) {
 }
 
 func TestSupervisorExitsAfterItsLastJob(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := newExecutor(t, dir, nil)
 	s := spec("last", 1, payloadOf(`sleep 0.3`, nil))

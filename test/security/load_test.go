@@ -240,6 +240,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // that grows past 1 MiB is rotated, and every line the server wrote is in
 // one of its files, whole, and made durable.
 func TestAuditRotatesKeepingEveryLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	authFile, audit := filepath.Join(dir, "auth.yaml"), filepath.Join(dir, "audit.log")
 	must(t, os.WriteFile(authFile, []byte(authFileText(true)), 0o600))
