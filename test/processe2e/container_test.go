@@ -74,9 +74,14 @@ func TestContainerJobs(t *testing.T) {
 // TestContainerPreemption: a trainer container in a share with in-share
 // preemption is preempted by a job of higher priority in its share: it
 // gets SIGTERM, writes its checkpoint to /opt/ml/checkpoints, and its
-// second attempt resumes from it and finishes.
+// second attempt resumes from it and finishes. TestContainerWorkedExample
+// plays a checkpoint and its resume, and an in-share preemption, on
+// containers in the README's command; this one runs where QSHARE_LONG=1.
 func TestContainerPreemption(t *testing.T) {
 	skipShort(t)
+	if !longtest.On() {
+		t.Skip("TestContainerWorkedExample checkpoints, resumes and preempts in-share on containers; this one with QSHARE_LONG=1")
+	}
 	o, img := containerServer(t)
 	s := startServer(t, newDataDir(t), o)
 	limits := map[string]int32{"ml.m5.xlarge": 1}
@@ -96,9 +101,14 @@ func TestContainerPreemption(t *testing.T) {
 // TestContainerBorrower: the worked example's borrower as a container.
 // Share a borrows b's idle instance for a trainer; when b submits, the
 // borrower is preempted (cross-share), checkpoints on SIGTERM, and resumes
-// from its checkpoint once b's job is done.
+// from its checkpoint once b's job is done. TestContainerWorkedExample
+// plays the same borrower in the README's command; this one runs where
+// QSHARE_LONG=1.
 func TestContainerBorrower(t *testing.T) {
 	skipShort(t)
+	if !longtest.On() {
+		t.Skip("TestContainerWorkedExample plays the borrower on containers; this one with QSHARE_LONG=1")
+	}
 	o, img := containerServer(t)
 	s := startServer(t, newDataDir(t), o)
 	one := map[string]int32{"ml.m5.xlarge": 1}
