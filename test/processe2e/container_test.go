@@ -71,6 +71,20 @@ func TestContainerJobs(t *testing.T) {
 	}
 }
 
+// longContainerServer starts a server on the container executor for a
+// scenario that TestContainerWorkedExample plays too, in the README's
+// command: the test runs on its own where QSHARE_LONG=1, and skips
+// otherwise. It returns the server and the test image.
+func longContainerServer(t *testing.T) (*server, string) {
+	t.Helper()
+	skipShort(t)
+	if !longtest.On() {
+		t.Skip("TestContainerWorkedExample plays this scenario on containers; it runs on its own with QSHARE_LONG=1")
+	}
+	o, img := containerServer(t)
+	return startServer(t, newDataDir(t), o), img
+}
+
 // TestContainerPreemption: a trainer container in a share with in-share
 // preemption is preempted by a job of higher priority in its share: it
 // gets SIGTERM, writes its checkpoint to /opt/ml/checkpoints, and its
@@ -78,12 +92,7 @@ func TestContainerJobs(t *testing.T) {
 // plays a checkpoint and its resume, and an in-share preemption, on
 // containers in the README's command; this one runs where QSHARE_LONG=1.
 func TestContainerPreemption(t *testing.T) {
-	skipShort(t)
-	if !longtest.On() {
-		t.Skip("TestContainerWorkedExample checkpoints, resumes and preempts in-share on containers; this one with QSHARE_LONG=1")
-	}
-	o, img := containerServer(t)
-	s := startServer(t, newDataDir(t), o)
+	s, img := longContainerServer(t)
 	limits := map[string]int32{"ml.m5.xlarge": 1}
 	s.setup(limits, share{name: "a", limits: limits, strategy: types.QuotaShareResourceSharingStrategyReserve, inShare: true})
 	trainerJob := containerJob(img, "trainer", "-train=25", "-step=200ms")
@@ -105,12 +114,7 @@ func TestContainerPreemption(t *testing.T) {
 // plays the same borrower in the README's command; this one runs where
 // QSHARE_LONG=1.
 func TestContainerBorrower(t *testing.T) {
-	skipShort(t)
-	if !longtest.On() {
-		t.Skip("TestContainerWorkedExample plays the borrower on containers; this one with QSHARE_LONG=1")
-	}
-	o, img := containerServer(t)
-	s := startServer(t, newDataDir(t), o)
+	s, img := longContainerServer(t)
 	one := map[string]int32{"ml.m5.xlarge": 1}
 	s.setup(map[string]int32{"ml.m5.xlarge": 2},
 		share{name: "a", limits: one, strategy: types.QuotaShareResourceSharingStrategyLendAndBorrow, borrow: aws.Int32(100)},
