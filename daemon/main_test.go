@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"os"
 	"testing"
 
 	"qshare/internal/longtest"
@@ -11,7 +10,4 @@ import (
 // test's default of one per core: they mostly wait on the daemon's timers
 // (retry backoff, minimum run times, plan steps), each over a store and
 // executor of its own.
-func TestMain(m *testing.M) {
-	longtest.MinParallel(8)
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { longtest.Main(m, 8) }

@@ -1,7 +1,6 @@
 package sqlite_test
 
 import (
-	"os"
 	"testing"
 
 	"qshare/internal/longtest"
@@ -10,7 +9,4 @@ import (
 // TestMain lets more of the package's parallel tests run at once than go
 // test's default of one per core: they mostly wait (on timeouts, on
 // clients' pacing, on fsync), each over a server or directory of its own.
-func TestMain(m *testing.M) {
-	longtest.MinParallel(6)
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { longtest.Main(m, 6) }

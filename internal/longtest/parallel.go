@@ -2,7 +2,9 @@ package longtest
 
 import (
 	"flag"
+	"os"
 	"strconv"
+	"testing"
 )
 
 // MinParallel raises go test's -parallel, the number of t.Parallel tests
@@ -66,4 +68,12 @@ func notGiven(name string) *flag.Flag {
 		return nil
 	}
 	return flag.Lookup(name)
+}
+
+// Main is a TestMain for a package whose tests need nothing before they
+// run but more of them at once: MinParallel(n), then the tests, then exit
+// with their status.
+func Main(m *testing.M, n int) {
+	MinParallel(n)
+	os.Exit(m.Run())
 }
