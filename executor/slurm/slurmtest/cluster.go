@@ -23,7 +23,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -130,7 +132,28 @@ type daemon struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
-	out  bytes.Buffer
+	out  lockedBuffer
+}
+
+// lockedBuffer holds a daemon's standard output and error. os/exec copies
+// them into it from a goroutine of its own for as long as the daemon runs,
+// and a start that fails reads it (withLogs) before the daemons are
+// stopped, so each access takes the lock.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Start creates the cluster's directory, writes the munge key, slurm.conf
@@ -480,7 +503,7 @@ func (c *Cluster) Close() error {
 	if c == nil {
 		return nil
 	}
-	if len(c.procs) > 0 {
+	if slices.ContainsFunc(c.procs, func(d *daemon) bool { return d.name == "slurmctld" }) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c.Command(ctx, "scancel", "--user=root") //nolint:errcheck // best effort; the daemons are killed next
 		cancel()

@@ -2,6 +2,10 @@ package slurmtest
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,4 +47,34 @@ func TestAccounting(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Errorf("sacct of job %s = %q, %v; want %s|FAILED|3:0", id, got, err, id)
+}
+
+// TestFailedStartCleansUp starts a cluster with a context that has
+// already ended: Start spawns munged, gives up while waiting for it with
+// the context's error, and leaves no directory behind. Under the race
+// detector it also checks that the daemons' output, which a failed start
+// reads before it stops them, is not read while os/exec writes it.
+func TestFailedStartCleansUp(t *testing.T) {
+	opt := Options{CPUs: 2, Partition: "p"}
+	SkipUnavailable(t, opt)
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "qshare-slurm-*"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c, err := Start(ctx, opt)
+	if err == nil {
+		c.Close()
+		t.Fatal("Start with an ended context succeeded")
+	}
+	if c != nil {
+		t.Errorf("Start returned a cluster with its error %v", err)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Start's error %q is not the context's", err)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "qshare-slurm-*"))
+	for _, d := range after {
+		if !slices.Contains(before, d) {
+			t.Errorf("a failed start left its directory %s", d)
+		}
+	}
 }
