@@ -19,7 +19,7 @@ import (
 func (e *Executor) CheckCapacity(limits qshare.Capacity) string {
 	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 	defer cancel()
-	list, err := e.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	list, err := e.c.Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		e.setAPIErr(err)
 		return "The Kubernetes executor cannot count the cluster's nodes: " + err.Error()

@@ -20,7 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	k8s "k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
@@ -65,7 +65,7 @@ func wait(t *testing.T, e *Executor, id string) executor.Exit {
 
 func attemptPods(t *testing.T, e *Executor, id string) []corev1.Pod {
 	t.Helper()
-	l, err := e.c.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelAttemptID + "=" + labelValue(id)})
+	l, err := e.c.Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelAttemptID + "=" + labelValue(id)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestDeletedByHand(t *testing.T) {
 	defer e.Close()
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
 	start(t, e, s)
-	if err := e.c.CoreV1().Pods(e.ns).Delete(context.Background(), podName(s.AttemptID, 0), metav1.DeleteOptions{}); err != nil {
+	if err := e.c.Pods(e.ns).Delete(context.Background(), podName(s.AttemptID, 0), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	x := wait(t, e, s.AttemptID)
@@ -221,11 +221,11 @@ func TestMultiInstance(t *testing.T) {
 	if len(pods) != 2 || pods[0].Spec.NodeName == pods[1].Spec.NodeName {
 		t.Fatalf("pods: %d on %v", len(pods), []string{pods[0].Spec.NodeName})
 	}
-	svc, err := e.c.CoreV1().Services(e.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{})
+	svc, err := e.c.Services(e.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{})
 	if err != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Fatalf("headless Service: %v %+v", err, svc)
 	}
-	cm, err := e.c.CoreV1().ConfigMaps(e.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{})
+	cm, err := e.c.ConfigMaps(e.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestCheckpointClaim(t *testing.T) {
 		// The claim carries the pvc-protection finalizer, which a
 		// controller that these tests do not run removes: its deletion is
 		// what the executor does.
-		pvc, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Get(context.Background(), claimName(s1.JobID), metav1.GetOptions{})
+		pvc, err := e.c.PersistentVolumeClaims(e.ns).Get(context.Background(), claimName(s1.JobID), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || err == nil && pvc.DeletionTimestamp != nil {
 			break
 		}
@@ -360,7 +360,7 @@ func TestOneInstanceIsOnePod(t *testing.T) {
 	if want := []string{"POST /api/v1/namespaces/" + e.ns + "/pods"}; !slices.Equal(got, want) {
 		t.Errorf("the executor's writes for a job of one instance without a CheckpointConfig: %q, want %q", got, want)
 	}
-	claims, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{})
+	claims, err := e.c.PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{})
 	if err != nil || len(claims.Items) != 0 {
 		t.Errorf("claims in the namespace: %v (%v), want none", claims, err)
 	}
@@ -374,10 +374,10 @@ func TestOneInstanceIsOnePod(t *testing.T) {
 	if x := wait(t, e, ck.AttemptID); !x.Succeeded() {
 		t.Fatalf("exit %+v", x)
 	}
-	if _, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, claimName(ck.JobID), metav1.GetOptions{}); err != nil {
+	if _, err := e.c.PersistentVolumeClaims(e.ns).Get(ctx, claimName(ck.JobID), metav1.GetOptions{}); err != nil {
 		t.Errorf("the claim of a job with a CheckpointConfig: %v", err)
 	}
-	p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, podName(ck.AttemptID, 0), metav1.GetOptions{})
+	p, err := e.c.Pods(e.ns).Get(ctx, podName(ck.AttemptID, 0), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,7 +615,7 @@ type roundTrip func(*http.Request) (*http.Response, error)
 
 // seeing returns a client of the cluster that shows see each request
 // before sending it.
-func (c testCluster) seeing(t *testing.T, see func(*http.Request)) k8s.Interface {
+func (c testCluster) seeing(t *testing.T, see func(*http.Request)) corev1client.CoreV1Interface {
 	t.Helper()
 	cfg := rest.CopyConfig(c.Config())
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -624,7 +624,7 @@ func (c testCluster) seeing(t *testing.T, see func(*http.Request)) k8s.Interface
 			return rt.RoundTrip(r)
 		})
 	})
-	client, err := k8s.NewForConfig(cfg)
+	client, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -710,7 +710,7 @@ func podGone(t *testing.T, e *Executor, name string) (bool, error) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, err := e.c.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		_, err := e.c.Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || time.Now().After(deadline) {
 			return apierrors.IsNotFound(err), err
 		}
@@ -723,7 +723,7 @@ func podGone(t *testing.T, e *Executor, name string) (bool, error) {
 // attempt's end is recorded.
 func releasedPod(t *testing.T, e *Executor, name string) (bool, string) {
 	t.Helper()
-	p, err := e.c.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	p, err := e.c.Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return true, "gone"
 	}
@@ -738,7 +738,7 @@ func releasedPod(t *testing.T, e *Executor, name string) (bool, string) {
 func deleteForGood(t *testing.T, e *Executor, name string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+	if _, err := e.c.Pods(e.ns).Patch(ctx, name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.deletePod(ctx, name, 0)
@@ -852,13 +852,13 @@ func TestStartRefusedPartWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "one-pod"}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
-	q, err := e.c.CoreV1().ResourceQuotas(e.ns).Create(ctx, q, metav1.CreateOptions{})
+	q, err := e.c.ResourceQuotas(e.ns).Create(ctx, q, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No quota controller runs here: give the quota the usage it would.
 	q.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: used}
-	if _, err := e.c.CoreV1().ResourceQuotas(e.ns).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.c.ResourceQuotas(e.ns).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 2)
@@ -885,7 +885,7 @@ func TestDeletedByHandCheckpointing(t *testing.T) {
 	defer e.Close()
 	s := spec(kubetest.Program{Run: time.Hour, OnStop: "checkpoint", Checkpoint: 100 * time.Millisecond}, "ml.m5.large", 1)
 	start(t, e, s)
-	if err := e.c.CoreV1().Pods(e.ns).Delete(context.Background(), podName(s.AttemptID, 0), metav1.DeleteOptions{}); err != nil {
+	if err := e.c.Pods(e.ns).Delete(context.Background(), podName(s.AttemptID, 0), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if x, ok := waitWithin(t, e, s.AttemptID, 30*time.Second); ok && (x.Succeeded() || x.Lost || !strings.Contains(x.Reason, "deleted outside qshare")) {
@@ -916,7 +916,7 @@ func TestRestartWhileEnding(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		p, err := c.Client().CoreV1().Pods(e1.ns).Get(context.Background(), podName(s.AttemptID, 1), metav1.GetOptions{})
+		p, err := c.Client().Pods(e1.ns).Get(context.Background(), podName(s.AttemptID, 1), metav1.GetOptions{})
 		if err == nil && p.DeletionTimestamp != nil {
 			break
 		}
@@ -995,12 +995,12 @@ func setPodStatus(t *testing.T, e *Executor, name string, change func(*corev1.Po
 	t.Helper()
 	ctx := context.Background()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+		p, err := e.c.Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		change(p)
-		_, err = e.c.CoreV1().Pods(e.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		_, err = e.c.Pods(e.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
@@ -1078,10 +1078,10 @@ func TestSweptObjectsDeleted(t *testing.T) {
 		t.Fatalf("Sweep = %v, %v", swept, err)
 	}
 	ctx := context.Background()
-	if _, err := e2.c.CoreV1().ConfigMaps(e2.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e2.c.ConfigMaps(e2.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the swept attempt's ConfigMap: %v, want it deleted", err)
 	}
-	if _, err := e2.c.CoreV1().Services(e2.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e2.c.Services(e2.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the swept attempt's Service: %v, want it deleted", err)
 	}
 }
@@ -1129,7 +1129,7 @@ func TestEndedBeforeRunningExpires(t *testing.T) {
 	s := refusedByNode(t, e)
 	ctx := context.Background()
 	name := podName(s.AttemptID, 0)
-	if _, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); err != nil {
+	if _, err := e.c.ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); err != nil {
 		t.Fatalf("its ConfigMap before: %v", err)
 	}
 	waitWithin(t, e, s.AttemptID, 30*time.Second)
@@ -1140,7 +1140,7 @@ func TestEndedBeforeRunningExpires(t *testing.T) {
 		t.Errorf("the ended pod after keepEnded: %v, want it deleted", err)
 		e.deletePods(ctx, s.AttemptID, 1, 0, "")
 	}
-	if _, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.c.ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("its ConfigMap: %v, want it deleted", err)
 	}
 }
@@ -1182,7 +1182,7 @@ func TestLostAttemptObjectsDeleted(t *testing.T) {
 	t.Parallel()
 	s := withHyperParameters(t, spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1), inlineBudget+1) // files in a ConfigMap
 	e2 := restarted(t, Options{}, s, func(e1 *Executor) {
-		if _, err := e1.c.CoreV1().ConfigMaps(e1.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{}); err != nil {
+		if _, err := e1.c.ConfigMaps(e1.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{}); err != nil {
 			t.Fatalf("the attempt's ConfigMap: %v", err)
 		}
 		deleteForGood(t, e1, podName(s.AttemptID, 0))
@@ -1191,7 +1191,7 @@ func TestLostAttemptObjectsDeleted(t *testing.T) {
 		t.Fatalf("Recover = %v, %v; want Lost", r, err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		_, err := e2.c.CoreV1().ConfigMaps(e2.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{})
+		_, err := e2.c.ConfigMaps(e2.ns).Get(context.Background(), baseName(s.AttemptID), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			break
 		}
@@ -1232,7 +1232,7 @@ func TestClaimsSweptAfterRestart(t *testing.T) {
 	}
 	ctx := context.Background()
 	claim := func(job string) (*corev1.PersistentVolumeClaim, error) {
-		return e2.c.CoreV1().PersistentVolumeClaims(e2.ns).Get(ctx, claimName(job), metav1.GetOptions{})
+		return e2.c.PersistentVolumeClaims(e2.ns).Get(ctx, claimName(job), metav1.GetOptions{})
 	}
 	// The claim carries the pvc-protection finalizer, which no controller
 	// of these tests removes: its deletion is what the executor does.
@@ -1274,7 +1274,7 @@ func TestManyInstancesConfig(t *testing.T) {
 	ctx := context.Background()
 	s := spec(kubetest.Program{Run: time.Hour}, "ml.wide.large", n)
 	start(t, e, s)
-	cms, err := e.c.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelAttemptID + "=" + labelValue(s.AttemptID)})
+	cms, err := e.c.ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelAttemptID + "=" + labelValue(s.AttemptID)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1282,7 +1282,7 @@ func TestManyInstancesConfig(t *testing.T) {
 	for _, cm := range cms.Items {
 		data[cm.Name] = cm.Data
 	}
-	base, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{})
+	base, err := e.c.ConfigMaps(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1317,7 +1317,7 @@ func TestManyInstancesConfig(t *testing.T) {
 	noConfigMaps := func(id string) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			l, err := e.c.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelAttemptID + "=" + labelValue(id)})
+			l, err := e.c.ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelAttemptID + "=" + labelValue(id)})
 			if err == nil && len(l.Items) == 0 {
 				return
 			}
@@ -1339,7 +1339,7 @@ func TestManyInstancesConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cm := range append([]*corev1.ConfigMap{p.config}, p.parts...) {
-		if _, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		if _, err := e.c.ConfigMaps(e.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1432,7 +1432,7 @@ func TestOneInstanceFilesOnPod(t *testing.T) {
 	ctx := context.Background()
 	s := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
 	start(t, e, s)
-	p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, podName(s.AttemptID, 0), metav1.GetOptions{})
+	p, err := e.c.Pods(e.ns).Get(ctx, podName(s.AttemptID, 0), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1459,11 +1459,11 @@ func TestOneInstanceFilesOnPod(t *testing.T) {
 
 	big := withHyperParameters(t, spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1), inlineBudget+1)
 	start(t, e, big)
-	cm, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, baseName(big.AttemptID), metav1.GetOptions{})
+	cm, err := e.c.ConfigMaps(e.ns).Get(ctx, baseName(big.AttemptID), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the ConfigMap of an attempt with %d bytes of hyperparameters: %v", inlineBudget+1, err)
 	}
-	p, err = e.c.CoreV1().Pods(e.ns).Get(ctx, podName(big.AttemptID, 0), metav1.GetOptions{})
+	p, err = e.c.Pods(e.ns).Get(ctx, podName(big.AttemptID, 0), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

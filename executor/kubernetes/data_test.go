@@ -130,11 +130,11 @@ func TestDataPodSpec(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	sec, err := e.c.CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+	sec, err := e.c.Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
+	cm, err := e.c.ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestDataStopGrace(t *testing.T) {
 	defer func() { // the played pod 0 would wait out its long grace
 		zero := int64(0)
 		for _, p := range attemptPods(t, e, s.AttemptID) {
-			e.c.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}) //nolint:errcheck // the test's end
+			e.c.Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}) //nolint:errcheck // the test's end
 		}
 	}()
 	long := int64((2*time.Second + data.UploadAfterKillLimit).Seconds())
@@ -331,7 +331,7 @@ func TestDataStopGrace(t *testing.T) {
 			t.Errorf("pod %s's terminationGracePeriodSeconds %v, want %d", p.Name, g, want[p.Name])
 		}
 	}
-	sec, err := e.c.CoreV1().Secrets(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{})
+	sec, err := e.c.Secrets(e.ns).Get(ctx, baseName(s.AttemptID), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestDataStopGrace(t *testing.T) {
 	want[podName(s.AttemptID, 1)] = 1 // the stop's own
 	for name, g := range want {
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+			p, err := e.c.Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("pod %s is gone before its deletion was seen: %v", name, err)
 			}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
+	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"qshare/executor/kubernetes/kubetest"
 )
@@ -27,49 +28,57 @@ import (
 //
 // It lives here, not in kubetest, so that it runs beside the executor's
 // tests in one test binary: a binary of its own linked client-go again
-// in every go test ./... .
+// in every go test ./... . It runs on the package's shared control plane
+// and played kubelet, in a namespace and on a node type of its own: a
+// control plane of its own cost another kube-apiserver start (some 2 s of
+// CPU, 60,000 page faults).
 func TestPlayedKubelet(t *testing.T) {
-	kubetest.Require(t)
 	t.Parallel()
+	cl := getCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := kubetest.Start(ctx)
-	if err != nil {
+	c, ns := cl.Client(), "played-kubelet"
+	if _, err := c.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	c := s.Client()
-	k, err := kubetest.NewKubelet(c)
-	if err != nil {
+	// The test's one node has a type of its own among the shared
+	// cluster's nodes, and goes with its pods at the end.
+	if err := cl.Kubelet.AddNode(ctx, "played-n1", "played.xlarge", 1); err != nil {
 		t.Fatal(err)
 	}
-	defer k.Close()
-	if err := k.AddNode(ctx, "n1", "g5.xlarge", 1); err != nil {
-		t.Fatal(err)
-	}
+	pods := c.Pods(ns)
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = pods.DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = cl.Kubelet.DeleteNode(context.Background(), "played-n1")
+	})
 	pod := func(name string, gpus int64, p kubetest.Program) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
-			NodeSelector:  map[string]string{kubetest.InstanceTypeLabel: "g5.xlarge"},
+			NodeSelector:  map[string]string{kubetest.InstanceTypeLabel: "played.xlarge"},
 			Containers: []corev1.Container{{Name: "c", Image: "i", Command: []string{kubetest.PlayCommand}, Args: p.Args(),
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{kubetest.GPU: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}}}
 	}
-	pods := c.CoreV1().Pods("default")
 	if _, err := pods.Create(ctx, pod("big", 2, kubetest.Program{Run: time.Hour}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pods.Create(ctx, pod("ok", 1, kubetest.Program{Run: 500 * time.Millisecond, Exit: 3, Output: "hello"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitHarnessPod(t, ctx, s, "big", func(p *corev1.Pod) bool {
+	// The other tests' nodes do not match the pod's selector; the
+	// scheduler's message counts them as such, and all nodes in its total.
+	unschedulable := regexp.MustCompile(`^0/(\d+) nodes are available: 1 Insufficient nvidia.com/gpu, (\d+) node\(s\) didn't match Pod's node affinity/selector\.$`)
+	waitHarnessPod(t, ctx, pods, "big", func(p *corev1.Pod) bool {
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu") {
-				return true
+			if m := unschedulable.FindStringSubmatch(c.Message); c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && m != nil {
+				all, _ := strconv.Atoi(m[1])
+				other, _ := strconv.Atoi(m[2])
+				return all == other+1
 			}
 		}
 		return false
 	})
-	waitHarnessPod(t, ctx, s, "ok", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	waitHarnessPod(t, ctx, pods, "ok", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	rc, err := pods.GetLogs("ok", &corev1.PodLogOptions{Follow: true}).Stream(ctx)
 	if err != nil {
 		t.Fatalf("pod logs: %v", err)
@@ -79,7 +88,7 @@ func TestPlayedKubelet(t *testing.T) {
 	if string(b) != "hello\n" {
 		t.Errorf("log = %q", b)
 	}
-	waitHarnessPod(t, ctx, s, "ok", func(p *corev1.Pod) bool {
+	waitHarnessPod(t, ctx, pods, "ok", func(p *corev1.Pod) bool {
 		cs := p.Status.ContainerStatuses
 		return p.Status.Phase == corev1.PodFailed && len(cs) == 1 && cs[0].State.Terminated != nil && cs[0].State.Terminated.ExitCode == 3
 	})
@@ -87,7 +96,7 @@ func TestPlayedKubelet(t *testing.T) {
 	if _, err := pods.Create(ctx, pod("stubborn", 1, kubetest.Program{Run: time.Hour, OnStop: "ignore"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitHarnessPod(t, ctx, s, "stubborn", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	waitHarnessPod(t, ctx, pods, "stubborn", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	grace := int64(1)
 	t0 := time.Now()
 	if err := pods.Delete(ctx, "stubborn", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
@@ -104,10 +113,10 @@ func TestPlayedKubelet(t *testing.T) {
 	}
 }
 
-func waitHarnessPod(t *testing.T, ctx context.Context, s *kubetest.Server, name string, ok func(*corev1.Pod) bool) {
+func waitHarnessPod(t *testing.T, ctx context.Context, pods corev1client.PodInterface, name string, ok func(*corev1.Pod) bool) {
 	t.Helper()
 	for {
-		p, err := s.Client().CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if err == nil && ok(p) {
 			return
 		}
@@ -137,14 +146,14 @@ func BenchmarkAPIServerCreates(b *testing.B) {
 	defer s.Close()
 	cfg := s.Config()
 	cfg.QPS, cfg.Burst = 1e6, 1e6 // the server's pace, not the client's limiter
-	c, err := k8s.NewForConfig(cfg)
+	c, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, objects := range []int{1, 3} {
 		b.Run(fmt.Sprintf("objects=%d", objects), func(b *testing.B) {
 			ns := fmt.Sprintf("bench-%d-%d", objects, b.N)
-			if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			if _, err := c.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			var next atomic.Int64
@@ -158,17 +167,17 @@ func BenchmarkAPIServerCreates(b *testing.B) {
 							claim := &corev1.PersistentVolumeClaim{ObjectMeta: meta, Spec: corev1.PersistentVolumeClaimSpec{
 								AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 								Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-							if _, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+							if _, err := c.PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 								b.Error(err)
 								return
 							}
-							if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"resourceconfig.json": "{}"}}, metav1.CreateOptions{}); err != nil {
+							if _, err := c.ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"resourceconfig.json": "{}"}}, metav1.CreateOptions{}); err != nil {
 								b.Error(err)
 								return
 							}
 						}
 						pod := &corev1.Pod{ObjectMeta: meta, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-						if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+						if _, err := c.Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 							b.Error(err)
 							return
 						}

@@ -44,14 +44,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	k8s "k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"qshare"
 	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/gpu"
+	"qshare/internal/kubeinformer"
 	"qshare/trainingjob"
 )
 
@@ -68,7 +68,7 @@ const (
 // Options configure an Executor.
 type Options struct {
 	// Client talks to the API server.
-	Client k8s.Interface
+	Client corev1client.CoreV1Interface
 	// Namespace holds the attempts' objects.
 	Namespace string
 	// Config is the --kube-config file's content.
@@ -96,7 +96,7 @@ type Options struct {
 // Executor runs attempts as pods. It is safe for concurrent use.
 type Executor struct {
 	o      Options
-	c      k8s.Interface
+	c      corev1client.CoreV1Interface
 	ns     string
 	cfg    Config
 	gpus   gpu.Table
@@ -222,9 +222,9 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}, jobsSince: map[string]bool{},
 		forgotten: map[string]bool{}, claimed: map[string]bool{}, noClaim: map[string]bool{},
 		unfinalizing: map[types.UID]bool{}, configBudget: defaultConfigBudget}
-	f := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
-		informers.WithTweakListOptions(func(l *metav1.ListOptions) { l.LabelSelector = LabelManagedBy + "=" + managedBy }))
-	e.pods = f.Core().V1().Pods().Informer()
+	pods := o.Client.Pods(o.Namespace)
+	e.pods = kubeinformer.New(&corev1.Pod{}, pods.List, pods.Watch,
+		func(l *metav1.ListOptions) { l.LabelSelector = LabelManagedBy + "=" + managedBy })
 	_ = e.pods.AddIndexers(cache.Indexers{"attempt": func(obj any) ([]string, error) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok {
@@ -237,7 +237,8 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		UpdateFunc: func(_, obj any) { e.observe(obj, false) },
 		DeleteFunc: func(obj any) { e.observe(obj, true) },
 	})
-	f.Start(lctx.Done())
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.pods.RunWithContext(lctx) }()
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	cache.WaitForCacheSync(sctx.Done(), e.pods.HasSynced)
 	scancel()
@@ -302,7 +303,7 @@ func (e *Executor) checkHealth() {
 	// no timeout of its own.
 	ctx, cancel := context.WithTimeout(e.ctx, healthTimeout)
 	defer cancel()
-	err := e.c.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+	err := e.c.RESTClient().Get().AbsPath("/version").Do(ctx).Error()
 	if e.ctx.Err() != nil {
 		return
 	}
@@ -570,15 +571,15 @@ func (e *Executor) create(ctx context.Context, p *plan) error {
 	var objs []object
 	if p.claim != nil {
 		objs = append(objs, object{"the checkpoint claim", p.claim.Name, func(ctx context.Context) error {
-			_, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, p.claim, metav1.CreateOptions{})
+			_, err := e.c.PersistentVolumeClaims(e.ns).Create(ctx, p.claim, metav1.CreateOptions{})
 			return err
 		}})
 	}
 	if p.config != nil {
 		objs = append(objs, object{"the ConfigMap", p.config.Name, func(ctx context.Context) error {
-			cm, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, p.config, metav1.CreateOptions{})
+			cm, err := e.c.ConfigMaps(e.ns).Create(ctx, p.config, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) && p.secret != nil { // made before a crash: its UID owns the Secret
-				cm, err = e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, p.config.Name, metav1.GetOptions{})
+				cm, err = e.c.ConfigMaps(e.ns).Get(ctx, p.config.Name, metav1.GetOptions{})
 			}
 			if err == nil {
 				p.config.UID = cm.UID
@@ -589,25 +590,25 @@ func (e *Executor) create(ctx context.Context, p *plan) error {
 	if p.secret != nil {
 		objs = append(objs, object{"the data Secret", p.secret.Name, func(ctx context.Context) error {
 			p.secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: p.config.Name, UID: p.config.UID}}
-			_, err := e.c.CoreV1().Secrets(e.ns).Create(ctx, p.secret, metav1.CreateOptions{})
+			_, err := e.c.Secrets(e.ns).Create(ctx, p.secret, metav1.CreateOptions{})
 			return err
 		}})
 	}
 	for _, cm := range p.parts {
 		objs = append(objs, object{"the ConfigMap", cm.Name, func(ctx context.Context) error {
-			_, err := e.c.CoreV1().ConfigMaps(e.ns).Create(ctx, cm, metav1.CreateOptions{})
+			_, err := e.c.ConfigMaps(e.ns).Create(ctx, cm, metav1.CreateOptions{})
 			return err
 		}})
 	}
 	if p.service != nil {
 		objs = append(objs, object{"the Service", p.service.Name, func(ctx context.Context) error {
-			_, err := e.c.CoreV1().Services(e.ns).Create(ctx, p.service, metav1.CreateOptions{})
+			_, err := e.c.Services(e.ns).Create(ctx, p.service, metav1.CreateOptions{})
 			return err
 		}})
 	}
 	for _, pod := range p.pods {
 		objs = append(objs, object{"the pod", pod.Name, func(ctx context.Context) error {
-			_, err := e.c.CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
+			_, err := e.c.Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
 			return err
 		}})
 	}
@@ -742,7 +743,7 @@ func (e *Executor) find(ctx context.Context, id string) (*attempt, error) {
 	var list *corev1.PodList
 	err := e.retry(ctx, func(ctx context.Context) error {
 		var err error
-		list, err = e.c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LabelManagedBy: managedBy, LabelAttemptID: labelValue(id)}.String()})
+		list, err = e.c.Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LabelManagedBy: managedBy, LabelAttemptID: labelValue(id)}.String()})
 		return err
 	})
 	if err != nil {
@@ -774,7 +775,7 @@ func (e *Executor) find(ctx context.Context, id string) (*attempt, error) {
 		}
 		var p *corev1.Pod
 		if err := e.retry(ctx, func(ctx context.Context) error {
-			q, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+			q, err := e.c.Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
 			if err == nil {
 				p = q
 			}
@@ -919,7 +920,7 @@ func (e *Executor) followUnwatched(a *attempt, p *corev1.Pod) {
 	for {
 		var cur *corev1.Pod
 		if err := e.retry(e.ctx, func(ctx context.Context) error {
-			q, err := e.c.CoreV1().Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
+			q, err := e.c.Pods(e.ns).Get(ctx, p.Name, metav1.GetOptions{})
 			if err == nil {
 				cur = q
 			} else if apierrors.IsNotFound(err) {
@@ -1216,7 +1217,7 @@ func (e *Executor) confirmStartTimeout(a *attempt) {
 	var list *corev1.PodList
 	err := e.retry(e.ctx, func(ctx context.Context) error {
 		var err error
-		list, err = e.c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LabelManagedBy: managedBy, LabelAttemptID: a.label}.String()})
+		list, err = e.c.Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LabelManagedBy: managedBy, LabelAttemptID: a.label}.String()})
 		return err
 	})
 	e.mu.Lock()
@@ -1511,7 +1512,7 @@ func (e *Executor) markPod(ctx context.Context, name, key, value string) {
 // markPodOnce sets an annotation of a pod, with one request.
 func (e *Executor) markPodOnce(ctx context.Context, name, key, value string) error {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
-	_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := e.c.Pods(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 
@@ -1533,7 +1534,7 @@ func (e *Executor) deletePod(ctx context.Context, name string, grace time.Durati
 	}
 	bg := metav1.DeletePropagationBackground
 	if err := e.retry(ctx, func(ctx context.Context) error {
-		return e.c.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &secs, PropagationPolicy: &bg})
+		return e.c.Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &secs, PropagationPolicy: &bg})
 	}); err != nil && ctx.Err() == nil {
 		e.log.Warn("kubernetes: deleting a pod failed", "pod", name, "err", err)
 	}
@@ -1554,7 +1555,7 @@ func (e *Executor) deleteAttemptObjects(ctx context.Context, attemptID string, p
 	if parts < 1 {
 		parts = 1
 		if err := e.retry(ctx, func(ctx context.Context) error {
-			cm, err := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
+			cm, err := e.c.ConfigMaps(e.ns).Get(ctx, name, metav1.GetOptions{})
 			if err == nil {
 				parts = partsOf(cm.Annotations)
 			}
@@ -1565,14 +1566,14 @@ func (e *Executor) deleteAttemptObjects(ctx context.Context, attemptID string, p
 	}
 	for k := parts - 1; k >= 1; k-- {
 		_ = e.retry(ctx, func(ctx context.Context) error {
-			return e.c.CoreV1().ConfigMaps(e.ns).Delete(ctx, partName(attemptID, k), metav1.DeleteOptions{})
+			return e.c.ConfigMaps(e.ns).Delete(ctx, partName(attemptID, k), metav1.DeleteOptions{})
 		})
 	}
 	_ = e.retry(ctx, func(ctx context.Context) error {
-		return e.c.CoreV1().ConfigMaps(e.ns).Delete(ctx, name, metav1.DeleteOptions{})
+		return e.c.ConfigMaps(e.ns).Delete(ctx, name, metav1.DeleteOptions{})
 	})
 	_ = e.retry(ctx, func(ctx context.Context) error {
-		return e.c.CoreV1().Services(e.ns).Delete(ctx, name, metav1.DeleteOptions{})
+		return e.c.Services(e.ns).Delete(ctx, name, metav1.DeleteOptions{})
 	})
 }
 
@@ -1724,7 +1725,7 @@ func (e *Executor) unfinalizeLocked(name string, uid types.UID, finalizers []str
 	patch, _ := json.Marshal(map[string]any{"metadata": meta})
 	e.spawn(func() {
 		if err := e.retry(e.ctx, func(ctx context.Context) error {
-			_, err := e.c.CoreV1().Pods(e.ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			_, err := e.c.Pods(e.ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 			return err
 		}); err != nil && e.ctx.Err() == nil {
 			e.log.Warn("kubernetes: removing qshare's finalizer from a deleted pod failed", "pod", name, "err", err)
@@ -1757,7 +1758,7 @@ func (e *Executor) JobFinished(jobID string) {
 		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Minute)
 		defer cancel()
 		if err := e.retry(ctx, func(ctx context.Context) error {
-			return e.c.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, claimName(jobID), metav1.DeleteOptions{})
+			return e.c.PersistentVolumeClaims(e.ns).Delete(ctx, claimName(jobID), metav1.DeleteOptions{})
 		}); err != nil && e.ctx.Err() == nil {
 			e.log.Warn("kubernetes: deleting a finished job's checkpoint claim failed", "job", jobID, "err", err)
 		}
@@ -1790,7 +1791,7 @@ func (e *Executor) SweepJobs(ctx context.Context, live map[string]bool) ([]strin
 	}
 	// Every claim of the list was created before it, so a job of this
 	// executor that made one was noted before it too.
-	l, err := e.c.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy})
+	l, err := e.c.PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: listing the checkpoint claims: %w", err)
 	}
@@ -1809,7 +1810,7 @@ func (e *Executor) SweepJobs(ctx context.Context, live map[string]bool) ([]strin
 	for _, job := range stale {
 		e.log.Warn("kubernetes: deleting the checkpoint claim of a job that is finished or not in the store", "job", job)
 		if err := e.retry(ctx, func(ctx context.Context) error {
-			return e.c.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, claimName(job), metav1.DeleteOptions{})
+			return e.c.PersistentVolumeClaims(e.ns).Delete(ctx, claimName(job), metav1.DeleteOptions{})
 		}); err != nil {
 			return swept, fmt.Errorf("kubernetes: deleting the checkpoint claim of job %s: %w", job, err)
 		}
@@ -1954,7 +1955,7 @@ func (e *Executor) expireEnded() {
 		// An attempt that ended but is not forgotten yet (its end is not
 		// recorded) keeps the mark until Forget.
 		if e.retry(e.ctx, func(ctx context.Context) error {
-			return e.c.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			return e.c.Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
 		}) == nil && recorded {
 			e.unfinalize(p.Name, p.UID, p.Finalizers)
 		}

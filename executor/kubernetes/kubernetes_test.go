@@ -65,7 +65,7 @@ func getCluster(t testing.TB) testCluster { return testCluster{shared.Get(t)} }
 func (c testCluster) namespace(t testing.TB, dir string) string {
 	t.Helper()
 	ns := "t-" + hash8(dir)
-	_, err := c.Client().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_, err := c.Client().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func (e *Executor) InstanceLogs(ctx context.Context, attemptID string, instance 
 		return nil, qshare.Errorf(qshare.EINVALID, "instance %d is not valid: give an instance number from 0", instance)
 	}
 	name := podName(attemptID, instance)
-	pods := e.c.CoreV1().Pods(e.ns)
+	pods := e.c.Pods(e.ns)
 	if instance > 0 {
 		// An instance beyond the attempt's is a mistake of the caller's,
 		// not a log gone.

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	k8s "k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"qshare/executor"
@@ -101,7 +101,7 @@ func TestStartTimeoutOnAStaleWatch(t *testing.T) {
 	var part partition
 	cfg := rest.CopyConfig(c.Config())
 	cfg.Wrap(part.wrap)
-	client, err := k8s.NewForConfig(cfg)
+	client, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestStartTimeoutOnAStaleWatch(t *testing.T) {
 	name := podName(s.AttemptID, 0)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		p, err := c.Client().CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		p, err := c.Client().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err == nil && p.Status.Phase == corev1.PodRunning {
 			break
 		}
@@ -198,9 +198,9 @@ type podHistory struct {
 	goneCount    atomic.Int64
 }
 
-func watchPods(t *testing.T, c k8s.Interface, ns string) *podHistory {
+func watchPods(t *testing.T, c corev1client.CoreV1Interface, ns string) *podHistory {
 	t.Helper()
-	w, err := c.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{})
+	w, err := c.Pods(ns).Watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestStopGraceZero(t *testing.T) {
 		name := podName(s.AttemptID, 0)
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			p, err := e.c.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+			p, err := e.c.Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("env %v: the pod is gone before its deletion was seen: %v", env, err)
 			}
@@ -340,12 +340,12 @@ func TestLabelRemovedByHand(t *testing.T) {
 			start(t, e, s)
 			name := podName(s.AttemptID, 0)
 			patch := []byte(`[{"op":"remove","path":"/metadata/labels/` + strings.ReplaceAll(label, "/", "~1") + `"}]`)
-			if _, err := e.c.CoreV1().Pods(e.ns).Patch(context.Background(), name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			if _, err := e.c.Pods(e.ns).Patch(context.Background(), name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			x, ok := waitWithin(t, e, s.AttemptID, 30*time.Second)
 			if !ok {
-				_ = e.c.CoreV1().Pods(e.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+				_ = e.c.Pods(e.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
 				return
 			}
 			if ok, how := releasedPod(t, e, name); !ok {
@@ -431,7 +431,7 @@ func TestStartAgainAfterPodsGarbageCollected(t *testing.T) {
 	zero := int64(0)
 	ctx := context.Background()
 	for _, p := range first {
-		if err := e1.c.CoreV1().Pods(e1.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		if err := e1.c.Pods(e1.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -496,11 +496,11 @@ func TestLabelRemovedWhileDown(t *testing.T) {
 			e2 := restarted(t, Options{StopGrace: time.Second}, s, func(e1 *Executor) {
 				first = e1
 				patch := []byte(`[{"op":"replace","path":"/metadata/labels/` + strings.ReplaceAll(c.label, "/", "~1") + `","value":"changed-by-hand"}]`)
-				if _, err := e1.c.CoreV1().Pods(e1.ns).Patch(context.Background(), name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+				if _, err := e1.c.Pods(e1.ns).Patch(context.Background(), name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			})
-			defer func() { _ = first.c.CoreV1().Pods(first.ns).Delete(context.Background(), name, metav1.DeleteOptions{}) }()
+			defer func() { _ = first.c.Pods(first.ns).Delete(context.Background(), name, metav1.DeleteOptions{}) }()
 			r, err := e2.Recover(context.Background(), executor.Handle{AttemptID: s.AttemptID})
 			if err != nil || r == executor.Lost {
 				t.Fatalf("Recover = %v, %v; want the attempt found by its pod's name, not Lost", r, err)

@@ -165,7 +165,7 @@ func benchCluster(ctx context.Context, ns string) (*kubetest.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := cl.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := cl.Client().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		cl.Close()
 		return nil, err
 	}

@@ -24,14 +24,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
 	"qshare/executor/kubernetes/kubetest"
 	"qshare/fanout"
+	"qshare/internal/kubeinformer"
 )
 
 // KueueVersion is the Kueue release `bench kube --vs-kueue` runs.
@@ -100,8 +102,16 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, opt KubeOptions) (res k
 	if err != nil {
 		return res, err
 	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cl.Config())
+	if err != nil {
+		return res, err
+	}
+	batch, err := batchv1client.NewForConfig(cl.Config())
+	if err != nil {
+		return res, err
+	}
 	for _, ns := range []string{"kueue-system"} {
-		if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			return res, err
 		}
 	}
@@ -127,7 +137,7 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, opt KubeOptions) (res k
 	}
 	// Kueue's caches need every new kind served before it starts.
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		rl, err := c.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
+		rl, err := disc.ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
 		served := map[string]bool{}
 		if err == nil {
 			for _, r := range rl.APIResources {
@@ -230,8 +240,8 @@ integrations: {frameworks: ["batch/job"]}
 	var last atomic.Int64
 	jc := newPlayedJobController(ctx, c, !opt.KueueWithoutPods)
 	defer jc.close()
-	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace("kueue-bench"))
-	inf := f.Batch().V1().Jobs().Informer()
+	benchJobs := batch.Jobs("kueue-bench")
+	inf := kubeinformer.New(&batchv1.Job{}, benchJobs.List, benchJobs.Watch, nil)
 	seen := map[string]bool{}
 	count := func(obj any) {
 		j, ok := obj.(*batchv1.Job)
@@ -246,7 +256,7 @@ integrations: {frameworks: ["batch/job"]}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: count, UpdateFunc: func(_, o any) { count(o) }})
 	stop := make(chan struct{})
 	defer close(stop)
-	f.Start(stop)
+	go inf.Run(stop)
 	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
 	suspend, one := true, resource.MustParse("1")
 	start := time.Now()
@@ -255,7 +265,7 @@ integrations: {frameworks: ["batch/job"]}
 			Spec: batchv1.JobSpec{Suspend: &suspend, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 				Containers: []corev1.Container{{Name: "c", Image: "example.com/train:1", Command: []string{kubetest.PlayCommand}, Args: kubetest.Program{Run: opt.Run}.Args(),
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: one}}}}}}}}
-		_, err := c.BatchV1().Jobs("kueue-bench").Create(ctx, j, metav1.CreateOptions{})
+		_, err := benchJobs.Create(ctx, j, metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return res, fmt.Errorf("creating the Jobs: %w", err)
@@ -306,7 +316,7 @@ integrations: {frameworks: ["batch/job"]}
 // Job, which the API server would also have to take in a real cluster.
 type playedJobController struct {
 	ctx   context.Context
-	c     kubernetes.Interface
+	c     corev1client.CoreV1Interface
 	on    bool
 	calls chan struct{}
 	wg    sync.WaitGroup
@@ -314,7 +324,7 @@ type playedJobController struct {
 	err   error
 }
 
-func newPlayedJobController(ctx context.Context, c kubernetes.Interface, on bool) *playedJobController {
+func newPlayedJobController(ctx context.Context, c corev1client.CoreV1Interface, on bool) *playedJobController {
 	return &playedJobController{ctx: ctx, c: c, on: on, calls: make(chan struct{}, 16)}
 }
 
@@ -338,7 +348,7 @@ func (jc *playedJobController) admitted(j *batchv1.Job) {
 			return
 		}
 		defer func() { <-jc.calls }()
-		if _, err := jc.c.CoreV1().Pods(pod.Namespace).Create(jc.ctx, pod, metav1.CreateOptions{}); err != nil {
+		if _, err := jc.c.Pods(pod.Namespace).Create(jc.ctx, pod, metav1.CreateOptions{}); err != nil {
 			jc.mu.Lock()
 			if jc.err == nil {
 				jc.err = fmt.Errorf("creating pod %s: %w", pod.Name, err)

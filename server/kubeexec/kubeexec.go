@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	k8s "k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -47,7 +47,7 @@ func newKubeExecutor(ctx context.Context, s server.Settings, grace time.Duration
 		}
 	}
 	cfg.QPS, cfg.Burst = 1000, 2000
-	c, err := k8s.NewForConfig(cfg)
+	c, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}

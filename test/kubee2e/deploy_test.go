@@ -19,7 +19,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	k8s "k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	rbacv1client "k8s.io/client-go/kubernetes/typed/rbac/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"qshare"
@@ -59,8 +62,11 @@ func TestDeployManifests(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	admin := c.Client()
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kust.Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	admin, err := newAdminClients(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kust.Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	strict := metav1.CreateOptions{FieldValidation: "Strict"}
@@ -82,7 +88,7 @@ func TestDeployManifests(t *testing.T) {
 	// The executor, as the ServiceAccount.
 	cfg := c.Config()
 	cfg.Impersonate.UserName = "system:serviceaccount:" + kust.Namespace + ":qshare"
-	sa, err := k8s.NewForConfig(cfg)
+	sa, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,21 +151,21 @@ func TestDeployManifests(t *testing.T) {
 		t.Fatalf("Start as the ServiceAccount: %v", err)
 	}
 	e3.Close()
-	if l, err := admin.CoreV1().ConfigMaps(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID}); err != nil || len(l.Items) != 1 {
+	if l, err := admin.core.ConfigMaps(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID}); err != nil || len(l.Items) != 1 {
 		t.Fatalf("the lost attempt's ConfigMaps before: %v, %v; want one", err, l)
 	}
 	// Deleted for good: qshare's finalizer removed too, by a person.
-	pods, err := admin.CoreV1().Pods(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID})
+	pods, err := admin.core.Pods(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
-		if _, err := admin.CoreV1().Pods(kust.Namespace).Patch(ctx, p.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+		if _, err := admin.core.Pods(kust.Namespace).Patch(ctx, p.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	zero := int64(0)
-	if err := admin.CoreV1().Pods(kust.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+	if err := admin.core.Pods(kust.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
 		metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID}); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +181,7 @@ func TestDeployManifests(t *testing.T) {
 		t.Errorf("Recover of the attempt whose pod is gone, as the ServiceAccount = %v, %v; want Lost", r, err)
 	}
 	awaitNone(wctx, t, "the lost attempt's ConfigMap", func() (int, error) {
-		l, err := admin.CoreV1().ConfigMaps(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID})
+		l, err := admin.core.ConfigMaps(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + lost.JobID})
 		return len(l.Items), err
 	})
 	if err := e2.Stop(wctx, stopped.AttemptID, 2*time.Second); err != nil {
@@ -184,7 +190,7 @@ func TestDeployManifests(t *testing.T) {
 	// While its grace runs, the pod carries qshare's mark (a patch), so a
 	// restarted server knows the deletion was its own.
 	for marked := false; !marked; {
-		l, err := admin.CoreV1().Pods(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + stopped.JobID})
+		l, err := admin.core.Pods(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + stopped.JobID})
 		if err != nil || len(l.Items) != 1 || time.Now().After(deadline(wctx)) {
 			t.Fatalf("the stopped pod: %v, %d pods", err, len(l.Items))
 		}
@@ -204,7 +210,7 @@ func TestDeployManifests(t *testing.T) {
 	// the stopped pod goes.
 	e2.Forget(stopped.AttemptID)
 	awaitNone(wctx, t, "the stopped pod, after Forget,", func() (int, error) {
-		l, err := admin.CoreV1().Pods(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + stopped.JobID})
+		l, err := admin.core.Pods(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + stopped.JobID})
 		return len(l.Items), err
 	})
 	if w := e2.CheckCapacity(qshare.Capacity{"ml.deploy.large": 1}); w != "" {
@@ -220,7 +226,7 @@ func TestDeployManifests(t *testing.T) {
 	e2.JobFinished(ok.JobID)
 	deadline := time.Now().Add(waitLimit)
 	for {
-		l, err := admin.CoreV1().PersistentVolumeClaims(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + ok.JobID})
+		l, err := admin.core.PersistentVolumeClaims(kust.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "qshare.io/job-id=" + ok.JobID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,9 +299,28 @@ func (w *warnings) forbidden() []string {
 	return out
 }
 
+// adminClients are an administrator's clients of the API groups whose
+// kinds deploy/kubernetes holds.
+type adminClients struct {
+	core corev1client.CoreV1Interface
+	apps appsv1client.AppsV1Interface
+	rbac rbacv1client.RbacV1Interface
+}
+
+func newAdminClients(cfg *rest.Config) (a adminClients, err error) {
+	if a.core, err = corev1client.NewForConfig(cfg); err != nil {
+		return a, err
+	}
+	if a.apps, err = appsv1client.NewForConfig(cfg); err != nil {
+		return a, err
+	}
+	a.rbac, err = rbacv1client.NewForConfig(cfg)
+	return a, err
+}
+
 // applyDoc creates one manifest of the kinds deploy/kubernetes holds; an
 // unknown field fails it, here or on the server.
-func applyDoc(ctx context.Context, c k8s.Interface, doc []byte, o metav1.CreateOptions) error {
+func applyDoc(ctx context.Context, a adminClients, doc []byte, o metav1.CreateOptions) error {
 	var head metav1.TypeMeta
 	if err := yaml.Unmarshal(doc, &head); err != nil {
 		return err
@@ -312,34 +337,34 @@ func applyDoc(ctx context.Context, c k8s.Interface, doc []byte, o metav1.CreateO
 	switch head.Kind {
 	case "ServiceAccount":
 		var x corev1.ServiceAccount
-		return create(&x, func() error { _, err := c.CoreV1().ServiceAccounts(x.Namespace).Create(ctx, &x, o); return err })
+		return create(&x, func() error { _, err := a.core.ServiceAccounts(x.Namespace).Create(ctx, &x, o); return err })
 	case "ConfigMap":
 		var x corev1.ConfigMap
 		return create(&x, func() error {
 			if _, err := kubernetes.ParseConfig([]byte(x.Data["kube.yaml"])); err != nil {
 				return err
 			}
-			_, err := c.CoreV1().ConfigMaps(x.Namespace).Create(ctx, &x, o)
+			_, err := a.core.ConfigMaps(x.Namespace).Create(ctx, &x, o)
 			return err
 		})
 	case "Service":
 		var x corev1.Service
-		return create(&x, func() error { _, err := c.CoreV1().Services(x.Namespace).Create(ctx, &x, o); return err })
+		return create(&x, func() error { _, err := a.core.Services(x.Namespace).Create(ctx, &x, o); return err })
 	case "StatefulSet":
 		var x appsv1.StatefulSet
-		return create(&x, func() error { _, err := c.AppsV1().StatefulSets(x.Namespace).Create(ctx, &x, o); return err })
+		return create(&x, func() error { _, err := a.apps.StatefulSets(x.Namespace).Create(ctx, &x, o); return err })
 	case "Role":
 		var x rbacv1.Role
-		return create(&x, func() error { _, err := c.RbacV1().Roles(x.Namespace).Create(ctx, &x, o); return err })
+		return create(&x, func() error { _, err := a.rbac.Roles(x.Namespace).Create(ctx, &x, o); return err })
 	case "RoleBinding":
 		var x rbacv1.RoleBinding
-		return create(&x, func() error { _, err := c.RbacV1().RoleBindings(x.Namespace).Create(ctx, &x, o); return err })
+		return create(&x, func() error { _, err := a.rbac.RoleBindings(x.Namespace).Create(ctx, &x, o); return err })
 	case "ClusterRole":
 		var x rbacv1.ClusterRole
-		return create(&x, func() error { _, err := c.RbacV1().ClusterRoles().Create(ctx, &x, o); return err })
+		return create(&x, func() error { _, err := a.rbac.ClusterRoles().Create(ctx, &x, o); return err })
 	case "ClusterRoleBinding":
 		var x rbacv1.ClusterRoleBinding
-		return create(&x, func() error { _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &x, o); return err })
+		return create(&x, func() error { _, err := a.rbac.ClusterRoleBindings().Create(ctx, &x, o); return err })
 	}
 	return &unknownKind{head.Kind}
 }

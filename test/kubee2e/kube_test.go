@@ -130,7 +130,7 @@ func makeCluster(t *testing.T, p *kubetest.Cluster, typ, label string, n, gpus i
 	t.Helper()
 	ns := namespaceOf(t)
 	ctx := context.Background()
-	if _, err := p.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := p.Client().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c := &cluster{Cluster: p, t: t, ns: ns, typ: typ, label: label}
@@ -139,7 +139,7 @@ func makeCluster(t *testing.T, p *kubetest.Cluster, typ, label string, n, gpus i
 	}
 	t.Cleanup(func() {
 		zero := int64(0)
-		_ = p.Client().CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = p.Client().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 	})
 	return c
 }
@@ -182,7 +182,7 @@ func (c *cluster) pods(jobID string) []corev1.Pod {
 // podsLabelled lists the namespace's pods that match a label selector.
 func (c *cluster) podsLabelled(selector string) []corev1.Pod {
 	c.t.Helper()
-	l, err := c.Client().CoreV1().Pods(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	l, err := c.Client().Pods(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		c.t.Fatal(err)
 	}

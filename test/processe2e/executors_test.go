@@ -52,7 +52,7 @@ func startKube(t *testing.T) *kubeSide {
 	}
 	t.Cleanup(c.Close)
 	k := &kubeSide{Cluster: c, ns: "qs"}
-	_, err = c.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns}}, metav1.CreateOptions{})
+	_, err = c.Client().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns}}, metav1.CreateOptions{})
 	must(t, err)
 	for _, n := range []string{"node-0", "node-1"} {
 		must(t, c.Kubelet.AddNode(ctx, n, strings.TrimPrefix(cpu, "ml."), 0))
@@ -63,7 +63,7 @@ func startKube(t *testing.T) *kubeSide {
 // pods returns the job IDs of the namespace's pods, one entry per pod.
 func (k *kubeSide) pods(t *testing.T) []string {
 	t.Helper()
-	l, err := k.Client().CoreV1().Pods(k.ns).List(context.Background(), metav1.ListOptions{})
+	l, err := k.Client().Pods(k.ns).List(context.Background(), metav1.ListOptions{})
 	must(t, err)
 	var ids []string
 	for _, p := range l.Items {
@@ -78,7 +78,7 @@ func (k *kubeSide) running(t *testing.T, ids ...string) {
 	t.Helper()
 	var got []string
 	awaitFile(t, fmt.Sprintf("running pods for exactly %v", ids), func() bool {
-		l, err := k.Client().CoreV1().Pods(k.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "status.phase=Running"})
+		l, err := k.Client().Pods(k.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "status.phase=Running"})
 		if err != nil {
 			return false
 		}

@@ -18,9 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"qshare/internal/kubeinformer"
 )
 
 // GPU is the extended resource of NVIDIA's device plugin.
@@ -44,7 +45,7 @@ const FailureFile = "/opt/ml/output/failure"
 // kubelet does, so that pods/log works. Its methods are safe for
 // concurrent use.
 type Kubelet struct {
-	c      kubernetes.Interface
+	c      corev1client.CoreV1Interface
 	ctx    context.Context
 	cancel context.CancelFunc
 	logs   *httptest.Server
@@ -99,15 +100,14 @@ type container struct {
 
 // NewKubelet starts a played kubelet and scheduler over c. Close stops it
 // (the pods stay as they are).
-func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
+func NewKubelet(c corev1client.CoreV1Interface) (*Kubelet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kubelet{c: c, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), calls: make(chan struct{}, 16),
 		nodes: map[string]*fakeNode{}, bound: map[types.UID]string{}, binding: map[types.UID]bool{}, running: map[types.UID]*container{},
 		byName: map[string]*container{}, envs: map[string]map[string]string{}, volumes: map[string]string{}, ended: map[types.UID]bool{}, times: map[string]podTimes{}}
 	k.logs = httptest.NewUnstartedServer(http.HandlerFunc(k.serveLog))
 	k.logs.StartTLS()
-	f := informers.NewSharedInformerFactory(c, 0)
-	inf := f.Core().V1().Pods().Informer()
+	inf := kubeinformer.New(&corev1.Pod{}, c.Pods("").List, c.Pods("").Watch, nil)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok {
@@ -137,7 +137,7 @@ func NewKubelet(c kubernetes.Interface) (*Kubelet, error) {
 		}
 	}})
 	k.pods = inf.GetIndexer()
-	f.Start(ctx.Done())
+	k.wg.Go(func() { inf.RunWithContext(ctx) })
 	k.wg.Add(1)
 	go k.loop()
 	return k, nil
@@ -177,7 +177,7 @@ func (k *Kubelet) AddNode(ctx context.Context, name, instanceType string, gpus i
 	_, p, _ := strings.Cut(port, ":")
 	pn, _ := strconv.Atoi(p)
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{InstanceTypeLabel: instanceType, "kubernetes.io/hostname": name}}}
-	created, err := k.c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	created, err := k.c.Nodes().Create(ctx, n, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (k *Kubelet) AddNode(ctx context.Context, name, instanceType string, gpus i
 		Conditions:      []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
 		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(pn)}}}
-	if _, err := k.c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	if _, err := k.c.Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
 	k.mu.Lock()
@@ -237,7 +237,7 @@ func (k *Kubelet) DeleteNode(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return k.c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	return k.c.Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 }
 
 // Env returns the environment the played kubelet ran a pod's container
@@ -476,7 +476,7 @@ func (k *Kubelet) schedule(p *corev1.Pod, used map[string]int64) {
 		used[n.name] += want
 		ns, name, uid, node := p.Namespace, p.Name, p.UID, n.name
 		k.async(func() {
-			err := k.c.CoreV1().Pods(ns).Bind(k.ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid},
+			err := k.c.Pods(ns).Bind(k.ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid},
 				Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{})
 			k.mu.Lock()
 			delete(k.binding, uid)
@@ -507,7 +507,7 @@ func (k *Kubelet) schedule(p *corev1.Pod, used map[string]int64) {
 	}
 	cur := p.DeepCopy()
 	setCondition(cur, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg})
-	_, _ = k.c.CoreV1().Pods(p.Namespace).UpdateStatus(k.ctx, cur, metav1.UpdateOptions{})
+	_, _ = k.c.Pods(p.Namespace).UpdateStatus(k.ctx, cur, metav1.UpdateOptions{})
 }
 
 func setCondition(p *corev1.Pod, c corev1.PodCondition) {
@@ -722,7 +722,7 @@ func (k *Kubelet) updatePod(ns, name string, uid types.UID, change func(*corev1.
 			cur = obj.(*corev1.Pod).DeepCopy()
 		} else {
 			var err error
-			if cur, err = k.c.CoreV1().Pods(ns).Get(k.ctx, name, metav1.GetOptions{}); err != nil {
+			if cur, err = k.c.Pods(ns).Get(k.ctx, name, metav1.GetOptions{}); err != nil {
 				return err
 			}
 		}
@@ -731,7 +731,7 @@ func (k *Kubelet) updatePod(ns, name string, uid types.UID, change func(*corev1.
 			return apierrors.NewNotFound(corev1.Resource("pods"), name)
 		}
 		change(cur)
-		_, err := k.c.CoreV1().Pods(ns).UpdateStatus(k.ctx, cur, metav1.UpdateOptions{})
+		_, err := k.c.Pods(ns).UpdateStatus(k.ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 }
@@ -741,7 +741,7 @@ func (k *Kubelet) updatePod(ns, name string, uid types.UID, change func(*corev1.
 func (k *Kubelet) deletePod(ns, name string, uid types.UID) error {
 	zero := int64(0)
 	err := k.retry(func() error {
-		return k.c.CoreV1().Pods(ns).Delete(k.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+		return k.c.Pods(ns).Delete(k.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
 	})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil

@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"qshare/internal/freeport"
@@ -336,9 +336,10 @@ func (s *Server) Config() *rest.Config {
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 500, Burst: 1000}
 }
 
-// Client is an administrator's clientset.
-func (s *Server) Client() kubernetes.Interface {
-	c, err := kubernetes.NewForConfig(s.Config())
+// Client is an administrator's client of the core API group, the one the
+// executor uses.
+func (s *Server) Client() corev1client.CoreV1Interface {
+	c, err := corev1client.NewForConfig(s.Config())
 	if err != nil {
 		panic(err) // only a malformed host fails, and the host is ours
 	}
