@@ -389,7 +389,7 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time
 		}
 	}
 	for _, c := range req.InputDataConfig {
-		if !nameRe.MatchString(c.ChannelName) {
+		if !validName(c.ChannelName) {
 			return 0, qshare.Errorf(qshare.EINVALID, "InputDataConfig channel %q: a channel name is letters, digits, '.', '_' and '-'", c.ChannelName)
 		}
 	}
@@ -407,7 +407,7 @@ func (e *Executor) attemptDir(id string) string { return filepath.Join(e.o.DataD
 // they run. A Start of an attempt started before (by this executor or,
 // after a restart, by an earlier one) returns its handle.
 func (e *Executor) Start(ctx context.Context, s executor.Spec) (executor.Handle, error) {
-	if !nameRe.MatchString(s.AttemptID) || len(s.AttemptID) > 100 {
+	if !validName(s.AttemptID) || len(s.AttemptID) > 100 {
 		return executor.Handle{}, qshare.Errorf(qshare.EINVALID, "container executor: attempt ID %q cannot name a container: use letters, digits, '-' and '_'", s.AttemptID)
 	}
 	e.mu.Lock()
@@ -983,7 +983,7 @@ func (e *Executor) PendingReason(attemptID string) string {
 // their exit code; one with no container left and no recorded end is
 // Lost.
 func (e *Executor) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
-	if !nameRe.MatchString(h.AttemptID) {
+	if !validName(h.AttemptID) {
 		return executor.Lost, nil
 	}
 	e.mu.Lock()
@@ -1382,11 +1382,11 @@ func (e *Executor) Sweep(ctx context.Context, keep map[string]bool) ([]string, e
 		}
 		rec := record{AttemptID: id, Containers: cs}
 		var disk record
-		if nameRe.MatchString(id) && e.readJSON(filepath.Join(e.attemptDir(id), fileRecord), &disk) == nil {
+		if validName(id) && e.readJSON(filepath.Join(e.attemptDir(id), fileRecord), &disk) == nil {
 			rec.Network = disk.Network
 		}
 		e.remove(ctx, rec)
-		if nameRe.MatchString(id) && e.fs.IsFile(filepath.Join(e.attemptDir(id), fileRecord)) {
+		if validName(id) && e.fs.IsFile(filepath.Join(e.attemptDir(id), fileRecord)) {
 			x := executor.Exit{AttemptID: id, ExitCode: -1, Lost: true, Reason: "Swept: no job claims the attempt", At: time.Now().UTC()}
 			e.fs.WriteFileAtomic(filepath.Join(e.attemptDir(id), fileExit), mustJSON(x))
 		}

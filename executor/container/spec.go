@@ -257,7 +257,15 @@ func containerEnv(b build) []string {
 	return executor.EnvList(env)
 }
 
-var nameRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,150}$`)
+// nameRe and validName are ^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,150}$ (the classes
+// are of single bytes), without compiling 150 copies of the class at every
+// start of the binary.
+var nameRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+
+// validName reports whether s may name a channel, an attempt or a
+// container: a letter or digit, then up to 150 of those, dots, hyphens and
+// underscores.
+func validName(s string) bool { return len(s) <= 151 && nameRe.MatchString(s) }
 
 // containerName names instance k of an attempt:
 // qshare-<data>-<attemptID>-algo-k, where <data> tells apart the servers

@@ -51,7 +51,7 @@ import (
 	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/gpu"
-	"qshare/internal/kubeinformer"
+	"qshare/executor/kubernetes/kubeinformer"
 	"qshare/trainingjob"
 )
 

@@ -71,11 +71,17 @@ func (t InstanceType) GPUs() int {
 }
 
 var (
-	partitionRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-	gresRe      = regexp.MustCompile(`^[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?:[0-9]{1,4}$`)
-	memoryRe    = regexp.MustCompile(`^[0-9]{1,9}[KMGT]?$`)
-	accountRe   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	gresRe   = regexp.MustCompile(`^[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?:[0-9]{1,4}$`)
+	memoryRe = regexp.MustCompile(`^[0-9]{1,9}[KMGT]?$`)
+	// slurmWordRe is a partition's or an account's characters; with
+	// slurmWord's length check it is ^[A-Za-z0-9_.-]{1,64}$, without
+	// compiling 64 copies of the class at every start of the binary.
+	slurmWordRe = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 )
+
+// slurmWord reports whether s is a partition or account name: 1 to 64
+// letters, digits, dots, hyphens and underscores.
+func slurmWord(s string) bool { return len(s) <= 64 && slurmWordRe.MatchString(s) }
 
 // LoadConfig reads and checks a --slurm-config file. Every problem is a
 // *qshare.Error with code EINVALID that names the field.
@@ -121,7 +127,7 @@ func (c Config) Check() error {
 	if strings.ContainsAny(c.SharedDir, "\x00\n") {
 		return bad("sharedDir holds a NUL or a newline")
 	}
-	if c.Account != "" && !accountRe.MatchString(c.Account) {
+	if c.Account != "" && !slurmWord(c.Account) {
 		return bad("account %q is not a Slurm account name (letters, digits, '_', '.', '-')", c.Account)
 	}
 	if len(c.InstanceTypes) == 0 {
@@ -137,7 +143,7 @@ func (c Config) Check() error {
 		if n == "" || strings.ContainsAny(n, " \t\n\x00") {
 			return bad("instanceTypes has the name %q: give an instance type such as ml.g5.xlarge", n)
 		}
-		if !partitionRe.MatchString(t.Partition) {
+		if !slurmWord(t.Partition) {
 			return bad("instanceTypes.%s.partition %q: give the name of a Slurm partition", n, t.Partition)
 		}
 		if t.Gres != "" && !gresRe.MatchString(t.Gres) {

@@ -31,9 +31,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
+	"qshare/executor/kubernetes/kubeinformer"
 	"qshare/executor/kubernetes/kubetest"
 	"qshare/fanout"
-	"qshare/internal/kubeinformer"
 )
 
 // KueueVersion is the Kueue release `bench kube --vs-kueue` runs.

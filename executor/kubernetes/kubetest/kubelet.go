@@ -21,7 +21,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"qshare/internal/kubeinformer"
+	"qshare/executor/kubernetes/kubeinformer"
 )
 
 // GPU is the extended resource of NVIDIA's device plugin.
