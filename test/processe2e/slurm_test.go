@@ -119,9 +119,16 @@ func TestSlurm(t *testing.T) {
 // only a cluster with a scheduler of its own shows: a job that waits in
 // Slurm for the nodes of a two-node job (slurmPending). It takes both
 // nodes, so it ran after TestSlurm's worked example on that one's
-// cluster, 13 s of the package's longest test.
+// cluster, 13 s of the package's longest test. It is in the long set
+// (QSHARE_LONG=1): in the README's command, the Slurm executor's own
+// tests check the reason its pending jobs give (executor/slurm
+// TestWholeNodes/PendingReason), and a cluster of its own cost some 3.5 s
+// of CPU on the slower kind of machine.
 func TestSlurmPending(t *testing.T) {
 	skipShort(t)
+	if !longtest.On() {
+		t.Skip("executor/slurm's TestWholeNodes/PendingReason checks a pending job's reason; end to end with QSHARE_LONG=1")
+	}
 	o, _ := slurmServer(t)
 	slurmPending(t, o)
 }
