@@ -4,7 +4,7 @@
 // client-go's informer factory (k8s.io/client-go/informers) takes the whole
 // clientset (k8s.io/client-go/kubernetes) and imports the informers,
 // listers, typed clients and apply configurations of every API group:
-// some 230 packages that qshare never calls. Every test binary that links
+// some 220 packages that qshare never calls. Every test binary that links
 // them, and go test's vet of every package they import, paid for them on
 // each go test ./... . qshare lists and watches a few kinds (pods, nodes,
 // Jobs), so it builds their informers here, as the factory would.
