@@ -37,10 +37,7 @@ func TestPlayedKubelet(t *testing.T) {
 	cl := getCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, ns := cl.Client(), "played-kubelet"
-	if _, err := c.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c, ns := cl.Client(), cl.namespace(t, t.TempDir())
 	// The test's one node has a type of its own among the shared
 	// cluster's nodes, and goes with its pods at the end.
 	if err := cl.Kubelet.AddNode(ctx, "played-n1", "played.xlarge", 1); err != nil {
