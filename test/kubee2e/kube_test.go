@@ -539,7 +539,9 @@ func TestFourInstances(t *testing.T) {
 // says what is wrong, and once the server is back the reason clears, both
 // jobs run to their end, and no pod is duplicated. It is in the long set
 // (QSHARE_LONG=1): its control plane of its own, started and restarted,
-// cost some 7 s of CPU on the slower kind of machine, and in the README's
+// cost some 7 s of CPU on the slower kind of machine by the page-fault
+// model (2.2 s and 60,000 faults a start here; docs/performance/
+// history.md, the thirteenth session), and in the README's
 // command the executor's own TestAPIServerOutage stops the API server
 // under running and starting attempts, and test/processe2e's
 // TestSlurmOutages checks an executor outage's statusReason end to end.

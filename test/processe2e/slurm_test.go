@@ -122,8 +122,10 @@ func TestSlurm(t *testing.T) {
 // cluster, 13 s of the package's longest test. It is in the long set
 // (QSHARE_LONG=1): in the README's command, the Slurm executor's own
 // tests check the reason its pending jobs give (executor/slurm
-// TestWholeNodes/PendingReason), and a cluster of its own cost some 3.5 s
-// of CPU on the slower kind of machine.
+// TestWholeNodes/PendingReason), and the test (a cluster of its own: 1.8 s
+// of CPU and 79,000 page faults run alone here) costs some 3.5 s on the
+// slower kind of machine by the page-fault model (docs/performance/
+// history.md, the thirteenth session).
 func TestSlurmPending(t *testing.T) {
 	skipShort(t)
 	if !longtest.On() {
