@@ -60,6 +60,61 @@ func allowed(from, to string) bool {
 // only, so it is fast and needs no build.
 func TestProductImportsNoHarness(t *testing.T) {
 	checked := 0
+	eachGoFile(t, false, func(p, from string, f *ast.File) {
+		if harness(from) {
+			return
+		}
+		checked++
+		for _, imp := range f.Imports {
+			to, _ := strconv.Unquote(imp.Path.Value)
+			if harness(to) && !allowed(from, to) {
+				t.Errorf("%s: product package %s imports harness package %s", p, from, to)
+			}
+		}
+	})
+	if checked < 50 {
+		t.Fatalf("checked only %d product files; is the test running at the module root?", checked)
+	}
+}
+
+// wholeAPI are client-go's packages that import (and, at every start,
+// register) every API group that Kubernetes serves: the clientset, its
+// scheme and typed clients, the informer factory, listers, apply
+// configurations and discovery. qshare calls a few resources of core/v1
+// (batch/v1, apps/v1 and rbac/v1 in its benchmark and tests), through
+// executor/kubernetes/kubeclient.
+var wholeAPI = []string{
+	"k8s.io/client-go/kubernetes",
+	"k8s.io/client-go/informers",
+	"k8s.io/client-go/listers",
+	"k8s.io/client-go/applyconfigurations",
+	"k8s.io/client-go/discovery",
+}
+
+// TestNoWholeKubernetesAPI fails when any file, tests included, imports
+// one of wholeAPI: they cost every qshare start (each job's supervisor
+// among them) some 900 KB of allocation and 20% of its page faults, and
+// each go test ./... on a fresh cache the vet and compilation of some 75
+// packages.
+func TestNoWholeKubernetesAPI(t *testing.T) {
+	eachGoFile(t, true, func(p, _ string, f *ast.File) {
+		for _, imp := range f.Imports {
+			to, _ := strconv.Unquote(imp.Path.Value)
+			for _, w := range wholeAPI {
+				if to == w || strings.HasPrefix(to, w+"/") {
+					t.Errorf("%s imports %s: use qshare/executor/kubernetes/kubeclient's typed clients instead", p, to)
+				}
+			}
+		}
+	})
+}
+
+// eachGoFile calls fn with the path, import path and import clauses of
+// every .go file of the module (its _test.go files too where tests is
+// set), whatever its build constraints. It parses import clauses only, so
+// it is fast and needs no build.
+func eachGoFile(t *testing.T, tests bool, fn func(p, importPath string, f *ast.File)) {
+	t.Helper()
 	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -76,34 +131,22 @@ func TestProductImportsNoHarness(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+		if !strings.HasSuffix(name, ".go") || (!tests && strings.HasSuffix(name, "_test.go")) {
 			return nil
 		}
 		from := module
 		if dir := filepath.ToSlash(filepath.Dir(p)); dir != "." {
 			from += "/" + dir
 		}
-		if harness(from) {
-			return nil
-		}
 		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
 		if err != nil {
 			return err
 		}
-		checked++
-		for _, imp := range f.Imports {
-			to, _ := strconv.Unquote(imp.Path.Value)
-			if harness(to) && !allowed(from, to) {
-				t.Errorf("%s: product package %s imports harness package %s", p, from, to)
-			}
-		}
+		fn(p, from, f)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if checked < 50 {
-		t.Fatalf("checked only %d product files; is the test running at the module root?", checked)
 	}
 }
 

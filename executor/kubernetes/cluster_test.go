@@ -20,13 +20,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"qshare"
 	"qshare/executor"
 	"qshare/executor/executortest"
+	"qshare/executor/kubernetes/kubeclient"
 	"qshare/executor/kubernetes/kubetest"
 	"qshare/internal/longtest"
 	"qshare/trainingjob"
@@ -615,7 +615,7 @@ type roundTrip func(*http.Request) (*http.Response, error)
 
 // seeing returns a client of the cluster that shows see each request
 // before sending it.
-func (c testCluster) seeing(t *testing.T, see func(*http.Request)) corev1client.CoreV1Interface {
+func (c testCluster) seeing(t *testing.T, see func(*http.Request)) *kubeclient.Core {
 	t.Helper()
 	cfg := rest.CopyConfig(c.Config())
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -624,7 +624,7 @@ func (c testCluster) seeing(t *testing.T, see func(*http.Request)) corev1client.
 			return rt.RoundTrip(r)
 		})
 	})
-	client, err := corev1client.NewForConfig(cfg)
+	client, err := kubeclient.NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

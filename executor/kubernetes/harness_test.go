@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"qshare/executor/kubernetes/kubeclient"
 
 	"qshare/executor/kubernetes/kubetest"
 )
@@ -110,7 +110,7 @@ func TestPlayedKubelet(t *testing.T) {
 	}
 }
 
-func waitHarnessPod(t *testing.T, ctx context.Context, pods corev1client.PodInterface, name string, ok func(*corev1.Pod) bool) {
+func waitHarnessPod(t *testing.T, ctx context.Context, pods *kubeclient.Pods, name string, ok func(*corev1.Pod) bool) {
 	t.Helper()
 	for {
 		p, err := pods.Get(ctx, name, metav1.GetOptions{})
@@ -143,7 +143,7 @@ func BenchmarkAPIServerCreates(b *testing.B) {
 	defer s.Close()
 	cfg := s.Config()
 	cfg.QPS, cfg.Burst = 1e6, 1e6 // the server's pace, not the client's limiter
-	c, err := corev1client.NewForConfig(cfg)
+	c, err := kubeclient.NewCore(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -44,14 +44,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"qshare"
 	"qshare/data"
 	"qshare/executor"
 	"qshare/executor/gpu"
-	"qshare/executor/kubernetes/kubeinformer"
+	"qshare/executor/kubernetes/kubeclient"
 	"qshare/trainingjob"
 )
 
@@ -68,7 +67,7 @@ const (
 // Options configure an Executor.
 type Options struct {
 	// Client talks to the API server.
-	Client corev1client.CoreV1Interface
+	Client *kubeclient.Core
 	// Namespace holds the attempts' objects.
 	Namespace string
 	// Config is the --kube-config file's content.
@@ -96,7 +95,7 @@ type Options struct {
 // Executor runs attempts as pods. It is safe for concurrent use.
 type Executor struct {
 	o      Options
-	c      corev1client.CoreV1Interface
+	c      *kubeclient.Core
 	ns     string
 	cfg    Config
 	gpus   gpu.Table
@@ -223,7 +222,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		forgotten: map[string]bool{}, claimed: map[string]bool{}, noClaim: map[string]bool{},
 		unfinalizing: map[types.UID]bool{}, configBudget: defaultConfigBudget}
 	pods := o.Client.Pods(o.Namespace)
-	e.pods = kubeinformer.New(&corev1.Pod{}, pods.List, pods.Watch,
+	e.pods = kubeclient.Informer(&corev1.Pod{}, pods.List, pods.Watch,
 		func(l *metav1.ListOptions) { l.LabelSelector = LabelManagedBy + "=" + managedBy })
 	_ = e.pods.AddIndexers(cache.Indexers{"attempt": func(obj any) ([]string, error) {
 		p, ok := obj.(*corev1.Pod)

@@ -15,10 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"qshare/executor"
+	"qshare/executor/kubernetes/kubeclient"
 	"qshare/executor/kubernetes/kubetest"
 )
 
@@ -101,7 +101,7 @@ func TestStartTimeoutOnAStaleWatch(t *testing.T) {
 	var part partition
 	cfg := rest.CopyConfig(c.Config())
 	cfg.Wrap(part.wrap)
-	client, err := corev1client.NewForConfig(cfg)
+	client, err := kubeclient.NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ type podHistory struct {
 	goneCount    atomic.Int64
 }
 
-func watchPods(t *testing.T, c corev1client.CoreV1Interface, ns string) *podHistory {
+func watchPods(t *testing.T, c *kubeclient.Core, ns string) *podHistory {
 	t.Helper()
 	w, err := c.Pods(ns).Watch(context.Background(), metav1.ListOptions{})
 	if err != nil {

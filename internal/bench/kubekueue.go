@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -24,14 +25,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
-	"qshare/executor/kubernetes/kubeinformer"
+	"qshare/executor/kubernetes/kubeclient"
 	"qshare/executor/kubernetes/kubetest"
 	"qshare/fanout"
 )
@@ -102,11 +100,7 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, opt KubeOptions) (res k
 	if err != nil {
 		return res, err
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cl.Config())
-	if err != nil {
-		return res, err
-	}
-	batch, err := batchv1client.NewForConfig(cl.Config())
+	batch, err := kubeclient.NewGroup(cl.Config(), batchv1.SchemeGroupVersion, batchv1.AddToScheme)
 	if err != nil {
 		return res, err
 	}
@@ -137,9 +131,9 @@ func runKueue(ctx context.Context, cl *kubetest.Cluster, opt KubeOptions) (res k
 	}
 	// Kueue's caches need every new kind served before it starts.
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		rl, err := disc.ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
+		var rl metav1.APIResourceList
 		served := map[string]bool{}
-		if err == nil {
+		if err := servedResources(ctx, c, "/apis/kueue.x-k8s.io/v1beta2", &rl); err == nil {
 			for _, r := range rl.APIResources {
 				served[r.Name] = true
 			}
@@ -240,8 +234,8 @@ integrations: {frameworks: ["batch/job"]}
 	var last atomic.Int64
 	jc := newPlayedJobController(ctx, c, !opt.KueueWithoutPods)
 	defer jc.close()
-	benchJobs := batch.Jobs("kueue-bench")
-	inf := kubeinformer.New(&batchv1.Job{}, benchJobs.List, benchJobs.Watch, nil)
+	benchJobs := kubeclient.Resource(batch, "jobs", "kueue-bench", func() *batchv1.Job { return &batchv1.Job{} }, func() *batchv1.JobList { return &batchv1.JobList{} })
+	inf := kubeclient.Informer(&batchv1.Job{}, benchJobs.List, benchJobs.Watch, nil)
 	seen := map[string]bool{}
 	count := func(obj any) {
 		j, ok := obj.(*batchv1.Job)
@@ -316,7 +310,7 @@ integrations: {frameworks: ["batch/job"]}
 // Job, which the API server would also have to take in a real cluster.
 type playedJobController struct {
 	ctx   context.Context
-	c     corev1client.CoreV1Interface
+	c     *kubeclient.Core
 	on    bool
 	calls chan struct{}
 	wg    sync.WaitGroup
@@ -324,7 +318,7 @@ type playedJobController struct {
 	err   error
 }
 
-func newPlayedJobController(ctx context.Context, c corev1client.CoreV1Interface, on bool) *playedJobController {
+func newPlayedJobController(ctx context.Context, c *kubeclient.Core, on bool) *playedJobController {
 	return &playedJobController{ctx: ctx, c: c, on: on, calls: make(chan struct{}, 16)}
 }
 
@@ -367,6 +361,16 @@ func (jc *playedJobController) wait() error {
 }
 
 func (jc *playedJobController) close() { _ = jc.wait() }
+
+// servedResources reads the resources that the server serves in one API
+// group version (path is /apis/GROUP/VERSION), as a discovery client would.
+func servedResources(ctx context.Context, c *kubeclient.Core, path string, rl *metav1.APIResourceList) error {
+	b, err := c.RESTClient().Get().AbsPath(path).SetHeader("Accept", "application/json").Do(ctx).Raw()
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, rl)
+}
 
 // selfSigned writes a self-signed tls.crt and tls.key for 127.0.0.1 into
 // dir.

@@ -12,13 +12,13 @@ import (
 	"strings"
 	"time"
 
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"qshare/executor"
 	"qshare/executor/gpu"
 	"qshare/executor/kubernetes"
+	"qshare/executor/kubernetes/kubeclient"
 	"qshare/server"
 )
 
@@ -47,7 +47,7 @@ func newKubeExecutor(ctx context.Context, s server.Settings, grace time.Duration
 		}
 	}
 	cfg.QPS, cfg.Burst = 1000, 2000
-	c, err := corev1client.NewForConfig(cfg)
+	c, err := kubeclient.NewCore(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}

@@ -18,16 +18,15 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	rbacv1client "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"qshare"
 	"qshare/executor"
 	"qshare/executor/kubernetes"
+	"qshare/executor/kubernetes/kubeclient"
 	"qshare/executor/kubernetes/kubetest"
 )
 
@@ -88,7 +87,7 @@ func TestDeployManifests(t *testing.T) {
 	// The executor, as the ServiceAccount.
 	cfg := c.Config()
 	cfg.Impersonate.UserName = "system:serviceaccount:" + kust.Namespace + ":qshare"
-	sa, err := corev1client.NewForConfig(cfg)
+	sa, err := kubeclient.NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,19 +301,19 @@ func (w *warnings) forbidden() []string {
 // adminClients are an administrator's clients of the API groups whose
 // kinds deploy/kubernetes holds.
 type adminClients struct {
-	core corev1client.CoreV1Interface
-	apps appsv1client.AppsV1Interface
-	rbac rbacv1client.RbacV1Interface
+	core *kubeclient.Core
+	apps *kubeclient.Group
+	rbac *kubeclient.Group
 }
 
 func newAdminClients(cfg *rest.Config) (a adminClients, err error) {
-	if a.core, err = corev1client.NewForConfig(cfg); err != nil {
+	if a.core, err = kubeclient.NewCore(cfg); err != nil {
 		return a, err
 	}
-	if a.apps, err = appsv1client.NewForConfig(cfg); err != nil {
+	if a.apps, err = kubeclient.NewGroup(cfg, appsv1.SchemeGroupVersion, appsv1.AddToScheme); err != nil {
 		return a, err
 	}
-	a.rbac, err = rbacv1client.NewForConfig(cfg)
+	a.rbac, err = kubeclient.NewGroup(cfg, rbacv1.SchemeGroupVersion, rbacv1.AddToScheme)
 	return a, err
 }
 
@@ -352,21 +351,27 @@ func applyDoc(ctx context.Context, a adminClients, doc []byte, o metav1.CreateOp
 		return create(&x, func() error { _, err := a.core.Services(x.Namespace).Create(ctx, &x, o); return err })
 	case "StatefulSet":
 		var x appsv1.StatefulSet
-		return create(&x, func() error { _, err := a.apps.StatefulSets(x.Namespace).Create(ctx, &x, o); return err })
+		return create(&x, func() error { return post(ctx, a.apps, "statefulsets", x.Namespace, &x, o) })
 	case "Role":
 		var x rbacv1.Role
-		return create(&x, func() error { _, err := a.rbac.Roles(x.Namespace).Create(ctx, &x, o); return err })
+		return create(&x, func() error { return post(ctx, a.rbac, "roles", x.Namespace, &x, o) })
 	case "RoleBinding":
 		var x rbacv1.RoleBinding
-		return create(&x, func() error { _, err := a.rbac.RoleBindings(x.Namespace).Create(ctx, &x, o); return err })
+		return create(&x, func() error { return post(ctx, a.rbac, "rolebindings", x.Namespace, &x, o) })
 	case "ClusterRole":
 		var x rbacv1.ClusterRole
-		return create(&x, func() error { _, err := a.rbac.ClusterRoles().Create(ctx, &x, o); return err })
+		return create(&x, func() error { return post(ctx, a.rbac, "clusterroles", "", &x, o) })
 	case "ClusterRoleBinding":
 		var x rbacv1.ClusterRoleBinding
-		return create(&x, func() error { _, err := a.rbac.ClusterRoleBindings().Create(ctx, &x, o); return err })
+		return create(&x, func() error { return post(ctx, a.rbac, "clusterrolebindings", "", &x, o) })
 	}
 	return &unknownKind{head.Kind}
+}
+
+// post creates x, of the resource res of group g, in namespace ns ("" for
+// a kind without one).
+func post(ctx context.Context, g *kubeclient.Group, res, ns string, x runtime.Object, o metav1.CreateOptions) error {
+	return g.RESTClient().Post().NamespaceIfScoped(ns, ns != "").Resource(res).VersionedParams(&o, g.ParameterCodec()).Body(x).Do(ctx).Error()
 }
 
 type unknownKind struct{ kind string }

@@ -18,10 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"qshare/executor/kubernetes/kubeinformer"
+	"qshare/executor/kubernetes/kubeclient"
 )
 
 // GPU is the extended resource of NVIDIA's device plugin.
@@ -45,7 +44,7 @@ const FailureFile = "/opt/ml/output/failure"
 // kubelet does, so that pods/log works. Its methods are safe for
 // concurrent use.
 type Kubelet struct {
-	c      corev1client.CoreV1Interface
+	c      *kubeclient.Core
 	ctx    context.Context
 	cancel context.CancelFunc
 	logs   *httptest.Server
@@ -100,14 +99,14 @@ type container struct {
 
 // NewKubelet starts a played kubelet and scheduler over c. Close stops it
 // (the pods stay as they are).
-func NewKubelet(c corev1client.CoreV1Interface) (*Kubelet, error) {
+func NewKubelet(c *kubeclient.Core) (*Kubelet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kubelet{c: c, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), calls: make(chan struct{}, 16),
 		nodes: map[string]*fakeNode{}, bound: map[types.UID]string{}, binding: map[types.UID]bool{}, running: map[types.UID]*container{},
 		byName: map[string]*container{}, envs: map[string]map[string]string{}, volumes: map[string]string{}, ended: map[types.UID]bool{}, times: map[string]podTimes{}}
 	k.logs = httptest.NewUnstartedServer(http.HandlerFunc(k.serveLog))
 	k.logs.StartTLS()
-	inf := kubeinformer.New(&corev1.Pod{}, c.Pods("").List, c.Pods("").Watch, nil)
+	inf := kubeclient.Informer(&corev1.Pod{}, c.Pods("").List, c.Pods("").Watch, nil)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok {

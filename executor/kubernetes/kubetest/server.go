@@ -30,9 +30,9 @@ import (
 	"syscall"
 	"time"
 
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
+	"qshare/executor/kubernetes/kubeclient"
 	"qshare/internal/freeport"
 	"qshare/internal/toolcache"
 )
@@ -338,8 +338,8 @@ func (s *Server) Config() *rest.Config {
 
 // Client is an administrator's client of the core API group, the one the
 // executor uses.
-func (s *Server) Client() corev1client.CoreV1Interface {
-	c, err := corev1client.NewForConfig(s.Config())
+func (s *Server) Client() *kubeclient.Core {
+	c, err := kubeclient.NewCore(s.Config())
 	if err != nil {
 		panic(err) // only a malformed host fails, and the host is ours
 	}

@@ -1,14 +1,11 @@
-// Package kubeinformer builds client-go shared informers over the typed
-// client of one API group, such as k8s.io/client-go/kubernetes/typed/core/v1.
-//
+package kubeclient
+
 // client-go's informer factory (k8s.io/client-go/informers) takes the whole
 // clientset (k8s.io/client-go/kubernetes) and imports the informers,
 // listers, typed clients and apply configurations of every API group:
-// some 220 packages that qshare never calls. Every test binary that links
-// them, and go test's vet of every package they import, paid for them on
-// each go test ./... . qshare lists and watches a few kinds (pods, nodes,
-// Jobs), so it builds their informers here, as the factory would.
-package kubeinformer
+// some 220 packages that qshare never calls. qshare lists and watches a
+// few kinds (pods, nodes, Jobs), so it builds their informers here, as the
+// factory would.
 
 import (
 	"context"
@@ -19,12 +16,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// New returns a shared informer of the objects that list and watch return;
+// Informer returns a shared informer of the objects that list and watch return;
 // obj is an empty one of their kind (&corev1.Pod{}, say). tweak, if not
 // nil, changes the options of every list and watch (a label selector,
 // say). Like the factory's informers it never resyncs and is indexed by
 // namespace. Start it with Run.
-func New[L runtime.Object](obj runtime.Object,
+func Informer[L runtime.Object](obj runtime.Object,
 	list func(context.Context, metav1.ListOptions) (L, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 	tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
