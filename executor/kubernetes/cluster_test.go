@@ -444,44 +444,51 @@ func TestOrphansDeleted(t *testing.T) {
 	e2.deletePods(context.Background(), begun.AttemptID, 1, 0, "")
 }
 
-// ownServer starts a control plane of the test's own, which it may stop
-// or freeze, and a context that bounds the test; both end with it.
-func ownServer(t *testing.T) (context.Context, *kubetest.Server) {
-	t.Helper()
+// TestAPIServerTrouble runs the scenarios that stop or freeze the API
+// server, one after another, on a control plane and played kubelet of
+// their own: each starts and ends with the server answering, and works in
+// a namespace, on nodes and instance types of its own. One control plane
+// for the three saves two starts of kube-apiserver and etcd on every
+// go test ./... (about 7 s of CPU on CI's 2-core machines).
+func TestAPIServerTrouble(t *testing.T) {
+	t.Parallel()
 	kubetest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
+	defer cancel()
 	s, err := kubetest.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
-	return ctx, s
-}
-
-// ownServerAndKubelet is ownServer with a played kubelet of its own,
-// closed when t ends.
-func ownServerAndKubelet(t *testing.T) (context.Context, *kubetest.Server, *kubetest.Kubelet) {
-	t.Helper()
-	ctx, s := ownServer(t)
+	defer s.Close()
 	k, err := kubetest.NewKubelet(s.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(k.Close)
-	return ctx, s, k
+	defer k.Close()
+	own := testCluster{&kubetest.Cluster{Server: s, Kubelet: k}}
+	for _, sc := range []struct {
+		name string
+		run  func(t *testing.T, ctx context.Context, c testCluster, ns string)
+	}{
+		{"Hung", apiServerHung},
+		{"Outage", apiServerOutage},
+		{"StartTimeoutNotCountingOutage", startTimeoutNotCountingOutage},
+	} {
+		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, ctx, own, own.namespace(t, sc.name)) }) {
+			return // the server may be left stopped or frozen
+		}
+	}
 }
 
-// TestAPIServerOutage stops the API server in the middle of a run: the
+// apiServerOutage stops the API server in the middle of a run: the
 // running attempt keeps its state, a Stop and a Start issued meanwhile are
 // carried out once the server is back, and nothing is duplicated.
-func TestAPIServerOutage(t *testing.T) {
-	t.Parallel()
-	ctx, s, k := ownServerAndKubelet(t)
-	if err := k.AddNode(ctx, "n", "m5.large", 0); err != nil {
+func apiServerOutage(t *testing.T, ctx context.Context, c testCluster, ns string) {
+	s := c.Server
+	if err := c.Kubelet.AddNode(ctx, "outage-n", "m5.large", 0); err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(ctx, Options{Client: s.Client(), Namespace: "default", HealthInterval: 200 * time.Millisecond})
+	e, err := New(ctx, Options{Client: s.Client(), Namespace: ns, HealthInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1086,14 +1093,13 @@ func TestSweptObjectsDeleted(t *testing.T) {
 	}
 }
 
-// TestAPIServerHung: an API server that keeps its connections but answers
+// apiServerHung: an API server that keeps its connections but answers
 // nothing (frozen, as a hung or overloaded one is) is reported by Health
 // as one that does not answer, and the report goes once it answers again:
 // the health check is bounded, it does not wait on the server for ever.
-func TestAPIServerHung(t *testing.T) {
-	t.Parallel()
-	ctx, s := ownServer(t)
-	e, err := New(ctx, Options{Client: s.Client(), Namespace: "default", HealthInterval: 200 * time.Millisecond})
+func apiServerHung(t *testing.T, ctx context.Context, c testCluster, ns string) {
+	s := c.Server
+	e, err := New(ctx, Options{Client: s.Client(), Namespace: ns, HealthInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1527,7 +1533,7 @@ func TestStartTimeoutDeletesPendingFirst(t *testing.T) {
 	}
 }
 
-// TestStartTimeoutNotCountingOutage: the start timeout counts the time
+// startTimeoutNotCountingOutage: the start timeout counts the time
 // the pods could have been placed, not the API server's outage: an
 // attempt whose pod waits for a node across an outage longer than the
 // timeout is still waiting when the server is back, and runs once a node
@@ -1535,16 +1541,15 @@ func TestStartTimeoutDeletesPendingFirst(t *testing.T) {
 // server answers before it is ready counts (1.6 s at load 5), so the
 // timeout (8 s) leaves room for that, the 1.5 s the test waits, and the
 // node's placement, on a loaded machine: at 4 s it failed so at load 10.
-func TestStartTimeoutNotCountingOutage(t *testing.T) {
-	t.Parallel()
-	ctx, s, k := ownServerAndKubelet(t)
-	e, err := New(ctx, Options{Client: s.Client(), Namespace: "default", HealthInterval: 100 * time.Millisecond, StartWait: 100 * time.Millisecond,
+func startTimeoutNotCountingOutage(t *testing.T, ctx context.Context, c testCluster, ns string) {
+	s := c.Server
+	e, err := New(ctx, Options{Client: s.Client(), Namespace: ns, HealthInterval: 100 * time.Millisecond, StartWait: 100 * time.Millisecond,
 		Config: Config{StartTimeout: "8s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	a := spec(kubetest.Program{Run: time.Hour}, "ml.m5.large", 1)
+	a := spec(kubetest.Program{Run: time.Hour}, "ml.late-outage.xlarge", 1)
 	start(t, e, a) // no node yet: its pod waits
 	s.StopAPIServer()
 	awaitHealth(t, e, true)
@@ -1559,7 +1564,7 @@ func TestStartTimeoutNotCountingOutage(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the attempt ended %+v right after the outage; want it still waiting for a node", x)
 	}
-	if err := k.AddNode(ctx, "n", "m5.large", 0); err != nil {
+	if err := c.Kubelet.AddNode(ctx, "late-outage-n", "late-outage.xlarge", 0); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {

@@ -38,7 +38,7 @@ var shared = kubetest.Shared{Setup: func(ctx context.Context, c *kubetest.Cluste
 // wait on the API server and the played kubelet: each has a namespace of
 // its own (newExecutor), and those that need nodes of their own add them
 // with an instance type no other test uses (addNodes), or start a
-// control plane of their own (ownServer). Those that check a start
+// control plane of their own (TestAPIServerTrouble). Those that check a start
 // timeout run side by side too: their timeouts (3 s and more) leave the
 // pods that must run by then seconds to spare under the others' load.
 func TestMain(m *testing.M) {
