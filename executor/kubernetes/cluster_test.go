@@ -452,20 +452,9 @@ func TestOrphansDeleted(t *testing.T) {
 // go test ./... (about 7 s of CPU on CI's 2-core machines).
 func TestAPIServerTrouble(t *testing.T) {
 	t.Parallel()
-	kubetest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, err := kubetest.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	k, err := kubetest.NewKubelet(s.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
-	own := testCluster{&kubetest.Cluster{Server: s, Kubelet: k}}
+	own := testCluster{kubetest.Own(ctx, t)}
 	for _, sc := range []struct {
 		name string
 		run  func(t *testing.T, ctx context.Context, c testCluster, ns string)

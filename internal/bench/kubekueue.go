@@ -234,7 +234,7 @@ integrations: {frameworks: ["batch/job"]}
 	var last atomic.Int64
 	jc := newPlayedJobController(ctx, c, !opt.KueueWithoutPods)
 	defer jc.close()
-	benchJobs := kubeclient.Resource(batch, "jobs", "kueue-bench", func() *batchv1.Job { return &batchv1.Job{} }, func() *batchv1.JobList { return &batchv1.JobList{} })
+	benchJobs := kubeclient.Resource[batchv1.Job, batchv1.JobList](batch, "jobs", "kueue-bench")
 	inf := kubeclient.Informer(&batchv1.Job{}, benchJobs.List, benchJobs.Watch, nil)
 	seen := map[string]bool{}
 	count := func(obj any) {

@@ -43,16 +43,11 @@ type kubeSide struct {
 // binaries are absent) with the namespace qs and two nodes of cpu's type.
 func startKube(t *testing.T) *kubeSide {
 	t.Helper()
-	kubetest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := kubetest.StartCluster(ctx)
-	if err != nil {
-		t.Fatalf("starting the Kubernetes control plane: %v", err)
-	}
-	t.Cleanup(c.Close)
+	c := kubetest.Own(ctx, t)
 	k := &kubeSide{Cluster: c, ns: "qs"}
-	_, err = c.Client().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns}}, metav1.CreateOptions{})
+	_, err := c.Client().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns}}, metav1.CreateOptions{})
 	must(t, err)
 	for _, n := range []string{"node-0", "node-1"} {
 		must(t, c.Kubelet.AddNode(ctx, n, strings.TrimPrefix(cpu, "ml."), 0))

@@ -1,26 +1,31 @@
-// Package kubeclient gives qshare the typed Kubernetes clients it calls,
-// built from client-go's generic client (k8s.io/client-go/gentype) over a
-// scheme that holds only the API groups in use, and shared informers over
-// them (Informer).
+// Package kubeclient gives qshare the typed Kubernetes clients it calls:
+// client-go's REST client over a scheme that holds only the API groups in
+// use, the typed calls of each resource over it (Client, the calls of
+// client-go's generic typed client), and shared informers (Informer).
 //
 // client-go's generated typed clients (k8s.io/client-go/kubernetes/typed/...)
 // share one scheme, k8s.io/client-go/kubernetes/scheme, that imports and
-// registers every API group Kubernetes serves: some 75 packages, and 675 KB
+// registers every API group Kubernetes serves: some 75 packages, and 900 KB
 // allocated at every start of every program that links them, qshare's job
-// supervisors included. qshare uses core/v1 (and batch/v1 in its Kueue
-// benchmark); the generated clients are the same gentype client, made here
-// with a scheme of those groups alone.
+// supervisors included. Their generic client (k8s.io/client-go/gentype)
+// imports client-go's fakes (k8s.io/client-go/testing), and through them
+// strategic merge patch, managed fields and the OpenAPI models: 84
+// packages more. qshare uses core/v1 (batch/v1 in its Kueue benchmark,
+// apps/v1 and rbac/v1 in a test), so it makes the same requests here, in
+// the same way, with a scheme of those groups alone.
 package kubeclient
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/gentype"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
 
@@ -67,14 +72,112 @@ func (g *Group) RESTClient() rest.Interface { return g.rest }
 // clients do (Request.VersionedParams).
 func (g *Group) ParameterCodec() runtime.ParameterCodec { return g.params }
 
-// Resource returns the typed client of one resource of the group, in
-// namespace ns ("" for all namespaces, or for a resource that has none);
-// newObj and newList return an empty object and list of its kind.
-func Resource[T interface {
+// Object is what a typed client reads and writes: a Kubernetes object.
+type Object interface {
 	runtime.Object
 	metav1.Object
-}, L runtime.Object](g *Group, resource, ns string, newObj func() T, newList func() L) *gentype.ClientWithList[T, L] {
-	return gentype.NewClientWithList(resource, g.rest, g.params, ns, newObj, newList, gentype.PrefersProtobuf[T]())
+}
+
+// Client is the typed client of one resource of a group, in one namespace
+// ("" for all namespaces, or for a resource that has none). Its calls
+// are client-go's generic typed client's (gentype.ClientWithList), made
+// the same way: protobuf where the server speaks it, JSON otherwise.
+type Client[T Object, L runtime.Object] struct {
+	g        *Group
+	resource string
+	ns       string
+	newObj   func() T
+	newList  func() L
+}
+
+// Resource returns the typed client of one resource of the group, in
+// namespace ns ("" for all namespaces, or for a resource that has none):
+// Resource[corev1.Pod, corev1.PodList](g, "pods", ns), say.
+func Resource[O, L any, PO interface {
+	*O
+	Object
+}, PL interface {
+	*L
+	runtime.Object
+}](g *Group, resource, ns string) *Client[PO, PL] {
+	return &Client[PO, PL]{g: g, resource: resource, ns: ns, newObj: func() PO { return new(O) }, newList: func() PL { return new(L) }}
+}
+
+// request starts a request of the verb on the client's resource.
+func (c *Client[T, L]) request(r *rest.Request) *rest.Request {
+	return r.UseProtobufAsDefaultIfPreferred(true).NamespaceIfScoped(c.ns, c.ns != "").Resource(c.resource)
+}
+
+// GetClient returns the group's REST client.
+func (c *Client[T, L]) GetClient() rest.Interface { return c.g.rest }
+
+// GetNamespace returns the client's namespace ("" for none).
+func (c *Client[T, L]) GetNamespace() string { return c.ns }
+
+// Get reads the object named name.
+func (c *Client[T, L]) Get(ctx context.Context, name string, o metav1.GetOptions) (T, error) {
+	x := c.newObj()
+	err := c.request(c.g.rest.Get()).Name(name).VersionedParams(&o, c.g.params).Do(ctx).Into(x)
+	return x, err
+}
+
+// List lists the objects that o's selectors match.
+func (c *Client[T, L]) List(ctx context.Context, o metav1.ListOptions) (L, error) {
+	l := c.newList()
+	err := c.request(c.g.rest.Get()).VersionedParams(&o, c.g.params).Timeout(timeout(o.TimeoutSeconds)).Do(ctx).Into(l)
+	return l, err
+}
+
+// Watch watches the objects that o's selectors match.
+func (c *Client[T, L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	o.Watch = true
+	return c.request(c.g.rest.Get()).VersionedParams(&o, c.g.params).Timeout(timeout(o.TimeoutSeconds)).Watch(ctx)
+}
+
+// Create creates obj and returns it as the server stored it.
+func (c *Client[T, L]) Create(ctx context.Context, obj T, o metav1.CreateOptions) (T, error) {
+	x := c.newObj()
+	err := c.request(c.g.rest.Post()).VersionedParams(&o, c.g.params).Body(obj).Do(ctx).Into(x)
+	return x, err
+}
+
+// Update replaces obj and returns it as the server stored it.
+func (c *Client[T, L]) Update(ctx context.Context, obj T, o metav1.UpdateOptions) (T, error) {
+	x := c.newObj()
+	err := c.request(c.g.rest.Put()).Name(obj.GetName()).VersionedParams(&o, c.g.params).Body(obj).Do(ctx).Into(x)
+	return x, err
+}
+
+// UpdateStatus replaces obj's status (the status subresource).
+func (c *Client[T, L]) UpdateStatus(ctx context.Context, obj T, o metav1.UpdateOptions) (T, error) {
+	x := c.newObj()
+	err := c.request(c.g.rest.Put()).Name(obj.GetName()).SubResource("status").VersionedParams(&o, c.g.params).Body(obj).Do(ctx).Into(x)
+	return x, err
+}
+
+// Delete deletes the object named name.
+func (c *Client[T, L]) Delete(ctx context.Context, name string, o metav1.DeleteOptions) error {
+	return c.request(c.g.rest.Delete()).Name(name).Body(&o).Do(ctx).Error()
+}
+
+// DeleteCollection deletes the objects that lo's selectors match.
+func (c *Client[T, L]) DeleteCollection(ctx context.Context, o metav1.DeleteOptions, lo metav1.ListOptions) error {
+	return c.request(c.g.rest.Delete()).VersionedParams(&lo, c.g.params).Timeout(timeout(lo.TimeoutSeconds)).Body(&o).Do(ctx).Error()
+}
+
+// Patch patches the object named name (or one of its subresources).
+func (c *Client[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, subresources ...string) (T, error) {
+	x := c.newObj()
+	err := c.request(c.g.rest.Patch(pt)).Name(name).SubResource(subresources...).VersionedParams(&o, c.g.params).Body(data).Do(ctx).Into(x)
+	return x, err
+}
+
+// timeout is a request's timeout from its options' TimeoutSeconds.
+func timeout(s *int64) time.Duration {
+	if s == nil {
+		return 0
+	}
+	return time.Duration(*s) * time.Second
 }
 
 // Core is a client of the core API group (core/v1), with the resources
@@ -92,33 +195,32 @@ func NewCore(cfg *rest.Config) (*Core, error) {
 
 type (
 	// Nodes is the typed client of nodes.
-	Nodes = gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
+	Nodes = Client[*corev1.Node, *corev1.NodeList]
 	// Namespaces is the typed client of namespaces.
-	Namespaces = gentype.ClientWithList[*corev1.Namespace, *corev1.NamespaceList]
+	Namespaces = Client[*corev1.Namespace, *corev1.NamespaceList]
 	// PersistentVolumeClaims is the typed client of one namespace's claims.
-	PersistentVolumeClaims = gentype.ClientWithList[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList]
+	PersistentVolumeClaims = Client[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList]
 	// ConfigMaps is the typed client of one namespace's config maps.
-	ConfigMaps = gentype.ClientWithList[*corev1.ConfigMap, *corev1.ConfigMapList]
+	ConfigMaps = Client[*corev1.ConfigMap, *corev1.ConfigMapList]
 	// Secrets is the typed client of one namespace's secrets.
-	Secrets = gentype.ClientWithList[*corev1.Secret, *corev1.SecretList]
+	Secrets = Client[*corev1.Secret, *corev1.SecretList]
 	// Services is the typed client of one namespace's services.
-	Services = gentype.ClientWithList[*corev1.Service, *corev1.ServiceList]
+	Services = Client[*corev1.Service, *corev1.ServiceList]
 	// ServiceAccounts is the typed client of one namespace's service accounts.
-	ServiceAccounts = gentype.ClientWithList[*corev1.ServiceAccount, *corev1.ServiceAccountList]
+	ServiceAccounts = Client[*corev1.ServiceAccount, *corev1.ServiceAccountList]
 	// ResourceQuotas is the typed client of one namespace's quotas.
-	ResourceQuotas = gentype.ClientWithList[*corev1.ResourceQuota, *corev1.ResourceQuotaList]
+	ResourceQuotas = Client[*corev1.ResourceQuota, *corev1.ResourceQuotaList]
 )
 
 // Pods is the typed client of one namespace's pods ("" for all of them),
 // with the pod subresources qshare calls.
 type Pods struct {
-	*gentype.ClientWithList[*corev1.Pod, *corev1.PodList]
-	g *Group
+	*Client[*corev1.Pod, *corev1.PodList]
 }
 
 // Pods returns the client of namespace ns's pods ("" for all namespaces).
 func (c *Core) Pods(ns string) *Pods {
-	return &Pods{Resource(c.Group, "pods", ns, func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} }), c.Group}
+	return &Pods{Resource[corev1.Pod, corev1.PodList](c.Group, "pods", ns)}
 }
 
 // GetLogs returns the request for a pod's log (the log subresource).
@@ -131,42 +233,27 @@ func (p *Pods) Bind(ctx context.Context, b *corev1.Binding, o metav1.CreateOptio
 	return p.GetClient().Post().Namespace(p.GetNamespace()).Resource("pods").Name(b.Name).VersionedParams(&o, p.g.params).SubResource("binding").Body(b).Do(ctx).Error()
 }
 
-// Nodes returns the client of nodes.
-func (c *Core) Nodes() *Nodes {
-	return Resource(c.Group, "nodes", "", func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} })
-}
-
-// Namespaces returns the client of namespaces.
+// The typed clients of the core group's resources that qshare calls; ns is
+// a namespace ("" for all of them).
+func (c *Core) Nodes() *Nodes { return Resource[corev1.Node, corev1.NodeList](c.Group, "nodes", "") }
 func (c *Core) Namespaces() *Namespaces {
-	return Resource(c.Group, "namespaces", "", func() *corev1.Namespace { return &corev1.Namespace{} }, func() *corev1.NamespaceList { return &corev1.NamespaceList{} })
+	return Resource[corev1.Namespace, corev1.NamespaceList](c.Group, "namespaces", "")
 }
-
-// PersistentVolumeClaims returns the client of namespace ns's claims.
 func (c *Core) PersistentVolumeClaims(ns string) *PersistentVolumeClaims {
-	return Resource(c.Group, "persistentvolumeclaims", ns, func() *corev1.PersistentVolumeClaim { return &corev1.PersistentVolumeClaim{} }, func() *corev1.PersistentVolumeClaimList { return &corev1.PersistentVolumeClaimList{} })
+	return Resource[corev1.PersistentVolumeClaim, corev1.PersistentVolumeClaimList](c.Group, "persistentvolumeclaims", ns)
 }
-
-// ConfigMaps returns the client of namespace ns's config maps.
 func (c *Core) ConfigMaps(ns string) *ConfigMaps {
-	return Resource(c.Group, "configmaps", ns, func() *corev1.ConfigMap { return &corev1.ConfigMap{} }, func() *corev1.ConfigMapList { return &corev1.ConfigMapList{} })
+	return Resource[corev1.ConfigMap, corev1.ConfigMapList](c.Group, "configmaps", ns)
 }
-
-// Secrets returns the client of namespace ns's secrets.
 func (c *Core) Secrets(ns string) *Secrets {
-	return Resource(c.Group, "secrets", ns, func() *corev1.Secret { return &corev1.Secret{} }, func() *corev1.SecretList { return &corev1.SecretList{} })
+	return Resource[corev1.Secret, corev1.SecretList](c.Group, "secrets", ns)
 }
-
-// Services returns the client of namespace ns's services.
 func (c *Core) Services(ns string) *Services {
-	return Resource(c.Group, "services", ns, func() *corev1.Service { return &corev1.Service{} }, func() *corev1.ServiceList { return &corev1.ServiceList{} })
+	return Resource[corev1.Service, corev1.ServiceList](c.Group, "services", ns)
 }
-
-// ServiceAccounts returns the client of namespace ns's service accounts.
 func (c *Core) ServiceAccounts(ns string) *ServiceAccounts {
-	return Resource(c.Group, "serviceaccounts", ns, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, func() *corev1.ServiceAccountList { return &corev1.ServiceAccountList{} })
+	return Resource[corev1.ServiceAccount, corev1.ServiceAccountList](c.Group, "serviceaccounts", ns)
 }
-
-// ResourceQuotas returns the client of namespace ns's resource quotas.
 func (c *Core) ResourceQuotas(ns string) *ResourceQuotas {
-	return Resource(c.Group, "resourcequotas", ns, func() *corev1.ResourceQuota { return &corev1.ResourceQuota{} }, func() *corev1.ResourceQuotaList { return &corev1.ResourceQuotaList{} })
+	return Resource[corev1.ResourceQuota, corev1.ResourceQuotaList](c.Group, "resourcequotas", ns)
 }

@@ -26,6 +26,24 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 	return &Cluster{Server: s, Kubelet: k}, nil
 }
 
+// Own starts a Cluster of t's own within ctx: it skips t where the
+// binaries are absent, fails it where the cluster does not start, and
+// closes the cluster when t ends.
+func Own(ctx context.Context, t interface {
+	TB
+	Cleanup(func())
+}) *Cluster {
+	t.Helper()
+	Require(t)
+	c, err := StartCluster(ctx)
+	if err == nil {
+		t.Cleanup(c.Close)
+		return c
+	}
+	t.Fatalf("starting the Kubernetes control plane: %v", err)
+	return nil
+}
+
 // Close stops the kubelet and the control plane.
 func (c *Cluster) Close() {
 	c.Kubelet.Close()
