@@ -99,7 +99,7 @@ func newClient(endpoint, region string) *batch.Client {
 // clientsFor returns the clients of a command that talks to the server of
 // o: the AWS SDK batch client, and an HTTP client for the extension
 // endpoints (logs, lending); both sign their requests with the credentials
-// the standard AWS chain finds (batchclient.Credentials, --profile) and
+// the standard AWS chain finds (batchclient.Load, --profile) and
 // trust AWS_CA_BUNDLE.
 func clientsFor(ctx context.Context, o clientOptions) (*batch.Client, *http.Client, error) {
 	api, hc, _, err := clientsWithCreds(ctx, o)
@@ -112,11 +112,7 @@ func clientsWithCreds(ctx context.Context, o clientOptions) (*batch.Client, *htt
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	creds, err := batchclient.Credentials(ctx, o.profile)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	hc, err := batchclient.HTTPClient()
+	creds, hc, err := batchclient.Load(ctx, o.profile)
 	if err != nil {
 		return nil, nil, false, err
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 )
@@ -44,50 +43,74 @@ func (placeholder) Retrieve(context.Context) (aws.Credentials, error) {
 // anywhere and no profile named, it returns Placeholder; a named profile
 // that cannot be used is an error.
 func Credentials(ctx context.Context, profile string) (aws.CredentialsProvider, error) {
+	creds, _, err := Load(ctx, profile)
+	return creds, err
+}
+
+// Load reads the AWS configuration once, through the SDK's loader, and
+// returns what qshare's tools take from it: the credentials (as
+// Credentials finds them) and the HTTP client (as HTTPClient makes it).
+// The SDK parses the CA bundle as it loads: a second parse, at some 500
+// page faults and 5 ms for a bundle of the system's 140 certificates,
+// would be a third of a short command's cost.
+func Load(ctx context.Context, profile string) (aws.CredentialsProvider, *http.Client, error) {
+	cfg, err := loadConfig(ctx, profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	hc := httpClientOf(cfg)
+	if cfg.Credentials == nil {
+		return Placeholder, hc, nil
+	}
+	creds := aws.NewCredentialsCache(cfg.Credentials)
+	if _, err := creds.Retrieve(ctx); err != nil {
+		if profile != "" || os.Getenv("AWS_PROFILE") != "" {
+			return nil, nil, fmt.Errorf("no usable credentials in the AWS profile: %w", err)
+		}
+		return Placeholder, hc, nil
+	}
+	return creds, hc, nil
+}
+
+// loadConfig loads the AWS configuration of profile ("" for the default
+// one), without asking the EC2 instance metadata service.
+func loadConfig(ctx context.Context, profile string) (aws.Config, error) {
 	opts := []func(*config.LoadOptions) error{config.WithEC2IMDSClientEnableState(imds.ClientDisabled)}
 	if profile != "" {
 		opts = append(opts, config.WithSharedConfigProfile(profile))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		if profile != "" {
-			return nil, fmt.Errorf("--profile %s: %w", profile, err)
-		}
-		return nil, fmt.Errorf("reading the AWS configuration: %w", err)
+	switch {
+	case err == nil:
+		return cfg, nil
+	case profile != "":
+		return cfg, fmt.Errorf("--profile %s: %w", profile, err)
+	case os.Getenv("AWS_CA_BUNDLE") != "":
+		return cfg, fmt.Errorf("reading the AWS configuration (AWS_CA_BUNDLE=%s): %w", os.Getenv("AWS_CA_BUNDLE"), err)
 	}
-	if cfg.Credentials == nil {
-		return Placeholder, nil
-	}
-	creds := aws.NewCredentialsCache(cfg.Credentials)
-	if _, err := creds.Retrieve(ctx); err != nil {
-		if profile != "" || os.Getenv("AWS_PROFILE") != "" {
-			return nil, fmt.Errorf("no usable credentials in the AWS profile: %w", err)
-		}
-		return Placeholder, nil
-	}
-	return creds, nil
+	return cfg, fmt.Errorf("reading the AWS configuration: %w", err)
 }
 
 // HTTPClient returns the HTTP client of qshare's tools: plain, but for a
 // server whose certificate is signed by a private CA, it trusts the CA
-// certificates of the PEM file that AWS_CA_BUNDLE names, as the AWS SDKs
-// and CLI do.
+// certificates of the PEM file that AWS_CA_BUNDLE (or the profile's
+// ca_bundle) names, as the AWS SDKs and CLI do.
 func HTTPClient() (*http.Client, error) {
-	path := os.Getenv("AWS_CA_BUNDLE")
-	if path == "" {
-		return &http.Client{}, nil
-	}
-	pem, err := os.ReadFile(path)
+	cfg, err := loadConfig(context.Background(), "")
 	if err != nil {
-		return nil, fmt.Errorf("AWS_CA_BUNDLE: %w", err)
+		return nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("AWS_CA_BUNDLE %s holds no PEM certificate", path)
+	return httpClientOf(cfg), nil
+}
+
+// httpClientOf returns an HTTP client over the transport of cfg's: the
+// SDK's loader makes one, with the CA bundle's certificates as its only
+// roots, where a bundle is named; otherwise a plain client.
+func httpClientOf(cfg aws.Config) *http.Client {
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		return &http.Client{Transport: bc.GetTransport()}
 	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return &http.Client{Transport: t}, nil
+	return &http.Client{}
 }
 
 // SigningTransport is an http.RoundTripper that signs each request with AWS

@@ -150,7 +150,24 @@ func TestHTTPClientCABundle(t *testing.T) {
 	if err := os.WriteFile(bundle, []byte("not pem"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := HTTPClient(); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, err := HTTPClient(); err == nil || !strings.Contains(err.Error(), "AWS_CA_BUNDLE="+bundle) {
 		t.Fatalf("a bundle with no certificate: %v", err)
+	}
+	// Load's client, the command line's, trusts it as HTTPClient's does.
+	if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, hc, err := Load(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	} else if resp, err := hc.Get(srv.URL); err != nil {
+		t.Fatalf("Load's client with AWS_CA_BUNDLE: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	t.Setenv("AWS_CA_BUNDLE", "")
+	if _, hc, err := Load(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	} else if _, err := hc.Get(srv.URL); err == nil {
+		t.Fatal("Load's client without AWS_CA_BUNDLE trusted a server of an unknown CA")
 	}
 }
