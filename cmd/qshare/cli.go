@@ -15,6 +15,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -157,6 +158,15 @@ func newSession(cmd *cobra.Command) (*session, error) {
 // the user as one clear line (see userError).
 func clientRun(fn func(cmd *cobra.Command, s *session, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		// A client command's live heap is small and its run short: at the
+		// default GOGC its first collection falls at 4 MB, inside most
+		// commands (the AWS configuration's CA bundle alone allocates
+		// about 1 MB). GOGC=400 puts it at 16 MB: a qshare jobs took some
+		// 200 page faults and 4 ms of CPU fewer (perf stat -r 30). A GOGC
+		// of the user's own stands.
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(400)
+		}
 		s, err := newSession(cmd)
 		if err != nil {
 			return err
