@@ -81,9 +81,8 @@ func TestProductImportsNoHarness(t *testing.T) {
 // register) every API group that Kubernetes serves: the clientset, its
 // scheme and typed clients, the informer factory, listers, apply
 // configurations, discovery, and the generated clients' generic client.
-// qshare calls a few resources of core/v1
-// (batch/v1, apps/v1 and rbac/v1 in its benchmark and tests), through
-// executor/kubernetes/kubeclient.
+// qshare calls a few resources of core/v1 (batch/v1, apps/v1 and rbac/v1
+// in its benchmark and tests), through executor/kubernetes/kubeclient.
 var wholeAPI = []string{
 	"k8s.io/client-go/kubernetes",
 	"k8s.io/client-go/informers",
