@@ -333,6 +333,25 @@ func applyDoc(ctx context.Context, a adminClients, doc []byte, o metav1.CreateOp
 		}
 		return nil
 	}
+	// The kinds of the other groups, created as their typed clients do.
+	others := map[string]func() error{
+		"StatefulSet": func() error {
+			return create(creating[appsv1.StatefulSet, appsv1.StatefulSetList](ctx, a.apps, "statefulsets", o))
+		},
+		"Role": func() error { return create(creating[rbacv1.Role, rbacv1.RoleList](ctx, a.rbac, "roles", o)) },
+		"RoleBinding": func() error {
+			return create(creating[rbacv1.RoleBinding, rbacv1.RoleBindingList](ctx, a.rbac, "rolebindings", o))
+		},
+		"ClusterRole": func() error {
+			return create(creating[rbacv1.ClusterRole, rbacv1.ClusterRoleList](ctx, a.rbac, "clusterroles", o))
+		},
+		"ClusterRoleBinding": func() error {
+			return create(creating[rbacv1.ClusterRoleBinding, rbacv1.ClusterRoleBindingList](ctx, a.rbac, "clusterrolebindings", o))
+		},
+	}
+	if f, ok := others[head.Kind]; ok {
+		return f()
+	}
 	switch head.Kind {
 	case "ServiceAccount":
 		var x corev1.ServiceAccount
@@ -349,29 +368,25 @@ func applyDoc(ctx context.Context, a adminClients, doc []byte, o metav1.CreateOp
 	case "Service":
 		var x corev1.Service
 		return create(&x, func() error { _, err := a.core.Services(x.Namespace).Create(ctx, &x, o); return err })
-	case "StatefulSet":
-		var x appsv1.StatefulSet
-		return create(&x, func() error { return post(ctx, a.apps, "statefulsets", x.Namespace, &x, o) })
-	case "Role":
-		var x rbacv1.Role
-		return create(&x, func() error { return post(ctx, a.rbac, "roles", x.Namespace, &x, o) })
-	case "RoleBinding":
-		var x rbacv1.RoleBinding
-		return create(&x, func() error { return post(ctx, a.rbac, "rolebindings", x.Namespace, &x, o) })
-	case "ClusterRole":
-		var x rbacv1.ClusterRole
-		return create(&x, func() error { return post(ctx, a.rbac, "clusterroles", "", &x, o) })
-	case "ClusterRoleBinding":
-		var x rbacv1.ClusterRoleBinding
-		return create(&x, func() error { return post(ctx, a.rbac, "clusterrolebindings", "", &x, o) })
 	}
 	return &unknownKind{head.Kind}
 }
 
-// post creates x, of the resource res of group g, in namespace ns ("" for
-// a kind without one).
-func post(ctx context.Context, g *kubeclient.Group, res, ns string, x runtime.Object, o metav1.CreateOptions) error {
-	return g.RESTClient().Post().NamespaceIfScoped(ns, ns != "").Resource(res).VersionedParams(&o, g.ParameterCodec()).Body(x).Do(ctx).Error()
+// creating returns a new, empty object of kind O for create to read its
+// manifest into, and its creation: in group g's resource res, in the
+// namespace the manifest gives it.
+func creating[O, L any, PO interface {
+	*O
+	kubeclient.Object
+}, PL interface {
+	*L
+	runtime.Object
+}](ctx context.Context, g *kubeclient.Group, res string, o metav1.CreateOptions) (any, func() error) {
+	x := PO(new(O))
+	return x, func() error {
+		_, err := kubeclient.Resource[O, L, PO, PL](g, res, x.GetNamespace()).Create(ctx, x, o)
+		return err
+	}
 }
 
 type unknownKind struct{ kind string }
