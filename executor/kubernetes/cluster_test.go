@@ -92,6 +92,37 @@ func addNodes(t *testing.T, c testCluster, typ string, n, gpus int) []string {
 	return names
 }
 
+// TestAPIServerTrouble runs the scenarios that stop or freeze the API
+// server, one after another, on a control plane and played kubelet of
+// their own: each starts and ends with the server answering, and works in
+// a namespace, on nodes and instance types of its own. One control plane
+// for the three saves two starts of kube-apiserver and etcd on every
+// go test ./... (about 7 s of CPU on CI's 2-core machines). It is the
+// package's longest test (some 30 s on a 2-core machine), so it must not
+// be the last to start: it is the first test declared, which go test
+// resumes first among the paused parallel tests, and TestMain starts its
+// control plane (trouble) in the background as the package's tests begin.
+// It closes that control plane as it ends.
+func TestAPIServerTrouble(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	own := testCluster{trouble.Get(t)}
+	t.Cleanup(trouble.Close)
+	for _, sc := range []struct {
+		name string
+		run  func(t *testing.T, ctx context.Context, c testCluster, ns string)
+	}{
+		{"Hung", apiServerHung},
+		{"Outage", apiServerOutage},
+		{"StartTimeoutNotCountingOutage", startTimeoutNotCountingOutage},
+	} {
+		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, ctx, own, own.namespace(t, sc.name)) }) {
+			return // the server may be left stopped or frozen
+		}
+	}
+}
+
 // TestNodeLoss: a node disappears with a pod on it; the attempt ends as a
 // capacity failure (Lost, so the daemon requeues it without using a retry).
 func TestNodeLoss(t *testing.T) {
@@ -442,31 +473,6 @@ func TestOrphansDeleted(t *testing.T) {
 	_ = e2.Stop(context.Background(), kept.AttemptID, time.Second)
 	wait(t, e2, kept.AttemptID)
 	e2.deletePods(context.Background(), begun.AttemptID, 1, 0, "")
-}
-
-// TestAPIServerTrouble runs the scenarios that stop or freeze the API
-// server, one after another, on a control plane and played kubelet of
-// their own: each starts and ends with the server answering, and works in
-// a namespace, on nodes and instance types of its own. One control plane
-// for the three saves two starts of kube-apiserver and etcd on every
-// go test ./... (about 7 s of CPU on CI's 2-core machines).
-func TestAPIServerTrouble(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	own := testCluster{kubetest.Own(ctx, t)}
-	for _, sc := range []struct {
-		name string
-		run  func(t *testing.T, ctx context.Context, c testCluster, ns string)
-	}{
-		{"Hung", apiServerHung},
-		{"Outage", apiServerOutage},
-		{"StartTimeoutNotCountingOutage", startTimeoutNotCountingOutage},
-	} {
-		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, ctx, own, own.namespace(t, sc.name)) }) {
-			return // the server may be left stopped or frozen
-		}
-	}
 }
 
 // apiServerOutage stops the API server in the middle of a run: the

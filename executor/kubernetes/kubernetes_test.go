@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"testing"
 	"time"
@@ -49,13 +50,22 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "data" && os.Args[2] == "stage" {
 		os.Exit(StageMain(os.Args[3:], os.Stderr))
 	}
-	longtest.MinParallel(8)
+	longtest.MinParallel(8) // parses the flags
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" {
+		trouble.Prestart()
+	}
 	code := m.Run()
 	shared.Close()
+	trouble.Close()
 	os.Exit(code)
 }
 
 type testCluster struct{ *kubetest.Cluster }
+
+// trouble is TestAPIServerTrouble's control plane and played kubelet,
+// with no nodes: TestMain starts it in the background when no -run picks
+// tests, so that its start does not wait for the test's turn.
+var trouble kubetest.Shared
 
 func getCluster(t testing.TB) testCluster { return testCluster{shared.Get(t)} }
 

@@ -66,23 +66,38 @@ type Shared struct {
 func (s *Shared) Get(t TB) *Cluster {
 	t.Helper()
 	Require(t)
-	s.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		s.c, s.err = StartCluster(ctx)
-		if s.err == nil && s.Setup != nil {
-			s.err = s.Setup(ctx, s.c)
-		}
-	})
+	s.once.Do(s.start)
 	if s.err != nil {
 		t.Fatalf("starting the Kubernetes control plane: %v", s.err)
 	}
 	return s.c
 }
 
-// Close closes the cluster if Get started one.
+func (s *Shared) start() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s.c, s.err = StartCluster(ctx)
+	if s.err == nil && s.Setup != nil {
+		s.err = s.Setup(ctx, s.c)
+	}
+}
+
+// Prestart starts the cluster in the background, where the binaries are
+// here, so that the first Get finds it started or under way: for a test
+// that would otherwise start a control plane of its own only once its
+// turn among the parallel tests comes.
+func (s *Shared) Prestart() {
+	if Available() == nil {
+		go s.once.Do(s.start)
+	}
+}
+
+// Close closes the cluster if Get or Prestart started one, after waiting
+// for a start under way. A second Close does nothing.
 func (s *Shared) Close() {
+	s.once.Do(func() {})
 	if s.c != nil {
 		s.c.Close()
+		s.c = nil
 	}
 }
