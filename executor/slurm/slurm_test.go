@@ -64,10 +64,11 @@ type lazyCluster struct {
 
 // Both forget finished jobs after 2 s (MinJobAge), Slurm's least, so
 // that what the tests see after a restart is the executor's own records
-// of exits (and, with accounting, sacct's).
+// of exits (and, with accounting, sacct's); and both schedule a submitted
+// job within a second (Prompt), where Slurm's default lets 3 s pass.
 var (
-	plain          = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2}}
-	withAccounting = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, Partition: "qs", MinJobAge: 2, Accounting: true}}
+	plain          = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2, Prompt: true}}
+	withAccounting = &lazyCluster{opt: slurmtest.Options{Nodes: 2, CPUs: 64, Partition: "qs", MinJobAge: 2, Accounting: true, Prompt: true}}
 	// wholeNodes and outages are plain's twins, for TestWholeNodes and
 	// TestOutages.
 	wholeNodes = &lazyCluster{opt: plain.opt}

@@ -108,6 +108,10 @@ type Options struct {
 	// of it (squeue and sbatch fail after some 9 s by default, 2 s with
 	// 3), so a test that stops slurmctld waits less with a smaller one.
 	MessageTimeout int
+	// Prompt has slurmctld schedule a submitted batch job within a second,
+	// not up to 3 s later (Config.Prompt): for tests, which wait on every
+	// job they submit. The benchmark leaves it false.
+	Prompt bool
 	// ReadyTimeout bounds the wait for the nodes to become idle; 60 s when zero.
 	ReadyTimeout time.Duration
 	// Accounting keeps accounting: the cluster gets a MariaDB server and a
@@ -213,7 +217,8 @@ func start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	os.Chmod(dir, 0o755)
 	c = &Cluster{
 		cfg: Config{Dir: dir, Host: host, CtldPort: ports[0], SlurmdPorts: ports[1 : 1+opt.Nodes], CPUs: opt.CPUs,
-			GPUs: opt.GPUs, Partition: opt.Partition, MinJobAge: opt.MinJobAge, MessageTimeout: opt.MessageTimeout},
+			GPUs: opt.GPUs, Partition: opt.Partition, MinJobAge: opt.MinJobAge, MessageTimeout: opt.MessageTimeout,
+			Prompt: opt.Prompt},
 		keepDir: opt.KeepDir,
 	}
 	if opt.Accounting {

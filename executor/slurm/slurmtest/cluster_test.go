@@ -12,11 +12,16 @@ import (
 )
 
 // TestTwoNodesWithGPUs starts two nodes with two fake GPUs each and runs a
-// job on both.
+// job on both; slurmctld took Prompt's setting.
 func TestTwoNodesWithGPUs(t *testing.T) {
-	c := StartT(t, Options{Nodes: 2, CPUs: 4, GPUs: 2, Partition: "p"})
+	c := StartT(t, Options{Nodes: 2, CPUs: 4, GPUs: 2, Partition: "p", Prompt: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if out, err := c.Command(ctx, "scontrol", "show", "config"); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(out, "batch_sched_delay=0") {
+		t.Errorf("scontrol show config has no batch_sched_delay=0 (Prompt):\n%s", out)
+	}
 	out, err := c.Command(ctx, "srun", "-N2", "--gres=gpu:2", "--exclusive", "sh", "-c", "echo $SLURMD_NODENAME")
 	if err != nil {
 		t.Fatal(err)
