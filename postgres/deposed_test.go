@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"qshare"
+	"qshare/postgres/postgrestest"
 	"qshare/store"
+	"qshare/store/storetest"
 )
 
 // blackhole is a TCP proxy to a database server that can stop answering,
@@ -96,6 +100,109 @@ func (b *blackhole) serve(c net.Conn) {
 	}
 	go pipe(s, c)
 	pipe(c, s)
+}
+
+// TestDurableAcrossDatabaseCrash commits from 16 goroutines while the
+// PostgreSQL server is stopped in immediate mode (a crash: no checkpoint,
+// recovery replays the WAL) and started again. Every commit that returned
+// nil is there afterwards; every one that said nothing was applied is not;
+// the store that lost its connection is deposed, and a new Open owns the
+// store again.
+//
+// It crashes a PostgreSQL server of its own, not the package's, so it runs
+// beside the other tests; and it is the package's longest (some 11 s on a
+// 2-core machine), so it is declared first, which go test resumes first
+// among the parallel tests.
+func TestDurableAcrossDatabaseCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and restarts a PostgreSQL server")
+	}
+	if srv == nil {
+		t.Skip(skipWhy)
+	}
+	t.Parallel()
+	ctx := context.Background()
+	own, err := postgrestest.Start()
+	if err != nil {
+		t.Fatalf("starting a PostgreSQL server of the test's own: %v", err)
+	}
+	t.Cleanup(own.Stop)
+	loc, err := own.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := mustOpen(t, loc)
+	type result struct {
+		id  string
+		err error
+	}
+	results := make(chan result, 1<<16)
+	stop := make(chan struct{})
+	var acked atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("g%02d-%06d", g, i)
+				err := d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob(id)}})
+				results <- result{id, err}
+				if err != nil {
+					return // deposed: every later commit fails the same way
+				}
+				acked.Add(1)
+			}
+		})
+	}
+	for acked.Load() < 200 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := own.Restart("immediate"); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	close(results)
+	var ok, notApplied, unknown []string
+	for r := range results {
+		switch {
+		case r.err == nil:
+			ok = append(ok, r.id)
+		case errors.Is(r.err, ErrDeposed) && !strings.Contains(r.err.Error(), "may or may not"):
+			notApplied = append(notApplied, r.id)
+		default:
+			unknown = append(unknown, r.id)
+			t.Logf("commit %s: %v", r.id, r.err)
+		}
+	}
+	t.Logf("%d commits acknowledged, %d refused with nothing applied, %d of unknown outcome", len(ok), len(notApplied), len(unknown))
+	if err := d.Commit(ctx, &store.Change{PutJobs: []qshare.Job{testJob("after")}}); !errors.Is(err, ErrDeposed) {
+		t.Errorf("a commit after the database restarted returned %v, want ErrDeposed", err)
+	}
+	d.Close()
+	d2 := mustOpen(t, loc)
+	st, err := d2.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := storetest.JobIDs(st.Jobs)
+	for _, id := range ok {
+		if !have[id] {
+			t.Errorf("acknowledged commit %s is not there after the database crashed", id)
+		}
+	}
+	for _, id := range notApplied {
+		if have[id] {
+			t.Errorf("commit %s said nothing was applied, but it is there", id)
+		}
+	}
+	if len(unknown) > 0 {
+		t.Errorf("%d commits ended with an unknown outcome", len(unknown))
+	}
 }
 
 // TestDeposedAtOnceWhenTheDatabaseVanishes: when the database stops

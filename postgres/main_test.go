@@ -28,12 +28,11 @@ var (
 // so does .ci/run's QSHARE_LONG=1 step here).
 //
 // The tests that call t.Parallel, each on a database of its own (newDB),
-// run four at once (longtest.MinParallel) after the others: they mostly
-// wait on the server, on leases and on cut connections, about 3 s each
-// and 50 s one after the other on a loaded 2-core machine. TestStore
-// (whose cases start child processes that crash) and
-// TestDurableAcrossDatabaseCrash (which restarts the server) run on their
-// own before them.
+// run four at once (longtest.MinParallel): they mostly wait on the
+// server, on leases and on cut connections, about 3 s each and 50 s one
+// after the other on a loaded 2-core machine. TestStore's cases (which
+// start child processes that crash) are among them, and so is
+// TestDurableAcrossDatabaseCrash, which crashes a server of its own.
 func TestMain(m *testing.M) {
 	longtest.RapidChecks(20)
 	longtest.MinParallel(4)
