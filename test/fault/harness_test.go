@@ -8,7 +8,9 @@
 //
 // Each test has servers, data directories, ports and (on PostgreSQL) a
 // database of its own, and mostly waits on them, so the tests run in
-// parallel, four at once (longtest.MinParallel); TestPostgresRestart,
+// parallel, six at once (longtest.MinParallel: go test starts the
+// waiting tests in no set order, and with four slots the long ones often
+// waited for others); TestPostgresRestart,
 // which restarts the PostgreSQL server all of them share, and
 // TestPostgresDiskFull, whose check of the event log is the most
 // sensitive to a loaded machine, run alone before them (go test runs the
@@ -46,7 +48,7 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run())
 	}
-	longtest.MinParallel(4)
+	longtest.MinParallel(6)
 	code := serveproc.WithBinary("qshare-faulttest-", &bin, m.Run)
 	pg.Stop() // started by the first test on PostgreSQL (ha_test.go)
 	os.Exit(code)

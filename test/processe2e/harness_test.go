@@ -7,9 +7,11 @@
 //
 // TestMain builds the qshare binary once; each test starts its own server on
 // a free loopback port with its own data directory, so the tests run in
-// parallel, several at once (longtest.MinParallel): they wait on their
-// jobs far more than they compute. The jobs are small
-// shell scripts that wait on "gate" files the test creates, so that no
+// parallel, twelve at once (longtest.MinParallel): they wait on their
+// jobs far more than they compute, and go test starts the waiting tests
+// in no set order, so with fewer slots the long ones (Slurm, containers,
+// data) often waited for short ones and ended the package late. The jobs
+// are small shell scripts that wait on "gate" files the test creates, so that no
 // assertion depends on how fast a loaded machine is: the tests poll
 // DescribeServiceJob and the logs with a deadline and never sleep a fixed
 // time. See docs/process-e2e.md.
@@ -60,7 +62,7 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(m.Run()) // every test skips itself
 	}
-	longtest.MinParallel(6)
+	longtest.MinParallel(12)
 	os.Exit(serveproc.WithBinary("qshare-processe2e-", &bin, m.Run))
 }
 

@@ -69,8 +69,10 @@ instanceTypes:
 // of 64 CPU slots and 2 fake GPUs each, which forget finished jobs after
 // 2 s (MinJobAge), and whose commands give up on a slurmctld that is down
 // after some 4 s rather than 9 (MessageTimeout 5 s, half Slurm's
-// default): the tests that stop it wait for the executor to notice.
-var slurmCluster = slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2, MessageTimeout: 5}
+// default): the tests that stop it wait for the executor to notice; and
+// which schedule a submitted job within a second (Prompt), not up to 3 s
+// later.
+var slurmCluster = slurmtest.Options{Nodes: 2, CPUs: 64, GPUs: 2, Partition: "qs", MinJobAge: 2, MessageTimeout: 5, Prompt: true}
 
 // envReason returns the statusReason of the server's one service
 // environment (envReasons).
