@@ -658,6 +658,33 @@ func waitWithin(t *testing.T, e *Executor, id string, d time.Duration) (executor
 	return x, true
 }
 
+// TestStartTimeoutShorterThanStartWait: a start timeout shorter than
+// Options.StartWait ends Start's wait for the pods with it. The timeout is
+// measured by Wait's clock, which runs once Start has returned, so a
+// Start that waited the whole StartWait (here an hour) held the capacity
+// failure back that long.
+func TestStartTimeoutShorterThanStartWait(t *testing.T) {
+	t.Parallel()
+	c := getCluster(t)
+	addNodes(t, c, "brief.xlarge", 1, 1)
+	e := c.newExecutor(t, t.TempDir(), Options{StartWait: time.Hour,
+		Config: Config{StartTimeout: "1s", InstanceTypes: map[string]InstanceType{"ml.brief.xlarge": {GPUs: ptr(int64(1))}}}})
+	defer e.Close()
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.brief.xlarge", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.Start(ctx, s); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Start returned only when its context ended (30 s), not at the start timeout of 1 s")
+	}
+	if x, ok := waitWithin(t, e, s.AttemptID, time.Minute); ok && (!x.Lost || !strings.Contains(x.Reason, "Capacity failure: 1 of 2 pods were not running")) {
+		t.Errorf("exit = %+v, want Lost: a capacity failure", x)
+	}
+	noPodsLeft(t, e, s.AttemptID, 2)
+}
+
 // TestStartTimeoutOnlyWhileStarting: the start timeout bounds the wait
 // for all pods to be placed, not the run: an attempt of two instances
 // whose pods all ran and one of which ends before the other, after the

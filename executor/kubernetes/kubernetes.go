@@ -524,12 +524,15 @@ func (e *Executor) handle(a *attempt) executor.Handle {
 }
 
 // awaitRun waits until all the attempt's pods run or it has ended, for at
-// most Options.StartWait. It looks again whenever the pod watch or a stop
+// most Options.StartWait, or the start timeout where that is shorter: the
+// timeout is measured by Wait's clock, which runs only once Start has
+// returned, so a longer wait held a capacity failure back until
+// StartWait had passed. It looks again whenever the pod watch or a stop
 // pokes the attempt: thousands of attempts starting at once cost nothing
 // while they wait (a poll every 20 ms of each was a fifth of qshare's CPU
 // in bench kube).
 func (e *Executor) awaitRun(ctx context.Context, a *attempt) {
-	deadline := time.NewTimer(e.o.StartWait)
+	deadline := time.NewTimer(min(e.o.StartWait, a.timeout))
 	defer deadline.Stop()
 	for {
 		e.mu.Lock()
