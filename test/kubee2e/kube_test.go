@@ -544,7 +544,8 @@ func TestFourInstances(t *testing.T) {
 // history.md, the thirteenth session), and in the README's
 // command the executor's own TestAPIServerOutage stops the API server
 // under running and starting attempts, and test/processe2e's
-// TestSlurmOutages checks an executor outage's statusReason end to end.
+// TestSlurmControllerDown checks an executor outage's statusReason end
+// to end.
 func TestAPIServerOutage(t *testing.T) {
 	if !longtest.On() {
 		t.Skip("executor/kubernetes's TestAPIServerOutage stops the API server under the executor; end to end with QSHARE_LONG=1")

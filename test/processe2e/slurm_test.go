@@ -93,8 +93,8 @@ func (s *server) envReason() string {
 // QSHARE_LONG=1) the process executor's own tests of success and retry,
 // termination, in-share preemption with a checkpoint and a resume, and
 // cross-share reclaim, then the failure reasons Slurm gives.
-// TestSlurmPending and TestSlurmOutages run the rest beside it, each on a
-// cluster of its own.
+// TestSlurmPending, TestSlurmControllerDown and TestSlurmKillAndRecover
+// run the rest beside it, each on a cluster of its own.
 func TestSlurm(t *testing.T) {
 	skipShort(t)
 	o, c := slurmServer(t)
@@ -137,14 +137,22 @@ func TestSlurmPending(t *testing.T) {
 	slurmPending(t, o)
 }
 
-// TestSlurmOutages runs, on a cluster of its own beside TestSlurm's, the
-// end-to-end tests of slurmctld stopped while a job runs and ends, and of
-// a kill -9 of qshare for longer than Slurm's MinJobAge.
-func TestSlurmOutages(t *testing.T) {
+// TestSlurmControllerDown and TestSlurmKillAndRecover run, each on a
+// cluster of its own beside TestSlurm's, the end-to-end tests of
+// slurmctld stopped while a job runs and ends, and of a kill -9 of qshare
+// for longer than Slurm's MinJobAge. (One after the other on one cluster,
+// as TestSlurmOutages, they were the package's longest test, 19.6 s; a
+// cluster costs some 1.8 s of CPU.)
+func TestSlurmControllerDown(t *testing.T) {
 	skipShort(t)
 	o, c := slurmServer(t)
-	t.Run("ControllerDown", func(t *testing.T) { slurmControllerDown(t, o, c) })
-	t.Run("KillAndRecover", func(t *testing.T) { slurmKillAndRecover(t, o, c) })
+	slurmControllerDown(t, o, c)
+}
+
+func TestSlurmKillAndRecover(t *testing.T) {
+	skipShort(t)
+	o, c := slurmServer(t)
+	slurmKillAndRecover(t, o, c)
 }
 
 // slurmRunning returns a check that Slurm runs a batch job for exactly the
