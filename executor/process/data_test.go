@@ -15,6 +15,7 @@ import (
 
 	"qshare/aws/s3/s3test"
 	"qshare/data"
+	"qshare/internal/serveproc"
 )
 
 // s3Store starts qshare's embedded S3 store and returns its endpoint and
@@ -153,8 +154,8 @@ func TestStopUploadsAfterTheKill(t *testing.T) {
 	// The wrapper (this test binary) where that user may run it.
 	self, _ := os.Executable()
 	bin := filepath.Join(dir, "process.test")
-	if b, err := os.ReadFile(self); err != nil || os.WriteFile(bin, b, 0o755) != nil {
-		t.Fatal("cannot copy the test binary", err)
+	if err := serveproc.CopyExecutable(self, bin); err != nil {
+		t.Fatal("cannot copy the test binary: ", err)
 	}
 	e := newExecutor(t, filepath.Join(dir, "data"), func(o *Options) { o.S3, o.Supervisor = ep, []string{bin} })
 	defer e.Close()

@@ -3,11 +3,12 @@ package bench
 import (
 	"bytes"
 	"debug/elf"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"qshare/internal/serveproc"
 )
 
 // TestTrueProgram: the trivial container's program is an ELF executable
@@ -34,7 +35,7 @@ func TestTrueProgram(t *testing.T) {
 			continue
 		}
 		bin := filepath.Join(t.TempDir(), "true")
-		if err := os.WriteFile(bin, prog, 0o755); err != nil {
+		if err := serveproc.WriteExecutable(bin, prog); err != nil {
 			t.Fatal(err)
 		}
 		if out, err := exec.Command(bin).CombinedOutput(); err != nil {

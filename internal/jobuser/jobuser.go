@@ -10,6 +10,8 @@ import (
 	"os/user"
 	"path/filepath"
 	"testing"
+
+	"qshare/internal/serveproc"
 )
 
 // Name is the unprivileged user that the tests run jobs as.
@@ -61,11 +63,7 @@ func Dir(t testing.TB, prefix string) (dir, secret string) {
 // itself may lie in a directory only root may enter.
 func CopySelf(t testing.TB, path string) {
 	t.Helper()
-	self, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, self, 0o755); err != nil {
+	if err := serveproc.CopyExecutable(os.Args[0], path); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -159,15 +159,48 @@ func moduleRoot() string {
 
 // CopyExecutable copies the file from to to, mode 0755 (a new file: one
 // already at to, which may be running, is removed first).
+//
+// The copy is written by a child process (cp), not by this one. A file
+// open for writing cannot be executed (ETXTBSY), and a descriptor this
+// process holds is, for the moment between fork and exec, held too by
+// every child that another goroutine starts then: a parallel test that
+// starts a process while this copy is being written would leave the new
+// binary "busy" for a moment after it was closed here, and running it then
+// fails with "text file busy". cp's descriptors are its own.
 func CopyExecutable(from, to string) error {
+	if err := os.Remove(to); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	cp, err := exec.LookPath("cp")
+	if err != nil {
+		return copyInProcess(from, to)
+	}
+	if out, err := exec.Command(cp, from, to).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp %s %s: %v\n%s", from, to, err, out)
+	}
+	return os.Chmod(to, 0o755)
+}
+
+// WriteExecutable writes data to a new executable file at path, mode 0755,
+// by way of CopyExecutable (so that running it at once does not fail with
+// "text file busy" when other goroutines start processes meanwhile): the
+// bytes go first to a file beside it that is never run.
+func WriteExecutable(path string, data []byte) error {
+	part := path + ".part"
+	if err := os.WriteFile(part, data, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(part)
+	return CopyExecutable(part, path)
+}
+
+// copyInProcess is CopyExecutable's copy where there is no cp.
+func copyInProcess(from, to string) error {
 	in, err := os.Open(from)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	if err := os.Remove(to); err != nil && !os.IsNotExist(err) {
-		return err
-	}
 	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
 	if err != nil {
 		return err
