@@ -20,6 +20,7 @@ import (
 	"qshare/executor/container"
 	"qshare/executor/container/containertest"
 	"qshare/executor/executortest"
+	"qshare/internal/serveproc"
 )
 
 // fakeHelper puts a credential helper docker-credential-NAME on PATH: a
@@ -42,7 +43,7 @@ echo "$1 $addr" >> '` + log + `'
 case "$addr" in *unknown*) echo "credentials not found in native keychain"; exit 1;; esac
 printf '{"ServerURL":"%s","Username":"%s","Secret":"%s"}' "$addr" "` + user + `" "` + secret + `"
 `
-	if err := os.WriteFile(filepath.Join(dir, "docker-credential-"+name), []byte(script), 0o755); err != nil {
+	if err := serveproc.WriteExecutable(filepath.Join(dir, "docker-credential-"+name), []byte(script)); err != nil {
 		t.Fatal(err)
 	}
 	setenv(t, "PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))

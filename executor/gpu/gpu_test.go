@@ -12,6 +12,7 @@ import (
 
 	"qshare"
 	"qshare/executor/gpu/gputest"
+	"qshare/internal/serveproc"
 )
 
 func TestParseSMI(t *testing.T) {
@@ -65,7 +66,7 @@ func TestDiscover(t *testing.T) {
 	})
 	t.Run("failing nvidia-smi", func(t *testing.T) {
 		dir := t.TempDir()
-		os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n"), 0o755)
+		serveproc.WriteExecutable(filepath.Join(dir, "nvidia-smi"), []byte("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n"))
 		t.Setenv("PATH", dir)
 		_, err := Discover(ctx, nil)
 		if err == nil || !strings.Contains(err.Error(), "--gpus") {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"qshare/internal/cgrouptest"
+	"qshare/internal/serveproc"
 )
 
 // The cgroup tests run on the host's v1 hierarchy (freezer and pids, as on
@@ -179,7 +180,7 @@ func TestFailedStartLeavesNoCgroup(t *testing.T) {
 	onEachHierarchy(t, func(t *testing.T, root string) {
 		data := t.TempDir()
 		prog := filepath.Join(t.TempDir(), "no-format")
-		if err := os.WriteFile(prog, []byte{0, 1, 2, 3, 'n', 'o', 't', 'E', 'L', 'F'}, 0o755); err != nil {
+		if err := serveproc.WriteExecutable(prog, []byte{0, 1, 2, 3, 'n', 'o', 't', 'E', 'L', 'F'}); err != nil {
 			t.Fatal(err)
 		}
 		os.Chmod(filepath.Dir(prog), 0o755)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"qshare/internal/serveproc"
 )
 
 // fakeServe is a `qshare serve` in sh: it prints its arguments and the one
@@ -30,7 +32,7 @@ wait
 func fakeServer(t *testing.T, mode string) (bin, tmp string) {
 	t.Helper()
 	bin = filepath.Join(t.TempDir(), "qshare")
-	if err := os.WriteFile(bin, []byte(fakeServe), 0o755); err != nil {
+	if err := serveproc.WriteExecutable(bin, []byte(fakeServe)); err != nil {
 		t.Fatal(err)
 	}
 	tmp = t.TempDir()

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"qshare/internal/serveproc"
 )
 
 // TestProgramPastShim: a program PATH finds in a pyenv shims directory
@@ -19,7 +21,7 @@ func TestProgramPastShim(t *testing.T) {
 		}
 	}
 	write := func(p, text string) {
-		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+		if err := serveproc.WriteExecutable(p, []byte(text)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +60,7 @@ func TestWith(t *testing.T) {
 func TestAWSCLI(t *testing.T) {
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "aws")
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\n[ \"$1\" = configure ] && sed -n 's/^region = //p' \"$AWS_CONFIG_FILE\" && exit 0\necho \"Invalid choice: $2\" >&2\nexit 252\n"), 0o755); err != nil {
+	if err := serveproc.WriteExecutable(fake, []byte("#!/bin/sh\n[ \"$1\" = configure ] && sed -n 's/^region = //p' \"$AWS_CONFIG_FILE\" && exit 0\necho \"Invalid choice: $2\" >&2\nexit 252\n")); err != nil {
 		t.Fatal(err)
 	}
 	cmds := make([]CLICommand, 2)

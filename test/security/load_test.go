@@ -99,7 +99,7 @@ func TestHalfOpenFloodFromRefusedUser(t *testing.T) {
 	// The server gets 2,048 descriptors, hard and soft (Go raises the soft
 	// limit to the hard one), from a shell that execs it.
 	limited := filepath.Join(t.TempDir(), "qshare-2048")
-	must(t, os.WriteFile(limited, []byte("#!/bin/sh\nulimit -n 2048 || exit 1\nexec "+bin+" \"$@\"\n"), 0o755))
+	must(t, serveproc.WriteExecutable(limited, []byte("#!/bin/sh\nulimit -n 2048 || exit 1\nexec "+bin+" \"$@\"\n")))
 	srv := serveproc.StartTest(t, serveproc.Options{Binary: limited, DataDir: filepath.Join(t.TempDir(), "data"),
 		Args: []string{"--executor", "simulated", "--log-level", "error"}})
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.Endpoint, "http://"))

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"qshare/internal/serveproc"
 )
 
 // WriteFakeSMI writes an nvidia-smi script that reports n GPUs (index i, UUID
@@ -21,7 +23,7 @@ func WriteFakeSMI(t testing.TB, n int) string {
 	for i := range n {
 		fmt.Fprintf(&b, "echo '%d, GPU-fake-%04d, NVIDIA H200, 143771 MiB'\n", i, i)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(b.String()), 0o755); err != nil {
+	if err := serveproc.WriteExecutable(filepath.Join(dir, "nvidia-smi"), []byte(b.String())); err != nil {
 		t.Fatal(err)
 	}
 	return dir
