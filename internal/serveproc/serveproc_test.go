@@ -10,9 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"qshare/internal/longtest"
 )
 
 // The tests run this test binary as the server: with FAKE_SERVE set,
@@ -294,4 +297,49 @@ func TestGoTestRunChild(t *testing.T) {
 		t.Skip("run by TestGoTestRun")
 	}
 	fmt.Printf("goTestRun=%q\n", goTestRun())
+}
+
+// TestCopyExecutableWhileForking: a binary that CopyExecutable has just
+// copied runs at once, while other goroutines start processes without
+// pause. A copy written through a descriptor of this process failed here
+// with "text file busy" within the first 60 runs in each of three tries
+// (the child of a fork made while the file was open still held it), as a
+// CI run's bench test did; the copy by a child process of its own passed
+// 600 runs.
+func TestCopyExecutableWhileForking(t *testing.T) {
+	prog, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true program to copy")
+	}
+	var forking atomic.Bool
+	forking.Store(true)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for forking.Load() {
+				exec.Command(prog).Run()
+			}
+		})
+	}
+	t.Cleanup(func() { forking.Store(false); wg.Wait() })
+	dir := t.TempDir()
+	to := filepath.Join(dir, "true")
+	for i := range longtest.Pick(60, 600) {
+		if err := CopyExecutable(prog, to); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(to).CombinedOutput(); err != nil {
+			t.Fatalf("run %d of the copy: %v %s", i, err, out)
+		}
+	}
+	script := filepath.Join(dir, "written")
+	if err := WriteExecutable(script, []byte("#!/bin/sh\necho written\n")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(script).Output(); err != nil || string(out) != "written\n" {
+		t.Fatalf("the written script: %q %v", out, err)
+	}
+	if _, err := os.Stat(script + ".part"); !os.IsNotExist(err) {
+		t.Errorf("WriteExecutable left its part file: %v", err)
+	}
 }
