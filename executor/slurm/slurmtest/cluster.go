@@ -93,9 +93,12 @@ type Options struct {
 	// this machine's host name (as the benchmark has it); several are
 	// n1, n2, ….
 	Nodes int
-	// CPUs is the number of CPU slots of each node; 64 when zero.
+	// CPUs is the number of CPU slots of each node, whatever the hardware
+	// has (SlurmdParameters=config_overrides makes slurmd believe the
+	// configuration); 64 when zero.
 	CPUs int
-	// GPUs is the number of fake GPUs (gres gpu) of each node; 0 declares none.
+	// GPUs is the number of fake GPUs (gres gpu over plain files) of each
+	// node; 0 declares none.
 	GPUs int
 	// Partition names the one partition, holding every node; "bench" when empty.
 	Partition string
@@ -108,9 +111,10 @@ type Options struct {
 	// of it (squeue and sbatch fail after some 9 s by default, 2 s with
 	// 3), so a test that stops slurmctld waits less with a smaller one.
 	MessageTimeout int
-	// Prompt has slurmctld schedule a submitted batch job within a second,
-	// not up to 3 s later (Config.Prompt): for tests, which wait on every
-	// job they submit. The benchmark leaves it false.
+	// Prompt has slurmctld schedule a submitted batch job within a second
+	// (SchedulerParameters=batch_sched_delay=0), not up to 3 s later: for
+	// tests, which wait on every job they submit. The benchmark leaves it
+	// false, and every scheduler parameter at Slurm's default.
 	Prompt bool
 	// ReadyTimeout bounds the wait for the nodes to become idle; 60 s when zero.
 	ReadyTimeout time.Duration
@@ -216,9 +220,7 @@ func start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	// by whoever reads it (the shared directory of jobs lives inside).
 	os.Chmod(dir, 0o755)
 	c = &Cluster{
-		cfg: Config{Dir: dir, Host: host, CtldPort: ports[0], SlurmdPorts: ports[1 : 1+opt.Nodes], CPUs: opt.CPUs,
-			GPUs: opt.GPUs, Partition: opt.Partition, MinJobAge: opt.MinJobAge, MessageTimeout: opt.MessageTimeout,
-			Prompt: opt.Prompt},
+		cfg:     Config{Dir: dir, Host: host, CtldPort: ports[0], SlurmdPorts: ports[1 : 1+opt.Nodes], Options: opt},
 		keepDir: opt.KeepDir,
 	}
 	if opt.Accounting {

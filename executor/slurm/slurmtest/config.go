@@ -22,25 +22,10 @@ type Config struct {
 	// for each node's slurmd.
 	CtldPort    int
 	SlurmdPorts []int
-	// CPUs is the number of CPU slots each node declares, whatever the
-	// hardware has: SlurmdParameters=config_overrides makes slurmd believe
-	// the configuration.
-	CPUs int
-	// GPUs is the number of fake GPUs of each node (gres over plain files).
-	GPUs int
-	// Partition is the one partition's name.
-	Partition string
-	// MinJobAge is how many seconds slurmctld keeps a finished job
-	// (squeue lists it); 0 leaves Slurm's default (300).
-	MinJobAge int
-	// MessageTimeout is Slurm's MessageTimeout in seconds; 0 leaves its
-	// default (10).
-	MessageTimeout int
-	// Prompt schedules a submitted batch job at slurmctld's next pass, in
-	// a second at most (SchedulerParameters=batch_sched_delay=0), rather
-	// than up to 3 s later (Slurm's default); false leaves every scheduler
-	// parameter at Slurm's default, as the benchmark has them.
-	Prompt bool
+	// Options are what Start was given, its defaults filled in: the CPUs,
+	// GPUs and partition of the nodes, and the Slurm parameters (MinJobAge,
+	// MessageTimeout, Prompt) that slurm.conf sets.
+	Options
 	// DbdPort is slurmdbd's loopback TCP port where the cluster keeps
 	// accounting (slurmdbd over a throwaway MariaDB); 0: no accounting.
 	DbdPort int

@@ -7,10 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"qshare/executor/slurm/slurmtest"
 )
 
 func TestRenderHasBenchmarkSettings(t *testing.T) {
-	c := Config{Dir: "/tmp/x", Host: "node1", CtldPort: 40001, SlurmdPorts: []int{40002}, CPUs: 64, Partition: "bench"}
+	c := Config{Dir: "/tmp/x", Host: "node1", CtldPort: 40001, SlurmdPorts: []int{40002},
+		Options: slurmtest.Options{CPUs: 64, Partition: "bench"}}
 	got := c.Render()
 	lines := map[string]string{}
 	for _, l := range strings.Split(got, "\n") {
