@@ -116,19 +116,21 @@ func killedJob(t *testing.T, c *slurmtest.Cluster, id, typ string, nodes int, ou
 func TestStopUploadsAfterTheKill(t *testing.T) {
 	t.Parallel()
 	c := testCluster(t)
+	// After a restart that lost job.json, the executor learns from
+	// step.json that the job uploads, and waits for its slow upload. It
+	// takes some 10 s, mostly waiting, so it runs at once in this test's
+	// own turn: as a parallel subtest it waited behind the package's
+	// others and ended alone, 10 s after them.
+	t.Run("recovered", func(t *testing.T) {
+		x, log, model := killedJob(t, c, "killed-recovered", "ml.m5.large", 1, "s3://qshare-data/output", true)
+		if model["model.bin"] != "weights of the first node\n" {
+			t.Fatalf("model.tar.gz holds %q after the kill; exit %+v; log:\n%s", model, x, log)
+		}
+	})
 	t.Run("uploaded", func(t *testing.T) {
 		t.Parallel()
 		x, log, model := killedJob(t, c, "killed", "ml.m5.large", 1, "s3://qshare-data/output", false)
 		if model["model.bin"] != "weights of the first node\n" || strings.Contains(x.Reason, "not uploaded") {
-			t.Fatalf("model.tar.gz holds %q after the kill; exit %+v; log:\n%s", model, x, log)
-		}
-	})
-	// After a restart that lost job.json, the executor learns from
-	// step.json that the job uploads, and waits for its slow upload.
-	t.Run("recovered", func(t *testing.T) {
-		t.Parallel()
-		x, log, model := killedJob(t, c, "killed-recovered", "ml.m5.large", 1, "s3://qshare-data/output", true)
-		if model["model.bin"] != "weights of the first node\n" {
 			t.Fatalf("model.tar.gz holds %q after the kill; exit %+v; log:\n%s", model, x, log)
 		}
 	})
