@@ -175,7 +175,7 @@ func CopyExecutable(from, to string) error {
 	if err != nil {
 		return copyInProcess(from, to)
 	}
-	if out, err := exec.Command(cp, from, to).CombinedOutput(); err != nil {
+	if out, err := exec.Command(cp, "--", from, to).CombinedOutput(); err != nil {
 		return fmt.Errorf("cp %s %s: %v\n%s", from, to, err, out)
 	}
 	return os.Chmod(to, 0o755)
