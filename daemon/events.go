@@ -80,7 +80,11 @@ var (
 
 // loggedJob is what the event log says about one job.
 type loggedJob struct {
-	done     bool
+	done bool
+	// failT is the time of the job's last line when that line is a fail:
+	// its end, or a requeue after which the job went on (waited, started
+	// again, ended) while its lines were lost.
+	failT    float64
 	holding  qshare.Capacity // nil when it holds nothing
 	priority int
 	// attempt is the attempt of the last start line that names one ("" for
@@ -293,7 +297,8 @@ func (d *Daemon) releaseEvents(old, nu *qshare.Job, attempt string, now time.Tim
 }
 
 // reconcileEvents replays the log and appends what brings it in line with
-// the jobs as the store has them: the commits whose lines a crash lost. A job
+// the jobs as the store has them: the commits whose lines a crash lost,
+// and a lead line for this server's start of scheduling. A job
 // that the store still has holding capacity keeps holding in the log; its
 // recovery logs the end of its attempt like any other. Called by Start after
 // recovery, before the loop runs.
@@ -320,7 +325,7 @@ func (d *Daemon) reconcileEvents() error {
 			}
 		case event.Start:
 			if j != nil {
-				j.done = false // after a fail: a retried attempt
+				j.done, j.failT = false, 0 // after a fail: a retried attempt
 				if j.holding == nil {
 					j.holding = qshare.Capacity{}
 				}
@@ -336,7 +341,10 @@ func (d *Daemon) reconcileEvents() error {
 		case event.Finish, event.Fail:
 			if j != nil {
 				j.holding = nil
-				j.done = true
+				j.done, j.failT = true, 0
+				if e.Event == event.Fail {
+					j.failT = e.T
+				}
 			}
 		}
 	})
@@ -365,7 +373,7 @@ func (d *Daemon) reconcileEvents() error {
 		return jobs[a].ID < jobs[b].ID
 	})
 	const why = "the event log is reconciled with the store after a restart"
-	var subs, prio, rel, start []event.Event
+	var subs, prio, rel, ran, start []event.Event
 	for _, j := range jobs {
 		l := logged[j.ID]
 		if l == nil {
@@ -375,7 +383,10 @@ func (d *Daemon) reconcileEvents() error {
 			subs = append(subs, submitEvents(j)...)
 			l = &loggedJob{priority: j.Priority}
 		}
-		if l.done {
+		if l.done && (l.failT == 0 || (j.Status == qshare.JobFailed && unixSeconds(j.StoppedAt) <= l.failT)) {
+			// Finished, or failed at its last line (a fail line is
+			// written at the commit's time, the job's StoppedAt, or
+			// later). A job whose last line is a requeue goes on.
 			continue
 		}
 		if l.priority != j.Priority && !j.Status.Terminal() {
@@ -410,51 +421,31 @@ func (d *Daemon) reconcileEvents() error {
 		case l.holding == nil && holds:
 			start = append(start, event.Lines(baseEvent(j, event.Start, now, why), j.Demand)...)
 		case l.holding == nil && j.Status.Terminal():
-			if j.Status == qshare.JobSucceeded {
-				// It ran and finished while its lines were lost.
-				start = append(start, event.Lines(baseEvent(j, event.Start, now, why), j.Demand)...)
-				rel = append(rel, event.Lines(baseEvent(j, event.Finish, now, why), j.Demand)...)
-			} else {
+			// A job that ran and ended while its lines were lost (two lost
+			// batches or more, a failed append; or, after a logged requeue,
+			// a crash) starts and ends right after the releases, when the
+			// most capacity is free.
+			a := j.LatestAttempt()
+			switch {
+			case j.Status == qshare.JobSucceeded:
+				ran = append(ran, event.Lines(baseEvent(j, event.Start, now, why), j.Demand)...)
+				ran = append(ran, event.Lines(baseEvent(j, event.Finish, now, why), j.Demand)...)
+			case l.attempt != "" && a != nil && a.ID != l.attempt:
+				ran = append(ran, event.Lines(baseEvent(j, event.Start, now, why), j.Demand)...)
+				ran = append(ran, event.Lines(baseEvent(j, event.Fail, now, why), j.Demand)...)
+			default:
 				rel = append(rel, event.Lines(baseEvent(j, event.Fail, now, why), nil)...)
 			}
 		}
 	}
-	// A job that ran and finished while its lines were lost (two lost
-	// batches or more: a failed append, not a crash) starts and finishes
-	// right after the releases, when the most capacity is free.
-	var ran, keep, later []event.Event
-	for _, e := range rel {
-		if e.Event == event.Finish && e.Reason == why && startedIn(start, e.Job) {
-			ran = append(ran, e)
-			continue
-		}
-		keep = append(keep, e)
+	if n := len(subs) + len(prio) + len(rel) + len(ran) + len(start); n > 0 {
+		d.log.Info("event log reconciled with the store", "events", n)
 	}
-	for _, e := range start {
-		if startedIn(ran, e.Job) {
-			keep = append(keep, e)
-			for _, f := range ran {
-				if f.Job == e.Job {
-					keep = append(keep, f)
-				}
-			}
-			continue
-		}
-		later = append(later, e)
-	}
-	evs := append(append(append(subs, prio...), keep...), later...)
-	if len(evs) > 0 {
-		d.log.Info("event log reconciled with the store", "events", len(evs))
-	}
-	d.emitEvents(evs)
+	// The lead line marks where this server's scheduling begins, after the
+	// submits the log missed (which keep their own times) and before what
+	// changed at this instant: a head job that fitted while no server led
+	// waited for a leader, and check-events counts its wait from here.
+	lead := event.Event{T: unixSeconds(now), Event: event.Lead}
+	d.emitEvents(slices.Concat(subs, []event.Event{lead}, prio, rel, ran, start))
 	return nil
-}
-
-func startedIn(evs []event.Event, job string) bool {
-	for _, e := range evs {
-		if e.Job == job {
-			return true
-		}
-	}
-	return false
 }

@@ -83,7 +83,7 @@ func closeAndCheck(t *testing.T, a *instance, evf *event.File, dir string) (even
 // its capacity back as a fail that says so (not as a preemption for
 // nobody), and a preemption under a stop grace is logged when decided (a
 // stopping line with "for") and when its capacity is given back. The
-// checker finds the log clean.
+// checker finds the log clean, and its first line is the daemon's lead.
 func TestEventLogRetriesAndPreemptions(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -121,9 +121,57 @@ func TestEventLogRetriesAndPreemptions(t *testing.T) {
 			kinds = append(kinds, string(e.Event)+" for "+map[string]string{high: "high"}[e.For])
 		}
 	}
+	// A server's log starts where it starts leading (check-events counts
+	// a head's wait from there).
+	if first, _, _ := strings.Cut(text, "\n"); !strings.Contains(first, `"event":"lead"`) {
+		t.Errorf("the log's first line is %s, want the lead line of the daemon's start", first)
+	}
 	if len(kinds) != 4 || !strings.Contains(kinds[0], "code 3") || !strings.Contains(kinds[0], "retrying") ||
 		strings.Contains(kinds[1], "retrying") || kinds[2] != "stopping for high" || kinds[3] != "preempt for high" {
 		t.Errorf("lines of the retried job and of the victim: %q", kinds)
+	}
+}
+
+// TestEventLogReconcilesALostRetry: a job's requeue (a failed attempt to
+// be retried) is logged, and what follows is lost: its second start and
+// its final fail. The next server's reconciliation writes them (the
+// store has a second attempt), where it had left the job waiting for a
+// retry forever; a later restart adds nothing but its lead line.
+func TestEventLogReconcilesALostRetry(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, evf, sink := openWithSink(t, dir, simulated.New(simulated.Options{}), true)
+	d := a.d
+	setup(t, d, 1, false) // without in-share preemption
+	prio := int64(0)
+	flaky, err := d.Submit(context.Background(), daemon.SubmitInput{Name: "flaky", Queue: "q", QuotaShare: "A", ServiceJobType: "SAGEMAKER_TRAINING", Priority: &prio,
+		RetryStrategy: &qshare.RetryStrategy{Attempts: 2},
+		Payload:       `{"ResourceConfig":{"InstanceType":"ml.g5.xlarge"},"Environment":{"QSHARE_SIM_DURATION":"100ms","QSHARE_SIM_EXIT_CODE":"3"}}`})
+	must(t, err)
+	waitFor(t, d, flaky.ID, status(qshare.JobRunning), "RUNNING")
+	// A higher priority job, without in-share preemption: it starts when
+	// flaky's first attempt fails, and flaky waits for it.
+	blocker := submit(t, d, "blocker", 5, `"QSHARE_SIM_DURATION":"300ms"`)
+	awaitLine(t, dir, "retrying", "flaky's requeue line")
+	sink.fail.Store(true)
+	waitFor(t, d, blocker, status(qshare.JobSucceeded), "SUCCEEDED")
+	waitFor(t, d, flaky.ID, status(qshare.JobFailed), "FAILED after its second attempt")
+	d.Close()
+	a.db.Close()
+	must(t, evf.Close())
+
+	b, evf2, _ := openWithSink(t, dir, a.ex, false)
+	sum, text := closeAndCheck(t, b, evf2, dir)
+	if sum.Starts != 3 || sum.Retries != 1 || sum.Finishes != 1 || sum.Fails != 2 {
+		t.Errorf("summary %+v, want three starts (flaky twice, one a retry), blocker's finish and flaky's two fails\n%s", sum, text)
+	}
+	c, evf3, _ := openWithSink(t, dir, a.ex, false)
+	sum2, text2 := closeAndCheck(t, c, evf3, dir)
+	if added := strings.TrimPrefix(text2, text); !strings.HasPrefix(text2, text) || strings.Count(added, "\n") != 1 || !strings.Contains(added, `"event":"lead"`) {
+		t.Errorf("a restart with nothing lost added %q, want its lead line alone", added)
+	}
+	if sum2.Starts != sum.Starts || sum2.Fails != sum.Fails {
+		t.Errorf("summary after another restart %+v, want %+v", sum2, sum)
 	}
 }
 
@@ -177,6 +225,20 @@ func openWithSink(t *testing.T, dir string, ex executor.Executor, failing bool) 
 	must(t, err)
 	must(t, d.Start(context.Background()))
 	return &instance{d, db, ex}, evf, sink
+}
+
+// awaitLine waits up to 10 s for dir/events.jsonl to hold text, and
+// fails t, naming what, if it never does.
+func awaitLine(t *testing.T, dir, text, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(dir, "events.jsonl")); bytes.Contains(b, []byte(text)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never came", what)
+		}
+	}
 }
 
 // failingSink is an event file whose appends fail, keeping nothing, while
@@ -233,14 +295,7 @@ func TestEventLogReconcilesANewAttempt(t *testing.T) {
 	// Low, ignoring SIGTERM, holds its instance for its grace: the log has
 	// high's submit and low's stopping line; what follows is lost, as
 	// with a crash.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if b, _ := os.ReadFile(filepath.Join(dir, "events.jsonl")); bytes.Contains(b, []byte(`"event":"stopping"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("low's stopping line never came")
-		}
-	}
+	awaitLine(t, dir, `"event":"stopping"`, "low's stopping line")
 	sink.fail.Store(true)
 	waitFor(t, d, high, status(qshare.JobSucceeded), "SUCCEEDED")
 	waitFor(t, d, low, func(j *qshare.Job) bool { return j.Status == qshare.JobRunning && len(j.Attempts) == 2 }, "RUNNING its second attempt")

@@ -29,7 +29,9 @@ const (
 	// RuleHeadWaits: no share's head job waits while it fits its share's own
 	// maxCapacity and the environment has free room for it. Capacity held by
 	// a stopping job is not free, and neither is the idle capacity of a
-	// RESERVE share that borrowers would then be using.
+	// RESERVE share that borrowers would then be using. A wait counts from
+	// the last lead line (a server's takeover): before it, no server
+	// scheduled.
 	RuleHeadWaits = "head-waits"
 	// RuleReservePreempted: a job of a RESERVE share with in-share
 	// preemption DISABLED is never preempted (the configuration is fixed).
@@ -43,7 +45,8 @@ const (
 	// has none).
 	RuleReclaimVictim = "reclaim-victim"
 	// RulePreemptedForNothing: a job preempted to make room for another is
-	// followed by that job's start.
+	// followed by that job's start, unless that job left the system
+	// (terminated) between the victim's stopping line and its preempt.
 	RulePreemptedForNothing = "preempted-for-nothing"
 	// RuleMinRunTime: a job is not chosen as a victim (its stopping line,
 	// or its preempt line when it has none) before it has held its
@@ -420,6 +423,15 @@ func (c *Checker) flushGroup() {
 			demand[x.InstanceType] += x.Instances
 		}
 	}
+	if e.Event == Lead {
+		// No server scheduled before this line: every head's wait
+		// starts again now (endInstant keeps the new since).
+		for s, p := range c.pending {
+			p.since = e.T
+			c.pending[s] = p
+		}
+		return
+	}
 	j := c.jobs[e.Job]
 	switch e.Event {
 	case Submit:
@@ -681,8 +693,16 @@ func (c *Checker) checkPreempt(e Event, line int, j *jobState) {
 	} else if !c.judgePreempt(e, line, j) {
 		return
 	}
-	if f := c.jobs[e.For]; e.For == "" || f.demand != nil || (j.stopping && f != nil && f.startLine > j.stoppingLine) {
-		return // nobody named, or it started already (in room freed meanwhile)
+	f := c.jobs[e.For]
+	if e.For == "" || !f.inSystem() {
+		// Nobody named, or the job decided for left the system while this
+		// one stopped (terminated): judged at the stopping line, nothing
+		// remains to start. (Without a stopping line, judgePreempt has
+		// refused a job not in the system.)
+		return
+	}
+	if f.demand != nil || (j.stopping && f.startLine > j.stoppingLine) {
+		return // it started already (in room freed meanwhile)
 	}
 	fs := c.forJobs[e.For]
 	if fs == nil {

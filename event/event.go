@@ -60,12 +60,19 @@ const (
 	// Stopping: the job was chosen as a preemption victim (for the job in
 	// For) and is stopping; it still holds its capacity until its preempt.
 	Stopping Kind = "stopping"
+	// Lead: a server began to lead at T. It writes it first, after only
+	// the submits it reconciles; only a server's log has it, and it names
+	// no job. Until then no server scheduled: a server that stopped
+	// leading (killed, or its store session cut) may have left a head job
+	// that fitted waiting for the next one, so a head's wait counts from
+	// here.
+	Lead Kind = "lead"
 )
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
 	switch k {
-	case Submit, Start, Preempt, Finish, Fail, Priority, Stopping:
+	case Submit, Start, Preempt, Finish, Fail, Priority, Stopping, Lead:
 		return true
 	}
 	return false
@@ -262,9 +269,9 @@ func (r *Reader) Read() (Event, error) {
 			return Event{}, &LineError{r.line, fmt.Errorf("not an event: %v", err)}
 		}
 		if !e.Event.Valid() {
-			return Event{}, &LineError{r.line, fmt.Errorf("unknown event %q: use submit, start, stopping, preempt, finish, fail or priority", e.Event)}
+			return Event{}, &LineError{r.line, fmt.Errorf("unknown event %q: use submit, start, stopping, preempt, finish, fail, priority or lead", e.Event)}
 		}
-		if e.Job == "" {
+		if e.Job == "" && e.Event != Lead {
 			return Event{}, &LineError{r.line, errors.New("the event names no job")}
 		}
 		return e, nil

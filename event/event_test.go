@@ -125,6 +125,9 @@ func parseLog(t *testing.T, log string) []byte {
 		if e.Share == "-" {
 			e.Share = "" // a job of a queue without quota shares
 		}
+		if e.Event == Lead {
+			e.Job, e.Queue = "", "" // a server's takeover names no job: "T - lead - 0 0"
+		}
 		for _, x := range f[6:] {
 			if name, ok := strings.CutPrefix(x, "plan="); ok {
 				e.Plan = config.PlanARN(name)
@@ -446,6 +449,41 @@ func TestCheckSettle(t *testing.T) {
 	}
 }
 
+// A lead line (a server took over) starts every head's wait again: b fitted
+// from 101 while no server led, and waited 0.7 s in all but only 0.5 s
+// after the lead at 101.2, less than the settle at every instant. A head
+// that still waits past the settle after the lead line is a violation.
+func TestCheckLeadRestartsTheWait(t *testing.T) {
+	cfg := configtest.Load(t, threeShares)
+	for _, tc := range []struct {
+		name, lead, bStart string
+		want               int
+	}{
+		{"no leader before the lead line", "101.2 - lead - 0 0\n", "101.7", 0},
+		{"the same wait without a lead line", "", "101.7", 1},
+		{"a wait past the settle after the lead line", "101.2 - lead - 0 0\n", "200", 1},
+	} {
+		log := `100.000 a submit QS2 1 0
+100.002 a start QS2 1 0
+101 b submit QS1 1 0
+` + tc.lead + `101.5 x submit QS3 1 0
+101.6 x start QS3 1 0
+101.65 x finish QS3 1 0
+` + tc.bStart + ` b start QS1 1 0`
+		if tc.bStart == "200" {
+			// an instant at which b has waited 0.6 s since the lead
+			log = strings.Replace(log, "200 b start", "101.8 z submit QS3 1 0\n101.8 z start QS3 1 0\n200 b start", 1)
+		}
+		vs, _, err := Check(cfg, bytes.NewReader(parseLog(t, log)), CheckOptions{Settle: 0.5})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(vs) != tc.want || tc.want == 1 && (vs[0].Rule != RuleHeadWaits || vs[0].Jobs[0] != "b") {
+			t.Errorf("%s: violations %v, want %d head-waits of b", tc.name, vs, tc.want)
+		}
+	}
+}
+
 // checkLog checks a log in the tests' shorthand against cfg.
 func checkLog(t *testing.T, cfg *config.File, log string) []Violation {
 	t.Helper()
@@ -557,6 +595,40 @@ func TestCheckPreemptedForJobThatFinishedEarly(t *testing.T) {
 4 b1 finish B 1 0`
 	if vs := checkLog(t, cfg, log); len(vs) != 0 {
 		t.Fatalf("violations: %v", vs)
+	}
+}
+
+// A job terminated while its victim stops (TerminateJob, between the
+// stopping line and the preempt) leaves the system without starting: the
+// victim was taken when the decision was right, and nothing is left for it
+// to make room for. A job that leaves after its victim's preempt line
+// still breaks preempted-for-nothing (TestCheckCatchesEachRule).
+func TestCheckForJobTerminatedWhileVictimStops(t *testing.T) {
+	const log = `
+0 a submit QS1 1 0
+0 a start QS1 1 0
+0 m submit QS1 1 0
+0 m start QS1 1 0
+1 b submit QS2 1 0
+1 m stopping QS1 1 0 b
+2 b fail QS2 0 0
+3 m preempt QS1 1 0 b
+3 m start QS1 1 0
+4 a finish QS1 1 0
+4 m finish QS1 1 0`
+	cfg := configtest.Load(t, threeShares)
+	if vs := checkLog(t, cfg, log); len(vs) != 0 {
+		t.Fatalf("violations: %v", vs)
+	}
+	// A restarted server's preempt may not name it: the same.
+	if vs := checkLog(t, cfg, strings.Replace(log, "3 m preempt QS1 1 0 b", "3 m preempt QS1 1 0", 1)); len(vs) != 0 {
+		t.Fatalf("without for: violations: %v", vs)
+	}
+	// A stopping line for a job the log never had is the log's fault, once;
+	// its preempt adds nothing.
+	unknown := strings.ReplaceAll(strings.NewReplacer("1 b submit QS2 1 0\n", "", "2 b fail QS2 0 0\n", "").Replace(log), "0 b", "0 zz")
+	if got := rulesOf(checkLog(t, cfg, unknown)); !reflect.DeepEqual(got, []string{RuleLog}) {
+		t.Fatalf("stopping for an unknown job: rules %v, want only %s", got, RuleLog)
 	}
 }
 

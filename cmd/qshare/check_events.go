@@ -51,6 +51,8 @@ involved:
   in-share-priority      an in-share preemption of an equal or higher priority
   reclaim-victim         a cross-share victim from a share within its own capacity
   preempted-for-nothing  a job preempted for another that then never started
+                         (not when that job was terminated while the victim
+                         was stopping)
   min-run-time           a victim chosen before it ran its share's minimum
                          run time (tag qshare:minRunTimeSeconds; --settle
                          is allowed for a server's log)
