@@ -31,6 +31,17 @@ func OrDefault[T ~int | ~int64](v, def T) T {
 	return v
 }
 
+// NoNetworkIsolation refuses a payload that sets EnableNetworkIsolation,
+// for an executor (named by name) whose jobs use the host's or the pod's
+// network: the container executor honours it; a job that asks for it
+// elsewhere would run with the network it asked not to have.
+func NoNetworkIsolation(req *trainingjob.Request, name string) error {
+	if !req.EnableNetworkIsolation {
+		return nil
+	}
+	return qshare.Errorf(qshare.EINVALID, "serviceRequestPayload sets EnableNetworkIsolation, which the %s executor cannot honour: its jobs use the network of the machine they run on. Submit the job to a queue whose environment runs the container executor, or leave it unset", name)
+}
+
 // JobGrace returns the payload's own grace period (EnvStopGrace), 0 when it
 // sets none, or an EINVALID *qshare.Error naming the field.
 func JobGrace(req *trainingjob.Request) (time.Duration, error) {

@@ -18,10 +18,13 @@ import (
 )
 
 // Request is the part of a CreateTrainingJob request that qshare reads.
+// EnableNetworkIsolation leaves the training containers no network but
+// each other's (the container executor; the others refuse it).
 type Request struct {
 	TrainingJobName        string                 `json:"TrainingJobName,omitempty"`
 	AlgorithmSpecification AlgorithmSpecification `json:"AlgorithmSpecification"`
 	RoleArn                string                 `json:"RoleArn,omitempty"`
+	EnableNetworkIsolation bool                   `json:"EnableNetworkIsolation,omitempty"`
 	HyperParameters        map[string]string      `json:"HyperParameters,omitempty"`
 	InputDataConfig        []Channel              `json:"InputDataConfig,omitempty"`
 	OutputDataConfig       *OutputDataConfig      `json:"OutputDataConfig,omitempty"`

@@ -56,7 +56,8 @@ func harness(t *testing.T, host string) executortest.Harness {
 			}
 			return e
 		},
-		Payload: func(t testing.TB, j executortest.Job) string { return containertest.Payload(img, j) },
+		Payload:          func(t testing.TB, j executortest.Job) string { return containertest.Payload(img, j) },
+		NetworkIsolation: true,
 		Observed: func(t testing.TB, s executor.Spec, h executor.Handle) map[string]string {
 			return executortest.ReadEnv(t, h.LogPath)
 		},

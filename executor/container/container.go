@@ -713,14 +713,28 @@ func (e *Executor) userFor(s executor.Spec) (*process.RunUser, error) {
 // container per host, each with its own resourceconfig.json.
 func (e *Executor) create(ctx context.Context, s executor.Spec, req *trainingjob.Request, rec record, dirs process.JobDirs, typ string, hosts []string, u *process.RunUser, gpus []gpu.GPU, ei *engineInfo) error {
 	dir := e.attemptDir(s.AttemptID)
-	netw := ""
+	// EnableNetworkIsolation, as on SageMaker: one host has no network
+	// but its loopback; several have their own network, internal (no
+	// route out). Docker gives that network's bridge an address on this
+	// machine, which the hosts would reach: inhibit_ipv4 gives it none.
+	// Podman refuses the option; its hosts reach this machine at their
+	// network's gateway address, where its DNS server answers.
+	isolated := req.EnableNetworkIsolation
+	netw, mode := "", ""
+	if isolated {
+		mode = "none"
+	}
 	if rec.Network != "" {
-		_, err := e.cli.NetworkCreate(ctx, rec.Network, client.NetworkCreateOptions{Labels: map[string]string{LabelAttempt: s.AttemptID, LabelDataDir: e.o.DataDir}})
+		opts := client.NetworkCreateOptions{Internal: isolated, Labels: map[string]string{LabelAttempt: s.AttemptID, LabelDataDir: e.o.DataDir}}
+		if isolated && !ei.podman {
+			opts.Options = map[string]string{"com.docker.network.bridge.inhibit_ipv4": "true"}
+		}
+		_, err := e.cli.NetworkCreate(ctx, rec.Network, opts)
 		if err != nil && !cerrdefs.IsConflict(err) {
 			e.setHealth(err)
 			return qshare.Errorf(qshare.EINVALID, "CannotStartContainerError: creating the attempt's network: %v", err)
 		}
-		netw = rec.Network
+		netw, mode = rec.Network, rec.Network
 	}
 	lim := instanceLimits(typ, ei.cpus, ei.memory)
 	per := len(gpus) / len(hosts)
@@ -731,7 +745,7 @@ func (e *Executor) create(ctx context.Context, s executor.Spec, req *trainingjob
 		}
 		b := build{Spec: s, Req: req, Dirs: dirs, HostConf: conf, Type: typ, Hosts: hosts, Host: host{Name: h, Index: k},
 			User: fmt.Sprintf("%d:%d", u.UID, u.GID), Groups: u.Groups, GPUs: gpus[k*per : (k+1)*per], Devices: ei.gpus,
-			Limits: lim, Network: netw, Image: req.AlgorithmSpecification.TrainingImage, ARN: e.arn(s), DataDir: e.o.DataDir, ReadOnly: !e.o.WritableRoot}
+			Limits: lim, Network: mode, Image: req.AlgorithmSpecification.TrainingImage, ARN: e.arn(s), DataDir: e.o.DataDir, ReadOnly: !e.o.WritableRoot}
 		cfg, hc := createRequest(b)
 		var nc *network.NetworkingConfig
 		if netw != "" {

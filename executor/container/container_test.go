@@ -3,6 +3,7 @@ package container_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -206,6 +207,127 @@ func TestMultiInstance(t *testing.T) {
 	}
 	if _, err := e.InstanceLogs(context.Background(), s.AttemptID, 2, false); qshare.ErrorCodeOf(err) != qshare.EINVALID {
 		t.Errorf("InstanceLogs(2) of a 2-instance attempt = %v, want EINVALID", err)
+	}
+}
+
+// TestNetworkIsolation: EnableNetworkIsolation, as on SageMaker. A job
+// on the engine's default network reaches a listener on this machine by
+// its default route's gateway (the control: where it does not, isolation
+// cannot be told apart, and the test skips). With isolation, one host has
+// the loopback interface alone, and two hosts reach each other by name on
+// a network of their own, but not this machine by that address, nor, on
+// Docker Engine, by their network's gateway address (its bridge has none:
+// without inhibit_ipv4, both answered). Podman refuses the option; there
+// the gateway address answers (docs/container.md says so).
+func TestNetworkIsolation(t *testing.T) {
+	t.Parallel()
+	host := containertest.Docker(t)
+	networkIsolation(t, host, false)
+}
+
+// TestNetworkIsolationPodman runs where QSHARE_PODMAN_TESTS=1, as .ci/run
+// sets (TestConformancePodman says why).
+func TestNetworkIsolationPodman(t *testing.T) {
+	if os.Getenv("QSHARE_PODMAN_TESTS") != "1" {
+		t.Skip("set QSHARE_PODMAN_TESTS=1 to run it against Podman (.ci/run does)")
+	}
+	networkIsolation(t, containertest.Podman(t), true)
+}
+
+func networkIsolation(t *testing.T, host string, podman bool) {
+	img := containertest.Image(t, host)
+	dir := t.TempDir()
+	e := openAt(t, dir, host)
+	t.Cleanup(func() { closeClean(t, e, host, dir) })
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	// begin starts an attempt of n hosts; end waits for each host's dial
+	// line, stops the attempt and returns the hosts' logs.
+	begin := func(id string, n int, isolated bool, dial string, args ...string) executor.Spec {
+		t.Helper()
+		p := map[string]any{
+			"TrainingJobName": "train-" + id,
+			"AlgorithmSpecification": map[string]any{"TrainingImage": img, "ContainerEntrypoint": []string{"/job"},
+				"ContainerArguments": append([]string{"-run=1h", "-ifaces", "-dial=" + dial}, args...)},
+			"ResourceConfig":         map[string]any{"InstanceType": "ml.m5.large", "InstanceCount": n},
+			"EnableNetworkIsolation": isolated,
+		}
+		s := spec(id, qshare.Capacity{"ml.m5.large": int64(n)}, p)
+		executortest.Start(t, e, s, 60*time.Second)
+		return s
+	}
+	end := func(s executor.Spec) []string {
+		t.Helper()
+		logs := make([]string, s.Demand["ml.m5.large"])
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			done := 0
+			for k := range logs {
+				rc, err := e.InstanceLogs(context.Background(), s.AttemptID, k, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(rc)
+				rc.Close()
+				if logs[k] = string(b); strings.Contains(logs[k], "dial ") {
+					done++
+				}
+			}
+			if done == len(logs) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no dial line from every host within 60 s: %q", s.JobName, logs)
+			}
+		}
+		if err := e.Stop(context.Background(), s.AttemptID, 10*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		waitExit(t, e, s.AttemptID)
+		return logs
+	}
+	control := end(begin("netopen", 1, false, fmt.Sprintf("gateway:%d", port)))[0]
+	var gw string
+	if _, err := fmt.Sscanf(control[strings.Index(control, "dial "):], "dial %s", &gw); err != nil || !strings.Contains(control, ": ok\n") {
+		t.Skipf("a container on the engine's default network does not reach this machine at its gateway, so isolation cannot be told apart: %q", control)
+	}
+	gw = strings.TrimSuffix(gw, ":")
+	// An unreachable address takes the job's whole dial timeout (2 s), and
+	// a lookup of a host not started yet 5 s (docs/container.md): the
+	// isolated attempts run side by side.
+	one := begin("netnone", 1, true, gw)
+	peers := begin("netpeers", 2, true, gw, "-resolve=algo-1,algo-2")
+	var gateway executor.Spec
+	if !podman {
+		gateway = begin("netgateway", 2, true, fmt.Sprintf("gateway:%d", port))
+	}
+	if l := end(one)[0]; !strings.Contains(l, "interfaces: lo\n") || strings.Contains(l, ": ok\n") {
+		t.Errorf("one isolated host: %q, want the loopback interface alone and %s unreachable", l, gw)
+	}
+	for k, l := range end(peers) {
+		if !strings.Contains(l, "algo-1 resolves to") || !strings.Contains(l, "algo-2 resolves to") || strings.Contains(l, ": ok\n") {
+			t.Errorf("isolated host %d of 2: %q, want both hosts resolved and %s unreachable", k, l, gw)
+		}
+	}
+	if podman {
+		return
+	}
+	for k, l := range end(gateway) {
+		if strings.Contains(l, ": ok\n") {
+			t.Errorf("isolated host %d of 2 reaches its network's gateway: %q", k, l)
+		}
 	}
 }
 

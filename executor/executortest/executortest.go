@@ -18,6 +18,7 @@ package executortest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -105,6 +106,10 @@ type Harness struct {
 	// the environment subtest then asks for one, and checks that a job
 	// without one has none. False: every attempt has one.
 	CheckpointOnRequest bool
+	// NetworkIsolation says that the executor honours the payload's
+	// EnableNetworkIsolation; false means Validate must refuse a payload
+	// that sets it (EINVALID, naming the field).
+	NetworkIsolation bool
 }
 
 // Run runs the conformance suite against the executor h describes.
@@ -465,6 +470,19 @@ func (s *suite) validate(t *testing.T) {
 	}
 	if err := e.Validate(s.Payload(t, Job{Run: time.Second}), qshare.Capacity{"ml.m5.large": 1}); err != nil {
 		t.Errorf("Validate(good payload) = %v", err)
+	}
+	var isolated map[string]any
+	if err := json.Unmarshal([]byte(s.Payload(t, Job{Run: time.Second})), &isolated); err != nil {
+		t.Fatal(err)
+	}
+	isolated["EnableNetworkIsolation"] = true
+	b, _ := json.Marshal(isolated)
+	err := e.Validate(string(b), qshare.Capacity{"ml.m5.large": 1})
+	if s.NetworkIsolation && err != nil {
+		t.Errorf("Validate(payload with EnableNetworkIsolation) = %v, want nil: this executor honours it", err)
+	}
+	if !s.NetworkIsolation && (qshare.ErrorCodeOf(err) != qshare.EINVALID || !strings.Contains(err.Error(), "EnableNetworkIsolation")) {
+		t.Errorf("Validate(payload with EnableNetworkIsolation) = %v, want EINVALID naming it: this executor cannot honour it", err)
 	}
 	sp := s.spec(t, Job{})
 	sp.Payload = "not json"

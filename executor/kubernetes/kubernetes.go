@@ -346,6 +346,9 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 	if err := data.Validate(req); err != nil {
 		return "", 0, 0, err
 	}
+	if err := executor.NoNetworkIsolation(req, "Kubernetes"); err != nil {
+		return "", 0, 0, err
+	}
 	if strings.TrimSpace(req.AlgorithmSpecification.TrainingImage) == "" {
 		return "", 0, 0, qshare.Errorf(qshare.EINVALID, "serviceRequestPayload has no AlgorithmSpecification.TrainingImage: the Kubernetes executor runs the job's container image, so name one")
 	}

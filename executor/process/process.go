@@ -334,6 +334,9 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (time
 	if err := data.Validate(req); err != nil {
 		return 0, err
 	}
+	if err := executor.NoNetworkIsolation(req, "process"); err != nil {
+		return 0, err
+	}
 	grace, err := executor.JobGrace(req)
 	if err != nil {
 		return 0, err

@@ -26,7 +26,9 @@ func payload(env map[string]string) string {
 
 func harness() executortest.Harness {
 	return executortest.Harness{
-		New: func(t testing.TB, dir string) executor.Executor { return New(Options{}) },
+		// It runs nothing, so nothing reaches a network.
+		NetworkIsolation: true,
+		New:              func(t testing.TB, dir string) executor.Executor { return New(Options{}) },
 		Payload: func(t testing.TB, j executortest.Job) string {
 			env := map[string]string{
 				EnvDuration: j.Run.String(),

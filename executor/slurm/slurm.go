@@ -236,6 +236,9 @@ func (e *Executor) check(req *trainingjob.Request, demand qshare.Capacity) (stri
 	if err := data.Validate(req); err != nil {
 		return "", 0, 0, err
 	}
+	if err := executor.NoNetworkIsolation(req, "Slurm"); err != nil {
+		return "", 0, 0, err
+	}
 	if len(req.AlgorithmSpecification.ContainerEntrypoint) == 0 || req.AlgorithmSpecification.ContainerEntrypoint[0] == "" {
 		return "", 0, 0, qshare.Errorf(qshare.EINVALID, `serviceRequestPayload has no AlgorithmSpecification.ContainerEntrypoint: the Slurm executor runs a command on the nodes and needs one, for example "ContainerEntrypoint": ["python3", "train.py"] (ContainerArguments are appended)`)
 	}

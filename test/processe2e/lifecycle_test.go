@@ -244,7 +244,8 @@ func (s *server) awaitFailures(ids, want map[string]string) {
 // TestFailureReasons: the status reason of a failed attempt is the first
 // line of SM_OUTPUT_DIR/failure when the job writes one, names the signal
 // that killed the job, or says that the program cannot be run; a payload
-// without an entrypoint is refused at submit with a ClientException. A job
+// without an entrypoint, or asking for network isolation, is refused at
+// submit with a ClientException. A job
 // sees the SageMaker variables, its hyperparameters and its own directory.
 func TestFailureReasons(t *testing.T) {
 	skipShort(t)
@@ -281,5 +282,13 @@ echo "who=$QSHARE_JOB_ID,$QSHARE_ATTEMPT,$QSHARE_QUOTA_SHARE,$SM_CURRENT_HOST,$S
 	var ce *types.ClientException
 	if !errors.As(err, &ce) || !strings.Contains(strings.ToLower(ce.ErrorMessage()), "entrypoint") {
 		t.Errorf("a payload without an entrypoint: %v, want a ClientException about the entrypoint", err)
+	}
+	// Network isolation, which a host process cannot have: refused, not
+	// run with the host's network.
+	_, err = s.C.SubmitServiceJob(context.Background(), &batch.SubmitServiceJobInput{JobName: aws.String("isolated"), JobQueue: aws.String("q"),
+		QuotaShareName: aws.String("s"), ServiceJobType: types.ServiceJobTypeSagemakerTraining,
+		ServiceRequestPayload: aws.String(`{"AlgorithmSpecification":{"ContainerEntrypoint":["true"]},"EnableNetworkIsolation":true,"ResourceConfig":{"InstanceType":"ml.m5.xlarge","InstanceCount":1}}`)})
+	if !errors.As(err, &ce) || !strings.Contains(ce.ErrorMessage(), "EnableNetworkIsolation") {
+		t.Errorf("a payload with EnableNetworkIsolation: %v, want a ClientException naming it", err)
 	}
 }

@@ -3,7 +3,9 @@
 // with this code, react to SIGTERM this way, print this line, print the
 // environment) inside a container, as executortest.Script does in a shell.
 // With -resolve it looks up host names and fails if one does not resolve,
-// for the multi-instance test.
+// for the multi-instance test; with -ifaces and -dial it says which network
+// interfaces it has and whether it reaches an address, for the network
+// isolation test.
 package main
 
 import (
@@ -32,6 +34,8 @@ func main() {
 	stepTime := flag.Duration("step", 200*time.Millisecond, "how long one training step takes")
 	failOn := flag.String("failon", "", "HOST:CODE: on the host SM_CURRENT_HOST names, exit at once with CODE")
 	copyArg := flag.String("copy", "", "FROM:TO: copy a file, as a job reads its input and writes its model")
+	ifaces := flag.Bool("ifaces", false, "print the network interfaces' names, as \"interfaces: lo,eth0\"")
+	dial := flag.String("dial", "", "HOST:PORT: try a TCP connection (2 s at most) and print \"dial HOST:PORT: ok\" or why not; the HOST gateway is the default route's")
 	flag.Parse()
 	if *copyArg != "" {
 		from, to, _ := strings.Cut(*copyArg, ":")
@@ -89,6 +93,29 @@ func main() {
 				os.Exit(5)
 			}
 			fmt.Printf("%s resolves to %v\n", h, addrs)
+		}
+	}
+	if *ifaces {
+		is, err := net.Interfaces()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "interfaces: %v\n", err)
+			os.Exit(5)
+		}
+		var names []string
+		for _, i := range is {
+			names = append(names, i.Name)
+		}
+		fmt.Printf("interfaces: %s\n", strings.Join(names, ","))
+	}
+	if *dial != "" {
+		if port, ok := strings.CutPrefix(*dial, "gateway:"); ok {
+			*dial = net.JoinHostPort(defaultGateway(), port)
+		}
+		if c, err := net.DialTimeout("tcp", *dial, 2*time.Second); err != nil {
+			fmt.Printf("dial %s: %v\n", *dial, err)
+		} else {
+			c.Close()
+			fmt.Printf("dial %s: ok\n", *dial)
 		}
 	}
 	sig := make(chan os.Signal, 1)
@@ -167,4 +194,23 @@ func train(steps int, each time.Duration, gate string) int {
 	}
 	fmt.Printf("finished after step %d\n", n)
 	return 0
+}
+
+// defaultGateway is the gateway of the default route in /proc/net/route
+// (its address in hex, least significant byte first), or "none".
+func defaultGateway() string {
+	b, err := os.ReadFile("/proc/net/route")
+	if err != nil {
+		return "none"
+	}
+	for _, l := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(l)
+		var g uint32
+		if len(f) > 2 && f[1] == "00000000" {
+			if _, err := fmt.Sscanf(f[2], "%x", &g); err == nil {
+				return net.IPv4(byte(g), byte(g>>8), byte(g>>16), byte(g>>24)).String()
+			}
+		}
+	}
+	return "none"
 }
