@@ -90,7 +90,23 @@ type Options struct {
 	// be reachable from them. Its credentials, if any, go to each such
 	// attempt's Secret.
 	S3 data.Endpoint
+
+	// endedMargin is how long before a pod's deletion its container must
+	// have finished for the pod to count as ended before it was deleted
+	// (endedBeforeDeletion). Zero means defaultEndedMargin; tests, whose
+	// kubelet deletes a pod within milliseconds of its end, shorten it.
+	endedMargin time.Duration
 }
+
+// defaultEndedMargin is how much earlier than a pod's deletion its
+// container must have finished for qshare, seeing the pod for the first
+// time already ended and deleted, to take its end as its own rather than
+// as the end of a deletion outside qshare. The two look alike but for
+// that gap: the API server moves the deletion's time to the kubelet's
+// last deletion (grace 0), which follows the container's end by the
+// kubelet's clean-up, and it keeps whole seconds; the container's finish
+// is the node's clock.
+const defaultEndedMargin = 10 * time.Second
 
 // Executor runs attempts as pods. It is safe for concurrent use.
 type Executor struct {
@@ -216,6 +232,7 @@ func New(ctx context.Context, o Options) (*Executor, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	o.HealthInterval = executor.OrDefault(o.HealthInterval, 5*time.Second)
+	o.endedMargin = executor.OrDefault(o.endedMargin, defaultEndedMargin)
 	lctx, cancel := context.WithCancel(context.Background())
 	e := &Executor{o: o, c: o.Client, ns: o.Namespace, cfg: o.Config, gpus: o.GPUs, log: o.Log, ctx: lctx, cancel: cancel,
 		attempts: map[string]*attempt{}, starting: map[string]*sync.Mutex{}, jobsSince: map[string]bool{},
@@ -1039,18 +1056,26 @@ func removed(p *corev1.Pod) bool {
 }
 
 // endedBeforeDeletion reports whether a pod being deleted had ended before
-// the deletion was asked for: its container finished before the request,
-// which is DeletionTimestamp less the grace (the API server keeps that
-// time when a later deletion shortens the grace). Such a pod was deleted
-// after its end (by the pod garbage collector, or a person), and its end
-// stands; Finalizer kept it for qshare to read.
-func endedBeforeDeletion(p *corev1.Pod) bool {
+// the deletion was asked for, so that its end stands: it was deleted after
+// its end (by the pod garbage collector, or a person), and Finalizer kept
+// it for qshare to read. The deletion was asked for at DeletionTimestamp
+// less the grace; but once the kubelet has made the deletion of a pod that
+// ran final (grace 0), the API server has moved DeletionTimestamp to that
+// last deletion (it never leaves it in the past), which follows the
+// container's end by the kubelet's clean-up. So a pod deleted while it ran
+// looks, to one who sees it only now, like one that ended and was deleted
+// a moment later; margin, which is more than that clean-up, tells them
+// apart (and covers a node's clock a little behind the API server's).
+// Within it the deletion is taken for one outside qshare: the attempt
+// fails, rather than letting a program that exits 0 on the deletion's
+// SIGTERM succeed.
+func endedBeforeDeletion(p *corev1.Pod, margin time.Duration) bool {
 	t := terminated(p)
 	if t == nil || p.DeletionTimestamp == nil || p.DeletionGracePeriodSeconds == nil {
 		return false
 	}
 	asked := p.DeletionTimestamp.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
-	return t.FinishedAt.Time.Before(asked)
+	return t.FinishedAt.Add(margin).Before(asked)
 }
 
 // evaluate decides, from the pods' latest states, whether the attempt has
@@ -1080,7 +1105,7 @@ func (e *Executor) evaluate(a *attempt) {
 			firstFail = p
 		}
 		if !a.stopping && !a.ending && a.byHand < 0 && p.Annotations[annStopped] == "" {
-			if gone(p) && !terminal(p) || p.DeletionTimestamp != nil && !endedBeforeDeletion(p) {
+			if gone(p) && !terminal(p) || p.DeletionTimestamp != nil && !endedBeforeDeletion(p, e.o.endedMargin) {
 				a.byHand = i
 			} else if l := a.relabeledOf(i, p); l != "" && !gone(p) && !terminal(p) {
 				a.byHand, a.relabeled = i, l

@@ -401,6 +401,55 @@ func TestStartAgainAfterEndedPodsExpired(t *testing.T) {
 	noPodsLeft(t, e2, s.AttemptID, 1)
 }
 
+// TestEndedBeforeDeletion: a pod seen only once it has ended and its
+// deletion is final counts as ended before its deletion only where its
+// container finished more than the margin before the deletion was asked
+// for. The kubelet's last deletion (grace 0) of a pod deleted while it ran
+// moves DeletionTimestamp to that moment, in whole seconds: a container
+// killed at 12:00:49.998 and a last deletion at 12:00:50.001 read as a
+// finish a second before the deletion, which is how CI once saw a pod
+// deleted outside qshare (TestRecoverWithAPodGone) end its attempt as a
+// plain exit 143.
+func TestEndedBeforeDeletion(t *testing.T) {
+	at := func(s string) metav1.Time {
+		v, err := time.Parse(time.RFC3339, "2026-12-06T12:00:"+s+"Z")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metav1.NewTime(v)
+	}
+	pod := func(finished, deletion string, grace int64) *corev1.Pod {
+		d := at(deletion)
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &d, DeletionGracePeriodSeconds: &grace}}
+		if finished != "" {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: container,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, FinishedAt: at(finished)}}}}
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name             string
+		finished, delete string
+		grace            int64
+		margin           time.Duration
+		want             bool
+	}{
+		{"killed by the deletion, last deletion a second later", "49", "50", 0, defaultEndedMargin, false},
+		{"killed by the deletion, in the same second", "50", "50", 0, defaultEndedMargin, false},
+		{"ended, deleted within the margin", "41", "50", 0, defaultEndedMargin, false},
+		{"ended, deleted after the margin", "39", "50", 0, defaultEndedMargin, true},
+		{"ended, deleted with a grace still running", "29", "50", 10, defaultEndedMargin, true},
+		{"a grace that reaches back before the end", "45", "50", 10, defaultEndedMargin, false},
+		{"a short margin", "48", "50", 0, time.Second, true},
+		{"a short margin, a second apart", "49", "50", 0, time.Second, false},
+		{"no container ran", "", "50", 0, defaultEndedMargin, false},
+	} {
+		if got := endedBeforeDeletion(pod(c.finished, c.delete, c.grace), c.margin); got != c.want {
+			t.Errorf("%s: endedBeforeDeletion = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestStartAgainAfterPodsGarbageCollected: the ended pods of an attempt
 // that the store still says is STARTING (the server died before it
 // recorded the start) are deleted while no server runs, as the pod garbage
@@ -413,7 +462,10 @@ func TestStartAgainAfterPodsGarbageCollected(t *testing.T) {
 	t.Parallel()
 	c := getCluster(t)
 	dir := t.TempDir()
-	e1 := c.newExecutor(t, dir, Options{})
+	// The test's kubelet deletes within milliseconds of an end: a second
+	// tells the collector's later deletion apart.
+	o := Options{endedMargin: time.Second}
+	e1 := c.newExecutor(t, dir, o)
 	starting := spec(kubetest.Program{Run: 100 * time.Millisecond}, "ml.m5.large", 1)
 	running := spec(kubetest.Program{Run: 100 * time.Millisecond, Exit: 3}, "ml.m5.large", 1)
 	var first []corev1.Pod
@@ -435,7 +487,7 @@ func TestStartAgainAfterPodsGarbageCollected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e2 := c.newExecutor(t, dir, Options{})
+	e2 := c.newExecutor(t, dir, o)
 	defer e2.Close()
 	h := start(t, e2, starting)
 	now := attemptPods(t, e2, starting.AttemptID)
