@@ -91,10 +91,14 @@ func TestDeployManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Kubelet.AddNode(ctx, "deploy-node", "deploy.large", 0); err != nil {
+	// The namespace is the manifests'; a run of -count=N names its node
+	// and jobs apart from the runs before it.
+	run := runSuffix(t)
+	node := "deploy-node" + run
+	if err := c.Kubelet.AddNode(ctx, node, "deploy.large", 0); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Kubelet.DeleteNode(ctx, "deploy-node") })
+	t.Cleanup(func() { _ = c.Kubelet.DeleteNode(ctx, node) })
 	warns := &warnings{}
 	e, err := kubernetes.New(ctx, kubernetes.Options{Client: sa, Namespace: kust.Namespace, StartWait: 30 * time.Second, Log: slog.New(warns)})
 	if err != nil {
@@ -105,8 +109,8 @@ func TestDeployManifests(t *testing.T) {
 		return executor.Spec{JobID: id, JobName: id, AttemptID: id + "-1", Attempt: 1, Queue: "q", Share: "s",
 			Demand: qshare.Capacity{"ml.deploy.large": 1}, Payload: p.Payload("ml.deploy.large", 1, nil)}
 	}
-	ok := spec("deploy-ok", kubetest.Program{Run: 300 * time.Millisecond, Output: "as the service account", Checkpoints: true})
-	stopped := spec("deploy-stopped", kubetest.Program{Run: time.Hour, OnStop: "ignore"})
+	ok := spec("deploy-ok"+run, kubetest.Program{Run: 300 * time.Millisecond, Output: "as the service account", Checkpoints: true})
+	stopped := spec("deploy-stopped"+run, kubetest.Program{Run: time.Hour, OnStop: "ignore"})
 	for _, s := range []executor.Spec{ok, stopped} {
 		if _, err := e.Start(ctx, s); err != nil {
 			t.Fatalf("Start as the ServiceAccount: %v", err)
@@ -132,7 +136,7 @@ func TestDeployManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := spec("deploy-lost", kubetest.Program{Run: time.Hour})
+	lost := spec("deploy-lost"+run, kubetest.Program{Run: time.Hour})
 	// Hyperparameters over the 8 KiB that a pod of one instance carries
 	// itself: its files are in a ConfigMap.
 	var m map[string]any

@@ -30,6 +30,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,17 +120,45 @@ func newOwnCluster(t *testing.T, typ string, n, gpus int) *cluster {
 func newSideCluster(t *testing.T, typ string, n, gpus int) *cluster {
 	t.Helper()
 	t.Parallel()
-	return makeCluster(t, plane(t), typ, typ+"."+namespaceOf(t), n, gpus)
+	ns := namespaceOf(t)
+	return makeClusterIn(t, plane(t), ns, typ, typ+"."+ns, n, gpus)
 }
 
-// namespaceOf is the namespace of a test: its name in lower case.
+// namespaceOf is the namespace of a test: its name in lower case, with
+// runSuffix (the control plane outlives a run of -count=N).
 func namespaceOf(t *testing.T) string {
-	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())) + runSuffix(t)
+}
+
+// runs counts the runs of each test in this process (-count=N runs each N
+// times on the same control plane, whose objects outlive a run), and
+// suffixes remembers each run's answer.
+var runs, suffixes sync.Map
+
+// runSuffix is "" in a test's first run in this process and "-N" in its
+// Nth, for the names of its objects on the shared control plane; every
+// call of one run gets the same.
+func runSuffix(t *testing.T) string {
+	if v, ok := suffixes.Load(t); ok {
+		return v.(string)
+	}
+	n, _ := runs.LoadOrStore(t.Name(), new(atomic.Int64))
+	suffix := ""
+	if k := n.(*atomic.Int64).Add(1); k > 1 {
+		suffix = fmt.Sprintf("-%d", k)
+	}
+	suffixes.Store(t, suffix)
+	return suffix
 }
 
 func makeCluster(t *testing.T, p *kubetest.Cluster, typ, label string, n, gpus int) *cluster {
 	t.Helper()
-	ns := namespaceOf(t)
+	return makeClusterIn(t, p, namespaceOf(t), typ, label, n, gpus)
+}
+
+// makeClusterIn is makeCluster in the namespace ns.
+func makeClusterIn(t *testing.T, p *kubetest.Cluster, ns, typ, label string, n, gpus int) *cluster {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := p.Client().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

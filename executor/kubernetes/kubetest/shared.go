@@ -93,11 +93,12 @@ func (s *Shared) Prestart() {
 }
 
 // Close closes the cluster if Get or Prestart started one, after waiting
-// for a start under way. A second Close does nothing.
+// for a start under way. A second Close does nothing; a Get after it (go
+// test -count=N runs the tests again) starts another cluster.
 func (s *Shared) Close() {
 	s.once.Do(func() {})
 	if s.c != nil {
 		s.c.Close()
-		s.c = nil
 	}
+	s.c, s.err, s.once = nil, nil, sync.Once{}
 }
