@@ -55,8 +55,12 @@ func TestBesideAnotherExecutor(t *testing.T) {
 		ServiceRequestPayload: aws.String(`{"ResourceConfig":{"InstanceType":"` + g5 + `","InstanceCount":1},"Environment":{"QSHARE_SIM_DURATION":"2s"}}`)})
 	must(t, err)
 	sim := aws.ToString(out.JobId)
-	s.Await(pod, "RUNNING", func(d *batch.DescribeServiceJobOutput) bool { return d.Status == types.ServiceJobStatusRunning })
+	// The simulated job runs 2 s from its start, a moment after its
+	// submit; the pod's start took 2 s beside the README's other tests
+	// (6 December 2026), and awaited first, the simulated job had ended
+	// by then. So it is awaited first.
 	s.Await(sim, "RUNNING", func(d *batch.DescribeServiceJobOutput) bool { return d.Status == types.ServiceJobStatusRunning })
+	s.Await(pod, "RUNNING", func(d *batch.DescribeServiceJobOutput) bool { return d.Status == types.ServiceJobStatusRunning })
 	if n := len(c.pods(pod)); n != 1 {
 		t.Errorf("the Kubernetes environment's job has %d pods, want 1", n)
 	}
