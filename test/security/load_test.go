@@ -79,14 +79,16 @@ print(tries, flush=True)
 // finish their headers (3,000 against a server with 2,048 descriptors, as
 // 24,000 were against one with the default limit in issue 30), while the
 // server's own user sends requests on new connections. None fails, and
-// its p99 stays under 250 ms: the refused user's connections are reset at
+// its p99 stays under 2 s: the refused user's connections are reset at
 // accept, so they hold no descriptor. Before, they filled every descriptor
 // until their header timeout, and accept failed with "too many open files"
 // for everyone: the own user's connections waited in the backlog until
 // a descriptor came free, up to the 5 s header timeout, or failed. (The
-// bound leaves room for a loaded machine: with other packages' tests
-// beside it on 2 cores, at load 7 to 18, p99 was 66 ms, where it is about
-// 3 ms alone.)
+// bound leaves room for a loaded machine: p99 is about 3 ms alone, was
+// 66 ms with other packages' tests beside it on 2 cores at load 7 to 18,
+// and 1.39 s once in .ci/run's CGO_ENABLED=0 step on the slower kind of
+// machine, which failed the 250 ms this bound was before; the broken
+// server's waits were the header timeout's.)
 func TestHalfOpenFloodFromRefusedUser(t *testing.T) {
 	setpriv, u := peer(t, "to run the attacker as a second Unix user and to lower the server's descriptor limit")
 	// The system's python3: one under root's home (pyenv) is not the
@@ -144,8 +146,8 @@ func TestHalfOpenFloodFromRefusedUser(t *testing.T) {
 		t.Logf("the attacker tried %s connections in all", lines.Text())
 	}
 	t.Logf("the server's own user: %d requests on new connections, p50 %v, p99 %v, %d failed", len(lat), p50, p99, failed)
-	if p99 > 250*time.Millisecond || failed > 0 {
-		t.Fatalf("p99 %v (want under 250 ms) and %d of %d failed, while another user held slow connections", p99, failed, len(lat))
+	if p99 > 2*time.Second || failed > 0 {
+		t.Fatalf("p99 %v (want under 2 s) and %d of %d failed, while another user held slow connections", p99, failed, len(lat))
 	}
 }
 
