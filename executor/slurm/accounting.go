@@ -84,8 +84,7 @@ func (e *Executor) accounted(ctx context.Context, names map[int64]string) map[in
 	for id := range names {
 		ids = append(ids, strconv.FormatInt(id, 10))
 	}
-	out, err := e.command(ctx, "sacct", "--allocations", "--noheader", "--parsable2", "--delimiter="+sep,
-		"--jobs="+strings.Join(ids, ","), "--format="+sacctFormat)
+	out, err := e.command(ctx, "sacct", sacctArgs(ids)...)
 	if err != nil {
 		e.log.Warn("slurm executor: sacct failed; the jobs squeue no longer lists are known only from the step runners' records", "err", err)
 		return nil
@@ -102,6 +101,12 @@ func (e *Executor) accounted(ctx context.Context, names map[int64]string) map[in
 		}
 	}
 	return m
+}
+
+// sacctArgs are sacct's arguments for the batch jobs ids, in sacctFormat.
+func sacctArgs(ids []string) []string {
+	return []string{"--allocations", "--noheader", "--parsable2", "--delimiter=" + sep,
+		"--jobs=" + strings.Join(ids, ","), "--format=" + sacctFormat}
 }
 
 // parseSacct reads sacct output in sacctFormat, in sacct's order. The

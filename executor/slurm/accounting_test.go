@@ -104,8 +104,7 @@ func waitAccounted(ctx context.Context, t *testing.T, c *slurmtest.Cluster, ids 
 	var err error
 	t0 := time.Now()
 	if !eventually(time.Minute, func() bool {
-		out, err = c.Command(ctx, "sacct", "--allocations", "--noheader", "--parsable2", "--delimiter="+sep,
-			"--jobs="+strings.Join(s, ","), "--format="+sacctFormat)
+		out, err = c.Command(ctx, "sacct", sacctArgs(s)...)
 		if err != nil {
 			return false
 		}
