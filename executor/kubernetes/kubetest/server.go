@@ -108,10 +108,22 @@ func startProc(cmd *exec.Cmd, log *os.File) (*proc, error) {
 
 // Start starts etcd and kube-apiserver in a new temporary directory and
 // waits until the API server is ready (a few seconds). Close stops them.
+// Where a component exits before it is ready (a port taken between its
+// choice and the bind, say), it starts both again on other ports, up to
+// three times in all.
 func Start(ctx context.Context) (*Server, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
+	for try := 1; ; try++ {
+		s, err := start(ctx)
+		if err == nil || try == 3 || !errors.Is(err, errStopped) || ctx.Err() != nil {
+			return s, err
+		}
+	}
+}
+
+func start(ctx context.Context) (*Server, error) {
 	dir, err := os.MkdirTemp("", "qshare-kube-")
 	if err != nil {
 		return nil, err
@@ -200,7 +212,13 @@ func (s *Server) startEtcd(ctx context.Context) error {
 	if s.etcd, err = startProc(cmd, log); err != nil {
 		return fmt.Errorf("starting etcd: %w", err)
 	}
+	done := s.etcd.done
 	return poll(ctx, 60*time.Second, func() error {
+		select {
+		case <-done:
+			return errStopped
+		default:
+		}
 		req, _ := http.NewRequest("GET", client+"/health", nil)
 		return getOK(http.DefaultClient, req)
 	}, s.tail("etcd"))
@@ -320,7 +338,7 @@ func poll(ctx context.Context, limit time.Duration, f func() error, tail func() 
 			return nil
 		}
 		if errors.Is(err, errStopped) || time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("kubetest: not ready: %v; its log ends:\n%s", err, tail())
+			return fmt.Errorf("kubetest: not ready: %w; its log ends:\n%s", err, tail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
