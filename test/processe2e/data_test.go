@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"qshare/data"
+	"qshare/internal/freeport"
 	"qshare/internal/python"
 )
 
@@ -117,7 +119,13 @@ s3.put_object(Bucket="qshare-data", Key="input/ml_drivers/data/train.csv", Body=
 func TestKillServerDuringUpload(t *testing.T) {
 	skipShort(t)
 	dataDir := newDataDir(t)
-	s := startServer(t, dataDir, serverOpts{})
+	// A port below the kernel's ephemeral range (freeport), so that no
+	// connection of the wrapper's, retrying while the server is down,
+	// takes it before the server binds it again.
+	ports, err := freeport.Ports(1)
+	must(t, err)
+	addr := []string{"--addr", fmt.Sprintf("127.0.0.1:%d", ports[0])}
+	s := startServer(t, dataDir, serverOpts{args: addr})
 	s.setup(map[string]int32{cpu: 1}, share{name: "QS1", limits: map[string]int32{cpu: 1}, strategy: types.QuotaShareResourceSharingStrategyReserve})
 	ctx := context.Background()
 	s3c := func(endpoint string) *s3.Client {
@@ -125,7 +133,7 @@ func TestKillServerDuringUpload(t *testing.T) {
 		must(t, err)
 		return c.S3()
 	}
-	_, err := s3c(s.endpoint).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("models")})
+	_, err = s3c(s.endpoint).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("models")})
 	must(t, err)
 	// The job writes 256 MiB of random weights and their digest.
 	entry := []string{"/bin/sh", "-c", `head -c 268435456 /dev/urandom > "$SM_MODEL_DIR/weights.bin" && echo "digest $(sha256sum < "$SM_MODEL_DIR/weights.bin" | cut -c1-64)"`}
@@ -149,7 +157,7 @@ func TestKillServerDuringUpload(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.kill()
-	s2 := startServer(t, dataDir, serverOpts{args: []string{"--addr", strings.TrimPrefix(s.endpoint, "http://")}})
+	s2 := startServer(t, dataDir, serverOpts{args: addr})
 	d := s2.Await(id, "SUCCEEDED or FAILED", func(d *batch.DescribeServiceJobOutput) bool {
 		return d.Status == types.ServiceJobStatusSucceeded || d.Status == types.ServiceJobStatusFailed
 	})
