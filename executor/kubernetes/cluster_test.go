@@ -72,6 +72,29 @@ func attemptPods(t *testing.T, e *Executor, id string) []corev1.Pod {
 	return l.Items
 }
 
+// describePods is what the API server holds of an attempt's pods, for a
+// failure's message: each one's phase, deletion, finalizers, annotations
+// and containers' states.
+func describePods(t *testing.T, e *Executor, id string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range attemptPods(t, e, id) {
+		fmt.Fprintf(&b, "  %s on %q: phase %s, deletion %v grace %v, finalizers %v, annotations %v\n",
+			p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp, ptrValue(p.DeletionGracePeriodSeconds), p.Finalizers, p.Annotations)
+		for _, c := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "    container %s: %+v\n", c.Name, c.State)
+		}
+	}
+	return b.String()
+}
+
+func ptrValue[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
 // addNodes adds n nodes of a type only this test uses, and removes them
 // at the end.
 func addNodes(t *testing.T, c testCluster, typ string, n, gpus int) []string {
@@ -652,7 +675,7 @@ func waitWithin(t *testing.T, e *Executor, id string, d time.Duration) (executor
 	defer cancel()
 	x, err := e.Wait(ctx, id)
 	if err != nil {
-		t.Errorf("Wait(%s) did not return within %v: %v", id, d, err)
+		t.Errorf("Wait(%s) did not return within %v: %v; its pods:\n%s", id, d, err, describePods(t, e, id))
 		return x, false
 	}
 	return x, true
@@ -798,7 +821,7 @@ func noPodsLeft(t *testing.T, e *Executor, id string, n int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%d pods left, want none", len(p))
+			t.Errorf("%d pods left, want none:\n%s", len(p), describePods(t, e, id))
 			e.deletePods(context.Background(), id, n, 0, "")
 			return
 		}

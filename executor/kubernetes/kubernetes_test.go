@@ -1,10 +1,13 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
+	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,6 +95,9 @@ func (c testCluster) newExecutor(t testing.TB, dir string, o Options) *Executor 
 	if o.Namespace == "" {
 		o.Namespace = c.namespace(t, dir)
 	}
+	if o.Log == nil {
+		o.Log = logOnFailure(t)
+	}
 	e, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -134,4 +140,34 @@ func TestConformance(t *testing.T) {
 		KeepsLogs:           true,
 		CheckpointOnRequest: true,
 	})
+}
+
+// logOnFailure is a logger for an executor of t's: what it logs is kept,
+// and shown only where t fails (a goroutine may log after t has ended,
+// where t.Log would panic).
+func logOnFailure(t testing.TB) *slog.Logger {
+	b := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the executor's log:\n%s", b)
+		}
+	})
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
