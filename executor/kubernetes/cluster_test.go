@@ -848,6 +848,63 @@ func TestRecoverWithAPodGone(t *testing.T) {
 	noPodsLeft(t, e2, s.AttemptID, 2)
 }
 
+// TestRecoverFromAnOlderList: Recover's list of an attempt's pods is made
+// before the attempt is tracked, and the watch may show a newer state of a
+// pod in between: here its end and final deletion, after which no event of
+// it comes. The list's older state must not replace the newer one, or the
+// attempt waits forever for a pod that has long ended (it did once, under
+// load, in TestRecoverWithAPodGone). The interleaving is made here by
+// hand: the list is taken, then the pod deleted and ended, then the new
+// executor's watch has seen that, and only then does it adopt the list.
+func TestRecoverFromAnOlderList(t *testing.T) {
+	t.Parallel()
+	c := getCluster(t)
+	addNodes(t, c, "older.xlarge", 2, 1)
+	o := Options{Config: Config{InstanceTypes: map[string]InstanceType{"ml.older.xlarge": {GPUs: ptr(int64(1))}}}}
+	s := spec(kubetest.Program{Run: time.Hour}, "ml.older.xlarge", 2)
+	dir := t.TempDir()
+	e1 := c.newExecutor(t, dir, o)
+	start(t, e1, s)
+	e1.Close()
+	var list []*corev1.Pod
+	for _, p := range attemptPods(t, e1, s.AttemptID) {
+		list = append(list, &p)
+	}
+	name := podName(s.AttemptID, 1)
+	e1.deletePod(context.Background(), name, 0)
+	var final *corev1.Pod
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := e1.c.Pods(e1.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if removed(p) && terminal(p) {
+			final = p
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the kubelet did not end %s within 30 s:\n%s", name, describePods(t, e1, s.AttemptID))
+		}
+	}
+	e2 := c.newExecutor(t, dir, o)
+	t.Cleanup(func() { e2.Close() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		obj, ok, _ := e2.pods.GetStore().GetByKey(e2.ns + "/" + name)
+		if p, _ := obj.(*corev1.Pod); ok && p != nil && p.ResourceVersion == final.ResourceVersion {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new executor's watch did not show %s's end within 30 s", name)
+		}
+	}
+	e2.evaluate(e2.adopt(s.AttemptID, list))
+	x, ok := waitWithin(t, e2, s.AttemptID, 30*time.Second)
+	if ok && (x.Succeeded() || !strings.Contains(x.Reason, "deleted outside qshare")) {
+		t.Errorf("exit = %+v, want a failure that says a pod was deleted outside qshare", x)
+	}
+	noPodsLeft(t, e2, s.AttemptID, 2)
+}
+
 // TestStartCompletesAPartialSet: a server that died part way through
 // creating an attempt's pods starts it again after the restart (the
 // daemon does so for an attempt left STARTING): the missing pods are

@@ -44,6 +44,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
 
 	"qshare"
@@ -1014,12 +1015,24 @@ func (a *attempt) index(p *corev1.Pod) (int, bool) {
 	return 0, false
 }
 
-// observe records a pod's latest state; a deleted pod is kept with a nil
-// entry in gone. Callers hold e.mu.
+// observe records a pod's latest state; a deleted pod is kept, marked
+// gone (annGone). A state older than the one kept, by their resource
+// versions, does not replace it: a recovered attempt takes its pods from a
+// list made before it was tracked, and the watch may have shown a newer
+// state of one in between (its end, say), after which none may come.
+// Callers hold e.mu.
 func (a *attempt) observe(p *corev1.Pod, deleted bool) {
 	i, ok := a.index(p)
 	if !ok {
 		return
+	}
+	if kept := a.last[i]; kept != nil {
+		if c, err := resourceversion.CompareResourceVersion(p.ResourceVersion, kept.ResourceVersion); err == nil && c < 0 {
+			if !deleted {
+				return
+			}
+			p = kept // gone, in the newer state seen
+		}
 	}
 	c := p.DeepCopy()
 	if deleted {

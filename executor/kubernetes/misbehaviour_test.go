@@ -571,3 +571,27 @@ func TestLabelRemovedWhileDown(t *testing.T) {
 		})
 	}
 }
+
+// TestObserveKeepsTheNewer: a pod's older state (by resource version) does
+// not replace a newer one; a deletion is recorded whatever the version of
+// the object it comes with, in the newer state kept.
+func TestObserveKeepsTheNewer(t *testing.T) {
+	a := &attempt{id: "j-1", n: 1, last: map[int]*corev1.Pod{}}
+	pod := func(rv string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName(a.id, 0), ResourceVersion: rv, Labels: map[string]string{LabelIndex: "0"}},
+			Status: corev1.PodStatus{Phase: phase}}
+	}
+	a.observe(pod("20", corev1.PodFailed), false)
+	a.observe(pod("9", corev1.PodRunning), false) // shorter, so older
+	if p := a.last[0]; p.ResourceVersion != "20" || p.Status.Phase != corev1.PodFailed {
+		t.Fatalf("kept %s (%s), want the newer 20 (Failed)", p.ResourceVersion, p.Status.Phase)
+	}
+	a.observe(pod("19", corev1.PodRunning), true)
+	if p := a.last[0]; !gone(p) || p.ResourceVersion != "20" || p.Status.Phase != corev1.PodFailed {
+		t.Fatalf("after an older deletion: gone %v, %s (%s), want gone in the newer state 20 (Failed)", gone(p), p.ResourceVersion, p.Status.Phase)
+	}
+	a.observe(pod("21", corev1.PodRunning), false)
+	if p := a.last[0]; gone(p) || p.ResourceVersion != "21" {
+		t.Fatalf("a newer state (a new pod of the name) was not taken: gone %v, %s", gone(p), p.ResourceVersion)
+	}
+}
