@@ -1,13 +1,11 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -142,32 +140,20 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// logOnFailure is a logger for an executor of t's: what it logs is kept,
-// and shown only where t fails (a goroutine may log after t has ended,
+// logOnFailure is a logger for an executor of t's: what it logs goes to a
+// file, shown only where t fails (a goroutine may log after t has ended,
 // where t.Log would panic).
 func logOnFailure(t testing.TB) *slog.Logger {
-	b := &lockedBuffer{}
+	f, err := os.CreateTemp(t.TempDir(), "executor-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
+		defer f.Close()
 		if t.Failed() {
+			b, _ := os.ReadFile(f.Name())
 			t.Logf("the executor's log:\n%s", b)
 		}
 	})
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
