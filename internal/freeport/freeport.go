@@ -13,16 +13,20 @@
 //   - another harness, in this process or another test binary, choosing
 //     the same port. So each chosen port is reserved for the life of the
 //     process with a lock on a file named after it, in a directory that
-//     every qshare test binary on the machine shares; a port locked by a
-//     live process, or chosen before in this one, is not chosen again.
+//     every qshare test binary of the same user on the machine shares; a
+//     port locked by a live process, or chosen before in this one, is not
+//     chosen again.
 //
 // Where the ephemeral range cannot be read or leaves too little room below
-// it, or the lock directory cannot be made, the kernel's choice (port 0)
-// is used, as before.
+// it, or the lock directory cannot be made (or is not a directory of this
+// user's alone: another user may have made the name first, a link
+// included), the kernel's choice (port 0) is used, as before.
 package freeport
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -50,7 +54,11 @@ func Ports(n int) ([]int, error) {
 		return kernelPorts(n)
 	}
 	dir := filepath.Join(os.TempDir(), "qshare-ports-"+strconv.Itoa(os.Getuid()))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return kernelPorts(n)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 || st.Sys().(*syscall.Stat_t).Uid != uint32(os.Getuid()) {
 		return kernelPorts(n)
 	}
 	return choose(n, low, hi, dir)
