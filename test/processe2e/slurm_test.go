@@ -95,25 +95,30 @@ func (s *server) envReason() string {
 // cross-share reclaim, then the failure reasons Slurm gives.
 // TestSlurmPending, TestSlurmControllerDown and TestSlurmKillAndRecover
 // run the rest beside it, each on a cluster of its own.
+//
+// It is in the long set (QSHARE_LONG=1, .ci/run's long step): its
+// cluster, worked example and failure reasons cost 4 s of CPU on the
+// slower kind of 2-core machine (7 December 2026), where the README's
+// command was over its five minutes. In that command,
+// TestExecutorsWithSlurm runs jobs on Slurm through the server beside the
+// process and simulated executors, kills the server and stops slurmctld;
+// TestSlurmKillAndRecover recovers Slurm's attempts after a kill -9; the
+// worked example plays on the process executor (TestWorkedExample); and
+// executor/slurm's TestExitReasons and conformance suite check the exits
+// and reasons Slurm gives.
 func TestSlurm(t *testing.T) {
 	skipShort(t)
+	if !longtest.On() {
+		t.Skip("the worked example and failure reasons on Slurm run with QSHARE_LONG=1 (.ci/run's long step); TestExecutorsWithSlurm and TestSlurmKillAndRecover run jobs on Slurm end to end")
+	}
 	o, c := slurmServer(t)
 	t.Run("WorkedExample", func(t *testing.T) { workedExample(t, o, slurmRunning(c), shellJobs(t)) })
 	// The process executor's own runs of this package cover these four
-	// scenarios in the README's `go test ./...`; on Slurm they are the
-	// long set (QSHARE_LONG=1, .ci/run's long step), 40% of this test.
-	long := func(name string, f func(*testing.T, serverOpts)) {
-		t.Run(name, func(t *testing.T) {
-			if !longtest.On() {
-				t.Skip("the same scenario runs on the process executor; on Slurm with QSHARE_LONG=1")
-			}
-			f(t, o)
-		})
-	}
-	long("SucceedAndRetry", succeedAndRetry)
-	long("Terminate", terminate)
-	long("InSharePreemptionResume", inSharePreemptionResume)
-	long("CrossShareReclaim", crossShareReclaim)
+	// scenarios in the README's `go test ./...`.
+	t.Run("SucceedAndRetry", func(t *testing.T) { succeedAndRetry(t, o) })
+	t.Run("Terminate", func(t *testing.T) { terminate(t, o) })
+	t.Run("InSharePreemptionResume", func(t *testing.T) { inSharePreemptionResume(t, o) })
+	t.Run("CrossShareReclaim", func(t *testing.T) { crossShareReclaim(t, o) })
 	t.Run("FailureReasons", func(t *testing.T) { slurmFailureReasons(t, o) })
 }
 
