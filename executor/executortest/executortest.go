@@ -91,6 +91,11 @@ type Harness struct {
 	// Slack bounds how long any attempt may take beyond what the test
 	// expects (process start-up, a loaded machine). Zero means 30s.
 	Slack time.Duration
+	// Concurrent is how many attempts the concurrent subtest starts at
+	// once, each with two racing Starts, every other one stopped. Zero
+	// means 16. An executor whose attempts are costly may ask for fewer
+	// in a short run: 4 still race, stop, and exit with 0, 1 and 2.
+	Concurrent int
 	// Durable says that attempts outlive the executor and their records
 	// live under its dir, so a new executor must recover an attempt from its
 	// ID alone: a server killed while Start ran never saved Handle.State,
@@ -852,7 +857,10 @@ func (s *suite) environment(t *testing.T) {
 func (s *suite) concurrent(t *testing.T) {
 	t.Parallel()
 	e, _ := s.newExec(t)
-	const n = 16
+	n := s.Concurrent
+	if n <= 0 {
+		n = 16
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
