@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -440,7 +443,12 @@ func (l *haLoad) settle(t *testing.T, cl *cluster, c *batch.Client, cfgPath stri
 	t.Helper()
 	all, err := soak.WaitAllDone(context.Background(), c, 3*time.Minute)
 	if err != nil {
-		t.Fatal(err)
+		// Say what the servers logged of the jobs that did not end (one
+		// stayed STARTING once in .ci/run's 10 failovers, 7 December 2026,
+		// and the logs went with the test's directory).
+		t.Error(err)
+		cl.logJobs(t, regexp.MustCompile(`\bj\d+\b`).FindAllString(err.Error(), 5))
+		t.FailNow()
 	}
 	for _, j := range all {
 		if j.Status != types.ServiceJobStatusSucceeded {
@@ -886,4 +894,38 @@ func TestPostgresDiskFull(t *testing.T) {
 	c := client(cl.servers[next].Endpoint)
 	load.settle(t, cl, c, cfgPath)
 	load.check(t, c)
+}
+
+// logJobs logs, for each server, the lines of its log about the jobs
+// named: their transitions (which carry the name and the job's ID) and
+// every other line that names one of those IDs, such as recovery's.
+func (c *cluster) logJobs(t *testing.T, names []string) {
+	t.Helper()
+	for i := range c.servers {
+		lines := strings.Split(c.log(i), "\n")
+		ids := map[string]bool{}
+		for _, l := range lines {
+			for _, n := range names {
+				if strings.Contains(l, " name="+n+" ") {
+					if _, rest, ok := strings.Cut(l, " job="); ok {
+						id, _, _ := strings.Cut(rest, " ")
+						ids[id] = true
+					}
+				}
+			}
+		}
+		var about []string
+		for _, l := range lines {
+			for id := range ids {
+				if strings.Contains(l, id) {
+					about = append(about, l)
+					break
+				}
+			}
+		}
+		if len(about) > 80 {
+			about = about[len(about)-80:]
+		}
+		t.Logf("server %d's log about %v (jobs %v), %d lines:\n%s", i, names, slices.Sorted(maps.Keys(ids)), len(about), strings.Join(about, "\n"))
+	}
 }
