@@ -86,7 +86,8 @@ func harness(t *testing.T, host string) executortest.Harness {
 // contract, several instances, network isolation, a sweep, an engine
 // fault, a restart while an attempt ends, the data contract and a stop's
 // upload), and test/processe2e runs container jobs through the server,
-// with a kill -9 of the server and a pull from a real registry.
+// with a kill -9 of the server and the worked example's checkpoint and
+// resume.
 func TestConformanceDocker(t *testing.T) {
 	if !longtest.On() {
 		t.Skip("the conformance suite against Docker Engine runs with QSHARE_LONG=1 (.ci/run's long step); this package's other tests run the container executor on Docker Engine")
