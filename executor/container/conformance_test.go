@@ -89,9 +89,7 @@ func harness(t *testing.T, host string) executortest.Harness {
 // with a kill -9 of the server and the worked example's checkpoint and
 // resume.
 func TestConformanceDocker(t *testing.T) {
-	if !longtest.On() {
-		t.Skip("the conformance suite against Docker Engine runs with QSHARE_LONG=1 (.ci/run's long step); this package's other tests run the container executor on Docker Engine")
-	}
+	longtest.Only(t, "the conformance suite's 80 containers; in the README's command this package's other tests run the container executor on Docker Engine")
 	t.Parallel() // beside TestRegistryPullDocker, which mostly waits on its throttled registry
 	executortest.Run(t, harness(t, containertest.Docker(t)))
 }

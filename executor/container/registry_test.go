@@ -32,12 +32,10 @@ const (
 // TestRegistryPullDocker runs testRegistryPull on Docker Engine. Its
 // seven attempts, against a registry throttled so that a pull's progress
 // shows, take half a minute or more: it runs in .ci/run's long step
-// (QSHARE_LONG=1), as the Podman one does. The README's command pulls from the same registry
-// through the server (test/processe2e TestContainerRegistryPull).
+// (QSHARE_LONG=1), as the Podman one and the pull through the server
+// (test/processe2e TestContainerRegistryPull) do.
 func TestRegistryPullDocker(t *testing.T) {
-	if !longtest.On() {
-		t.Skip("seven attempts against a throttled registry take half a minute or more: QSHARE_LONG=1 to run (.ci/run does); test/processe2e TestContainerRegistryPull pulls through the server by default")
-	}
+	longtest.Only(t, "seven attempts against a throttled registry take half a minute or more; in the README's command TestPullSendsHelperCredentials, TestPullInBackground and TestImageNotFound check the pull")
 	t.Parallel() // it mostly waits on the registry's throttled pull: beside the conformance suite
 	host := containertest.Docker(t)
 	testRegistryPull(t, host, containertest.Registry(t, pullRate))

@@ -6,7 +6,10 @@
 // five minutes on two cores with every component installed.
 package longtest
 
-import "os"
+import (
+	"os"
+	"testing"
+)
 
 // Env is the variable that turns the long scenarios on.
 const Env = "QSHARE_LONG"
@@ -23,4 +26,14 @@ func Pick[T any](short, long T) T {
 		return long
 	}
 	return short
+}
+
+// Only skips t unless the long scenarios run. why says what makes t long
+// and what the README's command runs in its place, so that the skip
+// message tells a reader both.
+func Only(t testing.TB, why string) {
+	t.Helper()
+	if !On() {
+		t.Skipf("a long scenario, which runs with %s=1 (.ci/run's long step): %s", Env, why)
+	}
 }

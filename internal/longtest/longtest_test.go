@@ -74,3 +74,17 @@ func TestRapidChecksIn(t *testing.T) {
 		t.Errorf("RapidChecksIn(t, 20) with %s=1: -rapid.checks %d, want rapid's 100", Env, *rapidChecks)
 	}
 }
+
+func TestOnly(t *testing.T) {
+	for _, env := range []string{"", "1"} {
+		t.Setenv(Env, env)
+		ran := false
+		t.Run("env="+env, func(t *testing.T) {
+			Only(t, "why")
+			ran = true
+		})
+		if ran != (env == "1") {
+			t.Errorf("%s=%q: the test ran: %v", Env, env, ran)
+		}
+	}
+}

@@ -120,9 +120,7 @@ func TestMisbehavingClients(t *testing.T) {
 	})
 
 	t.Run("TricklingBody", func(t *testing.T) {
-		if !longtest.On() {
-			t.Skip("waits for the server's 30s read timeout; QSHARE_LONG=1 to run")
-		}
+		longtest.Only(t, "it waits for the server's 30 s read timeout; in the README's command StalledConnections checks the header timeout")
 		p := startProbe(t, c)
 		var conns []net.Conn
 		for i := 0; i < 50; i++ {

@@ -514,8 +514,8 @@ func TestFailoverConnectionCut(t *testing.T) {
 // QSHARE_FAILOVERS asks for one; short says what runs in its place.
 func longFailovers(t *testing.T, short string) {
 	t.Helper()
-	if !longtest.On() && os.Getenv("QSHARE_FAILOVERS") == "" {
-		t.Skipf("the issue's 10 failovers under load run with %s=1 (.ci/run's long step) or QSHARE_FAILOVERS=N; without them, %s", longtest.Env, short)
+	if os.Getenv("QSHARE_FAILOVERS") == "" {
+		longtest.Only(t, "the issue's 10 failovers under load (or QSHARE_FAILOVERS=N of them); in the README's command "+short)
 	}
 }
 
@@ -723,9 +723,7 @@ func waitPoolFull(t *testing.T, c *batch.Client, n int, stop func()) {
 // step (QSHARE_LONG=1), not in the README's command.
 func TestPostgresRestart(t *testing.T) {
 	needBinary(t)
-	if !longtest.On() {
-		t.Skip("restarts the PostgreSQL server the other tests share, so it runs alone, before them: QSHARE_LONG=1 to run (.ci/run does)")
-	}
+	longtest.Only(t, "it restarts the PostgreSQL server the other tests share, so it runs alone, before them")
 	cl := newCluster(t, 2, "5s")
 	// A pool of 64, not haConfig's 32: this test runs alone (the package
 	// doc), and after the load the queue it left took 8 to 10 s to drain
@@ -785,9 +783,7 @@ func TestPostgresRestart(t *testing.T) {
 // it runs in .ci/run's long step (QSHARE_LONG=1), with TestPostgresRestart.
 func TestPostgresDiskFull(t *testing.T) {
 	needBinary(t)
-	if !longtest.On() {
-		t.Skip("runs alone, before the parallel tests, and mounts a small file system: QSHARE_LONG=1 to run (.ci/run does)")
-	}
+	longtest.Only(t, "it runs alone, before the parallel tests, and mounts a small file system")
 	store := pg.Database(t)
 	// Not under t.TempDir, which the server's user may not enter.
 	dir, err := os.MkdirTemp("", "qshare-diskfull-")

@@ -574,14 +574,12 @@ func TestFourInstances(t *testing.T) {
 // cost some 7 s of CPU on the slower kind of machine by the page-fault
 // model (2.2 s and 60,000 faults a start here; docs/performance/
 // history.md, the thirteenth session), and in the README's
-// command the executor's own TestAPIServerOutage stops the API server
-// under running and starting attempts, and test/processe2e's
-// TestSlurmControllerDown checks an executor outage's statusReason end
-// to end.
+// command executor/kubernetes's TestAPIServerTrouble/Outage stops the
+// API server under running and starting attempts, and test/processe2e's
+// TestExecutorsWithSlurm checks an executor outage's statusReason end to
+// end (slurmctld stopped).
 func TestAPIServerOutage(t *testing.T) {
-	if !longtest.On() {
-		t.Skip("executor/kubernetes's TestAPIServerOutage stops the API server under the executor; end to end with QSHARE_LONG=1")
-	}
+	longtest.Only(t, "the API server stopped under qshare serve, on a control plane of its own; in the README's command executor/kubernetes's TestAPIServerTrouble stops it under the executor")
 	c := newOwnCluster(t, "g5.xlarge", 3, 1)
 	s := c.startServer("")
 	s.apply(threeShares(t))
@@ -769,7 +767,5 @@ func TestFourInstancesAllOrNothing(t *testing.T) {
 // short says what runs in their place.
 func longSet(t *testing.T, short string) {
 	t.Helper()
-	if !longtest.On() {
-		t.Skipf("runs with %s=1 (.ci/run's long step); in the README's command %s", longtest.Env, short)
-	}
+	longtest.Only(t, "in the README's command "+short)
 }

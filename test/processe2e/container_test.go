@@ -78,9 +78,7 @@ func TestContainerJobs(t *testing.T) {
 func longContainerServer(t *testing.T) (*server, string) {
 	t.Helper()
 	skipShort(t)
-	if !longtest.On() {
-		t.Skip("TestContainerWorkedExample plays this scenario on containers; it runs on its own with QSHARE_LONG=1")
-	}
+	longtest.Only(t, "in the README's command TestContainerWorkedExample plays this scenario on containers")
 	o, img := containerServer(t)
 	return startServer(t, newDataDir(t), o), img
 }
@@ -231,9 +229,7 @@ func awaitNoLeftovers(t *testing.T, host, dataDir string) []string {
 // where QSHARE_LONG=1.
 func TestContainerTwoInstances(t *testing.T) {
 	skipShort(t)
-	if !longtest.On() {
-		t.Skip("two containers on a network of their own, through the server, take a minute or two on a loaded machine: set QSHARE_LONG=1 (executor/container's TestMultiInstance runs the same without the server)")
-	}
+	longtest.Only(t, "two containers on a network of their own, through the server, take a minute or two on a loaded machine; in the README's command executor/container's TestMultiInstance runs the same without the server")
 	o, img := containerServer(t)
 	s := startServer(t, newDataDir(t), o)
 	limits := map[string]int32{"ml.m5.xlarge": 2}

@@ -209,9 +209,7 @@ func TestExecutorsWithSlurm(t *testing.T) {
 // scenario on the process, Slurm and simulated executors.
 func TestExecutorsAllThree(t *testing.T) {
 	skipShort(t)
-	if !longtest.On() {
-		t.Skip("the three executors side by side need a Slurm cluster and a Kubernetes control plane of their own: set QSHARE_LONG=1 (TestExecutorsWithSlurm plays the same with the process, Slurm and simulated executors)")
-	}
+	longtest.Only(t, "the three executors side by side need a Slurm cluster and a Kubernetes control plane of their own; in the README's command TestExecutorsWithSlurm plays the same with the process, Slurm and simulated executors")
 	kubetest.Require(t)
 	c := slurmtest.StartT(t, slurmCluster)
 	multiExecutors(t, c, startKube(t))

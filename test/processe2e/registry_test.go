@@ -39,9 +39,7 @@ import (
 // outlives its Start, and TestImageNotFound a missing image.
 func TestContainerRegistryPull(t *testing.T) {
 	skipShort(t)
-	if !longtest.On() {
-		t.Skip("a pull from a real registry through the server runs with QSHARE_LONG=1 (.ci/run's long step)")
-	}
+	longtest.Only(t, "a pull from a real registry through the server; in the README's command executor/container's TestPullSendsHelperCredentials, TestPullInBackground and TestImageNotFound check the pull")
 	host := containertest.Docker(t)
 	// 24 MB at 8 MB/s: three seconds of pull, while the test asks for the
 	// job's status every 50 ms.

@@ -108,9 +108,7 @@ func (s *server) envReason() string {
 // and reasons Slurm gives.
 func TestSlurm(t *testing.T) {
 	skipShort(t)
-	if !longtest.On() {
-		t.Skip("the worked example and failure reasons on Slurm run with QSHARE_LONG=1 (.ci/run's long step); TestExecutorsWithSlurm and TestSlurmKillAndRecover run jobs on Slurm end to end")
-	}
+	longtest.Only(t, "the worked example and the failure reasons again on Slurm; in the README's command TestExecutorsWithSlurm and TestSlurmKillAndRecover run jobs on Slurm end to end")
 	o, c := slurmServer(t)
 	t.Run("WorkedExample", func(t *testing.T) { workedExample(t, o, slurmRunning(c), shellJobs(t)) })
 	// The process executor's own runs of this package cover these four
@@ -135,9 +133,7 @@ func TestSlurm(t *testing.T) {
 // history.md, the thirteenth session).
 func TestSlurmPending(t *testing.T) {
 	skipShort(t)
-	if !longtest.On() {
-		t.Skip("executor/slurm's TestWholeNodes/PendingReason checks a pending job's reason; end to end with QSHARE_LONG=1")
-	}
+	longtest.Only(t, "a job pending in Slurm, end to end; in the README's command executor/slurm's TestWholeNodes/PendingReason checks a pending job's reason")
 	o, _ := slurmServer(t)
 	slurmPending(t, o)
 }
@@ -155,9 +151,7 @@ func TestSlurmPending(t *testing.T) {
 // status, and took 11.3 s and a cluster of its own (7 December 2026).
 func TestSlurmControllerDown(t *testing.T) {
 	skipShort(t)
-	if !longtest.On() {
-		t.Skip("executor/slurm's TestOutages/ControllerDown stops slurmctld under the executor; end to end with QSHARE_LONG=1")
-	}
+	longtest.Only(t, "slurmctld stopped under a running job, end to end; in the README's command executor/slurm's TestOutages/ControllerDown stops it under the executor, and TestExecutorsWithSlurm under the server")
 	o, c := slurmServer(t)
 	slurmControllerDown(t, o, c)
 }
