@@ -14,8 +14,10 @@ import (
 
 // recover rebuilds memory and the engine from the store, then asks the
 // executor about every attempt that was in flight. What it learns is posted
-// to the inbox, so the first cycle records it like any other report. lctx is
-// the loop's context, for the goroutines that wait on recovered attempts.
+// to the inbox (d.post, under the lock: the attempts recovered first are
+// already waited on by goroutines that post their ends meanwhile), so the
+// first cycle records it like any other report. lctx is the loop's
+// context, for the goroutines that wait on recovered attempts.
 func (d *Daemon) recover(ctx, lctx context.Context, s *store.State) error {
 	if err := d.checkStoredExecutors(s.Environments, s.Jobs); err != nil {
 		return err
@@ -158,7 +160,7 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 		// job never runs twice.
 		r.phase = phasePending
 		r.mustStart = j.Status == qshare.JobStarting
-		d.inbox = append(d.inbox, op{kind: opBeginStart, id: j.ID, attempt: a.ID})
+		d.post(op{kind: opBeginStart, id: j.ID, attempt: a.ID})
 		d.log.Info("recovery: starting the attempt (again)", "job", j.ID, "attempt", a.ID, "status", j.Status)
 		return
 	}
@@ -184,7 +186,7 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 			d.waitAttempt(lctx, r.exec, j.ID, a.ID)
 		})
 		if r.stop != stopNone {
-			d.inbox = append(d.inbox, op{kind: opCommand, reply: make(chan error, 1), fn: func(c *cycle) error {
+			d.post(op{kind: opCommand, reply: make(chan error, 1), fn: func(c *cycle) error {
 				if cur := c.d.runs[j.ID]; cur == r {
 					c.stopRun(r)
 				}
@@ -193,7 +195,7 @@ func (d *Daemon) recoverAttempt(ctx, lctx context.Context, j *qshare.Job, fixes 
 		}
 		d.log.Info("recovery: attempt re-attached", "job", j.ID, "attempt", a.ID, "outcome", map[executor.Recovery]string{executor.Running: "running", executor.Exited: "exited"}[rec])
 	default:
-		d.inbox = append(d.inbox, op{kind: opExited, id: j.ID, attempt: a.ID, lost: true,
+		d.post(op{kind: opExited, id: j.ID, attempt: a.ID, lost: true,
 			exit: executor.Exit{AttemptID: a.ID, ExitCode: -1, Reason: "the server restarted and the executor could not find the attempt", At: d.now()}})
 		d.log.Warn("recovery: attempt lost, requeueing", "job", j.ID, "attempt", a.ID)
 	}

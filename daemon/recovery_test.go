@@ -459,3 +459,67 @@ func TestSweepJobsAtRecovery(t *testing.T) {
 		}
 	}
 }
+
+// endedAtRecovery is the simulated executor whose Recover answers the
+// first attempt it is asked about as Exited, whose Wait then returns at
+// once, and every later one, after a pause, as Lost: so the first
+// attempt's end is posted to the loop from its own goroutine while the
+// daemon is still recovering the others.
+type endedAtRecovery struct {
+	executor.Executor
+	calls atomic.Int32
+	first atomic.Value // the attempt ID answered Exited
+}
+
+func (e *endedAtRecovery) Recover(ctx context.Context, h executor.Handle) (executor.Recovery, error) {
+	if e.calls.Add(1) == 1 {
+		e.first.Store(h.AttemptID)
+		return executor.Exited, nil
+	}
+	time.Sleep(50 * time.Millisecond) // the first one's Wait has returned by now
+	return executor.Lost, nil
+}
+
+func (e *endedAtRecovery) Wait(ctx context.Context, id string) (executor.Exit, error) {
+	if v, _ := e.first.Load().(string); v == id {
+		return executor.Exit{AttemptID: id, ExitCode: 0, At: time.Now()}, nil
+	}
+	return e.Executor.Wait(ctx, id)
+}
+
+// TestRecoverWhileAttemptsEnd: what recovery hands the loop (here, the
+// lost attempts' requeue) is not lost to an attempt that ends while the
+// others are still being recovered, which reports its end from a
+// goroutine of its own. Under the race detector (.ci/run runs this
+// package with -race) the recovery's appends to the loop's inbox, made
+// without its lock, were a race with those reports; without it, an op
+// could be lost, and a job stay STARTING for good (test/fault's 10
+// failovers, once, 7 December 2026).
+func TestRecoverWhileAttemptsEnd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := open(t, dir, simulated.New(simulated.Options{}))
+	setup(t, a.d, 3, false)
+	var ids []string
+	for n := range 3 {
+		ids = append(ids, submit(t, a.d, fmt.Sprintf("j%d", n), 0, `"QSHARE_SIM_DURATION":"1h"`))
+	}
+	for _, id := range ids {
+		waitFor(t, a.d, id, status(qshare.JobRunning), "RUNNING")
+	}
+	a.close()
+
+	ex := &endedAtRecovery{Executor: simulated.New(simulated.Options{DefaultDuration: 10 * time.Millisecond})}
+	b := open(t, dir, ex)
+	defer b.close()
+	for _, id := range ids {
+		j := waitFor(t, b.d, id, func(j *qshare.Job) bool { return j.Status.Terminal() || len(j.Attempts) == 2 }, "ended, or requeued to a second attempt")
+		if v, _ := ex.first.Load().(string); j.Attempts[0].ID == v {
+			if j.Status != qshare.JobSucceeded || len(j.Attempts) != 1 {
+				t.Errorf("%s, whose attempt had ended: %s with %d attempts, want SUCCEEDED with 1", j.Name, j.Status, len(j.Attempts))
+			}
+		} else if len(j.Attempts) != 2 {
+			t.Errorf("%s, whose attempt was lost: %s with %d attempts, want a second attempt", j.Name, j.Status, len(j.Attempts))
+		}
+	}
+}
