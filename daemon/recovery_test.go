@@ -509,7 +509,7 @@ func TestRecoverWhileAttemptsEnd(t *testing.T) {
 	}
 	a.close()
 
-	ex := &endedAtRecovery{Executor: simulated.New(simulated.Options{DefaultDuration: 10 * time.Millisecond})}
+	ex := &endedAtRecovery{Executor: simulated.New(simulated.Options{})}
 	b := open(t, dir, ex)
 	defer b.close()
 	for _, id := range ids {
