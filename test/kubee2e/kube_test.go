@@ -767,5 +767,5 @@ func TestFourInstancesAllOrNothing(t *testing.T) {
 // short says what runs in their place.
 func longSet(t *testing.T, short string) {
 	t.Helper()
-	longtest.Only(t, "in the README's command "+short)
+	longtest.Only(t, "nodes of its own, start timeouts and several pods; in the README's command "+short)
 }
