@@ -412,14 +412,17 @@ func (d *Daemon) UpdatePriority(ctx context.Context, ref string, priority int64)
 		if j.Status.Terminal() {
 			return qshare.Errorf(qshare.ECONFLICT, "Service job %s is %s: the priority of a finished job cannot change", id, j.Status)
 		}
-		j = c.edit(id)
-		old := j.Priority
-		j.Priority = int(priority)
+		// The engine first: if it refused, the job must not be edited, or
+		// the edit would be committed with the cycle while the client got
+		// the error.
 		if _, ok := c.d.eng.Job(id); ok {
 			if err := c.d.eng.SetPriority(id, int(priority)); err != nil {
 				return err
 			}
 		}
+		j = c.edit(id)
+		old := j.Priority
+		j.Priority = int(priority)
 		c.d.log.Info("job priority changed", "job", id, "from", old, "to", priority)
 		out = j
 		return nil
