@@ -35,10 +35,19 @@ func notKept(what string, err error) error {
 	return gofakes3.ErrorMessage(gofakes3.ErrInternal, msg)
 }
 
-// fullWriter gives the answer of storageFull its status, 507: gofakes3
-// answers every code it does not know with 500. A 500 is held until the
+// ownStatus is the status of each of the store's own codes, which
+// gofakes3 answers with 500 as it does every code it does not know.
+var ownStatus = map[gofakes3.ErrorCode]int{
+	storageFull:       http.StatusInsufficientStorage,
+	parentIsObject:    http.StatusBadRequest,
+	objectIsDirectory: http.StatusConflict,
+}
+
+// fullWriter gives the answers of the store's own codes their statuses
+// (ownStatus; storageFull's 507): gofakes3 answers every code it does
+// not know with 500. A 500 is held until the
 // handler has written its error document (a few hundred bytes), and sent
-// with 507 if that is storageFull's (finish).
+// with the status of its code (finish).
 type fullWriter struct {
 	http.ResponseWriter
 	held bool
@@ -75,8 +84,10 @@ func (w *fullWriter) finish() {
 		return
 	}
 	status := http.StatusInternalServerError
-	if bytes.Contains(w.doc.Bytes(), []byte("<Code>"+storageFull+"</Code>")) {
-		status = http.StatusInsufficientStorage
+	for code, st := range ownStatus {
+		if bytes.Contains(w.doc.Bytes(), []byte("<Code>"+code+"</Code>")) {
+			status = st
+		}
 	}
 	w.ResponseWriter.WriteHeader(status)
 	w.ResponseWriter.Write(w.doc.Bytes()) //nolint:errcheck // the client is gone

@@ -102,6 +102,9 @@ var _ gofakes3.MultipartBackend = (*uploads)(nil)
 // whose x-amz-checksum-algorithm (in meta, which the store checked:
 // uploadChecksum) names one keeps its parts' checksums in it.
 func (s *uploads) CreateMultipartUpload(bucket, key string, meta map[string]string) (gofakes3.UploadID, error) {
+	if err := checkObject(bucket, key); err != nil {
+		return "", err
+	}
 	sum, e := uploadChecksum(meta[checksumKey("algorithm")], meta[checksumTypeKey])
 	if e != nil {
 		return "", gofakes3.ErrorMessage(gofakes3.ErrInvalidArgument, e.Message)
@@ -557,6 +560,10 @@ func withoutPath(err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		return pe.Err
+	}
+	var le *os.LinkError // a rename's, which names both paths
+	if errors.As(err, &le) {
+		return le.Err
 	}
 	return err
 }

@@ -96,6 +96,9 @@ func (b *wholeBackend) takeSent(meta map[string]string) *sentChecksum {
 // cause and not the path.
 func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, cond *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
 	var res gofakes3.PutObjectResult
+	if err := checkObject(bucket, key); err != nil {
+		return res, err
+	}
 	if ok, err := b.BucketExists(bucket); err != nil {
 		return res, err
 	} else if !ok {
@@ -238,6 +241,9 @@ func (b *wholeBackend) commit(bucket, key string, meta map[string]string, tmp st
 func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, tmp string, hash []byte, parts partLayout, sum objectChecksum, cond *gofakes3.PutConditions) ([]string, error) {
 	b.objects.Lock()
 	defer b.objects.Unlock()
+	if err := clash(filepath.Join(b.root, "buckets"), bucket, key); err != nil {
+		return nil, err
+	}
 	old, err := b.MultiBucketBackend.HeadObject(bucket, key)
 	switch {
 	case err == nil:
@@ -376,7 +382,7 @@ func rollForward(root string) error {
 			continue
 		}
 		bucket, key, ok := strings.Cut(m.File, "/")
-		if !ok || bucket == "" || bucket == "." || bucket == ".." || badKey("/"+m.File) != "" {
+		if !ok || checkObject(bucket, key) != nil {
 			continue
 		}
 		st, err := os.Lstat(filepath.Join(root, "buckets", bucket, filepath.FromSlash(key)))
@@ -443,33 +449,85 @@ func (b *wholeBackend) CreateBucket(name string) error {
 }
 
 // CopyObject copies as gofakes3 does, through this backend's GetObject
-// and PutObject.
+// and PutObject, which check the source and the destination.
 func (b *wholeBackend) CopyObject(srcBucket, srcKey, dstBucket, dstKey string, meta map[string]string) (gofakes3.CopyObjectResult, error) {
+	if err := checkRead(srcBucket, srcKey); err != nil {
+		return gofakes3.CopyObjectResult{}, err
+	}
+	if err := checkObject(dstBucket, dstKey); err != nil {
+		return gofakes3.CopyObjectResult{}, err
+	}
 	return gofakes3.CopyObject(b, srcBucket, srcKey, dstBucket, dstKey, meta)
 }
 
 // GetObject is the backend's, not amid a commit. The object's file is
 // open when it returns: a commit after it replaces the name, not the data
-// being read.
+// being read. A key under another object's file ("a/b" where "a" is an
+// object), or that is the directory of others, is no object.
 func (b *wholeBackend) GetObject(bucket, key string, rng *gofakes3.ObjectRangeRequest) (*gofakes3.Object, error) {
+	if err := checkRead(bucket, key); err != nil {
+		return nil, err
+	}
 	b.objects.RLock()
 	defer b.objects.RUnlock()
-	return b.MultiBucketBackend.GetObject(bucket, key, rng)
+	if b.isDir(bucket, key) {
+		return nil, gofakes3.KeyNotFound(key)
+	}
+	o, err := b.MultiBucketBackend.GetObject(bucket, key, rng)
+	if notADirectory(err) {
+		return nil, gofakes3.KeyNotFound(key)
+	}
+	return o, err
 }
 
-// HeadObject is the backend's, not amid a commit.
+// HeadObject is the backend's, not amid a commit, as GetObject.
 func (b *wholeBackend) HeadObject(bucket, key string) (*gofakes3.Object, error) {
+	if err := checkRead(bucket, key); err != nil {
+		return nil, err
+	}
 	b.objects.RLock()
 	defer b.objects.RUnlock()
-	return b.MultiBucketBackend.HeadObject(bucket, key)
+	return b.headObjectLocked(bucket, key)
+}
+
+// headObjectLocked is HeadObject with b.objects held.
+func (b *wholeBackend) headObjectLocked(bucket, key string) (*gofakes3.Object, error) {
+	if b.isDir(bucket, key) {
+		return nil, gofakes3.KeyNotFound(key)
+	}
+	o, err := b.MultiBucketBackend.HeadObject(bucket, key)
+	if notADirectory(err) {
+		return nil, gofakes3.KeyNotFound(key)
+	}
+	return o, err
+}
+
+// isDir reports whether bucket/key is a directory: the prefix of other
+// keys, no object.
+func (b *wholeBackend) isDir(bucket, key string) bool {
+	st, err := os.Lstat(filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key)))
+	return err == nil && st.IsDir()
 }
 
 // ListBucket is the backend's, not amid a commit, with a completed
 // multipart upload's ETag S3's "<hash>-<parts>", as GetObject and
 // HeadObject give it (ListObjectsV2 and ListObjects list through here).
+// A prefix that no key of this store can have lists nothing: the backend
+// would take its '..' as the directory above the bucket.
 func (b *wholeBackend) ListBucket(bucket string, prefix *gofakes3.Prefix, page gofakes3.ListBucketPage) (*gofakes3.ObjectList, error) {
+	if checkBucket(bucket) != nil {
+		return nil, gofakes3.BucketNotFound(bucket)
+	}
 	b.objects.RLock()
 	defer b.objects.RUnlock()
+	if prefix != nil && prefix.HasPrefix && !prefixHeld(prefix.Prefix) {
+		if ok, err := b.BucketExists(bucket); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, gofakes3.BucketNotFound(bucket)
+		}
+		return gofakes3.NewObjectList(), nil
+	}
 	l, err := b.MultiBucketBackend.ListBucket(bucket, prefix, page)
 	if err != nil {
 		return nil, err
@@ -494,23 +552,80 @@ func (b *wholeBackend) parts(bucket, key string) string {
 	return m.Meta[partsKey]
 }
 
-// DeleteObject is the backend's, not amid a commit.
+// DeleteObject is the backend's, not amid a commit. A key that no
+// object of this store can have, or that is the directory of other keys,
+// has nothing to delete: S3 answers such a delete with success.
 func (b *wholeBackend) DeleteObject(bucket, key string) (gofakes3.ObjectDeleteResult, error) {
+	if err := checkRead(bucket, key); err != nil {
+		if gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey) {
+			return gofakes3.ObjectDeleteResult{}, nil
+		}
+		return gofakes3.ObjectDeleteResult{}, err
+	}
 	b.objects.Lock()
 	defer b.objects.Unlock()
-	return b.MultiBucketBackend.DeleteObject(bucket, key)
+	if b.isDir(bucket, key) {
+		return gofakes3.ObjectDeleteResult{}, nil
+	}
+	r, err := b.MultiBucketBackend.DeleteObject(bucket, key)
+	if notADirectory(err) {
+		return gofakes3.ObjectDeleteResult{}, nil
+	}
+	return r, err
 }
 
-// DeleteMulti is the backend's, not amid a commit.
+// DeleteMulti is the backend's, not amid a commit, for the keys that this
+// store can hold; each other key is refused on its own (InvalidArgument)
+// or, where no object can have it, deleted as S3 deletes a key it does not
+// have, and so is a directory of other keys.
 func (b *wholeBackend) DeleteMulti(bucket string, keys ...string) (gofakes3.MultiDeleteResult, error) {
+	var res gofakes3.MultiDeleteResult
+	if checkBucket(bucket) != nil {
+		return res, gofakes3.BucketNotFound(bucket)
+	}
 	b.objects.Lock()
 	defer b.objects.Unlock()
-	return b.MultiBucketBackend.DeleteMulti(bucket, keys...)
+	held := make([]string, 0, len(keys))
+	for _, k := range keys {
+		switch f := checkKey(k); {
+		case f != nil && !f.unheld:
+			res.Error = append(res.Error, gofakes3.ErrorResult{Key: k, Code: f.code, Message: f.msg})
+		case f != nil || b.isDir(bucket, k) || b.underObject(bucket, k):
+			res.Deleted = append(res.Deleted, gofakes3.ObjectID{Key: k})
+		default:
+			held = append(held, k)
+		}
+	}
+	if len(held) == 0 {
+		if ok, err := b.BucketExists(bucket); err != nil {
+			return res, err
+		} else if !ok {
+			return res, gofakes3.BucketNotFound(bucket)
+		}
+		return res, nil
+	}
+	r, err := b.MultiBucketBackend.DeleteMulti(bucket, held...)
+	if err != nil {
+		return res, err
+	}
+	res.Deleted = append(res.Deleted, r.Deleted...)
+	res.Error = append(res.Error, r.Error...)
+	return res, nil
+}
+
+// underObject reports whether bucket/key lies under another key's file
+// ("a/b" where "a" is an object).
+func (b *wholeBackend) underObject(bucket, key string) bool {
+	_, err := os.Lstat(filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key)))
+	return notADirectory(err)
 }
 
 // DeleteBucket is the backend's, not amid a commit, which would make the
 // bucket's directory again.
 func (b *wholeBackend) DeleteBucket(bucket string) error {
+	if checkBucket(bucket) != nil {
+		return gofakes3.BucketNotFound(bucket)
+	}
 	b.objects.Lock()
 	defer b.objects.Unlock()
 	return b.MultiBucketBackend.DeleteBucket(bucket)
@@ -518,6 +633,9 @@ func (b *wholeBackend) DeleteBucket(bucket string) error {
 
 // ForceDeleteBucket is the backend's, not amid a commit.
 func (b *wholeBackend) ForceDeleteBucket(bucket string) error {
+	if checkBucket(bucket) != nil {
+		return gofakes3.BucketNotFound(bucket)
+	}
 	b.objects.Lock()
 	defer b.objects.Unlock()
 	return b.MultiBucketBackend.ForceDeleteBucket(bucket)

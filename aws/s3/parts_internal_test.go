@@ -20,7 +20,7 @@ func TestPartNotKeptHidesThePath(t *testing.T) {
 	if err := os.WriteFile(dir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	id, err := newUploads(dir, root, nil).CreateMultipartUpload("b", "k", nil)
+	id, err := newUploads(dir, root, nil).CreateMultipartUpload("bkt", "k", nil)
 	var e *gofakes3.ErrorResponse
 	if id != "" || !errors.As(err, &e) || e.Code != gofakes3.ErrInternal {
 		t.Fatalf("CreateMultipartUpload = %q, %v; want an InternalError", id, err)

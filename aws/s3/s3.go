@@ -99,13 +99,13 @@ func (s *Server) SweepIdleUploads(idle time.Duration, stop <-chan struct{}, abor
 	periodic.Run(min(max(idle/4, 10*time.Millisecond), time.Hour), sweep, stop)
 }
 
-// ServeHTTP answers one S3 request, path-style (/bucket/key). A key that
-// a file system cannot hold apart from others ("..", ".", an empty
-// segment) is refused with S3's InvalidArgument, so that no key can reach
-// another bucket's files.
+// ServeHTTP answers one S3 request, path-style (/bucket/key). A request
+// that names a bucket or key this store cannot hold, or asks for what it
+// does not do, is refused first (checkRequest), so that no key can reach
+// another bucket's files and no request is taken for another.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if msg := badKey(r.URL.Path); msg != "" {
-		writeError(w, http.StatusBadRequest, "InvalidArgument", msg)
+	if e := checkRequest(r); e != nil {
+		writeError(w, e.Status, e.Code, e.Message)
 		return
 	}
 	r.Header.Del(sentKey) // the store's own
@@ -359,29 +359,6 @@ func (w *bodyErrorWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-// badKey says what is wrong with the key of a path-style request path,
-// or "".
-func badKey(p string) string {
-	p = strings.TrimPrefix(p, "/")
-	_, key, ok := strings.Cut(p, "/")
-	if !ok || key == "" {
-		return ""
-	}
-	segs := strings.Split(key, "/")
-	for i, s := range segs {
-		switch {
-		case s == "." || s == "..":
-			return "object keys with '.' or '..' segments are not supported by this store"
-		case s == "" && i < len(segs)-1:
-			return "object keys with empty segments ('//' or a leading '/') are not supported by this store"
-		}
-	}
-	if strings.ContainsRune(key, 0) {
-		return "object keys may not hold NUL"
-	}
-	return ""
-}
-
 // writeError writes an S3 error document.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/xml")
@@ -440,6 +417,7 @@ func Action(r *http.Request) (string, string) {
 			if q.Has("delete") {
 				return "s3:DeleteObject", barn + "/*"
 			}
+			return "s3:PutObject", barn + "/*" // an HTML form's upload, which the store refuses
 		case http.MethodGet:
 			switch {
 			case q.Has("location"):
