@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/xml"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -34,6 +36,7 @@ func (sv *server) routeS3(ctx context.Context, r *Router) {
 		// An object moves as long as its bytes keep coming: the server's
 		// whole-request timeouts (leader.go) become idle ones here.
 		h = s3server.IdleDeadlines(h, readTimeout, writeTimeout)
+		h = logServerErrors(h, sv.log)
 		if idle, _ := parseAge("", sv.s.S3AbortIdleUploads, ""); idle > 0 { // checked at start
 			go store.SweepIdleUploads(idle, ctx.Done(), func(n int) {
 				sv.log.Info("aborted multipart uploads of the embedded S3 store that no part came to", "uploads", n, "idle", idle)
@@ -42,6 +45,55 @@ func (sv *server) routeS3(ctx context.Context, r *Router) {
 	}
 	r.Handle(Route{Name: "s3", Match: Match{Service: s3server.SigningName}, BodyTypes: []string{"*"}, RawPath: true, WriteError: restXMLError, Handler: h})
 }
+
+// logServerErrors logs each answer of h whose status is 5xx, with the
+// S3 error's code and message: the store's own failures (a disk that
+// refuses a write) are answered without the data directory's paths, and
+// are otherwise in no log.
+func logServerErrors(h http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if sw.status < 500 {
+			return
+		}
+		var doc struct{ Code, Message string }
+		_ = xml.Unmarshal(sw.doc, &doc) // what could be read of it
+		log.Error("the embedded S3 store answered with a server error", "method", r.Method, "path", r.URL.EscapedPath(),
+			"status", sw.status, "code", doc.Code, "message", doc.Message)
+	})
+}
+
+// statusWriter keeps the status of an answer and, for a 5xx, the start of
+// its error document.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	doc    []byte
+}
+
+// maxLoggedDoc bounds what statusWriter keeps of an error document.
+const maxLoggedDoc = 4 << 10
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.status >= 500 && len(w.doc) < maxLoggedDoc {
+		w.doc = append(w.doc, p[:min(len(p), maxLoggedDoc-len(w.doc))]...)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the server's own writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // jobKeysFile is the file in the data directory's state/ that holds the
 // secret the job keys are derived from (auth.JobKeys): without --auth,

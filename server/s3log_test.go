@@ -1,0 +1,62 @@
+package server
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	s3server "qshare/aws/s3"
+)
+
+// TestS3ServerErrorsLogged: an answer of the embedded store with a 5xx
+// (here a PutObject that its disk refuses: tmp/ made a file under it) is
+// in the server's log with its code and message, which the client gets
+// without the data directory's paths; other answers are not.
+func TestS3ServerErrorsLogged(t *testing.T) {
+	dir := t.TempDir()
+	store, err := s3server.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	ts := httptest.NewServer(logServerErrors(store, slog.New(slog.NewTextHandler(&buf, nil))))
+	defer ts.Close()
+	do := func(method, path, body string) int {
+		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := do(http.MethodPut, "/bkt", ""); st != http.StatusOK {
+		t.Fatalf("CreateBucket: %d", st)
+	}
+	if st := do(http.MethodGet, "/bkt/missing", ""); st != http.StatusNotFound {
+		t.Fatalf("GET of a missing key: %d", st)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("a 404 was logged: %s", buf.String())
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tmp"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st := do(http.MethodPut, "/bkt/k", "body"); st != http.StatusInternalServerError {
+		t.Fatalf("PutObject with tmp/ a file: %d, want 500", st)
+	}
+	line := buf.String()
+	for _, want := range []string{"level=ERROR", "method=PUT", "path=/bkt/k", "status=500", "code=InternalError", "not a directory"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the log line lacks %q: %s", want, line)
+		}
+	}
+}
