@@ -458,8 +458,10 @@ func (g *Guard) checkRequest(r *http.Request, job *bool) error {
 		if err == nil && mt == "application/json" {
 			return nil
 		}
+		var types []string
 		if g.cfg.BodyTypes != nil {
-			for _, t := range g.cfg.BodyTypes(r) {
+			types = g.cfg.BodyTypes(r)
+			for _, t := range types {
 				if t == "*" || (err == nil && t == mt) {
 					return nil
 				}
@@ -469,7 +471,14 @@ func (g *Guard) checkRequest(r *http.Request, job *bool) error {
 		if ct != "" {
 			shown = quote(ct)
 		}
-		return qshare.Errorf(qshare.EINVALID, "Content-Type must be application/json for a request with a body, as the AWS SDKs and CLI send it; this request's Content-Type is %s", shown)
+		// The types the request's service reads: a route of its own
+		// (SageMaker's JSON 1.1, STS's form) names them; the Batch API
+		// reads application/json.
+		want := "application/json"
+		if len(types) > 0 {
+			want = strings.Join(types, " or ")
+		}
+		return qshare.Errorf(qshare.EINVALID, "Content-Type must be %s for a request with a body to this service, as the AWS SDKs and CLI send it; this request's Content-Type is %s", want, shown)
 	}
 	return nil
 }

@@ -178,3 +178,39 @@ func TestRefusalsInServiceShape(t *testing.T) {
 		t.Errorf("S3 with a wrong secret: %s, want SignatureDoesNotMatch", c)
 	}
 }
+
+// TestContentTypeNamesTheServicesTypes: a body of a Content-Type that the
+// request's service does not read is refused with a message that names
+// the types that service reads (SageMaker's JSON 1.1, STS's form, the
+// Batch API's JSON), not another service's.
+func TestContentTypeNamesTheServicesTypes(t *testing.T) {
+	s := simServeSettings(t)
+	base := "http://" + serveAt(t, s)
+	waitReady(t, base)
+	for _, c := range []struct{ service, path, target, ct, want, notWant string }{
+		{"sagemaker", "/", "SageMaker.ListTrainingJobs", "text/plain", "Content-Type must be application/x-amz-json-1.1 for", "application/json for"},
+		{"sagemaker", "/", "SageMaker.ListTrainingJobs", "", "Content-Type must be application/x-amz-json-1.1 for", "application/json for"},
+		{"sts", "/", "", "text/xml", "Content-Type must be application/x-www-form-urlencoded for", "application/json for"},
+		{"batch", "/v1/describejobqueues", "", "text/plain", "Content-Type must be application/json for", "x-amz-json"},
+	} {
+		body := "{}"
+		req, err := http.NewRequest("POST", base+c.path, strings.NewReader(body))
+		serveMust(t, err)
+		req.Header.Del("Content-Type")
+		if c.ct != "" {
+			req.Header.Set("Content-Type", c.ct)
+		}
+		if c.target != "" {
+			req.Header.Set("X-Amz-Target", c.target)
+		}
+		sum := sha256.Sum256([]byte(body))
+		serveMust(t, v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: "dummy", SecretAccessKey: "dummy"}, req, hex.EncodeToString(sum[:]), c.service, s.Region, time.Now()))
+		resp, err := http.DefaultClient.Do(req)
+		serveMust(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), c.want) || strings.Contains(string(b), c.notWant) {
+			t.Errorf("%s with Content-Type %q: %d %.300q, want 400 saying %q", c.service, c.ct, resp.StatusCode, b, c.want)
+		}
+	}
+}
