@@ -226,6 +226,11 @@ func checkRequest(r *http.Request) *wire.Error {
 		}
 		return s3Error(http.StatusNotImplemented, "NotImplemented", fmt.Sprintf("This store does not implement the request with ?%s: it keeps objects, buckets, their listings and multipart uploads", k))
 	}
+	if q := r.URL.Query(); level == "object" && (q.Has("uploadId") || q.Has("partNumber") && r.Method == http.MethodPut) && q.Get("uploadId") == "" {
+		// gofakes3 takes an empty uploadId for none: an UploadPart of
+		// one would be a PutObject over the key.
+		return s3Error(http.StatusNotFound, string(gofakes3.ErrNoSuchUpload), "The specified multipart upload does not exist: the request names no uploadId")
+	}
 	if level == "bucket" && r.Method == http.MethodPost && !r.URL.Query().Has("delete") {
 		return s3Error(http.StatusNotImplemented, "NotImplemented", "This store does not implement POST Object (an HTML form's upload): use PutObject")
 	}
@@ -266,13 +271,12 @@ func checkRequest(r *http.Request) *wire.Error {
 	return s3Error(f.code.Status(), string(f.code), f.msg)
 }
 
-// checkCopySource checks the bucket and key of a CopyObject's or
-// UploadPartCopy's X-Amz-Copy-Source as gofakes3 reads them (its
-// copyObject): "bucket/key", with or without a leading '/', the key
-// URL-encoded, or the whole of it URL-encoded, '/' included; a versionId
-// after '?'. One that gofakes3 could not decode, or that names a bucket
-// or key no object of this store has, is refused with InvalidArgument.
-func checkCopySource(src string) *wire.Error {
+// copySource is the bucket and key of a CopyObject's or UploadPartCopy's
+// X-Amz-Copy-Source as gofakes3 reads them (its copyObject):
+// "bucket/key", with or without a leading '/', the key URL-encoded, or
+// the whole of it URL-encoded, '/' included; a versionId after '?'. A
+// source that gofakes3 could not decode is refused with InvalidArgument.
+func copySource(src string) (bucket, key string, _ *wire.Error) {
 	bad := func(why string) *wire.Error {
 		return s3Error(http.StatusBadRequest, string(gofakes3.ErrInvalidArgument), "X-Amz-Copy-Source: "+why)
 	}
@@ -281,21 +285,31 @@ func checkCopySource(src string) *wire.Error {
 	if !ok {
 		d, err := url.QueryUnescape(src)
 		if err != nil {
-			return bad("it is not URL-encoded right")
+			return "", "", bad("it is not URL-encoded right")
 		}
 		bucket, key, ok = strings.Cut(strings.TrimPrefix(d, "/"), "/")
 		decoded = true
 	}
 	if !ok {
-		return bad("it must hold a bucket and a key, separated by '/'")
+		return "", "", bad("it must hold a bucket and a key, separated by '/'")
 	}
 	key, _, _ = strings.Cut(key, "?")
 	if !decoded {
 		k, err := url.QueryUnescape(key)
 		if err != nil {
-			return bad("its key is not URL-encoded right")
+			return "", "", bad("its key is not URL-encoded right")
 		}
 		key = k
+	}
+	return bucket, key, nil
+}
+
+// checkCopySource refuses a copy's source (copySource) that names a
+// bucket or key no object of this store has.
+func checkCopySource(src string) *wire.Error {
+	bucket, key, e := copySource(src)
+	if e != nil {
+		return e
 	}
 	if checkBucket(bucket) != nil {
 		return s3Error(http.StatusNotFound, string(gofakes3.ErrNoSuchBucket), "The bucket of the copy's source does not exist: its name breaks S3's rules for bucket names")
@@ -304,7 +318,7 @@ func checkCopySource(src string) *wire.Error {
 		if f.unheld {
 			return s3Error(http.StatusNotFound, string(gofakes3.ErrNoSuchKey), "The key of the copy's source does not exist")
 		}
-		return bad(f.msg)
+		return s3Error(http.StatusBadRequest, string(gofakes3.ErrInvalidArgument), "X-Amz-Copy-Source: "+f.msg)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdk "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	s3server "qshare/aws/s3"
 )
 
 // tree lists the files under dir, with their contents, as "path=body".
@@ -315,7 +318,12 @@ func TestHostileRequests(t *testing.T) {
 				t.Errorf("copy from %q: %d %s, want %s", tc.src, status, body, tc.code)
 			}
 		}
-		unchanged(t, root, before, "copies")
+		for _, path := range []string{"/attk/k?partNumber=1&uploadId=", "/attk/k?partNumber=1", "/attk/k?uploadId="} {
+			if status, body := raw(t, http.MethodPut, url+path, nil, strings.NewReader("part")); status != http.StatusNotFound || !strings.Contains(body, "<Code>NoSuchUpload</Code>") {
+				t.Errorf("PUT %s: %d %s, want 404 NoSuchUpload", path, status, body)
+			}
+		}
+		unchanged(t, root, before, "copies and parts of no upload")
 		if status, body := raw(t, http.MethodPut, url+"/attk/copy", map[string]string{"X-Amz-Copy-Source": "victim/secret/data"}, nil); status != http.StatusOK {
 			t.Errorf("a good copy: %d %s", status, body)
 		}
@@ -340,6 +348,32 @@ func TestHostileRequests(t *testing.T) {
 		}
 		unchanged(t, root, before, "bad bucket names")
 	})
+}
+
+// TestCopySourceAuthorized: a copy is authorized as s3:GetObject on its
+// source as the store reads it, decoded: the whole source URL-encoded,
+// or its key alone, names the same object.
+func TestCopySourceAuthorized(t *testing.T) {
+	for src, want := range map[string]string{
+		"victim/secret/data":        "arn:aws:s3:::victim/secret/data",
+		"/victim/secret/data":       "arn:aws:s3:::victim/secret/data",
+		"victim%2Fsecret%2Fdata":    "arn:aws:s3:::victim/secret/data",
+		"victim/my%20file%3Fv":      "arn:aws:s3:::victim/my file?v",
+		"victim/k?versionId=3":      "arn:aws:s3:::victim/k",
+		"attk/..%2Fvictim%2Fsecret": "arn:aws:s3:::attk/../victim/secret",
+	} {
+		var got []string
+		h := s3server.Authorize(http.NotFoundHandler(), func(_ *http.Request, action, resource string) error {
+			got = append(got, action+" "+resource)
+			return nil
+		})
+		req := httptest.NewRequest(http.MethodPut, "/attk/copy", nil)
+		req.Header.Set("X-Amz-Copy-Source", src)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if len(got) != 2 || got[1] != "s3:GetObject "+want {
+			t.Errorf("copy from %q authorized as %q, want s3:GetObject %s second", src, got, want)
+		}
+	}
 }
 
 // mustPutIn puts body as key in bucket, failing t if it cannot.

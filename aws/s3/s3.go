@@ -387,7 +387,12 @@ func Authorize(next http.Handler, authorize func(r *http.Request, action, resour
 			return
 		}
 		if src := r.Header.Get("X-Amz-Copy-Source"); src != "" {
-			if err := authorize(r, "s3:GetObject", objectARN(strings.TrimPrefix(src, "/"))); err != nil {
+			bucket, key, e := copySource(src)
+			if e != nil {
+				writeError(w, e.Status, e.Code, e.Message)
+				return
+			}
+			if err := authorize(r, "s3:GetObject", objectARN(bucket+"/"+key)); err != nil {
 				writeError(w, http.StatusForbidden, "AccessDenied", "Access Denied: s3:GetObject on the copy source")
 				return
 			}
@@ -446,12 +451,7 @@ func Action(r *http.Request) (string, string) {
 	return "s3:PutObject", oarn // PUT, a part, and the POSTs of a multipart upload
 }
 
-func objectARN(bucketKey string) string {
-	if i := strings.IndexAny(bucketKey, "?"); i >= 0 {
-		bucketKey = bucketKey[:i]
-	}
-	return "arn:aws:s3:::" + bucketKey
-}
+func objectARN(bucketKey string) string { return "arn:aws:s3:::" + bucketKey }
 
 // Unavailable returns a handler that answers every request with S3's
 // InternalError (503) and msg: the store of a server whose data
