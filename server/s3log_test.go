@@ -18,11 +18,9 @@ import (
 // in the server's log with its code and message, which the client gets
 // without the data directory's paths; other answers are not.
 func TestS3ServerErrorsLogged(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "s3")
 	store, err := s3server.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	serveMust(t, err)
 	var buf bytes.Buffer
 	ts := httptest.NewServer(logServerErrors(store, slog.New(slog.NewTextHandler(&buf, nil))))
 	defer ts.Close()

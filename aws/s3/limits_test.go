@@ -28,18 +28,7 @@ func send(t *testing.T, method, url string, body []byte, chunked bool) (int, str
 	if chunked {
 		rd = io.MultiReader(rd) // hides the length: sent chunked
 	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/xml")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return raw(t, method, url, map[string]string{"Content-Type": "application/xml"}, rd)
 }
 
 // TestXMLBodyCap: a request that sends no object's data (here

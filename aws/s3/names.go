@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -221,7 +222,7 @@ func checkRequest(r *http.Request) *wire.Error {
 			map[string]string{"": "the list of buckets", "bucket": "a bucket", "object": "an object"}[level]))
 	}
 	for k := range r.URL.Query() {
-		if k == "x-id" || strings.HasPrefix(strings.ToLower(k), "x-amz-") || contains(allowed, k) {
+		if k == "x-id" || strings.HasPrefix(strings.ToLower(k), "x-amz-") || slices.Contains(allowed, k) {
 			continue
 		}
 		return s3Error(http.StatusNotImplemented, "NotImplemented", fmt.Sprintf("This store does not implement the request with ?%s: it keeps objects, buckets, their listings and multipart uploads", k))
@@ -321,13 +322,4 @@ func checkCopySource(src string) *wire.Error {
 		return s3Error(http.StatusBadRequest, string(gofakes3.ErrInvalidArgument), "X-Amz-Copy-Source: "+f.msg)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

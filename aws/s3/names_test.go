@@ -149,22 +149,24 @@ func TestHostileRequests(t *testing.T) {
 		// them for the request without them.
 		root, url, _ := hostileStore(t)
 		before := tree(t, root)
-		for _, rq := range []struct{ method, path, body string }{
-			{http.MethodPut, "/victim/secret/data?tagging", "<Tagging><TagSet/></Tagging>"},
-			{http.MethodPut, "/victim/secret/data?acl", ""},
-			{http.MethodPut, "/victim/secret/data?legal-hold", "<LegalHold><Status>ON</Status></LegalHold>"},
-			{http.MethodPut, "/victim/secret/data?retention", ""},
-			{http.MethodDelete, "/victim/secret/data?tagging", ""},
-			{http.MethodGet, "/victim/secret/data?attributes", ""},
-			{http.MethodDelete, "/empty?policy", ""},
-			{http.MethodDelete, "/empty?cors", ""},
-			{http.MethodDelete, "/empty?tagging", ""},
-			{http.MethodPut, "/empty?lifecycle", "<LifecycleConfiguration/>"},
-			{http.MethodGet, "/victim?policy", ""},
+		// Each: the method, the path and query, and the body, if any.
+		for _, rq := range []string{
+			"PUT /victim/secret/data?tagging <Tagging><TagSet/></Tagging>",
+			"PUT /victim/secret/data?acl",
+			"PUT /victim/secret/data?legal-hold <LegalHold><Status>ON</Status></LegalHold>",
+			"PUT /victim/secret/data?retention",
+			"DELETE /victim/secret/data?tagging",
+			"GET /victim/secret/data?attributes",
+			"DELETE /empty?policy",
+			"DELETE /empty?cors",
+			"DELETE /empty?tagging",
+			"PUT /empty?lifecycle <LifecycleConfiguration/>",
+			"GET /victim?policy",
 		} {
-			status, body := raw(t, rq.method, url+rq.path, map[string]string{"Content-Type": "application/xml"}, strings.NewReader(rq.body))
+			f := append(strings.Fields(rq), "")
+			status, body := raw(t, f[0], url+f[1], map[string]string{"Content-Type": "application/xml"}, strings.NewReader(f[2]))
 			if status != http.StatusNotImplemented || !strings.Contains(body, "<Code>NotImplemented</Code>") {
-				t.Errorf("%s %s: %d %s, want 501 NotImplemented", rq.method, rq.path, status, body)
+				t.Errorf("%s: %d %s, want 501 NotImplemented", rq, status, body)
 			}
 		}
 		unchanged(t, root, before, "subresource requests")
@@ -354,13 +356,14 @@ func TestHostileRequests(t *testing.T) {
 // source as the store reads it, decoded: the whole source URL-encoded,
 // or its key alone, names the same object.
 func TestCopySourceAuthorized(t *testing.T) {
-	for src, want := range map[string]string{
-		"victim/secret/data":        "arn:aws:s3:::victim/secret/data",
-		"/victim/secret/data":       "arn:aws:s3:::victim/secret/data",
-		"victim%2Fsecret%2Fdata":    "arn:aws:s3:::victim/secret/data",
-		"victim/my%20file%3Fv":      "arn:aws:s3:::victim/my file?v",
-		"victim/k?versionId=3":      "arn:aws:s3:::victim/k",
-		"attk/..%2Fvictim%2Fsecret": "arn:aws:s3:::attk/../victim/secret",
+	// Each: a source, and the object it names.
+	for _, c := range [][2]string{
+		{"victim/secret/data", "victim/secret/data"},
+		{"/victim/secret/data", "victim/secret/data"},
+		{"victim%2Fsecret%2Fdata", "victim/secret/data"},
+		{"victim/my%20file%3Fv", "victim/my file?v"},
+		{"victim/k?versionId=3", "victim/k"},
+		{"attk/..%2Fvictim%2Fsecret", "attk/../victim/secret"},
 	} {
 		var got []string
 		h := s3server.Authorize(http.NotFoundHandler(), func(_ *http.Request, action, resource string) error {
@@ -368,10 +371,10 @@ func TestCopySourceAuthorized(t *testing.T) {
 			return nil
 		})
 		req := httptest.NewRequest(http.MethodPut, "/attk/copy", nil)
-		req.Header.Set("X-Amz-Copy-Source", src)
+		req.Header.Set("X-Amz-Copy-Source", c[0])
 		h.ServeHTTP(httptest.NewRecorder(), req)
-		if len(got) != 2 || got[1] != "s3:GetObject "+want {
-			t.Errorf("copy from %q authorized as %q, want s3:GetObject %s second", src, got, want)
+		if want := "s3:GetObject arn:aws:s3:::" + c[1]; len(got) != 2 || got[1] != want {
+			t.Errorf("copy from %q authorized as %q, want %s second", c[0], got, want)
 		}
 	}
 }

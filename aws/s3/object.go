@@ -623,22 +623,23 @@ func (b *wholeBackend) underObject(bucket, key string) bool {
 // DeleteBucket is the backend's, not amid a commit, which would make the
 // bucket's directory again.
 func (b *wholeBackend) DeleteBucket(bucket string) error {
-	if checkBucket(bucket) != nil {
-		return gofakes3.BucketNotFound(bucket)
-	}
-	b.objects.Lock()
-	defer b.objects.Unlock()
-	return b.MultiBucketBackend.DeleteBucket(bucket)
+	return b.bucketLocked(bucket, b.MultiBucketBackend.DeleteBucket)
 }
 
 // ForceDeleteBucket is the backend's, not amid a commit.
 func (b *wholeBackend) ForceDeleteBucket(bucket string) error {
+	return b.bucketLocked(bucket, b.MultiBucketBackend.ForceDeleteBucket)
+}
+
+// bucketLocked calls f on bucket, a name S3's rules allow, with the
+// store's lock held.
+func (b *wholeBackend) bucketLocked(bucket string, f func(string) error) error {
 	if checkBucket(bucket) != nil {
 		return gofakes3.BucketNotFound(bucket)
 	}
 	b.objects.Lock()
 	defer b.objects.Unlock()
-	return b.MultiBucketBackend.ForceDeleteBucket(bucket)
+	return f(bucket)
 }
 
 // etagWriter gives the answer to a GET or HEAD of a completed multipart
