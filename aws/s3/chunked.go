@@ -110,6 +110,9 @@ func decodeChunked(r *http.Request, sha string) (*chunkedBody, *wire.Error) {
 	}
 	body := &chunkedBody{body: r.Body, r: bufio.NewReader(r.Body), left: n}
 	if sha != signedChunks {
+		if strings.TrimSpace(r.Header.Get("X-Amz-Trailer")) == "" {
+			return nil, s3Error(http.StatusBadRequest, "InvalidRequest", "an aws-chunked body with a trailer ("+sha+") must name its checksum in X-Amz-Trailer, as the SDKs send it (x-amz-checksum-crc32, for one)")
+		}
 		algo, e := checksumOf(r.Header.Get("X-Amz-Trailer"))
 		if e != nil {
 			return nil, e

@@ -137,6 +137,13 @@ func TestChunkedBodyRefusals(t *testing.T) {
 	if status, code := put("good", chunked(body, 64<<10, crc)); status != http.StatusOK {
 		t.Fatalf("a good aws-chunked body: %d %s", status, code)
 	}
+	// A trailer that X-Amz-Trailer does not name: the message said the
+	// store checked no XXHASH.
+	status, doc := raw(t, http.MethodPut, ts.URL+"/bkt/unnamed", map[string]string{"X-Amz-Content-Sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER", "Content-Encoding": "aws-chunked",
+		"X-Amz-Decoded-Content-Length": fmt.Sprint(len(body))}, strings.NewReader(chunked(body, 64<<10, crc)))
+	if status != http.StatusBadRequest || !strings.Contains(doc, "must name its checksum in X-Amz-Trailer") {
+		t.Errorf("a trailer X-Amz-Trailer does not name: %d %s", status, doc)
+	}
 	for _, tc := range []struct{ key, framed, code string }{
 		{"bad-crc", chunked(body, 64<<10, "x-amz-checksum-crc32:AAAAAA=="), "BadDigest"},
 		{"no-trailer", chunked(body, 64<<10, ""), "BadDigest"},
