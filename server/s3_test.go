@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"qshare/auth"
@@ -92,5 +94,71 @@ func TestEmbeddedS3WithAuth(t *testing.T) {
 	_, err = e.client(k).GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("team-a"), Key: aws.String("train/x.csv")})
 	if err == nil {
 		t.Fatal("an unknown key read an object")
+	}
+}
+
+// TestDeleteObjectsAuthorizedPerKey: DeleteObjects is authorized as
+// s3:DeleteObject on each key it names, as S3 does, not once on the
+// bucket: a Deny on a prefix holds against it (bob), and an Allow on a
+// prefix alone lets it delete there (carol, as aws s3 rm --recursive
+// does). A request of which one key is refused deletes nothing.
+func TestDeleteObjectsAuthorizedPerKey(t *testing.T) {
+	s := simServeSettings(t)
+	s.Guard.Auth = filepath.Join(t.TempDir(), "auth.yaml")
+	var ks [3]auth.AccessKey
+	for i := range ks {
+		var err error
+		ks[i], err = auth.NewKey()
+		serveMust(t, err)
+	}
+	serveMust(t, os.WriteFile(s.Guard.Auth, []byte(`principals:
+- {name: ops, accessKeys: [{id: `+ks[0].ID+`, secret: "`+ks[0].Secret+`"}], policies: [all]}
+- {name: bob, accessKeys: [{id: `+ks[1].ID+`, secret: "`+ks[1].Secret+`"}], policies: [shared-but-protected]}
+- {name: carol, accessKeys: [{id: `+ks[2].ID+`, secret: "`+ks[2].Secret+`"}], policies: [her-prefix]}
+policies:
+  all: {Version: "2012-10-17", Statement: [{Effect: Allow, Action: "s3:*", Resource: "*"}]}
+  shared-but-protected: {Version: "2012-10-17", Statement: [
+    {Effect: Allow, Action: "s3:*", Resource: ["arn:aws:s3:::shared", "arn:aws:s3:::shared/*"]},
+    {Effect: Deny, Action: "s3:DeleteObject", Resource: "arn:aws:s3:::shared/protected/*"}]}
+  her-prefix: {Version: "2012-10-17", Statement: [{Effect: Allow, Action: "s3:DeleteObject", Resource: "arn:aws:s3:::shared/carol/*"}]}
+`), 0o600))
+	e := &s3WithAuth{s: s}
+	e.base = "http://" + serveAt(t, s)
+	waitReady(t, e.base)
+	ctx := context.Background()
+	ops, bob, carol := e.client(ks[0]), e.client(ks[1]), e.client(ks[2])
+	_, err := ops.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("shared")})
+	serveMust(t, err)
+	for _, k := range []string{"protected/crown", "free/a", "carol/g"} {
+		_, err := ops.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("shared"), Key: aws.String(k), Body: strings.NewReader(k)})
+		serveMust(t, err)
+	}
+	del := func(c *s3.Client, keys ...string) error {
+		var objs []types.ObjectIdentifier
+		for _, k := range keys {
+			objs = append(objs, types.ObjectIdentifier{Key: aws.String(k)})
+		}
+		out, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("shared"), Delete: &types.Delete{Objects: objs}})
+		if err == nil && len(out.Errors) > 0 {
+			return fmt.Errorf("per-key errors: %+v", out.Errors)
+		}
+		return err
+	}
+	exists := func(k string) bool {
+		_, err := ops.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("shared"), Key: aws.String(k)})
+		return err == nil
+	}
+	var api smithy.APIError
+	if err := del(bob, "free/a", "protected/crown"); !errors.As(err, &api) || api.ErrorCode() != "AccessDenied" {
+		t.Errorf("bob deletes a denied key among others: %v, want AccessDenied", err)
+	}
+	if !exists("protected/crown") || !exists("free/a") {
+		t.Errorf("a refused DeleteObjects deleted keys: protected/crown %v, free/a %v", exists("protected/crown"), exists("free/a"))
+	}
+	if err := del(bob, "free/a"); err != nil || exists("free/a") {
+		t.Errorf("bob deletes an allowed key: %v (still there: %v)", err, exists("free/a"))
+	}
+	if err := del(carol, "carol/g"); err != nil || exists("carol/g") {
+		t.Errorf("carol deletes under her prefix: %v (still there: %v)", err, exists("carol/g"))
 	}
 }

@@ -3,11 +3,14 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -377,6 +380,52 @@ func TestCopySourceAuthorized(t *testing.T) {
 			t.Errorf("copy from %q authorized as %q, want %s second", c[0], got, want)
 		}
 	}
+}
+
+// TestDeleteObjectsDocument: Authorize reads DeleteObjects' document to
+// authorize each key, and refuses one that is no Delete of 1 to 1,000
+// keys as S3 does; the store then reads the same body.
+func TestDeleteObjectsDocument(t *testing.T) {
+	_, url, c := hostileStore(t)
+	var keys strings.Builder
+	for i := range 1001 {
+		fmt.Fprintf(&keys, "<Object><Key>k%d</Key></Object>", i)
+	}
+	h := s3server.Authorize(http.NotFoundHandler(), func(*http.Request, string, string) error { return nil })
+	for body, want := range map[string]string{
+		"<Delete>" + keys.String() + "</Delete>":               "MalformedXML",
+		"<Delete></Delete>":                                    "MalformedXML",
+		"<NotDelete><Object><Key>k</Key></Object></NotDelete>": "MalformedXML",
+		"<Delete><Object><Key>k":                               "MalformedXML",
+		"<Delete><Object><Key>k</Key></Object></Delete>":       "",
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/attk?delete", strings.NewReader(body)))
+		if got := w.Body.String(); (want == "") != (w.Code == http.StatusNotFound) || !strings.Contains(got, want) {
+			t.Errorf("DeleteObjects of %.60q: %d %s, want %q", body, w.Code, got, want)
+		}
+	}
+	// Through Authorize, the store reads the body that was authorized.
+	mustPutIn(t, c, "attk", "gone", "x")
+	ts := httptest.NewServer(s3server.Authorize(serverOf(t, url), func(*http.Request, string, string) error { return nil }))
+	defer ts.Close()
+	if _, err := client(ts.URL).DeleteObjects(context.Background(), &sdk.DeleteObjectsInput{Bucket: aws.String("attk"),
+		Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("gone")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.HeadObject(context.Background(), &sdk.HeadObjectInput{Bucket: aws.String("attk"), Key: aws.String("gone")}); err == nil {
+		t.Error("the object is still there after DeleteObjects through Authorize")
+	}
+}
+
+// serverOf is a handler that sends each request on to the store at url.
+func serverOf(t *testing.T, url string) http.Handler {
+	t.Helper()
+	target, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return httputil.NewSingleHostReverseProxy(target)
 }
 
 // mustPutIn puts body as key in bucket, failing t if it cannot.

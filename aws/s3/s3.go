@@ -8,6 +8,7 @@
 package s3
 
 import (
+	"bytes"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -381,6 +382,16 @@ const SigningName = "s3"
 // authentication authorize allows everything.
 func Authorize(next http.Handler, authorize func(r *http.Request, action, resource string) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bucket, ok := deleteObjects(r); ok {
+			// Each key on its own, as S3 does: a policy may allow or
+			// deny s3:DeleteObject on a prefix.
+			if e := authorizeDeletes(r, bucket, authorize); e != nil {
+				writeError(w, e.Status, e.Code, e.Message)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		action, resource := Action(r)
 		if err := authorize(r, action, resource); err != nil {
 			writeError(w, http.StatusForbidden, "AccessDenied", "Access Denied: "+action+" on "+resource)
@@ -399,6 +410,64 @@ func Authorize(next http.Handler, authorize func(r *http.Request, action, resour
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// deleteObjects reports whether r is a DeleteObjects of a bucket, and
+// which.
+func deleteObjects(r *http.Request) (string, bool) {
+	bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	return bucket, r.Method == http.MethodPost && bucket != "" && key == "" && r.URL.Query().Has("delete")
+}
+
+// maxDeleteKeys is the most keys one DeleteObjects may name, as on S3.
+const maxDeleteKeys = 1000
+
+// authorizeDeletes authorizes a DeleteObjects of bucket as s3:DeleteObject
+// on each key its XML body names, and puts the body back for the store.
+// It deletes nothing unless every key may be deleted: one refused key is
+// AccessDenied for the request (S3 would delete the others and answer
+// AccessDenied for that key alone). A body that is not a Delete document,
+// or one of no key or more than maxDeleteKeys keys, is refused as S3
+// refuses it; one over MaxXMLBody goes on to the store, which refuses it.
+func authorizeDeletes(r *http.Request, bucket string, authorize func(r *http.Request, action, resource string) error) *wire.Error {
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(io.LimitReader(r.Body, MaxXMLBody+1))
+		var we *wire.Error
+		switch {
+		case errors.As(err, &we): // authentication's check of the body
+			return we
+		case err != nil:
+			return s3Error(http.StatusBadRequest, "IncompleteBody", "the DeleteObjects body could not be read: "+err.Error())
+		case len(b) > MaxXMLBody:
+			// The store refuses it, reading what is left to answer
+			// before it (ServeHTTP), and deletes nothing.
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+			return nil
+		}
+		body = b
+	}
+	var doc struct {
+		XMLName xml.Name
+		Objects []struct{ Key string } `xml:"Object"`
+	}
+	if err := xml.Unmarshal(body, &doc); err != nil || doc.XMLName.Local != "Delete" {
+		return s3Error(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against the published schema: a Delete document")
+	}
+	if n := len(doc.Objects); n == 0 || n > maxDeleteKeys {
+		return s3Error(http.StatusBadRequest, "MalformedXML", fmt.Sprintf("The XML you provided was not well-formed or did not validate against the published schema: a Delete names 1 to %d objects, this one %d", maxDeleteKeys, n))
+	}
+	for _, o := range doc.Objects {
+		resource := objectARN(bucket + "/" + o.Key)
+		if err := authorize(r, "s3:DeleteObject", resource); err != nil {
+			return s3Error(http.StatusForbidden, "AccessDenied", "Access Denied: s3:DeleteObject on "+resource+" (DeleteObjects deletes nothing unless each of its keys may be deleted)")
+		}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return nil
 }
 
 // Action returns the IAM action and resource ARN of a path-style S3
