@@ -46,15 +46,16 @@ func (sv *server) routeS3(ctx context.Context, r *Router) {
 	r.Handle(Route{Name: "s3", Match: Match{Service: s3server.SigningName}, BodyTypes: []string{"*"}, RawPath: true, WriteError: restXMLError, Handler: h})
 }
 
-// logServerErrors logs each answer of h whose status is 5xx, with the
-// S3 error's code and message: the store's own failures (a disk that
+// logServerErrors logs each answer of h whose status is 5xx but 501 (a
+// request for what the store does not do), with the S3 error's code and
+// message: the store's own failures (a disk that
 // refuses a write) are answered without the data directory's paths, and
 // are otherwise in no log.
 func logServerErrors(h http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		h.ServeHTTP(sw, r)
-		if sw.status < 500 {
+		if sw.status < 500 || sw.status == http.StatusNotImplemented { // a request the store does not serve
 			return
 		}
 		var doc struct{ Code, Message string }

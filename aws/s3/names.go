@@ -247,6 +247,9 @@ func checkRequest(r *http.Request) *wire.Error {
 	if key == "" {
 		return nil
 	}
+	if r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "" && r.URL.Query().Has("uploadId") {
+		return s3Error(http.StatusNotImplemented, "NotImplemented", "This store does not implement UploadPartCopy: upload the part's bytes with UploadPart")
+	}
 	if src := r.Header.Get("X-Amz-Copy-Source"); src != "" && r.Method == http.MethodPut {
 		if e := checkCopySource(src); e != nil {
 			return e

@@ -328,6 +328,10 @@ func TestHostileRequests(t *testing.T) {
 				t.Errorf("PUT %s: %d %s, want 404 NoSuchUpload", path, status, body)
 			}
 		}
+		status, body := raw(t, http.MethodPut, url+"/attk/k?partNumber=1&uploadId=1", map[string]string{"X-Amz-Copy-Source": "victim/secret/data"}, nil)
+		if status != http.StatusNotImplemented || !strings.Contains(body, "UploadPartCopy") {
+			t.Errorf("UploadPartCopy: %d %s, want 501 NotImplemented", status, body)
+		}
 		unchanged(t, root, before, "copies and parts of no upload")
 		if status, body := raw(t, http.MethodPut, url+"/attk/copy", map[string]string{"X-Amz-Copy-Source": "victim/secret/data"}, nil); status != http.StatusOK {
 			t.Errorf("a good copy: %d %s", status, body)
