@@ -161,6 +161,12 @@ func clash(root, bucket, key string) error {
 			return nil // the write says what is wrong
 		case i < len(segs)-1 && !st.IsDir():
 			return gofakes3.ErrorMessage(parentIsObject, fmt.Sprintf("the key %q is an object, so no key can lie under it in this store", strings.Join(segs[:i+1], "/")))
+		case i == len(segs)-1 && st.IsDir() && !holdsFile(dir):
+			// What deletions left: no key lies under it.
+			if err := os.RemoveAll(dir); err != nil {
+				return nil // the write says what is wrong
+			}
+			return nil
 		case i == len(segs)-1 && st.IsDir():
 			return gofakes3.ErrorMessage(objectIsDirectory, "the key is the prefix of other objects in this store, which keeps it as their directory: it cannot be an object too")
 		}

@@ -509,47 +509,19 @@ func (b *wholeBackend) isDir(bucket, key string) bool {
 	return err == nil && st.IsDir()
 }
 
-// ListBucket is the backend's, not amid a commit, with a completed
-// multipart upload's ETag S3's "<hash>-<parts>", as GetObject and
-// HeadObject give it (ListObjectsV2 and ListObjects list through here).
-// A prefix that no key of this store can have lists nothing: the backend
-// would take its '..' as the directory above the bucket.
+// ListBucket lists as S3 does (listLocked), not amid a commit
+// (ListObjectsV2 and ListObjects list through here). A prefix that no key
+// of this store can have lists nothing.
 func (b *wholeBackend) ListBucket(bucket string, prefix *gofakes3.Prefix, page gofakes3.ListBucketPage) (*gofakes3.ObjectList, error) {
 	if checkBucket(bucket) != nil {
 		return nil, gofakes3.BucketNotFound(bucket)
 	}
 	b.objects.RLock()
 	defer b.objects.RUnlock()
-	if prefix != nil && prefix.HasPrefix && !prefixHeld(prefix.Prefix) {
-		if ok, err := b.BucketExists(bucket); err != nil {
-			return nil, err
-		} else if !ok {
-			return nil, gofakes3.BucketNotFound(bucket)
-		}
-		return gofakes3.NewObjectList(), nil
+	if prefix == nil {
+		prefix = &gofakes3.Prefix{}
 	}
-	l, err := b.MultiBucketBackend.ListBucket(bucket, prefix, page)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range l.Contents {
-		if n := b.parts(bucket, c.Key); n != "" && strings.HasSuffix(c.ETag, `"`) {
-			c.ETag = strings.TrimSuffix(c.ETag, `"`) + "-" + n + `"`
-		}
-	}
-	return l, nil
-}
-
-// parts is the number of parts of the completed multipart upload that
-// made bucket/key (partsKey in its metadata, which the backend's listing
-// has just read, and brought up to date), or "" for an object of none.
-// b.objects is held.
-func (b *wholeBackend) parts(bucket, key string) string {
-	m := b.readMetadata(bucket, key)
-	if n, err := strconv.Atoi(m.Meta[partsKey]); err != nil || n < 1 {
-		return ""
-	}
-	return m.Meta[partsKey]
+	return b.listLocked(bucket, *prefix) // the whole listing: gofakes3 pages none (page is unused)
 }
 
 // DeleteObject is the backend's, not amid a commit. A key that no
@@ -570,6 +542,9 @@ func (b *wholeBackend) DeleteObject(bucket, key string) (gofakes3.ObjectDeleteRe
 	r, err := b.MultiBucketBackend.DeleteObject(bucket, key)
 	if notADirectory(err) {
 		return gofakes3.ObjectDeleteResult{}, nil
+	}
+	if err == nil {
+		b.pruneEmpty(bucket, key)
 	}
 	return r, err
 }
@@ -608,6 +583,9 @@ func (b *wholeBackend) DeleteMulti(bucket string, keys ...string) (gofakes3.Mult
 	if err != nil {
 		return res, err
 	}
+	for _, d := range r.Deleted {
+		b.pruneEmpty(bucket, d.Key)
+	}
 	res.Deleted = append(res.Deleted, r.Deleted...)
 	res.Error = append(res.Error, r.Error...)
 	return res, nil
@@ -623,7 +601,10 @@ func (b *wholeBackend) underObject(bucket, key string) bool {
 // DeleteBucket is the backend's, not amid a commit, which would make the
 // bucket's directory again.
 func (b *wholeBackend) DeleteBucket(bucket string) error {
-	return b.bucketLocked(bucket, b.MultiBucketBackend.DeleteBucket)
+	return b.bucketLocked(bucket, func(bucket string) error {
+		dropEmptyDirs(filepath.Join(b.root, "buckets", bucket)) // no objects: the bucket is empty
+		return b.MultiBucketBackend.DeleteBucket(bucket)
+	})
 }
 
 // ForceDeleteBucket is the backend's, not amid a commit.

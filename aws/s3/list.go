@@ -1,0 +1,177 @@
+package s3
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3afero"
+)
+
+// Listing, as S3 lists. gofakes3's file backend listed a prefix with a
+// '/' delimiter by reading the prefix's directory: a prefix of no
+// directory was NoSuchBucket, one under an object's file a 500, and a
+// prefix that ended inside a name ("d") gave the common prefix "d/d/";
+// any other delimiter was ignored. Here the keys under the prefix's
+// directory are walked, and each is a content or, where the delimiter
+// follows the prefix in it, a common prefix: the key up to and with that
+// delimiter.
+
+// listLocked lists bucket's keys that begin with p's prefix, cut at its
+// delimiter, sorted as S3 sorts them (by their bytes). The store's lock
+// is read-held.
+func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix) (*gofakes3.ObjectList, error) {
+	root := filepath.Join(b.root, "buckets", bucket)
+	if st, err := os.Stat(root); errors.Is(err, os.ErrNotExist) || (err == nil && !st.IsDir()) {
+		return nil, gofakes3.BucketNotFound(bucket)
+	} else if err != nil {
+		return nil, notKept("the bucket cannot be listed", err)
+	}
+	var prefix, delim string
+	if p.HasPrefix {
+		prefix = p.Prefix
+	}
+	if p.HasDelimiter {
+		delim = p.Delimiter
+	}
+	l := gofakes3.NewObjectList()
+	if !prefixHeld(prefix) {
+		return l, nil
+	}
+	// Only the directory that the prefix names up to its last '/' can
+	// hold its keys.
+	start := root
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		start = filepath.Join(root, filepath.FromSlash(prefix[:i]))
+	}
+	err := filepath.WalkDir(start, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == start && (errors.Is(err, os.ErrNotExist) || errors.Is(err, fs.ErrInvalid) || notADirectory(err)) {
+				return filepath.SkipAll // no key has the prefix
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		key := filepath.ToSlash(rel)
+		if d.IsDir() {
+			if path == root {
+				return nil
+			}
+			dirKey := key + "/"
+			if !strings.HasPrefix(dirKey, prefix) && !strings.HasPrefix(prefix, dirKey) {
+				return filepath.SkipDir // none of its keys has the prefix
+			}
+			if delim == "/" && len(dirKey) > len(prefix) && strings.HasPrefix(dirKey, prefix) {
+				// All its keys share one common prefix: the directory's.
+				if holdsFile(path) {
+					rest := dirKey[len(prefix):]
+					l.AddPrefix(prefix + rest[:strings.Index(rest, "/")+1])
+				}
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !strings.HasPrefix(key, prefix) {
+			return nil
+		}
+		if delim != "" {
+			if i := strings.Index(key[len(prefix):], delim); i >= 0 {
+				l.AddPrefix(key[:len(prefix)+i+len(delim)])
+				return nil
+			}
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		c, err := b.listed(bucket, key, info)
+		if err != nil {
+			return err
+		}
+		l.Add(c)
+		return nil
+	})
+	if err != nil {
+		return nil, notKept("the bucket cannot be listed", err)
+	}
+	sort.Slice(l.Contents, func(i, j int) bool { return l.Contents[i].Key < l.Contents[j].Key })
+	sort.Slice(l.CommonPrefixes, func(i, j int) bool { return l.CommonPrefixes[i].Prefix < l.CommonPrefixes[j].Prefix })
+	return l, nil
+}
+
+// listed is the listing's entry of bucket/key, whose file is info: its
+// ETag from its metadata file where that describes the file (its size
+// and modification time), else from the backend, which hashes the file
+// and writes its metadata again. A completed multipart upload's ETag is
+// S3's "<hash>-<parts>", as GetObject and HeadObject give it.
+func (b *wholeBackend) listed(bucket, key string, info fs.FileInfo) (*gofakes3.Content, error) {
+	var m s3afero.Metadata
+	js, err := os.ReadFile(filepath.Join(b.root, "metadata", bucket, metaName(key)))
+	if err != nil || json.Unmarshal(js, &m) != nil || len(m.Hash) == 0 || m.Size != info.Size() || !m.ModTime.Equal(info.ModTime()) {
+		o, err := b.MultiBucketBackend.HeadObject(bucket, key)
+		if err != nil {
+			return nil, err
+		}
+		m.Hash, m.Meta = o.Hash, o.Metadata
+	}
+	tag := gofakes3.FormatETag(m.Hash)
+	if n, err := strconv.Atoi(m.Meta[partsKey]); err == nil && n >= 1 {
+		tag = strings.TrimSuffix(tag, `"`) + "-" + m.Meta[partsKey] + `"`
+	}
+	return &gofakes3.Content{Key: key, LastModified: gofakes3.NewContentTime(info.ModTime()), ETag: tag, Size: info.Size()}, nil
+}
+
+// holdsFile reports whether the directory dir holds a file at any depth:
+// one whose files were all deleted holds none, and is no prefix of any
+// key. It reads a few entries at a time, and stops at the first file.
+func holdsFile(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for {
+		ents, err := f.ReadDir(16)
+		for _, e := range ents {
+			if !e.IsDir() || holdsFile(filepath.Join(dir, e.Name())) {
+				return true
+			}
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// pruneEmpty removes the directories from key's down to the bucket's
+// that its deletion left empty, so that they are no prefix of any key (a
+// listing's common prefix, a write of their name refused as a
+// directory). The store's lock is held.
+func (b *wholeBackend) pruneEmpty(bucket, key string) {
+	root := filepath.Join(b.root, "buckets", bucket)
+	for dir := filepath.Dir(filepath.Join(root, filepath.FromSlash(key))); dir != root && strings.HasPrefix(dir, root+string(filepath.Separator)); dir = filepath.Dir(dir) {
+		if os.Remove(dir) != nil { // not empty, or gone
+			return
+		}
+	}
+}
+
+// dropEmptyDirs removes the directories under the directory dir that hold
+// no file: what deletions before pruneEmpty left.
+func dropEmptyDirs(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if p := filepath.Join(dir, e.Name()); e.IsDir() && !holdsFile(p) {
+			os.RemoveAll(p)
+		}
+	}
+}

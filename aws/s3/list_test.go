@@ -1,0 +1,106 @@
+package s3_test
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdk "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// s3List is how S3 lists keys: those with the prefix, sorted by their
+// bytes, each a content or, where the delimiter follows the prefix in
+// it, a common prefix: the key up to and with that delimiter.
+func s3List(keys []string, prefix, delim string) (contents, prefixes []string) {
+	seen := map[string]bool{}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if i := strings.Index(k[len(prefix):], delim); delim != "" && i >= 0 {
+			if p := k[:len(prefix)+i+len(delim)]; !seen[p] {
+				seen[p] = true
+				prefixes = append(prefixes, p)
+			}
+			continue
+		}
+		contents = append(contents, k)
+	}
+	return contents, prefixes
+}
+
+// TestListAsS3Lists: ListObjectsV2 and ListObjects answer every prefix
+// and delimiter as S3 would (s3List). The file backend's listing with a
+// '/' delimiter answered a prefix of no directory with NoSuchBucket, one
+// under an object with a 500, gave "d" the common prefix "d/d/", and
+// ignored any other delimiter.
+func TestListAsS3Lists(t *testing.T) {
+	_, c := startWith(t, t.TempDir(), "bkt")
+	ctx := context.Background()
+	keys := []string{"d/x", "d/y/z", "d/y/w/v", "e/x", "f", "dd", "d-1", "a+b", "d/y.txt", "é/1"}
+	for _, k := range keys {
+		mustPutIn(t, c, "bkt", k, k)
+	}
+	for _, prefix := range []string{"", "d", "d/", "d/y", "d/y/", "d/y/w/", "dd", "e/x", "f", "f/", "zz/", "zz", "é", "a+"} {
+		for _, delim := range []string{"", "/", "y", "-", "/x"} {
+			wantC, wantP := s3List(keys, prefix, delim)
+			in := &sdk.ListObjectsV2Input{Bucket: aws.String("bkt"), Prefix: aws.String(prefix)}
+			if delim != "" {
+				in.Delimiter = aws.String(delim)
+			}
+			out, err := c.ListObjectsV2(ctx, in)
+			if err != nil {
+				t.Errorf("prefix %q, delimiter %q: %v", prefix, delim, err)
+				continue
+			}
+			var gotC, gotP []string
+			for _, o := range out.Contents {
+				gotC = append(gotC, aws.ToString(o.Key))
+			}
+			for _, p := range out.CommonPrefixes {
+				gotP = append(gotP, aws.ToString(p.Prefix))
+			}
+			if strings.Join(gotC, " ") != strings.Join(wantC, " ") || strings.Join(gotP, " ") != strings.Join(wantP, " ") {
+				t.Errorf("prefix %q, delimiter %q: contents %q prefixes %q; want %q %q", prefix, delim, gotC, gotP, wantC, wantP)
+			}
+			v1, err := c.ListObjects(ctx, &sdk.ListObjectsInput{Bucket: aws.String("bkt"), Prefix: in.Prefix, Delimiter: in.Delimiter})
+			if err != nil || len(v1.Contents) != len(wantC) || len(v1.CommonPrefixes) != len(wantP) {
+				t.Errorf("ListObjects, prefix %q, delimiter %q: %v, %d contents %d prefixes; want %d %d", prefix, delim, err, len(v1.Contents), len(v1.CommonPrefixes), len(wantC), len(wantP))
+			}
+		}
+	}
+}
+
+// TestDeletesLeaveNoDirectories: deleting every key under a prefix leaves
+// no directory of it: no common prefix in a listing, a write of its name
+// as a key, and the bucket empty for DeleteBucket.
+func TestDeletesLeaveNoDirectories(t *testing.T) {
+	_, c := startWith(t, t.TempDir(), "bkt")
+	ctx := context.Background()
+	mustPutIn(t, c, "bkt", "e/x", "x")
+	mustPutIn(t, c, "bkt", "q/r/s", "s")
+	if _, err := c.DeleteObject(ctx, &sdk.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String("e/x")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteObjects(ctx, &sdk.DeleteObjectsInput{Bucket: aws.String("bkt"), Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("q/r/s")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.ListObjectsV2(ctx, &sdk.ListObjectsV2Input{Bucket: aws.String("bkt"), Delimiter: aws.String("/")})
+	if err != nil || len(out.CommonPrefixes) != 0 || len(out.Contents) != 0 {
+		t.Fatalf("listing after the deletes: %v, %d prefixes, %d objects; want none", err, len(out.CommonPrefixes), len(out.Contents))
+	}
+	mustPutIn(t, c, "bkt", "e", "now an object")
+	mustPutIn(t, c, "bkt", "q/r", "now an object")
+	for _, k := range []string{"e", "q/r"} {
+		if _, err := c.DeleteObject(ctx, &sdk.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.DeleteBucket(ctx, &sdk.DeleteBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatalf("DeleteBucket of the emptied bucket: %v", err)
+	}
+}
