@@ -30,6 +30,7 @@ func (sv *server) routeS3(ctx context.Context, r *Router) {
 		sv.log.Error("the embedded S3 store cannot open its directory", "err", err)
 		h = s3server.Unavailable("the embedded S3 store cannot open its directory in the server's data directory (see the server's log)")
 	} else {
+		store.SetLog(sv.log)
 		h = s3server.Authorize(store, func(req *http.Request, action, resource string) error {
 			return auth.Authorize(req.Context(), action, resource)
 		})

@@ -22,7 +22,9 @@ func TestS3ServerErrorsLogged(t *testing.T) {
 	store, err := s3server.New(dir)
 	serveMust(t, err)
 	var buf bytes.Buffer
-	ts := httptest.NewServer(logServerErrors(store, slog.New(slog.NewTextHandler(&buf, nil))))
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	store.SetLog(log)
+	ts := httptest.NewServer(logServerErrors(store, log))
 	defer ts.Close()
 	do := func(method, path, body string) int {
 		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
@@ -58,6 +60,19 @@ func TestS3ServerErrorsLogged(t *testing.T) {
 	for _, want := range []string{"level=ERROR", "method=PUT", "path=/bkt/k", "status=500", "code=InternalError", "not a directory"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("the log line lacks %q: %s", want, line)
+		}
+	}
+	// A failure that gofakes3 answers itself, "Internal Error" and no
+	// more: its cause is logged by the store (SetLog).
+	buf.Reset()
+	serveMust(t, os.RemoveAll(filepath.Join(dir, "buckets")))
+	serveMust(t, os.WriteFile(filepath.Join(dir, "buckets"), nil, 0o600))
+	if st := do(http.MethodGet, "/", ""); st != http.StatusInternalServerError {
+		t.Fatalf("ListBuckets with buckets/ a file: %d, want 500", st)
+	}
+	for _, want := range []string{`msg="the embedded S3 store failed"`, "not a directory", "path=/ status=500"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("the log lacks %q: %s", want, buf.String())
 		}
 	}
 }

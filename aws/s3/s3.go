@@ -13,10 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -34,6 +36,7 @@ type Server struct {
 	dir     string
 	uploads *uploads
 	backend *wholeBackend
+	log     *errorLog
 }
 
 // New returns a Server that keeps its buckets and objects under dir
@@ -68,8 +71,24 @@ func New(dir string) (*Server, error) {
 	}
 	b := &wholeBackend{MultiBucketBackend: mb, fs: fs, root: dir, syncDir: syncDirectory}
 	b.uploads = newUploads(filepath.Join(dir, tmpDir, partsDir), filepath.Join(dir, tmpDir), b.commitFile)
-	g := gofakes3.New(b, gofakes3.WithoutVersioning())
-	return &Server{h: g.Server(), dir: dir, uploads: b.uploads, backend: b}, nil
+	log := &errorLog{}
+	g := gofakes3.New(b, gofakes3.WithoutVersioning(), gofakes3.WithLogger(log))
+	return &Server{h: g.Server(), dir: dir, uploads: b.uploads, backend: b, log: log}, nil
+}
+
+// SetLog names the log that the store's internal errors go to, with
+// their causes, which its answers (InternalError) leave out; until it is
+// called they go nowhere.
+func (s *Server) SetLog(log *slog.Logger) { s.log.to.Store(log) }
+
+// errorLog is gofakes3's log: the internal errors it answers go to the
+// log that SetLog named; its other messages are dropped.
+type errorLog struct{ to atomic.Pointer[slog.Logger] }
+
+func (e *errorLog) Print(level gofakes3.LogLevel, v ...any) {
+	if l := e.to.Load(); l != nil && level == gofakes3.LogErr {
+		l.Error("the embedded S3 store failed", "err", fmt.Sprint(v...))
+	}
 }
 
 // DefaultAbortIdleUploads is how long a multipart upload may go without a
