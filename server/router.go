@@ -161,6 +161,9 @@ func ClassifiedFrom(ctx context.Context) *Classified {
 // carries neither, or one that is not of the form KEY/DATE/REGION/SERVICE/...
 // (authentication then refuses it, with the reason).
 func scopeService(r *http.Request) string {
+	if sigV2(r) {
+		return "s3"
+	}
 	cred := ""
 	if h := r.Header.Get("Authorization"); h != "" {
 		_, rest, _ := strings.Cut(h, "Credential=")
@@ -175,6 +178,24 @@ func scopeService(r *http.Request) string {
 		return ""
 	}
 	return f[3]
+}
+
+// sigV2 reports whether r is signed with AWS Signature Version 2, which
+// of the services qshare serves only S3 took: an "AWS KEY:SIGNATURE"
+// Authorization, or the AWSAccessKeyId, Signature and Expires of a URL
+// that boto3 and the AWS CLI presign so for S3 by default (aws s3
+// presign). Such a request goes to the embedded store, which serves it
+// without --auth, as it serves a SigV4 one unchecked; with --auth,
+// authentication refuses it, in S3's shape.
+func sigV2(r *http.Request) bool {
+	if h := r.Header.Get("Authorization"); h != "" {
+		return strings.HasPrefix(h, "AWS ") && strings.Contains(h, ":")
+	}
+	if r.URL.RawQuery == "" || !strings.Contains(r.URL.RawQuery, "AWSAccessKeyId") {
+		return false
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	return err == nil && q.Has("AWSAccessKeyId") && q.Has("Signature") && q.Has("Expires")
 }
 
 // classify reads r and picks its route.

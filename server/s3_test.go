@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,5 +161,38 @@ policies:
 	}
 	if err := del(carol, "carol/g"); err != nil || exists("carol/g") {
 		t.Errorf("carol deletes under her prefix: %v (still there: %v)", err, exists("carol/g"))
+	}
+}
+
+// TestPresignedV2GoesToS3: a URL presigned with Signature Version 2 (aws
+// s3 presign's, boto3's generate_presigned_url's by default) is an S3
+// request: served by the embedded store without --auth, as a SigV4 one
+// is, and refused in S3's shape with it; it was the Batch API's
+// "unknown operation" in JSON.
+func TestPresignedV2GoesToS3(t *testing.T) {
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		serveMust(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const q = "?AWSAccessKeyId=qshare&Signature=JmxcC%2BnRM%2FAwoNNk%3D&Expires=1796665077"
+	s := simServeSettings(t)
+	base := "http://" + serveAt(t, s)
+	waitReady(t, base)
+	c := s3.New(s3.Options{Region: s.Region, BaseEndpoint: aws.String(base), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(EmbeddedS3Credentials, EmbeddedS3Credentials, "")})
+	ctx := context.Background()
+	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("pres")})
+	serveMust(t, err)
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("pres"), Key: aws.String("h.txt"), Body: strings.NewReader("hello")})
+	serveMust(t, err)
+	if status, body := get(base + "/pres/h.txt" + q); status != http.StatusOK || body != "hello" {
+		t.Errorf("a SigV2 presigned GET without --auth: %d %q, want the object", status, body)
+	}
+	e := startS3WithAuth(t)
+	if status, body := get(e.base + "/team-a/x" + q); status < 400 || !strings.Contains(body, "<Error>") {
+		t.Errorf("a SigV2 presigned GET with --auth: %d %q, want a refusal in S3's XML", status, body)
 	}
 }

@@ -209,6 +209,11 @@ var queryKeys = map[string]map[string][]string{
 	},
 }
 
+// presignV2 are the query parameters of a URL presigned with Signature
+// Version 2 (aws s3 presign's, boto3's generate_presigned_url's by
+// default), which are no subresources.
+var presignV2 = map[string]bool{"AWSAccessKeyId": true, "Signature": true, "Expires": true}
+
 // checkRequest refuses, before anything is read or written, a request
 // that names a bucket or key this store cannot hold, or asks for what it
 // does not do (queryKeys; a POST to a bucket other than DeleteObjects,
@@ -228,7 +233,7 @@ func checkRequest(r *http.Request) *wire.Error {
 			map[string]string{"": "the list of buckets", "bucket": "a bucket", "object": "an object"}[level]))
 	}
 	for k := range r.URL.Query() {
-		if k == "x-id" || strings.HasPrefix(strings.ToLower(k), "x-amz-") || slices.Contains(allowed, k) {
+		if k == "x-id" || strings.HasPrefix(strings.ToLower(k), "x-amz-") || presignV2[k] || slices.Contains(allowed, k) {
 			continue
 		}
 		return s3Error(http.StatusNotImplemented, "NotImplemented", fmt.Sprintf("This store does not implement the request with ?%s: it keeps objects, buckets, their listings and multipart uploads", k))
