@@ -3,6 +3,7 @@ package s3
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -49,6 +50,9 @@ func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix) (*gofakes3.O
 	start := root
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		start = filepath.Join(root, filepath.FromSlash(prefix[:i]))
+		if st, err := lstatUnder(root, prefix[:i]); err != nil || !st.IsDir() {
+			return l, nil // no directory, or a link: no key has the prefix
+		}
 	}
 	err := filepath.WalkDir(start, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -129,11 +133,13 @@ func (b *wholeBackend) listed(bucket, key string, info fs.FileInfo) (*gofakes3.C
 
 // holdsFile reports whether the directory dir holds a file at any depth:
 // one whose files were all deleted holds none, and is no prefix of any
-// key. It reads a few entries at a time, and stops at the first file.
+// key. It reads a few entries at a time, and stops at the first file. A
+// directory it cannot read holds one, as far as it knows: it is not
+// taken for empty, and removed.
 func holdsFile(dir string) bool {
 	f, err := os.Open(dir)
 	if err != nil {
-		return false
+		return true
 	}
 	defer f.Close()
 	for {
@@ -143,10 +149,33 @@ func holdsFile(dir string) bool {
 				return true
 			}
 		}
-		if err != nil {
+		if errors.Is(err, io.EOF) {
 			return false
+		} else if err != nil {
+			return true
 		}
 	}
+}
+
+// lstatUnder is os.Lstat of the path rel ('/'-separated) under dir, each
+// directory on the way a directory, not a link (the kernel would follow
+// one out of dir).
+func lstatUnder(dir, rel string) (fs.FileInfo, error) {
+	segs := strings.Split(rel, "/")
+	for i, s := range segs {
+		dir = filepath.Join(dir, s)
+		st, err := os.Lstat(dir)
+		if err != nil {
+			return nil, err
+		}
+		if i < len(segs)-1 && !st.IsDir() {
+			return nil, fs.ErrNotExist
+		}
+		if i == len(segs)-1 {
+			return st, nil
+		}
+	}
+	return nil, fs.ErrNotExist
 }
 
 // pruneEmpty removes the directories from key's down to the bucket's

@@ -2,9 +2,14 @@ package s3_test
 
 import (
 	"context"
+	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdk "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -103,4 +108,49 @@ func TestDeletesLeaveNoDirectories(t *testing.T) {
 	if _, err := c.DeleteBucket(ctx, &sdk.DeleteBucketInput{Bucket: aws.String("bkt")}); err != nil {
 		t.Fatalf("DeleteBucket of the emptied bucket: %v", err)
 	}
+}
+
+// TestLinksAndFIFOsInTheBucket: files that no write of the store makes,
+// put in a bucket's directory by hand (a link to a directory outside
+// it, a FIFO), are no objects: a listing does not follow the link along
+// its prefix, a read of a key through it or of the FIFO finds nothing,
+// and the FIFO does not block the store (the backend opened it under its
+// lock, and every request waited).
+func TestLinksAndFIFOsInTheBucket(t *testing.T) {
+	dir := t.TempDir()
+	_, c := startWith(t, filepath.Join(dir, "store"), "esc")
+	ctx := context.Background()
+	outside := filepath.Join(dir, "outside")
+	if err := os.MkdirAll(filepath.Join(outside, "top", "alpha", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "top", "alpha", "x", "secret"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bucket := filepath.Join(dir, "store", "buckets", "esc")
+	if err := os.Symlink(outside, filepath.Join(bucket, "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(bucket, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"lnk/", "lnk/top/", "lnk/top/alpha/x/", "fi"} {
+		for _, d := range []*string{nil, aws.String("/")} {
+			out, err := c.ListObjectsV2(ctx, &sdk.ListObjectsV2Input{Bucket: aws.String("esc"), Prefix: aws.String(p), Delimiter: d})
+			if err != nil {
+				t.Errorf("list with prefix %q, delimiter %v: %v", p, aws.ToString(d), err)
+			} else if len(out.Contents) != 0 || len(out.CommonPrefixes) != 0 {
+				t.Errorf("list with prefix %q, delimiter %v: %d objects, %d prefixes; want nothing", p, aws.ToString(d), len(out.Contents), len(out.CommonPrefixes))
+			}
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, k := range []string{"lnk/top/alpha/x/secret", "fifo", "lnk"} {
+		_, err := c.GetObject(rctx, &sdk.GetObjectInput{Bucket: aws.String("esc"), Key: aws.String(k)})
+		if code, status := apiError(t, err); code != "NoSuchKey" || status != http.StatusNotFound {
+			t.Errorf("GetObject of %q: %s %d, want 404 NoSuchKey", k, code, status)
+		}
+	}
+	mustPutIn(t, c, "esc", "after", "the store still answers")
 }

@@ -470,14 +470,10 @@ func (b *wholeBackend) GetObject(bucket, key string, rng *gofakes3.ObjectRangeRe
 	}
 	b.objects.RLock()
 	defer b.objects.RUnlock()
-	if b.isDir(bucket, key) {
-		return nil, gofakes3.KeyNotFound(key)
+	if err := b.objectFile(bucket, key); err != nil {
+		return nil, err
 	}
-	o, err := b.MultiBucketBackend.GetObject(bucket, key, rng)
-	if notADirectory(err) {
-		return nil, gofakes3.KeyNotFound(key)
-	}
-	return o, err
+	return b.MultiBucketBackend.GetObject(bucket, key, rng)
 }
 
 // HeadObject is the backend's, not amid a commit, as GetObject.
@@ -492,21 +488,28 @@ func (b *wholeBackend) HeadObject(bucket, key string) (*gofakes3.Object, error) 
 
 // headObjectLocked is HeadObject with b.objects held.
 func (b *wholeBackend) headObjectLocked(bucket, key string) (*gofakes3.Object, error) {
-	if b.isDir(bucket, key) {
-		return nil, gofakes3.KeyNotFound(key)
+	if err := b.objectFile(bucket, key); err != nil {
+		return nil, err
 	}
-	o, err := b.MultiBucketBackend.HeadObject(bucket, key)
-	if notADirectory(err) {
-		return nil, gofakes3.KeyNotFound(key)
-	}
-	return o, err
+	return b.MultiBucketBackend.HeadObject(bucket, key)
 }
 
-// isDir reports whether bucket/key is a directory: the prefix of other
-// keys, no object.
-func (b *wholeBackend) isDir(bucket, key string) bool {
-	st, err := os.Lstat(filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key)))
-	return err == nil && st.IsDir()
+// objectFile says whether bucket/key is an object: a regular file, each
+// directory above it in the bucket a directory, not a link; NoSuchBucket
+// or NoSuchKey if not. So a read does not follow a link out of the
+// bucket, nor block on a FIFO (the backend opens the file under its
+// lock, and every request waits for it), nor take a directory (the
+// prefix of other keys) or a path under another object's file for an
+// object. The store's lock is held.
+func (b *wholeBackend) objectFile(bucket, key string) error {
+	dir := filepath.Join(b.root, "buckets", bucket)
+	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+		return gofakes3.BucketNotFound(bucket)
+	}
+	if st, err := lstatUnder(dir, key); err != nil || !st.Mode().IsRegular() {
+		return gofakes3.KeyNotFound(key)
+	}
+	return nil
 }
 
 // ListBucket lists as S3 does (listLocked), not amid a commit
@@ -536,13 +539,10 @@ func (b *wholeBackend) DeleteObject(bucket, key string) (gofakes3.ObjectDeleteRe
 	}
 	b.objects.Lock()
 	defer b.objects.Unlock()
-	if b.isDir(bucket, key) {
-		return gofakes3.ObjectDeleteResult{}, nil
+	if err := b.objectFile(bucket, key); gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey) {
+		return gofakes3.ObjectDeleteResult{}, nil // nothing to delete
 	}
 	r, err := b.MultiBucketBackend.DeleteObject(bucket, key)
-	if notADirectory(err) {
-		return gofakes3.ObjectDeleteResult{}, nil
-	}
 	if err == nil {
 		b.pruneEmpty(bucket, key)
 	}
@@ -565,7 +565,7 @@ func (b *wholeBackend) DeleteMulti(bucket string, keys ...string) (gofakes3.Mult
 		switch f := checkKey(k); {
 		case f != nil && !f.unheld:
 			res.Error = append(res.Error, gofakes3.ErrorResult{Key: k, Code: f.code, Message: f.msg})
-		case f != nil || b.isDir(bucket, k) || b.underObject(bucket, k):
+		case f != nil || gofakes3.HasErrorCode(b.objectFile(bucket, k), gofakes3.ErrNoSuchKey):
 			res.Deleted = append(res.Deleted, gofakes3.ObjectID{Key: k})
 		default:
 			held = append(held, k)
@@ -591,12 +591,6 @@ func (b *wholeBackend) DeleteMulti(bucket string, keys ...string) (gofakes3.Mult
 	return res, nil
 }
 
-// underObject reports whether bucket/key lies under another key's file
-// ("a/b" where "a" is an object).
-func (b *wholeBackend) underObject(bucket, key string) bool {
-	_, err := os.Lstat(filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key)))
-	return notADirectory(err)
-}
 
 // DeleteBucket is the backend's, not amid a commit, which would make the
 // bucket's directory again.
