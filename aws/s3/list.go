@@ -1,11 +1,13 @@
 package s3
 
 import (
+	"crypto/md5"
 	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -109,26 +111,81 @@ func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix) (*gofakes3.O
 	return l, nil
 }
 
-// listed is the listing's entry of bucket/key, whose file is info: its
-// ETag from its metadata file where that describes the file (its size
-// and modification time), else from the backend, which hashes the file
-// and writes its metadata again. A completed multipart upload's ETag is
+// listed is the listing's entry of bucket/key, whose file is info, its
+// ETag from its metadata (freshMeta). A completed multipart upload's ETag is
 // S3's "<hash>-<parts>", as GetObject and HeadObject give it.
 func (b *wholeBackend) listed(bucket, key string, info fs.FileInfo) (*gofakes3.Content, error) {
-	var m s3afero.Metadata
-	js, err := os.ReadFile(filepath.Join(b.root, "metadata", bucket, metaName(key)))
-	if err != nil || json.Unmarshal(js, &m) != nil || len(m.Hash) == 0 || m.Size != info.Size() || !m.ModTime.Equal(info.ModTime()) {
-		o, err := b.MultiBucketBackend.HeadObject(bucket, key)
-		if err != nil {
-			return nil, err
-		}
-		m.Hash, m.Meta = o.Hash, o.Metadata
+	m, err := b.freshMeta(bucket, key, info)
+	if err != nil {
+		return nil, err
 	}
 	tag := gofakes3.FormatETag(m.Hash)
 	if n, err := strconv.Atoi(m.Meta[partsKey]); err == nil && n >= 1 {
 		tag = strings.TrimSuffix(tag, `"`) + "-" + m.Meta[partsKey] + `"`
 	}
 	return &gofakes3.Content{Key: key, LastModified: gofakes3.NewContentTime(info.ModTime()), ETag: tag, Size: info.Size()}, nil
+}
+
+// freshMeta is bucket/key's metadata, whose data file is st, made to
+// describe that file again where it does not: gofakes3's backend would
+// hash the metadata file, not the data, and keep that as the ETag. Where
+// only the modification time is another (a data directory copied
+// without the files' times, a byte changed in place), the metadata is
+// kept, with the new time: the ETag stays the object's as it was put,
+// and the checksum it kept goes on telling a changed byte. Where the size
+// is another too, or there is no metadata (a file put by hand), the data
+// is hashed for the ETag, and the parts and their checksums, which are no
+// longer the data's, are dropped; a whole object's checksum is kept, and
+// tells a client that checks it that the object is not the one put. The
+// store's lock is held, at least for reading: readers that make the same
+// file again write the same bytes.
+func (b *wholeBackend) freshMeta(bucket, key string, st fs.FileInfo) (s3afero.Metadata, error) {
+	name := filepath.Join(b.root, "metadata", bucket, metaName(key))
+	var m s3afero.Metadata
+	js, err := os.ReadFile(name)
+	kept := err == nil && json.Unmarshal(js, &m) == nil && len(m.Hash) > 0
+	if kept && m.Size == st.Size() && m.ModTime.Equal(st.ModTime()) {
+		return m, nil
+	}
+	if !kept || m.Size != st.Size() {
+		f, err := os.Open(filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key)))
+		if err != nil {
+			return m, notKept("the object cannot be read", err)
+		}
+		h := md5.New()
+		_, err = copyBuffered(h, f)
+		f.Close()
+		if err != nil {
+			return m, notKept("the object cannot be read", err)
+		}
+		if m.Meta == nil {
+			m.Meta = map[string]string{}
+		}
+		if m.Meta[partsKey] != "" {
+			keepChecksum(m.Meta, objectChecksum{}) // the parts'
+		}
+		partLayout{}.keep(m.Meta)
+		m.Hash = h.Sum(nil)
+	}
+	m.File, m.Size, m.ModTime = path.Join(bucket, key), st.Size(), st.ModTime()
+	if js, err = json.Marshal(&m); err != nil {
+		return m, err
+	}
+	rel := filepath.Join("metadata", bucket, metaName(key))
+	if err := b.fs.MkdirAll(filepath.Dir(rel), 0o700); err != nil {
+		return m, notKept("the object's metadata cannot be kept", err)
+	}
+	f, err := b.fs.Create(rel) // written under tmp/, synced and renamed into place (atomicFs)
+	if err == nil {
+		_, err = f.Write(js)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return m, notKept("the object's metadata cannot be kept", err)
+	}
+	return m, nil
 }
 
 // holdsFile reports whether the directory dir holds a file at any depth:

@@ -2,6 +2,8 @@ package s3_test
 
 import (
 	"context"
+	"crypto/md5"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -153,4 +155,51 @@ func TestLinksAndFIFOsInTheBucket(t *testing.T) {
 		}
 	}
 	mustPutIn(t, c, "esc", "after", "the store still answers")
+}
+
+// TestMetadataOutOfDate: an object whose metadata no longer describes its
+// file keeps a true ETag. Only its time changed (a data directory copied
+// without the files' times): the ETag it was put with. A file put by
+// hand, with no metadata, or one whose size changed: the MD5 of its
+// bytes. gofakes3's backend hashed the metadata file instead, and kept
+// that, and answered a file of no metadata with a 500.
+func TestMetadataOutOfDate(t *testing.T) {
+	dir := t.TempDir()
+	_, c := startWith(t, dir, "bkt")
+	ctx := context.Background()
+	mustPutIn(t, c, "bkt", "a", "hello")
+	md5hex := func(s string) string { return fmt.Sprintf(`"%x"`, md5.Sum([]byte(s))) }
+	file := func(k string) string { return filepath.Join(dir, "buckets", "bkt", filepath.FromSlash(k)) }
+	if err := os.Chtimes(file("a"), time.Now(), time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file("hand/f")), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file("hand/f"), []byte("by hand"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(k, body string) {
+		t.Helper()
+		h, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String(k)})
+		if err != nil {
+			t.Fatalf("HeadObject of %s: %v", k, err)
+		}
+		if aws.ToString(h.ETag) != md5hex(body) {
+			t.Errorf("HeadObject of %s: ETag %s; want %s", k, aws.ToString(h.ETag), md5hex(body))
+		}
+		if b, _ := get(t, c, "bkt", k); string(b) != body {
+			t.Errorf("GetObject of %s: %q, want %q", k, b, body)
+		}
+	}
+	out, err := c.ListObjectsV2(ctx, &sdk.ListObjectsV2Input{Bucket: aws.String("bkt")})
+	if err != nil || len(out.Contents) != 2 || aws.ToString(out.Contents[0].ETag) != md5hex("hello") || aws.ToString(out.Contents[1].ETag) != md5hex("by hand") {
+		t.Errorf("listing: %v %+v; want a and hand/f with the MD5s of their bytes", err, out)
+	}
+	check("a", "hello")
+	check("hand/f", "by hand")
+	if err := os.WriteFile(file("a"), []byte("hello, longer"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("a", "hello, longer")
 }

@@ -8,6 +8,7 @@ import (
 	"hash"
 	"hash/fnv"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path"
@@ -244,7 +245,7 @@ func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, 
 	if err := clash(filepath.Join(b.root, "buckets"), bucket, key); err != nil {
 		return nil, err
 	}
-	old, err := b.MultiBucketBackend.HeadObject(bucket, key)
+	old, err := b.headObjectLocked(bucket, key)
 	switch {
 	case err == nil:
 		for k, v := range old.Metadata {
@@ -470,7 +471,9 @@ func (b *wholeBackend) GetObject(bucket, key string, rng *gofakes3.ObjectRangeRe
 	}
 	b.objects.RLock()
 	defer b.objects.RUnlock()
-	if err := b.objectFile(bucket, key); err != nil {
+	if st, err := b.objectFile(bucket, key); err != nil {
+		return nil, err
+	} else if _, err := b.freshMeta(bucket, key, st); err != nil {
 		return nil, err
 	}
 	return b.MultiBucketBackend.GetObject(bucket, key, rng)
@@ -488,7 +491,9 @@ func (b *wholeBackend) HeadObject(bucket, key string) (*gofakes3.Object, error) 
 
 // headObjectLocked is HeadObject with b.objects held.
 func (b *wholeBackend) headObjectLocked(bucket, key string) (*gofakes3.Object, error) {
-	if err := b.objectFile(bucket, key); err != nil {
+	if st, err := b.objectFile(bucket, key); err != nil {
+		return nil, err
+	} else if _, err := b.freshMeta(bucket, key, st); err != nil {
 		return nil, err
 	}
 	return b.MultiBucketBackend.HeadObject(bucket, key)
@@ -501,15 +506,21 @@ func (b *wholeBackend) headObjectLocked(bucket, key string) (*gofakes3.Object, e
 // lock, and every request waits for it), nor take a directory (the
 // prefix of other keys) or a path under another object's file for an
 // object. The store's lock is held.
-func (b *wholeBackend) objectFile(bucket, key string) error {
+func (b *wholeBackend) objectFile(bucket, key string) (fs.FileInfo, error) {
 	dir := filepath.Join(b.root, "buckets", bucket)
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
-		return gofakes3.BucketNotFound(bucket)
+		return nil, gofakes3.BucketNotFound(bucket)
 	}
-	if st, err := lstatUnder(dir, key); err != nil || !st.Mode().IsRegular() {
-		return gofakes3.KeyNotFound(key)
+	st, err := lstatUnder(dir, key)
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, gofakes3.KeyNotFound(key)
 	}
-	return nil
+	return st, nil
+}
+
+// noSuchKey reports whether objectFile found no object.
+func noSuchKey(_ fs.FileInfo, err error) bool {
+	return gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey)
 }
 
 // ListBucket lists as S3 does (listLocked), not amid a commit
@@ -539,7 +550,7 @@ func (b *wholeBackend) DeleteObject(bucket, key string) (gofakes3.ObjectDeleteRe
 	}
 	b.objects.Lock()
 	defer b.objects.Unlock()
-	if err := b.objectFile(bucket, key); gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey) {
+	if _, err := b.objectFile(bucket, key); gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey) {
 		return gofakes3.ObjectDeleteResult{}, nil // nothing to delete
 	}
 	r, err := b.MultiBucketBackend.DeleteObject(bucket, key)
@@ -565,7 +576,7 @@ func (b *wholeBackend) DeleteMulti(bucket string, keys ...string) (gofakes3.Mult
 		switch f := checkKey(k); {
 		case f != nil && !f.unheld:
 			res.Error = append(res.Error, gofakes3.ErrorResult{Key: k, Code: f.code, Message: f.msg})
-		case f != nil || gofakes3.HasErrorCode(b.objectFile(bucket, k), gofakes3.ErrNoSuchKey):
+		case f != nil || noSuchKey(b.objectFile(bucket, k)):
 			res.Deleted = append(res.Deleted, gofakes3.ObjectID{Key: k})
 		default:
 			held = append(held, k)
@@ -590,7 +601,6 @@ func (b *wholeBackend) DeleteMulti(bucket string, keys ...string) (gofakes3.Mult
 	res.Error = append(res.Error, r.Error...)
 	return res, nil
 }
-
 
 // DeleteBucket is the backend's, not amid a commit, which would make the
 // bucket's directory again.
