@@ -253,7 +253,16 @@ func testSinkCrash(t *testing.T, loc string, open SinkOpener) {
 		}
 	}
 
-	s, _ := openSink(t, open, loc)
+	var s store.EventSink
+	var closeFn func() error
+	err := retryLocked(func() (err error) {
+		s, closeFn, err = open(loc)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("open %s after the child was killed: %v", loc, err)
+	}
+	t.Cleanup(func() { closeFn() }) //nolint:errcheck // a second Close
 	got := readAll(t, s)
 	t.Logf("killed the child after %d acknowledged events; the log holds %d", acked, len(got))
 	if len(got) < acked {

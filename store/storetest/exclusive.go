@@ -88,6 +88,20 @@ func testExclusive(t *testing.T, h *harness) {
 	h.check()
 }
 
+// retryLocked calls open until it fails with no store.ErrLocked, for up
+// to 20 s: a store or log whose lock lives in a server (PostgreSQL's
+// session lock) frees it when that server notices a killed owner's
+// dead connection, which on a loaded machine can take a moment after
+// the kill. Any other error is not retried.
+func retryLocked(open func() error) error {
+	err := open()
+	for deadline := time.Now().Add(20 * time.Second); errors.Is(err, store.ErrLocked) && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		err = open()
+	}
+	return err
+}
+
 // testExclusiveAfterCrash runs the test binary again as a child that opens
 // the storage and holds it; while it lives, this process cannot open it;
 // once it is killed (SIGKILL: it gets no chance to release anything), this
@@ -144,16 +158,12 @@ func testExclusiveAfterCrash(t *testing.T, h *harness) {
 		t.Fatalf("the child ended on its own (%v) before it was killed: %s", cmd.ProcessState, stderr.String())
 	}
 
-	// The dead owner blocks nothing, and what it committed is there. A
-	// store whose lock lives in a server (PostgreSQL's session lock) frees
-	// it when that server notices the dead connection, which on a loaded
-	// machine can take a moment after the kill: ErrLocked is retried for a
-	// while, any other error is not.
-	s, err := h.openFn(context.Background(), h.loc)
-	for deadline := time.Now().Add(20 * time.Second); err != nil && errors.Is(err, store.ErrLocked) && time.Now().Before(deadline); {
-		time.Sleep(200 * time.Millisecond)
+	// The dead owner blocks nothing, and what it committed is there.
+	var s store.Store
+	err := retryLocked(func() (err error) {
 		s, err = h.openFn(context.Background(), h.loc)
-	}
+		return err
+	})
 	if err != nil {
 		t.Fatalf("open after the owner was killed: %v", err)
 	}
