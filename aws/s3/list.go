@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
@@ -148,7 +149,9 @@ func (b *wholeBackend) freshMeta(bucket, key string, st fs.FileInfo) (s3afero.Me
 		return m, nil
 	}
 	if !kept || m.Size != st.Size() {
-		f, err := os.Open(filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key)))
+		// The file that the caller found regular: not a link or a FIFO
+		// put in its place since.
+		f, err := os.OpenFile(filepath.Join(b.root, "buckets", bucket, filepath.FromSlash(key)), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return m, notKept("the object cannot be read", err)
 		}
