@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"qshare/internal/longtest"
 	"qshare/internal/serveproc"
 	"qshare/postgres/postgrestest"
 )
@@ -27,8 +28,12 @@ func TestMain(m *testing.M) {
 // TestBenchSubmitStore: bench submit --store runs its temporary server on
 // the store given: the jobs it submitted are in that PostgreSQL database
 // (a run whose figures said PostgreSQL once measured SQLite, because the
-// option did not reach the server).
+// option did not reach the server). It checks the measuring tool and
+// starts a PostgreSQL server for it alone (initdb and a start, the
+// costliest processes on the slower 2-core machines), so it runs where
+// the long scenarios do.
 func TestBenchSubmitStore(t *testing.T) {
+	longtest.Only(t, "bench submit --store against a PostgreSQL server of its own; the README's command runs qshare serve on PostgreSQL in server's tests")
 	t.Parallel() // a database and a binary of its own, mostly waiting on them; with the package's other long tests
 	db := pg.Database(t)
 	bin, err := serveproc.Build(t.TempDir())

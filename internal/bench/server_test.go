@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"qshare/internal/longtest"
 	"qshare/internal/serveproc"
 	"qshare/sim"
 )
@@ -31,8 +32,11 @@ func buildQshare(t *testing.T) string {
 // TestHarnessAgainstRealServer runs each server benchmark at a tiny scale
 // against a real `qshare serve` and checks that the figures are complete
 // and consistent with each other, and that the server and its directory
-// are gone afterwards. It asserts nothing about speed.
+// are gone afterwards. It asserts nothing about speed. It checks the
+// measuring tool, not qshare's behaviour, and loads the machine for
+// seconds on purpose, so it runs where the long scenarios do.
 func TestHarnessAgainstRealServer(t *testing.T) {
+	longtest.Only(t, "each server benchmark at a tiny scale against a real qshare serve; the README's command checks the harness's start, stop and a server's death against a stand-in server (TestStartServerAndClose and its neighbours)")
 	t.Parallel() // a server (and API server) of its own; the two longest, side by side
 	bin := buildQshare(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
