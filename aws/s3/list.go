@@ -28,9 +28,16 @@ import (
 // delimiter.
 
 // listLocked lists bucket's keys that begin with p's prefix, cut at its
-// delimiter, sorted as S3 sorts them (by their bytes). The store's lock
-// is read-held.
-func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix) (*gofakes3.ObjectList, error) {
+// delimiter, sorted as S3 sorts them (by their bytes), one page of them:
+// the keys and common prefixes after page's marker (a V1 marker, a V2
+// start-after, or the key or common prefix that gofakes3 hides in a V2
+// continuation token), at most page.MaxKeys of them where it is above 0
+// (gofakes3 gives 1000 where the request names none), with IsTruncated
+// and NextMarker, the page's last entry, where more follow. A common
+// prefix is after the marker where it sorts after it, as a key does: a
+// page that ended with a common prefix is not followed by the same one.
+// The store's lock is read-held.
+func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix, page gofakes3.ListBucketPage) (*gofakes3.ObjectList, error) {
 	root := filepath.Join(b.root, "buckets", bucket)
 	if st, err := os.Stat(root); errors.Is(err, os.ErrNotExist) || (err == nil && !st.IsDir()) {
 		return nil, gofakes3.BucketNotFound(bucket)
@@ -44,10 +51,19 @@ func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix) (*gofakes3.O
 	if p.HasDelimiter {
 		delim = p.Delimiter
 	}
+	after := ""
+	if page.HasMarker {
+		after = page.Marker
+	}
 	l := gofakes3.NewObjectList()
 	if !prefixHeld(prefix) {
 		return l, nil
 	}
+	type file struct {
+		key string
+		d   fs.DirEntry
+	}
+	var files []file
 	// Only the directory that the prefix names up to its last '/' can
 	// hold its keys.
 	start := root
@@ -74,6 +90,9 @@ func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix) (*gofakes3.O
 			if !strings.HasPrefix(dirKey, prefix) && !strings.HasPrefix(prefix, dirKey) {
 				return filepath.SkipDir // none of its keys has the prefix
 			}
+			if dirKey < after && !strings.HasPrefix(after, dirKey) {
+				return filepath.SkipDir // its keys all sort before the marker
+			}
 			if delim == "/" && len(dirKey) > len(prefix) && strings.HasPrefix(dirKey, prefix) {
 				// All its keys share one common prefix: the directory's.
 				if holdsFile(path) {
@@ -93,23 +112,50 @@ func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix) (*gofakes3.O
 				return nil
 			}
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
+		if key > after {
+			files = append(files, file{key, d})
 		}
-		c, err := b.listed(bucket, key, info)
-		if err != nil {
-			return err
-		}
-		l.Add(c)
 		return nil
 	})
 	if err != nil {
 		return nil, notKept("the bucket cannot be listed", err)
 	}
-	sort.Slice(l.Contents, func(i, j int) bool { return l.Contents[i].Key < l.Contents[j].Key })
-	sort.Slice(l.CommonPrefixes, func(i, j int) bool { return l.CommonPrefixes[i].Prefix < l.CommonPrefixes[j].Prefix })
-	return l, nil
+	// The page: keys and common prefixes after the marker, merged in S3's
+	// order, up to MaxKeys; only its keys' metadata is read.
+	sort.Slice(files, func(i, j int) bool { return files[i].key < files[j].key })
+	var prefixes []string
+	for _, cp := range l.CommonPrefixes {
+		if cp.Prefix > after {
+			prefixes = append(prefixes, cp.Prefix)
+		}
+	}
+	sort.Strings(prefixes)
+	out := gofakes3.NewObjectList()
+	for n := int64(0); len(files) > 0 || len(prefixes) > 0; n++ {
+		if page.MaxKeys > 0 && n == page.MaxKeys {
+			out.IsTruncated = true
+			break
+		}
+		if len(prefixes) == 0 || (len(files) > 0 && files[0].key < prefixes[0]) {
+			info, err := files[0].d.Info()
+			if err != nil {
+				return nil, notKept("the bucket cannot be listed", err)
+			}
+			c, err := b.listed(bucket, files[0].key, info)
+			if err != nil {
+				return nil, notKept("the bucket cannot be listed", err)
+			}
+			out.Add(c)
+			out.NextMarker, files = files[0].key, files[1:]
+		} else {
+			out.AddPrefix(prefixes[0])
+			out.NextMarker, prefixes = prefixes[0], prefixes[1:]
+		}
+	}
+	if !out.IsTruncated {
+		out.NextMarker = ""
+	}
+	return out, nil
 }
 
 // listed is the listing's entry of bucket/key, whose file is info, its

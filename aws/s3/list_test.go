@@ -82,6 +82,121 @@ func TestListAsS3Lists(t *testing.T) {
 	}
 }
 
+// TestListPages: ListObjectsV2 (continuation tokens and start-after) and
+// ListObjects (markers) page a listing as S3 does: at most MaxKeys keys
+// and common prefixes a page, in S3's order, IsTruncated on every page
+// but the last, and the pages together the whole listing (s3List). The
+// store gave every key in one answer, whatever MaxKeys said.
+func TestListPages(t *testing.T) {
+	_, c := startWith(t, t.TempDir(), "bkt")
+	ctx := context.Background()
+	keys := []string{"d/x", "d/y/z", "d/y/w/v", "e/x", "f", "dd", "d-1", "a+b", "d/y.txt", "é/1", "d/y/q", "g/1", "g/2", "h"}
+	for _, k := range keys {
+		mustPutIn(t, c, "bkt", k, k)
+	}
+	entries := func(cs []types.Object, ps []types.CommonPrefix) []string {
+		var e []string
+		for _, o := range cs {
+			e = append(e, aws.ToString(o.Key))
+		}
+		for _, p := range ps {
+			e = append(e, aws.ToString(p.Prefix))
+		}
+		sort.Strings(e)
+		return e
+	}
+	for _, prefix := range []string{"", "d", "d/", "d/y/", "g", "zz"} {
+		for _, delim := range []string{"", "/", "y"} {
+			wantC, wantP := s3List(keys, prefix, delim)
+			want := append(append([]string{}, wantC...), wantP...)
+			sort.Strings(want)
+			var pfx, dlm *string = aws.String(prefix), nil
+			if delim != "" {
+				dlm = aws.String(delim)
+			}
+			for _, max := range []int32{1, 2, 3, 7} {
+				name := fmt.Sprintf("prefix %q, delimiter %q, MaxKeys %d", prefix, delim, max)
+				// V2, by continuation tokens.
+				var got []string
+				var token *string
+				for page := 0; ; page++ {
+					out, err := c.ListObjectsV2(ctx, &sdk.ListObjectsV2Input{Bucket: aws.String("bkt"), Prefix: pfx, Delimiter: dlm, MaxKeys: aws.Int32(max), ContinuationToken: token})
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					e := entries(out.Contents, out.CommonPrefixes)
+					if len(e) > int(max) || aws.ToInt32(out.KeyCount) != int32(len(e)) {
+						t.Errorf("%s: a page of %d entries, KeyCount %d", name, len(e), aws.ToInt32(out.KeyCount))
+					}
+					got = append(got, e...)
+					truncated := aws.ToBool(out.IsTruncated)
+					if truncated != (len(got) < len(want)) || (truncated && out.NextContinuationToken == nil) {
+						t.Fatalf("%s: page %d IsTruncated %v (token %v) after %d of %d entries", name, page, truncated, out.NextContinuationToken != nil, len(got), len(want))
+					}
+					if !truncated {
+						break
+					}
+					token = out.NextContinuationToken
+				}
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("%s: ListObjectsV2's pages %q, want %q", name, got, want)
+				}
+				// V1, by markers: NextMarker where there is a delimiter,
+				// else the page's last key, as S3's documentation says.
+				got = nil
+				var marker *string
+				for {
+					out, err := c.ListObjects(ctx, &sdk.ListObjectsInput{Bucket: aws.String("bkt"), Prefix: pfx, Delimiter: dlm, MaxKeys: aws.Int32(max), Marker: marker})
+					if err != nil {
+						t.Fatalf("%s, ListObjects: %v", name, err)
+					}
+					e := entries(out.Contents, out.CommonPrefixes)
+					got = append(got, e...)
+					if !aws.ToBool(out.IsTruncated) || len(e) == 0 {
+						break
+					}
+					if marker = out.NextMarker; marker == nil {
+						marker = out.Contents[len(out.Contents)-1].Key
+					}
+				}
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("%s: ListObjects' pages %q, want %q", name, got, want)
+				}
+			}
+			// start-after: what sorts after it, each key and common
+			// prefix of the listing in turn.
+			for _, after := range want {
+				out, err := c.ListObjectsV2(ctx, &sdk.ListObjectsV2Input{Bucket: aws.String("bkt"), Prefix: pfx, Delimiter: dlm, StartAfter: aws.String(after)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rest []string
+				for _, e := range want {
+					if e > after {
+						rest = append(rest, e)
+					}
+				}
+				if got := entries(out.Contents, out.CommonPrefixes); strings.Join(got, " ") != strings.Join(rest, " ") {
+					t.Errorf("prefix %q, delimiter %q, StartAfter %q: %q, want %q", prefix, delim, after, got, rest)
+				}
+			}
+		}
+	}
+	// The SDK's own paginator, as the data staging lists a channel.
+	var n int
+	pg := sdk.NewListObjectsV2Paginator(c, &sdk.ListObjectsV2Input{Bucket: aws.String("bkt"), MaxKeys: aws.Int32(4)})
+	for pages := 0; pg.HasMorePages(); pages++ {
+		out, err := pg.NextPage(ctx)
+		if err != nil || pages > len(keys) {
+			t.Fatalf("the paginator's page %d: %v", pages, err)
+		}
+		n += len(out.Contents)
+	}
+	if n != len(keys) {
+		t.Errorf("the paginator listed %d keys, want %d", n, len(keys))
+	}
+}
+
 // TestDeletesLeaveNoDirectories: deleting every key under a prefix leaves
 // no directory of it: no common prefix in a listing, a write of its name
 // as a key, and the bucket empty for DeleteBucket.

@@ -535,7 +535,7 @@ func (b *wholeBackend) ListBucket(bucket string, prefix *gofakes3.Prefix, page g
 	if prefix == nil {
 		prefix = &gofakes3.Prefix{}
 	}
-	return b.listLocked(bucket, *prefix) // the whole listing: gofakes3 pages none (page is unused)
+	return b.listLocked(bucket, *prefix, page)
 }
 
 // DeleteObject is the backend's, not amid a commit. A key that no
