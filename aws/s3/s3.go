@@ -9,6 +9,7 @@ package s3
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -82,13 +84,31 @@ func New(dir string) (*Server, error) {
 func (s *Server) SetLog(log *slog.Logger) { s.log.to.Store(log) }
 
 // errorLog is gofakes3's log: the internal errors it answers go to the
-// log that SetLog named; its other messages are dropped.
+// log that SetLog named; its other messages are dropped. A client that
+// closed its connection before an answer ended (a GET cut short, an
+// `aws s3 cp` stopped with Ctrl-C) is no failure of the store: gofakes3
+// takes the failed write for an internal error, and it goes to the log
+// at debug level.
 type errorLog struct{ to atomic.Pointer[slog.Logger] }
 
 func (e *errorLog) Print(level gofakes3.LogLevel, v ...any) {
-	if l := e.to.Load(); l != nil && level == gofakes3.LogErr {
-		l.Error("the embedded S3 store failed", "err", fmt.Sprint(v...))
+	l := e.to.Load()
+	if l == nil || level != gofakes3.LogErr {
+		return
 	}
+	for _, x := range v {
+		if err, ok := x.(error); ok && clientGone(err) {
+			l.Debug("a client went away before the embedded S3 store's answer ended", "err", err.Error())
+			return
+		}
+	}
+	l.Error("the embedded S3 store failed", "err", fmt.Sprint(v...))
+}
+
+// clientGone reports whether err is a write to a connection that its
+// client closed or reset, or a request that its client gave up.
+func clientGone(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, context.Canceled)
 }
 
 // DefaultAbortIdleUploads is how long a multipart upload may go without a

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,4 +227,61 @@ func uploadParts(t *testing.T, c *sdk.Client, bucket, key string, id *string, bo
 		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: n})
 	}
 	return parts
+}
+
+// lockedBuffer is a log's buffer that the server's goroutines write while
+// the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestClientGoneIsNoError: a client that resets its connection midway
+// through a GET's body is no failure of the store. gofakes3 took the
+// failed write for an internal error, which went to the server's log at
+// ERROR for every download stopped by hand.
+func TestClientGoneIsNoError(t *testing.T) {
+	srv, ts, c := serve(t, t.TempDir())
+	defer ts.Close()
+	var buf lockedBuffer
+	srv.SetLog(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if _, err := c.CreateBucket(context.Background(), &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 2<<20) // 32 MiB: more than the sockets' buffers hold
+	if _, err := c.PutObject(context.Background(), &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("big"), Body: bytes.NewReader(big)}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET /bkt/big HTTP/1.1\r\nHost: %s\r\n\r\n", strings.TrimPrefix(ts.URL, "http://"))
+	if _, err := io.ReadFull(conn, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	conn.(*net.TCPConn).SetLinger(0) // a reset, not a close: the server's next write fails at once
+	conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(buf.String(), "went away") && !strings.Contains(buf.String(), "level=ERROR") {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing logged of the GET cut short within 10 s: %q", buf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if strings.Contains(buf.String(), "level=ERROR") {
+		t.Errorf("a GET that its client cut short was logged as the store's failure:\n%s", buf.String())
+	}
 }
