@@ -10,9 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -229,25 +230,6 @@ func uploadParts(t *testing.T, c *sdk.Client, bucket, key string, id *string, bo
 	return parts
 }
 
-// lockedBuffer is a log's buffer that the server's goroutines write while
-// the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestClientGoneIsNoError: a client that resets its connection midway
 // through a GET's body is no failure of the store. gofakes3 took the
 // failed write for an internal error, which went to the server's log at
@@ -255,8 +237,16 @@ func (l *lockedBuffer) String() string {
 func TestClientGoneIsNoError(t *testing.T) {
 	srv, ts, c := serve(t, t.TempDir())
 	defer ts.Close()
-	var buf lockedBuffer
-	srv.SetLog(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	// The log goes to a file, which the test reads while the server's
+	// goroutines write it.
+	logPath := filepath.Join(t.TempDir(), "log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	srv.SetLog(slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	logged := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	if _, err := c.CreateBucket(context.Background(), &sdk.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
 		t.Fatal(err)
 	}
@@ -275,13 +265,13 @@ func TestClientGoneIsNoError(t *testing.T) {
 	conn.(*net.TCPConn).SetLinger(0) // a reset, not a close: the server's next write fails at once
 	conn.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(buf.String(), "went away") && !strings.Contains(buf.String(), "level=ERROR") {
+	for !strings.Contains(logged(), "went away") && !strings.Contains(logged(), "level=ERROR") {
 		if time.Now().After(deadline) {
-			t.Fatalf("nothing logged of the GET cut short within 10 s: %q", buf.String())
+			t.Fatalf("nothing logged of the GET cut short within 10 s: %q", logged())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if strings.Contains(buf.String(), "level=ERROR") {
-		t.Errorf("a GET that its client cut short was logged as the store's failure:\n%s", buf.String())
+	if strings.Contains(logged(), "level=ERROR") {
+		t.Errorf("a GET that its client cut short was logged as the store's failure:\n%s", logged())
 	}
 }
