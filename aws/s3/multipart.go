@@ -154,8 +154,23 @@ func (s *uploads) algorithm(id gofakes3.UploadID) string {
 // or one in the upload's algorithm, computed here; and a Content-MD5 that
 // the request sent is checked against the part's MD5 (BadDigest).
 func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number int, length int64, input io.Reader) (string, error) {
+	var sent *sentChecksum
+	if fb, ok := input.(*failedBody); ok {
+		sent = fb.sent
+	}
+	p, err := s.uploadPart(bucket, key, id, number, length, input, sent)
+	if err != nil {
+		return "", err
+	}
+	return p.etag(), nil
+}
+
+// uploadPart keeps the part number of upload id, length bytes read from
+// input, as UploadPart does, with the checksum that sent names (nil: the
+// upload's, computed as it comes), and returns it.
+func (s *uploads) uploadPart(bucket, key string, id gofakes3.UploadID, number int, length int64, input io.Reader, sent *sentChecksum) (*part, error) {
 	if number < 1 || number > gofakes3.MaxUploadPartNumber {
-		return "", gofakes3.ErrInvalidPart
+		return nil, gofakes3.ErrInvalidPart
 	}
 	s.mu.Lock()
 	u, err := s.get(bucket, key, id)
@@ -165,7 +180,7 @@ func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number in
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer func() {
 		s.mu.Lock()
@@ -176,13 +191,9 @@ func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number in
 	f, err := os.CreateTemp(filepath.Join(s.dir, string(id)), "part-")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) { // aborted meanwhile
-			return "", gofakes3.ErrNoSuchUpload
+			return nil, gofakes3.ErrNoSuchUpload
 		}
-		return "", partNotKept(err)
-	}
-	var sent *sentChecksum
-	if fb, ok := input.(*failedBody); ok {
-		sent = fb.sent
+		return nil, partNotKept(err)
 	}
 	sum := md5.New()
 	writers := []io.Writer{f, sum}
@@ -214,7 +225,7 @@ func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number in
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return "", err
+		return nil, err
 	}
 	p := &part{file: f.Name(), size: n, md5: sum.Sum(nil), modified: s.now(), sum: sent.checksum()}
 	if dflt != nil {
@@ -228,19 +239,19 @@ func (s *uploads) UploadPart(bucket, key string, id gofakes3.UploadID, number in
 	}
 	if sent != nil && sent.md5 != nil && !bytes.Equal(sent.md5, p.md5) {
 		os.Remove(p.file)
-		return "", gofakes3.ErrBadDigest
+		return nil, gofakes3.ErrBadDigest
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byID[id] != u { // completed or aborted while the body came
 		os.Remove(p.file)
-		return "", gofakes3.ErrNoSuchUpload
+		return nil, gofakes3.ErrNoSuchUpload
 	}
 	if old := u.parts[number]; old != nil {
 		os.Remove(old.file)
 	}
 	u.parts[number] = p
-	return p.etag(), nil
+	return p, nil
 }
 
 // bodyReader reads a part's body and keeps the error of a read that

@@ -258,9 +258,6 @@ func checkRequest(r *http.Request) *wire.Error {
 	if key == "" {
 		return nil
 	}
-	if r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "" && r.URL.Query().Has("uploadId") {
-		return s3Error(http.StatusNotImplemented, "NotImplemented", "This store does not implement UploadPartCopy: upload the part's bytes with UploadPart")
-	}
 	if src := r.Header.Get("X-Amz-Copy-Source"); src != "" && r.Method == http.MethodPut {
 		if e := checkCopySource(src); e != nil {
 			return e
@@ -320,10 +317,13 @@ func copySource(src string) (bucket, key string, _ *wire.Error) {
 }
 
 // checkCopySource refuses a copy's source (copySource) that names a
-// bucket or key no object of this store has.
+// bucket, key or version (copySourceVersion) no object of this store has.
 func checkCopySource(src string) *wire.Error {
 	bucket, key, e := copySource(src)
 	if e != nil {
+		return e
+	}
+	if e := copySourceVersion(src); e != nil {
 		return e
 	}
 	if checkBucket(bucket) != nil {

@@ -329,8 +329,14 @@ func TestHostileRequests(t *testing.T) {
 			}
 		}
 		status, body := raw(t, http.MethodPut, url+"/attk/k?partNumber=1&uploadId=1", map[string]string{"X-Amz-Copy-Source": "victim/secret/data"}, nil)
-		if status != http.StatusNotImplemented || !strings.Contains(body, "UploadPartCopy") {
-			t.Errorf("UploadPartCopy: %d %s, want 501 NotImplemented", status, body)
+		if status != http.StatusNotFound || !strings.Contains(body, "<Code>NoSuchUpload</Code>") {
+			t.Errorf("UploadPartCopy of no upload: %d %s, want 404 NoSuchUpload", status, body)
+		}
+		for _, src := range []string{"attk/../victim/secret/data", "victim%2F..%2Fvictim%2Fsecret%2Fdata", "victim/sec%00ret"} {
+			status, body := raw(t, http.MethodPut, url+"/attk/k?partNumber=1&uploadId=1", map[string]string{"X-Amz-Copy-Source": src}, nil)
+			if status != http.StatusBadRequest || !strings.Contains(body, "<Code>InvalidArgument</Code>") {
+				t.Errorf("UploadPartCopy from %q: %d %s, want 400 InvalidArgument", src, status, body)
+			}
 		}
 		unchanged(t, root, before, "copies and parts of no upload")
 		if status, body := raw(t, http.MethodPut, url+"/attk/copy", map[string]string{"X-Amz-Copy-Source": "victim/secret/data"}, nil); status != http.StatusOK {
@@ -359,8 +365,8 @@ func TestHostileRequests(t *testing.T) {
 	})
 }
 
-// TestCopySourceAuthorized: a copy is authorized as s3:GetObject on its
-// source as the store reads it, decoded: the whole source URL-encoded,
+// TestCopySourceAuthorized: a copy (CopyObject, or UploadPartCopy) is
+// authorized as s3:GetObject on its source as the store reads it, decoded: the whole source URL-encoded,
 // or its key alone, names the same object.
 func TestCopySourceAuthorized(t *testing.T) {
 	// Each: a source, and the object it names.
@@ -372,16 +378,18 @@ func TestCopySourceAuthorized(t *testing.T) {
 		{"victim/k?versionId=3", "victim/k"},
 		{"attk/..%2Fvictim%2Fsecret", "attk/../victim/secret"},
 	} {
-		var got []string
-		h := s3server.Authorize(http.NotFoundHandler(), func(_ *http.Request, action, resource string) error {
-			got = append(got, action+" "+resource)
-			return nil
-		})
-		req := httptest.NewRequest(http.MethodPut, "/attk/copy", nil)
-		req.Header.Set("X-Amz-Copy-Source", c[0])
-		h.ServeHTTP(httptest.NewRecorder(), req)
-		if want := "s3:GetObject arn:aws:s3:::" + c[1]; len(got) != 2 || got[1] != want {
-			t.Errorf("copy from %q authorized as %q, want %s second", c[0], got, want)
+		for _, path := range []string{"/attk/copy", "/attk/copy?partNumber=1&uploadId=1"} { // CopyObject, UploadPartCopy
+			var got []string
+			h := s3server.Authorize(http.NotFoundHandler(), func(_ *http.Request, action, resource string) error {
+				got = append(got, action+" "+resource)
+				return nil
+			})
+			req := httptest.NewRequest(http.MethodPut, path, nil)
+			req.Header.Set("X-Amz-Copy-Source", c[0])
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			if want := "s3:GetObject arn:aws:s3:::" + c[1]; len(got) != 2 || got[0] != "s3:PutObject arn:aws:s3:::attk/copy" || got[1] != want {
+				t.Errorf("%s from %q authorized as %q, want s3:PutObject on attk/copy, then %s", path, c[0], got, want)
+			}
 		}
 	}
 }

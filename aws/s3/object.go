@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
@@ -449,8 +450,12 @@ func (b *wholeBackend) CreateBucket(name string) error {
 	return nil
 }
 
-// CopyObject copies as gofakes3 does, through this backend's GetObject
-// and PutObject, which check the source and the destination.
+// CopyObject copies through this backend's GetObject and PutObject,
+// which check the source and the destination, as gofakes3 does, and
+// checks the copy's conditions on its source (copyConditions, which
+// gofakes3 has in meta, and would keep as the copy's metadata) against
+// the source it opened: PreconditionFailed, and nothing written, where
+// one fails.
 func (b *wholeBackend) CopyObject(srcBucket, srcKey, dstBucket, dstKey string, meta map[string]string) (gofakes3.CopyObjectResult, error) {
 	if err := checkRead(srcBucket, srcKey); err != nil {
 		return gofakes3.CopyObjectResult{}, err
@@ -458,7 +463,22 @@ func (b *wholeBackend) CopyObject(srcBucket, srcKey, dstBucket, dstKey string, m
 	if err := checkObject(dstBucket, dstKey); err != nil {
 		return gofakes3.CopyObjectResult{}, err
 	}
-	return gofakes3.CopyObject(b, srcBucket, srcKey, dstBucket, dstKey, meta)
+	cond := copyConditions(func(k string) string { return meta[k] })
+	for _, k := range []string{copyIfMatch, copyIfNoneMatch, copyIfModifiedSince, copyIfUnmodifiedSince} {
+		delete(meta, k)
+	}
+	src, err := b.GetObject(srcBucket, srcKey, nil)
+	if err != nil {
+		return gofakes3.CopyObjectResult{}, err
+	}
+	defer src.Contents.Close()
+	if cond != nil && cond.check(`"`+etag(src.Hash, src.Metadata)+`"`, src.Metadata["Last-Modified"]) != 0 {
+		return gofakes3.CopyObjectResult{}, gofakes3.ErrorMessage(gofakes3.ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold: the copy's source is not the object that its x-amz-copy-source-if-* headers name")
+	}
+	if _, err := b.PutObject(dstBucket, dstKey, meta, src.Contents, src.Size, nil); err != nil {
+		return gofakes3.CopyObjectResult{}, err
+	}
+	return gofakes3.CopyObjectResult{ETag: `"` + hex.EncodeToString(src.Hash) + `"`, LastModified: gofakes3.NewContentTime(time.Now())}, nil
 }
 
 // GetObject is the backend's, not amid a commit. The object's file is

@@ -124,8 +124,8 @@ type listPartsResult struct {
 
 const s3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/"
 
-// route sends ListParts and CompleteMultipartUpload to the store's own
-// answers, the rest to gofakes3.
+// route sends ListParts, CompleteMultipartUpload and UploadPartCopy to
+// the store's own answers, the rest to gofakes3.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	id := gofakes3.UploadID(r.URL.Query().Get("uploadId"))
@@ -136,6 +136,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.Method == http.MethodPost:
 		s.completeUpload(w, r, bucket, key, id)
+		return
+	case r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "":
+		s.uploadPartCopy(w, r, bucket, key, id)
 		return
 	}
 	s.h.ServeHTTP(w, r)
