@@ -93,6 +93,12 @@ func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, bucket, 
 		}
 		start, length = first, last-first+1
 	}
+	if length == 0 {
+		// As an UploadPart of no bytes is refused: a part has a byte at
+		// least, by which a read of one part (partNumber) names it.
+		writeAnyError(w, s3Error(http.StatusBadRequest, "InvalidRequest", "The copy's source is empty: this store keeps no part of no bytes"))
+		return
+	}
 	if length > MaxBody {
 		writeAnyError(w, s3Error(http.StatusBadRequest, "InvalidRequest", fmt.Sprintf("The specified copy source is larger than the maximum allowable size for a copy source: %d", int64(MaxBody))))
 		return
