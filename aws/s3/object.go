@@ -209,8 +209,8 @@ func etag(hash []byte, meta map[string]string) string {
 
 // commit puts the file tmp, a whole object written and synced under
 // tmp/, in place as bucket/key, with hash as its ETag and meta as its
-// metadata (merged with the old object's, as the backend's PutObject
-// does), as the object of a multipart upload of those parts (their
+// metadata (what S3 keeps of it, keepMetadata: none of the old object's,
+// which S3 replaces, where gofakes3 merged it), as the object of a multipart upload of those parts (their
 // number in its ETag), or of none (a zero layout), with sum as its
 // checksum (keepChecksum: none of the old object's, nor a client's
 // header), if cond (nil for none) holds of the object there now; all
@@ -249,16 +249,14 @@ func (b *wholeBackend) commitLocked(bucket, key string, meta map[string]string, 
 	old, err := b.headObjectLocked(bucket, key)
 	switch {
 	case err == nil:
-		for k, v := range old.Metadata {
-			if _, ok := meta[k]; !ok {
-				meta[k] = v
-			}
-		}
 	case gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey):
 		old = nil
 	default: // no bucket, or the store's failure
 		return nil, err
 	}
+	// What S3 keeps of the request, none of the old object's metadata:
+	// S3 replaces it.
+	keepMetadata(meta)
 	// Never the old object's checksum (it is not this body's, and a
 	// client that checks a GET's checksum would refuse the read), nor
 	// one that a client's header names unchecked.
@@ -496,7 +494,11 @@ func (b *wholeBackend) GetObject(bucket, key string, rng *gofakes3.ObjectRangeRe
 	} else if _, err := b.freshMeta(bucket, key, st); err != nil {
 		return nil, err
 	}
-	return b.MultiBucketBackend.GetObject(bucket, key, rng)
+	obj, err := b.MultiBucketBackend.GetObject(bucket, key, rng)
+	if err == nil {
+		keepMetadata(obj.Metadata) // an object written before the store kept only that
+	}
+	return obj, err
 }
 
 // HeadObject is the backend's, not amid a commit, as GetObject.
@@ -506,7 +508,11 @@ func (b *wholeBackend) HeadObject(bucket, key string) (*gofakes3.Object, error) 
 	}
 	b.objects.RLock()
 	defer b.objects.RUnlock()
-	return b.headObjectLocked(bucket, key)
+	obj, err := b.headObjectLocked(bucket, key)
+	if err == nil {
+		keepMetadata(obj.Metadata)
+	}
+	return obj, err
 }
 
 // headObjectLocked is HeadObject with b.objects held.
