@@ -3,6 +3,8 @@ package s3
 import (
 	"net/http"
 	"strings"
+
+	"qshare/aws/wire"
 )
 
 // An object's metadata is what S3 keeps of the request that wrote it:
@@ -38,6 +40,70 @@ func keepMetadata(meta map[string]string) {
 			strings.HasPrefix(c, ownPrefix), c == partsKey, strings.HasPrefix(strings.ToLower(c), checksumPrefix):
 		default:
 			delete(meta, k)
+		}
+	}
+}
+
+// userMetadata reports whether k (canonical) is an entry of an object's
+// metadata that its writer gives: x-amz-meta-* and keptHeaders but
+// Last-Modified, which the store gives.
+func userMetadata(k string) bool {
+	return strings.HasPrefix(k, "X-Amz-Meta-") || keptHeaders[k] && k != "Last-Modified"
+}
+
+// requestMetadataKey is the store's own header, and so metadata entry,
+// that names the entries of a CopyObject's metadata that its request
+// gave (userMetadata), which gofakes3 merges with its source's.
+const requestMetadataKey = ownPrefix + "Request-Metadata"
+
+// checkCopy checks a CopyObject's x-amz-metadata-directive, and refuses a
+// copy of an object to itself that changes nothing, as S3 does; and it
+// names the request's own metadata (requestMetadataKey) for
+// copyMetadata.
+func checkCopy(r *http.Request, bucket, key string) *wire.Error {
+	directive := r.Header.Get("X-Amz-Metadata-Directive")
+	if directive != "" && directive != "COPY" && directive != "REPLACE" {
+		return s3Error(http.StatusBadRequest, "InvalidArgument", "Unknown metadata directive: x-amz-metadata-directive is COPY or REPLACE")
+	}
+	srcBucket, srcKey, e := copySource(r.Header.Get("X-Amz-Copy-Source"))
+	if e != nil {
+		return e
+	}
+	if srcBucket == bucket && srcKey == key && directive != "REPLACE" && r.Header.Get("X-Amz-Storage-Class") == "" && r.Header.Get("X-Amz-Website-Redirect-Location") == "" {
+		return s3Error(http.StatusBadRequest, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+	}
+	var given []string
+	for k := range r.Header {
+		if userMetadata(http.CanonicalHeaderKey(k)) {
+			given = append(given, http.CanonicalHeaderKey(k))
+		}
+	}
+	r.Header.Set(requestMetadataKey, strings.Join(given, ","))
+	return nil
+}
+
+// copyMetadata makes meta, a CopyObject's metadata as gofakes3 gives it
+// (the request's, with its source's where the request gave none), the
+// copy's as S3 makes it: with x-amz-metadata-directive COPY (the
+// default), the source's user metadata (src) and none of the request's;
+// with REPLACE, the request's and none of the source's.
+func copyMetadata(meta, src map[string]string) {
+	given := map[string]bool{}
+	for _, k := range strings.Split(meta[requestMetadataKey], ",") {
+		given[k] = true
+	}
+	delete(meta, requestMetadataKey)
+	replace := meta["X-Amz-Metadata-Directive"] == "REPLACE"
+	for k := range meta {
+		if c := http.CanonicalHeaderKey(k); userMetadata(c) && given[c] != replace {
+			delete(meta, k)
+		}
+	}
+	if !replace {
+		for k, v := range src {
+			if userMetadata(http.CanonicalHeaderKey(k)) {
+				meta[k] = v
+			}
 		}
 	}
 }

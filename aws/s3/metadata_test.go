@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -141,4 +143,88 @@ func TestMetadataAsS3Keeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("its copy", head("legacy", "new"), map[string]string{"X-Amz-Meta-D": "4"})
+}
+
+// TestCopyMetadataDirective: a copy's metadata is its source's
+// (x-amz-metadata-directive COPY, the default) or its request's
+// (REPLACE), as on S3, where gofakes3 merged the two; a copy of an
+// object to itself that changes nothing is refused, as on S3, and one
+// that replaces its metadata is how a client changes it.
+func TestCopyMetadataDirective(t *testing.T) {
+	t.Parallel()
+	ts, c := startWith(t, t.TempDir(), "bkt")
+	defer ts.Close()
+	ctx := context.Background()
+	if _, err := c.PutObject(ctx, &sdk.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("src"), Body: strings.NewReader("data"),
+		Metadata: map[string]string{"a": "1", "b": "source"}, ContentType: aws.String("text/plain")}); err != nil {
+		t.Fatal(err)
+	}
+	// got is bkt/key's user metadata and Content-Type.
+	got := func(key string) (map[string]string, string) {
+		t.Helper()
+		h, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Metadata, aws.ToString(h.ContentType)
+	}
+	for _, tc := range []struct {
+		what      string
+		directive types.MetadataDirective
+		meta      map[string]string
+		ctype     string
+	}{
+		{"no directive", "", map[string]string{"a": "1", "b": "source"}, "text/plain"},
+		{"COPY", types.MetadataDirectiveCopy, map[string]string{"a": "1", "b": "source"}, "text/plain"},
+		{"REPLACE", types.MetadataDirectiveReplace, map[string]string{"b": "request", "c": "3"}, "application/json"},
+	} {
+		if _, err := c.CopyObject(ctx, &sdk.CopyObjectInput{Bucket: aws.String("bkt"), Key: aws.String("dst"), CopySource: aws.String("bkt/src"),
+			MetadataDirective: tc.directive, Metadata: map[string]string{"b": "request", "c": "3"}, ContentType: aws.String("application/json")}); err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		if meta, ctype := got("dst"); !maps.Equal(meta, tc.meta) || ctype != tc.ctype {
+			t.Errorf("%s: the copy has %v and %s, want %v and %s", tc.what, meta, ctype, tc.meta, tc.ctype)
+		}
+	}
+	for _, tc := range []struct {
+		what string
+		in   sdk.CopyObjectInput
+		code string
+	}{
+		{"another directive", sdk.CopyObjectInput{Key: aws.String("dst2"), MetadataDirective: "MOVE"}, "InvalidArgument"},
+		{"to itself", sdk.CopyObjectInput{Key: aws.String("src")}, "InvalidRequest"},
+		{"to itself, COPY", sdk.CopyObjectInput{Key: aws.String("src"), MetadataDirective: types.MetadataDirectiveCopy, Metadata: map[string]string{"z": "9"}}, "InvalidRequest"},
+		{"to itself, by its one version", sdk.CopyObjectInput{Key: aws.String("src"), CopySource: aws.String("bkt/src?versionId=null")}, "InvalidRequest"},
+	} {
+		in := tc.in
+		in.Bucket = aws.String("bkt")
+		if in.CopySource == nil {
+			in.CopySource = aws.String("bkt/src")
+		}
+		if _, err := c.CopyObject(ctx, &in); apiCode(err) != tc.code {
+			t.Errorf("%s: %v, want %s", tc.what, err, tc.code)
+		}
+	}
+	if _, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String("dst2")}); err == nil {
+		t.Errorf("a copy of another directive was written")
+	}
+	if meta, ctype := got("src"); !maps.Equal(meta, map[string]string{"a": "1", "b": "source"}) || ctype != "text/plain" {
+		t.Errorf("the refused copies changed the source to %v and %s", meta, ctype)
+	}
+	if _, err := c.CopyObject(ctx, &sdk.CopyObjectInput{Bucket: aws.String("bkt"), Key: aws.String("src"), CopySource: aws.String("bkt/src"),
+		MetadataDirective: types.MetadataDirectiveReplace, Metadata: map[string]string{"z": "9"}, ContentType: aws.String("text/csv")}); err != nil {
+		t.Fatal(err)
+	}
+	if meta, ctype := got("src"); !maps.Equal(meta, map[string]string{"z": "9"}) || ctype != "text/csv" {
+		t.Errorf("a copy to itself with REPLACE left %v and %s", meta, ctype)
+	}
+	out, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("src")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if string(b) != "data" {
+		t.Errorf("the object copied to itself holds %q", b)
+	}
 }

@@ -453,7 +453,9 @@ func (b *wholeBackend) CreateBucket(name string) error {
 // checks the copy's conditions on its source (copyConditions, which
 // gofakes3 has in meta, and would keep as the copy's metadata) against
 // the source it opened: PreconditionFailed, and nothing written, where
-// one fails.
+// one fails. The copy's metadata is the source's or the request's, as
+// x-amz-metadata-directive says (copyMetadata), where gofakes3 merged
+// them.
 func (b *wholeBackend) CopyObject(srcBucket, srcKey, dstBucket, dstKey string, meta map[string]string) (gofakes3.CopyObjectResult, error) {
 	if err := checkRead(srcBucket, srcKey); err != nil {
 		return gofakes3.CopyObjectResult{}, err
@@ -473,6 +475,7 @@ func (b *wholeBackend) CopyObject(srcBucket, srcKey, dstBucket, dstKey string, m
 	if cond != nil && cond.check(`"`+etag(src.Hash, src.Metadata)+`"`, src.Metadata["Last-Modified"]) != 0 {
 		return gofakes3.CopyObjectResult{}, gofakes3.ErrorMessage(gofakes3.ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold: the copy's source is not the object that its x-amz-copy-source-if-* headers name")
 	}
+	copyMetadata(meta, src.Metadata)
 	if _, err := b.PutObject(dstBucket, dstKey, meta, src.Contents, src.Size, nil); err != nil {
 		return gofakes3.CopyObjectResult{}, err
 	}

@@ -149,6 +149,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del(sentKey) // the store's own
+	r.Header.Del(requestMetadataKey)
+	if bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); r.Method == http.MethodPut && key != "" && r.Header.Get("X-Amz-Copy-Source") != "" && !r.URL.Query().Has("uploadId") {
+		if e := checkCopy(r, bucket, key); e != nil {
+			writeError(w, e.Status, e.Code, e.Message)
+			return
+		}
+	}
 	var ew *etagWriter
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		fw := &fullWriter{ResponseWriter: w}
