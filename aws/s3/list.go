@@ -31,9 +31,10 @@ import (
 // delimiter, sorted as S3 sorts them (by their bytes), one page of them:
 // the keys and common prefixes after page's marker (a V1 marker, a V2
 // start-after, or the key or common prefix that gofakes3 hides in a V2
-// continuation token), at most page.MaxKeys of them where it is above 0
-// (gofakes3 gives 1000 where the request names none), with IsTruncated
-// and NextMarker, the page's last entry, where more follow. A common
+// continuation token), at most page.MaxKeys of them (gofakes3 gives
+// 1000 where the request names none), with IsTruncated and NextMarker,
+// the page's last entry, where more follow. A max-keys of 0 lists
+// nothing, and is not truncated, as on S3. A common
 // prefix is after the marker where it sorts after it, as a key does: a
 // page that ended with a common prefix is not followed by the same one.
 // The store's lock is read-held.
@@ -56,7 +57,7 @@ func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix, page gofakes
 		after = page.Marker
 	}
 	l := gofakes3.NewObjectList()
-	if !prefixHeld(prefix) {
+	if !prefixHeld(prefix) || page.MaxKeys == 0 {
 		return l, nil
 	}
 	type file struct {
@@ -132,7 +133,7 @@ func (b *wholeBackend) listLocked(bucket string, p gofakes3.Prefix, page gofakes
 	sort.Strings(prefixes)
 	out := gofakes3.NewObjectList()
 	for n := int64(0); len(files) > 0 || len(prefixes) > 0; n++ {
-		if page.MaxKeys > 0 && n == page.MaxKeys {
+		if n == page.MaxKeys {
 			out.IsTruncated = true
 			break
 		}

@@ -195,6 +195,19 @@ func TestListPages(t *testing.T) {
 	if n != len(keys) {
 		t.Errorf("the paginator listed %d keys, want %d", n, len(keys))
 	}
+	// max-keys 0: nothing, not truncated, as on S3 (the store listed
+	// every key).
+	v2, err := c.ListObjectsV2(ctx, &sdk.ListObjectsV2Input{Bucket: aws.String("bkt"), MaxKeys: aws.Int32(0)})
+	if err != nil || len(v2.Contents) != 0 || aws.ToBool(v2.IsTruncated) || aws.ToInt32(v2.KeyCount) != 0 || v2.NextContinuationToken != nil {
+		t.Errorf("ListObjectsV2 with MaxKeys 0: %v, %d keys, truncated %v", err, len(v2.Contents), aws.ToBool(v2.IsTruncated))
+	}
+	v1, err := c.ListObjects(ctx, &sdk.ListObjectsInput{Bucket: aws.String("bkt"), MaxKeys: aws.Int32(0), Delimiter: aws.String("/")})
+	if err != nil || len(v1.Contents)+len(v1.CommonPrefixes) != 0 || aws.ToBool(v1.IsTruncated) || v1.NextMarker != nil {
+		t.Errorf("ListObjects with MaxKeys 0: %v, %d entries, truncated %v", err, len(v1.Contents)+len(v1.CommonPrefixes), aws.ToBool(v1.IsTruncated))
+	}
+	if _, err := c.ListObjectsV2(ctx, &sdk.ListObjectsV2Input{Bucket: aws.String("nobkt"), MaxKeys: aws.Int32(0)}); apiCode(err) != "NoSuchBucket" {
+		t.Errorf("a bucket that is not there, MaxKeys 0: %v, want NoSuchBucket", err)
+	}
 }
 
 // TestDeletesLeaveNoDirectories: deleting every key under a prefix leaves
