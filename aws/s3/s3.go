@@ -431,11 +431,12 @@ func Authorize(next http.Handler, authorize func(r *http.Request, action, resour
 		if bucket, ok := deleteObjects(r); ok {
 			// Each key on its own, as S3 does: a policy may allow or
 			// deny s3:DeleteObject on a prefix.
-			if e := authorizeDeletes(r, bucket, authorize); e != nil {
+			denied, e := authorizeDeletes(r, bucket, authorize)
+			if e != nil {
 				writeError(w, e.Status, e.Code, e.Message)
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, withDenied(r, denied))
 			return
 		}
 		action, resource := Action(r)
@@ -469,22 +470,22 @@ func deleteObjects(r *http.Request) (string, bool) {
 const maxDeleteKeys = 1000
 
 // authorizeDeletes authorizes a DeleteObjects of bucket as s3:DeleteObject
-// on each key its XML body names, and puts the body back for the store.
-// It deletes nothing unless every key may be deleted: one refused key is
-// AccessDenied for the request (S3 would delete the others and answer
-// AccessDenied for that key alone). A body that is not a Delete document,
-// or one of no key or more than maxDeleteKeys keys, is refused as S3
-// refuses it; one over MaxXMLBody goes on to the store, which refuses it.
-func authorizeDeletes(r *http.Request, bucket string, authorize func(r *http.Request, action, resource string) error) *wire.Error {
+// on each key its XML body names, puts the body back for the store, and
+// returns the keys that may not be deleted: the store answers each with
+// AccessDenied in its list, and deletes the others, as S3 does. A body
+// that is not a Delete document, or one of no key or more than
+// maxDeleteKeys keys, is refused as S3 refuses it; one over MaxXMLBody
+// goes on to the store, which refuses it.
+func authorizeDeletes(r *http.Request, bucket string, authorize func(r *http.Request, action, resource string) error) (map[string]bool, *wire.Error) {
 	var body []byte
 	if r.Body != nil {
 		b, err := io.ReadAll(io.LimitReader(r.Body, MaxXMLBody+1))
 		var we *wire.Error
 		switch {
 		case errors.As(err, &we): // authentication's check of the body
-			return we
+			return nil, we
 		case err != nil:
-			return s3Error(http.StatusBadRequest, "IncompleteBody", "the DeleteObjects body could not be read: "+err.Error())
+			return nil, s3Error(http.StatusBadRequest, "IncompleteBody", "the DeleteObjects body could not be read: "+err.Error())
 		case len(b) > MaxXMLBody:
 			// The store refuses it, reading what is left to answer
 			// before it (ServeHTTP), and deletes nothing.
@@ -492,7 +493,7 @@ func authorizeDeletes(r *http.Request, bucket string, authorize func(r *http.Req
 				io.Reader
 				io.Closer
 			}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
-			return nil
+			return nil, nil
 		}
 		body = b
 	}
@@ -501,19 +502,22 @@ func authorizeDeletes(r *http.Request, bucket string, authorize func(r *http.Req
 		Objects []struct{ Key string } `xml:"Object"`
 	}
 	if err := xml.Unmarshal(body, &doc); err != nil || doc.XMLName.Local != "Delete" {
-		return s3Error(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against the published schema: a Delete document")
+		return nil, s3Error(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against the published schema: a Delete document")
 	}
 	if n := len(doc.Objects); n == 0 || n > maxDeleteKeys {
-		return s3Error(http.StatusBadRequest, "MalformedXML", fmt.Sprintf("The XML you provided was not well-formed or did not validate against the published schema: a Delete names 1 to %d objects, this one %d", maxDeleteKeys, n))
+		return nil, s3Error(http.StatusBadRequest, "MalformedXML", fmt.Sprintf("The XML you provided was not well-formed or did not validate against the published schema: a Delete names 1 to %d objects, this one %d", maxDeleteKeys, n))
 	}
+	var denied map[string]bool
 	for _, o := range doc.Objects {
-		resource := objectARN(bucket + "/" + o.Key)
-		if err := authorize(r, "s3:DeleteObject", resource); err != nil {
-			return s3Error(http.StatusForbidden, "AccessDenied", "Access Denied: s3:DeleteObject on "+resource+" (DeleteObjects deletes nothing unless each of its keys may be deleted)")
+		if err := authorize(r, "s3:DeleteObject", objectARN(bucket+"/"+o.Key)); err != nil {
+			if denied == nil {
+				denied = map[string]bool{}
+			}
+			denied[o.Key] = true
 		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return nil
+	return denied, nil
 }
 
 // Action returns the IAM action and resource ARN of a path-style S3
