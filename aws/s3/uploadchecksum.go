@@ -125,7 +125,8 @@ type listPartsResult struct {
 const s3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 // route sends ListParts, CompleteMultipartUpload, UploadPartCopy,
-// ListObjectVersions and DeleteObjects to the store's own answers, and a
+// ListObjectVersions, GetBucketVersioning and DeleteObjects to the
+// store's own answers, and a
 // request of an object's version (objectVersion), the rest to gofakes3.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
@@ -133,6 +134,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case key == "" && r.Method == http.MethodGet && r.URL.Query().Has("versions"):
 		s.listVersions(w, r, bucket)
+		return
+	case key == "" && r.Method == http.MethodGet && r.URL.Query().Has("versioning"):
+		s.bucketVersioning(w, bucket)
 		return
 	case key == "" && r.Method == http.MethodPost && r.URL.Query().Has("delete"):
 		s.deleteObjects(w, r, bucket)

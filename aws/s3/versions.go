@@ -232,3 +232,21 @@ func withDenied(r *http.Request, denied map[string]bool) *http.Request {
 	}
 	return r.WithContext(context.WithValue(r.Context(), deniedKeys{}, denied))
 }
+
+// bucketVersioning answers GetBucketVersioning of bucket as S3 answers
+// it of a bucket never versioned: a VersioningConfiguration with no
+// Status (gofakes3 gave an empty Status and MfaDelete, which a client
+// reads as a status of "").
+func (s *Server) bucketVersioning(w http.ResponseWriter, bucket string) {
+	if ok, err := s.backend.BucketExists(bucket); err != nil || !ok {
+		if err == nil {
+			err = gofakes3.BucketNotFound(bucket)
+		}
+		writeAnyError(w, err)
+		return
+	}
+	writeXML(w, &struct {
+		XMLName xml.Name `xml:"VersioningConfiguration"`
+		Xmlns   string   `xml:"xmlns,attr"`
+	}{Xmlns: s3Namespace})
+}

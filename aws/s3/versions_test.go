@@ -92,6 +92,21 @@ func TestVersions(t *testing.T) {
 		}
 	}
 
+	// The bucket was never versioned: no status.
+	if v, err := c.GetBucketVersioning(ctx, &sdk.GetBucketVersioningInput{Bucket: aws.String("bkt")}); err != nil || v.Status != "" || v.MFADelete != "" {
+		t.Errorf("GetBucketVersioning: %v %+v, want no status", err, v)
+	}
+	if resp, body := raw(t, http.MethodGet, ts.URL+"/bkt?versioning", nil, nil); resp != http.StatusOK || strings.Contains(body, "Status") {
+		t.Errorf("GetBucketVersioning answered %d %s, want no Status element", resp, body)
+	}
+	if _, err := c.GetBucketVersioning(ctx, &sdk.GetBucketVersioningInput{Bucket: aws.String("nobkt")}); apiCode(err) != "NoSuchBucket" {
+		t.Errorf("GetBucketVersioning of no bucket: %v, want NoSuchBucket", err)
+	}
+	if _, err := c.PutBucketVersioning(ctx, &sdk.PutBucketVersioningInput{Bucket: aws.String("bkt"),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); apiCode(err) != "NotImplemented" {
+		t.Errorf("PutBucketVersioning: %v, want NotImplemented", err)
+	}
+
 	// Reads and deletes of a version.
 	get, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("a"), VersionId: aws.String("null")})
 	if err != nil {
