@@ -11,7 +11,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +19,6 @@ import (
 	sdk "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
-
-	"qshare/internal/python"
 )
 
 // apiCode is the S3 error code of err, or "" for none.
@@ -266,46 +263,5 @@ func TestCopyObjectConditions(t *testing.T) {
 		if strings.HasPrefix(strings.ToLower(k), "x-amz-copy-source-if") {
 			t.Errorf("the copy answers the copy's header %s: %q", k, resp.Header.Values(k))
 		}
-	}
-}
-
-// TestBoto3CopyOverThreshold: boto3's managed copy, which `aws s3 cp
-// s3://… s3://…` makes too, copies an object over its multipart
-// threshold (8 MiB) with UploadPartCopy of ranges.
-func TestBoto3CopyOverThreshold(t *testing.T) {
-	t.Parallel()
-	py, ok := python.With("boto3")
-	if !ok {
-		t.Skip("python3 with boto3 is not installed: skipping boto3's managed copy")
-	}
-	ts, c := startWith(t, t.TempDir(), "models", "archive")
-	defer ts.Close()
-	data := make([]byte, 20<<20+5)
-	rand.Read(data)
-	if _, err := c.PutObject(context.Background(), &sdk.PutObjectInput{Bucket: aws.String("models"), Key: aws.String("job-1/model.tar.gz"), Body: bytes.NewReader(data)}); err != nil {
-		t.Fatal(err)
-	}
-	script := `
-import boto3, sys
-s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
-                  config=boto3.session.Config(s3={"addressing_style": "path"}))
-s3.copy({"Bucket": "models", "Key": "job-1/model.tar.gz"}, "archive", "job-1/model.tar.gz")
-print(s3.head_object(Bucket="archive", Key="job-1/model.tar.gz")["ETag"])
-`
-	out, err := exec.Command(py, "-c", script, ts.URL).CombinedOutput()
-	if err != nil {
-		t.Fatalf("boto3: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), `-3"`) { // 8 MiB parts
-		t.Errorf("boto3's copy made an object of ETag %s, want one of 3 parts", out)
-	}
-	got, err := c.GetObject(context.Background(), &sdk.GetObjectInput{Bucket: aws.String("archive"), Key: aws.String("job-1/model.tar.gz")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(got.Body)
-	got.Body.Close()
-	if err != nil || !bytes.Equal(b, data) {
-		t.Fatalf("the copy holds %d bytes (%v), want the source's %d", len(b), err, len(data))
 	}
 }

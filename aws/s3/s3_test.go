@@ -153,7 +153,13 @@ func TestHostileKeys(t *testing.T) {
 }
 
 // TestBoto3 fills a bucket with boto3, a client no one here wrote, and
-// reads it back with the Go SDK.
+// reads it back with the Go SDK. In the same run (one interpreter: each
+// costs a second of CPU), boto3's managed copy of an object over its
+// multipart threshold (8 MiB), which `aws s3 cp s3://… s3://…` makes
+// too, copies it with UploadPartCopy of ranges; and boto3's way to empty
+// a bucket, Bucket.object_versions.delete() (ListObjectVersions, then
+// DeleteObjects naming each version), empties one. The store answered
+// both UploadPartCopy and ListObjectVersions with NotImplemented.
 func TestBoto3(t *testing.T) {
 	t.Parallel()
 	py, ok := python.With("boto3")
@@ -163,26 +169,56 @@ func TestBoto3(t *testing.T) {
 	ts, c := start(t, t.TempDir())
 	defer ts.Close()
 	script := `
-import boto3, sys
-s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
-                  config=boto3.session.Config(s3={"addressing_style": "path"}))
+import boto3, io, sys
+from boto3.s3.transfer import TransferConfig
+cfg = dict(endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
+           config=boto3.session.Config(s3={"addressing_style": "path"}))
+s3 = boto3.client("s3", **cfg)
 s3.create_bucket(Bucket="from-boto3")
 s3.put_object(Bucket="from-boto3", Key="train/a.csv", Body=b"1,2,3\n")
-from boto3.s3.transfer import TransferConfig
-s3.upload_fileobj(__import__("io").BytesIO(b"z" * (9 << 20)), "from-boto3", "train/big.bin",
+s3.upload_fileobj(io.BytesIO(bytes(range(256)) * (9 << 12)), "from-boto3", "train/big.bin",
                   Config=TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20))
+s3.copy({"Bucket": "from-boto3", "Key": "train/big.bin"}, "from-boto3", "archive/big.bin")
 print(sorted(o["Key"] for o in s3.list_objects_v2(Bucket="from-boto3")["Contents"]))
+print(s3.head_object(Bucket="from-boto3", Key="archive/big.bin")["ETag"])
+s3.create_bucket(Bucket="scratch")
+for k in ("run-1/model.tar.gz", "run-1/output/x", "top"):
+    s3.put_object(Bucket="scratch", Key=k, Body=k.encode())
+b = boto3.resource("s3", **cfg).Bucket("scratch")
+print(sorted((v.object_key, v.id) for v in b.object_versions.all()))
+b.object_versions.delete()
+b.delete()
+print("emptied and deleted")
 `
 	out, err := exec.Command(py, "-c", script, ts.URL).CombinedOutput()
 	if err != nil {
 		t.Fatalf("boto3: %v\n%s", err, out)
 	}
-	if strings.TrimSpace(string(out)) != "['train/a.csv', 'train/big.bin']" {
-		t.Fatalf("boto3 listed %s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 4 || lines[0] != "['archive/big.bin', 'train/a.csv', 'train/big.bin']" || !strings.HasSuffix(lines[1], `-2"`) ||
+		lines[2] != "[('run-1/model.tar.gz', 'null'), ('run-1/output/x', 'null'), ('top', 'null')]" || lines[3] != "emptied and deleted" {
+		t.Fatalf("boto3 printed %s; want the three keys, the copy's ETag of two 8 MiB parts, the scratch bucket's versions, and its end", out)
 	}
-	h, err := c.HeadObject(context.Background(), &sdk.HeadObjectInput{Bucket: aws.String("from-boto3"), Key: aws.String("train/big.bin")})
-	if err != nil || aws.ToInt64(h.ContentLength) != 9<<20 {
-		t.Fatalf("the object boto3 put in parts: %v %+v", err, h)
+	want := bytes.Repeat(func() []byte {
+		b := make([]byte, 256)
+		for i := range b {
+			b[i] = byte(i)
+		}
+		return b
+	}(), 9<<12)
+	for _, k := range []string{"train/big.bin", "archive/big.bin"} {
+		got, err := c.GetObject(context.Background(), &sdk.GetObjectInput{Bucket: aws.String("from-boto3"), Key: aws.String(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(got.Body)
+		got.Body.Close()
+		if err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("%s holds %d bytes (%v), want the %d that boto3 put", k, len(b), err, len(want))
+		}
+	}
+	if _, err := c.HeadBucket(context.Background(), &sdk.HeadBucketInput{Bucket: aws.String("scratch")}); err == nil {
+		t.Error("the bucket that boto3 emptied and deleted is still there")
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	s3server "qshare/aws/s3"
-	"qshare/internal/python"
 )
 
 // TestVersions: each object is its one version, "null", as on S3 for a
@@ -210,41 +208,5 @@ func TestDeleteObjectsDeniesPerKey(t *testing.T) {
 	}
 	if _, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("shared"), Key: aws.String("free/b")}); err == nil {
 		t.Error("free/b is still there")
-	}
-}
-
-// TestBoto3EmptiesABucket: boto3's way to empty a bucket, deleting
-// every version of every object (Bucket.object_versions.delete(), which
-// lists with ListObjectVersions and deletes with DeleteObjects naming
-// each version), empties one of this store, which answered
-// ListObjectVersions with NotImplemented.
-func TestBoto3EmptiesABucket(t *testing.T) {
-	t.Parallel()
-	py, ok := python.With("boto3")
-	if !ok {
-		t.Skip("python3 with boto3 is not installed: skipping boto3's emptying of a bucket")
-	}
-	ts, c := startWith(t, t.TempDir(), "scratch")
-	defer ts.Close()
-	for _, k := range []string{"run-1/model.tar.gz", "run-1/output/x", "run-2/checkpoints/a", "top"} {
-		mustPutIn(t, c, "scratch", k, k)
-	}
-	script := `
-import boto3, sys
-s3 = boto3.resource("s3", endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
-                    config=boto3.session.Config(s3={"addressing_style": "path"}))
-b = s3.Bucket("scratch")
-print(sorted((v.object_key, v.id) for v in b.object_versions.all()))
-b.object_versions.delete()
-b.delete()
-print("deleted")
-`
-	out, err := exec.Command(py, "-c", script, ts.URL).CombinedOutput()
-	if err != nil {
-		t.Fatalf("boto3: %v\n%s", err, out)
-	}
-	want := "[('run-1/model.tar.gz', 'null'), ('run-1/output/x', 'null'), ('run-2/checkpoints/a', 'null'), ('top', 'null')]\ndeleted"
-	if strings.TrimSpace(string(out)) != want {
-		t.Errorf("boto3 printed %s, want %s", out, want)
 	}
 }
