@@ -107,3 +107,17 @@ func copyMetadata(meta, src map[string]string) {
 		}
 	}
 }
+
+// lowerUserMetadata writes the user metadata of an answer (x-amz-meta-*)
+// under lower-case names, as S3 does, which keeps the names so: Go's
+// server writes the canonical form that gofakes3 sets
+// ("X-Amz-Meta-Team"), and boto3, which keeps a header name's case,
+// gave Metadata {"Team": …} where S3 gives {"team": …}.
+func lowerUserMetadata(h http.Header) {
+	for k, v := range h {
+		if l := strings.ToLower(k); l != k && strings.HasPrefix(l, "x-amz-meta-") {
+			delete(h, k)
+			h[l] = v
+		}
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -86,6 +88,18 @@ func TestMetadataAsS3Keeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("a PutObject over it", head("bkt", "obj"), map[string]string{"X-Amz-Meta-B": "2", "X-Amz-Meta-A": "", "Content-Disposition": ""})
+	// On the wire, user metadata is named in lower case, as S3 names it
+	// (Go's client makes every name canonical: read the bytes).
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "HEAD /bkt/obj HTTP/1.1\r\nHost: s3\r\nConnection: close\r\n\r\n")
+	wire, _ := io.ReadAll(conn)
+	conn.Close()
+	if !strings.Contains(string(wire), "\r\nx-amz-meta-b: 2\r\n") {
+		t.Errorf("the answer names the user metadata otherwise than x-amz-meta-b:\n%s", wire)
+	}
 
 	mp, err := withToken.CreateMultipartUpload(ctx, &sdk.CreateMultipartUploadInput{Bucket: aws.String("bkt"), Key: aws.String("parts"),
 		Metadata: map[string]string{"c": "3"}, ChecksumAlgorithm: types.ChecksumAlgorithmSha256})

@@ -715,6 +715,7 @@ func (w *etagWriter) WriteHeader(status int) {
 	w.wrote = true
 	h := w.Header()
 	sizes := takeOwn(h)
+	lowerUserMetadata(h)
 	ok := status == http.StatusOK || status == http.StatusPartialContent
 	kept, give := answerChecksum(h), objectChecksum{}
 	if w.checksums && status == http.StatusOK && w.part == nil {

@@ -159,7 +159,9 @@ func TestHostileKeys(t *testing.T) {
 // too, copies it with UploadPartCopy of ranges; and boto3's way to empty
 // a bucket, Bucket.object_versions.delete() (ListObjectVersions, then
 // DeleteObjects naming each version), empties one. The store answered
-// both UploadPartCopy and ListObjectVersions with NotImplemented.
+// both UploadPartCopy and ListObjectVersions with NotImplemented. User
+// metadata comes back named in lower case, as from S3 (boto3 keeps a
+// header name's case).
 func TestBoto3(t *testing.T) {
 	t.Parallel()
 	py, ok := python.With("boto3")
@@ -175,12 +177,12 @@ cfg = dict(endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id=
            config=boto3.session.Config(s3={"addressing_style": "path"}))
 s3 = boto3.client("s3", **cfg)
 s3.create_bucket(Bucket="from-boto3")
-s3.put_object(Bucket="from-boto3", Key="train/a.csv", Body=b"1,2,3\n")
+s3.put_object(Bucket="from-boto3", Key="train/a.csv", Body=b"1,2,3\n", Metadata={"Team-Name": "a"})
 s3.upload_fileobj(io.BytesIO(bytes(range(256)) * (9 << 12)), "from-boto3", "train/big.bin",
                   Config=TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20))
 s3.copy({"Bucket": "from-boto3", "Key": "train/big.bin"}, "from-boto3", "archive/big.bin")
 print(sorted(o["Key"] for o in s3.list_objects_v2(Bucket="from-boto3")["Contents"]))
-print(s3.head_object(Bucket="from-boto3", Key="archive/big.bin")["ETag"])
+print(s3.head_object(Bucket="from-boto3", Key="archive/big.bin")["ETag"], s3.head_object(Bucket="from-boto3", Key="train/a.csv")["Metadata"])
 s3.create_bucket(Bucket="scratch")
 for k in ("run-1/model.tar.gz", "run-1/output/x", "top"):
     s3.put_object(Bucket="scratch", Key=k, Body=k.encode())
@@ -195,9 +197,9 @@ print("emptied and deleted")
 		t.Fatalf("boto3: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 4 || lines[0] != "['archive/big.bin', 'train/a.csv', 'train/big.bin']" || !strings.HasSuffix(lines[1], `-2"`) ||
+	if len(lines) != 4 || lines[0] != "['archive/big.bin', 'train/a.csv', 'train/big.bin']" || !strings.HasSuffix(lines[1], `-2" {'team-name': 'a'}`) ||
 		lines[2] != "[('run-1/model.tar.gz', 'null'), ('run-1/output/x', 'null'), ('top', 'null')]" || lines[3] != "emptied and deleted" {
-		t.Fatalf("boto3 printed %s; want the three keys, the copy's ETag of two 8 MiB parts, the scratch bucket's versions, and its end", out)
+		t.Fatalf("boto3 printed %s; want the three keys, the copy's ETag of two 8 MiB parts, user metadata named in lower case as S3 names it, the scratch bucket's versions, and its end", out)
 	}
 	want := bytes.Repeat(func() []byte {
 		b := make([]byte, 256)
