@@ -159,7 +159,7 @@ const (
 	copyIfUnmodifiedSince = "X-Amz-Copy-Source-If-Unmodified-Since"
 )
 
-// copySourceVersion refuses, with S3's NoSuchVersion, a copy's source
+// copySourceVersion refuses, with S3's InvalidArgument (badVersion), a copy's source
 // (X-Amz-Copy-Source) that names a version other than "null", the one
 // version of every object of this store, which keeps none but the last:
 // a copy of an older version must not copy the newest in its place.
@@ -178,7 +178,7 @@ func copySourceVersion(src string) *wire.Error {
 		return s3Error(http.StatusBadRequest, "InvalidArgument", "X-Amz-Copy-Source: the query after its key is not URL-encoded right")
 	}
 	if v, ok := q["versionId"]; ok && (len(v) != 1 || v[0] != "null") {
-		return s3Error(http.StatusNotFound, "NoSuchVersion", "The specified version does not exist: this store keeps one version of each object, \"null\"")
+		return badVersion()
 	}
 	return nil
 }

@@ -19,7 +19,9 @@ import (
 // that version is served as the object's (GetObject, HeadObject and
 // DeleteObject with ?versionId=null, DeleteObjects with <VersionId>null,
 // a copy's source with ?versionId=null, ListObjectVersions); one that
-// names any other is NoSuchVersion, and changes nothing. gofakes3,
+// names any other is InvalidArgument (S3's "Invalid version id
+// specified", which versitygw and SeaweedFS answer too), and changes
+// nothing. gofakes3,
 // without versioning, answered a GET of a version with NotImplemented,
 // a HEAD of any version with the object, a DeleteObject of one with
 // NotImplemented, and deleted the object for a DeleteObjects entry of
@@ -29,13 +31,13 @@ import (
 // nullVersion is the version ID of every object of this store.
 const nullVersion = "null"
 
-// noSuchVersion is S3's answer to a version that is not there.
-func noSuchVersion() *wire.Error {
-	return s3Error(http.StatusNotFound, "NoSuchVersion", `The specified version does not exist: this store keeps one version of each object, "null"`)
+// badVersion is S3's answer to a version ID that is none of its.
+func badVersion() *wire.Error {
+	return s3Error(http.StatusBadRequest, "InvalidArgument", `Invalid version id specified: this store keeps one version of each object, "null"`)
 }
 
 // objectVersion answers a GetObject, HeadObject or DeleteObject that
-// names a version other than "null" with NoSuchVersion, and takes a
+// names a version other than "null" with badVersion, and takes a
 // "null" one out of r's query, for gofakes3 to serve the object; it
 // reports whether it answered.
 func objectVersion(w http.ResponseWriter, r *http.Request) bool {
@@ -45,7 +47,7 @@ func objectVersion(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if len(v) != 1 || v[0] != nullVersion {
-		e := noSuchVersion()
+		e := badVersion()
 		writeError(w, e.Status, e.Code, e.Message)
 		return true
 	}
@@ -166,7 +168,8 @@ type deniedKeys struct{}
 // deleteObjects answers DeleteObjects of bucket: the keys that the
 // document names with no version or "null" are deleted (the backend's
 // DeleteMulti, which answers a key that no object has as deleted, as S3
-// does), and each other entry is NoSuchVersion, or AccessDenied where
+// does), and each other entry is InvalidArgument (badVersion), or
+// AccessDenied where
 // Authorize denied it, in the answer's list; Quiet leaves the deleted out.
 func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, bucket string) {
 	body, err := io.ReadAll(r.Body)
@@ -199,7 +202,7 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, bucket st
 		case denied[o.Key]:
 			res.Errors = append(res.Errors, deleteError{Key: o.Key, VersionId: o.VersionId, Code: "AccessDenied", Message: "Access Denied"})
 		case o.VersionId != "" && o.VersionId != nullVersion:
-			e := noSuchVersion()
+			e := badVersion()
 			res.Errors = append(res.Errors, deleteError{Key: o.Key, VersionId: o.VersionId, Code: e.Code, Message: e.Message})
 		default:
 			keys = append(keys, o.Key)

@@ -20,7 +20,7 @@ import (
 // TestVersions: each object is its one version, "null", as on S3 for a
 // bucket never versioned. ListObjectVersions lists it so, paged by
 // key-marker; a read, a delete or a DeleteObjects entry of that version
-// is the object's, and one of any other version is NoSuchVersion and
+// is the object's, and one of any other version is InvalidArgument and
 // changes nothing. gofakes3 answered ListObjectVersions and a GET of a
 // version with NotImplemented, a HEAD of any version with the object,
 // and deleted the object for a DeleteObjects entry of any version.
@@ -115,17 +115,17 @@ func TestVersions(t *testing.T) {
 	if string(b) != "data of a" {
 		t.Errorf("GetObject of version null: %q", b)
 	}
-	if _, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("a"), VersionId: aws.String("3HL4kq")}); apiCode(err) != "NoSuchVersion" {
-		t.Errorf("GetObject of another version: %v, want NoSuchVersion", err)
+	if _, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("a"), VersionId: aws.String("3HL4kq")}); apiCode(err) != "InvalidArgument" {
+		t.Errorf("GetObject of another version: %v, want InvalidArgument", err)
 	}
 	if _, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String("a"), VersionId: aws.String("null")}); err != nil {
 		t.Errorf("HeadObject of version null: %v", err)
 	}
-	if resp, err := http.Head(ts.URL + "/bkt/a?versionId=3HL4kq"); err != nil || resp.StatusCode != http.StatusNotFound {
-		t.Errorf("HEAD of another version: %v %v, want 404", resp, err)
+	if resp, err := http.Head(ts.URL + "/bkt/a?versionId=3HL4kq"); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("HEAD of another version: %v %v, want 400", resp, err)
 	}
-	if _, err := c.DeleteObject(ctx, &sdk.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String("a"), VersionId: aws.String("3HL4kq")}); apiCode(err) != "NoSuchVersion" {
-		t.Errorf("DeleteObject of another version: %v, want NoSuchVersion", err)
+	if _, err := c.DeleteObject(ctx, &sdk.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String("a"), VersionId: aws.String("3HL4kq")}); apiCode(err) != "InvalidArgument" {
+		t.Errorf("DeleteObject of another version: %v, want InvalidArgument", err)
 	}
 	del, err := c.DeleteObjects(ctx, &sdk.DeleteObjectsInput{Bucket: aws.String("bkt"), Delete: &types.Delete{Objects: []types.ObjectIdentifier{
 		{Key: aws.String("a"), VersionId: aws.String("3HL4kq")}, {Key: aws.String("e"), VersionId: aws.String("null")}, {Key: aws.String("b/c")}, {Key: aws.String("none")}}}})
@@ -140,8 +140,8 @@ func TestVersions(t *testing.T) {
 		failed = append(failed, aws.ToString(e.Key)+"@"+aws.ToString(e.VersionId)+" "+aws.ToString(e.Code))
 	}
 	slices.Sort(deleted)
-	if want := []string{"b/c@", "e@null", "none@"}; !slices.Equal(deleted, want) || !slices.Equal(failed, []string{"a@3HL4kq NoSuchVersion"}) {
-		t.Errorf("DeleteObjects: deleted %q, errors %q; want %q and a's NoSuchVersion", deleted, failed, want)
+	if want := []string{"b/c@", "e@null", "none@"}; !slices.Equal(deleted, want) || !slices.Equal(failed, []string{"a@3HL4kq InvalidArgument"}) {
+		t.Errorf("DeleteObjects: deleted %q, errors %q; want %q and a's InvalidArgument", deleted, failed, want)
 	}
 	if _, err := c.DeleteObject(ctx, &sdk.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String("b/d"), VersionId: aws.String("null")}); err != nil {
 		t.Errorf("DeleteObject of version null: %v", err)
