@@ -43,11 +43,7 @@ var copyRange = regexp.MustCompile(`^bytes=([0-9]{1,19})-([0-9]{1,19})$`)
 // meanwhile. A source or range that is not one, a condition that fails,
 // or an upload that is not there changes nothing.
 func (s *Server) uploadPartCopy(w http.ResponseWriter, r *http.Request, bucket, key string, id gofakes3.UploadID) {
-	if ok, err := s.backend.BucketExists(bucket); err != nil || !ok {
-		if err == nil {
-			err = gofakes3.BucketNotFound(bucket)
-		}
-		writeAnyError(w, err)
+	if !s.bucketThere(w, bucket) {
 		return
 	}
 	number, err := strconv.Atoi(r.URL.Query().Get("partNumber"))

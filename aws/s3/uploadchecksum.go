@@ -160,11 +160,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 // listParts answers ListParts as gofakes3 did, with each part's checksum
 // and the upload's algorithm and type.
 func (s *Server) listParts(w http.ResponseWriter, r *http.Request, bucket, key string, id gofakes3.UploadID) {
-	if ok, err := s.backend.BucketExists(bucket); err != nil || !ok {
-		if err == nil {
-			err = gofakes3.BucketNotFound(bucket)
-		}
-		writeAnyError(w, err)
+	if !s.bucketThere(w, bucket) {
 		return
 	}
 	q := r.URL.Query()
@@ -337,4 +333,18 @@ func (s *Server) checkUploadChecksum(r *http.Request, sent *sentChecksum) *wire.
 		return s3Error(http.StatusBadRequest, "InvalidRequest", "Checksum Type mismatch occurred, expected checksum Type: "+algo+", actual checksum Type: "+sent.algo)
 	}
 	return nil
+}
+
+// bucketThere reports whether bucket is there, answering
+// NoSuchBucket (or the store's failure to tell) where it is not.
+func (s *Server) bucketThere(w http.ResponseWriter, bucket string) bool {
+	ok, err := s.backend.BucketExists(bucket)
+	if err == nil && !ok {
+		err = gofakes3.BucketNotFound(bucket)
+	}
+	if err != nil {
+		writeAnyError(w, err)
+		return false
+	}
+	return true
 }

@@ -186,11 +186,7 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, bucket st
 		writeAnyError(w, s3Error(http.StatusBadRequest, "MalformedXML", fmt.Sprintf("The XML you provided was not well-formed or did not validate against the published schema: a Delete names 1 to %d objects, this one %d", maxDeleteKeys, n)))
 		return
 	}
-	if ok, err := s.backend.BucketExists(bucket); err != nil || !ok {
-		if err == nil {
-			err = gofakes3.BucketNotFound(bucket)
-		}
-		writeAnyError(w, err)
+	if !s.bucketThere(w, bucket) {
 		return
 	}
 	denied, _ := r.Context().Value(deniedKeys{}).(map[string]bool)
@@ -241,11 +237,7 @@ func withDenied(r *http.Request, denied map[string]bool) *http.Request {
 // Status (gofakes3 gave an empty Status and MfaDelete, which a client
 // reads as a status of "").
 func (s *Server) bucketVersioning(w http.ResponseWriter, bucket string) {
-	if ok, err := s.backend.BucketExists(bucket); err != nil || !ok {
-		if err == nil {
-			err = gofakes3.BucketNotFound(bucket)
-		}
-		writeAnyError(w, err)
+	if !s.bucketThere(w, bucket) {
 		return
 	}
 	writeXML(w, &struct {
