@@ -97,18 +97,23 @@ func (b *wholeBackend) takeSent(meta map[string]string) *sentChecksum {
 // is no object; a write that fails is S3's InternalError, naming the
 // cause and not the path.
 func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, cond *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
-	var res gofakes3.PutObjectResult
+	_, err := b.put(bucket, key, meta, input, size, cond)
+	return gofakes3.PutObjectResult{}, err
+}
+
+// put is PutObject, which returns the object's hash (its ETag).
+func (b *wholeBackend) put(bucket, key string, meta map[string]string, input io.Reader, size int64, cond *gofakes3.PutConditions) ([]byte, error) {
 	if err := checkObject(bucket, key); err != nil {
-		return res, err
+		return nil, err
 	}
 	if ok, err := b.BucketExists(bucket); err != nil {
-		return res, err
+		return nil, err
 	} else if !ok {
-		return res, gofakes3.BucketNotFound(bucket)
+		return nil, gofakes3.BucketNotFound(bucket)
 	}
 	f, err := os.CreateTemp(filepath.Join(b.root, tmpDir), "put-")
 	if err != nil {
-		return res, objectNotKept(err)
+		return nil, objectNotKept(err)
 	}
 	sent := b.takeSent(meta)
 	summed, ok := input.(interface{ Sum([]byte) []byte })
@@ -152,8 +157,9 @@ func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, inp
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = objectNotKept(cerr)
 	}
+	var etag []byte
 	if err == nil {
-		etag := sum.Sum(nil)
+		etag = sum.Sum(nil)
 		if ok {
 			etag = summed.Sum(nil)
 		}
@@ -173,8 +179,9 @@ func (b *wholeBackend) PutObject(bucket, key string, meta map[string]string, inp
 	}
 	if err != nil {
 		os.Remove(f.Name())
+		return nil, err
 	}
-	return res, err
+	return etag, nil
 }
 
 // objectNotKept is the answer to an object that could not be written to
@@ -476,10 +483,13 @@ func (b *wholeBackend) CopyObject(srcBucket, srcKey, dstBucket, dstKey string, m
 		return gofakes3.CopyObjectResult{}, gofakes3.ErrorMessage(gofakes3.ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold: the copy's source is not the object that its x-amz-copy-source-if-* headers name")
 	}
 	copyMetadata(meta, src.Metadata)
-	if _, err := b.PutObject(dstBucket, dstKey, meta, src.Contents, src.Size, nil); err != nil {
+	hash, err := b.put(dstBucket, dstKey, meta, src.Contents, src.Size, nil)
+	if err != nil {
 		return gofakes3.CopyObjectResult{}, err
 	}
-	return gofakes3.CopyObjectResult{ETag: `"` + hex.EncodeToString(src.Hash) + `"`, LastModified: gofakes3.NewContentTime(time.Now())}, nil
+	// The copy's own ETag, an object of one part: gofakes3 answered the
+	// source's hash, which is not the copy's where the source is of parts.
+	return gofakes3.CopyObjectResult{ETag: `"` + hex.EncodeToString(hash) + `"`, LastModified: gofakes3.NewContentTime(time.Now())}, nil
 }
 
 // GetObject is the backend's, not amid a commit. The object's file is

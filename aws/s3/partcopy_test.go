@@ -170,6 +170,19 @@ func TestUploadPartCopy(t *testing.T) {
 		t.Fatalf("the copy holds %d bytes (equal: %v, %v), ETag %s; want the source's %d", len(b), bytes.Equal(b, data), err, aws.ToString(got.ETag), len(data))
 	}
 
+	// CopyObject of the multipart source answers the copy's own ETag, an
+	// object of one part (gofakes3 answered the source's hash).
+	cp, err := c.CopyObject(ctx, &sdk.CopyObjectInput{Bucket: aws.String("dst"), Key: aws.String("whole-copy.bin"), CopySource: aws.String("src/data/big.bin")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := md5.Sum(data); aws.ToString(cp.CopyObjectResult.ETag) != `"`+hex.EncodeToString(sum[:])+`"` {
+		t.Errorf("CopyObject of the multipart source answered the ETag %s, want the copy's %x", aws.ToString(cp.CopyObjectResult.ETag), sum)
+	}
+	if h, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("dst"), Key: aws.String("whole-copy.bin")}); err != nil || aws.ToString(h.ETag) != aws.ToString(cp.CopyObjectResult.ETag) {
+		t.Errorf("the copy's ETag: %v %s, answered %s", err, aws.ToString(h.ETag), aws.ToString(cp.CopyObjectResult.ETag))
+	}
+
 	// With no range, the part is the whole source. An empty source
 	// makes no part, as an UploadPart of no bytes makes none.
 	whole, err := c.CreateMultipartUpload(ctx, &sdk.CreateMultipartUploadInput{Bucket: aws.String("dst"), Key: aws.String("whole.bin")})
