@@ -126,8 +126,8 @@ const s3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 // route sends ListParts, CompleteMultipartUpload, UploadPartCopy,
 // ListObjectVersions, GetBucketVersioning and DeleteObjects to the
-// store's own answers, and a
-// request of an object's version (objectVersion), the rest to gofakes3.
+// store's own answers, and a request of an object's version to
+// objectVersion first; the rest goes to gofakes3.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	id := gofakes3.UploadID(r.URL.Query().Get("uploadId"))
