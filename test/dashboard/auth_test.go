@@ -70,6 +70,7 @@ func (e *env) shareNames() string {
 // out forgets the key.
 func TestSignedIn(t *testing.T) {
 	t.Parallel() // a server and a window of its own (TestMain)
+	moreViews(t, "the dashboard signed in with --auth, each principal's views")
 	needChromium(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")

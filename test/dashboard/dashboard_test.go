@@ -122,6 +122,16 @@ func needChromium(t testing.TB) {
 	}
 }
 
+// moreViews skips t unless the long scenarios run (.ci/run's long step),
+// after needChromium: the README's command keeps one window of this
+// suite, TestWorkedExample, which reads every view through the spec's
+// worked example; what describes what t adds to it.
+func moreViews(t *testing.T, what string) {
+	t.Helper()
+	needChromium(t)
+	longtest.Only(t, what+"; in the README's command TestWorkedExample reads every view of the dashboard in Chromium through the spec's worked example")
+}
+
 // env is one test's server, browser and working directory, and the qshare
 // commands run against the server (clitest.Env's OK, JSONOf, Submit and
 // Await).
@@ -512,6 +522,7 @@ func TestWorkedExample(t *testing.T) {
 // timeline and how to get one, and the other views still work.
 func TestNoEventLog(t *testing.T) {
 	t.Parallel() // a server and a Chromium of its own (TestMain)
+	moreViews(t, "the Events view without --events")
 	e := newEnv(t)
 	e.OK("apply", "-f", "examples/three-shares.yaml")
 	e.open("events")
@@ -539,6 +550,7 @@ func TestNoEventLog(t *testing.T) {
 // queue's snapshot (the lending endpoint knows quota shares only).
 func TestFairShareQueue(t *testing.T) {
 	t.Parallel() // a server and a Chromium of its own (TestMain)
+	moreViews(t, "the fair-share queue's view")
 	e := newEnv(t)
 	e.OK("apply", "-f", "examples/fair-share.yaml")
 	for _, j := range []struct{ name, ident string }{{"a1", "teamA"}, {"a2", "teamA"}, {"b1", "teamB"}} {
@@ -559,6 +571,7 @@ func TestFairShareQueue(t *testing.T) {
 // environment shows it down with the reason, and the other up.
 func TestEnvironmentExecutors(t *testing.T) {
 	t.Parallel() // a server and a Chromium of its own (TestMain)
+	moreViews(t, "the environment's executors view")
 	needChromium(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "executors.yaml")

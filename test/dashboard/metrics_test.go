@@ -14,6 +14,7 @@ import (
 // from the server's SageMaker endpoint.
 func TestFinalMetrics(t *testing.T) {
 	t.Parallel() // a server and a Chromium of its own (TestMain)
+	moreViews(t, "the final metrics of jobs on the process executor")
 	e := newEnv(t, "--executor", "process", "--gpus", "none")
 	e.OK("apply", "-f", "examples/three-shares.yaml")
 	payload := `{"TrainingJobName":"metrics-job","AlgorithmSpecification":{"TrainingImage":"local","TrainingInputMode":"File",

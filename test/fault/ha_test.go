@@ -586,6 +586,7 @@ func runFailovers(t *testing.T, how string) {
 // logs that it lost the store and stands by (/readyz 503), forwarding to
 // the new leader, and nothing it tried after its lease ended is stored.
 func TestFencingAfterSIGSTOP(t *testing.T) {
+	longtest.Only(t, "a leader paused past its lease under load; in the README's command the postgres package's TestLeaseEndsAnIdleSession, TestFencedAfterConnectionLoss and TestFenceRefusesAnotherEpoch check the lease and the fence, and TestFailoverExecutors here a takeover")
 	parallelBinary(t)
 	cl := newCluster(t, 2, "2s")
 	applyConfig(t, cl.endpoints()[0], haConfig)

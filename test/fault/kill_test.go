@@ -22,6 +22,7 @@ import (
 // end every job must have finished as it should, no job may have run two
 // attempts at once, and the event log must keep the guarantees.
 func TestKill9(t *testing.T) {
+	longtest.Only(t, "kills at random moments under load; in the README's command TestFailoverExecutors and TestEventLogReconciles here, and test/processe2e's TestKillAndRecover, kill the server with SIGKILL and check what it recovers")
 	parallelBinary(t)
 	kills := longtest.Pick(2, 20)
 	if v := os.Getenv("QSHARE_KILLS"); v != "" {

@@ -54,7 +54,7 @@ const waitLimit = 90 * time.Second
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if testing.Short() || kubetest.Available() != nil {
+	if testing.Short() || kubetest.Available() != nil || !longtest.On() {
 		os.Exit(m.Run()) // every test skips itself
 	}
 	// The side-by-side tests mostly wait on their servers, the played
@@ -74,7 +74,21 @@ func plane(t *testing.T) *kubetest.Cluster {
 	if testing.Short() {
 		t.Skip("runs the qshare binary against a Kubernetes API server")
 	}
+	endToEnd(t)
 	return shared.Get(t)
+}
+
+// endToEnd skips t unless the long scenarios run: this package's suite,
+// qshare serve on a control plane of its own, is .ci/run's, as the
+// dashboard's browser suite is. In the README's command
+// executor/kubernetes's suite runs the executor against a real API
+// server, and test/processe2e and test/e2e run qshare serve end to end
+// on the other executors.
+func endToEnd(t *testing.T) {
+	t.Helper()
+	if kubetest.Available() == nil {
+		longtest.Only(t, "qshare serve on a Kubernetes control plane, end to end; in the README's command executor/kubernetes's suite runs the executor against a real API server, and test/processe2e runs qshare serve end to end on the other executors")
+	}
 }
 
 // cluster is one test's part of the control plane: a namespace and nodes.
@@ -107,6 +121,7 @@ func newOwnCluster(t *testing.T, typ string, n, gpus int) *cluster {
 	if testing.Short() {
 		t.Skip("runs the qshare binary against a Kubernetes API server")
 	}
+	endToEnd(t)
 	var own kubetest.Shared // shared by no other test
 	t.Cleanup(own.Close)
 	return makeCluster(t, own.Get(t), typ, "", n, gpus)

@@ -24,6 +24,7 @@ import (
 
 	"qshare/data"
 	"qshare/internal/freeport"
+	"qshare/internal/longtest"
 	"qshare/internal/python"
 )
 
@@ -118,6 +119,8 @@ s3.put_object(Bucket="qshare-data", Key="input/ml_drivers/data/train.csv", Body=
 // the whole model.tar.gz, byte for byte what the job wrote.
 func TestKillServerDuringUpload(t *testing.T) {
 	skipShort(t)
+	longtest.Only(t, "a job's 256 MiB model, and the server killed midway through its upload; in the README's command the data package's TestRunStoreDownDuringUpload stops the store under an upload, which the wrapper retries and then fails with its reason")
+
 	dataDir := newDataDir(t)
 	// A port below the kernel's ephemeral range (freeport), so that no
 	// connection of the wrapper's, retrying while the server is down,
