@@ -232,13 +232,7 @@ func TestCopyMetadataDirective(t *testing.T) {
 	if meta, ctype := got("src"); !maps.Equal(meta, map[string]string{"z": "9"}) || ctype != "text/csv" {
 		t.Errorf("a copy to itself with REPLACE left %v and %s", meta, ctype)
 	}
-	out, err := c.GetObject(ctx, &sdk.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("src")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(out.Body)
-	out.Body.Close()
-	if string(b) != "data" {
+	if b, _ := get(t, c, "bkt", "src"); string(b) != "data" {
 		t.Errorf("the object copied to itself holds %q", b)
 	}
 }

@@ -41,8 +41,7 @@ const partSize = 5 << 20
 // error, and no part is kept for it.
 func TestUploadPartCopy(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ts, c := startWith(t, dir, "src", "dst")
+	ts, c := startWith(t, t.TempDir(), "src", "dst")
 	defer ts.Close()
 	ctx := context.Background()
 

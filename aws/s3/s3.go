@@ -497,15 +497,9 @@ func authorizeDeletes(r *http.Request, bucket string, authorize func(r *http.Req
 		}
 		body = b
 	}
-	var doc struct {
-		XMLName xml.Name
-		Objects []struct{ Key string } `xml:"Object"`
-	}
-	if err := xml.Unmarshal(body, &doc); err != nil || doc.XMLName.Local != "Delete" {
-		return nil, s3Error(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against the published schema: a Delete document")
-	}
-	if n := len(doc.Objects); n == 0 || n > maxDeleteKeys {
-		return nil, s3Error(http.StatusBadRequest, "MalformedXML", fmt.Sprintf("The XML you provided was not well-formed or did not validate against the published schema: a Delete names 1 to %d objects, this one %d", maxDeleteKeys, n))
+	doc, werr := decodeDelete(body)
+	if werr != nil {
+		return nil, werr
 	}
 	var denied map[string]bool
 	for _, o := range doc.Objects {

@@ -140,6 +140,21 @@ type deleteRequest struct {
 	Quiet bool
 }
 
+// decodeDelete reads a DeleteObjects document, as Authorize (to
+// authorize each key) and the store (to delete them) both do: well
+// formed, its root a Delete, naming 1 to maxDeleteKeys objects; anything
+// else is S3's MalformedXML.
+func decodeDelete(body []byte) (*deleteRequest, *wire.Error) {
+	var in deleteRequest
+	if err := xml.Unmarshal(body, &in); err != nil || in.XMLName.Local != "Delete" {
+		return nil, s3Error(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against the published schema: a Delete document")
+	}
+	if n := len(in.Objects); n == 0 || n > maxDeleteKeys {
+		return nil, s3Error(http.StatusBadRequest, "MalformedXML", fmt.Sprintf("The XML you provided was not well-formed or did not validate against the published schema: a Delete names 1 to %d objects, this one %d", maxDeleteKeys, n))
+	}
+	return &in, nil
+}
+
 type deleteResult struct {
 	XMLName xml.Name `xml:"DeleteResult"`
 	Xmlns   string   `xml:"xmlns,attr"`
@@ -177,13 +192,9 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, bucket st
 		writeAnyError(w, err) // the cap's, or the connection's
 		return
 	}
-	var in deleteRequest
-	if err := xml.Unmarshal(body, &in); err != nil {
-		writeAnyError(w, s3Error(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against the published schema: a Delete document"))
-		return
-	}
-	if n := len(in.Objects); n == 0 || n > maxDeleteKeys {
-		writeAnyError(w, s3Error(http.StatusBadRequest, "MalformedXML", fmt.Sprintf("The XML you provided was not well-formed or did not validate against the published schema: a Delete names 1 to %d objects, this one %d", maxDeleteKeys, n)))
+	in, werr := decodeDelete(body)
+	if werr != nil {
+		writeAnyError(w, werr)
 		return
 	}
 	if !s.bucketThere(w, bucket) {

@@ -146,15 +146,7 @@ func TestVersions(t *testing.T) {
 	if _, err := c.DeleteObject(ctx, &sdk.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String("b/d"), VersionId: aws.String("null")}); err != nil {
 		t.Errorf("DeleteObject of version null: %v", err)
 	}
-	l, err := c.ListObjectsV2(ctx, &sdk.ListObjectsV2Input{Bucket: aws.String("bkt")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, o := range l.Contents {
-		left = append(left, aws.ToString(o.Key))
-	}
-	if !slices.Equal(left, []string{"a", "f+g h"}) {
+	if left := keysIn(t, c, "bkt"); !slices.Equal(left, []string{"a", "f+g h"}) {
 		t.Errorf("after the deletes the bucket holds %q, want a (its other version was named) and f+g h", left)
 	}
 	q, err := c.DeleteObjects(ctx, &sdk.DeleteObjectsInput{Bucket: aws.String("bkt"), Delete: &types.Delete{Quiet: aws.Bool(true), Objects: []types.ObjectIdentifier{
@@ -208,4 +200,18 @@ func TestDeleteObjectsDeniesPerKey(t *testing.T) {
 	if _, err := c.HeadObject(ctx, &sdk.HeadObjectInput{Bucket: aws.String("shared"), Key: aws.String("free/b")}); err == nil {
 		t.Error("free/b is still there")
 	}
+}
+
+// keysIn lists bucket's keys (one page: the tests' buckets hold few).
+func keysIn(t *testing.T, c *sdk.Client, bucket string) []string {
+	t.Helper()
+	l, err := c.ListObjectsV2(context.Background(), &sdk.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range l.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	return keys
 }
