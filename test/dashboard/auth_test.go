@@ -71,7 +71,6 @@ func (e *env) shareNames() string {
 func TestSignedIn(t *testing.T) {
 	t.Parallel() // a server and a window of its own (TestMain)
 	moreViews(t, "the dashboard signed in with --auth, each principal's views")
-	needChromium(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "auth.yaml")
 	if err := os.WriteFile(file, []byte(dashboardAuthFile), 0o600); err != nil {

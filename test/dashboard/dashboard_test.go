@@ -572,7 +572,6 @@ func TestFairShareQueue(t *testing.T) {
 func TestEnvironmentExecutors(t *testing.T) {
 	t.Parallel() // a server and a Chromium of its own (TestMain)
 	moreViews(t, "the environment's executors view")
-	needChromium(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "executors.yaml")
 	conf := "default: {kind: simulated}\nbox: {kind: container, containerHost: \"unix://" + filepath.Join(dir, "no-engine.sock") + "\"}\n"
