@@ -15,8 +15,8 @@ import (
 	"qshare/internal/soak"
 )
 
-// TestKill9 kills the server with SIGKILL at random moments (twice, 20
-// times with QSHARE_LONG=1, QSHARE_KILLS to choose) while clients submit checkpointing jobs,
+// TestKill9 kills the server with SIGKILL at random moments (20 times,
+// QSHARE_KILLS to choose; in .ci/run's long step only) while clients submit checkpointing jobs,
 // change priorities, terminate jobs and change a share's limit. After each
 // restart every acknowledged submit and termination must be there; at the
 // end every job must have finished as it should, no job may have run two
@@ -24,7 +24,7 @@ import (
 func TestKill9(t *testing.T) {
 	longtest.Only(t, "kills at random moments under load; in the README's command TestFailoverExecutors and TestEventLogReconciles here, and test/processe2e's TestKillAndRecover, kill the server with SIGKILL and check what it recovers")
 	parallelBinary(t)
-	kills := longtest.Pick(2, 20)
+	kills := 20
 	if v := os.Getenv("QSHARE_KILLS"); v != "" {
 		kills, _ = strconv.Atoi(v)
 	}

@@ -418,7 +418,6 @@ func TestFailureFile(t *testing.T) {
 // ends as a capacity failure and the job is requeued without using a
 // retry, then runs once a GPU is free.
 func TestPendingThenCapacityFailure(t *testing.T) {
-	longSet(t, "executor/kubernetes's TestPendingAndStartTimeout checks an unplaceable pod's reason and the start timeout")
 	c := newSideCluster(t, "g5.xlarge", 2, 1) // the example promises 3
 	s := c.startServer("startTimeout: 3s\n")
 	s.apply(threeShares(t))
@@ -544,7 +543,6 @@ func TestInSharePreemptionResume(t *testing.T) {
 // index on four nodes, all running before the job is, which find each
 // other through the headless Service's names.
 func TestFourInstances(t *testing.T) {
-	longSet(t, "executor/kubernetes's TestMultiInstance runs an attempt of two pods with their Service")
 	c := newSideCluster(t, "g5.xlarge", 4, 1)
 	s := c.startServer("")
 	s.apply(oneShare(t, 4))
@@ -594,7 +592,6 @@ func TestFourInstances(t *testing.T) {
 // TestExecutorsWithSlurm checks an executor outage's statusReason end to
 // end (slurmctld stopped).
 func TestAPIServerOutage(t *testing.T) {
-	longtest.Only(t, "the API server stopped under qshare serve, on a control plane of its own; in the README's command executor/kubernetes's TestAPIServerTrouble stops it under the executor")
 	c := newOwnCluster(t, "g5.xlarge", 3, 1)
 	s := c.startServer("")
 	s.apply(threeShares(t))
@@ -725,7 +722,6 @@ func TestWorkedExampleSteps(t *testing.T) {
 // ended on its own before its last pod was placed would free a node for
 // that pod.)
 func TestFourInstancesAllOrNothing(t *testing.T) {
-	longSet(t, "executor/kubernetes's TestPendingAndStartTimeout ends an attempt of which two of three pods fit, all or nothing")
 	c := newSideCluster(t, "g5.xlarge", 3, 1)
 	s := c.startServer("startTimeout: 3s\n")
 	s.apply(oneShare(t, 4))
@@ -771,16 +767,4 @@ func TestFourInstancesAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.AwaitStatus(id, types.ServiceJobStatusFailed)
-}
-
-// longSet skips one of the package's larger sets unless QSHARE_LONG=1
-// (.ci/run's long step): TestPendingThenCapacityFailure,
-// TestFourInstances and TestFourInstancesAllOrNothing, each with nodes
-// of its own, start timeouts and several pods, were three of the
-// package's longest tests in the README's command, which was over its
-// five minutes on the slower kind of 2-core machine (7 December 2026).
-// short says what runs in their place.
-func longSet(t *testing.T, short string) {
-	t.Helper()
-	longtest.Only(t, "nodes of its own, start timeouts and several pods; in the README's command "+short)
 }

@@ -120,7 +120,6 @@ s3.put_object(Bucket="qshare-data", Key="input/ml_drivers/data/train.csv", Body=
 func TestKillServerDuringUpload(t *testing.T) {
 	skipShort(t)
 	longtest.Only(t, "a job's 256 MiB model, and the server killed midway through its upload; in the README's command the data package's TestRunStoreDownDuringUpload stops the store under an upload, which the wrapper retries and then fails with its reason")
-
 	dataDir := newDataDir(t)
 	// A port below the kernel's ephemeral range (freeport), so that no
 	// connection of the wrapper's, retrying while the server is down,
