@@ -146,7 +146,7 @@ type deleteRequest struct {
 // else is S3's MalformedXML.
 func decodeDelete(body []byte) (*deleteRequest, *wire.Error) {
 	var in deleteRequest
-	if err := xml.Unmarshal(body, &in); err != nil || in.XMLName.Local != "Delete" {
+	if err := xml.Unmarshal(body, &in); err != nil { // its root must be Delete (deleteRequest.XMLName)
 		return nil, s3Error(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against the published schema: a Delete document")
 	}
 	if n := len(in.Objects); n == 0 || n > maxDeleteKeys {
