@@ -68,8 +68,15 @@ func MountV2(t testing.TB) string {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmounting the test's cgroup2 at %s: %v", dir, err)
+		// A descriptor of the hierarchy that a process or the executor
+		// closes as the attempt's end is learned (under -race, later)
+		// keeps the mount busy a moment: wait for it, as for the removes.
+		err := unix.Unmount(dir, 0)
+		for deadline := time.Now().Add(5 * time.Second); err == unix.EBUSY && time.Now().Before(deadline); err = unix.Unmount(dir, 0) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Errorf("unmounting the test's cgroup2 at %s: %v (for 5 s)", dir, err)
 			return
 		}
 		os.Remove(dir)
